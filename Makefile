@@ -1,0 +1,54 @@
+# trainctl -- top-level Makefile.  CMake does the build; this file holds the
+# two set-up commands of the README (demo, check) and the usual targets.
+
+PREFIX ?= /usr/local
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+PYTHON ?= /usr/bin/python3
+
+.PHONY: all build asan deps demo check unit unit-asan e2e install clean bench
+
+all: build
+
+build:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+asan:
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTC_SANITIZE=ON >/dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+# Debian packages the build, the tests and the demo need.
+deps:
+	scripts/install-deps.sh
+
+demo: deps build
+	scripts/demo.sh
+
+unit: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+unit-asan: asan
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# End-to-end tests run against the sanitizer build, so that a memory error
+# anywhere in a real run fails the suite.
+e2e: asan
+	TRAINCTL=$(CURDIR)/$(ASAN_BUILD)/trainctl $(PYTHON) -m pytest -q tests/e2e
+
+check: deps
+	$(MAKE) build
+	$(MAKE) unit
+	$(MAKE) unit-asan
+	$(MAKE) e2e
+
+bench: build
+	$(PYTHON) bench/launch.py
+
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BUILD)/trainctl $(DESTDIR)$(PREFIX)/bin/trainctl
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

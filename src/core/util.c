@@ -1,0 +1,300 @@
+/* util.c -- numbers, time, files and paths; see util.h. */
+#include "core/util.h"
+#include "core/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+bool parse_long(const char *s, long min, long max, long *out)
+{
+	if (!s || !*s)
+		return false;
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+bool parse_double(const char *s, double *out)
+{
+	if (!s || !*s)
+		return false;
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno == ERANGE && !isinf(v))
+		errno = 0; /* underflow to a tiny number is still a number */
+	if (errno || *end)
+		return false;
+	*out = v;
+	return true;
+}
+
+double now_wall(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int64_t now_mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void format_time_utc(struct sbuf *out, double t)
+{
+	time_t s = (time_t)t;
+	struct tm tm;
+	char buf[32];
+	gmtime_r(&s, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	sbuf_adds(out, buf);
+}
+
+int mkdir_p(const char *path, struct tc_err *err)
+{
+	char *p = xstrdup(path);
+	int rc = 0;
+	for (char *s = p + 1;; s++) {
+		if (*s != '/' && *s != '\0')
+			continue;
+		char c = *s;
+		*s = '\0';
+		if (mkdir(p, 0755) < 0 && errno != EEXIST) {
+			rc = tc_error_errno(err, TC_ESYS, "cannot create directory '%s'", p);
+			goto out;
+		}
+		*s = c;
+		if (!c)
+			break;
+	}
+	if (!is_dir(path))
+		rc = tc_error(err, TC_ESYS, "'%s' exists and is not a directory", path);
+out:
+	free(p);
+	return rc;
+}
+
+int read_file(const char *path, struct sbuf *out, struct tc_err *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return tc_error_errno(err, TC_ENOTFOUND, "cannot open '%s'", path);
+	for (;;) {
+		sbuf_grow(out, 65536);
+		ssize_t n = read(fd, out->buf + out->len, out->alloc - out->len - 1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			int rc = tc_error_errno(err, TC_ESYS, "cannot read '%s'", path);
+			close(fd);
+			return rc;
+		}
+		if (n == 0)
+			break;
+		out->len += (size_t)n;
+		out->buf[out->len] = '\0';
+	}
+	close(fd);
+	return 0;
+}
+
+ssize_t write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	size_t left = len;
+	while (left) {
+		ssize_t n = write(fd, p, left);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += n;
+		left -= (size_t)n;
+	}
+	return (ssize_t)len;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t len, struct tc_err *err)
+{
+	struct sbuf tmp = SBUF_INIT;
+	int rc = 0;
+	sbuf_addf(&tmp, "%s.tmp.%ld", path, (long)getpid());
+	int fd = open(tmp.buf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		rc = tc_error_errno(err, TC_ESYS, "cannot create '%s'", tmp.buf);
+		goto out;
+	}
+	if (write_all(fd, data, len) < 0 || fsync(fd) < 0) {
+		rc = tc_error_errno(err, TC_ESYS, "cannot write '%s'", tmp.buf);
+		close(fd);
+		unlink(tmp.buf);
+		goto out;
+	}
+	if (close(fd) < 0 || rename(tmp.buf, path) < 0) {
+		rc = tc_error_errno(err, TC_ESYS, "cannot write '%s'", path);
+		unlink(tmp.buf);
+	}
+out:
+	sbuf_release(&tmp);
+	return rc;
+}
+
+bool path_exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+bool is_dir(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+char *path_absolute(const char *path, const char *base)
+{
+	if (path[0] == '/')
+		return xstrdup(path);
+	struct sbuf sb = SBUF_INIT;
+	if (base) {
+		sbuf_adds(&sb, base);
+	} else {
+		char *cwd = getcwd(NULL, 0);
+		sbuf_adds(&sb, cwd ? cwd : ".");
+		free(cwd);
+	}
+	if (!strcmp(path, "."))
+		return sbuf_detach(&sb);
+	if (sb.len && sb.buf[sb.len - 1] != '/')
+		sbuf_addch(&sb, '/');
+	if (!strncmp(path, "./", 2))
+		path += 2;
+	sbuf_adds(&sb, path);
+	return sbuf_detach(&sb);
+}
+
+char *path_dirname(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		return xstrdup(".");
+	if (slash == path)
+		return xstrdup("/");
+	return xstrndup(path, (size_t)(slash - path));
+}
+
+const char *path_basename(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
+}
+
+char *which(const char *prog)
+{
+	if (strchr(prog, '/'))
+		return access(prog, X_OK) == 0 ? xstrdup(prog) : NULL;
+	const char *path = getenv("PATH");
+	if (!path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	struct sbuf sb = SBUF_INIT;
+	while (*path) {
+		const char *colon = strchr(path, ':');
+		size_t n = colon ? (size_t)(colon - path) : strlen(path);
+		sbuf_reset(&sb);
+		sbuf_add(&sb, path, n);
+		sbuf_addch(&sb, '/');
+		sbuf_adds(&sb, prog);
+		if (n && access(sb.buf, X_OK) == 0)
+			return sbuf_detach(&sb);
+		path += n + (colon ? 1 : 0);
+	}
+	sbuf_release(&sb);
+	return NULL;
+}
+
+char *trainctl_home(void)
+{
+	const char *h = getenv("TRAINCTL_HOME");
+	if (h && *h)
+		return path_absolute(h, NULL);
+	const char *home = getenv("HOME");
+	struct sbuf sb = SBUF_INIT;
+	sbuf_addf(&sb, "%s/.trainctl", home && *home ? home : "/tmp");
+	return sbuf_detach(&sb);
+}
+
+size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	size_t *row = xcalloc(lb + 1, sizeof(*row));
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j];
+			size_t best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	size_t d = row[lb];
+	free(row);
+	return d;
+}
+
+unsigned long long proc_start_ticks(pid_t pid)
+{
+	char path[64];
+	struct sbuf sb = SBUF_INIT;
+	unsigned long long ticks = 0;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	if (read_file(path, &sb, NULL) < 0)
+		goto out;
+	/* comm may hold spaces and parens: fields restart after the last ')' */
+	char *p = strrchr(sb.buf, ')');
+	if (!p)
+		goto out;
+	p++;
+	for (int field = 3; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (p)
+		ticks = strtoull(p + 1, NULL, 10);
+out:
+	sbuf_release(&sb);
+	return ticks;
+}
+
+bool proc_alive(pid_t pid, unsigned long long ticks)
+{
+	if (pid <= 0)
+		return false;
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return false;
+	unsigned long long now = proc_start_ticks(pid);
+	if (now == 0)
+		return false;
+	return ticks == 0 || now == ticks;
+}

@@ -1,0 +1,55 @@
+/*
+ * util.h -- small helpers shared by every module: numbers, time, files,
+ * paths.  Everything here reports failure through struct tc_err.
+ */
+#ifndef TC_CORE_UTIL_H
+#define TC_CORE_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/err.h"
+#include "core/sbuf.h"
+
+/* Strict integer parse: whole string, base 10, within [min, max]. */
+bool parse_long(const char *s, long min, long max, long *out);
+bool parse_double(const char *s, double *out);
+
+/* Wall clock in seconds (with fraction) and a monotonic clock in ms. */
+double now_wall(void);
+int64_t now_mono_ms(void);
+/* "2026-11-26T00:58:06Z" style (UTC) into out. */
+void format_time_utc(struct sbuf *out, double t);
+
+/* mkdir -p with mode 0755. */
+int mkdir_p(const char *path, struct tc_err *err);
+/* Read a whole file into out (appending). */
+int read_file(const char *path, struct sbuf *out, struct tc_err *err);
+/* Write data to path atomically (temp file + fsync + rename). */
+int write_file_atomic(const char *path, const void *data, size_t len, struct tc_err *err);
+/* write(2) until done, retrying on EINTR/partial writes; -1 on error. */
+ssize_t write_all(int fd, const void *buf, size_t len);
+bool path_exists(const char *path);
+bool is_dir(const char *path);
+/* Absolute form of path (relative ones against base, or the cwd if NULL). */
+char *path_absolute(const char *path, const char *base);
+/* The directory part of path ("." when none); heap string. */
+char *path_dirname(const char *path);
+const char *path_basename(const char *path);
+/* Find an executable on PATH; heap string or NULL. */
+char *which(const char *prog);
+
+/* $TRAINCTL_HOME or ~/.trainctl; heap string. */
+char *trainctl_home(void);
+
+/* Levenshtein distance, for "did you mean" hints. */
+size_t edit_distance(const char *a, const char *b);
+
+/* Process start time (clock ticks since boot) from /proc; 0 if gone. */
+unsigned long long proc_start_ticks(pid_t pid);
+/* Is pid alive and (if ticks != 0) the same process as recorded? */
+bool proc_alive(pid_t pid, unsigned long long ticks);
+
+#endif

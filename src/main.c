@@ -1,0 +1,76 @@
+/*
+ * main.c -- the subcommand table (git.c's habit).  Shared set-up happens
+ * here, then the command runs, then stdout is checked so that a full disk is
+ * an error and not silence.  Only this file prints errors and exits.
+ */
+#include "cmd/cmd.h"
+#include "core/util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRAINCTL_VERSION "0.1.0"
+
+static const struct command {
+	const char *name;
+	cmd_fn fn;
+	const char *help;
+} commands[] = {
+	{ "run", cmd_run, "run a job in the foreground (spec file or -- command)" },
+	{ "ps", cmd_ps, "list jobs on this machine, newest first" },
+	{ "show", cmd_show, "show a job: spec, states, workers, root cause" },
+	{ "logs", cmd_logs, "print or follow a job's logs" },
+	{ "devices", cmd_devices, "list the accelerators and CPUs of this machine" },
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: trainctl <command> [options]\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
+	fprintf(out, "\n'trainctl <command> --help' describes one command.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	const char *name = argv[1];
+	if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(name, "--version") || !strcmp(name, "version")) {
+		printf("trainctl %s\n", TRAINCTL_VERSION);
+		return 0;
+	}
+	const struct command *cmd = NULL;
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(commands[i].name, name))
+			cmd = &commands[i];
+	if (!cmd) {
+		fprintf(stderr, "trainctl: '%s' is not a command\n", name);
+		usage(stderr);
+		return 2;
+	}
+
+	char *home = trainctl_home();
+	struct cmd_ctx ctx = { home, 0 };
+	struct tc_err err = TC_ERR_INIT;
+	int rc = cmd->fn(argc - 1, argv + 1, &ctx, &err);
+	int status = rc ? tc_exit_status(rc) : ctx.exit_status;
+	if (rc)
+		fprintf(stderr, "trainctl: %s\n", err.msg ? err.msg : tc_code_name(rc));
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "trainctl: cannot write to standard output: %s\n", strerror(errno));
+		if (!status)
+			status = 3;
+	}
+	tc_err_release(&err);
+	free(home);
+	return status;
+}
