@@ -2,6 +2,7 @@
 #include "core/sbuf.h"
 #include "core/xalloc.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,0 +1,99 @@
+/* cmd_logs.c -- `trainctl logs JOB [--rank R] [--tail N] [-f]` */
+#include "cmd/cmd.h"
+#include "core/sbuf.h"
+#include "core/util.h"
+#include "logs/logs.h"
+#include "store/store.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char usage[] =
+	"usage: trainctl logs JOB [--rank R] [--tail N] [-f]\n"
+	"\n"
+	"  -r, --rank R    only rank R (default: every rank, lines prefixed [r])\n"
+	"  -n, --tail N    the last N lines of each rank\n"
+	"  -f, --follow    keep printing while the job runs\n"
+	"      --supervisor  the supervisor's own log\n";
+
+struct follow_ctx {
+	struct store *st;
+	const char *id;
+};
+
+static bool job_alive(void *data)
+{
+	struct follow_ctx *f = data;
+	struct job_row j = { 0 };
+	struct tc_err err = TC_ERR_INIT;
+	bool alive = false;
+	if (store_job_get(f->st, f->id, &j, &err) == 0 &&
+	    store_job_reconcile(f->st, &j, &err) == 0)
+		alive = !store_state_terminal(j.state);
+	job_row_release(&j);
+	tc_err_release(&err);
+	return alive;
+}
+
+int cmd_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	static const struct option opts[] = {
+		{ "rank", required_argument, NULL, 'r' },
+		{ "tail", required_argument, NULL, 'n' },
+		{ "follow", no_argument, NULL, 'f' },
+		{ "supervisor", no_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	long rank = -1, tail = -1;
+	bool follow = false, supervisor = false;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "r:n:fh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			if (!parse_long(optarg, 0, 1 << 20, &rank))
+				return tc_error(err, TC_EUSAGE, "logs: --rank must be a rank number, not '%s'", optarg);
+			break;
+		case 'n':
+			if (!parse_long(optarg, 0, 1L << 40, &tail))
+				return tc_error(err, TC_EUSAGE, "logs: --tail must be a number of lines, not '%s'", optarg);
+			break;
+		case 'f': follow = true; break;
+		case 's': supervisor = true; break;
+		case 'h': fputs(usage, stdout); return 0;
+		default: return tc_error(err, TC_EUSAGE, "logs: bad option (see trainctl logs --help)");
+		}
+	}
+	if (optind + 1 != argc)
+		return tc_error(err, TC_EUSAGE, "logs: give one job");
+	struct store *st = NULL;
+	struct job_row j = { 0 };
+	struct sbuf dir = SBUF_INIT;
+	int rc = store_open(ctx->home, &st, err);
+	if (!rc)
+		rc = store_job_get(st, argv[optind], &j, err);
+	if (rc)
+		goto out;
+	sbuf_addf(&dir, "%s/logs", j.run_dir);
+	if (supervisor) {
+		struct sbuf p = SBUF_INIT, text = SBUF_INIT;
+		sbuf_addf(&p, "%s/supervisor.log", dir.buf);
+		rc = read_file(p.buf, &text, err);
+		if (!rc)
+			fwrite(text.buf, 1, text.len, stdout);
+		sbuf_release(&p);
+		sbuf_release(&text);
+		goto out;
+	}
+	struct follow_ctx fc = { st, j.id };
+	struct logs_opts lo = { dir.buf, (int)rank, tail, follow, rank < 0 && j.world_size != 1,
+				job_alive, &fc };
+	rc = logs_print(&lo, stdout, err);
+out:
+	sbuf_release(&dir);
+	job_row_release(&j);
+	store_close(st);
+	return rc;
+}

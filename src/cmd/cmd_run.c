@@ -1,0 +1,102 @@
+/* cmd_run.c -- `trainctl run SPEC` or `trainctl run [--nproc N] -- CMD...` */
+#include "cmd/cmd.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+#include "launch/launch.h"
+#include "spec/spec.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+	"usage: trainctl run [options] SPEC.yaml\n"
+	"   or: trainctl run [options] -- COMMAND [ARGS...]\n"
+	"\n"
+	"  -n, --nproc N|all     workers on this node (ad hoc runs; default 1)\n"
+	"  -d, --device TYPE     device type for ad hoc runs (default cpu)\n"
+	"      --name NAME       job name\n"
+	"      --max-restarts N  restart the group up to N times on failure\n"
+	"  -q, --quiet           do not copy worker output to the console\n";
+
+int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	static const struct option opts[] = {
+		{ "nproc", required_argument, NULL, 'n' },
+		{ "device", required_argument, NULL, 'd' },
+		{ "name", required_argument, NULL, 'N' },
+		{ "max-restarts", required_argument, NULL, 'r' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *nproc = NULL, *device = NULL, *name = NULL, *restarts = NULL;
+	struct launch_opts lo = { ctx->home, false };
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+n:d:qh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n': nproc = optarg; break;
+		case 'd': device = optarg; break;
+		case 'N': name = optarg; break;
+		case 'r': restarts = optarg; break;
+		case 'q': lo.quiet = true; break;
+		case 'h': fputs(usage, stdout); return 0;
+		default: return tc_error(err, TC_EUSAGE, "run: bad option (see trainctl run --help)");
+		}
+	}
+	bool adhoc = optind > 1 && !strcmp(argv[optind - 1], "--");
+	if (optind >= argc)
+		return tc_error(err, TC_EUSAGE, "run: give a spec file or -- COMMAND");
+	struct spec *s = NULL;
+	int rc;
+	if (!adhoc) {
+		if (optind + 1 != argc)
+			return tc_error(err, TC_EUSAGE, "run: one spec file, or use -- before a command");
+		if (nproc || device)
+			return tc_error(err, TC_EUSAGE, "run: --nproc and --device are for ad hoc runs; set devices: in the spec");
+		if ((rc = spec_load(argv[optind], &s, err)))
+			return rc;
+		if (name) {
+			free(s->name);
+			s->name = xstrdup(name);
+		}
+	} else {
+		s = xmalloc(sizeof(*s));
+		spec_init(s);
+		for (int i = optind; i < argc; i++)
+			strvec_push(&s->argv, argv[i]);
+		if (name)
+			s->name = xstrdup(name);
+		if (device) {
+			free(s->device_type);
+			s->device_type = xstrdup(device);
+		}
+		long n = 1;
+		if (nproc && !strcmp(nproc, "all"))
+			n = 0; /* spec_finish counts the devices */
+		else if (nproc && !parse_long(nproc, 1, 1024, &n)) {
+			spec_free(s);
+			return tc_error(err, TC_EUSAGE, "run: --nproc must be 1..1024 or 'all', not '%s'", nproc);
+		}
+		s->per_node = (int)n;
+		if ((rc = spec_finish(s, err))) {
+			spec_free(s);
+			return rc;
+		}
+	}
+	if (restarts) {
+		long r;
+		if (!parse_long(restarts, 0, 1000, &r)) {
+			spec_free(s);
+			return tc_error(err, TC_EUSAGE, "run: --max-restarts must be 0..1000");
+		}
+		s->max_restarts = (int)r;
+	}
+	char *job_id = NULL;
+	rc = launch_run(s, &lo, &job_id, &ctx->exit_status, err);
+	free(job_id);
+	spec_free(s);
+	return rc;
+}

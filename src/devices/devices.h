@@ -1,0 +1,66 @@
+/*
+ * devices.h -- accelerator kinds and what this machine has of them.
+ *
+ * The kind table (one row per device type) is the single place that knows
+ * a vendor's visibility variable and how a rank finds its device; the
+ * launcher and the spec validator read it, nothing else hard-codes vendors.
+ * Discovery asks NVML (dlopen'ed at run time, no build dependency) for
+ * NVIDIA GPUs, `npu-smi` for Ascend NPUs and sysconf for CPUs.  Tests and
+ * machines without the vendor tools can declare devices with
+ * TRAINCTL_FAKE_DEVICES="gpu:2,npu:8" (Slurm's fake_gpus.conf habit).
+ */
+#ifndef TC_DEVICES_H
+#define TC_DEVICES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+
+/* How a worker names its device. */
+enum device_id_mode {
+	DEVID_NONE,       /* cpu: nothing to pick */
+	DEVID_LOCAL_RANK, /* visibility list, LOCAL_RANK indexes it */
+	DEVID_PHYSICAL,   /* DEVICE_ID = the physical id (Ascend) */
+};
+
+struct device_kind {
+	const char *name;        /* spec devices.type */
+	const char *visible_var; /* NULL for cpu */
+	enum device_id_mode id_mode;
+	const char *vendor;      /* for humans */
+};
+
+/* NULL when name is not a known type. */
+const struct device_kind *device_kind_find(const char *name);
+/* "gpu, npu, ..." for error messages; static string. */
+const char *device_kind_names(void);
+
+struct device {
+	char *type;       /* "gpu", "npu", "cpu" */
+	int id;
+	char *name;       /* model name, or NULL */
+	uint64_t mem_total, mem_used; /* bytes; 0 when unknown */
+	int util_percent; /* -1 when unknown */
+	double power_w;   /* -1 when unknown */
+	double temp_c;    /* -1 when unknown */
+	const char *source; /* "nvml", "npu-smi", "sysconf", "fake" */
+};
+
+struct device_list {
+	struct device *v;
+	size_t nr, alloc;
+};
+#define DEVICE_LIST_INIT { NULL, 0, 0 }
+
+/* Everything this machine has; never fails (absent tools mean none). */
+void devices_discover(struct device_list *out);
+void device_list_release(struct device_list *l);
+/*
+ * How many devices of a type this machine has: >= 0 when it can tell,
+ * -1 when the type cannot be discovered here (e.g. sdaa without tools).
+ */
+int devices_count(const struct device_list *l, const char *type);
+
+#endif

@@ -1,0 +1,180 @@
+/*
+ * env.c -- the worker environment contract (docs/environment.md).
+ *
+ * Three layers, each a table: the torchrun set (with torchrun's meaning for
+ * every variable), the device kind (devices.h) and the framework profile.
+ */
+#include "launch/launch.h"
+#include "core/sbuf.h"
+#include "core/xalloc.h"
+#include "devices/devices.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- framework profiles ---- */
+
+typedef void (*profile_fn)(const struct env_plan *p, int local_rank, struct strvec *out);
+
+static int global_rank(const struct env_plan *p, int local_rank)
+{
+	return p->node_rank * p->spec->per_node + local_rank;
+}
+
+static int world_size(const struct env_plan *p)
+{
+	return p->nnodes * p->spec->per_node;
+}
+
+/* MindSpore and TensorFlow on Ascend read the same four variables. */
+static void profile_ascend_style(const struct env_plan *p, int local_rank, struct strvec *out)
+{
+	env_setf(out, "RANK_ID", "%d", global_rank(p, local_rank));
+	env_setf(out, "RANK_SIZE", "%d", world_size(p));
+	const struct device_kind *k = device_kind_find(p->spec->device_type);
+	if (k && k->id_mode != DEVID_NONE)
+		env_setf(out, "DEVICE_ID", "%d",
+			 k->id_mode == DEVID_PHYSICAL ? p->spec->device_ids[local_rank] : local_rank);
+	if (p->rank_table)
+		env_set(out, "RANK_TABLE_FILE", p->rank_table);
+}
+
+static void profile_paddle(const struct env_plan *p, int local_rank, struct strvec *out)
+{
+	struct sbuf eps = SBUF_INIT;
+	env_setf(out, "PADDLE_TRAINER_ID", "%d", global_rank(p, local_rank));
+	env_setf(out, "PADDLE_TRAINERS_NUM", "%d", world_size(p));
+	for (int r = 0; r < p->spec->per_node; r++)
+		sbuf_addf(&eps, "%s%s:%d", r ? "," : "", p->master_addr, p->extra_ports[r]);
+	env_set(out, "PADDLE_TRAINER_ENDPOINTS", eps.buf);
+	env_setf(out, "PADDLE_CURRENT_ENDPOINT", "%s:%d", p->master_addr, p->extra_ports[local_rank]);
+	sbuf_release(&eps);
+}
+
+static const struct framework_profile {
+	const char *name;
+	profile_fn per_rank; /* NULL: the torchrun set is all it reads */
+	bool rank_ports;
+} profiles[] = {
+	{ "pytorch", NULL, false },
+	{ "mindspore", profile_ascend_style, false },
+	{ "tensorflow", profile_ascend_style, false },
+	{ "paddle", profile_paddle, true },
+};
+
+static const struct framework_profile *profile_find(const char *name)
+{
+	for (size_t i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++)
+		if (!strcmp(profiles[i].name, name))
+			return &profiles[i];
+	return &profiles[0];
+}
+
+bool env_needs_rank_ports(const char *framework)
+{
+	return profile_find(framework)->rank_ports;
+}
+
+/* ---- the common and per-rank sets ---- */
+
+void env_common(const struct env_plan *p, struct strvec *out)
+{
+	const struct spec *s = p->spec;
+	env_setf(out, "WORLD_SIZE", "%d", world_size(p));
+	env_setf(out, "LOCAL_WORLD_SIZE", "%d", s->per_node);
+	env_setf(out, "GROUP_RANK", "%d", p->node_rank);
+	env_setf(out, "GROUP_WORLD_SIZE", "%d", p->nnodes);
+	env_setf(out, "ROLE_WORLD_SIZE", "%d", world_size(p));
+	env_set(out, "ROLE_NAME", "default");
+	env_set(out, "MASTER_ADDR", p->master_addr);
+	env_setf(out, "MASTER_PORT", "%d", p->master_port);
+	env_setf(out, "TORCHELASTIC_RESTART_COUNT", "%d", p->restart_count);
+	env_setf(out, "TORCHELASTIC_MAX_RESTARTS", "%d", s->max_restarts);
+	env_set(out, "TORCHELASTIC_RUN_ID", p->job_id);
+	/* No agent-hosted store: rank 0 hosts it at MASTER_ADDR:MASTER_PORT,
+	 * as with torchrun's static rendezvous. */
+	env_set(out, "TORCHELASTIC_USE_AGENT_STORE", "False");
+	/* torchrun's defaults, kept when the user set their own */
+	const char *nccl = getenv("NCCL_ASYNC_ERROR_HANDLING");
+	env_set(out, "NCCL_ASYNC_ERROR_HANDLING", nccl ? nccl : "1");
+	const char *tnccl = getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING");
+	env_set(out, "TORCH_NCCL_ASYNC_ERROR_HANDLING", tnccl ? tnccl : "1");
+	bool omp_in_spec = false;
+	for (size_t i = 0; i < s->nenv; i++)
+		if (!strcmp(s->env[i].key, "OMP_NUM_THREADS"))
+			omp_in_spec = true;
+	if (!omp_in_spec && !getenv("OMP_NUM_THREADS") && s->per_node > 1)
+		env_set(out, "OMP_NUM_THREADS", "1");
+
+	env_set(out, "TRAINCTL_JOB_ID", p->job_id);
+	env_set(out, "TRAINCTL_OUTPUT_DIR", p->output_dir);
+	env_set(out, "TRAINCTL_CKPT_DIR", p->ckpt_dir);
+	env_set(out, "TRAINCTL_DATA_DIR", p->data_dir);
+	env_set(out, "TRAINCTL_LOG_DIR", p->log_dir);
+	env_set(out, "TRAINCTL_TENSORBOARD_DIR", p->tb_dir);
+	if (p->resume_from)
+		env_set(out, "TRAINCTL_RESUME_FROM", p->resume_from);
+
+	const struct device_kind *k = device_kind_find(s->device_type);
+	if (k && k->visible_var) {
+		struct sbuf ids = SBUF_INIT;
+		for (int i = 0; i < s->per_node; i++)
+			sbuf_addf(&ids, "%s%d", i ? "," : "", s->device_ids[i]);
+		env_set(out, k->visible_var, ids.buf);
+		sbuf_release(&ids);
+	}
+	if (p->rank_table)
+		env_set(out, "RANK_TABLE_FILE", p->rank_table);
+	for (size_t i = 0; i < s->nenv; i++)
+		env_set(out, s->env[i].key, s->env[i].val);
+}
+
+void env_rank(const struct env_plan *p, int local_rank, struct strvec *out)
+{
+	int rank = global_rank(p, local_rank);
+	env_setf(out, "RANK", "%d", rank);
+	env_setf(out, "LOCAL_RANK", "%d", local_rank);
+	env_setf(out, "ROLE_RANK", "%d", rank);
+	struct sbuf ef = SBUF_INIT;
+	sbuf_addf(&ef, "%s/error-rank-%d.json", p->log_dir, rank);
+	env_set(out, "TORCHELASTIC_ERROR_FILE", ef.buf);
+	sbuf_release(&ef);
+	const struct device_kind *k = device_kind_find(p->spec->device_type);
+	if (k && k->id_mode == DEVID_PHYSICAL)
+		env_setf(out, "DEVICE_ID", "%d", p->spec->device_ids[local_rank]);
+	const struct framework_profile *f = profile_find(p->spec->framework);
+	if (f->per_rank)
+		f->per_rank(p, local_rank, out);
+}
+
+char *env_file_text(const struct env_plan *p)
+{
+	struct sbuf sb = SBUF_INIT;
+	struct strvec common = STRVEC_INIT;
+	env_common(p, &common);
+	sbuf_addf(&sb, "# trainctl job %s: the environment trainctl gives every worker\n"
+		       "# (on top of the environment trainctl itself was started with).\n",
+		  p->job_id);
+	for (size_t i = 0; i < common.nr; i++) {
+		const char *eq = strchr(common.v[i], '=');
+		sbuf_adds(&sb, "export ");
+		sbuf_add(&sb, common.v[i], (size_t)(eq - common.v[i]) + 1);
+		sbuf_add_shell_quoted(&sb, eq + 1);
+		sbuf_addch(&sb, '\n');
+	}
+	for (int r = 0; r < p->spec->per_node; r++) {
+		struct strvec mine = STRVEC_INIT;
+		env_rank(p, r, &mine);
+		sbuf_addf(&sb, "# local rank %d:", r);
+		for (size_t i = 0; i < mine.nr; i++) {
+			const char *eq = strchr(mine.v[i], '=');
+			sbuf_addch(&sb, ' ');
+			sbuf_add(&sb, mine.v[i], (size_t)(eq - mine.v[i]) + 1);
+			sbuf_add_shell_quoted(&sb, eq + 1);
+		}
+		sbuf_addch(&sb, '\n');
+		strvec_clear(&mine);
+	}
+	strvec_clear(&common);
+	return sbuf_detach(&sb);
+}

@@ -1,0 +1,88 @@
+/*
+ * launch.h -- the supervisor: runs one job on this node.
+ *
+ * launch_run() is `trainctl run`: it records the job, lays out its run
+ * folder, builds every worker's environment, starts one worker per device,
+ * copies their output line by line to logs/rank-<r>.log and the console,
+ * stops the group when a worker fails, restarts it within the job's budget,
+ * and records the end with its root cause.
+ *
+ * Invariants:
+ *  (1) A worker runs in its own process group; the supervisor only ever
+ *      signals whole groups, so grandchildren go with their worker.
+ *  (2) No worker outlives the supervisor: each gets PR_SET_PDEATHSIG, and a
+ *      watchdog process (forked before any worker) holds the other end of a
+ *      pipe; when the supervisor dies, even by SIGKILL, the pipe closes and
+ *      the watchdog SIGKILLs every group it was told about.
+ *  (3) Log lines are written whole: a rank's partial line waits in its
+ *      buffer until its newline (or 1 MiB, or EOF) arrives.
+ *  (4) Every state change is written to the store before it is acted on
+ *      further; the exit status returned is the one recorded.
+ *
+ * The environment builder (env.c) and the Ascend rank table writer
+ * (ranktable.c) are exposed for the unit tests and other launchers.
+ */
+#ifndef TC_LAUNCH_H
+#define TC_LAUNCH_H
+
+#include <stdbool.h>
+
+#include "core/err.h"
+#include "core/strvec.h"
+#include "spec/spec.h"
+
+struct launch_opts {
+	const char *home; /* $TRAINCTL_HOME */
+	bool quiet;       /* no worker output on the console */
+};
+
+/*
+ * Run a validated spec to its end.  Returns 0 with *exit_status set to the
+ * job's status (0 succeeded, 1 failed or killed), or a negative TC_E* for
+ * an infrastructure failure before or around the job.  *job_id (heap) is
+ * set as soon as the job exists, also on failure.
+ */
+int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
+	       int *exit_status, struct tc_err *err);
+
+/* ---- environment (env.c) ---- */
+
+/* What the environment of one node's workers is computed from. */
+struct env_plan {
+	const struct spec *spec;
+	const char *job_id;
+	const char *output_dir, *ckpt_dir, *data_dir, *log_dir, *tb_dir;
+	const char *resume_from;  /* NULL: not set */
+	const char *master_addr;
+	int master_port;
+	int node_rank, nnodes;    /* 0 and 1 on one machine */
+	int restart_count;
+	const char *rank_table;   /* npu: path of hccl.json, else NULL */
+	const int *extra_ports;   /* paddle: one endpoint port per rank, else NULL */
+};
+
+/* Variables every worker of the node shares, in a stable order. */
+void env_common(const struct env_plan *p, struct strvec *out);
+/* The variables of one local rank (appended after the common ones). */
+void env_rank(const struct env_plan *p, int local_rank, struct strvec *out);
+/* job.env text: common exports, then each rank's own as comments. */
+char *env_file_text(const struct env_plan *p);
+/* Does the framework profile need one endpoint port per rank? */
+bool env_needs_rank_ports(const char *framework);
+
+/* ---- Ascend rank table (ranktable.c) ---- */
+
+/*
+ * Read device IPs ("address_<id>=<ip>" lines, /etc/hccn.conf format) for
+ * the given ids; ips[i] are heap strings.  A missing id is an error naming
+ * the file.
+ */
+int ranktable_device_ips(const char *hccn_conf, const int *ids, int n, char **ips,
+			 struct tc_err *err);
+/* hccl.json v1.0 text for one server (ranks first_rank .. first_rank+n-1). */
+char *ranktable_json(const char *server_id, const int *ids, char *const *ips, int n,
+		     int first_rank);
+/* This host's address for server_id / MASTER_ADDR defaults; heap string. */
+char *host_ipv4(void);
+
+#endif

@@ -1,0 +1,118 @@
+/* ranktable.c -- Ascend hccl.json v1.0 (reference/FORMATS.md section 5). */
+#include "launch/launch.h"
+#include "core/sbuf.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <jansson.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ranktable_device_ips(const char *hccn_conf, const int *ids, int n, char **ips,
+			 struct tc_err *err)
+{
+	struct sbuf text = SBUF_INIT;
+	int rc = read_file(hccn_conf, &text, err);
+	for (int i = 0; i < n; i++)
+		ips[i] = NULL;
+	if (rc)
+		goto out;
+	for (char *line = text.buf; line && *line;) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		char *eq = strchr(line, '=');
+		long id;
+		if (!strncmp(line, "address_", 8) && eq) {
+			*eq = '\0';
+			if (parse_long(line + 8, 0, 65535, &id)) {
+				struct sbuf ip = SBUF_INIT;
+				sbuf_adds(&ip, eq + 1);
+				sbuf_rtrim(&ip);
+				for (int i = 0; i < n; i++)
+					if (ids[i] == id) {
+						free(ips[i]);
+						ips[i] = xstrdup(ip.buf);
+					}
+				sbuf_release(&ip);
+			}
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	for (int i = 0; i < n; i++)
+		if (!ips[i]) {
+			rc = tc_error(err, TC_ESPEC, "%s: no address_%d line for npu %d", hccn_conf, ids[i],
+				      ids[i]);
+			break;
+		}
+out:
+	if (rc)
+		for (int i = 0; i < n; i++) {
+			free(ips[i]);
+			ips[i] = NULL;
+		}
+	sbuf_release(&text);
+	return rc;
+}
+
+char *ranktable_json(const char *server_id, const int *ids, char *const *ips, int n,
+		     int first_rank)
+{
+	json_t *root = json_object();
+	json_t *devs = json_array();
+	for (int i = 0; i < n; i++) {
+		json_t *d = json_object();
+		struct sbuf num = SBUF_INIT;
+		sbuf_addf(&num, "%d", ids[i]);
+		json_object_set_new(d, "device_id", json_string(num.buf));
+		json_object_set_new(d, "device_ip", json_string(ips[i]));
+		sbuf_reset(&num);
+		sbuf_addf(&num, "%d", first_rank + i);
+		json_object_set_new(d, "rank_id", json_string(num.buf));
+		sbuf_release(&num);
+		json_array_append_new(devs, d);
+	}
+	json_t *server = json_object();
+	json_object_set_new(server, "server_id", json_string(server_id));
+	json_object_set_new(server, "device", devs);
+	json_object_set_new(server, "host_nic_ip", json_string("reserve"));
+	json_t *list = json_array();
+	json_array_append_new(list, server);
+	json_object_set_new(root, "version", json_string("1.0"));
+	json_object_set_new(root, "server_count", json_string("1"));
+	json_object_set_new(root, "server_list", list);
+	json_object_set_new(root, "status", json_string("completed"));
+	char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(root);
+	if (!text)
+		xdie_oom(0);
+	struct sbuf sb = SBUF_INIT;
+	sbuf_adds(&sb, text);
+	sbuf_addch(&sb, '\n');
+	free(text);
+	return sbuf_detach(&sb);
+}
+
+char *host_ipv4(void)
+{
+	struct ifaddrs *ifa = NULL;
+	char *found = NULL;
+	if (getifaddrs(&ifa) == 0) {
+		for (struct ifaddrs *i = ifa; i && !found; i = i->ifa_next) {
+			if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
+			    (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP))
+				continue;
+			char buf[INET_ADDRSTRLEN];
+			const struct sockaddr_in *sin = (const struct sockaddr_in *)i->ifa_addr;
+			if (inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf)))
+				found = xstrdup(buf);
+		}
+		freeifaddrs(ifa);
+	}
+	return found ? found : xstrdup("127.0.0.1");
+}

@@ -1,0 +1,78 @@
+/*
+ * spec.h -- the job spec: parse YAML or JSON, validate, fill defaults.
+ *
+ * One parser serves both formats: JSON is read through libyaml (a JSON
+ * document is a YAML flow document), so every key keeps its line number and
+ * every error can say "job.yaml:12: unknown key 'devcies'".  Validation is
+ * table-driven: one row per key with its handler; a key whose feature is not
+ * built yet has a row saying so and is rejected, never silently ignored.
+ *
+ * spec_load() either returns a complete, validated struct spec or fails
+ * with TC_ESPEC having touched nothing on disk.  The struct owns all its
+ * strings; spec_free(NULL) is a no-op.
+ */
+#ifndef TC_SPEC_H
+#define TC_SPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/err.h"
+#include "core/strvec.h"
+
+struct spec_kv {
+	char *key;
+	char *val; /* NULL for a bare flag (args: {verbose: null}) */
+};
+
+enum spec_resume { RESUME_AUTO, RESUME_NEVER, RESUME_PATH };
+
+struct spec {
+	char *source;       /* the spec file as given, or NULL (ad hoc) */
+	char *name;
+	struct strvec argv; /* command as a list (argv[0] is looked up on PATH) */
+	char *shell;        /* or: command as a string for /bin/sh -c */
+	struct spec_kv *args;
+	size_t nargs;
+	char *workdir;      /* absolute */
+	struct spec_kv *env;
+	size_t nenv;
+	char *framework;    /* pytorch | mindspore | tensorflow | paddle */
+	char *device_type;  /* a devices.h kind */
+	int per_node;       /* resolved number of workers on the node */
+	int *device_ids;    /* per_node entries, the physical ids */
+	char *hccn_conf;    /* npu: where device IPs come from */
+	int nodes;
+	char *backend;      /* local */
+	int master_port;    /* 0 = pick a free one */
+	int max_restarts;
+	int grace_seconds;
+	char *ckpt_dir;     /* relative to the output dir, or absolute */
+	enum spec_resume resume;
+	char *resume_path;  /* when resume == RESUME_PATH (absolute) */
+};
+
+/* Fill defaults; name and command stay unset. */
+void spec_init(struct spec *s);
+/*
+ * Parse and validate a spec file (.yaml, .yml or .json).  Device counts are
+ * checked against this machine (devices.h).  On error returns TC_ESPEC with
+ * "FILE:LINE: KEY: problem" in err and *out untouched.
+ */
+int spec_load(const char *path, struct spec **out, struct tc_err *err);
+/* Same, from a string (name is used in messages, base resolves workdir). */
+int spec_parse(const char *text, size_t len, const char *name, const char *base,
+	       struct spec **out, struct tc_err *err);
+/* Check a spec built in code (ad hoc `run -- cmd`); resolves devices. */
+int spec_finish(struct spec *s, struct tc_err *err);
+void spec_free(struct spec *s);
+
+/* The resolved spec as JSON text (for job.yaml, show --json); heap string. */
+char *spec_to_json(const struct spec *s);
+/* The resolved spec as YAML text; heap string. */
+char *spec_to_yaml(const struct spec *s);
+
+/* Contract variables a spec's env: may not set (trainctl owns them). */
+bool spec_env_reserved(const char *key);
+
+#endif

@@ -1,0 +1,497 @@
+/* store.c -- SQLite state; schema, transitions and queries (see store.h). */
+#include "store/store.h"
+#include "core/sbuf.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct store {
+	sqlite3 *db;
+};
+
+/* Each migration runs once, in order; user_version records how far. */
+static const char *const migrations[] = {
+	"CREATE TABLE jobs ("
+	" id TEXT PRIMARY KEY, name TEXT NOT NULL, state TEXT NOT NULL,"
+	" run_dir TEXT NOT NULL, spec_json TEXT NOT NULL,"
+	" created REAL NOT NULL, started REAL, ended REAL,"
+	" exit_code INTEGER NOT NULL DEFAULT -1, root_cause TEXT,"
+	" restarts INTEGER NOT NULL DEFAULT 0, world_size INTEGER NOT NULL DEFAULT 0,"
+	" sup_pid INTEGER NOT NULL DEFAULT 0, sup_ticks INTEGER NOT NULL DEFAULT 0);"
+	"CREATE INDEX jobs_name ON jobs(name);"
+	"CREATE TABLE workers ("
+	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	" attempt INTEGER NOT NULL, rank INTEGER NOT NULL, local_rank INTEGER NOT NULL,"
+	" pid INTEGER NOT NULL, exit_code INTEGER NOT NULL DEFAULT -1,"
+	" signal INTEGER NOT NULL DEFAULT 0, started REAL NOT NULL, ended REAL,"
+	" PRIMARY KEY (job_id, attempt, rank));"
+	"CREATE TABLE events ("
+	" id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	" time REAL NOT NULL, state TEXT NOT NULL, reason TEXT NOT NULL);"
+	"CREATE INDEX events_job ON events(job_id, id);",
+};
+
+static int db_error(struct store *st, struct tc_err *err, const char *what)
+{
+	return tc_error(err, TC_ESTORE, "database: %s: %s", what, sqlite3_errmsg(st->db));
+}
+
+static int exec_sql(struct store *st, const char *sql, struct tc_err *err)
+{
+	char *msg = NULL;
+	if (sqlite3_exec(st->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		int rc = tc_error(err, TC_ESTORE, "database: %s", msg ? msg : "error");
+		sqlite3_free(msg);
+		return rc;
+	}
+	return 0;
+}
+
+static int migrate(struct store *st, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	int version = 0;
+	if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &q, NULL) != SQLITE_OK)
+		return db_error(st, err, "read schema version");
+	if (sqlite3_step(q) == SQLITE_ROW)
+		version = sqlite3_column_int(q, 0);
+	sqlite3_finalize(q);
+	int want = (int)(sizeof(migrations) / sizeof(migrations[0]));
+	if (version > want)
+		return tc_error(err, TC_ESTORE,
+				"database schema %d is newer than this trainctl knows (%d)", version, want);
+	for (int v = version; v < want; v++) {
+		struct sbuf sql = SBUF_INIT;
+		sbuf_addf(&sql, "BEGIN IMMEDIATE; %s PRAGMA user_version = %d; COMMIT;", migrations[v],
+			  v + 1);
+		int rc = exec_sql(st, sql.buf, err);
+		sbuf_release(&sql);
+		if (rc) {
+			/* another process may have migrated meanwhile; leave the transaction */
+			sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int store_open(const char *home, struct store **out, struct tc_err *err)
+{
+	struct sbuf path = SBUF_INIT;
+	struct store *st = xcalloc(1, sizeof(*st));
+	int rc = mkdir_p(home, err);
+	if (rc)
+		goto fail;
+	sbuf_addf(&path, "%s/trainctl.db", home);
+	if (sqlite3_open_v2(path.buf, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+	    SQLITE_OK) {
+		rc = tc_error(err, TC_ESTORE, "cannot open database '%s': %s", path.buf,
+			      st->db ? sqlite3_errmsg(st->db) : "out of memory");
+		goto fail;
+	}
+	sqlite3_busy_timeout(st->db, 10000);
+	if ((rc = exec_sql(st, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+			       "PRAGMA foreign_keys=ON;", err)))
+		goto fail;
+	if ((rc = migrate(st, err)))
+		goto fail;
+	sbuf_release(&path);
+	*out = st;
+	return 0;
+fail:
+	tc_error_prefix(err, "%s", path.len ? path.buf : home);
+	sbuf_release(&path);
+	store_close(st);
+	return rc;
+}
+
+void store_close(struct store *st)
+{
+	if (!st)
+		return;
+	sqlite3_close(st->db);
+	free(st);
+}
+
+char *store_new_job_id(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	struct tm tm;
+	gmtime_r(&ts.tv_sec, &tm);
+	char buf[32];
+	strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
+	unsigned int rnd = 0;
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (read(fd, &rnd, sizeof(rnd)) != (ssize_t)sizeof(rnd))
+			rnd = 0;
+		close(fd);
+	}
+	if (!rnd)
+		rnd = (unsigned int)getpid() ^ (unsigned int)ts.tv_nsec;
+	struct sbuf sb = SBUF_INIT;
+	sbuf_addf(&sb, "%s-%03ld-%04x", buf, ts.tv_nsec / 1000000, rnd & 0xffff);
+	return sbuf_detach(&sb);
+}
+
+/* Prepare, bind text/double/int by a tiny format, step, finalize. */
+static int run_stmt(struct store *st, struct tc_err *err, const char *sql, const char *fmt, ...)
+{
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
+		return db_error(st, err, "prepare");
+	va_list ap;
+	va_start(ap, fmt);
+	for (int i = 1; fmt[i - 1]; i++) {
+		switch (fmt[i - 1]) {
+		case 's': {
+			const char *s = va_arg(ap, const char *);
+			if (s)
+				sqlite3_bind_text(q, i, s, -1, SQLITE_TRANSIENT);
+			else
+				sqlite3_bind_null(q, i);
+			break;
+		}
+		case 'd':
+			sqlite3_bind_double(q, i, va_arg(ap, double));
+			break;
+		case 'i':
+			sqlite3_bind_int64(q, i, va_arg(ap, long long));
+			break;
+		}
+	}
+	va_end(ap);
+	int r = sqlite3_step(q);
+	int rc = 0;
+	if (r != SQLITE_DONE && r != SQLITE_ROW)
+		rc = db_error(st, err, "write");
+	sqlite3_finalize(q);
+	return rc;
+}
+
+int store_job_create(struct store *st, const struct job_row *j, struct tc_err *err)
+{
+	int rc = exec_sql(st, "BEGIN IMMEDIATE", err);
+	if (rc)
+		return rc;
+	rc = run_stmt(st, err,
+		      "INSERT INTO jobs (id, name, state, run_dir, spec_json, created, world_size,"
+		      " sup_pid, sup_ticks) VALUES (?,?,?,?,?,?,?,?,?)",
+		      "sssssdiii", j->id, j->name, j->state, j->run_dir, j->spec_json, j->created,
+		      (long long)j->world_size, (long long)j->sup_pid, (long long)j->sup_ticks);
+	if (!rc)
+		rc = run_stmt(st, err, "INSERT INTO events (job_id, time, state, reason) VALUES (?,?,?,?)",
+			      "sdss", j->id, j->created, j->state, "created");
+	if (rc) {
+		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+		return rc;
+	}
+	return exec_sql(st, "COMMIT", err);
+}
+
+static int set_state(struct store *st, const char *id, const char *state, int exit_code,
+		     const char *root_cause, bool finish, const char *reason, struct tc_err *err)
+{
+	double now = now_wall();
+	int rc = exec_sql(st, "BEGIN IMMEDIATE", err);
+	if (rc)
+		return rc;
+	if (finish)
+		rc = run_stmt(st, err,
+			      "UPDATE jobs SET state=?, exit_code=?, root_cause=?, ended=? WHERE id=?",
+			      "sisds", state, (long long)exit_code, root_cause, now, id);
+	else if (!strcmp(state, "running"))
+		rc = run_stmt(st, err,
+			      "UPDATE jobs SET state=?, started=COALESCE(started, ?) WHERE id=?", "sds",
+			      state, now, id);
+	else
+		rc = run_stmt(st, err, "UPDATE jobs SET state=? WHERE id=?", "ss", state, id);
+	if (!rc)
+		rc = run_stmt(st, err, "INSERT INTO events (job_id, time, state, reason) VALUES (?,?,?,?)",
+			      "sdss", id, now, state, reason ? reason : "");
+	if (rc) {
+		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+		return rc;
+	}
+	return exec_sql(st, "COMMIT", err);
+}
+
+int store_job_set_state(struct store *st, const char *id, const char *state, const char *reason,
+			struct tc_err *err)
+{
+	return set_state(st, id, state, -1, NULL, false, reason, err);
+}
+
+int store_job_finish(struct store *st, const char *id, const char *state, int exit_code,
+		     const char *root_cause, const char *reason, struct tc_err *err)
+{
+	return set_state(st, id, state, exit_code, root_cause, true, reason, err);
+}
+
+int store_job_set_restarts(struct store *st, const char *id, int restarts, struct tc_err *err)
+{
+	return run_stmt(st, err, "UPDATE jobs SET restarts=? WHERE id=?", "is", (long long)restarts,
+			id);
+}
+
+int store_job_set_supervisor(struct store *st, const char *id, pid_t pid,
+			     unsigned long long ticks, struct tc_err *err)
+{
+	return run_stmt(st, err, "UPDATE jobs SET sup_pid=?, sup_ticks=? WHERE id=?", "iis",
+			(long long)pid, (long long)ticks, id);
+}
+
+int store_worker_start(struct store *st, const char *job, int attempt, int rank, int local_rank,
+		       pid_t pid, struct tc_err *err)
+{
+	return run_stmt(st, err,
+			"INSERT OR REPLACE INTO workers (job_id, attempt, rank, local_rank, pid, started)"
+			" VALUES (?,?,?,?,?,?)",
+			"siiiid", job, (long long)attempt, (long long)rank, (long long)local_rank,
+			(long long)pid, now_wall());
+}
+
+int store_worker_end(struct store *st, const char *job, int attempt, int rank, int exit_code,
+		     int sig, struct tc_err *err)
+{
+	return run_stmt(st, err,
+			"UPDATE workers SET exit_code=?, signal=?, ended=? WHERE job_id=? AND attempt=?"
+			" AND rank=?",
+			"iidsii", (long long)exit_code, (long long)sig, now_wall(), job,
+			(long long)attempt, (long long)rank);
+}
+
+static char *col_text(sqlite3_stmt *q, int i)
+{
+	const unsigned char *t = sqlite3_column_text(q, i);
+	return t ? xstrdup((const char *)t) : NULL;
+}
+
+#define JOB_COLS                                                                     \
+	"id, name, state, run_dir, spec_json, created, COALESCE(started,0), COALESCE(ended,0)," \
+	" exit_code, root_cause, restarts, world_size, sup_pid, sup_ticks"
+
+static void read_job(sqlite3_stmt *q, struct job_row *j)
+{
+	j->id = col_text(q, 0);
+	j->name = col_text(q, 1);
+	j->state = col_text(q, 2);
+	j->run_dir = col_text(q, 3);
+	j->spec_json = col_text(q, 4);
+	j->created = sqlite3_column_double(q, 5);
+	j->started = sqlite3_column_double(q, 6);
+	j->ended = sqlite3_column_double(q, 7);
+	j->exit_code = sqlite3_column_int(q, 8);
+	j->root_cause = col_text(q, 9);
+	j->restarts = sqlite3_column_int(q, 10);
+	j->world_size = sqlite3_column_int(q, 11);
+	j->sup_pid = (pid_t)sqlite3_column_int64(q, 12);
+	j->sup_ticks = (unsigned long long)sqlite3_column_int64(q, 13);
+}
+
+static int query_jobs(struct store *st, const char *sql, const char *arg, struct job_row **out,
+		      size_t *nr, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	size_t alloc = 0;
+	*out = NULL;
+	*nr = 0;
+	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
+		return db_error(st, err, "prepare");
+	if (arg)
+		sqlite3_bind_text(q, 1, arg, -1, SQLITE_TRANSIENT);
+	int r;
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		XGROW(*out, *nr + 1, alloc);
+		read_job(q, &(*out)[(*nr)++]);
+	}
+	sqlite3_finalize(q);
+	if (r != SQLITE_DONE) {
+		job_rows_free(*out, *nr);
+		*out = NULL;
+		*nr = 0;
+		return db_error(st, err, "read jobs");
+	}
+	return 0;
+}
+
+int store_job_get(struct store *st, const char *ref, struct job_row *out, struct tc_err *err)
+{
+	struct job_row *v = NULL;
+	size_t n = 0;
+	int rc;
+	if (!*ref)
+		return tc_error(err, TC_EUSAGE, "empty job reference");
+	rc = query_jobs(st, "SELECT " JOB_COLS " FROM jobs WHERE id = ?1", ref, &v, &n, err);
+	if (!rc && n == 0) {
+		struct sbuf pat = SBUF_INIT;
+		/* escape LIKE wildcards in the prefix */
+		for (const char *c = ref; *c; c++) {
+			if (*c == '%' || *c == '_' || *c == '\\')
+				sbuf_addch(&pat, '\\');
+			sbuf_addch(&pat, *c);
+		}
+		sbuf_addch(&pat, '%');
+		rc = query_jobs(st, "SELECT " JOB_COLS " FROM jobs WHERE id LIKE ?1 ESCAPE '\\'"
+				" ORDER BY id DESC LIMIT 2", pat.buf, &v, &n, err);
+		sbuf_release(&pat);
+		if (!rc && n > 1) {
+			rc = tc_error(err, TC_EUSAGE, "job '%s' is ambiguous: %s, %s, ...", ref, v[0].id,
+				      v[1].id);
+			goto out;
+		}
+	}
+	if (!rc && n == 0)
+		rc = query_jobs(st, "SELECT " JOB_COLS " FROM jobs WHERE name = ?1 ORDER BY id DESC"
+			       " LIMIT 1", ref, &v, &n, err);
+	if (!rc && n == 0)
+		rc = tc_error(err, TC_ENOTFOUND, "no job '%s'", ref);
+	if (!rc) {
+		*out = v[0];
+		memset(&v[0], 0, sizeof(v[0]));
+	}
+out:
+	job_rows_free(v, n);
+	return rc;
+}
+
+int store_job_list(struct store *st, bool all, struct job_row **out, size_t *nr,
+		   struct tc_err *err)
+{
+	return query_jobs(st, all ? "SELECT " JOB_COLS " FROM jobs ORDER BY id DESC"
+				  : "SELECT " JOB_COLS " FROM jobs WHERE state NOT IN"
+				    " ('succeeded','failed','killed','lost') OR id IN"
+				    " (SELECT id FROM jobs ORDER BY id DESC LIMIT 20) ORDER BY id DESC",
+			  NULL, out, nr, err);
+}
+
+int store_workers(struct store *st, const char *job, struct worker_row **out, size_t *nr,
+		  struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	size_t alloc = 0;
+	*out = NULL;
+	*nr = 0;
+	if (sqlite3_prepare_v2(st->db,
+			       "SELECT attempt, rank, local_rank, pid, exit_code, signal, started,"
+			       " COALESCE(ended, 0) FROM workers WHERE job_id=? ORDER BY attempt, rank",
+			       -1, &q, NULL) != SQLITE_OK)
+		return db_error(st, err, "prepare");
+	sqlite3_bind_text(q, 1, job, -1, SQLITE_TRANSIENT);
+	int r;
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		XGROW(*out, *nr + 1, alloc);
+		struct worker_row *w = &(*out)[(*nr)++];
+		w->attempt = sqlite3_column_int(q, 0);
+		w->rank = sqlite3_column_int(q, 1);
+		w->local_rank = sqlite3_column_int(q, 2);
+		w->pid = (pid_t)sqlite3_column_int64(q, 3);
+		w->exit_code = sqlite3_column_int(q, 4);
+		w->signal = sqlite3_column_int(q, 5);
+		w->started = sqlite3_column_double(q, 6);
+		w->ended = sqlite3_column_double(q, 7);
+	}
+	sqlite3_finalize(q);
+	if (r != SQLITE_DONE) {
+		free(*out);
+		*out = NULL;
+		*nr = 0;
+		return db_error(st, err, "read workers");
+	}
+	return 0;
+}
+
+int store_events(struct store *st, const char *job, struct event_row **out, size_t *nr,
+		 struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	size_t alloc = 0;
+	*out = NULL;
+	*nr = 0;
+	if (sqlite3_prepare_v2(st->db,
+			       "SELECT time, state, reason FROM events WHERE job_id=? ORDER BY id", -1,
+			       &q, NULL) != SQLITE_OK)
+		return db_error(st, err, "prepare");
+	sqlite3_bind_text(q, 1, job, -1, SQLITE_TRANSIENT);
+	int r;
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		XGROW(*out, *nr + 1, alloc);
+		struct event_row *e = &(*out)[(*nr)++];
+		e->time = sqlite3_column_double(q, 0);
+		e->state = col_text(q, 1);
+		e->reason = col_text(q, 2);
+	}
+	sqlite3_finalize(q);
+	if (r != SQLITE_DONE) {
+		event_rows_free(*out, *nr);
+		*out = NULL;
+		*nr = 0;
+		return db_error(st, err, "read events");
+	}
+	return 0;
+}
+
+bool store_state_terminal(const char *state)
+{
+	static const char *const terminal[] = { "succeeded", "failed", "killed", "lost", NULL };
+	for (const char *const *t = terminal; *t; t++)
+		if (!strcmp(*t, state))
+			return true;
+	return false;
+}
+
+int store_job_reconcile(struct store *st, struct job_row *job, struct tc_err *err)
+{
+	if (store_state_terminal(job->state) || !strcmp(job->state, "queued") ||
+	    !strcmp(job->state, "paused") || !strcmp(job->state, "preempted"))
+		return 0;
+	if (proc_alive(job->sup_pid, job->sup_ticks))
+		return 0;
+	struct sbuf why = SBUF_INIT;
+	sbuf_addf(&why, "supervisor (pid %ld) is gone without recording an end", (long)job->sup_pid);
+	int rc = store_job_finish(st, job->id, "lost", 3, why.buf, why.buf, err);
+	sbuf_release(&why);
+	if (!rc) {
+		free(job->state);
+		job->state = xstrdup("lost");
+		job->exit_code = 3;
+	}
+	return rc;
+}
+
+void job_row_release(struct job_row *j)
+{
+	if (!j)
+		return;
+	free(j->id);
+	free(j->name);
+	free(j->state);
+	free(j->run_dir);
+	free(j->spec_json);
+	free(j->root_cause);
+	memset(j, 0, sizeof(*j));
+}
+
+void job_rows_free(struct job_row *v, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++)
+		job_row_release(&v[i]);
+	free(v);
+}
+
+void event_rows_free(struct event_row *v, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++) {
+		free(v[i].state);
+		free(v[i].reason);
+	}
+	free(v);
+}
