@@ -629,7 +629,8 @@ static void rec_json(struct metrics_parser *p, const char *name, size_t nlen, co
 		return;
 	case JSON_ARRAY:
 	case JSON_OBJECT: {
-		char *txt = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+		/* 16 digits: 0.9 reads "0.9", not "0.90000000000000002" */
+		char *txt = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(16));
 		if (!txt)
 			xdie_oom(0);
 		rec_str(p, name, nlen, txt, strlen(txt));
