@@ -687,7 +687,7 @@ int spec_load(const char *path, struct spec **out, struct tc_err *err)
 	struct sbuf text = SBUF_INIT;
 	int rc = read_file(path, &text, err);
 	if (rc) {
-		tc_error(err, TC_ESPEC, "%s", err->msg);
+		rc = tc_error(err, TC_ESPEC, "%s", err->msg);
 		goto out;
 	}
 	if (memchr(text.buf, '\0', text.len)) {

@@ -1,0 +1,262 @@
+/* test_spec.c -- spec parsing, defaults and the errors that name file:line:key */
+#include "test.h"
+
+#include "core/util.h"
+#include "spec/spec.h"
+
+#include <stdlib.h>
+
+static struct spec *parse_ok(const char *text, const char *name)
+{
+	struct spec *s = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	int rc = spec_parse(text, strlen(text), name, "/tmp", &s, &err);
+	if (rc)
+		fprintf(stderr, "unexpected error: %s\n", err.msg);
+	CHECK_INT(rc, 0);
+	tc_err_release(&err);
+	return s;
+}
+
+/* Parse text that must fail; returns the message (static storage). */
+static const char *parse_err(const char *text, const char *name)
+{
+	static char msg[4096];
+	struct spec *s = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	int rc = spec_parse(text, strlen(text), name, "/tmp", &s, &err);
+	CHECK_INT(rc, TC_ESPEC);
+	CHECK(s == NULL);
+	snprintf(msg, sizeof(msg), "%s", err.msg);
+	tc_err_release(&err);
+	return msg;
+}
+
+TEST(full_yaml)
+{
+	struct spec *s = parse_ok("name: digits-ddp\n"
+				  "command: [\"python3\", \"train.py\"]\n"
+				  "args: {epochs: 5, lr: 0.1, verbose: null}\n"
+				  "env: {OMP_NUM_THREADS: \"1\"}\n"
+				  "framework: pytorch\n"
+				  "devices: {type: cpu, per_node: 2}\n"
+				  "restart: {max_restarts: 3, grace_seconds: 5}\n"
+				  "checkpoint: {dir: ckpt, resume: never}\n",
+				  "job.yaml");
+	CHECK_STR(s->name, "digits-ddp");
+	CHECK_INT(s->argv.nr, 2);
+	CHECK_STR(s->argv.v[1], "train.py");
+	CHECK_INT(s->nargs, 3);
+	CHECK_STR(s->args[0].key, "epochs");
+	CHECK_STR(s->args[0].val, "5");
+	CHECK(s->args[2].val == NULL);
+	CHECK_INT(s->per_node, 2);
+	CHECK_INT(s->device_ids[1], 1);
+	CHECK_INT(s->max_restarts, 3);
+	CHECK_INT(s->grace_seconds, 5);
+	CHECK_STR(s->ckpt_dir, "ckpt");
+	CHECK_INT(s->resume, RESUME_NEVER);
+	CHECK_STR(s->workdir, "/tmp");
+	spec_free(s);
+}
+
+TEST(defaults)
+{
+	struct spec *s = parse_ok("command: train.sh --fast\n", "/x/my-job.yml");
+	CHECK_STR(s->name, "my-job");
+	CHECK_STR(s->shell, "train.sh --fast");
+	CHECK_STR(s->framework, "pytorch");
+	CHECK_STR(s->device_type, "cpu");
+	CHECK_INT(s->per_node, 1);
+	CHECK_INT(s->grace_seconds, 30);
+	CHECK_INT(s->max_restarts, 0);
+	CHECK_INT(s->resume, RESUME_AUTO);
+	spec_free(s);
+}
+
+TEST(json_with_tabs)
+{
+	struct spec *s = parse_ok("{\n\t\"name\": \"j\",\n\t\"command\": [\"a\", \"b\\tc\"],\n"
+				  "\t\"devices\": {\"type\": \"cpu\", \"per_node\": 3}\n}\n",
+				  "job.json");
+	CHECK_INT(s->per_node, 3);
+	CHECK_STR(s->argv.v[1], "b\tc");
+	spec_free(s);
+}
+
+TEST(json_error_line)
+{
+	const char *m = parse_err("{\n  \"command\": [\"a\"],\n  \"devcies\": {}\n}\n", "job.json");
+	CHECK_CONTAINS(m, "job.json:3:");
+	CHECK_CONTAINS(m, "unknown key 'devcies'");
+	CHECK_CONTAINS(m, "did you mean 'devices'");
+}
+
+TEST(unknown_key_names_line)
+{
+	const char *m = parse_err("name: a\ncommand: [x]\n\ndevcies: {type: cpu}\n", "job.yaml");
+	CHECK_STR(m, "job.yaml:4: unknown key 'devcies' (did you mean 'devices'?)");
+}
+
+TEST(unknown_nested_key)
+{
+	const char *m = parse_err("command: [x]\ndevices:\n  type: cpu\n  per_nod: 2\n", "job.yaml");
+	CHECK_CONTAINS(m, "job.yaml:4: unknown key 'devices.per_nod' (did you mean 'devices.per_node'?)");
+}
+
+TEST(syntax_error)
+{
+	const char *m = parse_err("command: [x\nname: a\n", "job.yaml");
+	CHECK_CONTAINS(m, "job.yaml:");
+	CHECK_CONTAINS(m, "syntax error");
+}
+
+TEST(wrong_type)
+{
+	const char *m = parse_err("command: [x]\ndevices: {per_node: two}\n", "job.yaml");
+	CHECK_CONTAINS(m, "job.yaml:2: devices.per_node: must be an integer");
+	m = parse_err("command: [x]\nrestart: {max_restarts: \"3\"}\n", "job.yaml");
+	CHECK_CONTAINS(m, "job.yaml:2: restart.max_restarts: must be an integer");
+	m = parse_err("command: {a: b}\n", "job.yaml");
+	CHECK_CONTAINS(m, "job.yaml:1: command: must be a list");
+	m = parse_err("command: [x]\nenv: {A: [1, 2]}\n", "job.yaml");
+	CHECK_CONTAINS(m, "env: 'A' must be a single value");
+}
+
+TEST(zero_devices)
+{
+	const char *m = parse_err("command: [x]\ndevices:\n  type: cpu\n  per_node: 0\n", "job.yaml");
+	CHECK_CONTAINS(m, "job.yaml:4: devices.per_node: must be at least 1");
+}
+
+TEST(too_many_gpus)
+{
+	setenv("TRAINCTL_FAKE_DEVICES", "gpu:2", 1);
+	const char *m = parse_err("command: [x]\ndevices:\n  type: gpu\n  per_node: 4\n", "job.yaml");
+	CHECK_STR(m, "job.yaml:4: devices.per_node: 4 gpu devices requested but this machine has 2");
+	struct spec *s = parse_ok("command: [x]\ndevices: {type: gpu, per_node: all}\n", "job.yaml");
+	CHECK_INT(s->per_node, 2);
+	spec_free(s);
+	m = parse_err("command: [x]\ndevices: {type: gpu, ids: [1, 5]}\n", "job.yaml");
+	CHECK_CONTAINS(m, "devices.ids: this machine has no gpu 5");
+}
+
+TEST(no_gpus_at_all)
+{
+	unsetenv("TRAINCTL_FAKE_DEVICES");
+	setenv("TRAINCTL_FAKE_DEVICES", "npu:0", 1);
+	const char *m = parse_err("command: [x]\ndevices: {type: gpu, per_node: 1}\n", "job.yaml");
+	CHECK_CONTAINS(m, "1 gpu devices requested but this machine has 0");
+}
+
+TEST(ids_and_per_node_disagree)
+{
+	setenv("TRAINCTL_FAKE_DEVICES", "npu:8", 1);
+	const char *m = parse_err("command: [x]\ndevices: {type: npu, per_node: 2, ids: [4, 5, 6]}\n",
+				  "job.yaml");
+	CHECK_CONTAINS(m, "devices.ids: lists 3 ids but per_node is 2");
+	struct spec *s = parse_ok("command: [x]\ndevices: {type: npu, ids: [4, 6]}\n", "job.yaml");
+	CHECK_INT(s->per_node, 2);
+	CHECK_INT(s->device_ids[1], 6);
+	spec_free(s);
+}
+
+TEST(bad_device_type)
+{
+	const char *m = parse_err("command: [x]\ndevices: {type: tpu}\n", "job.yaml");
+	CHECK_CONTAINS(m, "job.yaml:2: devices.type: 'tpu' is not a device type");
+}
+
+TEST(not_supported_yet)
+{
+	const char *m = parse_err("command: [x]\noutputs: {upload_to: \"s3://b/\"}\n", "job.yaml");
+	CHECK_CONTAINS(m, "job.yaml:2: outputs: not supported yet");
+	m = parse_err("command: [x]\ncheckpoint: {keep: 5}\n", "job.yaml");
+	CHECK_CONTAINS(m, "checkpoint.keep: not supported yet");
+	m = parse_err("command: [x]\nnodes: 2\n", "job.yaml");
+	CHECK_CONTAINS(m, "nodes: not supported yet");
+}
+
+TEST(reserved_env)
+{
+	const char *m = parse_err("command: [x]\nenv: {RANK: \"3\"}\n", "job.yaml");
+	CHECK_CONTAINS(m, "env: 'RANK' is set by trainctl");
+	struct spec *s = parse_ok("command: [x]\nenv: {MASTER_PORT: 29555}\n", "job.yaml");
+	CHECK_INT(s->master_port, 29555);
+	spec_free(s);
+	m = parse_err("command: [x]\nenv: {MASTER_PORT: 99999}\n", "job.yaml");
+	CHECK_CONTAINS(m, "MASTER_PORT must be a port number");
+}
+
+TEST(duplicate_key)
+{
+	const char *m = parse_err("command: [x]\nname: a\nname: b\n", "job.yaml");
+	CHECK_CONTAINS(m, "job.yaml:3: key 'name' is given twice");
+}
+
+TEST(missing_command)
+{
+	const char *m = parse_err("name: a\n", "job.yaml");
+	CHECK_CONTAINS(m, "command: is required");
+	m = parse_err("", "job.yaml");
+	CHECK_CONTAINS(m, "job.yaml:1: the spec is empty");
+	m = parse_err("- a\n- b\n", "job.yaml");
+	CHECK_CONTAINS(m, "must be a mapping");
+}
+
+TEST(bad_name)
+{
+	const char *m = parse_err("name: \"a b\"\ncommand: [x]\n", "job.yaml");
+	CHECK_CONTAINS(m, "job.yaml:1: name: may hold only");
+}
+
+TEST(round_trip_yaml)
+{
+	struct spec *s = parse_ok("name: rt\ncommand: [\"python3\", \"it's \\\"q\\\".py\"]\n"
+				  "args: {lr: 0.1, flag: null}\nenv: {A: \"x: y\"}\n",
+				  "rt.yaml");
+	char *yaml = spec_to_yaml(s);
+	struct spec *t = parse_ok(yaml, "job.yaml");
+	CHECK_STR(t->argv.v[1], "it's \"q\".py");
+	CHECK_STR(t->env[0].val, "x: y");
+	CHECK(t->args[1].val == NULL);
+	CHECK_STR(t->name, "rt");
+	free(yaml);
+	spec_free(s);
+	spec_free(t);
+}
+
+TEST(load_missing_file)
+{
+	struct spec *s = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(spec_load("/nonexistent/job.yaml", &s, &err), TC_ESPEC);
+	CHECK_CONTAINS(err.msg, "/nonexistent/job.yaml");
+	tc_err_release(&err);
+}
+
+TEST(adhoc_names)
+{
+	struct spec s;
+	struct tc_err err = TC_ERR_INIT;
+	spec_init(&s);
+	strvec_push(&s.argv, "/usr/bin/python3");
+	strvec_push(&s.argv, "examples/digits/train.py");
+	strvec_push(&s.argv, "--lr");
+	CHECK_INT(spec_finish(&s, &err), 0);
+	CHECK_STR(s.name, "train");
+	free(s.name);
+	s.name = NULL;
+	free(s.device_type);
+	s.device_type = strdup("tpu");
+	CHECK_INT(spec_finish(&s, &err), TC_EUSAGE);
+	tc_err_release(&err);
+	strvec_clear(&s.argv);
+	free(s.name);
+	free(s.workdir);
+	free(s.framework);
+	free(s.device_type);
+	free(s.device_ids);
+	free(s.backend);
+	free(s.ckpt_dir);
+}
