@@ -15,7 +15,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +32,7 @@ struct metrics_parser {
 	size_t n, alloc;
 	struct sbuf arena;  /* NUL-separated strings of the current line */
 	struct sbuf k, v;   /* scratch: unescaped Python keys and values */
-	struct sbuf fixed;  /* scratch: JSON with NaN/Infinity rewritten */
+	struct sbuf js;     /* scratch: decoded JSON strings (tcap data, metric) */
 	const char *reason; /* static text; why the last line was malformed */
 
 	/* context of the line being parsed, shared by all its records */
@@ -53,7 +52,7 @@ struct metrics_parser *metrics_parser_new(void)
 	sbuf_init(&p->arena, 256);
 	sbuf_init(&p->k, 64);
 	sbuf_init(&p->v, 64);
-	sbuf_init(&p->fixed, 0);
+	sbuf_init(&p->js, 0);
 	return p;
 }
 
@@ -66,7 +65,7 @@ void metrics_parser_free(struct metrics_parser *p)
 	sbuf_release(&p->arena);
 	sbuf_release(&p->k);
 	sbuf_release(&p->v);
-	sbuf_release(&p->fixed);
+	sbuf_release(&p->js);
 	free(p);
 }
 
@@ -526,235 +525,6 @@ static enum metrics_result parse_plain(struct metrics_parser *p, const char *s, 
 	return METRICS_PARSED;
 }
 
-/* ---- JSON forms ------------------------------------------------------------ */
-
-/*
- * Python's json.dumps writes NaN, Infinity and -Infinity, which jansson
- * rejects.  Rewrite them (outside strings) as strings "\u0000N", "\u0000I",
- * "\u0000-": a NUL cannot start a real string in a log line, and
- * JSON_ALLOW_NUL lets jansson keep it.  Returns false when none was found.
- */
-static bool rewrite_nonfinite(struct sbuf *out, const char *s, size_t len)
-{
-	static const struct {
-		const char *tok;
-		const char *rep;
-	} toks[] = {
-		{ "NaN", "\"\\u0000N\"" },
-		{ "Infinity", "\"\\u0000I\"" },
-		{ "-Infinity", "\"\\u0000-\"" },
-	};
-	bool in_str = false, found = false;
-	sbuf_reset(out);
-	for (size_t i = 0; i < len; i++) {
-		char c = s[i];
-		if (in_str) {
-			if (c == '\\' && i + 1 < len) {
-				sbuf_add(out, s + i, 2);
-				i++;
-				continue;
-			}
-			if (c == '"')
-				in_str = false;
-			sbuf_addch(out, c);
-			continue;
-		}
-		if (c == '"') {
-			in_str = true;
-			sbuf_addch(out, c);
-			continue;
-		}
-		size_t t;
-		for (t = 0; t < sizeof(toks) / sizeof(toks[0]); t++) {
-			size_t tl = strlen(toks[t].tok);
-			if (len - i >= tl && !memcmp(s + i, toks[t].tok, tl)) {
-				sbuf_adds(out, toks[t].rep);
-				i += tl - 1;
-				found = true;
-				break;
-			}
-		}
-		if (t == sizeof(toks) / sizeof(toks[0]))
-			sbuf_addch(out, c);
-	}
-	return found;
-}
-
-static bool nonfinite_marker(const json_t *v, double *out)
-{
-	if (json_string_length(v) != 2)
-		return false;
-	const char *s = json_string_value(v);
-	if (s[0] != '\0')
-		return false;
-	*out = s[1] == 'N' ? NAN : s[1] == 'I' ? INFINITY : -INFINITY;
-	return true;
-}
-
-/* A JSON number, a numeric string or a NaN marker, as a double. */
-static bool json_num(const json_t *v, double *out)
-{
-	if (json_is_number(v)) {
-		*out = json_number_value(v);
-		return true;
-	}
-	if (json_is_string(v))
-		return nonfinite_marker(v, out) ||
-		       metrics_parse_number(json_string_value(v), json_string_length(v), out);
-	return false;
-}
-
-static void rec_json(struct metrics_parser *p, const char *name, size_t nlen, const json_t *v)
-{
-	double d;
-	switch (json_typeof(v)) {
-	case JSON_NULL:
-		return;
-	case JSON_TRUE:
-		rec_num(p, name, nlen, 1, NULL, 0);
-		return;
-	case JSON_FALSE:
-		rec_num(p, name, nlen, 0, NULL, 0);
-		return;
-	case JSON_INTEGER:
-	case JSON_REAL:
-		rec_num(p, name, nlen, json_number_value(v), NULL, 0);
-		return;
-	case JSON_STRING:
-		if (nonfinite_marker(v, &d))
-			rec_num(p, name, nlen, d, NULL, 0);
-		else
-			rec_text(p, name, nlen, json_string_value(v), json_string_length(v),
-				 NULL, 0);
-		return;
-	case JSON_ARRAY:
-	case JSON_OBJECT: {
-		/* 16 digits: 0.9 reads "0.9", not "0.90000000000000002" */
-		char *txt = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(16));
-		if (!txt)
-			xdie_oom(0);
-		rec_str(p, name, nlen, txt, strlen(txt));
-		free(txt);
-		return;
-	}
-	}
-}
-
-static void step_from_json(struct metrics_parser *p, const json_t *st)
-{
-	long long x;
-	double d;
-	if (!st || json_is_null(st))
-		return;
-	if (json_is_string(st)) {
-		const char *s = json_string_value(st);
-		size_t n = json_string_length(st);
-		set_step(p, s, n);
-		if (text_is(s, n, "PARAMETER"))
-			p->kind = METRICS_PARAMETER;
-		return;
-	}
-	if (json_is_number(st)) {
-		if (as_int(json_number_value(st), &x)) {
-			p->iter = x;
-			char buf[32];
-			int k = snprintf(buf, sizeof(buf), "%lld", x);
-			set_step(p, buf, (size_t)k);
-		}
-		return;
-	}
-	if (!json_is_array(st))
-		return;
-	/* Written the way Python prints a list: "[0, 10]". */
-	size_t n = json_array_size(st), off = p->arena.len;
-	sbuf_addch(&p->arena, '[');
-	for (size_t i = 0; i < n; i++) {
-		const json_t *e = json_array_get(st, i);
-		if (i)
-			sbuf_adds(&p->arena, ", ");
-		if (json_num(e, &d) && as_int(d, &x)) {
-			sbuf_addf(&p->arena, "%lld", x);
-			if (i < 2)
-				*(i ? &p->iter : &p->epoch) = x;
-		} else if (json_is_number(e)) {
-			sbuf_addf(&p->arena, "%.17g", json_number_value(e));
-		} else if (json_is_string(e)) {
-			sbuf_addch(&p->arena, '"');
-			sbuf_add(&p->arena, json_string_value(e), json_string_length(e));
-			sbuf_addch(&p->arena, '"');
-		} else {
-			sbuf_adds(&p->arena, "?");
-		}
-	}
-	sbuf_addch(&p->arena, ']');
-	sbuf_addch(&p->arena, '\0');
-	p->step = off;
-	p->kind = n == 0 ? METRICS_SUMMARY : n == 1 ? METRICS_EPOCH : METRICS_POINT;
-}
-
-static bool py_dict(struct metrics_parser *p, const char *s, size_t len);
-
-static enum metrics_result parse_json(struct metrics_parser *p, const char *s, size_t len)
-{
-	json_error_t je;
-	const size_t flags = JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL;
-	enum metrics_result res = METRICS_PARSED;
-	json_t *root = json_loadb(s, len, flags, &je);
-	if (!root && rewrite_nonfinite(&p->fixed, s, len))
-		root = json_loadb(p->fixed.buf, p->fixed.len, flags, &je);
-	if (!root)
-		return malformed(p, "bad JSON");
-	if (!json_is_object(root)) {
-		res = malformed(p, "JSON is not an object");
-		goto out;
-	}
-	const char *type = json_string_value(json_object_get(root, "type"));
-	if (!type) {
-		res = malformed(p, "no \"type\"");
-		goto out;
-	}
-	double d;
-	if (json_num(json_object_get(root, "timestamp"), &d))
-		p->wall = d;
-	if (json_num(json_object_get(root, "elapsedtime"), &d))
-		p->elapsed = d;
-
-	const char *key;
-	json_t *v;
-	if (!strcmp(type, "METADATA")) {
-		json_t *metric = json_object_get(root, "metric");
-		json_t *meta = json_object_get(root, "metadata");
-		if (!json_is_string(metric) || (meta && !json_is_object(meta) && !json_is_null(meta))) {
-			res = malformed(p, "METADATA without \"metric\" or \"metadata\" object");
-			goto out;
-		}
-		p->kind = METRICS_METADATA;
-		json_object_foreach(meta, key, v) {
-			p->meta_key = key;
-			p->meta_key_len = strlen(key);
-			rec_json(p, json_string_value(metric), json_string_length(metric), v);
-		}
-		p->meta_key = NULL;
-	} else if (!strcmp(type, "LOG")) {
-		step_from_json(p, json_object_get(root, "step"));
-		json_t *data = json_object_get(root, "data");
-		if (json_is_object(data)) {
-			json_object_foreach(data, key, v)
-				rec_json(p, key, strlen(key), v);
-		} else if (json_is_string(data)) {
-			/* tcap_dllogger: data = str(dict) */
-			if (!py_dict(p, json_string_value(data), json_string_length(data)))
-				res = malformed(p, "\"data\" is not a Python dict");
-		} else if (data && !json_is_null(data)) {
-			res = malformed(p, "\"data\" is not an object");
-		}
-	}
-	/* Other types (INFO, ...) carry no metrics: parsed, no records. */
-out:
-	json_decref(root);
-	return res;
-}
-
 /* ---- Python repr dicts (tcap_dllogger's data) ---------------------------- */
 
 static void put_utf8(struct sbuf *sb, unsigned long c)
@@ -956,6 +726,485 @@ static bool py_dict(struct metrics_parser *p, const char *s, size_t len)
 			break;
 	}
 	return true;
+}
+
+/* ---- JSON forms ------------------------------------------------------------ */
+
+/*
+ * A small JSON reader for one line, instead of jansson: json_loadb() alone
+ * manages ~325,000 DLLL lines/s (a tree of heap nodes per line) against the
+ * 500,000/s the supervisor needs, and it rejects the NaN / Infinity /
+ * -Infinity tokens that Python's json.dumps writes.  This one walks the text
+ * in place: strings without escapes are used where they lie, escaped ones
+ * are decoded into a scratch buffer, nothing is allocated per line.  It is
+ * strict JSON apart from those three tokens; nesting is limited to
+ * JSON_DEPTH levels so a line of "[[[[..." cannot exhaust the stack.
+ */
+#define JSON_DEPTH 64
+
+struct jp {
+	const char *s, *end;
+	const char *err; /* first error; static text */
+};
+
+struct span {
+	const char *s;
+	size_t len;
+};
+
+static void jws(struct jp *j)
+{
+	while (j->s < j->end && (*j->s == ' ' || *j->s == '\t' || *j->s == '\n' || *j->s == '\r'))
+		j->s++;
+}
+
+static bool jfail(struct jp *j, const char *why)
+{
+	if (!j->err)
+		j->err = why;
+	return false;
+}
+
+static bool jlit(struct jp *j, const char *lit)
+{
+	size_t n = strlen(lit);
+	if ((size_t)(j->end - j->s) < n || memcmp(j->s, lit, n))
+		return false;
+	j->s += n;
+	return true;
+}
+
+static unsigned long hex4(const char *s)
+{
+	unsigned long v = 0;
+	for (int i = 0; i < 4; i++) {
+		int h = hexval(s[i]);
+		if (h < 0)
+			return (unsigned long)-1;
+		v = v * 16 + (unsigned long)h;
+	}
+	return v;
+}
+
+/*
+ * A string at j->s (on '"').  *out is where its text lies: in the line when
+ * it has no escapes, else decoded (UTF-8) into scratch.  out may be NULL to
+ * just skip it.
+ */
+static bool jstr(struct jp *j, struct sbuf *scratch, struct span *out)
+{
+	const char *a = ++j->s, *q = a;
+	bool esc = false;
+	while (q < j->end && *q != '"') {
+		if (*q == '\\') {
+			/* check escapes here, so decoding later cannot fail */
+			if (j->end - q < 2 || !strchr("\"\\/bfnrtu", q[1]) || !q[1])
+				return jfail(j, "bad escape in string");
+			if (q[1] == 'u' && (j->end - q < 6 || hex4(q + 2) == (unsigned long)-1))
+				return jfail(j, "bad \\u escape");
+			esc = true;
+			q += 2;
+		} else if ((unsigned char)*q < 0x20) {
+			return jfail(j, "control character in string");
+		} else {
+			q++;
+		}
+	}
+	if (q >= j->end)
+		return jfail(j, "unterminated string");
+	j->s = q + 1;
+	if (!out)
+		return true;
+	if (!esc) {
+		out->s = a;
+		out->len = (size_t)(q - a);
+		return true;
+	}
+	/* decode a..q */
+	const char *e = q;
+	sbuf_reset(scratch);
+	for (q = a; q < e; q++) {
+		if (*q != '\\') {
+			sbuf_addch(scratch, *q);
+			continue;
+		}
+		q++; /* q < e: a backslash never ends the span */
+		switch (*q) {
+		case '"': sbuf_addch(scratch, '"'); break;
+		case '\\': sbuf_addch(scratch, '\\'); break;
+		case '/': sbuf_addch(scratch, '/'); break;
+		case 'b': sbuf_addch(scratch, '\b'); break;
+		case 'f': sbuf_addch(scratch, '\f'); break;
+		case 'n': sbuf_addch(scratch, '\n'); break;
+		case 'r': sbuf_addch(scratch, '\r'); break;
+		case 't': sbuf_addch(scratch, '\t'); break;
+		case 'u': {
+			unsigned long c = hex4(q + 1); /* checked above */
+			q += 4;
+			if (c >= 0xd800 && c < 0xdc00 && e - q >= 7 && q[1] == '\\' && q[2] == 'u') {
+				unsigned long lo = hex4(q + 3);
+				if (lo >= 0xdc00 && lo < 0xe000) {
+					c = 0x10000 + ((c - 0xd800) << 10) + (lo - 0xdc00);
+					q += 6;
+				}
+			}
+			put_utf8(scratch, c);
+			break;
+		}
+		}
+	}
+	out->s = scratch->buf;
+	out->len = scratch->len;
+	return true;
+}
+
+/* A number (JSON grammar, plus NaN / Infinity / -Infinity) at j->s. */
+static bool jnum(struct jp *j, double *out)
+{
+	if (jlit(j, "NaN")) {
+		*out = NAN;
+		return true;
+	}
+	if (jlit(j, "Infinity")) {
+		*out = INFINITY;
+		return true;
+	}
+	if (jlit(j, "-Infinity")) {
+		*out = -INFINITY;
+		return true;
+	}
+	const char *a = j->s, *q = a;
+#define DIGITS(q)                                                        \
+	do {                                                             \
+		const char *d0 = q;                                      \
+		while (q < j->end && isdigit((unsigned char)*q))         \
+			q++;                                             \
+		if (q == d0)                                             \
+			return jfail(j, "bad number");                   \
+	} while (0)
+	if (q < j->end && *q == '-')
+		q++;
+	DIGITS(q);
+	if (q < j->end && *q == '.') {
+		q++;
+		DIGITS(q);
+	}
+	if (q < j->end && (*q == 'e' || *q == 'E')) {
+		q++;
+		if (q < j->end && (*q == '+' || *q == '-'))
+			q++;
+		DIGITS(q);
+	}
+#undef DIGITS
+	j->s = q;
+	if (metrics_parse_number(a, (size_t)(q - a), out))
+		return true;
+	/* longer than metrics_parse_number takes: hundreds of digits */
+	char *copy = xstrndup(a, (size_t)(q - a));
+	*out = strtod(copy, NULL);
+	free(copy);
+	return true;
+}
+
+static bool jskip(struct jp *j, int depth);
+
+/* Skip an array or object at j->s, checking its syntax. */
+static bool jskip_container(struct jp *j, int depth)
+{
+	char close = *j->s == '[' ? ']' : '}';
+	bool obj = close == '}';
+	if (depth >= JSON_DEPTH)
+		return jfail(j, "JSON nested too deep");
+	j->s++;
+	jws(j);
+	if (j->s < j->end && *j->s == close) {
+		j->s++;
+		return true;
+	}
+	for (;;) {
+		jws(j);
+		if (obj) {
+			if (j->s >= j->end || *j->s != '"' || !jstr(j, NULL, NULL))
+				return jfail(j, "expected a key");
+			jws(j);
+			if (j->s >= j->end || *j->s++ != ':')
+				return jfail(j, "expected ':'");
+		}
+		if (!jskip(j, depth + 1))
+			return false;
+		jws(j);
+		if (j->s >= j->end)
+			return jfail(j, "unterminated JSON");
+		char c = *j->s++;
+		if (c == close)
+			return true;
+		if (c != ',')
+			return jfail(j, "expected ',' or end of container");
+	}
+}
+
+/* Skip any value at j->s. */
+static bool jskip(struct jp *j, int depth)
+{
+	double d;
+	jws(j);
+	if (j->s >= j->end)
+		return jfail(j, "expected a value");
+	switch (*j->s) {
+	case '"':
+		return jstr(j, NULL, NULL);
+	case '[':
+	case '{':
+		return jskip_container(j, depth);
+	case 't':
+		return jlit(j, "true") || jfail(j, "bad literal");
+	case 'f':
+		return jlit(j, "false") || jfail(j, "bad literal");
+	case 'n':
+		return jlit(j, "null") || jfail(j, "bad literal");
+	default:
+		return jnum(j, &d);
+	}
+}
+
+/*
+ * One value of data / metadata into a record.  j is on the value, which
+ * the first pass has already checked.
+ */
+static void jrec(struct metrics_parser *p, struct jp *j, struct span name)
+{
+	struct span sv;
+	double d;
+	const char *a = j->s;
+	switch (*j->s) {
+	case '"':
+		jstr(j, &p->v, &sv);
+		rec_text(p, name.s, name.len, sv.s, sv.len, NULL, 0);
+		return;
+	case '[':
+	case '{':
+		/* kept as written: "[0.9, 0.999]" */
+		jskip(j, 1);
+		rec_str(p, name.s, name.len, a, (size_t)(j->s - a));
+		return;
+	case 't':
+		j->s += 4;
+		rec_num(p, name.s, name.len, 1, NULL, 0);
+		return;
+	case 'f':
+		j->s += 5;
+		rec_num(p, name.s, name.len, 0, NULL, 0);
+		return;
+	case 'n':
+		j->s += 4;
+		return;
+	default:
+		jnum(j, &d);
+		rec_num(p, name.s, name.len, d, NULL, 0);
+	}
+}
+
+/* Every key of a checked object: a record each (meta: METADATA fields). */
+static void jrecs(struct metrics_parser *p, struct span obj, const struct span *metric)
+{
+	struct jp j = { obj.s, obj.s + obj.len, NULL };
+	struct span key;
+	j.s++; /* '{' */
+	for (;;) {
+		jws(&j);
+		if (*j.s == '}')
+			return;
+		if (*j.s == ',') {
+			j.s++;
+			jws(&j);
+		}
+		jstr(&j, &p->k, &key);
+		jws(&j);
+		j.s++; /* ':' */
+		jws(&j);
+		if (metric) {
+			p->meta_key = key.s;
+			p->meta_key_len = key.len;
+			jrec(p, &j, *metric);
+			p->meta_key = NULL;
+		} else {
+			jrec(p, &j, key);
+		}
+	}
+}
+
+/* step: "PARAMETER", [], [e], [e, i, ...] or a number; kept as written. */
+static void jstep(struct metrics_parser *p, struct span st)
+{
+	struct jp j = { st.s, st.s + st.len, NULL };
+	struct span sv;
+	double d;
+	long long x;
+	if (*j.s == '"') {
+		jstr(&j, &p->v, &sv);
+		set_step(p, sv.s, sv.len);
+		if (text_is(sv.s, sv.len, "PARAMETER"))
+			p->kind = METRICS_PARAMETER;
+		return;
+	}
+	set_step(p, st.s, st.len);
+	if (*j.s == '[') {
+		size_t n = 0;
+		j.s++;
+		for (;;) {
+			jws(&j);
+			if (*j.s == ']')
+				break;
+			if (*j.s == ',') {
+				j.s++;
+				jws(&j);
+			}
+			if (n < 2 && (*j.s == '-' || isdigit((unsigned char)*j.s))) {
+				jnum(&j, &d);
+				if (as_int(d, &x))
+					*(n ? &p->iter : &p->epoch) = x;
+			} else {
+				jskip(&j, 1);
+			}
+			n++;
+		}
+		p->kind = n == 0 ? METRICS_SUMMARY : n == 1 ? METRICS_EPOCH : METRICS_POINT;
+	} else if (*j.s == '-' || isdigit((unsigned char)*j.s)) {
+		jnum(&j, &d);
+		if (as_int(d, &x))
+			p->iter = x;
+	}
+}
+
+/* A time field: a string holding seconds, or a number. */
+static bool jtime(struct metrics_parser *p, struct jp *j, double *out)
+{
+	struct span sv;
+	double d;
+	if (j->s < j->end && *j->s == '"') {
+		if (!jstr(j, &p->v, &sv))
+			return false;
+		if (metrics_parse_number(sv.s, sv.len, &d))
+			*out = d;
+		return true;
+	}
+	const char *a = j->s;
+	if (!jskip(j, 1))
+		return false;
+	struct jp n = { a, j->s, NULL };
+	if (a < j->end && (*a == '-' || isdigit((unsigned char)*a) || *a == 'N' || *a == 'I') &&
+	    jnum(&n, &d))
+		*out = d;
+	return true;
+}
+
+enum jtype { JT_NONE, JT_LOG, JT_METADATA, JT_OTHER };
+
+static enum metrics_result parse_json(struct metrics_parser *p, const char *s, size_t len)
+{
+	struct jp j = { s, s + len, NULL };
+	struct span key, sv, step = { 0 }, data = { 0 }, metric = { 0 }, meta = { 0 };
+	enum jtype type = JT_NONE;
+	bool metric_str = false;
+
+	/* Pass 1: check the whole object, note where the parts lie. */
+	jws(&j);
+	if (j.s >= j.end || *j.s != '{')
+		return malformed(p, "JSON is not an object");
+	j.s++;
+	jws(&j);
+	if (j.s < j.end && *j.s == '}')
+		j.s++;
+	else
+		for (;;) {
+			jws(&j);
+			if (j.s >= j.end || *j.s != '"' || !jstr(&j, &p->k, &key))
+				return malformed(p, j.err ? j.err : "expected a key");
+			jws(&j);
+			if (j.s >= j.end || *j.s++ != ':')
+				return malformed(p, "expected ':'");
+			jws(&j);
+			const char *a = j.s;
+			struct span *keep = NULL;
+			if (text_is(key.s, key.len, "type")) {
+				if (j.s < j.end && *j.s == '"') {
+					if (!jstr(&j, &p->v, &sv))
+						return malformed(p, j.err);
+					type = text_is(sv.s, sv.len, "LOG")        ? JT_LOG
+					       : text_is(sv.s, sv.len, "METADATA") ? JT_METADATA
+										   : JT_OTHER;
+					goto next;
+				}
+			} else if (text_is(key.s, key.len, "timestamp")) {
+				if (!jtime(p, &j, &p->wall))
+					return malformed(p, j.err);
+				goto next;
+			} else if (text_is(key.s, key.len, "elapsedtime")) {
+				if (!jtime(p, &j, &p->elapsed))
+					return malformed(p, j.err);
+				goto next;
+			} else if (text_is(key.s, key.len, "step")) {
+				keep = &step;
+			} else if (text_is(key.s, key.len, "data")) {
+				keep = &data;
+			} else if (text_is(key.s, key.len, "metric")) {
+				keep = &metric;
+				metric_str = j.s < j.end && *j.s == '"';
+			} else if (text_is(key.s, key.len, "metadata")) {
+				keep = &meta;
+			}
+			if (!jskip(&j, 1))
+				return malformed(p, j.err);
+			if (keep) {
+				keep->s = a;
+				keep->len = (size_t)(j.s - a);
+			}
+		next:
+			jws(&j);
+			if (j.s >= j.end)
+				return malformed(p, "unterminated JSON");
+			char c = *j.s++;
+			if (c == '}')
+				break;
+			if (c != ',')
+				return malformed(p, "expected ',' or '}'");
+		}
+	jws(&j);
+	if (j.s != j.end)
+		return malformed(p, "text after the JSON object");
+	if (type == JT_NONE)
+		return malformed(p, "no \"type\"");
+
+	/* Pass 2: records. */
+	if (type == JT_METADATA) {
+		if (!metric_str || (meta.s && *meta.s != '{' && !text_is(meta.s, meta.len, "null")))
+			return malformed(p, "METADATA without \"metric\" or \"metadata\" object");
+		p->kind = METRICS_METADATA;
+		struct jp m = { metric.s, metric.s + metric.len, NULL };
+		struct span name;
+		jstr(&m, &p->js, &name);
+		if (meta.s && *meta.s == '{')
+			jrecs(p, meta, &name);
+		return METRICS_PARSED;
+	}
+	if (type != JT_LOG)
+		return METRICS_PARSED; /* INFO and the like carry no metrics */
+	if (step.s)
+		jstep(p, step);
+	if (!data.s || text_is(data.s, data.len, "null"))
+		return METRICS_PARSED;
+	if (*data.s == '{') {
+		jrecs(p, data, NULL);
+	} else if (*data.s == '"') {
+		/* tcap_dllogger: data = str(dict) */
+		struct jp d = { data.s, data.s + data.len, NULL };
+		jstr(&d, &p->js, &sv);
+		if (!py_dict(p, sv.s, sv.len))
+			return malformed(p, "\"data\" is not a Python dict");
+	} else {
+		return malformed(p, "\"data\" is not an object");
+	}
+	return METRICS_PARSED;
 }
 
 /* ---- MindFormers --------------------------------------------------------- */

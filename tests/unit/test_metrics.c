@@ -1,6 +1,7 @@
 /* test_metrics.c -- golden tests for src/metrics: parsers, summary, downsampling. */
 #include "test.h"
 
+#include "core/sbuf.h"
 #include "core/xalloc.h"
 #include "metrics/metrics.h"
 
@@ -108,7 +109,7 @@ TEST(dlll_parameter)
 	num_is("batch_size", 64);
 	str_is("model", "resnet50");
 	num_is("amp", 1);
-	str_is("betas", "[0.9,0.999]");
+	str_is("betas", "[0.9, 0.999]"); /* as written */
 	/* records keep the line's key order */
 	CHECK_STR(R[0].name, "lr");
 	CHECK_STR(R[4].name, "betas");
@@ -199,11 +200,11 @@ TEST(dlll_empty_and_duplicates)
 	CHECK_INT(N, 0);
 	CHECK_INT(parse("DLLL {\"type\": \"LOG\", \"step\": [0, 1]}"), METRICS_PARSED);
 	CHECK_INT(N, 0);
-	/* a duplicate key: the last one wins, as in Python's json.loads */
+	/* a duplicate key: a record each, in order (the last is the final value) */
 	CHECK_INT(parse("DLLL {\"type\": \"LOG\", \"step\": [0, 1], \"data\": {\"a\": 1, \"a\": 2}}"),
 		  METRICS_PARSED);
-	CHECK_INT(N, 1);
-	num_is("a", 2);
+	CHECK_INT(N, 2);
+	CHECK(R[0].value == 1 && R[1].value == 2);
 	/* the same step twice: each line stands alone */
 	for (int k = 0; k < 2; k++) {
 		CHECK_INT(parse("DLLL {\"type\": \"LOG\", \"step\": [0, 1], \"data\": {\"a\": 3}}"),
@@ -236,6 +237,18 @@ TEST(dlll_malformed)
 		"DLLL {\"type\": \"METADATA\", \"metadata\": {\"unit\": \"s\"}}",
 		"DLLL {\"type\": \"LOG\", \"data\": {\"a\": NaNx}}",
 		"DLLL ",
+		"DLLL {\"type\": \"LOG\", \"data\": {\"a\": \"\\q\"}}",
+		"DLLL {\"type\": \"LOG\", \"data\": {\"a\": \"\\u12\"}}",
+		"DLLL {\"type\": \"LOG\", \"data\": {\"a\": \"tab\there\"}}",
+		"DLLL {\"type\": \"LOG\", \"data\": {\"a\": 1}} trailing",
+		"DLLL {\"type\": \"LOG\", \"data\": {\"a\": 01.}}",
+		"DLLL {\"type\": \"LOG\", \"data\": {\"a\": tru}}",
+		"DLLL {\"type\": \"LOG\", \"data\": {\"a\": [1, 2}}",
+		"DLLL {\"type\": \"LOG\", \"data\": {\"a\" 1}}",
+		"DLLL {\"type\": \"LOG\", \"data\": {\"a\": 1,}}",
+		"DLLL {\"type\": \"LOG\", \"data\": {\"a\": 1}",
+		"DLLL {\"type\": \"LOG\", \"data\": {\"a\": \"x}}",
+		"DLLL {\"type\": \"LOG\", \"data\": {\"a\": \"x\\",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		if (parse(bad[i]) != METRICS_MALFORMED) {
@@ -306,6 +319,28 @@ TEST(huge_lines)
 	/* NUL bytes inside a line */
 	static const char nul[] = "DLLL {\"type\": \"LOG\", \"data\": {\"a\0\": 1}}";
 	CHECK_INT(metrics_parse_line(p, nul, sizeof(nul) - 1, &r, &n), METRICS_MALFORMED);
+	/* deep nesting is refused, not recursed into */
+	size_t hl2 = strlen("DLLL {\"type\": \"LOG\", \"data\": {\"a\": ");
+	memcpy(line, "DLLL {\"type\": \"LOG\", \"data\": {\"a\": ", hl2);
+	memset(line + hl2, '[', big - hl2);
+	CHECK_INT(metrics_parse_line(p, line, big, &r, &n), METRICS_MALFORMED);
+	CHECK_STR(metrics_parser_reason(p), "JSON nested too deep");
+	/* a number of 300 digits */
+	struct sbuf sb = SBUF_INIT;
+	sbuf_adds(&sb, "DLLL {\"type\": \"LOG\", \"data\": {\"a\": 1");
+	for (int i = 0; i < 300; i++)
+		sbuf_addch(&sb, '0');
+	sbuf_adds(&sb, ", \"b\": [[[1]], {\"c\": \"\\ud83d\\ude00\"}]}}");
+	CHECK_INT(metrics_parse_line(p, sb.buf, sb.len, &r, &n), METRICS_PARSED);
+	CHECK_INT(n, 2);
+	CHECK(r[0].value == 1e300);
+	CHECK_STR(r[1].str, "[[[1]], {\"c\": \"\\ud83d\\ude00\"}]");
+	sbuf_release(&sb);
+	/* escapes decode, surrogate pairs included */
+	static const char esc[] = "DLLL {\"type\": \"LOG\", \"step\": [0, 1], \"data\": {\"na\\u00efve\\n\": \"\\ud83d\\ude00 \\\"q\\\" \\/\"}}";
+	CHECK_INT(metrics_parse_line(p, esc, sizeof(esc) - 1, &r, &n), METRICS_PARSED);
+	CHECK_STR(r[0].name, "na\xc3\xafve\n");
+	CHECK_STR(r[0].str, "\xf0\x9f\x98\x80 \"q\" /");
 	metrics_parser_free(p);
 	metrics_parser_free(NULL);
 	free(line);
