@@ -753,3 +753,62 @@ TEST(downsample_edges)
 	CHECK(metrics_downsample(zig, 1000, 4, out) <= 16);
 	free(zig);
 }
+
+/* ---- robustness: every prefix and random damage of real lines ------------- */
+
+static const char *const golden[] = {
+	"DLLL {\"timestamp\": \"1700000002.0\", \"datetime\": \"x\", \"elapsedtime\": \"2.4\", "
+	"\"type\": \"LOG\", \"step\": [0, 10], \"data\": {\"train.loss\": 2.31, \"s\": \"a\\u00e9\\\"\", "
+	"\"n\": NaN, \"l\": [1, {\"k\": -Infinity}]}}",
+	"DLLL {\"timestamp\": \"1700000000.123\", \"elapsedtime\": \"0.52\", \"type\": \"METADATA\", "
+	"\"metric\": \"train.loss\", \"metadata\": {\"unit\": \"\", \"GOAL\": \"MINIMIZE\"}}",
+	"DLL 2023-11-14 22:13:20.123456 - Epoch: 0 Iteration: 10  train.loss : 2.31  train.ips : "
+	"512.3 images/s",
+	"TCAPPDLL {\"timestamp\": \"1717550000.1\", \"type\": \"LOG\", \"step\": [1, 30], \"data\": "
+	"\"{'rank': '1', 'train.loss': \\\"tensor(2.3010, device='sdaa:0')\\\", 'u': '\\\\x41\\\\u00e9', "
+	"'t': (1, 'x,y')}\"}",
+	"TCAPPDLL 2024-06-05 02:46:48.123 - Epoch: 0 Iteration: 20  rank : 0  train.loss : 2.301  "
+	"train.ips : 512.0 imgs/s",
+	"2024-06-05 10:00:00,123 - mindformers[x.py:1] - INFO - { Epoch:[  1/  2], step:[   10/  100], "
+	"loss:[2.345/2.400], per_step_time: 118ms, global_norm: Tensor(shape=[], value= 3.5)",
+};
+
+TEST(every_prefix_and_damage)
+{
+	struct metrics_parser *p = metrics_parser_new();
+	const struct metric_rec *r;
+	size_t n;
+	unsigned seed = 12345;
+	for (size_t g = 0; g < sizeof(golden) / sizeof(golden[0]); g++) {
+		size_t len = strlen(golden[g]);
+		CHECK_INT(metrics_parse_line(p, golden[g], len, &r, &n), METRICS_PARSED);
+		CHECK(n > 0);
+		/* every cut: a heap copy of exactly that length, so ASan sees overreads */
+		for (size_t cut = 0; cut <= len; cut++) {
+			char *c = xmalloc(cut ? cut : 1);
+			memcpy(c, golden[g], cut);
+			int res = metrics_parse_line(p, c, cut, &r, &n);
+			CHECK(res == METRICS_NONE || res == METRICS_PARSED || res == METRICS_MALFORMED);
+			for (size_t i = 0; i < n; i++)
+				CHECK(r[i].name && r[i].step);
+			free(c);
+		}
+		/* random bytes overwritten, 2000 times */
+		for (int k = 0; k < 2000; k++) {
+			char *c = xmalloc(len);
+			memcpy(c, golden[g], len);
+			for (int m = 0; m < 3; m++) {
+				seed = seed * 1103515245u + 12345u;
+				size_t at = (seed >> 8) % len;
+				seed = seed * 1103515245u + 12345u;
+				static const char pick[] = "\"'\\{}[]:,. -0123456789eNIaxu\0\n";
+				c[at] = pick[(seed >> 8) % (sizeof(pick) - 1)];
+			}
+			(void)metrics_parse_line(p, c, len, &r, &n); /* only: no crash */
+			for (size_t i = 0; i < n; i++)
+				CHECK(r[i].name && r[i].step);
+			free(c);
+		}
+	}
+	metrics_parser_free(p);
+}
