@@ -1,0 +1,42 @@
+/*
+ * plan_int.h -- private to src/plan/: the general partition solver that the
+ * APSS objectives and the strategy search share.
+ *
+ * Problem: split layers 0..g-1 into s+1 non-empty contiguous stages t = 0..s
+ * by cuts p_1 < ... < p_s (p = number of layers before the cut, 1..g-1);
+ * minimise
+ *     wx * max_t X_t + wy * max_t Y_t + sum_k c[(p_k - 1) * s + (k - 1)]
+ * where X_t, Y_t are the stage sums of x and y, subject to, for every stage,
+ *     sum mstat + mult[t] * sum mact <= cap[t]
+ * Requirements: all values finite and >= 0; mult non-increasing and cap
+ * non-decreasing in t (later stages are never stricter: true of 1F1B
+ * pipelines, and what makes the greedy feasibility test exact).
+ * y == NULL or wy == 0: no second bottleneck; mstat == NULL: no memory caps.
+ */
+#ifndef TC_PLAN_INT_H
+#define TC_PLAN_INT_H
+
+#include <stdbool.h>
+
+struct plan_problem {
+	int g, s;
+	const double *x;
+	const double *c;
+	double wx;
+	const double *y;
+	double wy;
+	const double *mstat, *mact, *mult, *cap;
+};
+
+/* Exact optimum: fills cuts[0..s-1] as layer indices j (cut right after
+ * layer j) and *value (wx*X + wy*Y + comm of that partition).  Returns 0, or
+ * 1 when no partition satisfies the memory caps. */
+int plan_solve(const struct plan_problem *p, int *cuts, double *value);
+
+/* Statistics of the last plan_solve in this thread (for the benchmark). */
+long plan_solve_dp_runs(void);
+
+/* Stage sums of a partition given as cut layer indices. */
+void plan_stage_sums(const double *v, int g, const int *cuts, int s, double *sums);
+
+#endif
