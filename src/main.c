@@ -23,6 +23,7 @@ static const struct command {
 	{ "show", cmd_show, "show a job: spec, states, workers, root cause" },
 	{ "logs", cmd_logs, "print or follow a job's logs" },
 	{ "devices", cmd_devices, "list the accelerators and CPUs of this machine" },
+	{ "plan", cmd_plan, "search parallel strategies and pipeline partitions" },
 };
 
 static void usage(FILE *out)

@@ -18,6 +18,8 @@
 
 #include <stdbool.h>
 
+#include "core/err.h"
+
 struct plan_problem {
 	int g, s;
 	const double *x;
@@ -38,5 +40,32 @@ long plan_solve_dp_runs(void);
 
 /* Stage sums of a partition given as cut layer indices. */
 void plan_stage_sums(const double *v, int g, const int *cuts, int s, double *sums);
+
+
+/* ---- strategy internals (strategy.c), exposed for the tests ------------- */
+
+struct plan_cluster;
+struct plan_model; /* built-in shape or YAML layer table */
+
+int plan_model_load(const char *name_or_path, int seq_len, struct plan_model **out,
+		    struct tc_err *err);
+void plan_model_free(struct plan_model *m);
+int plan_model_layers(const struct plan_model *m);
+const char *plan_model_name(const struct plan_model *m);
+/* Is tp a usable tensor-parallel degree for the model (heads divisible, or
+ * profiled at that degree)? */
+bool plan_model_tp_ok(const struct plan_model *m, int tp);
+
+/* One (tp, dp, pp, mb) candidate as a plan_problem: x = per-micro-batch
+ * layer time, y = data-parallel all-reduce time, c = boundary time, memory
+ * caps per stage; step time = solver value + sum_x. */
+struct plan_cand_problem {
+	struct plan_problem p;
+	double *x, *y, *c, *mstat, *mact, *mult, *cap;
+	double sum_x;
+};
+void plan_cand_build(const struct plan_model *m, const struct plan_cluster *cl, int tp, int dp,
+		     int pp, int mb, long micro_batches, struct plan_cand_problem *out);
+void plan_cand_release(struct plan_cand_problem *cp);
 
 #endif
