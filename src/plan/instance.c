@@ -235,7 +235,8 @@ static int fast_json(const char *line, size_t len, const char *what, struct plan
 					else if (nr != width)
 						goto out;
 					XGROW(c, (rows + 1) * width + 1, ca);
-					memcpy(c + rows * width, row, width * sizeof(double));
+					if (width)
+						memcpy(c + rows * width, row, width * sizeof(double));
 					rows++;
 				} while (fp_char(&f, ','));
 				if (!fp_char(&f, ']'))

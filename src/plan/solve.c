@@ -326,7 +326,8 @@ static bool least_feasible(struct solver *sv, int lvl, const double *pre, double
 	}
 	int n = gen_cands(sv, pre, -1, INF);
 	double *v = xmalloc(((size_t)n + 1) * sizeof(double));
-	memcpy(v, sv->cand, (size_t)n * sizeof(double));
+	if (n)
+		memcpy(v, sv->cand, (size_t)n * sizeof(double));
 	bool ok = n > 0 && dp_feasible(sv, lvl, v[n - 1]);
 	if (ok) {
 		int lo = 0, hi = n - 1;
@@ -623,7 +624,8 @@ static struct gv search(struct solver *sv, int lvl, double lim)
 		 * levels, so keep our own copy. */
 		double *v = xmalloc(((size_t)n + 2) * sizeof(double));
 		v[0] = vlo;
-		memcpy(v + 1, sv->cand, (size_t)n * sizeof(double));
+		if (n)
+			memcpy(v + 1, sv->cand, (size_t)n * sizeof(double));
 		v[n + 1] = INF;
 		r.v = v;
 		rec_search(&r, 0, flo, n + 1, finf);

@@ -143,7 +143,7 @@ TEST(partition_matches_brute_force)
 {
 	double x[12], c[11 * 11];
 	long n = 0;
-	for (int rep = 0; rep < 12; rep++)
+	for (int rep = 0; rep < 40; rep++)
 		for (int g = 1; g <= 12; g++)
 			for (int s = 0; s <= g - 1; s++)
 				for (int kind = 0; kind < 4; kind++) {
@@ -158,14 +158,14 @@ TEST(partition_matches_brute_force)
 					check_problem(&p);
 					n += 2;
 				}
-	CHECK(n > 3000);
+	CHECK(n > 10000);
 }
 
 /* The strategy form: second bottleneck and per-stage memory caps. */
 TEST(general_problem_matches_brute_force)
 {
 	double x[12], y[12], c[11 * 11], ms[12], ma[12], mult[12], cap[12];
-	for (int rep = 0; rep < 300; rep++) {
+	for (int rep = 0; rep < 4000; rep++) {
 		int g = 1 + (int)(rnd() % 12);
 		int s = (int)(rnd() % (unsigned)g);
 		int kind = (int)(rnd() % 3);
