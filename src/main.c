@@ -24,6 +24,8 @@ static const struct command {
 	{ "logs", cmd_logs, "print or follow a job's logs" },
 	{ "devices", cmd_devices, "list the accelerators and CPUs of this machine" },
 	{ "plan", cmd_plan, "search parallel strategies and pipeline partitions" },
+	{ "metrics", cmd_metrics, "list a job's metrics points (table, csv, json)" },
+	{ "export", cmd_export, "write a job's metrics as TensorBoard event files" },
 };
 
 static void usage(FILE *out)

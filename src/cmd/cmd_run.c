@@ -18,7 +18,8 @@ static const char usage[] =
 	"  -d, --device TYPE     device type for ad hoc runs (default cpu)\n"
 	"      --name NAME       job name\n"
 	"      --max-restarts N  restart the group up to N times on failure\n"
-	"  -q, --quiet           do not copy worker output to the console\n";
+	"  -q, --quiet           do not copy worker output to the console\n"
+	"      --no-metrics      do not read metrics from the workers' output\n";
 
 int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
@@ -28,11 +29,12 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "name", required_argument, NULL, 'N' },
 		{ "max-restarts", required_argument, NULL, 'r' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "no-metrics", no_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *nproc = NULL, *device = NULL, *name = NULL, *restarts = NULL;
-	struct launch_opts lo = { ctx->home, false };
+	struct launch_opts lo = { ctx->home, false, false };
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+n:d:qh", opts, NULL)) != -1) {
@@ -42,6 +44,7 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		case 'N': name = optarg; break;
 		case 'r': restarts = optarg; break;
 		case 'q': lo.quiet = true; break;
+		case 'M': lo.no_metrics = true; break;
 		case 'h': fputs(usage, stdout); return 0;
 		default: return tc_error(err, TC_EUSAGE, "run: bad option (see trainctl run --help)");
 		}

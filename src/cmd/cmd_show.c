@@ -2,6 +2,7 @@
 #include "cmd/cmd.h"
 #include "core/sbuf.h"
 #include "core/util.h"
+#include "metrics/ingest.h"
 #include "store/store.h"
 
 #include <getopt.h>
@@ -84,6 +85,7 @@ int cmd_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	struct event_row *ev = NULL;
 	struct worker_row *wk = NULL;
 	size_t nev = 0, nwk = 0;
+	struct metrics_job_summary ms = { 0 };
 	int rc = store_open(ctx->home, &st, err);
 	if (!rc)
 		rc = store_job_get(st, argv[optind], &j, err);
@@ -93,10 +95,13 @@ int cmd_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		rc = store_events(st, j.id, &ev, &nev, err);
 	if (!rc)
 		rc = store_workers(st, j.id, &wk, &nwk, err);
+	if (!rc)
+		rc = metrics_job_summary(st, &j, &ms, err);
 	if (rc)
 		goto out;
 	if (as_json) {
 		json_t *o = job_json(&j, ev, nev, wk, nwk);
+		json_object_set_new(o, "metrics", metrics_job_summary_json(&ms));
 		json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		fputc('\n', stdout);
 		json_decref(o);
@@ -125,9 +130,14 @@ int cmd_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		printf("  %-7d %-5d %-8ld %s\n", wk[i].attempt, wk[i].rank, (long)wk[i].pid, e.buf);
 		sbuf_release(&e);
 	}
+	struct sbuf msum = SBUF_INIT;
+	metrics_job_summary_text(&ms, &msum);
+	printf("\n%s", msum.buf);
+	sbuf_release(&msum);
 	if (j.root_cause)
 		printf("\nroot cause: %s\n", j.root_cause);
 out:
+	metrics_job_summary_release(&ms);
 	event_rows_free(ev, nev);
 	free(wk);
 	job_row_release(&j);

@@ -34,6 +34,7 @@
 struct launch_opts {
 	const char *home; /* $TRAINCTL_HOME */
 	bool quiet;       /* no worker output on the console */
+	bool no_metrics;  /* do not read metrics (--no-metrics) */
 };
 
 /*

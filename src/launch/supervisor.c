@@ -13,6 +13,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "devices/devices.h"
+#include "metrics/ingest.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -69,6 +70,7 @@ struct sup {
 	int user_signal; /* SIGINT/SIGTERM/SIGHUP that asked us to stop, or 0 */
 	int64_t kill_at; /* monotonic ms for SIGKILL, 0 = none */
 	struct sbuf console;
+	struct metrics_ingest *mi; /* NULL with --no-metrics or metrics.format none */
 };
 
 /* ---- messages: stderr and logs/supervisor.log ---- */
@@ -220,6 +222,7 @@ static void emit_lines(struct sup *sp, struct worker *w, const char *data, size_
 		return;
 	if (write_all(w->logfd, data, len) < 0)
 		say(sp, "warning: cannot write rank %d log: %s", w->rank, strerror(errno));
+	metrics_ingest_lines(sp->mi, w->rank, data, len);
 	if (sp->o->quiet)
 		return;
 	struct sbuf *c = &sp->console;
@@ -533,8 +536,8 @@ static void attempt_loop(struct sup *sp)
 			drain_until = now_mono_ms() + DRAIN_MS;
 		}
 		int64_t now = now_mono_ms();
-		int timeout = -1;
-		if (sp->kill_at)
+		int timeout = sp->mi ? metrics_ingest_tick(sp->mi, now) : -1;
+		if (sp->kill_at && (timeout < 0 || sp->kill_at - now < timeout))
 			timeout = sp->kill_at > now ? (int)(sp->kill_at - now) : 0;
 		if (drain_until) {
 			int t = drain_until > now ? (int)(drain_until - now) : 0;
@@ -642,6 +645,44 @@ static void append_error_file(struct sup *sp, struct sbuf *out, int rank)
 		json_decref(root);
 	}
 	sbuf_release(&path);
+}
+
+/* ---- metrics: never a reason to fail the job (metrics/ingest.h) ---- */
+
+static void metrics_warn(void *ctx, const char *msg)
+{
+	say(ctx, "warning: metrics: %s", msg);
+}
+
+static void metrics_start(struct sup *sp)
+{
+	const char *fmt = sp->s->metrics_format;
+	if (sp->o->no_metrics || (fmt && !strcmp(fmt, "none")))
+		return;
+	struct strvec files = STRVEC_INIT;
+	for (size_t i = 0; i < sp->s->metrics_files.nr; i++)
+		strvec_push_nodup(&files, path_absolute(sp->s->metrics_files.v[i], sp->s->workdir));
+	struct metrics_ingest_opts mo = {
+		.st = sp->st, .job_id = sp->job_id, .format = fmt, .tb_dir = sp->tb_dir,
+		.files = (const char *const *)files.v, .nfiles = files.nr, .nranks = sp->n,
+		.warn = metrics_warn, .warn_ctx = sp,
+	};
+	sp->mi = metrics_ingest_new(&mo);
+	strvec_clear(&files);
+}
+
+static void metrics_end(struct sup *sp)
+{
+	if (!sp->mi)
+		return;
+	metrics_ingest_finish(sp->mi);
+	long long lines, records, malformed;
+	metrics_ingest_counts(sp->mi, &lines, &records, &malformed);
+	if (lines || malformed)
+		say(sp, "metrics: %lld lines, %lld records, %lld malformed lines (trainctl show %s)",
+		    lines, records, malformed, sp->job_id);
+	metrics_ingest_free(sp->mi);
+	sp->mi = NULL;
 }
 
 /* ---- the job ---- */
@@ -846,7 +887,9 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		tc_err_release(&e2);
 		goto out;
 	}
+	metrics_start(&sp);
 	rc = run_attempts(&sp, exit_status, err);
+	metrics_end(&sp);
 	if (rc && sp.st) {
 		/* record why, so the job does not look alive forever */
 		struct tc_err e2 = TC_ERR_INIT;

@@ -452,6 +452,60 @@ static int r_checkpoint(struct walk *w, yaml_node_t *n, const char *key)
 	return walk_map(w, n, "checkpoint.", ckpt_rules);
 }
 
+/* ---- metrics: ---- */
+
+static int r_met_format(struct walk *w, yaml_node_t *n, const char *key)
+{
+	static const char *const fmts[] = { "auto", "dllogger", "tcap", "mindformers", "none", NULL };
+	return check_enum(w, n, key, fmts, &w->s->metrics_format);
+}
+
+static int r_met_warmup(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_int(w, n, key, 0, INT_MAX, &w->s->metrics_warmup_steps);
+}
+
+static int r_met_batch(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_int(w, n, key, 1, INT_MAX, &w->s->metrics_batch_size);
+}
+
+static int r_met_accuracy(struct walk *w, yaml_node_t *n, const char *key)
+{
+	int rc = get_string(w, n, key, &w->s->metrics_accuracy);
+	if (!rc && !*w->s->metrics_accuracy)
+		return fail(w, n, key, "is empty");
+	return rc;
+}
+
+static int r_met_files(struct walk *w, yaml_node_t *n, const char *key)
+{
+	if (n->type != YAML_SEQUENCE_NODE)
+		return fail(w, n, key, "must be a list of paths");
+	for (yaml_node_item_t *i = n->data.sequence.items.start; i < n->data.sequence.items.top; i++) {
+		yaml_node_t *item = yaml_document_get_node(w->doc, *i);
+		if (!item || item->type != YAML_SCALAR_NODE || is_null(item) || !*scalar(item))
+			return fail(w, item ? item : n, key, "items must be non-empty paths");
+		strvec_push(&w->s->metrics_files, scalar(item));
+	}
+	return 0;
+}
+
+static const struct rule metrics_rules[] = {
+	{ "format", r_met_format, NULL },
+	{ "warmup_steps", r_met_warmup, NULL },
+	{ "batch_size", r_met_batch, NULL },
+	{ "accuracy", r_met_accuracy, NULL },
+	{ "files", r_met_files, NULL },
+	{ NULL, NULL, NULL },
+};
+
+static int r_metrics(struct walk *w, yaml_node_t *n, const char *key)
+{
+	(void)key;
+	return walk_map(w, n, "metrics.", metrics_rules);
+}
+
 static const struct rule top_rules[] = {
 	{ "name", r_name, NULL },
 	{ "command", r_command, NULL },
@@ -468,7 +522,7 @@ static const struct rule top_rules[] = {
 	{ "preemptible", NULL, "preemption needs the scheduler of `trainctl server`" },
 	{ "inputs", NULL, "staging inputs from object storage" },
 	{ "outputs", NULL, "uploading outputs to object storage" },
-	{ "metrics", NULL, "metrics settings" },
+	{ "metrics", r_metrics, NULL },
 	{ "parallel", NULL, "the parallel-strategy planner in job specs" },
 	{ "slurm", NULL, "the slurm backend" },
 	{ NULL, NULL, NULL },
@@ -489,6 +543,8 @@ void spec_init(struct spec *s)
 	s->grace_seconds = 30;
 	s->ckpt_dir = xstrdup("checkpoints");
 	s->resume = RESUME_AUTO;
+	s->metrics_format = NULL; /* auto; left unallocated so stack specs need no free */
+	s->metrics_files = (struct strvec)STRVEC_INIT;
 }
 
 static const char *const reserved_env[] = {
@@ -731,6 +787,9 @@ void spec_free(struct spec *s)
 	free(s->backend);
 	free(s->ckpt_dir);
 	free(s->resume_path);
+	free(s->metrics_format);
+	free(s->metrics_accuracy);
+	strvec_clear(&s->metrics_files);
 	free(s);
 }
 
@@ -782,6 +841,18 @@ static json_t *spec_json(const struct spec *s)
 						     : s->resume == RESUME_NEVER ? "never"
 										 : s->resume_path));
 	json_object_set_new(o, "checkpoint", c);
+	json_t *m = json_object();
+	json_object_set_new(m, "format", json_string(s->metrics_format ? s->metrics_format : "auto"));
+	json_object_set_new(m, "warmup_steps", json_integer(s->metrics_warmup_steps));
+	if (s->metrics_batch_size)
+		json_object_set_new(m, "batch_size", json_integer(s->metrics_batch_size));
+	if (s->metrics_accuracy)
+		json_object_set_new(m, "accuracy", json_string(s->metrics_accuracy));
+	json_t *files = json_array();
+	for (size_t i = 0; i < s->metrics_files.nr; i++)
+		json_array_append_new(files, json_string(s->metrics_files.v[i]));
+	json_object_set_new(m, "files", files);
+	json_object_set_new(o, "metrics", m);
 	return o;
 }
 

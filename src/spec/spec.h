@@ -50,6 +50,13 @@ struct spec {
 	char *ckpt_dir;     /* relative to the output dir, or absolute */
 	enum spec_resume resume;
 	char *resume_path;  /* when resume == RESUME_PATH (absolute) */
+	/* metrics: (docs/metrics.md) */
+	char *metrics_format;      /* auto | dllogger | tcap | mindformers | none; NULL = auto */
+	int metrics_warmup_steps;  /* step records left out of throughput; default 0 */
+	int metrics_batch_size;    /* per-rank batch size; 0 = not given */
+	char *metrics_accuracy;    /* metric reported as the job's accuracy, or NULL */
+	struct strvec metrics_files; /* DLLogger JSON files to follow, as written
+					(relative to workdir; "{rank}" expands) */
 };
 
 /* Fill defaults; name and command stay unset. */

@@ -1,5 +1,6 @@
 /* store.c -- SQLite state; schema, transitions and queries (see store.h). */
 #include "store/store.h"
+#include "store/store_int.h"
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
@@ -10,10 +11,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-struct store {
-	sqlite3 *db;
-};
 
 /* Each migration runs once, in order; user_version records how far. */
 static const char *const migrations[] = {
@@ -36,6 +33,30 @@ static const char *const migrations[] = {
 	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
 	" time REAL NOT NULL, state TEXT NOT NULL, reason TEXT NOT NULL);"
 	"CREATE INDEX events_job ON events(job_id, id);",
+	/* 2: metrics (store_metrics.c).  Points live in chunks: one row per
+	 * series and flush, a packed blob of points (see store_metrics.c). */
+	"CREATE TABLE metric_series ("
+	" id INTEGER PRIMARY KEY,"
+	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	" metric TEXT NOT NULL, rank INTEGER NOT NULL);"
+	"CREATE UNIQUE INDEX metric_series_key ON metric_series(job_id, metric, rank);"
+	"CREATE TABLE metric_chunks ("
+	" series_id INTEGER NOT NULL REFERENCES metric_series(id) ON DELETE CASCADE,"
+	" first INTEGER NOT NULL, count INTEGER NOT NULL, data BLOB NOT NULL,"
+	" PRIMARY KEY (series_id, first)) WITHOUT ROWID;"
+	"CREATE TABLE metric_params ("
+	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	" rank INTEGER NOT NULL, name TEXT NOT NULL, value TEXT,"
+	" PRIMARY KEY (job_id, rank, name));"
+	"CREATE TABLE metric_meta ("
+	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	" metric TEXT NOT NULL, key TEXT NOT NULL, value TEXT,"
+	" PRIMARY KEY (job_id, metric, key));"
+	"CREATE TABLE metric_counters ("
+	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	" rank INTEGER NOT NULL, lines INTEGER NOT NULL, records INTEGER NOT NULL,"
+	" malformed INTEGER NOT NULL, last_error TEXT,"
+	" PRIMARY KEY (job_id, rank));",
 };
 
 static int db_error(struct store *st, struct tc_err *err, const char *what)

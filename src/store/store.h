@@ -111,4 +111,88 @@ void job_row_release(struct job_row *j);
 void job_rows_free(struct job_row *v, size_t nr);
 void event_rows_free(struct event_row *v, size_t nr);
 
+/* ---- metrics (store_metrics.c) ----------------------------------------
+ *
+ * Tables: metric_series (one per job, metric and rank; unique index on
+ * (job_id, metric, rank)), metric_chunks (the points of a series, a packed
+ * blob per flush: keeps ingestion near a million lines a second, where a
+ * row per point tops out near 300,000), metric_params (PARAMETER records,
+ * values as text), metric_meta (DLLogger METADATA: unit, GOAL, STAGE,
+ * format), metric_counters (lines, records and malformed lines per rank).
+ *
+ * Writing goes through a batch (struct store_mbatch): the supervisor adds
+ * records as it parses them and store_mbatch_write() stores everything
+ * pending in one transaction.  A batch remembers its series, so a series
+ * row is created once.  Reading decodes the chunks back into points.
+ */
+
+enum store_mkind { STORE_MPOINT = 0, STORE_MEPOCH = 1, STORE_MSUMMARY = 2 };
+
+struct store_mpoint {
+	int kind;          /* enum store_mkind */
+	long long seq;     /* the rank's step counter (x of charts, TensorBoard step) */
+	long long epoch;   /* -1 when none */
+	long long iter;    /* -1 when none */
+	const char *step;  /* the step as written; never NULL */
+	double value;      /* NaN/Inf kept; NaN when text is set */
+	const char *text;  /* non-numeric value, or NULL */
+	double wall_time;
+};
+
+struct store_mbatch;
+
+struct store_mbatch *store_mbatch_new(const char *job_id);
+void store_mbatch_free(struct store_mbatch *b);
+/* Queue one point of (rank, metric); strings are copied. */
+void store_mbatch_point(struct store_mbatch *b, int rank, const char *metric,
+			const struct store_mpoint *p);
+void store_mbatch_param(struct store_mbatch *b, int rank, const char *name, const char *value);
+void store_mbatch_meta(struct store_mbatch *b, const char *metric, const char *key,
+		       const char *value);
+void store_mbatch_counters(struct store_mbatch *b, int rank, long long lines, long long records,
+			   long long malformed, const char *last_error);
+/* Points queued and not yet written; bytes they take. */
+size_t store_mbatch_pending(const struct store_mbatch *b);
+size_t store_mbatch_bytes(const struct store_mbatch *b);
+/* Write everything queued in one transaction; on failure it stays queued. */
+int store_mbatch_write(struct store *st, struct store_mbatch *b, struct tc_err *err);
+/* Forget what is queued (after repeated failures). */
+void store_mbatch_drop(struct store_mbatch *b);
+
+/* One series read back: its points in the order they were logged. */
+struct store_mseries {
+	char *metric;
+	int rank;
+	size_t n;
+	struct store_mpoint *v; /* strings point into blobs owned by the series */
+	char **blobs;
+	size_t nblobs;
+};
+
+/* Series of a job, by metric then rank; metric NULL = all, rank -1 = all. */
+int store_metric_series(struct store *st, const char *job, const char *metric, int rank,
+			struct store_mseries **out, size_t *nr, struct tc_err *err);
+void store_mseries_free(struct store_mseries *v, size_t nr);
+
+struct store_mkv {
+	int rank;     /* params: the rank; meta: -1 */
+	char *name;   /* param name, or metric of a meta row */
+	char *key;    /* meta: "unit", "GOAL", ...; params: NULL */
+	char *value;
+};
+int store_metric_params(struct store *st, const char *job, struct store_mkv **out, size_t *nr,
+			struct tc_err *err);
+int store_metric_meta(struct store *st, const char *job, struct store_mkv **out, size_t *nr,
+		      struct tc_err *err);
+void store_mkv_free(struct store_mkv *v, size_t nr);
+
+struct store_mcount {
+	int rank;
+	long long lines, records, malformed;
+	char *last_error;
+};
+int store_metric_counters(struct store *st, const char *job, struct store_mcount **out,
+			  size_t *nr, struct tc_err *err);
+void store_mcount_free(struct store_mcount *v, size_t nr);
+
 #endif

@@ -1,0 +1,50 @@
+/* cmd_export.c -- `trainctl export tb JOB DIR`: TensorBoard files of a stored job */
+#include "cmd/cmd.h"
+#include "metrics/ingest.h"
+#include "store/store.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char usage[] =
+	"usage: trainctl export tb JOB DIR\n"
+	"\n"
+	"Writes TensorBoard event files of JOB's stored metrics, one folder per\n"
+	"rank (DIR/rank-<r>/events.out.tfevents.*); `tensorboard --logdir DIR`.\n";
+
+int cmd_export(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	static const struct option opts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'h': fputs(usage, stdout); return 0;
+		default: return tc_error(err, TC_EUSAGE, "export: bad option (see trainctl export --help)");
+		}
+	}
+	if (optind >= argc || strcmp(argv[optind], "tb") != 0)
+		return tc_error(err, TC_EUSAGE, "export: the only format is 'tb' (trainctl export tb JOB DIR)");
+	if (optind + 3 != argc)
+		return tc_error(err, TC_EUSAGE, "export: give a job and a directory (trainctl export tb JOB DIR)");
+	struct store *st = NULL;
+	struct job_row j = { 0 };
+	size_t nfiles = 0, npoints = 0;
+	int rc = store_open(ctx->home, &st, err);
+	if (!rc)
+		rc = store_job_get(st, argv[optind + 1], &j, err);
+	if (!rc)
+		rc = metrics_export_tb(st, j.id, argv[optind + 2], &nfiles, &npoints, err);
+	if (!rc && !nfiles)
+		rc = tc_error(err, TC_ENOTFOUND, "export: job %s has no stored metrics", j.id);
+	if (!rc)
+		printf("%zu points in %zu event file%s under %s\n", npoints, nfiles,
+		       nfiles == 1 ? "" : "s", argv[optind + 2]);
+	job_row_release(&j);
+	store_close(st);
+	return rc;
+}

@@ -1,0 +1,179 @@
+/* cmd_metrics.c -- `trainctl metrics JOB [--name M] [--rank R] [--format F] [--points N]` */
+#include "cmd/cmd.h"
+#include "core/sbuf.h"
+#include "core/util.h"
+#include "metrics/ingest.h"
+#include "store/store.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+	"usage: trainctl metrics JOB [--name METRIC] [--rank R] [--format table|csv|json] [--points N]\n"
+	"\n"
+	"  -n, --name METRIC   only this metric (e.g. train.loss)\n"
+	"  -r, --rank R        only rank R\n"
+	"  -o, --format F      table (default), csv or json\n"
+	"  -p, --points N      at most N points per series, keeping spikes (for charts)\n";
+
+enum fmt { F_TABLE, F_CSV, F_JSON };
+
+struct out {
+	enum fmt fmt;
+	struct sbuf line;
+	size_t n;
+};
+
+static void add_value(struct sbuf *sb, const struct store_mpoint *p, bool json)
+{
+	if (p->text && json)
+		sbuf_adds(sb, "null");
+	else if (p->text)
+		sbuf_adds(sb, p->text);
+	else if (isnan(p->value))
+		sbuf_adds(sb, json ? "\"NaN\"" : "NaN");
+	else if (isinf(p->value))
+		sbuf_adds(sb, p->value > 0 ? (json ? "\"Infinity\"" : "Infinity")
+					   : (json ? "\"-Infinity\"" : "-Infinity"));
+	else
+		sbuf_addf(sb, "%.17g", p->value);
+}
+
+static void add_csv(struct sbuf *sb, const char *s)
+{
+	if (!strpbrk(s, ",\"\n\r")) {
+		sbuf_adds(sb, s);
+		return;
+	}
+	sbuf_addch(sb, '"');
+	for (; *s; s++) {
+		if (*s == '"')
+			sbuf_addch(sb, '"');
+		sbuf_addch(sb, *s);
+	}
+	sbuf_addch(sb, '"');
+}
+
+static void add_json_str(struct sbuf *sb, const char *s)
+{
+	json_t *j = json_string(s);
+	char *t = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+	sbuf_adds(sb, t ? t : "null"); /* NULL: not UTF-8 */
+	free(t);
+	json_decref(j);
+}
+
+static void print_point(void *data, const struct metrics_point *pt)
+{
+	struct out *o = data;
+	const struct store_mpoint *p = pt->p;
+	struct sbuf *sb = &o->line;
+	sbuf_reset(sb);
+	if (o->fmt == F_JSON) {
+		sbuf_adds(sb, o->n ? ",\n  {\"metric\": " : "  {\"metric\": ");
+		add_json_str(sb, pt->metric);
+		sbuf_addf(sb, ", \"rank\": %d, \"kind\": \"%s\", \"seq\": %lld, \"epoch\": %lld,"
+			  " \"iter\": %lld, \"step\": ", pt->rank, pt->kind, p->seq, p->epoch, p->iter);
+		add_json_str(sb, p->step);
+		sbuf_adds(sb, ", \"value\": ");
+		add_value(sb, p, true);
+		if (p->text) {
+			sbuf_adds(sb, ", \"text\": ");
+			add_json_str(sb, p->text);
+		}
+		sbuf_addf(sb, ", \"wall_time\": %.17g}", p->wall_time);
+	} else if (o->fmt == F_CSV) {
+		add_csv(sb, pt->metric);
+		sbuf_addf(sb, ",%d,%s,%lld,%lld,%lld,", pt->rank, pt->kind, p->seq, p->epoch, p->iter);
+		add_csv(sb, p->step);
+		sbuf_addch(sb, ',');
+		struct sbuf v = SBUF_INIT;
+		add_value(&v, p, false);
+		add_csv(sb, v.buf);
+		sbuf_release(&v);
+		sbuf_addf(sb, ",%.6f\n", p->wall_time);
+	} else {
+		sbuf_addf(sb, "%-24s %4d %-7s %7lld  %-18s ", pt->metric, pt->rank, pt->kind, p->seq,
+			  p->step);
+		if (p->text)
+			add_value(sb, p, false);
+		else
+			sbuf_addf(sb, "%.6g", p->value);
+		sbuf_addch(sb, '\n');
+	}
+	fwrite(sb->buf, 1, sb->len, stdout);
+	o->n++;
+}
+
+int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	static const struct option opts[] = {
+		{ "name", required_argument, NULL, 'n' },
+		{ "rank", required_argument, NULL, 'r' },
+		{ "format", required_argument, NULL, 'o' },
+		{ "points", required_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *name = NULL;
+	long rank = -1, points = 0;
+	struct out o = { F_TABLE, SBUF_INIT, 0 };
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "n:r:o:p:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n': name = optarg; break;
+		case 'r':
+			if (!parse_long(optarg, 0, 1 << 20, &rank))
+				return tc_error(err, TC_EUSAGE, "metrics: --rank must be a rank number, not '%s'", optarg);
+			break;
+		case 'o':
+			if (!strcmp(optarg, "table"))
+				o.fmt = F_TABLE;
+			else if (!strcmp(optarg, "csv"))
+				o.fmt = F_CSV;
+			else if (!strcmp(optarg, "json"))
+				o.fmt = F_JSON;
+			else
+				return tc_error(err, TC_EUSAGE, "metrics: --format is table, csv or json, not '%s'", optarg);
+			break;
+		case 'p':
+			if (!parse_long(optarg, 1, 1L << 30, &points))
+				return tc_error(err, TC_EUSAGE, "metrics: --points must be a positive number, not '%s'", optarg);
+			break;
+		case 'h': fputs(usage, stdout); return 0;
+		default: return tc_error(err, TC_EUSAGE, "metrics: bad option (see trainctl metrics --help)");
+		}
+	}
+	if (optind + 1 != argc)
+		return tc_error(err, TC_EUSAGE, "metrics: give one job");
+	struct store *st = NULL;
+	struct job_row j = { 0 };
+	size_t count = 0;
+	int rc = store_open(ctx->home, &st, err);
+	if (!rc)
+		rc = store_job_get(st, argv[optind], &j, err);
+	if (rc)
+		goto out;
+	if (o.fmt == F_JSON)
+		fputs("[\n", stdout);
+	else if (o.fmt == F_CSV)
+		fputs("metric,rank,kind,seq,epoch,iter,step,value,wall_time\n", stdout);
+	else
+		printf("%-24s %4s %-7s %7s  %-18s %s\n", "METRIC", "RANK", "KIND", "SEQ", "STEP", "VALUE");
+	rc = metrics_job_points(st, j.id, name, (int)rank, (size_t)points, print_point, &o, &count,
+				err);
+	if (o.fmt == F_JSON)
+		fputs(o.n ? "\n]\n" : "]\n", stdout);
+	if (!rc && !count && name)
+		rc = tc_error(err, TC_ENOTFOUND, "metrics: job %s has no metric '%s'%s", j.id, name,
+			      rank >= 0 ? " on that rank" : "");
+out:
+	sbuf_release(&o.line);
+	job_row_release(&j);
+	store_close(st);
+	return rc;
+}

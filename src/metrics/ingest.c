@@ -1,0 +1,561 @@
+/*
+ * ingest.c -- live metrics of a running job: parse what the workers print
+ * and what followed files gain, batch it to the store, write TensorBoard
+ * event files; and the same event files from the store (export).  See
+ * ingest.h for the rules (seq, ranks, tags, never failing the job).
+ */
+#include "metrics/ingest.h"
+#include "metrics/metrics.h"
+#include "metrics/tfevents.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FLUSH_RECORDS 65536         /* a batch this big is written at once */
+#define MAX_PENDING (256u << 20)    /* bytes kept while the database refuses */
+#define POLL_MS 500                 /* followed files are read this often */
+#define READ_MAX (1u << 20)         /* bytes read from one file per tick */
+#define MAX_RANK (1 << 20)          /* a "rank" key beyond this is not believed */
+
+enum { W_STORE = 1, W_DROP = 2, W_TB = 4, W_FILE = 8 };
+
+struct rank_st {
+	bool used, dirty, tb_failed;
+	long long seq;
+	struct sbuf last_step;
+	long long lines, records, malformed;
+	char *last_error;
+	struct tfevents_writer *tb;
+};
+
+struct follow {
+	char *path;
+	int rank;
+	int fd;
+	off_t off;
+	bool had_old;        /* the file existed when the job started */
+	dev_t old_dev;
+	ino_t old_ino;
+	off_t old_size;
+	bool more;           /* the last read stopped at READ_MAX */
+	struct sbuf partial;
+};
+
+struct metrics_ingest {
+	struct store *st;
+	char *job;
+	char *tb_dir;
+	int family; /* 0: every format */
+	struct metrics_parser *p;
+	struct store_mbatch *b;
+	struct rank_st *r;
+	size_t nr;
+	struct follow *f;
+	size_t nf;
+	int flush_ms;
+	int64_t next_flush, next_poll;
+	void (*warn)(void *, const char *);
+	void *warn_ctx;
+	unsigned warned;
+	long long lines, records, malformed;
+	struct sbuf tmp;
+};
+
+static void warn_once(struct metrics_ingest *mi, unsigned bit, const char *fmt, ...) TC_PRINTF(3, 4);
+
+static void warn_once(struct metrics_ingest *mi, unsigned bit, const char *fmt, ...)
+{
+	if ((mi->warned & bit) || !mi->warn)
+		return;
+	mi->warned |= bit;
+	struct sbuf sb = SBUF_INIT;
+	va_list ap;
+	va_start(ap, fmt);
+	sbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	mi->warn(mi->warn_ctx, sb.buf);
+	sbuf_release(&sb);
+}
+
+static int family_of(enum metrics_format f)
+{
+	switch (f) {
+	case METRICS_FMT_DLLL:
+	case METRICS_FMT_DLL:
+		return 1;
+	case METRICS_FMT_TCAP_JSON:
+	case METRICS_FMT_TCAP_PLAIN:
+		return 2;
+	case METRICS_FMT_MINDFORMERS:
+		return 3;
+	}
+	return 0;
+}
+
+static int family_named(const char *name)
+{
+	static const char *const names[] = { "auto", "dllogger", "tcap", "mindformers" };
+	for (int i = 0; name && i < 4; i++)
+		if (!strcmp(name, names[i]))
+			return i;
+	return 0;
+}
+
+static struct rank_st *rank_get(struct metrics_ingest *mi, int rank)
+{
+	if ((size_t)rank >= mi->nr) {
+		size_t n = (size_t)rank + 1;
+		mi->r = xrealloc(mi->r, n * sizeof(*mi->r));
+		memset(mi->r + mi->nr, 0, (n - mi->nr) * sizeof(*mi->r));
+		for (size_t i = mi->nr; i < n; i++)
+			sbuf_init(&mi->r[i].last_step, 0);
+		mi->nr = n;
+	}
+	mi->r[rank].used = true;
+	return &mi->r[rank];
+}
+
+/* ---- TensorBoard ---- */
+
+/* The tag and step of a record (ingest.h note 4); false: not written. */
+static bool tb_tag(struct sbuf *tag, int kind, const char *name, long long seq, long long epoch,
+		   int64_t *step)
+{
+	sbuf_reset(tag);
+	switch (kind) {
+	case STORE_MPOINT:
+		sbuf_adds(tag, name);
+		*step = seq;
+		return true;
+	case STORE_MEPOCH:
+		sbuf_addf(tag, "epoch/%s", name);
+		*step = epoch;
+		return true;
+	case STORE_MSUMMARY:
+		sbuf_addf(tag, "summary/%s", name);
+		*step = seq;
+		return true;
+	}
+	return false;
+}
+
+static char *rank_dir(const char *dir, int rank)
+{
+	struct sbuf sb = SBUF_INIT;
+	sbuf_addf(&sb, "%s/rank-%d", dir, rank);
+	return sbuf_detach(&sb);
+}
+
+static void tb_add(struct metrics_ingest *mi, int rank, struct rank_st *rs, int kind,
+		   const char *name, long long epoch, double value, double wall)
+{
+	struct tc_err err = TC_ERR_INIT;
+	int64_t step;
+	if (!mi->tb_dir || rs->tb_failed || !tb_tag(&mi->tmp, kind, name, rs->seq, epoch, &step))
+		return;
+	if (!rs->tb) {
+		char *dir = rank_dir(mi->tb_dir, rank);
+		if (tfevents_open(dir, 0, &rs->tb, &err) < 0) {
+			rs->tb_failed = true;
+			warn_once(mi, W_TB, "no TensorBoard files: %s", err.msg);
+		}
+		free(dir);
+	}
+	if (rs->tb && tfevents_add_scalar(rs->tb, mi->tmp.buf, step, value, wall, &err) < 0) {
+		rs->tb_failed = true;
+		warn_once(mi, W_TB, "TensorBoard files stopped: %s", err.msg);
+		tfevents_close(rs->tb, NULL);
+		rs->tb = NULL;
+	}
+	tc_err_release(&err);
+}
+
+/* ---- lines ---- */
+
+static const char *value_text(struct sbuf *sb, const struct metric_rec *r)
+{
+	if (r->str)
+		return r->str;
+	sbuf_reset(sb);
+	sbuf_addf(sb, "%.17g", r->value);
+	return sb->buf;
+}
+
+static void one_line(struct metrics_ingest *mi, int wrank, const char *line, size_t len,
+		     double now)
+{
+	const struct metric_rec *recs;
+	size_t n;
+	enum metrics_result res = metrics_parse_line(mi->p, line, len, &recs, &n);
+	if (res == METRICS_NONE)
+		return;
+	if (res == METRICS_MALFORMED) {
+		struct rank_st *rs = rank_get(mi, wrank);
+		rs->malformed++;
+		rs->dirty = true;
+		free(rs->last_error);
+		rs->last_error = xstrdup(metrics_parser_reason(mi->p));
+		mi->malformed++;
+		return;
+	}
+	if (n && mi->family && family_of(recs[0].format) != mi->family)
+		return;
+	int rank = n && recs[0].rank >= 0 && recs[0].rank < MAX_RANK ? recs[0].rank : wrank;
+	struct rank_st *rs = rank_get(mi, rank);
+	rs->lines++;
+	rs->records += (long long)n;
+	rs->dirty = true;
+	mi->lines++;
+	mi->records += (long long)n;
+	for (size_t i = 0; i < n; i++)
+		if (recs[i].kind == METRICS_POINT) {
+			const char *step = recs[i].step;
+			if (!rs->seq || strcmp(step, rs->last_step.buf)) {
+				rs->seq++;
+				sbuf_reset(&rs->last_step);
+				sbuf_adds(&rs->last_step, step);
+			}
+			break;
+		}
+	for (size_t i = 0; i < n; i++) {
+		const struct metric_rec *r = &recs[i];
+		int kind;
+		switch (r->kind) {
+		case METRICS_METADATA:
+			store_mbatch_meta(mi->b, r->name, r->key ? r->key : "", value_text(&mi->tmp, r));
+			continue;
+		case METRICS_PARAMETER:
+			store_mbatch_param(mi->b, rank, r->name, value_text(&mi->tmp, r));
+			continue;
+		case METRICS_EPOCH:
+			kind = STORE_MEPOCH;
+			break;
+		case METRICS_SUMMARY:
+			kind = STORE_MSUMMARY;
+			break;
+		default:
+			kind = STORE_MPOINT;
+			break;
+		}
+		double wall = isfinite(r->wall_time) ? r->wall_time : now;
+		struct store_mpoint pt = {
+			.kind = kind, .seq = rs->seq, .epoch = r->epoch, .iter = r->iter,
+			.step = r->step, .value = r->has_value ? r->value : NAN, .text = r->str,
+			.wall_time = wall,
+		};
+		store_mbatch_point(mi->b, rank, r->name, &pt);
+		if (r->has_value)
+			tb_add(mi, rank, rs, kind, r->name, r->epoch, r->value, wall);
+	}
+}
+
+static void flush(struct metrics_ingest *mi);
+
+void metrics_ingest_lines(struct metrics_ingest *mi, int rank, const char *data, size_t len)
+{
+	if (!mi || rank < 0 || rank >= MAX_RANK)
+		return;
+	double now = now_wall();
+	const char *p = data, *end = data + len;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) + 1 : (size_t)(end - p);
+		one_line(mi, rank, p, n, now);
+		p += n;
+	}
+	if (store_mbatch_pending(mi->b) >= FLUSH_RECORDS)
+		flush(mi);
+}
+
+/* ---- flushing ---- */
+
+static void flush(struct metrics_ingest *mi)
+{
+	struct tc_err err = TC_ERR_INIT;
+	for (size_t i = 0; i < mi->nr; i++) {
+		struct rank_st *rs = &mi->r[i];
+		if (rs->dirty)
+			store_mbatch_counters(mi->b, (int)i, rs->lines, rs->records, rs->malformed,
+					      rs->last_error);
+		rs->dirty = false;
+		if (rs->tb && tfevents_flush(rs->tb, &err) < 0) {
+			warn_once(mi, W_TB, "TensorBoard files stopped: %s", err.msg);
+			tfevents_close(rs->tb, NULL);
+			rs->tb = NULL;
+			rs->tb_failed = true;
+		}
+	}
+	if (store_mbatch_write(mi->st, mi->b, &err) < 0) {
+		warn_once(mi, W_STORE, "cannot store metrics (will retry): %s", err.msg);
+		if (store_mbatch_bytes(mi->b) > MAX_PENDING) {
+			warn_once(mi, W_DROP, "dropping %zu metrics points the database did not take",
+				  store_mbatch_pending(mi->b));
+			store_mbatch_drop(mi->b);
+		}
+	}
+	tc_err_release(&err);
+}
+
+/* ---- followed files ---- */
+
+static void follow_read(struct metrics_ingest *mi, struct follow *f, bool to_end)
+{
+	if (f->fd < 0) {
+		f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
+		if (f->fd < 0)
+			return; /* not written yet */
+		struct stat sb;
+		if (fstat(f->fd, &sb) == 0 && f->had_old && sb.st_dev == f->old_dev &&
+		    sb.st_ino == f->old_ino && sb.st_size >= f->old_size)
+			f->off = f->old_size; /* what was there before the job is not ours */
+	}
+	struct stat sb;
+	if (fstat(f->fd, &sb) == 0 && sb.st_size < f->off) {
+		f->off = 0; /* truncated: the writer started over */
+		sbuf_reset(&f->partial);
+	}
+	f->more = false;
+	size_t budget = to_end ? SIZE_MAX : READ_MAX;
+	char buf[65536];
+	while (budget) {
+		size_t want = budget < sizeof(buf) ? budget : sizeof(buf);
+		ssize_t r = pread(f->fd, buf, want, f->off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			warn_once(mi, W_FILE, "cannot read '%s': %s", f->path, strerror(errno));
+			return;
+		}
+		if (r == 0)
+			break;
+		f->off += r;
+		budget -= (size_t)r;
+		sbuf_add(&f->partial, buf, (size_t)r);
+		const char *nl = memrchr(f->partial.buf, '\n', f->partial.len);
+		if (nl) {
+			size_t whole = (size_t)(nl - f->partial.buf) + 1;
+			metrics_ingest_lines(mi, f->rank, f->partial.buf, whole);
+			sbuf_remove_front(&f->partial, whole);
+		}
+		if (!budget)
+			f->more = true;
+	}
+	if (to_end && f->partial.len) {
+		sbuf_addch(&f->partial, '\n');
+		metrics_ingest_lines(mi, f->rank, f->partial.buf, f->partial.len);
+		sbuf_reset(&f->partial);
+	}
+}
+
+static void add_follow(struct metrics_ingest *mi, const char *path, int rank)
+{
+	mi->f = xrealloc(mi->f, (mi->nf + 1) * sizeof(*mi->f));
+	struct follow *f = &mi->f[mi->nf++];
+	memset(f, 0, sizeof(*f));
+	f->path = xstrdup(path);
+	f->rank = rank;
+	f->fd = -1;
+	sbuf_init(&f->partial, 0);
+	struct stat sb;
+	if (stat(path, &sb) == 0) {
+		f->had_old = true;
+		f->old_dev = sb.st_dev;
+		f->old_ino = sb.st_ino;
+		f->old_size = sb.st_size;
+	}
+}
+
+/* ---- the object ---- */
+
+struct metrics_ingest *metrics_ingest_new(const struct metrics_ingest_opts *o)
+{
+	struct metrics_ingest *mi = xcalloc(1, sizeof(*mi));
+	mi->st = o->st;
+	mi->job = xstrdup(o->job_id);
+	mi->tb_dir = o->tb_dir ? xstrdup(o->tb_dir) : NULL;
+	mi->family = family_named(o->format);
+	mi->p = metrics_parser_new();
+	mi->b = store_mbatch_new(o->job_id);
+	mi->flush_ms = o->flush_ms > 0 ? o->flush_ms : 500;
+	mi->warn = o->warn;
+	mi->warn_ctx = o->warn_ctx;
+	sbuf_init(&mi->tmp, 0);
+	int64_t now = now_mono_ms();
+	mi->next_flush = now + mi->flush_ms;
+	mi->next_poll = now;
+	for (size_t i = 0; i < o->nfiles; i++) {
+		const char *at = strstr(o->files[i], "{rank}");
+		if (!at) {
+			add_follow(mi, o->files[i], 0);
+			continue;
+		}
+		for (int r = 0; r < (o->nranks > 0 ? o->nranks : 1); r++) {
+			struct sbuf p = SBUF_INIT;
+			sbuf_add(&p, o->files[i], (size_t)(at - o->files[i]));
+			sbuf_addf(&p, "%d%s", r, at + 6);
+			add_follow(mi, p.buf, r);
+			sbuf_release(&p);
+		}
+	}
+	return mi;
+}
+
+int metrics_ingest_tick(struct metrics_ingest *mi, int64_t now)
+{
+	if (!mi)
+		return 60000;
+	bool more = false;
+	if (now >= mi->next_poll) {
+		for (size_t i = 0; i < mi->nf; i++) {
+			follow_read(mi, &mi->f[i], false);
+			more |= mi->f[i].more;
+		}
+		mi->next_poll = now + POLL_MS;
+	}
+	if (now >= mi->next_flush) {
+		flush(mi);
+		mi->next_flush = now + mi->flush_ms;
+	}
+	if (more)
+		return 0;
+	int64_t next = mi->nf && mi->next_poll < mi->next_flush ? mi->next_poll : mi->next_flush;
+	return next > now ? (int)(next - now) : 0;
+}
+
+void metrics_ingest_finish(struct metrics_ingest *mi)
+{
+	if (!mi)
+		return;
+	for (size_t i = 0; i < mi->nf; i++)
+		follow_read(mi, &mi->f[i], true);
+	flush(mi);
+	for (size_t i = 0; i < mi->nr; i++) {
+		struct tc_err err = TC_ERR_INIT;
+		if (mi->r[i].tb && tfevents_close(mi->r[i].tb, &err) < 0)
+			warn_once(mi, W_TB, "TensorBoard files: %s", err.msg);
+		mi->r[i].tb = NULL;
+		tc_err_release(&err);
+	}
+}
+
+void metrics_ingest_counts(const struct metrics_ingest *mi, long long *lines, long long *records,
+			   long long *malformed)
+{
+	*lines = mi ? mi->lines : 0;
+	*records = mi ? mi->records : 0;
+	*malformed = mi ? mi->malformed : 0;
+}
+
+void metrics_ingest_free(struct metrics_ingest *mi)
+{
+	if (!mi)
+		return;
+	for (size_t i = 0; i < mi->nr; i++) {
+		sbuf_release(&mi->r[i].last_step);
+		free(mi->r[i].last_error);
+		tfevents_close(mi->r[i].tb, NULL);
+	}
+	for (size_t i = 0; i < mi->nf; i++) {
+		free(mi->f[i].path);
+		if (mi->f[i].fd >= 0)
+			close(mi->f[i].fd);
+		sbuf_release(&mi->f[i].partial);
+	}
+	free(mi->r);
+	free(mi->f);
+	store_mbatch_free(mi->b);
+	metrics_parser_free(mi->p);
+	sbuf_release(&mi->tmp);
+	free(mi->job);
+	free(mi->tb_dir);
+	free(mi);
+}
+
+/* ---- export ---- */
+
+struct tb_item {
+	const struct store_mpoint *p;
+	const char *metric;
+	size_t order;
+};
+
+static int cmp_item(const void *a, const void *b)
+{
+	const struct tb_item *x = a, *y = b;
+	if (x->p->seq != y->p->seq)
+		return x->p->seq < y->p->seq ? -1 : 1;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+int metrics_export_tb(struct store *st, const char *job_id, const char *dir, size_t *nfiles,
+		      size_t *npoints, struct tc_err *err)
+{
+	struct store_mseries *v = NULL;
+	size_t nv = 0;
+	struct sbuf tag = SBUF_INIT;
+	struct tb_item *items = NULL;
+	size_t nitems = 0, aitems = 0;
+	*nfiles = *npoints = 0;
+	int rc = store_metric_series(st, job_id, NULL, -1, &v, &nv, err);
+	if (rc)
+		return rc;
+	/* ranks in ascending order; the series come by metric then rank */
+	int rank = -1;
+	for (;;) {
+		int next = -1;
+		for (size_t i = 0; i < nv; i++)
+			if (v[i].rank > rank && (next < 0 || v[i].rank < next))
+				next = v[i].rank;
+		if (next < 0)
+			break;
+		rank = next;
+		nitems = 0;
+		for (size_t i = 0; i < nv; i++) {
+			if (v[i].rank != rank)
+				continue;
+			for (size_t k = 0; k < v[i].n; k++) {
+				if (v[i].v[k].text)
+					continue;
+				XGROW(items, nitems + 1, aitems);
+				items[nitems] = (struct tb_item){ &v[i].v[k], v[i].metric, nitems };
+				nitems++;
+			}
+		}
+		if (!nitems)
+			continue;
+		qsort(items, nitems, sizeof(*items), cmp_item);
+		char *rdir = rank_dir(dir, rank);
+		struct tfevents_writer *w = NULL;
+		rc = tfevents_open(rdir, items[0].p->wall_time, &w, err);
+		free(rdir);
+		if (rc)
+			goto out;
+		for (size_t i = 0; i < nitems && !rc; i++) {
+			const struct store_mpoint *p = items[i].p;
+			int64_t step;
+			if (tb_tag(&tag, p->kind, items[i].metric, p->seq, p->epoch, &step)) {
+				rc = tfevents_add_scalar(w, tag.buf, step, p->value, p->wall_time, err);
+				(*npoints)++;
+			}
+		}
+		if (rc) {
+			tfevents_close(w, NULL);
+			goto out;
+		}
+		if ((rc = tfevents_close(w, err)))
+			goto out;
+		(*nfiles)++;
+	}
+out:
+	free(items);
+	sbuf_release(&tag);
+	store_mseries_free(v, nv);
+	return rc;
+}

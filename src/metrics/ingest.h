@@ -1,0 +1,154 @@
+/*
+ * ingest.h -- the metrics of jobs: live ingestion by the supervisor (lines
+ * in, batches to the store, TensorBoard files out) and the job-level reads
+ * built on the store (summary, points for charts, TensorBoard export).
+ * The line parsers and the math are metrics.h; this is where they meet the
+ * database and the disk.
+ *
+ * NOTES ON THE DESIGN
+ * (1) Ingestion never fails the job.  Every function of the ingest object
+ *     returns nothing or a hint; problems (database busy or broken, disk
+ *     full for event files, a followed file gone) are reported once each
+ *     through the warn callback, and what could not be written is retried
+ *     on the next flush, or dropped once more than 256 MiB waits.
+ * (2) seq: each rank counts its step lines (POINT records); a new count
+ *     starts when the step text differs from the rank's previous step line.
+ *     Epoch and summary records carry the current count.  seq is the x of
+ *     charts and the step of TensorBoard scalars, and keeps growing across
+ *     restarts of the group.
+ * (3) Records without a rank of their own get the rank of the worker that
+ *     printed them (or of the followed file: rank 0, or the rank in its
+ *     name when the path holds "{rank}").
+ * (4) TensorBoard: one folder per rank (tb_dir/rank-<r>/); a point record
+ *     is tag NAME at step seq, an epoch record tag "epoch/NAME" at step
+ *     epoch, a summary record tag "summary/NAME" at step seq; text values
+ *     are left out.  metrics_export_tb() writes the same from the store.
+ */
+#ifndef TC_METRICS_INGEST_H
+#define TC_METRICS_INGEST_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "core/sbuf.h"
+#include "metrics/metrics.h"
+#include "store/store.h"
+
+/* ---- live ingestion (ingest.c) ---------------------------------------- */
+
+struct metrics_ingest_opts {
+	struct store *st;          /* the supervisor's; used from its thread only */
+	const char *job_id;
+	const char *format;        /* auto | dllogger | tcap | mindformers (NULL = auto) */
+	const char *tb_dir;        /* NULL: no event files */
+	const char *const *files;  /* absolute paths to follow ("{rank}" allowed) */
+	size_t nfiles;
+	int nranks;                /* "{rank}" expands to 0 .. nranks-1 */
+	int flush_ms;              /* 0: 500 */
+	void (*warn)(void *ctx, const char *msg);
+	void *warn_ctx;
+};
+
+struct metrics_ingest;
+
+struct metrics_ingest *metrics_ingest_new(const struct metrics_ingest_opts *o);
+/*
+ * Feed complete lines ('\n'-terminated; one or many) printed by worker
+ * `rank`.  Never blocks on the database: at most it flushes a full batch.
+ */
+void metrics_ingest_lines(struct metrics_ingest *mi, int rank, const char *data, size_t len);
+/*
+ * Flush when due and read what followed files gained.  now_ms is the
+ * monotonic clock (now_mono_ms()).  Returns how many ms until it wants to be
+ * called again (>= 0).
+ */
+int metrics_ingest_tick(struct metrics_ingest *mi, int64_t now_ms);
+/* Read followed files to their end, flush, close event files. */
+void metrics_ingest_finish(struct metrics_ingest *mi);
+/* Lines, records and malformed lines seen so far (all ranks). */
+void metrics_ingest_counts(const struct metrics_ingest *mi, long long *lines, long long *records,
+			   long long *malformed);
+void metrics_ingest_free(struct metrics_ingest *mi);
+
+/* ---- job-level reads (report.c) ---------------------------------------- */
+
+/* Settings of a stored job, from its spec JSON (defaults when absent). */
+struct metrics_settings {
+	int warmup_steps;
+	int batch_size;      /* 0: unknown */
+	char *accuracy;      /* NULL: none named */
+};
+void metrics_settings_from_spec(const char *spec_json, struct metrics_settings *out);
+void metrics_settings_release(struct metrics_settings *s);
+
+struct metrics_metric_sum {
+	char *name;
+	int rank;
+	const char *kind;    /* the finest kind the metric has: point, epoch or summary */
+	enum metrics_goal goal;
+	size_t n;            /* values of that kind */
+	double last, best, min, max, mean;
+	char *last_step, *best_step;
+	char *unit;          /* from METADATA, or NULL */
+	char *text;          /* last text value when the metric is not numeric */
+};
+
+struct metrics_rank_sum {
+	int rank;
+	double throughput;   /* samples/s, NaN when unknown */
+	const char *method;  /* "ips:NAME", "step_time", "step_times" or NULL */
+	char *source;        /* the metric used, or NULL */
+	long long lines, records, malformed;
+	char *last_error;
+};
+
+struct metrics_job_summary {
+	struct metrics_metric_sum *metrics; /* by name, then rank */
+	size_t nmetrics;
+	struct metrics_rank_sum *ranks;
+	size_t nranks;
+	double throughput;   /* sum over ranks, NaN when none */
+	double duration;     /* seconds from start to end (or now) */
+	double accuracy;     /* last value of settings.accuracy, NaN when none */
+	long long malformed;
+	struct metrics_settings settings;
+	struct store_mkv *params;
+	size_t nparams;
+};
+
+int metrics_job_summary(struct store *st, const struct job_row *job,
+			struct metrics_job_summary *out, struct tc_err *err);
+void metrics_job_summary_release(struct metrics_job_summary *s);
+/* For show: text block, and a JSON object (non-finite numbers as null). */
+void metrics_job_summary_text(const struct metrics_job_summary *s, struct sbuf *out);
+json_t *metrics_job_summary_json(const struct metrics_job_summary *s);
+
+/* One stored point, for listing. */
+struct metrics_point {
+	const char *metric;
+	int rank;
+	const char *kind;    /* "point", "epoch", "summary" */
+	const struct store_mpoint *p;
+};
+typedef void (*metrics_point_fn)(void *ctx, const struct metrics_point *pt);
+
+/*
+ * Call fn for the points of a job, by metric, rank, then log order.
+ * name NULL and rank -1 select all.  max_points > 0 downsamples each
+ * (metric, rank, kind) series of numbers to at most that many points
+ * (metrics_downsample with max_points / 4 buckets, x = the point's position
+ * in the series, so the first, last, lowest and highest of each slice stay);
+ * text values are kept, non-finite values are left out.  *count gets the number of points passed to fn.
+ */
+int metrics_job_points(struct store *st, const char *job_id, const char *name, int rank,
+		       size_t max_points, metrics_point_fn fn, void *ctx, size_t *count,
+		       struct tc_err *err);
+
+/* Write TensorBoard files for a stored job under dir/rank-<r>/ (note 4). */
+int metrics_export_tb(struct store *st, const char *job_id, const char *dir, size_t *nfiles,
+		      size_t *npoints, struct tc_err *err);
+
+#endif

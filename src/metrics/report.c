@@ -1,0 +1,486 @@
+/*
+ * report.c -- job-level reads of stored metrics: the summary that `show`
+ * prints (last / best per metric, throughput per rank and job, duration,
+ * accuracy, malformed lines) and the points `trainctl metrics` lists,
+ * downsampled on request.  The rules are in docs/metrics.md.
+ */
+#include "metrics/ingest.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kind_names[] = { "point", "epoch", "summary" };
+
+static const char *kind_name(int k)
+{
+	return k >= 0 && k < 3 ? kind_names[k] : "point";
+}
+
+void metrics_settings_from_spec(const char *spec_json, struct metrics_settings *out)
+{
+	memset(out, 0, sizeof(*out));
+	json_t *root = spec_json ? json_loads(spec_json, 0, NULL) : NULL;
+	json_t *m = json_object_get(root, "metrics");
+	json_t *v;
+	if ((v = json_object_get(m, "warmup_steps")) && json_is_integer(v) && json_integer_value(v) >= 0 &&
+	    json_integer_value(v) <= 1000000000)
+		out->warmup_steps = (int)json_integer_value(v);
+	if ((v = json_object_get(m, "batch_size")) && json_is_integer(v) && json_integer_value(v) > 0 &&
+	    json_integer_value(v) <= 1000000000)
+		out->batch_size = (int)json_integer_value(v);
+	if ((v = json_object_get(m, "accuracy")) && json_is_string(v))
+		out->accuracy = xstrdup(json_string_value(v));
+	json_decref(root);
+}
+
+void metrics_settings_release(struct metrics_settings *s)
+{
+	free(s->accuracy);
+	s->accuracy = NULL;
+}
+
+/* ---- summary ---- */
+
+static const char *meta_of(const struct store_mkv *m, size_t nm, const char *metric,
+			   const char *key)
+{
+	for (size_t i = 0; i < nm; i++)
+		if (!strcmp(m[i].name, metric) && m[i].key && !strcmp(m[i].key, key))
+			return m[i].value;
+	return NULL;
+}
+
+static void sum_series(struct metrics_metric_sum *ms, const struct store_mseries *s,
+		       const struct store_mkv *meta, size_t nmeta)
+{
+	int kind = STORE_MSUMMARY;
+	for (size_t i = 0; i < s->n; i++)
+		if (s->v[i].kind < kind)
+			kind = s->v[i].kind;
+	const char *unit = meta_of(meta, nmeta, s->metric, "unit");
+	ms->name = xstrdup(s->metric);
+	ms->rank = s->rank;
+	ms->kind = kind_name(kind);
+	ms->goal = metrics_goal_of(s->metric, meta_of(meta, nmeta, s->metric, "GOAL"));
+	ms->unit = unit && *unit ? xstrdup(unit) : NULL;
+	struct metrics_stat st;
+	metrics_stat_init(&st, ms->goal);
+	const struct store_mpoint *last = NULL, *best = NULL;
+	for (size_t i = 0; i < s->n; i++) {
+		const struct store_mpoint *p = &s->v[i];
+		if (p->kind != kind)
+			continue;
+		if (p->text) {
+			free(ms->text);
+			ms->text = xstrdup(p->text);
+			continue;
+		}
+		metrics_stat_add(&st, p->value);
+		last = p;
+		if (st.best_index == st.n - 1 && isfinite(p->value))
+			best = p;
+	}
+	ms->n = st.n;
+	ms->last = st.last;
+	ms->best = st.best;
+	ms->min = st.min;
+	ms->max = st.max;
+	ms->mean = metrics_stat_mean(&st);
+	ms->last_step = last ? xstrdup(last->step) : NULL;
+	ms->best_step = best ? xstrdup(best->step) : NULL;
+}
+
+struct seqt {
+	long long seq;
+	double t;
+};
+
+static int cmp_seqt(const void *a, const void *b)
+{
+	const struct seqt *x = a, *y = b;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Throughput of one rank by the first rule that gives a number (docs). */
+static void rank_tput(struct metrics_rank_sum *rs, const struct store_mseries *v, size_t nv,
+		      const struct metrics_settings *set)
+{
+	size_t warm = (size_t)set->warmup_steps;
+	double *vals = NULL;
+	size_t nvals = 0, alloc = 0;
+	rs->throughput = NAN;
+	/* 1. an ips metric: the one with the most step records */
+	const struct store_mseries *ips = NULL;
+	size_t ips_n = 0;
+	for (size_t i = 0; i < nv; i++) {
+		if (v[i].rank != rs->rank || !metrics_is_ips_name(v[i].metric))
+			continue;
+		size_t k = 0;
+		for (size_t j = 0; j < v[i].n; j++)
+			k += v[i].v[j].kind == STORE_MPOINT && !v[i].v[j].text;
+		if (k > ips_n) {
+			ips = &v[i];
+			ips_n = k;
+		}
+	}
+	if (ips) {
+		for (size_t j = 0; j < ips->n; j++)
+			if (ips->v[j].kind == STORE_MPOINT && !ips->v[j].text) {
+				XGROW(vals, nvals + 1, alloc);
+				vals[nvals++] = ips->v[j].value;
+			}
+		rs->throughput = metrics_tput_from_ips(vals, nvals, warm);
+		if (isfinite(rs->throughput)) {
+			rs->method = "ips";
+			rs->source = xstrdup(ips->metric);
+			goto out;
+		}
+	}
+	if (set->batch_size <= 0)
+		goto out;
+	/* 2. MindFormers per_step_time (ms) */
+	for (size_t i = 0; i < nv; i++) {
+		if (v[i].rank != rs->rank || strcmp(v[i].metric, "per_step_time"))
+			continue;
+		nvals = 0;
+		for (size_t j = 0; j < v[i].n; j++)
+			if (v[i].v[j].kind == STORE_MPOINT && !v[i].v[j].text) {
+				XGROW(vals, nvals + 1, alloc);
+				vals[nvals++] = v[i].v[j].value;
+			}
+		rs->throughput = metrics_tput_from_steptime(vals, nvals, warm, set->batch_size);
+		if (isfinite(rs->throughput)) {
+			rs->method = "step_time";
+			rs->source = xstrdup(v[i].metric);
+			goto out;
+		}
+	}
+	/* 3. the wall times of the step records (FORMATS.md section 6) */
+	{
+		struct seqt *st = NULL;
+		size_t nst = 0, ast = 0;
+		for (size_t i = 0; i < nv; i++)
+			for (size_t j = 0; v[i].rank == rs->rank && j < v[i].n; j++)
+				if (v[i].v[j].kind == STORE_MPOINT) {
+					XGROW(st, nst + 1, ast);
+					st[nst++] = (struct seqt){ v[i].v[j].seq, v[i].v[j].wall_time };
+				}
+		qsort(st, nst, sizeof(*st), cmp_seqt);
+		nvals = 0;
+		for (size_t i = 0; i < nst; i++) {
+			if (i && st[i].seq == st[i - 1].seq) {
+				if (st[i].t > vals[nvals - 1])
+					vals[nvals - 1] = st[i].t; /* the step ends with its last record */
+				continue;
+			}
+			XGROW(vals, nvals + 1, alloc);
+			vals[nvals++] = st[i].t;
+		}
+		free(st);
+		rs->throughput = metrics_tput_from_times(vals, nvals, warm, set->batch_size);
+		if (isfinite(rs->throughput))
+			rs->method = "step_times";
+	}
+out:
+	free(vals);
+}
+
+static struct metrics_rank_sum *rank_find(struct metrics_job_summary *s, int rank, size_t *alloc)
+{
+	for (size_t i = 0; i < s->nranks; i++)
+		if (s->ranks[i].rank == rank)
+			return &s->ranks[i];
+	XGROW(s->ranks, s->nranks + 1, *alloc);
+	struct metrics_rank_sum *r = &s->ranks[s->nranks++];
+	memset(r, 0, sizeof(*r));
+	r->rank = rank;
+	r->throughput = NAN;
+	return r;
+}
+
+static int cmp_rank(const void *a, const void *b)
+{
+	const struct metrics_rank_sum *x = a, *y = b;
+	return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+int metrics_job_summary(struct store *st, const struct job_row *job,
+			struct metrics_job_summary *out, struct tc_err *err)
+{
+	struct store_mseries *v = NULL;
+	struct store_mkv *meta = NULL;
+	struct store_mcount *cnt = NULL;
+	size_t nv = 0, nmeta = 0, ncnt = 0, ralloc = 0;
+	memset(out, 0, sizeof(*out));
+	out->throughput = out->accuracy = out->duration = NAN;
+	metrics_settings_from_spec(job->spec_json, &out->settings);
+	int rc = store_metric_series(st, job->id, NULL, -1, &v, &nv, err);
+	if (!rc)
+		rc = store_metric_meta(st, job->id, &meta, &nmeta, err);
+	if (!rc)
+		rc = store_metric_counters(st, job->id, &cnt, &ncnt, err);
+	if (!rc)
+		rc = store_metric_params(st, job->id, &out->params, &out->nparams, err);
+	if (rc)
+		goto out;
+	out->metrics = xcalloc(nv ? nv : 1, sizeof(*out->metrics));
+	for (size_t i = 0; i < nv; i++) {
+		sum_series(&out->metrics[out->nmetrics++], &v[i], meta, nmeta);
+		rank_find(out, v[i].rank, &ralloc);
+	}
+	for (size_t i = 0; i < ncnt; i++) {
+		struct metrics_rank_sum *r = rank_find(out, cnt[i].rank, &ralloc);
+		r->lines = cnt[i].lines;
+		r->records = cnt[i].records;
+		r->malformed = cnt[i].malformed;
+		r->last_error = cnt[i].last_error ? xstrdup(cnt[i].last_error) : NULL;
+		out->malformed += cnt[i].malformed;
+	}
+	if (out->nranks)
+		qsort(out->ranks, out->nranks, sizeof(*out->ranks), cmp_rank);
+	double *per = xcalloc(out->nranks ? out->nranks : 1, sizeof(double));
+	for (size_t i = 0; i < out->nranks; i++) {
+		rank_tput(&out->ranks[i], v, nv, &out->settings);
+		per[i] = out->ranks[i].throughput;
+	}
+	out->throughput = metrics_tput_job(per, out->nranks);
+	free(per);
+	if (job->started > 0)
+		out->duration = (job->ended > 0 ? job->ended : now_wall()) - job->started;
+	/* accuracy: the last number of that metric, lowest rank (series are by rank) */
+	for (size_t i = 0; out->settings.accuracy && i < nv; i++) {
+		if (strcmp(v[i].metric, out->settings.accuracy))
+			continue;
+		for (size_t j = v[i].n; j-- > 0;)
+			if (!v[i].v[j].text) {
+				out->accuracy = v[i].v[j].value;
+				break;
+			}
+		break;
+	}
+out:
+	store_mseries_free(v, nv);
+	store_mkv_free(meta, nmeta);
+	store_mcount_free(cnt, ncnt);
+	if (rc)
+		metrics_job_summary_release(out);
+	return rc;
+}
+
+void metrics_job_summary_release(struct metrics_job_summary *s)
+{
+	for (size_t i = 0; i < s->nmetrics; i++) {
+		free(s->metrics[i].name);
+		free(s->metrics[i].last_step);
+		free(s->metrics[i].best_step);
+		free(s->metrics[i].unit);
+		free(s->metrics[i].text);
+	}
+	free(s->metrics);
+	for (size_t i = 0; i < s->nranks; i++) {
+		free(s->ranks[i].source);
+		free(s->ranks[i].last_error);
+	}
+	free(s->ranks);
+	store_mkv_free(s->params, s->nparams);
+	metrics_settings_release(&s->settings);
+	memset(s, 0, sizeof(*s));
+}
+
+static void add_num(struct sbuf *sb, double v)
+{
+	if (isnan(v))
+		sbuf_adds(sb, "-");
+	else
+		sbuf_addf(sb, "%.6g", v);
+}
+
+void metrics_job_summary_text(const struct metrics_job_summary *s, struct sbuf *out)
+{
+	if (!s->nmetrics && !s->nranks) {
+		sbuf_adds(out, "metrics:   none recorded\n");
+		return;
+	}
+	sbuf_addf(out, "metrics:\n  %-24s %-5s %-7s %7s  %-12s %-12s %s\n", "METRIC", "RANKS", "KIND",
+		  "N", "LAST", "BEST", "BEST AT");
+	for (size_t i = 0; i < s->nmetrics; i++) {
+		const struct metrics_metric_sum *m = &s->metrics[i];
+		if (i && !strcmp(m->name, s->metrics[i - 1].name))
+			continue; /* one row per metric: its lowest rank */
+		size_t ranks = 1;
+		while (i + ranks < s->nmetrics && !strcmp(s->metrics[i + ranks].name, m->name))
+			ranks++;
+		struct sbuf last = SBUF_INIT, best = SBUF_INIT;
+		if (m->text && !m->n)
+			sbuf_adds(&last, m->text);
+		else
+			add_num(&last, m->last);
+		add_num(&best, m->best);
+		sbuf_addf(out, "  %-24s %-5zu %-7s %7zu  %-12s %-12s %s%s\n", m->name, ranks, m->kind,
+			  m->n, last.buf, best.buf, m->best_step ? m->best_step : "-",
+			  m->goal == METRICS_MAXIMIZE ? " (max)" : " (min)");
+		sbuf_release(&last);
+		sbuf_release(&best);
+	}
+	size_t with = 0;
+	for (size_t i = 0; i < s->nranks; i++)
+		with += isfinite(s->ranks[i].throughput);
+	if (isfinite(s->throughput)) {
+		sbuf_addf(out, "%-10s %.1f samples/s (sum of %zu rank%s, warm-up %d steps)\n",
+			  "throughput", s->throughput, with, with == 1 ? "" : "s",
+			  s->settings.warmup_steps);
+		for (size_t i = 0; i < s->nranks; i++)
+			if (isfinite(s->ranks[i].throughput))
+				sbuf_addf(out, "  rank %-4d %.1f samples/s (%s%s%s)\n", s->ranks[i].rank,
+					  s->ranks[i].throughput, s->ranks[i].method,
+					  s->ranks[i].source ? ": " : "",
+					  s->ranks[i].source ? s->ranks[i].source : "");
+	} else {
+		sbuf_addf(out, "%-10s - (no *.ips metric%s)\n", "throughput",
+			  s->settings.batch_size ? " and no step records"
+						 : "; metrics.batch_size gives it from step times");
+	}
+	if (isfinite(s->duration))
+		sbuf_addf(out, "%-10s %.1f s\n", "duration", s->duration);
+	if (s->settings.accuracy) {
+		sbuf_addf(out, "%-10s ", "accuracy");
+		add_num(out, s->accuracy);
+		sbuf_addf(out, " (%s)\n", s->settings.accuracy);
+	}
+	sbuf_addf(out, "%-10s %lld line%s", "malformed", s->malformed, s->malformed == 1 ? "" : "s");
+	for (size_t i = 0; i < s->nranks; i++)
+		if (s->ranks[i].malformed)
+			sbuf_addf(out, "; rank %d: %lld (last: %s)", s->ranks[i].rank,
+				  s->ranks[i].malformed,
+				  s->ranks[i].last_error ? s->ranks[i].last_error : "?");
+	sbuf_addch(out, '\n');
+}
+
+static json_t *jnum(double v)
+{
+	return isfinite(v) ? json_real(v) : json_null();
+}
+
+static json_t *jstr(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+json_t *metrics_job_summary_json(const struct metrics_job_summary *s)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "throughput", jnum(s->throughput));
+	json_object_set_new(o, "throughput_unit", json_string("samples/s"));
+	json_object_set_new(o, "duration", jnum(s->duration));
+	json_object_set_new(o, "accuracy_metric", jstr(s->settings.accuracy));
+	json_object_set_new(o, "accuracy", jnum(s->accuracy));
+	json_object_set_new(o, "warmup_steps", json_integer(s->settings.warmup_steps));
+	json_object_set_new(o, "batch_size",
+			    s->settings.batch_size ? json_integer(s->settings.batch_size) : json_null());
+	json_object_set_new(o, "malformed", json_integer(s->malformed));
+	json_t *ranks = json_array();
+	for (size_t i = 0; i < s->nranks; i++) {
+		const struct metrics_rank_sum *r = &s->ranks[i];
+		json_t *x = json_object();
+		json_object_set_new(x, "rank", json_integer(r->rank));
+		json_object_set_new(x, "throughput", jnum(r->throughput));
+		json_object_set_new(x, "method", jstr(r->method));
+		json_object_set_new(x, "source", jstr(r->source));
+		json_object_set_new(x, "lines", json_integer(r->lines));
+		json_object_set_new(x, "records", json_integer(r->records));
+		json_object_set_new(x, "malformed", json_integer(r->malformed));
+		json_object_set_new(x, "last_error", jstr(r->last_error));
+		json_array_append_new(ranks, x);
+	}
+	json_object_set_new(o, "ranks", ranks);
+	json_t *ms = json_array();
+	for (size_t i = 0; i < s->nmetrics; i++) {
+		const struct metrics_metric_sum *m = &s->metrics[i];
+		json_t *x = json_object();
+		json_object_set_new(x, "name", json_string(m->name));
+		json_object_set_new(x, "rank", json_integer(m->rank));
+		json_object_set_new(x, "kind", json_string(m->kind));
+		json_object_set_new(x, "goal", json_string(m->goal == METRICS_MAXIMIZE ? "maximize"
+											: "minimize"));
+		json_object_set_new(x, "count", json_integer((json_int_t)m->n));
+		json_object_set_new(x, "last", jnum(m->last));
+		json_object_set_new(x, "best", jnum(m->best));
+		json_object_set_new(x, "min", jnum(m->min));
+		json_object_set_new(x, "max", jnum(m->max));
+		json_object_set_new(x, "mean", jnum(m->mean));
+		json_object_set_new(x, "last_step", jstr(m->last_step));
+		json_object_set_new(x, "best_step", jstr(m->best_step));
+		json_object_set_new(x, "unit", jstr(m->unit));
+		if (m->text)
+			json_object_set_new(x, "text", json_string(m->text));
+		json_array_append_new(ms, x);
+	}
+	json_object_set_new(o, "metrics", ms);
+	json_t *ps = json_array();
+	for (size_t i = 0; i < s->nparams; i++)
+		json_array_append_new(ps, json_pack("{s:i, s:s, s:o}", "rank", s->params[i].rank, "name",
+						    s->params[i].name, "value",
+						    jstr(s->params[i].value)));
+	json_object_set_new(o, "params", ps);
+	return o;
+}
+
+/* ---- points ---- */
+
+int metrics_job_points(struct store *st, const char *job_id, const char *name, int rank,
+		       size_t max_points, metrics_point_fn fn, void *ctx, size_t *count,
+		       struct tc_err *err)
+{
+	struct store_mseries *v = NULL;
+	size_t nv = 0;
+	*count = 0;
+	int rc = store_metric_series(st, job_id, name, rank, &v, &nv, err);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < nv; i++) {
+		const struct store_mseries *s = &v[i];
+		bool *keep = xcalloc(s->n ? s->n : 1, sizeof(bool));
+		if (!max_points) {
+			for (size_t j = 0; j < s->n; j++)
+				keep[j] = true;
+		} else {
+			size_t buckets = max_points / 4 ? max_points / 4 : 1;
+			struct metrics_xy *in = xcalloc(s->n ? s->n : 1, sizeof(*in));
+			struct metrics_xy *outp = xcalloc(s->n ? s->n : 1, sizeof(*outp));
+			for (int k = 0; k < 3; k++) {
+				size_t n = 0;
+				for (size_t j = 0; j < s->n; j++) {
+					if (s->v[j].kind != k)
+						continue;
+					if (s->v[j].text)
+						keep[j] = true;
+					else
+						in[n++] = (struct metrics_xy){ (double)j, s->v[j].value };
+				}
+				if (n <= max_points) {
+					for (size_t j = 0; j < n; j++)
+						keep[(size_t)in[j].x] = isfinite(in[j].y);
+					continue;
+				}
+				size_t m = metrics_downsample(in, n, buckets, outp);
+				for (size_t j = 0; j < m; j++)
+					keep[(size_t)outp[j].x] = true;
+			}
+			free(in);
+			free(outp);
+		}
+		for (size_t j = 0; j < s->n; j++) {
+			if (!keep[j])
+				continue;
+			struct metrics_point pt = { s->metric, s->rank, kind_name(s->v[j].kind), &s->v[j] };
+			fn(ctx, &pt);
+			(*count)++;
+		}
+		free(keep);
+	}
+	store_mseries_free(v, nv);
+	return 0;
+}

@@ -1,0 +1,14 @@
+/*
+ * store_int.h -- private to src/store/: the handle behind struct store, so
+ * that the query files (store.c, store_metrics.c) share one connection.
+ */
+#ifndef TC_STORE_INT_H
+#define TC_STORE_INT_H
+
+#include <sqlite3.h>
+
+struct store {
+	sqlite3 *db;
+};
+
+#endif
