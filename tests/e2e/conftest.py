@@ -1,0 +1,95 @@
+"""Fixtures for trainctl's end-to-end tests (real processes, real torch).
+
+    pytest tests/e2e                         # uses <repo>/build/trainctl
+    TRAINCTL=/path/to/trainctl pytest tests/e2e
+
+Nothing here skips a test: a missing binary or a missing torch is a failure
+with a message saying what to build or install.
+"""
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = "/usr/bin/python3"  # Debian's python3-torch / python3-sklearn live here
+TORCHRUN_WRAPPER = REPO / "tests" / "e2e" / "torchrun_wrapper.py"
+ENV_DUMP = REPO / "tests" / "e2e" / "env_dump.py"
+DIGITS = REPO / "examples" / "digits"
+DEFAULT_TIMEOUT = 120
+
+
+def trainctl_path():
+    return Path(os.environ.get("TRAINCTL", REPO / "build" / "trainctl")).resolve()
+
+
+def torchrun_cmd():
+    """argv prefix that runs torchrun (through the Python 3.11 fix-up wrapper)."""
+    return [PYTHON, str(TORCHRUN_WRAPPER)]
+
+
+@pytest.fixture(scope="session")
+def trainctl():
+    path = trainctl_path()
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"trainctl binary not found at {path}: run `make` or set TRAINCTL", pytrace=False)
+    return path
+
+
+@pytest.fixture
+def home(tmp_path):
+    """A fresh, empty TRAINCTL_HOME for this test."""
+    h = tmp_path / "trainctl-home"
+    h.mkdir()
+    return h
+
+
+@pytest.fixture
+def run_tc(trainctl, home):
+    """run_tc(*args, env=None, timeout=..., cwd=None, input=None) -> CompletedProcess.
+
+    Runs the binary with TRAINCTL_HOME set to this test's home; `env` adds to
+    (or, with value None, removes from) the inherited environment. Output is
+    captured as text.
+    """
+
+    def run(*args, env=None, timeout=DEFAULT_TIMEOUT, cwd=None, input=None):
+        full_env = dict(os.environ)
+        full_env["TRAINCTL_HOME"] = str(home)
+        for k, v in (env or {}).items():
+            if v is None:
+                full_env.pop(k, None)
+            else:
+                full_env[k] = str(v)
+        return subprocess.run(
+            [str(trainctl)] + [str(a) for a in args],
+            env=full_env, cwd=cwd, input=input, timeout=timeout,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def torch_available():
+    r = subprocess.run([PYTHON, "-c", "import torch, sklearn"], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.fail(f"{PYTHON} cannot import torch/sklearn (apt install python3-torch "
+                    f"python3-sklearn):\n{r.stderr}", pytrace=False)
+    return True
+
+
+@pytest.fixture(name="PYTHON")
+def python_fixture():
+    return PYTHON
+
+
+@pytest.fixture(name="REPO")
+def repo_fixture():
+    return REPO
+
+
+@pytest.fixture(name="torchrun_cmd")
+def torchrun_cmd_fixture():
+    return torchrun_cmd
