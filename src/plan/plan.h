@@ -18,19 +18,21 @@
  * sums.  For a fixed bound T, f(T) = least communication sum over partitions
  * whose stages all sum to <= T is a DP over (cut index k, position p): the
  * feasible previous cut positions for a stage ending at p form a window
- * whose left end never moves back, so a monotone deque gives each row in
- * O(G - S) (cut k only ranges over G - S positions).  The answer is
- * min_T w*T + f(T) (w = 1 or B-1).  f is non-increasing, so the candidates
- * (sorted) are searched by interval bisection: between two evaluated
- * candidates a < b, every T inside costs at least w*T_{a+1} + f(T_b), and
- * nothing inside can win when f(T_a) == f(T_b); both cuts prune nearly
- * everything.  Inside one DP, states are dropped when their cost plus a
- * precomputed lower bound on the remaining cuts cannot beat the incumbent.
- * Worst case O(G^3 S) time (every candidate evaluated), typically a few
- * dozen DP rows-sets; memory O(G S) (C itself, the parent table).
+ * whose left end never moves back, so a monotone deque gives each state in
+ * O(1), and cut k only ranges over G - S positions: O(S (G - S)) per T.
+ * The answer is min_T w*T + f(T) (w = 1 or B-1).  Instead of one DP per
+ * candidate T (the O(G^3 S) baseline in bench/), one bi-criteria DP keeps
+ * per state the Pareto front of (largest stage so far, comm so far):
+ * fronts start at the least feasible bottleneck (found by bisection with a
+ * greedy test), an incumbent from a few golden-section probes of f bounds
+ * the useful stage sums (narrower windows), and labels whose cost plus a
+ * lower bound of the remaining cuts reach the incumbent are dropped.  The
+ * cuts are rebuilt by one windowed DP with parents at the optimal T.
+ * Worst case O(G^3 S) time; ~0.2 ms at G = 102, S = 63.  Memory O(G S).
  * The strategy search adds a second bottleneck (per-stage data-parallel
- * all-reduce, searched the same way on an outer level) and per-stage memory
- * caps (more windows in the same DP).
+ * all-reduce), searched on an outer level by interval bisection over its
+ * sorted values (the inner optimum is non-increasing in it), and
+ * per-stage memory caps (more windows in the same DPs).
  *
  * OWNERSHIP: every struct filled by a plan_* call owns its arrays and is
  * released by the matching *_release / *_free; releasing a zeroed struct or

@@ -19,15 +19,26 @@
  *     T" is decided on identical doubles everywhere.  The DP min commutes with
  *     the (monotone) rounding of "+ c", so f(T) is exactly the least
  *     left-to-right sum over feasible paths and is non-increasing in T.
- * (4) Search.  Per level (T for x; outside it, U for y), min_v w*v + g(v)
- *     with g non-increasing: the least feasible v is found first
- *     (least_feasible: greedy + bisection on the bits of the double, or the
- *     DP over sorted candidates when memory caps apply), then g at the
- *     least feasible v and at +inf bound the useful candidates to
- *     (v_lo, (best - g(inf)) / w); those are sorted and searched by interval
- *     bisection (plan.h).  g is asked with a limit: it only needs to be exact
- *     when below the limit, which lets the DP drop states whose cost plus a
- *     lower bound of the cuts still to place (rem) cannot get under it.
+ * (4) Search, x level (label_search).  min over partitions of w * (largest
+ *     stage) + comm: a bi-criteria DP with Pareto fronts of (largest stage
+ *     so far b, comm so far c) per state.  b starts at the least feasible
+ *     bottleneck vlo (least_feasible), an incumbent comes from a few
+ *     golden-section probes of the plain DP (dp_run), stages of sum >=
+ *     (incumbent - least comm) / w are cut from the windows, and labels with
+ *     w*b + c + rem >= incumbent are dropped (rem: least comm of the cuts
+ *     still to place, ignoring windows).
+ * (5) Search, y level (search with lvl 1).  min over U of wy*U + g(U), g(U)
+ *     = the x level under "every stage's y sum <= U", non-increasing in U:
+ *     the least feasible U, then g at it and at +inf bound the useful
+ *     candidates to (U_lo, (best - g(inf)) / wy); those are sorted and
+ *     searched by interval bisection: between two evaluated candidates a < b
+ *     every U inside costs at least wy*U_{a+1} + g(U_b), and nothing inside
+ *     can win when g(U_a) == g(U_b).  g is asked with a limit: it only needs
+ *     to be exact below it.
+ * (6) Memory caps depend on the stage index (1F1B keeps more micro-batches
+ *     in flight early), so greedy feasibility is not exact there (filling
+ *     early stages can push a heavy layer into a stricter one); with caps,
+ *     feasibility is decided by the DP over sorted candidates.
  */
 #include "plan/plan_int.h"
 
