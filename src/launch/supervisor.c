@@ -253,7 +253,16 @@ static void stream_feed(struct sup *sp, struct worker *w, struct stream *s, cons
 		emit_lines(sp, w, s->partial.buf, whole);
 		sbuf_remove_front(&s->partial, whole);
 	}
-	if (s->partial.len >= MAX_LINE || (eof && s->partial.len)) {
+	/* a line longer than MAX_LINE goes out in MAX_LINE pieces */
+	while (s->partial.len > MAX_LINE) {
+		struct sbuf piece = SBUF_INIT;
+		sbuf_add(&piece, s->partial.buf, MAX_LINE);
+		sbuf_addch(&piece, '\n');
+		emit_lines(sp, w, piece.buf, piece.len);
+		sbuf_release(&piece);
+		sbuf_remove_front(&s->partial, MAX_LINE);
+	}
+	if (eof && s->partial.len) {
 		sbuf_addch(&s->partial, '\n');
 		emit_lines(sp, w, s->partial.buf, s->partial.len);
 		sbuf_reset(&s->partial);
@@ -304,9 +313,14 @@ static int free_port(void)
 static void build_argv(const struct spec *s, struct strvec *argv)
 {
 	if (s->shell) {
-		/* args reach the script as "$@", never through the shell's parser */
+		/*
+		 * args reach the script as "$@", never through the shell's parser;
+		 * a command that uses "$@" itself places them, others get them
+		 * appended.
+		 */
 		struct sbuf cmd = SBUF_INIT;
-		sbuf_addf(&cmd, "%s \"$@\"", s->shell);
+		bool places_args = strstr(s->shell, "$@") || strstr(s->shell, "$*");
+		sbuf_addf(&cmd, places_args || !s->nargs ? "%s" : "%s \"$@\"", s->shell);
 		strvec_push(argv, "/bin/sh");
 		strvec_push(argv, "-c");
 		strvec_push(argv, cmd.buf);

@@ -53,6 +53,7 @@ static void cleanup_tmpdir(void)
 
 static int run_one(int i)
 {
+	fflush(stdout); /* or the child repeats what the parent buffered */
 	pid_t pid = fork();
 	if (pid < 0) {
 		perror("fork");
