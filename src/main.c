@@ -26,6 +26,8 @@ static const struct command {
 	{ "plan", cmd_plan, "search parallel strategies and pipeline partitions" },
 	{ "metrics", cmd_metrics, "list a job's metrics points (table, csv, json)" },
 	{ "export", cmd_export, "write a job's metrics as TensorBoard event files" },
+	{ "sync", cmd_sync, "copy what differs between folders, s3:// and obs://" },
+	{ "ckpt", cmd_ckpt, "list, inspect and transform checkpoints" },
 };
 
 static void usage(FILE *out)

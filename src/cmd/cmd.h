@@ -25,5 +25,7 @@ int cmd_devices(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_plan(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_export(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_sync(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_ckpt(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 
 #endif

@@ -1,0 +1,63 @@
+/* cmd_sync.c -- `trainctl sync SRC DST [--jobs N] [--delete] [--dry-run]` */
+#include "cmd/cmd.h"
+#include "core/util.h"
+#include "storage/storage.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <unistd.h>
+
+static const char usage[] =
+	"usage: trainctl sync [options] SRC DST\n"
+	"\n"
+	"Copy what differs from SRC to DST; each is a folder, s3://bucket/prefix/,\n"
+	"obs://bucket/prefix/ or file://path (SRC may also be one file).\n"
+	"\n"
+	"  -j, --jobs N      parallel transfers (default 8)\n"
+	"      --delete      remove from DST what SRC does not have\n"
+	"  -n, --dry-run     print what would be copied or deleted, change nothing\n"
+	"  -v, --verbose     print each copy and delete\n"
+	"  -q, --quiet       no progress line\n";
+
+int cmd_sync(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	static const struct option opts[] = {
+		{ "jobs", required_argument, NULL, 'j' },
+		{ "delete", no_argument, NULL, 'D' },
+		{ "dry-run", no_argument, NULL, 'n' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	(void)ctx;
+	struct sync_opts o = { .jobs = 8, .progress = isatty(STDERR_FILENO) };
+	int c;
+	long n;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "j:nvqh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			if (!parse_long(optarg, 1, 256, &n))
+				return tc_error(err, TC_EUSAGE, "sync: --jobs must be 1..256, not '%s'", optarg);
+			o.jobs = (int)n;
+			break;
+		case 'D': o.delete_extra = true; break;
+		case 'n': o.dry_run = true; break;
+		case 'v': o.verbose = true; break;
+		case 'q': o.progress = false; break;
+		case 'h': fputs(usage, stdout); return 0;
+		default: return tc_error(err, TC_EUSAGE, "sync: bad option (see trainctl sync --help)");
+		}
+	}
+	if (argc - optind != 2)
+		return tc_error(err, TC_EUSAGE, "sync: give a source and a destination");
+	struct sync_stats st;
+	int rc = storage_sync(argv[optind], argv[optind + 1], &o, &st, err);
+	if (!rc)
+		printf("%s%llu copied, %llu skipped, %llu deleted, %.1f MB in %.2f s\n",
+		       o.dry_run ? "dry run: " : "", (unsigned long long)st.copied,
+		       (unsigned long long)st.skipped, (unsigned long long)st.deleted, st.bytes / 1e6,
+		       st.seconds);
+	return rc;
+}

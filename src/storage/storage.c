@@ -1,0 +1,221 @@
+/*
+ * storage.c -- opening a location, dispatch to the scheme's ops, and the
+ * small shared helpers (MD5, backoff, part sizes).
+ */
+#include "core/util.h"
+#include "core/xalloc.h"
+#include "storage/storage_int.h"
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+bool storage_is_remote(const char *url)
+{
+	return !strncmp(url, "s3://", 5) || !strncmp(url, "obs://", 6);
+}
+
+int storage_open(const char *url, struct storage **out, struct tc_err *err)
+{
+	if (!url || !*url)
+		return tc_error(err, TC_EINPUT, "empty storage location");
+	const char *colon = strstr(url, "://");
+	if (colon && !storage_is_remote(url) && strncmp(url, "file://", 7) != 0)
+		return tc_error(err, TC_EINPUT, "'%s': unknown scheme (use s3://, obs://, file:// or a path)",
+				url);
+	struct storage *st = xcalloc(1, sizeof(*st));
+	st->url = xstrdup(url);
+	st->ops = storage_is_remote(url) ? &storage_s3_ops : &storage_local_ops;
+	int rc = st->ops->open(st, err);
+	if (rc) {
+		free(st->url);
+		free(st->root);
+		free(st->bucket);
+		free(st);
+		return rc;
+	}
+	*out = st;
+	return 0;
+}
+
+void storage_close(struct storage *st)
+{
+	if (!st)
+		return;
+	st->ops->close(st);
+	free(st->url);
+	free(st->root);
+	free(st->bucket);
+	free(st);
+}
+
+const char *storage_url(const struct storage *st)
+{
+	return st->url;
+}
+
+int storage_iter_start(struct storage *st, struct storage_iter **out, struct tc_err *err)
+{
+	return st->ops->iter_start(st, out, err);
+}
+
+int storage_iter_next(struct storage_iter *it, struct storage_obj *obj, struct tc_err *err)
+{
+	return it->next(it, obj, err);
+}
+
+void storage_iter_free(struct storage_iter *it)
+{
+	if (it)
+		it->free(it);
+}
+
+int storage_stat(struct storage *st, const char *key, struct storage_obj *obj, struct tc_err *err)
+{
+	return st->ops->stat(st, key, obj, err);
+}
+
+int storage_delete(struct storage *st, const char *key, struct tc_err *err)
+{
+	return st->ops->del(st, key, err);
+}
+
+/* ---- copy one object ---- */
+
+struct copy_result {
+	int rc;
+	char *msg;
+};
+
+static void copy_done(void *arg, const char *key, uint64_t bytes, int rc, const char *msg)
+{
+	(void)key;
+	(void)bytes;
+	struct copy_result *r = arg;
+	r->rc = rc;
+	r->msg = msg ? xstrdup(msg) : NULL;
+}
+
+int storage_copy(struct storage *src, const char *src_key, struct storage *dst,
+		 const char *dst_key, int jobs, struct tc_err *err)
+{
+	struct storage_obj obj;
+	int rc = storage_stat(src, src_key, &obj, err);
+	if (rc)
+		return rc;
+	struct storage_obj o2 = obj;
+	char *etag = obj.etag ? xstrdup(obj.etag) : NULL;
+	o2.etag = etag;
+	o2.key = src_key;
+	struct copy_result res = { 0, NULL };
+	struct pool *p = pool_new(jobs > 0 ? jobs : 8, 64);
+	xfer_submit(p, src, &o2, dst, dst_key, copy_done, &res);
+	pool_wait(p);
+	pool_free(p);
+	free(etag);
+	if (res.rc)
+		tc_error(err, res.rc, "%s", res.msg ? res.msg : "copy failed");
+	free(res.msg);
+	return res.rc;
+}
+
+/* ---- tuning ---- */
+
+static uint64_t env_size(const char *name, uint64_t def)
+{
+	const char *e = getenv(name);
+	long v;
+	if (e && parse_long(e, 1, 1L << 40, &v))
+		return (uint64_t)v;
+	return def;
+}
+
+uint64_t storage_multipart_threshold(void)
+{
+	return env_size("TRAINCTL_MULTIPART_THRESHOLD", 64u << 20);
+}
+
+uint64_t storage_part_size(uint64_t size, uint64_t min_part)
+{
+	uint64_t p = min_part;
+	const uint64_t max_parts = 10000;
+	if ((size + p - 1) / p > max_parts)
+		p = (size + max_parts - 1) / max_parts;
+	/* whole MiB keep the parts aligned for the page cache and the server */
+	p = (p + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
+	return p;
+}
+
+/* ---- retries ---- */
+
+int retry_max_attempts(void)
+{
+	return (int)env_size("TRAINCTL_S3_RETRIES", 8);
+}
+
+int retry_delay_ms(int attempt)
+{
+	/* 100 ms doubling to 5 s, with up to 50% jitter so parallel retries spread */
+	long base = 100L << (attempt > 6 ? 6 : attempt - 1);
+	if (base > 5000)
+		base = 5000;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	unsigned int seed = (unsigned int)ts.tv_nsec ^ (unsigned int)attempt;
+	long jitter = (long)(rand_r(&seed) % (unsigned int)(base / 2 + 1));
+	return (int)(base / 2 + jitter);
+}
+
+void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* ---- MD5 (ETags) ---- */
+
+struct md5 {
+	EVP_MD_CTX *ctx;
+};
+
+struct md5 *md5_new(void)
+{
+	struct md5 *m = xmalloc(sizeof(*m));
+	m->ctx = EVP_MD_CTX_new();
+	if (!m->ctx || EVP_DigestInit_ex(m->ctx, EVP_md5(), NULL) != 1)
+		xdie_oom(sizeof(*m));
+	return m;
+}
+
+void md5_update(struct md5 *m, const void *data, size_t len)
+{
+	if (EVP_DigestUpdate(m->ctx, data, len) != 1)
+		abort(); /* cannot fail for a software digest */
+}
+
+void md5_final_hex(struct md5 *m, char out[33])
+{
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+	static const char hex[] = "0123456789abcdef";
+	if (EVP_DigestFinal_ex(m->ctx, d, &n) != 1 || n != 16)
+		abort();
+	for (unsigned int i = 0; i < 16; i++) {
+		out[2 * i] = hex[d[i] >> 4];
+		out[2 * i + 1] = hex[d[i] & 15];
+	}
+	out[32] = '\0';
+	md5_free(m);
+}
+
+void md5_free(struct md5 *m)
+{
+	if (!m)
+		return;
+	EVP_MD_CTX_free(m->ctx);
+	free(m);
+}

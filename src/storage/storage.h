@@ -1,0 +1,116 @@
+/*
+ * storage.h -- object storage behind one interface: local folders (plain
+ * paths and file://), S3 (s3://) and Huawei OBS (obs://, an S3-compatible
+ * service with its own endpoint), plus sync between any two of them.
+ *
+ * A location is a URL naming a root: "s3://bucket/prefix/", "obs://b/p",
+ * "file:///data", "./data".  Keys are paths relative to that root, '/'
+ * separated, never starting with '/'.  Each scheme is an ops struct
+ * (storage_int.h); callers see only struct storage.
+ *
+ * Invariants:
+ *  (1) No partial object is ever visible: local writes go to a hidden
+ *      temporary name ('.tc-part-*') and are renamed into place; S3 uploads
+ *      above the multipart threshold are completed only when every part is
+ *      in, and aborted otherwise.
+ *  (2) Listings are streamed in byte order of the key (S3's order) and hold
+ *      at most one page (S3) or one directory per level (local) in memory.
+ *  (3) Transient failures (HTTP 5xx, 429, timeouts, refused or dropped
+ *      connections, short bodies) are retried with exponential backoff.
+ *  (4) Credentials never appear in messages, logs or output.
+ *
+ * Credentials and endpoints (s3:// and obs://), first found wins:
+ *   AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+ *   AWS_ENDPOINT_URL (obs://: OBS_ENDPOINT_URL), AWS_REGION; then the file
+ *   $TRAINCTL_STORAGE_CONFIG or $TRAINCTL_HOME/storage.conf, INI sections
+ *   [s3] and [obs] with access_key_id, secret_access_key, session_token,
+ *   endpoint, region, addressing (path | virtual).
+ *
+ * Everything returns 0 or a negative TC_E* with err filled: TC_ESTORAGE for
+ * storage failures, TC_EINPUT for a bad URL or a missing credential,
+ * TC_ENOTFOUND for a missing object.
+ */
+#ifndef TC_STORAGE_H
+#define TC_STORAGE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/err.h"
+
+struct storage;
+
+struct storage_obj {
+	const char *key;  /* relative to the root; valid during the callback/next call */
+	uint64_t size;
+	double mtime;     /* seconds since the epoch (S3: LastModified) */
+	const char *etag; /* S3 ETag without quotes, or NULL (local) */
+};
+
+/* Is url an object-storage URL (s3:// or obs://), as opposed to a local path? */
+bool storage_is_remote(const char *url);
+
+/* Open a location (no network traffic yet). */
+int storage_open(const char *url, struct storage **out, struct tc_err *err);
+void storage_close(struct storage *st);
+/* The location as given, credentials never included. */
+const char *storage_url(const struct storage *st);
+
+/* ---- listing: a pull iterator in key order ---- */
+struct storage_iter;
+int storage_iter_start(struct storage *st, struct storage_iter **out, struct tc_err *err);
+/* 1 with *obj filled, 0 at the end, or a negative TC_E*. */
+int storage_iter_next(struct storage_iter *it, struct storage_obj *obj, struct tc_err *err);
+void storage_iter_free(struct storage_iter *it);
+
+/* Metadata of one key: TC_ENOTFOUND when absent. obj->key points into key. */
+int storage_stat(struct storage *st, const char *key, struct storage_obj *obj,
+		 struct tc_err *err);
+int storage_delete(struct storage *st, const char *key, struct tc_err *err);
+
+/*
+ * Copy one object between any two locations, in parallel parts when large.
+ * A local destination gets the source's mtime.
+ */
+int storage_copy(struct storage *src, const char *src_key, struct storage *dst,
+		 const char *dst_key, int jobs, struct tc_err *err);
+
+/* ---- sync (sync.c) ---- */
+
+struct sync_opts {
+	int jobs;         /* parallel transfers; 0 = 8 */
+	bool delete_extra;/* remove what the destination has and the source lacks */
+	bool dry_run;     /* say what would happen, change nothing */
+	bool progress;    /* a progress line on stderr (a terminal) */
+	bool verbose;     /* one line per action on stdout */
+	/* called from the sync thread before each copy; may be NULL */
+	void (*on_action)(void *arg, const char *what, const char *key);
+	void *arg;
+};
+
+struct sync_stats {
+	uint64_t listed, copied, skipped, deleted, failed;
+	uint64_t bytes;
+	double seconds;
+};
+
+/*
+ * Make dst hold what src holds.  What differs: the size, or else
+ *   local -> local: the mtime;  local -> s3: the object is older than the file;
+ *   s3 -> local: the file's mtime is not the object's LastModified;
+ *   s3 -> s3: the ETag.
+ * Copies run in parallel; a failure of one object is counted and reported
+ * at the end (TC_ESTORAGE naming the first failure) after the others ran.
+ * src may be a single object or file (then dst is the target name or folder).
+ */
+int storage_sync(const char *src, const char *dst, const struct sync_opts *o,
+		 struct sync_stats *stats, struct tc_err *err);
+
+/* ---- tuning (tests and benchmarks) ---- */
+
+/* Sizes above this are copied in parts (default 64 MiB; env TRAINCTL_MULTIPART_THRESHOLD). */
+uint64_t storage_multipart_threshold(void);
+/* Part size for an object of `size` bytes: >= min_part, and at most 10,000 parts. */
+uint64_t storage_part_size(uint64_t size, uint64_t min_part);
+
+#endif

@@ -1,0 +1,126 @@
+/*
+ * storage_int.h -- private to src/storage: the ops struct each scheme
+ * fills, the part-transfer machinery and the small thread pool.
+ */
+#ifndef TC_STORAGE_INT_H
+#define TC_STORAGE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "core/sbuf.h"
+#include "storage/storage.h"
+
+/* Push bytes somewhere (a file at an offset, a buffer); 0 or -1 with errno. */
+typedef int (*sink_fn)(void *arg, const void *data, size_t len);
+
+/* Pull bytes for an upload: >0 bytes, 0 at the end, -1 on error. */
+struct reader {
+	ssize_t (*read)(struct reader *r, void *buf, size_t n);
+	int (*rewind)(struct reader *r); /* back to the start of the part */
+};
+
+/* An object being written; opaque per scheme. */
+struct wtx;
+
+struct storage_ops {
+	const char *name;
+	int (*open)(struct storage *st, struct tc_err *err);
+	void (*close)(struct storage *st);
+	int (*iter_start)(struct storage *st, struct storage_iter **out, struct tc_err *err);
+	int (*stat)(struct storage *st, const char *key, struct storage_obj *obj, struct tc_err *err);
+	int (*del)(struct storage *st, const char *key, struct tc_err *err);
+	/*
+	 * Read [off, off+len) of key into sink; *done counts the bytes already
+	 * delivered (a retry resumes there).  S3 checks a whole-object read
+	 * against a plain-MD5 ETag.
+	 */
+	int (*read)(struct storage *st, const char *key, uint64_t off, uint64_t len,
+		    sink_fn sink, void *arg, uint64_t *done, struct tc_err *err);
+	/* Start writing key of size bytes in nparts parts. */
+	int (*wbegin)(struct storage *st, const char *key, uint64_t size, double mtime, int nparts,
+		      struct wtx **out, struct tc_err *err);
+	/* Write part (0-based) from a reader, or (local) from a source file. */
+	int (*wpart)(struct wtx *tx, int part, uint64_t off, uint64_t len, struct reader *rd,
+		     struct tc_err *err);
+	int (*wcommit)(struct wtx *tx, struct tc_err *err);
+	void (*wabort)(struct wtx *tx);
+};
+
+struct storage {
+	const struct storage_ops *ops;
+	char *url;   /* as given (never with credentials) */
+	char *root;  /* local: absolute folder or file path; s3: key prefix ("" or ending in '/') */
+	char *bucket;/* s3 */
+	bool single; /* the URL names one file/object, not a folder */
+	void *priv;  /* the scheme's state */
+};
+
+struct storage_iter {
+	struct storage *st;
+	int (*next)(struct storage_iter *it, struct storage_obj *obj, struct tc_err *err);
+	void (*free)(struct storage_iter *it);
+};
+
+extern const struct storage_ops storage_local_ops;
+extern const struct storage_ops storage_s3_ops;
+
+/* local.c: for the transfer code */
+int local_open_for_read(struct storage *st, const char *key, int *fd, struct tc_err *err);
+/* local.c: the wtx of a local destination, to write from another local file fast */
+int local_wpart_from_fd(struct wtx *tx, int src_fd, uint64_t off, uint64_t len,
+			struct tc_err *err);
+/*
+ * A sink writing into the wtx at off + *done, where *done is the count the
+ * reader keeps (so a retry that starts over rewrites the same bytes); free
+ * *arg with free().
+ */
+int local_wtx_sink(struct wtx *tx, uint64_t off, const uint64_t *done, sink_fn *fn, void **arg);
+bool local_is_tmp_name(const char *name);
+/* the absolute path of key */
+char *local_path(struct storage *st, const char *key);
+
+/* s3.c */
+void s3_thread_cleanup(void);
+void s3_global_init(void);
+
+/* ---- thread pool (pool.c) ---- */
+struct pool;
+typedef void (*task_fn)(void *arg);
+struct pool *pool_new(int threads, int queue_max);
+/* Blocks while the queue is full. */
+void pool_submit(struct pool *p, task_fn fn, void *arg);
+/* Wait until every submitted task has finished. */
+void pool_wait(struct pool *p);
+void pool_free(struct pool *p);
+
+/* ---- transfers (xfer.c) ---- */
+
+/* Outcome of one object copy, reported once from a pool thread. */
+typedef void (*xfer_done_fn)(void *arg, const char *key, uint64_t bytes, int rc,
+			     const char *msg);
+
+/*
+ * Copy src_key of src to dst_key of dst using the pool, in parts when large.
+ * The begin step runs in the caller; done() is called exactly once, from
+ * the caller (on a failed start) or a pool thread.
+ */
+void xfer_submit(struct pool *p, struct storage *src, const struct storage_obj *obj,
+		 struct storage *dst, const char *dst_key, xfer_done_fn done, void *arg);
+
+/* ---- small helpers ---- */
+/* MD5 of data as 32 lowercase hex chars (libcrypto). */
+struct md5;
+struct md5 *md5_new(void);
+void md5_update(struct md5 *m, const void *data, size_t len);
+void md5_final_hex(struct md5 *m, char out[33]); /* frees m */
+void md5_free(struct md5 *m);
+
+/* Backoff before retry `attempt` (1-based): ms to sleep, with jitter. */
+int retry_delay_ms(int attempt);
+int retry_max_attempts(void);
+void sleep_ms(int ms);
+
+#endif

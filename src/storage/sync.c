@@ -1,0 +1,378 @@
+/*
+ * sync.c -- make one location hold what another holds.
+ *
+ * Both listings arrive in key order, so the two are merged like sorted
+ * files: a key only in the source is copied, a key in both is copied when
+ * it differs (see storage.h), a key only in the destination is deleted with
+ * --delete.  Copies and deletes run on the pool, whose queue is bounded:
+ * memory stays flat however many keys there are.
+ */
+#include "core/util.h"
+#include "core/xalloc.h"
+#include "storage/storage_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct syncer {
+	const struct sync_opts *o;
+	struct storage *src, *dst;
+	struct pool *pool;
+	pthread_mutex_t mu;
+	struct sync_stats st;
+	uint64_t queued_bytes;
+	char *first_err;
+	/* progress */
+	pthread_t prog;
+	pthread_cond_t prog_cv;
+	bool prog_stop, prog_on;
+	double t0;
+};
+
+static void record_failure(struct syncer *s, const char *msg)
+{
+	pthread_mutex_lock(&s->mu);
+	s->st.failed++;
+	if (!s->first_err)
+		s->first_err = xstrdup(msg ? msg : "failed");
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void on_copied(void *arg, const char *key, uint64_t bytes, int rc, const char *msg)
+{
+	struct syncer *s = arg;
+	if (rc) {
+		record_failure(s, msg);
+		return;
+	}
+	pthread_mutex_lock(&s->mu);
+	s->st.copied++;
+	s->st.bytes += bytes;
+	pthread_mutex_unlock(&s->mu);
+	if (s->o->verbose) {
+		/* one whole line per write, so parallel lines never interleave */
+		struct sbuf line = SBUF_INIT;
+		sbuf_addf(&line, "copied %s\n", key);
+		if (write_all(STDOUT_FILENO, line.buf, line.len) < 0)
+			record_failure(s, "cannot write to standard output");
+		sbuf_release(&line);
+	}
+}
+
+struct del_task {
+	struct syncer *s;
+	char *key;
+};
+
+static void delete_task(void *arg)
+{
+	struct del_task *d = arg;
+	struct tc_err err = TC_ERR_INIT;
+	if (storage_delete(d->s->dst, d->key, &err)) {
+		record_failure(d->s, err.msg);
+	} else {
+		pthread_mutex_lock(&d->s->mu);
+		d->s->st.deleted++;
+		pthread_mutex_unlock(&d->s->mu);
+		if (d->s->o->verbose) {
+			struct sbuf line = SBUF_INIT;
+			sbuf_addf(&line, "deleted %s\n", d->key);
+			if (write_all(STDOUT_FILENO, line.buf, line.len) < 0)
+				errno = 0;
+			sbuf_release(&line);
+		}
+	}
+	tc_err_release(&err);
+	free(d->key);
+	free(d);
+}
+
+static bool differs(struct syncer *s, const struct storage_obj *a, const struct storage_obj *b)
+{
+	if (a->size != b->size)
+		return true;
+	bool sl = s->src->ops == &storage_local_ops, dl = s->dst->ops == &storage_local_ops;
+	if (sl && dl)
+		return fabs(a->mtime - b->mtime) > 1e-3;
+	if (sl)
+		return floor(a->mtime) > b->mtime; /* the object is older than the file */
+	if (dl)
+		return fabs(a->mtime - b->mtime) > 1e-3;
+	return !a->etag || !b->etag || strcmp(a->etag, b->etag) != 0;
+}
+
+static void say_action(struct syncer *s, const char *what, const char *key)
+{
+	if (s->o->on_action)
+		s->o->on_action(s->o->arg, what, key);
+	if (s->o->dry_run)
+		printf("would %s %s\n", what, key);
+}
+
+static void do_copy(struct syncer *s, const struct storage_obj *obj, const char *dst_key)
+{
+	say_action(s, "copy", dst_key);
+	if (s->o->dry_run) {
+		s->st.copied++;
+		s->st.bytes += obj->size;
+		return;
+	}
+	pthread_mutex_lock(&s->mu);
+	s->queued_bytes += obj->size;
+	pthread_mutex_unlock(&s->mu);
+	xfer_submit(s->pool, s->src, obj, s->dst, dst_key, on_copied, s);
+}
+
+static void do_delete(struct syncer *s, const char *key)
+{
+	say_action(s, "delete", key);
+	if (s->o->dry_run) {
+		s->st.deleted++;
+		return;
+	}
+	struct del_task *d = xmalloc(sizeof(*d));
+	d->s = s;
+	d->key = xstrdup(key);
+	pool_submit(s->pool, delete_task, d);
+}
+
+static void human(struct sbuf *sb, double bytes)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	int u = 0;
+	while (bytes >= 1024 && u < 4) {
+		bytes /= 1024;
+		u++;
+	}
+	sbuf_addf(sb, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+}
+
+static void print_progress(struct syncer *s, bool final)
+{
+	pthread_mutex_lock(&s->mu);
+	struct sync_stats st = s->st;
+	uint64_t queued = s->queued_bytes;
+	pthread_mutex_unlock(&s->mu);
+	double dt = now_wall() - s->t0;
+	struct sbuf line = SBUF_INIT;
+	sbuf_addf(&line, "\r%llu listed, %llu copied, %llu skipped, %llu deleted",
+		  (unsigned long long)st.listed, (unsigned long long)st.copied,
+		  (unsigned long long)st.skipped, (unsigned long long)st.deleted);
+	if (st.failed)
+		sbuf_addf(&line, ", %llu failed", (unsigned long long)st.failed);
+	sbuf_adds(&line, ", ");
+	human(&line, (double)st.bytes);
+	sbuf_adds(&line, " of ");
+	human(&line, (double)queued);
+	sbuf_adds(&line, ", ");
+	human(&line, dt > 0 ? (double)st.bytes / dt : 0);
+	sbuf_adds(&line, "/s\033[K");
+	if (final)
+		sbuf_addch(&line, '\n');
+	if (write_all(STDERR_FILENO, line.buf, line.len) < 0)
+		errno = 0; /* a closed terminal must not fail the sync */
+	sbuf_release(&line);
+}
+
+static void *progress_thread(void *arg)
+{
+	struct syncer *s = arg;
+	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&m);
+	for (;;) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 500000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_mutex_lock(&s->mu);
+		bool stop = s->prog_stop;
+		pthread_mutex_unlock(&s->mu);
+		if (stop)
+			break;
+		pthread_cond_timedwait(&s->prog_cv, &m, &ts);
+		pthread_mutex_lock(&s->mu);
+		stop = s->prog_stop;
+		pthread_mutex_unlock(&s->mu);
+		if (stop)
+			break;
+		print_progress(s, false);
+	}
+	pthread_mutex_unlock(&m);
+	pthread_mutex_destroy(&m);
+	return NULL;
+}
+
+/* Split "s3://b/dir/name" into "s3://b/dir/" and "name". */
+static void split_last(const char *url, char **parent, char **name)
+{
+	const char *sl = strrchr(url, '/');
+	const char *scheme_end = strstr(url, "://");
+	if (!sl || (scheme_end && sl < scheme_end + 3)) {
+		*parent = xstrdup(".");
+		*name = xstrdup(url);
+		return;
+	}
+	*parent = xstrndup(url, (size_t)(sl - url + 1));
+	*name = xstrdup(sl + 1);
+}
+
+/* One file as the source: copy it when the target differs. */
+static int sync_single(struct syncer *s, const char *dst_url, struct tc_err *err)
+{
+	struct storage_iter *it = NULL;
+	struct storage_obj obj;
+	int rc = storage_iter_start(s->src, &it, err);
+	if (rc)
+		return rc;
+	rc = storage_iter_next(it, &obj, err);
+	if (rc < 0)
+		goto out;
+	rc = 0;
+	char *key = xstrdup(obj.key);
+	obj.key = key;
+	size_t dl = strlen(dst_url);
+	bool into_dir = dst_url[dl - 1] == '/' ||
+			(!storage_is_remote(dst_url) && is_dir(!strncmp(dst_url, "file://", 7) ? dst_url + 7
+											: dst_url));
+	char *name = NULL, *parent = NULL;
+	if (into_dir) {
+		rc = storage_open(dst_url, &s->dst, err);
+		name = xstrdup(key);
+	} else {
+		split_last(dst_url, &parent, &name);
+		rc = storage_open(parent, &s->dst, err);
+	}
+	if (!rc) {
+		s->st.listed = 1;
+		struct storage_obj d;
+		struct tc_err e2 = TC_ERR_INIT;
+		int src2 = storage_stat(s->dst, name, &d, &e2);
+		if (src2 && src2 != TC_ENOTFOUND) {
+			rc = tc_error(err, src2, "%s", e2.msg);
+		} else if (src2 == TC_ENOTFOUND || differs(s, &obj, &d)) {
+			do_copy(s, &obj, name);
+		} else {
+			s->st.skipped++;
+		}
+		tc_err_release(&e2);
+	}
+	free(name);
+	free(parent);
+	free(key);
+out:
+	storage_iter_free(it);
+	return rc;
+}
+
+static int sync_merge(struct syncer *s, struct tc_err *err)
+{
+	struct storage_iter *is = NULL, *id = NULL;
+	struct storage_obj a, b;
+	int rc, ha, hb;
+	if ((rc = storage_iter_start(s->src, &is, err)) || (rc = storage_iter_start(s->dst, &id, err)))
+		goto out;
+	ha = storage_iter_next(is, &a, err);
+	hb = ha < 0 ? 0 : storage_iter_next(id, &b, err);
+	while (ha > 0 || hb > 0) {
+		if (ha < 0 || hb < 0) {
+			rc = ha < 0 ? ha : hb;
+			goto out;
+		}
+		int c = ha <= 0 ? 1 : hb <= 0 ? -1 : strcmp(a.key, b.key);
+		if (c < 0) {
+			pthread_mutex_lock(&s->mu);
+			s->st.listed++;
+			pthread_mutex_unlock(&s->mu);
+			do_copy(s, &a, a.key);
+			ha = storage_iter_next(is, &a, err);
+		} else if (c > 0) {
+			if (s->o->delete_extra)
+				do_delete(s, b.key);
+			hb = storage_iter_next(id, &b, err);
+		} else {
+			pthread_mutex_lock(&s->mu);
+			s->st.listed++;
+			pthread_mutex_unlock(&s->mu);
+			if (differs(s, &a, &b))
+				do_copy(s, &a, a.key);
+			else {
+				pthread_mutex_lock(&s->mu);
+				s->st.skipped++;
+				pthread_mutex_unlock(&s->mu);
+			}
+			ha = storage_iter_next(is, &a, err);
+			hb = ha < 0 ? 0 : storage_iter_next(id, &b, err);
+		}
+	}
+	rc = ha < 0 ? ha : hb < 0 ? hb : 0;
+out:
+	storage_iter_free(is);
+	storage_iter_free(id);
+	return rc;
+}
+
+int storage_sync(const char *src, const char *dst, const struct sync_opts *o,
+		 struct sync_stats *stats, struct tc_err *err)
+{
+	struct syncer s = { 0 };
+	s.o = o;
+	s.t0 = now_wall();
+	pthread_mutex_init(&s.mu, NULL);
+	pthread_cond_init(&s.prog_cv, NULL);
+	int rc = storage_open(src, &s.src, err);
+	if (rc)
+		goto out;
+	int jobs = o->jobs > 0 ? o->jobs : 8;
+	if (!o->dry_run)
+		s.pool = pool_new(jobs, jobs * 4);
+	if (o->progress && !o->dry_run && pthread_create(&s.prog, NULL, progress_thread, &s) == 0)
+		s.prog_on = true;
+	if (s.src->single) {
+		rc = sync_single(&s, dst, err);
+	} else {
+		/* a source that is not there is an error, not an empty folder */
+		if (s.src->ops == &storage_local_ops && !is_dir(s.src->root)) {
+			rc = tc_error(err, TC_ENOTFOUND, "'%s' does not exist", src);
+			goto out;
+		}
+		if (!(rc = storage_open(dst, &s.dst, err)))
+			rc = sync_merge(&s, err);
+	}
+out:
+	if (s.pool) {
+		pool_wait(s.pool);
+		pool_free(s.pool);
+	}
+	if (s.prog_on) {
+		pthread_mutex_lock(&s.mu);
+		s.prog_stop = true;
+		pthread_mutex_unlock(&s.mu);
+		pthread_cond_signal(&s.prog_cv);
+		pthread_join(s.prog, NULL);
+		print_progress(&s, true);
+	}
+	s.st.seconds = now_wall() - s.t0;
+	if (!rc && s.st.failed)
+		rc = tc_error(err, TC_ESTORAGE, "sync: %llu of %llu copies or deletes failed; first: %s",
+			      (unsigned long long)s.st.failed,
+			      (unsigned long long)(s.st.failed + s.st.copied + s.st.deleted),
+			      s.first_err);
+	if (stats)
+		*stats = s.st;
+	free(s.first_err);
+	storage_close(s.src);
+	storage_close(s.dst);
+	s3_thread_cleanup();
+	pthread_cond_destroy(&s.prog_cv);
+	pthread_mutex_destroy(&s.mu);
+	return rc;
+}

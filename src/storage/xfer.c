@@ -1,0 +1,252 @@
+/*
+ * xfer.c -- one object copy split into parts that run on the pool.
+ *
+ * The destination write is begun by the submitter (for S3 above the
+ * threshold: CreateMultipartUpload), each part is a pool task, and the task
+ * that finishes the last part commits (CompleteMultipartUpload, or rename
+ * into place) or, when any part failed, aborts: so a failed copy leaves
+ * nothing visible, and no thread ever waits on another.
+ *
+ * Part data paths (src -> dst):
+ *   local -> local  copy_file_range at the part's offset
+ *   s3    -> local  ranged GET written with pwrite at the offset
+ *   local -> s3     PUT / UploadPart read with pread
+ *   s3    -> s3     ranged GET into memory, then PUT / UploadPart
+ */
+#include "core/util.h"
+#include "core/xalloc.h"
+#include "storage/storage_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct xfer {
+	struct storage *src, *dst;
+	char *src_key, *dst_key;
+	uint64_t size, part_size;
+	int nparts;
+	struct wtx *tx;
+	atomic_int left;
+	atomic_bool failed;
+	pthread_mutex_t mu;
+	int rc;
+	char *msg;
+	xfer_done_fn done;
+	void *arg;
+};
+
+struct part {
+	struct xfer *x;
+	int idx;
+};
+
+static bool is_local(const struct storage *st)
+{
+	return st->ops == &storage_local_ops;
+}
+
+/* ---- readers ---- */
+
+struct file_reader {
+	struct reader base;
+	int fd;
+	uint64_t off, len, pos;
+};
+
+static ssize_t fr_read(struct reader *r, void *buf, size_t n)
+{
+	struct file_reader *f = (struct file_reader *)r;
+	if (f->pos >= f->len)
+		return 0;
+	if (n > f->len - f->pos)
+		n = (size_t)(f->len - f->pos);
+	for (;;) {
+		ssize_t k = pread(f->fd, buf, n, (off_t)(f->off + f->pos));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1; /* the file shrank: a short upload would be wrong */
+		f->pos += (uint64_t)k;
+		return k;
+	}
+}
+
+static int fr_rewind(struct reader *r)
+{
+	((struct file_reader *)r)->pos = 0;
+	return 0;
+}
+
+struct mem_reader {
+	struct reader base;
+	const char *data;
+	size_t len, pos;
+};
+
+static ssize_t mr_read(struct reader *r, void *buf, size_t n)
+{
+	struct mem_reader *m = (struct mem_reader *)r;
+	if (n > m->len - m->pos)
+		n = m->len - m->pos;
+	memcpy(buf, m->data + m->pos, n);
+	m->pos += n;
+	return (ssize_t)n;
+}
+
+static int mr_rewind(struct reader *r)
+{
+	((struct mem_reader *)r)->pos = 0;
+	return 0;
+}
+
+struct mem_sink {
+	struct sbuf *buf;
+	const uint64_t *done;
+};
+
+static int mem_sink_write(void *arg, const void *data, size_t len)
+{
+	struct mem_sink *m = arg;
+	if (m->buf->len > *m->done)
+		sbuf_setlen(m->buf, (size_t)*m->done); /* a retry starts over */
+	sbuf_add(m->buf, data, len);
+	return 0;
+}
+
+/* ---- parts ---- */
+
+static int copy_part(struct xfer *x, int idx, struct tc_err *err)
+{
+	uint64_t off = (uint64_t)idx * x->part_size;
+	uint64_t len = x->size - off < x->part_size ? x->size - off : x->part_size;
+	int rc = 0;
+	if (is_local(x->dst)) {
+		if (is_local(x->src)) {
+			int fd;
+			if ((rc = local_open_for_read(x->src, x->src_key, &fd, err)))
+				return rc;
+			rc = local_wpart_from_fd(x->tx, fd, off, len, err);
+			close(fd);
+			return rc;
+		}
+		sink_fn fn;
+		void *arg;
+		uint64_t done = 0;
+		local_wtx_sink(x->tx, off, &done, &fn, &arg);
+		rc = x->src->ops->read(x->src, x->src_key, off, len, fn, arg, &done, err);
+		free(arg);
+		return rc;
+	}
+	if (is_local(x->src)) {
+		struct file_reader fr = { { fr_read, fr_rewind }, -1, off, len, 0 };
+		if ((rc = local_open_for_read(x->src, x->src_key, &fr.fd, err)))
+			return rc;
+		rc = x->dst->ops->wpart(x->tx, idx, off, len, &fr.base, err);
+		close(fr.fd);
+		return rc;
+	}
+	struct sbuf data = SBUF_INIT;
+	uint64_t done = 0;
+	struct mem_sink ms = { &data, &done };
+	rc = x->src->ops->read(x->src, x->src_key, off, len, mem_sink_write, &ms, &done, err);
+	if (!rc) {
+		struct mem_reader mr = { { mr_read, mr_rewind }, data.buf, data.len, 0 };
+		rc = x->dst->ops->wpart(x->tx, idx, off, len, &mr.base, err);
+	}
+	sbuf_release(&data);
+	return rc;
+}
+
+static void xfer_finish(struct xfer *x)
+{
+	if (atomic_load(&x->failed)) {
+		x->dst->ops->wabort(x->tx);
+	} else {
+		struct tc_err err = TC_ERR_INIT;
+		int rc = x->dst->ops->wcommit(x->tx, &err);
+		if (rc) {
+			x->rc = rc;
+			x->msg = xstrdup(err.msg ? err.msg : "commit failed");
+		}
+		tc_err_release(&err);
+	}
+	x->done(x->arg, x->dst_key, x->size, x->rc, x->msg);
+	pthread_mutex_destroy(&x->mu);
+	free(x->msg);
+	free(x->src_key);
+	free(x->dst_key);
+	free(x);
+}
+
+static void part_task(void *arg)
+{
+	struct part *p = arg;
+	struct xfer *x = p->x;
+	if (!atomic_load(&x->failed)) {
+		struct tc_err err = TC_ERR_INIT;
+		int rc = copy_part(x, p->idx, &err);
+		if (rc) {
+			pthread_mutex_lock(&x->mu);
+			if (!x->rc) {
+				x->rc = rc;
+				x->msg = xstrdup(err.msg ? err.msg : "copy failed");
+			}
+			atomic_store(&x->failed, true);
+			pthread_mutex_unlock(&x->mu);
+		}
+		tc_err_release(&err);
+	}
+	free(p);
+	if (atomic_fetch_sub(&x->left, 1) == 1)
+		xfer_finish(x);
+}
+
+void xfer_submit(struct pool *pl, struct storage *src, const struct storage_obj *obj,
+		 struct storage *dst, const char *dst_key, xfer_done_fn done, void *arg)
+{
+	struct xfer *x = xcalloc(1, sizeof(*x));
+	x->src = src;
+	x->dst = dst;
+	x->src_key = xstrdup(obj->key);
+	x->dst_key = xstrdup(dst_key);
+	x->size = obj->size;
+	x->done = done;
+	x->arg = arg;
+	pthread_mutex_init(&x->mu, NULL);
+	uint64_t threshold = storage_multipart_threshold();
+	const char *e = getenv("TRAINCTL_PART_SIZE");
+	long v;
+	uint64_t min_part = e && parse_long(e, 1, 1L << 32, &v) ? (uint64_t)v : (16u << 20);
+	if (!is_local(dst) && min_part < (5u << 20))
+		min_part = 5u << 20; /* S3's smallest part */
+	if (x->size > threshold) {
+		x->part_size = storage_part_size(x->size, min_part);
+		x->nparts = (int)((x->size + x->part_size - 1) / x->part_size);
+	} else {
+		x->part_size = x->size ? x->size : 1;
+		x->nparts = 1;
+	}
+	struct tc_err err = TC_ERR_INIT;
+	int rc = dst->ops->wbegin(dst, dst_key, x->size, obj->mtime, x->nparts, &x->tx, &err);
+	if (rc) {
+		done(arg, dst_key, x->size, rc, err.msg ? err.msg : "cannot start the copy");
+		tc_err_release(&err);
+		pthread_mutex_destroy(&x->mu);
+		free(x->src_key);
+		free(x->dst_key);
+		free(x);
+		return;
+	}
+	int nparts = x->nparts; /* x is freed by whichever task finishes last */
+	atomic_store(&x->left, nparts);
+	for (int i = 0; i < nparts; i++) {
+		struct part *p = xmalloc(sizeof(*p));
+		p->x = x;
+		p->idx = i;
+		pool_submit(pl, part_task, p);
+	}
+}
