@@ -117,6 +117,45 @@ static const char *find(const char *s, size_t len, const char *needle)
 	return memmem(s, len, needle, strlen(needle));
 }
 
+/*
+ * Plain decimals ("-12.345", "1700000000.123456") without strtod: when the
+ * digits make an integer m <= 2^53 and there are f <= 22 of them after the
+ * point, m and 10^f are exact doubles and one IEEE division rounds
+ * correctly, so the result is strtod's.  Anything else returns false.
+ */
+static bool fast_decimal(const char *s, size_t len, double *out)
+{
+	static const double p10[] = { 1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+				      1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+				      1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22 };
+	const uint64_t limit = (uint64_t)1 << 53;
+	size_t i = 0, digits = 0;
+	int frac = 0;
+	bool neg = false, dot = false;
+	uint64_t m = 0;
+	if (i < len && (s[i] == '-' || s[i] == '+'))
+		neg = s[i++] == '-';
+	for (; i < len; i++) {
+		char c = s[i];
+		if (c >= '0' && c <= '9') {
+			if (m > limit / 10)
+				return false;
+			m = m * 10 + (uint64_t)(c - '0');
+			digits++;
+			frac += dot;
+		} else if (c == '.' && !dot) {
+			dot = true;
+		} else {
+			return false;
+		}
+	}
+	if (!digits || m > limit || frac > 22)
+		return false;
+	double d = (double)m / p10[frac];
+	*out = neg ? -d : d;
+	return true;
+}
+
 bool metrics_parse_number(const char *s, size_t len, double *out)
 {
 	/* A number is short; anything longer is not one (and needs no heap). */
@@ -125,6 +164,8 @@ bool metrics_parse_number(const char *s, size_t len, double *out)
 	trim(&s, &len);
 	if (!len || len >= sizeof(buf))
 		return false;
+	if (fast_decimal(s, len, out))
+		return true;
 	for (size_t i = 0; i < len; i++) {
 		char c = s[i];
 		/* strtod would take hex ("0x1f") and stop at a NUL byte */

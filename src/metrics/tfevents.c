@@ -28,7 +28,9 @@ struct tfevents_writer {
 
 /* ---- CRC32C ----------------------------------------------------------- */
 
-static uint32_t crc_table[256];
+/* Slicing-by-8 (8 tables): a byte-at-a-time loop cost the supervisor ~6%
+ * of its time when a job logs as fast as it can. */
+static uint32_t crc_table[8][256];
 
 static void crc_init(void)
 {
@@ -36,8 +38,12 @@ static void crc_init(void)
 		uint32_t c = i;
 		for (int k = 0; k < 8; k++)
 			c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-		crc_table[i] = c;
+		crc_table[0][i] = c;
 	}
+	for (uint32_t i = 0; i < 256; i++)
+		for (int t = 1; t < 8; t++)
+			crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^
+					  crc_table[0][crc_table[t - 1][i] & 0xff];
 }
 
 uint32_t tfevents_crc32c(uint32_t crc, const void *data, size_t len)
@@ -46,8 +52,18 @@ uint32_t tfevents_crc32c(uint32_t crc, const void *data, size_t len)
 	const unsigned char *p = data;
 	pthread_once(&once, crc_init);
 	crc = ~crc;
+	while (len >= 8) {
+		uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+				     (uint32_t)p[3] << 24);
+		crc = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
+		      crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^
+		      crc_table[3][p[4]] ^ crc_table[2][p[5]] ^ crc_table[1][p[6]] ^
+		      crc_table[0][p[7]];
+		p += 8;
+		len -= 8;
+	}
 	for (size_t i = 0; i < len; i++)
-		crc = crc_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+		crc = crc_table[0][(crc ^ p[i]) & 0xff] ^ (crc >> 8);
 	return ~crc;
 }
 
@@ -60,17 +76,22 @@ uint32_t tfevents_mask_crc(uint32_t crc)
 
 static void put_varint(struct sbuf *sb, uint64_t v)
 {
+	unsigned char tmp[10];
+	size_t n = 0;
 	while (v >= 0x80) {
-		sbuf_addch(sb, (char)((v & 0x7f) | 0x80));
+		tmp[n++] = (unsigned char)((v & 0x7f) | 0x80);
 		v >>= 7;
 	}
-	sbuf_addch(sb, (char)v);
+	tmp[n++] = (unsigned char)v;
+	sbuf_add(sb, tmp, n);
 }
 
 static void put_le(struct sbuf *sb, uint64_t v, int nbytes)
 {
+	unsigned char tmp[8];
 	for (int i = 0; i < nbytes; i++)
-		sbuf_addch(sb, (char)((v >> (8 * i)) & 0xff));
+		tmp[i] = (unsigned char)((v >> (8 * i)) & 0xff);
+	sbuf_add(sb, tmp, (size_t)nbytes);
 }
 
 /* wire types: 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32 */

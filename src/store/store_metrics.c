@@ -408,8 +408,9 @@ int store_mbatch_write(struct store *st, struct store_mbatch *b, struct tc_err *
 		s->id = s->new_id;
 		s->stored = s->new_stored + (long long)s->n;
 		s->n = 0;
+		/* keep the buffer: regrowing it page by page costs more than it holds */
 		sbuf_reset(&s->chunk);
-		if (s->chunk.alloc > (1u << 20))
+		if (s->chunk.alloc > (16u << 20))
 			sbuf_release(&s->chunk);
 	}
 	kv_clear(b->params, &b->nparams);
