@@ -1,0 +1,53 @@
+"""The examples of docs/spec.md and docs/environment.md, run for real.
+
+A fenced block whose first line is `# example: NAME` must run to success
+under `trainctl run`; `# bad example: NAME` must fail with exit status 2 and
+the message of the `text` block that follows it.  A `text` block right
+after a sentence naming `hccn.conf` is written beside the examples."""
+import re
+
+import pytest
+
+from conftest import REPO
+
+DOCS = ["spec.md", "environment.md"]
+BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.S)
+
+
+def blocks(doc):
+    text = (REPO / "docs" / doc).read_text()
+    return [(m.group(1), m.group(2)) for m in BLOCK.finditer(text)]
+
+
+def examples():
+    out = []
+    for doc in DOCS:
+        bl = blocks(doc)
+        for i, (lang, body) in enumerate(bl):
+            first, _, rest = body.partition("\n")
+            m = re.match(r"# (bad )?example: (\S+)$", first)
+            if not m:
+                continue
+            expect = None
+            if m.group(1):
+                assert i + 1 < len(bl) and bl[i + 1][0] == "text", f"{doc}: {m.group(2)} lacks its message"
+                expect = bl[i + 1][1].strip()
+            content = rest if lang == "json" else body
+            out.append(pytest.param(doc, m.group(2), content, expect, id=f"{doc}:{m.group(2)}"))
+    return out
+
+
+def test_docs_have_examples():
+    assert len(examples()) >= 6
+
+
+@pytest.mark.parametrize("doc,name,content,expect", examples())
+def test_doc_example(run_tc, home, tmp_path, doc, name, content, expect):
+    (tmp_path / "hccn.conf").write_text("address_4=192.168.100.105\naddress_5=192.168.100.106\n")
+    (tmp_path / name).write_text(content)
+    p = run_tc("run", name, cwd=str(tmp_path), env={"TRAINCTL_FAKE_DEVICES": "npu:8"})
+    if expect is None:
+        assert p.returncode == 0, p.stderr
+    else:
+        assert p.returncode == 2, p.stderr
+        assert p.stderr.strip() == expect
