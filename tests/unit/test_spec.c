@@ -260,3 +260,79 @@ TEST(adhoc_names)
 	free(s.backend);
 	free(s.ckpt_dir);
 }
+
+/* ---- metrics: ---- */
+
+TEST(metrics_keys)
+{
+	struct spec *s = parse_ok("command: [x]\n"
+				  "metrics: {format: tcap, warmup_steps: 3, batch_size: 64,\n"
+				  "          accuracy: val.top1, files: [dll.json, \"/abs/dll-{rank}.json\"]}\n",
+				  "job.yaml");
+	CHECK_STR(s->metrics_format, "tcap");
+	CHECK_INT(s->metrics_warmup_steps, 3);
+	CHECK_INT(s->metrics_batch_size, 64);
+	CHECK_STR(s->metrics_accuracy, "val.top1");
+	CHECK_INT(s->metrics_files.nr, 2);
+	CHECK_STR(s->metrics_files.v[0], "dll.json");
+	CHECK_STR(s->metrics_files.v[1], "/abs/dll-{rank}.json");
+	char *json = spec_to_json(s);
+	CHECK_CONTAINS(json, "\"format\": \"tcap\"");
+	CHECK_CONTAINS(json, "\"batch_size\": 64");
+	CHECK_CONTAINS(json, "\"accuracy\": \"val.top1\"");
+	free(json);
+	/* job.yaml is written from the spec and must read back the same */
+	char *yaml = spec_to_yaml(s);
+	struct spec *t = parse_ok(yaml, "job.yaml");
+	CHECK_STR(t->metrics_format, "tcap");
+	CHECK_INT(t->metrics_batch_size, 64);
+	CHECK_INT(t->metrics_files.nr, 2);
+	free(yaml);
+	spec_free(t);
+	spec_free(s);
+}
+
+TEST(metrics_defaults)
+{
+	struct spec *s = parse_ok("command: [x]\n", "job.yaml");
+	CHECK(s->metrics_format == NULL); /* auto */
+	CHECK_INT(s->metrics_warmup_steps, 0);
+	CHECK_INT(s->metrics_batch_size, 0);
+	CHECK(s->metrics_accuracy == NULL);
+	CHECK_INT(s->metrics_files.nr, 0);
+	char *json = spec_to_json(s);
+	CHECK_CONTAINS(json, "\"format\": \"auto\"");
+	CHECK(!strstr(json, "batch_size"));
+	char *yaml = spec_to_yaml(s);
+	struct spec *t = parse_ok(yaml, "job.yaml");
+	CHECK_STR(t->metrics_format, "auto");
+	CHECK_INT(t->metrics_files.nr, 0);
+	free(json);
+	free(yaml);
+	spec_free(t);
+	spec_free(s);
+	s = parse_ok("command: [x]\nmetrics: {}\n", "job.yaml");
+	spec_free(s);
+}
+
+TEST(metrics_errors)
+{
+	CHECK_CONTAINS(parse_err("command: [x]\nmetrics: {format: csv}\n", "j.yaml"),
+		       "j.yaml:2: metrics.format: 'csv' is not one of: auto, dllogger, tcap, mindformers, none");
+	CHECK_CONTAINS(parse_err("command: [x]\nmetrics:\n  warmup_steps: -1\n", "j.yaml"),
+		       "j.yaml:3: metrics.warmup_steps: must be between 0");
+	CHECK_CONTAINS(parse_err("command: [x]\nmetrics: {warmup_steps: two}\n", "j.yaml"),
+		       "metrics.warmup_steps: must be an integer, not 'two'");
+	CHECK_CONTAINS(parse_err("command: [x]\nmetrics: {batch_size: 0}\n", "j.yaml"),
+		       "metrics.batch_size: must be between 1");
+	CHECK_CONTAINS(parse_err("command: [x]\nmetrics: {accuracy: \"\"}\n", "j.yaml"),
+		       "metrics.accuracy: is empty");
+	CHECK_CONTAINS(parse_err("command: [x]\nmetrics: {files: dll.json}\n", "j.yaml"),
+		       "metrics.files: must be a list of paths");
+	CHECK_CONTAINS(parse_err("command: [x]\nmetrics: {files: [\"\"]}\n", "j.yaml"),
+		       "metrics.files: items must be non-empty paths");
+	CHECK_CONTAINS(parse_err("command: [x]\nmetrics: {batchsize: 3}\n", "j.yaml"),
+		       "unknown key 'metrics.batchsize' (did you mean 'metrics.batch_size'?)");
+	CHECK_CONTAINS(parse_err("command: [x]\nmetrics: [1]\n", "j.yaml"),
+		       "metrics.: must be a mapping");
+}
