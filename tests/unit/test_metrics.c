@@ -812,3 +812,33 @@ TEST(every_prefix_and_damage)
 	}
 	metrics_parser_free(p);
 }
+
+/* The plain-decimal fast path of metrics_parse_number gives strtod's bits. */
+TEST(numbers_match_strtod)
+{
+	static const char *const fixed[] = { "0", "-0", "+1.5", "1700000000.123456", "0.1",
+					     "9007199254740992", "9007199254740993", "1.",
+					     ".5", "123456789012345678901234", "0.0000000000000000000001",
+					     "2.3010", "-12.3456789012345" };
+	char buf[64];
+	unsigned seed = 12345;
+	for (int i = 0; i < 200000; i++) {
+		const char *s = buf;
+		if (i < (int)(sizeof(fixed) / sizeof(fixed[0]))) {
+			s = fixed[i];
+		} else {
+			seed = seed * 1103515245u + 12345u;
+			unsigned a = seed >> 8;
+			seed = seed * 1103515245u + 12345u;
+			int frac = (int)(seed >> 27) % 20;
+			snprintf(buf, sizeof(buf), "%s%u.%0*u", (seed & 1) ? "-" : "", a, frac ? frac : 1,
+				 (seed >> 4) % 100000);
+		}
+		double got, want = strtod(s, NULL);
+		CHECK(metrics_parse_number(s, strlen(s), &got));
+		if (memcmp(&got, &want, sizeof(got))) {
+			fprintf(stderr, "'%s': %.17g, strtod %.17g\n", s, got, want);
+			CHECK(0);
+		}
+	}
+}
