@@ -169,10 +169,8 @@ TEST(bad_device_type)
 
 TEST(not_supported_yet)
 {
-	const char *m = parse_err("command: [x]\noutputs: {upload_to: \"s3://b/\"}\n", "job.yaml");
-	CHECK_CONTAINS(m, "job.yaml:2: outputs: not supported yet");
-	m = parse_err("command: [x]\ncheckpoint: {keep: 5}\n", "job.yaml");
-	CHECK_CONTAINS(m, "checkpoint.keep: not supported yet");
+	const char *m = parse_err("command: [x]\nslurm: {partition: debug}\n", "job.yaml");
+	CHECK_CONTAINS(m, "job.yaml:2: slurm: not supported yet");
 	m = parse_err("command: [x]\nnodes: 2\n", "job.yaml");
 	CHECK_CONTAINS(m, "nodes: not supported yet");
 }
