@@ -1,10 +1,146 @@
-/* cmd_ckpt.c -- `trainctl ckpt list|inspect|transform` */
+/* cmd_ckpt.c -- `trainctl ckpt list|inspect|transform` (docs/checkpoints.md) */
+#include "ckpt/ckpt.h"
 #include "cmd/cmd.h"
+#include "core/util.h"
+#include "store/store.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char usage[] =
+	"usage: trainctl ckpt list JOB|DIR\n"
+	"   or: trainctl ckpt inspect [--json] FILE.safetensors\n"
+	"   or: trainctl ckpt transform --src DIR --src-strategy S.json --dst DIR --dst-strategy D.json\n"
+	"                               [--threads N]\n";
+
+static const char *const layouts[] = { "flat", "ranked", "mindformers", "folder" };
+
+static int list_dir(const char *dir, struct tc_err *err)
+{
+	struct ckpt_set set;
+	int rc = ckpt_scan(dir, 0, false, &set, err);
+	if (rc)
+		return rc;
+	printf("%-10s %-6s %-11s %-9s %5s %14s  %s\n", "STEP", "EPOCH", "LAYOUT", "STATE", "FILES",
+	       "BYTES", "NAME");
+	for (size_t i = 0; i < set.nr; i++) {
+		const struct ckpt *c = &set.v[i];
+		printf("%-10lld %-6lld %-11s %-9s %5zu %14llu  %s\n", c->step, c->epoch,
+		       layouts[c->layout], c->complete ? "complete" : "partial", c->nfiles,
+		       (unsigned long long)c->bytes, c->name ? c->name : "");
+	}
+	if (set.have_meta)
+		printf("meta.json: every rank has reached epoch %lld, step %lld\n", set.meta_epoch,
+		       set.meta_step);
+	ckpt_set_release(&set);
+	return 0;
+}
+
+static int list_job(const char *home, const char *ref, struct tc_err *err)
+{
+	struct store *st = NULL;
+	struct job_row job = { 0 };
+	struct store_ckpt *rows = NULL;
+	size_t n = 0;
+	int rc = store_open(home, &st, err);
+	if (!rc)
+		rc = store_job_get(st, ref, &job, err);
+	if (!rc)
+		rc = store_ckpt_list(st, job.id, true, &rows, &n, err);
+	if (!rc) {
+		printf("%-10s %-6s %-9s %5s %14s %-8s  %s\n", "STEP", "EPOCH", "STATE", "FILES", "BYTES",
+		       "CRC32C", "PATH");
+		for (size_t i = 0; i < n; i++)
+			printf("%-10lld %-6lld %-9s %5lld %14lld %-8s  %s/%s\n", rows[i].step, rows[i].epoch,
+			       rows[i].state, rows[i].nfiles, rows[i].bytes, rows[i].checksum, rows[i].dir,
+			       rows[i].name);
+		if (!n)
+			printf("job %s has recorded no complete checkpoint\n", job.id);
+	}
+	store_ckpt_free(rows, n);
+	job_row_release(&job);
+	store_close(st);
+	return rc;
+}
+
+static int inspect(int argc, char **argv, struct tc_err *err)
+{
+	bool json = false;
+	int i = 1;
+	if (i < argc && !strcmp(argv[i], "--json")) {
+		json = true;
+		i++;
+	}
+	if (i + 1 != argc)
+		return tc_error(err, TC_EUSAGE, "ckpt inspect: give one .safetensors file");
+	struct st_file *f = NULL;
+	int rc = st_open(argv[i], &f, err);
+	if (rc)
+		return rc;
+	struct sbuf out = SBUF_INIT;
+	st_describe(f, json, &out);
+	fwrite(out.buf, 1, out.len, stdout);
+	sbuf_release(&out);
+	st_close(f);
+	return 0;
+}
+
+static int transform(int argc, char **argv, struct tc_err *err)
+{
+	static const struct option opts[] = {
+		{ "src", required_argument, NULL, 's' },
+		{ "src-strategy", required_argument, NULL, 'S' },
+		{ "dst", required_argument, NULL, 'd' },
+		{ "dst-strategy", required_argument, NULL, 'D' },
+		{ "threads", required_argument, NULL, 't' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct transform_opts o = { 0 };
+	int c;
+	long n;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': o.src_dir = optarg; break;
+		case 'S': o.src_strategy = optarg; break;
+		case 'd': o.dst_dir = optarg; break;
+		case 'D': o.dst_strategy = optarg; break;
+		case 't':
+			if (!parse_long(optarg, 1, 256, &n))
+				return tc_error(err, TC_EUSAGE, "ckpt transform: --threads must be 1..256");
+			o.threads = (int)n;
+			break;
+		default: return tc_error(err, TC_EUSAGE, "ckpt transform: bad option\n%s", usage);
+		}
+	}
+	if (!o.src_dir || !o.src_strategy || !o.dst_dir || !o.dst_strategy || optind != argc)
+		return tc_error(err, TC_EUSAGE,
+				"ckpt transform: --src, --src-strategy, --dst and --dst-strategy are required");
+	struct transform_stats st;
+	int rc = ckpt_transform(&o, &st, err);
+	if (!rc)
+		printf("%llu tensors, %.1f MB written in %.2f s (%.2f GB/s)\n",
+		       (unsigned long long)st.tensors, st.bytes_written / 1e6, st.seconds,
+		       st.seconds > 0 ? st.bytes_written / 1e9 / st.seconds : 0.0);
+	return rc;
+}
 
 int cmd_ckpt(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
-	(void)argc;
-	(void)argv;
-	(void)ctx;
-	return tc_error(err, TC_EUSAGE, "ckpt: not built yet");
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		fputs(usage, argc < 2 ? stderr : stdout);
+		return argc < 2 ? tc_error(err, TC_EUSAGE, "ckpt: give a subcommand") : 0;
+	}
+	const char *sub = argv[1];
+	if (!strcmp(sub, "list")) {
+		if (argc != 3)
+			return tc_error(err, TC_EUSAGE, "ckpt list: give a job or a folder");
+		return is_dir(argv[2]) ? list_dir(argv[2], err) : list_job(ctx->home, argv[2], err);
+	}
+	if (!strcmp(sub, "inspect"))
+		return inspect(argc - 1, argv + 1, err);
+	if (!strcmp(sub, "transform"))
+		return transform(argc - 1, argv + 1, err);
+	return tc_error(err, TC_EUSAGE, "ckpt: '%s' is not a subcommand (list, inspect, transform)", sub);
 }

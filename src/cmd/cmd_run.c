@@ -12,6 +12,7 @@
 
 static const char usage[] =
 	"usage: trainctl run [options] SPEC.yaml\n"
+	"   or: trainctl run --resume JOB [options] [SPEC.yaml]\n"
 	"   or: trainctl run [options] -- COMMAND [ARGS...]\n"
 	"\n"
 	"  -n, --nproc N|all     workers on this node (ad hoc runs; default 1)\n"
@@ -19,7 +20,9 @@ static const char usage[] =
 	"      --name NAME       job name\n"
 	"      --max-restarts N  restart the group up to N times on failure\n"
 	"  -q, --quiet           do not copy worker output to the console\n"
-	"      --no-metrics      do not read metrics from the workers' output\n";
+	"      --no-metrics      do not read metrics from the workers' output\n"
+	"      --resume JOB      a new run continuing JOB from its newest complete checkpoint\n"
+	"                        (JOB's own spec unless SPEC is given)\n";
 
 int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
@@ -30,10 +33,13 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "max-restarts", required_argument, NULL, 'r' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "no-metrics", no_argument, NULL, 'M' },
+		{ "resume", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *nproc = NULL, *device = NULL, *name = NULL, *restarts = NULL;
+	const char *resume_job = NULL;
+	char *resume_path = NULL, *resume_spec = NULL;
 	struct launch_opts lo = { ctx->home, false, false };
 	int c;
 	optind = 1;
@@ -45,22 +51,44 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		case 'r': restarts = optarg; break;
 		case 'q': lo.quiet = true; break;
 		case 'M': lo.no_metrics = true; break;
+		case 'R': resume_job = optarg; break;
 		case 'h': fputs(usage, stdout); return 0;
 		default: return tc_error(err, TC_EUSAGE, "run: bad option (see trainctl run --help)");
 		}
 	}
 	bool adhoc = optind > 1 && !strcmp(argv[optind - 1], "--");
-	if (optind >= argc)
+	if (optind >= argc && !resume_job)
 		return tc_error(err, TC_EUSAGE, "run: give a spec file or -- COMMAND");
 	struct spec *s = NULL;
 	int rc;
-	if (!adhoc) {
-		if (optind + 1 != argc)
-			return tc_error(err, TC_EUSAGE, "run: one spec file, or use -- before a command");
-		if (nproc || device)
-			return tc_error(err, TC_EUSAGE, "run: --nproc and --device are for ad hoc runs; set devices: in the spec");
-		if ((rc = spec_load(argv[optind], &s, err)))
+	if (resume_job) {
+		if (adhoc)
+			return tc_error(err, TC_EUSAGE, "run: --resume takes JOB's spec or a spec file, not a command");
+		struct sbuf report = SBUF_INIT;
+		rc = launch_resume_point(ctx->home, resume_job, &resume_path, &resume_spec, &report, err);
+		for (char *line = report.buf, *nl; (nl = strchr(line, '\n')); line = nl + 1)
+			fprintf(stderr, "trainctl: %.*s\n", (int)(nl - line), line);
+		sbuf_release(&report);
+		if (rc)
 			return rc;
+	}
+	if (!adhoc) {
+		if (optind + 1 < argc || (optind >= argc && !resume_spec)) {
+			rc = tc_error(err, TC_EUSAGE, "run: one spec file, or use -- before a command");
+			goto resume_out;
+		}
+		if (nproc || device) {
+			rc = tc_error(err, TC_EUSAGE, "run: --nproc and --device are for ad hoc runs; set devices: in the spec");
+			goto resume_out;
+		}
+		if ((rc = spec_load(optind < argc ? argv[optind] : resume_spec, &s, err)))
+			goto resume_out;
+		if (resume_path) {
+			s->resume = RESUME_PATH;
+			free(s->resume_path);
+			s->resume_path = resume_path;
+			resume_path = NULL;
+		}
 		if (name) {
 			free(s->name);
 			s->name = xstrdup(name);
@@ -101,5 +129,8 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	rc = launch_run(s, &lo, &job_id, &ctx->exit_status, err);
 	free(job_id);
 	spec_free(s);
+resume_out:
+	free(resume_path);
+	free(resume_spec);
 	return rc;
 }

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 
 #include "core/err.h"
+#include "core/sbuf.h"
 #include "core/strvec.h"
 #include "spec/spec.h"
 
@@ -45,6 +46,14 @@ struct launch_opts {
  */
 int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	       int *exit_status, struct tc_err *err);
+
+/*
+ * `run --resume JOB`: the newest complete checkpoint of JOB that verifies
+ * against its recorded sizes and checksums (heap *path), and JOB's resolved
+ * spec (heap *spec_path).  Checkpoints skipped and why go to report.
+ */
+int launch_resume_point(const char *home, const char *job_ref, char **path, char **spec_path,
+			struct sbuf *report, struct tc_err *err);
 
 /* ---- environment (env.c) ---- */
 

@@ -8,7 +8,7 @@
  * drain window has passed after the last worker died).
  */
 #include "launch/launch.h"
-#include "ckpt/ckpt.h"
+#include "launch/jobio_int.h"
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
@@ -71,6 +71,7 @@ struct sup {
 	int64_t kill_at; /* monotonic ms for SIGKILL, 0 = none */
 	struct sbuf console;
 	struct metrics_ingest *mi; /* NULL with --no-metrics or metrics.format none */
+	struct jobio *io;          /* inputs, checkpoints, uploads (jobio_int.h) */
 };
 
 /* ---- messages: stderr and logs/supervisor.log ---- */
@@ -661,6 +662,12 @@ static void append_error_file(struct sup *sp, struct sbuf *out, int rank)
 	sbuf_release(&path);
 }
 
+/* jobio's messages (from its thread too: say() writes each line at once) */
+static void jobio_say(void *ctx, const char *msg)
+{
+	say(ctx, "%s", msg);
+}
+
 /* ---- metrics: never a reason to fail the job (metrics/ingest.h) ---- */
 
 static void metrics_warn(void *ctx, const char *msg)
@@ -746,7 +753,9 @@ static int run_attempts(struct sup *sp, int *exit_status, struct tc_err *err)
 	int rc = 0;
 	int *ports = NULL;
 	char *rank_table = NULL;
-	char *resume = sp->s->resume == RESUME_PATH ? xstrdup(sp->s->resume_path) : NULL;
+	char *resume = jobio_resume(sp->io, true, err);
+	if (!resume && err->code)
+		return err->code;
 	if ((rc = prepare_rank_table(sp, &rank_table, err)))
 		goto out;
 	for (sp->attempt = 0;; sp->attempt++) {
@@ -820,9 +829,7 @@ static int run_attempts(struct sup *sp, int *exit_status, struct tc_err *err)
 		describe_status(&cause, sp->fail_status);
 		if (sp->attempt < sp->s->max_restarts) {
 			free(resume);
-			resume = sp->s->resume == RESUME_NEVER ? NULL : ckpt_find_latest(sp->ckpt_dir);
-			if (!resume && sp->s->resume == RESUME_PATH)
-				resume = xstrdup(sp->s->resume_path);
+			resume = jobio_resume(sp->io, false, err);
 			struct sbuf why3 = SBUF_INIT;
 			sbuf_addf(&why3, "%s; restarting the group (%d of %d)", cause.buf,
 				  sp->attempt + 1, sp->s->max_restarts);
@@ -902,7 +909,15 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		goto out;
 	}
 	metrics_start(&sp);
-	rc = run_attempts(&sp, exit_status, err);
+	struct jobio_ctx ioc = {
+		.s = s, .home = o->home, .job_id = sp.job_id, .run_dir = sp.run_dir,
+		.data_dir = sp.data_dir, .output_dir = sp.output_dir, .ckpt_dir = sp.ckpt_dir,
+		.world = sp.n, .say = jobio_say, .say_arg = &sp,
+	};
+	rc = jobio_begin(&ioc, sp.st, &sp.io, err);
+	if (!rc)
+		rc = run_attempts(&sp, exit_status, err);
+	jobio_end(sp.io); /* the final upload, whatever the outcome */
 	metrics_end(&sp);
 	if (rc && sp.st) {
 		/* record why, so the job does not look alive forever */

@@ -58,6 +58,15 @@ static const char *const migrations[] = {
 	" rank INTEGER NOT NULL, lines INTEGER NOT NULL, records INTEGER NOT NULL,"
 	" malformed INTEGER NOT NULL, last_error TEXT,"
 	" PRIMARY KEY (job_id, rank));",
+	/* 3: checkpoints (store_ckpt.c) */
+	"CREATE TABLE checkpoints ("
+	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	" name TEXT NOT NULL, dir TEXT NOT NULL, step INTEGER NOT NULL,"
+	" epoch INTEGER NOT NULL DEFAULT -1, layout INTEGER NOT NULL,"
+	" nfiles INTEGER NOT NULL, bytes INTEGER NOT NULL, checksum TEXT NOT NULL,"
+	" files_json TEXT NOT NULL, created REAL NOT NULL,"
+	" state TEXT NOT NULL DEFAULT 'complete',"
+	" PRIMARY KEY (job_id, name));",
 };
 
 static int db_error(struct store *st, struct tc_err *err, const char *what)

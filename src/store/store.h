@@ -195,4 +195,32 @@ int store_metric_counters(struct store *st, const char *job, struct store_mcount
 			  size_t *nr, struct tc_err *err);
 void store_mcount_free(struct store_mcount *v, size_t nr);
 
+/* ---- checkpoints (store_ckpt.c) ----
+ *
+ * One row per complete checkpoint a supervisor saw: where (dir, name
+ * relative to it), step/epoch, file count, bytes, the combined CRC32C and
+ * the per-file list as JSON (ckpt_files_json).  state: complete, removed
+ * (rotated away by checkpoint.keep) or damaged (failed verification).
+ */
+struct store_ckpt {
+	char *name, *dir;
+	long long step, epoch;
+	int layout;
+	long long nfiles, bytes;
+	char *checksum;
+	char *files_json;
+	double created;
+	char *state;
+};
+
+/* Insert or replace the row of (job, c->name). */
+int store_ckpt_put(struct store *st, const char *job, const struct store_ckpt *c,
+		   struct tc_err *err);
+int store_ckpt_set_state(struct store *st, const char *job, const char *name, const char *state,
+			 struct tc_err *err);
+/* Rows of a job, oldest step first; all=false keeps state 'complete' only. */
+int store_ckpt_list(struct store *st, const char *job, bool all, struct store_ckpt **out,
+		    size_t *nr, struct tc_err *err);
+void store_ckpt_free(struct store_ckpt *v, size_t nr);
+
 #endif

@@ -1,0 +1,492 @@
+/*
+ * jobio.c -- inputs staged in, checkpoints recorded and rotated, outputs
+ * uploaded; see jobio_int.h.  The storage and checkpoint logic lives in
+ * src/storage and src/ckpt; this file only decides when to call it.
+ */
+#include "ckpt/ckpt.h"
+#include "core/sbuf.h"
+#include "core/strvec.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+#include "launch/jobio_int.h"
+#include "launch/launch.h"
+#include "storage/storage.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define TICK_MS 1000
+
+struct jobio {
+	struct jobio_ctx c;
+	struct store *st;  /* the thread's own connection */
+	char *upload_url;  /* {job_id} expanded, or NULL */
+	char *ckpt_url;    /* where an outside checkpoint folder goes, or NULL */
+	char *resume_copy; /* a remote resume: PATH, downloaded */
+	pthread_mutex_t mu;  /* scanning and recording */
+	pthread_mutex_t wmu; /* the thread's wake-up */
+	pthread_cond_t wake;
+	bool stop, thread_on;
+	pthread_t thread;
+	struct strvec recorded; /* names of checkpoints already in the store */
+	long long newest_step, uploaded_step;
+	double next_upload;
+	int uploads;
+};
+
+static void tell(struct jobio *io, const char *fmt, ...) TC_PRINTF(2, 3);
+
+static void tell(struct jobio *io, const char *fmt, ...)
+{
+	struct sbuf sb = SBUF_INIT;
+	va_list ap;
+	va_start(ap, fmt);
+	sbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	if (io->c.say)
+		io->c.say(io->c.say_arg, sb.buf);
+	sbuf_release(&sb);
+}
+
+static char *expand_job(const char *tmpl, const char *job_id)
+{
+	struct sbuf sb = SBUF_INIT;
+	for (const char *p = tmpl; *p;) {
+		if (!strncmp(p, "{job_id}", 8)) {
+			sbuf_adds(&sb, job_id);
+			p += 8;
+		} else {
+			sbuf_addch(&sb, *p++);
+		}
+	}
+	return sbuf_detach(&sb);
+}
+
+static char *join_url(const char *base, const char *leaf)
+{
+	struct sbuf sb = SBUF_INIT;
+	sbuf_adds(&sb, base);
+	if (sb.len && sb.buf[sb.len - 1] != '/')
+		sbuf_addch(&sb, '/');
+	sbuf_addf(&sb, "%s/", leaf);
+	return sbuf_detach(&sb);
+}
+
+/* ---- checkpoints ---- */
+
+static void rotate(struct jobio *io)
+{
+	int keep = io->c.s->ckpt_keep;
+	if (keep <= 0)
+		return;
+	struct store_ckpt *rows = NULL;
+	size_t n = 0;
+	struct tc_err err = TC_ERR_INIT;
+	if (store_ckpt_list(io->st, io->c.job_id, false, &rows, &n, &err)) {
+		tell(io, "warning: checkpoints: %s", err.msg);
+		goto out;
+	}
+	for (size_t i = 0; i + (size_t)keep < n; i++) {
+		struct ckpt c = { 0 };
+		c.layout = (enum ckpt_layout)rows[i].layout;
+		c.name = xstrdup(rows[i].name);
+		if (ckpt_files_from_json(rows[i].files_json, &c, &err) ||
+		    ckpt_remove(rows[i].dir, &c, &err) ||
+		    store_ckpt_set_state(io->st, io->c.job_id, rows[i].name, "removed", &err))
+			tell(io, "warning: checkpoint.keep: %s", err.msg);
+		else
+			tell(io, "checkpoint %s (step %lld) removed: keeping the newest %d", rows[i].name,
+			     rows[i].step, keep);
+		ckpt_release(&c);
+	}
+out:
+	tc_err_release(&err);
+	store_ckpt_free(rows, n);
+}
+
+/* Record every newly complete checkpoint; caller holds io->mu. */
+static void scan_record(struct jobio *io, bool all_stable)
+{
+	struct ckpt_set set;
+	struct tc_err err = TC_ERR_INIT;
+	if (ckpt_scan(io->c.ckpt_dir, io->c.world, all_stable, &set, &err)) {
+		tell(io, "warning: checkpoints: %s", err.msg);
+		tc_err_release(&err);
+		return;
+	}
+	bool added = false;
+	for (size_t i = 0; i < set.nr; i++) {
+		struct ckpt *c = &set.v[i];
+		if (!c->complete)
+			continue;
+		bool known = false;
+		for (size_t k = 0; k < io->recorded.nr && !known; k++)
+			known = !strcmp(io->recorded.v[k], c->name);
+		if (known)
+			continue;
+		if (ckpt_checksum(io->c.ckpt_dir, c, &err)) {
+			/* rotated or replaced while we read: the next scan sees the truth */
+			tc_err_release(&err);
+			continue;
+		}
+		char *files = ckpt_files_json(c);
+		struct store_ckpt row = {
+			.name = c->name, .dir = (char *)io->c.ckpt_dir, .step = c->step,
+			.epoch = c->epoch, .layout = (int)c->layout, .nfiles = (long long)c->nfiles,
+			.bytes = (long long)c->bytes, .checksum = c->checksum, .files_json = files,
+			.created = now_wall(), .state = "complete",
+		};
+		if (store_ckpt_put(io->st, io->c.job_id, &row, &err)) {
+			tell(io, "warning: checkpoints: %s", err.msg);
+			tc_err_release(&err);
+		} else {
+			strvec_push(&io->recorded, c->name);
+			tell(io, "checkpoint %s complete: step %lld, %zu file%s, %llu bytes, crc32c %s",
+			     c->name, c->step, c->nfiles, c->nfiles == 1 ? "" : "s",
+			     (unsigned long long)c->bytes, c->checksum);
+			if (c->step > io->newest_step)
+				io->newest_step = c->step;
+			added = true;
+		}
+		free(files);
+	}
+	ckpt_set_release(&set);
+	if (added)
+		rotate(io);
+}
+
+/* ---- uploads ---- */
+
+static int upload(struct jobio *io, const char *why)
+{
+	struct sync_opts o = { .jobs = 8 };
+	struct sync_stats stats;
+	struct tc_err err = TC_ERR_INIT;
+	int rc = storage_sync(io->c.output_dir, io->upload_url, &o, &stats, &err);
+	if (!rc && io->ckpt_url)
+		rc = storage_sync(io->c.ckpt_dir, io->ckpt_url, &o, &stats, &err);
+	if (rc)
+		tell(io, "warning: %s upload to %s failed: %s", why, io->upload_url, err.msg);
+	else if (stats.copied || strcmp(why, "periodic") != 0)
+		tell(io, "%s upload to %s: %llu copied, %llu unchanged, %.1f MB", why, io->upload_url,
+		     (unsigned long long)stats.copied, (unsigned long long)stats.skipped,
+		     stats.bytes / 1e6);
+	tc_err_release(&err);
+	io->uploads++;
+	return rc;
+}
+
+static bool upload_due(struct jobio *io)
+{
+	const struct spec *s = io->c.s;
+	if (!io->upload_url)
+		return false;
+	if (s->upload_every_seconds && now_wall() >= io->next_upload)
+		return true;
+	return s->upload_every_steps && io->newest_step >= 0 &&
+	       io->newest_step >= io->uploaded_step + s->upload_every_steps;
+}
+
+static void *thread_main(void *arg)
+{
+	struct jobio *io = arg;
+	for (;;) {
+		pthread_mutex_lock(&io->wmu);
+		if (!io->stop) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += TICK_MS / 1000;
+			pthread_cond_timedwait(&io->wake, &io->wmu, &ts);
+		}
+		bool stop = io->stop;
+		pthread_mutex_unlock(&io->wmu);
+		if (stop)
+			break;
+		pthread_mutex_lock(&io->mu);
+		scan_record(io, false);
+		bool due = upload_due(io);
+		long long step = io->newest_step;
+		pthread_mutex_unlock(&io->mu);
+		if (due) {
+			upload(io, "periodic");
+			io->uploaded_step = step;
+			io->next_upload = now_wall() + io->c.s->upload_every_seconds;
+		}
+	}
+	return NULL;
+}
+
+/* ---- inputs ---- */
+
+static int stage_inputs(struct jobio *io, struct store *st, struct tc_err *err)
+{
+	const struct spec *s = io->c.s;
+	if (!s->ninputs)
+		return 0;
+	int rc = store_job_set_state(st, io->c.job_id, "starting", "staging inputs", err);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < s->ninputs; i++) {
+		const struct spec_input *in = &s->inputs[i];
+		char *to = in->to[0] == '/' ? xstrdup(in->to) : join_url(io->c.data_dir, in->to);
+		tell(io, "staging input %s -> %s", in->from, to);
+		struct sync_opts o = { .jobs = 16 };
+		struct sync_stats stats;
+		rc = storage_sync(in->from, to, &o, &stats, err);
+		if (!rc && !stats.listed)
+			rc = tc_error(err, TC_ESTORAGE, "nothing found at %s", in->from);
+		if (rc) {
+			tc_error_prefix(err, "staging inputs failed (no worker started): %s", in->from);
+			if (err->code != TC_ESTORAGE)
+				err->code = rc = TC_ESTORAGE;
+			rc = TC_ESTORAGE;
+		} else {
+			tell(io, "staged %s: %llu files, %.1f MB in %.1f s", in->from,
+			     (unsigned long long)stats.listed, stats.bytes / 1e6, stats.seconds);
+		}
+		free(to);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int jobio_begin(const struct jobio_ctx *c, struct store *st, struct jobio **out,
+		struct tc_err *err)
+{
+	struct jobio *io = xcalloc(1, sizeof(*io));
+	io->c = *c;
+	io->recorded = (struct strvec)STRVEC_INIT;
+	io->newest_step = -1;
+	io->uploaded_step = -1;
+	pthread_mutex_init(&io->mu, NULL);
+	pthread_mutex_init(&io->wmu, NULL);
+	pthread_cond_init(&io->wake, NULL);
+	*out = io;
+	int rc = stage_inputs(io, st, err);
+	if (rc)
+		return rc;
+	if (c->s->upload_to) {
+		io->upload_url = expand_job(c->s->upload_to, c->job_id);
+		size_t ol = strlen(c->output_dir);
+		if (strncmp(c->ckpt_dir, c->output_dir, ol) != 0 || c->ckpt_dir[ol] != '/')
+			io->ckpt_url = join_url(io->upload_url, "checkpoints");
+		io->next_upload = now_wall() + c->s->upload_every_seconds;
+	}
+	if ((rc = store_open(c->home, &io->st, err)))
+		return rc;
+	if (pthread_create(&io->thread, NULL, thread_main, io) != 0)
+		return tc_error_errno(err, TC_ESYS, "cannot start the checkpoint and upload thread");
+	io->thread_on = true;
+	return 0;
+}
+
+/* A remote resume: PATH comes down into the run folder first. */
+static char *fetch_remote(struct jobio *io, const char *url, struct tc_err *err)
+{
+	struct sbuf dst = SBUF_INIT;
+	size_t n = strlen(url);
+	const char *base = url + n;
+	while (base > url && base[-1] == '/')
+		base--;
+	const char *leaf = base;
+	while (leaf > url && leaf[-1] != '/')
+		leaf--;
+	sbuf_addf(&dst, "%s/resume/", io->c.run_dir);
+	sbuf_add(&dst, leaf, (size_t)(base - leaf));
+	struct sync_opts o = { .jobs = 16 };
+	struct sync_stats stats;
+	tell(io, "downloading the checkpoint to resume from: %s", url);
+	/* a URL ending in '/' is a folder; otherwise it names one object */
+	int rc = url[n - 1] == '/' ? storage_sync(url, dst.buf, &o, &stats, err) : 0;
+	if (url[n - 1] != '/') {
+		struct storage *src = NULL, *d = NULL;
+		char *parent = xstrndup(url, (size_t)(leaf - url));
+		char *name = xstrndup(leaf, (size_t)(base - leaf));
+		struct sbuf ddir = SBUF_INIT;
+		sbuf_addf(&ddir, "%s/resume", io->c.run_dir);
+		rc = storage_open(parent, &src, err);
+		if (!rc)
+			rc = storage_open(ddir.buf, &d, err);
+		if (!rc)
+			rc = storage_copy(src, name, d, name, 16, err);
+		storage_close(src);
+		storage_close(d);
+		free(parent);
+		free(name);
+		sbuf_release(&ddir);
+	} else if (!rc && !stats.listed) {
+		rc = tc_error(err, TC_ESTORAGE, "nothing found at %s", url);
+	}
+	if (rc) {
+		tc_error_prefix(err, "checkpoint.resume");
+		sbuf_release(&dst);
+		return NULL;
+	}
+	return sbuf_detach(&dst);
+}
+
+char *jobio_resume(struct jobio *io, bool first, struct tc_err *err)
+{
+	const struct spec *s = io->c.s;
+	if (s->resume == RESUME_NEVER)
+		return NULL;
+	if (first) {
+		if (s->resume != RESUME_PATH)
+			return NULL;
+		if (storage_is_remote(s->resume_path)) {
+			free(io->resume_copy);
+			io->resume_copy = fetch_remote(io, s->resume_path, err);
+			return io->resume_copy ? xstrdup(io->resume_copy) : NULL;
+		}
+		return xstrdup(s->resume_path);
+	}
+	pthread_mutex_lock(&io->mu);
+	scan_record(io, true); /* every worker is gone: what is there is final */
+	struct store_ckpt *rows = NULL;
+	size_t n = 0;
+	char *path = NULL;
+	struct tc_err e2 = TC_ERR_INIT;
+	if (store_ckpt_list(io->st, io->c.job_id, false, &rows, &n, &e2)) {
+		tell(io, "warning: checkpoints: %s", e2.msg);
+		n = 0;
+	}
+	struct sbuf report = SBUF_INIT;
+	int idx = launch_choose_checkpoint(io->st, io->c.job_id, rows, n, &report);
+	for (char *line = report.buf, *nl; *line; line = nl + 1) {
+		nl = strchr(line, '\n');
+		if (!nl)
+			break;
+		*nl = '\0';
+		tell(io, "%s", line);
+	}
+	if (idx >= 0) {
+		struct sbuf p = SBUF_INIT;
+		sbuf_addf(&p, "%s/%s", rows[idx].dir, rows[idx].name);
+		path = sbuf_detach(&p);
+	} else if (s->resume == RESUME_PATH) {
+		path = xstrdup(io->resume_copy ? io->resume_copy : s->resume_path);
+	}
+	sbuf_release(&report);
+	store_ckpt_free(rows, n);
+	tc_err_release(&e2);
+	pthread_mutex_unlock(&io->mu);
+	return path;
+}
+
+void jobio_end(struct jobio *io)
+{
+	if (!io)
+		return;
+	if (io->thread_on) {
+		pthread_mutex_lock(&io->wmu);
+		io->stop = true;
+		pthread_cond_signal(&io->wake);
+		pthread_mutex_unlock(&io->wmu);
+		pthread_join(io->thread, NULL);
+		pthread_mutex_lock(&io->mu);
+		scan_record(io, true);
+		pthread_mutex_unlock(&io->mu);
+		if (io->upload_url)
+			upload(io, "final");
+	}
+	store_close(io->st);
+	strvec_clear(&io->recorded);
+	free(io->upload_url);
+	free(io->ckpt_url);
+	free(io->resume_copy);
+	pthread_mutex_destroy(&io->mu);
+	pthread_mutex_destroy(&io->wmu);
+	pthread_cond_destroy(&io->wake);
+	free(io);
+}
+
+/* ---- the resume choice, shared with `run --resume JOB` ---- */
+
+int launch_choose_checkpoint(struct store *st, const char *job_id, const struct store_ckpt *rows,
+			     size_t n, struct sbuf *report)
+{
+	if (!n)
+		return -1;
+	struct ckpt *recs = xcalloc(n, sizeof(*recs));
+	size_t ok = 0;
+	size_t *map = xcalloc(n, sizeof(*map));
+	for (size_t i = 0; i < n; i++) {
+		struct tc_err err = TC_ERR_INIT;
+		struct ckpt *c = &recs[ok];
+		if (ckpt_files_from_json(rows[i].files_json, c, &err)) {
+			tc_err_release(&err);
+			continue;
+		}
+		c->name = xstrdup(rows[i].name);
+		c->step = rows[i].step;
+		c->epoch = rows[i].epoch;
+		c->layout = (enum ckpt_layout)rows[i].layout;
+		map[ok++] = i;
+	}
+	/* one folder per job: meta.json of the folder the newest row lives in */
+	struct ckpt_set set;
+	struct tc_err err = TC_ERR_INIT;
+	const char *dir = rows[n - 1].dir;
+	bool have_set = ckpt_scan(dir, 0, true, &set, &err) == 0;
+	tc_err_release(&err);
+	int idx = ckpt_choose(dir, recs, ok, have_set ? &set : NULL, report);
+	/* what failed verification is marked, so `ckpt list` shows it */
+	for (size_t k = (idx < 0 ? 0 : (size_t)idx + 1); k < ok; k++) {
+		if (recs[k].layout == CKPT_MINDFORMERS && have_set && set.have_meta &&
+		    (recs[k].epoch > set.meta_epoch ||
+		     (recs[k].epoch == set.meta_epoch && recs[k].step > set.meta_step)))
+			continue;
+		if (store_ckpt_set_state(st, job_id, recs[k].name, "damaged", &err))
+			tc_err_release(&err);
+	}
+	int result = idx >= 0 ? (int)map[idx] : -1;
+	if (result >= 0)
+		sbuf_addf(report, "resuming from %s (step %lld)\n", rows[result].name, rows[result].step);
+	if (have_set)
+		ckpt_set_release(&set);
+	for (size_t i = 0; i < ok; i++)
+		ckpt_release(&recs[i]);
+	free(recs);
+	free(map);
+	return result;
+}
+
+int launch_resume_point(const char *home, const char *job_ref, char **path, char **spec_path,
+			struct sbuf *report, struct tc_err *err)
+{
+	struct store *st = NULL;
+	struct job_row job = { 0 };
+	struct store_ckpt *rows = NULL;
+	size_t n = 0;
+	*path = NULL;
+	*spec_path = NULL;
+	int rc = store_open(home, &st, err);
+	if (rc)
+		return rc;
+	if ((rc = store_job_get(st, job_ref, &job, err)))
+		goto out;
+	if ((rc = store_ckpt_list(st, job.id, false, &rows, &n, err)))
+		goto out;
+	int idx = launch_choose_checkpoint(st, job.id, rows, n, report);
+	if (idx < 0) {
+		rc = tc_error(err, TC_ENOTFOUND, "job %s has no complete, undamaged checkpoint to resume from",
+			      job.id);
+		goto out;
+	}
+	struct sbuf p = SBUF_INIT;
+	sbuf_addf(&p, "%s/%s", rows[idx].dir, rows[idx].name);
+	*path = sbuf_detach(&p);
+	struct sbuf sp = SBUF_INIT;
+	sbuf_addf(&sp, "%s/job.yaml", job.run_dir);
+	*spec_path = sbuf_detach(&sp);
+out:
+	store_ckpt_free(rows, n);
+	job_row_release(&job);
+	store_close(st);
+	return rc;
+}

@@ -1,0 +1,52 @@
+/*
+ * jobio_int.h -- private to src/launch/: a job's data in and results out,
+ * as the supervisor uses them (jobio.c).
+ *
+ *   jobio_begin   stage every input into the run folder (before any worker
+ *                 starts), then start the background thread that watches
+ *                 the checkpoint folder (records each complete checkpoint
+ *                 with its checksum, rotates by checkpoint.keep) and uploads
+ *                 the outputs every every_seconds / every_steps;
+ *   jobio_resume  what TRAINCTL_RESUME_FROM is for the next attempt;
+ *   jobio_end     stop the thread, record what is left, upload once more.
+ *
+ * The thread has its own database connection and never blocks the
+ * supervisor's poll loop; jobio_resume and the thread share one lock.
+ */
+#ifndef TC_LAUNCH_JOBIO_INT_H
+#define TC_LAUNCH_JOBIO_INT_H
+
+#include <stdbool.h>
+
+#include "core/err.h"
+#include "core/sbuf.h"
+#include "spec/spec.h"
+#include "store/store.h"
+
+struct jobio_ctx {
+	const struct spec *s;
+	const char *home, *job_id, *run_dir, *data_dir, *output_dir, *ckpt_dir;
+	int world;
+	void (*say)(void *arg, const char *msg); /* thread-safe: one write per line */
+	void *say_arg;
+};
+
+struct jobio;
+
+/* Stage inputs (TC_ESTORAGE naming the input on failure) and start the thread. */
+int jobio_begin(const struct jobio_ctx *c, struct store *st, struct jobio **out,
+		struct tc_err *err);
+/* Heap path for TRAINCTL_RESUME_FROM, or NULL; first = before the first attempt. */
+char *jobio_resume(struct jobio *io, bool first, struct tc_err *err);
+/* Final checkpoint scan and upload; frees io (NULL is a no-op). */
+void jobio_end(struct jobio *io);
+
+/*
+ * The resume rule over a job's recorded rows (oldest first): index of the
+ * newest that verifies, or -1; what was skipped and why goes to report (one
+ * line each), and failed rows are marked damaged.
+ */
+int launch_choose_checkpoint(struct store *st, const char *job_id, const struct store_ckpt *rows,
+			     size_t n, struct sbuf *report);
+
+#endif
