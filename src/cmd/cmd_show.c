@@ -22,6 +22,23 @@ static void print_time(const char *label, double t)
 	sbuf_release(&sb);
 }
 
+/* The planner's choice for `parallel: {strategy: auto}` jobs. */
+static void print_plan(const char *spec_json)
+{
+	json_t *spec = json_loads(spec_json, 0, NULL);
+	json_t *plan = json_object_get(json_object_get(spec, "parallel"), "plan");
+	if (plan)
+		printf("%-10s dp=%lld tp=%lld pp=%lld micro-batch=%lld, layers per stage %s"
+		       " (estimated step %.3f s)\n", "plan",
+		       (long long)json_integer_value(json_object_get(plan, "dp")),
+		       (long long)json_integer_value(json_object_get(plan, "tp")),
+		       (long long)json_integer_value(json_object_get(plan, "pp")),
+		       (long long)json_integer_value(json_object_get(plan, "micro_batch")),
+		       json_string_value(json_object_get(plan, "partition")),
+		       json_real_value(json_object_get(plan, "step_time")));
+	json_decref(spec);
+}
+
 static void worker_end(struct sbuf *sb, const struct worker_row *w)
 {
 	if (w->ended <= 0)
@@ -113,6 +130,7 @@ int cmd_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	print_time("started", j.started);
 	print_time("ended", j.ended);
 	printf("%-10s %d\n%-10s %d\n", "workers", j.world_size, "restarts", j.restarts);
+	print_plan(j.spec_json);
 	if (j.ended > 0)
 		printf("%-10s %d\n", "exit", j.exit_code);
 	printf("\nspec:\n%s\n", j.spec_json);

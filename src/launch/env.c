@@ -125,6 +125,13 @@ void env_common(const struct env_plan *p, struct strvec *out)
 	}
 	if (p->rank_table)
 		env_set(out, "RANK_TABLE_FILE", p->rank_table);
+	if (s->parallel.on) {
+		env_setf(out, "TRAINCTL_DP", "%d", s->parallel.dp);
+		env_setf(out, "TRAINCTL_TP", "%d", s->parallel.tp);
+		env_setf(out, "TRAINCTL_PP", "%d", s->parallel.pp);
+		env_setf(out, "TRAINCTL_MICRO_BATCH", "%d", s->parallel.micro_batch);
+		env_set(out, "TRAINCTL_PIPELINE_PARTITION", s->parallel.partition);
+	}
 	for (size_t i = 0; i < s->nenv; i++)
 		env_set(out, s->env[i].key, s->env[i].val);
 }

@@ -10,6 +10,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "devices/devices.h"
+#include "storage/storage.h"
 
 #include <jansson.h>
 #include <limits.h>
@@ -426,6 +427,10 @@ static int r_ckpt_resume(struct walk *w, yaml_node_t *n, const char *key)
 		w->s->resume = RESUME_AUTO;
 	} else if (!strcmp(v, "never")) {
 		w->s->resume = RESUME_NEVER;
+	} else if (storage_is_remote(v)) {
+		w->s->resume = RESUME_PATH;
+		free(w->s->resume_path);
+		w->s->resume_path = xstrdup(v);
 	} else {
 		w->s->resume = RESUME_PATH;
 		free(w->s->resume_path);
@@ -439,12 +444,123 @@ static int r_ckpt_resume(struct walk *w, yaml_node_t *n, const char *key)
 	return rc;
 }
 
+static int r_ckpt_keep(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_int(w, n, key, 0, 1000000, &w->s->ckpt_keep);
+}
+
 static const struct rule ckpt_rules[] = {
 	{ "dir", r_ckpt_dir, NULL },
 	{ "resume", r_ckpt_resume, NULL },
-	{ "keep", NULL, "checkpoint rotation comes with the checkpoints feature" },
+	{ "keep", r_ckpt_keep, NULL },
 	{ NULL, NULL, NULL },
 };
+
+/* ---- inputs: and outputs: (storage) ---- */
+
+/* A storage location: s3:// or obs:// as is, a local path made absolute. */
+static int get_location(struct walk *w, yaml_node_t *n, const char *key, char **out)
+{
+	char *v = NULL;
+	int rc = get_string(w, n, key, &v);
+	if (rc)
+		return rc;
+	if (!*v) {
+		free(v);
+		return fail(w, n, key, "is empty");
+	}
+	if (strstr(v, "://") && !storage_is_remote(v) && strncmp(v, "file://", 7) != 0) {
+		rc = fail(w, n, key, "'%s': use s3://, obs://, file:// or a path", v);
+		free(v);
+		return rc;
+	}
+	free(*out);
+	if (storage_is_remote(v)) {
+		*out = v;
+		return 0;
+	}
+	*out = path_absolute(!strncmp(v, "file://", 7) ? v + 7 : v, w->base);
+	free(v);
+	return 0;
+}
+
+static int r_in_from(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_location(w, n, key, &w->s->inputs[w->s->ninputs - 1].from);
+}
+
+static int r_in_to(struct walk *w, yaml_node_t *n, const char *key)
+{
+	struct spec_input *in = &w->s->inputs[w->s->ninputs - 1];
+	int rc = get_string(w, n, key, &in->to);
+	if (rc)
+		return rc;
+	for (const char *p = in->to; *p; p++)
+		if ((p == in->to || p[-1] == '/') && p[0] == '.' && p[1] == '.' &&
+		    (p[2] == '/' || !p[2]))
+			return fail(w, n, key, "'%s' may not leave the data folder", in->to);
+	return 0;
+}
+
+static const struct rule input_rules[] = {
+	{ "from", r_in_from, NULL },
+	{ "to", r_in_to, NULL },
+	{ NULL, NULL, NULL },
+};
+
+static int r_inputs(struct walk *w, yaml_node_t *n, const char *key)
+{
+	if (n->type != YAML_SEQUENCE_NODE)
+		return fail(w, n, key, "must be a list of {from: URL, to: PATH}");
+	size_t cnt = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+	w->s->inputs = xcalloc(cnt ? cnt : 1, sizeof(*w->s->inputs));
+	for (yaml_node_item_t *i = n->data.sequence.items.start; i < n->data.sequence.items.top; i++) {
+		yaml_node_t *item = yaml_document_get_node(w->doc, *i);
+		if (!item)
+			return fail(w, n, key, "items must be mappings");
+		w->s->ninputs++;
+		int rc = walk_map(w, item, "inputs[].", input_rules);
+		if (rc)
+			return rc;
+		struct spec_input *in = &w->s->inputs[w->s->ninputs - 1];
+		if (!in->from)
+			return fail(w, item, "inputs[].from", "is required");
+		if (!in->to)
+			in->to = xstrdup(".");
+	}
+	return 0;
+}
+
+static int r_out_upload(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_location(w, n, key, &w->s->upload_to);
+}
+
+static int r_out_secs(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_int(w, n, key, 1, 86400 * 365, &w->s->upload_every_seconds);
+}
+
+static int r_out_steps(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_int(w, n, key, 1, INT_MAX, &w->s->upload_every_steps);
+}
+
+static const struct rule output_rules[] = {
+	{ "upload_to", r_out_upload, NULL },
+	{ "every_seconds", r_out_secs, NULL },
+	{ "every_steps", r_out_steps, NULL },
+	{ NULL, NULL, NULL },
+};
+
+static int r_outputs(struct walk *w, yaml_node_t *n, const char *key)
+{
+	(void)key;
+	int rc = walk_map(w, n, "outputs.", output_rules);
+	if (!rc && !w->s->upload_to)
+		return fail(w, n, "outputs.upload_to", "is required");
+	return rc;
+}
 
 static int r_checkpoint(struct walk *w, yaml_node_t *n, const char *key)
 {
@@ -520,8 +636,8 @@ static const struct rule top_rules[] = {
 	{ "checkpoint", r_checkpoint, NULL },
 	{ "priority", NULL, "priorities need the scheduler of `trainctl server`" },
 	{ "preemptible", NULL, "preemption needs the scheduler of `trainctl server`" },
-	{ "inputs", NULL, "staging inputs from object storage" },
-	{ "outputs", NULL, "uploading outputs to object storage" },
+	{ "inputs", r_inputs, NULL },
+	{ "outputs", r_outputs, NULL },
 	{ "metrics", r_metrics, NULL },
 	{ "parallel", NULL, "the parallel-strategy planner in job specs" },
 	{ "slurm", NULL, "the slurm backend" },
@@ -787,6 +903,12 @@ void spec_free(struct spec *s)
 	free(s->backend);
 	free(s->ckpt_dir);
 	free(s->resume_path);
+	for (size_t i = 0; i < s->ninputs; i++) {
+		free(s->inputs[i].from);
+		free(s->inputs[i].to);
+	}
+	free(s->inputs);
+	free(s->upload_to);
 	free(s->metrics_format);
 	free(s->metrics_accuracy);
 	strvec_clear(&s->metrics_files);
@@ -840,7 +962,24 @@ static json_t *spec_json(const struct spec *s)
 	json_object_set_new(c, "resume", json_string(s->resume == RESUME_AUTO    ? "auto"
 						     : s->resume == RESUME_NEVER ? "never"
 										 : s->resume_path));
+	json_object_set_new(c, "keep", json_integer(s->ckpt_keep));
 	json_object_set_new(o, "checkpoint", c);
+	if (s->ninputs) {
+		json_t *in = json_array();
+		for (size_t i = 0; i < s->ninputs; i++)
+			json_array_append_new(in, json_pack("{s:s, s:s}", "from", s->inputs[i].from, "to",
+							    s->inputs[i].to));
+		json_object_set_new(o, "inputs", in);
+	}
+	if (s->upload_to) {
+		json_t *out = json_object();
+		json_object_set_new(out, "upload_to", json_string(s->upload_to));
+		if (s->upload_every_seconds)
+			json_object_set_new(out, "every_seconds", json_integer(s->upload_every_seconds));
+		if (s->upload_every_steps)
+			json_object_set_new(out, "every_steps", json_integer(s->upload_every_steps));
+		json_object_set_new(o, "outputs", out);
+	}
 	json_t *m = json_object();
 	json_object_set_new(m, "format", json_string(s->metrics_format ? s->metrics_format : "auto"));
 	json_object_set_new(m, "warmup_steps", json_integer(s->metrics_warmup_steps));

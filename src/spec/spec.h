@@ -27,6 +27,12 @@ struct spec_kv {
 
 enum spec_resume { RESUME_AUTO, RESUME_NEVER, RESUME_PATH };
 
+/* inputs: one entry (docs/storage.md) */
+struct spec_input {
+	char *from; /* s3://, obs:// URL or an absolute local path */
+	char *to;   /* relative to the run's data dir, or absolute */
+};
+
 struct spec {
 	char *source;       /* the spec file as given, or NULL (ad hoc) */
 	char *name;
@@ -49,7 +55,14 @@ struct spec {
 	int grace_seconds;
 	char *ckpt_dir;     /* relative to the output dir, or absolute */
 	enum spec_resume resume;
-	char *resume_path;  /* when resume == RESUME_PATH (absolute) */
+	char *resume_path;  /* when resume == RESUME_PATH (absolute, or an s3:// / obs:// URL) */
+	int ckpt_keep;      /* complete checkpoints kept; 0 = all */
+	/* inputs: and outputs: (docs/storage.md) */
+	struct spec_input *inputs;
+	size_t ninputs;
+	char *upload_to;          /* outputs.upload_to with {job_id} unexpanded, or NULL */
+	int upload_every_seconds; /* 0 = not periodic by time */
+	int upload_every_steps;   /* 0 = not periodic by checkpoint step */
 	/* metrics: (docs/metrics.md) */
 	char *metrics_format;      /* auto | dllogger | tcap | mindformers | none; NULL = auto */
 	int metrics_warmup_steps;  /* step records left out of throughput; default 0 */

@@ -334,3 +334,55 @@ TEST(metrics_errors)
 	CHECK_CONTAINS(parse_err("command: [x]\nmetrics: [1]\n", "j.yaml"),
 		       "metrics.: must be a mapping");
 }
+
+TEST(parallel_auto_plans_at_load)
+{
+	setenv("TRAINCTL_FAKE_DEVICES", "gpu:8", 1);
+	struct spec *s = parse_ok("command: [x]\ndevices: {type: gpu, per_node: 8}\n"
+				  "parallel: {strategy: auto, model: gpt2-medium, global_batch: 32}\n",
+				  "job.yaml");
+	CHECK(s->parallel.on);
+	CHECK_INT(s->parallel.dp * s->parallel.tp * s->parallel.pp, 8);
+	CHECK(s->parallel.micro_batch >= 1);
+	/* the partition covers the model's 24 layers in pp stages */
+	int sum = 0, stages = 0;
+	for (const char *p = s->parallel.partition; *p;) {
+		char *end;
+		sum += (int)strtol(p, &end, 10);
+		stages++;
+		p = *end == ',' ? end + 1 : end;
+	}
+	CHECK_INT(sum, 24);
+	CHECK_INT(stages, s->parallel.pp);
+	char *json = spec_to_json(s);
+	CHECK_CONTAINS(json, "\"partition\"");
+	char *yaml = spec_to_yaml(s);
+	/* job.yaml loads again: the plan is recomputed, not a key */
+	struct spec *t = parse_ok(yaml, "job.yaml");
+	CHECK_STR(t->parallel.partition, s->parallel.partition);
+	free(json);
+	free(yaml);
+	spec_free(s);
+	spec_free(t);
+}
+
+TEST(parallel_errors)
+{
+	setenv("TRAINCTL_FAKE_DEVICES", "gpu:2", 1);
+	const char *m = parse_err("command: [x]\ndevices: {type: gpu, per_node: 2}\n"
+				  "parallel: {strategy: auto, model: gpt3-175b, global_batch: 8}\n",
+				  "job.yaml");
+	CHECK_CONTAINS(m, "job.yaml:3: parallel: ");
+	m = parse_err("command: [x]\nparallel: {strategy: auto, model: no-such-model, global_batch: 8}\n",
+		      "job.yaml");
+	CHECK_CONTAINS(m, "job.yaml:2: parallel: ");
+	CHECK_CONTAINS(m, "no-such-model");
+	m = parse_err("command: [x]\nparallel: {strategy: manual, model: gpt2-small, global_batch: 8}\n",
+		      "job.yaml");
+	CHECK_CONTAINS(m, "parallel.strategy: 'manual' is not one of: auto");
+	m = parse_err("command: [x]\nparallel: {strategy: auto, model: gpt2-small}\n", "job.yaml");
+	CHECK_CONTAINS(m, "global_batch: is required");
+	m = parse_err("command: [x]\nparallel: {strategy: auto, model: gpt2-small, global_batch: 8,"
+		      " memory: lots}\n", "job.yaml");
+	CHECK_CONTAINS(m, "parallel.memory: must be a size");
+}
