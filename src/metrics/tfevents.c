@@ -152,9 +152,67 @@ static int add_event(struct tfevents_writer *w, struct tc_err *err)
 	return w->pending.len >= FLUSH_AT ? tfevents_flush(w, err) : 0;
 }
 
+/* Little-endian bytes of v into p. */
+static size_t le_bytes(unsigned char *p, uint64_t v, int nbytes)
+{
+	for (int i = 0; i < nbytes; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+	return (size_t)nbytes;
+}
+
+/*
+ * The common case, a tag under 100 bytes, encoded and framed in one local
+ * buffer: every nested length then fits one varint byte.  Same bytes as the
+ * general path below; a job logging as fast as it can spends noticeably
+ * less time here than in a dozen small appends.
+ */
+static int add_scalar_short(struct tfevents_writer *w, const char *tag, size_t tl, int64_t step,
+			    float value, double wall_time, struct tc_err *err)
+{
+	unsigned char e[160], head[12], tail[4];
+	uint64_t u;
+	uint32_t f;
+	size_t n = 0, vlen = 2 + tl + 5, slen = 2 + vlen;
+	e[n++] = 0x09; /* wall_time: field 1, fixed64 */
+	memcpy(&u, &wall_time, sizeof(u));
+	n += le_bytes(e + n, u, 8);
+	if (step) { /* step: field 2, varint; proto3 leaves zero out */
+		uint64_t v = (uint64_t)step;
+		e[n++] = 0x10;
+		while (v >= 0x80) {
+			e[n++] = (unsigned char)((v & 0x7f) | 0x80);
+			v >>= 7;
+		}
+		e[n++] = (unsigned char)v;
+	}
+	e[n++] = 0x2a; /* summary: field 5 */
+	e[n++] = (unsigned char)slen;
+	e[n++] = 0x0a; /* Summary.value: field 1 */
+	e[n++] = (unsigned char)vlen;
+	e[n++] = 0x0a; /* Value.tag: field 1 */
+	e[n++] = (unsigned char)tl;
+	memcpy(e + n, tag, tl);
+	n += tl;
+	e[n++] = 0x15; /* Value.simple_value: field 2, fixed32 */
+	memcpy(&f, &value, sizeof(f));
+	n += le_bytes(e + n, f, 4);
+	le_bytes(head, n, 8);
+	le_bytes(head + 8, tfevents_mask_crc(tfevents_crc32c(0, head, 8)), 4);
+	le_bytes(tail, tfevents_mask_crc(tfevents_crc32c(0, e, n)), 4);
+	sbuf_grow(&w->pending, sizeof(head) + n + sizeof(tail));
+	sbuf_add(&w->pending, head, sizeof(head));
+	sbuf_add(&w->pending, e, n);
+	sbuf_add(&w->pending, tail, sizeof(tail));
+	return w->pending.len >= FLUSH_AT ? tfevents_flush(w, err) : 0;
+}
+
 int tfevents_add_scalar(struct tfevents_writer *w, const char *tag, int64_t step,
 			double value, double wall_time, struct tc_err *err)
 {
+	size_t tl = strlen(tag);
+	if (tl < 100)
+		return add_scalar_short(w, tag, tl, step, (float)value,
+					wall_time ? wall_time : now_wall(), err);
 	sbuf_reset(&w->val);
 	sbuf_reset(&w->sum);
 	sbuf_reset(&w->ev);

@@ -10,6 +10,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "devices/devices.h"
+#include "plan/plan.h"
 #include "storage/storage.h"
 
 #include <jansson.h>
@@ -27,6 +28,7 @@ struct walk {
 	/* remembered nodes for cross-key checks */
 	int per_node_line, ids_line, type_line;
 	bool per_node_all, per_node_set;
+	int parallel_line; /* where parallel: is, for the planner's errors */
 };
 
 typedef int (*rule_fn)(struct walk *w, yaml_node_t *n, const char *key);
@@ -622,6 +624,123 @@ static int r_metrics(struct walk *w, yaml_node_t *n, const char *key)
 	return walk_map(w, n, "metrics.", metrics_rules);
 }
 
+/* ---- parallel: (the planner, docs/plan.md) ---- */
+
+static int r_par_strategy(struct walk *w, yaml_node_t *n, const char *key)
+{
+	static const char *const strategies[] = { "auto", NULL };
+	char *v = NULL;
+	int rc = check_enum(w, n, key, strategies, &v);
+	free(v);
+	w->s->parallel.on = rc == 0;
+	return rc;
+}
+
+static int r_par_model(struct walk *w, yaml_node_t *n, const char *key)
+{
+	char *v = NULL;
+	int rc = get_string(w, n, key, &v);
+	if (rc)
+		return rc;
+	free(w->s->parallel.model);
+	/* a built-in name stays a name; anything with a slash or .yaml is a file */
+	if (strchr(v, '/') || strstr(v, ".yaml") || strstr(v, ".yml")) {
+		w->s->parallel.model = path_absolute(v, w->base);
+		free(v);
+		if (!path_exists(w->s->parallel.model))
+			return fail(w, n, key, "'%s' does not exist", w->s->parallel.model);
+		return 0;
+	}
+	w->s->parallel.model = v;
+	return 0;
+}
+
+static int r_par_batch(struct walk *w, yaml_node_t *n, const char *key)
+{
+	int v;
+	int rc = get_int(w, n, key, 1, 1 << 30, &v);
+	w->s->parallel.global_batch = v;
+	return rc;
+}
+
+static int r_par_cluster(struct walk *w, yaml_node_t *n, const char *key)
+{
+	char *v = NULL;
+	int rc = get_string(w, n, key, &v);
+	if (rc)
+		return rc;
+	free(w->s->parallel.cluster);
+	w->s->parallel.cluster = path_absolute(v, w->base);
+	free(v);
+	if (!path_exists(w->s->parallel.cluster))
+		return fail(w, n, key, "'%s' does not exist", w->s->parallel.cluster);
+	return 0;
+}
+
+static int r_par_memory(struct walk *w, yaml_node_t *n, const char *key)
+{
+	if (n->type != YAML_SCALAR_NODE || !plan_parse_size(scalar(n), &w->s->parallel.memory) ||
+	    w->s->parallel.memory <= 0)
+		return fail(w, n, key, "must be a size such as 80GiB");
+	return 0;
+}
+
+static const struct rule parallel_rules[] = {
+	{ "strategy", r_par_strategy, NULL },
+	{ "model", r_par_model, NULL },
+	{ "global_batch", r_par_batch, NULL },
+	{ "cluster", r_par_cluster, NULL },
+	{ "memory", r_par_memory, NULL },
+	{ NULL, NULL, NULL },
+};
+
+static int r_parallel(struct walk *w, yaml_node_t *n, const char *key)
+{
+	w->parallel_line = line_of(n);
+	int rc = walk_map(w, n, "parallel.", parallel_rules);
+	if (rc)
+		return rc;
+	if (!w->s->parallel.on)
+		return fail(w, n, key, "strategy: auto is required (the only strategy)");
+	if (!w->s->parallel.model)
+		return fail(w, n, key, "model: is required");
+	if (!w->s->parallel.global_batch)
+		return fail(w, n, key, "global_batch: is required");
+	return 0;
+}
+
+/* Ask the planner for the best split of this job's devices. */
+static int plan_parallel(struct walk *w)
+{
+	struct spec *s = w->s;
+	struct plan_strategy_req req = {
+		.model = s->parallel.model, .devices = s->per_node * s->nodes, .nodes = s->nodes,
+		.global_batch = s->parallel.global_batch, .cluster_file = s->parallel.cluster,
+		.memory = s->parallel.memory, .seq_len = 0,
+	};
+	struct plan_candidate best;
+	struct tc_err perr = TC_ERR_INIT;
+	memset(&best, 0, sizeof(best));
+	if (plan_strategy_best(&req, &best, &perr)) {
+		tc_error(w->err, TC_ESPEC, "%s:%d: parallel: %s", w->file, w->parallel_line,
+			 perr.msg ? perr.msg : "no plan");
+		tc_err_release(&perr);
+		return TC_ESPEC;
+	}
+	s->parallel.dp = best.dp;
+	s->parallel.tp = best.tp;
+	s->parallel.pp = best.pp;
+	s->parallel.micro_batch = best.mb;
+	s->parallel.step_time = best.step_time;
+	struct sbuf part = SBUF_INIT;
+	for (int i = 0; i < best.pp; i++)
+		sbuf_addf(&part, "%s%d", i ? "," : "", best.layers[i]);
+	free(s->parallel.partition);
+	s->parallel.partition = sbuf_detach(&part);
+	plan_candidate_release(&best);
+	return 0;
+}
+
 static const struct rule top_rules[] = {
 	{ "name", r_name, NULL },
 	{ "command", r_command, NULL },
@@ -639,7 +758,7 @@ static const struct rule top_rules[] = {
 	{ "inputs", r_inputs, NULL },
 	{ "outputs", r_outputs, NULL },
 	{ "metrics", r_metrics, NULL },
-	{ "parallel", NULL, "the parallel-strategy planner in job specs" },
+	{ "parallel", r_parallel, NULL },
 	{ "slurm", NULL, "the slurm backend" },
 	{ NULL, NULL, NULL },
 };
@@ -670,6 +789,7 @@ static const char *const reserved_env[] = {
 	"TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
 	"TRAINCTL_JOB_ID", "TRAINCTL_OUTPUT_DIR", "TRAINCTL_CKPT_DIR", "TRAINCTL_DATA_DIR",
 	"TRAINCTL_LOG_DIR", "TRAINCTL_RESUME_FROM", "TRAINCTL_TENSORBOARD_DIR",
+	"TRAINCTL_DP", "TRAINCTL_TP", "TRAINCTL_PP", "TRAINCTL_MICRO_BATCH", "TRAINCTL_PIPELINE_PARTITION",
 	"RANK_ID", "RANK_SIZE", "DEVICE_ID", "RANK_TABLE_FILE",
 	"PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "PADDLE_TRAINER_ENDPOINTS",
 	"PADDLE_CURRENT_ENDPOINT", NULL,
@@ -821,7 +941,7 @@ int spec_parse(const char *text, size_t len, const char *name, const char *base,
 	}
 	have_doc = true;
 	yaml_node_t *root = yaml_document_get_root_node(&doc);
-	struct walk w = { &doc, name, base, s, err, 1, 1, 1, false, false };
+	struct walk w = { &doc, name, base, s, err, 1, 1, 1, false, false, 1 };
 	if (!root) {
 		rc = tc_error(err, TC_ESPEC, "%s:1: the spec is empty", name);
 		goto out;
@@ -841,6 +961,8 @@ int spec_parse(const char *text, size_t len, const char *name, const char *base,
 	}
 	rc = finish_devices(s, name, w.type_line, w.ids_line > 1 ? w.ids_line : w.per_node_line,
 			    w.per_node_all, err);
+	if (!rc && s->parallel.on)
+		rc = plan_parallel(&w);
 out:
 	if (have_doc)
 		yaml_document_delete(&doc);
@@ -903,6 +1025,9 @@ void spec_free(struct spec *s)
 	free(s->backend);
 	free(s->ckpt_dir);
 	free(s->resume_path);
+	free(s->parallel.model);
+	free(s->parallel.cluster);
+	free(s->parallel.partition);
 	for (size_t i = 0; i < s->ninputs; i++) {
 		free(s->inputs[i].from);
 		free(s->inputs[i].to);
@@ -964,6 +1089,21 @@ static json_t *spec_json(const struct spec *s)
 										 : s->resume_path));
 	json_object_set_new(c, "keep", json_integer(s->ckpt_keep));
 	json_object_set_new(o, "checkpoint", c);
+	if (s->parallel.on) {
+		json_t *p = json_pack("{s:s, s:s, s:I}", "strategy", "auto", "model", s->parallel.model,
+				      "global_batch", (json_int_t)s->parallel.global_batch);
+		if (s->parallel.cluster)
+			json_object_set_new(p, "cluster", json_string(s->parallel.cluster));
+		if (s->parallel.memory > 0)
+			json_object_set_new(p, "memory", json_real(s->parallel.memory));
+		json_object_set_new(p, "plan", json_pack("{s:i, s:i, s:i, s:i, s:s, s:f}",
+							 "dp", s->parallel.dp, "tp", s->parallel.tp,
+							 "pp", s->parallel.pp, "micro_batch",
+							 s->parallel.micro_batch, "partition",
+							 s->parallel.partition, "step_time",
+							 s->parallel.step_time));
+		json_object_set_new(o, "parallel", p);
+	}
 	if (s->ninputs) {
 		json_t *in = json_array();
 		for (size_t i = 0; i < s->ninputs; i++)
@@ -1074,6 +1214,8 @@ char *spec_to_yaml(const struct spec *s)
 	yaml_event_t ev;
 	struct sbuf out = SBUF_INIT;
 	json_t *o = spec_json(s);
+	/* job.yaml must load again as a spec: the chosen plan is not a key */
+	json_object_del(json_object_get(o, "parallel"), "plan");
 	if (!yaml_emitter_initialize(&em))
 		xdie_oom(sizeof(em));
 	yaml_emitter_set_output(&em, yaml_write_cb, &out);

@@ -70,6 +70,17 @@ struct spec {
 	char *metrics_accuracy;    /* metric reported as the job's accuracy, or NULL */
 	struct strvec metrics_files; /* DLLogger JSON files to follow, as written
 					(relative to workdir; "{rank}" expands) */
+	/* parallel: (docs/plan.md): the planner's choice, made at load time */
+	struct spec_parallel {
+		bool on;          /* strategy: auto */
+		char *model;      /* built-in name or a model YAML (absolute) */
+		long global_batch;
+		char *cluster;    /* cluster YAML (absolute) or NULL */
+		double memory;    /* bytes per device; 0 = the cluster's */
+		int dp, tp, pp, micro_batch;
+		char *partition;  /* layers per stage, comma separated */
+		double step_time; /* the planner's estimate, seconds */
+	} parallel;
 };
 
 /* Fill defaults; name and command stay unset. */

@@ -160,27 +160,26 @@ static struct series *series_get(struct store_mbatch *b, int rank, const char *m
 	return b->last = s;
 }
 
-static void put_varint(struct sbuf *sb, long long v)
+/* zigzag varint into out (10 bytes at most); returns the bytes written */
+static size_t put_varint(unsigned char *out, long long v)
 {
 	unsigned long long u = ((unsigned long long)v << 1) ^ (unsigned long long)(v >> 63);
-	unsigned char tmp[10];
 	size_t n = 0;
 	while (u >= 0x80) {
-		tmp[n++] = (unsigned char)((u & 0x7f) | 0x80);
+		out[n++] = (unsigned char)((u & 0x7f) | 0x80);
 		u >>= 7;
 	}
-	tmp[n++] = (unsigned char)u;
-	sbuf_add(sb, tmp, n);
+	out[n++] = (unsigned char)u;
+	return n;
 }
 
-static void put_f64(struct sbuf *sb, double d)
+static size_t put_f64(unsigned char *out, double d)
 {
 	unsigned long long u;
-	unsigned char tmp[8];
 	memcpy(&u, &d, sizeof(u));
 	for (int i = 0; i < 8; i++)
-		tmp[i] = (unsigned char)(u >> (8 * i));
-	sbuf_add(sb, tmp, 8);
+		out[i] = (unsigned char)(u >> (8 * i));
+	return 8;
 }
 
 void store_mbatch_point(struct store_mbatch *b, int rank, const char *metric,
@@ -188,14 +187,18 @@ void store_mbatch_point(struct store_mbatch *b, int rank, const char *metric,
 {
 	struct series *s = series_get(b, rank, metric);
 	size_t before = s->chunk.len;
+	/* the fixed part in one append: version, flags, 3 varints, 2 doubles */
+	unsigned char fx[2 + 3 * 10 + 16];
+	size_t n = 0;
 	if (!s->chunk.len)
-		sbuf_addch(&s->chunk, CHUNK_VERSION);
-	sbuf_addch(&s->chunk, (char)((p->kind & 3) | (p->text ? 4 : 0)));
-	put_varint(&s->chunk, p->seq);
-	put_varint(&s->chunk, p->epoch);
-	put_varint(&s->chunk, p->iter);
-	put_f64(&s->chunk, p->text ? NAN : p->value);
-	put_f64(&s->chunk, p->wall_time);
+		fx[n++] = CHUNK_VERSION;
+	fx[n++] = (unsigned char)((p->kind & 3) | (p->text ? 4 : 0));
+	n += put_varint(fx + n, p->seq);
+	n += put_varint(fx + n, p->epoch);
+	n += put_varint(fx + n, p->iter);
+	n += put_f64(fx + n, p->text ? NAN : p->value);
+	n += put_f64(fx + n, p->wall_time);
+	sbuf_add(&s->chunk, fx, n);
 	sbuf_add(&s->chunk, p->step, strlen(p->step) + 1);
 	if (p->text)
 		sbuf_add(&s->chunk, p->text, strlen(p->text) + 1);

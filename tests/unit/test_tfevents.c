@@ -248,3 +248,51 @@ TEST(write_for_reader)
 	printf("%s\n", tfevents_path(w));
 	CHECK(tfevents_close(w, &err) == 0);
 }
+
+/* Tags of 100 bytes and more take the general encoder; both read back. */
+TEST(long_and_short_tags)
+{
+	struct tfevents_writer *w;
+	struct tc_err err = TC_ERR_INIT;
+	char tag[300];
+	CHECK_INT(tfevents_open(test_tmpdir(), 1700000000.0, &w, &err), 0);
+	for (size_t len = 95; len < 300; len += 5) {
+		memset(tag, 'a' + (int)(len % 26), len);
+		tag[len] = '\0';
+		CHECK_INT(tfevents_add_scalar(w, tag, (int64_t)len * 1000, 0.5, 1700000001.0, &err), 0);
+	}
+	struct sbuf path = SBUF_INIT;
+	sbuf_adds(&path, tfevents_path(w));
+	CHECK_INT(tfevents_close(w, &err), 0);
+	struct sbuf data = SBUF_INIT;
+	CHECK_INT(read_file(path.buf, &data, &err), 0);
+	/* walk the records: every length and CRC must check out */
+	size_t off = 0, records = 0;
+	while (off < data.len) {
+		uint64_t n = 0;
+		for (int i = 0; i < 8; i++)
+			n |= (uint64_t)(unsigned char)data.buf[off + i] << (8 * i);
+		uint32_t c = 0;
+		for (int i = 0; i < 4; i++)
+			c |= (uint32_t)(unsigned char)data.buf[off + 8 + i] << (8 * i);
+		CHECK(c == tfevents_mask_crc(tfevents_crc32c(0, data.buf + off, 8)));
+		uint32_t d = 0;
+		for (int i = 0; i < 4; i++)
+			d |= (uint32_t)(unsigned char)data.buf[off + 12 + n + i] << (8 * i);
+		CHECK(d == tfevents_mask_crc(tfevents_crc32c(0, data.buf + off + 12, n)));
+		/* the tag is in there, whole */
+		if (records) {
+			size_t len = 95 + 5 * (records - 1);
+			memset(tag, 'a' + (int)(len % 26), len);
+			tag[len] = '\0';
+			CHECK(memmem(data.buf + off + 12, n, tag, len) != NULL);
+		}
+		off += 12 + n + 4;
+		records++;
+	}
+	CHECK_INT(off, data.len);
+	CHECK_INT(records, 1 + (300 - 95) / 5);
+	sbuf_release(&path);
+	sbuf_release(&data);
+	tc_err_release(&err);
+}
