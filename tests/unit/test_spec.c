@@ -386,3 +386,52 @@ TEST(parallel_errors)
 		      " memory: lots}\n", "job.yaml");
 	CHECK_CONTAINS(m, "parallel.memory: must be a size");
 }
+
+/* ---- inputs:, outputs:, checkpoint.keep (storage and checkpoints) ---- */
+
+TEST(inputs_outputs_keep)
+{
+	struct spec *s = parse_ok("command: [\"true\"]\n"
+				  "inputs:\n"
+				  "  - {from: \"s3://bucket/cifar10/\", to: data}\n"
+				  "  - {from: \"obs://b/x\"}\n"
+				  "  - {from: local/dir, to: /abs}\n"
+				  "outputs: {upload_to: \"s3://bucket/runs/{job_id}/\", every_seconds: 300, every_steps: 100}\n"
+				  "checkpoint: {keep: 3, resume: \"s3://bucket/ck/step-10/\"}\n",
+				  "job.yaml");
+	CHECK_INT(s->ninputs, 3);
+	CHECK_STR(s->inputs[0].from, "s3://bucket/cifar10/");
+	CHECK_STR(s->inputs[0].to, "data");
+	CHECK_STR(s->inputs[1].to, ".");
+	CHECK_STR(s->inputs[2].from, "/tmp/local/dir");
+	CHECK_STR(s->upload_to, "s3://bucket/runs/{job_id}/");
+	CHECK_INT(s->upload_every_seconds, 300);
+	CHECK_INT(s->upload_every_steps, 100);
+	CHECK_INT(s->ckpt_keep, 3);
+	CHECK_INT(s->resume, RESUME_PATH);
+	CHECK_STR(s->resume_path, "s3://bucket/ck/step-10/");
+	char *json = spec_to_json(s);
+	CHECK_CONTAINS(json, "\"upload_to\": \"s3://bucket/runs/{job_id}/\"");
+	CHECK_CONTAINS(json, "\"keep\": 3");
+	free(json);
+	spec_free(s);
+}
+
+TEST(inputs_outputs_errors)
+{
+	CHECK_CONTAINS(parse_err("command: [\"true\"]\ninputs: {from: x}\n", "j.yaml"),
+		       "j.yaml:2: inputs: must be a list");
+	CHECK_CONTAINS(parse_err("command: [\"true\"]\ninputs: [{to: x}]\n", "j.yaml"),
+		       "inputs[].from: is required");
+	CHECK_CONTAINS(parse_err("command: [\"true\"]\ninputs: [{from: \"ftp://h/x\"}]\n", "j.yaml"),
+		       "use s3://, obs://, file:// or a path");
+	CHECK_CONTAINS(parse_err("command: [\"true\"]\ninputs: [{from: s3://b/x, to: ../up}]\n", "j.yaml"),
+		       "may not leave the data folder");
+	CHECK_CONTAINS(parse_err("command: [\"true\"]\noutputs: {every_seconds: 5}\n", "j.yaml"),
+		       "outputs.upload_to: is required");
+	CHECK_CONTAINS(parse_err("command: [\"true\"]\noutputs: {upload_to: s3://b/, every_second: 5}\n",
+				 "j.yaml"),
+		       "did you mean 'outputs.every_seconds'");
+	CHECK_CONTAINS(parse_err("command: [\"true\"]\ncheckpoint: {keep: -1}\n", "j.yaml"),
+		       "checkpoint.keep: must be between 0 and");
+}

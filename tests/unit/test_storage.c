@@ -1,0 +1,101 @@
+/* test_storage.c -- part sizes, local listing order, local sync and its skip rule */
+#include "test.h"
+
+#include "core/sbuf.h"
+#include "core/util.h"
+#include "storage/storage.h"
+
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void put(const char *dir, const char *rel, const char *text)
+{
+	struct sbuf p = SBUF_INIT;
+	sbuf_addf(&p, "%s/%s", dir, rel);
+	char *d = path_dirname(p.buf);
+	CHECK(mkdir_p(d, NULL) == 0);
+	free(d);
+	FILE *f = fopen(p.buf, "w");
+	CHECK(f != NULL);
+	fputs(text, f);
+	CHECK(fclose(f) == 0);
+	sbuf_release(&p);
+}
+
+TEST(part_size_stays_within_10000_parts)
+{
+	uint64_t mib = 1u << 20;
+	CHECK_INT(storage_part_size(100 * mib, 16 * mib), 16 * mib);
+	uint64_t big = 5ull << 40; /* 5 TiB, S3's largest object */
+	uint64_t p = storage_part_size(big, 16 * mib);
+	CHECK((big + p - 1) / p <= 10000);
+	CHECK_INT(p % mib, 0);
+}
+
+TEST(local_listing_is_in_byte_order)
+{
+	char dir[512];
+	snprintf(dir, sizeof(dir), "%s/tree", test_tmpdir());
+	put(dir, "a/b", "1");
+	put(dir, "a-b/z", "2");
+	put(dir, "a.txt", "3");
+	put(dir, "b", "4");
+	put(dir, ".tc-part-x-999999-1", "in progress");
+	struct storage *st;
+	struct storage_iter *it;
+	struct storage_obj o;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(storage_open(dir, &st, &err), 0);
+	CHECK_INT(storage_iter_start(st, &it, &err), 0);
+	const char *want[] = { "a-b/z", "a.txt", "a/b", "b" };
+	for (int i = 0; i < 4; i++) {
+		CHECK_INT(storage_iter_next(it, &o, &err), 1);
+		CHECK_STR(o.key, want[i]);
+	}
+	CHECK_INT(storage_iter_next(it, &o, &err), 0);
+	storage_iter_free(it);
+	storage_close(st);
+}
+
+TEST(local_sync_copies_then_skips)
+{
+	char src[512], dst[512];
+	snprintf(src, sizeof(src), "%s/src", test_tmpdir());
+	snprintf(dst, sizeof(dst), "%s/dst", test_tmpdir());
+	put(src, "x/y.txt", "hello");
+	put(src, "empty", "");
+	struct sync_opts o = { .jobs = 2 };
+	struct sync_stats st;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(storage_sync(src, dst, &o, &st, &err), 0);
+	CHECK_INT(st.copied, 2);
+	CHECK_INT(storage_sync(src, dst, &o, &st, &err), 0);
+	CHECK_INT(st.copied, 0);
+	CHECK_INT(st.skipped, 2);
+	put(dst, "extra", "x");
+	o.delete_extra = true;
+	o.dry_run = true;
+	CHECK_INT(storage_sync(src, dst, &o, &st, &err), 0);
+	CHECK_INT(st.deleted, 1);
+	CHECK(path_exists(dst) && access("/dev/null", F_OK) == 0);
+	o.dry_run = false;
+	CHECK_INT(storage_sync(src, dst, &o, &st, &err), 0);
+	char extra[600];
+	snprintf(extra, sizeof(extra), "%s/extra", dst);
+	CHECK(!path_exists(extra));
+}
+
+TEST(bad_urls_are_input_errors)
+{
+	struct storage *st;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(storage_open("ftp://x/y", &st, &err), TC_EINPUT);
+	CHECK_CONTAINS(err.msg, "unknown scheme");
+	setenv("AWS_ACCESS_KEY_ID", "k", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "s", 1);
+	CHECK_INT(storage_open("s3://bad bucket/x", &st, &err), TC_EINPUT);
+	CHECK_INT(storage_open("s3:///x", &st, &err), TC_EINPUT);
+	CHECK(storage_is_remote("obs://b/p") && !storage_is_remote("/data"));
+	tc_err_release(&err);
+}
