@@ -340,3 +340,27 @@ def test_malformed_safetensors_rejected(run_tc, tmp_path, name, data, msg):
     r = run_tc("ckpt", "transform", "--src", tmp_path / "src", "--src-strategy", one, "--dst",
                tmp_path / "dst", "--dst-strategy", one)
     assert r.returncode == 2 and msg in r.stderr, r.stderr
+
+
+def test_docs_strategy_example(run_tc, tmp_path):
+    """The strategy file of docs/checkpoints.md drives a real merge."""
+    from conftest import REPO
+    text = (REPO / "docs" / "checkpoints.md").read_text()
+    doc = json.loads(re.search(r"```json\n(.*?)```", text, re.S).group(1))
+    (tmp_path / "doc.json").write_text(json.dumps(doc))
+    rng = np.random.default_rng(1)
+    full = {"layers.0.attn.weight": rng.standard_normal((8, 2)).astype(np.float32),
+            "layers.0.mlp.weight": rng.standard_normal((2, 8)).astype(np.float32),
+            "embed.weight": rng.standard_normal((3, 3)).astype(np.float32)}
+    for r in range(doc["world"]):
+        write_st(tmp_path / "src" / f"rank_{r}" / "m.safetensors",
+                 {"layers.0.attn.weight": np.split(full["layers.0.attn.weight"], 4, 0)[r],
+                  "layers.0.mlp.weight": np.split(full["layers.0.mlp.weight"], 4, 1)[r],
+                  "embed.weight": full["embed.weight"]})
+    one = strategy(tmp_path / "one.json", 1, {})
+    r = run_tc("ckpt", "transform", "--src", tmp_path / "src", "--src-strategy", tmp_path / "doc.json",
+               "--dst", tmp_path / "dst", "--dst-strategy", one)
+    assert r.returncode == 0, r.stderr
+    got, _ = read_st(tmp_path / "dst" / "rank_0" / "model.safetensors")
+    for k, v in full.items():
+        assert np.array_equal(got[k], v), k
