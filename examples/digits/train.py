@@ -230,6 +230,8 @@ def main(argv=None):
             optimizer.load_state_dict(state["optimizer"])
             start_epoch = int(state["epoch"]) + 1
             print(f"resumed from {path} at epoch {int(state['epoch'])}", flush=True)
+        else:
+            print(f"no epoch-*.pt in {resume}: starting from epoch 1", file=sys.stderr, flush=True)
     ddp = DDP(model, device_ids=[local_rank] if use_cuda else None)
     ckpt_dir = os.environ.get("TRAINCTL_CKPT_DIR", "")
 
