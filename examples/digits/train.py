@@ -254,8 +254,8 @@ def main(argv=None):
             loss_sum, loss_n = loss_sum + loss_val, loss_n + 1
             if args.sleep_per_step > 0:
                 time.sleep(args.sleep_per_step)
-            # throughput of the whole job as this rank sees it (NVIDIA examples' habit)
-            n = len(x) * world
+            # this rank's own throughput: trainctl sums the ranks for the job's
+            n = len(x)
             if first_step:  # the first step warms up; keep it out of the average
                 first_step = False
             else:
