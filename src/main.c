@@ -28,6 +28,7 @@ static const struct command {
 	{ "export", cmd_export, "write a job's metrics as TensorBoard event files" },
 	{ "sync", cmd_sync, "copy what differs between folders, s3:// and obs://" },
 	{ "ckpt", cmd_ckpt, "list, inspect and transform checkpoints" },
+	{ "compare", cmd_compare, "align two jobs' metrics step by step (precision check)" },
 };
 
 static void usage(FILE *out)
