@@ -23,6 +23,7 @@
 #define POLL_MS 500                 /* followed files are read this often */
 #define READ_MAX (1u << 20)         /* bytes read from one file per tick */
 #define MAX_RANK (1 << 20)          /* a "rank" key beyond this is not believed */
+#define RETRY_MS 5000               /* pause after a failed database write */
 
 enum { W_STORE = 1, W_DROP = 2, W_TB = 4, W_FILE = 8 };
 
@@ -61,6 +62,7 @@ struct metrics_ingest {
 	size_t nf;
 	int flush_ms;
 	int64_t next_flush, next_poll;
+	int64_t retry_at;   /* after a failed write: no write before this */
 	void (*warn)(void *, const char *);
 	void *warn_ctx;
 	unsigned warned;
@@ -270,7 +272,8 @@ void metrics_ingest_lines(struct metrics_ingest *mi, int rank, const char *data,
 		one_line(mi, rank, p, n, now);
 		p += n;
 	}
-	if (store_mbatch_pending(mi->b) >= FLUSH_RECORDS)
+	if (store_mbatch_pending(mi->b) >= FLUSH_RECORDS &&
+	    (!mi->retry_at || now_mono_ms() >= mi->retry_at))
 		flush(mi);
 }
 
@@ -292,7 +295,11 @@ static void flush(struct metrics_ingest *mi)
 			rs->tb_failed = true;
 		}
 	}
+	mi->retry_at = 0;
 	if (store_mbatch_write(mi->st, mi->b, &err) < 0) {
+		/* a busy or broken database is not asked again at once: every
+		 * try may wait out the busy timeout */
+		mi->retry_at = now_mono_ms() + RETRY_MS;
 		warn_once(mi, W_STORE, "cannot store metrics (will retry): %s", err.msg);
 		if (store_mbatch_bytes(mi->b) > MAX_PENDING) {
 			warn_once(mi, W_DROP, "dropping %zu metrics points the database did not take",
@@ -419,13 +426,14 @@ int metrics_ingest_tick(struct metrics_ingest *mi, int64_t now)
 		}
 		mi->next_poll = now + POLL_MS;
 	}
-	if (now >= mi->next_flush) {
+	if (now >= mi->next_flush && now >= mi->retry_at) {
 		flush(mi);
 		mi->next_flush = now + mi->flush_ms;
 	}
 	if (more)
 		return 0;
-	int64_t next = mi->nf && mi->next_poll < mi->next_flush ? mi->next_poll : mi->next_flush;
+	int64_t flush_at = mi->next_flush > mi->retry_at ? mi->next_flush : mi->retry_at;
+	int64_t next = mi->nf && mi->next_poll < flush_at ? mi->next_poll : flush_at;
 	return next > now ? (int)(next - now) : 0;
 }
 

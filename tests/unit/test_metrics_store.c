@@ -263,3 +263,24 @@ TEST(points_downsampled_keep_spike)
 	store_close(st);
 	tc_err_release(&err);
 }
+
+/* A database that refuses the points: one warning, no busy loop, no crash. */
+TEST(ingest_store_refuses)
+{
+	struct store *st = open_store("J5", "{}");
+	warnings = 0;
+	struct metrics_ingest_opts o = { .st = st, .job_id = "not-a-job", .warn = count_warn,
+					 .flush_ms = 1 };
+	struct metrics_ingest *mi = metrics_ingest_new(&o);
+	metrics_ingest_lines(mi, 0, lines1, strlen(lines1));
+	int64_t now = now_mono_ms() + 10;
+	CHECK(metrics_ingest_tick(mi, now) >= 0);
+	CHECK_INT(warnings, 1);
+	/* backing off: the next wake-up is seconds away, not 0 */
+	CHECK(metrics_ingest_tick(mi, now + 1) > 1000);
+	metrics_ingest_lines(mi, 1, lines1, strlen(lines1));
+	metrics_ingest_finish(mi);
+	CHECK_INT(warnings, 1);
+	metrics_ingest_free(mi);
+	store_close(st);
+}
