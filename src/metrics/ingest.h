@@ -9,8 +9,9 @@
  * (1) Ingestion never fails the job.  Every function of the ingest object
  *     returns nothing or a hint; problems (database busy or broken, disk
  *     full for event files, a followed file gone) are reported once each
- *     through the warn callback, and what could not be written is retried
- *     on the next flush, or dropped once more than 256 MiB waits.
+ *     through the warn callback, and what could not be written is kept and
+ *     tried again 5 s later (not at once: each try may wait out the
+ *     database's busy timeout), or dropped once more than 256 MiB waits.
  * (2) seq: each rank counts its step lines (POINT records); a new count
  *     starts when the step text differs from the rank's previous step line.
  *     Epoch and summary records carry the current count.  seq is the x of
