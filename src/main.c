@@ -29,6 +29,7 @@ static const struct command {
 	{ "sync", cmd_sync, "copy what differs between folders, s3:// and obs://" },
 	{ "ckpt", cmd_ckpt, "list, inspect and transform checkpoints" },
 	{ "compare", cmd_compare, "align two jobs' metrics step by step (precision check)" },
+	{ "report", cmd_report, "write a job's benchmark report (report.json, Ais-Bench files)" },
 };
 
 static void usage(FILE *out)

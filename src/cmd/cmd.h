@@ -28,5 +28,6 @@ int cmd_export(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_sync(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_ckpt(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_compare(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_report(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 
 #endif

@@ -14,6 +14,7 @@
 #include "core/xalloc.h"
 #include "devices/devices.h"
 #include "metrics/ingest.h"
+#include "report/report.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -909,6 +910,8 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		goto out;
 	}
 	metrics_start(&sp);
+	/* device telemetry for report.json (report/report.h) */
+	struct report_sampler *rsamp = report_sampler_start(s->device_type, s->device_ids, sp.n, 0);
 	struct jobio_ctx ioc = {
 		.s = s, .home = o->home, .job_id = sp.job_id, .run_dir = sp.run_dir,
 		.data_dir = sp.data_dir, .output_dir = sp.output_dir, .ckpt_dir = sp.ckpt_dir,
@@ -926,6 +929,8 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 				 &e2);
 		tc_err_release(&e2);
 	}
+	/* report.json and the Ais-Bench files: a warning at worst, never the job's result */
+	report_job_end(sp.st, sp.job_id, rsamp, jobio_say, &sp);
 out:
 	watchdog_stop(&sp);
 	if (sp.sigfd >= 0) {
