@@ -7,7 +7,9 @@ trainctl side: `trainctl run -q -- cat LINES` -- one worker printing the lines
 as fast as the pipe takes them; the supervisor parses every line, stores the
 points in its database (batched) and writes TensorBoard files, as in any run.
 Measured: wall time of the whole `trainctl run`, and its CPU time (the
-supervisor is one thread: CPU seconds = what one core spends).
+supervisor is one thread; the CPU time also holds `cat`'s, so it overstates
+what the supervisor spends).  On a shared machine the CPU figures are the
+steadier ones: wall times move with whoever else runs.
 Python side: read the same file, parse each line with json.loads, insert one
 row per value with executemany in batches of 10,000 (WAL, synchronous=NORMAL,
 like trainctl's database).
@@ -59,6 +61,7 @@ def run_trainctl(binary, lines_path, home):
 
 def run_python(lines_path, db_path):
     t = time.perf_counter()
+    c = time.process_time()
     db = sqlite3.connect(db_path)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
@@ -88,7 +91,7 @@ def run_python(lines_path, db_path):
         db.commit()
         points += len(batch)
     db.close()
-    return time.perf_counter() - t, lines, points
+    return time.perf_counter() - t, time.process_time() - c, lines, points
 
 
 def main():
@@ -102,14 +105,15 @@ def main():
         make_lines(path, a.lines)
         size = os.path.getsize(path)
         wall, cpu, tl, tp = run_trainctl(a.trainctl, path, os.path.join(d, "home"))
-        pwall, pl, pp = run_python(path, os.path.join(d, "py.db"))
+        pwall, pcpu, pl, pp = run_python(path, os.path.join(d, "py.db"))
     assert tl == a.lines and pl == a.lines, (tl, pl)
     assert tp == pp == 2 * a.lines, (tp, pp)
     print(f"lines: {a.lines} DLLL lines ({size / 1e6:.1f} MB), {tp} points")
     print(f"trainctl run:  {wall:.2f} s wall, {cpu:.2f} s CPU = {a.lines / wall:,.0f} lines/s "
           f"({a.lines / cpu:,.0f} lines per CPU second)")
-    print(f"python loop:   {pwall:.2f} s = {a.lines / pwall:,.0f} lines/s")
-    print(f"ratio trainctl/python: {pwall / wall:.1f}x")
+    print(f"python loop:   {pwall:.2f} s wall, {pcpu:.2f} s CPU = {a.lines / pwall:,.0f} lines/s "
+          f"({a.lines / pcpu:,.0f} lines per CPU second)")
+    print(f"ratio trainctl/python: {pwall / wall:.1f}x wall, {pcpu / cpu:.1f}x CPU")
 
 
 if __name__ == "__main__":
