@@ -3,7 +3,11 @@
 example (examples/digits/job.yaml, 2 CPU ranks) is run N times with metrics
 reading on and N times with --no-metrics, alternating, and its own throughput
 (the train.ips of its final `[]` DLLogger record, averaged over the ranks,
-read from the rank logs in both cases) is compared.
+read from the rank logs in both cases) is compared.  On a shared machine
+that number moves by more than the effect, so the supervisor's own CPU time
+(utime + stime of the trainctl process itself, children excluded, sampled
+from /proc every 20 ms until it exits) is reported too: it is what reading
+metrics costs, and the job's cores are not where it is spent.
 
 Usage: python3 bench/metrics_overhead.py [--runs 5] [--epochs 10] [--trainctl PATH]
 """
@@ -14,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +38,23 @@ def job_ips(home):
     return sum(vals) / len(vals)
 
 
+def run_and_sample(argv, env):
+    """Run argv; return the process's own CPU seconds (children excluded)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cpu = 0.0
+    while p.poll() is None:
+        try:
+            with open(f"/proc/{p.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            cpu = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        except (OSError, IndexError):
+            pass
+        time.sleep(0.02)
+    assert p.returncode == 0, argv
+    return cpu
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
@@ -40,7 +62,7 @@ def main():
     ap.add_argument("--trainctl", default=os.environ.get("TRAINCTL",
                                                          str(ROOT / "build-metrics" / "trainctl")))
     a = ap.parse_args()
-    on, off = [], []
+    on, off, cpu_on, cpu_off = [], [], [], []
     with tempfile.TemporaryDirectory() as d:
         spec = Path(d) / "job.yaml"
         text = (ROOT / "examples" / "digits" / "job.yaml").read_text()
@@ -48,14 +70,16 @@ def main():
         env = dict(os.environ, TRAINCTL_HOME=str(Path(d) / "home"))
         for i in range(2 * a.runs):
             flag = [] if i % 2 == 0 else ["--no-metrics"]
-            subprocess.run([a.trainctl, "run", "-q", "--name", "ovh", *flag, str(spec)],
-                           env=env, check=True, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            cpu = run_and_sample([a.trainctl, "run", "-q", "--name", "ovh", *flag, str(spec)], env)
             (on if not flag else off).append(job_ips(env["TRAINCTL_HOME"]))
+            (cpu_on if not flag else cpu_off).append(cpu)
     mon, moff = statistics.median(on), statistics.median(off)
     print("train.ips with metrics:    " + " ".join(f"{x:.0f}" for x in on) + f"  median {mon:.0f}")
     print("train.ips with --no-metrics: " + " ".join(f"{x:.0f}" for x in off) + f"  median {moff:.0f}")
     print(f"difference of medians: {100 * (mon - moff) / moff:+.2f}% "
           f"(run-to-run spread: {100 * statistics.pstdev(on + off) / statistics.mean(on + off):.1f}%)")
+    print(f"supervisor CPU per run: {1000 * statistics.mean(cpu_on):.0f} ms with metrics, "
+          f"{1000 * statistics.mean(cpu_off):.0f} ms with --no-metrics")
 
 
 if __name__ == "__main__":
