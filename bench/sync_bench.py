@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""trainctl sync against rclone on the same data and the same S3 server.
+
+Data sets: many small files (default 1,000 x 1 MiB = 1 GiB) and one big
+file (default 2 GiB). Directions: local -> s3rver, s3rver -> local, and
+local -> local. Both tools get the same parallelism (8 transfers, 16 MiB
+parts, 8 parts in flight for one big object). Each case runs on a fresh
+bucket / folder; the data is in the page cache for both tools.
+
+    bench/sync_bench.py [--small-files 1000] [--small-size 1048576] [--big-size 2147483648]
+                        [--trainctl build/trainctl] [--only small|big]
+
+Prints one line per case: seconds for each tool and rclone/trainctl
+(> 1: trainctl is faster).
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+
+
+def start_s3rver(tmp):
+    import socket
+    node = shutil.which("node")
+    js = ROOT / "tests" / "s3" / "node_modules" / "s3rver" / "bin" / "s3rver.js"
+    if not js.exists():
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=ROOT / "tests" / "s3", check=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = subprocess.Popen([node, str(js), "-d", str(tmp / "s3data"), "-a", "127.0.0.1", "-p", str(port), "--silent"])
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return p, port
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("s3rver did not start")
+
+
+def bucket(port):
+    name = "bench" + uuid.uuid4().hex[:10]
+    urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/{name}", method="PUT")).read()
+    return name
+
+
+def timed(cmd, env):
+    t = time.perf_counter()
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def make_data(root, nfiles, size, big):
+    small = root / "small"
+    for i in range(nfiles):
+        p = small / f"d{i % 10}" / f"f{i:05d}.bin"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(os.urandom(size))
+    bigd = root / "big"
+    bigd.mkdir(parents=True, exist_ok=True)
+    with open(bigd / "model.bin", "wb") as f:
+        chunk = os.urandom(64 << 20)
+        left = big
+        while left:
+            n = min(left, len(chunk))
+            f.write(chunk[:n])
+            left -= n
+    return {"small": small, "big": bigd}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--small-files", type=int, default=1000)
+    ap.add_argument("--small-size", type=int, default=1 << 20)
+    ap.add_argument("--big-size", type=int, default=2 << 30)
+    ap.add_argument("--trainctl", default=str(ROOT / "build" / "trainctl"))
+    ap.add_argument("--only", choices=["small", "big"])
+    ap.add_argument("--dir", default=None, help="scratch folder (default: a temp folder under /tmp)")
+    a = ap.parse_args()
+    rclone = shutil.which("rclone")
+    if not rclone:
+        sys.exit("rclone is not installed (apt install rclone)")
+    tmp = Path(tempfile.mkdtemp(prefix="tc-syncbench-", dir=a.dir))
+    server, port = start_s3rver(tmp)
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update(AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER",
+                   AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_REGION="us-east-1",
+                   TRAINCTL_PART_SIZE=str(16 << 20),
+                   RCLONE_CONFIG=str(tmp / "rclone.conf"), RCLONE_CONFIG_S3_TYPE="s3",
+                   RCLONE_CONFIG_S3_PROVIDER="Other", RCLONE_CONFIG_S3_ACCESS_KEY_ID="S3RVER",
+                   RCLONE_CONFIG_S3_SECRET_ACCESS_KEY="S3RVER",
+                   RCLONE_CONFIG_S3_ENDPOINT=f"http://127.0.0.1:{port}",
+                   RCLONE_CONFIG_S3_FORCE_PATH_STYLE="true")
+        data = make_data(tmp / "data", a.small_files, a.small_size, a.big_size)
+        tc = [a.trainctl, "sync", "-q", "--jobs", "8"]
+        rc = [rclone, "copy", "--transfers", "8", "--checkers", "8", "--s3-chunk-size", "16M",
+              "--s3-upload-concurrency", "8", "--multi-thread-streams", "8", "--fast-list"]
+        print(f"{'case':<22} {'trainctl s':>10} {'rclone s':>10} {'rclone/trainctl':>16}")
+        for name in ("small", "big"):
+            if a.only and a.only != name:
+                continue
+            src = data[name]
+            total = sum(p.stat().st_size for p in src.rglob("*") if p.is_file())
+            b1, b2 = bucket(port), bucket(port)
+            t_up = timed(tc + [str(src), f"s3://{b1}/x/"], env)
+            r_up = timed(rc + [str(src), f"s3:{b2}/x"], env)
+            t_dn = timed(tc + [f"s3://{b1}/x/", str(tmp / f"tc-down-{name}")], env)
+            r_dn = timed(rc + [f"s3:{b2}/x", str(tmp / f"rc-down-{name}")], env)
+            t_ll = timed(tc + [str(src), str(tmp / f"tc-local-{name}")], env)
+            r_ll = timed(rc + ["--multi-thread-streams", "0", str(src), str(tmp / f"rc-local-{name}")], env)
+            label = f"{a.small_files}x{a.small_size >> 10}KiB" if name == "small" else f"1x{a.big_size >> 20}MiB"
+            for case, t, r in (("up", t_up, r_up), ("down", t_dn, r_dn), ("local", t_ll, r_ll)):
+                print(f"{label + ' ' + case:<22} {t:>10.2f} {r:>10.2f} {r / t:>16.2f}   "
+                      f"({total / t / 1e6:.0f} vs {total / r / 1e6:.0f} MB/s)", flush=True)
+            for d in ("tc-down-", "rc-down-", "tc-local-", "rc-local-"):
+                shutil.rmtree(tmp / f"{d}{name}", ignore_errors=True)
+    finally:
+        server.terminate()
+        server.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
