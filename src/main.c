@@ -30,13 +30,23 @@ static const struct command {
 	{ "ckpt", cmd_ckpt, "list, inspect and transform checkpoints" },
 	{ "compare", cmd_compare, "align two jobs' metrics step by step (precision check)" },
 	{ "report", cmd_report, "write a job's benchmark report (report.json, Ais-Bench files)" },
+	{ "server", cmd_server, "run the platform: queue, scheduler, HTTP API and web UI" },
+	{ "submit", cmd_submit, "queue a job on the server (--server URL or TRAINCTL_SERVER)" },
+	{ "stop", cmd_stop, "stop a job (through the server, or its supervisor directly)" },
+	{ "pause", cmd_pause, "stop a job with a checkpoint and hold it (server)" },
+	{ "resume", cmd_resume, "put a paused job back in the queue (server)" },
+	{ "clone", cmd_clone, "submit a copy of a job (server)" },
+	{ "delete", cmd_delete, "delete a finished job and its run folder (server)" },
+	{ "token", cmd_token, "create a bearer token for the server's API" },
+	{ "supervise", cmd_supervise, NULL }, /* started by the server, not typed */
 };
 
 static void usage(FILE *out)
 {
 	fprintf(out, "usage: trainctl <command> [options]\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
+		if (commands[i].help)
+			fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
 	fprintf(out, "\n'trainctl <command> --help' describes one command.\n");
 }
 

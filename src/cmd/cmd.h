@@ -30,4 +30,19 @@ int cmd_ckpt(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_compare(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_report(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 
+/* cmd_server.c, cmd_jobs.c: trainctl server and the verbs that use it */
+int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_token(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_supervise(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_submit(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_stop(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_pause(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_resume(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_clone(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_delete(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+/* ps, show and logs through the server when one is configured (client_configured) */
+int remote_ps(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int remote_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int remote_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+
 #endif

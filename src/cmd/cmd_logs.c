@@ -1,5 +1,6 @@
 /* cmd_logs.c -- `trainctl logs JOB [--rank R] [--tail N] [-f]` */
 #include "cmd/cmd.h"
+#include "server/server.h"
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "logs/logs.h"
@@ -38,6 +39,8 @@ static bool job_alive(void *data)
 
 int cmd_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
+	if (client_configured(argc, argv))
+		return remote_logs(argc, argv, ctx, err);
 	static const struct option opts[] = {
 		{ "rank", required_argument, NULL, 'r' },
 		{ "tail", required_argument, NULL, 'n' },

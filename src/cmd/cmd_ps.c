@@ -1,5 +1,6 @@
 /* cmd_ps.c -- `trainctl ps [-a] [--json]`: jobs on this machine, newest first */
 #include "cmd/cmd.h"
+#include "server/server.h"
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "store/store.h"
@@ -31,6 +32,8 @@ static void duration(struct sbuf *sb, const struct job_row *j)
 
 int cmd_ps(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
+	if (client_configured(argc, argv))
+		return remote_ps(argc, argv, ctx, err);
 	static const struct option opts[] = {
 		{ "all", no_argument, NULL, 'a' },
 		{ "json", no_argument, NULL, 'j' },

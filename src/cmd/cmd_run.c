@@ -40,7 +40,7 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	const char *nproc = NULL, *device = NULL, *name = NULL, *restarts = NULL;
 	const char *resume_job = NULL;
 	char *resume_path = NULL, *resume_spec = NULL;
-	struct launch_opts lo = { ctx->home, false, false };
+	struct launch_opts lo = { .home = ctx->home };
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+n:d:qh", opts, NULL)) != -1) {

@@ -1,5 +1,6 @@
 /* cmd_show.c -- `trainctl show JOB [--json]`: spec, states, workers, root cause */
 #include "cmd/cmd.h"
+#include "server/server.h"
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "metrics/ingest.h"
@@ -80,6 +81,8 @@ static json_t *job_json(const struct job_row *j, const struct event_row *ev, siz
 
 int cmd_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
+	if (client_configured(argc, argv))
+		return remote_show(argc, argv, ctx, err);
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },

@@ -36,6 +36,18 @@ struct launch_opts {
 	const char *home; /* $TRAINCTL_HOME */
 	bool quiet;       /* no worker output on the console */
 	bool no_metrics;  /* do not read metrics (--no-metrics) */
+	/*
+	 * `trainctl supervise` (started by the server): run the job that
+	 * already exists under this id instead of creating one; its first
+	 * attempt resumes from the job's newest complete checkpoint when
+	 * resume_newest is set (a preempted, paused or lost job run again).
+	 * When the supervisor is stopped by SIGTERM and the job's stop_reason
+	 * says preempted or paused, that state is recorded instead of killed.
+	 */
+	const char *job_id;
+	bool resume_newest;
+	/* workers run as this account (server as root); run_as_uid 0 = ours */
+	unsigned run_as_uid, run_as_gid;
 };
 
 /*

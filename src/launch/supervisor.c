@@ -29,6 +29,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <grp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -200,9 +201,15 @@ static int make_run_folder(struct sup *sp, struct tc_err *err)
 	sp->ckpt_dir = sp->s->ckpt_dir[0] == '/' ? xstrdup(sp->s->ckpt_dir)
 						  : join(sp->output_dir, sp->s->ckpt_dir);
 	const char *dirs[] = { sp->log_dir, sp->output_dir, sp->data_dir, sp->tb_dir, sp->ckpt_dir };
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		if ((rc = mkdir_p(dirs[i], err)))
 			return rc;
+		/* workers running as another account write their outputs here */
+		if (sp->o->run_as_uid &&
+		    chown(dirs[i], (uid_t)sp->o->run_as_uid, (gid_t)sp->o->run_as_gid) < 0)
+			return tc_error_errno(err, TC_ESYS, "cannot hand %s to uid %u", dirs[i],
+					      sp->o->run_as_uid);
+	}
 	char *yaml = spec_to_yaml(sp->s);
 	rc = write_text(sp->run_dir, "job.yaml", yaml, err);
 	free(yaml);
@@ -352,6 +359,15 @@ static _Noreturn void child_exec(struct sup *sp, struct worker *w, int out_w, in
 	int devnull = open("/dev/null", O_RDONLY);
 	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
 		_exit(127);
+	if (sp->o->run_as_uid) {
+		/* a root server runs a user's job as that user's account */
+		gid_t gid = (gid_t)sp->o->run_as_gid;
+		if (setgroups(1, &gid) < 0 || setgid(gid) < 0 || setuid((uid_t)sp->o->run_as_uid) < 0) {
+			dprintf(2, "trainctl: cannot switch to uid %u: %s\n", sp->o->run_as_uid,
+				strerror(errno));
+			_exit(127);
+		}
+	}
 	if (chdir(sp->s->workdir) < 0) {
 		dprintf(2, "trainctl: cannot enter workdir '%s': %s\n", sp->s->workdir, strerror(errno));
 		_exit(127);
@@ -754,7 +770,7 @@ static int run_attempts(struct sup *sp, int *exit_status, struct tc_err *err)
 	int rc = 0;
 	int *ports = NULL;
 	char *rank_table = NULL;
-	char *resume = jobio_resume(sp->io, true, err);
+	char *resume = jobio_resume(sp->io, !sp->o->resume_newest, err);
 	if (!resume && err->code)
 		return err->code;
 	if ((rc = prepare_rank_table(sp, &rank_table, err)))
@@ -810,10 +826,27 @@ static int run_attempts(struct sup *sp, int *exit_status, struct tc_err *err)
 		attempt_loop(sp);
 
 		if (sp->user_signal) {
+			/* the server says why it stopped us: preempted and paused jobs run again */
+			char *asked = NULL;
+			struct tc_err e3 = TC_ERR_INIT;
+			if (sp->o->job_id && store_job_stop_reason(sp->st, sp->job_id, &asked, &e3))
+				say(sp, "warning: %s", e3.msg);
+			tc_err_release(&e3);
 			struct sbuf why2 = SBUF_INIT;
-			sbuf_addf(&why2, "stopped by %s", strsignal(sp->user_signal));
-			rc = store_job_finish(sp->st, sp->job_id, "killed", 1, why2.buf, why2.buf, err);
-			say(sp, "job %s killed (%s)", sp->job_id, why2.buf);
+			if (asked && (!strcmp(asked, "preempted") || !strcmp(asked, "paused"))) {
+				sbuf_addf(&why2, "%s by the server (workers stopped by %s)", asked,
+					  strsignal(sp->user_signal));
+				rc = store_job_set_state(sp->st, sp->job_id, asked, why2.buf, err);
+				say(sp, "job %s %s", sp->job_id, why2.buf);
+			} else {
+				if (asked)
+					sbuf_addf(&why2, "stopped through the server (%s)", asked);
+				else
+					sbuf_addf(&why2, "stopped by %s", strsignal(sp->user_signal));
+				rc = store_job_finish(sp->st, sp->job_id, "killed", 1, why2.buf, why2.buf, err);
+				say(sp, "job %s killed (%s)", sp->job_id, why2.buf);
+			}
+			free(asked);
 			sbuf_release(&why2);
 			*exit_status = 1;
 			goto out;
@@ -880,7 +913,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 
 	if ((rc = store_open(o->home, &sp.st, err)))
 		goto out;
-	sp.job_id = store_new_job_id();
+	sp.job_id = o->job_id ? xstrdup(o->job_id) : store_new_job_id();
 	*job_id = xstrdup(sp.job_id);
 	if ((rc = make_run_folder(&sp, err)))
 		goto out;
@@ -891,14 +924,24 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		sp.w[i].out.fd = sp.w[i].err.fd = sp.w[i].logfd = -1;
 		sp.w[i].reaped = true;
 	}
-	char *spec_json = spec_to_json(s);
-	struct job_row row = {
-		.id = sp.job_id, .name = s->name, .state = "starting", .run_dir = sp.run_dir,
-		.spec_json = spec_json, .created = now_wall(), .world_size = sp.n,
-		.sup_pid = getpid(), .sup_ticks = proc_start_ticks(getpid()),
-	};
-	rc = store_job_create(sp.st, &row, err);
-	free(spec_json);
+	if (o->job_id) {
+		/* the server created the job; this supervisor takes it over */
+		struct sbuf why = SBUF_INIT;
+		sbuf_addf(&why, "supervisor started (pid %ld)", (long)getpid());
+		rc = store_job_set_supervisor(sp.st, sp.job_id, getpid(), proc_start_ticks(getpid()), err);
+		if (!rc)
+			rc = store_job_set_state(sp.st, sp.job_id, "starting", why.buf, err);
+		sbuf_release(&why);
+	} else {
+		char *spec_json = spec_to_json(s);
+		struct job_row row = {
+			.id = sp.job_id, .name = s->name, .state = "starting", .run_dir = sp.run_dir,
+			.spec_json = spec_json, .created = now_wall(), .world_size = sp.n,
+			.sup_pid = getpid(), .sup_ticks = proc_start_ticks(getpid()),
+		};
+		rc = store_job_create(sp.st, &row, err);
+		free(spec_json);
+	}
 	if (rc)
 		goto out;
 	say(&sp, "job %s (%s): %d %s worker%s, run folder %s", sp.job_id, s->name, sp.n,

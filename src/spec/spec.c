@@ -330,6 +330,7 @@ static int r_dev_per_node(struct walk *w, yaml_node_t *n, const char *key)
 static int r_dev_ids(struct walk *w, yaml_node_t *n, const char *key)
 {
 	w->ids_line = line_of(n);
+	w->s->device_ids_given = true;
 	if (n->type != YAML_SEQUENCE_NODE)
 		return fail(w, n, key, "must be a list of device ids");
 	size_t cnt = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
@@ -741,6 +742,23 @@ static int plan_parallel(struct walk *w)
 	return 0;
 }
 
+/* ---- priority:, preemptible: (the server's scheduler, docs/server.md) ---- */
+
+static int r_priority(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_int(w, n, key, 1, 1000, &w->s->priority);
+}
+
+static int r_preemptible(struct walk *w, yaml_node_t *n, const char *key)
+{
+	const char *v = plain(n) ? scalar(n) : NULL;
+	if (v && (!strcmp(v, "true") || !strcmp(v, "false"))) {
+		w->s->preemptible = !strcmp(v, "true");
+		return 0;
+	}
+	return fail(w, n, key, "must be true or false");
+}
+
 static const struct rule top_rules[] = {
 	{ "name", r_name, NULL },
 	{ "command", r_command, NULL },
@@ -753,8 +771,8 @@ static const struct rule top_rules[] = {
 	{ "backend", r_backend, NULL },
 	{ "restart", r_restart, NULL },
 	{ "checkpoint", r_checkpoint, NULL },
-	{ "priority", NULL, "priorities need the scheduler of `trainctl server`" },
-	{ "preemptible", NULL, "preemption needs the scheduler of `trainctl server`" },
+	{ "priority", r_priority, NULL },
+	{ "preemptible", r_preemptible, NULL },
 	{ "inputs", r_inputs, NULL },
 	{ "outputs", r_outputs, NULL },
 	{ "metrics", r_metrics, NULL },
@@ -780,6 +798,7 @@ void spec_init(struct spec *s)
 	s->resume = RESUME_AUTO;
 	s->metrics_format = NULL; /* auto; left unallocated so stack specs need no free */
 	s->metrics_files = (struct strvec)STRVEC_INIT;
+	s->priority = 100;
 }
 
 static const char *const reserved_env[] = {
@@ -1089,6 +1108,8 @@ static json_t *spec_json(const struct spec *s)
 										 : s->resume_path));
 	json_object_set_new(c, "keep", json_integer(s->ckpt_keep));
 	json_object_set_new(o, "checkpoint", c);
+	json_object_set_new(o, "priority", json_integer(s->priority));
+	json_object_set_new(o, "preemptible", json_boolean(s->preemptible));
 	if (s->parallel.on) {
 		json_t *p = json_pack("{s:s, s:s, s:I}", "strategy", "auto", "model", s->parallel.model,
 				      "global_batch", (json_int_t)s->parallel.global_batch);

@@ -81,6 +81,10 @@ struct spec {
 		char *partition;  /* layers per stage, comma separated */
 		double step_time; /* the planner's estimate, seconds */
 	} parallel;
+	/* the scheduler of `trainctl server` (docs/server.md); `run` records them */
+	int priority;      /* 1..1000, higher first; default 100 */
+	bool preemptible;  /* may give its devices to a non-preemptible job */
+	bool device_ids_given; /* devices.ids was in the spec (the server must use exactly those) */
 };
 
 /* Fill defaults; name and command stay unset. */

@@ -67,6 +67,26 @@ static const char *const migrations[] = {
 	" files_json TEXT NOT NULL, created REAL NOT NULL,"
 	" state TEXT NOT NULL DEFAULT 'complete',"
 	" PRIMARY KEY (job_id, name));",
+	/* 4: trainctl server (store_server.c): owner, scheduling fields, the
+	 * devices a job holds, why the server stopped it, tokens, telemetry */
+	"ALTER TABLE jobs ADD COLUMN user TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 100;"
+	"ALTER TABLE jobs ADD COLUMN preemptible INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE jobs ADD COLUMN device_type TEXT NOT NULL DEFAULT 'cpu';"
+	"ALTER TABLE jobs ADD COLUMN device_count INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE jobs ADD COLUMN device_want TEXT;"
+	"ALTER TABLE jobs ADD COLUMN devices TEXT;"
+	"ALTER TABLE jobs ADD COLUMN stop_reason TEXT;"
+	"ALTER TABLE jobs ADD COLUMN managed INTEGER NOT NULL DEFAULT 0;"
+	"CREATE INDEX jobs_state ON jobs(state);"
+	"CREATE INDEX jobs_user ON jobs(user, id);"
+	"CREATE TABLE tokens ("
+	" hash TEXT PRIMARY KEY, user TEXT NOT NULL, admin INTEGER NOT NULL DEFAULT 0,"
+	" created REAL NOT NULL);"
+	"CREATE TABLE job_usage ("
+	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	" time REAL NOT NULL, cpu REAL NOT NULL, mem REAL NOT NULL, dev TEXT);"
+	"CREATE INDEX job_usage_job ON job_usage(job_id, time);",
 };
 
 static int db_error(struct store *st, struct tc_err *err, const char *what)

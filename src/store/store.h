@@ -34,6 +34,7 @@
 #include <sys/types.h>
 
 #include "core/err.h"
+#include "core/sbuf.h"
 
 struct store;
 
@@ -222,5 +223,93 @@ int store_ckpt_set_state(struct store *st, const char *job, const char *name, co
 int store_ckpt_list(struct store *st, const char *job, bool all, struct store_ckpt **out,
 		    size_t *nr, struct tc_err *err);
 void store_ckpt_free(struct store_ckpt *v, size_t nr);
+
+/* ---- trainctl server (store_server.c) ----
+ *
+ * Columns of jobs for the server: user (owner; '' for `trainctl run`),
+ * priority, preemptible, device_type, device_count, device_want (ids the
+ * spec named, "0,1", or NULL for any), devices (ids held while it runs),
+ * stop_reason (why the server asked its supervisor to stop: preempted,
+ * paused or stopped; the supervisor records that state on SIGTERM) and
+ * managed (1: the server schedules it).  Tables tokens (SHA-256 of each
+ * bearer token, hex) and job_usage (telemetry samples, dev as JSON).
+ *
+ *   queued --(scheduler: store_sjob_launch)--> starting -> running -> ...
+ *   running --(stop_reason preempted, SIGTERM)--> preempted --(store_sjob_requeue)--> queued
+ *   running --(stop_reason paused)--> paused --(resume: store_sjob_requeue)--> queued
+ *   lost (supervisor died) --(restart budget left: store_sjob_requeue)--> queued
+ */
+struct store_sjob {
+	char *id, *name, *user, *state, *device_type, *device_want, *devices, *stop_reason;
+	char *spec_json, *run_dir;
+	int priority, device_count, restarts;
+	bool preemptible;
+	double created;
+	pid_t sup_pid;
+	unsigned long long sup_ticks;
+};
+
+/* A new managed job in state queued (j: id, name, run_dir, spec_json, created, world_size). */
+int store_sjob_create(struct store *st, const struct job_row *j, const struct store_sjob *x,
+		      struct tc_err *err);
+/* Managed jobs not in a terminal state, oldest first. */
+int store_sjob_active(struct store *st, struct store_sjob **out, size_t *nr, struct tc_err *err);
+int store_sjob_get(struct store *st, const char *id, struct store_sjob *out, struct tc_err *err);
+void store_sjob_release(struct store_sjob *j);
+void store_sjobs_free(struct store_sjob *v, size_t nr);
+/* The scheduler started its supervisor: devices, pid, state starting, one transaction. */
+int store_sjob_launch(struct store *st, const char *id, const char *devices, pid_t pid,
+		      unsigned long long ticks, const char *reason, struct tc_err *err);
+/* Back to state (queued or paused) holding nothing; count_restart adds one to restarts. */
+int store_sjob_requeue(struct store *st, const char *id, const char *state, bool count_restart,
+		       const char *reason, struct tc_err *err);
+int store_sjob_set_devices(struct store *st, const char *id, const char *devices,
+			   struct tc_err *err);
+int store_job_set_stop_reason(struct store *st, const char *id, const char *reason,
+			      struct tc_err *err);
+/* The job's stop_reason (heap) or NULL. */
+int store_job_stop_reason(struct store *st, const char *id, char **out, struct tc_err *err);
+int store_job_delete(struct store *st, const char *id, struct tc_err *err);
+
+struct store_event {
+	long long id;
+	char *job_id, *state, *reason, *user;
+	double time;
+};
+/* Events with id > after, oldest first, at most limit. */
+int store_events_after(struct store *st, long long after, int limit, struct store_event **out,
+		       size_t *nr, struct tc_err *err);
+int store_events_last(struct store *st, long long *last, struct tc_err *err);
+void store_events_free(struct store_event *v, size_t nr);
+
+/* Listing filter: NULL fields match all; state may list several ("a,b"). */
+struct store_jfilter {
+	const char *state, *user, *name;
+	long limit, offset;
+};
+/* A JSON array of the matching jobs, newest first, appended to out; *total counts all matches. */
+int store_jobs_json(struct store *st, const struct store_jfilter *f, struct sbuf *out,
+		    long long *total, struct tc_err *err);
+/* s as a JSON string literal ("null" for NULL). */
+void store_json_str(struct sbuf *sb, const char *s);
+
+int store_token_add(struct store *st, const char *hash, const char *user, bool admin,
+		    struct tc_err *err);
+/* TC_ENOTFOUND for an unknown hash. */
+int store_token_find(struct store *st, const char *hash, char **user, bool *admin,
+		     struct tc_err *err);
+int store_token_count(struct store *st, long long *n, struct tc_err *err);
+
+int store_usage_add(struct store *st, const char *id, double t, double cpu, double mem,
+		    const char *dev_json, struct tc_err *err);
+/* counts[i] = jobs in states[i] (NULL-terminated list). */
+int store_state_counts(struct store *st, const char *const *states, long long *counts,
+		       struct tc_err *err);
+/* {"series": [{"metric", "rank", "points"}]} of a job. */
+int store_metric_names_json(struct store *st, const char *job, struct sbuf *out,
+			    struct tc_err *err);
+/* [{"time", "cpu", "mem", "devices": [...]}] of samples after since. */
+int store_usage_json(struct store *st, const char *id, double since, struct sbuf *out,
+		     struct tc_err *err);
 
 #endif

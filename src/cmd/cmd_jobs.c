@@ -1,0 +1,465 @@
+/*
+ * cmd_jobs.c -- the verbs that go through `trainctl server`: submit, stop,
+ * pause, resume, clone, delete, and ps / show / logs when a server is
+ * configured (--server URL or $TRAINCTL_SERVER; token in $TRAINCTL_TOKEN).
+ * Without a server, `stop` signals the job's supervisor directly and the
+ * others say that they need one.
+ */
+#include "cmd/cmd.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+#include "server/server.h"
+#include "store/store.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A path segment or query value, percent-encoded. */
+static void add_escaped(struct sbuf *sb, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if ((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    *p == '-' || *p == '_' || *p == '.') {
+			sbuf_addch(sb, (char)*p);
+		} else {
+			sbuf_addch(sb, '%');
+			sbuf_addch(sb, hex[*p >> 4]);
+			sbuf_addch(sb, hex[*p & 15]);
+		}
+	}
+}
+
+/* ---- submit ---- */
+
+int cmd_submit(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	static const struct option opts[] = {
+		{ "server", required_argument, NULL, 'S' },
+		{ "name", required_argument, NULL, 'N' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *server = NULL, *name = NULL;
+	bool as_json = false;
+	int c;
+	(void)ctx;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'S': server = optarg; break;
+		case 'N': name = optarg; break;
+		case 'j': as_json = true; break;
+		case 'h':
+			fputs("usage: trainctl submit SPEC.yaml [--server URL] [--name NAME] [--json]\n"
+			      "\nQueues the job on the server ($TRAINCTL_SERVER, token $TRAINCTL_TOKEN)"
+			      " and prints its id.\n", stdout);
+			return 0;
+		default: return tc_error(err, TC_EUSAGE, "submit: bad option (see trainctl submit --help)");
+		}
+	}
+	if (optind + 1 != argc)
+		return tc_error(err, TC_EUSAGE, "submit: give one spec file");
+	struct sbuf text = SBUF_INIT, resp = SBUF_INIT;
+	struct client *cl = NULL;
+	int rc = read_file(argv[optind], &text, err);
+	if (rc) {
+		rc = tc_error(err, TC_ESPEC, "%s", err->msg);
+		goto out;
+	}
+	char *abs = path_absolute(argv[optind], NULL);
+	char *base = path_dirname(abs);
+	json_t *body = json_pack("{s:s%, s:s, s:s}", "spec", text.buf, text.len, "file", argv[optind],
+				 "base", base);
+	if (name)
+		json_object_set_new(body, "name", json_string(name));
+	char *b = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	free(abs);
+	free(base);
+	if (!b) {
+		rc = tc_error(err, TC_ESPEC, "%s: not UTF-8 text", argv[optind]);
+		goto out;
+	}
+	rc = client_open(server, &cl, err);
+	if (!rc)
+		rc = client_json(cl, "POST", "/api/v1/jobs", b, &resp, err);
+	free(b);
+	if (rc)
+		goto out;
+	if (as_json) {
+		fwrite(resp.buf, 1, resp.len, stdout);
+		fputc('\n', stdout);
+	} else {
+		json_t *o = json_loadb(resp.buf, resp.len, 0, NULL);
+		const char *id = json_string_value(json_object_get(o, "id"));
+		printf("%s\n", id ? id : "?");
+		json_decref(o);
+	}
+out:
+	client_close(cl);
+	sbuf_release(&text);
+	sbuf_release(&resp);
+	return rc;
+}
+
+/* ---- stop, pause, resume, clone, delete ---- */
+
+static int local_stop(const char *home, const char *ref, struct tc_err *err)
+{
+	struct store *st = NULL;
+	struct job_row j = { 0 };
+	int rc = store_open(home, &st, err);
+	if (!rc)
+		rc = store_job_get(st, ref, &j, err);
+	if (!rc)
+		rc = store_job_reconcile(st, &j, err);
+	if (rc)
+		goto out;
+	if (store_state_terminal(j.state)) {
+		rc = tc_error(err, TC_EUSAGE, "stop: job %s already ended (%s)", j.id, j.state);
+		goto out;
+	}
+	if (!proc_alive(j.sup_pid, j.sup_ticks)) {
+		rc = tc_error(err, TC_EUSAGE, "stop: job %s has no running supervisor (%s); a queued job"
+			      " needs its server", j.id, j.state);
+		goto out;
+	}
+	if (kill(j.sup_pid, SIGTERM) < 0) {
+		rc = tc_error_errno(err, TC_ESYS, "stop: cannot signal supervisor %ld", (long)j.sup_pid);
+		goto out;
+	}
+	printf("stopping %s (SIGTERM to supervisor %ld)\n", j.id, (long)j.sup_pid);
+out:
+	job_row_release(&j);
+	store_close(st);
+	return rc;
+}
+
+static int job_verb(const char *verb, int argc, char **argv, struct cmd_ctx *ctx,
+		    struct tc_err *err)
+{
+	static const struct option opts[] = {
+		{ "server", required_argument, NULL, 'S' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *server = NULL;
+	bool as_json = false;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'S': server = optarg; break;
+		case 'j': as_json = true; break;
+		case 'h':
+			printf("usage: trainctl %s JOB [--server URL] [--json]\n", verb);
+			return 0;
+		default: return tc_error(err, TC_EUSAGE, "%s: bad option", verb);
+		}
+	}
+	if (optind + 1 != argc)
+		return tc_error(err, TC_EUSAGE, "%s: give one job", verb);
+	const char *ref = argv[optind];
+	if (!server && !client_configured(argc, argv)) {
+		if (!strcmp(verb, "stop"))
+			return local_stop(ctx->home, ref, err);
+		return tc_error(err, TC_EUSAGE,
+				"%s: needs `trainctl server` (give --server URL or set TRAINCTL_SERVER)", verb);
+	}
+	struct client *cl = NULL;
+	struct sbuf path = SBUF_INIT, resp = SBUF_INIT;
+	sbuf_adds(&path, "/api/v1/jobs/");
+	add_escaped(&path, ref);
+	if (strcmp(verb, "delete") != 0)
+		sbuf_addf(&path, "/%s", verb);
+	int rc = client_open(server, &cl, err);
+	if (!rc)
+		rc = client_json(cl, !strcmp(verb, "delete") ? "DELETE" : "POST", path.buf, "{}", &resp,
+				 err);
+	if (!rc) {
+		json_t *o = json_loadb(resp.buf, resp.len, 0, NULL);
+		if (as_json) {
+			fwrite(resp.buf, 1, resp.len, stdout);
+			fputc('\n', stdout);
+		} else if (!strcmp(verb, "clone")) {
+			printf("%s\n", json_string_value(json_object_get(o, "id")));
+		} else {
+			printf("%s: %s\n", json_string_value(json_object_get(o, "id")), verb);
+		}
+		json_decref(o);
+	}
+	client_close(cl);
+	sbuf_release(&path);
+	sbuf_release(&resp);
+	return rc;
+}
+
+int cmd_stop(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	return job_verb("stop", argc, argv, ctx, err);
+}
+
+int cmd_pause(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	return job_verb("pause", argc, argv, ctx, err);
+}
+
+int cmd_resume(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	return job_verb("resume", argc, argv, ctx, err);
+}
+
+int cmd_clone(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	return job_verb("clone", argc, argv, ctx, err);
+}
+
+int cmd_delete(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	return job_verb("delete", argc, argv, ctx, err);
+}
+
+/* ---- ps, show, logs through the server ---- */
+
+static const char *jstr(json_t *o, const char *k)
+{
+	const char *v = json_string_value(json_object_get(o, k));
+	return v ? v : "";
+}
+
+int remote_ps(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	static const struct option opts[] = {
+		{ "all", no_argument, NULL, 'a' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "server", required_argument, NULL, 'S' },
+		{ "state", required_argument, NULL, 's' },
+		{ "user", required_argument, NULL, 'u' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *server = NULL, *state = NULL, *user = NULL;
+	bool all = false, as_json = false;
+	int c;
+	(void)ctx;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "ah", opts, NULL)) != -1) {
+		switch (c) {
+		case 'a': all = true; break;
+		case 'j': as_json = true; break;
+		case 'S': server = optarg; break;
+		case 's': state = optarg; break;
+		case 'u': user = optarg; break;
+		case 'h':
+			fputs("usage: trainctl ps [-a] [--json] [--state S[,S]] [--user U] [--server URL]\n", stdout);
+			return 0;
+		default: return tc_error(err, TC_EUSAGE, "ps: bad option (see trainctl ps --help)");
+		}
+	}
+	if (optind != argc)
+		return tc_error(err, TC_EUSAGE, "ps: takes no arguments");
+	struct sbuf path = SBUF_INIT, resp = SBUF_INIT;
+	sbuf_addf(&path, "/api/v1/jobs?limit=%d", all ? 100000 : 50);
+	if (state) {
+		sbuf_adds(&path, "&state=");
+		add_escaped(&path, state);
+	}
+	if (user) {
+		sbuf_adds(&path, "&user=");
+		add_escaped(&path, user);
+	}
+	struct client *cl = NULL;
+	int rc = client_open(server, &cl, err);
+	if (!rc)
+		rc = client_json(cl, "GET", path.buf, NULL, &resp, err);
+	if (!rc) {
+		json_t *o = json_loadb(resp.buf, resp.len, 0, NULL);
+		json_t *jobs = json_object_get(o, "jobs");
+		if (as_json) {
+			json_dumpf(jobs, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+			fputc('\n', stdout);
+		} else {
+			printf("%-29s %-20s %-10s %-10s %4s %-12s %8s\n", "JOB", "NAME", "USER", "STATE",
+			       "PRIO", "DEVICES", "RESTARTS");
+			size_t i;
+			json_t *j;
+			json_array_foreach(jobs, i, j) {
+				struct sbuf d = SBUF_INIT;
+				sbuf_addf(&d, "%s:%lld", jstr(j, "device_type"),
+					  (long long)json_integer_value(json_object_get(j, "device_count")));
+				printf("%-29s %-20s %-10s %-10s %4lld %-12s %8lld\n", jstr(j, "id"), jstr(j, "name"),
+				       jstr(j, "user"), jstr(j, "state"),
+				       (long long)json_integer_value(json_object_get(j, "priority")), d.buf,
+				       (long long)json_integer_value(json_object_get(j, "restarts")));
+				sbuf_release(&d);
+			}
+		}
+		json_decref(o);
+	}
+	client_close(cl);
+	sbuf_release(&path);
+	sbuf_release(&resp);
+	return rc;
+}
+
+int remote_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "server", required_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *server = NULL;
+	bool as_json = false;
+	int c;
+	(void)ctx;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j': as_json = true; break;
+		case 'S': server = optarg; break;
+		case 'h': fputs("usage: trainctl show JOB [--json] [--server URL]\n", stdout); return 0;
+		default: return tc_error(err, TC_EUSAGE, "show: bad option");
+		}
+	}
+	if (optind + 1 != argc)
+		return tc_error(err, TC_EUSAGE, "show: give one job");
+	struct sbuf path = SBUF_INIT, resp = SBUF_INIT;
+	sbuf_adds(&path, "/api/v1/jobs/");
+	add_escaped(&path, argv[optind]);
+	struct client *cl = NULL;
+	int rc = client_open(server, &cl, err);
+	if (!rc)
+		rc = client_json(cl, "GET", path.buf, NULL, &resp, err);
+	if (!rc) {
+		json_t *o = json_loadb(resp.buf, resp.len, 0, NULL);
+		if (as_json) {
+			json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+			fputc('\n', stdout);
+		} else {
+			printf("%-10s %s\n%-10s %s\n%-10s %s\n%-10s %s\n", "job", jstr(o, "id"), "name",
+			       jstr(o, "name"), "user", jstr(o, "user"), "state", jstr(o, "state"));
+			printf("%-10s %lld%s\n%-10s %s:%lld %s\n%-10s %s\n", "priority",
+			       (long long)json_integer_value(json_object_get(o, "priority")),
+			       json_is_true(json_object_get(o, "preemptible")) ? " (preemptible)" : "",
+			       "devices", jstr(o, "device_type"),
+			       (long long)json_integer_value(json_object_get(o, "device_count")),
+			       jstr(o, "devices"), "run dir", jstr(o, "run_dir"));
+			if (json_is_string(json_object_get(o, "root_cause")))
+				printf("\nroot cause:\n%s\n", jstr(o, "root_cause"));
+			printf("\nevents:\n");
+			size_t i;
+			json_t *e;
+			json_array_foreach(json_object_get(o, "events"), i, e) {
+				struct sbuf t = SBUF_INIT;
+				format_time_utc(&t, json_real_value(json_object_get(e, "time")));
+				printf("  %s  %-10s %s\n", t.buf, jstr(e, "state"), jstr(e, "reason"));
+				sbuf_release(&t);
+			}
+		}
+		json_decref(o);
+	}
+	client_close(cl);
+	sbuf_release(&path);
+	sbuf_release(&resp);
+	return rc;
+}
+
+struct follow {
+	bool prefix;
+};
+
+static int on_log_event(void *arg, const char *event, const char *data)
+{
+	struct follow *f = arg;
+	if (!strcmp(event, "end"))
+		return 1;
+	json_t *o = json_loads(data, 0, NULL);
+	const char *line = json_string_value(json_object_get(o, "line"));
+	if (line) {
+		if (f->prefix)
+			printf("[%lld] ", (long long)json_integer_value(json_object_get(o, "rank")));
+		fputs(line, stdout);
+		fputc('\n', stdout);
+		fflush(stdout);
+	}
+	json_decref(o);
+	return 0;
+}
+
+int remote_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	static const struct option opts[] = {
+		{ "rank", required_argument, NULL, 'r' },
+		{ "tail", required_argument, NULL, 'n' },
+		{ "follow", no_argument, NULL, 'f' },
+		{ "server", required_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *server = NULL;
+	long rank = -1, tail = -1;
+	bool follow = false;
+	int c;
+	(void)ctx;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "r:n:fh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			if (!parse_long(optarg, 0, 1 << 20, &rank))
+				return tc_error(err, TC_EUSAGE, "logs: --rank must be a rank number, not '%s'", optarg);
+			break;
+		case 'n':
+			if (!parse_long(optarg, 0, 10000000, &tail))
+				return tc_error(err, TC_EUSAGE, "logs: --tail must be a number of lines, not '%s'", optarg);
+			break;
+		case 'f': follow = true; break;
+		case 'S': server = optarg; break;
+		case 'h': fputs("usage: trainctl logs JOB [--rank R] [--tail N] [-f] [--server URL]\n", stdout); return 0;
+		default: return tc_error(err, TC_EUSAGE, "logs: bad option (see trainctl logs --help)");
+		}
+	}
+	if (optind + 1 != argc)
+		return tc_error(err, TC_EUSAGE, "logs: give one job");
+	struct sbuf path = SBUF_INIT, resp = SBUF_INIT, info = SBUF_INIT;
+	struct client *cl = NULL;
+	int rc = client_open(server, &cl, err);
+	if (rc)
+		goto out;
+	sbuf_adds(&path, "/api/v1/jobs/");
+	add_escaped(&path, argv[optind]);
+	if ((rc = client_json(cl, "GET", path.buf, NULL, &info, err)))
+		goto out;
+	json_t *o = json_loadb(info.buf, info.len, 0, NULL);
+	long long workers = json_integer_value(json_object_get(o, "device_count"));
+	json_decref(o);
+	sbuf_addf(&path, "/logs?rank=%ld", rank);
+	if (tail >= 0)
+		sbuf_addf(&path, "&tail=%ld", tail);
+	if (follow) {
+		struct follow f = { rank < 0 && workers != 1 };
+		sbuf_adds(&path, "&follow=1");
+		if (tail < 0)
+			sbuf_adds(&path, "&tail=-1");
+		rc = client_events(cl, path.buf, on_log_event, &f, err);
+	} else {
+		rc = client_json(cl, "GET", path.buf, NULL, &resp, err);
+		if (!rc)
+			fwrite(resp.buf, 1, resp.len, stdout);
+	}
+out:
+	client_close(cl);
+	sbuf_release(&path);
+	sbuf_release(&resp);
+	sbuf_release(&info);
+	return rc;
+}

@@ -1,0 +1,218 @@
+/*
+ * cmd_server.c -- `trainctl server`, `trainctl token create` and the hidden
+ * `trainctl supervise JOB` that the server starts for each job.
+ */
+#include "cmd/cmd.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+#include "launch/launch.h"
+#include "server/server.h"
+#include "spec/spec.h"
+#include "store/store.h"
+
+#include <getopt.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char server_usage[] =
+	"usage: trainctl server [--listen HOST:PORT] [--state DIR] [options]\n"
+	"\n"
+	"  -l, --listen HOST:PORT  where the API and web UI listen (default 127.0.0.1:8470);\n"
+	"                          beyond loopback only once tokens exist (trainctl token create)\n"
+	"      --state DIR         state folder: trainctl.db and runs/ (default $TRAINCTL_HOME)\n"
+	"      --cpu-slots N       cpu jobs' workers that may run at once (default: cores)\n"
+	"      --quota USER=N      at most N devices held by USER's jobs (USER * = everyone else)\n"
+	"      --sample-seconds S  resource telemetry period (default 5)\n"
+	"  -q, --quiet             no activity log on stderr\n";
+
+static char *self_exe(void)
+{
+	return realpath("/proc/self/exe", NULL);
+}
+
+int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "state", required_argument, NULL, 'S' },
+		{ "cpu-slots", required_argument, NULL, 'c' },
+		{ "quota", required_argument, NULL, 'Q' },
+		{ "sample-seconds", required_argument, NULL, 's' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct server_opts o = { .home = ctx->home, .listen = TC_SERVER_DEFAULT_LISTEN };
+	struct server_quota *q = NULL;
+	size_t nq = 0, qalloc = 0;
+	int c, rc = 0;
+	long v;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "l:qh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l': o.listen = optarg; break;
+		case 'S': o.home = optarg; break;
+		case 'c':
+			if (!parse_long(optarg, 1, 4096, &v)) {
+				rc = tc_error(err, TC_EUSAGE, "server: --cpu-slots must be 1..4096");
+				goto out;
+			}
+			o.cpu_slots = (int)v;
+			break;
+		case 's':
+			if (!parse_double(optarg, &o.sample_seconds) || o.sample_seconds < 0.2 ||
+			    o.sample_seconds > 3600) {
+				rc = tc_error(err, TC_EUSAGE, "server: --sample-seconds must be 0.2..3600");
+				goto out;
+			}
+			break;
+		case 'Q': {
+			const char *eq = strchr(optarg, '=');
+			if (!eq || eq == optarg || !parse_long(eq + 1, 0, 1 << 20, &v)) {
+				rc = tc_error(err, TC_EUSAGE, "server: --quota takes USER=N, not '%s'", optarg);
+				goto out;
+			}
+			XGROW(q, nq + 1, qalloc);
+			q[nq].user = xstrndup(optarg, (size_t)(eq - optarg));
+			q[nq++].max_devices = (int)v;
+			break;
+		}
+		case 'q': o.quiet = true; break;
+		case 'h': fputs(server_usage, stdout); goto out;
+		default: rc = tc_error(err, TC_EUSAGE, "server: bad option (see trainctl server --help)"); goto out;
+		}
+	}
+	if (optind != argc) {
+		rc = tc_error(err, TC_EUSAGE, "server: takes no arguments");
+		goto out;
+	}
+	char *exe = self_exe();
+	if (!exe) {
+		rc = tc_error_errno(err, TC_ESYS, "server: cannot find its own binary");
+		goto out;
+	}
+	o.exe = exe;
+	o.quotas = q;
+	o.nquotas = (int)nq;
+	rc = server_run(&o, err);
+	free(exe);
+out:
+	for (size_t i = 0; i < nq; i++)
+		free(q[i].user);
+	free(q);
+	return rc;
+}
+
+int cmd_token(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	static const struct option opts[] = {
+		{ "user", required_argument, NULL, 'u' },
+		{ "admin", no_argument, NULL, 'a' },
+		{ "state", required_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *user = NULL, *home = ctx->home;
+	bool admin = false;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "u:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'u': user = optarg; break;
+		case 'a': admin = true; break;
+		case 'S': home = optarg; break;
+		case 'h':
+			fputs("usage: trainctl token create --user NAME [--admin] [--state DIR]\n"
+			      "\nPrints a new bearer token once; the server keeps only its SHA-256.\n",
+			      stdout);
+			return 0;
+		default: return tc_error(err, TC_EUSAGE, "token: bad option (see trainctl token --help)");
+		}
+	}
+	if (optind + 1 != argc || strcmp(argv[optind], "create") != 0)
+		return tc_error(err, TC_EUSAGE, "token: usage: trainctl token create --user NAME [--admin]");
+	if (!user)
+		return tc_error(err, TC_EUSAGE, "token: --user is required");
+	char *tok = NULL;
+	int rc = server_token_create(home, user, admin, &tok, err);
+	if (!rc)
+		printf("%s\n", tok);
+	free(tok);
+	return rc;
+}
+
+/*
+ * `trainctl supervise JOB --devices IDS [--resume]`: the supervisor of a
+ * job the server created (state queued, spec in runs/JOB/job.yaml).  The
+ * server starts it detached; it is not meant to be typed.
+ */
+int cmd_supervise(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	static const struct option opts[] = {
+		{ "devices", required_argument, NULL, 'd' },
+		{ "resume", no_argument, NULL, 'r' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *devices = NULL;
+	bool resume = false;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': devices = optarg; break;
+		case 'r': resume = true; break;
+		default: return tc_error(err, TC_EUSAGE, "supervise: bad option");
+		}
+	}
+	if (optind + 1 != argc || !devices)
+		return tc_error(err, TC_EUSAGE, "supervise: usage: trainctl supervise JOB --devices IDS");
+	struct store *st = NULL;
+	struct store_sjob j = { 0 };
+	struct spec *s = NULL;
+	struct sbuf path = SBUF_INIT;
+	int rc = store_open(ctx->home, &st, err);
+	if (!rc)
+		rc = store_sjob_get(st, argv[optind], &j, err);
+	store_close(st);
+	if (rc)
+		goto out;
+	sbuf_addf(&path, "%s/job.yaml", j.run_dir);
+	if ((rc = spec_load(path.buf, &s, err)))
+		goto out;
+	/* the devices the scheduler allocated */
+	int n = 0;
+	const char *p = devices;
+	while (*p && n < s->per_node) {
+		char *end;
+		long id = strtol(p, &end, 10);
+		if (end == p || id < 0 || id > 65535) {
+			rc = tc_error(err, TC_EUSAGE, "supervise: bad --devices '%s'", devices);
+			goto out;
+		}
+		s->device_ids[n++] = (int)id;
+		p = *end == ',' ? end + 1 : end;
+	}
+	if (n != s->per_node || *p) {
+		rc = tc_error(err, TC_EUSAGE, "supervise: --devices '%s' is not %d ids", devices, s->per_node);
+		goto out;
+	}
+	struct launch_opts lo = { .home = ctx->home, .quiet = true, .job_id = j.id,
+				  .resume_newest = resume };
+	/* a root server runs a user's job as the account of that name, when there is one */
+	struct passwd *pw = getuid() == 0 && *j.user ? getpwnam(j.user) : NULL;
+	if (pw && pw->pw_uid != 0) {
+		lo.run_as_uid = pw->pw_uid;
+		lo.run_as_gid = pw->pw_gid;
+	}
+	char *id = NULL;
+	rc = launch_run(s, &lo, &id, &ctx->exit_status, err);
+	free(id);
+out:
+	spec_free(s);
+	sbuf_release(&path);
+	store_sjob_release(&j);
+	return rc;
+}

@@ -1,0 +1,210 @@
+/* sched.c -- queue order, all-or-nothing allocation, preemption, quotas; see sched.h. */
+#include "sched/sched.h"
+#include "core/xalloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int sched_cmp(const struct sched_job *a, const struct sched_job *b)
+{
+	if (a->priority != b->priority)
+		return a->priority > b->priority ? -1 : 1;
+	if (a->created != b->created)
+		return a->created < b->created ? -1 : 1;
+	return strcmp(a->id, b->id);
+}
+
+static int cmp_idx(const void *x, const void *y, void *ctx)
+{
+	const struct sched_job *jobs = ctx;
+	return sched_cmp(&jobs[*(const size_t *)x], &jobs[*(const size_t *)y]);
+}
+
+void sched_sort(const struct sched_job *jobs, size_t *idx, size_t n)
+{
+	qsort_r(idx, n, sizeof(*idx), cmp_idx, (void *)jobs);
+}
+
+int sched_quota_of(const struct sched_in *in, const char *user)
+{
+	int any = -1;
+	for (size_t i = 0; i < in->nquotas; i++) {
+		if (!strcmp(in->quotas[i].user, user))
+			return in->quotas[i].max_devices;
+		if (!strcmp(in->quotas[i].user, "*"))
+			any = in->quotas[i].max_devices;
+	}
+	return any;
+}
+
+void sched_decision_release(struct sched_decision *d)
+{
+	free(d->ids);
+	free(d->victims);
+	memset(d, 0, sizeof(*d));
+}
+
+/* Devices held by the user's running and stopping jobs. */
+static int user_holds(const struct sched_in *in, const char *user)
+{
+	int n = 0;
+	for (size_t i = 0; i < in->ndevs; i++) {
+		int o = in->devs[i].owner;
+		if (o >= 0 && !strcmp(in->jobs[o].user, user))
+			n++;
+	}
+	return n;
+}
+
+/*
+ * Does job j fit when the devices marked in avail[] (parallel to devs) are
+ * available?  With ids non-NULL, the ids chosen are written there.
+ */
+static bool fits(const struct sched_in *in, const struct sched_job *j, const bool *avail, int *ids)
+{
+	if (j->want) {
+		for (int k = 0; k < j->count; k++) {
+			bool ok = false;
+			for (size_t i = 0; i < in->ndevs && !ok; i++)
+				ok = avail[i] && in->devs[i].id == j->want[k] && !strcmp(in->devs[i].type, j->type);
+			if (!ok)
+				return false;
+			if (ids)
+				ids[k] = j->want[k];
+		}
+		return true;
+	}
+	int got = 0;
+	for (size_t i = 0; i < in->ndevs && got < j->count; i++)
+		if (avail[i] && !strcmp(in->devs[i].type, j->type)) {
+			if (ids)
+				ids[got] = in->devs[i].id;
+			got++;
+		}
+	return got >= j->count;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+/* Victim order: lowest priority first, then newest first. */
+static int cmp_victim(const void *x, const void *y, void *ctx)
+{
+	const struct sched_job *jobs = ctx;
+	const struct sched_job *a = &jobs[*(const size_t *)x], *b = &jobs[*(const size_t *)y];
+	if (a->priority != b->priority)
+		return a->priority < b->priority ? -1 : 1;
+	if (a->created != b->created)
+		return a->created > b->created ? -1 : 1;
+	return -strcmp(a->id, b->id);
+}
+
+/* Rule (4): victims for job j, or false when preempting cannot help. */
+static bool choose_victims(const struct sched_in *in, const struct sched_job *j, bool *avail,
+			   struct sched_decision *out)
+{
+	/* devices of jobs already stopping are coming: wait for them */
+	for (size_t i = 0; i < in->ndevs; i++) {
+		int o = in->devs[i].owner;
+		if (o >= 0 && in->jobs[o].state == SJ_STOPPING)
+			avail[i] = true;
+	}
+	if (fits(in, j, avail, NULL))
+		return false;
+	size_t *cand = NULL, nc = 0, alloc = 0;
+	for (size_t k = 0; k < in->njobs; k++) {
+		const struct sched_job *v = &in->jobs[k];
+		if (v->state == SJ_RUNNING && v->preemptible && v->priority < j->priority &&
+		    !strcmp(v->type, j->type)) {
+			XGROW(cand, nc + 1, alloc);
+			cand[nc++] = k;
+		}
+	}
+	qsort_r(cand, nc, sizeof(*cand), cmp_victim, (void *)in->jobs);
+	bool ok = false;
+	size_t used = 0;
+	for (; used < nc && !ok; used++) {
+		for (size_t i = 0; i < in->ndevs; i++)
+			if (in->devs[i].owner == (int)cand[used])
+				avail[i] = true;
+		ok = fits(in, j, avail, NULL);
+	}
+	if (ok) {
+		/* drop victims that turned out not to be needed (exact ids) */
+		size_t keep = 0;
+		for (size_t v = 0; v < used; v++) {
+			bool needed = true;
+			if (j->want) {
+				needed = false;
+				for (size_t i = 0; i < in->ndevs && !needed; i++)
+					if (in->devs[i].owner == (int)cand[v])
+						for (int w = 0; w < j->count && !needed; w++)
+							needed = in->devs[i].id == j->want[w];
+			}
+			if (needed)
+				cand[keep++] = cand[v];
+		}
+		out->victims = cand;
+		out->nvictims = keep;
+		return true;
+	}
+	free(cand);
+	return false;
+}
+
+void sched_decide(const struct sched_in *in, struct sched_decision *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->action = SCHED_NONE;
+	bool *free_now = xcalloc(in->ndevs ? in->ndevs : 1, sizeof(bool));
+	bool *scratch = xcalloc(in->ndevs ? in->ndevs : 1, sizeof(bool));
+	const char *types[16];
+	size_t ntypes = 0, nblocked = 0;
+	const char *blocked[16];
+	for (size_t i = 0; i < in->ndevs; i++) {
+		free_now[i] = in->devs[i].owner < 0;
+		bool seen = false;
+		for (size_t t = 0; t < ntypes && !seen; t++)
+			seen = !strcmp(types[t], in->devs[i].type);
+		if (!seen && ntypes < 16)
+			types[ntypes++] = in->devs[i].type;
+	}
+	for (size_t q = 0; q < in->nqueue && (ntypes == 0 || nblocked < ntypes); q++) {
+		size_t k = in->queue[q];
+		const struct sched_job *j = &in->jobs[k];
+		if (j->state != SJ_QUEUED)
+			continue;
+		bool is_blocked = false;
+		for (size_t b = 0; b < nblocked && !is_blocked; b++)
+			is_blocked = !strcmp(blocked[b], j->type);
+		if (is_blocked)
+			continue;
+		int quota = sched_quota_of(in, j->user);
+		if (quota >= 0 && user_holds(in, j->user) + j->count > quota)
+			continue; /* rule (5): skipped, blocks nobody */
+		int *ids = xcalloc((size_t)(j->count > 0 ? j->count : 1), sizeof(int));
+		if (fits(in, j, free_now, ids)) {
+			qsort(ids, (size_t)j->count, sizeof(int), cmp_int);
+			out->action = SCHED_START;
+			out->job = k;
+			out->ids = ids;
+			break;
+		}
+		free(ids);
+		if (!j->preemptible) {
+			memcpy(scratch, free_now, in->ndevs * sizeof(bool));
+			if (choose_victims(in, j, scratch, out)) {
+				out->action = SCHED_PREEMPT;
+				out->job = k;
+				break;
+			}
+		}
+		if (nblocked < 16)
+			blocked[nblocked++] = j->type;
+	}
+	free(free_now);
+	free(scratch);
+}

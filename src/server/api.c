@@ -1,0 +1,1027 @@
+/*
+ * api.c -- the HTTP API (/api/v1, JSON), /metrics and the web UI, on
+ * libmicrohttpd with one thread per connection (so server-sent event
+ * streams may block).  Every handler validates its input first (server.h
+ * invariant 4); errors are {"error": "..."} with the matching status.
+ */
+#include "server/server_int.h"
+#include "server/api_int.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+#include "logs/logs.h"
+#include "metrics/ingest.h"
+#include "metrics/metrics.h"
+#include "spec/spec.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- replies ---- */
+
+int reply_raw(struct MHD_Connection *con, unsigned status, const char *type, const char *body,
+	      size_t len)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body,
+								  MHD_RESPMEM_MUST_COPY);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", type);
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	int ret = MHD_queue_response(con, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+int reply_json(struct MHD_Connection *con, unsigned status, const char *json)
+{
+	return reply_raw(con, status, "application/json", json, strlen(json));
+}
+
+int reply_err(struct MHD_Connection *con, unsigned status, const char *fmt, ...)
+{
+	struct sbuf msg = SBUF_INIT, body = SBUF_INIT;
+	va_list ap;
+	va_start(ap, fmt);
+	sbuf_vaddf(&msg, fmt, ap);
+	va_end(ap);
+	sbuf_adds(&body, "{\"error\":");
+	store_json_str(&body, msg.buf);
+	sbuf_addf(&body, ",\"status\":%u}", status);
+	int ret = reply_json(con, status, body.buf);
+	sbuf_release(&msg);
+	sbuf_release(&body);
+	return ret;
+}
+
+static int reply_tc(struct MHD_Connection *con, const struct tc_err *err)
+{
+	unsigned status = err->code == TC_ENOTFOUND ? 404
+			: (err->code == TC_ESPEC || err->code == TC_EUSAGE || err->code == TC_EINPUT) ? 400
+			: 500;
+	return reply_err(con, status, "%s", err->msg ? err->msg : tc_code_name(err->code));
+}
+
+static int reply_jsont(struct MHD_Connection *con, unsigned status, json_t *o)
+{
+	char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	if (!text)
+		return reply_err(con, 500, "cannot encode the answer");
+	int ret = reply_json(con, status, text);
+	free(text);
+	return ret;
+}
+
+const char *arg_of(struct MHD_Connection *con, const char *key)
+{
+	return MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, key);
+}
+
+/* A query number within [min, max]; def when absent; false when malformed. */
+bool arg_long(struct MHD_Connection *con, const char *key, long min, long max, long def,
+	      long *out)
+{
+	const char *v = arg_of(con, key);
+	*out = def;
+	if (!v || !*v)
+		return true;
+	return parse_long(v, min, max, out);
+}
+
+/* ---- who is asking ---- */
+
+/* 0 with who filled, or an HTTP status (401) */
+static unsigned authenticate(struct srv *s, struct MHD_Connection *con, struct who *w)
+{
+	memset(w, 0, sizeof(*w));
+	pthread_mutex_lock(&s->mu);
+	double now = now_wall();
+	if (now - s->tokens_at > 1.0) {
+		struct tc_err err = TC_ERR_INIT;
+		if (store_token_count(s->st, &s->ntokens, &err) == 0)
+			s->tokens_at = now;
+		tc_err_release(&err);
+	}
+	long long ntok = s->ntokens;
+	pthread_mutex_unlock(&s->mu);
+	if (ntok == 0) {
+		/* no tokens: loopback only (server_run checks), everyone is the local admin */
+		w->user = xstrdup(s->os_user);
+		w->admin = true;
+		return 0;
+	}
+	const char *h = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization");
+	const char *tok = NULL;
+	if (h && !strncasecmp(h, "Bearer ", 7))
+		tok = h + 7;
+	if (!tok) {
+		/* EventSource cannot set headers: the UI passes ?token= on streams */
+		tok = arg_of(con, "token");
+	}
+	if (!tok || !*tok)
+		return 401;
+	struct sbuf hash = SBUF_INIT;
+	server_token_hash(tok, &hash);
+	struct tc_err err = TC_ERR_INIT;
+	pthread_mutex_lock(&s->mu);
+	int rc = store_token_find(s->st, hash.buf, &w->user, &w->admin, &err);
+	pthread_mutex_unlock(&s->mu);
+	sbuf_release(&hash);
+	tc_err_release(&err);
+	return rc ? 401 : 0;
+}
+
+/* ---- jobs ---- */
+
+static bool id_ok(const char *id)
+{
+	if (!*id || strlen(id) > 200 || !strcmp(id, ".") || !strcmp(id, ".."))
+		return false;
+	for (const char *c = id; *c; c++)
+		if (!(*c == '-' || *c == '_' || *c == '.' || (*c >= '0' && *c <= '9') ||
+		      (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')))
+			return false;
+	return true;
+}
+
+/*
+ * Find the job ref (id, unique prefix or name) the caller may see: 0, or
+ * an HTTP status with the error reply queued.
+ */
+static int find_job(struct srv *s, struct MHD_Connection *con, const struct who *w,
+		    const char *ref, struct store_sjob *out, int *ret)
+{
+	if (!id_ok(ref)) {
+		*ret = reply_err(con, 400, "bad job id '%s'", ref);
+		return 400;
+	}
+	struct job_row jr = { 0 };
+	struct tc_err err = TC_ERR_INIT;
+	pthread_mutex_lock(&s->mu);
+	int rc = store_job_get(s->st, ref, &jr, &err);
+	if (!rc)
+		rc = store_sjob_get(s->st, jr.id, out, &err);
+	pthread_mutex_unlock(&s->mu);
+	job_row_release(&jr);
+	if (rc) {
+		*ret = rc == TC_ENOTFOUND ? reply_err(con, 404, "no job '%s'", ref) : reply_tc(con, &err);
+		tc_err_release(&err);
+		return rc == TC_ENOTFOUND ? 404 : 500;
+	}
+	tc_err_release(&err);
+	if (!w->admin && strcmp(out->user, w->user) != 0) {
+		*ret = reply_err(con, 403, "job %s belongs to another user", out->id);
+		store_sjob_release(out);
+		return 403;
+	}
+	return 0;
+}
+
+static char *write_job_yaml(const char *run_dir, const char *yaml, struct tc_err *err)
+{
+	struct sbuf path = SBUF_INIT, tmp = SBUF_INIT;
+	sbuf_addf(&path, "%s/job.yaml", run_dir);
+	sbuf_addf(&tmp, "%s/.job.yaml.tmp", run_dir);
+	/* no fsync: the spec is also in the database, and submissions must be cheap */
+	FILE *f = fopen(tmp.buf, "w");
+	int ok = f && fputs(yaml, f) >= 0;
+	if (f && fclose(f) != 0)
+		ok = 0;
+	if (!ok || rename(tmp.buf, path.buf) < 0) {
+		tc_error_errno(err, TC_ESYS, "cannot write %s", path.buf);
+		sbuf_release(&path);
+		sbuf_release(&tmp);
+		return NULL;
+	}
+	sbuf_release(&tmp);
+	return sbuf_detach(&path);
+}
+
+/* Queue a spec (text, YAML or JSON) for user; 201 with the job. */
+static int submit_spec(struct srv *s, struct MHD_Connection *con, const struct who *w,
+		       const char *text, const char *file, const char *base, const char *name_override)
+{
+	struct spec *sp = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	int ret;
+	if (spec_parse(text, strlen(text), file, base, &sp, &err)) {
+		ret = reply_tc(con, &err);
+		tc_err_release(&err);
+		return ret;
+	}
+	if (name_override) {
+		free(sp->name);
+		sp->name = xstrdup(name_override);
+	}
+	/* the pool must be able to hold the job at all, or it would wait forever */
+	size_t have = 0;
+	for (size_t i = 0; i < s->ndevs; i++)
+		if (!strcmp(s->devs[i].type, sp->device_type))
+			have++;
+	if ((size_t)sp->per_node > have) {
+		ret = reply_err(con, 400, "devices: %d %s devices requested but this server has %zu",
+				sp->per_node, sp->device_type, have);
+		spec_free(sp);
+		return ret;
+	}
+	char *id = store_new_job_id();
+	struct sbuf run_dir = SBUF_INIT;
+	sbuf_addf(&run_dir, "%s/runs/%s", s->home, id);
+	char *yaml = spec_to_yaml(sp);
+	char *json = spec_to_json(sp);
+	char *path = NULL;
+	if (mkdir_p(run_dir.buf, &err) || !(path = write_job_yaml(run_dir.buf, yaml, &err))) {
+		ret = reply_tc(con, &err);
+		goto out;
+	}
+	/* ids the spec named are a requirement; otherwise any free ones */
+	char *want = sp->device_ids_given ? ids_text(sp->device_ids, sp->per_node) : NULL;
+	struct job_row jr = { .id = id, .name = sp->name, .run_dir = run_dir.buf, .spec_json = json,
+			      .created = now_wall(), .world_size = sp->per_node };
+	struct store_sjob x = { .user = (char *)w->user, .priority = sp->priority,
+				.preemptible = sp->preemptible, .device_type = sp->device_type,
+				.device_count = sp->per_node, .device_want = want };
+	pthread_mutex_lock(&s->mu);
+	int rc = store_sjob_create(s->st, &jr, &x, &err);
+	if (!rc) {
+		srv_add_queued(s, id, w->user, sp->name, sp->device_type, sp->per_node,
+			       want ? sp->device_ids : NULL, sp->priority, sp->preemptible, jr.created,
+			       sp->max_restarts, run_dir.buf);
+		s->submitted++;
+		srv_wake(s);
+	}
+	pthread_mutex_unlock(&s->mu);
+	free(want);
+	if (rc) {
+		ret = reply_tc(con, &err);
+		goto out;
+	}
+	struct sbuf body = SBUF_INIT;
+	sbuf_adds(&body, "{\"id\":");
+	store_json_str(&body, id);
+	sbuf_adds(&body, ",\"name\":");
+	store_json_str(&body, sp->name);
+	sbuf_adds(&body, ",\"state\":\"queued\",\"user\":");
+	store_json_str(&body, w->user);
+	sbuf_addch(&body, '}');
+	ret = reply_json(con, 201, body.buf);
+	sbuf_release(&body);
+out:
+	free(path);
+	free(yaml);
+	free(json);
+	free(id);
+	sbuf_release(&run_dir);
+	spec_free(sp);
+	tc_err_release(&err);
+	return ret;
+}
+
+static int h_submit(struct srv *s, struct MHD_Connection *con, const struct who *w,
+		    const struct sbuf *body)
+{
+	json_error_t je;
+	json_t *o = json_loadb(body->buf, body->len, 0, &je);
+	int ret;
+	if (!o)
+		return reply_err(con, 400, "malformed JSON at line %d: %s", je.line, je.text);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return reply_err(con, 400, "the body must be a JSON object with a 'spec'");
+	}
+	json_t *spec = json_object_get(o, "spec");
+	json_t *base = json_object_get(o, "base");
+	json_t *file = json_object_get(o, "file");
+	json_t *name = json_object_get(o, "name");
+	if ((base && !json_is_string(base)) || (file && !json_is_string(file)) ||
+	    (name && !json_is_null(name) && !json_is_string(name))) {
+		json_decref(o);
+		return reply_err(con, 400, "'base', 'file' and 'name' must be strings");
+	}
+	const char *b = base ? json_string_value(base) : NULL;
+	if (b && b[0] != '/') {
+		json_decref(o);
+		return reply_err(con, 400, "'base' must be an absolute path");
+	}
+	char *text = NULL;
+	if (json_is_string(spec)) {
+		text = xstrdup(json_string_value(spec));
+	} else if (json_is_object(spec)) {
+		char *t = json_dumps(spec, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		text = xstrdup(t ? t : "{}");
+		free(t);
+	} else {
+		json_decref(o);
+		return reply_err(con, 400, "'spec' must be the spec text (YAML or JSON) or a JSON object");
+	}
+	if (strlen(text) != (spec && json_is_string(spec) ? json_string_length(spec) : strlen(text))) {
+		ret = reply_err(con, 400, "spec: holds a NUL byte");
+	} else {
+		char *cwd = getcwd(NULL, 0);
+		ret = submit_spec(s, con, w, text, file ? json_string_value(file) : "spec",
+				  b ? b : (cwd ? cwd : "/"),
+				  name && json_is_string(name) && *json_string_value(name) ? json_string_value(name) : NULL);
+		free(cwd);
+	}
+	free(text);
+	json_decref(o);
+	return ret;
+}
+
+static int h_list(struct srv *s, struct MHD_Connection *con, const struct who *w)
+{
+	long limit, offset;
+	if (!arg_long(con, "limit", 1, 100000, 100, &limit) ||
+	    !arg_long(con, "offset", 0, 1L << 40, 0, &offset))
+		return reply_err(con, 400, "limit must be 1..100000 and offset a number");
+	const char *state = arg_of(con, "state"), *user = arg_of(con, "user");
+	const char *name = arg_of(con, "name");
+	if (state && *state) {
+		static const char *const known[] = { "queued", "starting", "running", "restarting",
+			"paused", "preempted", "succeeded", "failed", "killed", "lost", NULL };
+		const char *p = state;
+		while (*p) {
+			const char *c = strchr(p, ',');
+			size_t n = c ? (size_t)(c - p) : strlen(p);
+			bool ok = false;
+			for (const char *const *k = known; *k && !ok; k++)
+				ok = strlen(*k) == n && !strncmp(*k, p, n);
+			if (!ok)
+				return reply_err(con, 400, "state: '%.*s' is not a job state", (int)n, p);
+			p += n + (c ? 1 : 0);
+		}
+	}
+	if (!w->admin) {
+		if (user && *user && strcmp(user, w->user) != 0)
+			return reply_err(con, 403, "only an admin may list another user's jobs");
+		user = w->user;
+	}
+	struct store_jfilter f = { state && *state ? state : NULL, user && *user ? user : NULL,
+				   name && *name ? name : NULL, limit, offset };
+	struct sbuf body = SBUF_INIT;
+	struct tc_err err = TC_ERR_INIT;
+	long long total = 0;
+	sbuf_adds(&body, "{\"jobs\":");
+	pthread_mutex_lock(&s->mu);
+	int rc = store_jobs_json(s->st, &f, &body, &total, &err);
+	pthread_mutex_unlock(&s->mu);
+	int ret;
+	if (rc) {
+		ret = reply_tc(con, &err);
+	} else {
+		sbuf_addf(&body, ",\"total\":%lld,\"limit\":%ld,\"offset\":%ld}", total, limit, offset);
+		ret = reply_json(con, 200, body.buf);
+	}
+	sbuf_release(&body);
+	tc_err_release(&err);
+	return ret;
+}
+
+static json_t *jnum(double v)
+{
+	return isfinite(v) ? json_real(v) : json_null();
+}
+
+static int h_detail(struct srv *s, struct MHD_Connection *con, const struct store_sjob *x)
+{
+	struct job_row j = { 0 };
+	struct event_row *ev = NULL;
+	struct worker_row *wk = NULL;
+	struct store_ckpt *ck = NULL;
+	size_t nev = 0, nwk = 0, nck = 0;
+	struct metrics_job_summary ms = { 0 };
+	struct tc_err err = TC_ERR_INIT;
+	pthread_mutex_lock(&s->mu);
+	int rc = store_job_get(s->st, x->id, &j, &err);
+	if (!rc)
+		rc = store_events(s->st, j.id, &ev, &nev, &err);
+	if (!rc)
+		rc = store_workers(s->st, j.id, &wk, &nwk, &err);
+	if (!rc)
+		rc = store_ckpt_list(s->st, j.id, true, &ck, &nck, &err);
+	bool have_ms = !rc && metrics_job_summary(s->st, &j, &ms, &err) == 0;
+	pthread_mutex_unlock(&s->mu);
+	int ret;
+	if (rc) {
+		ret = reply_tc(con, &err);
+		goto out;
+	}
+	json_t *o = json_object();
+	json_object_set_new(o, "id", json_string(j.id));
+	json_object_set_new(o, "name", json_string(j.name));
+	json_object_set_new(o, "user", json_string(x->user));
+	json_object_set_new(o, "state", json_string(j.state));
+	json_object_set_new(o, "priority", json_integer(x->priority));
+	json_object_set_new(o, "preemptible", json_boolean(x->preemptible));
+	json_object_set_new(o, "device_type", json_string(x->device_type));
+	json_object_set_new(o, "device_count", json_integer(x->device_count));
+	json_object_set_new(o, "devices", x->devices ? json_string(x->devices) : json_null());
+	json_object_set_new(o, "stop_reason", x->stop_reason ? json_string(x->stop_reason) : json_null());
+	json_object_set_new(o, "run_dir", json_string(j.run_dir));
+	json_object_set_new(o, "created", json_real(j.created));
+	json_object_set_new(o, "started", j.started > 0 ? json_real(j.started) : json_null());
+	json_object_set_new(o, "ended", j.ended > 0 ? json_real(j.ended) : json_null());
+	json_object_set_new(o, "exit_code", json_integer(j.exit_code));
+	json_object_set_new(o, "restarts", json_integer(j.restarts));
+	json_object_set_new(o, "workers", json_integer(j.world_size));
+	json_object_set_new(o, "root_cause", j.root_cause ? json_string(j.root_cause) : json_null());
+	json_object_set_new(o, "supervisor_pid", json_integer(j.sup_pid));
+	json_t *spec = json_loads(j.spec_json, 0, NULL);
+	json_object_set_new(o, "spec", spec ? spec : json_null());
+	json_t *events = json_array();
+	for (size_t i = 0; i < nev; i++)
+		json_array_append_new(events, json_pack("{s:f, s:s, s:s}", "time", ev[i].time, "state",
+							ev[i].state, "reason", ev[i].reason));
+	json_object_set_new(o, "events", events);
+	json_t *workers = json_array();
+	for (size_t i = 0; i < nwk; i++) {
+		json_t *wj = json_pack("{s:i, s:i, s:i, s:i, s:f}", "attempt", wk[i].attempt, "rank",
+				       wk[i].rank, "local_rank", wk[i].local_rank, "pid", (int)wk[i].pid,
+				       "started", wk[i].started);
+		json_object_set_new(wj, "ended", wk[i].ended > 0 ? json_real(wk[i].ended) : json_null());
+		json_object_set_new(wj, "exit_code", wk[i].ended > 0 && !wk[i].signal ? json_integer(wk[i].exit_code) : json_null());
+		json_object_set_new(wj, "signal", wk[i].signal ? json_integer(wk[i].signal) : json_null());
+		json_array_append_new(workers, wj);
+	}
+	json_object_set_new(o, "workers_history", workers);
+	json_t *cks = json_array();
+	for (size_t i = 0; i < nck; i++)
+		json_array_append_new(cks, json_pack("{s:s, s:I, s:I, s:I, s:I, s:s, s:f, s:s}", "name",
+						     ck[i].name, "step", (json_int_t)ck[i].step, "epoch",
+						     (json_int_t)ck[i].epoch, "files", (json_int_t)ck[i].nfiles,
+						     "bytes", (json_int_t)ck[i].bytes, "checksum",
+						     ck[i].checksum, "created", ck[i].created, "state",
+						     ck[i].state));
+	json_object_set_new(o, "checkpoints", cks);
+	json_object_set_new(o, "metrics", have_ms ? metrics_job_summary_json(&ms) : json_null());
+	json_object_set_new(o, "duration", have_ms ? jnum(ms.duration) : json_null());
+	ret = reply_jsont(con, 200, o);
+out:
+	if (have_ms)
+		metrics_job_summary_release(&ms);
+	tc_err_release(&err);
+	job_row_release(&j);
+	event_rows_free(ev, nev);
+	free(wk);
+	store_ckpt_free(ck, nck);
+	return ret;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+static int h_action(struct srv *s, struct MHD_Connection *con, const struct who *w,
+		    const struct store_sjob *x, const char *action)
+{
+	struct tc_err err = TC_ERR_INIT;
+	int ret;
+	if (!strcmp(action, "clone")) {
+		/* the spec as submitted; ids the allocator chose are not a requirement */
+		json_t *spec = json_loads(x->spec_json ? x->spec_json : "", 0, NULL);
+		if (!json_is_object(spec)) {
+			json_decref(spec);
+			return reply_err(con, 409, "cannot clone %s: its spec is not stored", x->id);
+		}
+		if (!x->device_want)
+			json_object_del(json_object_get(spec, "devices"), "ids");
+		json_object_del(json_object_get(spec, "parallel"), "plan");
+		char *text = json_dumps(spec, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		json_decref(spec);
+		ret = submit_spec(s, con, w, text ? text : "{}", "spec", x->run_dir, NULL);
+		free(text);
+		return ret;
+	}
+	if (!x->spec_json || !strlen(x->run_dir)) {
+		/* unreachable: rows always have both */
+		return reply_err(con, 500, "job %s is incomplete", x->id);
+	}
+	pthread_mutex_lock(&s->mu);
+	struct sjob *j = srv_find(s, x->id);
+	int rc = 0;
+	unsigned status = 200;
+	const char *msg = NULL;
+	if (!strcmp(action, "stop") || !strcmp(action, "pause")) {
+		if (!j) {
+			status = 409;
+			msg = "the job is not active";
+		} else {
+			rc = srv_stop_job(s, j, !strcmp(action, "stop") ? "stopped" : "paused", &err);
+		}
+	} else if (!strcmp(action, "resume")) {
+		if (!j || j->st != SJ_IDLE) {
+			status = 409;
+			msg = "only a paused job can be resumed";
+		} else {
+			rc = srv_resume_job(s, j, &err);
+		}
+	} else if (!strcmp(action, "delete")) {
+		if (j || !store_state_terminal(x->state)) {
+			status = 409;
+			msg = "only a finished job can be deleted (stop it first)";
+		} else {
+			rc = store_job_delete(s->st, x->id, &err);
+		}
+	} else {
+		status = 404;
+		msg = "no such action";
+	}
+	srv_wake(s);
+	pthread_mutex_unlock(&s->mu);
+	if (msg)
+		ret = reply_err(con, status, "%s: %s", x->id, msg);
+	else if (rc)
+		ret = reply_tc(con, &err);
+	else {
+		if (!strcmp(action, "delete") && nftw(x->run_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 &&
+		    errno != ENOENT) {
+			ret = reply_err(con, 500, "deleted %s but not all of %s: %s", x->id, x->run_dir,
+					strerror(errno));
+			tc_err_release(&err);
+			return ret;
+		}
+		struct sbuf body = SBUF_INIT;
+		sbuf_adds(&body, "{\"id\":");
+		store_json_str(&body, x->id);
+		sbuf_adds(&body, ",\"action\":");
+		store_json_str(&body, action);
+		sbuf_adds(&body, ",\"ok\":true}");
+		ret = reply_json(con, 200, body.buf);
+		sbuf_release(&body);
+	}
+	tc_err_release(&err);
+	return ret;
+}
+
+/* ---- logs ---- */
+
+static int h_logs(struct srv *s, struct MHD_Connection *con, const struct store_sjob *x)
+{
+	long rank, tail;
+	if (!arg_long(con, "rank", -1, 1 << 20, -1, &rank) ||
+	    !arg_long(con, "tail", -1, 10000000, -1, &tail))
+		return reply_err(con, 400, "rank and tail must be numbers");
+	const char *fmt = arg_of(con, "format");
+	const char *follow = arg_of(con, "follow");
+	if (follow && (!strcmp(follow, "1") || !strcmp(follow, "true")))
+		return stream_logs(s, con, x, (int)rank, tail);
+	struct sbuf dir = SBUF_INIT;
+	sbuf_addf(&dir, "%s/logs", x->run_dir);
+	if (fmt && !strcmp(fmt, "json")) {
+		json_t *o = json_object();
+		json_t *ranks = json_array();
+		for (int r = 0; r < 4096; r++) {
+			if (rank >= 0 && r != rank)
+				continue;
+			struct sbuf p = SBUF_INIT;
+			sbuf_addf(&p, "%s/rank-%d.log", dir.buf, r);
+			if (!path_exists(p.buf)) {
+				sbuf_release(&p);
+				if (r > x->device_count + 8)
+					break;
+				continue;
+			}
+			char *buf = NULL;
+			size_t len = 0;
+			FILE *f = open_memstream(&buf, &len);
+			struct logs_opts lo = { dir.buf, r, tail < 0 ? 2000 : tail, false, false, NULL, NULL };
+			struct tc_err err = TC_ERR_INIT;
+			if (f) {
+				if (logs_print(&lo, f, &err))
+					tc_err_release(&err);
+				fclose(f);
+			}
+			json_array_append_new(ranks, json_pack("{s:i, s:s#}", "rank", r, "text",
+							       buf ? buf : "", buf ? len : 0));
+			free(buf);
+			sbuf_release(&p);
+		}
+		json_object_set_new(o, "ranks", ranks);
+		sbuf_release(&dir);
+		return reply_jsont(con, 200, o);
+	}
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f) {
+		sbuf_release(&dir);
+		return reply_err(con, 500, "out of memory");
+	}
+	struct logs_opts lo = { dir.buf, (int)rank, tail, false, rank < 0 && x->device_count != 1,
+				NULL, NULL };
+	struct tc_err err = TC_ERR_INIT;
+	int rc = logs_print(&lo, f, &err);
+	fclose(f);
+	int ret;
+	if (rc) {
+		ret = reply_tc(con, &err);
+	} else {
+		struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_COPY);
+		MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
+		if (arg_of(con, "download")) {
+			struct sbuf cd = SBUF_INIT;
+			sbuf_addf(&cd, "attachment; filename=\"%s.log\"", x->id);
+			MHD_add_response_header(r, "Content-Disposition", cd.buf);
+			sbuf_release(&cd);
+		}
+		ret = MHD_queue_response(con, 200, r);
+		MHD_destroy_response(r);
+	}
+	free(buf);
+	tc_err_release(&err);
+	sbuf_release(&dir);
+	return ret;
+}
+
+/* ---- metrics of a job ---- */
+
+static int h_metric_list(struct srv *s, struct MHD_Connection *con, const struct store_sjob *x)
+{
+	struct store_mseries *v = NULL;
+	size_t n = 0;
+	struct tc_err err = TC_ERR_INIT;
+	struct sbuf body = SBUF_INIT;
+	pthread_mutex_lock(&s->mu);
+	int rc = store_metric_names_json(s->st, x->id, &body, &err);
+	pthread_mutex_unlock(&s->mu);
+	(void)v;
+	(void)n;
+	int ret = rc ? reply_tc(con, &err) : reply_json(con, 200, body.buf);
+	sbuf_release(&body);
+	tc_err_release(&err);
+	return ret;
+}
+
+static int h_metric_points(struct srv *s, struct MHD_Connection *con, const struct store_sjob *x)
+{
+	const char *name = arg_of(con, "name");
+	long rank, points;
+	if (!name || !*name)
+		return reply_err(con, 400, "name: which metric (see /metrics of the job)");
+	if (!arg_long(con, "rank", -1, 1 << 20, -1, &rank) ||
+	    !arg_long(con, "points", 4, 100000, 2000, &points))
+		return reply_err(con, 400, "rank must be a number and points 4..100000");
+	double xmin = -INFINITY, xmax = INFINITY;
+	const char *a = arg_of(con, "xmin"), *b = arg_of(con, "xmax");
+	if ((a && *a && !parse_double(a, &xmin)) || (b && *b && !parse_double(b, &xmax)))
+		return reply_err(con, 400, "xmin and xmax must be numbers");
+	struct store_mseries *v = NULL;
+	size_t n = 0;
+	struct tc_err err = TC_ERR_INIT;
+	pthread_mutex_lock(&s->mu);
+	int rc = store_metric_series(s->st, x->id, name, (int)rank, &v, &n, &err);
+	pthread_mutex_unlock(&s->mu);
+	if (rc) {
+		int ret = reply_tc(con, &err);
+		tc_err_release(&err);
+		return ret;
+	}
+	struct sbuf body = SBUF_INIT;
+	sbuf_adds(&body, "{\"metric\":");
+	store_json_str(&body, name);
+	sbuf_adds(&body, ",\"series\":[");
+	for (size_t i = 0; i < n; i++) {
+		struct metrics_xy *xy = xmalloc((v[i].n ? v[i].n : 1) * sizeof(*xy));
+		size_t m = 0;
+		for (size_t k = 0; k < v[i].n; k++) {
+			const struct store_mpoint *p = &v[i].v[k];
+			double px = (double)p->seq;
+			if (p->kind != STORE_MPOINT || p->text || !isfinite(p->value) || px < xmin || px > xmax)
+				continue;
+			xy[m].x = px;
+			xy[m].y = p->value;
+			m++;
+		}
+		size_t buckets = (size_t)points / 4;
+		struct metrics_xy *out = xmalloc((4 * buckets + 1) * sizeof(*out));
+		size_t o = m <= (size_t)points ? m : metrics_downsample(xy, m, buckets, out);
+		const struct metrics_xy *src = m <= (size_t)points ? xy : out;
+		sbuf_addf(&body, "%s{\"rank\":%d,\"n\":%zu,\"x\":[", i ? "," : "", v[i].rank, m);
+		for (size_t k = 0; k < o; k++)
+			sbuf_addf(&body, k ? ",%.17g" : "%.17g", src[k].x);
+		sbuf_adds(&body, "],\"y\":[");
+		for (size_t k = 0; k < o; k++)
+			sbuf_addf(&body, k ? ",%.9g" : "%.9g", src[k].y);
+		sbuf_adds(&body, "]}");
+		free(xy);
+		free(out);
+	}
+	sbuf_adds(&body, "]}");
+	store_mseries_free(v, n);
+	int ret = reply_json(con, 200, body.buf);
+	sbuf_release(&body);
+	return ret;
+}
+
+static int h_usage(struct srv *s, struct MHD_Connection *con, const struct store_sjob *x)
+{
+	double since = 0;
+	const char *a = arg_of(con, "since");
+	if (a && *a && !parse_double(a, &since))
+		return reply_err(con, 400, "since must be a number (seconds since 1970)");
+	struct sbuf body = SBUF_INIT;
+	struct tc_err err = TC_ERR_INIT;
+	sbuf_adds(&body, "{\"samples\":");
+	pthread_mutex_lock(&s->mu);
+	int rc = store_usage_json(s->st, x->id, since, &body, &err);
+	pthread_mutex_unlock(&s->mu);
+	sbuf_addch(&body, '}');
+	int ret = rc ? reply_tc(con, &err) : reply_json(con, 200, body.buf);
+	sbuf_release(&body);
+	tc_err_release(&err);
+	return ret;
+}
+
+static int h_report(struct MHD_Connection *con, const struct store_sjob *x)
+{
+	struct sbuf path = SBUF_INIT, text = SBUF_INIT;
+	sbuf_addf(&path, "%s/report.json", x->run_dir);
+	int ret;
+	if (read_file(path.buf, &text, NULL) == 0)
+		ret = reply_json(con, 200, text.buf);
+	else
+		ret = reply_err(con, 404, "job %s has no report.json", x->id);
+	sbuf_release(&path);
+	sbuf_release(&text);
+	return ret;
+}
+
+/* ---- the node ---- */
+
+static int h_devices(struct srv *s, struct MHD_Connection *con)
+{
+	pthread_mutex_lock(&s->mu);
+	struct sbuf body = SBUF_INIT;
+	sbuf_adds(&body, "{\"devices\":");
+	sbuf_adds(&body, s->devices_json ? s->devices_json : "[]");
+	sbuf_addch(&body, '}');
+	pthread_mutex_unlock(&s->mu);
+	int ret = reply_json(con, 200, body.buf);
+	sbuf_release(&body);
+	return ret;
+}
+
+static int h_prometheus(struct srv *s, struct MHD_Connection *con)
+{
+	static const char *const states[] = { "queued", "starting", "running", "restarting",
+		"paused", "preempted", "succeeded", "failed", "killed", "lost", NULL };
+	struct sbuf b = SBUF_INIT;
+	pthread_mutex_lock(&s->mu);
+	long long counts[10] = { 0 };
+	struct tc_err err = TC_ERR_INIT;
+	int rc = store_state_counts(s->st, states, counts, &err);
+	sbuf_adds(&b, "# HELP trainctl_jobs Jobs by state.\n# TYPE trainctl_jobs gauge\n");
+	for (int i = 0; states[i]; i++)
+		sbuf_addf(&b, "trainctl_jobs{state=\"%s\"} %lld\n", states[i], counts[i]);
+	sbuf_addf(&b, "# HELP trainctl_queue_length Jobs waiting for devices.\n"
+		      "# TYPE trainctl_queue_length gauge\ntrainctl_queue_length %zu\n", s->nqueue);
+	sbuf_adds(&b, "# HELP trainctl_devices Devices the scheduler hands out.\n# TYPE trainctl_devices gauge\n");
+	sbuf_adds(&b, "# HELP trainctl_devices_allocated Devices held by jobs.\n# TYPE trainctl_devices_allocated gauge\n");
+	for (size_t i = 0; i < s->ndevs; i++) {
+		bool first = true;
+		for (size_t k = 0; k < i && first; k++)
+			first = strcmp(s->devs[k].type, s->devs[i].type) != 0;
+		if (!first)
+			continue;
+		int total = 0, used = 0;
+		for (size_t k = 0; k < s->ndevs; k++)
+			if (!strcmp(s->devs[k].type, s->devs[i].type)) {
+				total++;
+				used += s->devs[k].owner >= 0;
+			}
+		sbuf_addf(&b, "trainctl_devices{type=\"%s\"} %d\ntrainctl_devices_allocated{type=\"%s\"} %d\n",
+			  s->devs[i].type, total, s->devs[i].type, used);
+	}
+	sbuf_addf(&b, "# HELP trainctl_submissions_total Jobs submitted since the server started.\n"
+		      "# TYPE trainctl_submissions_total counter\ntrainctl_submissions_total %lld\n"
+		      "# HELP trainctl_http_requests_total HTTP requests served.\n"
+		      "# TYPE trainctl_http_requests_total counter\ntrainctl_http_requests_total %lld\n"
+		      "# HELP trainctl_scheduler_decision_seconds Mean time of one scheduling decision.\n"
+		      "# TYPE trainctl_scheduler_decision_seconds gauge\ntrainctl_scheduler_decision_seconds %.9f\n",
+		      s->submitted, s->requests,
+		      s->sched_calls ? s->sched_ns_total / (double)s->sched_calls / 1e9 : 0.0);
+	pthread_mutex_unlock(&s->mu);
+	int ret = rc ? reply_tc(con, &err) : reply_raw(con, 200, "text/plain; version=0.0.4", b.buf, b.len);
+	tc_err_release(&err);
+	sbuf_release(&b);
+	return ret;
+}
+
+/* ---- routing ---- */
+
+struct req {
+	struct sbuf body;
+	bool too_big, answered;
+};
+
+static int route(struct srv *s, struct MHD_Connection *con, const char *url, const char *method,
+		 struct req *rq)
+{
+	bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+	bool post = !strcmp(method, "POST");
+	bool del = !strcmp(method, "DELETE");
+	if (!strcmp(url, "/metrics")) {
+		if (!get)
+			return reply_err(con, 405, "use GET");
+		return h_prometheus(s, con);
+	}
+	if (strncmp(url, "/api/", 5) != 0) {
+		if (!get)
+			return reply_err(con, 405, "use GET");
+		return serve_asset(con, url);
+	}
+	if (strncmp(url, "/api/v1/", 8) != 0)
+		return reply_err(con, 404, "unknown API version (use /api/v1/)");
+	struct who w;
+	unsigned st = authenticate(s, con, &w);
+	if (st) {
+		struct MHD_Response *r = MHD_create_response_from_buffer(
+			strlen("{\"error\":\"a bearer token is required (Authorization: Bearer TOKEN)\",\"status\":401}"),
+			(void *)"{\"error\":\"a bearer token is required (Authorization: Bearer TOKEN)\",\"status\":401}",
+			MHD_RESPMEM_PERSISTENT);
+		MHD_add_response_header(r, "Content-Type", "application/json");
+		MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"trainctl\"");
+		int ret = MHD_queue_response(con, 401, r);
+		MHD_destroy_response(r);
+		return ret;
+	}
+	const char *p = url + 8;
+	int ret;
+	/* split the rest into at most 4 segments */
+	char *copy = xstrdup(p);
+	char *seg[5] = { 0 };
+	int nseg = 0;
+	for (char *c = copy; c && *c && nseg < 5;) {
+		seg[nseg++] = c;
+		char *sl = strchr(c, '/');
+		if (sl) {
+			*sl = '\0';
+			c = sl + 1;
+		} else {
+			c = NULL;
+		}
+	}
+	if (nseg == 1 && !strcmp(seg[0], "whoami")) {
+		struct sbuf b = SBUF_INIT;
+		sbuf_adds(&b, "{\"user\":");
+		store_json_str(&b, w.user);
+		sbuf_addf(&b, ",\"admin\":%s}", w.admin ? "true" : "false");
+		ret = get ? reply_json(con, 200, b.buf) : reply_err(con, 405, "use GET");
+		sbuf_release(&b);
+	} else if (nseg == 1 && !strcmp(seg[0], "devices")) {
+		ret = get ? h_devices(s, con) : reply_err(con, 405, "use GET");
+	} else if (nseg == 1 && !strcmp(seg[0], "events")) {
+		ret = get ? stream_events(s, con, &w) : reply_err(con, 405, "use GET");
+	} else if (nseg == 1 && !strcmp(seg[0], "jobs")) {
+		if (get)
+			ret = h_list(s, con, &w);
+		else if (post)
+			ret = rq->too_big ? reply_err(con, 413, "the body is over %u bytes", TC_SERVER_MAX_BODY)
+					  : h_submit(s, con, &w, &rq->body);
+		else
+			ret = reply_err(con, 405, "use GET or POST");
+	} else if (nseg >= 2 && nseg <= 4 && !strcmp(seg[0], "jobs")) {
+		struct store_sjob x = { 0 };
+		if (find_job(s, con, &w, seg[1], &x, &ret) == 0) {
+			const char *what = nseg >= 3 ? seg[2] : NULL;
+			if (nseg == 2 && get)
+				ret = h_detail(s, con, &x);
+			else if (nseg == 2 && del)
+				ret = h_action(s, con, &w, &x, "delete");
+			else if (nseg == 2)
+				ret = reply_err(con, 405, "use GET or DELETE");
+			else if (nseg == 3 && (!strcmp(what, "stop") || !strcmp(what, "pause") ||
+					       !strcmp(what, "resume") || !strcmp(what, "clone")))
+				ret = post ? h_action(s, con, &w, &x, what) : reply_err(con, 405, "use POST");
+			else if (nseg == 3 && !strcmp(what, "logs"))
+				ret = get ? h_logs(s, con, &x) : reply_err(con, 405, "use GET");
+			else if (nseg == 3 && !strcmp(what, "metrics"))
+				ret = get ? h_metric_list(s, con, &x) : reply_err(con, 405, "use GET");
+			else if (nseg == 4 && !strcmp(what, "metrics") && !strcmp(seg[3], "points"))
+				ret = get ? h_metric_points(s, con, &x) : reply_err(con, 405, "use GET");
+			else if (nseg == 3 && !strcmp(what, "usage"))
+				ret = get ? h_usage(s, con, &x) : reply_err(con, 405, "use GET");
+			else if (nseg == 3 && !strcmp(what, "report"))
+				ret = get ? h_report(con, &x) : reply_err(con, 405, "use GET");
+			else
+				ret = reply_err(con, 404, "no such resource: %s", url);
+			store_sjob_release(&x);
+		}
+	} else {
+		ret = reply_err(con, 404, "no such resource: %s", url);
+	}
+	free(copy);
+	free(w.user);
+	return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const char *url,
+				  const char *method, const char *version, const char *upload,
+				  size_t *upload_size, void **con_cls)
+{
+	struct srv *s = cls;
+	(void)version;
+	struct req *rq = *con_cls;
+	if (!rq) {
+		rq = xcalloc(1, sizeof(*rq));
+		sbuf_init(&rq->body, 0);
+		*con_cls = rq;
+		const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length");
+		long n;
+		/*
+		 * a body over the limit is read and dropped, so that the client
+		 * gets its 413; only an absurd one is refused before it is sent
+		 */
+		if (cl && parse_long(cl, 0, 1L << 62, &n) && n > 64L * TC_SERVER_MAX_BODY) {
+			rq->answered = true;
+			return reply_err(con, 413, "the body is over %u bytes", TC_SERVER_MAX_BODY) == MHD_YES
+				       ? MHD_YES : MHD_NO;
+		}
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (!rq->answered) {
+			if (rq->body.len + *upload_size > TC_SERVER_MAX_BODY)
+				rq->too_big = true;
+			else
+				sbuf_add(&rq->body, upload, *upload_size);
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (rq->answered)
+		return MHD_YES;
+	rq->answered = true;
+	pthread_mutex_lock(&s->mu);
+	s->requests++;
+	pthread_mutex_unlock(&s->mu);
+	return route(s, con, url, method, rq) == MHD_YES ? MHD_YES : MHD_NO;
+}
+
+static void on_done(void *cls, struct MHD_Connection *con, void **con_cls,
+		    enum MHD_RequestTerminationCode toe)
+{
+	(void)cls;
+	(void)con;
+	(void)toe;
+	struct req *rq = *con_cls;
+	if (rq) {
+		sbuf_release(&rq->body);
+		free(rq);
+		*con_cls = NULL;
+	}
+}
+
+int api_start(struct srv *s, struct tc_err *err)
+{
+	const char *listen = s->o.listen;
+	const char *colon = strrchr(listen, ':');
+	long port;
+	if (!colon || !parse_long(colon + 1, 1, 65535, &port))
+		return tc_error(err, TC_EUSAGE, "server: --listen must be HOST:PORT, not '%s'", listen);
+	struct sbuf host = SBUF_INIT;
+	sbuf_add(&host, listen, (size_t)(colon - listen));
+	if (!strcmp(host.buf, "localhost")) {
+		sbuf_reset(&host);
+		sbuf_adds(&host, "127.0.0.1");
+	}
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	if (inet_pton(AF_INET, host.buf, &sa.sin_addr) != 1) {
+		int rc = tc_error(err, TC_EUSAGE, "server: '%s' is not an IPv4 address", host.buf);
+		sbuf_release(&host);
+		return rc;
+	}
+	sbuf_release(&host);
+	s->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+					  MHD_USE_ERROR_LOG,
+				  (uint16_t)port, NULL, NULL, on_request, s,
+				  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+				  MHD_OPTION_NOTIFY_COMPLETED, on_done, s,
+				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
+				  MHD_OPTION_CONNECTION_LIMIT, (unsigned int)512,
+				  MHD_OPTION_END);
+	if (!s->mhd)
+		return tc_error_errno(err, TC_ESYS, "server: cannot listen on %s", listen);
+	return 0;
+}
+
+void api_stop(struct srv *s)
+{
+	if (s->mhd)
+		MHD_stop_daemon(s->mhd);
+	s->mhd = NULL;
+}

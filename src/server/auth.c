@@ -1,0 +1,63 @@
+/* auth.c -- bearer tokens: random, shown once, stored as SHA-256 (see server.h). */
+#include "server/server.h"
+#include "core/xalloc.h"
+#include "store/store.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void server_token_hash(const char *token, struct sbuf *out)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+	if (!EVP_Digest(token, strlen(token), md, &n, EVP_sha256(), NULL))
+		xdie_oom(0); /* only fails when OpenSSL cannot allocate */
+	for (unsigned int i = 0; i < n; i++) {
+		sbuf_addch(out, hex[md[i] >> 4]);
+		sbuf_addch(out, hex[md[i] & 15]);
+	}
+}
+
+int server_token_create(const char *home, const char *user, bool admin, char **token,
+			struct tc_err *err)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char raw[24];
+	*token = NULL;
+	if (!*user || strlen(user) > 64)
+		return tc_error(err, TC_EUSAGE, "token: --user must be 1 to 64 characters");
+	for (const char *c = user; *c; c++)
+		if (!(*c == '-' || *c == '_' || *c == '.' || (*c >= '0' && *c <= '9') ||
+		      (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')))
+			return tc_error(err, TC_EUSAGE, "token: --user may hold only letters, digits, '.', '_' and '-'");
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return tc_error_errno(err, TC_ESYS, "/dev/urandom");
+	ssize_t r = read(fd, raw, sizeof(raw));
+	close(fd);
+	if (r != (ssize_t)sizeof(raw))
+		return tc_error(err, TC_ESYS, "/dev/urandom: short read");
+	struct sbuf tok = SBUF_INIT, hash = SBUF_INIT;
+	sbuf_adds(&tok, "tc_");
+	for (size_t i = 0; i < sizeof(raw); i++) {
+		sbuf_addch(&tok, hex[raw[i] >> 4]);
+		sbuf_addch(&tok, hex[raw[i] & 15]);
+	}
+	server_token_hash(tok.buf, &hash);
+	struct store *st = NULL;
+	int rc = store_open(home, &st, err);
+	if (!rc)
+		rc = store_token_add(st, hash.buf, user, admin, err);
+	store_close(st);
+	sbuf_release(&hash);
+	if (rc) {
+		sbuf_release(&tok);
+		return rc;
+	}
+	*token = sbuf_detach(&tok);
+	return 0;
+}

@@ -1,0 +1,225 @@
+/* client.c -- the CLI's side of the API (libcurl); see server.h. */
+#include "server/server.h"
+#include "core/xalloc.h"
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct client {
+	char *url;   /* without a trailing '/' */
+	char *auth;  /* "Authorization: Bearer ..." or NULL */
+	CURL *h;
+};
+
+bool client_configured(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--"))
+			break;
+		if (!strcmp(argv[i], "--server") || !strncmp(argv[i], "--server=", 9))
+			return true;
+	}
+	const char *e = getenv("TRAINCTL_SERVER");
+	return e && *e;
+}
+
+int client_open(const char *url, struct client **out, struct tc_err *err)
+{
+	*out = NULL;
+	if (!url || !*url)
+		url = getenv("TRAINCTL_SERVER");
+	if (!url || !*url)
+		return tc_error(err, TC_EUSAGE, "no server: give --server URL or set TRAINCTL_SERVER");
+	if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
+		return tc_error(err, TC_EUSAGE, "server: '%s' is not an http:// URL", url);
+	static bool inited;
+	if (!inited) {
+		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+			return tc_error(err, TC_EBACKEND, "cannot initialise libcurl");
+		inited = true;
+	}
+	struct client *c = xcalloc(1, sizeof(*c));
+	size_t n = strlen(url);
+	while (n && url[n - 1] == '/')
+		n--;
+	c->url = xstrndup(url, n);
+	const char *tok = getenv("TRAINCTL_TOKEN");
+	if (tok && *tok) {
+		struct sbuf a = SBUF_INIT;
+		sbuf_addf(&a, "Authorization: Bearer %s", tok);
+		c->auth = sbuf_detach(&a);
+	}
+	c->h = curl_easy_init();
+	if (!c->h) {
+		client_close(c);
+		return tc_error(err, TC_EBACKEND, "cannot initialise libcurl");
+	}
+	*out = c;
+	return 0;
+}
+
+void client_close(struct client *c)
+{
+	if (!c)
+		return;
+	if (c->h)
+		curl_easy_cleanup(c->h);
+	free(c->url);
+	if (c->auth) {
+		/* the token leaves memory with the client */
+		memset(c->auth, 0, strlen(c->auth));
+		free(c->auth);
+	}
+	free(c);
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *arg)
+{
+	sbuf_add(arg, p, size * n);
+	return size * n;
+}
+
+static int setup(struct client *c, const char *method, const char *path, const char *body,
+		 struct curl_slist **hdrs, struct tc_err *err)
+{
+	struct sbuf url = SBUF_INIT;
+	sbuf_addf(&url, "%s%s", c->url, path);
+	curl_easy_reset(c->h);
+	*hdrs = curl_slist_append(NULL, "Accept: application/json");
+	if (c->auth)
+		*hdrs = curl_slist_append(*hdrs, c->auth);
+	if (body)
+		*hdrs = curl_slist_append(*hdrs, "Content-Type: application/json");
+	int ok = curl_easy_setopt(c->h, CURLOPT_URL, url.buf) == CURLE_OK &&
+		 curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, *hdrs) == CURLE_OK &&
+		 curl_easy_setopt(c->h, CURLOPT_CUSTOMREQUEST, method) == CURLE_OK &&
+		 curl_easy_setopt(c->h, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
+		 curl_easy_setopt(c->h, CURLOPT_CONNECTTIMEOUT, 10L) == CURLE_OK;
+	if (ok && body)
+		ok = curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, body) == CURLE_OK &&
+		     curl_easy_setopt(c->h, CURLOPT_POSTFIELDSIZE, (long)strlen(body)) == CURLE_OK;
+	sbuf_release(&url);
+	if (!ok)
+		return tc_error(err, TC_EBACKEND, "cannot set up the request");
+	return 0;
+}
+
+int client_call(struct client *c, const char *method, const char *path, const char *body,
+		long *status, struct sbuf *resp, struct tc_err *err)
+{
+	struct curl_slist *hdrs = NULL;
+	int rc = setup(c, method, path, body, &hdrs, err);
+	if (!rc && (curl_easy_setopt(c->h, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK ||
+		    curl_easy_setopt(c->h, CURLOPT_WRITEDATA, resp) != CURLE_OK ||
+		    curl_easy_setopt(c->h, CURLOPT_TIMEOUT, 300L) != CURLE_OK))
+		rc = tc_error(err, TC_EBACKEND, "cannot set up the request");
+	if (!rc) {
+		CURLcode r = curl_easy_perform(c->h);
+		if (r != CURLE_OK)
+			rc = tc_error(err, TC_EBACKEND, "server %s: %s", c->url, curl_easy_strerror(r));
+		else if (curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, status) != CURLE_OK)
+			rc = tc_error(err, TC_EBACKEND, "server %s: no status", c->url);
+	}
+	curl_slist_free_all(hdrs);
+	return rc;
+}
+
+int client_json(struct client *c, const char *method, const char *path, const char *body,
+		struct sbuf *resp, struct tc_err *err)
+{
+	long status = 0;
+	int rc = client_call(c, method, path, body, &status, resp, err);
+	if (rc || status < 400)
+		return rc;
+	json_t *o = json_loadb(resp->buf, resp->len, 0, NULL);
+	const char *msg = json_string_value(json_object_get(o, "error"));
+	int code = status == 404 ? TC_ENOTFOUND : status >= 500 ? TC_EBACKEND : TC_EUSAGE;
+	rc = tc_error(err, code, "server: %s (HTTP %ld)", msg ? msg : "request failed", status);
+	json_decref(o);
+	return rc;
+}
+
+/* ---- server-sent events ---- */
+
+struct sse_read {
+	struct sbuf buf, event, data;
+	int (*on_data)(void *, const char *, const char *);
+	void *arg;
+	int stop;
+	long status;
+	struct sbuf errbody;
+	CURL *h;
+};
+
+static size_t on_sse(char *p, size_t size, size_t n, void *arg)
+{
+	struct sse_read *r = arg;
+	size_t len = size * n;
+	if (!r->status)
+		curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &r->status);
+	if (r->status >= 400) {
+		sbuf_add(&r->errbody, p, len);
+		return len;
+	}
+	sbuf_add(&r->buf, p, len);
+	size_t start = 0;
+	for (size_t i = 0; i < r->buf.len; i++) {
+		if (r->buf.buf[i] != '\n')
+			continue;
+		const char *line = r->buf.buf + start;
+		size_t ll = i - start;
+		start = i + 1;
+		if (ll == 0) {
+			if (r->data.len || r->event.len) {
+				int stop = r->on_data(r->arg, r->event.len ? r->event.buf : "message", r->data.buf);
+				sbuf_reset(&r->event);
+				sbuf_reset(&r->data);
+				if (stop) {
+					r->stop = 1;
+					return 0; /* aborts the transfer */
+				}
+			}
+		} else if (ll >= 5 && !strncmp(line, "data:", 5)) {
+			if (r->data.len)
+				sbuf_addch(&r->data, '\n');
+			sbuf_add(&r->data, line + 5 + (ll > 5 && line[5] == ' '), ll - 5 - (ll > 5 && line[5] == ' '));
+		} else if (ll >= 6 && !strncmp(line, "event:", 6)) {
+			sbuf_reset(&r->event);
+			sbuf_add(&r->event, line + 6 + (ll > 6 && line[6] == ' '), ll - 6 - (ll > 6 && line[6] == ' '));
+		}
+	}
+	sbuf_remove_front(&r->buf, start);
+	return len;
+}
+
+int client_events(struct client *c, const char *path,
+		  int (*on_data)(void *arg, const char *event, const char *data), void *arg,
+		  struct tc_err *err)
+{
+	struct curl_slist *hdrs = NULL;
+	struct sse_read r = { SBUF_INIT, SBUF_INIT, SBUF_INIT, on_data, arg, 0, 0, SBUF_INIT, c->h };
+	int rc = setup(c, "GET", path, NULL, &hdrs, err);
+	if (!rc && (curl_easy_setopt(c->h, CURLOPT_WRITEFUNCTION, on_sse) != CURLE_OK ||
+		    curl_easy_setopt(c->h, CURLOPT_WRITEDATA, &r) != CURLE_OK))
+		rc = tc_error(err, TC_EBACKEND, "cannot set up the request");
+	if (!rc) {
+		CURLcode cr = curl_easy_perform(c->h);
+		if (r.status >= 400) {
+			json_t *o = json_loadb(r.errbody.buf, r.errbody.len, 0, NULL);
+			const char *msg = json_string_value(json_object_get(o, "error"));
+			rc = tc_error(err, r.status == 404 ? TC_ENOTFOUND : TC_EUSAGE, "server: %s (HTTP %ld)",
+				      msg ? msg : "request failed", r.status);
+			json_decref(o);
+		} else if (cr != CURLE_OK && !(cr == CURLE_WRITE_ERROR && r.stop)) {
+			rc = tc_error(err, TC_EBACKEND, "server %s: %s", c->url, curl_easy_strerror(cr));
+		}
+	}
+	curl_slist_free_all(hdrs);
+	sbuf_release(&r.buf);
+	sbuf_release(&r.event);
+	sbuf_release(&r.data);
+	sbuf_release(&r.errbody);
+	return rc;
+}

@@ -1,0 +1,708 @@
+/*
+ * server.c -- the main loop of `trainctl server`: rebuild the active jobs
+ * from the store, then every tick apply the events supervisors wrote, find
+ * supervisors that died, run the scheduler and start supervisors, and
+ * sample telemetry.  See server.h for the invariants.
+ */
+#include "server/server_int.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+#include "devices/devices.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define TICK_MS 200
+
+static void logf_(struct srv *s, const char *fmt, ...) TC_PRINTF(2, 3);
+
+static void logf_(struct srv *s, const char *fmt, ...)
+{
+	if (s->o.quiet)
+		return;
+	struct sbuf sb = SBUF_INIT;
+	format_time_utc(&sb, now_wall());
+	sbuf_adds(&sb, " trainctl server: ");
+	va_list ap;
+	va_start(ap, fmt);
+	sbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	sbuf_addch(&sb, '\n');
+	if (write_all(STDERR_FILENO, sb.buf, sb.len) < 0)
+		errno = 0; /* a closed terminal must not stop the server */
+	sbuf_release(&sb);
+}
+
+char *ids_text(const int *ids, int n)
+{
+	struct sbuf sb = SBUF_INIT;
+	for (int i = 0; i < n; i++)
+		sbuf_addf(&sb, "%s%d", i ? "," : "", ids[i]);
+	return sbuf_detach(&sb);
+}
+
+int *ids_parse(const char *text, int *n)
+{
+	*n = 0;
+	if (!text || !*text)
+		return NULL;
+	int *v = NULL;
+	size_t alloc = 0;
+	const char *p = text;
+	while (*p) {
+		char *end;
+		errno = 0;
+		long x = strtol(p, &end, 10);
+		if (end == p || errno || x < 0 || x > 65535 || (*end && *end != ',')) {
+			free(v);
+			*n = 0;
+			return NULL;
+		}
+		XGROW(v, (size_t)*n + 1, alloc);
+		v[(*n)++] = (int)x;
+		p = *end ? end + 1 : end;
+	}
+	return v;
+}
+
+/* ---- the jobs in memory ---- */
+
+struct sjob *srv_find(struct srv *s, const char *id)
+{
+	for (size_t i = 0; i < s->njobs; i++)
+		if (!strcmp(s->jobs[i].id, id))
+			return &s->jobs[i];
+	return NULL;
+}
+
+void srv_wake(struct srv *s)
+{
+	pthread_cond_signal(&s->wake);
+}
+
+static void sjob_release(struct sjob *j)
+{
+	free(j->id);
+	free(j->user);
+	free(j->type);
+	free(j->name);
+	free(j->state);
+	free(j->stop_reason);
+	free(j->run_dir);
+	free(j->want);
+	free(j->ids);
+}
+
+static void set_str(char **dst, const char *v)
+{
+	free(*dst);
+	*dst = v ? xstrdup(v) : NULL;
+}
+
+/* Devices of j go back to the pool. */
+static void release_devices(struct srv *s, struct sjob *j)
+{
+	int idx = (int)(j - s->jobs);
+	for (size_t i = 0; i < s->ndevs; i++)
+		if (s->devs[i].owner == idx)
+			s->devs[i].owner = -1;
+	free(j->ids);
+	j->ids = NULL;
+}
+
+void srv_forget(struct srv *s, const char *id)
+{
+	struct sjob *j = srv_find(s, id);
+	if (!j)
+		return;
+	release_devices(s, j);
+	size_t idx = (size_t)(j - s->jobs), last = s->njobs - 1;
+	sjob_release(j);
+	if (idx != last) {
+		s->jobs[idx] = s->jobs[last];
+		/* the moved job's devices follow its new index */
+		for (size_t i = 0; i < s->ndevs; i++)
+			if (s->devs[i].owner == (int)last)
+				s->devs[i].owner = (int)idx;
+	}
+	s->njobs--;
+	s->dirty = true;
+}
+
+static struct sjob *add_job(struct srv *s)
+{
+	XGROW(s->jobs, s->njobs + 1, s->alloc);
+	struct sjob *j = &s->jobs[s->njobs++];
+	memset(j, 0, sizeof(*j));
+	s->dirty = true;
+	return j;
+}
+
+void srv_add_queued(struct srv *s, const char *id, const char *user, const char *name,
+		    const char *type, int count, const int *want, int priority, bool preemptible,
+		    double created, int max_restarts, const char *run_dir)
+{
+	struct sjob *j = add_job(s);
+	j->id = xstrdup(id);
+	j->user = xstrdup(user);
+	j->name = xstrdup(name);
+	j->type = xstrdup(type);
+	j->state = xstrdup("queued");
+	j->run_dir = xstrdup(run_dir);
+	j->count = count;
+	if (want) {
+		j->want = xcalloc((size_t)count, sizeof(int));
+		memcpy(j->want, want, (size_t)count * sizeof(int));
+	}
+	j->priority = priority;
+	j->preemptible = preemptible;
+	j->created = created;
+	j->max_restarts = max_restarts;
+	j->st = SJ_QUEUED;
+}
+
+static int spec_max_restarts(const char *spec_json)
+{
+	json_t *o = json_loads(spec_json ? spec_json : "{}", 0, NULL);
+	int n = (int)json_integer_value(json_object_get(json_object_get(o, "restart"), "max_restarts"));
+	json_decref(o);
+	return n;
+}
+
+/* An active job read from the store into memory. */
+static struct sjob *load_job(struct srv *s, const struct store_sjob *r)
+{
+	int nwant = 0, nids = 0;
+	int *want = ids_parse(r->device_want, &nwant);
+	srv_add_queued(s, r->id, r->user, r->name, r->device_type, r->device_count,
+		       nwant == r->device_count ? want : NULL, r->priority, r->preemptible, r->created,
+		       spec_max_restarts(r->spec_json), r->run_dir);
+	free(want);
+	struct sjob *j = &s->jobs[s->njobs - 1];
+	set_str(&j->state, r->state);
+	set_str(&j->stop_reason, r->stop_reason);
+	j->restarts = r->restarts;
+	j->pid = r->sup_pid;
+	j->ticks = r->sup_ticks;
+	j->ran = r->restarts > 0 || strcmp(r->state, "queued") != 0;
+	int *ids = ids_parse(r->devices, &nids);
+	if (!strcmp(r->state, "paused")) {
+		j->st = SJ_IDLE;
+	} else if (!strcmp(r->state, "queued") || !strcmp(r->state, "preempted")) {
+		j->st = SJ_QUEUED;
+	} else {
+		j->st = r->stop_reason ? SJ_STOPPING : SJ_RUNNING;
+		j->term_sent = r->stop_reason != NULL;
+		/* it holds what it held before the restart */
+		for (int k = 0; k < nids; k++)
+			for (size_t i = 0; i < s->ndevs; i++)
+				if (s->devs[i].id == ids[k] && !strcmp(s->devs[i].type, j->type))
+					s->devs[i].owner = (int)(j - s->jobs);
+		j->ids = ids;
+		ids = NULL;
+	}
+	free(ids);
+	return j;
+}
+
+/* ---- supervisors ---- */
+
+/*
+ * Start `trainctl supervise JOB --devices IDS` detached: the child makes a
+ * new session and forks the supervisor, tells us its pid through a pipe and
+ * exits, so the supervisor is nobody's child here (invariant 2).  Between
+ * fork and exec only async-signal-safe calls are made.
+ */
+static pid_t spawn_supervisor(struct srv *s, struct sjob *j, const char *devices,
+			      struct tc_err *err)
+{
+	struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
+	struct sbuf out = SBUF_INIT, logdir = SBUF_INIT;
+	strvec_push(&argv, s->exe);
+	strvec_push(&argv, "supervise");
+	strvec_push(&argv, j->id);
+	strvec_push(&argv, "--devices");
+	strvec_push(&argv, devices);
+	if (j->ran)
+		strvec_push(&argv, "--resume");
+	for (char **e = environ; *e; e++)
+		if (strncmp(*e, "TRAINCTL_HOME=", 14) != 0)
+			strvec_push(&env, *e);
+	env_set(&env, "TRAINCTL_HOME", s->home);
+	sbuf_addf(&logdir, "%s/logs", j->run_dir);
+	pid_t result = -1;
+	if (mkdir_p(logdir.buf, err))
+		goto out;
+	sbuf_addf(&out, "%s/supervisor.out", logdir.buf);
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		tc_error_errno(err, TC_ESYS, "pipe");
+		goto out;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		tc_error_errno(err, TC_ESYS, "fork");
+		goto out;
+	}
+	if (pid == 0) {
+		setsid();
+		pid_t sup = fork();
+		if (sup == 0) {
+			sigset_t none;
+			sigemptyset(&none);
+			sigprocmask(SIG_SETMASK, &none, NULL);
+			for (int sig = 1; sig < 32; sig++)
+				if (sig != SIGKILL && sig != SIGSTOP)
+					signal(sig, SIG_DFL);
+			int in = open("/dev/null", O_RDONLY);
+			int o = open(out.buf, O_WRONLY | O_CREAT | O_APPEND, 0644);
+			if (in < 0 || o < 0 || dup2(in, 0) < 0 || dup2(o, 1) < 0 || dup2(o, 2) < 0)
+				_exit(127);
+			for (int fd = 3; fd < 1024; fd++)
+				close(fd);
+			execve(argv.v[0], argv.v, env.v);
+			_exit(127);
+		}
+		int32_t v = (int32_t)sup;
+		ssize_t w = write(p[1], &v, sizeof(v));
+		_exit(w == (ssize_t)sizeof(v) ? 0 : 1);
+	}
+	close(p[1]);
+	int32_t v = -1;
+	ssize_t r;
+	while ((r = read(p[0], &v, sizeof(v))) < 0 && errno == EINTR)
+		;
+	close(p[0]);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	if (r != (ssize_t)sizeof(v) || v <= 0) {
+		tc_error(err, TC_ESYS, "cannot start the supervisor of %s", j->id);
+		goto out;
+	}
+	result = (pid_t)v;
+out:
+	strvec_clear(&argv);
+	strvec_clear(&env);
+	sbuf_release(&out);
+	sbuf_release(&logdir);
+	return result;
+}
+
+static void start_job(struct srv *s, struct sjob *j, const int *ids)
+{
+	struct tc_err err = TC_ERR_INIT;
+	char *devs = ids_text(ids, j->count);
+	pid_t pid = spawn_supervisor(s, j, devs, &err);
+	if (pid > 0) {
+		j->pid = pid;
+		j->ticks = proc_start_ticks(pid);
+		struct sbuf why = SBUF_INIT;
+		sbuf_addf(&why, "scheduled on %s %s", j->type, devs);
+		if (store_sjob_launch(s->st, j->id, devs, j->pid, j->ticks, why.buf, &err)) {
+			logf_(s, "warning: %s", err.msg);
+		}
+		sbuf_release(&why);
+		j->st = SJ_RUNNING;
+		set_str(&j->state, "starting");
+		j->term_sent = false;
+		j->ids = xcalloc((size_t)j->count, sizeof(int));
+		memcpy(j->ids, ids, (size_t)j->count * sizeof(int));
+		int idx = (int)(j - s->jobs);
+		for (int k = 0; k < j->count; k++)
+			for (size_t i = 0; i < s->ndevs; i++)
+				if (s->devs[i].id == ids[k] && !strcmp(s->devs[i].type, j->type))
+					s->devs[i].owner = idx;
+		logf_(s, "job %s started on %s %s (supervisor pid %ld)", j->id, j->type, devs, (long)pid);
+	} else {
+		struct tc_err e2 = TC_ERR_INIT;
+		if (store_job_finish(s->st, j->id, "failed", 3, err.msg, err.msg, &e2))
+			logf_(s, "warning: %s", e2.msg);
+		tc_err_release(&e2);
+		logf_(s, "job %s: %s", j->id, err.msg);
+		srv_forget(s, j->id);
+	}
+	free(devs);
+	tc_err_release(&err);
+}
+
+int srv_stop_job(struct srv *s, struct sjob *j, const char *reason, struct tc_err *err)
+{
+	if (j->st == SJ_QUEUED || j->st == SJ_IDLE) {
+		/* nothing runs: the server records the end itself */
+		if (!strcmp(reason, "paused")) {
+			if (j->st == SJ_IDLE)
+				return 0;
+			int rc = store_sjob_requeue(s->st, j->id, "paused", false, "paused before it ran", err);
+			if (!rc) {
+				j->st = SJ_IDLE;
+				set_str(&j->state, "paused");
+				s->dirty = true;
+			}
+			return rc;
+		}
+		int rc = store_job_finish(s->st, j->id, "killed", 1, "stopped before it ran",
+					  "stopped through the server", err);
+		if (!rc)
+			srv_forget(s, j->id);
+		return rc;
+	}
+	if (j->term_sent)
+		return 0;
+	int rc = store_job_set_stop_reason(s->st, j->id, reason, err);
+	if (rc)
+		return rc;
+	set_str(&j->stop_reason, reason);
+	j->st = SJ_STOPPING;
+	j->term_sent = true;
+	if (proc_alive(j->pid, j->ticks) && kill(j->pid, SIGTERM) < 0)
+		logf_(s, "warning: cannot signal supervisor %ld of %s: %s", (long)j->pid, j->id,
+		      strerror(errno));
+	logf_(s, "job %s: %s (SIGTERM to supervisor %ld)", j->id, reason, (long)j->pid);
+	return 0;
+}
+
+int srv_resume_job(struct srv *s, struct sjob *j, struct tc_err *err)
+{
+	int rc = store_sjob_requeue(s->st, j->id, "queued", false, "resumed", err);
+	if (!rc) {
+		j->st = SJ_QUEUED;
+		j->ran = true;
+		set_str(&j->state, "queued");
+		set_str(&j->stop_reason, NULL);
+		s->dirty = true;
+	}
+	return rc;
+}
+
+/* ---- what the supervisors did ---- */
+
+/* The supervisor of j is gone: requeue, hold or end it by what was asked. */
+static void requeue_or_end(struct srv *s, struct sjob *j, const char *state)
+{
+	struct tc_err err = TC_ERR_INIT;
+	int rc = 0;
+	if (!strcmp(state, "preempted")) {
+		rc = store_sjob_requeue(s->st, j->id, "queued", false, "requeued after preemption", &err);
+		if (!rc) {
+			release_devices(s, j);
+			j->st = SJ_QUEUED;
+			j->ran = true;
+			set_str(&j->state, "queued");
+			set_str(&j->stop_reason, NULL);
+			s->dirty = true;
+		}
+	} else if (!strcmp(state, "paused")) {
+		release_devices(s, j);
+		j->st = SJ_IDLE;
+		j->ran = true;
+		set_str(&j->state, "paused");
+		s->dirty = true;
+	} else if (!strcmp(state, "lost") && !j->stop_reason && j->restarts < j->max_restarts) {
+		struct sbuf why = SBUF_INIT;
+		sbuf_addf(&why, "requeued after its supervisor was lost (restart %d of %d)",
+			  j->restarts + 1, j->max_restarts);
+		rc = store_sjob_requeue(s->st, j->id, "queued", true, why.buf, &err);
+		sbuf_release(&why);
+		if (!rc) {
+			release_devices(s, j);
+			j->restarts++;
+			j->st = SJ_QUEUED;
+			j->ran = true;
+			set_str(&j->state, "queued");
+			s->dirty = true;
+		}
+	} else if (store_state_terminal(state)) {
+		logf_(s, "job %s %s", j->id, state);
+		srv_forget(s, j->id);
+	}
+	if (rc)
+		logf_(s, "warning: %s", err.msg);
+	tc_err_release(&err);
+}
+
+static void apply_events(struct srv *s)
+{
+	struct store_event *ev = NULL;
+	size_t n = 0;
+	struct tc_err err = TC_ERR_INIT;
+	for (int rounds = 0; rounds < 50; rounds++) {
+		if (store_events_after(s->st, s->last_event, 1000, &ev, &n, &err)) {
+			logf_(s, "warning: %s", err.msg);
+			break;
+		}
+		for (size_t i = 0; i < n; i++) {
+			s->last_event = ev[i].id;
+			struct sjob *j = srv_find(s, ev[i].job_id);
+			if (!j)
+				continue;
+			const char *st = ev[i].state;
+			if (!strcmp(st, "starting") || !strcmp(st, "running") || !strcmp(st, "restarting")) {
+				if (j->st == SJ_RUNNING || j->st == SJ_STOPPING)
+					set_str(&j->state, st);
+			} else if (!strcmp(st, "preempted") || !strcmp(st, "paused") ||
+				   store_state_terminal(st)) {
+				if (j->st == SJ_RUNNING || j->st == SJ_STOPPING ||
+				    store_state_terminal(st))
+					requeue_or_end(s, j, st);
+			}
+		}
+		store_events_free(ev, n);
+		if (n < 1000)
+			break;
+	}
+	tc_err_release(&err);
+}
+
+/* Supervisors that vanished without recording an end (invariant 1). */
+static void check_alive(struct srv *s)
+{
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct sjob *j = &s->jobs[i];
+		if ((j->st != SJ_RUNNING && j->st != SJ_STOPPING) || proc_alive(j->pid, j->ticks))
+			continue;
+		struct store_sjob r = { 0 };
+		struct tc_err err = TC_ERR_INIT;
+		if (store_sjob_get(s->st, j->id, &r, &err)) {
+			tc_err_release(&err);
+			continue;
+		}
+		const char *state = r.state;
+		if (store_state_terminal(state) || !strcmp(state, "preempted") || !strcmp(state, "paused")) {
+			/* it recorded its end; the event is on its way */
+			store_sjob_release(&r);
+			continue;
+		}
+		if (j->stop_reason && (!strcmp(j->stop_reason, "preempted") || !strcmp(j->stop_reason, "paused"))) {
+			/* died before it could record what it was asked */
+			if (store_job_set_state(s->st, j->id, j->stop_reason, "supervisor ended while stopping", &err))
+				logf_(s, "warning: %s", err.msg);
+		} else {
+			struct sbuf why = SBUF_INIT;
+			sbuf_addf(&why, "supervisor (pid %ld) is gone without recording an end", (long)j->pid);
+			if (store_job_finish(s->st, j->id, j->stop_reason ? "killed" : "lost", 3, why.buf, why.buf, &err))
+				logf_(s, "warning: %s", err.msg);
+			sbuf_release(&why);
+		}
+		tc_err_release(&err);
+		store_sjob_release(&r);
+		/* the event it wrote updates memory on the next tick */
+	}
+}
+
+/* ---- scheduling ---- */
+
+static void schedule(struct srv *s)
+{
+	struct sched_job *sj = xcalloc(s->njobs ? s->njobs : 1, sizeof(*sj));
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct sjob *j = &s->jobs[i];
+		sj[i] = (struct sched_job){ j->id, j->user, j->type, j->priority, j->preemptible,
+					    j->created, j->count, j->want, j->st };
+	}
+	if (s->dirty) {
+		s->nqueue = 0;
+		for (size_t i = 0; i < s->njobs; i++)
+			if (s->jobs[i].st == SJ_QUEUED) {
+				XGROW(s->queue, s->nqueue + 1, s->queue_alloc);
+				s->queue[s->nqueue++] = i;
+			}
+		sched_sort(sj, s->queue, s->nqueue);
+		s->dirty = false;
+	}
+	for (int round = 0; round < 64; round++) {
+		struct sched_in in = { sj, s->njobs, s->queue, s->nqueue, s->devs, s->ndevs,
+				       s->quotas, s->nquotas };
+		struct sched_decision d;
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		sched_decide(&in, &d);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		s->sched_ns_total += (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+		s->sched_calls++;
+		if (d.action == SCHED_NONE) {
+			sched_decision_release(&d);
+			break;
+		}
+		size_t k = d.job;
+		struct sjob *j = &s->jobs[k];
+		if (d.action == SCHED_START) {
+			size_t before = s->njobs;
+			start_job(s, j, d.ids);
+			sched_decision_release(&d);
+			if (s->njobs != before) {
+				s->dirty = true; /* forgotten: indices changed */
+				break;
+			}
+			sj[k].state = j->st;
+			continue;
+		}
+		for (size_t v = 0; v < d.nvictims; v++) {
+			struct sjob *victim = &s->jobs[d.victims[v]];
+			struct tc_err err = TC_ERR_INIT;
+			logf_(s, "preempting %s (priority %d) for %s (priority %d)", victim->id,
+			      victim->priority, j->id, j->priority);
+			if (srv_stop_job(s, victim, "preempted", &err))
+				logf_(s, "warning: %s", err.msg);
+			tc_err_release(&err);
+			sj[d.victims[v]].state = victim->st;
+		}
+		sched_decision_release(&d);
+	}
+	/* started jobs leave the queue */
+	size_t kept = 0;
+	for (size_t q = 0; q < s->nqueue; q++)
+		if (s->queue[q] < s->njobs && s->jobs[s->queue[q]].st == SJ_QUEUED)
+			s->queue[kept++] = s->queue[q];
+	s->nqueue = kept;
+	free(sj);
+}
+
+/* ---- set-up ---- */
+
+static int load_devices(struct srv *s)
+{
+	struct device_list l = DEVICE_LIST_INIT;
+	devices_discover(&l);
+	size_t alloc = 0;
+	int cpus = s->o.cpu_slots > 0 ? s->o.cpu_slots : devices_count(&l, "cpu");
+	for (int i = 0; i < cpus; i++) {
+		XGROW(s->devs, s->ndevs + 1, alloc);
+		s->devs[s->ndevs++] = (struct sched_dev){ "cpu", i, -1 };
+	}
+	for (size_t i = 0; i < l.nr; i++) {
+		if (!strcmp(l.v[i].type, "cpu"))
+			continue;
+		const struct device_kind *k = device_kind_find(l.v[i].type);
+		if (!k)
+			continue;
+		XGROW(s->devs, s->ndevs + 1, alloc);
+		s->devs[s->ndevs++] = (struct sched_dev){ k->name, l.v[i].id, -1 };
+	}
+	device_list_release(&l);
+	return 0;
+}
+
+static int load_jobs(struct srv *s, struct tc_err *err)
+{
+	struct store_sjob *v = NULL;
+	size_t n = 0;
+	int rc = store_events_last(s->st, &s->last_event, err);
+	if (!rc)
+		rc = store_sjob_active(s->st, &v, &n, err);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		struct sjob *j = load_job(s, &v[i]);
+		if (j->st == SJ_RUNNING || j->st == SJ_STOPPING)
+			logf_(s, "job %s: %s, supervisor pid %ld %s", j->id, j->state, (long)j->pid,
+			      proc_alive(j->pid, j->ticks) ? "still running" : "is gone");
+	}
+	store_sjobs_free(v, n);
+	return 0;
+}
+
+static bool is_loopback(const char *listen)
+{
+	return !strncmp(listen, "127.", 4) || !strncmp(listen, "localhost:", 10) ||
+	       !strncmp(listen, "[::1]:", 6);
+}
+
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig)
+{
+	got_signal = sig;
+}
+
+int server_run(const struct server_opts *o, struct tc_err *err)
+{
+	struct srv *s = xcalloc(1, sizeof(*s));
+	int rc = 0;
+	s->o = *o;
+	s->home = path_absolute(o->home, NULL);
+	s->exe = xstrdup(o->exe);
+	s->loopback = is_loopback(o->listen);
+	struct passwd *pw = getpwuid(getuid());
+	s->os_user = xstrdup(pw && pw->pw_name ? pw->pw_name : "local");
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->wake, NULL);
+	s->quotas = xcalloc((size_t)o->nquotas + 1, sizeof(*s->quotas));
+	for (int i = 0; i < o->nquotas; i++)
+		s->quotas[s->nquotas++] = (struct sched_quota){ o->quotas[i].user, o->quotas[i].max_devices };
+	if ((rc = store_open(s->home, &s->st, err)))
+		goto out;
+	long long ntok = 0;
+	if ((rc = store_token_count(s->st, &ntok, err)))
+		goto out;
+	if (!s->loopback && ntok == 0) {
+		rc = tc_error(err, TC_EUSAGE,
+			      "server: refusing to listen on %s without tokens: create one with"
+			      " `trainctl token create --user NAME`, or listen on 127.0.0.1",
+			      o->listen);
+		goto out;
+	}
+	load_devices(s);
+	if ((rc = load_jobs(s, err)))
+		goto out;
+	signal(SIGPIPE, SIG_IGN);
+	struct sigaction sa = { 0 };
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	if ((rc = api_start(s, err)))
+		goto out;
+	logf_(s, "listening on http://%s/ (state %s, %zu devices, %zu active jobs%s)", o->listen,
+	      s->home, s->ndevs, s->njobs, ntok ? ", tokens required" : ", no tokens: open to loopback");
+	double period = o->sample_seconds > 0 ? o->sample_seconds : 5;
+	pthread_mutex_lock(&s->mu);
+	while (!got_signal) {
+		apply_events(s);
+		check_alive(s);
+		schedule(s);
+		if (now_wall() >= s->next_sample) {
+			telemetry_sample(s);
+			s->next_sample = now_wall() + period;
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += TICK_MS * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&s->wake, &s->mu, &ts);
+	}
+	s->stopping = 1;
+	pthread_mutex_unlock(&s->mu);
+	logf_(s, "%s: stopping (jobs keep running)", strsignal(got_signal));
+	api_stop(s);
+out:
+	store_close(s->st);
+	for (size_t i = 0; i < s->njobs; i++)
+		sjob_release(&s->jobs[i]);
+	free(s->jobs);
+	free(s->queue);
+	free(s->devs);
+	free(s->quotas);
+	free(s->devices_json);
+	free(s->home);
+	free(s->exe);
+	free(s->os_user);
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->wake);
+	free(s);
+	return rc;
+}

@@ -1,0 +1,91 @@
+/*
+ * server.h -- `trainctl server`: the platform on one node.  An HTTP API and
+ * web UI (libmicrohttpd), a queue and scheduler (sched/sched.h) that starts
+ * one detached supervisor per job (`trainctl supervise`, like slurmstepd),
+ * resource telemetry, and a client for the CLI verbs (libcurl).
+ *
+ * INVARIANTS
+ *  (1) The database is the truth.  The server keeps the active jobs in
+ *      memory for the scheduler, but every change is written to the store
+ *      first; supervisors write their own changes and the server learns
+ *      them from the events table (polled by id), so a server killed with
+ *      SIGKILL loses nothing and a restarted one rebuilds its memory from
+ *      the store, finding running supervisors by pid and start time.
+ *  (2) Supervisors are not the server's children: a double fork and setsid
+ *      detach them, so they outlive the server.
+ *  (3) A device is held by at most one job, from the scheduler's START until
+ *      the job's supervisor is gone.
+ *  (4) Every request is validated before it touches anything: bodies over
+ *      TC_SERVER_MAX_BODY get 413, malformed JSON or wrong types 400,
+ *      unknown jobs 404, another user's job 403; no input crashes the server.
+ *  (5) Tokens are stored as SHA-256 hashes and never logged.
+ */
+#ifndef TC_SERVER_H
+#define TC_SERVER_H
+
+#include <stdbool.h>
+
+#include "core/err.h"
+#include "core/sbuf.h"
+
+#define TC_SERVER_MAX_BODY (1u << 20)
+#define TC_SERVER_DEFAULT_LISTEN "127.0.0.1:8470"
+
+struct server_quota {
+	char *user;
+	int max_devices;
+};
+
+struct server_opts {
+	const char *home;      /* state folder: trainctl.db and runs/ */
+	const char *listen;    /* host:port */
+	int cpu_slots;         /* cpu "devices" the scheduler hands out; 0 = cores */
+	double sample_seconds; /* telemetry period; 0 = 5 */
+	struct server_quota *quotas;
+	int nquotas;
+	const char *exe;       /* the trainctl binary that runs `supervise` */
+	bool quiet;            /* no request log on stderr */
+};
+
+/* Run until SIGINT or SIGTERM (jobs keep running).  */
+int server_run(const struct server_opts *o, struct tc_err *err);
+
+/* ---- tokens (auth.c) ---- */
+
+/* A new random token for user (printed once), stored hashed in home's database. */
+int server_token_create(const char *home, const char *user, bool admin, char **token,
+			struct tc_err *err);
+/* SHA-256 of token as 64 hex digits into out. */
+void server_token_hash(const char *token, struct sbuf *out);
+
+/* ---- the CLI side (client.c) ---- */
+
+struct client;
+
+/*
+ * url: --server's value or NULL for $TRAINCTL_SERVER; the token comes from
+ * $TRAINCTL_TOKEN.  TC_EUSAGE when neither names a server.
+ */
+int client_open(const char *url, struct client **out, struct tc_err *err);
+void client_close(struct client *c);
+/*
+ * One request; body is JSON or NULL.  Returns 0 with *status and the
+ * response in resp, or TC_EBACKEND when the server cannot be reached.
+ */
+int client_call(struct client *c, const char *method, const char *path, const char *body,
+		long *status, struct sbuf *resp, struct tc_err *err);
+/*
+ * A request whose answer is a JSON object: a status >= 400 becomes an error
+ * carrying the server's message (404 TC_ENOTFOUND, other 4xx TC_EUSAGE,
+ * 5xx TC_EBACKEND).
+ */
+int client_json(struct client *c, const char *method, const char *path, const char *body,
+		struct sbuf *resp, struct tc_err *err);
+/* Stream a server-sent-events answer; on_data gets each "data:" payload. */
+int client_events(struct client *c, const char *path,
+		  int (*on_data)(void *arg, const char *event, const char *data), void *arg,
+		  struct tc_err *err);
+/* Is a server configured (--server in argv, or $TRAINCTL_SERVER)? */
+bool client_configured(int argc, char **argv);
+
+#endif

@@ -1,0 +1,97 @@
+/*
+ * server_int.h -- private to src/server/: the server's state shared by the
+ * main loop (server.c), the HTTP API (api.c, stream.c) and telemetry.
+ *
+ * Locking: srv->mu guards everything below it in struct srv, the main
+ * store connection included.  Request threads take it for short work;
+ * streams (SSE) open their own store connection and never hold it while
+ * they wait.
+ */
+#ifndef TC_SERVER_INT_H
+#define TC_SERVER_INT_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "core/sbuf.h"
+#include "core/strvec.h"
+#include "sched/sched.h"
+#include "server/server.h"
+#include "store/store.h"
+
+struct MHD_Daemon;
+
+struct sjob {
+	char *id, *user, *type, *name, *state, *stop_reason, *run_dir;
+	int priority, count, restarts, max_restarts;
+	bool preemptible;
+	double created;
+	int *want;           /* count ids or NULL */
+	enum sched_state st;
+	int *ids;            /* held devices (count) or NULL */
+	pid_t pid;
+	unsigned long long ticks;
+	bool ran;            /* ran before: resume from the newest checkpoint */
+	bool term_sent;
+	/* telemetry */
+	unsigned long long cpu_ticks;
+	double cpu_time;
+};
+
+struct srv {
+	struct server_opts o;
+	char *home, *exe, *os_user;
+	bool loopback;
+	volatile sig_atomic_t stopping;
+	struct MHD_Daemon *mhd;
+
+	pthread_mutex_t mu;
+	pthread_cond_t wake;
+	struct store *st;
+	struct sjob *jobs;
+	size_t njobs, alloc;
+	bool dirty;                 /* the queue order must be rebuilt */
+	size_t *queue;              /* queued job indices in order */
+	size_t nqueue, queue_alloc;
+	struct sched_dev *devs;     /* the node's devices (owner = index into jobs) */
+	size_t ndevs;
+	struct sched_quota *quotas;
+	size_t nquotas;
+	long long last_event;
+	double next_sample;
+	char *devices_json;         /* the latest telemetry of every device */
+	long long ntokens;          /* tokens in the store, re-read every second */
+	double tokens_at;
+	long long submitted, requests;
+	double sched_ns_total;      /* time spent deciding, for /metrics */
+	long long sched_calls;
+};
+
+/* server.c: called with mu held */
+struct sjob *srv_find(struct srv *s, const char *id);
+void srv_wake(struct srv *s);
+/* Ask a job's supervisor to stop for reason (stopped | paused | preempted). */
+int srv_stop_job(struct srv *s, struct sjob *j, const char *reason, struct tc_err *err);
+/* Add a job just created in the store to memory (queued). */
+void srv_add_queued(struct srv *s, const char *id, const char *user, const char *name,
+		    const char *type, int count, const int *want, int priority, bool preemptible,
+		    double created, int max_restarts, const char *run_dir);
+/* The job left memory (terminal or deleted): devices freed. */
+void srv_forget(struct srv *s, const char *id);
+/* Put a paused job back in the queue. */
+int srv_resume_job(struct srv *s, struct sjob *j, struct tc_err *err);
+
+/* api.c */
+int api_start(struct srv *s, struct tc_err *err);
+void api_stop(struct srv *s);
+
+/* telemetry.c: sample every running job and device (mu held) */
+void telemetry_sample(struct srv *s);
+
+/* Devices "0,1" text <-> ids. */
+char *ids_text(const int *ids, int n);
+int *ids_parse(const char *text, int *n);
+
+#endif

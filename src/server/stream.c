@@ -1,0 +1,328 @@
+/*
+ * stream.c -- server-sent events: a job's log lines as they are written
+ * (logs?follow=1) and the state changes of jobs (/api/v1/events).  Each
+ * stream runs in its connection's own thread (thread per connection), polls
+ * with short sleeps, sends a comment every few seconds so that a closed
+ * client is noticed, and uses its own database connection (server_int.h).
+ */
+#include "server/api_int.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define POLL_MS 200
+#define PING_MS 3000
+#define TAIL_WINDOW (8u << 20) /* a tail looks back at most this far */
+
+struct sse {
+	struct srv *s;
+	struct store *st;      /* own connection */
+	struct sbuf pending;   /* formatted, not yet sent */
+	size_t sent;           /* of pending */
+	int64_t last_send;
+	bool end;              /* send what is pending, then close */
+	/* logs */
+	char *job_id, *log_dir;
+	int rank;              /* -1: all */
+	int nranks;
+	off_t *off;
+	struct sbuf *partial;
+	/* events */
+	long long after;
+	char *user;
+	bool admin;
+};
+
+static void nap(void)
+{
+	struct timespec ts = { 0, POLL_MS * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+static void sse_free(void *cls)
+{
+	struct sse *e = cls;
+	store_close(e->st);
+	sbuf_release(&e->pending);
+	for (int i = 0; e->partial && i < e->nranks; i++)
+		sbuf_release(&e->partial[i]);
+	free(e->partial);
+	free(e->off);
+	free(e->job_id);
+	free(e->log_dir);
+	free(e->user);
+	free(e);
+}
+
+/* Copy pending bytes out; -1 when nothing is pending. */
+static ssize_t drain_pending(struct sse *e, char *buf, size_t max)
+{
+	if (e->sent >= e->pending.len) {
+		sbuf_reset(&e->pending);
+		e->sent = 0;
+		return -1;
+	}
+	size_t n = e->pending.len - e->sent;
+	if (n > max)
+		n = max;
+	memcpy(buf, e->pending.buf + e->sent, n);
+	e->sent += n;
+	e->last_send = now_mono_ms();
+	return (ssize_t)n;
+}
+
+static int start_stream(struct MHD_Connection *con, struct sse *e,
+			ssize_t (*cb)(void *, uint64_t, char *, size_t))
+{
+	struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, cb, e,
+								   sse_free);
+	if (!r) {
+		sse_free(e);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", "text/event-stream");
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	MHD_add_response_header(r, "X-Accel-Buffering", "no");
+	int ret = MHD_queue_response(con, 200, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* ---- logs ---- */
+
+static void add_line(struct sse *e, int rank, const char *p, size_t n)
+{
+	struct sbuf line = SBUF_INIT;
+	sbuf_add(&line, p, n);
+	sbuf_addf(&e->pending, "data: {\"rank\":%d,\"line\":", rank);
+	store_json_str(&e->pending, line.buf);
+	sbuf_adds(&e->pending, "}\n\n");
+	sbuf_release(&line);
+}
+
+/* Read what rank r's log gained; whole lines become events. */
+static bool read_rank(struct sse *e, int r)
+{
+	struct sbuf path = SBUF_INIT;
+	sbuf_addf(&path, "%s/rank-%d.log", e->log_dir, r);
+	int fd = open(path.buf, O_RDONLY | O_CLOEXEC);
+	sbuf_release(&path);
+	if (fd < 0)
+		return false;
+	bool got = false;
+	char buf[65536];
+	for (int rounds = 0; rounds < 64; rounds++) {
+		ssize_t n = pread(fd, buf, sizeof(buf), e->off[r]);
+		if (n <= 0)
+			break;
+		e->off[r] += n;
+		struct sbuf *pp = &e->partial[r];
+		sbuf_add(pp, buf, (size_t)n);
+		size_t start = 0;
+		for (size_t i = 0; i < pp->len; i++)
+			if (pp->buf[i] == '\n') {
+				add_line(e, r, pp->buf + start, i - start);
+				start = i + 1;
+				got = true;
+			}
+		sbuf_remove_front(pp, start);
+		if (e->pending.len > (1u << 20))
+			break;
+	}
+	close(fd);
+	return got;
+}
+
+/* Start at the last `tail` lines of each rank's log (or the start). */
+static void seek_tail(struct sse *e, int r, long tail)
+{
+	struct sbuf path = SBUF_INIT;
+	sbuf_addf(&path, "%s/rank-%d.log", e->log_dir, r);
+	int fd = open(path.buf, O_RDONLY | O_CLOEXEC);
+	sbuf_release(&path);
+	e->off[r] = 0;
+	if (fd < 0 || tail < 0) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct stat sb;
+	if (fstat(fd, &sb) == 0 && sb.st_size > 0) {
+		off_t from = sb.st_size > (off_t)TAIL_WINDOW ? sb.st_size - (off_t)TAIL_WINDOW : 0;
+		size_t len = (size_t)(sb.st_size - from);
+		char *buf = xmalloc(len);
+		ssize_t n = pread(fd, buf, len, from);
+		off_t at = from;
+		if (n > 0) {
+			long lines = 0;
+			ssize_t i = n - 1;
+			if (buf[i] == '\n')
+				i--;
+			for (; i >= 0; i--)
+				if (buf[i] == '\n' && ++lines >= tail)
+					break;
+			if (i >= 0)
+				at = from + i + 1;
+		}
+		e->off[r] = tail == 0 ? sb.st_size : at;
+		free(buf);
+	}
+	close(fd);
+}
+
+static bool job_finished(struct sse *e)
+{
+	struct job_row j = { 0 };
+	struct tc_err err = TC_ERR_INIT;
+	bool done = true;
+	if (store_job_get(e->st, e->job_id, &j, &err) == 0)
+		done = store_state_terminal(j.state) || !strcmp(j.state, "paused");
+	job_row_release(&j);
+	tc_err_release(&err);
+	return done;
+}
+
+static ssize_t logs_cb(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct sse *e = cls;
+	(void)pos;
+	for (;;) {
+		ssize_t n = drain_pending(e, buf, max);
+		if (n >= 0)
+			return n;
+		if (e->end || e->s->stopping)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		bool finished = job_finished(e);
+		bool got = false;
+		for (int r = 0; r < e->nranks; r++)
+			if (e->rank < 0 || e->rank == r)
+				got |= read_rank(e, r);
+		if (got)
+			continue;
+		if (finished) {
+			sbuf_adds(&e->pending, "event: end\ndata: {}\n\n");
+			e->end = true;
+			continue;
+		}
+		if (now_mono_ms() - e->last_send >= PING_MS) {
+			sbuf_adds(&e->pending, ": ping\n\n");
+			continue;
+		}
+		nap();
+	}
+}
+
+int stream_logs(struct srv *s, struct MHD_Connection *con, const struct store_sjob *x, int rank,
+		long tail)
+{
+	struct sse *e = xcalloc(1, sizeof(*e));
+	struct tc_err err = TC_ERR_INIT;
+	e->s = s;
+	sbuf_init(&e->pending, 0);
+	if (store_open(s->home, &e->st, &err)) {
+		int ret = reply_err(con, 500, "%s", err.msg);
+		tc_err_release(&err);
+		sse_free(e);
+		return ret;
+	}
+	e->job_id = xstrdup(x->id);
+	struct sbuf d = SBUF_INIT;
+	sbuf_addf(&d, "%s/logs", x->run_dir);
+	e->log_dir = sbuf_detach(&d);
+	e->rank = rank;
+	e->nranks = x->device_count > 0 ? x->device_count : 1;
+	if (rank >= e->nranks) {
+		sse_free(e);
+		return reply_err(con, 400, "rank %d: the job has %d ranks", rank, x->device_count);
+	}
+	e->off = xcalloc((size_t)e->nranks, sizeof(off_t));
+	e->partial = xcalloc((size_t)e->nranks, sizeof(struct sbuf));
+	for (int r = 0; r < e->nranks; r++) {
+		sbuf_init(&e->partial[r], 0);
+		seek_tail(e, r, tail);
+	}
+	e->last_send = now_mono_ms();
+	return start_stream(con, e, logs_cb);
+}
+
+/* ---- state changes ---- */
+
+static ssize_t events_cb(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct sse *e = cls;
+	(void)pos;
+	for (;;) {
+		ssize_t n = drain_pending(e, buf, max);
+		if (n >= 0)
+			return n;
+		if (e->s->stopping)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		struct store_event *ev = NULL;
+		size_t nev = 0;
+		struct tc_err err = TC_ERR_INIT;
+		if (store_events_after(e->st, e->after, 500, &ev, &nev, &err)) {
+			tc_err_release(&err);
+			nev = 0;
+		}
+		for (size_t i = 0; i < nev; i++) {
+			e->after = ev[i].id;
+			if (!e->admin && strcmp(ev[i].user, e->user) != 0)
+				continue;
+			sbuf_addf(&e->pending, "id: %lld\nevent: state\ndata: {\"id\":%lld,\"job\":", ev[i].id,
+				  ev[i].id);
+			store_json_str(&e->pending, ev[i].job_id);
+			sbuf_adds(&e->pending, ",\"state\":");
+			store_json_str(&e->pending, ev[i].state);
+			sbuf_adds(&e->pending, ",\"reason\":");
+			store_json_str(&e->pending, ev[i].reason);
+			sbuf_adds(&e->pending, ",\"user\":");
+			store_json_str(&e->pending, ev[i].user);
+			sbuf_addf(&e->pending, ",\"time\":%.3f}\n\n", ev[i].time);
+		}
+		store_events_free(ev, nev);
+		if (e->pending.len)
+			continue;
+		if (now_mono_ms() - e->last_send >= PING_MS) {
+			sbuf_adds(&e->pending, ": ping\n\n");
+			continue;
+		}
+		nap();
+	}
+}
+
+int stream_events(struct srv *s, struct MHD_Connection *con, const struct who *w)
+{
+	struct sse *e = xcalloc(1, sizeof(*e));
+	struct tc_err err = TC_ERR_INIT;
+	e->s = s;
+	sbuf_init(&e->pending, 0);
+	long after;
+	const char *last = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Last-Event-ID");
+	if (!arg_long(con, "after", 0, 1L << 62, -1, &after) ||
+	    (last && !parse_long(last, 0, 1L << 62, &after))) {
+		sse_free(e);
+		return reply_err(con, 400, "after must be an event id");
+	}
+	if (store_open(s->home, &e->st, &err) ||
+	    (after < 0 && store_events_last(e->st, &e->after, &err))) {
+		int ret = reply_err(con, 500, "%s", err.msg);
+		tc_err_release(&err);
+		sse_free(e);
+		return ret;
+	}
+	if (after >= 0)
+		e->after = after;
+	e->user = xstrdup(w->user);
+	e->admin = w->admin;
+	/* a first comment tells the client the stream is open */
+	sbuf_adds(&e->pending, ": events\n\n");
+	e->last_send = now_mono_ms();
+	return start_stream(con, e, events_cb);
+}

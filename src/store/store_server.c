@@ -1,0 +1,654 @@
+/* store_server.c -- the queries of `trainctl server`; see the server section of store.h. */
+#include "store/store.h"
+#include "store/store_int.h"
+#include "core/sbuf.h"
+#include "core/strvec.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int db_fail(struct store *st, struct tc_err *err, const char *what)
+{
+	return tc_error(err, TC_ESTORE, "database: %s: %s", what, sqlite3_errmsg(st->db));
+}
+
+static char *dup_text(sqlite3_stmt *q, int i)
+{
+	const unsigned char *t = sqlite3_column_text(q, i);
+	return t ? xstrdup((const char *)t) : NULL;
+}
+
+static int bind_text(sqlite3_stmt *q, int i, const char *s)
+{
+	return s ? sqlite3_bind_text(q, i, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(q, i);
+}
+
+/* One statement that returns no rows; binds texts (NULL allowed) in order. */
+static int exec_texts(struct store *st, struct tc_err *err, const char *what, const char *sql,
+		      int n, const char *const *v)
+{
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, what);
+	int ok = 1;
+	for (int i = 0; i < n && ok; i++)
+		ok = bind_text(q, i + 1, v[i]) == SQLITE_OK;
+	int rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, what);
+	sqlite3_finalize(q);
+	return rc;
+}
+
+static int begin(struct store *st, struct tc_err *err)
+{
+	if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+		return db_fail(st, err, "begin");
+	return 0;
+}
+
+static int end(struct store *st, int rc, struct tc_err *err)
+{
+	if (rc) {
+		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+		return rc;
+	}
+	if (sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+		rc = db_fail(st, err, "commit");
+		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+	}
+	return rc;
+}
+
+static int add_event(struct store *st, const char *id, double t, const char *state,
+		     const char *reason, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db,
+			       "INSERT INTO events (job_id, time, state, reason) VALUES (?,?,?,?)", -1,
+			       &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "event");
+	int ok = bind_text(q, 1, id) == SQLITE_OK && sqlite3_bind_double(q, 2, t) == SQLITE_OK &&
+		 bind_text(q, 3, state) == SQLITE_OK && bind_text(q, 4, reason ? reason : "") == SQLITE_OK;
+	int rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "event");
+	sqlite3_finalize(q);
+	return rc;
+}
+
+int store_sjob_create(struct store *st, const struct job_row *j, const struct store_sjob *x,
+		      struct tc_err *err)
+{
+	int rc = begin(st, err);
+	if (rc)
+		return rc;
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db,
+			       "INSERT INTO jobs (id, name, state, run_dir, spec_json, created, world_size,"
+			       " user, priority, preemptible, device_type, device_count, device_want,"
+			       " managed) VALUES (?,?,'queued',?,?,?,?,?,?,?,?,?,?,1)",
+			       -1, &q, NULL) != SQLITE_OK)
+		return end(st, db_fail(st, err, "submit"), err);
+	int ok = bind_text(q, 1, j->id) == SQLITE_OK && bind_text(q, 2, j->name) == SQLITE_OK &&
+		 bind_text(q, 3, j->run_dir) == SQLITE_OK && bind_text(q, 4, j->spec_json) == SQLITE_OK &&
+		 sqlite3_bind_double(q, 5, j->created) == SQLITE_OK &&
+		 sqlite3_bind_int(q, 6, j->world_size) == SQLITE_OK &&
+		 bind_text(q, 7, x->user) == SQLITE_OK && sqlite3_bind_int(q, 8, x->priority) == SQLITE_OK &&
+		 sqlite3_bind_int(q, 9, x->preemptible) == SQLITE_OK &&
+		 bind_text(q, 10, x->device_type) == SQLITE_OK &&
+		 sqlite3_bind_int(q, 11, x->device_count) == SQLITE_OK &&
+		 bind_text(q, 12, x->device_want) == SQLITE_OK;
+	rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "submit");
+	sqlite3_finalize(q);
+	if (!rc)
+		rc = add_event(st, j->id, j->created, "queued", "submitted", err);
+	return end(st, rc, err);
+}
+
+#define SJOB_COLS                                                                        \
+	"id, name, user, state, device_type, device_want, devices, stop_reason, priority,"  \
+	" device_count, restarts, preemptible, created, sup_pid, sup_ticks, spec_json, run_dir"
+
+static void read_sjob(sqlite3_stmt *q, struct store_sjob *j)
+{
+	memset(j, 0, sizeof(*j));
+	j->id = dup_text(q, 0);
+	j->name = dup_text(q, 1);
+	j->user = dup_text(q, 2);
+	j->state = dup_text(q, 3);
+	j->device_type = dup_text(q, 4);
+	j->device_want = dup_text(q, 5);
+	j->devices = dup_text(q, 6);
+	j->stop_reason = dup_text(q, 7);
+	j->priority = sqlite3_column_int(q, 8);
+	j->device_count = sqlite3_column_int(q, 9);
+	j->restarts = sqlite3_column_int(q, 10);
+	j->preemptible = sqlite3_column_int(q, 11) != 0;
+	j->created = sqlite3_column_double(q, 12);
+	j->sup_pid = (pid_t)sqlite3_column_int64(q, 13);
+	j->sup_ticks = (unsigned long long)sqlite3_column_int64(q, 14);
+	j->spec_json = dup_text(q, 15);
+	j->run_dir = dup_text(q, 16);
+}
+
+static int query_sjobs(struct store *st, const char *sql, const char *arg, struct store_sjob **out,
+		       size_t *nr, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	size_t alloc = 0;
+	*out = NULL;
+	*nr = 0;
+	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "read jobs");
+	if (arg && bind_text(q, 1, arg) != SQLITE_OK) {
+		sqlite3_finalize(q);
+		return db_fail(st, err, "read jobs");
+	}
+	int r;
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		XGROW(*out, *nr + 1, alloc);
+		read_sjob(q, &(*out)[(*nr)++]);
+	}
+	sqlite3_finalize(q);
+	if (r != SQLITE_DONE) {
+		store_sjobs_free(*out, *nr);
+		*out = NULL;
+		*nr = 0;
+		return db_fail(st, err, "read jobs");
+	}
+	return 0;
+}
+
+int store_sjob_active(struct store *st, struct store_sjob **out, size_t *nr, struct tc_err *err)
+{
+	return query_sjobs(st,
+			   "SELECT " SJOB_COLS " FROM jobs WHERE managed = 1 AND state NOT IN"
+			   " ('succeeded','failed','killed','lost') ORDER BY created, id",
+			   NULL, out, nr, err);
+}
+
+int store_sjob_get(struct store *st, const char *id, struct store_sjob *out, struct tc_err *err)
+{
+	struct store_sjob *v;
+	size_t n;
+	int rc = query_sjobs(st, "SELECT " SJOB_COLS " FROM jobs WHERE id = ?1", id, &v, &n, err);
+	if (rc)
+		return rc;
+	if (!n) {
+		free(v);
+		return tc_error(err, TC_ENOTFOUND, "no job '%s'", id);
+	}
+	*out = v[0];
+	free(v);
+	return 0;
+}
+
+void store_sjob_release(struct store_sjob *j)
+{
+	if (!j)
+		return;
+	free(j->id);
+	free(j->name);
+	free(j->user);
+	free(j->state);
+	free(j->device_type);
+	free(j->device_want);
+	free(j->devices);
+	free(j->stop_reason);
+	free(j->spec_json);
+	free(j->run_dir);
+	memset(j, 0, sizeof(*j));
+}
+
+void store_sjobs_free(struct store_sjob *v, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++)
+		store_sjob_release(&v[i]);
+	free(v);
+}
+
+int store_sjob_launch(struct store *st, const char *id, const char *devices, pid_t pid,
+		      unsigned long long ticks, const char *reason, struct tc_err *err)
+{
+	int rc = begin(st, err);
+	if (rc)
+		return rc;
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db,
+			       "UPDATE jobs SET state='starting', devices=?, sup_pid=?, sup_ticks=?,"
+			       " stop_reason=NULL, exit_code=-1, ended=NULL, root_cause=NULL WHERE id=?",
+			       -1, &q, NULL) != SQLITE_OK)
+		return end(st, db_fail(st, err, "launch"), err);
+	int ok = bind_text(q, 1, devices) == SQLITE_OK &&
+		 sqlite3_bind_int64(q, 2, (sqlite3_int64)pid) == SQLITE_OK &&
+		 sqlite3_bind_int64(q, 3, (sqlite3_int64)ticks) == SQLITE_OK &&
+		 bind_text(q, 4, id) == SQLITE_OK;
+	rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "launch");
+	sqlite3_finalize(q);
+	if (!rc)
+		rc = add_event(st, id, now_wall(), "starting", reason, err);
+	return end(st, rc, err);
+}
+
+int store_sjob_requeue(struct store *st, const char *id, const char *state, bool count_restart,
+		       const char *reason, struct tc_err *err)
+{
+	int rc = begin(st, err);
+	if (rc)
+		return rc;
+	const char *v[] = { state, id };
+	rc = exec_texts(st, err, "requeue",
+			count_restart ? "UPDATE jobs SET state=?, devices=NULL, stop_reason=NULL,"
+					" sup_pid=0, sup_ticks=0, exit_code=-1, ended=NULL,"
+					" restarts=restarts+1 WHERE id=?"
+				      : "UPDATE jobs SET state=?, devices=NULL, stop_reason=NULL,"
+					" sup_pid=0, sup_ticks=0, exit_code=-1, ended=NULL WHERE id=?",
+			2, v);
+	if (!rc)
+		rc = add_event(st, id, now_wall(), state, reason, err);
+	return end(st, rc, err);
+}
+
+int store_sjob_set_devices(struct store *st, const char *id, const char *devices,
+			   struct tc_err *err)
+{
+	const char *v[] = { devices, id };
+	return exec_texts(st, err, "set devices", "UPDATE jobs SET devices=? WHERE id=?", 2, v);
+}
+
+int store_job_set_stop_reason(struct store *st, const char *id, const char *reason,
+			      struct tc_err *err)
+{
+	const char *v[] = { reason, id };
+	return exec_texts(st, err, "set stop reason", "UPDATE jobs SET stop_reason=? WHERE id=?", 2, v);
+}
+
+int store_job_stop_reason(struct store *st, const char *id, char **out, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	*out = NULL;
+	if (sqlite3_prepare_v2(st->db, "SELECT stop_reason FROM jobs WHERE id=?", -1, &q, NULL) !=
+	    SQLITE_OK)
+		return db_fail(st, err, "read stop reason");
+	int rc = 0;
+	if (bind_text(q, 1, id) != SQLITE_OK)
+		rc = db_fail(st, err, "read stop reason");
+	int r = rc ? SQLITE_ERROR : sqlite3_step(q);
+	if (r == SQLITE_ROW)
+		*out = dup_text(q, 0);
+	else if (!rc && r != SQLITE_DONE)
+		rc = db_fail(st, err, "read stop reason");
+	sqlite3_finalize(q);
+	return rc;
+}
+
+int store_job_delete(struct store *st, const char *id, struct tc_err *err)
+{
+	const char *v[] = { id };
+	return exec_texts(st, err, "delete job", "DELETE FROM jobs WHERE id=?", 1, v);
+}
+
+/* ---- events ---- */
+
+int store_events_after(struct store *st, long long after, int limit, struct store_event **out,
+		       size_t *nr, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	size_t alloc = 0;
+	*out = NULL;
+	*nr = 0;
+	if (sqlite3_prepare_v2(st->db,
+			       "SELECT e.id, e.job_id, e.time, e.state, e.reason, COALESCE(j.user, '')"
+			       " FROM events e LEFT JOIN jobs j ON j.id = e.job_id WHERE e.id > ?"
+			       " ORDER BY e.id LIMIT ?",
+			       -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "read events");
+	if (sqlite3_bind_int64(q, 1, after) != SQLITE_OK || sqlite3_bind_int(q, 2, limit) != SQLITE_OK) {
+		sqlite3_finalize(q);
+		return db_fail(st, err, "read events");
+	}
+	int r;
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		XGROW(*out, *nr + 1, alloc);
+		struct store_event *e = &(*out)[(*nr)++];
+		e->id = sqlite3_column_int64(q, 0);
+		e->job_id = dup_text(q, 1);
+		e->time = sqlite3_column_double(q, 2);
+		e->state = dup_text(q, 3);
+		e->reason = dup_text(q, 4);
+		e->user = dup_text(q, 5);
+	}
+	sqlite3_finalize(q);
+	if (r != SQLITE_DONE) {
+		store_events_free(*out, *nr);
+		*out = NULL;
+		*nr = 0;
+		return db_fail(st, err, "read events");
+	}
+	return 0;
+}
+
+int store_events_last(struct store *st, long long *last, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	*last = 0;
+	if (sqlite3_prepare_v2(st->db, "SELECT COALESCE(MAX(id), 0) FROM events", -1, &q, NULL) !=
+	    SQLITE_OK)
+		return db_fail(st, err, "read events");
+	int rc = 0;
+	if (sqlite3_step(q) == SQLITE_ROW)
+		*last = sqlite3_column_int64(q, 0);
+	else
+		rc = db_fail(st, err, "read events");
+	sqlite3_finalize(q);
+	return rc;
+}
+
+void store_events_free(struct store_event *v, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++) {
+		free(v[i].job_id);
+		free(v[i].state);
+		free(v[i].reason);
+		free(v[i].user);
+	}
+	free(v);
+}
+
+/* ---- listing as JSON ---- */
+
+void store_json_str(struct sbuf *sb, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	if (!s) {
+		sbuf_adds(sb, "null");
+		return;
+	}
+	sbuf_addch(sb, '"');
+	const unsigned char *p = (const unsigned char *)s;
+	const unsigned char *run = p;
+	for (; *p; p++) {
+		if (*p >= 0x20 && *p != '"' && *p != '\\')
+			continue;
+		sbuf_add(sb, run, (size_t)(p - run));
+		run = p + 1;
+		switch (*p) {
+		case '"': sbuf_adds(sb, "\\\""); break;
+		case '\\': sbuf_adds(sb, "\\\\"); break;
+		case '\n': sbuf_adds(sb, "\\n"); break;
+		case '\t': sbuf_adds(sb, "\\t"); break;
+		case '\r': sbuf_adds(sb, "\\r"); break;
+		default:
+			sbuf_adds(sb, "\\u00");
+			sbuf_addch(sb, hex[*p >> 4]);
+			sbuf_addch(sb, hex[*p & 15]);
+		}
+	}
+	sbuf_add(sb, run, (size_t)(p - run));
+	sbuf_addch(sb, '"');
+}
+
+static void json_num(struct sbuf *sb, double v)
+{
+	if (isfinite(v))
+		sbuf_addf(sb, "%.17g", v);
+	else
+		sbuf_adds(sb, "null");
+}
+
+/* Filter clause and its bound values (state may be "a,b"). */
+static void filter_sql(const struct store_jfilter *f, struct sbuf *where, struct strvec *args)
+{
+	sbuf_adds(where, " WHERE 1");
+	if (f->user) {
+		sbuf_adds(where, " AND user = ?");
+		strvec_push(args, f->user);
+	}
+	if (f->name) {
+		sbuf_adds(where, " AND name = ?");
+		strvec_push(args, f->name);
+	}
+	if (f->state) {
+		sbuf_adds(where, " AND state IN (");
+		const char *p = f->state;
+		for (int k = 0; *p; k++) {
+			const char *c = strchr(p, ',');
+			size_t n = c ? (size_t)(c - p) : strlen(p);
+			sbuf_adds(where, k ? ",?" : "?");
+			strvec_push_nodup(args, xstrndup(p, n));
+			p += n + (c ? 1 : 0);
+		}
+		sbuf_adds(where, ")");
+	}
+}
+
+static int bind_args(sqlite3_stmt *q, const struct strvec *args)
+{
+	for (size_t i = 0; i < args->nr; i++)
+		if (bind_text(q, (int)i + 1, args->v[i]) != SQLITE_OK)
+			return -1;
+	return 0;
+}
+
+int store_jobs_json(struct store *st, const struct store_jfilter *f, struct sbuf *out,
+		    long long *total, struct tc_err *err)
+{
+	struct sbuf where = SBUF_INIT, sql = SBUF_INIT;
+	struct strvec args = STRVEC_INIT;
+	sqlite3_stmt *q = NULL;
+	int rc = 0;
+	filter_sql(f, &where, &args);
+	sbuf_addf(&sql, "SELECT COUNT(*) FROM jobs%s", where.buf);
+	if (sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL) != SQLITE_OK || bind_args(q, &args) ||
+	    sqlite3_step(q) != SQLITE_ROW) {
+		rc = db_fail(st, err, "count jobs");
+		goto out;
+	}
+	*total = sqlite3_column_int64(q, 0);
+	sqlite3_finalize(q);
+	q = NULL;
+	sbuf_reset(&sql);
+	sbuf_addf(&sql,
+		  "SELECT id, name, user, state, priority, preemptible, device_type, device_count,"
+		  " devices, created, started, ended, exit_code, restarts, world_size,"
+		  " substr(root_cause, 1, 300), managed FROM jobs%s ORDER BY id DESC LIMIT %ld OFFSET %ld",
+		  where.buf, f->limit, f->offset);
+	if (sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL) != SQLITE_OK || bind_args(q, &args)) {
+		rc = db_fail(st, err, "list jobs");
+		goto out;
+	}
+	sbuf_addch(out, '[');
+	int r, n = 0;
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		if (n++)
+			sbuf_addch(out, ',');
+		sbuf_adds(out, "{\"id\":");
+		store_json_str(out, (const char *)sqlite3_column_text(q, 0));
+		sbuf_adds(out, ",\"name\":");
+		store_json_str(out, (const char *)sqlite3_column_text(q, 1));
+		sbuf_adds(out, ",\"user\":");
+		store_json_str(out, (const char *)sqlite3_column_text(q, 2));
+		sbuf_adds(out, ",\"state\":");
+		store_json_str(out, (const char *)sqlite3_column_text(q, 3));
+		sbuf_addf(out, ",\"priority\":%d,\"preemptible\":%s,\"device_type\":",
+			  sqlite3_column_int(q, 4), sqlite3_column_int(q, 5) ? "true" : "false");
+		store_json_str(out, (const char *)sqlite3_column_text(q, 6));
+		sbuf_addf(out, ",\"device_count\":%d,\"devices\":", sqlite3_column_int(q, 7));
+		store_json_str(out, (const char *)sqlite3_column_text(q, 8));
+		sbuf_adds(out, ",\"created\":");
+		json_num(out, sqlite3_column_double(q, 9));
+		sbuf_adds(out, ",\"started\":");
+		if (sqlite3_column_type(q, 10) == SQLITE_NULL)
+			sbuf_adds(out, "null");
+		else
+			json_num(out, sqlite3_column_double(q, 10));
+		sbuf_adds(out, ",\"ended\":");
+		if (sqlite3_column_type(q, 11) == SQLITE_NULL)
+			sbuf_adds(out, "null");
+		else
+			json_num(out, sqlite3_column_double(q, 11));
+		sbuf_addf(out, ",\"exit_code\":%d,\"restarts\":%d,\"workers\":%d,\"root_cause\":",
+			  sqlite3_column_int(q, 12), sqlite3_column_int(q, 13), sqlite3_column_int(q, 14));
+		store_json_str(out, (const char *)sqlite3_column_text(q, 15));
+		sbuf_addf(out, ",\"managed\":%s}", sqlite3_column_int(q, 16) ? "true" : "false");
+	}
+	sbuf_addch(out, ']');
+	if (r != SQLITE_DONE)
+		rc = db_fail(st, err, "list jobs");
+out:
+	sqlite3_finalize(q);
+	sbuf_release(&where);
+	sbuf_release(&sql);
+	strvec_clear(&args);
+	return rc;
+}
+
+/* ---- tokens ---- */
+
+int store_token_add(struct store *st, const char *hash, const char *user, bool admin,
+		    struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db, "INSERT INTO tokens (hash, user, admin, created) VALUES (?,?,?,?)",
+			       -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "add token");
+	int ok = bind_text(q, 1, hash) == SQLITE_OK && bind_text(q, 2, user) == SQLITE_OK &&
+		 sqlite3_bind_int(q, 3, admin) == SQLITE_OK &&
+		 sqlite3_bind_double(q, 4, now_wall()) == SQLITE_OK;
+	int rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "add token");
+	sqlite3_finalize(q);
+	return rc;
+}
+
+int store_token_find(struct store *st, const char *hash, char **user, bool *admin,
+		     struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	*user = NULL;
+	*admin = false;
+	if (sqlite3_prepare_v2(st->db, "SELECT user, admin FROM tokens WHERE hash = ?", -1, &q, NULL) !=
+	    SQLITE_OK)
+		return db_fail(st, err, "read tokens");
+	int rc = 0;
+	int r = bind_text(q, 1, hash) == SQLITE_OK ? sqlite3_step(q) : SQLITE_ERROR;
+	if (r == SQLITE_ROW) {
+		*user = dup_text(q, 0);
+		*admin = sqlite3_column_int(q, 1) != 0;
+	} else if (r == SQLITE_DONE) {
+		rc = tc_error(err, TC_ENOTFOUND, "unknown token");
+	} else {
+		rc = db_fail(st, err, "read tokens");
+	}
+	sqlite3_finalize(q);
+	return rc;
+}
+
+int store_token_count(struct store *st, long long *n, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	*n = 0;
+	if (sqlite3_prepare_v2(st->db, "SELECT COUNT(*) FROM tokens", -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "read tokens");
+	int rc = 0;
+	if (sqlite3_step(q) == SQLITE_ROW)
+		*n = sqlite3_column_int64(q, 0);
+	else
+		rc = db_fail(st, err, "read tokens");
+	sqlite3_finalize(q);
+	return rc;
+}
+
+/* ---- resource telemetry ---- */
+
+int store_usage_add(struct store *st, const char *id, double t, double cpu, double mem,
+		    const char *dev_json, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db, "INSERT INTO job_usage (job_id, time, cpu, mem, dev) VALUES (?,?,?,?,?)",
+			       -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "record usage");
+	int ok = bind_text(q, 1, id) == SQLITE_OK && sqlite3_bind_double(q, 2, t) == SQLITE_OK &&
+		 sqlite3_bind_double(q, 3, cpu) == SQLITE_OK &&
+		 sqlite3_bind_double(q, 4, mem) == SQLITE_OK && bind_text(q, 5, dev_json) == SQLITE_OK;
+	int rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "record usage");
+	sqlite3_finalize(q);
+	return rc;
+}
+
+int store_usage_json(struct store *st, const char *id, double since, struct sbuf *out,
+		     struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db,
+			       "SELECT time, cpu, mem, dev FROM job_usage WHERE job_id = ? AND time > ?"
+			       " ORDER BY time",
+			       -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "read usage");
+	if (bind_text(q, 1, id) != SQLITE_OK || sqlite3_bind_double(q, 2, since) != SQLITE_OK) {
+		sqlite3_finalize(q);
+		return db_fail(st, err, "read usage");
+	}
+	sbuf_addch(out, '[');
+	int r, n = 0;
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		sbuf_adds(out, n++ ? ",{\"time\":" : "{\"time\":");
+		json_num(out, sqlite3_column_double(q, 0));
+		sbuf_adds(out, ",\"cpu\":");
+		json_num(out, sqlite3_column_double(q, 1));
+		sbuf_adds(out, ",\"mem\":");
+		json_num(out, sqlite3_column_double(q, 2));
+		const unsigned char *d = sqlite3_column_text(q, 3);
+		/* dev is JSON the server wrote itself */
+		sbuf_addf(out, ",\"devices\":%s}", d && *d ? (const char *)d : "[]");
+	}
+	sbuf_addch(out, ']');
+	sqlite3_finalize(q);
+	return r == SQLITE_DONE ? 0 : db_fail(st, err, "read usage");
+}
+
+/* ---- counts and names for the API ---- */
+
+int store_state_counts(struct store *st, const char *const *states, long long *counts,
+		       struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db, "SELECT state, COUNT(*) FROM jobs GROUP BY state", -1, &q,
+			       NULL) != SQLITE_OK)
+		return db_fail(st, err, "count jobs");
+	int r;
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		const char *s = (const char *)sqlite3_column_text(q, 0);
+		for (int i = 0; s && states[i]; i++)
+			if (!strcmp(states[i], s))
+				counts[i] = sqlite3_column_int64(q, 1);
+	}
+	sqlite3_finalize(q);
+	return r == SQLITE_DONE ? 0 : db_fail(st, err, "count jobs");
+}
+
+int store_metric_names_json(struct store *st, const char *job, struct sbuf *out,
+			    struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db,
+			       "SELECT s.metric, s.rank, COALESCE(SUM(c.count), 0) FROM metric_series s"
+			       " LEFT JOIN metric_chunks c ON c.series_id = s.id WHERE s.job_id = ?"
+			       " GROUP BY s.id ORDER BY s.metric, s.rank",
+			       -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "read metrics");
+	if (bind_text(q, 1, job) != SQLITE_OK) {
+		sqlite3_finalize(q);
+		return db_fail(st, err, "read metrics");
+	}
+	sbuf_adds(out, "{\"series\":[");
+	int r, n = 0;
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		sbuf_adds(out, n++ ? ",{\"metric\":" : "{\"metric\":");
+		store_json_str(out, (const char *)sqlite3_column_text(q, 0));
+		sbuf_addf(out, ",\"rank\":%d,\"points\":%lld}", sqlite3_column_int(q, 1),
+			  (long long)sqlite3_column_int64(q, 2));
+	}
+	sbuf_adds(out, "]}");
+	sqlite3_finalize(q);
+	return r == SQLITE_DONE ? 0 : db_fail(st, err, "read metrics");
+}

@@ -1,0 +1,149 @@
+"""A real `trainctl server` for the end-to-end tests of the platform
+(test_server_api.py, test_scheduler.py, test_server_restart.py,
+test_auth.py, test_ui.py).
+
+    srv = start_server(trainctl, state_dir, fake="gpu:2")
+    srv.call("POST", "/api/v1/jobs", {"spec": {...}})  -> (status, body)
+    srv.cli("ps")                                      -> CompletedProcess
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred, timeout=30, step=0.1):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return None
+
+
+class Server:
+    def __init__(self, trainctl, state, port, env, args):
+        self.trainctl, self.state, self.port, self.env, self.args = trainctl, state, port, env, args
+        self.url = f"http://127.0.0.1:{port}"
+        self.log_path = os.path.join(state, f"server-{port}.log")
+        self.proc = None
+        self.token = None
+
+    def start(self):
+        os.makedirs(self.state, exist_ok=True)
+        log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(
+            [str(self.trainctl), "server", "--listen", f"127.0.0.1:{self.port}", "--state",
+             str(self.state)] + list(self.args),
+            env=self.env, stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        ok = wait_for(lambda: self._up(), timeout=20)
+        assert ok, f"server did not come up:\n{self.log()}"
+        return self
+
+    def _up(self):
+        if self.proc.poll() is not None:
+            raise AssertionError(f"server exited {self.proc.returncode}:\n{self.log()}")
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    def log(self):
+        try:
+            return open(self.log_path).read()
+        except OSError:
+            return ""
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def call(self, method, path, body=None, token=None, raw=None, headers=None):
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        tok = token if token is not None else self.token
+        if tok:
+            req.add_header("Authorization", "Bearer " + tok)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        for k, v in (headers or {}).items():
+            req.add_header(k, v)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                text = r.read().decode()
+                status = r.status
+                ctype = r.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as e:
+            text = e.read().decode()
+            status = e.code
+            ctype = e.headers.get("Content-Type", "")
+        return status, (json.loads(text) if "json" in ctype and text else text)
+
+    def submit(self, spec, **kw):
+        st, body = self.call("POST", "/api/v1/jobs", {"spec": spec}, **kw)
+        assert st == 201, body
+        return body["id"]
+
+    def job(self, ref, **kw):
+        st, body = self.call("GET", f"/api/v1/jobs/{ref}", **kw)
+        assert st == 200, body
+        return body
+
+    def wait_state(self, ref, states, timeout=60):
+        states = [states] if isinstance(states, str) else states
+        seen = []
+
+        def check():
+            s = self.job(ref)["state"]
+            if not seen or seen[-1] != s:
+                seen.append(s)
+            return s in states
+
+        ok = wait_for(check, timeout=timeout, step=0.2)
+        assert ok, f"{ref}: wanted {states}, saw {seen}\n{self.log()[-3000:]}"
+        return self.job(ref)
+
+    def cli(self, *args, timeout=60):
+        env = dict(self.env)
+        env["TRAINCTL_SERVER"] = self.url
+        if self.token:
+            env["TRAINCTL_TOKEN"] = self.token
+        return subprocess.run([str(self.trainctl)] + [str(a) for a in args], env=env,
+                              capture_output=True, text=True, timeout=timeout)
+
+
+def start_server(trainctl, state, fake=None, args=(), env=None):
+    e = dict(os.environ)
+    e.pop("TRAINCTL_SERVER", None)
+    e.pop("TRAINCTL_TOKEN", None)
+    e["TRAINCTL_HOME"] = str(state)
+    if fake:
+        e["TRAINCTL_FAKE_DEVICES"] = fake
+    for k, v in (env or {}).items():
+        e[k] = v
+    return Server(trainctl, str(state), free_port(), e, args).start()
+
+
+def sleeper(seconds, name="sleeper", **extra):
+    spec = {"name": name, "command": f"echo start $RANK; sleep {seconds}; echo end $RANK",
+            "devices": {"type": "gpu", "per_node": 1}}
+    spec.update(extra)
+    return spec

@@ -1,0 +1,176 @@
+"""trainctl server's scheduler with real jobs: priority order, all-or-nothing
+allocation, preemption with resume from a checkpoint, quotas, pause and
+resume.  Devices are declared with TRAINCTL_FAKE_DEVICES (the workers are
+small shell scripts that do not touch a GPU)."""
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from server_fixture import start_server, sleeper, wait_for
+
+# counts to $1, a step every 0.2 s, a checkpoint file per step; resumes from TRAINCTL_RESUME_FROM
+COUNTER = r'''#!/bin/sh
+start=0
+if [ -n "$TRAINCTL_RESUME_FROM" ]; then start=$(cat "$TRAINCTL_RESUME_FROM"); echo "resumed at $start"; fi
+i=$start
+while [ $i -lt $1 ]; do
+  i=$((i+1)); sleep 0.2
+  echo $i > "$TRAINCTL_CKPT_DIR/.step.tmp"; mv "$TRAINCTL_CKPT_DIR/.step.tmp" "$TRAINCTL_CKPT_DIR/step_$i.txt"
+  echo "step $i"
+done
+echo "finished at $i"
+'''
+
+
+def starts(job):
+    """time of the event that gave the job its devices"""
+    return [e["time"] for e in job["events"] if e["state"] == "starting" and e["reason"].startswith("scheduled")]
+
+
+def ends(job):
+    return [e["time"] for e in job["events"] if e["state"] in ("succeeded", "failed", "killed", "preempted", "paused")]
+
+
+@pytest.fixture
+def counter(tmp_path):
+    p = tmp_path / "counter.sh"
+    p.write_text(COUNTER)
+    p.chmod(0o755)
+    return str(p)
+
+
+def test_priority_order_and_all_or_nothing(trainctl, tmp_path):
+    srv = start_server(trainctl, tmp_path / "state", fake="gpu:2")
+    try:
+        a = srv.submit(sleeper(2, name="a"))                                 # 1 gpu
+        srv.wait_state(a, "running")
+        big = srv.submit(sleeper(0.5, name="big", devices={"type": "gpu", "per_node": 2}))
+        small = srv.submit(sleeper(0.5, name="small"))                      # fits, but waits behind big
+        low = srv.submit(sleeper(0.5, name="low", priority=5))
+        high = srv.submit(sleeper(0.5, name="high", priority=900))
+        for j in (big, small, low, high):
+            srv.wait_state(j, "succeeded", timeout=60)
+        ja, jbig, jsmall, jlow, jhigh = (srv.job(x) for x in (a, big, small, low, high))
+        # high priority went first even though submitted last; big needed both devices
+        assert starts(jhigh)[0] < starts(jbig)[0]
+        assert starts(jbig)[0] >= ends(ja)[0]                 # all or nothing: waited for a
+        assert starts(jsmall)[0] >= starts(jbig)[0]           # no backfill past big
+        assert starts(jlow)[0] >= starts(jsmall)[0]           # lowest priority last
+        assert jbig["devices"] == "0,1"
+        # never double-booked: intervals on the same device never overlap
+        spans = []
+        for j in (ja, jbig, jsmall, jlow, jhigh):
+            for d in j["devices"].split(","):
+                spans.append((d, starts(j)[0], ends(j)[-1]))
+        for i, (d1, s1, e1) in enumerate(spans):
+            for d2, s2, e2 in spans[i + 1:]:
+                assert d1 != d2 or e1 <= s2 or e2 <= s1, spans
+    finally:
+        srv.stop()
+
+
+def test_preemption_resumes_from_checkpoint(trainctl, tmp_path, counter):
+    srv = start_server(trainctl, tmp_path / "state", fake="gpu:2")
+    try:
+        low = srv.submit({"name": "low", "command": [counter, "25"], "preemptible": True, "priority": 10,
+                          "devices": {"type": "gpu", "per_node": 2}, "restart": {"grace_seconds": 5}})
+        srv.wait_state(low, "running")
+        wait_for(lambda: len(srv.job(low)["checkpoints"]) >= 3, timeout=30)
+        high = srv.submit(sleeper(1, name="high", priority=500))
+        srv.wait_state(high, "succeeded", timeout=60)
+        j = srv.wait_state(low, "succeeded", timeout=90)
+        states = [e["state"] for e in j["events"]]
+        assert "preempted" in states, states
+        i = states.index("preempted")
+        assert states[i + 1] == "queued" and "running" in states[i + 1:]
+        jh = srv.job(high)
+        # high started only once low had given its devices back
+        pre = [e["time"] for e in j["events"] if e["state"] == "preempted"][0]
+        assert starts(jh)[0] >= pre
+        st, log = srv.call("GET", f"/api/v1/jobs/{low}/logs?rank=0")
+        resumed = [l for l in log.splitlines() if l.startswith("resumed at ")]
+        assert resumed and int(resumed[0].split()[-1]) >= 3, log
+        assert log.rstrip().endswith("finished at 25")
+        # the resumed run did not start over: fewer than 25 steps after the resume
+        after = log.split(resumed[0])[1]
+        assert after.count("step ") == 25 - int(resumed[0].split()[-1])
+    finally:
+        srv.stop()
+
+
+def test_non_preemptible_and_higher_priority_are_not_preempted(trainctl, tmp_path):
+    srv = start_server(trainctl, tmp_path / "state", fake="gpu:1")
+    try:
+        keep = srv.submit(sleeper(2, name="keep", priority=10))             # not preemptible
+        srv.wait_state(keep, "running")
+        other = srv.submit(sleeper(0.2, name="other", priority=900))
+        j = srv.wait_state(keep, "succeeded", timeout=30)
+        assert "preempted" not in [e["state"] for e in j["events"]]
+        srv.wait_state(other, "succeeded", timeout=30)
+    finally:
+        srv.stop()
+
+
+def test_quota(trainctl, tmp_path):
+    srv = start_server(trainctl, tmp_path / "state", fake="gpu:2", args=["--quota", "*=1"])
+    try:
+        a = srv.submit(sleeper(1.5, name="q1"))
+        b = srv.submit(sleeper(0.2, name="q2"))
+        srv.wait_state(a, "running")
+        time.sleep(0.8)
+        assert srv.job(b)["state"] == "queued"          # a device is free, the quota is not
+        srv.wait_state(b, "succeeded", timeout=30)
+        ja, jb = srv.job(a), srv.job(b)
+        assert starts(jb)[0] >= ends(ja)[0]
+        st, text = srv.call("GET", "/metrics")
+        assert "trainctl_queue_length 0" in text
+    finally:
+        srv.stop()
+
+
+def test_pause_and_resume(trainctl, tmp_path, counter):
+    srv = start_server(trainctl, tmp_path / "state", fake="gpu:1")
+    try:
+        job = srv.submit({"name": "pausable", "command": [counter, "15"], "devices": {"type": "gpu", "per_node": 1}})
+        srv.wait_state(job, "running")
+        wait_for(lambda: len(srv.job(job)["checkpoints"]) >= 2, timeout=30)
+        p = srv.cli("pause", job)
+        assert p.returncode == 0, p.stderr
+        srv.wait_state(job, "paused")
+        time.sleep(0.6)
+        assert srv.job(job)["state"] == "paused"              # held, not requeued
+        st, body = srv.call("GET", "/api/v1/devices")
+        assert all(d["job"] is None for d in body["devices"])
+        p = srv.cli("resume", job)
+        assert p.returncode == 0, p.stderr
+        j = srv.wait_state(job, "succeeded", timeout=60)
+        st, log = srv.call("GET", f"/api/v1/jobs/{job}/logs")
+        assert "resumed at " in log and log.rstrip().endswith("finished at 15")
+        assert [e["state"] for e in j["events"]].count("paused") == 1
+    finally:
+        srv.stop()
+
+
+def test_stop_without_a_server(run_tc, home):
+    """`trainctl stop` of a `trainctl run` job signals its supervisor."""
+    env = dict(os.environ, TRAINCTL_HOME=str(home))
+    env.pop("TRAINCTL_SERVER", None)
+    from conftest import trainctl_path
+    p = subprocess.Popen([str(trainctl_path()), "run", "--name", "local", "--", "sleep", "30"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: run_tc("show", "local").returncode == 0 and
+                        '"running"' in run_tc("show", "local", "--json").stdout, timeout=20)
+        r = run_tc("stop", "local", env={"TRAINCTL_SERVER": None})
+        assert r.returncode == 0 and "stopping" in r.stdout, r.stderr
+        assert p.wait(timeout=30) == 1
+        assert '"killed"' in run_tc("show", "local", "--json").stdout
+        r = run_tc("stop", "local", env={"TRAINCTL_SERVER": None})
+        assert r.returncode == 2 and "already ended" in r.stderr
+    finally:
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            p.wait()

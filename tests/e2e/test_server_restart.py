@@ -1,0 +1,89 @@
+"""trainctl server killed with SIGKILL while jobs run: supervisors are
+detached, so the jobs go on; a restarted server finds them (pid and start
+time), shows them live and then finished, with nothing missing in logs or
+metrics.  A supervisor that dies while the server is down is found lost and
+requeued within its restart budget."""
+import json
+import os
+import signal
+import time
+
+from server_fixture import start_server, wait_for
+
+WORKER = r'''
+import json, sys, time
+n = int(sys.argv[1])
+for i in range(n):
+    print("DLLL " + json.dumps({"type": "LOG", "step": [0, i], "data": {"loss": 1.0 / (i + 1)}}), flush=True)
+    print(f"line {i}", flush=True)
+    time.sleep(0.1)
+print("done", flush=True)
+'''
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_sigkill_server_jobs_survive(trainctl, tmp_path, PYTHON):
+    (tmp_path / "w.py").write_text(WORKER)
+    state = tmp_path / "state"
+    srv = start_server(trainctl, state, fake="gpu:2")
+    jobs = [srv.submit({"name": f"r{i}", "command": [PYTHON, "w.py", "60"], "workdir": str(tmp_path),
+                        "devices": {"type": "gpu", "per_node": 1}}) for i in range(2)]
+    for j in jobs:
+        srv.wait_state(j, "running")
+    pids = [srv.job(j)["supervisor_pid"] for j in jobs]
+    time.sleep(1)
+    srv.stop(signal.SIGKILL)
+    assert all(alive(p) for p in pids), "supervisors died with the server"
+    time.sleep(1)
+    srv2 = start_server(trainctl, state, fake="gpu:2")
+    try:
+        for j in jobs:
+            assert srv2.job(j)["state"] == "running"
+        assert "still running" in srv2.log()
+        # the devices are still theirs: a new job waits
+        st, body = srv2.call("GET", "/api/v1/devices")
+        st, m = srv2.call("GET", "/metrics")
+        assert 'trainctl_devices_allocated{type="gpu"} 2' in m
+        extra = srv2.submit({"name": "after", "command": "true", "devices": {"type": "gpu", "per_node": 2}})
+        time.sleep(0.5)
+        assert srv2.job(extra)["state"] == "queued"
+        for j in jobs:
+            srv2.wait_state(j, "succeeded", timeout=60)
+        srv2.wait_state(extra, "succeeded", timeout=30)
+        for j in jobs:
+            st, log = srv2.call("GET", f"/api/v1/jobs/{j}/logs")
+            lines = [l for l in log.splitlines() if l.startswith("line ")]
+            assert lines == [f"line {i}" for i in range(60)], log[-500:]
+            st, pts = srv2.call("GET", f"/api/v1/jobs/{j}/metrics/points?name=loss")
+            assert pts["series"][0]["n"] == 60
+    finally:
+        srv2.stop()
+
+
+def test_supervisor_lost_while_server_down_is_requeued(trainctl, tmp_path, PYTHON):
+    (tmp_path / "w.py").write_text(WORKER)
+    state = tmp_path / "state"
+    srv = start_server(trainctl, state, fake="gpu:1")
+    job = srv.submit({"name": "fragile", "command": [PYTHON, "w.py", "30"], "workdir": str(tmp_path),
+                      "devices": {"type": "gpu", "per_node": 1}, "restart": {"max_restarts": 1}})
+    srv.wait_state(job, "running")
+    pid = srv.job(job)["supervisor_pid"]
+    srv.stop(signal.SIGKILL)
+    os.kill(pid, signal.SIGKILL)
+    assert wait_for(lambda: not alive(pid), timeout=10)
+    srv2 = start_server(trainctl, state, fake="gpu:1")
+    try:
+        j = srv2.wait_state(job, "succeeded", timeout=60)
+        states = [e["state"] for e in j["events"]]
+        assert "lost" in states and states[states.index("lost") + 1] == "queued", states
+        assert j["restarts"] == 1
+        # a second loss is beyond the budget: it stays lost
+    finally:
+        srv2.stop()

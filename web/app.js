@@ -1,0 +1,375 @@
+/* trainctl web UI: plain JS over /api/v1 (docs/server.md), charts with uPlot. */
+(function () {
+  "use strict";
+  const view = document.getElementById("view");
+  const STATES = ["queued", "starting", "running", "restarting", "paused", "preempted",
+    "succeeded", "failed", "killed", "lost"];
+  const ACTIVE = ["queued", "starting", "running", "restarting", "paused", "preempted"];
+  let cleanup = [];   // what the current page must stop when leaving
+  let me = null;
+
+  // ---- helpers ----
+  function token() { return localStorage.getItem("trainctl-token") || ""; }
+  function esc(s) {
+    return String(s == null ? "" : s).replace(/[&<>"']/g, c =>
+      ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+  }
+  function h(html) { const t = document.createElement("template"); t.innerHTML = html.trim(); return t.content.firstChild; }
+  function fmtTime(t) { return t ? new Date(t * 1000).toLocaleString() : "-"; }
+  function fmtDur(j) {
+    const start = j.started || j.created; if (!start) return "-";
+    let d = Math.max(0, (j.ended || Date.now() / 1000) - start);
+    if (d < 60) return d.toFixed(1) + "s";
+    if (d < 3600) return Math.floor(d / 60) + "m" + String(Math.floor(d % 60)).padStart(2, "0") + "s";
+    return Math.floor(d / 3600) + "h" + String(Math.floor(d % 3600 / 60)).padStart(2, "0") + "m";
+  }
+  function fmtBytes(b) {
+    if (b == null) return "-";
+    const u = ["B", "KiB", "MiB", "GiB", "TiB"]; let i = 0;
+    while (b >= 1024 && i < u.length - 1) { b /= 1024; i++; }
+    return b.toFixed(i ? 1 : 0) + " " + u[i];
+  }
+  function banner(msg) {
+    const b = document.getElementById("banner");
+    b.hidden = !msg; b.textContent = msg || "";
+  }
+  async function api(path, opts) {
+    opts = opts || {};
+    const headers = Object.assign({ "Accept": "application/json" }, opts.headers || {});
+    if (token()) headers["Authorization"] = "Bearer " + token();
+    if (opts.body && typeof opts.body !== "string") {
+      opts.body = JSON.stringify(opts.body); headers["Content-Type"] = "application/json";
+    }
+    const r = await fetch("/api/v1" + path, Object.assign({}, opts, { headers }));
+    if (r.status === 401) { askToken("This server needs a token (trainctl token create --user NAME)."); throw new Error("a token is required"); }
+    const type = r.headers.get("Content-Type") || "";
+    const body = type.includes("json") ? await r.json() : await r.text();
+    if (!r.ok) throw new Error((body && body.error) || ("HTTP " + r.status));
+    return body;
+  }
+  function stream(path, handlers) {
+    const sep = path.includes("?") ? "&" : "?";
+    const es = new EventSource("/api/v1" + path + (token() ? sep + "token=" + encodeURIComponent(token()) : ""));
+    for (const [ev, fn] of Object.entries(handlers)) es.addEventListener(ev, e => fn(e.data ? JSON.parse(e.data) : null));
+    cleanup.push(() => es.close());
+    return es;
+  }
+  function askToken(why) {
+    const t = prompt((why ? why + "\n\n" : "") + "Bearer token:", token());
+    if (t !== null) { localStorage.setItem("trainctl-token", t.trim()); location.reload(); }
+  }
+  document.getElementById("token-btn").onclick = () => askToken("");
+  function stateBadge(s) { return `<span class="state ${esc(s)}">${esc(s)}</span>`; }
+
+  // ---- job actions ----
+  function actionButtons(j) {
+    const active = ACTIVE.includes(j.state);
+    const b = [];
+    b.push(`<button data-act="stop" class="danger" ${active ? "" : "disabled"}>Stop</button>`);
+    b.push(`<button data-act="pause" ${active && j.state !== "paused" ? "" : "disabled"}>Pause</button>`);
+    b.push(`<button data-act="resume" ${j.state === "paused" ? "" : "disabled"}>Resume</button>`);
+    b.push(`<button data-act="clone">Clone</button>`);
+    return b.join(" ");
+  }
+  async function act(id, what, after) {
+    try {
+      const r = await api(`/jobs/${encodeURIComponent(id)}/${what}`, { method: "POST", body: {} });
+      banner("");
+      if (what === "clone") location.hash = "#/job/" + r.id; else if (after) after();
+    } catch (e) { banner(what + ": " + e.message); }
+  }
+
+  // ---- jobs page ----
+  async function pageJobs(params) {
+    const q = new URLSearchParams(params);
+    view.innerHTML = `
+      <div class="card">
+        <div class="toolbar"><h1>Jobs</h1>
+          <select id="f-state"><option value="">all states</option>${STATES.map(s => `<option>${s}</option>`).join("")}</select>
+          <input id="f-user" placeholder="user" style="width:130px">
+          <a class="button" href="#/submit">New job</a>
+        </div>
+        <div class="scroll"><table id="jobs"><thead><tr>
+          <th>Name</th><th>State</th><th class="hide-narrow">User</th><th class="hide-narrow">Priority</th>
+          <th>Devices</th><th class="hide-narrow">Created</th><th>Duration</th><th>Actions</th>
+        </tr></thead><tbody></tbody></table></div>
+        <div class="row muted" id="paging"></div>
+      </div>`;
+    const fs = document.getElementById("f-state"), fu = document.getElementById("f-user");
+    fs.value = q.get("state") || ""; fu.value = q.get("user") || "";
+    let offset = Number(q.get("offset") || 0);
+    const limit = 50;
+    async function load() {
+      const p = new URLSearchParams({ limit, offset });
+      if (fs.value) p.set("state", fs.value);
+      if (fu.value) p.set("user", fu.value);
+      let r;
+      try { r = await api("/jobs?" + p); } catch (e) { banner(e.message); return; }
+      const tb = view.querySelector("#jobs tbody");
+      tb.innerHTML = r.jobs.map(j => `<tr data-id="${esc(j.id)}">
+        <td><a href="#/job/${esc(j.id)}">${esc(j.name)}</a><div class="muted">${esc(j.id)}</div></td>
+        <td>${stateBadge(j.state)}</td><td class="hide-narrow">${esc(j.user)}</td>
+        <td class="hide-narrow">${j.priority}${j.preemptible ? " · preemptible" : ""}</td>
+        <td>${esc(j.device_type)} × ${j.device_count}${j.devices ? ` <span class="muted">[${esc(j.devices)}]</span>` : ""}</td>
+        <td class="hide-narrow">${fmtTime(j.created)}</td><td>${fmtDur(j)}</td>
+        <td>${actionButtons(j)}</td></tr>`).join("") || `<tr><td colspan="8" class="muted">no jobs</td></tr>`;
+      tb.querySelectorAll("button[data-act]").forEach(b => b.onclick = () =>
+        act(b.closest("tr").dataset.id, b.dataset.act, load));
+      const pg = document.getElementById("paging");
+      pg.innerHTML = `${r.total} jobs · ${r.total ? offset + 1 : 0}–${Math.min(offset + limit, r.total)}
+        <button id="prev" ${offset ? "" : "disabled"}>‹ Newer</button><button id="next" ${offset + limit < r.total ? "" : "disabled"}>Older ›</button>`;
+      pg.querySelector("#prev").onclick = () => { offset = Math.max(0, offset - limit); load(); };
+      pg.querySelector("#next").onclick = () => { offset += limit; load(); };
+    }
+    fs.onchange = fu.onchange = () => { offset = 0; load(); };
+    await load();
+    let pending = null;
+    stream("/events", { state: () => { if (!pending) pending = setTimeout(() => { pending = null; load(); }, 300); } });
+    const t = setInterval(load, 5000); cleanup.push(() => clearInterval(t));
+  }
+
+  // ---- submit page ----
+  async function pageSubmit() {
+    let types = ["cpu"];
+    try { const d = await api("/devices"); types = [...new Set(d.devices.map(x => x.type))]; } catch (e) { /* keep cpu */ }
+    view.innerHTML = `
+      <div class="card"><div class="toolbar"><h1>Submit a job</h1></div>
+      <form class="grid" id="submit">
+        <label for="s-name">Job name</label><input id="s-name" name="name" required pattern="[A-Za-z0-9._-]+" placeholder="digits-ddp">
+        <label for="s-kind">Job type</label>
+        <select id="s-kind" name="kind"><option value="regular">regular (one node)</option><option value="distributed">distributed (nodes × devices)</option></select>
+        <label for="s-pre">Preemptible</label><div class="row"><input type="checkbox" id="s-pre" name="preemptible"><span class="muted">may give its devices to a non-preemptible job (resumes from its checkpoint)</span></div>
+        <label for="s-prio">Priority</label><input id="s-prio" name="priority" type="number" min="1" max="1000" value="100">
+        <label for="s-type">Device type</label><select id="s-type" name="type">${types.map(t => `<option>${esc(t)}</option>`).join("")}</select>
+        <label for="s-count">Devices per node</label><input id="s-count" name="count" type="number" min="1" value="1">
+        <label for="s-nodes" class="dist">Nodes</label><input id="s-nodes" class="dist" name="nodes" type="number" min="1" value="2">
+        <label for="s-cmd">Command</label><textarea id="s-cmd" name="command" required placeholder="python3 train.py --epochs 3"></textarea>
+        <span class="hint">run with /bin/sh -c in the working directory, one process per device</span>
+        <label for="s-workdir">Working directory</label><input id="s-workdir" name="workdir" placeholder="/path/to/code (absolute)">
+        <label for="s-env">Environment</label><textarea id="s-env" name="env" placeholder="KEY=value, one per line"></textarea>
+        <label for="s-restarts">Max restarts</label><input id="s-restarts" name="restarts" type="number" min="0" max="1000" value="0">
+        <span></span><div class="row"><button class="primary" type="submit" id="s-go">Submit</button><span id="s-err" class="error"></span></div>
+      </form></div>`;
+    const f = document.getElementById("submit");
+    const kind = document.getElementById("s-kind");
+    const dist = () => f.querySelectorAll(".dist").forEach(e => e.style.display = kind.value === "distributed" ? "" : "none");
+    kind.onchange = dist; dist();
+    f.onsubmit = async ev => {
+      ev.preventDefault();
+      const v = Object.fromEntries(new FormData(f));
+      const spec = {
+        name: v.name, command: v.command,
+        devices: { type: v.type, per_node: Number(v.count) },
+        priority: Number(v.priority), preemptible: f.elements.preemptible.checked,
+        restart: { max_restarts: Number(v.restarts) },
+      };
+      if (kind.value === "distributed") spec.nodes = Number(v.nodes);
+      if (v.workdir) spec.workdir = v.workdir;
+      const env = {};
+      for (const line of (v.env || "").split("\n")) {
+        const l = line.trim(); if (!l) continue;
+        const i = l.indexOf("=");
+        if (i < 1) { document.getElementById("s-err").textContent = "environment: '" + l + "' is not KEY=value"; return; }
+        env[l.slice(0, i)] = l.slice(i + 1);
+      }
+      if (Object.keys(env).length) spec.env = env;
+      try {
+        const r = await api("/jobs", { method: "POST", body: { spec } });
+        location.hash = "#/job/" + r.id;
+      } catch (e) { document.getElementById("s-err").textContent = e.message; }
+    };
+  }
+
+  // ---- charts ----
+  function chart(el, title, series, data, opts) {
+    if (!window.uPlot) { el.innerHTML = `<p class="muted">charts need uPlot (npm ci --prefix web, then rebuild)</p>`; return null; }
+    el.innerHTML = "";
+    const width = Math.max(260, el.clientWidth || 400);
+    const colors = ["#2f6fde", "#e8590c", "#2b8a3e", "#ae3ec9", "#c92a2a", "#1098ad", "#5c940d", "#d6336c"];
+    const u = new uPlot(Object.assign({
+      title, width, height: 240,
+      scales: { x: { time: false } },
+      series: [{ label: "step" }].concat(series.map((s, i) => ({ label: s, stroke: colors[i % colors.length], width: 1.5, points: { show: false } }))),
+      axes: [{}, { size: 60 }],
+    }, opts || {}), data, el);
+    const ro = new ResizeObserver(() => u.setSize({ width: Math.max(260, el.clientWidth), height: 240 }));
+    ro.observe(el); cleanup.push(() => { ro.disconnect(); u.destroy(); });
+    return u;
+  }
+
+  // ---- job page ----
+  async function pageJob(id, tab) {
+    tab = tab || "brief";
+    let j;
+    try { j = await api("/jobs/" + encodeURIComponent(id)); } catch (e) { view.innerHTML = `<div class="card error">${esc(e.message)}</div>`; return; }
+    view.innerHTML = `
+      <div class="card">
+        <div class="toolbar"><h1>${esc(j.name)} ${stateBadge(j.state)}</h1><span id="job-actions">${actionButtons(j)}</span></div>
+        <div class="muted">${esc(j.id)} · ${esc(j.user)} · ${esc(j.device_type)} × ${j.device_count}${j.devices ? " [" + esc(j.devices) + "]" : ""} · priority ${j.priority}${j.preemptible ? " · preemptible" : ""}</div>
+      </div>
+      <div class="tabs">${["brief", "logs", "metrics", "resources", "checkpoints", "report"].map(t =>
+        `<button data-tab="${t}" class="${t === tab ? "active" : ""}">${t[0].toUpperCase() + t.slice(1)}</button>`).join("")}</div>
+      <div id="tab"></div>`;
+    view.querySelectorAll("#job-actions button").forEach(b => b.onclick = () => act(j.id, b.dataset.act, () => route()));
+    view.querySelectorAll(".tabs button").forEach(b => b.onclick = () => { location.hash = `#/job/${j.id}/${b.dataset.tab}`; });
+    stream("/events", { state: e => { if (e.job === j.id) refreshHeader(j.id); } });
+    const el = document.getElementById("tab");
+    ({ brief: tabBrief, logs: tabLogs, metrics: tabMetrics, resources: tabResources, checkpoints: tabCkpt, report: tabReport }[tab] || tabBrief)(j, el);
+  }
+  async function refreshHeader(id) {
+    try {
+      const j = await api("/jobs/" + encodeURIComponent(id));
+      const h1 = view.querySelector(".toolbar h1"); if (!h1) return;
+      h1.innerHTML = `${esc(j.name)} ${stateBadge(j.state)}`;
+      const a = document.getElementById("job-actions"); a.innerHTML = actionButtons(j);
+      a.querySelectorAll("button").forEach(b => b.onclick = () => act(j.id, b.dataset.act, () => route()));
+    } catch (e) { /* next event retries */ }
+  }
+  function tabBrief(j, el) {
+    el.innerHTML = `
+      <div class="card"><dl class="kv">
+        <dt>state</dt><dd>${stateBadge(j.state)}</dd><dt>created</dt><dd>${fmtTime(j.created)}</dd>
+        <dt>started</dt><dd>${fmtTime(j.started)}</dd><dt>ended</dt><dd>${fmtTime(j.ended)}</dd>
+        <dt>exit code</dt><dd>${j.ended ? j.exit_code : "-"}</dd><dt>restarts</dt><dd>${j.restarts}</dd>
+        <dt>run folder</dt><dd>${esc(j.run_dir)}</dd></dl></div>
+      ${j.root_cause ? `<div class="card"><h2>Root cause</h2><pre>${esc(j.root_cause)}</pre></div>` : ""}
+      <div class="card"><h2>State history</h2><div class="scroll"><table><thead><tr><th>Time</th><th>State</th><th>Reason</th></tr></thead><tbody>
+        ${j.events.map(e => `<tr><td>${fmtTime(e.time)}</td><td>${stateBadge(e.state)}</td><td class="wrap">${esc(e.reason)}</td></tr>`).join("")}
+      </tbody></table></div></div>
+      <div class="card"><h2>Spec</h2><pre>${esc(JSON.stringify(j.spec, null, 2))}</pre></div>`;
+  }
+  function tabLogs(j, el) {
+    const ranks = Array.from({ length: Math.max(1, j.device_count) }, (_, i) => i);
+    el.innerHTML = `<div class="card"><div class="toolbar">
+        <select id="l-rank">${ranks.map(r => `<option value="${r}">rank ${r}</option>`).join("")}</select>
+        <span class="muted">last 2,000 lines, live</span><span style="flex:1"></span>
+        <a class="button" id="l-dl" href="#">Download full log</a></div>
+      <pre id="l-text"></pre></div>`;
+    const pre = document.getElementById("l-text"), sel = document.getElementById("l-rank");
+    const dl = document.getElementById("l-dl");
+    let es = null, lines = [];
+    function open() {
+      if (es) es.close();
+      lines = []; pre.textContent = "";
+      const r = sel.value;
+      dl.href = `/api/v1/jobs/${encodeURIComponent(j.id)}/logs?rank=${r}&download=1${token() ? "&token=" + encodeURIComponent(token()) : ""}`;
+      es = stream(`/jobs/${encodeURIComponent(j.id)}/logs?follow=1&tail=2000&rank=${r}`, {
+        message: d => {
+          lines.push(d.line);
+          if (lines.length > 2000) lines.splice(0, lines.length - 2000);
+          const stick = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 20;
+          pre.textContent = lines.join("\n");
+          if (stick) pre.scrollTop = pre.scrollHeight;
+        },
+        end: () => es.close(),
+      });
+    }
+    sel.onchange = open; open();
+  }
+  async function tabMetrics(j, el) {
+    let list;
+    try { list = await api(`/jobs/${encodeURIComponent(j.id)}/metrics`); } catch (e) { el.innerHTML = `<div class="card error">${esc(e.message)}</div>`; return; }
+    const names = [...new Set(list.series.map(s => s.metric))];
+    const ranks = [...new Set(list.series.map(s => s.rank))].sort((a, b) => a - b);
+    if (!names.length) {
+      el.innerHTML = `<div class="card muted">no metrics yet (DLLogger, tcap or MindFormers lines in the workers' output)</div>`;
+      if (ACTIVE.includes(j.state)) { const t = setTimeout(() => tabMetrics(j, el), 3000); cleanup.push(() => clearTimeout(t)); }
+      return;
+    }
+    const pick = names.includes("loss") ? "loss" : (names.find(n => /loss/.test(n)) || names[0]);
+    el.innerHTML = `<div class="card"><div class="toolbar">
+        <select id="m-name">${names.map(n => `<option ${n === pick ? "selected" : ""}>${esc(n)}</option>`).join("")}</select>
+        <select id="m-rank"><option value="-1">all ranks</option>${ranks.map(r => `<option value="${r}">rank ${r}</option>`).join("")}</select>
+        <button id="m-reset">Reset zoom</button><span class="muted" id="m-info"></span></div>
+      <div class="chart" id="m-chart"></div></div>`;
+    const nameSel = document.getElementById("m-name"), rankSel = document.getElementById("m-rank");
+    let u = null;
+    async function draw(xmin, xmax) {
+      const p = new URLSearchParams({ name: nameSel.value, rank: rankSel.value, points: 2000 });
+      if (xmin != null) { p.set("xmin", Math.floor(xmin)); p.set("xmax", Math.ceil(xmax)); }
+      const r = await api(`/jobs/${encodeURIComponent(j.id)}/metrics/points?` + p);
+      const tables = r.series.map(s => [s.x, s.y]);
+      const data = tables.length ? (tables.length === 1 ? tables[0] : uPlot.join(tables)) : [[], []];
+      document.getElementById("m-info").textContent = r.series.map(s => `rank ${s.rank}: ${s.n} points, ${s.x.length} drawn`).join(" · ");
+      const box = document.getElementById("m-chart");
+      if (u) { cleanup.pop()(); u = null; }
+      u = chart(box, nameSel.value, r.series.map(s => "rank " + s.rank), data, {
+        hooks: { setSelect: [uu => {
+          if (uu.select.width < 5) return;
+          const a = uu.posToVal(uu.select.left, "x"), b = uu.posToVal(uu.select.left + uu.select.width, "x");
+          draw(a, b);
+        }] },
+        cursor: { drag: { x: true, y: false, setScale: false } },
+      });
+    }
+    nameSel.onchange = rankSel.onchange = () => draw();
+    document.getElementById("m-reset").onclick = () => draw();
+    await draw();
+  }
+  async function tabResources(j, el) {
+    el.innerHTML = `<div class="charts"><div class="card chart" id="r-cpu"></div><div class="card chart" id="r-mem"></div>
+      <div class="card chart" id="r-util"></div><div class="card chart" id="r-dmem"></div></div>`;
+    let r;
+    try { r = await api(`/jobs/${encodeURIComponent(j.id)}/usage`); } catch (e) { el.innerHTML = `<div class="card error">${esc(e.message)}</div>`; return; }
+    const s = r.samples;
+    if (!s.length) { el.innerHTML = `<div class="card muted">no samples yet (taken every few seconds while the job runs)</div>`; return; }
+    const t0 = s[0].time, xs = s.map(x => x.time - t0);
+    const o = { scales: { x: { time: false } } };
+    chart(document.getElementById("r-cpu"), "CPU % (process tree)", ["cpu %"], [xs, s.map(x => x.cpu)], o);
+    chart(document.getElementById("r-mem"), "Memory (MiB, resident)", ["MiB"], [xs, s.map(x => x.mem / 1048576)], o);
+    const devs = (s[s.length - 1].devices || []).map(d => d.type + " " + d.id);
+    if (devs.length) {
+      chart(document.getElementById("r-util"), "Device utilisation %", devs, [xs].concat(devs.map((_, i) => s.map(x => (x.devices[i] || {}).util))), o);
+      chart(document.getElementById("r-dmem"), "Device memory (MiB)", devs, [xs].concat(devs.map((_, i) => s.map(x => ((x.devices[i] || {}).mem_used || 0) / 1048576))), o);
+    } else {
+      document.getElementById("r-util").innerHTML = `<p class="muted">no device telemetry for ${esc(j.device_type)} (NVML or npu-smi report GPUs and NPUs)</p>`;
+      document.getElementById("r-dmem").remove();
+    }
+  }
+  function tabCkpt(j, el) {
+    el.innerHTML = `<div class="card scroll"><table><thead><tr><th>Name</th><th>Step</th><th>Epoch</th><th>Files</th><th>Size</th><th>CRC32C</th><th>State</th><th>Created</th></tr></thead><tbody>
+      ${j.checkpoints.map(c => `<tr><td>${esc(c.name)}</td><td>${c.step}</td><td>${c.epoch < 0 ? "-" : c.epoch}</td><td>${c.files}</td><td>${fmtBytes(c.bytes)}</td><td>${esc(c.checksum)}</td><td>${esc(c.state)}</td><td>${fmtTime(c.created)}</td></tr>`).join("")
+      || `<tr><td colspan="8" class="muted">no checkpoints recorded</td></tr>`}</tbody></table></div>`;
+  }
+  async function tabReport(j, el) {
+    try {
+      const r = await api(`/jobs/${encodeURIComponent(j.id)}/report`);
+      el.innerHTML = `<div class="card"><pre>${esc(JSON.stringify(r, null, 2))}</pre></div>`;
+    } catch (e) {
+      el.innerHTML = `<div class="card"><p class="muted">${esc(e.message)}</p>${j.metrics ? `<pre>${esc(JSON.stringify(j.metrics, null, 2))}</pre>` : ""}</div>`;
+    }
+  }
+
+  // ---- devices page ----
+  async function pageDevices() {
+    view.innerHTML = `<div class="card"><div class="toolbar"><h1>Devices</h1><span class="muted">refreshed every 5 s</span></div>
+      <div class="scroll"><table id="devs"><thead><tr><th>Device</th><th>Name</th><th>Utilisation</th><th>Memory</th><th>Power</th><th>Temp</th><th>Job</th></tr></thead><tbody></tbody></table></div></div>`;
+    async function load() {
+      let d; try { d = await api("/devices"); } catch (e) { banner(e.message); return; }
+      view.querySelector("#devs tbody").innerHTML = d.devices.map(x => `<tr>
+        <td>${esc(x.type)} ${x.id}</td><td>${esc(x.name || "")}</td><td>${x.util == null ? "-" : x.util + " %"}</td>
+        <td>${x.mem_total ? fmtBytes(x.mem_used) + " / " + fmtBytes(x.mem_total) : "-"}</td>
+        <td>${x.power == null ? "-" : x.power + " W"}</td><td>${x.temp == null ? "-" : x.temp + " °C"}</td>
+        <td>${x.job ? `<a href="#/job/${esc(x.job)}">${esc(x.job)}</a>` : `<span class="muted">free</span>`}</td></tr>`).join("");
+    }
+    await load();
+    const t = setInterval(load, 5000); cleanup.push(() => clearInterval(t));
+  }
+
+  // ---- routing ----
+  function route() {
+    cleanup.forEach(f => { try { f(); } catch (e) { /* already gone */ } });
+    cleanup = [];
+    const hash = location.hash.replace(/^#\/?/, "");
+    const [path, query] = hash.split("?");
+    const parts = path.split("/").filter(Boolean);
+    document.querySelectorAll("header nav a").forEach(a => a.classList.toggle("active", a.dataset.nav === (parts[0] || "jobs")));
+    if (parts[0] === "job" && parts[1]) return pageJob(decodeURIComponent(parts[1]), parts[2]);
+    if (parts[0] === "submit") return pageSubmit();
+    if (parts[0] === "devices") return pageDevices();
+    return pageJobs(query || "");
+  }
+  window.addEventListener("hashchange", route);
+  api("/whoami").then(w => { me = w; document.getElementById("who").textContent = w.user + (w.admin ? " (admin)" : ""); }).catch(() => {});
+  route();
+})();
