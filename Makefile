@@ -11,11 +11,19 @@ PYTHON ?= /usr/bin/python3
 
 all: build
 
-build:
+# the web UI embeds uPlot from web/node_modules (npm); the UI test drives
+# chromium with playwright-core from tests/ui/node_modules
+web/node_modules/uplot:
+	npm ci --prefix web --no-audit --no-fund
+
+tests/ui/node_modules/playwright-core:
+	npm ci --prefix tests/ui --no-audit --no-fund
+
+build: web/node_modules/uplot
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-asan:
+asan: web/node_modules/uplot
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTC_SANITIZE=ON >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
@@ -34,7 +42,7 @@ unit-asan: asan
 
 # End-to-end tests run against the sanitizer build, so that a memory error
 # anywhere in a real run fails the suite.
-e2e: asan
+e2e: asan tests/ui/node_modules/playwright-core
 	TRAINCTL=$(CURDIR)/$(ASAN_BUILD)/trainctl $(PYTHON) -m pytest -q tests/e2e
 
 check: deps
