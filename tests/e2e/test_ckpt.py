@@ -60,7 +60,7 @@ def worker_pid(home, rank):
 
 
 def test_deterministic_resume_after_sigkill(run_tc, trainctl, home, tmp_path, torch_available):
-    args = {"epochs": 4, "seed": 7}
+    args = {"epochs": 3, "seed": 7}
     ref = run_tc("run", "-q", write_spec(tmp_path / "ref.json", args=args), timeout=300)
     assert ref.returncode == 0, ref.stderr
     ref_dir = job_dir(home)
