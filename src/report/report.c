@@ -339,7 +339,10 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
 	int nodes = (int)json_integer_value(json_object_get(spec, "nodes"));
 	if (nodes < 1)
 		nodes = 1;
+	/* a run file that starts its own workers (zoo) has more ranks than trainctl workers */
 	int world = job->world_size > 0 ? job->world_size : 1;
+	if (ms.nranks && ms.ranks[ms.nranks - 1].rank >= world)
+		world = ms.ranks[ms.nranks - 1].rank + 1;
 	int per_server = world / nodes > 0 ? world / nodes : world;
 
 	json_t *r = json_object();

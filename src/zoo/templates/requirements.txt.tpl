@@ -1,0 +1,1 @@
+# @NAME@: Python packages the training needs (pip install -r requirements.txt)
