@@ -30,6 +30,7 @@ static const struct command {
 	{ "ckpt", cmd_ckpt, "list, inspect and transform checkpoints" },
 	{ "compare", cmd_compare, "align two jobs' metrics step by step (precision check)" },
 	{ "report", cmd_report, "write a job's benchmark report (report.json, Ais-Bench files)" },
+	{ "zoo", cmd_zoo, "ModelZoo: check a model folder, run model.yaml tests, new skeleton" },
 	{ "server", cmd_server, "run the platform: queue, scheduler, HTTP API and web UI" },
 	{ "submit", cmd_submit, "queue a job on the server (--server URL or TRAINCTL_SERVER)" },
 	{ "stop", cmd_stop, "stop a job (through the server, or its supervisor directly)" },
