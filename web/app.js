@@ -47,6 +47,8 @@
     if (!r.ok) throw new Error((body && body.error) || ("HTTP " + r.status));
     return body;
   }
+  // handlers: event name -> fn(parsed data); "open" runs each time the stream
+  // (re)connects, so a page can re-read what changed before it was listening
   function stream(path, handlers) {
     const sep = path.includes("?") ? "&" : "?";
     const es = new EventSource("/api/v1" + path + (token() ? sep + "token=" + encodeURIComponent(token()) : ""));
@@ -124,7 +126,8 @@
     fs.onchange = fu.onchange = () => { offset = 0; load(); };
     await load();
     let pending = null;
-    stream("/events", { state: () => { if (!pending) pending = setTimeout(() => { pending = null; load(); }, 300); } });
+    const later = () => { if (!pending) pending = setTimeout(() => { pending = null; load(); }, 300); };
+    stream("/events", { open: later, state: later });
     const t = setInterval(load, 5000); cleanup.push(() => clearInterval(t));
   }
 
@@ -192,8 +195,17 @@
       series: [{ label: "step" }].concat(series.map((s, i) => ({ label: s, stroke: colors[i % colors.length], width: 1.5, points: { show: false } }))),
       axes: [{}, { size: 60 }],
     }, opts || {}), data, el);
-    const ro = new ResizeObserver(() => u.setSize({ width: Math.max(260, el.clientWidth), height: 240 }));
-    ro.observe(el); cleanup.push(() => { ro.disconnect(); u.destroy(); });
+    // resize in the next frame, and only on a real change: resizing inside the
+    // observer's callback makes "ResizeObserver loop completed" errors
+    let frame = 0;
+    const ro = new ResizeObserver(() => {
+      cancelAnimationFrame(frame);
+      frame = requestAnimationFrame(() => {
+        const w = Math.max(260, el.clientWidth);
+        if (w !== u.width) u.setSize({ width: w, height: 240 });
+      });
+    });
+    ro.observe(el); cleanup.push(() => { cancelAnimationFrame(frame); ro.disconnect(); u.destroy(); });
     return u;
   }
 
@@ -212,7 +224,10 @@
       <div id="tab"></div>`;
     view.querySelectorAll("#job-actions button").forEach(b => b.onclick = () => act(j.id, b.dataset.act, () => route()));
     view.querySelectorAll(".tabs button").forEach(b => b.onclick = () => { location.hash = `#/job/${j.id}/${b.dataset.tab}`; });
-    stream("/events", { state: e => { if (e.job === j.id) refreshHeader(j.id); } });
+    // the stream starts at the newest event: a change between the first read
+    // and the stream's open is caught by the re-read on open (and the poll)
+    stream("/events", { open: () => refreshHeader(j.id), state: e => { if (e.job === j.id) refreshHeader(j.id); } });
+    const poll = setInterval(() => refreshHeader(j.id), 5000); cleanup.push(() => clearInterval(poll));
     const el = document.getElementById("tab");
     ({ brief: tabBrief, logs: tabLogs, metrics: tabMetrics, resources: tabResources, checkpoints: tabCkpt, report: tabReport }[tab] || tabBrief)(j, el);
   }

@@ -4,107 +4,181 @@
 // button, and keep screenshots.  Used by tests/e2e/test_ui.py:
 //   node tests/ui/ui_test.js BASE_URL ARTIFACT_DIR WORKDIR SLEEPER_JOB_ID
 // Prints one JSON line with what it saw; exits non-zero on a failed check.
+//
+// Every wait is on a condition with a generous deadline (the test machine
+// may be loaded: 2 cores shared with builds), never a fixed sleep.  The
+// submitted job holds in "running" until this script creates WORKDIR/release,
+// so the running state is seen however slow the page or the machine is.  On
+// a failure the result carries the page's state (URL, header, banner, text)
+// and the path of a screenshot taken at that moment.
 "use strict";
 const { chromium } = require("playwright-core");
+const fs = require("fs");
 const path = require("path");
 
 const [base, out, workdir, sleeper] = process.argv.slice(2);
-const shot = (page, name) => page.screenshot({ path: path.join(out, name + ".png"), fullPage: true });
+const SCALE = Number(process.env.UI_TIMEOUT_SCALE || "1");
+const T = ms => ms * SCALE;
+const shotPath = name => path.join(out, name + ".png");
+const shot = (page, name) => page.screenshot({ path: shotPath(name), fullPage: true });
+const result = { steps: [] };
+let step = "start";
 
-async function stateOf(page) {
-  return (await page.locator(".toolbar h1 .state").first().textContent()).trim();
+function begin(name) { step = name; result.steps.push(name); }
+
+// Poll fn() until it returns a truthy value; on timeout throw, naming what
+// was awaited and the last value seen.
+async function waitFor(page, what, fn, ms) {
+  const end = Date.now() + T(ms);
+  let last, error = null;
+  for (;;) {
+    try { last = await fn(); error = null; } catch (e) { error = String(e.message || e).split("\n")[0]; }
+    if (!error && last) return last;
+    if (Date.now() > end) {
+      throw new Error(`${what}: not within ${T(ms)} ms (last seen: ${error ? "error " + error : JSON.stringify(last)})`);
+    }
+    await page.waitForTimeout(150);
+  }
 }
 
+async function headerState(page) {
+  const l = page.locator(".toolbar h1 .state").first();
+  return (await l.count()) ? (await l.textContent()).trim() : "";
+}
+
+// Wait until the job page's header shows want; returns the states it showed.
 async function waitState(page, want, ms) {
-  const end = Date.now() + ms;
-  let seen = [];
-  while (Date.now() < end) {
-    const s = await stateOf(page).catch(() => "");
+  const seen = [];
+  await waitFor(page, `job header state '${want}'`, async () => {
+    const s = await headerState(page);
     if (s && seen[seen.length - 1] !== s) seen.push(s);
-    if (s === want) return seen;
-    await page.waitForTimeout(200);
-  }
-  throw new Error(`state ${want} not reached in ${ms} ms (saw ${seen.join(" -> ")})`);
+    return s === want;
+  }, ms).catch(e => { throw new Error(`${e.message}; header showed: ${seen.join(" -> ") || "nothing"}`); });
+  return seen;
+}
+
+async function pageState(page) {
+  return page.evaluate(() => ({
+    url: location.href,
+    header: (document.querySelector(".toolbar h1") || {}).textContent || null,
+    banner: document.getElementById("banner") && !document.getElementById("banner").hidden
+      ? document.getElementById("banner").textContent : null,
+    text: (document.getElementById("view") || document.body).innerText.slice(0, 1500),
+  })).catch(e => ({ unavailable: String(e) }));
 }
 
 (async () => {
-  const browser = await chromium.launch({
-    executablePath: "/usr/bin/chromium",
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync"],
-  });
-  const result = {};
+  let browser = null, current = null;
   try {
+    begin("launch chromium");
+    browser = await chromium.launch({
+      executablePath: "/usr/bin/chromium",
+      timeout: Math.max(60000, T(60000)),
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
+    });
     const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    current = page;
+    page.setDefaultTimeout(T(30000));
+    page.setDefaultNavigationTimeout(T(60000));
     page.on("pageerror", e => { result.pageerrors = (result.pageerrors || []).concat(String(e)); });
+
+    begin("submit form");
     await page.goto(base + "/#/submit");
+    await page.waitForSelector("#s-go");
     await page.fill("#s-name", "ui-loss");
     await page.selectOption("#s-type", "cpu");
     await page.fill("#s-count", "1");
     await page.fill("#s-workdir", workdir);
     await page.fill("#s-cmd", "python3 loss.py");
-    await page.fill("#s-env", "STEPS=60\nPAUSE=0.05");
+    await page.fill("#s-env", "STEPS=60");
     await shot(page, "submit-form");
     await page.click("#s-go");
-    await page.waitForURL(/#\/job\//, { timeout: 10000 });
+    await page.waitForURL(/#\/job\//, { timeout: T(30000) });
     result.job = decodeURIComponent(page.url().split("#/job/")[1].split("/")[0]);
-    result.states = await waitState(page, "running", 30000);
+
+    begin("job reaches running");
+    result.states = await waitState(page, "running", 90000);
     await shot(page, "job-running");
-    result.states = result.states.concat(await waitState(page, "succeeded", 60000));
+    fs.writeFileSync(path.join(workdir, "release"), "");
+    begin("job reaches succeeded");
+    result.states = result.states.concat(await waitState(page, "succeeded", 120000));
     await shot(page, "job-succeeded");
 
+    begin("metrics chart");
     await page.click('.tabs button[data-tab="metrics"]');
-    await page.waitForSelector("#m-chart canvas", { timeout: 15000 });
-    await page.waitForTimeout(500);
+    await page.waitForSelector("#m-chart canvas", { timeout: T(60000) });
     result.metric = await page.inputValue("#m-name");
-    // count painted pixels in the plotting area: a blank canvas has none
-    result.painted = await page.evaluate(() => {
+    // count painted pixels in the plotting area: a blank canvas has none;
+    // uPlot paints in a later frame, so wait for the paint, not a time
+    const painted = () => page.evaluate(() => {
       const c = document.querySelector("#m-chart canvas");
-      const ctx = c.getContext("2d");
-      const d = ctx.getImageData(0, 0, c.width, c.height).data;
+      if (!c || !c.width || !c.height) return 0;
+      const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
       let n = 0;
       for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++;
       return n;
     });
+    result.painted = await waitFor(page, "loss chart painted (> 500 pixels)",
+      async () => { const n = await painted(); return n > 500 ? n : 0; }, 30000).catch(async e => {
+      result.painted = await painted().catch(() => -1);
+      throw e;
+    });
     result.info = await page.textContent("#m-info");
     await shot(page, "job-metrics");
 
+    begin("logs tab");
     await page.click('.tabs button[data-tab="logs"]');
-    await page.waitForFunction(() => document.querySelector("#l-text") &&
-      document.querySelector("#l-text").textContent.includes("done"), null, { timeout: 15000 });
+    await waitFor(page, "log shows the job's last line 'done'", () => page.evaluate(() =>
+      !!document.querySelector("#l-text") && document.querySelector("#l-text").textContent.includes("done")), 60000);
     result.logs = (await page.textContent("#l-text")).split("\n").length;
     await shot(page, "job-logs");
 
-    // stop the sleeper with its button in the jobs table
+    begin("stop the sleeper from the jobs table");
     await page.goto(base + "/#/jobs");
     const row = page.locator(`tr[data-id="${sleeper}"]`);
-    await row.waitFor({ timeout: 10000 });
-    await row.locator('button[data-act="stop"]').click();
-    const end = Date.now() + 30000;
-    while (Date.now() < end) {
+    await row.waitFor({ timeout: T(30000) });
+    const stop = row.locator('button[data-act="stop"]');
+    await waitFor(page, "the sleeper's Stop button enabled", () => stop.isEnabled(), 30000);
+    await stop.click();
+    const seenSleeper = [];
+    await waitFor(page, "sleeper row shows 'killed'", async () => {
       const s = (await row.locator(".state").textContent()).trim();
+      if (seenSleeper[seenSleeper.length - 1] !== s) seenSleeper.push(s);
       result.sleeper = s;
-      if (s === "killed") break;
-      await page.waitForTimeout(300);
-    }
+      return s === "killed";
+    }, 90000).catch(e => { throw new Error(e.message + ` (row states: ${seenSleeper.join(" -> ")})`); });
     await shot(page, "jobs-table");
+
+    begin("devices page");
     await page.goto(base + "/#/devices");
-    await page.waitForSelector("#devs tbody tr", { timeout: 10000 });
+    await page.waitForSelector("#devs tbody tr", { timeout: T(30000) });
     await shot(page, "devices");
 
-    // a phone-width screen
+    begin("phone width");
     const phone = await browser.newPage({ viewport: { width: 390, height: 844 } });
+    current = phone;
+    phone.setDefaultTimeout(T(30000));
+    phone.on("pageerror", e => { result.pageerrors = (result.pageerrors || []).concat(String(e)); });
     await phone.goto(base + "/#/job/" + encodeURIComponent(result.job) + "/metrics");
-    await phone.waitForSelector("#m-chart canvas", { timeout: 15000 });
+    await phone.waitForSelector("#m-chart canvas", { timeout: T(60000) });
     result.phone_overflow = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     await shot(phone, "phone-metrics");
     await phone.goto(base + "/#/jobs");
-    await phone.waitForSelector("#jobs tbody tr", { timeout: 10000 });
+    await phone.waitForSelector("#jobs tbody tr", { timeout: T(30000) });
     await shot(phone, "phone-jobs");
   } catch (e) {
-    result.error = String(e && e.stack || e);
+    result.error = `${step}: ${String(e && e.stack || e)}`;
+    if (current) {
+      result.page = await pageState(current);
+      try {
+        await current.screenshot({ path: shotPath("failure"), fullPage: true, timeout: 30000 });
+        result.screenshot = shotPath("failure"); } catch (e2) {
+        result.screenshot = "not taken: " + String(e2);
+      }
+    }
   }
-  await browser.close();
+  if (browser) await browser.close().catch(() => {});
   console.log(JSON.stringify(result));
   process.exit(result.error ? 1 : 0);
 })();
