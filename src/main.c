@@ -40,6 +40,8 @@ static const struct command {
 	{ "delete", cmd_delete, "delete a finished job and its run folder (server)" },
 	{ "token", cmd_token, "create a bearer token for the server's API" },
 	{ "supervise", cmd_supervise, NULL }, /* started by the server, not typed */
+	{ "slurm-batch", cmd_slurm_batch, NULL },       /* job.sbatch runs it (backend: slurm) */
+	{ "supervise-node", cmd_supervise_node, NULL }, /* srun starts it on every node */
 };
 
 static void usage(FILE *out)

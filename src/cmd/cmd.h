@@ -30,11 +30,13 @@ int cmd_ckpt(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_compare(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_report(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_zoo(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
-
 /* cmd_server.c, cmd_jobs.c: trainctl server and the verbs that use it */
 int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_token(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_supervise(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+/* cmd_slurm.c: backend: slurm's batch driver and node supervisor (not typed) */
+int cmd_slurm_batch(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_supervise_node(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_submit(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_stop(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_pause(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);

@@ -5,6 +5,7 @@
  * Without a server, `stop` signals the job's supervisor directly and the
  * others say that they need one.
  */
+#include "backend/backend.h"
 #include "cmd/cmd.h"
 #include "core/util.h"
 #include "core/xalloc.h"
@@ -124,6 +125,11 @@ static int local_stop(const char *home, const char *ref, struct tc_err *err)
 		goto out;
 	if (store_state_terminal(j.state)) {
 		rc = tc_error(err, TC_EUSAGE, "stop: job %s already ended (%s)", j.id, j.state);
+		goto out;
+	}
+	if (store_job_is_slurm(st, j.id)) {
+		/* backend: slurm: scancel with the job's grace time (docs/slurm.md) */
+		rc = backend_slurm.stop(home, st, &j, err);
 		goto out;
 	}
 	if (!proc_alive(j.sup_pid, j.sup_ticks)) {

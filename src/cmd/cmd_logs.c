@@ -1,4 +1,5 @@
 /* cmd_logs.c -- `trainctl logs JOB [--rank R] [--tail N] [-f]` */
+#include "backend/backend.h"
 #include "cmd/cmd.h"
 #include "server/server.h"
 #include "core/sbuf.h"
@@ -30,7 +31,7 @@ static bool job_alive(void *data)
 	struct tc_err err = TC_ERR_INIT;
 	bool alive = false;
 	if (store_job_get(f->st, f->id, &j, &err) == 0 &&
-	    store_job_reconcile(f->st, &j, &err) == 0)
+	    backend_reconcile(f->st, &j, &err) == 0)
 		alive = !store_state_terminal(j.state);
 	job_row_release(&j);
 	tc_err_release(&err);

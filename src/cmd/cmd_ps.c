@@ -1,4 +1,5 @@
 /* cmd_ps.c -- `trainctl ps [-a] [--json]`: jobs on this machine, newest first */
+#include "backend/backend.h"
 #include "cmd/cmd.h"
 #include "server/server.h"
 #include "core/sbuf.h"
@@ -62,7 +63,7 @@ int cmd_ps(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	if (rc)
 		goto out;
 	for (size_t i = 0; i < n && !rc; i++)
-		rc = store_job_reconcile(st, &jobs[i], err);
+		rc = backend_reconcile(st, &jobs[i], err);
 	if (rc)
 		goto out;
 	if (as_json) {

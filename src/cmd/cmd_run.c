@@ -2,6 +2,7 @@
 #include "cmd/cmd.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "backend/backend.h"
 #include "launch/launch.h"
 #include "spec/spec.h"
 
@@ -21,6 +22,7 @@ static const char usage[] =
 	"      --max-restarts N  restart the group up to N times on failure\n"
 	"  -q, --quiet           do not copy worker output to the console\n"
 	"      --no-metrics      do not read metrics from the workers' output\n"
+	"      --backend NAME    local (this machine) or slurm (sbatch + srun; docs/slurm.md)\n"
 	"      --resume JOB      a new run continuing JOB from its newest complete checkpoint\n"
 	"                        (JOB's own spec unless SPEC is given)\n";
 
@@ -34,11 +36,12 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "no-metrics", no_argument, NULL, 'M' },
 		{ "resume", required_argument, NULL, 'R' },
+		{ "backend", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *nproc = NULL, *device = NULL, *name = NULL, *restarts = NULL;
-	const char *resume_job = NULL;
+	const char *resume_job = NULL, *backend = NULL;
 	char *resume_path = NULL, *resume_spec = NULL;
 	struct launch_opts lo = { .home = ctx->home };
 	int c;
@@ -52,6 +55,7 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		case 'q': lo.quiet = true; break;
 		case 'M': lo.no_metrics = true; break;
 		case 'R': resume_job = optarg; break;
+		case 'B': backend = optarg; break;
 		case 'h': fputs(usage, stdout); return 0;
 		default: return tc_error(err, TC_EUSAGE, "run: bad option (see trainctl run --help)");
 		}
@@ -81,7 +85,7 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			rc = tc_error(err, TC_EUSAGE, "run: --nproc and --device are for ad hoc runs; set devices: in the spec");
 			goto resume_out;
 		}
-		if ((rc = spec_load(optind < argc ? argv[optind] : resume_spec, &s, err)))
+		if ((rc = spec_load_backend(optind < argc ? argv[optind] : resume_spec, backend, &s, err)))
 			goto resume_out;
 		if (resume_path) {
 			s->resume = RESUME_PATH;
@@ -126,7 +130,13 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		s->max_restarts = (int)r;
 	}
 	char *job_id = NULL;
-	rc = launch_run(s, &lo, &job_id, &ctx->exit_status, err);
+	const struct backend_ops *be = backend_find(backend ? backend : s->backend);
+	if (!be)
+		rc = tc_error(err, TC_EUSAGE, "run: '%s' is not a backend (local, slurm)", backend);
+	else if (adhoc && strcmp(be->name, "local") != 0)
+		rc = tc_error(err, TC_EUSAGE, "run: backend %s needs a spec file", be->name);
+	else
+		rc = be->run(s, &lo, &job_id, &ctx->exit_status, err);
 	free(job_id);
 	spec_free(s);
 resume_out:

@@ -1,4 +1,5 @@
 /* cmd_show.c -- `trainctl show JOB [--json]`: spec, states, workers, root cause */
+#include "backend/backend.h"
 #include "cmd/cmd.h"
 #include "server/server.h"
 #include "core/sbuf.h"
@@ -106,11 +107,12 @@ int cmd_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	struct worker_row *wk = NULL;
 	size_t nev = 0, nwk = 0;
 	struct metrics_job_summary ms = { 0 };
+	struct store_slurm sl = { 0 };
 	int rc = store_open(ctx->home, &st, err);
 	if (!rc)
 		rc = store_job_get(st, argv[optind], &j, err);
 	if (!rc)
-		rc = store_job_reconcile(st, &j, err);
+		rc = backend_reconcile(st, &j, err);
 	if (!rc)
 		rc = store_events(st, j.id, &ev, &nev, err);
 	if (!rc)
@@ -119,8 +121,15 @@ int cmd_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		rc = metrics_job_summary(st, &j, &ms, err);
 	if (rc)
 		goto out;
+	if (!rc)
+		rc = store_slurm_get(st, j.id, &sl, err);
+	if (rc)
+		goto out;
 	if (as_json) {
 		json_t *o = job_json(&j, ev, nev, wk, nwk);
+		if (sl.job)
+			json_object_set_new(o, "slurm", json_pack("{s:s, s:s?, s:s?}", "job", sl.job,
+								  "nodes", sl.nodes, "state", sl.state));
 		json_object_set_new(o, "metrics", metrics_job_summary_json(&ms));
 		json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		fputc('\n', stdout);
@@ -129,6 +138,9 @@ int cmd_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	}
 	printf("%-10s %s\n%-10s %s\n%-10s %s\n", "job", j.id, "name", j.name, "state", j.state);
 	printf("%-10s %s\n", "run dir", j.run_dir);
+	if (sl.job)
+		printf("%-10s %s (%s) on %s\n", "slurm job", sl.job, sl.state ? sl.state : "?",
+		       sl.nodes ? sl.nodes : "no nodes yet");
 	print_time("created", j.created);
 	print_time("started", j.started);
 	print_time("ended", j.ended);
@@ -158,6 +170,7 @@ int cmd_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	if (j.root_cause)
 		printf("\nroot cause: %s\n", j.root_cause);
 out:
+	store_slurm_release(&sl);
 	metrics_job_summary_release(&ms);
 	event_rows_free(ev, nev);
 	free(wk);

@@ -48,6 +48,27 @@ struct launch_opts {
 	bool resume_newest;
 	/* workers run as this account (server as root); run_as_uid 0 = ours */
 	unsigned run_as_uid, run_as_gid;
+	/* one node of a multi-node job (see struct launch_node); NULL: one machine */
+	const struct launch_node *node;
+};
+
+/*
+ * One node of a multi-node job (`trainctl supervise-node`, started on every
+ * node by srun).  The job already exists; its job-level driver
+ * (launch_multinode) records the job's states, stages inputs, watches
+ * checkpoints and decides restarts.  The node's supervisor runs exactly one
+ * attempt of its per_node workers, global ranks node_rank * per_node + i,
+ * logs to logs/supervisor-node<n>.log, and leaves the attempt's outcome in
+ * launch_node_result_path() for the driver; it never records the job's
+ * state itself.
+ */
+struct launch_node {
+	int node_rank, nnodes;
+	int attempt;             /* TORCHELASTIC_RESTART_COUNT */
+	const char *master_addr; /* node 0's address */
+	int master_port;
+	const char *resume_from; /* TRAINCTL_RESUME_FROM, or NULL */
+	double ranktable_timeout; /* npu: seconds to wait for the merged hccl.json */
 };
 
 /*
@@ -66,6 +87,43 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
  */
 int launch_resume_point(const char *home, const char *job_ref, char **path, char **spec_path,
 			struct sbuf *report, struct tc_err *err);
+
+/* ---- multi-node jobs (multinode.c) ---- */
+
+/* <run_dir>/attempts/<attempt>/node-<n>.json: one node's outcome (heap). */
+char *launch_node_result_path(const char *run_dir, int attempt, int node_rank);
+
+/*
+ * What a multi-node backend does for launch_multinode: start one attempt on
+ * every node (each running launch_run with a struct launch_node) and wait
+ * for it.  Returns 0 with *failed set when some node failed, or a negative
+ * TC_E* when the attempt could not be started; *stopped is set when the job
+ * was told to stop (scancel, time limit, preemption) and must not restart.
+ */
+struct launch_attempt {
+	int attempt, nodes;
+	const char *master_addr;
+	int master_port;
+	const char *resume_from; /* NULL: none */
+};
+struct launch_backend_ops {
+	int (*run_attempt)(void *ctx, const struct launch_attempt *a, bool *failed, bool *stopped,
+			   struct tc_err *err);
+	void *ctx;
+	const char *where; /* "n[1-2]": named in the job's events */
+};
+
+/*
+ * The job-level driver of a multi-node job that already exists (state
+ * queued): stages inputs, then runs attempts through ops until one
+ * succeeds or the job's restart budget (one per job, never per node) is
+ * spent, resuming each restart from the newest complete checkpoint; records
+ * every state with its reason and the root cause (the first node to fail).
+ * *exit_status: 0 succeeded, 1 failed; a stop leaves the state for the
+ * backend to map (it knows why) and sets *exit_status to 143.
+ */
+int launch_multinode(const struct spec *s, const char *home, const char *job_id,
+		     const struct launch_backend_ops *ops, int *exit_status, struct tc_err *err);
 
 /* ---- environment (env.c) ---- */
 
@@ -106,5 +164,21 @@ char *ranktable_json(const char *server_id, const int *ids, char *const *ips, in
 		     int first_rank);
 /* This host's address for server_id / MASTER_ADDR defaults; heap string. */
 char *host_ipv4(void);
+
+/*
+ * Multi-node rank tables: each node writes its part (server_id, device ids
+ * and IPs) as a one-server hccl.json at part_path; ranktable_merge joins
+ * nodes parts in node order into one table, ranks numbered node by node
+ * (server_count = nodes).  Heap text, or NULL with err naming the part.
+ */
+char *ranktable_merge(char *const *part_texts, int nodes, struct tc_err *err);
+/*
+ * The whole exchange for node node_rank of nodes: write this node's part
+ * under dir, then node 0 waits for every part and writes dir/hccl.json;
+ * the others wait for that file.  A part or table that does not appear
+ * within timeout seconds is a TC_EBACKEND error naming the missing nodes.
+ */
+int ranktable_exchange(const char *dir, int node_rank, int nodes, const char *part_text,
+		       double timeout, struct tc_err *err);
 
 #endif

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int ranktable_device_ips(const char *hccn_conf, const int *ids, int n, char **ips,
 			 struct tc_err *err)
@@ -115,4 +116,123 @@ char *host_ipv4(void)
 		freeifaddrs(ifa);
 	}
 	return found ? found : xstrdup("127.0.0.1");
+}
+
+/* ---- multi-node tables ---- */
+
+char *ranktable_merge(char *const *part_texts, int nodes, struct tc_err *err)
+{
+	json_t *list = json_array();
+	char *out = NULL;
+	int rank = 0;
+	for (int n = 0; n < nodes; n++) {
+		json_error_t je;
+		json_t *part = json_loads(part_texts[n], 0, &je);
+		json_t *servers = json_object_get(part, "server_list");
+		json_t *server = json_array_get(servers, 0);
+		json_t *devs = json_object_get(server, "device");
+		if (!json_is_object(server) || json_array_size(servers) != 1 || !json_is_array(devs) ||
+		    !json_is_string(json_object_get(server, "server_id"))) {
+			tc_error(err, TC_EBACKEND, "rank table part of node %d is not a one-server hccl.json%s%s",
+				 n, part ? "" : ": ", part ? "" : je.text);
+			json_decref(part);
+			goto out;
+		}
+		size_t i;
+		json_t *d;
+		json_array_foreach(devs, i, d) {
+			struct sbuf num = SBUF_INIT;
+			sbuf_addf(&num, "%d", rank++);
+			json_object_set_new(d, "rank_id", json_string(num.buf));
+			sbuf_release(&num);
+		}
+		json_array_append(list, server);
+		json_decref(part);
+	}
+	json_t *root = json_object();
+	struct sbuf cnt = SBUF_INIT;
+	sbuf_addf(&cnt, "%d", nodes);
+	json_object_set_new(root, "version", json_string("1.0"));
+	json_object_set_new(root, "server_count", json_string(cnt.buf));
+	json_object_set_new(root, "server_list", list);
+	json_object_set_new(root, "status", json_string("completed"));
+	list = NULL;
+	sbuf_release(&cnt);
+	char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(root);
+	if (!text)
+		xdie_oom(0);
+	struct sbuf sb = SBUF_INIT;
+	sbuf_adds(&sb, text);
+	sbuf_addch(&sb, '\n');
+	free(text);
+	out = sbuf_detach(&sb);
+out:
+	json_decref(list);
+	return out;
+}
+
+static char *part_path(const char *dir, int node)
+{
+	struct sbuf sb = SBUF_INIT;
+	sbuf_addf(&sb, "%s/node-%d.json", dir, node);
+	return sbuf_detach(&sb);
+}
+
+int ranktable_exchange(const char *dir, int node_rank, int nodes, const char *part_text,
+		       double timeout, struct tc_err *err)
+{
+	struct sbuf table = SBUF_INIT, missing = SBUF_INIT;
+	char **parts = xcalloc((size_t)nodes, sizeof(char *));
+	char *mine = part_path(dir, node_rank);
+	int rc = mkdir_p(dir, err);
+	if (!rc)
+		rc = write_file_atomic(mine, part_text, strlen(part_text), err);
+	sbuf_addf(&table, "%s/hccl.json", dir);
+	double deadline = now_wall() + timeout;
+	while (!rc) {
+		sbuf_reset(&missing);
+		if (node_rank == 0) {
+			for (int n = 0; n < nodes; n++) {
+				if (parts[n])
+					continue;
+				char *p = part_path(dir, n);
+				struct sbuf text = SBUF_INIT;
+				if (path_exists(p) && read_file(p, &text, NULL) == 0)
+					parts[n] = sbuf_detach(&text);
+				else
+					sbuf_addf(&missing, "%s%d", missing.len ? ", " : "", n);
+				sbuf_release(&text);
+				free(p);
+			}
+			if (!missing.len) {
+				char *merged = ranktable_merge(parts, nodes, err);
+				rc = merged ? write_file_atomic(table.buf, merged, strlen(merged), err)
+					    : err->code;
+				free(merged);
+				break;
+			}
+		} else if (path_exists(table.buf)) {
+			break;
+		}
+		if (now_wall() > deadline) {
+			if (node_rank == 0)
+				rc = tc_error(err, TC_EBACKEND,
+					      "rank table: node 0 waited %.0f s for the parts of node%s %s in %s",
+					      timeout, strchr(missing.buf, ',') ? "s" : "", missing.buf, dir);
+			else
+				rc = tc_error(err, TC_EBACKEND,
+					      "rank table: node %d waited %.0f s for node 0 to write %s",
+					      node_rank, timeout, table.buf);
+			break;
+		}
+		usleep(50 * 1000);
+	}
+	for (int n = 0; n < nodes; n++)
+		free(parts[n]);
+	free(parts);
+	free(mine);
+	sbuf_release(&table);
+	sbuf_release(&missing);
+	return rc;
 }

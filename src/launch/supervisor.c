@@ -210,12 +210,19 @@ static int make_run_folder(struct sup *sp, struct tc_err *err)
 			return tc_error_errno(err, TC_ESYS, "cannot hand %s to uid %u", dirs[i],
 					      sp->o->run_as_uid);
 	}
-	char *yaml = spec_to_yaml(sp->s);
-	rc = write_text(sp->run_dir, "job.yaml", yaml, err);
+	/* a node of a multi-node job runs the job.yaml its submitter wrote */
+	char *yaml = sp->o->node ? NULL : spec_to_yaml(sp->s);
+	rc = yaml ? write_text(sp->run_dir, "job.yaml", yaml, err) : 0;
 	free(yaml);
 	if (rc)
 		return rc;
-	char *sl = join(sp->log_dir, "supervisor.log");
+	struct sbuf sln = SBUF_INIT;
+	if (sp->o->node)
+		sbuf_addf(&sln, "supervisor-node%d.log", sp->o->node->node_rank);
+	else
+		sbuf_adds(&sln, "supervisor.log");
+	char *sl = join(sp->log_dir, sln.buf);
+	sbuf_release(&sln);
 	sp->suplog_fd = open(sl, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	free(sl);
 	if (sp->suplog_fd < 0)
@@ -583,6 +590,13 @@ static void attempt_loop(struct sup *sp)
 			while (read(sp->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 				if (si.ssi_signo == SIGCHLD)
 					continue;
+				if (si.ssi_signo == SIGUSR1 || si.ssi_signo == SIGUSR2) {
+					/* e.g. Slurm's --signal warning: the workers checkpoint */
+					say(sp, "%s received: passing it to the workers",
+					    strsignal((int)si.ssi_signo));
+					signal_groups(sp, (int)si.ssi_signo);
+					continue;
+				}
 				if (sp->user_signal) {
 					say(sp, "second %s: killing the workers now",
 					    strsignal((int)si.ssi_signo));
@@ -733,6 +747,8 @@ static int setup_signals(struct sup *sp, struct tc_err *err)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
 	if (sigprocmask(SIG_BLOCK, &set, &sp->old_mask) < 0)
 		return tc_error_errno(err, TC_ESYS, "sigprocmask");
 	sp->sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -765,11 +781,15 @@ static int prepare_rank_table(struct sup *sp, char **path, struct tc_err *err)
 	return rc;
 }
 
+static int node_attempt(struct sup *sp, int *exit_status, struct tc_err *err);
+
 static int run_attempts(struct sup *sp, int *exit_status, struct tc_err *err)
 {
 	int rc = 0;
 	int *ports = NULL;
 	char *rank_table = NULL;
+	if (sp->o->node)
+		return node_attempt(sp, exit_status, err);
 	char *resume = jobio_resume(sp->io, !sp->o->resume_newest, err);
 	if (!resume && err->code)
 		return err->code;
@@ -920,11 +940,14 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	sp.w = xcalloc((size_t)sp.n, sizeof(*sp.w));
 	for (int i = 0; i < sp.n; i++) {
 		sp.w[i].local_rank = i;
-		sp.w[i].rank = i;
+		sp.w[i].rank = (o->node ? o->node->node_rank * sp.n : 0) + i;
 		sp.w[i].out.fd = sp.w[i].err.fd = sp.w[i].logfd = -1;
 		sp.w[i].reaped = true;
 	}
-	if (o->job_id) {
+	if (o->node) {
+		/* one node of a multi-node job: its driver records the job */
+		rc = o->job_id ? 0 : tc_error(err, TC_EUSAGE, "a node supervisor needs a job id");
+	} else if (o->job_id) {
 		/* the server created the job; this supervisor takes it over */
 		struct sbuf why = SBUF_INIT;
 		sbuf_addf(&why, "supervisor started (pid %ld)", (long)getpid());
@@ -948,24 +971,27 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	    s->device_type, sp.n == 1 ? "" : "s", sp.run_dir);
 	if ((rc = setup_signals(&sp, err)) || (rc = watchdog_start(&sp, err))) {
 		struct tc_err e2 = TC_ERR_INIT;
-		store_job_finish(sp.st, sp.job_id, "failed", 3, err->msg, err->msg, &e2);
+		if (!o->node)
+			store_job_finish(sp.st, sp.job_id, "failed", 3, err->msg, err->msg, &e2);
 		tc_err_release(&e2);
 		goto out;
 	}
 	metrics_start(&sp);
 	/* device telemetry for report.json (report/report.h) */
-	struct report_sampler *rsamp = report_sampler_start(s->device_type, s->device_ids, sp.n, 0);
+	struct report_sampler *rsamp =
+		o->node ? NULL : report_sampler_start(s->device_type, s->device_ids, sp.n, 0);
 	struct jobio_ctx ioc = {
 		.s = s, .home = o->home, .job_id = sp.job_id, .run_dir = sp.run_dir,
 		.data_dir = sp.data_dir, .output_dir = sp.output_dir, .ckpt_dir = sp.ckpt_dir,
 		.world = sp.n, .say = jobio_say, .say_arg = &sp,
 	};
-	rc = jobio_begin(&ioc, sp.st, &sp.io, err);
+	/* a node of a multi-node job: its driver stages, watches and uploads */
+	rc = o->node ? 0 : jobio_begin(&ioc, sp.st, &sp.io, err);
 	if (!rc)
 		rc = run_attempts(&sp, exit_status, err);
 	jobio_end(sp.io); /* the final upload, whatever the outcome */
 	metrics_end(&sp);
-	if (rc && sp.st) {
+	if (rc && sp.st && !o->node) {
 		/* record why, so the job does not look alive forever */
 		struct tc_err e2 = TC_ERR_INIT;
 		store_job_finish(sp.st, sp.job_id, "failed", tc_exit_status(rc), err->msg, err->msg,
@@ -973,7 +999,8 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		tc_err_release(&e2);
 	}
 	/* report.json and the Ais-Bench files: a warning at worst, never the job's result */
-	report_job_end(sp.st, sp.job_id, rsamp, jobio_say, &sp);
+	if (!o->node)
+		report_job_end(sp.st, sp.job_id, rsamp, jobio_say, &sp);
 out:
 	watchdog_stop(&sp);
 	if (sp.sigfd >= 0) {
@@ -996,5 +1023,176 @@ out:
 	free(sp.ckpt_dir);
 	free(sp.data_dir);
 	free(sp.tb_dir);
+	return rc;
+}
+
+/* ---- one node of a multi-node job (launch.h: struct launch_node) ---- */
+
+/* Node n's part of an npu job's rank table, merged by node 0 (ranktable.c). */
+static int node_rank_table(struct sup *sp, char **path, struct tc_err *err)
+{
+	const struct launch_node *nd = sp->o->node;
+	*path = NULL;
+	if (strcmp(sp->s->device_type, "npu") != 0)
+		return 0;
+	struct sbuf conf = SBUF_INIT, dir = SBUF_INIT;
+	const char *c = sp->s->hccn_conf ? sp->s->hccn_conf : "/etc/hccn.conf";
+	const char *at = strstr(c, "{node}");
+	if (at)
+		sbuf_addf(&conf, "%.*s%d%s", (int)(at - c), c, nd->node_rank, at + 6);
+	else
+		sbuf_adds(&conf, c);
+	char **ips = xcalloc((size_t)sp->n, sizeof(char *));
+	int rc = ranktable_device_ips(conf.buf, sp->s->device_ids, sp->n, ips, err);
+	if (!rc) {
+		char *server = host_ipv4();
+		char *part = ranktable_json(server, sp->s->device_ids, ips, sp->n,
+					    nd->node_rank * sp->n);
+		sbuf_addf(&dir, "%s/ranktable/attempt-%d", sp->run_dir, nd->attempt);
+		rc = ranktable_exchange(dir.buf, nd->node_rank, nd->nnodes, part,
+					nd->ranktable_timeout > 0 ? nd->ranktable_timeout : 300, err);
+		free(part);
+		free(server);
+		if (!rc) {
+			sbuf_adds(&dir, "/hccl.json");
+			*path = sbuf_detach(&dir);
+		}
+	}
+	for (int i = 0; i < sp->n; i++)
+		free(ips[i]);
+	free(ips);
+	sbuf_release(&conf);
+	sbuf_release(&dir);
+	return rc;
+}
+
+/* The attempt's outcome for the driver: attempts/<a>/node-<n>.json. */
+static int node_result(struct sup *sp, const char *state, const char *cause, const char *detail,
+		       struct tc_err *err)
+{
+	const struct launch_node *nd = sp->o->node;
+	char *path = launch_node_result_path(sp->run_dir, nd->attempt, nd->node_rank);
+	char *dir = path_dirname(path);
+	char *host = host_ipv4();
+	char hostname[256] = "";
+	if (gethostname(hostname, sizeof(hostname) - 1) < 0)
+		hostname[0] = '\0';
+	json_t *o = json_pack("{s:i, s:i, s:s, s:s, s:s, s:f}", "node", nd->node_rank, "attempt",
+			      nd->attempt, "state", state, "host", host, "hostname", hostname, "time",
+			      now_wall());
+	if (cause)
+		json_object_set_new(o, "cause", json_string(cause));
+	if (detail)
+		json_object_set_new(o, "detail", json_string(detail));
+	if (sp->failed)
+		json_object_set_new(o, "rank", json_integer(sp->fail_rank));
+	char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
+	json_decref(o);
+	int rc = mkdir_p(dir, err);
+	if (!rc)
+		rc = write_file_atomic(path, text, strlen(text), err);
+	free(text);
+	free(host);
+	free(dir);
+	free(path);
+	return rc;
+}
+
+/*
+ * Slurm signals every process of a step, workers included: a worker killed
+ * by SIGTERM may be reaped before the supervisor's own SIGTERM is read.
+ * Wait a moment for it, so a stop is not taken for a failure.
+ */
+static int late_stop_signal(struct sup *sp, int ms)
+{
+	int64_t until = now_mono_ms() + ms;
+	for (;;) {
+		int64_t left = until - now_mono_ms();
+		struct pollfd pf = { sp->sigfd, POLLIN, 0 };
+		if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
+			return 0;
+		struct signalfd_siginfo si;
+		while (read(sp->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+			if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP)
+				return (int)si.ssi_signo;
+	}
+}
+
+static int node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
+{
+	const struct launch_node *nd = sp->o->node;
+	int *ports = NULL;
+	char *rank_table = NULL;
+	int rc;
+	sp->attempt = nd->attempt;
+	if ((rc = node_rank_table(sp, &rank_table, err))) {
+		struct tc_err e2 = TC_ERR_INIT;
+		node_result(sp, "failed", err->msg, NULL, &e2);
+		tc_err_release(&e2);
+		return rc;
+	}
+	if (env_needs_rank_ports(sp->s->framework)) {
+		ports = xcalloc((size_t)sp->n, sizeof(int));
+		for (int i = 0; i < sp->n; i++)
+			ports[i] = free_port();
+	}
+	struct env_plan plan = {
+		.spec = sp->s, .job_id = sp->job_id, .output_dir = sp->output_dir,
+		.ckpt_dir = sp->ckpt_dir, .data_dir = sp->data_dir, .log_dir = sp->log_dir,
+		.tb_dir = sp->tb_dir, .resume_from = nd->resume_from, .master_addr = nd->master_addr,
+		.master_port = nd->master_port, .node_rank = nd->node_rank, .nnodes = nd->nnodes,
+		.restart_count = nd->attempt, .rank_table = rank_table, .extra_ports = ports,
+	};
+	char *envtext = env_file_text(&plan);
+	struct sbuf envname = SBUF_INIT;
+	if (nd->node_rank)
+		sbuf_addf(&envname, "job-node%d.env", nd->node_rank);
+	else
+		sbuf_adds(&envname, "job.env");
+	rc = write_text(sp->run_dir, envname.buf, envtext, err);
+	sbuf_release(&envname);
+	free(envtext);
+	if (rc)
+		goto out;
+	sp->failed = false;
+	sp->stopping = false;
+	sp->kill_at = 0;
+	if ((rc = spawn_workers(sp, &plan, err))) {
+		begin_stop(sp);
+		sp->kill_at = now_mono_ms();
+		attempt_loop(sp);
+		goto out;
+	}
+	say(sp, "job %s node %d of %d, attempt %d: ranks %d-%d started (master %s:%d)%s%s",
+	    sp->job_id, nd->node_rank, nd->nnodes, nd->attempt, sp->w[0].rank,
+	    sp->w[sp->n - 1].rank, nd->master_addr, nd->master_port,
+	    nd->resume_from ? ", resuming from " : "", nd->resume_from ? nd->resume_from : "");
+	attempt_loop(sp);
+	if (!sp->user_signal && sp->failed && WIFSIGNALED(sp->fail_status) &&
+	    WTERMSIG(sp->fail_status) == SIGTERM)
+		sp->user_signal = late_stop_signal(sp, 1000);
+	struct sbuf cause = SBUF_INIT, detail = SBUF_INIT;
+	const char *state = "succeeded";
+	if (sp->user_signal) {
+		state = "killed";
+		sbuf_addf(&cause, "node %d stopped by %s", nd->node_rank, strsignal(sp->user_signal));
+		*exit_status = 128 + sp->user_signal;
+	} else if (sp->failed) {
+		state = "failed";
+		sbuf_addf(&cause, "rank %d ", sp->fail_rank);
+		describe_status(&cause, sp->fail_status);
+		append_error_file(sp, &detail, sp->fail_rank);
+		append_log_tail(sp, &detail, sp->fail_rank);
+		*exit_status = 1;
+	} else {
+		*exit_status = 0;
+	}
+	say(sp, "node %d: %s%s%s", nd->node_rank, state, cause.len ? ": " : "", cause.buf);
+	rc = node_result(sp, state, cause.len ? cause.buf : NULL, detail.len ? detail.buf : NULL, err);
+	sbuf_release(&cause);
+	sbuf_release(&detail);
+out:
+	free(ports);
+	free(rank_table);
 	return rc;
 }

@@ -29,6 +29,7 @@ struct walk {
 	int per_node_line, ids_line, type_line;
 	bool per_node_all, per_node_set;
 	int parallel_line; /* where parallel: is, for the planner's errors */
+	int nodes_line, slurm_line; /* for "nodes > 1 needs backend: slurm" */
 };
 
 typedef int (*rule_fn)(struct walk *w, yaml_node_t *n, const char *key);
@@ -287,15 +288,13 @@ static int r_framework(struct walk *w, yaml_node_t *n, const char *key)
 
 static int r_nodes(struct walk *w, yaml_node_t *n, const char *key)
 {
-	int rc = get_int(w, n, key, 1, 4096, &w->s->nodes);
-	if (!rc && w->s->nodes > 1)
-		return fail(w, n, key, "not supported yet (multi-node jobs need backend: slurm)");
-	return rc;
+	w->nodes_line = line_of(n);
+	return get_int(w, n, key, 1, 4096, &w->s->nodes);
 }
 
 static int r_backend(struct walk *w, yaml_node_t *n, const char *key)
 {
-	static const char *const be[] = { "local", NULL };
+	static const char *const be[] = { "local", "slurm", NULL };
 	return check_enum(w, n, key, be, &w->s->backend);
 }
 
@@ -367,7 +366,8 @@ static int r_dev_hccn(struct walk *w, yaml_node_t *n, const char *key)
 	free(w->s->hccn_conf);
 	w->s->hccn_conf = path_absolute(v, w->base);
 	free(v);
-	if (!path_exists(w->s->hccn_conf))
+	/* "{node}" is each node's own file, read on that node (docs/slurm.md) */
+	if (!strstr(w->s->hccn_conf, "{node}") && !path_exists(w->s->hccn_conf))
 		return fail(w, n, key, "'%s' does not exist", w->s->hccn_conf);
 	return 0;
 }
@@ -759,6 +759,106 @@ static int r_preemptible(struct walk *w, yaml_node_t *n, const char *key)
 	return fail(w, n, key, "must be true or false");
 }
 
+/* ---- slurm: (backend: slurm, docs/slurm.md) ---- */
+
+/* A value that becomes part of an #SBATCH line: one line, printable. */
+static int get_sbatch_value(struct walk *w, yaml_node_t *n, const char *key, char **out)
+{
+	int rc = get_string(w, n, key, out);
+	if (rc)
+		return rc;
+	if (!**out)
+		return fail(w, n, key, "is empty");
+	for (const unsigned char *c = (const unsigned char *)*out; *c; c++)
+		if (*c < 0x20 || *c == 0x7f)
+			return fail(w, n, key, "must be one line without control characters");
+	return 0;
+}
+
+static int r_sl_partition(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_sbatch_value(w, n, key, &w->s->slurm.partition);
+}
+
+static int r_sl_account(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_sbatch_value(w, n, key, &w->s->slurm.account);
+}
+
+static int r_sl_qos(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_sbatch_value(w, n, key, &w->s->slurm.qos);
+}
+
+static int r_sl_time(struct walk *w, yaml_node_t *n, const char *key)
+{
+	int rc = get_sbatch_value(w, n, key, &w->s->slurm.time);
+	if (rc)
+		return rc;
+	/* Slurm's forms: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS */
+	for (const char *c = w->s->slurm.time; *c; c++)
+		if (!((*c >= '0' && *c <= '9') || *c == ':' || *c == '-'))
+			return fail(w, n, key, "'%s' is not a Slurm time (MM, HH:MM:SS or D-HH:MM:SS)",
+				    w->s->slurm.time);
+	return 0;
+}
+
+static int r_sl_signal(struct walk *w, yaml_node_t *n, const char *key)
+{
+	int rc = get_sbatch_value(w, n, key, &w->s->slurm.signal);
+	if (rc)
+		return rc;
+	for (const char *c = w->s->slurm.signal; *c; c++)
+		if (!((*c >= '0' && *c <= '9') || (*c >= 'A' && *c <= 'Z') || *c == '@' || *c == ':'))
+			return fail(w, n, key, "'%s' is not a Slurm --signal value (e.g. USR1@120)",
+				    w->s->slurm.signal);
+	return 0;
+}
+
+static int r_sl_gres(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_sbatch_value(w, n, key, &w->s->slurm.gres);
+}
+
+static int r_sl_extra(struct walk *w, yaml_node_t *n, const char *key)
+{
+	if (n->type != YAML_SEQUENCE_NODE)
+		return fail(w, n, key, "must be a list of sbatch options (\"--exclusive\")");
+	for (yaml_node_item_t *i = n->data.sequence.items.start; i < n->data.sequence.items.top; i++) {
+		yaml_node_t *item = yaml_document_get_node(w->doc, *i);
+		char *v = NULL;
+		if (!item)
+			return fail(w, n, key, "items must be strings");
+		int rc = get_sbatch_value(w, item, key, &v);
+		if (!rc && v[0] != '-')
+			rc = fail(w, item, key, "'%s' is not an sbatch option (it must start with '-')", v);
+		if (rc) {
+			free(v);
+			return rc;
+		}
+		strvec_push_nodup(&w->s->slurm.extra, v);
+	}
+	return 0;
+}
+
+static const struct rule slurm_rules[] = {
+	{ "partition", r_sl_partition, NULL },
+	{ "account", r_sl_account, NULL },
+	{ "qos", r_sl_qos, NULL },
+	{ "time", r_sl_time, NULL },
+	{ "signal", r_sl_signal, NULL },
+	{ "gres", r_sl_gres, NULL },
+	{ "extra", r_sl_extra, NULL },
+	{ NULL, NULL, NULL },
+};
+
+static int r_slurm(struct walk *w, yaml_node_t *n, const char *key)
+{
+	(void)key;
+	w->slurm_line = line_of(n);
+	return walk_map(w, n, "slurm.", slurm_rules);
+}
+
 static const struct rule top_rules[] = {
 	{ "name", r_name, NULL },
 	{ "command", r_command, NULL },
@@ -777,7 +877,7 @@ static const struct rule top_rules[] = {
 	{ "outputs", r_outputs, NULL },
 	{ "metrics", r_metrics, NULL },
 	{ "parallel", r_parallel, NULL },
-	{ "slurm", NULL, "the slurm backend" },
+	{ "slurm", r_slurm, NULL },
 	{ NULL, NULL, NULL },
 };
 
@@ -798,6 +898,7 @@ void spec_init(struct spec *s)
 	s->resume = RESUME_AUTO;
 	s->metrics_format = NULL; /* auto; left unallocated so stack specs need no free */
 	s->metrics_files = (struct strvec)STRVEC_INIT;
+	s->slurm.extra = (struct strvec)STRVEC_INIT;
 	s->priority = 100;
 }
 
@@ -933,6 +1034,9 @@ static void detab_json(char *text, size_t len)
 	}
 }
 
+/* backend: as given on the command line (spec_load_backend); this thread only */
+static _Thread_local const char *backend_override;
+
 int spec_parse(const char *text, size_t len, const char *name, const char *base,
 	       struct spec **out, struct tc_err *err)
 {
@@ -960,15 +1064,29 @@ int spec_parse(const char *text, size_t len, const char *name, const char *base,
 	}
 	have_doc = true;
 	yaml_node_t *root = yaml_document_get_root_node(&doc);
-	struct walk w = { &doc, name, base, s, err, 1, 1, 1, false, false, 1 };
+	struct walk w = { &doc, name, base, s, err, 1, 1, 1, false, false, 1, 0, 0 };
 	if (!root) {
 		rc = tc_error(err, TC_ESPEC, "%s:1: the spec is empty", name);
 		goto out;
 	}
 	if ((rc = walk_map(&w, root, "", top_rules)))
 		goto out;
+	if (backend_override) {
+		free(s->backend);
+		s->backend = xstrdup(backend_override);
+	}
 	if (!s->argv.nr && !s->shell) {
 		rc = tc_error(err, TC_ESPEC, "%s:%d: command: is required", name, line_of(root));
+		goto out;
+	}
+	if (s->nodes > 1 && strcmp(s->backend, "slurm") != 0) {
+		rc = tc_error(err, TC_ESPEC, "%s:%d: nodes: %d nodes need backend: slurm", name,
+			      w.nodes_line, s->nodes);
+		goto out;
+	}
+	if (w.slurm_line && strcmp(s->backend, "slurm") != 0) {
+		rc = tc_error(err, TC_ESPEC, "%s:%d: slurm: is for backend: slurm (backend is %s)",
+			      name, w.slurm_line, s->backend);
 		goto out;
 	}
 	if (!s->workdir)
@@ -1017,6 +1135,17 @@ out:
 	return rc;
 }
 
+int spec_load_backend(const char *path, const char *backend, struct spec **out,
+		      struct tc_err *err)
+{
+	if (backend && strcmp(backend, "local") != 0 && strcmp(backend, "slurm") != 0)
+		return tc_error(err, TC_EUSAGE, "'%s' is not a backend (one of: local, slurm)", backend);
+	backend_override = backend;
+	int rc = spec_load(path, out, err);
+	backend_override = NULL;
+	return rc;
+}
+
 static void free_kv(struct spec_kv *kv, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -1042,6 +1171,13 @@ void spec_free(struct spec *s)
 	free(s->device_ids);
 	free(s->hccn_conf);
 	free(s->backend);
+	free(s->slurm.partition);
+	free(s->slurm.account);
+	free(s->slurm.qos);
+	free(s->slurm.time);
+	free(s->slurm.signal);
+	free(s->slurm.gres);
+	strvec_clear(&s->slurm.extra);
 	free(s->ckpt_dir);
 	free(s->resume_path);
 	free(s->parallel.model);
@@ -1097,6 +1233,25 @@ static json_t *spec_json(const struct spec *s)
 	json_object_set_new(o, "devices", d);
 	json_object_set_new(o, "nodes", json_integer(s->nodes));
 	json_object_set_new(o, "backend", json_string(s->backend));
+	if (!strcmp(s->backend, "slurm")) {
+		json_t *sl = json_object();
+		const char *const kv[][2] = { { "partition", s->slurm.partition },
+					      { "account", s->slurm.account },
+					      { "qos", s->slurm.qos },
+					      { "time", s->slurm.time },
+					      { "signal", s->slurm.signal },
+					      { "gres", s->slurm.gres } };
+		for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
+			if (kv[i][1])
+				json_object_set_new(sl, kv[i][0], json_string(kv[i][1]));
+		if (s->slurm.extra.nr) {
+			json_t *ex = json_array();
+			for (size_t i = 0; i < s->slurm.extra.nr; i++)
+				json_array_append_new(ex, json_string(s->slurm.extra.v[i]));
+			json_object_set_new(sl, "extra", ex);
+		}
+		json_object_set_new(o, "slurm", sl);
+	}
 	json_t *r = json_object();
 	json_object_set_new(r, "max_restarts", json_integer(s->max_restarts));
 	json_object_set_new(r, "grace_seconds", json_integer(s->grace_seconds));

@@ -47,9 +47,9 @@ struct spec {
 	char *device_type;  /* a devices.h kind */
 	int per_node;       /* resolved number of workers on the node */
 	int *device_ids;    /* per_node entries, the physical ids */
-	char *hccn_conf;    /* npu: where device IPs come from */
+	char *hccn_conf;    /* npu: where device IPs come from ("{node}": the node rank) */
 	int nodes;
-	char *backend;      /* local */
+	char *backend;      /* local | slurm (nodes > 1 needs slurm) */
 	int master_port;    /* 0 = pick a free one */
 	int max_restarts;
 	int grace_seconds;
@@ -85,6 +85,14 @@ struct spec {
 	int priority;      /* 1..1000, higher first; default 100 */
 	bool preemptible;  /* may give its devices to a non-preemptible job */
 	bool device_ids_given; /* devices.ids was in the spec (the server must use exactly those) */
+	/* slurm: (backend: slurm, docs/slurm.md); NULL = not given */
+	struct spec_slurm {
+		char *partition, *account, *qos;
+		char *time;         /* Slurm's time limit forms */
+		char *signal;       /* sbatch --signal, e.g. USR1@120 */
+		char *gres;         /* --gres value; NULL: TYPE:per_node for accelerators; "none" */
+		struct strvec extra; /* more sbatch options, one #SBATCH line each */
+	} slurm;
 };
 
 /* Fill defaults; name and command stay unset. */
@@ -95,6 +103,9 @@ void spec_init(struct spec *s);
  * "FILE:LINE: KEY: problem" in err and *out untouched.
  */
 int spec_load(const char *path, struct spec **out, struct tc_err *err);
+/* spec_load with backend: replaced by backend (--backend); NULL: as written. */
+int spec_load_backend(const char *path, const char *backend, struct spec **out,
+		      struct tc_err *err);
 /* Same, from a string (name is used in messages, base resolves workdir). */
 int spec_parse(const char *text, size_t len, const char *name, const char *base,
 	       struct spec **out, struct tc_err *err);

@@ -87,6 +87,12 @@ static const char *const migrations[] = {
 	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
 	" time REAL NOT NULL, cpu REAL NOT NULL, mem REAL NOT NULL, dev TEXT);"
 	"CREATE INDEX job_usage_job ON job_usage(job_id, time);",
+	/* 5: backend: slurm (store_slurm.c): the Slurm job id, its nodes and
+	 * the Slurm state last seen */
+	"ALTER TABLE jobs ADD COLUMN backend TEXT NOT NULL DEFAULT 'local';"
+	"ALTER TABLE jobs ADD COLUMN slurm_job TEXT;"
+	"ALTER TABLE jobs ADD COLUMN slurm_nodes TEXT;"
+	"ALTER TABLE jobs ADD COLUMN slurm_state TEXT;",
 };
 
 static int db_error(struct store *st, struct tc_err *err, const char *what)
@@ -505,6 +511,9 @@ int store_job_reconcile(struct store *st, struct job_row *job, struct tc_err *er
 	    !strcmp(job->state, "paused") || !strcmp(job->state, "preempted"))
 		return 0;
 	if (proc_alive(job->sup_pid, job->sup_ticks))
+		return 0;
+	/* a Slurm job's supervisors run on its nodes: backend_reconcile asks Slurm */
+	if (store_job_is_slurm(st, job->id))
 		return 0;
 	struct sbuf why = SBUF_INIT;
 	sbuf_addf(&why, "supervisor (pid %ld) is gone without recording an end", (long)job->sup_pid);

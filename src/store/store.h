@@ -312,4 +312,22 @@ int store_metric_names_json(struct store *st, const char *job, struct sbuf *out,
 int store_usage_json(struct store *st, const char *id, double since, struct sbuf *out,
 		     struct tc_err *err);
 
+/* ---- backend: slurm (store_slurm.c) ----
+ *
+ * Columns of jobs: backend ('local' or 'slurm'), slurm_job (the Slurm job
+ * id), slurm_nodes (its node list, "n[1-2]"), slurm_state (the Slurm state
+ * last seen, e.g. RUNNING).  store_job_reconcile leaves slurm jobs alone:
+ * their supervisors are not processes of this machine.
+ */
+struct store_slurm {
+	char *backend, *job, *nodes, *state; /* NULL when not set */
+};
+/* Mark id as a slurm job; job, nodes, state: NULL leaves the column as is. */
+int store_slurm_set(struct store *st, const char *id, const char *job, const char *nodes,
+		    const char *state, struct tc_err *err);
+int store_slurm_get(struct store *st, const char *id, struct store_slurm *out,
+		    struct tc_err *err);
+void store_slurm_release(struct store_slurm *x);
+bool store_job_is_slurm(struct store *st, const char *id);
+
 #endif

@@ -407,7 +407,8 @@ BAD_SPECS = [
      "gpus.yaml:4: devices.per_node: 64 gpu devices requested but this machine has"),
     ("json.json", '{\n  "command": ["a"],\n  "restart": {"max_restarts": "lots"}\n}\n',
      "json.json:3: restart.max_restarts: must be an integer"),
-    ("later.yaml", "command: [a]\nslurm: {partition: debug}\n", "later.yaml:2: slurm: not supported yet"),
+    ("later.yaml", "command: [a]\nslurm: {partition: debug}\n",
+     "later.yaml:2: slurm: is for backend: slurm (backend is local)"),
 ]
 
 

@@ -167,12 +167,12 @@ TEST(bad_device_type)
 	CHECK_CONTAINS(m, "job.yaml:2: devices.type: 'tpu' is not a device type");
 }
 
-TEST(not_supported_yet)
+TEST(multi_node_needs_slurm)
 {
 	const char *m = parse_err("command: [x]\nslurm: {partition: debug}\n", "job.yaml");
-	CHECK_CONTAINS(m, "job.yaml:2: slurm: not supported yet");
+	CHECK_CONTAINS(m, "job.yaml:2: slurm: is for backend: slurm (backend is local)");
 	m = parse_err("command: [x]\nnodes: 2\n", "job.yaml");
-	CHECK_CONTAINS(m, "nodes: not supported yet");
+	CHECK_CONTAINS(m, "job.yaml:2: nodes: 2 nodes need backend: slurm");
 }
 
 TEST(reserved_env)

@@ -1,0 +1,95 @@
+/*
+ * backend.h -- where a job's supervisors run (DESIGN.md, "Backends"):
+ *
+ *   local   this machine: `trainctl run` is the supervisor (launch.h);
+ *   slurm   sbatch + srun: the batch script runs the job-level driver
+ *           (launch_multinode) on the first node, and srun starts one
+ *           `trainctl supervise-node` per node for every attempt.
+ *
+ * Each backend is an ops struct (STYLE.md); the CLI and the server pick
+ * one by the spec's backend: key (backend_find) or, for a stored job, by
+ * its backend column (backend_of_job), and never reach into its internals.
+ *
+ * Slurm needs a filesystem shared by the submit host and every node for
+ * $TRAINCTL_HOME (the database and the run folders), the trainctl binary
+ * and the job's workdir (docs/slurm.md).
+ */
+#ifndef TC_BACKEND_H
+#define TC_BACKEND_H
+
+#include <stdbool.h>
+
+#include "core/err.h"
+#include "core/sbuf.h"
+#include "launch/launch.h"
+#include "spec/spec.h"
+#include "store/store.h"
+
+struct backend_ops {
+	const char *name;
+	/*
+	 * `trainctl run`: run a validated spec to its end in the foreground
+	 * (launch_run's contract: 0 with *exit_status, or a negative TC_E*).
+	 */
+	int (*run)(const struct spec *s, const struct launch_opts *o, char **job_id,
+		   int *exit_status, struct tc_err *err);
+	/*
+	 * Submit a job that exists in the store (state queued, run folder made)
+	 * without waiting for it; NULL when the backend has no queue of its own.
+	 */
+	int (*submit)(const char *home, struct store *st, const struct spec *s, const char *job_id,
+		      struct tc_err *err);
+	/* `trainctl stop`: stop an active job within its grace time. */
+	int (*stop)(const char *home, struct store *st, const struct job_row *j, struct tc_err *err);
+	/* ps / show / logs: bring an active job's stored state up to date. */
+	int (*reconcile)(struct store *st, struct job_row *j, struct tc_err *err);
+};
+
+extern const struct backend_ops backend_local;
+extern const struct backend_ops backend_slurm;
+
+/* By name ("local", "slurm"); NULL for an unknown name. */
+const struct backend_ops *backend_find(const char *name);
+/* The backend of a stored job. */
+const struct backend_ops *backend_of_job(struct store *st, const char *job_id);
+/* backend_of_job(j)->reconcile(j): what ps/show/logs call for each job. */
+int backend_reconcile(struct store *st, struct job_row *j, struct tc_err *err);
+
+/* ---- slurm (slurm.c, sbatch.c) ---- */
+
+/* What job.sbatch is written from. */
+struct slurm_script_in {
+	const struct spec *spec;
+	const char *job_id, *home, *run_dir;
+	const char *exe; /* the trainctl binary every node runs (shared filesystem) */
+};
+/* The batch script (heap text): #SBATCH lines, then exec trainctl slurm-batch. */
+char *slurm_script(const struct slurm_script_in *in);
+
+/* trainctl's state for a Slurm job state (JOB_STATE names), and whether it is final. */
+const char *slurm_state_map(const char *slurm_state, bool *final);
+
+/*
+ * `trainctl slurm-batch JOB` (the body of job.sbatch): launch_multinode with
+ * one srun per attempt.  *exit_status is the batch script's exit status.
+ */
+int slurm_batch_main(const char *home, const char *job_id, int *exit_status, struct tc_err *err);
+
+/* `trainctl supervise-node JOB` (under srun): one node's attempt. */
+struct slurm_node_args {
+	const char *home, *job_id;
+	int attempt;
+	const char *master;      /* ADDR:PORT */
+	const char *resume_from; /* or NULL */
+};
+int slurm_node_main(const struct slurm_node_args *a, int *exit_status, struct tc_err *err);
+
+/*
+ * Run a program and collect its output: argv[0] is looked up on PATH,
+ * input (or NULL) is its stdin.  *status is the wait status; a program
+ * that cannot be started gives TC_EBACKEND naming it.
+ */
+int slurm_command(const char *const *argv, const char *input, struct sbuf *out,
+		  struct sbuf *errout, int *status, struct tc_err *err);
+
+#endif

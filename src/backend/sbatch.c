@@ -1,0 +1,119 @@
+/*
+ * sbatch.c -- the batch script trainctl submits (job.sbatch in the run
+ * folder) and the table that maps Slurm's job states onto trainctl's.
+ *
+ * The script asks for the job's nodes with one task per node (that task is
+ * the node's supervisor, which starts one worker per device), the devices
+ * as gres, and the slurm: keys of the spec, then hands over to the
+ * job-level driver, `trainctl slurm-batch`.  Every value comes from a
+ * validated spec (one line, no control characters); paths are quoted for
+ * the shell.
+ */
+#include "backend/backend.h"
+#include "core/sbuf.h"
+
+#include <string.h>
+
+/* gres name for a device type; NULL: no gres (cpu) */
+static const struct gres_row {
+	const char *type, *gres;
+} gres_names[] = {
+	{ "gpu", "gpu" }, { "npu", "npu" }, { "sdaa", "sdaa" }, { "mlu", "mlu" },
+	{ "musa", "musa" }, { "rocm", "gpu" }, { "xpu", "xpu" }, { "cpu", NULL },
+};
+
+char *slurm_script(const struct slurm_script_in *in)
+{
+	const struct spec *s = in->spec;
+	struct sbuf sb = SBUF_INIT;
+	sbuf_addf(&sb, "#!/bin/sh\n"
+		       "# trainctl job %s (%s): %d nodes x %d %s workers.\n"
+		       "# Written and submitted by trainctl (docs/slurm.md); `trainctl run` or\n"
+		       "# `sbatch --parsable` on this file starts the same job again.\n",
+		  in->job_id, s->name, s->nodes, s->per_node, s->device_type);
+	sbuf_addf(&sb, "#SBATCH --job-name=%s\n", s->name);
+	sbuf_addf(&sb, "#SBATCH --nodes=%d\n", s->nodes);
+	sbuf_adds(&sb, "#SBATCH --ntasks-per-node=1\n");
+	sbuf_addf(&sb, "#SBATCH --cpus-per-task=%d\n", s->per_node);
+	const char *gres = NULL;
+	for (size_t i = 0; i < sizeof(gres_names) / sizeof(gres_names[0]); i++)
+		if (!strcmp(gres_names[i].type, s->device_type))
+			gres = gres_names[i].gres;
+	if (s->slurm.gres && strcmp(s->slurm.gres, "none") != 0)
+		sbuf_addf(&sb, "#SBATCH --gres=%s\n", s->slurm.gres);
+	else if (!s->slurm.gres && gres)
+		sbuf_addf(&sb, "#SBATCH --gres=%s:%d\n", gres, s->per_node);
+	if (s->slurm.time)
+		sbuf_addf(&sb, "#SBATCH --time=%s\n", s->slurm.time);
+	if (s->slurm.partition)
+		sbuf_addf(&sb, "#SBATCH --partition=%s\n", s->slurm.partition);
+	if (s->slurm.account)
+		sbuf_addf(&sb, "#SBATCH --account=%s\n", s->slurm.account);
+	if (s->slurm.qos)
+		sbuf_addf(&sb, "#SBATCH --qos=%s\n", s->slurm.qos);
+	if (s->slurm.signal)
+		sbuf_addf(&sb, "#SBATCH --signal=%s\n", s->slurm.signal);
+	/* a preempted job comes back and resumes from its newest checkpoint */
+	sbuf_adds(&sb, "#SBATCH --requeue\n");
+	sbuf_addf(&sb, "#SBATCH --output=%s/logs/slurm-%%j.out\n", in->run_dir);
+	sbuf_adds(&sb, "#SBATCH --open-mode=append\n");
+	for (size_t i = 0; i < s->slurm.extra.nr; i++)
+		sbuf_addf(&sb, "#SBATCH %s\n", s->slurm.extra.v[i]);
+	sbuf_adds(&sb, "\nTRAINCTL_HOME=");
+	sbuf_add_shell_quoted(&sb, in->home);
+	sbuf_adds(&sb, "\nexport TRAINCTL_HOME\nexec ");
+	sbuf_add_shell_quoted(&sb, in->exe);
+	sbuf_adds(&sb, " slurm-batch ");
+	sbuf_add_shell_quoted(&sb, in->job_id);
+	sbuf_addch(&sb, '\n');
+	return sbuf_detach(&sb);
+}
+
+/*
+ * Slurm job state -> trainctl state (docs/slurm.md has the same table).
+ * final: Slurm will not run the job again.  Running states keep whatever
+ * the job-level driver recorded (running, restarting).
+ */
+static const struct state_row {
+	const char *slurm, *tc;
+	bool final;
+} states[] = {
+	{ "PENDING", "queued", false },
+	{ "REQUEUED", "queued", false },
+	{ "REQUEUE_HOLD", "queued", false },
+	{ "REQUEUE_FED", "queued", false },
+	{ "CONFIGURING", "starting", false },
+	{ "RUNNING", "running", false },
+	{ "COMPLETING", "running", false },
+	{ "RESIZING", "running", false },
+	{ "SIGNALING", "running", false },
+	{ "STAGE_OUT", "running", false },
+	{ "SUSPENDED", "paused", false },
+	{ "STOPPED", "paused", false },
+	{ "PREEMPTED", "killed", true }, /* preempted and not requeued */
+	{ "COMPLETED", "succeeded", true },
+	{ "FAILED", "failed", true },
+	{ "BOOT_FAIL", "failed", true },
+	{ "OUT_OF_MEMORY", "failed", true },
+	{ "TIMEOUT", "failed", true },
+	{ "DEADLINE", "failed", true },
+	{ "SPECIAL_EXIT", "failed", true },
+	{ "CANCELLED", "killed", true },
+	{ "REVOKED", "killed", true },
+	{ "NODE_FAIL", "lost", true },
+};
+
+const char *slurm_state_map(const char *slurm_state, bool *final)
+{
+	*final = false;
+	for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++) {
+		size_t n = strlen(states[i].slurm);
+		/* "CANCELLED by 0" and "CANCELLED+" carry extra words */
+		if (!strncmp(slurm_state, states[i].slurm, n) &&
+		    (!slurm_state[n] || slurm_state[n] == ' ' || slurm_state[n] == '+')) {
+			*final = states[i].final;
+			return states[i].tc;
+		}
+	}
+	return NULL;
+}

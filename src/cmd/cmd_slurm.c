@@ -1,0 +1,52 @@
+/*
+ * cmd_slurm.c -- the hidden subcommands of backend: slurm (backend.h):
+ * `trainctl slurm-batch JOB` is the body of job.sbatch, and
+ * `trainctl supervise-node JOB --attempt N --master ADDR:PORT [--resume P]`
+ * is what srun starts on every node.  Neither is typed by users.
+ */
+#include "backend/backend.h"
+#include "cmd/cmd.h"
+#include "core/util.h"
+
+#include <getopt.h>
+#include <stdio.h>
+
+int cmd_slurm_batch(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	if (argc != 2)
+		return tc_error(err, TC_EUSAGE, "usage: trainctl slurm-batch JOB (job.sbatch runs it)");
+	return slurm_batch_main(ctx->home, argv[1], &ctx->exit_status, err);
+}
+
+int cmd_supervise_node(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	static const struct option opts[] = {
+		{ "attempt", required_argument, NULL, 'a' },
+		{ "master", required_argument, NULL, 'm' },
+		{ "resume", required_argument, NULL, 'r' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct slurm_node_args a = { .home = ctx->home };
+	long v;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'a':
+			if (!parse_long(optarg, 0, 1 << 20, &v))
+				return tc_error(err, TC_EUSAGE, "supervise-node: --attempt must be a number");
+			a.attempt = (int)v;
+			break;
+		case 'm': a.master = optarg; break;
+		case 'r': a.resume_from = optarg; break;
+		default:
+			return tc_error(err, TC_EUSAGE,
+					"usage: trainctl supervise-node JOB --attempt N --master ADDR:PORT [--resume PATH]");
+		}
+	}
+	if (optind + 1 != argc || !a.master)
+		return tc_error(err, TC_EUSAGE,
+				"usage: trainctl supervise-node JOB --attempt N --master ADDR:PORT [--resume PATH]");
+	a.job_id = argv[optind];
+	return slurm_node_main(&a, &ctx->exit_status, err);
+}

@@ -1,0 +1,187 @@
+"""A real 2-node Slurm cluster on localhost for the tests and the benchmark.
+
+Debian's slurm-wlm is built with multiple-slurmd support, so one host runs
+two slurmd (-N n1, -N n2) on two ports next to one slurmctld; munged runs
+with a generated key and its own socket. Everything lives in one temporary
+folder and runs as the current user (root in CI); nothing touches
+/etc/slurm or /run/munge. Commands find the cluster through SLURM_CONF
+(cluster.env).
+
+    python3 tests/e2e/slurm_cluster.py DIR      # start, print the env, wait for Ctrl-C
+
+The nodes have 2 CPUs each (CPUs=2 whatever the machine has: the tests
+oversubscribe), no gres, and one partition "debug" holding both.
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def have_slurm():
+    return all(shutil.which(p) for p in ("slurmctld", "slurmd", "munged", "sbatch", "srun"))
+
+
+class Cluster:
+    def __init__(self, root, cpus=2, kill_wait=5):
+        self.root = Path(root)
+        self.cpus = cpus
+        self.kill_wait = kill_wait
+        self.procs = []
+        self.conf = self.root / "slurm.conf"
+        self.env = dict(os.environ, SLURM_CONF=str(self.conf))
+
+    # ---- configuration ----
+
+    def _write_conf(self):
+        r = self.root
+        self.ctld_port = _free_port()
+        self.node_ports = [_free_port(), _free_port()]
+        lines = f"""ClusterName=tctest
+SlurmctldHost=localhost
+SlurmctldPort={self.ctld_port}
+AuthType=auth/munge
+AuthInfo=socket={r}/munge/munge.socket
+CryptoType=crypto/munge
+SlurmUser={os.environ.get("USER", "root") if os.getuid() else "root"}
+SlurmdUser=root
+StateSaveLocation={r}/state
+SlurmdSpoolDir={r}/spool/%n
+SlurmctldPidFile={r}/slurmctld.pid
+SlurmdPidFile={r}/slurmd-%n.pid
+SlurmctldLogFile={r}/log/slurmctld.log
+SlurmdLogFile={r}/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=1
+SlurmdParameters=config_overrides
+ReturnToService=2
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SwitchType=switch/none
+KillWait={self.kill_wait}
+MinJobAge=600
+InactiveLimit=0
+SlurmctldTimeout=10
+SlurmdTimeout=30
+MessageTimeout=5
+NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port={self.node_ports[0]} CPUs={self.cpus} State=UNKNOWN
+NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port={self.node_ports[1]} CPUs={self.cpus} State=UNKNOWN
+PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
+"""
+        self.conf.write_text(lines)
+
+    # ---- start / stop ----
+
+    def start(self, timeout=60):
+        r = self.root
+        for d in ("state", "spool", "log", "munge"):
+            (r / d).mkdir(parents=True, exist_ok=True)
+        key = r / "munge" / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        os.chmod(key, 0o400)
+        os.chmod(r / "munge", 0o755)
+        self._write_conf()
+        # munged refuses keys others can read; -f lets it run as root
+        self._run(["munged", "-f", f"--socket={r}/munge/munge.socket", f"--key-file={key}",
+                   f"--log-file={r}/log/munged.log", f"--pid-file={r}/munge/munged.pid",
+                   f"--seed-file={r}/munge/munged.seed"])
+        self._run(["slurmctld", "-f", str(self.conf), "-i"])
+        for n in ("n1", "n2"):
+            self._run(["slurmd", "-f", str(self.conf), "-N", n])
+        end = time.time() + timeout
+        out = ""
+        while time.time() < end:
+            p = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=self.env,
+                               capture_output=True, text=True)
+            out = p.stdout + p.stderr
+            states = dict(l.split() for l in p.stdout.splitlines() if len(l.split()) == 2)
+            if states.get("n1") == "idle" and states.get("n2") == "idle":
+                return self
+            time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"the test Slurm cluster did not come up: {out}\n" + self.logs())
+
+    def _run(self, argv):
+        p = subprocess.run(argv, env=self.env, capture_output=True, text=True)
+        if p.returncode != 0:
+            self.stop()
+            raise RuntimeError(f"{' '.join(argv)} failed ({p.returncode}): {p.stderr}\n{self.logs()}")
+
+    def _pids(self):
+        r = self.root
+        files = [r / "slurmd-n1.pid", r / "slurmd-n2.pid", r / "slurmctld.pid", r / "munge" / "munged.pid"]
+        out = []
+        for f in files:
+            try:
+                out.append(int(f.read_text().strip()))
+            except (OSError, ValueError):
+                pass
+        return out
+
+    def stop(self):
+        # jobs first, so that no job step outlives the cluster
+        subprocess.run(["scancel", "--full", "--user", str(os.getuid())], env=self.env,
+                       capture_output=True, timeout=30)
+        pids = self._pids()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        end = time.time() + 15
+        while time.time() < end and any(_alive(p) for p in pids):
+            time.sleep(0.1)
+        for pid in pids:
+            if _alive(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def logs(self):
+        text = []
+        for f in sorted((self.root / "log").glob("*.log")):
+            lines = f.read_text(errors="replace").splitlines()[-15:]
+            text.append(f"--- {f.name}\n" + "\n".join(lines))
+        return "\n".join(text)
+
+    def squeue(self):
+        return subprocess.run(["squeue", "-h", "-o", "%i %T"], env=self.env, capture_output=True,
+                              text=True).stdout
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+if __name__ == "__main__":
+    root = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/trainctl-slurm").resolve()
+    c = Cluster(root).start()
+    print(f"export SLURM_CONF={c.conf}", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        c.stop()

@@ -1,0 +1,257 @@
+"""backend: slurm on a real 2-node Slurm cluster started on localhost
+(slurm_cluster.py: munged, slurmctld, slurmd -N n1 and -N n2), stopped at
+the end of the module."""
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import time
+
+import pytest
+
+from conftest import DIGITS, REPO
+from slurm_cluster import Cluster, have_slurm, _alive
+
+GOLDEN = REPO / "tests" / "e2e" / "golden"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if not have_slurm():
+        pytest.fail("Slurm is not installed (apt install slurm-wlm munge; scripts/install-deps.sh)",
+                    pytrace=False)
+    c = Cluster(tmp_path_factory.mktemp("slurm")).start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def slurm_tc(run_tc, cluster):
+    def run(*args, env=None, **kw):
+        return run_tc(*args, env=dict(env or {}, SLURM_CONF=cluster.conf), **kw)
+    return run
+
+
+def write_spec(tmp_path, text, name="job.yaml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def show(slurm_tc, job):
+    p = slurm_tc("show", job, "--json")
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def db_rows(home, sql):
+    try:
+        with sqlite3.connect(os.path.join(home, "trainctl.db")) as c:
+            return c.execute(sql).fetchall()
+    except sqlite3.OperationalError:
+        return []
+
+
+def start_run(trainctl, home, cluster, spec, *extra):
+    env = dict(os.environ, TRAINCTL_HOME=str(home), SLURM_CONF=str(cluster.conf))
+    return subprocess.Popen([str(trainctl), "run", "--quiet", *extra, str(spec)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(pred, timeout=120, step=0.1):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return None
+
+
+DIGITS_2N = f"""
+name: digits-2n
+command: '/usr/bin/python3 {REPO}/tests/e2e/env_dump.py && exec /usr/bin/python3 train.py "$@"'
+workdir: {DIGITS}
+args: {{epochs: 3, lr: 0.05, batch-size: 32, seed: 1234}}
+devices: {{type: cpu, per_node: 2}}
+env: {{OMP_NUM_THREADS: "1", ENV_DUMP_DIR: "{{dump}}"}}
+nodes: 2
+backend: slurm
+"""
+
+
+def test_digits_two_nodes(slurm_tc, home, tmp_path, cluster, torch_available):
+    dump = tmp_path / "env"
+    dump.mkdir()
+    spec = write_spec(tmp_path, DIGITS_2N.replace("{dump}", str(dump)))
+    p = slurm_tc("run", spec, timeout=400)
+    assert p.returncode == 0, p.stderr + cluster.logs()
+    # every rank's output reached the submitting console
+    for r in range(4):
+        assert f"[{r}] DLLL " in p.stdout
+    job = show(slurm_tc, "digits-2n")
+    assert job["state"] == "succeeded" and job["workers"] == 4
+    assert job["slurm"]["nodes"] == "n[1-2]" and job["slurm"]["state"] == "COMPLETED"
+    envs = {r: json.load(open(dump / f"rank-{r}.json")) for r in range(4)}
+    for r, e in envs.items():
+        assert (e["RANK"], e["LOCAL_RANK"], e["GROUP_RANK"], e["WORLD_SIZE"]) == \
+            (str(r), str(r % 2), str(r // 2), "4"), (r, e["RANK"], e["LOCAL_RANK"], e["GROUP_RANK"])
+        assert e["LOCAL_WORLD_SIZE"] == "2" and e["GROUP_WORLD_SIZE"] == "2"
+        assert e["SLURMD_NODENAME"] == ("n1" if r < 2 else "n2")
+        assert e["MASTER_ADDR"] == envs[0]["MASTER_ADDR"] and e["MASTER_PORT"] == envs[0]["MASTER_PORT"]
+    master = open(os.path.join(job["run_dir"], "attempts", "0", "master")).read().strip()
+    assert master == f"{envs[0]['MASTER_ADDR']}:{envs[0]['MASTER_PORT']}"
+    logs = os.path.join(job["run_dir"], "logs")
+    names = set(os.listdir(logs))
+    assert {"rank-0.log", "rank-1.log", "rank-2.log", "rank-3.log", "supervisor.log",
+            "supervisor-node0.log", "supervisor-node1.log"} <= names, names
+    for r in range(4):
+        text = open(os.path.join(logs, f"rank-{r}.log")).read()
+        assert '"val.accuracy"' in text and '"step": []' in text, r
+    sbatch = open(os.path.join(job["run_dir"], "job.sbatch")).read()
+    assert "#SBATCH --nodes=2\n" in sbatch and "#SBATCH --ntasks-per-node=1\n" in sbatch
+    text = slurm_tc("show", "digits-2n").stdout
+    assert re.search(r"slurm job\s+\d+ \(COMPLETED\) on n\[1-2\]", text), text
+    # logs of both nodes, through the usual verb
+    out = slurm_tc("logs", "digits-2n", "--tail", "1").stdout
+    assert all(f"[{r}] " in out for r in range(4)), out
+
+
+def test_worker_killed_on_node2_restarts_all_nodes(trainctl, home, tmp_path, cluster, slurm_tc,
+                                                   torch_available):
+    spec = write_spec(tmp_path, f"""
+name: digits-2n-restart
+command: ["/usr/bin/python3", "{DIGITS}/train.py"]
+args: {{epochs: 4, sleep-per-step: 0.05}}
+devices: {{type: cpu, per_node: 2}}
+env: {{OMP_NUM_THREADS: "1"}}
+nodes: 2
+backend: slurm
+restart: {{max_restarts: 1, grace_seconds: 5}}
+""")
+    proc = start_run(trainctl, home, cluster, spec)
+
+    def victim():
+        run_dir = db_rows(home, "SELECT run_dir FROM jobs")
+        pids = dict(db_rows(home, "SELECT rank, pid FROM workers WHERE attempt = 0"))
+        if run_dir and 3 in pids:
+            ck = os.path.join(run_dir[0][0], "output", "checkpoints")
+            if os.path.isdir(ck) and any(n.startswith("epoch-1") for n in os.listdir(ck)):
+                return pids[3]
+        return None
+
+    pid = wait_for(victim, timeout=240)
+    assert pid, "no checkpoint appeared: " + (proc.poll() is not None and proc.communicate()[1] or "")
+    os.kill(pid, signal.SIGKILL)
+    out, err = proc.communicate(timeout=400)
+    assert proc.returncode == 0, err + cluster.logs()
+    job = show(slurm_tc, "digits-2n-restart")
+    assert job["state"] == "succeeded" and job["restarts"] == 1
+    restart = [e for e in job["events"] if e["state"] == "restarting"]
+    assert len(restart) == 1 and "node 1" in restart[0]["reason"] \
+        and "rank 3 was killed by signal 9" in restart[0]["reason"], restart
+    running = [e["reason"] for e in job["events"] if e["state"] == "running"]
+    assert any("restart 1 of 1" in r and "resuming from" in r for r in running), running
+    # the whole job restarted: every rank ran a second attempt, and resumed
+    attempts = db_rows(home, "SELECT DISTINCT attempt, rank FROM workers")
+    assert sorted(attempts) == [(a, r) for a in (0, 1) for r in range(4)]
+    for r in range(4):
+        log = open(os.path.join(job["run_dir"], "logs", f"rank-{r}.log")).read()
+        m = re.search(r"resumed from (\S+) at epoch (\d+)", log)
+        assert m and int(m.group(2)) >= 1, r
+
+
+def test_stop_cancels_the_slurm_job(trainctl, home, tmp_path, cluster, slurm_tc):
+    spec = write_spec(tmp_path, """
+name: sleeper
+command: 'echo "up $RANK"; exec sleep 300'
+devices: {type: cpu, per_node: 2}
+nodes: 2
+backend: slurm
+restart: {grace_seconds: 3}
+""")
+    proc = start_run(trainctl, home, cluster, spec)
+    assert wait_for(lambda: len(db_rows(home, "SELECT pid FROM workers")) == 4, timeout=120), \
+        proc.poll() is not None and proc.communicate()[1]
+    pids = [p for (p,) in db_rows(home, "SELECT pid FROM workers")]
+    t0 = time.time()
+    p = slurm_tc("stop", "sleeper")
+    assert p.returncode == 0, p.stderr
+    assert "Slurm job" in p.stdout
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert time.time() - t0 < 40
+    job = show(slurm_tc, "sleeper")
+    assert job["state"] == "killed", job["state"]
+    assert "trainctl stop" in job["root_cause"]
+    assert wait_for(lambda: not any(_alive(pid) for pid in pids), timeout=30), "workers left"
+    assert wait_for(lambda: job["slurm"]["job"] not in cluster.squeue(), timeout=30)
+    sup = subprocess.run(["pgrep", "-f", "supervise-node " + job["id"]], capture_output=True, text=True)
+    assert not sup.stdout.strip(), sup.stdout
+
+
+def test_npu_rank_table_merged_across_nodes(slurm_tc, home, tmp_path, cluster):
+    (tmp_path / "hccn-0.conf").write_text("address_0=192.168.100.101\naddress_1=192.168.100.102\n")
+    (tmp_path / "hccn-1.conf").write_text("address_0=192.168.100.103\naddress_1=192.168.100.104\n")
+    spec = write_spec(tmp_path, """
+name: npu-2n
+command: 'echo "$RANK $DEVICE_ID $RANK_TABLE_FILE"'
+framework: mindspore
+devices: {type: npu, per_node: 2, hccn_conf: "hccn-{node}.conf"}
+nodes: 2
+backend: slurm
+slurm: {gres: none}
+""")
+    p = slurm_tc("run", spec, env={"TRAINCTL_FAKE_DEVICES": "npu:8"}, timeout=200)
+    assert p.returncode == 0, p.stderr + cluster.logs()
+    job = show(slurm_tc, "npu-2n")
+    table_path = os.path.join(job["run_dir"], "ranktable", "attempt-0", "hccl.json")
+    table = json.load(open(table_path))
+    # server_id is each node's address: the same host twice here
+    ids = [s.pop("server_id") for s in table["server_list"]]
+    assert len(ids) == 2 and all(re.match(r"^\d+\.\d+\.\d+\.\d+$", i) for i in ids), ids
+    assert table == json.load(open(GOLDEN / "slurm_hccl.json"))
+    for r in range(4):
+        assert f"[{r}] {r} {r % 2} {table_path}" in p.stdout, p.stdout
+
+
+def test_no_controller_is_exit_3(run_tc, tmp_path, cluster):
+    bad = tmp_path / "slurm.conf"
+    text = cluster.conf.read_text()
+    bad.write_text(re.sub(r"SlurmctldPort=\d+", "SlurmctldPort=1", text))
+    spec = write_spec(tmp_path, "command: [true]\nnodes: 2\nbackend: slurm\n")
+    p = run_tc("run", spec, env={"SLURM_CONF": bad}, timeout=120)
+    assert p.returncode == 3, p.stderr
+    assert "Unable to contact slurm controller" in p.stderr, p.stderr
+
+
+def test_cluster_refusals_are_exit_2(slurm_tc, home, tmp_path):
+    spec = write_spec(tmp_path, "command: [true]\nnodes: 2\nbackend: slurm\nslurm: {partition: nope}\n")
+    p = slurm_tc("run", spec)
+    assert p.returncode == 2 and "Invalid partition name specified" in p.stderr, p.stderr
+    spec = write_spec(tmp_path, "command: [true]\nnodes: 3\nbackend: slurm\n")
+    p = slurm_tc("run", spec)
+    assert p.returncode == 2 and "Requested node configuration is not available" in p.stderr, p.stderr
+    assert not db_rows(home, "SELECT id FROM jobs"), "a refused job was recorded"
+
+
+def test_no_slurm_installed_is_exit_3(run_tc, tmp_path):
+    spec = write_spec(tmp_path, "command: [true]\nnodes: 2\nbackend: slurm\n")
+    p = run_tc("run", spec, env={"PATH": "/nonexistent"})
+    assert p.returncode == 3 and "cannot run sbatch" in p.stderr, p.stderr
+
+
+def test_backend_flag_and_spec_checks(run_tc, tmp_path):
+    spec = write_spec(tmp_path, "command: [true]\nnodes: 2\n")
+    p = run_tc("run", spec)
+    assert p.returncode == 2 and "job.yaml:2: nodes: 2 nodes need backend: slurm" in p.stderr, p.stderr
+    p = run_tc("run", "--backend", "slurm", spec, env={"PATH": "/nonexistent"})
+    assert p.returncode == 3 and "sbatch" in p.stderr, p.stderr
+    spec = write_spec(tmp_path, "command: [true]\nslurm: {partition: debug}\n")
+    p = run_tc("run", spec)
+    assert p.returncode == 2 and "slurm: is for backend: slurm" in p.stderr, p.stderr
+    spec = write_spec(tmp_path, "command: [true]\nbackend: slurm\nslurm: {time: 'two hours'}\n")
+    p = run_tc("run", spec)
+    assert p.returncode == 2 and "slurm.time" in p.stderr, p.stderr
