@@ -23,6 +23,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -310,20 +311,38 @@ static void stream_read(struct sup *sp, struct worker *w, struct stream *s)
 
 /* ---- spawning ---- */
 
-static int free_port(void)
+/* Can a listener bind port (0 = any) on every address?  Returns the port or -1. */
+static int try_port(int port)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0,
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 				 .sin_addr.s_addr = htonl(INADDR_ANY) };
 	socklen_t len = sizeof(a);
-	int port = -1;
+	int got = -1;
 	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
 	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
+		got = ntohs(a.sin_port);
 	close(fd);
-	return port;
+	return got;
+}
+
+/*
+ * A port for MASTER_PORT.  Taken below Linux's ephemeral range (32768 and
+ * up), where outgoing connections never land, so that between our check and
+ * rank 0's bind only another listener could take it; port 0 as a last resort.
+ */
+static int free_port(void)
+{
+	unsigned int x = (unsigned int)now_mono_ms() ^ ((unsigned int)getpid() * 2654435761u);
+	for (int i = 0; i < 64; i++) {
+		x = x * 1103515245u + 12345u;
+		int port = try_port(20000 + (int)((x >> 8) % 12000));
+		if (port > 0)
+			return port;
+	}
+	return try_port(0);
 }
 
 static void build_argv(const struct spec *s, struct strvec *argv)
