@@ -7,6 +7,7 @@
   const ACTIVE = ["queued", "starting", "running", "restarting", "paused", "preempted"];
   let cleanup = [];   // what the current page must stop when leaving
   let me = null;
+  let routeGen = 0;   // bumped on every route: a page whose await outlived it stops
 
   // ---- helpers ----
   function token() { return localStorage.getItem("trainctl-token") || ""; }
@@ -108,6 +109,7 @@
       let r;
       try { r = await api("/jobs?" + p); } catch (e) { banner(e.message); return; }
       const tb = view.querySelector("#jobs tbody");
+      if (!tb) return; /* the user went to another page meanwhile */
       tb.innerHTML = r.jobs.map(j => `<tr data-id="${esc(j.id)}">
         <td><a href="#/job/${esc(j.id)}">${esc(j.name)}</a><div class="muted">${esc(j.id)}</div></td>
         <td>${stateBadge(j.state)}</td><td class="hide-narrow">${esc(j.user)}</td>
@@ -134,7 +136,9 @@
   // ---- submit page ----
   async function pageSubmit() {
     let types = ["cpu"];
+    const gen = routeGen;
     try { const d = await api("/devices"); types = [...new Set(d.devices.map(x => x.type))]; } catch (e) { /* keep cpu */ }
+    if (gen !== routeGen) return;
     view.innerHTML = `
       <div class="card"><div class="toolbar"><h1>Submit a job</h1></div>
       <form class="grid" id="submit">
@@ -212,8 +216,11 @@
   // ---- job page ----
   async function pageJob(id, tab) {
     tab = tab || "brief";
+    const gen = routeGen;
     let j;
-    try { j = await api("/jobs/" + encodeURIComponent(id)); } catch (e) { view.innerHTML = `<div class="card error">${esc(e.message)}</div>`; return; }
+    try { j = await api("/jobs/" + encodeURIComponent(id)); } catch (e) { if (gen === routeGen) view.innerHTML = `<div class="card error">${esc(e.message)}</div>`; return; }
+    if (gen !== routeGen) return;
+    view.dataset.job = j.id;
     view.innerHTML = `
       <div class="card">
         <div class="toolbar"><h1>${esc(j.name)} ${stateBadge(j.state)}</h1><span id="job-actions">${actionButtons(j)}</span></div>
@@ -234,9 +241,11 @@
   async function refreshHeader(id) {
     try {
       const j = await api("/jobs/" + encodeURIComponent(id));
-      const h1 = view.querySelector(".toolbar h1"); if (!h1) return;
+      // answers may come after the user left this job's page
+      const h1 = view.querySelector(".toolbar h1"), a = document.getElementById("job-actions");
+      if (!h1 || !a || view.dataset.job !== id) return;
       h1.innerHTML = `${esc(j.name)} ${stateBadge(j.state)}`;
-      const a = document.getElementById("job-actions"); a.innerHTML = actionButtons(j);
+      a.innerHTML = actionButtons(j);
       a.querySelectorAll("button").forEach(b => b.onclick = () => act(j.id, b.dataset.act, () => route()));
     } catch (e) { /* next event retries */ }
   }
@@ -305,6 +314,7 @@
       const r = await api(`/jobs/${encodeURIComponent(j.id)}/metrics/points?` + p);
       const tables = r.series.map(s => [s.x, s.y]);
       const data = tables.length ? (tables.length === 1 ? tables[0] : uPlot.join(tables)) : [[], []];
+      if (!document.getElementById("m-info")) return; /* left the tab meanwhile */
       document.getElementById("m-info").textContent = r.series.map(s => `rank ${s.rank}: ${s.n} points, ${s.x.length} drawn`).join(" · ");
       const box = document.getElementById("m-chart");
       if (u) { cleanup.pop()(); u = null; }
@@ -361,7 +371,9 @@
       <div class="scroll"><table id="devs"><thead><tr><th>Device</th><th>Name</th><th>Utilisation</th><th>Memory</th><th>Power</th><th>Temp</th><th>Job</th></tr></thead><tbody></tbody></table></div></div>`;
     async function load() {
       let d; try { d = await api("/devices"); } catch (e) { banner(e.message); return; }
-      view.querySelector("#devs tbody").innerHTML = d.devices.map(x => `<tr>
+      const tb = view.querySelector("#devs tbody");
+      if (!tb) return; /* left the page meanwhile */
+      tb.innerHTML = d.devices.map(x => `<tr>
         <td>${esc(x.type)} ${x.id}</td><td>${esc(x.name || "")}</td><td>${x.util == null ? "-" : x.util + " %"}</td>
         <td>${x.mem_total ? fmtBytes(x.mem_used) + " / " + fmtBytes(x.mem_total) : "-"}</td>
         <td>${x.power == null ? "-" : x.power + " W"}</td><td>${x.temp == null ? "-" : x.temp + " °C"}</td>
@@ -375,6 +387,8 @@
   function route() {
     cleanup.forEach(f => { try { f(); } catch (e) { /* already gone */ } });
     cleanup = [];
+    delete view.dataset.job;
+    routeGen++;
     const hash = location.hash.replace(/^#\/?/, "");
     const [path, query] = hash.split("?");
     const parts = path.split("/").filter(Boolean);

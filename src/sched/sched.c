@@ -22,7 +22,8 @@ static int cmp_idx(const void *x, const void *y, void *ctx)
 
 void sched_sort(const struct sched_job *jobs, size_t *idx, size_t n)
 {
-	qsort_r(idx, n, sizeof(*idx), cmp_idx, (void *)jobs);
+	if (n > 1) /* idx may be NULL when n is 0, which qsort_r does not allow */
+		qsort_r(idx, n, sizeof(*idx), cmp_idx, (void *)jobs);
 }
 
 int sched_quota_of(const struct sched_in *in, const char *user)
@@ -123,7 +124,8 @@ static bool choose_victims(const struct sched_in *in, const struct sched_job *j,
 			cand[nc++] = k;
 		}
 	}
-	qsort_r(cand, nc, sizeof(*cand), cmp_victim, (void *)in->jobs);
+	if (nc > 1)
+		qsort_r(cand, nc, sizeof(*cand), cmp_victim, (void *)in->jobs);
 	bool ok = false;
 	size_t used = 0;
 	for (; used < nc && !ok; used++) {
@@ -161,8 +163,13 @@ void sched_decide(const struct sched_in *in, struct sched_decision *out)
 	out->action = SCHED_NONE;
 	bool *free_now = xcalloc(in->ndevs ? in->ndevs : 1, sizeof(bool));
 	bool *scratch = xcalloc(in->ndevs ? in->ndevs : 1, sizeof(bool));
+	/*
+	 * types: the device types this node has; blocked: those a waiting job
+	 * holds up (rule 3).  The scan ends once every type is blocked; a job
+	 * of a type the node lacks blocks its own type only and does not count.
+	 */
 	const char *types[16];
-	size_t ntypes = 0, nblocked = 0;
+	size_t ntypes = 0, nblocked = 0, nblocked_known = 0;
 	const char *blocked[16];
 	for (size_t i = 0; i < in->ndevs; i++) {
 		free_now[i] = in->devs[i].owner < 0;
@@ -172,7 +179,7 @@ void sched_decide(const struct sched_in *in, struct sched_decision *out)
 		if (!seen && ntypes < 16)
 			types[ntypes++] = in->devs[i].type;
 	}
-	for (size_t q = 0; q < in->nqueue && (ntypes == 0 || nblocked < ntypes); q++) {
+	for (size_t q = 0; q < in->nqueue && (ntypes == 0 || nblocked_known < ntypes); q++) {
 		size_t k = in->queue[q];
 		const struct sched_job *j = &in->jobs[k];
 		if (j->state != SJ_QUEUED)
@@ -187,7 +194,8 @@ void sched_decide(const struct sched_in *in, struct sched_decision *out)
 			continue; /* rule (5): skipped, blocks nobody */
 		int *ids = xcalloc((size_t)(j->count > 0 ? j->count : 1), sizeof(int));
 		if (fits(in, j, free_now, ids)) {
-			qsort(ids, (size_t)j->count, sizeof(int), cmp_int);
+			if (j->count > 1)
+				qsort(ids, (size_t)j->count, sizeof(int), cmp_int);
 			out->action = SCHED_START;
 			out->job = k;
 			out->ids = ids;
@@ -202,8 +210,14 @@ void sched_decide(const struct sched_in *in, struct sched_decision *out)
 				break;
 			}
 		}
-		if (nblocked < 16)
+		if (nblocked < 16) {
 			blocked[nblocked++] = j->type;
+			for (size_t t = 0; t < ntypes; t++)
+				if (!strcmp(types[t], j->type)) {
+					nblocked_known++;
+					break;
+				}
+		}
 	}
 	free(free_now);
 	free(scratch);

@@ -111,32 +111,51 @@ static int exec_sql(struct store *st, const char *sql, struct tc_err *err)
 	return 0;
 }
 
-static int migrate(struct store *st, struct tc_err *err)
+static int schema_version(struct store *st, int *version, struct tc_err *err)
 {
 	sqlite3_stmt *q;
-	int version = 0;
+	*version = 0;
 	if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &q, NULL) != SQLITE_OK)
 		return db_error(st, err, "read schema version");
-	if (sqlite3_step(q) == SQLITE_ROW)
-		version = sqlite3_column_int(q, 0);
+	int step = sqlite3_step(q);
+	if (step == SQLITE_ROW)
+		*version = sqlite3_column_int(q, 0);
 	sqlite3_finalize(q);
-	int want = (int)(sizeof(migrations) / sizeof(migrations[0]));
-	if (version > want)
-		return tc_error(err, TC_ESTORE,
-				"database schema %d is newer than this trainctl knows (%d)", version, want);
-	for (int v = version; v < want; v++) {
-		struct sbuf sql = SBUF_INIT;
-		sbuf_addf(&sql, "BEGIN IMMEDIATE; %s PRAGMA user_version = %d; COMMIT;", migrations[v],
-			  v + 1);
-		int rc = exec_sql(st, sql.buf, err);
-		sbuf_release(&sql);
-		if (rc) {
-			/* another process may have migrated meanwhile; leave the transaction */
-			sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-			return rc;
+	return step == SQLITE_ROW ? 0 : db_error(st, err, "read schema version");
+}
+
+/*
+ * The version is read again inside each BEGIN IMMEDIATE: two processes
+ * opening a new database at once (a `run` and a `show`) would otherwise
+ * both apply the same migration ("duplicate column name").
+ */
+static int migrate(struct store *st, struct tc_err *err)
+{
+	int version = 0, want = (int)(sizeof(migrations) / sizeof(migrations[0]));
+	int rc = schema_version(st, &version, err);
+	while (!rc && version < want) {
+		if ((rc = exec_sql(st, "BEGIN IMMEDIATE", err)))
+			break;
+		if (!(rc = schema_version(st, &version, err)) && version < want) {
+			struct sbuf sql = SBUF_INIT;
+			sbuf_addf(&sql, "%s PRAGMA user_version = %d;", migrations[version], version + 1);
+			rc = exec_sql(st, sql.buf, err);
+			sbuf_release(&sql);
 		}
+		if (!rc)
+			rc = exec_sql(st, "COMMIT", err);
+		if (rc) {
+			/* leave the transaction; the error stands (the rollback has nothing to add) */
+			(void)sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+			break;
+		}
+		if ((rc = schema_version(st, &version, err)))
+			break;
 	}
-	return 0;
+	if (!rc && version > want)
+		rc = tc_error(err, TC_ESTORE, "database schema %d is newer than this trainctl knows (%d)",
+			      version, want);
+	return rc;
 }
 
 int store_open(const char *home, struct store **out, struct tc_err *err)

@@ -6,6 +6,7 @@ test_auth.py, test_ui.py).
     srv.call("POST", "/api/v1/jobs", {"spec": {...}})  -> (status, body)
     srv.cli("ps")                                      -> CompletedProcess
 """
+import glob
 import json
 import os
 import signal
@@ -67,14 +68,37 @@ class Server:
         except OSError:
             return ""
 
+    def sanitizer_reports(self):
+        """ASan/UBSan/LSan reports in the server's log and its supervisors' output."""
+        marks = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+        files = [self.log_path] + glob.glob(os.path.join(self.state, "runs", "*", "logs", "supervisor.out"))
+        found = []
+        for f in files:
+            try:
+                text = open(f, errors="replace").read()
+            except OSError:
+                continue
+            if any(m in text for m in marks):
+                found.append(f"{f}:\n{text[-4000:]}")
+        return found
+
     def stop(self, sig=signal.SIGTERM):
+        """Stop the server; a SIGTERM must end it cleanly (exit 0), and no
+        sanitizer report may be left by it or its supervisors (make check
+        runs this suite on the ASan build)."""
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
-                self.proc.wait(timeout=20)
+                self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+                raise AssertionError(f"server ignored signal {sig} for 60 s:\n{self.log()[-3000:]}")
+            if sig == signal.SIGTERM:
+                assert self.proc.returncode == 0, \
+                    f"server exited {self.proc.returncode} on SIGTERM:\n{self.log()[-6000:]}"
+        reports = self.sanitizer_reports()
+        assert not reports, "sanitizer reports:\n" + "\n".join(reports)
 
     def call(self, method, path, body=None, token=None, raw=None, headers=None):
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)

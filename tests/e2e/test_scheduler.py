@@ -162,8 +162,15 @@ def test_stop_without_a_server(run_tc, home):
     p = subprocess.Popen([str(trainctl_path()), "run", "--name", "local", "--", "sleep", "30"], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        assert wait_for(lambda: run_tc("show", "local").returncode == 0 and
-                        '"running"' in run_tc("show", "local", "--json").stdout, timeout=20)
+        last = {}
+
+        def running():
+            last["show"] = run_tc("show", "local", "--json")
+            return last["show"].returncode == 0 and '"running"' in last["show"].stdout
+
+        # generous: each `show` of an ASan build on a loaded machine takes a while
+        assert wait_for(running, timeout=90, step=0.3), \
+            f"job 'local' not running in 90 s: {last.get('show')}\n{p.stderr.read() if p.poll() is not None else ''}"
         r = run_tc("stop", "local", env={"TRAINCTL_SERVER": None})
         assert r.returncode == 0 and "stopping" in r.stdout, r.stderr
         assert p.wait(timeout=30) == 1

@@ -1,0 +1,507 @@
+/* test_sched.c -- src/sched/: queue order, all-or-nothing allocation, blocked
+ * types, quotas and the preemption choice, as the rules in sched.h state them */
+#include "test.h"
+
+#include "sched/sched.h"
+
+#include <stdbool.h>
+
+/* A small world: jobs, devices, quotas; queue() builds the queue in order. */
+struct world {
+	struct sched_job jobs[64];
+	size_t njobs;
+	struct sched_dev devs[64];
+	size_t ndevs;
+	struct sched_quota quotas[8];
+	size_t nquotas;
+	size_t queue[64];
+	size_t nqueue;
+};
+
+static void devs(struct world *w, const char *type, int n)
+{
+	for (int i = 0; i < n; i++)
+		w->devs[w->ndevs++] = (struct sched_dev){ type, i, -1 };
+}
+
+/* A job; returns its index.  Queued unless state says otherwise. */
+static size_t job(struct world *w, const char *id, const char *user, const char *type, int count,
+		  int priority, bool preemptible, double created)
+{
+	w->jobs[w->njobs] = (struct sched_job){ id, user, type, priority, preemptible, created, count,
+						NULL, SJ_QUEUED };
+	return w->njobs++;
+}
+
+/* Job k holds device (type, id) and runs. */
+static void hold(struct world *w, size_t k, int id)
+{
+	for (size_t i = 0; i < w->ndevs; i++)
+		if (w->devs[i].id == id && !strcmp(w->devs[i].type, w->jobs[k].type)) {
+			CHECK(w->devs[i].owner < 0);
+			w->devs[i].owner = (int)k;
+		}
+	if (w->jobs[k].state == SJ_QUEUED)
+		w->jobs[k].state = SJ_RUNNING;
+}
+
+static void queue(struct world *w)
+{
+	w->nqueue = 0;
+	for (size_t k = 0; k < w->njobs; k++)
+		if (w->jobs[k].state == SJ_QUEUED)
+			w->queue[w->nqueue++] = k;
+	sched_sort(w->jobs, w->queue, w->nqueue);
+}
+
+static void decide(struct world *w, struct sched_decision *d)
+{
+	queue(w);
+	struct sched_in in = { w->jobs, w->njobs, w->queue, w->nqueue, w->devs, w->ndevs,
+			       w->quotas, w->nquotas };
+	sched_decide(&in, d);
+}
+
+/* Apply a START: the job runs on the ids chosen. */
+static void apply_start(struct world *w, const struct sched_decision *d)
+{
+	CHECK_INT(d->action, SCHED_START);
+	for (int k = 0; k < w->jobs[d->job].count; k++)
+		hold(w, d->job, d->ids[k]);
+}
+
+/* ---- (1) queue order ---- */
+
+TEST(queue_order_is_priority_then_submission_then_id)
+{
+	struct world w = { 0 };
+	job(&w, "e", "u", "gpu", 1, 100, false, 5.0);
+	job(&w, "a", "u", "gpu", 1, 100, false, 1.0);
+	job(&w, "hi", "u", "gpu", 1, 900, false, 9.0);
+	job(&w, "c", "u", "gpu", 1, 100, false, 3.0);
+	job(&w, "b", "u", "gpu", 1, 100, false, 3.0); /* same time as c: id decides */
+	job(&w, "lo", "u", "gpu", 1, 1, false, 0.0);
+	queue(&w);
+	const char *want[] = { "hi", "a", "b", "c", "e", "lo" };
+	CHECK_INT(w.nqueue, 6);
+	for (size_t i = 0; i < 6; i++)
+		CHECK_STR(w.jobs[w.queue[i]].id, want[i]);
+	CHECK(sched_cmp(&w.jobs[2], &w.jobs[1]) < 0);
+	CHECK(sched_cmp(&w.jobs[1], &w.jobs[1]) == 0);
+}
+
+TEST(empty_queue_and_no_devices_decide_nothing)
+{
+	struct world w = { 0 };
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE);
+	sched_decision_release(&d);
+	job(&w, "a", "u", "gpu", 1, 100, false, 1);
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE);
+	sched_decision_release(&d);
+}
+
+TEST(higher_priority_starts_first_though_submitted_later)
+{
+	struct world w = { 0 };
+	devs(&w, "gpu", 1);
+	job(&w, "early", "u", "gpu", 1, 100, false, 1);
+	size_t late = job(&w, "late", "u", "gpu", 1, 500, false, 2);
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_START);
+	CHECK_INT(d.job, late);
+	apply_start(&w, &d);
+	sched_decision_release(&d);
+	decide(&w, &d); /* the only gpu is taken: early waits */
+	CHECK_INT(d.action, SCHED_NONE);
+	sched_decision_release(&d);
+}
+
+/* ---- (2) all or nothing, by type and id ---- */
+
+TEST(all_or_nothing_takes_the_lowest_free_ids_of_its_type)
+{
+	struct world w = { 0 };
+	devs(&w, "cpu", 4);
+	devs(&w, "gpu", 4);
+	size_t other = job(&w, "other", "u", "gpu", 1, 100, false, 0);
+	hold(&w, other, 1);
+	size_t k = job(&w, "two", "u", "gpu", 2, 100, false, 1);
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_START);
+	CHECK_INT(d.job, k);
+	CHECK_INT(d.ids[0], 0);
+	CHECK_INT(d.ids[1], 2);
+	sched_decision_release(&d);
+	/* 4 gpus wanted, 3 free: nothing starts, not even part of it */
+	w.jobs[k].count = 4;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE);
+	sched_decision_release(&d);
+}
+
+TEST(exact_ids_are_a_requirement)
+{
+	struct world w = { 0 };
+	devs(&w, "cpu", 4);
+	devs(&w, "gpu", 4);
+	static const int want[] = { 3, 1 };
+	size_t k = job(&w, "exact", "u", "gpu", 2, 100, false, 1);
+	w.jobs[k].want = want;
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_START);
+	CHECK_INT(d.ids[0], 1); /* sorted */
+	CHECK_INT(d.ids[1], 3);
+	sched_decision_release(&d);
+	/* gpu 3 busy: it waits, though gpus 0 and 2 are free */
+	size_t busy = job(&w, "busy", "u", "gpu", 1, 100, false, 0);
+	hold(&w, busy, 3);
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE);
+	sched_decision_release(&d);
+}
+
+TEST(a_device_of_another_type_with_the_same_id_does_not_count)
+{
+	struct world w = { 0 };
+	devs(&w, "cpu", 2);
+	devs(&w, "gpu", 2);
+	static const int want[] = { 0 };
+	size_t busy = job(&w, "busy", "u", "gpu", 1, 100, false, 0);
+	hold(&w, busy, 0);
+	size_t k = job(&w, "g0", "u", "gpu", 1, 100, false, 1);
+	w.jobs[k].want = want; /* cpu 0 is free, gpu 0 is not */
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE);
+	sched_decision_release(&d);
+}
+
+/* Deterministic pseudo-random numbers for the property test. */
+static unsigned rnd(unsigned *s)
+{
+	*s = *s * 1103515245u + 12345u;
+	return (*s >> 16) & 0x7fff;
+}
+
+TEST(never_double_booked_over_many_decisions)
+{
+	static const char *const types[] = { "cpu", "gpu", "npu" };
+	static char names[64][8];
+	for (unsigned seed = 1; seed <= 40; seed++) {
+		struct world w = { 0 };
+		unsigned s = seed;
+		devs(&w, "cpu", 3);
+		devs(&w, "gpu", 4);
+		devs(&w, "npu", 8);
+		for (int i = 0; i < 48; i++) {
+			snprintf(names[i], sizeof(names[i]), "j%02d", i);
+			const char *t = types[rnd(&s) % 3];
+			int max = !strcmp(t, "cpu") ? 3 : !strcmp(t, "gpu") ? 4 : 8;
+			job(&w, names[i], rnd(&s) % 2 ? "alice" : "bob", t, 1 + (int)(rnd(&s) % (unsigned)max),
+			    1 + (int)(rnd(&s) % 5) * 100, rnd(&s) % 2, (double)i);
+		}
+		/* decide and apply until nothing more starts; finish a job now and then */
+		for (int round = 0; round < 400; round++) {
+			struct sched_decision d;
+			decide(&w, &d);
+			if (d.action == SCHED_START) {
+				const struct sched_job *j = &w.jobs[d.job];
+				for (int a = 0; a < j->count; a++)
+					for (int b = a + 1; b < j->count; b++)
+						CHECK(d.ids[a] != d.ids[b]);
+				apply_start(&w, &d); /* hold() checks each device was free */
+			} else if (d.action == SCHED_PREEMPT) {
+				for (size_t v = 0; v < d.nvictims; v++)
+					w.jobs[d.victims[v]].state = SJ_STOPPING;
+			}
+			sched_decision_release(&d);
+			if (d.action == SCHED_NONE || round % 3 == 2) {
+				/* the oldest running or stopping job ends: its devices come back */
+				for (size_t k = 0; k < w.njobs; k++)
+					if (w.jobs[k].state == SJ_RUNNING || w.jobs[k].state == SJ_STOPPING) {
+						w.jobs[k].state = SJ_IDLE;
+						for (size_t i = 0; i < w.ndevs; i++)
+							if (w.devs[i].owner == (int)k)
+								w.devs[i].owner = -1;
+						break;
+					}
+			}
+			/* every running job holds exactly its count, all of its type */
+			for (size_t k = 0; k < w.njobs; k++) {
+				int held = 0;
+				for (size_t i = 0; i < w.ndevs; i++)
+					if (w.devs[i].owner == (int)k) {
+						CHECK_STR(w.devs[i].type, w.jobs[k].type);
+						held++;
+					}
+				bool holds = w.jobs[k].state == SJ_RUNNING || w.jobs[k].state == SJ_STOPPING;
+				CHECK_INT(held, holds ? w.jobs[k].count : 0);
+			}
+		}
+	}
+}
+
+/* ---- (3) a waiting job blocks its type only ---- */
+
+TEST(a_waiting_job_blocks_its_type_not_others)
+{
+	struct world w = { 0 };
+	devs(&w, "cpu", 2);
+	devs(&w, "gpu", 2);
+	size_t busy = job(&w, "busy", "u", "gpu", 1, 100, false, 0);
+	hold(&w, busy, 0);
+	job(&w, "big", "u", "gpu", 2, 500, false, 1);      /* needs both gpus: waits */
+	job(&w, "small", "u", "gpu", 1, 100, false, 2);    /* would fit, but no backfill */
+	size_t c = job(&w, "cpu", "u", "cpu", 1, 100, false, 3);
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_START);
+	CHECK_INT(d.job, c);
+	apply_start(&w, &d);
+	sched_decision_release(&d);
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE); /* small stays behind big */
+	sched_decision_release(&d);
+}
+
+TEST(a_job_of_a_type_the_node_lacks_does_not_stop_the_scan)
+{
+	struct world w = { 0 };
+	devs(&w, "cpu", 1);
+	devs(&w, "gpu", 1);
+	size_t busy = job(&w, "busy", "u", "cpu", 1, 100, false, 0);
+	hold(&w, busy, 0);
+	job(&w, "cpuwait", "u", "cpu", 1, 900, false, 1); /* blocks cpu */
+	job(&w, "npu", "u", "npu", 1, 800, false, 2);     /* no npu here */
+	job(&w, "xpu", "u", "xpu", 1, 700, false, 3);     /* no xpu either */
+	size_t g = job(&w, "gpu", "u", "gpu", 1, 100, false, 4);
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_START);
+	CHECK_INT(d.job, g);
+	sched_decision_release(&d);
+}
+
+TEST(paused_and_running_jobs_in_the_queue_are_skipped)
+{
+	struct world w = { 0 };
+	devs(&w, "gpu", 1);
+	size_t p = job(&w, "paused", "u", "gpu", 1, 900, false, 0);
+	size_t k = job(&w, "next", "u", "gpu", 1, 100, false, 1);
+	queue(&w);
+	w.jobs[p].state = SJ_IDLE; /* paused after the queue was built */
+	struct sched_in in = { w.jobs, w.njobs, w.queue, w.nqueue, w.devs, w.ndevs, NULL, 0 };
+	struct sched_decision d;
+	sched_decide(&in, &d);
+	CHECK_INT(d.action, SCHED_START);
+	CHECK_INT(d.job, k);
+	sched_decision_release(&d);
+}
+
+/* ---- (5) quotas ---- */
+
+TEST(quota_lookup_own_row_then_star_then_none)
+{
+	struct world w = { 0 };
+	struct sched_in in = { 0 };
+	CHECK_INT(sched_quota_of(&in, "alice"), -1);
+	w.quotas[w.nquotas++] = (struct sched_quota){ "*", 2 };
+	w.quotas[w.nquotas++] = (struct sched_quota){ "alice", 5 };
+	in.quotas = w.quotas;
+	in.nquotas = w.nquotas;
+	CHECK_INT(sched_quota_of(&in, "alice"), 5);
+	CHECK_INT(sched_quota_of(&in, "bob"), 2);
+}
+
+TEST(a_job_over_quota_is_skipped_and_blocks_nobody)
+{
+	struct world w = { 0 };
+	devs(&w, "gpu", 4);
+	w.quotas[w.nquotas++] = (struct sched_quota){ "alice", 2 };
+	size_t a1 = job(&w, "a1", "alice", "gpu", 1, 100, false, 0);
+	hold(&w, a1, 0);
+	size_t a2 = job(&w, "a2", "alice", "gpu", 2, 900, false, 1); /* 1 + 2 > 2 */
+	size_t b = job(&w, "b", "bob", "gpu", 2, 100, false, 2);
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_START);
+	CHECK_INT(d.job, b);
+	apply_start(&w, &d);
+	sched_decision_release(&d);
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE); /* a free gpu remains, but a2 is over quota */
+	sched_decision_release(&d);
+	/* within the quota once a1 is gone */
+	w.jobs[a1].state = SJ_IDLE;
+	w.devs[0].owner = -1;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_START);
+	CHECK_INT(d.job, a2);
+	sched_decision_release(&d);
+}
+
+TEST(quota_counts_all_types_and_stopping_jobs)
+{
+	struct world w = { 0 };
+	devs(&w, "cpu", 2);
+	devs(&w, "gpu", 2);
+	w.quotas[w.nquotas++] = (struct sched_quota){ "*", 2 };
+	size_t c = job(&w, "c", "carol", "cpu", 1, 100, false, 0);
+	hold(&w, c, 0);
+	size_t s = job(&w, "s", "carol", "gpu", 1, 100, true, 1);
+	hold(&w, s, 0);
+	w.jobs[s].state = SJ_STOPPING;
+	job(&w, "g", "carol", "gpu", 1, 100, false, 2); /* 2 held + 1 > 2 */
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE);
+	sched_decision_release(&d);
+}
+
+/* ---- (4) preemption ---- */
+
+/* gpus 0..n-1, and the running jobs given, each on one gpu in order. */
+struct runner {
+	const char *id;
+	int priority;
+	bool preemptible;
+	double created;
+};
+
+static void running(struct world *w, const struct runner *r, size_t n)
+{
+	devs(w, "gpu", (int)n);
+	for (size_t i = 0; i < n; i++) {
+		size_t k = job(w, r[i].id, "u", "gpu", 1, r[i].priority, r[i].preemptible, r[i].created);
+		hold(w, k, (int)i);
+	}
+}
+
+static void check_victims(const struct world *w, const struct sched_decision *d,
+			  const char *const *ids, size_t n)
+{
+	CHECK_INT(d->action, SCHED_PREEMPT);
+	CHECK_INT(d->nvictims, n);
+	for (size_t i = 0; i < n; i++)
+		CHECK_STR(w->jobs[d->victims[i]].id, ids[i]);
+}
+
+TEST(preempts_only_lower_priority_preemptible_jobs_newest_first)
+{
+	struct world w = { 0 };
+	static const struct runner r[] = {
+		{ "old", 50, true, 1 }, { "new", 50, true, 2 }, { "fixed", 10, false, 3 },
+		{ "higher", 200, true, 4 }, { "equal", 100, true, 5 },
+	};
+	running(&w, r, 5);
+	size_t k = job(&w, "urgent", "u", "gpu", 1, 100, false, 9);
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.job, k);
+	check_victims(&w, &d, (const char *const[]){ "new" }, 1);
+	sched_decision_release(&d);
+	/* two devices: both lower-priority preemptible jobs, newest first */
+	w.jobs[k].count = 2;
+	decide(&w, &d);
+	check_victims(&w, &d, (const char *const[]){ "new", "old" }, 2);
+	sched_decision_release(&d);
+}
+
+TEST(lowest_priority_goes_first_whatever_its_age)
+{
+	struct world w = { 0 };
+	static const struct runner r[] = { { "older-low", 20, true, 1 }, { "newer-mid", 50, true, 2 } };
+	running(&w, r, 2);
+	job(&w, "urgent", "u", "gpu", 1, 100, false, 9);
+	struct sched_decision d;
+	decide(&w, &d);
+	check_victims(&w, &d, (const char *const[]){ "older-low" }, 1);
+	sched_decision_release(&d);
+}
+
+TEST(nobody_is_preempted_when_it_would_not_make_the_job_fit)
+{
+	struct world w = { 0 };
+	static const struct runner r[] = {
+		{ "p1", 10, true, 1 }, { "p2", 10, true, 2 }, { "fixed", 10, false, 3 },
+	};
+	running(&w, r, 3);
+	job(&w, "huge", "u", "gpu", 3, 900, false, 9); /* fixed's gpu can never be had */
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE);
+	sched_decision_release(&d);
+}
+
+TEST(a_preemptible_or_equal_priority_job_preempts_nobody)
+{
+	struct world w = { 0 };
+	static const struct runner r[] = { { "p", 100, true, 1 } };
+	running(&w, r, 1);
+	size_t k = job(&w, "soft", "u", "gpu", 1, 900, true, 9);
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE);
+	sched_decision_release(&d);
+	w.jobs[k].preemptible = false;
+	w.jobs[k].priority = 100; /* not strictly higher */
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE);
+	sched_decision_release(&d);
+}
+
+TEST(devices_of_stopping_jobs_count_as_coming)
+{
+	struct world w = { 0 };
+	static const struct runner r[] = { { "a", 10, true, 1 }, { "b", 10, true, 2 } };
+	running(&w, r, 2);
+	w.jobs[1].state = SJ_STOPPING; /* b already asked to stop */
+	job(&w, "urgent", "u", "gpu", 1, 900, false, 9);
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE); /* waits for b, does not preempt a too */
+	sched_decision_release(&d);
+	w.jobs[0].state = SJ_RUNNING;
+	/* needing two, it takes b's coming device plus a */
+	w.jobs[2].count = 2;
+	decide(&w, &d);
+	check_victims(&w, &d, (const char *const[]){ "a" }, 1);
+	sched_decision_release(&d);
+}
+
+TEST(exact_ids_preempt_only_the_holders_of_those_ids)
+{
+	struct world w = { 0 };
+	static const struct runner r[] = { { "on0", 10, true, 1 }, { "on1", 10, true, 2 } };
+	running(&w, r, 2);
+	static const int want[] = { 0 };
+	size_t k = job(&w, "wants0", "u", "gpu", 1, 900, false, 9);
+	w.jobs[k].want = want;
+	struct sched_decision d;
+	decide(&w, &d);
+	/* on1 is newer and tried first, but only on0 holds gpu 0 */
+	check_victims(&w, &d, (const char *const[]){ "on0" }, 1);
+	sched_decision_release(&d);
+}
+
+TEST(preemption_stays_within_the_device_type)
+{
+	struct world w = { 0 };
+	devs(&w, "cpu", 1);
+	devs(&w, "gpu", 1);
+	size_t c = job(&w, "cpu-low", "u", "cpu", 1, 1, true, 1);
+	hold(&w, c, 0);
+	size_t g = job(&w, "gpu-fixed", "u", "gpu", 1, 500, false, 2);
+	hold(&w, g, 0);
+	job(&w, "urgent", "u", "gpu", 1, 900, false, 9);
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE);
+	sched_decision_release(&d);
+}
