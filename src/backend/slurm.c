@@ -690,7 +690,6 @@ static int slurm_run(const struct spec *s, const struct launch_opts *o, char **j
 	int64_t next_query = 0, hard_at = 0;
 	int handled = 0;
 	bool final = false;
-	json_t *specj = NULL;
 	while (!final) {
 		int64_t now = now_mono_ms();
 		if (fg_signals > handled) {
@@ -733,7 +732,6 @@ static int slurm_run(const struct spec *s, const struct launch_opts *o, char **j
 	follow_logs(f, world, p.buf, o->quiet, true);
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
-	json_decref(specj);
 	struct job_row j = { 0 };
 	if ((rc = store_job_get(st, id, &j, err)))
 		goto out;

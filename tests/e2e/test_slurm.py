@@ -255,3 +255,82 @@ def test_backend_flag_and_spec_checks(run_tc, tmp_path):
     spec = write_spec(tmp_path, "command: [true]\nbackend: slurm\nslurm: {time: 'two hours'}\n")
     p = run_tc("run", spec)
     assert p.returncode == 2 and "slurm.time" in p.stderr, p.stderr
+
+
+def slurm_id(home):
+    rows = db_rows(home, "SELECT slurm_job FROM jobs")
+    return rows[0][0] if rows and rows[0][0] else None
+
+
+def test_signal_warning_reaches_workers(trainctl, home, tmp_path, cluster, slurm_tc):
+    # what slurm: {signal: USR1@120} makes Slurm send before the time limit
+    spec = write_spec(tmp_path, """
+name: warned
+command: 'trap "echo checkpoint-now $RANK; exit 0" USR1; echo "up $RANK"; while :; do sleep 0.1; done'
+devices: {type: cpu, per_node: 2}
+nodes: 2
+backend: slurm
+slurm: {signal: "USR1@120"}
+""")
+    proc = start_run(trainctl, home, cluster, spec)
+    assert wait_for(lambda: len(db_rows(home, "SELECT pid FROM workers")) == 4, timeout=120)
+    time.sleep(0.5)
+    subprocess.run(["scancel", "--signal=USR1", slurm_id(home)], env=cluster.env, check=True)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    job = show(slurm_tc, "warned")
+    assert job["state"] == "succeeded"
+    for r in range(4):
+        assert f"checkpoint-now {r}" in open(os.path.join(job["run_dir"], "logs", f"rank-{r}.log")).read()
+    assert "#SBATCH --signal=USR1@120" in open(os.path.join(job["run_dir"], "job.sbatch")).read()
+
+
+def test_plain_scancel_is_killed(trainctl, home, tmp_path, cluster, slurm_tc):
+    spec = write_spec(tmp_path, """
+name: cancelled
+command: 'exec sleep 300'
+devices: {type: cpu, per_node: 1}
+nodes: 2
+backend: slurm
+""")
+    proc = start_run(trainctl, home, cluster, spec)
+    assert wait_for(lambda: len(db_rows(home, "SELECT pid FROM workers")) == 2, timeout=120)
+    subprocess.run(["scancel", slurm_id(home)], env=cluster.env, check=True)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    job = show(slurm_tc, "cancelled")
+    assert job["state"] == "killed" and "CANCELLED" in job["root_cause"], job["root_cause"]
+
+
+def test_requeued_job_resumes(trainctl, home, tmp_path, cluster, slurm_tc, torch_available):
+    spec = write_spec(tmp_path, f"""
+name: requeued
+command: ["/usr/bin/python3", "{DIGITS}/train.py"]
+args: {{epochs: 3, sleep-per-step: 0.05}}
+devices: {{type: cpu, per_node: 2}}
+env: {{OMP_NUM_THREADS: "1"}}
+nodes: 2
+backend: slurm
+""")
+    proc = start_run(trainctl, home, cluster, spec)
+
+    def checkpointed():
+        run_dir = db_rows(home, "SELECT run_dir FROM jobs")
+        ck = run_dir and os.path.join(run_dir[0][0], "output", "checkpoints")
+        return ck and os.path.isdir(ck) and any(n.startswith("epoch-1") for n in os.listdir(ck))
+
+    assert wait_for(checkpointed, timeout=240), proc.poll() is not None and proc.communicate()[1]
+    sid = slurm_id(home)
+    # what preemption with PreemptMode=REQUEUE does; then skip Slurm's 2-minute requeue delay
+    subprocess.run(["scontrol", "requeue", sid], env=cluster.env, check=True)
+    assert wait_for(lambda: "PENDING" in cluster.squeue(), timeout=60), cluster.squeue()
+    subprocess.run(["scontrol", "update", f"JobId={sid}", "StartTime=now"], env=cluster.env, check=True)
+    out, err = proc.communicate(timeout=400)
+    assert proc.returncode == 0, err + cluster.logs()
+    job = show(slurm_tc, "requeued")
+    assert job["state"] == "succeeded" and job["restarts"] == 0
+    states = [(e["state"], e["reason"]) for e in job["events"]]
+    assert any(s == "running" and r.startswith("requeued: attempt 1") and "resuming from" in r
+               for s, r in states), states
+    log = open(os.path.join(job["run_dir"], "logs", "rank-2.log")).read()
+    assert re.search(r"resumed from \S+ at epoch [1-9]", log)
