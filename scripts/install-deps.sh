@@ -4,7 +4,7 @@
 set -eu
 PKGS="build-essential cmake pkg-config libyaml-dev libjansson-dev libsqlite3-dev \
 python3-torch python3-sklearn python3-pytest python3-numpy \
-libcurl4-openssl-dev libssl-dev rclone \
+libcurl4-openssl-dev libssl-dev rclone curl jq \
 libmicrohttpd-dev chromium chromium-driver \
 slurm-wlm munge"
 # s3rver (tests/s3) needs node and npm; a node from elsewhere that brings its

@@ -1,0 +1,61 @@
+"""The examples of docs/server.md, run in order against one live server.
+
+A ```sh block whose first line is `# example: NAME` runs with bash -euo
+pipefail in a shared folder, with `trainctl` (the binary under test) first
+on PATH, TRAINCTL_SERVER set to the server and TRAINCTL_HOME to its state
+folder (so `trainctl token create` reaches it).  It must exit 0, and each
+`# expect: TEXT` line names text its output must contain."""
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import REPO, trainctl_path
+from server_fixture import start_server
+
+DOC = REPO / "docs" / "server.md"
+BLOCK = re.compile(r"```sh\n(# example: (\S+)\n.*?)```", re.S)
+
+
+def examples():
+    return [(m.group(2), m.group(1)) for m in BLOCK.finditer(DOC.read_text())]
+
+
+def test_docs_have_examples():
+    names = [n for n, _ in examples()]
+    assert len(names) >= 10 and len(set(names)) == len(names), names
+    # once a token exists every request needs one: the tokens example is last
+    assert names[-1] == "tokens", names
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    path = trainctl_path()
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"trainctl binary not found at {path}: run `make` or set TRAINCTL", pytrace=False)
+    base = tmp_path_factory.mktemp("server-docs")
+    srv = start_server(path, base / "state", fake="gpu:2", args=["--cpu-slots", "2", "--sample-seconds", "1"])
+    work = base / "work"
+    work.mkdir()
+    yield srv, work
+    srv.stop()
+
+
+@pytest.mark.parametrize("name,body", examples(), ids=[n for n, _ in examples()])
+def test_doc_example(live, name, body):
+    srv, work = live
+    env = dict(srv.env)
+    env["PATH"] = f"{trainctl_path().parent}{os.pathsep}{env.get('PATH', '')}"
+    env["TRAINCTL_SERVER"] = srv.url
+    env.pop("TRAINCTL_TOKEN", None)
+    try:
+        p = subprocess.run(["bash", "-euo", "pipefail", "-c", body], cwd=work, env=env,
+                           capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"{name}: ran past 300 s\nstdout: {e.stdout}\nstderr: {e.stderr}\n"
+                    f"server log:\n{srv.log()[-3000:]}", pytrace=False)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, f"{name}: exit {p.returncode}\n{out}\nserver log:\n{srv.log()[-3000:]}"
+    for want in re.findall(r"^# expect: (.+)$", body, re.M):
+        assert want in p.stdout, f"{name}: '{want}' not in the output:\n{out}"
