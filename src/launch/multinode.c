@@ -80,20 +80,38 @@ static void io_say(void *ctx, const char *msg)
 	say(ctx, "%s", msg);
 }
 
-static int free_port(void)
+/* Can a listener bind port (0 = any) on every address?  Returns the port or -1. */
+static int try_port(int port)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0,
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 				 .sin_addr.s_addr = htonl(INADDR_ANY) };
 	socklen_t len = sizeof(a);
-	int port = -1;
+	int got = -1;
 	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
 	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
+		got = ntohs(a.sin_port);
 	close(fd);
-	return port;
+	return got;
+}
+
+/*
+ * MASTER_PORT as the supervisor picks it: below Linux's ephemeral range, so
+ * that between this check and rank 0's bind on node 0 (this host) only
+ * another listener could take it; port 0 as a last resort.
+ */
+static int free_port(void)
+{
+	unsigned int x = (unsigned int)now_mono_ms() ^ ((unsigned int)getpid() * 2654435761u);
+	for (int i = 0; i < 64; i++) {
+		x = x * 1103515245u + 12345u;
+		int port = try_port(20000 + (int)((x >> 8) % 12000));
+		if (port > 0)
+			return port;
+	}
+	return try_port(0);
 }
 
 /* Attempts already made (a requeued job continues the numbering). */

@@ -936,6 +936,16 @@ out:
 	return rc;
 }
 
+/* More than one node is the slurm backend's (backend.h), never one supervisor's. */
+static int one_node_only(struct sup *sp, struct tc_err *err)
+{
+	if (sp->o->node || sp->s->nodes <= 1)
+		return 0;
+	return tc_error(err, TC_EUSAGE,
+			"%d nodes need backend: slurm, started by `trainctl run` (docs/slurm.md)",
+			sp->s->nodes);
+}
+
 int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	       int *exit_status, struct tc_err *err)
 {
@@ -988,7 +998,8 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		goto out;
 	say(&sp, "job %s (%s): %d %s worker%s, run folder %s", sp.job_id, s->name, sp.n,
 	    s->device_type, sp.n == 1 ? "" : "s", sp.run_dir);
-	if ((rc = setup_signals(&sp, err)) || (rc = watchdog_start(&sp, err))) {
+	if ((rc = one_node_only(&sp, err)) || (rc = setup_signals(&sp, err)) ||
+	    (rc = watchdog_start(&sp, err))) {
 		struct tc_err e2 = TC_ERR_INIT;
 		if (!o->node)
 			store_job_finish(sp.st, sp.job_id, "failed", 3, err->msg, err->msg, &e2);
