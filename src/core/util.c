@@ -141,7 +141,7 @@ int write_file_atomic(const char *path, const void *data, size_t len, struct tc_
 		rc = tc_error_errno(err, TC_ESYS, "cannot create '%s'", tmp.buf);
 		goto out;
 	}
-	if (write_all(fd, data, len) < 0 || fsync(fd) < 0) {
+	if (write_all(fd, data, len) < 0) {
 		rc = tc_error_errno(err, TC_ESYS, "cannot write '%s'", tmp.buf);
 		close(fd);
 		unlink(tmp.buf);

@@ -27,7 +27,12 @@ void format_time_utc(struct sbuf *out, double t);
 int mkdir_p(const char *path, struct tc_err *err);
 /* Read a whole file into out (appending). */
 int read_file(const char *path, struct sbuf *out, struct tc_err *err);
-/* Write data to path atomically (temp file + fsync + rename). */
+/*
+ * Write data to path atomically (temp file + rename): readers see the old
+ * file or the whole new one, never a part.  No fsync: run-folder files are
+ * re-creatable, and an fsync costs tens of ms on some disks, which would
+ * come straight out of a job's start and end.
+ */
 int write_file_atomic(const char *path, const void *data, size_t len, struct tc_err *err);
 /* write(2) until done, retrying on EINTR/partial writes; -1 on error. */
 ssize_t write_all(int fd, const void *buf, size_t len);
