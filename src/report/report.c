@@ -8,7 +8,7 @@
 #include "devices/devices.h"
 #include "metrics/ingest.h"
 
-#include <curl/curl.h>
+#include "core/lazylib.h"
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>

@@ -18,7 +18,7 @@
 #include <ftw.h>
 #include <jansson.h>
 #include <math.h>
-#include <microhttpd.h>
+#include "core/lazylib.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,7 @@
 #include "server/api_int.h"
 #include "server/assets.h"
 
-#include <microhttpd.h>
+#include "core/lazylib.h"
 #include <string.h>
 
 int serve_asset(struct MHD_Connection *con, const char *url)

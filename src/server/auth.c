@@ -4,7 +4,7 @@
 #include "store/store.h"
 
 #include <fcntl.h>
-#include <openssl/evp.h>
+#include "core/lazylib.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

@@ -2,7 +2,7 @@
 #include "server/server.h"
 #include "core/xalloc.h"
 
-#include <curl/curl.h>
+#include "core/lazylib.h"
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>

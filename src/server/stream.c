@@ -10,7 +10,7 @@
 #include "core/xalloc.h"
 
 #include <fcntl.h>
-#include <microhttpd.h>
+#include "core/lazylib.h"
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>

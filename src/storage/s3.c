@@ -19,7 +19,7 @@
 #include "core/xalloc.h"
 #include "storage/storage_int.h"
 
-#include <curl/curl.h>
+#include "core/lazylib.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>

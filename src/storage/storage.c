@@ -7,7 +7,7 @@
 #include "storage/storage_int.h"
 
 #include <errno.h>
-#include <openssl/evp.h>
+#include "core/lazylib.h"
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
