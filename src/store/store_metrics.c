@@ -546,6 +546,79 @@ int store_metric_series(struct store *st, const char *job, const char *metric, i
 	return rc;
 }
 
+static bool skip_varint(const unsigned char **p, const unsigned char *end)
+{
+	for (int i = 0; i < 10 && *p < end; i++)
+		if (!(*(*p)++ & 0x80))
+			return true;
+	return false;
+}
+
+/* Hand the points of one chunk that store_metric_xy keeps to the sink. */
+static bool decode_xy(const struct store_xy_sink *sink, const unsigned char *p, size_t len,
+		      double xmin, double xmax)
+{
+	if (!p || !len)
+		return false;
+	const unsigned char *end = p + len;
+	if (*p++ != CHUNK_VERSION)
+		return false;
+	while (p < end) {
+		unsigned char flags = *p++;
+		long long seq;
+		double value;
+		const char *step, *text = NULL;
+		/* epoch and iter are skipped undecoded, the wall time too */
+		if (!get_varint(&p, end, &seq) || !skip_varint(&p, end) || !skip_varint(&p, end) ||
+		    !get_f64(&p, end, &value) || end - p < 8)
+			return false;
+		p += 8;
+		if (!get_str(&p, end, &step) || ((flags & 4) && !get_str(&p, end, &text)))
+			return false;
+		double x = (double)seq;
+		if ((flags & 3) == STORE_MPOINT && !text && isfinite(value) && x >= xmin && x <= xmax)
+			sink->add(sink->arg, x, value);
+	}
+	return true;
+}
+
+int store_metric_xy(struct store *st, const char *job, const char *metric, int rank, double xmin,
+		    double xmax, const struct store_xy_sink *sink, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	int rc = 0, r, cur = -1;
+	bool any = false;
+	if ((rc = prep(st, "SELECT s.rank, c.data FROM metric_series s"
+			   " JOIN metric_chunks c ON c.series_id = s.id"
+			   " WHERE s.job_id = ?1 AND s.metric = ?2 AND (?3 < 0 OR s.rank = ?3)"
+			   " ORDER BY s.rank, c.first",
+		       &q, err)))
+		return rc;
+	bind_text(q, 1, job);
+	bind_text(q, 2, metric);
+	sqlite3_bind_int(q, 3, rank);
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		int rk = sqlite3_column_int(q, 0);
+		if (!any || rk != cur) {
+			sink->begin(sink->arg, rk);
+			cur = rk;
+			any = true;
+		}
+		/* the blob is read in place: it stays valid until the next step */
+		const unsigned char *blob = sqlite3_column_blob(q, 1);
+		size_t len = (size_t)sqlite3_column_bytes(q, 1);
+		if (!decode_xy(sink, blob, len, xmin, xmax)) {
+			rc = tc_error(err, TC_ESTORE, "database: damaged metrics chunk of '%s' rank %d",
+				      metric, rk);
+			break;
+		}
+	}
+	if (!rc && r != SQLITE_DONE)
+		rc = db_error(st, err, "read metrics");
+	sqlite3_finalize(q);
+	return rc;
+}
+
 void store_mseries_free(struct store_mseries *v, size_t nr)
 {
 	for (size_t i = 0; i < nr; i++) {
