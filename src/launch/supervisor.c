@@ -127,9 +127,10 @@ static int watchdog_start(struct sup *sp, struct tc_err *err)
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		int keep = p[0];
-		for (int fd = 0; fd < 1024; fd++)
-			if (fd != keep)
-				close(fd);
+		/* every inherited descriptor goes, the pipe end stays */
+		if (keep > 0)
+			close_range(0, (unsigned int)keep - 1, 0);
+		close_range((unsigned int)keep + 1, ~0U, 0);
 		pid_t groups[4096];
 		int ng = 0;
 		int32_t msg;
@@ -167,7 +168,12 @@ static void watchdog_stop(struct sup *sp)
 	watchdog_tell(sp, 0);
 	close(sp->watchdog_fd);
 	sp->watchdog_fd = -1;
-	while (waitpid(sp->watchdog_pid, NULL, 0) < 0 && errno == EINTR)
+	/*
+	 * It exits as soon as it reads EOF; not waiting for that keeps a
+	 * scheduling round trip out of every job's end (init reaps it when we
+	 * are gone, or this reaps it if it was quick).
+	 */
+	while (waitpid(sp->watchdog_pid, NULL, WNOHANG) < 0 && errno == EINTR)
 		;
 }
 
