@@ -49,6 +49,7 @@ struct srv {
 
 	pthread_mutex_t mu;
 	pthread_cond_t wake;
+	bool woken;                 /* srv_wake since the last round */
 	struct store *st;
 	struct sjob *jobs;
 	size_t njobs, alloc;
