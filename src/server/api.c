@@ -666,6 +666,39 @@ static int h_metric_list(struct srv *s, struct MHD_Connection *con, const struct
 	return ret;
 }
 
+/* The points of a chart, rank by rank, as store_metric_xy hands them over. */
+struct xy_rank {
+	int rank;
+	struct metrics_xy *xy;
+	size_t n, alloc;
+};
+struct xy_ranks {
+	struct xy_rank *v;
+	size_t n, alloc;
+};
+
+static void xy_begin(void *arg, int rank)
+{
+	struct xy_ranks *r = arg;
+	XGROW(r->v, r->n + 1, r->alloc);
+	r->v[r->n++] = (struct xy_rank){ rank, NULL, 0, 0 };
+}
+
+static void xy_add(void *arg, double x, double y)
+{
+	struct xy_ranks *r = arg;
+	struct xy_rank *k = &r->v[r->n - 1];
+	XGROW(k->xy, k->n + 1, k->alloc);
+	k->xy[k->n++] = (struct metrics_xy){ x, y };
+}
+
+static void xy_ranks_release(struct xy_ranks *r)
+{
+	for (size_t i = 0; i < r->n; i++)
+		free(r->v[i].xy);
+	free(r->v);
+}
+
 static int h_metric_points(struct srv *s, struct MHD_Connection *con, const struct store_sjob *x)
 {
 	const char *name = arg_of(con, "name");
@@ -679,49 +712,49 @@ static int h_metric_points(struct srv *s, struct MHD_Connection *con, const stru
 	const char *a = arg_of(con, "xmin"), *b = arg_of(con, "xmax");
 	if ((a && *a && !parse_double(a, &xmin)) || (b && *b && !parse_double(b, &xmax)))
 		return reply_err(con, 400, "xmin and xmax must be numbers");
-	struct store_mseries *v = NULL;
-	size_t n = 0;
+	/*
+	 * Its own connection and the lean reader: a long series takes tens of
+	 * ms to read, and the server's lock must not be held meanwhile.
+	 */
+	struct xy_ranks xr = { 0 };
+	struct store_xy_sink sink = { xy_begin, xy_add, &xr };
+	struct store *st = NULL;
 	struct tc_err err = TC_ERR_INIT;
-	pthread_mutex_lock(&s->mu);
-	int rc = store_metric_series(s->st, x->id, name, (int)rank, &v, &n, &err);
-	pthread_mutex_unlock(&s->mu);
+	int rc = store_open(s->home, &st, &err);
+	if (!rc)
+		rc = store_metric_xy(st, x->id, name, (int)rank, xmin, xmax, &sink, &err);
+	store_close(st);
 	if (rc) {
 		int ret = reply_tc(con, &err);
 		tc_err_release(&err);
+		xy_ranks_release(&xr);
 		return ret;
 	}
 	struct sbuf body = SBUF_INIT;
 	sbuf_adds(&body, "{\"metric\":");
 	store_json_str(&body, name);
 	sbuf_adds(&body, ",\"series\":[");
-	for (size_t i = 0; i < n; i++) {
-		struct metrics_xy *xy = xmalloc((v[i].n ? v[i].n : 1) * sizeof(*xy));
-		size_t m = 0;
-		for (size_t k = 0; k < v[i].n; k++) {
-			const struct store_mpoint *p = &v[i].v[k];
-			double px = (double)p->seq;
-			if (p->kind != STORE_MPOINT || p->text || !isfinite(p->value) || px < xmin || px > xmax)
-				continue;
-			xy[m].x = px;
-			xy[m].y = p->value;
-			m++;
+	size_t buckets = (size_t)points / 4;
+	struct metrics_xy *out = xmalloc((4 * buckets + 1) * sizeof(*out));
+	for (size_t i = 0; i < xr.n; i++) {
+		const struct xy_rank *r = &xr.v[i];
+		size_t o = r->n;
+		const struct metrics_xy *src = r->xy;
+		if (r->n > (size_t)points) {
+			o = metrics_downsample(r->xy, r->n, buckets, out);
+			src = out;
 		}
-		size_t buckets = (size_t)points / 4;
-		struct metrics_xy *out = xmalloc((4 * buckets + 1) * sizeof(*out));
-		size_t o = m <= (size_t)points ? m : metrics_downsample(xy, m, buckets, out);
-		const struct metrics_xy *src = m <= (size_t)points ? xy : out;
-		sbuf_addf(&body, "%s{\"rank\":%d,\"n\":%zu,\"x\":[", i ? "," : "", v[i].rank, m);
+		sbuf_addf(&body, "%s{\"rank\":%d,\"n\":%zu,\"x\":[", i ? "," : "", r->rank, r->n);
 		for (size_t k = 0; k < o; k++)
 			sbuf_addf(&body, k ? ",%.17g" : "%.17g", src[k].x);
 		sbuf_adds(&body, "],\"y\":[");
 		for (size_t k = 0; k < o; k++)
 			sbuf_addf(&body, k ? ",%.9g" : "%.9g", src[k].y);
 		sbuf_adds(&body, "]}");
-		free(xy);
-		free(out);
 	}
+	free(out);
 	sbuf_adds(&body, "]}");
-	store_mseries_free(v, n);
+	xy_ranks_release(&xr);
 	int ret = reply_json(con, 200, body.buf);
 	sbuf_release(&body);
 	return ret;
@@ -811,9 +844,12 @@ static int h_prometheus(struct srv *s, struct MHD_Connection *con)
 		      "# HELP trainctl_http_requests_total HTTP requests served.\n"
 		      "# TYPE trainctl_http_requests_total counter\ntrainctl_http_requests_total %lld\n"
 		      "# HELP trainctl_scheduler_decision_seconds Mean time of one scheduling decision.\n"
-		      "# TYPE trainctl_scheduler_decision_seconds gauge\ntrainctl_scheduler_decision_seconds %.9f\n",
+		      "# TYPE trainctl_scheduler_decision_seconds gauge\ntrainctl_scheduler_decision_seconds %.9f\n"
+		      "# HELP trainctl_scheduler_decisions_total Scheduling decisions since the server started.\n"
+		      "# TYPE trainctl_scheduler_decisions_total counter\ntrainctl_scheduler_decisions_total %lld\n",
 		      s->submitted, s->requests,
-		      s->sched_calls ? s->sched_ns_total / (double)s->sched_calls / 1e9 : 0.0);
+		      s->sched_calls ? s->sched_ns_total / (double)s->sched_calls / 1e9 : 0.0,
+		      s->sched_calls);
 	pthread_mutex_unlock(&s->mu);
 	int ret = rc ? reply_tc(con, &err) : reply_raw(con, 200, "text/plain; version=0.0.4", b.buf, b.len);
 	tc_err_release(&err);
