@@ -112,7 +112,132 @@ out:
 	dlclose(lib);
 }
 
-/* ---- Ascend: `npu-smi info -l` lists "NPU ID : N" lines ---- */
+/* ---- Ascend: the `npu-smi info` table, else `npu-smi info -l` ---- */
+
+/* The three trimmed cells of a "| a | b | c |" row, or false. */
+static bool npu_cells(const char *line, size_t len, struct sbuf cell[3])
+{
+	if (!len || line[0] != '|')
+		return false;
+	int n = 0;
+	const char *p = line + 1, *end = line + len;
+	while (p < end) {
+		const char *bar = memchr(p, '|', (size_t)(end - p));
+		if (!bar)
+			break;
+		if (n == 3)
+			return false; /* a fourth cell: the process table */
+		sbuf_reset(&cell[n]);
+		sbuf_add(&cell[n], p, (size_t)(bar - p));
+		sbuf_rtrim(&cell[n]);
+		size_t lead = 0;
+		while (lead < cell[n].len && (cell[n].buf[lead] == ' ' || cell[n].buf[lead] == '\t'))
+			lead++;
+		sbuf_remove_front(&cell[n], lead);
+		n++;
+		p = bar + 1;
+	}
+	return n == 3;
+}
+
+/* Split s on blanks and '/' ("3380/ 65536" is two numbers and a slash). */
+static size_t npu_words(char *s, char **w, size_t max)
+{
+	size_t n = 0;
+	for (char *c = s; *c;) {
+		while (*c == ' ' || *c == '\t')
+			c++;
+		if (!*c || n == max)
+			break;
+		if (*c == '/') {
+			w[n++] = (char *)"/";
+			c++;
+			continue;
+		}
+		w[n++] = c;
+		while (*c && *c != ' ' && *c != '\t' && *c != '/')
+			c++;
+		if (*c == '/') {
+			/* end the word here, keep the slash as its own word */
+			if (n < max) {
+				*c++ = '\0';
+				w[n++] = (char *)"/";
+			}
+		} else if (*c) {
+			*c++ = '\0';
+		}
+	}
+	return n;
+}
+
+static double npu_num(const char *w)
+{
+	double v;
+	return w && parse_double(w, &v) && v >= 0 ? v : -1;
+}
+
+size_t devices_parse_npu_smi(const char *text, struct device_list *out)
+{
+	struct sbuf cell[3] = { SBUF_INIT, SBUF_INIT, SBUF_INIT };
+	size_t added = 0;
+	long npu = -1;
+	char *name = NULL;
+	double power = -1, temp = -1;
+	for (const char *line = text; line && *line;) {
+		const char *nl = strchr(line, '\n');
+		size_t len = nl ? (size_t)(nl - line) : strlen(line);
+		const char *next = nl ? nl + 1 : NULL;
+		if (len >= 10 && memmem(line, len, "Process", 7))
+			break; /* the process table */
+		if (!npu_cells(line, len, cell)) {
+			line = next;
+			continue;
+		}
+		char *w0[4], *w2[12];
+		size_t n0 = npu_words(cell[0].buf, w0, 4), n2 = npu_words(cell[2].buf, w2, 12);
+		long a, b = -1;
+		bool bus = strchr(cell[1].buf, ':') != NULL;
+		if (n0 >= 1 && parse_long(w0[0], 0, 65535, &a) && !bus && n0 >= 2 &&
+		    !parse_long(w0[1], 0, 65535, &b) && n2 >= 2) {
+			/* the first row: NPU, name | health | power temp ... */
+			npu = a;
+			free(name);
+			name = xstrdup(w0[1]);
+			power = npu_num(w2[0]);
+			temp = npu_num(w2[1]);
+		} else if (n0 >= 1 && parse_long(w0[0], 0, 65535, &a) && bus && npu >= 0 && n2 >= 4) {
+			/* the second row: chip [id] | bus | aicore used / total [used / total] */
+			long id = npu;
+			if (n0 >= 2 && parse_long(w0[1], 0, 65535, &b))
+				id = b;
+			struct device *d = add_device(out, "npu", (int)id, "npu-smi");
+			d->name = name ? xstrdup(name) : NULL;
+			d->power_w = power;
+			d->temp_c = temp;
+			double util = npu_num(w2[0]);
+			d->util_percent = util >= 0 ? (int)util : -1;
+			double mu = -1, mt = -1;
+			if (n2 >= 7 && !strcmp(w2[5], "/") && npu_num(w2[6]) > 0) {
+				mu = npu_num(w2[4]);
+				mt = npu_num(w2[6]);
+			} else if (!strcmp(w2[2], "/")) {
+				mu = npu_num(w2[1]);
+				mt = npu_num(w2[3]);
+			}
+			if (mu >= 0 && mt > 0) {
+				d->mem_used = (uint64_t)(mu * 1048576.0);
+				d->mem_total = (uint64_t)(mt * 1048576.0);
+			}
+			added++;
+			npu = -1; /* a chip row belongs to the row just above it */
+		}
+		line = next;
+	}
+	free(name);
+	for (int i = 0; i < 3; i++)
+		sbuf_release(&cell[i]);
+	return added;
+}
 
 static void discover_npu(struct device_list *l)
 {
@@ -120,6 +245,20 @@ static void discover_npu(struct device_list *l)
 	if (!tool)
 		return;
 	free(tool);
+	/* the table first: it carries the telemetry */
+	FILE *tab = popen("npu-smi info 2>/dev/null", "r");
+	if (tab) {
+		struct sbuf out = SBUF_INIT;
+		char buf[4096];
+		size_t n;
+		while ((n = fread(buf, 1, sizeof(buf), tab)) > 0)
+			sbuf_add(&out, buf, n);
+		int st = pclose(tab);
+		size_t found = st == 0 ? devices_parse_npu_smi(out.buf, l) : 0;
+		sbuf_release(&out);
+		if (found)
+			return;
+	}
 	FILE *p = popen("npu-smi info -l 2>/dev/null", "r");
 	if (!p)
 		return;

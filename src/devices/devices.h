@@ -54,6 +54,20 @@ struct device_list {
 };
 #define DEVICE_LIST_INIT { NULL, 0, 0 }
 
+/*
+ * Parse the device table `npu-smi info` prints (Ascend driver 23.x-25.x):
+ * after the header, each device is two rows of three '|' cells,
+ *   | NPU  Name    | Health | Power(W)  Temp(C)  Hugepages-Usage(page) |
+ *   | Chip [Phy-ID or Device] | Bus-Id | AICore(%)  Memory-Usage(MB)  [HBM-Usage(MB)] |
+ * ("used / total" pairs, a missing figure written NA or -).  The device id
+ * is the chip row's second number when it has one (cards with several
+ * chips list each chip as a device), else the NPU number.  Memory is the
+ * HBM pair when its total is not 0, else the memory pair.  The process
+ * table that follows is ignored; a row that does not parse is skipped.
+ * Appends to out; returns the number of devices added.
+ */
+size_t devices_parse_npu_smi(const char *text, struct device_list *out);
+
 /* Everything this machine has; never fails (absent tools mean none). */
 void devices_discover(struct device_list *out);
 void device_list_release(struct device_list *l);

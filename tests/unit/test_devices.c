@@ -1,0 +1,149 @@
+/* test_devices.c -- src/devices/: the kind table and the `npu-smi info` parser */
+#include "test.h"
+
+#include "core/sbuf.h"
+#include "devices/devices.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+/*
+ * Tables in the layout `npu-smi info` prints (Ascend driver 23.x-25.x): the
+ * figures are made up, the columns and their separators are as printed.
+ */
+static const char single_chip[] =
+	"+------------------------------------------------------------------------------------------------+\n"
+	"| npu-smi 24.1.rc1                 Version: 24.1.rc1                                             |\n"
+	"+---------------------------+---------------+----------------------------------------------------+\n"
+	"| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|\n"
+	"| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |\n"
+	"+===========================+===============+====================================================+\n"
+	"| 0     910B3               | OK            | 97.4        41                0    / 0             |\n"
+	"| 0                         | 0000:C1:00.0  | 35          0    / 0          3300 / 65536         |\n"
+	"+===========================+===============+====================================================+\n"
+	"| 1     910B3               | Warning       | NA          39                0    / 0             |\n"
+	"| 0                         | 0000:C2:00.0  | 0           0    / 0          41200/ 65536         |\n"
+	"+===========================+===============+====================================================+\n"
+	"+---------------------------+---------------+----------------------------------------------------+\n"
+	"| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |\n"
+	"+===========================+===============+====================================================+\n"
+	"| 0       0                 | 4242          | python3                  | 3000                    |\n"
+	"+===========================+===============+====================================================+\n";
+
+/* two chips per card, each with its physical id; DDR and HBM pairs */
+static const char two_chips[] =
+	"| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|\n"
+	"| Chip  Phy-ID              | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |\n"
+	"+===========================+===============+====================================================+\n"
+	"| 0     Ascend910           | OK            | 170.5       36                0    / 0             |\n"
+	"| 0     0                   | 0000:9D:00.0  | 12          0    / 0          3400 / 65536         |\n"
+	"+------------------------------------------------------------------------------------------------+\n"
+	"| 0     Ascend910           | OK            | -           37                0    / 0             |\n"
+	"| 1     1                   | 0000:9F:00.0  | 0           0    / 0          3100 / 65536         |\n"
+	"+===========================+===============+====================================================+\n";
+
+/* an older card: the HBM pair counts even when unused; an inference card with DDR only */
+static const char older[] =
+	"| 3     910A                | OK            | 66.0        44                0    / 0             |\n"
+	"| 0                         | 0000:3D:00.0  | 0           2500 / 15500      0    / 32768         |\n"
+	"| 5     310P3               | OK            | NA          45                0     / 0            |\n"
+	"| 0     2                   | 0000:3B:00.0  | 7           1600 / 21500                           |\n";
+
+TEST(npu_smi_single_chip_cards)
+{
+	struct device_list l = DEVICE_LIST_INIT;
+	CHECK_INT(devices_parse_npu_smi(single_chip, &l), 2);
+	CHECK_INT(l.nr, 2);
+	CHECK_STR(l.v[0].type, "npu");
+	CHECK_INT(l.v[0].id, 0);
+	CHECK_STR(l.v[0].name, "910B3");
+	CHECK_STR(l.v[0].source, "npu-smi");
+	CHECK(l.v[0].power_w > 97.3 && l.v[0].power_w < 97.5);
+	CHECK(l.v[0].temp_c == 41);
+	CHECK_INT(l.v[0].util_percent, 35);
+	CHECK(l.v[0].mem_used == 3300ull << 20 && l.v[0].mem_total == 65536ull << 20);
+	CHECK_INT(l.v[1].id, 1);
+	CHECK(l.v[1].power_w == -1); /* NA */
+	CHECK_INT(l.v[1].util_percent, 0);
+	CHECK(l.v[1].mem_used == 41200ull << 20); /* "41200/ 65536" */
+	device_list_release(&l);
+}
+
+TEST(npu_smi_chips_with_physical_ids)
+{
+	struct device_list l = DEVICE_LIST_INIT;
+	CHECK_INT(devices_parse_npu_smi(two_chips, &l), 2);
+	CHECK_INT(l.v[0].id, 0);
+	CHECK_INT(l.v[1].id, 1);
+	CHECK(l.v[1].power_w == -1); /* "-" */
+	CHECK(l.v[1].temp_c == 37);
+	CHECK(l.v[1].mem_used == 3100ull << 20);
+	device_list_release(&l);
+}
+
+TEST(npu_smi_hbm_else_memory)
+{
+	struct device_list l = DEVICE_LIST_INIT;
+	CHECK_INT(devices_parse_npu_smi(older, &l), 2);
+	CHECK_INT(l.v[0].id, 3);
+	CHECK(l.v[0].mem_used == 0 && l.v[0].mem_total == 32768ull << 20);
+	CHECK_INT(l.v[1].id, 2);
+	CHECK_STR(l.v[1].name, "310P3");
+	CHECK(l.v[1].mem_used == 1600ull << 20 && l.v[1].mem_total == 21500ull << 20);
+	CHECK_INT(l.v[1].util_percent, 7);
+	device_list_release(&l);
+}
+
+TEST(npu_smi_garbage_adds_nothing)
+{
+	struct device_list l = DEVICE_LIST_INIT;
+	CHECK_INT(devices_parse_npu_smi("", &l), 0);
+	CHECK_INT(devices_parse_npu_smi("dcmi module initialize failed. ret is -8005\n", &l), 0);
+	CHECK_INT(devices_parse_npu_smi("| a | b | c |\n| 0 | x | y |\n|||\n| 1 910B | OK | 1 2", &l), 0);
+	/* a chip row without its card row above is not a device */
+	CHECK_INT(devices_parse_npu_smi("| 0 | 0000:C1:00.0 | 0 0 / 0 1 / 2 |\n", &l), 0);
+	CHECK_INT(l.nr, 0);
+	device_list_release(&l);
+}
+
+/* discovery runs the tool: a fake npu-smi on PATH prints the table */
+TEST(npu_smi_discovery_through_the_tool)
+{
+	struct sbuf dir = SBUF_INIT, tool = SBUF_INIT, table = SBUF_INIT, path = SBUF_INIT;
+	sbuf_addf(&dir, "%s/bin", test_tmpdir());
+	CHECK(mkdir(dir.buf, 0755) == 0);
+	sbuf_addf(&table, "%s/table.txt", test_tmpdir());
+	FILE *f = fopen(table.buf, "w");
+	CHECK(f && fputs(single_chip, f) >= 0 && fclose(f) == 0);
+	sbuf_addf(&tool, "%s/npu-smi", dir.buf);
+	f = fopen(tool.buf, "w");
+	CHECK(f && fprintf(f, "#!/bin/sh\n[ \"$1 $2\" = \"info \" ] && exec cat '%s'\nexit 1\n",
+			   table.buf) > 0 && fclose(f) == 0);
+	CHECK(chmod(tool.buf, 0755) == 0);
+	sbuf_addf(&path, "%s:/usr/bin:/bin", dir.buf);
+	CHECK(setenv("PATH", path.buf, 1) == 0);
+	CHECK(unsetenv("TRAINCTL_FAKE_DEVICES") == 0);
+	struct device_list l = DEVICE_LIST_INIT;
+	devices_discover(&l);
+	int npus = 0;
+	for (size_t i = 0; i < l.nr; i++)
+		if (!strcmp(l.v[i].type, "npu")) {
+			CHECK_STR(l.v[i].source, "npu-smi");
+			CHECK(l.v[i].temp_c > 0);
+			npus++;
+		}
+	CHECK_INT(npus, 2);
+	CHECK_INT(devices_count(&l, "npu"), 2);
+	device_list_release(&l);
+	sbuf_release(&dir);
+	sbuf_release(&tool);
+	sbuf_release(&table);
+	sbuf_release(&path);
+}
+
+TEST(kind_table)
+{
+	CHECK_STR(device_kind_find("npu")->visible_var, "ASCEND_RT_VISIBLE_DEVICES");
+	CHECK(device_kind_find("cpu")->visible_var == NULL);
+	CHECK(device_kind_find("tpu") == NULL);
+}
