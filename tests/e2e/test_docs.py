@@ -51,3 +51,27 @@ def test_doc_example(run_tc, home, tmp_path, doc, name, content, expect):
     else:
         assert p.returncode == 2, p.stderr
         assert p.stderr.strip() == expect
+
+
+def rule_keys():
+    """Every key of the spec parser's rule tables, as docs/spec.md names it."""
+    import re as _re
+    src = (REPO / "src" / "spec" / "spec.c").read_text()
+    prefix = {"top_rules": "", "device_rules": "devices.", "restart_rules": "restart.",
+              "ckpt_rules": "checkpoint.", "input_rules": "inputs[].", "output_rules": "outputs.",
+              "metrics_rules": "metrics.", "parallel_rules": "parallel.", "slurm_rules": "slurm."}
+    keys = []
+    for m in _re.finditer(r"static const struct rule (\w+)\[\] = \{(.*?)\n\};", src, _re.S):
+        assert m.group(1) in prefix, f"new rule table {m.group(1)}: teach this test its prefix"
+        for k in _re.findall(r'\{ "(\w+)",', m.group(2)):
+            keys.append(prefix[m.group(1)] + k)
+    return keys
+
+
+def test_every_spec_key_is_documented():
+    doc = (REPO / "docs" / "spec.md").read_text()
+    keys = rule_keys()
+    assert len(keys) > 40
+    # a mapping key is documented through its own keys (`devices.type`, ...)
+    missing = [k for k in keys if f"`{k}`" not in doc and f"`{k}." not in doc]
+    assert not missing, f"keys without a row in docs/spec.md: {missing}"
