@@ -41,6 +41,7 @@ def test_browser(trainctl, tmp_path):
     out = REPO / "build" / "test-artifacts" / "ui"
     out.mkdir(parents=True, exist_ok=True)
     srv = start_server(trainctl, tmp_path / "state", fake="gpu:1", args=["--sample-seconds", "1"])
+    sl = None
     try:
         st, page = srv.call("GET", "/")
         assert st == 200 and "<title>trainctl</title>" in page
@@ -77,4 +78,13 @@ def test_browser(trainctl, tmp_path):
         for shot in ("submit-form", "job-running", "job-metrics", "jobs-table", "phone-metrics"):
             assert (out / f"{shot}.png").stat().st_size > 1000
     finally:
+        # a failure before the stop step must not leave the hour-long sleeper
+        # behind (supervisors outlive the server)
+        if sl and srv.proc.poll() is None:
+            try:
+                if srv.job(sl)["state"] not in ("killed", "succeeded", "failed", "lost"):
+                    srv.call("POST", f"/api/v1/jobs/{sl}/stop", {})
+                    srv.wait_state(sl, "killed", timeout=60)
+            except AssertionError:
+                pass  # the test's own failure is the one to report
         srv.stop()
