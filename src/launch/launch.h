@@ -164,6 +164,13 @@ char *ranktable_json(const char *server_id, const int *ids, char *const *ips, in
 		     int first_rank);
 /* This host's address for server_id / MASTER_ADDR defaults; heap string. */
 char *host_ipv4(void);
+/*
+ * A port for MASTER_PORT (-1 if none): taken below Linux's ephemeral range
+ * (32768 and up), where outgoing connections never land, so that between
+ * this check and rank 0's bind only another listener could take it; port 0
+ * as a last resort.
+ */
+int launch_free_port(void);
 
 /*
  * Multi-node rank tables: each node writes its part (server_id, device ids

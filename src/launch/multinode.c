@@ -30,11 +30,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 struct mn {
@@ -78,40 +76,6 @@ static void say(struct mn *m, const char *fmt, ...)
 static void io_say(void *ctx, const char *msg)
 {
 	say(ctx, "%s", msg);
-}
-
-/* Can a listener bind port (0 = any) on every address?  Returns the port or -1. */
-static int try_port(int port)
-{
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-				 .sin_addr.s_addr = htonl(INADDR_ANY) };
-	socklen_t len = sizeof(a);
-	int got = -1;
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		got = ntohs(a.sin_port);
-	close(fd);
-	return got;
-}
-
-/*
- * MASTER_PORT as the supervisor picks it: below Linux's ephemeral range, so
- * that between this check and rank 0's bind on node 0 (this host) only
- * another listener could take it; port 0 as a last resort.
- */
-static int free_port(void)
-{
-	unsigned int x = (unsigned int)now_mono_ms() ^ ((unsigned int)getpid() * 2654435761u);
-	for (int i = 0; i < 64; i++) {
-		x = x * 1103515245u + 12345u;
-		int port = try_port(20000 + (int)((x >> 8) % 12000));
-		if (port > 0)
-			return port;
-	}
-	return try_port(0);
 }
 
 /* Attempts already made (a requeued job continues the numbering). */
@@ -225,7 +189,7 @@ int launch_multinode(const struct spec *s, const char *home, const char *job_id,
 	for (;; attempt++) {
 		char *addr = getenv("TRAINCTL_MASTER_ADDR") ? xstrdup(getenv("TRAINCTL_MASTER_ADDR"))
 							     : host_ipv4();
-		int port = s->master_port ? s->master_port : free_port();
+		int port = s->master_port ? s->master_port : launch_free_port();
 		if (port < 0) {
 			free(addr);
 			rc = tc_error_errno(err, TC_ESYS, "cannot find a free port");

@@ -334,12 +334,7 @@ static int try_port(int port)
 	return got;
 }
 
-/*
- * A port for MASTER_PORT.  Taken below Linux's ephemeral range (32768 and
- * up), where outgoing connections never land, so that between our check and
- * rank 0's bind only another listener could take it; port 0 as a last resort.
- */
-static int free_port(void)
+int launch_free_port(void)
 {
 	unsigned int x = (unsigned int)now_mono_ms() ^ ((unsigned int)getpid() * 2654435761u);
 	for (int i = 0; i < 64; i++) {
@@ -821,7 +816,7 @@ static int run_attempts(struct sup *sp, int *exit_status, struct tc_err *err)
 	if ((rc = prepare_rank_table(sp, &rank_table, err)))
 		goto out;
 	for (sp->attempt = 0;; sp->attempt++) {
-		int port = sp->s->master_port ? sp->s->master_port : free_port();
+		int port = sp->s->master_port ? sp->s->master_port : launch_free_port();
 		if (port < 0) {
 			rc = tc_error_errno(err, TC_ESYS, "cannot find a free port");
 			goto out;
@@ -830,7 +825,7 @@ static int run_attempts(struct sup *sp, int *exit_status, struct tc_err *err)
 			free(ports);
 			ports = xcalloc((size_t)sp->n, sizeof(int));
 			for (int i = 0; i < sp->n; i++)
-				ports[i] = free_port();
+				ports[i] = launch_free_port();
 		}
 		struct env_plan plan = {
 			.spec = sp->s, .job_id = sp->job_id, .output_dir = sp->output_dir,
@@ -1170,7 +1165,7 @@ static int node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
 	if (env_needs_rank_ports(sp->s->framework)) {
 		ports = xcalloc((size_t)sp->n, sizeof(int));
 		for (int i = 0; i < sp->n; i++)
-			ports[i] = free_port();
+			ports[i] = launch_free_port();
 	}
 	struct env_plan plan = {
 		.spec = sp->s, .job_id = sp->job_id, .output_dir = sp->output_dir,
