@@ -61,22 +61,7 @@ static json_t *job_json(const struct job_row *j, const struct event_row *ev, siz
 			      j->exit_code, "restarts", j->restarts, "workers", j->world_size,
 			      "root_cause", j->root_cause);
 	json_object_set_new(o, "spec", spec ? spec : json_null());
-	json_t *events = json_array();
-	for (size_t i = 0; i < nev; i++)
-		json_array_append_new(events, json_pack("{s:f, s:s, s:s}", "time", ev[i].time, "state",
-							ev[i].state, "reason", ev[i].reason));
-	json_object_set_new(o, "events", events);
-	json_t *workers = json_array();
-	for (size_t i = 0; i < nwk; i++) {
-		json_t *w = json_pack("{s:i, s:i, s:i, s:i, s:f}", "attempt", wk[i].attempt, "rank",
-				      wk[i].rank, "local_rank", wk[i].local_rank, "pid", (int)wk[i].pid,
-				      "started", wk[i].started);
-		json_object_set_new(w, "ended", wk[i].ended > 0 ? json_real(wk[i].ended) : json_null());
-		json_object_set_new(w, "exit_code", wk[i].ended > 0 && !wk[i].signal ? json_integer(wk[i].exit_code) : json_null());
-		json_object_set_new(w, "signal", wk[i].signal ? json_integer(wk[i].signal) : json_null());
-		json_array_append_new(workers, w);
-	}
-	json_object_set_new(o, "workers_history", workers);
+	store_history_json(o, ev, nev, wk, nwk);
 	return o;
 }
 

@@ -438,22 +438,7 @@ static int h_detail(struct srv *s, struct MHD_Connection *con, const struct stor
 	json_object_set_new(o, "supervisor_pid", json_integer(j.sup_pid));
 	json_t *spec = json_loads(j.spec_json, 0, NULL);
 	json_object_set_new(o, "spec", spec ? spec : json_null());
-	json_t *events = json_array();
-	for (size_t i = 0; i < nev; i++)
-		json_array_append_new(events, json_pack("{s:f, s:s, s:s}", "time", ev[i].time, "state",
-							ev[i].state, "reason", ev[i].reason));
-	json_object_set_new(o, "events", events);
-	json_t *workers = json_array();
-	for (size_t i = 0; i < nwk; i++) {
-		json_t *wj = json_pack("{s:i, s:i, s:i, s:i, s:f}", "attempt", wk[i].attempt, "rank",
-				       wk[i].rank, "local_rank", wk[i].local_rank, "pid", (int)wk[i].pid,
-				       "started", wk[i].started);
-		json_object_set_new(wj, "ended", wk[i].ended > 0 ? json_real(wk[i].ended) : json_null());
-		json_object_set_new(wj, "exit_code", wk[i].ended > 0 && !wk[i].signal ? json_integer(wk[i].exit_code) : json_null());
-		json_object_set_new(wj, "signal", wk[i].signal ? json_integer(wk[i].signal) : json_null());
-		json_array_append_new(workers, wj);
-	}
-	json_object_set_new(o, "workers_history", workers);
+	store_history_json(o, ev, nev, wk, nwk);
 	json_t *cks = json_array();
 	for (size_t i = 0; i < nck; i++)
 		json_array_append_new(cks, json_pack("{s:s, s:I, s:I, s:I, s:I, s:s, s:f, s:s}", "name",

@@ -525,6 +525,29 @@ int store_events(struct store *st, const char *job, struct event_row **out, size
 	return 0;
 }
 
+void store_history_json(json_t *o, const struct event_row *ev, size_t nev,
+			const struct worker_row *wk, size_t nwk)
+{
+	json_t *events = json_array();
+	for (size_t i = 0; i < nev; i++)
+		json_array_append_new(events, json_pack("{s:f, s:s, s:s}", "time", ev[i].time, "state",
+							ev[i].state, "reason", ev[i].reason));
+	json_object_set_new(o, "events", events);
+	json_t *workers = json_array();
+	for (size_t i = 0; i < nwk; i++) {
+		json_t *w = json_pack("{s:i, s:i, s:i, s:i, s:f}", "attempt", wk[i].attempt, "rank",
+				      wk[i].rank, "local_rank", wk[i].local_rank, "pid", (int)wk[i].pid,
+				      "started", wk[i].started);
+		json_object_set_new(w, "ended", wk[i].ended > 0 ? json_real(wk[i].ended) : json_null());
+		json_object_set_new(w, "exit_code", wk[i].ended > 0 && !wk[i].signal
+							    ? json_integer(wk[i].exit_code)
+							    : json_null());
+		json_object_set_new(w, "signal", wk[i].signal ? json_integer(wk[i].signal) : json_null());
+		json_array_append_new(workers, w);
+	}
+	json_object_set_new(o, "workers_history", workers);
+}
+
 bool store_state_terminal(const char *state)
 {
 	static const char *const terminal[] = { "succeeded", "failed", "killed", "lost", NULL };

@@ -34,6 +34,8 @@
 #include <sys/types.h>
 
 #include "core/err.h"
+
+#include <jansson.h>
 #include "core/sbuf.h"
 
 struct store;
@@ -107,6 +109,13 @@ int store_events(struct store *st, const char *job, struct event_row **out, size
 int store_job_reconcile(struct store *st, struct job_row *job, struct tc_err *err);
 
 bool store_state_terminal(const char *state);
+/*
+ * Add a job's history to its JSON form (show --json and the HTTP API share
+ * it): "events" (time, state, reason) and "workers_history" (one entry per
+ * rank and attempt; exit_code null when killed by a signal or running).
+ */
+void store_history_json(json_t *o, const struct event_row *ev, size_t nev,
+			const struct worker_row *wk, size_t nwk);
 
 void job_row_release(struct job_row *j);
 void job_rows_free(struct job_row *v, size_t nr);
