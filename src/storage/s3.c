@@ -1028,6 +1028,47 @@ static void s3_wabort(struct wtx *tx)
 	wtx_free(tx);
 }
 
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+		: c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/*
+ * Did a CompleteMultipartUpload that "failed" land after all?  When its
+ * answer is lost (a cut connection), the retry finds the upload gone and the
+ * server answers with an error although the object is there.  The object's
+ * ETag says which parts made it: MD5 of the parts' binary MD5s, "-", count.
+ */
+static bool multipart_landed(struct wtx *tx)
+{
+	struct md5 *m = md5_new();
+	for (int i = 0; i < tx->nparts; i++) {
+		const char *e = tx->etags[i] ? tx->etags[i] : "";
+		unsigned char bin[16];
+		for (int k = 0; k < 16; k++) {
+			int hi = hexval(e[2 * k]), lo = hi < 0 ? -1 : hexval(e[2 * k + 1]);
+			if (hi < 0 || lo < 0) {
+				md5_free(m);
+				return false;
+			}
+			bin[k] = (unsigned char)(hi * 16 + lo);
+		}
+		md5_update(m, bin, sizeof(bin));
+	}
+	char hex[33];
+	md5_final_hex(m, hex);
+	struct sbuf want = SBUF_INIT;
+	sbuf_addf(&want, "%s-%d", hex, tx->nparts);
+	struct storage_obj obj = { 0 };
+	struct tc_err e2 = TC_ERR_INIT;
+	bool landed = s3_stat(tx->st, tx->key, &obj, &e2) == 0 && obj.etag &&
+		      !strcasecmp(obj.etag, want.buf);
+	tc_err_release(&e2);
+	sbuf_release(&want);
+	return landed;
+}
+
 static int s3_wcommit(struct wtx *tx, struct tc_err *err)
 {
 	if (!tx->upload_id) {
@@ -1049,6 +1090,10 @@ static int s3_wcommit(struct wtx *tx, struct tc_err *err)
 	req_release(&rq);
 	sbuf_release(&body);
 	sbuf_release(&q);
+	if (rc && multipart_landed(tx)) {
+		tc_err_release(err);
+		rc = 0;
+	}
 	if (rc) {
 		s3_wabort(tx);
 		return rc;

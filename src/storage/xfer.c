@@ -28,6 +28,7 @@ struct xfer {
 	struct storage *src, *dst;
 	char *src_key, *dst_key;
 	uint64_t size, part_size;
+	double mtime;
 	int nparts;
 	struct wtx *tx;
 	atomic_int left;
@@ -161,6 +162,27 @@ static int copy_part(struct xfer *x, int idx, struct tc_err *err)
 	return rc;
 }
 
+/*
+ * The whole copy once more, in this thread: a new upload, every part, the
+ * commit.  For a commit that failed for good: some servers (s3rver among
+ * them) lose a multipart upload when its completion is cut off mid-request,
+ * and then only a fresh upload can succeed.
+ */
+static int redo_whole(struct xfer *x, struct tc_err *err)
+{
+	x->tx = NULL;
+	int rc = x->dst->ops->wbegin(x->dst, x->dst_key, x->size, x->mtime, x->nparts, &x->tx, err);
+	if (rc)
+		return rc;
+	for (int i = 0; i < x->nparts && !rc; i++)
+		rc = copy_part(x, i, err);
+	if (rc) {
+		x->dst->ops->wabort(x->tx);
+		return rc;
+	}
+	return x->dst->ops->wcommit(x->tx, err);
+}
+
 static void xfer_finish(struct xfer *x)
 {
 	if (atomic_load(&x->failed)) {
@@ -168,6 +190,10 @@ static void xfer_finish(struct xfer *x)
 	} else {
 		struct tc_err err = TC_ERR_INIT;
 		int rc = x->dst->ops->wcommit(x->tx, &err);
+		for (int again = 0; rc == TC_ESTORAGE && again < 2; again++) {
+			tc_err_release(&err);
+			rc = redo_whole(x, &err);
+		}
 		if (rc) {
 			x->rc = rc;
 			x->msg = xstrdup(err.msg ? err.msg : "commit failed");
@@ -230,6 +256,7 @@ void xfer_submit(struct pool *pl, struct storage *src, const struct storage_obj 
 		x->part_size = x->size ? x->size : 1;
 		x->nparts = 1;
 	}
+	x->mtime = obj->mtime;
 	struct tc_err err = TC_ERR_INIT;
 	int rc = dst->ops->wbegin(dst, dst_key, x->size, obj->mtime, x->nparts, &x->tx, &err);
 	if (rc) {
