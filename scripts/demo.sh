@@ -15,11 +15,5 @@ echo
 echo "== trainctl show digits-ddp"
 build/trainctl show digits-ddp
 echo
-echo "== validation accuracy per epoch (rank 0, from its DLLogger lines)"
-grep -h '"val.accuracy"' "$(build/trainctl show digits-ddp --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["run_dir"])')/logs/rank-0.log" |
-	/usr/bin/python3 -c '
-import json, sys
-for line in sys.stdin:
-    rec = json.loads(line.split("DLLL ", 1)[1])
-    print("epoch %s: val.accuracy %.4f" % (rec["step"][0], rec["data"]["val.accuracy"]))
-'
+echo "== validation accuracy per epoch, rank 0 (trainctl metrics)"
+build/trainctl metrics digits-ddp --name val.accuracy --rank 0
