@@ -369,11 +369,17 @@ out:
 
 static int slurm_reconcile(struct store *st, struct job_row *j, struct tc_err *err)
 {
-	if (store_state_terminal(j->state))
-		return 0;
 	struct store_slurm x;
 	int rc = store_slurm_get(st, j->id, &x, err);
-	if (rc || !x.job) {
+	bool was_final = false;
+	if (!rc && x.state)
+		slurm_state_map(x.state, &was_final);
+	/*
+	 * An ended job is asked about once more while its last Slurm state seen
+	 * is not final: the driver records the end before its batch step is gone
+	 * (a job followed by the server, which does not wait for that).
+	 */
+	if (rc || !x.job || (store_state_terminal(j->state) && (!x.state || was_final))) {
 		store_slurm_release(&x);
 		return rc;
 	}

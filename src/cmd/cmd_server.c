@@ -26,6 +26,8 @@ static const char server_usage[] =
 	"      --cpu-slots N       cpu jobs' workers that may run at once (default: cores)\n"
 	"      --quota USER=N      at most N devices held by USER's jobs (USER * = everyone else)\n"
 	"      --sample-seconds S  resource telemetry period (default 5)\n"
+	"      --backend NAME      run every job with this backend: local, or slurm (sbatch;\n"
+	"                          docs/slurm.md); default: each spec's backend:\n"
 	"  -q, --quiet             no activity log on stderr\n";
 
 static char *self_exe(void)
@@ -41,6 +43,7 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "cpu-slots", required_argument, NULL, 'c' },
 		{ "quota", required_argument, NULL, 'Q' },
 		{ "sample-seconds", required_argument, NULL, 's' },
+		{ "backend", required_argument, NULL, 'b' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -80,6 +83,14 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			q[nq++].max_devices = (int)v;
 			break;
 		}
+		case 'b':
+			if (strcmp(optarg, "local") != 0 && strcmp(optarg, "slurm") != 0) {
+				rc = tc_error(err, TC_EUSAGE, "server: '%s' is not a backend (local, slurm)",
+					      optarg);
+				goto out;
+			}
+			o.backend = optarg;
+			break;
 		case 'q': o.quiet = true; break;
 		case 'h': fputs(server_usage, stdout); goto out;
 		default: rc = tc_error(err, TC_EUSAGE, "server: bad option (see trainctl server --help)"); goto out;

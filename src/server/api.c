@@ -12,6 +12,7 @@
 #include "metrics/ingest.h"
 #include "metrics/metrics.h"
 #include "spec/spec.h"
+#include "backend/backend.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -214,7 +215,7 @@ static int submit_spec(struct srv *s, struct MHD_Connection *con, const struct w
 	struct spec *sp = NULL;
 	struct tc_err err = TC_ERR_INIT;
 	int ret;
-	if (spec_parse(text, strlen(text), file, base, &sp, &err)) {
+	if (spec_parse_backend(text, strlen(text), file, base, s->o.backend, &sp, &err)) {
 		ret = reply_tc(con, &err);
 		tc_err_release(&err);
 		return ret;
@@ -223,12 +224,14 @@ static int submit_spec(struct srv *s, struct MHD_Connection *con, const struct w
 		free(sp->name);
 		sp->name = xstrdup(name_override);
 	}
+	/* backend: slurm: submitted with sbatch, Slurm allocates its nodes */
+	bool slurm = !strcmp(sp->backend, "slurm");
 	/* the pool must be able to hold the job at all, or it would wait forever */
 	size_t have = 0;
 	for (size_t i = 0; i < s->ndevs; i++)
 		if (!strcmp(s->devs[i].type, sp->device_type))
 			have++;
-	if ((size_t)sp->per_node > have) {
+	if (!slurm && (size_t)sp->per_node > have) {
 		ret = reply_err(con, 400, "devices: %d %s devices requested but this server has %zu",
 				sp->per_node, sp->device_type, have);
 		spec_free(sp);
@@ -247,16 +250,19 @@ static int submit_spec(struct srv *s, struct MHD_Connection *con, const struct w
 	/* ids the spec named are a requirement; otherwise any free ones */
 	char *want = sp->device_ids_given ? ids_text(sp->device_ids, sp->per_node) : NULL;
 	struct job_row jr = { .id = id, .name = sp->name, .run_dir = run_dir.buf, .spec_json = json,
-			      .created = now_wall(), .world_size = sp->per_node };
+			      .created = now_wall(), .world_size = sp->per_node * sp->nodes };
 	struct store_sjob x = { .user = (char *)w->user, .priority = sp->priority,
 				.preemptible = sp->preemptible, .device_type = sp->device_type,
 				.device_count = sp->per_node, .device_want = want };
 	pthread_mutex_lock(&s->mu);
 	int rc = store_sjob_create(s->st, &jr, &x, &err);
+	if (!rc && slurm)
+		rc = store_slurm_set(s->st, id, NULL, NULL, NULL, &err);
 	if (!rc) {
 		srv_add_queued(s, id, w->user, sp->name, sp->device_type, sp->per_node,
 			       want ? sp->device_ids : NULL, sp->priority, sp->preemptible, jr.created,
 			       sp->max_restarts, run_dir.buf);
+		s->jobs[s->njobs - 1].slurm = slurm;
 		s->submitted++;
 		srv_wake(s);
 	}
@@ -500,7 +506,13 @@ static int h_action(struct srv *s, struct MHD_Connection *con, const struct who 
 	int rc = 0;
 	unsigned status = 200;
 	const char *msg = NULL;
-	if (!strcmp(action, "stop") || !strcmp(action, "pause")) {
+	bool slurm_stop = false;
+	if (!strcmp(action, "stop") && j && j->slurm && j->st != SJ_QUEUED) {
+		/* the slurm backend's stop, outside the lock: it waits out the grace time */
+		slurm_stop = !j->term_sent;
+		j->st = SJ_STOPPING;
+		j->term_sent = true;
+	} else if (!strcmp(action, "stop") || !strcmp(action, "pause")) {
 		if (!j) {
 			status = 409;
 			msg = "the job is not active";
@@ -527,6 +539,17 @@ static int h_action(struct srv *s, struct MHD_Connection *con, const struct who 
 	}
 	srv_wake(s);
 	pthread_mutex_unlock(&s->mu);
+	if (slurm_stop) {
+		struct store *st = NULL;
+		struct job_row jr = { 0 };
+		rc = store_open(s->home, &st, &err);
+		if (!rc)
+			rc = store_job_get(st, x->id, &jr, &err);
+		if (!rc)
+			rc = backend_slurm.stop(s->home, st, &jr, &err);
+		job_row_release(&jr);
+		store_close(st);
+	}
 	if (msg)
 		ret = reply_err(con, status, "%s: %s", x->id, msg);
 	else if (rc)

@@ -5,9 +5,11 @@
  * sample telemetry.  See server.h for the invariants.
  */
 #include "server/server_int.h"
+#include "backend/backend.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "devices/devices.h"
+#include "spec/spec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -220,6 +222,20 @@ static struct sjob *load_job(struct srv *s, const struct store_sjob *r)
 		ids = NULL;
 	}
 	free(ids);
+	if (store_job_is_slurm(s->st, r->id)) {
+		/* Slurm's: submitted (it has a Slurm job id) or still to submit */
+		struct store_slurm x = { 0 };
+		struct tc_err err = TC_ERR_INIT;
+		j->slurm = true;
+		release_devices(s, j);
+		if (store_slurm_get(s->st, r->id, &x, &err) == 0 && x.job)
+			j->st = r->stop_reason ? SJ_STOPPING : SJ_RUNNING;
+		else
+			j->st = SJ_QUEUED;
+		j->term_sent = r->stop_reason != NULL;
+		store_slurm_release(&x);
+		tc_err_release(&err);
+	}
 	return j;
 }
 
@@ -345,8 +361,82 @@ static void start_job(struct srv *s, struct sjob *j, const int *ids)
 	tc_err_release(&err);
 }
 
+/*
+ * backend: slurm: sbatch the queued job j (job.sbatch in its run folder);
+ * from then on Slurm decides where and when it runs and poll_slurm follows
+ * it.  A refused submission ends the job failed and forgets it.
+ */
+static void submit_slurm(struct srv *s, struct sjob *j)
+{
+	struct tc_err err = TC_ERR_INIT;
+	struct spec *sp = NULL;
+	struct sbuf p = SBUF_INIT;
+	int rc = 0;
+	const char *sub[] = { "logs", "output", "data" };
+	for (size_t i = 0; !rc && i < sizeof(sub) / sizeof(sub[0]); i++) {
+		sbuf_reset(&p);
+		sbuf_addf(&p, "%s/%s", j->run_dir, sub[i]);
+		rc = mkdir_p(p.buf, &err);
+	}
+	sbuf_reset(&p);
+	sbuf_addf(&p, "%s/job.yaml", j->run_dir);
+	if (!rc)
+		rc = spec_load(p.buf, &sp, &err);
+	if (!rc)
+		rc = backend_slurm.submit(s->home, s->st, sp, j->id, &err);
+	if (!rc) {
+		struct store_slurm x = { 0 };
+		struct tc_err e2 = TC_ERR_INIT;
+		if (store_slurm_get(s->st, j->id, &x, &e2))
+			logf_(s, "warning: %s", e2.msg);
+		logf_(s, "job %s submitted to Slurm as job %s", j->id, x.job ? x.job : "?");
+		store_slurm_release(&x);
+		tc_err_release(&e2);
+		j->st = SJ_RUNNING;
+		j->next_poll = now_wall() + 1;
+		s->dirty = true;
+	} else {
+		struct tc_err e2 = TC_ERR_INIT;
+		if (store_job_finish(s->st, j->id, "failed", tc_exit_status(rc), err.msg, err.msg, &e2))
+			logf_(s, "warning: %s", e2.msg);
+		tc_err_release(&e2);
+		logf_(s, "job %s: %s", j->id, err.msg);
+		srv_forget(s, j->id);
+	}
+	spec_free(sp);
+	sbuf_release(&p);
+	tc_err_release(&err);
+}
+
+/* Slurm jobs' stored state follows Slurm (backend_reconcile, as ps and show do). */
+static void poll_slurm(struct srv *s)
+{
+	double now = now_wall();
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct sjob *j = &s->jobs[i];
+		if (!j->slurm || j->st == SJ_QUEUED || now < j->next_poll)
+			continue;
+		j->next_poll = now + 2;
+		struct job_row r = { 0 };
+		struct tc_err err = TC_ERR_INIT;
+		if (store_job_get(s->st, j->id, &r, &err) == 0 &&
+		    backend_slurm.reconcile(s->st, &r, &err) == 0)
+			set_str(&j->state, r.state);
+		else
+			logf_(s, "warning: job %s: %s", j->id, err.msg);
+		/* an end it recorded reaches memory as an event */
+		job_row_release(&r);
+		tc_err_release(&err);
+	}
+}
+
 int srv_stop_job(struct srv *s, struct sjob *j, const char *reason, struct tc_err *err)
 {
+	if (j->slurm && !strcmp(reason, "paused"))
+		return tc_error(err, TC_EUSAGE, "job %s runs under Slurm: it can be stopped, not paused",
+				j->id);
+	if (j->slurm && j->st != SJ_QUEUED && j->st != SJ_IDLE)
+		return tc_error(err, TC_EUSAGE, "job %s is stopped through Slurm (scancel)", j->id);
 	if (j->st == SJ_QUEUED || j->st == SJ_IDLE) {
 		/* nothing runs: the server records the end itself */
 		if (!strcmp(reason, "paused")) {
@@ -456,7 +546,15 @@ static void apply_events(struct srv *s)
 			if (!j)
 				continue;
 			const char *st = ev[i].state;
-			if (!strcmp(st, "starting") || !strcmp(st, "running") || !strcmp(st, "restarting")) {
+			if (j->slurm && j->st != SJ_QUEUED) {
+				/* Slurm requeues and suspends it; only its end matters here */
+				if (store_state_terminal(st)) {
+					logf_(s, "job %s %s", j->id, st);
+					srv_forget(s, j->id);
+				} else {
+					set_str(&j->state, st);
+				}
+			} else if (!strcmp(st, "starting") || !strcmp(st, "running") || !strcmp(st, "restarting")) {
 				if (j->st == SJ_RUNNING || j->st == SJ_STOPPING)
 					set_str(&j->state, st);
 			} else if (!strcmp(st, "preempted") || !strcmp(st, "paused") ||
@@ -478,7 +576,8 @@ static void check_alive(struct srv *s)
 {
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct sjob *j = &s->jobs[i];
-		if ((j->st != SJ_RUNNING && j->st != SJ_STOPPING) || proc_alive(j->pid, j->ticks))
+		if ((j->st != SJ_RUNNING && j->st != SJ_STOPPING) || j->slurm ||
+		    proc_alive(j->pid, j->ticks))
 			continue;
 		struct store_sjob r = { 0 };
 		struct tc_err err = TC_ERR_INIT;
@@ -513,16 +612,25 @@ static void check_alive(struct srv *s)
 
 static void schedule(struct srv *s)
 {
+	/* backend: slurm: Slurm allocates the nodes; nothing local is held */
+	for (size_t i = 0; i < s->njobs;) {
+		struct sjob *j = &s->jobs[i];
+		size_t before = s->njobs;
+		if (j->slurm && j->st == SJ_QUEUED)
+			submit_slurm(s, j);
+		if (s->njobs == before)
+			i++;
+	}
 	struct sched_job *sj = xcalloc(s->njobs ? s->njobs : 1, sizeof(*sj));
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct sjob *j = &s->jobs[i];
 		sj[i] = (struct sched_job){ j->id, j->user, j->type, j->priority, j->preemptible,
-					    j->created, j->count, j->want, j->st };
+					    j->created, j->count, j->want, j->slurm ? SJ_IDLE : j->st };
 	}
 	if (s->dirty) {
 		s->nqueue = 0;
 		for (size_t i = 0; i < s->njobs; i++)
-			if (s->jobs[i].st == SJ_QUEUED) {
+			if (s->jobs[i].st == SJ_QUEUED && !s->jobs[i].slurm) {
 				XGROW(s->queue, s->nqueue + 1, s->queue_alloc);
 				s->queue[s->nqueue++] = i;
 			}
@@ -613,7 +721,9 @@ static int load_jobs(struct srv *s, struct tc_err *err)
 		return rc;
 	for (size_t i = 0; i < n; i++) {
 		struct sjob *j = load_job(s, &v[i]);
-		if (j->st == SJ_RUNNING || j->st == SJ_STOPPING)
+		if (j->slurm && j->st != SJ_QUEUED)
+			logf_(s, "job %s: %s, followed through Slurm", j->id, j->state);
+		else if (j->st == SJ_RUNNING || j->st == SJ_STOPPING)
 			logf_(s, "job %s: %s, supervisor pid %ld %s", j->id, j->state, (long)j->pid,
 			      proc_alive(j->pid, j->ticks) ? "still running" : "is gone");
 	}
@@ -678,6 +788,7 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	while (!got_signal) {
 		apply_events(s);
 		check_alive(s);
+		poll_slurm(s);
 		schedule(s);
 		if (now_wall() >= s->next_sample) {
 			telemetry_sample(s);

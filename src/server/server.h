@@ -45,6 +45,7 @@ struct server_opts {
 	int nquotas;
 	const char *exe;       /* the trainctl binary that runs `supervise` */
 	bool quiet;            /* no request log on stderr */
+	const char *backend;   /* every job's backend (local, slurm); NULL: its spec's */
 };
 
 /* Run until SIGINT or SIGTERM (jobs keep running).  */

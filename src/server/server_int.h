@@ -35,6 +35,9 @@ struct sjob {
 	unsigned long long ticks;
 	bool ran;            /* ran before: resume from the newest checkpoint */
 	bool term_sent;
+	/* backend: slurm: submitted with sbatch when queued, then followed by polling Slurm */
+	bool slurm;
+	double next_poll;
 	/* telemetry */
 	unsigned long long cpu_ticks;
 	double cpu_time;

@@ -1135,6 +1135,17 @@ out:
 	return rc;
 }
 
+int spec_parse_backend(const char *text, size_t len, const char *name, const char *base,
+		       const char *backend, struct spec **out, struct tc_err *err)
+{
+	if (backend && strcmp(backend, "local") != 0 && strcmp(backend, "slurm") != 0)
+		return tc_error(err, TC_EUSAGE, "'%s' is not a backend (one of: local, slurm)", backend);
+	backend_override = backend;
+	int rc = spec_parse(text, len, name, base, out, err);
+	backend_override = NULL;
+	return rc;
+}
+
 int spec_load_backend(const char *path, const char *backend, struct spec **out,
 		      struct tc_err *err)
 {

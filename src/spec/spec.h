@@ -109,6 +109,9 @@ int spec_load_backend(const char *path, const char *backend, struct spec **out,
 /* Same, from a string (name is used in messages, base resolves workdir). */
 int spec_parse(const char *text, size_t len, const char *name, const char *base,
 	       struct spec **out, struct tc_err *err);
+/* spec_parse with backend: replaced by backend (server --backend); NULL: as written. */
+int spec_parse_backend(const char *text, size_t len, const char *name, const char *base,
+		       const char *backend, struct spec **out, struct tc_err *err);
 /* Check a spec built in code (ad hoc `run -- cmd`); resolves devices. */
 int spec_finish(struct spec *s, struct tc_err *err);
 void spec_free(struct spec *s);

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import DIGITS, REPO
+from server_fixture import start_server
 from slurm_cluster import Cluster, have_slurm, _alive
 
 GOLDEN = REPO / "tests" / "e2e" / "golden"
@@ -334,3 +335,34 @@ backend: slurm
                for s, r in states), states
     log = open(os.path.join(job["run_dir"], "logs", "rank-2.log")).read()
     assert re.search(r"resumed from \S+ at epoch [1-9]", log)
+
+
+def test_server_submits_to_slurm(trainctl, home, tmp_path, cluster, slurm_tc):
+    """`trainctl submit` to a server: a backend: slurm job goes to sbatch, not to local devices"""
+    srv = start_server(trainctl, home, env={"SLURM_CONF": str(cluster.conf)})
+    try:
+        spec = write_spec(tmp_path, """
+name: srv-2n
+command: "/bin/sh -c 'echo rank $RANK of $WORLD_SIZE'"
+devices: {type: cpu, per_node: 1}
+nodes: 2
+backend: slurm
+""")
+        p = srv.cli("submit", spec)
+        assert p.returncode == 0, p.stderr
+        job_id = p.stdout.strip()
+        job = srv.wait_state(job_id, ["succeeded", "failed", "killed", "lost"], timeout=180)
+        assert job["state"] == "succeeded", (job["state"], srv.log()[-3000:], cluster.logs())
+        logs = os.path.join(job["run_dir"], "logs")
+        for r in range(2):
+            assert f"rank {r} of 2" in open(os.path.join(logs, f"rank-{r}.log")).read(), r
+        sid = show(slurm_tc, job_id)["slurm"]["job"]
+        assert sid and sid.isdigit(), sid
+        text = slurm_tc("show", job_id).stdout
+        assert re.search(rf"slurm job\s+{sid} \(", text), text
+        # its last Slurm state is brought up to date once Slurm is done with it
+        assert wait_for(lambda: show(slurm_tc, job_id)["slurm"]["state"] == "COMPLETED", timeout=60)
+        assert os.path.exists(os.path.join(job["run_dir"], "job.sbatch"))
+        assert f"submitted to Slurm as job {sid}" in srv.log()
+    finally:
+        srv.stop()
