@@ -502,6 +502,7 @@ static int h_action(struct srv *s, struct MHD_Connection *con, const struct who 
 		return reply_err(con, 500, "job %s is incomplete", x->id);
 	}
 	pthread_mutex_lock(&s->mu);
+	srv_catch_up(s);
 	struct sjob *j = srv_find(s, x->id);
 	int rc = 0;
 	unsigned status = 200;

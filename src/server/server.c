@@ -571,6 +571,11 @@ static void apply_events(struct srv *s)
 	tc_err_release(&err);
 }
 
+void srv_catch_up(struct srv *s)
+{
+	apply_events(s);
+}
+
 /* Supervisors that vanished without recording an end (invariant 1). */
 static void check_alive(struct srv *s)
 {

@@ -76,6 +76,12 @@ struct srv {
 /* server.c: called with mu held */
 struct sjob *srv_find(struct srv *s, const char *id);
 void srv_wake(struct srv *s);
+/*
+ * Apply the state changes supervisors wrote since the last round (caller
+ * holds s->mu): an action right after a job paused or ended must see it,
+ * not the view of up to one round ago.
+ */
+void srv_catch_up(struct srv *s);
 /* Ask a job's supervisor to stop for reason (stopped | paused | preempted). */
 int srv_stop_job(struct srv *s, struct sjob *j, const char *reason, struct tc_err *err);
 /* Add a job just created in the store to memory (queued). */
