@@ -25,6 +25,7 @@
 #ifndef TC_LAUNCH_H
 #define TC_LAUNCH_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 
 #include "core/err.h"
@@ -171,6 +172,11 @@ char *host_ipv4(void);
  * as a last resort.
  */
 int launch_free_port(void);
+/*
+ * A supervisor message: "trainctl: MSG" on stderr (best effort) and a
+ * time-stamped line in the log file logfd (when >= 0).
+ */
+void launch_vsay(int logfd, const char *fmt, va_list ap);
 
 /*
  * Multi-node rank tables: each node writes its part (server_id, device ids

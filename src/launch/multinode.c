@@ -53,24 +53,10 @@ static void say(struct mn *m, const char *fmt, ...) TC_PRINTF(2, 3);
 
 static void say(struct mn *m, const char *fmt, ...)
 {
-	struct sbuf msg = SBUF_INIT, line = SBUF_INIT;
 	va_list ap;
 	va_start(ap, fmt);
-	sbuf_vaddf(&msg, fmt, ap);
+	launch_vsay(m->logfd, fmt, ap);
 	va_end(ap);
-	sbuf_addf(&line, "trainctl: %s\n", msg.buf);
-	/* best effort: the batch output may be gone; the log file is the record */
-	if (write_all(STDERR_FILENO, line.buf, line.len) < 0)
-		errno = 0;
-	if (m->logfd >= 0) {
-		sbuf_reset(&line);
-		format_time_utc(&line, now_wall());
-		sbuf_addf(&line, " %s\n", msg.buf);
-		if (write_all(m->logfd, line.buf, line.len) < 0)
-			errno = 0;
-	}
-	sbuf_release(&msg);
-	sbuf_release(&line);
 }
 
 static void io_say(void *ctx, const char *msg)

@@ -79,28 +79,33 @@ struct sup {
 
 /* ---- messages: stderr and logs/supervisor.log ---- */
 
-static void say(struct sup *sp, const char *fmt, ...) TC_PRINTF(2, 3);
-
-static void say(struct sup *sp, const char *fmt, ...)
+void launch_vsay(int logfd, const char *fmt, va_list ap)
 {
 	struct sbuf msg = SBUF_INIT, line = SBUF_INIT;
-	va_list ap;
-	va_start(ap, fmt);
 	sbuf_vaddf(&msg, fmt, ap);
-	va_end(ap);
 	sbuf_addf(&line, "trainctl: %s\n", msg.buf);
 	/* the console copy is best effort: a closed terminal must not stop the job */
 	if (write_all(STDERR_FILENO, line.buf, line.len) < 0)
 		errno = 0;
-	if (sp->suplog_fd >= 0) {
+	if (logfd >= 0) {
 		sbuf_reset(&line);
 		format_time_utc(&line, now_wall());
 		sbuf_addf(&line, " %s\n", msg.buf);
-		if (write_all(sp->suplog_fd, line.buf, line.len) < 0)
+		if (write_all(logfd, line.buf, line.len) < 0)
 			errno = 0;
 	}
 	sbuf_release(&msg);
 	sbuf_release(&line);
+}
+
+static void say(struct sup *sp, const char *fmt, ...) TC_PRINTF(2, 3);
+
+static void say(struct sup *sp, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	launch_vsay(sp->suplog_fd, fmt, ap);
+	va_end(ap);
 }
 
 /* ---- watchdog: kills every worker group if the supervisor dies ---- */
