@@ -32,6 +32,7 @@
  *      batch step only (B:USR1) the driver passes it on through srun.
  */
 #include "backend/backend.h"
+#include "core/proc.h"
 #include "core/sbuf.h"
 #include "core/strvec.h"
 #include "core/util.h"
@@ -48,8 +49,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
-
 #define POLL_MS 200
 #define QUERY_MS 500
 
@@ -58,95 +57,22 @@ extern char **environ;
 int slurm_command(const char *const *argv, const char *input, struct sbuf *out,
 		  struct sbuf *errout, int *status, struct tc_err *err)
 {
-	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 }, pexec[2] = { -1, -1 };
-	int rc = 0;
-	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0 ||
-	    pipe2(pexec, O_CLOEXEC) < 0) {
-		rc = tc_error_errno(err, TC_ESYS, "pipe");
-		goto out;
-	}
-	pid_t pid = fork();
-	if (pid < 0) {
-		rc = tc_error_errno(err, TC_ESYS, "fork");
-		goto out;
-	}
-	if (pid == 0) {
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		signal(SIGPIPE, SIG_DFL);
-		if (dup2(pin[0], 0) < 0 || dup2(pout[1], 1) < 0 || dup2(perr[1], 2) < 0)
-			_exit(127);
-		execvp(argv[0], (char *const *)argv);
-		int e = errno;
-		if (write(pexec[1], &e, sizeof(e)) < 0)
-			_exit(127);
-		_exit(127);
-	}
-	close(pin[0]);
-	close(pout[1]);
-	close(perr[1]);
-	close(pexec[1]);
-	pin[0] = pout[1] = perr[1] = pexec[1] = -1;
-	int e = 0;
-	ssize_t n;
-	while ((n = read(pexec[0], &e, sizeof(e))) < 0 && errno == EINTR)
-		;
-	if (input && n == 0) {
-		/* scripts are small: a pipe buffer holds them; a reader that quits early is fine */
-		void (*old)(int) = signal(SIGPIPE, SIG_IGN);
-		if (write_all(pin[1], input, strlen(input)) < 0)
-			errno = 0;
-		signal(SIGPIPE, old);
-	}
-	close(pin[1]);
-	pin[1] = -1;
-	struct pollfd pf[2] = { { pout[0], POLLIN, 0 }, { perr[0], POLLIN, 0 } };
-	struct sbuf *dst[2] = { out, errout };
-	int open_fds = 2;
-	while (open_fds) {
-		if (poll(pf, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		for (int i = 0; i < 2; i++) {
-			if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			char buf[4096];
-			ssize_t r = read(pf[i].fd, buf, sizeof(buf));
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0) {
-				close(pf[i].fd);
-				pf[i].fd = -1;
-				open_fds--;
-				continue;
-			}
-			if (dst[i])
-				sbuf_add(dst[i], buf, (size_t)r);
-		}
-	}
-	pout[0] = pf[0].fd >= 0 ? pf[0].fd : -1;
-	perr[0] = pf[1].fd >= 0 ? pf[1].fd : -1;
-	int st = 0;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	*status = st;
-	if (n == (ssize_t)sizeof(e)) {
-		errno = e;
+	struct proc p = PROC_INIT;
+	strvec_pushv(&p.args, argv);
+	proc_env_inherit(&p.env);
+	p.default_sigs = PROC_SIG(SIGPIPE);
+	p.in.how = PROC_IO_NULL;
+	p.out.how = p.err.how = PROC_IO_NULL; /* what is not collected is dropped */
+	p.wait_exec = true;
+	struct proc_capture c = { .input = input, .out = out, .err = errout };
+	int rc = proc_capture(&p, &c, err);
+	*status = c.status;
+	if (rc && p.exec_errno) {
+		errno = p.exec_errno;
 		rc = tc_error_errno(err, TC_EBACKEND, "slurm: cannot run %s%s", argv[0],
-				    e == ENOENT ? " (is Slurm installed? Debian: slurm-client)" : "");
+				    p.exec_errno == ENOENT ? " (is Slurm installed? Debian: slurm-client)" : "");
 	}
-out:
-	for (int i = 0; i < 2; i++) {
-		int *fds[] = { pin, pout, perr, pexec };
-		for (int k = 0; k < 4; k++)
-			if (fds[k][i] >= 0) {
-				close(fds[k][i]);
-				fds[k][i] = -1;
-			}
-	}
+	proc_clear(&p);
 	return rc;
 }
 
@@ -807,28 +733,24 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 	if (a->resume_from)
 		strvec_pushf(&argv, "--resume=%s", a->resume_from);
 	*failed = *stopped = false;
-	pid_t pid = fork();
-	if (pid < 0) {
-		strvec_clear(&argv);
-		return tc_error_errno(err, TC_ESYS, "fork");
+	struct proc p = PROC_INIT;
+	p.args = argv; /* taken over: proc_clear frees it */
+	proc_env_inherit(&p.env);
+	/* ours are handled here (on_batch_signal); srun gets its own defaults */
+	p.default_sigs = PROC_SIG(SIGTERM) | PROC_SIG(SIGINT) | PROC_SIG(SIGUSR1) | PROC_SIG(SIGUSR2);
+	int rc = proc_start(&p, err);
+	if (rc) {
+		proc_clear(&p);
+		return rc;
 	}
-	if (pid == 0) {
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		signal(SIGTERM, SIG_DFL);
-		signal(SIGINT, SIG_DFL);
-		signal(SIGUSR1, SIG_DFL);
-		signal(SIGUSR2, SIG_DFL);
-		execvp(argv.v[0], argv.v);
-		dprintf(2, "trainctl: cannot run srun: %s\n", strerror(errno));
-		_exit(127);
-	}
-	strvec_clear(&argv);
-	batch_srun = pid;
+	batch_srun = p.pid;
 	int status = 0;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	/* a failed wait leaves status 0: the nodes' results below still decide */
+	struct tc_err ew = TC_ERR_INIT;
+	if (proc_wait(&p, &status, &ew))
+		status = 0;
+	tc_err_release(&ew);
+	proc_clear(&p);
 	batch_srun = 0;
 	if (batch_term) {
 		*stopped = true;

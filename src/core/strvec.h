@@ -2,7 +2,7 @@
  * strvec.h -- a NULL-terminated vector of heap strings (argv, envp).
  *
  * Invariant: v is never NULL and v[nr] == NULL, so v can be passed to
- * execve() as is.  The vector owns its strings.
+ * exec as is.  The vector owns its strings.
  */
 #ifndef TC_CORE_STRVEC_H
 #define TC_CORE_STRVEC_H

@@ -1,5 +1,6 @@
 /* util.c -- numbers, time, files and paths; see util.h. */
 #include "core/util.h"
+#include "core/proc.h"
 #include "core/xalloc.h"
 
 #include <errno.h>
@@ -267,24 +268,8 @@ size_t edit_distance(const char *a, const char *b)
 
 unsigned long long proc_start_ticks(pid_t pid)
 {
-	char path[64];
-	struct sbuf sb = SBUF_INIT;
-	unsigned long long ticks = 0;
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-	if (read_file(path, &sb, NULL) < 0)
-		goto out;
-	/* comm may hold spaces and parens: fields restart after the last ')' */
-	char *p = strrchr(sb.buf, ')');
-	if (!p)
-		goto out;
-	p++;
-	for (int field = 3; field < 22 && p; field++)
-		p = strchr(p + 1, ' ');
-	if (p)
-		ticks = strtoull(p + 1, NULL, 10);
-out:
-	sbuf_release(&sb);
-	return ticks;
+	struct proc_stat st;
+	return proc_stat_read(pid, &st) == 0 ? st.start_ticks : 0;
 }
 
 bool proc_alive(pid_t pid, unsigned long long ticks)

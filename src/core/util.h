@@ -52,7 +52,7 @@ char *trainctl_home(void);
 /* Levenshtein distance, for "did you mean" hints. */
 size_t edit_distance(const char *a, const char *b);
 
-/* Process start time (clock ticks since boot) from /proc; 0 if gone. */
+/* Process start time (clock ticks since boot, proc_stat_read in proc.h); 0 if gone. */
 unsigned long long proc_start_ticks(pid_t pid);
 /* Is pid alive and (if ticks != 0) the same process as recorded? */
 bool proc_alive(pid_t pid, unsigned long long ticks);

@@ -1,6 +1,7 @@
 /* devices.c -- the kind table and discovery; see devices.h. */
 #include "devices/devices.h"
 #include "core/sbuf.h"
+#include "core/proc.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 
@@ -239,6 +240,51 @@ size_t devices_parse_npu_smi(const char *text, struct device_list *out)
 	return added;
 }
 
+/* `npu-smi ARGS 2>/dev/null`: 0 with its stdout and wait status, or -1 when it could not start. */
+static int npu_smi(const char *args, struct sbuf *out, int *status)
+{
+	struct proc p = PROC_INIT;
+	strvec_push(&p.args, "npu-smi");
+	strvec_push(&p.args, "info");
+	if (args)
+		strvec_push(&p.args, args);
+	proc_env_inherit(&p.env);
+	p.err.how = PROC_IO_NULL;
+	struct proc_capture c = { .out = out };
+	struct tc_err err = TC_ERR_INIT;
+	int rc = proc_capture(&p, &c, &err);
+	*status = c.status;
+	tc_err_release(&err); /* no npu-smi, no NPUs: not an error */
+	proc_clear(&p);
+	return rc ? -1 : 0;
+}
+
+/* The "NPU ID : <n>" lines of `npu-smi info -l`. */
+static void parse_npu_list(const char *text, struct device_list *l)
+{
+	for (const char *line = text; *line;) {
+		const char *nl = strchrnul(line, '\n');
+		struct sbuf one = SBUF_INIT;
+		sbuf_add(&one, line, (size_t)(nl - line));
+		line = *nl ? nl + 1 : nl;
+		char *s = strstr(one.buf, "NPU ID");
+		s = s ? strchr(s, ':') : NULL;
+		long id;
+		struct sbuf v = SBUF_INIT;
+		if (s) {
+			sbuf_adds(&v, s + 1);
+			sbuf_rtrim(&v);
+			const char *t = v.buf;
+			while (*t == ' ')
+				t++;
+			if (parse_long(t, 0, 4096, &id))
+				add_device(l, "npu", (int)id, "npu-smi");
+		}
+		sbuf_release(&v);
+		sbuf_release(&one);
+	}
+}
+
 static void discover_npu(struct device_list *l)
 {
 	char *tool = which("npu-smi");
@@ -246,45 +292,20 @@ static void discover_npu(struct device_list *l)
 		return;
 	free(tool);
 	/* the table first: it carries the telemetry */
-	FILE *tab = popen("npu-smi info 2>/dev/null", "r");
-	if (tab) {
-		struct sbuf out = SBUF_INIT;
-		char buf[4096];
-		size_t n;
-		while ((n = fread(buf, 1, sizeof(buf), tab)) > 0)
-			sbuf_add(&out, buf, n);
-		int st = pclose(tab);
+	struct sbuf out = SBUF_INIT;
+	int st = 0;
+	if (npu_smi(NULL, &out, &st) == 0) {
 		size_t found = st == 0 ? devices_parse_npu_smi(out.buf, l) : 0;
-		sbuf_release(&out);
-		if (found)
+		if (found) {
+			sbuf_release(&out);
 			return;
-	}
-	FILE *p = popen("npu-smi info -l 2>/dev/null", "r");
-	if (!p)
-		return;
-	char *line = NULL;
-	size_t cap = 0;
-	while (getline(&line, &cap, p) > 0) {
-		char *s = strstr(line, "NPU ID");
-		if (!s)
-			continue;
-		s = strchr(s, ':');
-		long id;
-		struct sbuf v = SBUF_INIT;
-		if (s) {
-			sbuf_adds(&v, s + 1);
-			sbuf_rtrim(&v);
 		}
-		const char *t = v.buf;
-		while (*t == ' ')
-			t++;
-		if (parse_long(t, 0, 4096, &id))
-			add_device(l, "npu", (int)id, "npu-smi");
-		sbuf_release(&v);
 	}
-	free(line);
-	if (pclose(p) < 0)
-		return; /* the devices found so far still stand */
+	sbuf_reset(&out);
+	/* the devices found, whatever its exit status */
+	if (npu_smi("-l", &out, &st) == 0)
+		parse_npu_list(out.buf, l);
+	sbuf_release(&out);
 }
 
 /* ---- TRAINCTL_FAKE_DEVICES="gpu:2,npu:8" ---- */

@@ -11,7 +11,7 @@
  *  (1) A worker runs in its own process group; the supervisor only ever
  *      signals whole groups, so grandchildren go with their worker.
  *  (2) No worker outlives the supervisor: each gets PR_SET_PDEATHSIG, and a
- *      watchdog process (forked before any worker) holds the other end of a
+ *      watchdog process (started before any worker) holds the other end of a
  *      pipe; when the supervisor dies, even by SIGKILL, the pipe closes and
  *      the watchdog SIGKILLs every group it was told about.
  *  (3) Log lines are written whole: a rank's partial line waits in its

@@ -9,6 +9,7 @@
  */
 #include "launch/launch.h"
 #include "launch/jobio_int.h"
+#include "core/proc.h"
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
@@ -27,14 +28,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <grp.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
 
 #define MAX_LINE (1u << 20)  /* a longer line is written in 1 MiB pieces */
 #define READ_CHUNK (1u << 16)
@@ -110,54 +107,52 @@ static void say(struct sup *sp, const char *fmt, ...)
 
 /* ---- watchdog: kills every worker group if the supervisor dies ---- */
 
+/*
+ * The watchdog's whole life, in its own process: stdin is the pipe from the
+ * supervisor, which writes each worker group's pid, or 0 once it has
+ * cleaned up the groups itself.  EOF means the supervisor is gone: kill
+ * every group still listed.  Only async-signal-safe calls (proc.h: fn).
+ */
+static int watchdog_main(void *arg)
+{
+	(void)arg;
+	pid_t groups[4096];
+	int ng = 0;
+	int32_t msg;
+	for (;;) {
+		ssize_t r = read(STDIN_FILENO, &msg, sizeof(msg));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r != (ssize_t)sizeof(msg))
+			break;
+		if (msg > 0 && ng < 4096)
+			groups[ng++] = msg;
+		else if (msg == 0)
+			ng = 0; /* the supervisor cleaned up these groups itself */
+	}
+	for (int i = 0; i < ng; i++)
+		kill(-groups[i], SIGKILL);
+	return 0;
+}
+
 static int watchdog_start(struct sup *sp, struct tc_err *err)
 {
-	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return tc_error_errno(err, TC_ESYS, "pipe");
-	pid_t pid = fork();
-	if (pid < 0) {
-		close(p[0]);
-		close(p[1]);
-		return tc_error_errno(err, TC_ESYS, "fork");
+	struct proc p = PROC_INIT;
+	p.fn = watchdog_main;
+	/* own group, deaf to the terminal's signals: it must outlive us */
+	p.group = PROC_GROUP_NEW;
+	p.ignore_sigs = PROC_SIG(SIGINT) | PROC_SIG(SIGTERM) | PROC_SIG(SIGHUP) | PROC_SIG(SIGQUIT);
+	/* holding none of our streams, so nobody waits on it for their EOF */
+	p.in.how = PROC_IO_PIPE;
+	p.out.how = p.err.how = PROC_IO_NULL;
+	int rc = proc_start(&p, err);
+	if (!rc) {
+		sp->watchdog_fd = p.in.fd;
+		sp->watchdog_pid = p.pid;
+		p.in.fd = -1;
 	}
-	if (pid == 0) {
-		/* own group, deaf to the terminal's signals: it must outlive us */
-		setpgid(0, 0);
-		signal(SIGINT, SIG_IGN);
-		signal(SIGTERM, SIG_IGN);
-		signal(SIGHUP, SIG_IGN);
-		signal(SIGQUIT, SIG_IGN);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		int keep = p[0];
-		/* every inherited descriptor goes, the pipe end stays */
-		if (keep > 0)
-			close_range(0, (unsigned int)keep - 1, 0);
-		close_range((unsigned int)keep + 1, ~0U, 0);
-		pid_t groups[4096];
-		int ng = 0;
-		int32_t msg;
-		for (;;) {
-			ssize_t r = read(keep, &msg, sizeof(msg));
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r != (ssize_t)sizeof(msg))
-				break;
-			if (msg > 0 && ng < 4096)
-				groups[ng++] = msg;
-			else if (msg == 0)
-				ng = 0; /* the supervisor cleaned up these groups itself */
-		}
-		for (int i = 0; i < ng; i++)
-			kill(-groups[i], SIGKILL);
-		_exit(0);
-	}
-	close(p[0]);
-	sp->watchdog_fd = p[1];
-	sp->watchdog_pid = pid;
-	return 0;
+	proc_clear(&p);
+	return rc;
 }
 
 static void watchdog_tell(struct sup *sp, int32_t msg)
@@ -377,50 +372,51 @@ static void build_argv(const struct spec *s, struct strvec *argv)
 	}
 }
 
-static _Noreturn void child_exec(struct sup *sp, struct worker *w, int out_w, int err_w,
-				 pid_t parent, char **argv, char **envp)
+/* A worker's output pipe, as the poll loop reads it. */
+static void tune_pipe(int fd)
 {
-	setpgid(0, 0);
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
-		_exit(128 + SIGKILL); /* the supervisor died before we got here */
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	signal(SIGPIPE, SIG_DFL);
-	int devnull = open("/dev/null", O_RDONLY);
-	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
-		_exit(127);
-	if (sp->o->run_as_uid) {
-		/* a root server runs a user's job as that user's account */
-		gid_t gid = (gid_t)sp->o->run_as_gid;
-		if (setgroups(1, &gid) < 0 || setgid(gid) < 0 || setuid((uid_t)sp->o->run_as_uid) < 0) {
-			dprintf(2, "trainctl: cannot switch to uid %u: %s\n", sp->o->run_as_uid,
-				strerror(errno));
-			_exit(127);
-		}
-	}
-	if (chdir(sp->s->workdir) < 0) {
-		dprintf(2, "trainctl: cannot enter workdir '%s': %s\n", sp->s->workdir, strerror(errno));
-		_exit(127);
-	}
-	(void)w;
-	environ = envp;
-	execvp(argv[0], argv);
-	dprintf(2, "trainctl: cannot run '%s': %s\n", argv[0], strerror(errno));
-	_exit(127);
+	/* a bigger pipe absorbs bursts; the default 64 KiB also works */
+	if (fcntl(fd, F_SETPIPE_SZ, 1 << 20) < 0)
+		errno = 0;
+	/* without O_NONBLOCK a read could stall the loop; the stream is read until EAGAIN */
+	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0)
+		errno = 0;
 }
 
-static int open_pipe(int p[2], struct tc_err *err)
+/* Start rank w: its own group, killed with us, output into two pipes. */
+static int start_worker(struct sup *sp, struct worker *w, const struct strvec *argv,
+			struct strvec *env, struct tc_err *err)
 {
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return tc_error_errno(err, TC_ESYS, "pipe");
-	/* a bigger pipe absorbs bursts; the default 64 KiB also works */
-	if (fcntl(p[0], F_SETPIPE_SZ, 1 << 20) < 0)
-		errno = 0;
-	if (fcntl(p[0], F_SETFL, O_NONBLOCK) < 0)
-		return tc_error_errno(err, TC_ESYS, "fcntl");
-	return 0;
+	struct proc p = PROC_INIT;
+	gid_t gid = (gid_t)sp->o->run_as_gid;
+	strvec_pushv(&p.args, (const char *const *)argv->v);
+	p.env = *env; /* taken over: proc_clear frees it */
+	*env = (struct strvec)STRVEC_INIT;
+	p.cwd = sp->s->workdir;
+	p.group = PROC_GROUP_NEW;
+	p.death_sig = SIGKILL;
+	p.default_sigs = PROC_SIG(SIGPIPE); /* we ignore it; exec would keep that */
+	p.in.how = PROC_IO_NULL;
+	p.out.how = p.err.how = PROC_IO_PIPE;
+	if (sp->o->run_as_uid) {
+		/* a root server runs a user's job as that user's account */
+		p.set_groups = p.set_gid = p.set_uid = true;
+		p.groups = &gid;
+		p.ngroups = 1;
+		p.gid = gid;
+		p.uid = (uid_t)sp->o->run_as_uid;
+	}
+	int rc = proc_start(&p, err);
+	if (!rc) {
+		w->pid = p.pid;
+		w->out.fd = p.out.fd;
+		w->err.fd = p.err.fd;
+		p.out.fd = p.err.fd = -1;
+		tune_pipe(w->out.fd);
+		tune_pipe(w->err.fd);
+	}
+	proc_clear(&p);
+	return rc;
 }
 
 static int spawn_workers(struct sup *sp, const struct env_plan *plan, struct tc_err *err)
@@ -428,60 +424,36 @@ static int spawn_workers(struct sup *sp, const struct env_plan *plan, struct tc_
 	struct strvec argv = STRVEC_INIT, common = STRVEC_INIT;
 	int rc = 0;
 	build_argv(sp->s, &argv);
-	for (char **e = environ; *e; e++)
-		strvec_push(&common, *e);
+	proc_env_inherit(&common);
 	env_common(plan, &common);
-	pid_t self = getpid();
 	for (int i = 0; i < sp->n; i++) {
 		struct worker *w = &sp->w[i];
 		struct strvec env = STRVEC_INIT;
 		strvec_pushv(&env, (const char *const *)common.v);
 		env_rank(plan, i, &env);
-		int po[2], pe[2];
-		char *ef = NULL;
-		struct sbuf lp = SBUF_INIT;
-		if ((rc = open_pipe(po, err))) {
-			strvec_clear(&env);
-			break;
-		}
-		if ((rc = open_pipe(pe, err))) {
-			close(po[0]);
-			close(po[1]);
-			strvec_clear(&env);
-			break;
-		}
 		/* a stale error file would be blamed on this attempt */
-		ef = (char *)env_get(&env, "TORCHELASTIC_ERROR_FILE");
+		const char *ef = env_get(&env, "TORCHELASTIC_ERROR_FILE");
 		if (ef)
 			unlink(ef);
+		struct sbuf lp = SBUF_INIT;
 		sbuf_addf(&lp, "%s/rank-%d.log", sp->log_dir, w->rank);
 		w->logfd = open(lp.buf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 		sbuf_release(&lp);
-		pid_t pid = w->logfd < 0 ? -1 : fork();
-		if (pid == 0)
-			child_exec(sp, w, po[1], pe[1], self, argv.v, env.v);
-		int saved = errno;
-		close(po[1]);
-		close(pe[1]);
-		strvec_clear(&env);
-		if (pid < 0) {
-			close(po[0]);
-			close(pe[0]);
-			errno = saved;
+		if (w->logfd < 0)
 			rc = tc_error_errno(err, TC_ESYS, "cannot start rank %d", w->rank);
+		else if ((rc = start_worker(sp, w, &argv, &env, err)))
+			tc_error_prefix(err, "rank %d", w->rank);
+		strvec_clear(&env);
+		if (rc)
 			break;
-		}
-		setpgid(pid, pid); /* also in the child: whoever runs first wins the race */
-		watchdog_tell(sp, (int32_t)pid);
-		w->pid = pid;
+		watchdog_tell(sp, (int32_t)w->pid);
 		w->reaped = false;
 		w->status = 0;
-		w->out.fd = po[0];
-		w->err.fd = pe[0];
 		sbuf_init(&w->out.partial, 0);
 		sbuf_init(&w->err.partial, 0);
 		struct tc_err e2 = TC_ERR_INIT;
-		if (store_worker_start(sp->st, sp->job_id, sp->attempt, w->rank, w->local_rank, pid, &e2))
+		if (store_worker_start(sp->st, sp->job_id, sp->attempt, w->rank, w->local_rank, w->pid,
+				       &e2))
 			say(sp, "warning: %s", e2.msg);
 		tc_err_release(&e2);
 	}
@@ -506,17 +478,6 @@ static void begin_stop(struct sup *sp)
 	sp->stopping = true;
 	signal_groups(sp, SIGTERM);
 	sp->kill_at = now_mono_ms() + (int64_t)sp->s->grace_seconds * 1000;
-}
-
-static void describe_status(struct sbuf *sb, int status)
-{
-	if (WIFEXITED(status))
-		sbuf_addf(sb, "exited with code %d", WEXITSTATUS(status));
-	else if (WIFSIGNALED(status))
-		sbuf_addf(sb, "was killed by signal %d (%s)", WTERMSIG(status),
-			  strsignal(WTERMSIG(status)));
-	else
-		sbuf_addf(sb, "ended with status %d", status);
 }
 
 static void reap(struct sup *sp)
@@ -552,7 +513,7 @@ static void reap(struct sup *sp)
 			sp->fail_rank = w->rank;
 			sp->fail_status = status;
 			struct sbuf d = SBUF_INIT;
-			describe_status(&d, status);
+			proc_describe_exit(&d, status);
 			say(sp, "rank %d %s; stopping the other workers", w->rank, d.buf);
 			sbuf_release(&d);
 			begin_stop(sp);
@@ -905,7 +866,7 @@ static int run_attempts(struct sup *sp, int *exit_status, struct tc_err *err)
 		}
 		struct sbuf cause = SBUF_INIT;
 		sbuf_addf(&cause, "rank %d ", sp->fail_rank);
-		describe_status(&cause, sp->fail_status);
+		proc_describe_exit(&cause, sp->fail_status);
 		if (sp->attempt < sp->s->max_restarts) {
 			free(resume);
 			resume = jobio_resume(sp->io, false, err);
@@ -1216,7 +1177,7 @@ static int node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
 	} else if (sp->failed) {
 		state = "failed";
 		sbuf_addf(&cause, "rank %d ", sp->fail_rank);
-		describe_status(&cause, sp->fail_status);
+		proc_describe_exit(&cause, sp->fail_status);
 		append_error_file(sp, &detail, sp->fail_rank);
 		append_log_tail(sp, &detail, sp->fail_rank);
 		*exit_status = 1;

@@ -6,6 +6,7 @@
  */
 #include "server/server_int.h"
 #include "backend/backend.h"
+#include "core/proc.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "devices/devices.h"
@@ -22,8 +23,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-extern char **environ;
 
 #define TICK_MS 200
 /*
@@ -242,83 +241,49 @@ static struct sjob *load_job(struct srv *s, const struct store_sjob *r)
 /* ---- supervisors ---- */
 
 /*
- * Start `trainctl supervise JOB --devices IDS` detached: the child makes a
- * new session and forks the supervisor, tells us its pid through a pipe and
- * exits, so the supervisor is nobody's child here (invariant 2).  Between
- * fork and exec only async-signal-safe calls are made.
+ * Start `trainctl supervise JOB --devices IDS` detached (proc.h:
+ * proc_start_detached), so the supervisor is nobody's child here
+ * (invariant 2); its stdout and stderr go to logs/supervisor.out.
  */
 static pid_t spawn_supervisor(struct srv *s, struct sjob *j, const char *devices,
 			      struct tc_err *err)
 {
-	struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
+	struct proc p = PROC_INIT;
 	struct sbuf out = SBUF_INIT, logdir = SBUF_INIT;
-	strvec_push(&argv, s->exe);
-	strvec_push(&argv, "supervise");
-	strvec_push(&argv, j->id);
-	strvec_push(&argv, "--devices");
-	strvec_push(&argv, devices);
+	strvec_push(&p.args, s->exe);
+	strvec_push(&p.args, "supervise");
+	strvec_push(&p.args, j->id);
+	strvec_push(&p.args, "--devices");
+	strvec_push(&p.args, devices);
 	if (j->ran)
-		strvec_push(&argv, "--resume");
-	for (char **e = environ; *e; e++)
-		if (strncmp(*e, "TRAINCTL_HOME=", 14) != 0)
-			strvec_push(&env, *e);
-	env_set(&env, "TRAINCTL_HOME", s->home);
+		strvec_push(&p.args, "--resume");
+	proc_env_inherit(&p.env);
+	while (env_get(&p.env, "TRAINCTL_HOME"))
+		env_unset(&p.env, "TRAINCTL_HOME");
+	env_set(&p.env, "TRAINCTL_HOME", s->home);
+	p.default_sigs = PROC_SIGS_CLASSIC;
 	sbuf_addf(&logdir, "%s/logs", j->run_dir);
 	pid_t result = -1;
 	if (mkdir_p(logdir.buf, err))
 		goto out;
 	sbuf_addf(&out, "%s/supervisor.out", logdir.buf);
-	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0) {
-		tc_error_errno(err, TC_ESYS, "pipe");
+	int fd = open(out.buf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		tc_error_errno(err, TC_ESYS, "cannot open %s", out.buf);
 		goto out;
 	}
-	pid_t pid = fork();
-	if (pid < 0) {
-		close(p[0]);
-		close(p[1]);
-		tc_error_errno(err, TC_ESYS, "fork");
+	p.in.how = PROC_IO_NULL;
+	p.out = (struct proc_io){ PROC_IO_FD, fd };
+	p.err.how = PROC_IO_STDOUT;
+	int rc = proc_start_detached(&p, err);
+	close(fd);
+	if (rc) {
+		tc_error_prefix(err, "cannot start the supervisor of %s", j->id);
 		goto out;
 	}
-	if (pid == 0) {
-		setsid();
-		pid_t sup = fork();
-		if (sup == 0) {
-			sigset_t none;
-			sigemptyset(&none);
-			sigprocmask(SIG_SETMASK, &none, NULL);
-			for (int sig = 1; sig < 32; sig++)
-				if (sig != SIGKILL && sig != SIGSTOP)
-					signal(sig, SIG_DFL);
-			int in = open("/dev/null", O_RDONLY);
-			int o = open(out.buf, O_WRONLY | O_CREAT | O_APPEND, 0644);
-			if (in < 0 || o < 0 || dup2(in, 0) < 0 || dup2(o, 1) < 0 || dup2(o, 2) < 0)
-				_exit(127);
-			for (int fd = 3; fd < 1024; fd++)
-				close(fd);
-			execve(argv.v[0], argv.v, env.v);
-			_exit(127);
-		}
-		int32_t v = (int32_t)sup;
-		ssize_t w = write(p[1], &v, sizeof(v));
-		_exit(w == (ssize_t)sizeof(v) ? 0 : 1);
-	}
-	close(p[1]);
-	int32_t v = -1;
-	ssize_t r;
-	while ((r = read(p[0], &v, sizeof(v))) < 0 && errno == EINTR)
-		;
-	close(p[0]);
-	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-		;
-	if (r != (ssize_t)sizeof(v) || v <= 0) {
-		tc_error(err, TC_ESYS, "cannot start the supervisor of %s", j->id);
-		goto out;
-	}
-	result = (pid_t)v;
+	result = p.pid;
 out:
-	strvec_clear(&argv);
-	strvec_clear(&env);
+	proc_clear(&p);
 	sbuf_release(&out);
 	sbuf_release(&logdir);
 	return result;

@@ -11,8 +11,9 @@
  *      them from the events table (polled by id), so a server killed with
  *      SIGKILL loses nothing and a restarted one rebuilds its memory from
  *      the store, finding running supervisors by pid and start time.
- *  (2) Supervisors are not the server's children: a double fork and setsid
- *      detach them, so they outlive the server.
+ *  (2) Supervisors are not the server's children: they are started
+ *      detached, in a new session (core/proc.h: proc_start_detached), so
+ *      they outlive the server.
  *  (3) A device is held by at most one job, from the scheduler's START until
  *      the job's supervisor is gone.
  *  (4) Every request is validated before it touches anything: bodies over

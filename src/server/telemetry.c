@@ -6,6 +6,7 @@
  * sample; the devices page reads the latest snapshot.
  */
 #include "server/server_int.h"
+#include "core/proc.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "devices/devices.h"
@@ -24,33 +25,14 @@ struct pinfo {
 
 static bool read_stat(pid_t pid, struct pinfo *p)
 {
-	char path[64];
-	struct sbuf sb = SBUF_INIT;
-	bool ok = false;
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-	if (read_file(path, &sb, NULL) == 0) {
-		/* fields restart after the last ')': state ppid ... utime(14) stime(15) ... rss(24) */
-		char *c = strrchr(sb.buf, ')');
-		unsigned long long f[25] = { 0 };
-		char *q = c && c[1] ? c + 2 : NULL; /* at field 3, the state letter */
-		int k = 3;
-		for (; q && k <= 24; k++) {
-			if (k > 3)
-				f[k] = strtoull(q, NULL, 10);
-			q = strchr(q, ' ');
-			if (q)
-				q++;
-		}
-		if (k > 24) {
-			p->pid = pid;
-			p->ppid = (pid_t)f[4];
-			p->ticks = f[14] + f[15];
-			p->rss = (long long)f[24] * sysconf(_SC_PAGESIZE);
-			ok = true;
-		}
-	}
-	sbuf_release(&sb);
-	return ok;
+	struct proc_stat st;
+	if (proc_stat_read(pid, &st) < 0)
+		return false;
+	p->pid = pid;
+	p->ppid = st.ppid;
+	p->ticks = st.utime + st.stime;
+	p->rss = st.rss_pages * sysconf(_SC_PAGESIZE);
+	return true;
 }
 
 static void scan_procs(struct pinfo **out, size_t *nr)

@@ -4,6 +4,7 @@
  */
 #include "zoo/zoo.h"
 #include "zoo/zoo_int.h"
+#include "core/proc.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "launch/launch.h"
@@ -42,68 +43,25 @@ static const char *const required_files[] = {
 
 /*
  * Run argv in dir with stdin from /dev/null, stdout and stderr into out;
- * kill it after timeout_ms.  Returns the wait status, or -1 when it could
- * not start (errno set).
+ * kill it after timeout_ms.  0 with *status the wait status, or the error
+ * that kept it from starting.
  */
-static int run_capture(char *const *argv, const char *dir, int timeout_ms, struct sbuf *out)
+static int run_capture(char *const *argv, const char *dir, int timeout_ms, struct sbuf *out,
+		       int *status, struct tc_err *err)
 {
-	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return -1;
-	pid_t pid = fork();
-	if (pid < 0) {
-		int e = errno;
-		close(p[0]);
-		close(p[1]);
-		errno = e;
-		return -1;
-	}
-	if (pid == 0) {
-		int devnull = open("/dev/null", O_RDONLY);
-		if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(p[1], 1) < 0 || dup2(p[1], 2) < 0)
-			_exit(127);
-		if (chdir(dir) < 0) {
-			dprintf(2, "cannot enter %s: %s\n", dir, strerror(errno));
-			_exit(127);
-		}
-		execvp(argv[0], argv);
-		dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	close(p[1]);
-	int64_t deadline = now_mono_ms() + timeout_ms;
-	bool killed = false;
-	char buf[4096];
-	for (;;) {
-		int64_t left = deadline - now_mono_ms();
-		if (left <= 0 && !killed) {
-			kill(pid, SIGKILL);
-			killed = true;
-			sbuf_adds(out, "\n(killed: no answer in time)\n");
-		}
-		struct pollfd pfd = { p[0], POLLIN, 0 };
-		int r = poll(&pfd, 1, killed ? 1000 : (int)(left > 1000 ? 1000 : left));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			if (killed)
-				break;
-			continue;
-		}
-		ssize_t n = read(p[0], buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		if (out->len < (1u << 20))
-			sbuf_add(out, buf, (size_t)n);
-	}
-	close(p[0]);
-	int status = 0;
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return status;
+	struct proc p = PROC_INIT;
+	strvec_pushv(&p.args, (const char *const *)argv);
+	proc_env_inherit(&p.env);
+	p.cwd = dir;
+	p.in.how = PROC_IO_NULL;
+	p.err.how = PROC_IO_STDOUT;
+	struct proc_capture c = { .out = out, .timeout_ms = timeout_ms, .max = 1u << 20 };
+	int rc = proc_capture(&p, &c, err);
+	if (c.timed_out)
+		sbuf_adds(out, "\n(killed: no answer in time)\n");
+	*status = c.status;
+	proc_clear(&p);
+	return rc;
 }
 
 /* ---- zoo check ---- */
@@ -175,9 +133,10 @@ static void check_args(const char *model_dir, const char *python, const char *ru
 {
 	struct sbuf out = SBUF_INIT;
 	char *argv[] = { (char *)python, (char *)run_file, "--help", NULL };
-	int st = run_capture(argv, model_dir, HELP_TIMEOUT_MS, &out);
-	if (st < 0) {
-		strvec_pushf(problems, "%s --help: cannot run %s: %s", run_file, python, strerror(errno));
+	struct tc_err e = TC_ERR_INIT;
+	int st = 0;
+	if (run_capture(argv, model_dir, HELP_TIMEOUT_MS, &out, &st, &e)) {
+		strvec_pushf(problems, "%s --help: %s", run_file, e.msg);
 	} else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 		struct sbuf why = SBUF_INIT;
 		last_line(out.buf, &why);
@@ -197,6 +156,7 @@ static void check_args(const char *model_dir, const char *python, const char *ru
 		}
 		strvec_clear(&opts);
 	}
+	tc_err_release(&e);
 	sbuf_release(&out);
 }
 
