@@ -240,7 +240,11 @@ size_t devices_parse_npu_smi(const char *text, struct device_list *out)
 	return added;
 }
 
-/* `npu-smi ARGS 2>/dev/null`: 0 with its stdout and wait status, or -1 when it could not start. */
+/*
+ * `npu-smi info [ARG] 2>/dev/null` without a shell: 0 with its stdout and
+ * wait status, or -1 when it could not be started or waited for (out holds
+ * what it printed).
+ */
 static int npu_smi(const char *args, struct sbuf *out, int *status)
 {
 	struct proc p = PROC_INIT;
@@ -302,8 +306,8 @@ static void discover_npu(struct device_list *l)
 		}
 	}
 	sbuf_reset(&out);
-	/* the devices found, whatever its exit status */
-	if (npu_smi("-l", &out, &st) == 0)
+	/* what it listed counts, whatever its exit status (or a lost wait status) */
+	if (npu_smi("-l", &out, &st) == 0 || out.len)
 		parse_npu_list(out.buf, l);
 	sbuf_release(&out);
 }

@@ -141,6 +141,36 @@ TEST(npu_smi_discovery_through_the_tool)
 	sbuf_release(&path);
 }
 
+/* a table it cannot parse: the ids of `npu-smi info -l` (stderr dropped) */
+TEST(npu_smi_discovery_falls_back_to_the_list)
+{
+	struct sbuf dir = SBUF_INIT, tool = SBUF_INIT, path = SBUF_INIT;
+	sbuf_addf(&dir, "%s/bin", test_tmpdir());
+	CHECK(mkdir(dir.buf, 0755) == 0);
+	sbuf_addf(&tool, "%s/npu-smi", dir.buf);
+	FILE *f = fopen(tool.buf, "w");
+	CHECK(f && fputs("#!/bin/sh\necho noise >&2\n"
+			 "[ \"$2\" = -l ] || { echo 'dcmi module initialize failed'; exit 0; }\n"
+			 "printf '\\tTotal Count : 2\\n\\n\\tNPU ID : 3\\n\\tNPU ID : 5\\n'\nexit 2\n",
+			 f) >= 0 && fclose(f) == 0);
+	CHECK(chmod(tool.buf, 0755) == 0);
+	sbuf_addf(&path, "%s:/usr/bin:/bin", dir.buf);
+	CHECK(setenv("PATH", path.buf, 1) == 0);
+	CHECK(unsetenv("TRAINCTL_FAKE_DEVICES") == 0);
+	struct device_list l = DEVICE_LIST_INIT;
+	devices_discover(&l);
+	int ids = 0;
+	for (size_t i = 0; i < l.nr; i++)
+		if (!strcmp(l.v[i].type, "npu"))
+			ids += l.v[i].id;
+	CHECK_INT(devices_count(&l, "npu"), 2);
+	CHECK_INT(ids, 3 + 5);
+	device_list_release(&l);
+	sbuf_release(&dir);
+	sbuf_release(&tool);
+	sbuf_release(&path);
+}
+
 TEST(kind_table)
 {
 	CHECK_STR(device_kind_find("npu")->visible_var, "ASCEND_RT_VISIBLE_DEVICES");
