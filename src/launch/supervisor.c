@@ -378,7 +378,7 @@ static void tune_pipe(int fd)
 	/* a bigger pipe absorbs bursts; the default 64 KiB also works */
 	if (fcntl(fd, F_SETPIPE_SZ, 1 << 20) < 0)
 		errno = 0;
-	/* without O_NONBLOCK a read could stall the loop; the stream is read until EAGAIN */
+	/* the loop reads each stream until EAGAIN; F_SETFL cannot fail on our own pipe */
 	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0)
 		errno = 0;
 }
