@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -48,6 +47,20 @@ int reply_json(struct MHD_Connection *con, unsigned status, const char *json)
 	return reply_raw(con, status, "application/json", json, strlen(json));
 }
 
+void api_error_json(struct sbuf *out, unsigned status, const char *msg)
+{
+	sbuf_adds(out, "{\"error\":");
+	store_json_str(out, msg);
+	sbuf_addf(out, ",\"status\":%u}", status);
+}
+
+unsigned api_status_of(int code)
+{
+	return code == TC_ENOTFOUND ? 404
+	       : (code == TC_ESPEC || code == TC_EUSAGE || code == TC_EINPUT) ? 400
+	       : 500;
+}
+
 int reply_err(struct MHD_Connection *con, unsigned status, const char *fmt, ...)
 {
 	struct sbuf msg = SBUF_INIT, body = SBUF_INIT;
@@ -55,9 +68,7 @@ int reply_err(struct MHD_Connection *con, unsigned status, const char *fmt, ...)
 	va_start(ap, fmt);
 	sbuf_vaddf(&msg, fmt, ap);
 	va_end(ap);
-	sbuf_adds(&body, "{\"error\":");
-	store_json_str(&body, msg.buf);
-	sbuf_addf(&body, ",\"status\":%u}", status);
+	api_error_json(&body, status, msg.buf);
 	int ret = reply_json(con, status, body.buf);
 	sbuf_release(&msg);
 	sbuf_release(&body);
@@ -66,10 +77,8 @@ int reply_err(struct MHD_Connection *con, unsigned status, const char *fmt, ...)
 
 static int reply_tc(struct MHD_Connection *con, const struct tc_err *err)
 {
-	unsigned status = err->code == TC_ENOTFOUND ? 404
-			: (err->code == TC_ESPEC || err->code == TC_EUSAGE || err->code == TC_EINPUT) ? 400
-			: 500;
-	return reply_err(con, status, "%s", err->msg ? err->msg : tc_code_name(err->code));
+	return reply_err(con, api_status_of(err->code), "%s",
+			 err->msg ? err->msg : tc_code_name(err->code));
 }
 
 static int reply_jsont(struct MHD_Connection *con, unsigned status, json_t *o)
@@ -99,52 +108,48 @@ bool arg_long(struct MHD_Connection *con, const char *key, long min, long max, l
 	return parse_long(v, min, max, out);
 }
 
-/* ---- who is asking ---- */
+/* ---- who is asking (the decision is server_auth_decide, auth.c) ---- */
 
-/* 0 with who filled, or an HTTP status (401) */
-static unsigned authenticate(struct srv *s, struct MHD_Connection *con, struct who *w)
+/* The store's answer for a token. */
+static int token_lookup(void *arg, const char *token, char **user, bool *admin)
 {
-	memset(w, 0, sizeof(*w));
-	pthread_mutex_lock(&s->mu);
-	double now = now_wall();
-	if (now - s->tokens_at > 1.0) {
-		struct tc_err err = TC_ERR_INIT;
-		if (store_token_count(s->st, &s->ntokens, &err) == 0)
-			s->tokens_at = now;
-		tc_err_release(&err);
-	}
-	long long ntok = s->ntokens;
-	pthread_mutex_unlock(&s->mu);
-	if (ntok == 0) {
-		/* no tokens: loopback only (server_run checks), everyone is the local admin */
-		w->user = xstrdup(s->os_user);
-		w->admin = true;
-		return 0;
-	}
-	const char *h = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization");
-	const char *tok = NULL;
-	if (h && !strncasecmp(h, "Bearer ", 7))
-		tok = h + 7;
-	if (!tok) {
-		/* EventSource cannot set headers: the UI passes ?token= on streams */
-		tok = arg_of(con, "token");
-	}
-	if (!tok || !*tok)
-		return 401;
+	struct srv *s = arg;
 	struct sbuf hash = SBUF_INIT;
-	server_token_hash(tok, &hash);
+	server_token_hash(token, &hash);
 	struct tc_err err = TC_ERR_INIT;
 	pthread_mutex_lock(&s->mu);
-	int rc = store_token_find(s->st, hash.buf, &w->user, &w->admin, &err);
+	int rc = store_token_find(s->st, hash.buf, user, admin, &err);
 	pthread_mutex_unlock(&s->mu);
 	sbuf_release(&hash);
 	tc_err_release(&err);
-	return rc ? 401 : 0;
+	return rc;
+}
+
+/* 0 with who filled, or an HTTP status (401, 403) */
+static unsigned authenticate(struct srv *s, struct MHD_Connection *con, enum route_need need,
+			     struct who *w)
+{
+	struct auth_req a = { .need = need, .os_user = s->os_user, .lookup = token_lookup, .arg = s };
+	if (need != NEED_NONE) {
+		pthread_mutex_lock(&s->mu);
+		double now = now_wall();
+		if (now - s->tokens_at > 1.0) {
+			struct tc_err err = TC_ERR_INIT;
+			if (store_token_count(s->st, &s->ntokens, &err) == 0)
+				s->tokens_at = now;
+			tc_err_release(&err);
+		}
+		a.ntokens = s->ntokens;
+		pthread_mutex_unlock(&s->mu);
+		a.authorization = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization");
+		a.token_arg = arg_of(con, "token");
+	}
+	return server_auth_decide(&a, w);
 }
 
 /* ---- jobs ---- */
 
-static bool id_ok(const char *id)
+bool api_id_ok(const char *id)
 {
 	if (!*id || strlen(id) > 200 || !strcmp(id, ".") || !strcmp(id, ".."))
 		return false;
@@ -162,7 +167,7 @@ static bool id_ok(const char *id)
 static int find_job(struct srv *s, struct MHD_Connection *con, const struct who *w,
 		    const char *ref, struct store_sjob *out, int *ret)
 {
-	if (!id_ok(ref)) {
+	if (!api_id_ok(ref)) {
 		*ret = reply_err(con, 400, "bad job id '%s'", ref);
 		return 400;
 	}
@@ -180,7 +185,7 @@ static int find_job(struct srv *s, struct MHD_Connection *con, const struct who 
 		return rc == TC_ENOTFOUND ? 404 : 500;
 	}
 	tc_err_release(&err);
-	if (!w->admin && strcmp(out->user, w->user) != 0) {
+	if (!server_may_see(w, out->user)) {
 		*ret = reply_err(con, 403, "job %s belongs to another user", out->id);
 		store_sjob_release(out);
 		return 403;
@@ -866,111 +871,157 @@ static int h_prometheus(struct srv *s, struct MHD_Connection *con)
 	return ret;
 }
 
-/* ---- routing ---- */
+/* ---- routing: the table and its dispatch (route.h) ---- */
 
 struct req {
 	struct sbuf body;
 	bool too_big, answered;
 };
 
-static int route(struct srv *s, struct MHD_Connection *con, const char *url, const char *method,
-		 struct req *rq)
+/* One request being answered: what a route's handler gets. */
+struct api_call {
+	struct srv *s;
+	struct MHD_Connection *con;
+	const char *url;
+	struct req *rq;
+	struct who w;          /* the caller, for routes that need one */
+	struct store_sjob job; /* the path's {job}, found and visible to w */
+};
+
+void api_whoami_json(struct sbuf *out, const struct who *w)
 {
-	bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
-	bool post = !strcmp(method, "POST");
-	bool del = !strcmp(method, "DELETE");
-	if (!strcmp(url, "/metrics")) {
-		if (!get)
-			return reply_err(con, 405, "use GET");
-		return h_prometheus(s, con);
-	}
-	if (strncmp(url, "/api/", 5) != 0) {
-		if (!get)
-			return reply_err(con, 405, "use GET");
-		return serve_asset(con, url);
-	}
-	if (strncmp(url, "/api/v1/", 8) != 0)
-		return reply_err(con, 404, "unknown API version (use /api/v1/)");
-	struct who w;
-	unsigned st = authenticate(s, con, &w);
-	if (st) {
-		struct MHD_Response *r = MHD_create_response_from_buffer(
-			strlen("{\"error\":\"a bearer token is required (Authorization: Bearer TOKEN)\",\"status\":401}"),
-			(void *)"{\"error\":\"a bearer token is required (Authorization: Bearer TOKEN)\",\"status\":401}",
-			MHD_RESPMEM_PERSISTENT);
-		MHD_add_response_header(r, "Content-Type", "application/json");
-		MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"trainctl\"");
-		int ret = MHD_queue_response(con, 401, r);
-		MHD_destroy_response(r);
-		return ret;
-	}
-	const char *p = url + 8;
+	sbuf_adds(out, "{\"user\":");
+	store_json_str(out, w->user);
+	sbuf_addf(out, ",\"admin\":%s}", w->admin ? "true" : "false");
+}
+
+static int r_whoami(struct api_call *c)
+{
+	struct sbuf b = SBUF_INIT;
+	api_whoami_json(&b, &c->w);
+	int ret = reply_json(c->con, 200, b.buf);
+	sbuf_release(&b);
+	return ret;
+}
+
+static int r_submit(struct api_call *c)
+{
+	if (c->rq->too_big)
+		return reply_err(c->con, 413, "the body is over %u bytes", TC_SERVER_MAX_BODY);
+	return h_submit(c->s, c->con, &c->w, &c->rq->body);
+}
+
+static int r_prometheus(struct api_call *c) { return h_prometheus(c->s, c->con); }
+static int r_asset(struct api_call *c) { return serve_asset(c->con, c->url); }
+static int r_devices(struct api_call *c) { return h_devices(c->s, c->con); }
+static int r_events(struct api_call *c) { return stream_events(c->s, c->con, &c->w); }
+static int r_list(struct api_call *c) { return h_list(c->s, c->con, &c->w); }
+static int r_detail(struct api_call *c) { return h_detail(c->s, c->con, &c->job); }
+static int r_delete(struct api_call *c) { return h_action(c->s, c->con, &c->w, &c->job, "delete"); }
+static int r_stop(struct api_call *c) { return h_action(c->s, c->con, &c->w, &c->job, "stop"); }
+static int r_pause(struct api_call *c) { return h_action(c->s, c->con, &c->w, &c->job, "pause"); }
+static int r_resume(struct api_call *c) { return h_action(c->s, c->con, &c->w, &c->job, "resume"); }
+static int r_clone(struct api_call *c) { return h_action(c->s, c->con, &c->w, &c->job, "clone"); }
+static int r_logs(struct api_call *c) { return h_logs(c->s, c->con, &c->job); }
+static int r_metric_list(struct api_call *c) { return h_metric_list(c->s, c->con, &c->job); }
+static int r_metric_points(struct api_call *c) { return h_metric_points(c->s, c->con, &c->job); }
+static int r_usage(struct api_call *c) { return h_usage(c->s, c->con, &c->job); }
+static int r_report(struct api_call *c) { return h_report(c->con, &c->job); }
+
+static int r_no_resource(struct api_call *c)
+{
+	return reply_err(c->con, 404, "no such resource: %s", c->url);
+}
+
+static int r_no_version(struct api_call *c)
+{
+	return reply_err(c->con, 404, "unknown API version (use /api/v1/)");
+}
+
+/*
+ * Every endpoint (docs/server.md).  A {job} in the path is looked up (400
+ * bad id, 404 unknown, 403 another user's) before anything else is said
+ * about the path, 405 and 404 included.
+ */
+const struct route api_routes[] = {
+	{ ROUTE_GET, "/metrics", r_prometheus, NEED_NONE },
+	{ ROUTE_GET, "/api/v1/whoami", r_whoami, NEED_USER },
+	{ ROUTE_GET, "/api/v1/devices", r_devices, NEED_USER },
+	{ ROUTE_GET, "/api/v1/events", r_events, NEED_USER },
+	{ ROUTE_GET, "/api/v1/jobs", r_list, NEED_USER },
+	{ ROUTE_POST, "/api/v1/jobs", r_submit, NEED_USER },
+	{ ROUTE_GET, "/api/v1/jobs/{job}", r_detail, NEED_USER },
+	{ ROUTE_DELETE, "/api/v1/jobs/{job}", r_delete, NEED_USER },
+	{ ROUTE_POST, "/api/v1/jobs/{job}/stop", r_stop, NEED_USER },
+	{ ROUTE_POST, "/api/v1/jobs/{job}/pause", r_pause, NEED_USER },
+	{ ROUTE_POST, "/api/v1/jobs/{job}/resume", r_resume, NEED_USER },
+	{ ROUTE_POST, "/api/v1/jobs/{job}/clone", r_clone, NEED_USER },
+	{ ROUTE_GET, "/api/v1/jobs/{job}/logs", r_logs, NEED_USER },
+	{ ROUTE_GET, "/api/v1/jobs/{job}/metrics", r_metric_list, NEED_USER },
+	{ ROUTE_GET, "/api/v1/jobs/{job}/metrics/points", r_metric_points, NEED_USER },
+	{ ROUTE_GET, "/api/v1/jobs/{job}/usage", r_usage, NEED_USER },
+	{ ROUTE_GET, "/api/v1/jobs/{job}/report", r_report, NEED_USER },
+	/* catch-alls, after what they stand behind: unknown parts of a job */
+	{ ROUTE_ANY, "/api/v1/jobs/{job}/*", r_no_resource, NEED_USER },
+	{ ROUTE_ANY, "/api/v1/jobs/{job}/*/*", r_no_resource, NEED_USER },
+	/* the rest of the API: a stranger learns nothing of its shape without a token */
+	{ ROUTE_ANY, "/api/v1/**", r_no_resource, NEED_USER },
+	{ ROUTE_ANY, "/api/**", r_no_version, NEED_NONE },
+	/* the web UI's files and its own routes (#/job/..., /devices) */
+	{ ROUTE_GET, "/**", r_asset, NEED_NONE },
+};
+const size_t api_nroutes = sizeof(api_routes) / sizeof(api_routes[0]);
+
+static int reply_401(struct MHD_Connection *con)
+{
+	struct sbuf body = SBUF_INIT;
+	api_error_json(&body, 401, "a bearer token is required (Authorization: Bearer TOKEN)");
+	struct MHD_Response *r = MHD_create_response_from_buffer(body.len, body.buf,
+								  MHD_RESPMEM_MUST_COPY);
+	sbuf_release(&body);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"trainctl\"");
+	int ret = MHD_queue_response(con, 401, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static int dispatch(struct srv *s, struct MHD_Connection *con, const char *url,
+		    const char *method, struct req *rq)
+{
+	struct route_match m;
+	route_match(api_routes, api_nroutes, method, url, &m);
+	struct api_call c = { .s = s, .con = con, .url = url, .rq = rq };
+	const struct route *r = m.route ? m.route : m.resource;
+	const char *job = route_param(&m, "job");
+	bool have_job = false;
 	int ret;
-	/* split the rest into at most 4 segments */
-	char *copy = xstrdup(p);
-	char *seg[5] = { 0 };
-	int nseg = 0;
-	for (char *c = copy; c && *c && nseg < 5;) {
-		seg[nseg++] = c;
-		char *sl = strchr(c, '/');
-		if (sl) {
-			*sl = '\0';
-			c = sl + 1;
-		} else {
-			c = NULL;
-		}
-	}
-	if (nseg == 1 && !strcmp(seg[0], "whoami")) {
-		struct sbuf b = SBUF_INIT;
-		sbuf_adds(&b, "{\"user\":");
-		store_json_str(&b, w.user);
-		sbuf_addf(&b, ",\"admin\":%s}", w.admin ? "true" : "false");
-		ret = get ? reply_json(con, 200, b.buf) : reply_err(con, 405, "use GET");
-		sbuf_release(&b);
-	} else if (nseg == 1 && !strcmp(seg[0], "devices")) {
-		ret = get ? h_devices(s, con) : reply_err(con, 405, "use GET");
-	} else if (nseg == 1 && !strcmp(seg[0], "events")) {
-		ret = get ? stream_events(s, con, &w) : reply_err(con, 405, "use GET");
-	} else if (nseg == 1 && !strcmp(seg[0], "jobs")) {
-		if (get)
-			ret = h_list(s, con, &w);
-		else if (post)
-			ret = rq->too_big ? reply_err(con, 413, "the body is over %u bytes", TC_SERVER_MAX_BODY)
-					  : h_submit(s, con, &w, &rq->body);
-		else
-			ret = reply_err(con, 405, "use GET or POST");
-	} else if (nseg >= 2 && nseg <= 4 && !strcmp(seg[0], "jobs")) {
-		struct store_sjob x = { 0 };
-		if (find_job(s, con, &w, seg[1], &x, &ret) == 0) {
-			const char *what = nseg >= 3 ? seg[2] : NULL;
-			if (nseg == 2 && get)
-				ret = h_detail(s, con, &x);
-			else if (nseg == 2 && del)
-				ret = h_action(s, con, &w, &x, "delete");
-			else if (nseg == 2)
-				ret = reply_err(con, 405, "use GET or DELETE");
-			else if (nseg == 3 && (!strcmp(what, "stop") || !strcmp(what, "pause") ||
-					       !strcmp(what, "resume") || !strcmp(what, "clone")))
-				ret = post ? h_action(s, con, &w, &x, what) : reply_err(con, 405, "use POST");
-			else if (nseg == 3 && !strcmp(what, "logs"))
-				ret = get ? h_logs(s, con, &x) : reply_err(con, 405, "use GET");
-			else if (nseg == 3 && !strcmp(what, "metrics"))
-				ret = get ? h_metric_list(s, con, &x) : reply_err(con, 405, "use GET");
-			else if (nseg == 4 && !strcmp(what, "metrics") && !strcmp(seg[3], "points"))
-				ret = get ? h_metric_points(s, con, &x) : reply_err(con, 405, "use GET");
-			else if (nseg == 3 && !strcmp(what, "usage"))
-				ret = get ? h_usage(s, con, &x) : reply_err(con, 405, "use GET");
-			else if (nseg == 3 && !strcmp(what, "report"))
-				ret = get ? h_report(con, &x) : reply_err(con, 405, "use GET");
-			else
-				ret = reply_err(con, 404, "no such resource: %s", url);
-			store_sjob_release(&x);
-		}
+	unsigned st = authenticate(s, con, r ? r->need : NEED_NONE, &c.w);
+	if (st == 401) {
+		ret = reply_401(con);
+	} else if (st) {
+		ret = reply_err(con, st, "%s: only an admin may do this", c.w.user);
+	} else if (job && find_job(s, con, &c.w, job, &c.job, &ret) != 0) {
+		/* answered: bad id, unknown job, or another user's */
 	} else {
-		ret = reply_err(con, 404, "no such resource: %s", url);
+		have_job = job != NULL;
+		if (!m.status) {
+			ret = m.route->fn(&c);
+		} else if (m.status == 405) {
+			struct sbuf allow = SBUF_INIT;
+			route_allow_text(m.allow, &allow);
+			ret = reply_err(con, 405, "use %s", allow.buf);
+			sbuf_release(&allow);
+		} else {
+			ret = reply_err(con, 404, "no such resource: %s", url);
+		}
 	}
-	free(copy);
-	free(w.user);
+	if (have_job)
+		store_sjob_release(&c.job);
+	free(c.w.user);
+	route_match_release(&m);
 	return ret;
 }
 
@@ -1014,7 +1065,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 	pthread_mutex_lock(&s->mu);
 	s->requests++;
 	pthread_mutex_unlock(&s->mu);
-	return route(s, con, url, method, rq) == MHD_YES ? MHD_YES : MHD_NO;
+	return dispatch(s, con, url, method, rq) == MHD_YES ? MHD_YES : MHD_NO;
 }
 
 static void on_done(void *cls, struct MHD_Connection *con, void **con_cls,

@@ -1,6 +1,8 @@
 /*
  * api_int.h -- private to src/server/: what the request handlers (api.c),
- * the event streams (stream.c) and the web assets (assets.c) share.
+ * the event streams (stream.c), the web assets (assets.c) and the auth
+ * decisions (auth.c) share.  The functions that build answers without
+ * libmicrohttpd are declared here for the unit tests (test_server.c).
  */
 #ifndef TC_SERVER_API_INT_H
 #define TC_SERVER_API_INT_H
@@ -8,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "server/route.h"
 #include "server/server_int.h"
 
 struct MHD_Connection;
@@ -18,19 +21,59 @@ struct who {
 	bool admin;
 };
 
+/* ---- auth.c: who is asking, and what they may see (pure) ---- */
+
+/* What a request carries and what the server knows, for server_auth_decide. */
+struct auth_req {
+	enum route_need need;
+	long long ntokens;         /* tokens in the store */
+	const char *os_user;       /* the caller while there are no tokens (the local admin) */
+	const char *authorization; /* the Authorization header, or NULL */
+	const char *token_arg;     /* ?token= (EventSource cannot set headers), or NULL */
+	/* 0 with *user (heap) and *admin for a known token, nonzero for an unknown one */
+	int (*lookup)(void *arg, const char *token, char **user, bool *admin);
+	void *arg;
+};
+/*
+ * 0 with w filled, or the status to answer: 401 (no token, or an unknown
+ * one) or 403 (an admin is needed; w says who asked).  w->user is a heap
+ * copy the caller frees (NULL for NEED_NONE and on 401).  Without tokens
+ * everyone is the local admin, as the server then listens on loopback
+ * only (server_run).
+ */
+unsigned server_auth_decide(const struct auth_req *a, struct who *w);
+/* May w see and act on a job owned by owner?  Admins may, users their own. */
+bool server_may_see(const struct who *w, const char *owner);
+
 /* Replies return MHD_YES / MHD_NO. */
 int reply_raw(struct MHD_Connection *con, unsigned status, const char *type, const char *body,
 	      size_t len);
 int reply_json(struct MHD_Connection *con, unsigned status, const char *json);
 int reply_err(struct MHD_Connection *con, unsigned status, const char *fmt, ...) TC_PRINTF(3, 4);
+/* {"error": msg, "status": status}: the body of every error answer. */
+void api_error_json(struct sbuf *out, unsigned status, const char *msg);
+/* The HTTP status of a TC_E* code: 404 not found, 400 the caller's fault, else 500. */
+unsigned api_status_of(int code);
+/* {"user": ..., "admin": ...}: GET /api/v1/whoami. */
+void api_whoami_json(struct sbuf *out, const struct who *w);
+/* Is id a job reference (id, prefix or name) that may be looked up at all? */
+bool api_id_ok(const char *id);
 const char *arg_of(struct MHD_Connection *con, const char *key);
 bool arg_long(struct MHD_Connection *con, const char *key, long min, long max, long def,
 	      long *out);
+
+/* The route table (api.c): every endpoint, in matching order (route.h). */
+extern const struct route api_routes[];
+extern const size_t api_nroutes;
 
 /* stream.c: server-sent events */
 int stream_logs(struct srv *s, struct MHD_Connection *con, const struct store_sjob *x, int rank,
 		long tail);
 int stream_events(struct srv *s, struct MHD_Connection *con, const struct who *w);
+/* One log line as an event: data: {"rank": rank, "line": "..."} */
+void sse_log_line(struct sbuf *out, int rank, const char *line, size_t len);
+/* One state change as an event: id, event: state, data: {"id", "job", ...} */
+void sse_state_event(struct sbuf *out, const struct store_event *ev);
 
 /* assets.c: the web UI, embedded at build time */
 int serve_asset(struct MHD_Connection *con, const char *url);

@@ -97,13 +97,13 @@ static int start_stream(struct MHD_Connection *con, struct sse *e,
 
 /* ---- logs ---- */
 
-static void add_line(struct sse *e, int rank, const char *p, size_t n)
+void sse_log_line(struct sbuf *out, int rank, const char *p, size_t n)
 {
 	struct sbuf line = SBUF_INIT;
 	sbuf_add(&line, p, n);
-	sbuf_addf(&e->pending, "data: {\"rank\":%d,\"line\":", rank);
-	store_json_str(&e->pending, line.buf);
-	sbuf_adds(&e->pending, "}\n\n");
+	sbuf_addf(out, "data: {\"rank\":%d,\"line\":", rank);
+	store_json_str(out, line.buf);
+	sbuf_adds(out, "}\n\n");
 	sbuf_release(&line);
 }
 
@@ -128,7 +128,7 @@ static bool read_rank(struct sse *e, int r)
 		size_t start = 0;
 		for (size_t i = 0; i < pp->len; i++)
 			if (pp->buf[i] == '\n') {
-				add_line(e, r, pp->buf + start, i - start);
+				sse_log_line(&e->pending, r, pp->buf + start, i - start);
 				start = i + 1;
 				got = true;
 			}
@@ -254,6 +254,19 @@ int stream_logs(struct srv *s, struct MHD_Connection *con, const struct store_sj
 
 /* ---- state changes ---- */
 
+void sse_state_event(struct sbuf *out, const struct store_event *ev)
+{
+	sbuf_addf(out, "id: %lld\nevent: state\ndata: {\"id\":%lld,\"job\":", ev->id, ev->id);
+	store_json_str(out, ev->job_id);
+	sbuf_adds(out, ",\"state\":");
+	store_json_str(out, ev->state);
+	sbuf_adds(out, ",\"reason\":");
+	store_json_str(out, ev->reason);
+	sbuf_adds(out, ",\"user\":");
+	store_json_str(out, ev->user);
+	sbuf_addf(out, ",\"time\":%.3f}\n\n", ev->time);
+}
+
 static ssize_t events_cb(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct sse *e = cls;
@@ -271,20 +284,11 @@ static ssize_t events_cb(void *cls, uint64_t pos, char *buf, size_t max)
 			tc_err_release(&err);
 			nev = 0;
 		}
+		const struct who w = { e->user, e->admin };
 		for (size_t i = 0; i < nev; i++) {
 			e->after = ev[i].id;
-			if (!e->admin && strcmp(ev[i].user, e->user) != 0)
-				continue;
-			sbuf_addf(&e->pending, "id: %lld\nevent: state\ndata: {\"id\":%lld,\"job\":", ev[i].id,
-				  ev[i].id);
-			store_json_str(&e->pending, ev[i].job_id);
-			sbuf_adds(&e->pending, ",\"state\":");
-			store_json_str(&e->pending, ev[i].state);
-			sbuf_adds(&e->pending, ",\"reason\":");
-			store_json_str(&e->pending, ev[i].reason);
-			sbuf_adds(&e->pending, ",\"user\":");
-			store_json_str(&e->pending, ev[i].user);
-			sbuf_addf(&e->pending, ",\"time\":%.3f}\n\n", ev[i].time);
+			if (server_may_see(&w, ev[i].user))
+				sse_state_event(&e->pending, &ev[i]);
 		}
 		store_events_free(ev, nev);
 		if (e->pending.len)

@@ -1,0 +1,456 @@
+/* test_server.c -- src/server/ without a running server: the route table
+ * and its matcher (route.h), the auth decisions (auth.c), and the answers
+ * built without libmicrohttpd (api.c, stream.c) */
+#include "test.h"
+
+#include "server/api_int.h"
+#include "server/route.h"
+#include "core/sbuf.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+
+/* ---- the route table ---- */
+
+static const struct route *find_route(unsigned methods, const char *pattern)
+{
+	for (size_t i = 0; i < api_nroutes; i++)
+		if (api_routes[i].methods == methods && !strcmp(api_routes[i].pattern, pattern))
+			return &api_routes[i];
+	fprintf(stderr, "no route %u %s in the table\n", methods, pattern);
+	exit(1);
+}
+
+/* Examples: method and path -> the route (methods, pattern) that runs, and its {job}. */
+static const struct example {
+	const char *method, *path;
+	unsigned methods;
+	const char *pattern, *job;
+} examples[] = {
+	{ "GET", "/metrics", ROUTE_GET, "/metrics", NULL },
+	{ "HEAD", "/metrics", ROUTE_GET, "/metrics", NULL },
+	{ "GET", "/api/v1/whoami", ROUTE_GET, "/api/v1/whoami", NULL },
+	{ "GET", "/api/v1/devices", ROUTE_GET, "/api/v1/devices", NULL },
+	{ "GET", "/api/v1/events", ROUTE_GET, "/api/v1/events", NULL },
+	{ "GET", "/api/v1/jobs", ROUTE_GET, "/api/v1/jobs", NULL },
+	{ "GET", "/api/v1/jobs/", ROUTE_GET, "/api/v1/jobs", NULL },
+	{ "POST", "/api/v1/jobs", ROUTE_POST, "/api/v1/jobs", NULL },
+	{ "GET", "/api/v1/jobs/j-1", ROUTE_GET, "/api/v1/jobs/{job}", "j-1" },
+	{ "GET", "/api/v1/jobs/j-1/", ROUTE_GET, "/api/v1/jobs/{job}", "j-1" },
+	{ "DELETE", "/api/v1/jobs/j-1", ROUTE_DELETE, "/api/v1/jobs/{job}", "j-1" },
+	{ "POST", "/api/v1/jobs/j-1/stop", ROUTE_POST, "/api/v1/jobs/{job}/stop", "j-1" },
+	{ "POST", "/api/v1/jobs/j-1/pause", ROUTE_POST, "/api/v1/jobs/{job}/pause", "j-1" },
+	{ "POST", "/api/v1/jobs/j-1/resume", ROUTE_POST, "/api/v1/jobs/{job}/resume", "j-1" },
+	{ "POST", "/api/v1/jobs/j-1/clone", ROUTE_POST, "/api/v1/jobs/{job}/clone", "j-1" },
+	{ "GET", "/api/v1/jobs/hello/logs", ROUTE_GET, "/api/v1/jobs/{job}/logs", "hello" },
+	{ "GET", "/api/v1/jobs/j-1/metrics", ROUTE_GET, "/api/v1/jobs/{job}/metrics", "j-1" },
+	{ "GET", "/api/v1/jobs/j-1/metrics/points", ROUTE_GET, "/api/v1/jobs/{job}/metrics/points",
+	  "j-1" },
+	{ "GET", "/api/v1/jobs/j-1/usage", ROUTE_GET, "/api/v1/jobs/{job}/usage", "j-1" },
+	{ "GET", "/api/v1/jobs/j-1/report", ROUTE_GET, "/api/v1/jobs/{job}/report", "j-1" },
+	/* the catch-alls: a job's unknown parts (the job is looked up first) */
+	{ "GET", "/api/v1/jobs/j-1/nothing", ROUTE_ANY, "/api/v1/jobs/{job}/*", "j-1" },
+	{ "PUT", "/api/v1/jobs/j-1/logs/x", ROUTE_ANY, "/api/v1/jobs/{job}/*/*", "j-1" },
+	/* libmicrohttpd hands over ..%2F..%2Fetc decoded: the id '..' is refused (400) */
+	{ "GET", "/api/v1/jobs/../../etc", ROUTE_ANY, "/api/v1/jobs/{job}/*/*", ".." },
+	{ "GET", "/api/v1/jobs//logs", ROUTE_GET, "/api/v1/jobs/{job}/logs", "" },
+	{ "GET", "/api/v1/jobs/a/b/c/d", ROUTE_ANY, "/api/v1/**", NULL },
+	{ "GET", "/api/v1/", ROUTE_ANY, "/api/v1/**", NULL },
+	{ "DELETE", "/api/v1/whoami/x", ROUTE_ANY, "/api/v1/**", NULL },
+	{ "GET", "/api/v2/jobs", ROUTE_ANY, "/api/**", NULL },
+	{ "POST", "/api/", ROUTE_ANY, "/api/**", NULL },
+	/* the web UI */
+	{ "GET", "/", ROUTE_GET, "/**", NULL },
+	{ "GET", "/app.js", ROUTE_GET, "/**", NULL },
+	{ "GET", "/job/j-1/logs", ROUTE_GET, "/**", NULL },
+	{ "GET", "/nothing-here", ROUTE_GET, "/**", NULL },
+};
+
+TEST(route_examples)
+{
+	for (size_t i = 0; i < sizeof(examples) / sizeof(examples[0]); i++) {
+		const struct example *e = &examples[i];
+		struct route_match m;
+		route_match(api_routes, api_nroutes, e->method, e->path, &m);
+		if (m.status || m.route != find_route(e->methods, e->pattern)) {
+			fprintf(stderr, "%s %s: status %u, route %s, expected %s\n", e->method, e->path,
+				m.status, m.route ? m.route->pattern : "(none)", e->pattern);
+			exit(1);
+		}
+		CHECK(m.route->fn != NULL);
+		if (e->job)
+			CHECK_STR(route_param(&m, "job"), e->job);
+		else
+			CHECK(route_param(&m, "job") == NULL);
+		route_match_release(&m);
+	}
+}
+
+/* Every route of the table is reached by one of the examples above. */
+TEST(route_every_route_has_an_example)
+{
+	for (size_t i = 0; i < api_nroutes; i++) {
+		bool hit = false;
+		for (size_t k = 0; k < sizeof(examples) / sizeof(examples[0]) && !hit; k++)
+			hit = examples[k].methods == api_routes[i].methods &&
+			      !strcmp(examples[k].pattern, api_routes[i].pattern);
+		if (!hit) {
+			fprintf(stderr, "route %u %s has no example\n", api_routes[i].methods,
+				api_routes[i].pattern);
+			exit(1);
+		}
+	}
+}
+
+TEST(route_table_is_well_formed)
+{
+	for (size_t i = 0; i < api_nroutes; i++) {
+		const struct route *r = &api_routes[i];
+		CHECK(r->pattern[0] == '/');
+		CHECK(r->fn != NULL);
+		CHECK(r->methods && !(r->methods & ~(unsigned)ROUTE_ANY));
+		int params = 0;
+		for (const char *c = r->pattern; *c; c++)
+			params += *c == '{';
+		CHECK(params <= ROUTE_MAX_PARAMS);
+		const char *stars = strstr(r->pattern, "**");
+		CHECK(!stars || !stars[2]);
+		/* one route per method and pattern */
+		for (size_t k = i + 1; k < api_nroutes; k++)
+			CHECK(strcmp(api_routes[k].pattern, r->pattern) || !(api_routes[k].methods & r->methods));
+		/* the API wants a caller; /metrics, the version check and the UI do not */
+		bool api = !strncmp(r->pattern, "/api/v1/", 8);
+		CHECK_INT(r->need, api ? NEED_USER : NEED_NONE);
+	}
+}
+
+/* A wrong method is 405 naming the methods there are; the {job} is still captured. */
+TEST(route_wrong_method)
+{
+	static const struct {
+		const char *method, *path, *allow, *job;
+	} v[] = {
+		{ "POST", "/metrics", "GET", NULL },
+		{ "DELETE", "/api/v1/whoami", "GET", NULL },
+		{ "POST", "/api/v1/events", "GET", NULL },
+		{ "PUT", "/api/v1/jobs", "GET or POST", NULL },
+		{ "DELETE", "/api/v1/jobs", "GET or POST", NULL },
+		{ "POST", "/api/v1/jobs/j-1", "GET or DELETE", "j-1" },
+		{ "GET", "/api/v1/jobs/j-1/stop", "POST", "j-1" },
+		{ "HEAD", "/api/v1/jobs/j-1/clone", "POST", "j-1" },
+		{ "POST", "/api/v1/jobs/j-1/metrics/points", "GET", "j-1" },
+		{ "POST", "/app.js", "GET", NULL },
+		{ "OPTIONS", "/", "GET", NULL },
+	};
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		struct route_match m;
+		route_match(api_routes, api_nroutes, v[i].method, v[i].path, &m);
+		CHECK_INT(m.status, 405);
+		CHECK(m.route == NULL && m.resource != NULL);
+		struct sbuf t = SBUF_INIT;
+		route_allow_text(m.allow, &t);
+		CHECK_STR(t.buf, v[i].allow);
+		sbuf_release(&t);
+		if (v[i].job)
+			CHECK_STR(route_param(&m, "job"), v[i].job);
+		route_match_release(&m);
+	}
+}
+
+static int noop(struct api_call *c)
+{
+	(void)c;
+	return 0;
+}
+
+/* The matcher on a table of its own: 404, captures, wildcards, order. */
+TEST(route_match_rules)
+{
+	static const struct route t[] = {
+		{ ROUTE_GET, "/a/{x}/b/{y}", noop, NEED_NONE },
+		{ ROUTE_GET, "/a/fixed", noop, NEED_NONE },
+		{ ROUTE_GET, "/a/{x}", noop, NEED_NONE },
+		{ ROUTE_POST, "/c/*", noop, NEED_ADMIN },
+		{ ROUTE_GET, "/d/**", noop, NEED_NONE },
+		{ ROUTE_GET | ROUTE_DELETE, "/e", noop, NEED_NONE },
+		{ ROUTE_POST, "/e", noop, NEED_NONE },
+	};
+	size_t n = sizeof(t) / sizeof(t[0]);
+	struct route_match m;
+
+	route_match(t, n, "GET", "/a/one%20two/b/x y", &m);
+	CHECK_INT(m.status, 0);
+	CHECK(m.route == &t[0]);
+	CHECK_INT(m.nparams, 2);
+	CHECK_STR(route_param(&m, "x"), "one%20two"); /* taken as given: no second decoding */
+	CHECK_STR(route_param(&m, "y"), "x y");
+	CHECK(route_param(&m, "z") == NULL);
+	CHECK(route_param(&m, "") == NULL);
+	route_match_release(&m);
+
+	/* a capture matches "fixed" too: the first pattern in table order wins */
+	route_match(t, n, "GET", "/a/fixed", &m);
+	CHECK(m.route == &t[1]);
+	route_match_release(&m);
+	route_match(t, n, "GET", "/a/other", &m);
+	CHECK(m.route == &t[2]);
+	CHECK_STR(route_param(&m, "x"), "other");
+	route_match_release(&m);
+
+	static const char *const not_found[] = { "/", "", "/a", "/a/1/b", "/a/1/b/2/3", "/b",
+		"/c", "/c/1/2", "/dd", "/A/fixed", "/a//b/", "/ee" };
+	for (size_t i = 0; i < sizeof(not_found) / sizeof(not_found[0]); i++) {
+		route_match(t, n, "GET", not_found[i], &m);
+		if (m.status != 404 || m.route || m.resource) {
+			fprintf(stderr, "'%s' matched (status %u)\n", not_found[i], m.status);
+			exit(1);
+		}
+		CHECK_INT(m.nparams, 0);
+		route_match_release(&m);
+	}
+
+	/* "**" takes zero or more segments, "*" exactly one */
+	static const char *const d[] = { "/d", "/d/", "/d/1", "/d/1/2/3", "/d//" };
+	for (size_t i = 0; i < sizeof(d) / sizeof(d[0]); i++) {
+		route_match(t, n, "GET", d[i], &m);
+		CHECK(m.route == &t[4]);
+		route_match_release(&m);
+	}
+	route_match(t, n, "POST", "/c/x", &m);
+	CHECK(m.route == &t[3]);
+	CHECK_INT(m.route->need, NEED_ADMIN);
+	route_match_release(&m);
+
+	/* methods of one pattern from several rows; HEAD is GET */
+	route_match(t, n, "HEAD", "/e", &m);
+	CHECK(m.route == &t[5]);
+	route_match_release(&m);
+	route_match(t, n, "POST", "/e", &m);
+	CHECK(m.route == &t[6]);
+	route_match_release(&m);
+	route_match(t, n, "PATCH", "/e", &m);
+	CHECK_INT(m.status, 405);
+	CHECK(m.resource == &t[5]);
+	CHECK_INT(m.allow, ROUTE_GET | ROUTE_POST | ROUTE_DELETE);
+	struct sbuf s = SBUF_INIT;
+	route_allow_text(m.allow, &s);
+	CHECK_STR(s.buf, "GET, POST or DELETE");
+	sbuf_release(&s);
+	route_match_release(&m);
+
+	/* an empty table, and a release of a released match */
+	route_match(t, 0, "GET", "/a/fixed", &m);
+	CHECK_INT(m.status, 404);
+	route_match_release(&m);
+	route_match_release(&m);
+}
+
+TEST(route_methods)
+{
+	CHECK_INT(route_method_of("GET"), ROUTE_GET);
+	CHECK_INT(route_method_of("HEAD"), ROUTE_GET);
+	CHECK_INT(route_method_of("POST"), ROUTE_POST);
+	CHECK_INT(route_method_of("DELETE"), ROUTE_DELETE);
+	CHECK_INT(route_method_of("PUT"), ROUTE_OTHER);
+	CHECK_INT(route_method_of("get"), ROUTE_OTHER); /* methods are case-sensitive */
+	CHECK_INT(route_method_of(""), ROUTE_OTHER);
+	struct sbuf s = SBUF_INIT;
+	route_allow_text(0, &s);
+	CHECK_STR(s.buf, "");
+	route_allow_text(ROUTE_DELETE | ROUTE_OTHER, &s);
+	CHECK_STR(s.buf, "DELETE");
+	sbuf_release(&s);
+}
+
+/* ---- auth decisions ---- */
+
+/* The store of the tests: two tokens. */
+static int lookups;
+static int fake_lookup(void *arg, const char *token, char **user, bool *admin)
+{
+	(void)arg;
+	lookups++;
+	if (!strcmp(token, "tc_alice")) {
+		*user = strdup("alice");
+		*admin = false;
+		return 0;
+	}
+	if (!strcmp(token, "tc_root")) {
+		*user = strdup("root");
+		*admin = true;
+		return 0;
+	}
+	return -1;
+}
+
+static unsigned decide(enum route_need need, long long ntokens, const char *header,
+		       const char *arg, struct who *w)
+{
+	struct auth_req a = { need, ntokens, "osuser", header, arg, fake_lookup, NULL };
+	return server_auth_decide(&a, w);
+}
+
+TEST(auth_without_tokens_everyone_is_the_local_admin)
+{
+	struct who w;
+	for (int need = NEED_USER; need <= NEED_ADMIN; need++) {
+		lookups = 0;
+		CHECK_INT(decide(need, 0, NULL, NULL, &w), 0);
+		CHECK_STR(w.user, "osuser");
+		CHECK(w.admin);
+		free(w.user);
+		/* a token sent anyway is not even looked at */
+		CHECK_INT(decide(need, 0, "Bearer tc_nobody", NULL, &w), 0);
+		CHECK_STR(w.user, "osuser");
+		free(w.user);
+		CHECK_INT(lookups, 0);
+	}
+}
+
+TEST(auth_open_routes_need_nothing)
+{
+	struct who w;
+	lookups = 0;
+	CHECK_INT(decide(NEED_NONE, 3, NULL, NULL, &w), 0);
+	CHECK(w.user == NULL && !w.admin);
+	CHECK_INT(decide(NEED_NONE, 3, "Bearer tc_bogus", NULL, &w), 0);
+	CHECK(w.user == NULL);
+	CHECK_INT(lookups, 0);
+}
+
+TEST(auth_with_tokens)
+{
+	struct who w;
+	/* absent, empty, unknown: 401 */
+	CHECK_INT(decide(NEED_USER, 2, NULL, NULL, &w), 401);
+	CHECK(w.user == NULL);
+	CHECK_INT(decide(NEED_USER, 2, "Bearer ", NULL, &w), 401);
+	CHECK_INT(decide(NEED_USER, 2, NULL, "", &w), 401);
+	CHECK_INT(decide(NEED_USER, 2, "Bearer tc_bogus", NULL, &w), 401);
+	CHECK(w.user == NULL && !w.admin);
+	CHECK_INT(decide(NEED_USER, 2, "Basic dXNlcjpwdw==", NULL, &w), 401);
+	/* a known token, in the header (any case of "Bearer") or as ?token= */
+	CHECK_INT(decide(NEED_USER, 2, "Bearer tc_alice", NULL, &w), 0);
+	CHECK_STR(w.user, "alice");
+	CHECK(!w.admin);
+	free(w.user);
+	CHECK_INT(decide(NEED_USER, 2, "bearer tc_alice", NULL, &w), 0);
+	free(w.user);
+	CHECK_INT(decide(NEED_USER, 2, NULL, "tc_alice", &w), 0);
+	CHECK_STR(w.user, "alice");
+	free(w.user);
+	CHECK_INT(decide(NEED_USER, 2, "Basic x", "tc_alice", &w), 0);
+	free(w.user);
+	/* the header wins over ?token= */
+	CHECK_INT(decide(NEED_USER, 2, "Bearer tc_root", "tc_alice", &w), 0);
+	CHECK_STR(w.user, "root");
+	CHECK(w.admin);
+	free(w.user);
+	CHECK_INT(decide(NEED_USER, 2, "Bearer tc_bogus", "tc_alice", &w), 401);
+}
+
+TEST(auth_admin_routes)
+{
+	struct who w;
+	CHECK_INT(decide(NEED_ADMIN, 2, "Bearer tc_alice", NULL, &w), 403);
+	CHECK_STR(w.user, "alice"); /* the answer may say who asked */
+	free(w.user);
+	CHECK_INT(decide(NEED_ADMIN, 2, "Bearer tc_root", NULL, &w), 0);
+	CHECK(w.admin);
+	free(w.user);
+	CHECK_INT(decide(NEED_ADMIN, 2, NULL, NULL, &w), 401);
+}
+
+TEST(auth_owner)
+{
+	struct who alice = { "alice", false }, root = { "root", true }, nobody = { NULL, false };
+	CHECK(server_may_see(&alice, "alice"));
+	CHECK(!server_may_see(&alice, "bob"));
+	CHECK(!server_may_see(&alice, "alice2"));
+	CHECK(!server_may_see(&alice, NULL));
+	CHECK(server_may_see(&root, "bob"));
+	CHECK(!server_may_see(&nobody, "alice"));
+}
+
+/* ---- answers ---- */
+
+TEST(answer_error_json)
+{
+	struct sbuf b = SBUF_INIT;
+	api_error_json(&b, 404, "no job 'x\"y'\n");
+	json_error_t je;
+	json_t *o = json_loads(b.buf, 0, &je);
+	CHECK(json_is_object(o));
+	CHECK_INT(json_object_size(o), 2);
+	CHECK_STR(json_string_value(json_object_get(o, "error")), "no job 'x\"y'\n");
+	CHECK_INT(json_integer_value(json_object_get(o, "status")), 404);
+	json_decref(o);
+	/* the 401 answer, byte for byte as clients have always seen it */
+	sbuf_reset(&b);
+	api_error_json(&b, 401, "a bearer token is required (Authorization: Bearer TOKEN)");
+	CHECK_STR(b.buf, "{\"error\":\"a bearer token is required (Authorization: Bearer TOKEN)\","
+			 "\"status\":401}");
+	sbuf_release(&b);
+}
+
+TEST(answer_status_of_codes)
+{
+	CHECK_INT(api_status_of(TC_ENOTFOUND), 404);
+	CHECK_INT(api_status_of(TC_ESPEC), 400);
+	CHECK_INT(api_status_of(TC_EUSAGE), 400);
+	CHECK_INT(api_status_of(TC_EINPUT), 400);
+	CHECK_INT(api_status_of(TC_ESTORE), 500);
+	CHECK_INT(api_status_of(TC_ESYS), 500);
+	CHECK_INT(api_status_of(TC_EBACKEND), 500);
+	CHECK_INT(api_status_of(TC_EJOB), 500);
+}
+
+TEST(answer_whoami)
+{
+	struct sbuf b = SBUF_INIT;
+	struct who w = { "alice", false };
+	api_whoami_json(&b, &w);
+	CHECK_STR(b.buf, "{\"user\":\"alice\",\"admin\":false}");
+	sbuf_reset(&b);
+	w = (struct who){ "r\"oot", true };
+	api_whoami_json(&b, &w);
+	CHECK_STR(b.buf, "{\"user\":\"r\\\"oot\",\"admin\":true}");
+	sbuf_release(&b);
+}
+
+TEST(answer_job_refs)
+{
+	static const char *const good[] = { "j-20261126-abc", "hello", "a.b_c-d", "0", "A" };
+	static const char *const bad[] = { "", ".", "..", "a b", "a/b", "../etc", "x%2F", "é",
+		"a\nb", "a;b" };
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		CHECK(api_id_ok(good[i]));
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK(!api_id_ok(bad[i]));
+	char longest[202];
+	memset(longest, 'a', sizeof(longest));
+	longest[200] = '\0';
+	CHECK(api_id_ok(longest));
+	longest[200] = 'a';
+	longest[201] = '\0';
+	CHECK(!api_id_ok(longest));
+}
+
+TEST(answer_sse_events)
+{
+	struct sbuf b = SBUF_INIT;
+	sse_log_line(&b, 3, "step \"1\"\tok and more", 11);
+	CHECK_STR(b.buf, "data: {\"rank\":3,\"line\":\"step \\\"1\\\"\\tok\"}\n\n");
+	sbuf_reset(&b);
+	struct store_event ev = { 42, "j-1", "running", "started on gpu 0", "alice", 1700000000.25 };
+	sse_state_event(&b, &ev);
+	CHECK_STR(b.buf, "id: 42\nevent: state\ndata: {\"id\":42,\"job\":\"j-1\",\"state\":\"running\","
+			 "\"reason\":\"started on gpu 0\",\"user\":\"alice\",\"time\":1700000000.250}\n\n");
+	/* the data line parses as JSON */
+	const char *data = strstr(b.buf, "data: ") + 6;
+	json_t *o = json_loadb(data, strlen(data) - 2, 0, NULL);
+	CHECK(json_is_object(o));
+	CHECK_STR(json_string_value(json_object_get(o, "user")), "alice");
+	json_decref(o);
+	sbuf_release(&b);
+}
