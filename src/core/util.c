@@ -69,6 +69,11 @@ void format_time_utc(struct sbuf *out, double t)
 
 int mkdir_p(const char *path, struct tc_err *err)
 {
+	if (!*path) {
+		/* the loop below starts past the first byte */
+		errno = ENOENT;
+		return tc_error_errno(err, TC_ESYS, "cannot create directory ''");
+	}
 	char *p = xstrdup(path);
 	int rc = 0;
 	for (char *s = p + 1;; s++) {
