@@ -136,7 +136,7 @@ static bool exited_ok(int status)
 
 /* ---- the state of a Slurm job ---- */
 
-struct sjob {
+struct slurm_jobinfo {
 	char *state;   /* JobState, e.g. RUNNING; NULL: Slurm does not know the job */
 	char *reason;  /* Reason */
 	char *nodes;   /* NodeList */
@@ -144,7 +144,7 @@ struct sjob {
 	char *exit;    /* ExitCode "0:0" */
 };
 
-static void sjob_release(struct sjob *j)
+static void jobinfo_release(struct slurm_jobinfo *j)
 {
 	free(j->state);
 	free(j->reason);
@@ -170,7 +170,7 @@ static char *field(const char *line, const char *key)
 	return v;
 }
 
-static int sjob_query(const char *id, struct sjob *out, struct tc_err *err)
+static int jobinfo_query(const char *id, struct slurm_jobinfo *out, struct tc_err *err)
 {
 	const char *argv[] = { "scontrol", "-o", "show", "job", id, NULL };
 	struct sbuf o = SBUF_INIT, e = SBUF_INIT;
@@ -224,7 +224,7 @@ static int sjob_query(const char *id, struct sjob *out, struct tc_err *err)
  * *final: Slurm is done with the job and its stored state is terminal.
  */
 static int sync_state(struct store *st, const char *job_id, const char *slurm_id,
-		      const struct sjob *sj, bool *final, struct tc_err *err)
+		      const struct slurm_jobinfo *sj, bool *final, struct tc_err *err)
 {
 	struct job_row j = { 0 };
 	int rc = store_job_get(st, job_id, &j, err);
@@ -309,12 +309,12 @@ static int slurm_reconcile(struct store *st, struct job_row *j, struct tc_err *e
 		store_slurm_release(&x);
 		return rc;
 	}
-	struct sjob sj;
+	struct slurm_jobinfo sj;
 	bool final;
-	rc = sjob_query(x.job, &sj, err);
+	rc = jobinfo_query(x.job, &sj, err);
 	if (!rc)
 		rc = sync_state(st, j->id, x.job, &sj, &final, err);
-	sjob_release(&sj);
+	jobinfo_release(&sj);
 	store_slurm_release(&x);
 	if (!rc) {
 		struct job_row fresh = { 0 };
@@ -327,22 +327,6 @@ static int slurm_reconcile(struct store *st, struct job_row *j, struct tc_err *e
 }
 
 /* ---- submission ---- */
-
-static char *self_exe(void)
-{
-	for (size_t size = 256; size <= (1u << 20); size *= 2) {
-		char *buf = xmalloc(size);
-		ssize_t n = readlink("/proc/self/exe", buf, size);
-		if (n > 0 && (size_t)n < size) {
-			buf[n] = '\0';
-			return buf;
-		}
-		free(buf);
-		if (n <= 0)
-			return NULL;
-	}
-	return NULL;
-}
 
 static char *run_dir_of(const char *home, const char *job_id)
 {
@@ -368,7 +352,7 @@ static int test_only(const char *script, struct tc_err *err)
 static int slurm_submit(const char *home, struct store *st, const struct spec *s,
 			const char *job_id, struct tc_err *err)
 {
-	char *exe = self_exe();
+	char *exe = path_self_exe();
 	char *home_abs = path_absolute(home, NULL);
 	char *run_dir = run_dir_of(home_abs, job_id);
 	struct sbuf path = SBUF_INIT, o = SBUF_INIT, e = SBUF_INIT;
@@ -441,14 +425,14 @@ static int scancel(const char *id, const char *signal_name, struct tc_err *err)
 /* Is the Slurm job past running (or gone)? */
 static bool slurm_done(const char *id)
 {
-	struct sjob sj;
+	struct slurm_jobinfo sj;
 	struct tc_err e = TC_ERR_INIT;
 	bool done = true, final = false;
-	if (sjob_query(id, &sj, &e) == 0 && sj.state) {
+	if (jobinfo_query(id, &sj, &e) == 0 && sj.state) {
 		slurm_state_map(sj.state, &final);
 		done = final;
 	}
-	sjob_release(&sj);
+	jobinfo_release(&sj);
 	tc_err_release(&e);
 	return done;
 }
@@ -553,7 +537,7 @@ static int slurm_run(const struct spec *s, const struct launch_opts *o, char **j
 	*exit_status = 1;
 	*job_id = NULL;
 
-	exe = self_exe();
+	exe = path_self_exe();
 	home_abs = path_absolute(o->home, NULL);
 	char *id = store_new_job_id();
 	run_dir = run_dir_of(home_abs, id);
@@ -650,12 +634,12 @@ static int slurm_run(const struct spec *s, const struct launch_opts *o, char **j
 		}
 		follow_logs(f, world, p.buf, o->quiet, false);
 		if (now >= next_query) {
-			struct sjob sj;
+			struct slurm_jobinfo sj;
 			struct tc_err e2 = TC_ERR_INIT;
-			if (sjob_query(x.job, &sj, &e2) || sync_state(st, id, x.job, &sj, &final, &e2))
+			if (jobinfo_query(x.job, &sj, &e2) || sync_state(st, id, x.job, &sj, &final, &e2))
 				fprintf(stderr, "trainctl: warning: %s\n", e2.msg);
 			tc_err_release(&e2);
-			sjob_release(&sj);
+			jobinfo_release(&sj);
 			next_query = now + QUERY_MS;
 		}
 		if (!final)
@@ -797,7 +781,7 @@ int slurm_batch_main(const char *home, const char *job_id, int *exit_status, str
 	struct job_row j = { 0 };
 	struct spec *s = NULL;
 	struct sbuf p = SBUF_INIT;
-	struct batch b = { home, job_id, NULL, self_exe(), 0 };
+	struct batch b = { home, job_id, NULL, path_self_exe(), 0 };
 	*exit_status = 1;
 	int rc = store_open(home, &st, err);
 	if (!rc)

@@ -7,6 +7,7 @@
  */
 #include "backend/backend.h"
 #include "cmd/cmd.h"
+#include "core/enc.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "server/server.h"
@@ -19,22 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* A path segment or query value, percent-encoded. */
-static void add_escaped(struct sbuf *sb, const char *s)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if ((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		    *p == '-' || *p == '_' || *p == '.') {
-			sbuf_addch(sb, (char)*p);
-		} else {
-			sbuf_addch(sb, '%');
-			sbuf_addch(sb, hex[*p >> 4]);
-			sbuf_addch(sb, hex[*p & 15]);
-		}
-	}
-}
 
 /* ---- submit ---- */
 
@@ -183,7 +168,7 @@ static int job_verb(const char *verb, int argc, char **argv, struct cmd_ctx *ctx
 	struct client *cl = NULL;
 	struct sbuf path = SBUF_INIT, resp = SBUF_INIT;
 	sbuf_adds(&path, "/api/v1/jobs/");
-	add_escaped(&path, ref);
+	url_encode(&path, ref, false);
 	if (strcmp(verb, "delete") != 0)
 		sbuf_addf(&path, "/%s", verb);
 	int rc = client_open(server, &cl, err);
@@ -276,11 +261,11 @@ int remote_ps(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	sbuf_addf(&path, "/api/v1/jobs?limit=%d", all ? 100000 : 50);
 	if (state) {
 		sbuf_adds(&path, "&state=");
-		add_escaped(&path, state);
+		url_encode(&path, state, false);
 	}
 	if (user) {
 		sbuf_adds(&path, "&user=");
-		add_escaped(&path, user);
+		url_encode(&path, user, false);
 	}
 	struct client *cl = NULL;
 	int rc = client_open(server, &cl, err);
@@ -341,7 +326,7 @@ int remote_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		return tc_error(err, TC_EUSAGE, "show: give one job");
 	struct sbuf path = SBUF_INIT, resp = SBUF_INIT;
 	sbuf_adds(&path, "/api/v1/jobs/");
-	add_escaped(&path, argv[optind]);
+	url_encode(&path, argv[optind], false);
 	struct client *cl = NULL;
 	int rc = client_open(server, &cl, err);
 	if (!rc)
@@ -442,7 +427,7 @@ int remote_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	if (rc)
 		goto out;
 	sbuf_adds(&path, "/api/v1/jobs/");
-	add_escaped(&path, argv[optind]);
+	url_encode(&path, argv[optind], false);
 	if ((rc = client_json(cl, "GET", path.buf, NULL, &info, err)))
 		goto out;
 	json_t *o = json_loadb(info.buf, info.len, 0, NULL);

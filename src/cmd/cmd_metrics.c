@@ -1,8 +1,9 @@
 /* cmd_metrics.c -- `trainctl metrics JOB [--name M] [--rank R] [--format F] [--points N]` */
 #include "cmd/cmd.h"
+#include "core/json.h"
 #include "core/sbuf.h"
 #include "core/util.h"
-#include "metrics/ingest.h"
+#include "metrics/query.h"
 #include "store/store.h"
 
 #include <getopt.h>
@@ -57,15 +58,6 @@ static void add_csv(struct sbuf *sb, const char *s)
 	sbuf_addch(sb, '"');
 }
 
-static void add_json_str(struct sbuf *sb, const char *s)
-{
-	json_t *j = json_string(s);
-	char *t = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
-	sbuf_adds(sb, t ? t : "null"); /* NULL: not UTF-8 */
-	free(t);
-	json_decref(j);
-}
-
 static void print_point(void *data, const struct metrics_point *pt)
 {
 	struct out *o = data;
@@ -74,15 +66,15 @@ static void print_point(void *data, const struct metrics_point *pt)
 	sbuf_reset(sb);
 	if (o->fmt == F_JSON) {
 		sbuf_adds(sb, o->n ? ",\n  {\"metric\": " : "  {\"metric\": ");
-		add_json_str(sb, pt->metric);
+		json_add_str(sb, pt->metric);
 		sbuf_addf(sb, ", \"rank\": %d, \"kind\": \"%s\", \"seq\": %lld, \"epoch\": %lld,"
 			  " \"iter\": %lld, \"step\": ", pt->rank, pt->kind, p->seq, p->epoch, p->iter);
-		add_json_str(sb, p->step);
+		json_add_str(sb, p->step);
 		sbuf_adds(sb, ", \"value\": ");
 		add_value(sb, p, true);
 		if (p->text) {
 			sbuf_adds(sb, ", \"text\": ");
-			add_json_str(sb, p->text);
+			json_add_str(sb, p->text);
 		}
 		sbuf_addf(sb, ", \"wall_time\": %.17g}", p->wall_time);
 	} else if (o->fmt == F_CSV) {

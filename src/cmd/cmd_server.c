@@ -30,11 +30,6 @@ static const char server_usage[] =
 	"                          docs/slurm.md); default: each spec's backend:\n"
 	"  -q, --quiet             no activity log on stderr\n";
 
-static char *self_exe(void)
-{
-	return realpath("/proc/self/exe", NULL);
-}
-
 int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
 	static const struct option opts[] = {
@@ -100,7 +95,7 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		rc = tc_error(err, TC_EUSAGE, "server: takes no arguments");
 		goto out;
 	}
-	char *exe = self_exe();
+	char *exe = path_self_exe();
 	if (!exe) {
 		rc = tc_error_errno(err, TC_ESYS, "server: cannot find its own binary");
 		goto out;

@@ -4,7 +4,7 @@
 #include "server/server.h"
 #include "core/sbuf.h"
 #include "core/util.h"
-#include "metrics/ingest.h"
+#include "metrics/query.h"
 #include "store/store.h"
 
 #include <getopt.h>

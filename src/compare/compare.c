@@ -3,6 +3,7 @@
  * notes of compare.h and docs/compare.md.
  */
 #include "compare/compare.h"
+#include "core/json.h"
 #include "core/sbuf.h"
 #include "core/xalloc.h"
 
@@ -235,11 +236,6 @@ void compare_jobs_release(struct compare_jobs *c)
 	memset(c, 0, sizeof(*c));
 }
 
-static json_t *jnum(double v)
-{
-	return isfinite(v) ? json_real(v) : json_null();
-}
-
 /* A value keeps its non-finite kind as a string ("nan", "inf", "-inf"). */
 static json_t *jval(double v)
 {
@@ -268,9 +264,9 @@ json_t *compare_jobs_json(const struct compare_jobs *c, const struct compare_opt
 	json_object_set_new(root, "only_reference", json_integer((json_int_t)r->only_a));
 	json_object_set_new(root, "only_candidate", json_integer((json_int_t)r->only_b));
 	json_object_set_new(root, "failing", json_integer((json_int_t)r->nfail));
-	json_object_set_new(root, "max_err", isinf(r->max_err) ? json_string("inf") : jnum(r->max_err));
+	json_object_set_new(root, "max_err", isinf(r->max_err) ? json_string("inf") : json_real_or_null(r->max_err));
 	json_object_set_new(root, "max_step", r->max_step ? json_string(r->max_step) : json_null());
-	json_object_set_new(root, "mean_err", isinf(r->mean_err) ? json_string("inf") : jnum(r->mean_err));
+	json_object_set_new(root, "mean_err", isinf(r->mean_err) ? json_string("inf") : json_real_or_null(r->mean_err));
 	json_object_set_new(root, "first_fail",
 			    r->first_fail >= 0 ? json_string(r->rows[r->first_fail].step) : json_null());
 	json_object_set_new(root, "aligned", json_boolean(r->aligned));

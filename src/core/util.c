@@ -212,6 +212,23 @@ const char *path_basename(const char *path)
 	return slash ? slash + 1 : path;
 }
 
+char *path_self_exe(void)
+{
+	for (size_t size = 256; size <= (1u << 20); size *= 2) {
+		char *buf = xmalloc(size);
+		ssize_t n = readlink("/proc/self/exe", buf, size);
+		if (n > 0 && (size_t)n < size) {
+			buf[n] = '\0';
+			return buf;
+		}
+		free(buf);
+		if (n <= 0)
+			return NULL;
+	}
+	errno = ENAMETOOLONG;
+	return NULL;
+}
+
 char *which(const char *prog)
 {
 	if (strchr(prog, '/'))

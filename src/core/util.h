@@ -45,6 +45,8 @@ char *path_dirname(const char *path);
 const char *path_basename(const char *path);
 /* Find an executable on PATH; heap string or NULL. */
 char *which(const char *prog);
+/* The absolute path of this process's own binary (/proc/self/exe); heap string, or NULL with errno. */
+char *path_self_exe(void);
 
 /* $TRAINCTL_HOME or ~/.trainctl; heap string. */
 char *trainctl_home(void);

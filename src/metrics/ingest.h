@@ -1,9 +1,9 @@
 /*
  * ingest.h -- the metrics of jobs: live ingestion by the supervisor (lines
- * in, batches to the store, TensorBoard files out) and the job-level reads
- * built on the store (summary, points for charts, TensorBoard export).
- * The line parsers and the math are metrics.h; this is where they meet the
- * database and the disk.
+ * in, batches to the store, TensorBoard files out) and the TensorBoard
+ * export of a stored job.  The line parsers and the math are metrics.h;
+ * this is where they meet the database and the disk.  The summaries and
+ * queries of stored metrics are query.h.
  *
  * NOTES ON THE DESIGN
  * (1) Ingestion never fails the job.  Every function of the ingest object
@@ -28,13 +28,11 @@
 #ifndef TC_METRICS_INGEST_H
 #define TC_METRICS_INGEST_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/err.h"
-#include "core/sbuf.h"
 #include "metrics/metrics.h"
 #include "store/store.h"
 
@@ -74,79 +72,7 @@ void metrics_ingest_counts(const struct metrics_ingest *mi, long long *lines, lo
 			   long long *malformed);
 void metrics_ingest_free(struct metrics_ingest *mi);
 
-/* ---- job-level reads (report.c) ---------------------------------------- */
-
-/* Settings of a stored job, from its spec JSON (defaults when absent). */
-struct metrics_settings {
-	int warmup_steps;
-	int batch_size;      /* 0: unknown */
-	char *accuracy;      /* NULL: none named */
-};
-void metrics_settings_from_spec(const char *spec_json, struct metrics_settings *out);
-void metrics_settings_release(struct metrics_settings *s);
-
-struct metrics_metric_sum {
-	char *name;
-	int rank;
-	const char *kind;    /* the finest kind the metric has: point, epoch or summary */
-	enum metrics_goal goal;
-	size_t n;            /* values of that kind */
-	double last, best, min, max, mean;
-	char *last_step, *best_step;
-	char *unit;          /* from METADATA, or NULL */
-	char *text;          /* last text value when the metric is not numeric */
-};
-
-struct metrics_rank_sum {
-	int rank;
-	double throughput;   /* samples/s, NaN when unknown */
-	const char *method;  /* "ips:NAME", "step_time", "step_times" or NULL */
-	char *source;        /* the metric used, or NULL */
-	long long lines, records, malformed;
-	char *last_error;
-};
-
-struct metrics_job_summary {
-	struct metrics_metric_sum *metrics; /* by name, then rank */
-	size_t nmetrics;
-	struct metrics_rank_sum *ranks;
-	size_t nranks;
-	double throughput;   /* sum over ranks, NaN when none */
-	double duration;     /* seconds from start to end (or now) */
-	double accuracy;     /* last value of settings.accuracy, NaN when none */
-	long long malformed;
-	struct metrics_settings settings;
-	struct store_mkv *params;
-	size_t nparams;
-};
-
-int metrics_job_summary(struct store *st, const struct job_row *job,
-			struct metrics_job_summary *out, struct tc_err *err);
-void metrics_job_summary_release(struct metrics_job_summary *s);
-/* For show: text block, and a JSON object (non-finite numbers as null). */
-void metrics_job_summary_text(const struct metrics_job_summary *s, struct sbuf *out);
-json_t *metrics_job_summary_json(const struct metrics_job_summary *s);
-
-/* One stored point, for listing. */
-struct metrics_point {
-	const char *metric;
-	int rank;
-	const char *kind;    /* "point", "epoch", "summary" */
-	const struct store_mpoint *p;
-};
-typedef void (*metrics_point_fn)(void *ctx, const struct metrics_point *pt);
-
-/*
- * Call fn for the points of a job, by metric, rank, then log order.
- * name NULL and rank -1 select all.  max_points > 0 downsamples each
- * (metric, rank, kind) series of numbers to at most that many points
- * (metrics_downsample with max_points / 4 buckets, x = the point's position
- * in the series, so the first, last, lowest and highest of each slice stay);
- * text values are kept, non-finite values are left out.  *count gets the number of points passed to fn.
- */
-int metrics_job_points(struct store *st, const char *job_id, const char *name, int rank,
-		       size_t max_points, metrics_point_fn fn, void *ctx, size_t *count,
-		       struct tc_err *err);
+/* ---- export (ingest.c: the same event files as live ingestion) --------- */
 
 /* Write TensorBoard files for a stored job under dir/rank-<r>/ (note 4). */
 int metrics_export_tb(struct store *st, const char *job_id, const char *dir, size_t *nfiles,

@@ -10,6 +10,7 @@
  * pointers and copies the line context into every record.
  */
 #include "metrics/metrics.h"
+#include "core/enc.h"
 #include "core/sbuf.h"
 #include "core/xalloc.h"
 
@@ -568,38 +569,6 @@ static enum metrics_result parse_plain(struct metrics_parser *p, const char *s, 
 
 /* ---- Python repr dicts (tcap_dllogger's data) ---------------------------- */
 
-static void put_utf8(struct sbuf *sb, unsigned long c)
-{
-	if (c < 0x80) {
-		sbuf_addch(sb, (char)c);
-	} else if (c < 0x800) {
-		sbuf_addch(sb, (char)(0xc0 | (c >> 6)));
-		sbuf_addch(sb, (char)(0x80 | (c & 0x3f)));
-	} else if (c < 0x10000) {
-		sbuf_addch(sb, (char)(0xe0 | (c >> 12)));
-		sbuf_addch(sb, (char)(0x80 | ((c >> 6) & 0x3f)));
-		sbuf_addch(sb, (char)(0x80 | (c & 0x3f)));
-	} else if (c < 0x110000) {
-		sbuf_addch(sb, (char)(0xf0 | (c >> 18)));
-		sbuf_addch(sb, (char)(0x80 | ((c >> 12) & 0x3f)));
-		sbuf_addch(sb, (char)(0x80 | ((c >> 6) & 0x3f)));
-		sbuf_addch(sb, (char)(0x80 | (c & 0x3f)));
-	} else {
-		sbuf_adds(sb, "\xef\xbf\xbd"); /* U+FFFD */
-	}
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /*
  * A Python string literal at s[*i] (quote ' or ", optional u/b/r prefix),
  * unescaped into out.  Returns false on an unterminated string.
@@ -647,7 +616,7 @@ static bool py_string(const char *s, size_t len, size_t *i, struct sbuf *out)
 			unsigned v = (unsigned)(c - '0');
 			for (int k = 0; k < 2 && j < len && s[j] >= '0' && s[j] <= '7'; k++)
 				v = v * 8 + (unsigned)(s[j++] - '0');
-			put_utf8(out, v);
+			utf8_add(out, v);
 			break;
 		}
 		default: /* \\ \' \" and unknown escapes (kept as written) */
@@ -658,11 +627,11 @@ static bool py_string(const char *s, size_t len, size_t *i, struct sbuf *out)
 		if (nhex) {
 			unsigned long v = 0;
 			int k;
-			for (k = 0; k < nhex && j < len && hexval(s[j]) >= 0; k++)
-				v = v * 16 + (unsigned long)hexval(s[j++]);
+			for (k = 0; k < nhex && j < len && hex_digit(s[j]) >= 0; k++)
+				v = v * 16 + (unsigned long)hex_digit(s[j++]);
 			if (k < nhex)
 				return false;
-			put_utf8(out, v);
+			utf8_add(out, v);
 		}
 	}
 	if (j >= len)
@@ -819,7 +788,7 @@ static unsigned long hex4(const char *s)
 {
 	unsigned long v = 0;
 	for (int i = 0; i < 4; i++) {
-		int h = hexval(s[i]);
+		int h = hex_digit(s[i]);
 		if (h < 0)
 			return (unsigned long)-1;
 		v = v * 16 + (unsigned long)h;
@@ -889,7 +858,7 @@ static bool jstr(struct jp *j, struct sbuf *scratch, struct span *out)
 					q += 6;
 				}
 			}
-			put_utf8(scratch, c);
+			utf8_add(scratch, c);
 			break;
 		}
 		}

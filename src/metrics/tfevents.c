@@ -3,6 +3,7 @@
  * CRC32C and the few protobuf fields of Event/Summary/Value; see tfevents.h.
  */
 #include "metrics/tfevents.h"
+#include "core/enc.h"
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
@@ -76,14 +77,8 @@ uint32_t tfevents_mask_crc(uint32_t crc)
 
 static void put_varint(struct sbuf *sb, uint64_t v)
 {
-	unsigned char tmp[10];
-	size_t n = 0;
-	while (v >= 0x80) {
-		tmp[n++] = (unsigned char)((v & 0x7f) | 0x80);
-		v >>= 7;
-	}
-	tmp[n++] = (unsigned char)v;
-	sbuf_add(sb, tmp, n);
+	unsigned char tmp[VARINT_MAX];
+	sbuf_add(sb, tmp, varint_put(tmp, v));
 }
 
 static void put_le(struct sbuf *sb, uint64_t v, int nbytes)
@@ -177,13 +172,8 @@ static int add_scalar_short(struct tfevents_writer *w, const char *tag, size_t t
 	memcpy(&u, &wall_time, sizeof(u));
 	n += le_bytes(e + n, u, 8);
 	if (step) { /* step: field 2, varint; proto3 leaves zero out */
-		uint64_t v = (uint64_t)step;
 		e[n++] = 0x10;
-		while (v >= 0x80) {
-			e[n++] = (unsigned char)((v & 0x7f) | 0x80);
-			v >>= 7;
-		}
-		e[n++] = (unsigned char)v;
+		n += varint_put(e + n, (uint64_t)step);
 	}
 	e[n++] = 0x2a; /* summary: field 5 */
 	e[n++] = (unsigned char)slen;

@@ -8,6 +8,7 @@
 #include "plan/plan.h"
 #include "plan/plan_int.h"
 
+#include "core/json.h"
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
@@ -647,11 +648,14 @@ void plan_strategy_print(const struct plan_strategy *st, int top, bool json, FIL
 	const struct plan_cluster *cl = &st->cluster;
 	int n = top > 0 && top < st->n ? top : st->n;
 	if (json) {
+		struct sbuf model = SBUF_INIT;
+		json_add_str(&model, st->model_name);
 		fprintf(f,
-			"{\"model\":\"%s\",\"layers\":%d,\"devices\":%d,\"nodes\":%d,\"global_batch\":%ld,"
+			"{\"model\":%s,\"layers\":%d,\"devices\":%d,\"nodes\":%d,\"global_batch\":%ld,"
 			"\"device_memory\":%.0f,\"enumerated\":%d,\"rejected_memory\":%d,\"candidates\":[",
-			st->model_name, st->num_layers, cl->nodes * cl->devices_per_node, cl->nodes,
+			model.buf, st->num_layers, cl->nodes * cl->devices_per_node, cl->nodes,
 			st->global_batch, cl->device_memory, st->enumerated, st->rejected_memory);
+		sbuf_release(&model);
 		for (int i = 0; i < n; i++) {
 			const struct plan_candidate *c = &st->cand[i];
 			fprintf(f,

@@ -3,12 +3,13 @@
  * telemetry sampler that feeds them.  Field by field in docs/report.md.
  */
 #include "report/report.h"
+#include "core/http.h"
+#include "core/json.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "devices/devices.h"
-#include "metrics/ingest.h"
+#include "metrics/query.h"
 
-#include "core/lazylib.h"
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -187,11 +188,6 @@ struct report_sampler *report_sampler_start(const char *device_type, const int *
 	return s;
 }
 
-static json_t *jnum(double v)
-{
-	return isfinite(v) ? json_real(v) : json_null();
-}
-
 int report_sampler_stop(struct report_sampler *s, const char *run_dir, struct tc_err *err)
 {
 	json_t *t = json_object();
@@ -208,13 +204,13 @@ int report_sampler_stop(struct report_sampler *s, const char *run_dir, struct tc
 		json_object_set_new(t, "device_ids", ids);
 		json_object_set_new(t, "interval_s", json_real(s->interval_ms / 1000.0));
 		json_object_set_new(t, "samples", json_integer((json_int_t)s->samples));
-		json_object_set_new(t, "start", jnum(s->samples ? s->t_first : NAN));
-		json_object_set_new(t, "end", jnum(s->samples ? s->t_last : NAN));
-		json_object_set_new(t, "utilization_avg", jnum(s->util_n ? s->util_sum / (double)s->util_n : NAN));
+		json_object_set_new(t, "start", json_real_or_null(s->samples ? s->t_first : NAN));
+		json_object_set_new(t, "end", json_real_or_null(s->samples ? s->t_last : NAN));
+		json_object_set_new(t, "utilization_avg", json_real_or_null(s->util_n ? s->util_sum / (double)s->util_n : NAN));
 		json_object_set_new(t, "utilization_source", s->util_source ? json_string(s->util_source) : json_null());
-		json_object_set_new(t, "power_avg_w", jnum(s->power_n ? s->power_sum / (double)s->power_n : NAN));
-		json_object_set_new(t, "power_peak_w", jnum(s->power_n ? s->power_peak : NAN));
-		json_object_set_new(t, "energy_j", jnum(s->power_n ? s->energy : NAN));
+		json_object_set_new(t, "power_avg_w", json_real_or_null(s->power_n ? s->power_sum / (double)s->power_n : NAN));
+		json_object_set_new(t, "power_peak_w", json_real_or_null(s->power_n ? s->power_peak : NAN));
+		json_object_set_new(t, "energy_j", json_real_or_null(s->power_n ? s->energy : NAN));
 		pthread_mutex_destroy(&s->mu);
 		pthread_cond_destroy(&s->wake);
 		free(s->type);
@@ -367,7 +363,7 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
 		const struct metrics_rank_sum *rs = &ms.ranks[i];
 		json_t *x = json_object();
 		json_object_set_new(x, "rank", json_integer(rs->rank));
-		json_object_set_new(x, "throughput", jnum(rs->throughput));
+		json_object_set_new(x, "throughput", json_real_or_null(rs->throughput));
 		json_object_set_new(x, "method", rs->method ? json_string(rs->method) : json_null());
 		json_object_set_new(x, "source", rs->source ? json_string(rs->source) : json_null());
 		json_array_append_new(per_rank, x);
@@ -390,7 +386,7 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
 		json_object_set_new(x, "id", json_integer(i));
 		json_object_set_new(x, "ranks", sv[i].ranks);
 		json_object_set_new(x, "throughput", sv[i].nt ? json_real(sv[i].tput) : json_null());
-		json_object_set_new(x, "accuracy", jnum(sacc));
+		json_object_set_new(x, "accuracy", json_real_or_null(sacc));
 		json_array_append_new(servers, x);
 		if (sv[i].nt) {
 			server_sum += sv[i].tput;
@@ -400,7 +396,7 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
 	free(sv);
 	json_t *t = json_object();
 	double total = single_server ? (server_n ? server_sum / server_n : NAN) : ms.throughput;
-	json_object_set_new(t, "total", jnum(total));
+	json_object_set_new(t, "total", json_real_or_null(total));
 	json_object_set_new(t, "unit", json_string("samples/s"));
 	json_object_set_new(t, "rule", json_string(single_server ? "mean over servers of the sum over their ranks"
 								  : "sum over ranks"));
@@ -410,7 +406,7 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
 	json_object_set_new(r, "throughput", t);
 	json_t *a = json_object();
 	json_object_set_new(a, "metric", ms.settings.accuracy ? json_string(ms.settings.accuracy) : json_null());
-	json_object_set_new(a, "value", jnum(ms.accuracy));
+	json_object_set_new(a, "value", json_real_or_null(ms.accuracy));
 	json_object_set_new(r, "accuracy", a);
 	json_object_set_new(r, "servers", servers);
 	json_object_set_new(r, "phases", phases(job, ev, nev, spec, tel));
@@ -419,11 +415,11 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
 	json_object_set_new(d, "type", jcopy(json_object_get(dev, "type")));
 	json_object_set_new(d, "count", json_integer(world));
 	json_object_set_new(d, "samples", json_integer(json_integer_value(json_object_get(tel, "samples"))));
-	json_object_set_new(d, "utilization_avg", jnum(tel_num(tel, "utilization_avg")));
+	json_object_set_new(d, "utilization_avg", json_real_or_null(tel_num(tel, "utilization_avg")));
 	json_object_set_new(d, "utilization_source", jcopy(json_object_get(tel, "utilization_source")));
-	json_object_set_new(d, "power_avg_w", jnum(tel_num(tel, "power_avg_w")));
-	json_object_set_new(d, "power_peak_w", jnum(tel_num(tel, "power_peak_w")));
-	json_object_set_new(d, "energy_j", jnum(tel_num(tel, "energy_j")));
+	json_object_set_new(d, "power_avg_w", json_real_or_null(tel_num(tel, "power_avg_w")));
+	json_object_set_new(d, "power_peak_w", json_real_or_null(tel_num(tel, "power_peak_w")));
+	json_object_set_new(d, "energy_j", json_real_or_null(tel_num(tel, "energy_j")));
 	json_object_set_new(r, "devices", d);
 	json_decref(spec);
 	json_decref(tel);
@@ -524,10 +520,15 @@ static size_t discard(char *p, size_t size, size_t n, void *arg)
 
 int report_post(const char *url, const char *body, int tries, struct sbuf *log, struct tc_err *err)
 {
+	/* 0.5 s doubling (docs/report.md); the ceiling keeps --tries 100 sane */
+	static const struct http_backoff backoff = { 500, 60000, false };
+	int rc = http_init(err);
+	if (rc)
+		return rc;
 	struct sbuf why = SBUF_INIT;
 	struct curl_slist *hdrs = NULL;
 	CURL *h = curl_easy_init();
-	int rc = TC_EBACKEND;
+	rc = TC_EBACKEND;
 	if (!h) {
 		sbuf_adds(&why, "cannot start libcurl");
 		goto out;
@@ -554,7 +555,6 @@ int report_post(const char *url, const char *body, int tries, struct sbuf *log, 
 		sbuf_adds(&why, "cannot set up the request (bad URL?)");
 		goto out;
 	}
-	long pause_ms = 500;
 	for (int t = 1; t <= tries; t++) {
 		ebuf[0] = '\0';
 		CURLcode cc = curl_easy_perform(h);
@@ -563,7 +563,7 @@ int report_post(const char *url, const char *body, int tries, struct sbuf *log, 
 		sbuf_reset(&why);
 		if (cc != CURLE_OK) {
 			sbuf_adds(&why, ebuf[0] ? ebuf : curl_easy_strerror(cc));
-			final = cc == CURLE_UNSUPPORTED_PROTOCOL || cc == CURLE_URL_MALFORMAT;
+			final = !http_retryable_curl(cc);
 		} else if (curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code) != CURLE_OK) {
 			sbuf_adds(&why, "no response code");
 		} else if (code >= 200 && code < 300) {
@@ -573,18 +573,14 @@ int report_post(const char *url, const char *body, int tries, struct sbuf *log, 
 			goto out;
 		} else {
 			sbuf_addf(&why, "HTTP %ld", code);
-			final = code >= 400 && code < 500 && code != 408 && code != 429;
+			final = !http_retryable_status(code);
 		}
 		if (log)
 			sbuf_addf(log, "tester %s: %s (try %d of %d)\n", url, why.buf, t, tries);
 		if (final)
 			break;
-		if (t < tries) {
-			struct timespec ts = { pause_ms / 1000, (pause_ms % 1000) * 1000000L };
-			while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-				;
-			pause_ms *= 2;
-		}
+		if (t < tries)
+			http_sleep_ms(http_backoff_ms(&backoff, t));
 	}
 out:
 	if (rc)

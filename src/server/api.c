@@ -6,10 +6,11 @@
  */
 #include "server/server_int.h"
 #include "server/api_int.h"
+#include "core/json.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "logs/logs.h"
-#include "metrics/ingest.h"
+#include "metrics/query.h"
 #include "metrics/metrics.h"
 #include "spec/spec.h"
 #include "backend/backend.h"
@@ -50,7 +51,7 @@ int reply_json(struct MHD_Connection *con, unsigned status, const char *json)
 void api_error_json(struct sbuf *out, unsigned status, const char *msg)
 {
 	sbuf_adds(out, "{\"error\":");
-	store_json_str(out, msg);
+	json_add_str(out, msg);
 	sbuf_addf(out, ",\"status\":%u}", status);
 }
 
@@ -279,11 +280,11 @@ static int submit_spec(struct srv *s, struct MHD_Connection *con, const struct w
 	}
 	struct sbuf body = SBUF_INIT;
 	sbuf_adds(&body, "{\"id\":");
-	store_json_str(&body, id);
+	json_add_str(&body, id);
 	sbuf_adds(&body, ",\"name\":");
-	store_json_str(&body, sp->name);
+	json_add_str(&body, sp->name);
 	sbuf_adds(&body, ",\"state\":\"queued\",\"user\":");
-	store_json_str(&body, w->user);
+	json_add_str(&body, w->user);
 	sbuf_addch(&body, '}');
 	ret = reply_json(con, 201, body.buf);
 	sbuf_release(&body);
@@ -398,11 +399,6 @@ static int h_list(struct srv *s, struct MHD_Connection *con, const struct who *w
 	return ret;
 }
 
-static json_t *jnum(double v)
-{
-	return isfinite(v) ? json_real(v) : json_null();
-}
-
 static int h_detail(struct srv *s, struct MHD_Connection *con, const struct store_sjob *x)
 {
 	struct job_row j = { 0 };
@@ -460,7 +456,7 @@ static int h_detail(struct srv *s, struct MHD_Connection *con, const struct stor
 						     ck[i].state));
 	json_object_set_new(o, "checkpoints", cks);
 	json_object_set_new(o, "metrics", have_ms ? metrics_job_summary_json(&ms) : json_null());
-	json_object_set_new(o, "duration", have_ms ? jnum(ms.duration) : json_null());
+	json_object_set_new(o, "duration", have_ms ? json_real_or_null(ms.duration) : json_null());
 	ret = reply_jsont(con, 200, o);
 out:
 	if (have_ms)
@@ -570,9 +566,9 @@ static int h_action(struct srv *s, struct MHD_Connection *con, const struct who 
 		}
 		struct sbuf body = SBUF_INIT;
 		sbuf_adds(&body, "{\"id\":");
-		store_json_str(&body, x->id);
+		json_add_str(&body, x->id);
 		sbuf_adds(&body, ",\"action\":");
-		store_json_str(&body, action);
+		json_add_str(&body, action);
 		sbuf_adds(&body, ",\"ok\":true}");
 		ret = reply_json(con, 200, body.buf);
 		sbuf_release(&body);
@@ -746,7 +742,7 @@ static int h_metric_points(struct srv *s, struct MHD_Connection *con, const stru
 	}
 	struct sbuf body = SBUF_INIT;
 	sbuf_adds(&body, "{\"metric\":");
-	store_json_str(&body, name);
+	json_add_str(&body, name);
 	sbuf_adds(&body, ",\"series\":[");
 	size_t buckets = (size_t)points / 4;
 	struct metrics_xy *out = xmalloc((4 * buckets + 1) * sizeof(*out));
@@ -891,7 +887,7 @@ struct api_call {
 void api_whoami_json(struct sbuf *out, const struct who *w)
 {
 	sbuf_adds(out, "{\"user\":");
-	store_json_str(out, w->user);
+	json_add_str(out, w->user);
 	sbuf_addf(out, ",\"admin\":%s}", w->admin ? "true" : "false");
 }
 

@@ -6,6 +6,7 @@
  */
 #include "server/api_int.h"
 #include "server/server.h"
+#include "core/enc.h"
 #include "core/xalloc.h"
 #include "store/store.h"
 
@@ -18,22 +19,20 @@
 
 void server_token_hash(const char *token, struct sbuf *out)
 {
-	static const char hex[] = "0123456789abcdef";
 	unsigned char md[EVP_MAX_MD_SIZE];
+	char hex[2 * EVP_MAX_MD_SIZE + 1];
 	unsigned int n = 0;
 	if (!EVP_Digest(token, strlen(token), md, &n, EVP_sha256(), NULL))
 		xdie_oom(0); /* only fails when OpenSSL cannot allocate */
-	for (unsigned int i = 0; i < n; i++) {
-		sbuf_addch(out, hex[md[i] >> 4]);
-		sbuf_addch(out, hex[md[i] & 15]);
-	}
+	hex_encode(hex, md, n);
+	sbuf_adds(out, hex);
 }
 
 int server_token_create(const char *home, const char *user, bool admin, char **token,
 			struct tc_err *err)
 {
-	static const char hex[] = "0123456789abcdef";
 	unsigned char raw[24];
+	char hex[2 * sizeof(raw) + 1];
 	*token = NULL;
 	if (!*user || strlen(user) > 64)
 		return tc_error(err, TC_EUSAGE, "token: --user must be 1 to 64 characters");
@@ -49,11 +48,8 @@ int server_token_create(const char *home, const char *user, bool admin, char **t
 	if (r != (ssize_t)sizeof(raw))
 		return tc_error(err, TC_ESYS, "/dev/urandom: short read");
 	struct sbuf tok = SBUF_INIT, hash = SBUF_INIT;
-	sbuf_adds(&tok, "tc_");
-	for (size_t i = 0; i < sizeof(raw); i++) {
-		sbuf_addch(&tok, hex[raw[i] >> 4]);
-		sbuf_addch(&tok, hex[raw[i] & 15]);
-	}
+	hex_encode(hex, raw, sizeof(raw));
+	sbuf_addf(&tok, "tc_%s", hex);
 	server_token_hash(tok.buf, &hash);
 	struct store *st = NULL;
 	int rc = store_open(home, &st, err);

@@ -1,8 +1,8 @@
 /* client.c -- the CLI's side of the API (libcurl); see server.h. */
 #include "server/server.h"
+#include "core/http.h"
 #include "core/xalloc.h"
 
-#include "core/lazylib.h"
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,12 +34,9 @@ int client_open(const char *url, struct client **out, struct tc_err *err)
 		return tc_error(err, TC_EUSAGE, "no server: give --server URL or set TRAINCTL_SERVER");
 	if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
 		return tc_error(err, TC_EUSAGE, "server: '%s' is not an http:// URL", url);
-	static bool inited;
-	if (!inited) {
-		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-			return tc_error(err, TC_EBACKEND, "cannot initialise libcurl");
-		inited = true;
-	}
+	int rc = http_init(err);
+	if (rc)
+		return rc;
 	struct client *c = xcalloc(1, sizeof(*c));
 	size_t n = strlen(url);
 	while (n && url[n - 1] == '/')

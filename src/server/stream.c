@@ -6,6 +6,7 @@
  * client is noticed, and uses its own database connection (server_int.h).
  */
 #include "server/api_int.h"
+#include "core/json.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 
@@ -102,7 +103,7 @@ void sse_log_line(struct sbuf *out, int rank, const char *p, size_t n)
 	struct sbuf line = SBUF_INIT;
 	sbuf_add(&line, p, n);
 	sbuf_addf(out, "data: {\"rank\":%d,\"line\":", rank);
-	store_json_str(out, line.buf);
+	json_add_str(out, line.buf);
 	sbuf_adds(out, "}\n\n");
 	sbuf_release(&line);
 }
@@ -257,13 +258,13 @@ int stream_logs(struct srv *s, struct MHD_Connection *con, const struct store_sj
 void sse_state_event(struct sbuf *out, const struct store_event *ev)
 {
 	sbuf_addf(out, "id: %lld\nevent: state\ndata: {\"id\":%lld,\"job\":", ev->id, ev->id);
-	store_json_str(out, ev->job_id);
+	json_add_str(out, ev->job_id);
 	sbuf_adds(out, ",\"state\":");
-	store_json_str(out, ev->state);
+	json_add_str(out, ev->state);
 	sbuf_adds(out, ",\"reason\":");
-	store_json_str(out, ev->reason);
+	json_add_str(out, ev->reason);
 	sbuf_adds(out, ",\"user\":");
-	store_json_str(out, ev->user);
+	json_add_str(out, ev->user);
 	sbuf_addf(out, ",\"time\":%.3f}\n\n", ev->time);
 }
 

@@ -6,6 +6,7 @@
  * sample; the devices page reads the latest snapshot.
  */
 #include "server/server_int.h"
+#include "core/json.h"
 #include "core/proc.h"
 #include "core/util.h"
 #include "core/xalloc.h"
@@ -94,9 +95,9 @@ static void tree_sum(const struct pinfo *v, size_t n, pid_t root, unsigned long 
 static void device_json(struct sbuf *sb, const struct device *d, const char *holder)
 {
 	sbuf_adds(sb, "{\"type\":");
-	store_json_str(sb, d->type);
+	json_add_str(sb, d->type);
 	sbuf_addf(sb, ",\"id\":%d,\"name\":", d->id);
-	store_json_str(sb, d->name);
+	json_add_str(sb, d->name);
 	sbuf_addf(sb, ",\"mem_total\":%llu,\"mem_used\":%llu,\"util\":", (unsigned long long)d->mem_total,
 		  (unsigned long long)d->mem_used);
 	if (d->util_percent >= 0)
@@ -114,9 +115,9 @@ static void device_json(struct sbuf *sb, const struct device *d, const char *hol
 	else
 		sbuf_adds(sb, "null");
 	sbuf_adds(sb, ",\"source\":");
-	store_json_str(sb, d->source);
+	json_add_str(sb, d->source);
 	sbuf_adds(sb, ",\"job\":");
-	store_json_str(sb, holder);
+	json_add_str(sb, holder);
 	sbuf_addch(sb, '}');
 }
 

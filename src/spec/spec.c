@@ -1034,11 +1034,9 @@ static void detab_json(char *text, size_t len)
 	}
 }
 
-/* backend: as given on the command line (spec_load_backend); this thread only */
-static _Thread_local const char *backend_override;
-
-int spec_parse(const char *text, size_t len, const char *name, const char *base,
-	       struct spec **out, struct tc_err *err)
+/* spec_parse, with backend: replaced by backend when not NULL (--backend) */
+static int parse_text(const char *text, size_t len, const char *name, const char *base,
+		      const char *backend, struct spec **out, struct tc_err *err)
 {
 	yaml_parser_t parser;
 	yaml_document_t doc;
@@ -1071,9 +1069,9 @@ int spec_parse(const char *text, size_t len, const char *name, const char *base,
 	}
 	if ((rc = walk_map(&w, root, "", top_rules)))
 		goto out;
-	if (backend_override) {
+	if (backend) {
 		free(s->backend);
-		s->backend = xstrdup(backend_override);
+		s->backend = xstrdup(backend);
 	}
 	if (!s->argv.nr && !s->shell) {
 		rc = tc_error(err, TC_ESPEC, "%s:%d: command: is required", name, line_of(root));
@@ -1113,7 +1111,15 @@ out:
 	return 0;
 }
 
-int spec_load(const char *path, struct spec **out, struct tc_err *err)
+int spec_parse(const char *text, size_t len, const char *name, const char *base,
+	       struct spec **out, struct tc_err *err)
+{
+	return parse_text(text, len, name, base, NULL, out, err);
+}
+
+/* spec_load, with backend: replaced by backend when not NULL */
+static int load_file(const char *path, const char *backend, struct spec **out,
+		     struct tc_err *err)
 {
 	struct sbuf text = SBUF_INIT;
 	int rc = read_file(path, &text, err);
@@ -1127,7 +1133,7 @@ int spec_load(const char *path, struct spec **out, struct tc_err *err)
 	}
 	char *abs = path_absolute(path, NULL);
 	char *base = path_dirname(abs);
-	rc = spec_parse(text.buf, text.len, path, base, out, err);
+	rc = parse_text(text.buf, text.len, path, base, backend, out, err);
 	free(abs);
 	free(base);
 out:
@@ -1135,15 +1141,17 @@ out:
 	return rc;
 }
 
+int spec_load(const char *path, struct spec **out, struct tc_err *err)
+{
+	return load_file(path, NULL, out, err);
+}
+
 int spec_parse_backend(const char *text, size_t len, const char *name, const char *base,
 		       const char *backend, struct spec **out, struct tc_err *err)
 {
 	if (backend && strcmp(backend, "local") != 0 && strcmp(backend, "slurm") != 0)
 		return tc_error(err, TC_EUSAGE, "'%s' is not a backend (one of: local, slurm)", backend);
-	backend_override = backend;
-	int rc = spec_parse(text, len, name, base, out, err);
-	backend_override = NULL;
-	return rc;
+	return parse_text(text, len, name, base, backend, out, err);
 }
 
 int spec_load_backend(const char *path, const char *backend, struct spec **out,
@@ -1151,10 +1159,7 @@ int spec_load_backend(const char *path, const char *backend, struct spec **out,
 {
 	if (backend && strcmp(backend, "local") != 0 && strcmp(backend, "slurm") != 0)
 		return tc_error(err, TC_EUSAGE, "'%s' is not a backend (one of: local, slurm)", backend);
-	backend_override = backend;
-	int rc = spec_load(path, out, err);
-	backend_override = NULL;
-	return rc;
+	return load_file(path, backend, out, err);
 }
 
 static void free_kv(struct spec_kv *kv, size_t n)

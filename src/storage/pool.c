@@ -23,11 +23,14 @@ struct pool {
 	bool stop;
 	pthread_t *threads;
 	int nthreads;
+	void (*thread_init)(void), (*thread_exit)(void);
 };
 
 static void *worker(void *arg)
 {
 	struct pool *p = arg;
+	if (p->thread_init)
+		p->thread_init();
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
 		while (!p->count && !p->stop)
@@ -47,11 +50,13 @@ static void *worker(void *arg)
 			pthread_cond_broadcast(&p->idle);
 	}
 	pthread_mutex_unlock(&p->mu);
-	s3_thread_cleanup();
+	if (p->thread_exit)
+		p->thread_exit();
 	return NULL;
 }
 
-struct pool *pool_new(int threads, int queue_max)
+struct pool *pool_new(int threads, int queue_max, void (*thread_init)(void),
+		      void (*thread_exit)(void))
 {
 	struct pool *p = xcalloc(1, sizeof(*p));
 	if (threads < 1)
@@ -65,7 +70,8 @@ struct pool *pool_new(int threads, int queue_max)
 	p->cap = queue_max;
 	p->q = xcalloc((size_t)queue_max, sizeof(*p->q));
 	p->threads = xcalloc((size_t)threads, sizeof(*p->threads));
-	s3_global_init(); /* curl_global_init is not thread-safe: run it before threads */
+	p->thread_init = thread_init;
+	p->thread_exit = thread_exit;
 	for (int i = 0; i < threads; i++) {
 		if (pthread_create(&p->threads[p->nthreads], NULL, worker, p) != 0)
 			break; /* fewer threads still work; none would be fatal below */

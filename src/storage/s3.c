@@ -15,13 +15,13 @@
  *  (4) Error texts carry the URL, the HTTP status and S3's <Code> and
  *      <Message>, never a header: no credential can leak into one.
  */
+#include "core/enc.h"
+#include "core/http.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "storage/storage_int.h"
 
-#include "core/lazylib.h"
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,19 +36,6 @@ struct s3 {
 };
 
 /* ---- configuration ---- */
-
-static pthread_once_t global_once = PTHREAD_ONCE_INIT;
-
-static void global_init(void)
-{
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-		abort(); /* only fails on memory exhaustion */
-}
-
-void s3_global_init(void)
-{
-	pthread_once(&global_once, global_init);
-}
 
 static char *config_path(void)
 {
@@ -133,7 +120,8 @@ static void s3_free(struct s3 *s)
 
 static int s3_open(struct storage *st, struct tc_err *err)
 {
-	s3_global_init();
+	if (http_init(err))
+		return err->code;
 	bool obs = !strncmp(st->url, "obs://", 6);
 	const char *section = obs ? "obs" : "s3";
 	const char *rest = st->url + (obs ? 6 : 5);
@@ -213,29 +201,16 @@ static int s3_open(struct storage *st, struct tc_err *err)
 	return rc;
 }
 
+static void s3_thread_exit(void);
+
 static void s3_close(struct storage *st)
 {
 	s3_free(st->priv);
 	st->priv = NULL;
-	s3_thread_cleanup();
+	s3_thread_exit();
 }
 
 /* ---- URLs ---- */
-
-static void add_encoded(struct sbuf *sb, const char *s, bool keep_slash)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-		if ((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
-		    *c == '-' || *c == '_' || *c == '.' || *c == '~' || (keep_slash && *c == '/')) {
-			sbuf_addch(sb, (char)*c);
-		} else {
-			sbuf_addch(sb, '%');
-			sbuf_addch(sb, hex[*c >> 4]);
-			sbuf_addch(sb, hex[*c & 15]);
-		}
-	}
-}
 
 /* endpoint + bucket + root + key (encoded) + "?" query (already canonical) */
 static void build_url(struct storage *st, const char *key, bool rooted, const char *query,
@@ -252,8 +227,8 @@ static void build_url(struct storage *st, const char *key, bool rooted, const ch
 	}
 	if (key) {
 		if (rooted)
-			add_encoded(out, st->root, true);
-		add_encoded(out, key, true);
+			url_encode(out, st->root, true);
+		url_encode(out, key, true);
 	}
 	if (query && *query)
 		sbuf_addf(out, "?%s", query);
@@ -300,7 +275,8 @@ struct s3req {
 
 static _Thread_local CURL *tl_curl;
 
-void s3_thread_cleanup(void)
+/* The pool's thread exit callback (storage_thread_exit), and s3_close for the caller's. */
+static void s3_thread_exit(void)
 {
 	if (tl_curl) {
 		curl_easy_cleanup(tl_curl);
@@ -496,22 +472,7 @@ static bool xml_text(const char *xml, const char *end, const char *tag, struct s
 					unsigned long cp = p[2] == 'x' ? strtoul(p + 3, &e, 16)
 								       : strtoul(p + 2, &e, 10);
 					if (semi && e == semi && cp && cp < 0x110000) {
-						/* UTF-8 encode */
-						if (cp < 0x80) {
-							sbuf_addch(out, (char)cp);
-						} else if (cp < 0x800) {
-							sbuf_addch(out, (char)(0xc0 | (cp >> 6)));
-							sbuf_addch(out, (char)(0x80 | (cp & 0x3f)));
-						} else if (cp < 0x10000) {
-							sbuf_addch(out, (char)(0xe0 | (cp >> 12)));
-							sbuf_addch(out, (char)(0x80 | ((cp >> 6) & 0x3f)));
-							sbuf_addch(out, (char)(0x80 | (cp & 0x3f)));
-						} else {
-							sbuf_addch(out, (char)(0xf0 | (cp >> 18)));
-							sbuf_addch(out, (char)(0x80 | ((cp >> 12) & 0x3f)));
-							sbuf_addch(out, (char)(0x80 | ((cp >> 6) & 0x3f)));
-							sbuf_addch(out, (char)(0x80 | (cp & 0x3f)));
-						}
+						utf8_add(out, cp);
 						p = semi;
 						done = true;
 					}
@@ -528,24 +489,14 @@ static bool xml_text(const char *xml, const char *end, const char *tag, struct s
 	return found;
 }
 
-static bool retryable_curl(CURLcode c)
+/* 100 ms doubling to 5 s, with jitter so parallel retries spread */
+static const struct http_backoff s3_backoff = { 100, 5000, true };
+
+static int max_attempts(void)
 {
-	switch (c) {
-	case CURLE_COULDNT_CONNECT:
-	case CURLE_COULDNT_RESOLVE_HOST:
-	case CURLE_OPERATION_TIMEDOUT:
-	case CURLE_SEND_ERROR:
-	case CURLE_RECV_ERROR:
-	case CURLE_GOT_NOTHING:
-	case CURLE_PARTIAL_FILE:
-	case CURLE_SSL_CONNECT_ERROR:
-	case CURLE_HTTP2:
-	case CURLE_HTTP2_STREAM:
-	case CURLE_WEIRD_SERVER_REPLY:
-		return true;
-	default:
-		return false;
-	}
+	const char *e = getenv("TRAINCTL_S3_RETRIES");
+	long v;
+	return e && parse_long(e, 1, 1L << 30, &v) ? (int)v : 8;
 }
 
 static bool is_md5_hex(const char *s)
@@ -577,7 +528,7 @@ static int s3_do(struct storage *st, struct s3req *rq, struct tc_err *err)
 	struct s3 *s = st->priv;
 	struct sbuf url = SBUF_INIT, why = SBUF_INIT, name = SBUF_INIT, range = SBUF_INIT;
 	int rc = 0;
-	int max = retry_max_attempts();
+	int max = max_attempts();
 	sbuf_init(&rq->resp, 0);
 	obj_name(st, rq->key, &name);
 	build_url(st, rq->key, rq->rooted, rq->query, &url);
@@ -683,7 +634,7 @@ static int s3_do(struct storage *st, struct s3req *rq, struct tc_err *err)
 				break;
 			}
 			sbuf_addf(&why, "%s", curl_easy_strerror(cc));
-			retry = retryable_curl(cc);
+			retry = http_retryable_curl(cc);
 		} else if (rq->status >= 200 && rq->status < 300) {
 			if (ranged && rq->status != 206) {
 				sbuf_addf(&why, "the server ignored the byte range (HTTP %ld)", rq->status);
@@ -713,7 +664,7 @@ static int s3_do(struct storage *st, struct s3req *rq, struct tc_err *err)
 				break; /* success */
 		} else {
 			describe_http(rq, &why);
-			retry = rq->status >= 500 || rq->status == 429 || rq->status == 408;
+			retry = http_retryable_status(rq->status);
 			if (rq->status == 404) {
 				rc = tc_error(err, TC_ENOTFOUND, "%s: %s %s", name.buf, rq->method, why.buf);
 				break;
@@ -724,7 +675,7 @@ static int s3_do(struct storage *st, struct s3req *rq, struct tc_err *err)
 				      attempt > 1 ? " after retries" : "", why.buf);
 			break;
 		}
-		sleep_ms(retry_delay_ms(attempt));
+		http_sleep_ms(http_backoff_ms(&s3_backoff, attempt));
 	}
 	md5_free(rq->md5);
 	rq->md5 = NULL;
@@ -774,13 +725,13 @@ static int fetch_page(struct s3iter *it, struct tc_err *err)
 	struct sbuf q = SBUF_INIT;
 	if (it->token) {
 		sbuf_adds(&q, "continuation-token=");
-		add_encoded(&q, it->token, false);
+		url_encode(&q, it->token, false);
 		sbuf_addch(&q, '&');
 	}
 	sbuf_adds(&q, "list-type=2&max-keys=1000");
 	if (*st->root) {
 		sbuf_adds(&q, "&prefix=");
-		add_encoded(&q, st->root, false);
+		url_encode(&q, st->root, false);
 	}
 	struct s3req rq = { .method = "GET", .key = NULL, .query = q.buf };
 	int rc = s3_do(st, &rq, err);
@@ -881,12 +832,11 @@ static int s3_stat(struct storage *st, const char *key, struct storage_obj *obj,
 	struct s3req rq = { .method = "HEAD", .key = key, .rooted = true };
 	int rc = s3_do(st, &rq, err);
 	if (!rc) {
-		static _Thread_local char etag[80];
-		memcpy(etag, rq.etag, sizeof(etag));
 		obj->key = key;
 		obj->size = rq.content_length;
 		obj->mtime = rq.last_modified;
-		obj->etag = etag[0] ? etag : NULL;
+		obj->etag_buf = rq.etag[0] ? xstrdup(rq.etag) : NULL;
+		obj->etag = obj->etag_buf;
 	}
 	req_release(&rq);
 	return rc;
@@ -981,7 +931,7 @@ static int s3_wpart(struct wtx *tx, int part, uint64_t off, uint64_t len, struct
 	struct sbuf q = SBUF_INIT;
 	if (tx->upload_id) {
 		sbuf_addf(&q, "partNumber=%d&uploadId=", part + 1);
-		add_encoded(&q, tx->upload_id, false);
+		url_encode(&q, tx->upload_id, false);
 		rq.query = q.buf;
 	} else {
 		mtime_header(&rq, tx->mtime);
@@ -1015,7 +965,7 @@ static void s3_wabort(struct wtx *tx)
 	if (tx->upload_id) {
 		struct sbuf q = SBUF_INIT;
 		sbuf_adds(&q, "uploadId=");
-		add_encoded(&q, tx->upload_id, false);
+		url_encode(&q, tx->upload_id, false);
 		struct s3req rq = { .method = "DELETE", .key = tx->key, .rooted = true, .query = q.buf };
 		struct tc_err e2 = TC_ERR_INIT;
 		/* best effort: a lifecycle rule cleans up what this misses */
@@ -1026,12 +976,6 @@ static void s3_wabort(struct wtx *tx)
 		sbuf_release(&q);
 	}
 	wtx_free(tx);
-}
-
-static int hexval(char c)
-{
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-		: c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
 /*
@@ -1047,7 +991,7 @@ static bool multipart_landed(struct wtx *tx)
 		const char *e = tx->etags[i] ? tx->etags[i] : "";
 		unsigned char bin[16];
 		for (int k = 0; k < 16; k++) {
-			int hi = hexval(e[2 * k]), lo = hi < 0 ? -1 : hexval(e[2 * k + 1]);
+			int hi = hex_digit(e[2 * k]), lo = hi < 0 ? -1 : hex_digit(e[2 * k + 1]);
 			if (hi < 0 || lo < 0) {
 				md5_free(m);
 				return false;
@@ -1064,6 +1008,7 @@ static bool multipart_landed(struct wtx *tx)
 	struct tc_err e2 = TC_ERR_INIT;
 	bool landed = s3_stat(tx->st, tx->key, &obj, &e2) == 0 && obj.etag &&
 		      !strcasecmp(obj.etag, want.buf);
+	storage_obj_release(&obj);
 	tc_err_release(&e2);
 	sbuf_release(&want);
 	return landed;
@@ -1082,7 +1027,7 @@ static int s3_wcommit(struct wtx *tx, struct tc_err *err)
 			  tx->etags[i] ? tx->etags[i] : "");
 	sbuf_adds(&body, "</CompleteMultipartUpload>");
 	sbuf_adds(&q, "uploadId=");
-	add_encoded(&q, tx->upload_id, false);
+	url_encode(&q, tx->upload_id, false);
 	struct s3req rq = { .method = "POST", .key = tx->key, .rooted = true, .query = q.buf,
 			    .body = body.buf, .body_len = body.len };
 	rq.hdrs = curl_slist_append(rq.hdrs, "Content-Type: application/xml");
@@ -1106,6 +1051,7 @@ const struct storage_ops storage_s3_ops = {
 	.name = "s3",
 	.open = s3_open,
 	.close = s3_close,
+	.thread_exit = s3_thread_exit,
 	.iter_start = s3_iter_start,
 	.stat = s3_stat,
 	.del = s3_del,

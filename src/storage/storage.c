@@ -2,6 +2,7 @@
  * storage.c -- opening a location, dispatch to the scheme's ops, and the
  * small shared helpers (MD5, backoff, part sizes).
  */
+#include "core/enc.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "storage/storage_int.h"
@@ -75,7 +76,25 @@ void storage_iter_free(struct storage_iter *it)
 
 int storage_stat(struct storage *st, const char *key, struct storage_obj *obj, struct tc_err *err)
 {
+	memset(obj, 0, sizeof(*obj));
 	return st->ops->stat(st, key, obj, err);
+}
+
+void storage_obj_release(struct storage_obj *obj)
+{
+	free(obj->etag_buf);
+	obj->etag_buf = NULL;
+	obj->etag = NULL;
+}
+
+/* Every scheme whose ops keep per-thread state. */
+static const struct storage_ops *const schemes[] = { &storage_local_ops, &storage_s3_ops };
+
+void storage_thread_exit(void)
+{
+	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
+		if (schemes[i]->thread_exit)
+			schemes[i]->thread_exit();
 }
 
 int storage_delete(struct storage *st, const char *key, struct tc_err *err)
@@ -106,16 +125,12 @@ int storage_copy(struct storage *src, const char *src_key, struct storage *dst,
 	int rc = storage_stat(src, src_key, &obj, err);
 	if (rc)
 		return rc;
-	struct storage_obj o2 = obj;
-	char *etag = obj.etag ? xstrdup(obj.etag) : NULL;
-	o2.etag = etag;
-	o2.key = src_key;
 	struct copy_result res = { 0, NULL };
-	struct pool *p = pool_new(jobs > 0 ? jobs : 8, 64);
-	xfer_submit(p, src, &o2, dst, dst_key, copy_done, &res);
+	struct pool *p = pool_new(jobs > 0 ? jobs : 8, 64, NULL, storage_thread_exit);
+	xfer_submit(p, src, &obj, dst, dst_key, copy_done, &res);
 	pool_wait(p);
 	pool_free(p);
-	free(etag);
+	storage_obj_release(&obj);
 	if (res.rc)
 		tc_error(err, res.rc, "%s", res.msg ? res.msg : "copy failed");
 	free(res.msg);
@@ -149,33 +164,6 @@ uint64_t storage_part_size(uint64_t size, uint64_t min_part)
 	return p;
 }
 
-/* ---- retries ---- */
-
-int retry_max_attempts(void)
-{
-	return (int)env_size("TRAINCTL_S3_RETRIES", 8);
-}
-
-int retry_delay_ms(int attempt)
-{
-	/* 100 ms doubling to 5 s, with up to 50% jitter so parallel retries spread */
-	long base = 100L << (attempt > 6 ? 6 : attempt - 1);
-	if (base > 5000)
-		base = 5000;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	unsigned int seed = (unsigned int)ts.tv_nsec ^ (unsigned int)attempt;
-	long jitter = (long)(rand_r(&seed) % (unsigned int)(base / 2 + 1));
-	return (int)(base / 2 + jitter);
-}
-
-void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 /* ---- MD5 (ETags) ---- */
 
 struct md5 {
@@ -201,14 +189,9 @@ void md5_final_hex(struct md5 *m, char out[33])
 {
 	unsigned char d[EVP_MAX_MD_SIZE];
 	unsigned int n = 0;
-	static const char hex[] = "0123456789abcdef";
 	if (EVP_DigestFinal_ex(m->ctx, d, &n) != 1 || n != 16)
 		abort();
-	for (unsigned int i = 0; i < 16; i++) {
-		out[2 * i] = hex[d[i] >> 4];
-		out[2 * i + 1] = hex[d[i] & 15];
-	}
-	out[32] = '\0';
+	hex_encode(out, d, 16);
 	md5_free(m);
 }
 

@@ -45,6 +45,7 @@ struct storage_obj {
 	uint64_t size;
 	double mtime;     /* seconds since the epoch (S3: LastModified) */
 	const char *etag; /* S3 ETag without quotes, or NULL (local) */
+	char *etag_buf;   /* storage_stat: the heap copy etag points to (see storage_obj_release) */
 };
 
 /* Is url an object-storage URL (s3:// or obs://), as opposed to a local path? */
@@ -63,9 +64,14 @@ int storage_iter_start(struct storage *st, struct storage_iter **out, struct tc_
 int storage_iter_next(struct storage_iter *it, struct storage_obj *obj, struct tc_err *err);
 void storage_iter_free(struct storage_iter *it);
 
-/* Metadata of one key: TC_ENOTFOUND when absent. obj->key points into key. */
+/*
+ * Metadata of one key: TC_ENOTFOUND when absent.  obj->key points into key;
+ * obj->etag is the caller's until storage_obj_release(), which is safe to
+ * call whatever storage_stat returned.
+ */
 int storage_stat(struct storage *st, const char *key, struct storage_obj *obj,
 		 struct tc_err *err);
+void storage_obj_release(struct storage_obj *obj);
 int storage_delete(struct storage *st, const char *key, struct tc_err *err);
 
 /*

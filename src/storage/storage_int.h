@@ -29,6 +29,8 @@ struct storage_ops {
 	const char *name;
 	int (*open)(struct storage *st, struct tc_err *err);
 	void (*close)(struct storage *st);
+	/* Release what the scheme keeps for the calling thread (NULL: nothing). */
+	void (*thread_exit)(void);
 	int (*iter_start)(struct storage *st, struct storage_iter **out, struct tc_err *err);
 	int (*stat)(struct storage *st, const char *key, struct storage_obj *obj, struct tc_err *err);
 	int (*del)(struct storage *st, const char *key, struct tc_err *err);
@@ -82,14 +84,23 @@ bool local_is_tmp_name(const char *name);
 /* the absolute path of key */
 char *local_path(struct storage *st, const char *key);
 
-/* s3.c */
-void s3_thread_cleanup(void);
-void s3_global_init(void);
+/*
+ * Release what every scheme keeps for the calling thread (S3: its curl
+ * handle): the pool's thread exit callback, and once more at the end of a
+ * sync for the caller's own thread.
+ */
+void storage_thread_exit(void);
 
 /* ---- thread pool (pool.c) ---- */
 struct pool;
 typedef void (*task_fn)(void *arg);
-struct pool *pool_new(int threads, int queue_max);
+/*
+ * Start threads working through a queue of at most queue_max tasks.  Each
+ * thread calls thread_init (when not NULL) before its first task and
+ * thread_exit (when not NULL) after its last.
+ */
+struct pool *pool_new(int threads, int queue_max, void (*thread_init)(void),
+		      void (*thread_exit)(void));
 /* Blocks while the queue is full. */
 void pool_submit(struct pool *p, task_fn fn, void *arg);
 /* Wait until every submitted task has finished. */
@@ -117,10 +128,5 @@ struct md5 *md5_new(void);
 void md5_update(struct md5 *m, const void *data, size_t len);
 void md5_final_hex(struct md5 *m, char out[33]); /* frees m */
 void md5_free(struct md5 *m);
-
-/* Backoff before retry `attempt` (1-based): ms to sleep, with jitter. */
-int retry_delay_ms(int attempt);
-int retry_max_attempts(void);
-void sleep_ms(int ms);
 
 #endif

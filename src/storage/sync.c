@@ -263,6 +263,7 @@ static int sync_single(struct syncer *s, const char *dst_url, struct tc_err *err
 		} else {
 			s->st.skipped++;
 		}
+		storage_obj_release(&d);
 		tc_err_release(&e2);
 	}
 	free(name);
@@ -333,7 +334,7 @@ int storage_sync(const char *src, const char *dst, const struct sync_opts *o,
 		goto out;
 	int jobs = o->jobs > 0 ? o->jobs : 8;
 	if (!o->dry_run)
-		s.pool = pool_new(jobs, jobs * 4);
+		s.pool = pool_new(jobs, jobs * 4, NULL, storage_thread_exit);
 	if (o->progress && !o->dry_run && pthread_create(&s.prog, NULL, progress_thread, &s) == 0)
 		s.prog_on = true;
 	if (s.src->single) {
@@ -371,7 +372,7 @@ out:
 	free(s.first_err);
 	storage_close(s.src);
 	storage_close(s.dst);
-	s3_thread_cleanup();
+	storage_thread_exit();
 	pthread_cond_destroy(&s.prog_cv);
 	pthread_mutex_destroy(&s.mu);
 	return rc;

@@ -95,7 +95,7 @@ static const char *const migrations[] = {
 	"ALTER TABLE jobs ADD COLUMN slurm_state TEXT;",
 };
 
-static int db_error(struct store *st, struct tc_err *err, const char *what)
+int db_fail(struct store *st, struct tc_err *err, const char *what)
 {
 	return tc_error(err, TC_ESTORE, "database: %s: %s", what, sqlite3_errmsg(st->db));
 }
@@ -116,12 +116,12 @@ static int schema_version(struct store *st, int *version, struct tc_err *err)
 	sqlite3_stmt *q;
 	*version = 0;
 	if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &q, NULL) != SQLITE_OK)
-		return db_error(st, err, "read schema version");
+		return db_fail(st, err, "read schema version");
 	int step = sqlite3_step(q);
 	if (step == SQLITE_ROW)
 		*version = sqlite3_column_int(q, 0);
 	sqlite3_finalize(q);
-	return step == SQLITE_ROW ? 0 : db_error(st, err, "read schema version");
+	return step == SQLITE_ROW ? 0 : db_fail(st, err, "read schema version");
 }
 
 /*
@@ -233,7 +233,7 @@ static int run_stmt(struct store *st, struct tc_err *err, const char *sql, const
 {
 	sqlite3_stmt *q;
 	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return db_error(st, err, "prepare");
+		return db_fail(st, err, "prepare");
 	va_list ap;
 	va_start(ap, fmt);
 	for (int i = 1; fmt[i - 1]; i++) {
@@ -258,7 +258,7 @@ static int run_stmt(struct store *st, struct tc_err *err, const char *sql, const
 	int r = sqlite3_step(q);
 	int rc = 0;
 	if (r != SQLITE_DONE && r != SQLITE_ROW)
-		rc = db_error(st, err, "write");
+		rc = db_fail(st, err, "write");
 	sqlite3_finalize(q);
 	return rc;
 }
@@ -391,7 +391,7 @@ static int query_jobs(struct store *st, const char *sql, const char *arg, struct
 	*out = NULL;
 	*nr = 0;
 	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return db_error(st, err, "prepare");
+		return db_fail(st, err, "prepare");
 	if (arg)
 		sqlite3_bind_text(q, 1, arg, -1, SQLITE_TRANSIENT);
 	int r;
@@ -404,7 +404,7 @@ static int query_jobs(struct store *st, const char *sql, const char *arg, struct
 		job_rows_free(*out, *nr);
 		*out = NULL;
 		*nr = 0;
-		return db_error(st, err, "read jobs");
+		return db_fail(st, err, "read jobs");
 	}
 	return 0;
 }
@@ -470,7 +470,7 @@ int store_workers(struct store *st, const char *job, struct worker_row **out, si
 			       "SELECT attempt, rank, local_rank, pid, exit_code, signal, started,"
 			       " COALESCE(ended, 0) FROM workers WHERE job_id=? ORDER BY attempt, rank",
 			       -1, &q, NULL) != SQLITE_OK)
-		return db_error(st, err, "prepare");
+		return db_fail(st, err, "prepare");
 	sqlite3_bind_text(q, 1, job, -1, SQLITE_TRANSIENT);
 	int r;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
@@ -490,7 +490,7 @@ int store_workers(struct store *st, const char *job, struct worker_row **out, si
 		free(*out);
 		*out = NULL;
 		*nr = 0;
-		return db_error(st, err, "read workers");
+		return db_fail(st, err, "read workers");
 	}
 	return 0;
 }
@@ -505,7 +505,7 @@ int store_events(struct store *st, const char *job, struct event_row **out, size
 	if (sqlite3_prepare_v2(st->db,
 			       "SELECT time, state, reason FROM events WHERE job_id=? ORDER BY id", -1,
 			       &q, NULL) != SQLITE_OK)
-		return db_error(st, err, "prepare");
+		return db_fail(st, err, "prepare");
 	sqlite3_bind_text(q, 1, job, -1, SQLITE_TRANSIENT);
 	int r;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
@@ -520,7 +520,7 @@ int store_events(struct store *st, const char *job, struct event_row **out, size
 		event_rows_free(*out, *nr);
 		*out = NULL;
 		*nr = 0;
-		return db_error(st, err, "read events");
+		return db_fail(st, err, "read events");
 	}
 	return 0;
 }

@@ -314,8 +314,6 @@ struct store_jfilter {
 /* A JSON array of the matching jobs, newest first, appended to out; *total counts all matches. */
 int store_jobs_json(struct store *st, const struct store_jfilter *f, struct sbuf *out,
 		    long long *total, struct tc_err *err);
-/* s as a JSON string literal ("null" for NULL). */
-void store_json_str(struct sbuf *sb, const char *s);
 
 int store_token_add(struct store *st, const char *hash, const char *user, bool admin,
 		    struct tc_err *err);

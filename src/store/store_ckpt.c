@@ -6,11 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int db_fail(struct store *st, struct tc_err *err, const char *what)
-{
-	return tc_error(err, TC_ESTORE, "database: %s: %s", what, sqlite3_errmsg(st->db));
-}
-
 int store_ckpt_put(struct store *st, const char *job, const struct store_ckpt *c,
 		   struct tc_err *err)
 {

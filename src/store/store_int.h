@@ -7,8 +7,13 @@
 
 #include <sqlite3.h>
 
+#include "core/err.h"
+
 struct store {
 	sqlite3 *db;
 };
+
+/* Fill err with "database: WHAT: sqlite's message" (TC_ESTORE); returns TC_ESTORE. */
+int db_fail(struct store *st, struct tc_err *err, const char *what);
 
 #endif

@@ -22,6 +22,7 @@
  */
 #include "store/store.h"
 #include "store/store_int.h"
+#include "core/enc.h"
 #include "core/sbuf.h"
 #include "core/xalloc.h"
 
@@ -160,17 +161,10 @@ static struct series *series_get(struct store_mbatch *b, int rank, const char *m
 	return b->last = s;
 }
 
-/* zigzag varint into out (10 bytes at most); returns the bytes written */
+/* zigzag varint into out (VARINT_MAX bytes at most); returns the bytes written */
 static size_t put_varint(unsigned char *out, long long v)
 {
-	unsigned long long u = ((unsigned long long)v << 1) ^ (unsigned long long)(v >> 63);
-	size_t n = 0;
-	while (u >= 0x80) {
-		out[n++] = (unsigned char)((u & 0x7f) | 0x80);
-		u >>= 7;
-	}
-	out[n++] = (unsigned char)u;
-	return n;
+	return varint_put(out, ((unsigned long long)v << 1) ^ (unsigned long long)(v >> 63));
 }
 
 static size_t put_f64(unsigned char *out, double d)
@@ -279,15 +273,10 @@ void store_mbatch_drop(struct store_mbatch *b)
 
 /* ---- writing ---- */
 
-static int db_error(struct store *st, struct tc_err *err, const char *what)
-{
-	return tc_error(err, TC_ESTORE, "database: %s: %s", what, sqlite3_errmsg(st->db));
-}
-
 static int prep(struct store *st, const char *sql, sqlite3_stmt **q, struct tc_err *err)
 {
 	if (sqlite3_prepare_v2(st->db, sql, -1, q, NULL) != SQLITE_OK)
-		return db_error(st, err, "prepare");
+		return db_fail(st, err, "prepare");
 	return 0;
 }
 
@@ -297,7 +286,7 @@ static int step_done(struct store *st, sqlite3_stmt *q, struct tc_err *err)
 	sqlite3_reset(q);
 	sqlite3_clear_bindings(q);
 	if (r != SQLITE_DONE && r != SQLITE_ROW)
-		return db_error(st, err, "write metrics");
+		return db_fail(st, err, "write metrics");
 	return 0;
 }
 
@@ -330,7 +319,7 @@ static int series_row(struct store *st, struct store_mbatch *b, struct series *s
 	sqlite3_reset(sel);
 	sqlite3_clear_bindings(sel);
 	if (r != SQLITE_ROW)
-		return db_error(st, err, "find metric series");
+		return db_fail(st, err, "find metric series");
 	return 0;
 }
 
@@ -342,7 +331,7 @@ int store_mbatch_write(struct store *st, struct store_mbatch *b, struct tc_err *
 	if (!b->pending && !b->nparams && !b->nmeta && !b->ncounts)
 		return 0;
 	if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-		return db_error(st, err, "begin");
+		return db_fail(st, err, "begin");
 	if ((rc = prep(st, "INSERT OR IGNORE INTO metric_series (job_id, metric, rank) VALUES (?,?,?)",
 		       &ins_s, err)) ||
 	    (rc = prep(st, "SELECT s.id, COALESCE((SELECT MAX(first + count) FROM metric_chunks"
@@ -400,7 +389,7 @@ int store_mbatch_write(struct store *st, struct store_mbatch *b, struct tc_err *
 			goto out;
 	}
 	if (sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-		rc = db_error(st, err, "commit metrics");
+		rc = db_fail(st, err, "commit metrics");
 		goto out;
 	}
 	/* written: only now does the batch forget it */
@@ -536,7 +525,7 @@ int store_metric_series(struct store *st, const char *job, const char *metric, i
 		}
 	}
 	if (!rc && r != SQLITE_DONE)
-		rc = db_error(st, err, "read metrics");
+		rc = db_fail(st, err, "read metrics");
 	sqlite3_finalize(q);
 	if (rc) {
 		store_mseries_free(*out, *nr);
@@ -614,7 +603,7 @@ int store_metric_xy(struct store *st, const char *job, const char *metric, int r
 		}
 	}
 	if (!rc && r != SQLITE_DONE)
-		rc = db_error(st, err, "read metrics");
+		rc = db_fail(st, err, "read metrics");
 	sqlite3_finalize(q);
 	return rc;
 }
@@ -661,7 +650,7 @@ static int read_kv(struct store *st, const char *sql, const char *job, bool meta
 		store_mkv_free(*out, *nr);
 		*out = NULL;
 		*nr = 0;
-		return db_error(st, err, "read metrics");
+		return db_fail(st, err, "read metrics");
 	}
 	return 0;
 }
@@ -716,7 +705,7 @@ int store_metric_counters(struct store *st, const char *job, struct store_mcount
 		store_mcount_free(*out, *nr);
 		*out = NULL;
 		*nr = 0;
-		return db_error(st, err, "read metrics");
+		return db_fail(st, err, "read metrics");
 	}
 	return 0;
 }

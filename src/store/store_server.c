@@ -1,6 +1,7 @@
 /* store_server.c -- the queries of `trainctl server`; see the server section of store.h. */
 #include "store/store.h"
 #include "store/store_int.h"
+#include "core/json.h"
 #include "core/sbuf.h"
 #include "core/strvec.h"
 #include "core/util.h"
@@ -9,11 +10,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int db_fail(struct store *st, struct tc_err *err, const char *what)
-{
-	return tc_error(err, TC_ESTORE, "database: %s: %s", what, sqlite3_errmsg(st->db));
-}
 
 static char *dup_text(sqlite3_stmt *q, int i)
 {
@@ -357,37 +353,6 @@ void store_events_free(struct store_event *v, size_t nr)
 
 /* ---- listing as JSON ---- */
 
-void store_json_str(struct sbuf *sb, const char *s)
-{
-	static const char hex[] = "0123456789abcdef";
-	if (!s) {
-		sbuf_adds(sb, "null");
-		return;
-	}
-	sbuf_addch(sb, '"');
-	const unsigned char *p = (const unsigned char *)s;
-	const unsigned char *run = p;
-	for (; *p; p++) {
-		if (*p >= 0x20 && *p != '"' && *p != '\\')
-			continue;
-		sbuf_add(sb, run, (size_t)(p - run));
-		run = p + 1;
-		switch (*p) {
-		case '"': sbuf_adds(sb, "\\\""); break;
-		case '\\': sbuf_adds(sb, "\\\\"); break;
-		case '\n': sbuf_adds(sb, "\\n"); break;
-		case '\t': sbuf_adds(sb, "\\t"); break;
-		case '\r': sbuf_adds(sb, "\\r"); break;
-		default:
-			sbuf_adds(sb, "\\u00");
-			sbuf_addch(sb, hex[*p >> 4]);
-			sbuf_addch(sb, hex[*p & 15]);
-		}
-	}
-	sbuf_add(sb, run, (size_t)(p - run));
-	sbuf_addch(sb, '"');
-}
-
 static void json_num(struct sbuf *sb, double v)
 {
 	if (isfinite(v))
@@ -463,18 +428,18 @@ int store_jobs_json(struct store *st, const struct store_jfilter *f, struct sbuf
 		if (n++)
 			sbuf_addch(out, ',');
 		sbuf_adds(out, "{\"id\":");
-		store_json_str(out, (const char *)sqlite3_column_text(q, 0));
+		json_add_str(out, (const char *)sqlite3_column_text(q, 0));
 		sbuf_adds(out, ",\"name\":");
-		store_json_str(out, (const char *)sqlite3_column_text(q, 1));
+		json_add_str(out, (const char *)sqlite3_column_text(q, 1));
 		sbuf_adds(out, ",\"user\":");
-		store_json_str(out, (const char *)sqlite3_column_text(q, 2));
+		json_add_str(out, (const char *)sqlite3_column_text(q, 2));
 		sbuf_adds(out, ",\"state\":");
-		store_json_str(out, (const char *)sqlite3_column_text(q, 3));
+		json_add_str(out, (const char *)sqlite3_column_text(q, 3));
 		sbuf_addf(out, ",\"priority\":%d,\"preemptible\":%s,\"device_type\":",
 			  sqlite3_column_int(q, 4), sqlite3_column_int(q, 5) ? "true" : "false");
-		store_json_str(out, (const char *)sqlite3_column_text(q, 6));
+		json_add_str(out, (const char *)sqlite3_column_text(q, 6));
 		sbuf_addf(out, ",\"device_count\":%d,\"devices\":", sqlite3_column_int(q, 7));
-		store_json_str(out, (const char *)sqlite3_column_text(q, 8));
+		json_add_str(out, (const char *)sqlite3_column_text(q, 8));
 		sbuf_adds(out, ",\"created\":");
 		json_num(out, sqlite3_column_double(q, 9));
 		sbuf_adds(out, ",\"started\":");
@@ -489,7 +454,7 @@ int store_jobs_json(struct store *st, const struct store_jfilter *f, struct sbuf
 			json_num(out, sqlite3_column_double(q, 11));
 		sbuf_addf(out, ",\"exit_code\":%d,\"restarts\":%d,\"workers\":%d,\"root_cause\":",
 			  sqlite3_column_int(q, 12), sqlite3_column_int(q, 13), sqlite3_column_int(q, 14));
-		store_json_str(out, (const char *)sqlite3_column_text(q, 15));
+		json_add_str(out, (const char *)sqlite3_column_text(q, 15));
 		sbuf_addf(out, ",\"managed\":%s}", sqlite3_column_int(q, 16) ? "true" : "false");
 	}
 	sbuf_addch(out, ']');
@@ -644,7 +609,7 @@ int store_metric_names_json(struct store *st, const char *job, struct sbuf *out,
 	int r, n = 0;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		sbuf_adds(out, n++ ? ",{\"metric\":" : "{\"metric\":");
-		store_json_str(out, (const char *)sqlite3_column_text(q, 0));
+		json_add_str(out, (const char *)sqlite3_column_text(q, 0));
 		sbuf_addf(out, ",\"rank\":%d,\"points\":%lld}", sqlite3_column_int(q, 1),
 			  (long long)sqlite3_column_int64(q, 2));
 	}

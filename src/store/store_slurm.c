@@ -7,11 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int db_fail(struct store *st, struct tc_err *err, const char *what)
-{
-	return tc_error(err, TC_ESTORE, "database: %s: %s", what, sqlite3_errmsg(st->db));
-}
-
 static void bind_opt(sqlite3_stmt *q, int i, const char *v)
 {
 	if (v)

@@ -195,3 +195,17 @@ def test_strategy(tmp_path):
     p = tc("plan", "strategy", "--model", "gpt3-175b", "--devices", "16", "--nodes", "2",
            "--global-batch", "32", check=False)
     assert p.returncode == 2 and "does not fit" in p.stderr
+
+
+def test_strategy_json_escapes_the_model_name(tmp_path):
+    layers = ('layers:\n  - {name: a, params: 1.0e6, time_ms: {1: 1.0}, output_bytes: 0,'
+              ' activation_bytes: 1.0e6}\n')
+    # the name from the file, and the file name when the file names none
+    named = tmp_path / "named.yaml"
+    named.write_text('name: "my \\"toy\\" \\\\ model\\t"\n' + layers)
+    bare = tmp_path / 'it\'s "bare".yaml'
+    bare.write_text(layers)
+    for path, want in ((named, 'my "toy" \\ model\t'), (bare, 'it\'s "bare".yaml')):
+        p = tc("plan", "strategy", "--model", str(path), "--devices", "2", "--global-batch", "2",
+               "--format", "json")
+        assert json.loads(p.stdout)["model"] == want

@@ -6,6 +6,7 @@
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "metrics/ingest.h"
+#include "metrics/query.h"
 #include "store/store.h"
 
 #include <dirent.h>

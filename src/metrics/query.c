@@ -1,10 +1,9 @@
 /*
- * report.c -- job-level reads of stored metrics: the summary that `show`
- * prints (last / best per metric, throughput per rank and job, duration,
- * accuracy, malformed lines) and the points `trainctl metrics` lists,
- * downsampled on request.  The rules are in docs/metrics.md.
+ * query.c -- job-level reads of stored metrics: the summaries and the
+ * point queries of query.h.  The rules are in docs/metrics.md.
  */
-#include "metrics/ingest.h"
+#include "metrics/query.h"
+#include "core/json.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 
@@ -359,11 +358,6 @@ void metrics_job_summary_text(const struct metrics_job_summary *s, struct sbuf *
 	sbuf_addch(out, '\n');
 }
 
-static json_t *jnum(double v)
-{
-	return isfinite(v) ? json_real(v) : json_null();
-}
-
 static json_t *jstr(const char *s)
 {
 	return s ? json_string(s) : json_null();
@@ -372,11 +366,11 @@ static json_t *jstr(const char *s)
 json_t *metrics_job_summary_json(const struct metrics_job_summary *s)
 {
 	json_t *o = json_object();
-	json_object_set_new(o, "throughput", jnum(s->throughput));
+	json_object_set_new(o, "throughput", json_real_or_null(s->throughput));
 	json_object_set_new(o, "throughput_unit", json_string("samples/s"));
-	json_object_set_new(o, "duration", jnum(s->duration));
+	json_object_set_new(o, "duration", json_real_or_null(s->duration));
 	json_object_set_new(o, "accuracy_metric", jstr(s->settings.accuracy));
-	json_object_set_new(o, "accuracy", jnum(s->accuracy));
+	json_object_set_new(o, "accuracy", json_real_or_null(s->accuracy));
 	json_object_set_new(o, "warmup_steps", json_integer(s->settings.warmup_steps));
 	json_object_set_new(o, "batch_size",
 			    s->settings.batch_size ? json_integer(s->settings.batch_size) : json_null());
@@ -386,7 +380,7 @@ json_t *metrics_job_summary_json(const struct metrics_job_summary *s)
 		const struct metrics_rank_sum *r = &s->ranks[i];
 		json_t *x = json_object();
 		json_object_set_new(x, "rank", json_integer(r->rank));
-		json_object_set_new(x, "throughput", jnum(r->throughput));
+		json_object_set_new(x, "throughput", json_real_or_null(r->throughput));
 		json_object_set_new(x, "method", jstr(r->method));
 		json_object_set_new(x, "source", jstr(r->source));
 		json_object_set_new(x, "lines", json_integer(r->lines));
@@ -406,11 +400,11 @@ json_t *metrics_job_summary_json(const struct metrics_job_summary *s)
 		json_object_set_new(x, "goal", json_string(m->goal == METRICS_MAXIMIZE ? "maximize"
 											: "minimize"));
 		json_object_set_new(x, "count", json_integer((json_int_t)m->n));
-		json_object_set_new(x, "last", jnum(m->last));
-		json_object_set_new(x, "best", jnum(m->best));
-		json_object_set_new(x, "min", jnum(m->min));
-		json_object_set_new(x, "max", jnum(m->max));
-		json_object_set_new(x, "mean", jnum(m->mean));
+		json_object_set_new(x, "last", json_real_or_null(m->last));
+		json_object_set_new(x, "best", json_real_or_null(m->best));
+		json_object_set_new(x, "min", json_real_or_null(m->min));
+		json_object_set_new(x, "max", json_real_or_null(m->max));
+		json_object_set_new(x, "mean", json_real_or_null(m->mean));
 		json_object_set_new(x, "last_step", jstr(m->last_step));
 		json_object_set_new(x, "best_step", jstr(m->best_step));
 		json_object_set_new(x, "unit", jstr(m->unit));

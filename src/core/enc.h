@@ -1,0 +1,37 @@
+/*
+ * enc.h -- byte encodings every module shares: percent-encoding for URLs,
+ * hex, UTF-8 and varints.  Pure functions; the sbuf ones only append.
+ */
+#ifndef TC_CORE_ENC_H
+#define TC_CORE_ENC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/sbuf.h"
+
+/*
+ * Append s percent-encoded (RFC 3986): the unreserved characters A-Z a-z
+ * 0-9 - _ . ~ stay, and '/' too when keep_slash; every other byte becomes
+ * %XX in upper case, the canonical form AWS Signature V4 signs.
+ */
+void url_encode(struct sbuf *sb, const char *s, bool keep_slash);
+
+/* n bytes as 2n lowercase hex digits into out, which holds 2n + 1 (NUL-terminated). */
+void hex_encode(char *out, const void *data, size_t n);
+/* The value of one hex digit (either case), -1 when c is none. */
+int hex_digit(char c);
+
+/* Append code point cp as UTF-8; one past U+10FFFF appends U+FFFD instead. */
+void utf8_add(struct sbuf *sb, unsigned long cp);
+
+/*
+ * Write v as a base-128 varint (protobuf, LEB128: low groups first, the top
+ * bit set on all bytes but the last) into out; returns the bytes written,
+ * 1 to VARINT_MAX.
+ */
+#define VARINT_MAX 10
+size_t varint_put(unsigned char *out, uint64_t v);
+
+#endif

@@ -1,0 +1,171 @@
+/* test_core.c -- src/core/: the shared encoders (enc.h), the JSON pieces (json.h), the HTTP policy (http.h). */
+#include "test.h"
+
+#include "core/enc.h"
+#include "core/http.h"
+#include "core/json.h"
+#include "core/util.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+
+TEST(url_encode_keeps_unreserved_and_optionally_slash)
+{
+	struct sbuf sb = SBUF_INIT;
+	url_encode(&sb, "a-Z_0.9~/b c&d=é", false);
+	CHECK_STR(sb.buf, "a-Z_0.9~%2Fb%20c%26d%3D%C3%A9");
+	sbuf_reset(&sb);
+	url_encode(&sb, "dir/sub dir/x+y", true);
+	CHECK_STR(sb.buf, "dir/sub%20dir/x%2By");
+	sbuf_reset(&sb);
+	url_encode(&sb, "", true);
+	CHECK_STR(sb.buf, "");
+	sbuf_release(&sb);
+}
+
+TEST(hex_encode_and_digits)
+{
+	const unsigned char d[] = { 0x00, 0x0f, 0xa5, 0xff };
+	char out[2 * sizeof(d) + 1];
+	hex_encode(out, d, sizeof(d));
+	CHECK_STR(out, "000fa5ff");
+	hex_encode(out, d, 0);
+	CHECK_STR(out, "");
+	CHECK_INT(hex_digit('0'), 0);
+	CHECK_INT(hex_digit('9'), 9);
+	CHECK_INT(hex_digit('a'), 10);
+	CHECK_INT(hex_digit('F'), 15);
+	CHECK_INT(hex_digit('g'), -1);
+	CHECK_INT(hex_digit('\0'), -1);
+}
+
+TEST(utf8_add_every_length)
+{
+	struct sbuf sb = SBUF_INIT;
+	utf8_add(&sb, 'A');
+	utf8_add(&sb, 0xe9);     /* é */
+	utf8_add(&sb, 0x20ac);   /* € */
+	utf8_add(&sb, 0x1f600);  /* 😀 */
+	utf8_add(&sb, 0x110000); /* too large: U+FFFD */
+	CHECK_STR(sb.buf, "A\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xef\xbf\xbd");
+	sbuf_release(&sb);
+}
+
+TEST(varint_put_matches_protobuf)
+{
+	unsigned char b[VARINT_MAX];
+	CHECK_INT(varint_put(b, 0), 1);
+	CHECK_INT(b[0], 0);
+	CHECK_INT(varint_put(b, 127), 1);
+	CHECK_INT(b[0], 127);
+	CHECK_INT(varint_put(b, 300), 2); /* the protobuf docs' example: ac 02 */
+	CHECK_INT(b[0], 0xac);
+	CHECK_INT(b[1], 0x02);
+	CHECK_INT(varint_put(b, UINT64_MAX), 10);
+	for (int i = 0; i < 9; i++)
+		CHECK_INT(b[i], 0xff);
+	CHECK_INT(b[9], 0x01);
+}
+
+static void check_json(const char *in, const char *want)
+{
+	struct sbuf sb = SBUF_INIT;
+	json_add_str(&sb, in);
+	CHECK_STR(sb.buf, want);
+	/* whatever went in, jansson reads back valid JSON */
+	json_error_t e;
+	json_t *v = json_loads(sb.buf, JSON_DECODE_ANY, &e);
+	CHECK(v != NULL);
+	json_decref(v);
+	sbuf_release(&sb);
+}
+
+TEST(json_add_str_escapes)
+{
+	check_json(NULL, "null");
+	check_json("", "\"\"");
+	check_json("plain", "\"plain\"");
+	check_json("a \"quoted\" \\ path", "\"a \\\"quoted\\\" \\\\ path\"");
+	check_json("\n\t\r\x01\x1f", "\"\\n\\t\\r\\u0001\\u001f\"");
+	check_json("é € 😀", "\"é € 😀\"");
+	/* not UTF-8: a lone continuation byte, a cut sequence, an overlong '/', a surrogate */
+	check_json("a\x80z", "\"a\\ufffdz\"");
+	check_json("\xe2\x82", "\"\\ufffd\\ufffd\"");
+	check_json("\xc0\xaf", "\"\\ufffd\\ufffd\"");
+	check_json("\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\"");
+}
+
+TEST(json_real_or_null_has_no_nan)
+{
+	json_t *v = json_real_or_null(1.5);
+	CHECK(json_is_real(v) && json_real_value(v) == 1.5);
+	json_decref(v);
+	CHECK(json_is_null(json_real_or_null(NAN)));
+	CHECK(json_is_null(json_real_or_null(INFINITY)));
+	CHECK(json_is_null(json_real_or_null(-INFINITY)));
+}
+
+TEST(http_backoff_doubles_to_the_ceiling)
+{
+	const struct http_backoff plain = { 500, 3000, false };
+	CHECK_INT(http_backoff_ms(&plain, 1), 500);
+	CHECK_INT(http_backoff_ms(&plain, 2), 1000);
+	CHECK_INT(http_backoff_ms(&plain, 3), 2000);
+	CHECK_INT(http_backoff_ms(&plain, 4), 3000);
+	CHECK_INT(http_backoff_ms(&plain, 100), 3000);
+	const struct http_backoff jit = { 100, 5000, true };
+	for (int a = 1; a <= 12; a++) {
+		int full = a >= 7 ? 5000 : 100 << (a - 1);
+		int ms = http_backoff_ms(&jit, a);
+		CHECK(ms >= full / 2 && ms <= full);
+	}
+}
+
+TEST(http_transient_failures)
+{
+	CHECK(http_retryable_status(500));
+	CHECK(http_retryable_status(503));
+	CHECK(http_retryable_status(429));
+	CHECK(http_retryable_status(408));
+	CHECK(!http_retryable_status(400));
+	CHECK(!http_retryable_status(404));
+	CHECK(!http_retryable_status(301));
+	CHECK(http_retryable_curl(CURLE_COULDNT_CONNECT));
+	CHECK(http_retryable_curl(CURLE_OPERATION_TIMEDOUT));
+	CHECK(!http_retryable_curl(CURLE_URL_MALFORMAT));
+	CHECK(!http_retryable_curl(CURLE_UNSUPPORTED_PROTOCOL));
+}
+
+static void *init_thread(void *arg)
+{
+	struct tc_err err = TC_ERR_INIT;
+	*(int *)arg = http_init(&err);
+	tc_err_release(&err);
+	return NULL;
+}
+
+TEST(http_init_once_from_many_threads)
+{
+	pthread_t t[8];
+	int rc[8];
+	for (int i = 0; i < 8; i++)
+		CHECK(pthread_create(&t[i], NULL, init_thread, &rc[i]) == 0);
+	for (int i = 0; i < 8; i++) {
+		CHECK(pthread_join(t[i], NULL) == 0);
+		CHECK_INT(rc[i], 0);
+	}
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(http_init(&err), 0);
+	CURL *h = curl_easy_init();
+	CHECK(h != NULL);
+	curl_easy_cleanup(h);
+}
+
+TEST(path_self_exe_names_this_binary)
+{
+	char *exe = path_self_exe();
+	CHECK(exe != NULL && exe[0] == '/');
+	CHECK(!strcmp(path_basename(exe), "test_core"));
+	free(exe);
+}
