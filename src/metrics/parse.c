@@ -10,6 +10,7 @@
  * pointers and copies the line context into every record.
  */
 #include "metrics/metrics.h"
+#include "metrics/jscan.h"
 #include "core/enc.h"
 #include "core/sbuf.h"
 #include "core/xalloc.h"
@@ -738,263 +739,26 @@ static bool py_dict(struct metrics_parser *p, const char *s, size_t len)
 	return true;
 }
 
-/* ---- JSON forms ------------------------------------------------------------ */
-
-/*
- * A small JSON reader for one line, instead of jansson: json_loadb() alone
- * manages ~325,000 DLLL lines/s (a tree of heap nodes per line) against the
- * 500,000/s the supervisor needs, and it rejects the NaN / Infinity /
- * -Infinity tokens that Python's json.dumps writes.  This one walks the text
- * in place: strings without escapes are used where they lie, escaped ones
- * are decoded into a scratch buffer, nothing is allocated per line.  It is
- * strict JSON apart from those three tokens; nesting is limited to
- * JSON_DEPTH levels so a line of "[[[[..." cannot exhaust the stack.
- */
-#define JSON_DEPTH 64
-
-struct jp {
-	const char *s, *end;
-	const char *err; /* first error; static text */
-};
-
-struct span {
-	const char *s;
-	size_t len;
-};
-
-static void jws(struct jp *j)
-{
-	while (j->s < j->end && (*j->s == ' ' || *j->s == '\t' || *j->s == '\n' || *j->s == '\r'))
-		j->s++;
-}
-
-static bool jfail(struct jp *j, const char *why)
-{
-	if (!j->err)
-		j->err = why;
-	return false;
-}
-
-static bool jlit(struct jp *j, const char *lit)
-{
-	size_t n = strlen(lit);
-	if ((size_t)(j->end - j->s) < n || memcmp(j->s, lit, n))
-		return false;
-	j->s += n;
-	return true;
-}
-
-static unsigned long hex4(const char *s)
-{
-	unsigned long v = 0;
-	for (int i = 0; i < 4; i++) {
-		int h = hex_digit(s[i]);
-		if (h < 0)
-			return (unsigned long)-1;
-		v = v * 16 + (unsigned long)h;
-	}
-	return v;
-}
-
-/*
- * A string at j->s (on '"').  *out is where its text lies: in the line when
- * it has no escapes, else decoded (UTF-8) into scratch.  out may be NULL to
- * just skip it.
- */
-static bool jstr(struct jp *j, struct sbuf *scratch, struct span *out)
-{
-	const char *a = ++j->s, *q = a;
-	bool esc = false;
-	while (q < j->end && *q != '"') {
-		if (*q == '\\') {
-			/* check escapes here, so decoding later cannot fail */
-			if (j->end - q < 2 || !strchr("\"\\/bfnrtu", q[1]) || !q[1])
-				return jfail(j, "bad escape in string");
-			if (q[1] == 'u' && (j->end - q < 6 || hex4(q + 2) == (unsigned long)-1))
-				return jfail(j, "bad \\u escape");
-			esc = true;
-			q += 2;
-		} else if ((unsigned char)*q < 0x20) {
-			return jfail(j, "control character in string");
-		} else {
-			q++;
-		}
-	}
-	if (q >= j->end)
-		return jfail(j, "unterminated string");
-	j->s = q + 1;
-	if (!out)
-		return true;
-	if (!esc) {
-		out->s = a;
-		out->len = (size_t)(q - a);
-		return true;
-	}
-	/* decode a..q */
-	const char *e = q;
-	sbuf_reset(scratch);
-	for (q = a; q < e; q++) {
-		if (*q != '\\') {
-			sbuf_addch(scratch, *q);
-			continue;
-		}
-		q++; /* q < e: a backslash never ends the span */
-		switch (*q) {
-		case '"': sbuf_addch(scratch, '"'); break;
-		case '\\': sbuf_addch(scratch, '\\'); break;
-		case '/': sbuf_addch(scratch, '/'); break;
-		case 'b': sbuf_addch(scratch, '\b'); break;
-		case 'f': sbuf_addch(scratch, '\f'); break;
-		case 'n': sbuf_addch(scratch, '\n'); break;
-		case 'r': sbuf_addch(scratch, '\r'); break;
-		case 't': sbuf_addch(scratch, '\t'); break;
-		case 'u': {
-			unsigned long c = hex4(q + 1); /* checked above */
-			q += 4;
-			if (c >= 0xd800 && c < 0xdc00 && e - q >= 7 && q[1] == '\\' && q[2] == 'u') {
-				unsigned long lo = hex4(q + 3);
-				if (lo >= 0xdc00 && lo < 0xe000) {
-					c = 0x10000 + ((c - 0xd800) << 10) + (lo - 0xdc00);
-					q += 6;
-				}
-			}
-			utf8_add(scratch, c);
-			break;
-		}
-		}
-	}
-	out->s = scratch->buf;
-	out->len = scratch->len;
-	return true;
-}
-
-/* A number (JSON grammar, plus NaN / Infinity / -Infinity) at j->s. */
-static bool jnum(struct jp *j, double *out)
-{
-	if (jlit(j, "NaN")) {
-		*out = NAN;
-		return true;
-	}
-	if (jlit(j, "Infinity")) {
-		*out = INFINITY;
-		return true;
-	}
-	if (jlit(j, "-Infinity")) {
-		*out = -INFINITY;
-		return true;
-	}
-	const char *a = j->s, *q = a;
-#define DIGITS(q)                                                        \
-	do {                                                             \
-		const char *d0 = q;                                      \
-		while (q < j->end && isdigit((unsigned char)*q))         \
-			q++;                                             \
-		if (q == d0)                                             \
-			return jfail(j, "bad number");                   \
-	} while (0)
-	if (q < j->end && *q == '-')
-		q++;
-	DIGITS(q);
-	if (q < j->end && *q == '.') {
-		q++;
-		DIGITS(q);
-	}
-	if (q < j->end && (*q == 'e' || *q == 'E')) {
-		q++;
-		if (q < j->end && (*q == '+' || *q == '-'))
-			q++;
-		DIGITS(q);
-	}
-#undef DIGITS
-	j->s = q;
-	if (metrics_parse_number(a, (size_t)(q - a), out))
-		return true;
-	/* longer than metrics_parse_number takes: hundreds of digits */
-	char *copy = xstrndup(a, (size_t)(q - a));
-	*out = strtod(copy, NULL);
-	free(copy);
-	return true;
-}
-
-static bool jskip(struct jp *j, int depth);
-
-/* Skip an array or object at j->s, checking its syntax. */
-static bool jskip_container(struct jp *j, int depth)
-{
-	char close = *j->s == '[' ? ']' : '}';
-	bool obj = close == '}';
-	if (depth >= JSON_DEPTH)
-		return jfail(j, "JSON nested too deep");
-	j->s++;
-	jws(j);
-	if (j->s < j->end && *j->s == close) {
-		j->s++;
-		return true;
-	}
-	for (;;) {
-		jws(j);
-		if (obj) {
-			if (j->s >= j->end || *j->s != '"' || !jstr(j, NULL, NULL))
-				return jfail(j, "expected a key");
-			jws(j);
-			if (j->s >= j->end || *j->s++ != ':')
-				return jfail(j, "expected ':'");
-		}
-		if (!jskip(j, depth + 1))
-			return false;
-		jws(j);
-		if (j->s >= j->end)
-			return jfail(j, "unterminated JSON");
-		char c = *j->s++;
-		if (c == close)
-			return true;
-		if (c != ',')
-			return jfail(j, "expected ',' or end of container");
-	}
-}
-
-/* Skip any value at j->s. */
-static bool jskip(struct jp *j, int depth)
-{
-	double d;
-	jws(j);
-	if (j->s >= j->end)
-		return jfail(j, "expected a value");
-	switch (*j->s) {
-	case '"':
-		return jstr(j, NULL, NULL);
-	case '[':
-	case '{':
-		return jskip_container(j, depth);
-	case 't':
-		return jlit(j, "true") || jfail(j, "bad literal");
-	case 'f':
-		return jlit(j, "false") || jfail(j, "bad literal");
-	case 'n':
-		return jlit(j, "null") || jfail(j, "bad literal");
-	default:
-		return jnum(j, &d);
-	}
-}
+/* ---- JSON forms (the scanner is jscan.c) --------------------------------- */
 
 /*
  * One value of data / metadata into a record.  j is on the value, which
  * the first pass has already checked.
  */
-static void jrec(struct metrics_parser *p, struct jp *j, struct span name)
+static void jrec(struct metrics_parser *p, struct jscan *j, struct jspan name)
 {
-	struct span sv;
+	struct jspan sv;
 	double d;
 	const char *a = j->s;
 	switch (*j->s) {
 	case '"':
-		jstr(j, &p->v, &sv);
+		jscan_str(j, &p->v, &sv);
 		rec_text(p, name.s, name.len, sv.s, sv.len, NULL, 0);
 		return;
 	case '[':
 	case '{':
 		/* kept as written: "[0.9, 0.999]" */
-		jskip(j, 1);
+		jscan_skip(j, 1);
 		rec_str(p, name.s, name.len, a, (size_t)(j->s - a));
 		return;
 	case 't':
@@ -1009,29 +773,29 @@ static void jrec(struct metrics_parser *p, struct jp *j, struct span name)
 		j->s += 4;
 		return;
 	default:
-		jnum(j, &d);
+		jscan_number(j, &d);
 		rec_num(p, name.s, name.len, d, NULL, 0);
 	}
 }
 
 /* Every key of a checked object: a record each (meta: METADATA fields). */
-static void jrecs(struct metrics_parser *p, struct span obj, const struct span *metric)
+static void jrecs(struct metrics_parser *p, struct jspan obj, const struct jspan *metric)
 {
-	struct jp j = { obj.s, obj.s + obj.len, NULL };
-	struct span key;
+	struct jscan j = { obj.s, obj.s + obj.len, NULL };
+	struct jspan key;
 	j.s++; /* '{' */
 	for (;;) {
-		jws(&j);
+		jscan_ws(&j);
 		if (*j.s == '}')
 			return;
 		if (*j.s == ',') {
 			j.s++;
-			jws(&j);
+			jscan_ws(&j);
 		}
-		jstr(&j, &p->k, &key);
-		jws(&j);
+		jscan_str(&j, &p->k, &key);
+		jscan_ws(&j);
 		j.s++; /* ':' */
-		jws(&j);
+		jscan_ws(&j);
 		if (metric) {
 			p->meta_key = key.s;
 			p->meta_key_len = key.len;
@@ -1044,14 +808,14 @@ static void jrecs(struct metrics_parser *p, struct span obj, const struct span *
 }
 
 /* step: "PARAMETER", [], [e], [e, i, ...] or a number; kept as written. */
-static void jstep(struct metrics_parser *p, struct span st)
+static void jstep(struct metrics_parser *p, struct jspan st)
 {
-	struct jp j = { st.s, st.s + st.len, NULL };
-	struct span sv;
+	struct jscan j = { st.s, st.s + st.len, NULL };
+	struct jspan sv;
 	double d;
 	long long x;
 	if (*j.s == '"') {
-		jstr(&j, &p->v, &sv);
+		jscan_str(&j, &p->v, &sv);
 		set_step(p, sv.s, sv.len);
 		if (text_is(sv.s, sv.len, "PARAMETER"))
 			p->kind = METRICS_PARAMETER;
@@ -1062,48 +826,48 @@ static void jstep(struct metrics_parser *p, struct span st)
 		size_t n = 0;
 		j.s++;
 		for (;;) {
-			jws(&j);
+			jscan_ws(&j);
 			if (*j.s == ']')
 				break;
 			if (*j.s == ',') {
 				j.s++;
-				jws(&j);
+				jscan_ws(&j);
 			}
 			if (n < 2 && (*j.s == '-' || isdigit((unsigned char)*j.s))) {
-				jnum(&j, &d);
+				jscan_number(&j, &d);
 				if (as_int(d, &x))
 					*(n ? &p->iter : &p->epoch) = x;
 			} else {
-				jskip(&j, 1);
+				jscan_skip(&j, 1);
 			}
 			n++;
 		}
 		p->kind = n == 0 ? METRICS_SUMMARY : n == 1 ? METRICS_EPOCH : METRICS_POINT;
 	} else if (*j.s == '-' || isdigit((unsigned char)*j.s)) {
-		jnum(&j, &d);
+		jscan_number(&j, &d);
 		if (as_int(d, &x))
 			p->iter = x;
 	}
 }
 
 /* A time field: a string holding seconds, or a number. */
-static bool jtime(struct metrics_parser *p, struct jp *j, double *out)
+static bool jtime(struct metrics_parser *p, struct jscan *j, double *out)
 {
-	struct span sv;
+	struct jspan sv;
 	double d;
 	if (j->s < j->end && *j->s == '"') {
-		if (!jstr(j, &p->v, &sv))
+		if (!jscan_str(j, &p->v, &sv))
 			return false;
 		if (metrics_parse_number(sv.s, sv.len, &d))
 			*out = d;
 		return true;
 	}
 	const char *a = j->s;
-	if (!jskip(j, 1))
+	if (!jscan_skip(j, 1))
 		return false;
-	struct jp n = { a, j->s, NULL };
+	struct jscan n = { a, j->s, NULL };
 	if (a < j->end && (*a == '-' || isdigit((unsigned char)*a) || *a == 'N' || *a == 'I') &&
-	    jnum(&n, &d))
+	    jscan_number(&n, &d))
 		*out = d;
 	return true;
 }
@@ -1112,33 +876,33 @@ enum jtype { JT_NONE, JT_LOG, JT_METADATA, JT_OTHER };
 
 static enum metrics_result parse_json(struct metrics_parser *p, const char *s, size_t len)
 {
-	struct jp j = { s, s + len, NULL };
-	struct span key, sv, step = { 0 }, data = { 0 }, metric = { 0 }, meta = { 0 };
+	struct jscan j = { s, s + len, NULL };
+	struct jspan key, sv, step = { 0 }, data = { 0 }, metric = { 0 }, meta = { 0 };
 	enum jtype type = JT_NONE;
 	bool metric_str = false;
 
 	/* Pass 1: check the whole object, note where the parts lie. */
-	jws(&j);
+	jscan_ws(&j);
 	if (j.s >= j.end || *j.s != '{')
 		return malformed(p, "JSON is not an object");
 	j.s++;
-	jws(&j);
+	jscan_ws(&j);
 	if (j.s < j.end && *j.s == '}')
 		j.s++;
 	else
 		for (;;) {
-			jws(&j);
-			if (j.s >= j.end || *j.s != '"' || !jstr(&j, &p->k, &key))
+			jscan_ws(&j);
+			if (j.s >= j.end || *j.s != '"' || !jscan_str(&j, &p->k, &key))
 				return malformed(p, j.err ? j.err : "expected a key");
-			jws(&j);
+			jscan_ws(&j);
 			if (j.s >= j.end || *j.s++ != ':')
 				return malformed(p, "expected ':'");
-			jws(&j);
+			jscan_ws(&j);
 			const char *a = j.s;
-			struct span *keep = NULL;
+			struct jspan *keep = NULL;
 			if (text_is(key.s, key.len, "type")) {
 				if (j.s < j.end && *j.s == '"') {
-					if (!jstr(&j, &p->v, &sv))
+					if (!jscan_str(&j, &p->v, &sv))
 						return malformed(p, j.err);
 					type = text_is(sv.s, sv.len, "LOG")        ? JT_LOG
 					       : text_is(sv.s, sv.len, "METADATA") ? JT_METADATA
@@ -1163,14 +927,14 @@ static enum metrics_result parse_json(struct metrics_parser *p, const char *s, s
 			} else if (text_is(key.s, key.len, "metadata")) {
 				keep = &meta;
 			}
-			if (!jskip(&j, 1))
+			if (!jscan_skip(&j, 1))
 				return malformed(p, j.err);
 			if (keep) {
 				keep->s = a;
 				keep->len = (size_t)(j.s - a);
 			}
 		next:
-			jws(&j);
+			jscan_ws(&j);
 			if (j.s >= j.end)
 				return malformed(p, "unterminated JSON");
 			char c = *j.s++;
@@ -1179,7 +943,7 @@ static enum metrics_result parse_json(struct metrics_parser *p, const char *s, s
 			if (c != ',')
 				return malformed(p, "expected ',' or '}'");
 		}
-	jws(&j);
+	jscan_ws(&j);
 	if (j.s != j.end)
 		return malformed(p, "text after the JSON object");
 	if (type == JT_NONE)
@@ -1190,9 +954,9 @@ static enum metrics_result parse_json(struct metrics_parser *p, const char *s, s
 		if (!metric_str || (meta.s && *meta.s != '{' && !text_is(meta.s, meta.len, "null")))
 			return malformed(p, "METADATA without \"metric\" or \"metadata\" object");
 		p->kind = METRICS_METADATA;
-		struct jp m = { metric.s, metric.s + metric.len, NULL };
-		struct span name;
-		jstr(&m, &p->js, &name);
+		struct jscan m = { metric.s, metric.s + metric.len, NULL };
+		struct jspan name;
+		jscan_str(&m, &p->js, &name);
 		if (meta.s && *meta.s == '{')
 			jrecs(p, meta, &name);
 		return METRICS_PARSED;
@@ -1207,8 +971,8 @@ static enum metrics_result parse_json(struct metrics_parser *p, const char *s, s
 		jrecs(p, data, NULL);
 	} else if (*data.s == '"') {
 		/* tcap_dllogger: data = str(dict) */
-		struct jp d = { data.s, data.s + data.len, NULL };
-		jstr(&d, &p->js, &sv);
+		struct jscan d = { data.s, data.s + data.len, NULL };
+		jscan_str(&d, &p->js, &sv);
 		if (!py_dict(p, sv.s, sv.len))
 			return malformed(p, "\"data\" is not a Python dict");
 	} else {
