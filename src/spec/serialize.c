@@ -1,0 +1,228 @@
+/*
+ * serialize.c -- a resolved spec written back out: JSON (stored with the
+ * job, `show --json`, the API) and YAML (the run folder's job.yaml, which
+ * loads again as a spec); see spec.h.
+ */
+#include "spec/spec.h"
+#include "core/sbuf.h"
+#include "core/xalloc.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+static json_t *kv_json(const struct spec_kv *kv, size_t n)
+{
+	json_t *o = json_object();
+	for (size_t i = 0; i < n; i++)
+		json_object_set_new(o, kv[i].key, kv[i].val ? json_string(kv[i].val) : json_null());
+	return o;
+}
+
+static json_t *spec_json(const struct spec *s)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "name", json_string(s->name));
+	if (s->shell) {
+		json_object_set_new(o, "command", json_string(s->shell));
+	} else {
+		json_t *a = json_array();
+		for (size_t i = 0; i < s->argv.nr; i++)
+			json_array_append_new(a, json_string(s->argv.v[i]));
+		json_object_set_new(o, "command", a);
+	}
+	json_object_set_new(o, "args", kv_json(s->args, s->nargs));
+	json_object_set_new(o, "workdir", json_string(s->workdir));
+	json_object_set_new(o, "env", kv_json(s->env, s->nenv));
+	json_object_set_new(o, "framework", json_string(s->framework));
+	json_t *d = json_object();
+	json_object_set_new(d, "type", json_string(s->device_type));
+	json_object_set_new(d, "per_node", json_integer(s->per_node));
+	json_t *ids = json_array();
+	for (int i = 0; i < s->per_node; i++)
+		json_array_append_new(ids, json_integer(s->device_ids[i]));
+	json_object_set_new(d, "ids", ids);
+	if (s->hccn_conf)
+		json_object_set_new(d, "hccn_conf", json_string(s->hccn_conf));
+	json_object_set_new(o, "devices", d);
+	json_object_set_new(o, "nodes", json_integer(s->nodes));
+	json_object_set_new(o, "backend", json_string(s->backend));
+	if (!strcmp(s->backend, "slurm")) {
+		json_t *sl = json_object();
+		const char *const kv[][2] = { { "partition", s->slurm.partition },
+					      { "account", s->slurm.account },
+					      { "qos", s->slurm.qos },
+					      { "time", s->slurm.time },
+					      { "signal", s->slurm.signal },
+					      { "gres", s->slurm.gres } };
+		for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
+			if (kv[i][1])
+				json_object_set_new(sl, kv[i][0], json_string(kv[i][1]));
+		if (s->slurm.extra.nr) {
+			json_t *ex = json_array();
+			for (size_t i = 0; i < s->slurm.extra.nr; i++)
+				json_array_append_new(ex, json_string(s->slurm.extra.v[i]));
+			json_object_set_new(sl, "extra", ex);
+		}
+		json_object_set_new(o, "slurm", sl);
+	}
+	json_t *r = json_object();
+	json_object_set_new(r, "max_restarts", json_integer(s->max_restarts));
+	json_object_set_new(r, "grace_seconds", json_integer(s->grace_seconds));
+	json_object_set_new(o, "restart", r);
+	json_t *c = json_object();
+	json_object_set_new(c, "dir", json_string(s->ckpt_dir));
+	json_object_set_new(c, "resume", json_string(s->resume == RESUME_AUTO    ? "auto"
+						     : s->resume == RESUME_NEVER ? "never"
+										 : s->resume_path));
+	json_object_set_new(c, "keep", json_integer(s->ckpt_keep));
+	json_object_set_new(o, "checkpoint", c);
+	json_object_set_new(o, "priority", json_integer(s->priority));
+	json_object_set_new(o, "preemptible", json_boolean(s->preemptible));
+	if (s->parallel.on) {
+		json_t *p = json_pack("{s:s, s:s, s:I}", "strategy", "auto", "model", s->parallel.model,
+				      "global_batch", (json_int_t)s->parallel.global_batch);
+		if (s->parallel.cluster)
+			json_object_set_new(p, "cluster", json_string(s->parallel.cluster));
+		if (s->parallel.memory > 0)
+			json_object_set_new(p, "memory", json_real(s->parallel.memory));
+		json_object_set_new(p, "plan", json_pack("{s:i, s:i, s:i, s:i, s:s, s:f}",
+							 "dp", s->parallel.dp, "tp", s->parallel.tp,
+							 "pp", s->parallel.pp, "micro_batch",
+							 s->parallel.micro_batch, "partition",
+							 s->parallel.partition, "step_time",
+							 s->parallel.step_time));
+		json_object_set_new(o, "parallel", p);
+	}
+	if (s->ninputs) {
+		json_t *in = json_array();
+		for (size_t i = 0; i < s->ninputs; i++)
+			json_array_append_new(in, json_pack("{s:s, s:s}", "from", s->inputs[i].from, "to",
+							    s->inputs[i].to));
+		json_object_set_new(o, "inputs", in);
+	}
+	if (s->upload_to) {
+		json_t *out = json_object();
+		json_object_set_new(out, "upload_to", json_string(s->upload_to));
+		if (s->upload_every_seconds)
+			json_object_set_new(out, "every_seconds", json_integer(s->upload_every_seconds));
+		if (s->upload_every_steps)
+			json_object_set_new(out, "every_steps", json_integer(s->upload_every_steps));
+		json_object_set_new(o, "outputs", out);
+	}
+	json_t *m = json_object();
+	json_object_set_new(m, "format", json_string(s->metrics_format ? s->metrics_format : "auto"));
+	json_object_set_new(m, "warmup_steps", json_integer(s->metrics_warmup_steps));
+	if (s->metrics_batch_size)
+		json_object_set_new(m, "batch_size", json_integer(s->metrics_batch_size));
+	if (s->metrics_accuracy)
+		json_object_set_new(m, "accuracy", json_string(s->metrics_accuracy));
+	json_t *files = json_array();
+	for (size_t i = 0; i < s->metrics_files.nr; i++)
+		json_array_append_new(files, json_string(s->metrics_files.v[i]));
+	json_object_set_new(m, "files", files);
+	json_object_set_new(o, "metrics", m);
+	return o;
+}
+
+char *spec_to_json(const struct spec *s)
+{
+	json_t *o = spec_json(s);
+	char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	if (!text)
+		xdie_oom(0);
+	char *r = xstrdup(text);
+	free(text);
+	return r;
+}
+
+/* Emit a JSON value as YAML block style through libyaml's emitter. */
+static int emit_json(yaml_emitter_t *em, json_t *v)
+{
+	yaml_event_t ev;
+	int ok = 1;
+	if (json_is_object(v)) {
+		ok = yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1,
+							 json_object_size(v) ? YAML_BLOCK_MAPPING_STYLE
+									     : YAML_FLOW_MAPPING_STYLE) &&
+		     yaml_emitter_emit(em, &ev);
+		const char *k;
+		json_t *x;
+		json_object_foreach(v, k, x) {
+			if (!ok)
+				break;
+			ok = yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)k, -1, 1, 1,
+							  YAML_ANY_SCALAR_STYLE) &&
+			     yaml_emitter_emit(em, &ev) && emit_json(em, x);
+		}
+		return ok && yaml_mapping_end_event_initialize(&ev) && yaml_emitter_emit(em, &ev);
+	}
+	if (json_is_array(v)) {
+		ok = yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1, YAML_FLOW_SEQUENCE_STYLE) &&
+		     yaml_emitter_emit(em, &ev);
+		size_t i;
+		json_t *x;
+		json_array_foreach(v, i, x) {
+			if (!ok)
+				break;
+			ok = emit_json(em, x);
+		}
+		return ok && yaml_sequence_end_event_initialize(&ev) && yaml_emitter_emit(em, &ev);
+	}
+	struct sbuf sb = SBUF_INIT;
+	yaml_scalar_style_t style = YAML_PLAIN_SCALAR_STYLE;
+	if (json_is_string(v)) {
+		sbuf_adds(&sb, json_string_value(v));
+		/* strings stay strings when read back */
+		style = YAML_DOUBLE_QUOTED_SCALAR_STYLE;
+	} else if (json_is_integer(v)) {
+		sbuf_addf(&sb, "%lld", (long long)json_integer_value(v));
+	} else if (json_is_real(v)) {
+		sbuf_addf(&sb, "%.17g", json_real_value(v));
+	} else if (json_is_boolean(v)) {
+		sbuf_adds(&sb, json_is_true(v) ? "true" : "false");
+	} else {
+		sbuf_adds(&sb, "null");
+	}
+	ok = yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)sb.buf, (int)sb.len, 1, 1,
+					  style) &&
+	     yaml_emitter_emit(em, &ev);
+	sbuf_release(&sb);
+	return ok;
+}
+
+static int yaml_write_cb(void *data, unsigned char *buf, size_t size)
+{
+	sbuf_add(data, buf, size);
+	return 1;
+}
+
+char *spec_to_yaml(const struct spec *s)
+{
+	yaml_emitter_t em;
+	yaml_event_t ev;
+	struct sbuf out = SBUF_INIT;
+	json_t *o = spec_json(s);
+	/* job.yaml must load again as a spec: the chosen plan is not a key */
+	json_object_del(json_object_get(o, "parallel"), "plan");
+	if (!yaml_emitter_initialize(&em))
+		xdie_oom(sizeof(em));
+	yaml_emitter_set_output(&em, yaml_write_cb, &out);
+	yaml_emitter_set_unicode(&em, 1);
+	int ok = yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING) &&
+		 yaml_emitter_emit(&em, &ev) &&
+		 yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1) &&
+		 yaml_emitter_emit(&em, &ev) && emit_json(&em, o) &&
+		 yaml_document_end_event_initialize(&ev, 1) && yaml_emitter_emit(&em, &ev) &&
+		 yaml_stream_end_event_initialize(&ev) && yaml_emitter_emit(&em, &ev);
+	yaml_emitter_delete(&em);
+	json_decref(o);
+	if (!ok) {
+		/* libyaml only fails here on memory exhaustion or a broken string */
+		sbuf_release(&out);
+		return spec_to_json(s);
+	}
+	return sbuf_detach(&out);
+}
