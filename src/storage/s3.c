@@ -19,6 +19,7 @@
 #include "core/http.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "storage/s3_int.h"
 #include "storage/storage_int.h"
 
 #include <errno.h>
@@ -28,102 +29,13 @@
 #include <strings.h>
 #include <time.h>
 
-struct s3 {
-	char *access, *secret, *token, *region, *endpoint;
-	bool virtual_host; /* bucket.host/key instead of host/bucket/key */
-	bool verify_etag;  /* compare ETags of uploads with the MD5 of what was sent */
-	char *sigv4;       /* "aws:amz:REGION:s3" */
-};
-
-/* ---- configuration ---- */
-
-static char *config_path(void)
-{
-	const char *e = getenv("TRAINCTL_STORAGE_CONFIG");
-	if (e && *e)
-		return xstrdup(e);
-	char *home = trainctl_home();
-	struct sbuf sb = SBUF_INIT;
-	sbuf_addf(&sb, "%s/storage.conf", home);
-	free(home);
-	return sbuf_detach(&sb);
-}
-
-/* Value of key in [section] of an INI text, heap string or NULL. */
-static char *ini_get(const char *text, const char *section, const char *key)
-{
-	bool in = false;
-	const char *p = text;
-	while (*p) {
-		const char *eol = strchr(p, '\n');
-		size_t n = eol ? (size_t)(eol - p) : strlen(p);
-		while (n && (*p == ' ' || *p == '\t')) {
-			p++;
-			n--;
-		}
-		while (n && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\r'))
-			n--;
-		if (n && p[0] == '[') {
-			in = n == strlen(section) + 2 && !strncmp(p + 1, section, strlen(section)) &&
-			     p[n - 1] == ']';
-		} else if (in && n && p[0] != '#' && p[0] != ';') {
-			const char *eq = memchr(p, '=', n);
-			if (eq) {
-				size_t kl = (size_t)(eq - p);
-				while (kl && (p[kl - 1] == ' ' || p[kl - 1] == '\t'))
-					kl--;
-				if (kl == strlen(key) && !strncmp(p, key, kl)) {
-					const char *v = eq + 1;
-					while (v < p + n && (*v == ' ' || *v == '\t'))
-						v++;
-					return xstrndup(v, (size_t)(p + n - v));
-				}
-			}
-		}
-		p += n;
-		if (eol)
-			p = eol + 1;
-		else
-			break;
-	}
-	return NULL;
-}
-
-/* env first, then [section] of the file, then [s3] of the file. */
-static char *conf_value(const char *text, const char *section, const char *env1, const char *key)
-{
-	const char *e = env1 ? getenv(env1) : NULL;
-	if (e && *e)
-		return xstrdup(e);
-	if (!text)
-		return NULL;
-	char *v = ini_get(text, section, key);
-	if (!v && strcmp(section, "s3") != 0)
-		v = ini_get(text, "s3", key);
-	return v;
-}
-
-static void s3_free(struct s3 *s)
-{
-	if (!s)
-		return;
-	if (s->secret)
-		memset(s->secret, 0, strlen(s->secret));
-	free(s->access);
-	free(s->secret);
-	free(s->token);
-	free(s->region);
-	free(s->endpoint);
-	free(s->sigv4);
-	free(s);
-}
+/* ---- opening ---- */
 
 static int s3_open(struct storage *st, struct tc_err *err)
 {
 	if (http_init(err))
 		return err->code;
 	bool obs = !strncmp(st->url, "obs://", 6);
-	const char *section = obs ? "obs" : "s3";
 	const char *rest = st->url + (obs ? 6 : 5);
 	const char *slash = strchr(rest, '/');
 	size_t blen = slash ? (size_t)(slash - rest) : strlen(rest);
@@ -145,59 +57,10 @@ static int s3_open(struct storage *st, struct tc_err *err)
 			sbuf_addch(&root, '/');
 	}
 	st->root = sbuf_detach(&root);
-
-	struct sbuf text = SBUF_INIT;
-	char *cpath = config_path();
-	bool have_file = read_file(cpath, &text, NULL) == 0;
-	const char *t = have_file ? text.buf : NULL;
-	struct s3 *s = xcalloc(1, sizeof(*s));
-	s->access = conf_value(t, section, "AWS_ACCESS_KEY_ID", "access_key_id");
-	s->secret = conf_value(t, section, "AWS_SECRET_ACCESS_KEY", "secret_access_key");
-	s->token = conf_value(t, section, "AWS_SESSION_TOKEN", "session_token");
-	s->region = conf_value(t, section, obs ? "OBS_REGION" : "AWS_REGION", "region");
-	if (!s->region && obs)
-		s->region = conf_value(t, section, "AWS_REGION", "region");
-	if (!s->region)
-		s->region = xstrdup(obs ? "cn-north-4" : "us-east-1");
-	s->endpoint = conf_value(t, section, obs ? "OBS_ENDPOINT_URL" : "AWS_ENDPOINT_URL", "endpoint");
-	char *addr = conf_value(t, section, NULL, "addressing");
-	char *verify = conf_value(t, section, NULL, "verify_etag");
-	s->verify_etag = !(verify && (!strcmp(verify, "false") || !strcmp(verify, "0")));
-	if (s->endpoint) {
-		s->virtual_host = addr && !strcmp(addr, "virtual");
-	} else {
-		struct sbuf ep = SBUF_INIT;
-		if (obs)
-			sbuf_addf(&ep, "https://obs.%s.myhuaweicloud.com", s->region);
-		else
-			sbuf_addf(&ep, "https://s3.%s.amazonaws.com", s->region);
-		s->endpoint = sbuf_detach(&ep);
-		s->virtual_host = !(addr && !strcmp(addr, "path"));
-	}
-	size_t el = strlen(s->endpoint);
-	while (el && s->endpoint[el - 1] == '/')
-		s->endpoint[--el] = '\0';
-	free(addr);
-	free(verify);
-	sbuf_release(&text);
-	int rc = 0;
-	if (!s->access || !s->secret) {
-		rc = tc_error(err, TC_EINPUT,
-			      "%s: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
-			      "access_key_id and secret_access_key under [%s] in %s",
-			      st->url, section, cpath);
-		s3_free(s);
-	} else if (strncmp(s->endpoint, "http://", 7) && strncmp(s->endpoint, "https://", 8)) {
-		rc = tc_error(err, TC_EINPUT, "%s: endpoint '%s' must start with http:// or https://",
-			      st->url, s->endpoint);
-		s3_free(s);
-	} else {
-		struct sbuf sv = SBUF_INIT;
-		sbuf_addf(&sv, "aws:amz:%s:s3", s->region);
-		s->sigv4 = sbuf_detach(&sv);
+	struct s3 *s = NULL;
+	int rc = s3_config_load(st->url, obs, &s, err);
+	if (!rc)
 		st->priv = s;
-	}
-	free(cpath);
 	return rc;
 }
 
@@ -205,7 +68,7 @@ static void s3_thread_exit(void);
 
 static void s3_close(struct storage *st)
 {
-	s3_free(st->priv);
+	s3_config_free(st->priv);
 	st->priv = NULL;
 	s3_thread_exit();
 }
@@ -302,22 +165,6 @@ static double parse_http_date(const char *v)
 	memset(&tm, 0, sizeof(tm));
 	const char *end = strptime(v, "%a, %d %b %Y %H:%M:%S", &tm);
 	return end ? (double)timegm(&tm) : 0;
-}
-
-static double parse_iso_date(const char *v)
-{
-	struct tm tm;
-	memset(&tm, 0, sizeof(tm));
-	const char *end = strptime(v, "%Y-%m-%dT%H:%M:%S", &tm);
-	if (!end)
-		return 0;
-	double frac = 0;
-	if (*end == '.') {
-		double scale = 0.1;
-		for (end++; *end >= '0' && *end <= '9'; end++, scale /= 10)
-			frac += (*end - '0') * scale;
-	}
-	return (double)timegm(&tm) + frac;
 }
 
 static size_t on_header(char *buf, size_t size, size_t n, void *arg)
@@ -433,62 +280,6 @@ static int on_seek(void *arg, curl_off_t off, int origin)
 	return CURL_SEEKFUNC_OK;
 }
 
-/* The text between <tag> and </tag> (first one at or after *from), decoded. */
-static bool xml_text(const char *xml, const char *end, const char *tag, struct sbuf *out,
-		     const char **after)
-{
-	struct sbuf open = SBUF_INIT, close_ = SBUF_INIT;
-	sbuf_addf(&open, "<%s>", tag);
-	sbuf_addf(&close_, "</%s>", tag);
-	bool found = false;
-	const char *a = memmem(xml, (size_t)(end - xml), open.buf, open.len);
-	if (a) {
-		a += open.len;
-		const char *b = memmem(a, (size_t)(end - a), close_.buf, close_.len);
-		if (b) {
-			found = true;
-			sbuf_reset(out);
-			for (const char *p = a; p < b; p++) {
-				if (*p != '&') {
-					sbuf_addch(out, *p);
-					continue;
-				}
-				static const struct { const char *ent; char c; } ents[] = {
-					{ "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' },
-					{ "&quot;", '"' }, { "&apos;", '\'' },
-				};
-				bool done = false;
-				for (size_t i = 0; i < 5 && !done; i++) {
-					size_t l = strlen(ents[i].ent);
-					if ((size_t)(b - p) >= l && !strncmp(p, ents[i].ent, l)) {
-						sbuf_addch(out, ents[i].c);
-						p += l - 1;
-						done = true;
-					}
-				}
-				if (!done && p + 2 < b && p[1] == '#') {
-					const char *semi = memchr(p, ';', (size_t)(b - p));
-					char *e;
-					unsigned long cp = p[2] == 'x' ? strtoul(p + 3, &e, 16)
-								       : strtoul(p + 2, &e, 10);
-					if (semi && e == semi && cp && cp < 0x110000) {
-						utf8_add(out, cp);
-						p = semi;
-						done = true;
-					}
-				}
-				if (!done)
-					sbuf_addch(out, '&');
-			}
-			if (after)
-				*after = b + close_.len;
-		}
-	}
-	sbuf_release(&open);
-	sbuf_release(&close_);
-	return found;
-}
-
 /* 100 ms doubling to 5 s, with jitter so parallel retries spread */
 static const struct http_backoff s3_backoff = { 100, 5000, true };
 
@@ -512,21 +303,196 @@ static bool is_md5_hex(const char *s)
 /* Describe a failed response: "HTTP 403 AccessDenied: message". */
 static void describe_http(struct s3req *rq, struct sbuf *out)
 {
-	struct sbuf code = SBUF_INIT, msg = SBUF_INIT;
-	const char *end = rq->resp.buf + rq->resp.len;
+	char *code, *msg;
 	sbuf_addf(out, "HTTP %ld", rq->status);
-	if (xml_text(rq->resp.buf, end, "Code", &code, NULL))
-		sbuf_addf(out, " %s", code.buf);
-	if (xml_text(rq->resp.buf, end, "Message", &msg, NULL))
-		sbuf_addf(out, ": %s", msg.buf);
-	sbuf_release(&code);
-	sbuf_release(&msg);
+	if (s3_xml_parse_error(rq->resp.buf, rq->resp.len, &code, &msg)) {
+		if (code)
+			sbuf_addf(out, " %s", code);
+		if (msg)
+			sbuf_addf(out, ": %s", msg);
+	}
+	free(code);
+	free(msg);
+}
+
+/* A GET into a sink asks for a byte range: a part, or the rest after a failed try. */
+static bool is_ranged(const struct s3req *rq)
+{
+	return !strcmp(rq->method, "GET") && rq->sink && (rq->range_len || (rq->done && *rq->done));
+}
+
+/* The caller's headers plus the session token, the payload hash and the range. */
+static struct curl_slist *request_headers(const struct s3 *s, const struct s3req *rq, bool ranged)
+{
+	struct curl_slist *hdrs = NULL;
+	struct sbuf h = SBUF_INIT;
+	for (struct curl_slist *x = rq->hdrs; x; x = x->next)
+		hdrs = curl_slist_append(hdrs, x->data);
+	if (s->token) {
+		sbuf_addf(&h, "x-amz-security-token: %s", s->token);
+		hdrs = curl_slist_append(hdrs, h.buf);
+	}
+	hdrs = curl_slist_append(hdrs, "Expect:");
+	/* S3 wants the payload hash header; libcurl signs the value given */
+	hdrs = curl_slist_append(hdrs, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+	if (ranged) {
+		uint64_t d = rq->done ? *rq->done : 0;
+		sbuf_reset(&h);
+		if (rq->range_len)
+			sbuf_addf(&h, "Range: bytes=%llu-%llu", (unsigned long long)(rq->range_off + d),
+				  (unsigned long long)(rq->range_off + rq->range_len - 1));
+		else
+			sbuf_addf(&h, "Range: bytes=%llu-", (unsigned long long)d);
+		hdrs = curl_slist_append(hdrs, h.buf);
+	}
+	sbuf_release(&h);
+	if (!hdrs)
+		xdie_oom(0);
+	return hdrs;
+}
+
+/*
+ * Forget what the last try filled, and start an MD5 where the data can be
+ * checked against the ETag: an upload, or a GET that starts at 0 (it may
+ * turn out to be the whole object).
+ */
+static void try_reset(const struct s3 *s, struct s3req *rq, bool *check_get, bool *check_put)
+{
+	sbuf_reset(&rq->resp);
+	rq->status = 0;
+	rq->etag[0] = '\0';
+	rq->have_length = false;
+	rq->have_total = false;
+	rq->sink_failed = false;
+	md5_free(rq->md5);
+	rq->md5 = NULL;
+	*check_get = !strcmp(rq->method, "GET") && rq->sink && rq->done && *rq->done == 0 &&
+		     !rq->range_off;
+	*check_put = rq->rd != NULL && s->verify_etag;
+	if (*check_get || *check_put)
+		rq->md5 = md5_new();
+}
+
+static bool set_options(CURL *h, const struct s3 *s, struct s3req *rq, const char *url,
+			struct curl_slist *hdrs)
+{
+	long timeout = 60;
+	const char *te = getenv("TRAINCTL_S3_TIMEOUT");
+	long tv;
+	if (te && parse_long(te, 1, 86400, &tv))
+		timeout = tv;
+	bool ok = curl_easy_setopt(h, CURLOPT_URL, url) == CURLE_OK &&
+		  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
+		  curl_easy_setopt(h, CURLOPT_AWS_SIGV4, s->sigv4) == CURLE_OK &&
+		  curl_easy_setopt(h, CURLOPT_USERNAME, s->access) == CURLE_OK &&
+		  curl_easy_setopt(h, CURLOPT_PASSWORD, s->secret) == CURLE_OK &&
+		  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs) == CURLE_OK &&
+		  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header) == CURLE_OK &&
+		  curl_easy_setopt(h, CURLOPT_HEADERDATA, rq) == CURLE_OK &&
+		  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body) == CURLE_OK &&
+		  curl_easy_setopt(h, CURLOPT_WRITEDATA, rq) == CURLE_OK &&
+		  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L) == CURLE_OK &&
+		  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L) == CURLE_OK &&
+		  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, timeout) == CURLE_OK;
+	if (ok && !strcmp(rq->method, "HEAD"))
+		ok = curl_easy_setopt(h, CURLOPT_NOBODY, 1L) == CURLE_OK;
+	else if (ok && !strcmp(rq->method, "PUT"))
+		ok = curl_easy_setopt(h, CURLOPT_UPLOAD, 1L) == CURLE_OK &&
+		     curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read) == CURLE_OK &&
+		     curl_easy_setopt(h, CURLOPT_READDATA, rq) == CURLE_OK &&
+		     curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek) == CURLE_OK &&
+		     curl_easy_setopt(h, CURLOPT_SEEKDATA, rq) == CURLE_OK &&
+		     curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE,
+				      (curl_off_t)(rq->rd ? rq->rd_len : rq->body_len)) == CURLE_OK;
+	else if (ok && !strcmp(rq->method, "POST"))
+		ok = curl_easy_setopt(h, CURLOPT_POST, 1L) == CURLE_OK &&
+		     curl_easy_setopt(h, CURLOPT_POSTFIELDS, rq->body ? rq->body : "") == CURLE_OK &&
+		     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+				      (curl_off_t)(rq->body ? rq->body_len : 0)) == CURLE_OK;
+	else if (ok && !strcmp(rq->method, "DELETE"))
+		ok = curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE") == CURLE_OK;
+	return ok;
+}
+
+/*
+ * A 2xx answer: is it what was asked for?  A range answered in full, data
+ * that does not match its plain-MD5 ETag, or an <Error> inside a POST's 200
+ * fill why (and *retry where another try may do better).
+ */
+static void check_answer(struct s3req *rq, bool ranged, bool check_get, bool check_put,
+			 uint64_t start_done, struct sbuf *why, bool *retry)
+{
+	if (ranged && rq->status != 206) {
+		sbuf_addf(why, "the server ignored the byte range (HTTP %ld)", rq->status);
+		*retry = false;
+	} else if (rq->md5 && rq->etag[0] && is_md5_hex(rq->etag) &&
+		   (check_put || (rq->done && *rq->done == (rq->status == 206
+								? (rq->have_total ? rq->total : 0)
+								: rq->content_length)))) {
+		char hex[33];
+		md5_final_hex(rq->md5, hex);
+		rq->md5 = NULL;
+		if (strcmp(hex, rq->etag) != 0) {
+			sbuf_addf(why, "the data does not match its ETag (MD5 %s, ETag %s)", hex,
+				  rq->etag);
+			*retry = true;
+			if (check_get && rq->done)
+				*rq->done = start_done; /* fetch it all again */
+		}
+	}
+	if (!why->len && !strcmp(rq->method, "POST") && s3_xml_is_error(rq->resp.buf, rq->resp.len)) {
+		/* CompleteMultipartUpload can fail inside a 200 */
+		describe_http(rq, why);
+		*retry = true;
+	}
+}
+
+/*
+ * One try of rq.  0 with why empty: success; 0 with why filled: a failure
+ * that *retry says whether to try again; or a final error (not found, the
+ * sink or the reader failed) in err.
+ */
+static int try_once(const struct s3 *s, struct s3req *rq, const char *url, const char *name,
+		    uint64_t start_done, struct sbuf *why, bool *retry, struct tc_err *err)
+{
+	CURL *h = handle();
+	bool ranged = is_ranged(rq), check_get, check_put;
+	struct curl_slist *hdrs = request_headers(s, rq, ranged);
+	try_reset(s, rq, &check_get, &check_put);
+	sbuf_reset(why);
+	*retry = false;
+	if (rq->rd && rq->rd->rewind(rq->rd) < 0) {
+		curl_slist_free_all(hdrs);
+		return tc_error_errno(err, TC_ESTORAGE, "%s: cannot read the data to send", name);
+	}
+	if (rq->body)
+		rq->range_off = 0;
+	if (!set_options(h, s, rq, url, hdrs)) {
+		curl_slist_free_all(hdrs);
+		return tc_error(err, TC_ESTORAGE, "%s: cannot set up the request", name);
+	}
+	CURLcode cc = curl_easy_perform(h);
+	curl_slist_free_all(hdrs);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &rq->status);
+	if (cc != CURLE_OK) {
+		if (rq->sink_failed)
+			return tc_error_errno(err, TC_ESTORAGE, "%s: cannot store the data", name);
+		sbuf_addf(why, "%s", curl_easy_strerror(cc));
+		*retry = http_retryable_curl(cc);
+	} else if (rq->status >= 200 && rq->status < 300) {
+		check_answer(rq, ranged, check_get, check_put, start_done, why, retry);
+	} else {
+		describe_http(rq, why);
+		*retry = http_retryable_status(rq->status);
+		if (rq->status == 404)
+			return tc_error(err, TC_ENOTFOUND, "%s: %s %s", name, rq->method, why->buf);
+	}
+	return 0;
 }
 
 static int s3_do(struct storage *st, struct s3req *rq, struct tc_err *err)
 {
-	struct s3 *s = st->priv;
-	struct sbuf url = SBUF_INIT, why = SBUF_INIT, name = SBUF_INIT, range = SBUF_INIT;
+	struct sbuf url = SBUF_INIT, why = SBUF_INIT, name = SBUF_INIT;
 	int rc = 0;
 	int max = max_attempts();
 	sbuf_init(&rq->resp, 0);
@@ -534,142 +500,10 @@ static int s3_do(struct storage *st, struct s3req *rq, struct tc_err *err)
 	build_url(st, rq->key, rq->rooted, rq->query, &url);
 	uint64_t start_done = rq->done ? *rq->done : 0;
 	for (int attempt = 1;; attempt++) {
-		CURL *h = handle();
-		struct curl_slist *hdrs = NULL;
-		for (struct curl_slist *x = rq->hdrs; x; x = x->next)
-			hdrs = curl_slist_append(hdrs, x->data);
-		if (s->token) {
-			struct sbuf t = SBUF_INIT;
-			sbuf_addf(&t, "x-amz-security-token: %s", s->token);
-			hdrs = curl_slist_append(hdrs, t.buf);
-			sbuf_release(&t);
-		}
-		hdrs = curl_slist_append(hdrs, "Expect:");
-		/* S3 wants the payload hash header; libcurl signs the value given */
-		hdrs = curl_slist_append(hdrs, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-		bool ranged = !strcmp(rq->method, "GET") && rq->sink &&
-			      (rq->range_len || (rq->done && *rq->done));
-		if (ranged) {
-			uint64_t d = rq->done ? *rq->done : 0;
-			sbuf_reset(&range);
-			if (rq->range_len)
-				sbuf_addf(&range, "Range: bytes=%llu-%llu",
-					  (unsigned long long)(rq->range_off + d),
-					  (unsigned long long)(rq->range_off + rq->range_len - 1));
-			else
-				sbuf_addf(&range, "Range: bytes=%llu-", (unsigned long long)d);
-			hdrs = curl_slist_append(hdrs, range.buf);
-		}
-		if (!hdrs)
-			xdie_oom(0);
-		sbuf_reset(&rq->resp);
-		rq->status = 0;
-		rq->etag[0] = '\0';
-		rq->have_length = false;
-		rq->have_total = false;
-		rq->sink_failed = false;
-		md5_free(rq->md5);
-		rq->md5 = NULL;
-		/* a GET that starts at 0 may turn out to be the whole object */
-		bool check_get = !strcmp(rq->method, "GET") && rq->sink && rq->done && *rq->done == 0 &&
-				 !rq->range_off;
-		bool check_put = (rq->rd != NULL) && s->verify_etag;
-		if (check_get || check_put)
-			rq->md5 = md5_new();
-		if (rq->rd && rq->rd->rewind(rq->rd) < 0) {
-			curl_slist_free_all(hdrs);
-			rc = tc_error_errno(err, TC_ESTORAGE, "%s: cannot read the data to send", name.buf);
+		bool retry;
+		rc = try_once(st->priv, rq, url.buf, name.buf, start_done, &why, &retry, err);
+		if (rc || !why.len)
 			break;
-		}
-		if (rq->body)
-			rq->range_off = 0;
-		long timeout = 60;
-		const char *te = getenv("TRAINCTL_S3_TIMEOUT");
-		long tv;
-		if (te && parse_long(te, 1, 86400, &tv))
-			timeout = tv;
-		int ok = curl_easy_setopt(h, CURLOPT_URL, url.buf) == CURLE_OK &&
-			 curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
-			 curl_easy_setopt(h, CURLOPT_AWS_SIGV4, s->sigv4) == CURLE_OK &&
-			 curl_easy_setopt(h, CURLOPT_USERNAME, s->access) == CURLE_OK &&
-			 curl_easy_setopt(h, CURLOPT_PASSWORD, s->secret) == CURLE_OK &&
-			 curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs) == CURLE_OK &&
-			 curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header) == CURLE_OK &&
-			 curl_easy_setopt(h, CURLOPT_HEADERDATA, rq) == CURLE_OK &&
-			 curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body) == CURLE_OK &&
-			 curl_easy_setopt(h, CURLOPT_WRITEDATA, rq) == CURLE_OK &&
-			 curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L) == CURLE_OK &&
-			 curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L) == CURLE_OK &&
-			 curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, timeout) == CURLE_OK;
-		if (ok && !strcmp(rq->method, "HEAD"))
-			ok = curl_easy_setopt(h, CURLOPT_NOBODY, 1L) == CURLE_OK;
-		else if (ok && !strcmp(rq->method, "PUT"))
-			ok = curl_easy_setopt(h, CURLOPT_UPLOAD, 1L) == CURLE_OK &&
-			     curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read) == CURLE_OK &&
-			     curl_easy_setopt(h, CURLOPT_READDATA, rq) == CURLE_OK &&
-			     curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek) == CURLE_OK &&
-			     curl_easy_setopt(h, CURLOPT_SEEKDATA, rq) == CURLE_OK &&
-			     curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE,
-					      (curl_off_t)(rq->rd ? rq->rd_len : rq->body_len)) == CURLE_OK;
-		else if (ok && !strcmp(rq->method, "POST"))
-			ok = curl_easy_setopt(h, CURLOPT_POST, 1L) == CURLE_OK &&
-			     curl_easy_setopt(h, CURLOPT_POSTFIELDS, rq->body ? rq->body : "") == CURLE_OK &&
-			     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
-					      (curl_off_t)(rq->body ? rq->body_len : 0)) == CURLE_OK;
-		else if (ok && !strcmp(rq->method, "DELETE"))
-			ok = curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE") == CURLE_OK;
-		if (!ok) {
-			curl_slist_free_all(hdrs);
-			rc = tc_error(err, TC_ESTORAGE, "%s: cannot set up the request", name.buf);
-			break;
-		}
-		CURLcode cc = curl_easy_perform(h);
-		curl_slist_free_all(hdrs);
-		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &rq->status);
-		bool retry = false;
-		sbuf_reset(&why);
-		if (cc != CURLE_OK) {
-			if (rq->sink_failed) {
-				rc = tc_error_errno(err, TC_ESTORAGE, "%s: cannot store the data", name.buf);
-				break;
-			}
-			sbuf_addf(&why, "%s", curl_easy_strerror(cc));
-			retry = http_retryable_curl(cc);
-		} else if (rq->status >= 200 && rq->status < 300) {
-			if (ranged && rq->status != 206) {
-				sbuf_addf(&why, "the server ignored the byte range (HTTP %ld)", rq->status);
-				retry = false;
-			} else if (rq->md5 && rq->etag[0] && is_md5_hex(rq->etag) &&
-				   (check_put || (rq->done && *rq->done ==
-						  (rq->status == 206 ? (rq->have_total ? rq->total : 0)
-								     : rq->content_length)))) {
-				char hex[33];
-				md5_final_hex(rq->md5, hex);
-				rq->md5 = NULL;
-				if (strcmp(hex, rq->etag) != 0) {
-					sbuf_addf(&why, "the data does not match its ETag (MD5 %s, ETag %s)",
-						  hex, rq->etag);
-					retry = true;
-					if (check_get && rq->done)
-						*rq->done = start_done; /* fetch it all again */
-				}
-			}
-			if (!why.len && !strcmp(rq->method, "POST") && rq->resp.len &&
-			    memmem(rq->resp.buf, rq->resp.len, "<Error>", 7)) {
-				/* CompleteMultipartUpload can fail inside a 200 */
-				describe_http(rq, &why);
-				retry = true;
-			}
-			if (!why.len)
-				break; /* success */
-		} else {
-			describe_http(rq, &why);
-			retry = http_retryable_status(rq->status);
-			if (rq->status == 404) {
-				rc = tc_error(err, TC_ENOTFOUND, "%s: %s %s", name.buf, rq->method, why.buf);
-				break;
-			}
-		}
 		if (!retry || attempt >= max) {
 			rc = tc_error(err, TC_ESTORAGE, "%s: %s failed%s: %s", name.buf, rq->method,
 				      attempt > 1 ? " after retries" : "", why.buf);
@@ -682,7 +516,6 @@ static int s3_do(struct storage *st, struct s3req *rq, struct tc_err *err)
 	sbuf_release(&url);
 	sbuf_release(&why);
 	sbuf_release(&name);
-	sbuf_release(&range);
 	return rc;
 }
 
@@ -695,37 +528,20 @@ static void req_release(struct s3req *rq)
 
 /* ---- listing ---- */
 
-struct s3ent {
-	char *key;
-	uint64_t size;
-	double mtime;
-	char *etag;
-};
-
 struct s3iter {
 	struct storage_iter base;
-	struct s3ent *e;
-	size_t n, i, alloc;
-	char *token;
-	bool more, started;
+	struct s3_xml_list page;
+	size_t i;     /* next object of the page */
+	bool started; /* the first page was asked for */
 };
-
-static void clear_page(struct s3iter *it)
-{
-	for (size_t i = 0; i < it->n; i++) {
-		free(it->e[i].key);
-		free(it->e[i].etag);
-	}
-	it->n = it->i = 0;
-}
 
 static int fetch_page(struct s3iter *it, struct tc_err *err)
 {
 	struct storage *st = it->base.st;
 	struct sbuf q = SBUF_INIT;
-	if (it->token) {
+	if (it->page.next_token) {
 		sbuf_adds(&q, "continuation-token=");
-		url_encode(&q, it->token, false);
+		url_encode(&q, it->page.next_token, false);
 		sbuf_addch(&q, '&');
 	}
 	sbuf_adds(&q, "list-type=2&max-keys=1000");
@@ -736,82 +552,40 @@ static int fetch_page(struct s3iter *it, struct tc_err *err)
 	struct s3req rq = { .method = "GET", .key = NULL, .query = q.buf };
 	int rc = s3_do(st, &rq, err);
 	sbuf_release(&q);
-	clear_page(it);
-	if (rc) {
-		req_release(&rq);
-		return rc;
+	if (!rc) {
+		struct s3_xml_list next = { 0 };
+		s3_xml_parse_list(rq.resp.buf, rq.resp.len, st->root, &next);
+		s3_xml_list_release(&it->page);
+		it->page = next;
+		it->i = 0;
 	}
-	const char *p = rq.resp.buf, *end = rq.resp.buf + rq.resp.len;
-	struct sbuf f = SBUF_INIT;
-	size_t rl = strlen(st->root);
-	for (;;) {
-		const char *a = memmem(p, (size_t)(end - p), "<Contents>", 10);
-		if (!a)
-			break;
-		const char *b = memmem(a, (size_t)(end - a), "</Contents>", 11);
-		if (!b)
-			break;
-		struct s3ent e = { 0 };
-		if (xml_text(a, b, "Key", &f, NULL) && f.len > rl && !strncmp(f.buf, st->root, rl) &&
-		    f.buf[f.len - 1] != '/') {
-			e.key = xstrdup(f.buf + rl);
-			if (xml_text(a, b, "Size", &f, NULL))
-				e.size = strtoull(f.buf, NULL, 10);
-			if (xml_text(a, b, "LastModified", &f, NULL))
-				e.mtime = parse_iso_date(f.buf);
-			if (xml_text(a, b, "ETag", &f, NULL)) {
-				const char *v = f.buf;
-				size_t l = f.len;
-				if (l >= 2 && v[0] == '"' && v[l - 1] == '"') {
-					v++;
-					l -= 2;
-				}
-				e.etag = xstrndup(v, l);
-			}
-			XGROW(it->e, it->n + 1, it->alloc);
-			it->e[it->n++] = e;
-		}
-		p = b + 11;
-	}
-	it->more = xml_text(rq.resp.buf, end, "IsTruncated", &f, NULL) && !strcmp(f.buf, "true");
-	free(it->token);
-	it->token = NULL;
-	if (it->more) {
-		if (xml_text(rq.resp.buf, end, "NextContinuationToken", &f, NULL) && f.len)
-			it->token = xstrdup(f.buf);
-		else
-			it->more = false;
-	}
-	sbuf_release(&f);
 	req_release(&rq);
-	return 0;
+	return rc;
 }
 
 static int s3_next(struct storage_iter *base, struct storage_obj *obj, struct tc_err *err)
 {
 	struct s3iter *it = (struct s3iter *)base;
-	while (it->i >= it->n) {
-		if (it->started && !it->more)
+	while (it->i >= it->page.n) {
+		if (it->started && !it->page.truncated)
 			return 0;
 		it->started = true;
 		int rc = fetch_page(it, err);
 		if (rc)
 			return rc;
 	}
-	struct s3ent *e = &it->e[it->i++];
-	obj->key = e->key;
-	obj->size = e->size;
-	obj->mtime = e->mtime;
-	obj->etag = e->etag;
+	struct s3_xml_obj *o = &it->page.obj[it->i++];
+	obj->key = o->key;
+	obj->size = o->size;
+	obj->mtime = o->mtime;
+	obj->etag = o->etag;
 	return 1;
 }
 
 static void s3_iter_free(struct storage_iter *base)
 {
 	struct s3iter *it = (struct s3iter *)base;
-	clear_page(it);
-	free(it->e);
-	free(it->token);
+	s3_xml_list_release(&it->page);
 	free(it);
 }
 
@@ -905,18 +679,17 @@ static int s3_wbegin(struct storage *st, const char *key, uint64_t size, double 
 		struct s3req rq = { .method = "POST", .key = key, .rooted = true, .query = "uploads=" };
 		mtime_header(&rq, mtime);
 		int rc = s3_do(st, &rq, err);
-		struct sbuf id = SBUF_INIT;
-		if (!rc && !xml_text(rq.resp.buf, rq.resp.buf + rq.resp.len, "UploadId", &id, NULL))
+		char *id = rc ? NULL : s3_xml_upload_id(rq.resp.buf, rq.resp.len);
+		if (!rc && !id)
 			rc = tc_error(err, TC_ESTORAGE, "s3://%s/%s%s: no UploadId in the answer",
 				      st->bucket, st->root, key);
 		req_release(&rq);
 		if (rc) {
-			sbuf_release(&id);
 			free(tx->key);
 			free(tx);
 			return rc;
 		}
-		tx->upload_id = sbuf_detach(&id);
+		tx->upload_id = id;
 		tx->etags = xcalloc((size_t)nparts, sizeof(char *));
 	}
 	*out = tx;
