@@ -443,13 +443,169 @@ static char *dst_header(const struct plan *pl, int r, const char *metadata)
 	return s;
 }
 
+/* pl->t: every tensor name of every source rank, once, sorted */
+static void collect_names(struct plan *pl, const struct src_rank *sr, int sworld)
+{
+	size_t cap = 0;
+	for (int r = 0; r < sworld; r++)
+		for (size_t i = 0; i < sr[r].nf; i++)
+			cap += sr[r].f[i]->nt;
+	pl->t = xcalloc(cap + 1, sizeof(*pl->t));
+	for (int r = 0; r < sworld; r++)
+		for (size_t fi = 0; fi < sr[r].nf; fi++)
+			for (size_t ti = 0; ti < sr[r].f[fi]->nt; ti++) {
+				const char *name = sr[r].f[fi]->t[ti].name;
+				bool seen = false;
+				for (size_t k = 0; k < pl->nt && !seen; k++)
+					seen = !strcmp(pl->t[k].name, name);
+				if (!seen)
+					pl->t[pl->nt++].name = name;
+			}
+	qsort(pl->t, pl->nt, sizeof(*pl->t), cmp_jt);
+}
+
+/*
+ * Source part p of t, found in the first rank holding it: part 0 sets the
+ * dtype and the full shape, every other part must agree with it.
+ */
+static int locate_part(struct job_tensor *t, int p, const struct src_rank *sr, int sworld,
+		       const struct transform_opts *o, struct tc_err *err)
+{
+	int rank = p * sworld / t->sparts;
+	const struct st_file *f = NULL;
+	const struct st_tensor *x = rank_find(&sr[rank], t->name, &f);
+	if (!x)
+		return tc_error(err, TC_EINPUT, "%s/rank_%d: tensor '%s' is missing (part %d of %d)",
+				o->src_dir, rank, t->name, p, t->sparts);
+	if (p == 0) {
+		t->dtype = x->dtype;
+		t->ndim = x->ndim;
+		memcpy(t->full, x->shape, sizeof(t->full));
+		if (t->sdim >= t->ndim)
+			return tc_error(err, TC_EINPUT, "%s: tensor '%s' has %d dimensions, no dim %d",
+					o->src_strategy, t->name, t->ndim, t->sdim);
+		if (t->sdim >= 0)
+			t->full[t->sdim] *= (uint64_t)t->sparts;
+	} else {
+		bool same = x->dtype == t->dtype && x->ndim == t->ndim;
+		for (int d = 0; same && d < t->ndim; d++)
+			same = x->shape[d] == (d == t->sdim ? t->full[d] / (uint64_t)t->sparts : t->full[d]);
+		if (!same)
+			return tc_error(err, TC_EINPUT,
+					"%s/rank_%d: tensor '%s': part %d differs in dtype or shape from part 0",
+					o->src_dir, rank, t->name, p);
+	}
+	t->part[p] = f->map + f->data_off + x->begin;
+	return 0;
+}
+
+/* One tensor of the plan: its source parts, and its split and size at the destination. */
+static int plan_tensor(struct job_tensor *t, const struct strategy *ss, const struct strategy *ds,
+		       const struct src_rank *sr, const struct transform_opts *o, struct tc_err *err)
+{
+	const struct rule *sru = strategy_for(ss, t->name), *dru = strategy_for(ds, t->name);
+	t->sdim = sru->dim;
+	t->sparts = sru->parts;
+	t->ddim = dru->dim;
+	t->dparts = dru->parts;
+	t->part = xcalloc((size_t)t->sparts, sizeof(*t->part));
+	for (int p = 0; p < t->sparts; p++) {
+		int rc = locate_part(t, p, sr, ss->world, o, err);
+		if (rc)
+			return rc;
+	}
+	if (t->ddim >= t->ndim || (t->ddim >= 0 && t->full[t->ddim] % (uint64_t)t->dparts))
+		return tc_error(err, TC_EINPUT,
+				"%s: tensor '%s' (dimension %d of size %llu) cannot be split in %d parts",
+				o->dst_strategy, t->name, t->ddim,
+				(unsigned long long)(t->ddim >= 0 && t->ddim < t->ndim ? t->full[t->ddim] : 0),
+				t->dparts);
+	t->dst_bytes = st_dtype_size(t->dtype);
+	for (int d = 0; d < t->ndim; d++)
+		t->dst_bytes *= d == t->ddim ? t->full[d] / (uint64_t)t->dparts : t->full[d];
+	t->dst_off = xcalloc((size_t)ds->world, sizeof(uint64_t));
+	atomic_store(&t->tasks_left, ds->world);
+	return 0;
+}
+
+/* Lay out destination rank r's file and write its header; the data follows from the workers. */
+static int create_rank_file(struct plan *pl, int r, const char *metadata, const char *dst_dir,
+			    struct tc_err *err)
+{
+	uint64_t off = 0;
+	for (size_t i = 0; i < pl->nt; i++) {
+		pl->t[i].dst_off[r] = off;
+		off += pl->t[i].dst_bytes;
+	}
+	char *h = dst_header(pl, r, metadata);
+	size_t hl = strlen(h), padded = (hl + 7) & ~(size_t)7;
+	pl->ddata[r] = 8 + padded;
+	pl->dsize[r] = 8 + padded + off;
+	struct sbuf p = SBUF_INIT;
+	sbuf_addf(&p, "%s/rank_%d", dst_dir, r);
+	int rc = mkdir_p(p.buf, err);
+	sbuf_adds(&p, "/model.safetensors");
+	if (!rc) {
+		pl->dfd[r] = open(p.buf, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (pl->dfd[r] < 0)
+			rc = tc_error_errno(err, TC_ESTORAGE, "cannot create '%s'", p.buf);
+	}
+	if (!rc) {
+		struct sbuf head = SBUF_INIT;
+		for (int i = 0; i < 8; i++)
+			sbuf_addch(&head, (char)(unsigned char)((uint64_t)padded >> (8 * i)));
+		sbuf_add(&head, h, hl);
+		while (head.len < 8 + padded)
+			sbuf_addch(&head, ' ');
+		if (pwrite(pl->dfd[r], head.buf, head.len, 0) != (ssize_t)head.len)
+			rc = tc_error_errno(err, TC_ESTORAGE, "cannot write '%s'", p.buf);
+		sbuf_release(&head);
+	}
+	sbuf_release(&p);
+	free(h);
+	return rc;
+}
+
+/* Copy every (tensor, destination rank) task on nth threads (this one when none starts). */
+static void run_workers(struct plan *pl, int nth)
+{
+	pthread_t *th = xcalloc((size_t)nth, sizeof(*th));
+	int started = 0;
+	for (int i = 0; i < nth; i++)
+		if (pthread_create(&th[i], NULL, worker, pl) == 0)
+			started++;
+	if (!started)
+		worker(pl);
+	for (int i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	free(th);
+}
+
+/* Close the destination files (reporting a failed close when all else went well) and free the plan. */
+static int plan_release(struct plan *pl, int rc, struct tc_err *err)
+{
+	for (int r = 0; pl->dfd && r < pl->dworld; r++)
+		if (pl->dfd[r] >= 0 && close(pl->dfd[r]) < 0 && !rc)
+			rc = tc_error_errno(err, TC_ESTORAGE, "cannot write rank %d", r);
+	for (size_t i = 0; i < pl->nt; i++) {
+		free(pl->t[i].part);
+		free(pl->t[i].dst_off);
+	}
+	free(pl->t);
+	if (pl->dfd)
+		pthread_mutex_destroy(&pl->mu);
+	free(pl->dsize);
+	free(pl->ddata);
+	free(pl->dfd);
+	return rc;
+}
+
 int ckpt_transform(const struct transform_opts *o, struct transform_stats *stats,
 		   struct tc_err *err)
 {
 	struct strategy ss = { 0 }, ds = { 0 };
 	struct src_rank *sr = NULL;
 	struct plan pl = { 0 };
-	int *dfd = NULL;
 	int rc;
 	double t0 = now_wall();
 	memset(stats, 0, sizeof(*stats));
@@ -459,159 +615,34 @@ int ckpt_transform(const struct transform_opts *o, struct transform_stats *stats
 	for (int r = 0; r < ss.world; r++)
 		if ((rc = load_rank(o->src_dir, r, &sr[r], err)))
 			goto out;
-	/* every tensor name of every source rank, once */
-	size_t cap = 0;
-	for (int r = 0; r < ss.world; r++)
-		for (size_t i = 0; i < sr[r].nf; i++)
-			cap += sr[r].f[i]->nt;
-	pl.t = xcalloc(cap + 1, sizeof(*pl.t));
+	collect_names(&pl, sr, ss.world);
 	pl.dworld = ds.world;
-	for (int r = 0; r < ss.world; r++)
-		for (size_t fi = 0; fi < sr[r].nf; fi++)
-			for (size_t ti = 0; ti < sr[r].f[fi]->nt; ti++) {
-				const char *name = sr[r].f[fi]->t[ti].name;
-				bool seen = false;
-				for (size_t k = 0; k < pl.nt && !seen; k++)
-					seen = !strcmp(pl.t[k].name, name);
-				if (!seen)
-					pl.t[pl.nt++].name = name;
-			}
-	qsort(pl.t, pl.nt, sizeof(*pl.t), cmp_jt);
-	for (size_t i = 0; i < pl.nt; i++) {
-		struct job_tensor *t = &pl.t[i];
-		const struct rule *sru = strategy_for(&ss, t->name), *dru = strategy_for(&ds, t->name);
-		t->sdim = sru->dim;
-		t->sparts = sru->parts;
-		t->ddim = dru->dim;
-		t->dparts = dru->parts;
-		t->part = xcalloc((size_t)t->sparts, sizeof(*t->part));
-		for (int p = 0; p < t->sparts; p++) {
-			int rank = p * ss.world / t->sparts; /* the first rank holding part p */
-			const struct st_file *f = NULL;
-			const struct st_tensor *x = rank_find(&sr[rank], t->name, &f);
-			if (!x) {
-				rc = tc_error(err, TC_EINPUT, "%s/rank_%d: tensor '%s' is missing (part %d of %d)",
-					      o->src_dir, rank, t->name, p, t->sparts);
-				goto out;
-			}
-			if (p == 0) {
-				t->dtype = x->dtype;
-				t->ndim = x->ndim;
-				memcpy(t->full, x->shape, sizeof(t->full));
-				if (t->sdim >= t->ndim) {
-					rc = tc_error(err, TC_EINPUT, "%s: tensor '%s' has %d dimensions, no dim %d",
-						      o->src_strategy, t->name, t->ndim, t->sdim);
-					goto out;
-				}
-				if (t->sdim >= 0)
-					t->full[t->sdim] *= (uint64_t)t->sparts;
-			} else {
-				bool same = x->dtype == t->dtype && x->ndim == t->ndim;
-				for (int d = 0; same && d < t->ndim; d++)
-					same = x->shape[d] == (d == t->sdim ? t->full[d] / (uint64_t)t->sparts
-									    : t->full[d]);
-				if (!same) {
-					rc = tc_error(err, TC_EINPUT,
-						      "%s/rank_%d: tensor '%s': part %d differs in dtype or shape from part 0",
-						      o->src_dir, rank, t->name, p);
-					goto out;
-				}
-			}
-			t->part[p] = f->map + f->data_off + x->begin;
-		}
-		if (t->ddim >= t->ndim || (t->ddim >= 0 && t->full[t->ddim] % (uint64_t)t->dparts)) {
-			rc = tc_error(err, TC_EINPUT, "%s: tensor '%s' (dimension %d of size %llu) cannot be split in %d parts",
-				      o->dst_strategy, t->name, t->ddim,
-				      (unsigned long long)(t->ddim >= 0 && t->ddim < t->ndim ? t->full[t->ddim] : 0),
-				      t->dparts);
+	for (size_t i = 0; i < pl.nt; i++)
+		if ((rc = plan_tensor(&pl.t[i], &ss, &ds, sr, o, err)))
 			goto out;
-		}
-		t->dst_bytes = st_dtype_size(t->dtype);
-		for (int d = 0; d < t->ndim; d++)
-			t->dst_bytes *= d == t->ddim ? t->full[d] / (uint64_t)t->dparts : t->full[d];
-		t->dst_off = xcalloc((size_t)ds.world, sizeof(uint64_t));
-		atomic_store(&t->tasks_left, ds.world);
-	}
-	/* lay out and map every destination file */
 	pthread_mutex_init(&pl.mu, NULL);
 	pl.dsize = xcalloc((size_t)ds.world, sizeof(uint64_t));
 	pl.ddata = xcalloc((size_t)ds.world, sizeof(uint64_t));
-	dfd = xcalloc((size_t)ds.world, sizeof(int));
-	pl.dfd = dfd;
+	pl.dfd = xcalloc((size_t)ds.world, sizeof(int));
 	for (int r = 0; r < ds.world; r++)
-		dfd[r] = -1;
-	const char *metadata = sr[0].f[0]->metadata_json;
-	for (int r = 0; r < ds.world; r++) {
-		uint64_t off = 0;
-		for (size_t i = 0; i < pl.nt; i++) {
-			pl.t[i].dst_off[r] = off;
-			off += pl.t[i].dst_bytes;
-		}
-		char *h = dst_header(&pl, r, metadata);
-		size_t hl = strlen(h), padded = (hl + 7) & ~(size_t)7;
-		pl.ddata[r] = 8 + padded;
-		pl.dsize[r] = 8 + padded + off;
-		struct sbuf p = SBUF_INIT;
-		sbuf_addf(&p, "%s/rank_%d", o->dst_dir, r);
-		rc = mkdir_p(p.buf, err);
-		sbuf_adds(&p, "/model.safetensors");
-		if (!rc) {
-			dfd[r] = open(p.buf, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-			if (dfd[r] < 0)
-				rc = tc_error_errno(err, TC_ESTORAGE, "cannot create '%s'", p.buf);
-		}
-		if (!rc) {
-			struct sbuf head = SBUF_INIT;
-			for (int i = 0; i < 8; i++)
-				sbuf_addch(&head, (char)(unsigned char)((uint64_t)padded >> (8 * i)));
-			sbuf_add(&head, h, hl);
-			while (head.len < 8 + padded)
-				sbuf_addch(&head, ' ');
-			if (pwrite(dfd[r], head.buf, head.len, 0) != (ssize_t)head.len)
-				rc = tc_error_errno(err, TC_ESTORAGE, "cannot write '%s'", p.buf);
-			sbuf_release(&head);
-		}
-		sbuf_release(&p);
-		free(h);
-		if (rc)
+		pl.dfd[r] = -1;
+	for (int r = 0; r < ds.world; r++)
+		if ((rc = create_rank_file(&pl, r, sr[0].f[0]->metadata_json, o->dst_dir, err)))
 			goto out;
-	}
-	int nth = o->threads > 0 ? o->threads : 2;
-	pthread_t *th = xcalloc((size_t)nth, sizeof(*th));
-	int started = 0;
-	for (int i = 0; i < nth; i++)
-		if (pthread_create(&th[i], NULL, worker, &pl) == 0)
-			started++;
-	if (!started)
-		worker(&pl);
-	for (int i = 0; i < started; i++)
-		pthread_join(th[i], NULL);
-	free(th);
+	run_workers(&pl, o->threads > 0 ? o->threads : 2);
 	if (pl.err) {
 		errno = pl.err;
 		rc = tc_error_errno(err, TC_ESTORAGE, "cannot write into '%s'", o->dst_dir);
 	}
 	for (int r = 0; r < ds.world; r++) {
 		/* the size is set last: writing into a pre-sized sparse file is slower */
-		if (!rc && ftruncate(dfd[r], (off_t)pl.dsize[r]) < 0)
+		if (!rc && ftruncate(pl.dfd[r], (off_t)pl.dsize[r]) < 0)
 			rc = tc_error_errno(err, TC_ESTORAGE, "cannot size rank %d's file", r);
 		stats->bytes_written += pl.dsize[r];
 	}
 	stats->tensors = pl.nt;
 out:
-	for (int r = 0; dfd && r < ds.world; r++)
-		if (dfd[r] >= 0 && close(dfd[r]) < 0 && !rc)
-			rc = tc_error_errno(err, TC_ESTORAGE, "cannot write rank %d", r);
-	for (size_t i = 0; i < pl.nt; i++) {
-		free(pl.t[i].part);
-		free(pl.t[i].dst_off);
-	}
-	free(pl.t);
-	if (pl.dfd)
-		pthread_mutex_destroy(&pl.mu);
-	free(pl.dsize);
-	free(pl.ddata);
-	free(dfd);
+	rc = plan_release(&pl, rc, err);
 	for (int r = 0; sr && r < ss.world; r++) {
 		for (size_t i = 0; i < sr[r].nf; i++)
 			st_close(sr[r].f[i]);
