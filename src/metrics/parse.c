@@ -1,17 +1,11 @@
 /*
- * parse.c -- metrics line parsers: DLLogger (JSON and stdout), Tecorigin
- * tcap_dllogger (JSON with a Python-repr data string, and stdout), and the
- * MindFormers loss-monitor line.  See metrics.h for the contract.
- *
- * Every parser works the same way: set the line context (kind, step, epoch,
- * iteration, times) and add records by name with rec_num()/rec_text().
- * Strings go into one arena per parser and are addressed by offset while
- * the line is parsed (the arena may move); finish() turns offsets into
- * pointers and copies the line context into every record.
+ * parse.c -- metrics line parsers: the parser and its records, DLLogger's
+ * and tcap_dllogger's stdout forms, the MindFormers loss-monitor line, and
+ * the dispatch by prefix.  The JSON forms are parse_json.c.  See metrics.h
+ * for the contract and parse_int.h for how every parser works.
  */
 #include "metrics/metrics.h"
-#include "metrics/jscan.h"
-#include "core/enc.h"
+#include "metrics/parse_int.h"
 #include "core/sbuf.h"
 #include "core/xalloc.h"
 
@@ -21,32 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#define NOOFF ((size_t)-1)
-
-struct rec_offs {
-	size_t name, key, str, unit;
-};
-
-struct metrics_parser {
-	struct metric_rec *recs;
-	struct rec_offs *offs;
-	size_t n, alloc;
-	struct sbuf arena;  /* NUL-separated strings of the current line */
-	struct sbuf k, v;   /* scratch: unescaped Python keys and values */
-	struct sbuf js;     /* scratch: decoded JSON strings (tcap data, metric) */
-	const char *reason; /* static text; why the last line was malformed */
-
-	/* context of the line being parsed, shared by all its records */
-	enum metrics_kind kind;
-	enum metrics_format format;
-	int rank;
-	long long epoch, iter;
-	size_t step;
-	double wall, elapsed;
-	const char *meta_key; /* METADATA: current key, in the line */
-	size_t meta_key_len;
-};
 
 struct metrics_parser *metrics_parser_new(void)
 {
@@ -92,25 +60,20 @@ const char *metrics_format_name(enum metrics_format f)
 
 /* ---- small text helpers ------------------------------------------------ */
 
-static bool is_blank(char c)
+void mp_trim(const char **s, size_t *len)
 {
-	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
-}
-
-static void trim(const char **s, size_t *len)
-{
-	while (*len && is_blank(**s)) {
+	while (*len && mp_is_blank(**s)) {
 		(*s)++;
 		(*len)--;
 	}
-	while (*len && is_blank((*s)[*len - 1]))
+	while (*len && mp_is_blank((*s)[*len - 1]))
 		(*len)--;
 }
 
-static bool text_is(const char *s, size_t len, const char *lit)
+void mp_skip_ws(const char *s, size_t len, size_t *i)
 {
-	size_t n = strlen(lit);
-	return len == n && !memcmp(s, lit, n);
+	while (*i < len && mp_is_blank(s[*i]))
+		(*i)++;
 }
 
 /* First occurrence of needle in [s, s+len), or NULL. */
@@ -163,7 +126,7 @@ bool metrics_parse_number(const char *s, size_t len, double *out)
 	/* A number is short; anything longer is not one (and needs no heap). */
 	char buf[64];
 
-	trim(&s, &len);
+	mp_trim(&s, &len);
 	if (!len || len >= sizeof(buf))
 		return false;
 	if (fast_decimal(s, len, out))
@@ -171,7 +134,7 @@ bool metrics_parse_number(const char *s, size_t len, double *out)
 	for (size_t i = 0; i < len; i++) {
 		char c = s[i];
 		/* strtod would take hex ("0x1f") and stop at a NUL byte */
-		if (c == 'x' || c == 'X' || c == '\0' || is_blank(c))
+		if (c == 'x' || c == 'X' || c == '\0' || mp_is_blank(c))
 			return false;
 	}
 	memcpy(buf, s, len);
@@ -185,7 +148,7 @@ bool metrics_parse_number(const char *s, size_t len, double *out)
 	return true;
 }
 
-static bool as_int(double d, long long *out)
+bool mp_as_int(double d, long long *out)
 {
 	if (!isfinite(d) || d != floor(d) || fabs(d) > 9.0e18)
 		return false;
@@ -197,11 +160,11 @@ static bool as_int(double d, long long *out)
 static bool text_int(const char *s, size_t len, long long *out)
 {
 	double d;
-	trim(&s, &len);
+	mp_trim(&s, &len);
 	for (size_t i = 0; i < len; i++)
 		if (!isdigit((unsigned char)s[i]) && !(i == 0 && s[i] == '-'))
 			return false;
-	return metrics_parse_number(s, len, &d) && as_int(d, out);
+	return metrics_parse_number(s, len, &d) && mp_as_int(d, out);
 }
 
 /* ---- records ------------------------------------------------------------ */
@@ -231,7 +194,7 @@ static void reset_line(struct metrics_parser *p, enum metrics_format f)
 	p->meta_key_len = 0;
 }
 
-static void set_step(struct metrics_parser *p, const char *s, size_t len)
+void mp_set_step(struct metrics_parser *p, const char *s, size_t len)
 {
 	p->step = arena_add(p, s, len);
 }
@@ -256,11 +219,11 @@ static size_t rec_new(struct metrics_parser *p, const char *name, size_t nlen)
 	return i;
 }
 
-static void rec_num(struct metrics_parser *p, const char *name, size_t nlen, double v,
+void mp_rec_num(struct metrics_parser *p, const char *name, size_t nlen, double v,
 		    const char *unit, size_t ulen)
 {
 	long long r;
-	if (!p->meta_key && text_is(name, nlen, "rank") && as_int(v, &r) && r >= 0 &&
+	if (!p->meta_key && mp_text_is(name, nlen, "rank") && mp_as_int(v, &r) && r >= 0 &&
 	    r <= 0x7fffffff) {
 		p->rank = (int)r;
 		return;
@@ -269,13 +232,13 @@ static void rec_num(struct metrics_parser *p, const char *name, size_t nlen, dou
 	p->recs[i].has_value = true;
 	p->recs[i].value = v;
 	if (unit) {
-		trim(&unit, &ulen);
+		mp_trim(&unit, &ulen);
 		if (ulen)
 			p->offs[i].unit = arena_add(p, unit, ulen);
 	}
 }
 
-static void rec_str(struct metrics_parser *p, const char *name, size_t nlen, const char *s,
+void mp_rec_str(struct metrics_parser *p, const char *name, size_t nlen, const char *s,
 		    size_t slen)
 {
 	size_t i = rec_new(p, name, nlen);
@@ -309,14 +272,14 @@ enum textval { TV_NONE, TV_NUM, TV_STR };
 /* Interpret a textual value (note 5 of metrics.h). */
 static enum textval text_value(const char *s, size_t len, double *out)
 {
-	trim(&s, &len);
-	if (text_is(s, len, "None"))
+	mp_trim(&s, &len);
+	if (mp_text_is(s, len, "None"))
 		return TV_NONE;
-	if (text_is(s, len, "True")) {
+	if (mp_text_is(s, len, "True")) {
 		*out = 1;
 		return TV_NUM;
 	}
-	if (text_is(s, len, "False")) {
+	if (mp_text_is(s, len, "False")) {
 		*out = 0;
 		return TV_NUM;
 	}
@@ -325,7 +288,7 @@ static enum textval text_value(const char *s, size_t len, double *out)
 	return TV_STR;
 }
 
-static void rec_text(struct metrics_parser *p, const char *name, size_t nlen, const char *s,
+void mp_rec_text(struct metrics_parser *p, const char *name, size_t nlen, const char *s,
 		     size_t len, const char *unit, size_t ulen)
 {
 	double d;
@@ -333,11 +296,11 @@ static void rec_text(struct metrics_parser *p, const char *name, size_t nlen, co
 	case TV_NONE:
 		return;
 	case TV_NUM:
-		rec_num(p, name, nlen, d, unit, ulen);
+		mp_rec_num(p, name, nlen, d, unit, ulen);
 		return;
 	case TV_STR:
-		trim(&s, &len);
-		rec_str(p, name, nlen, s, len);
+		mp_trim(&s, &len);
+		mp_rec_str(p, name, nlen, s, len);
 		return;
 	}
 }
@@ -367,7 +330,7 @@ static enum metrics_result finish(struct metrics_parser *p, const struct metric_
 	return METRICS_PARSED;
 }
 
-static enum metrics_result malformed(struct metrics_parser *p, const char *why)
+enum metrics_result mp_malformed(struct metrics_parser *p, const char *why)
 {
 	p->n = 0;
 	p->reason = why;
@@ -398,7 +361,7 @@ static bool digits(const char *s, size_t len, size_t at, size_t n, int *out)
 static double parse_datetime(const char *s, size_t len)
 {
 	int Y, M, D, h, m, sec;
-	trim(&s, &len);
+	mp_trim(&s, &len);
 	if (!digits(s, len, 0, 4, &Y) || len < 19 || s[4] != '-' || !digits(s, len, 5, 2, &M) ||
 	    s[7] != '-' || !digits(s, len, 8, 2, &D) || (s[10] != ' ' && s[10] != 'T') ||
 	    !digits(s, len, 11, 2, &h) || s[13] != ':' || !digits(s, len, 14, 2, &m) ||
@@ -458,13 +421,13 @@ static bool keyword_int(const char *s, size_t len, const char *kw, bool skip_val
 /* Step as printed by DLLogger's StdOutBackend step_format functions. */
 static void step_from_text(struct metrics_parser *p, const char *s, size_t len)
 {
-	trim(&s, &len);
-	set_step(p, s, len);
+	mp_trim(&s, &len);
+	mp_set_step(p, s, len);
 	long long a;
-	if (!len || text_is(s, len, "()") || text_is(s, len, "[]") ||
-	    text_is(s, len, "Summary:")) {
+	if (!len || mp_text_is(s, len, "()") || mp_text_is(s, len, "[]") ||
+	    mp_text_is(s, len, "Summary:")) {
 		p->kind = METRICS_SUMMARY;
-	} else if (text_is(s, len, "PARAMETER")) {
+	} else if (mp_text_is(s, len, "PARAMETER")) {
 		p->kind = METRICS_PARAMETER;
 	} else if ((s[0] == '(' && s[len - 1] == ')') || (s[0] == '[' && s[len - 1] == ']')) {
 		/* str(tuple) / str(list): "(0, 10)", "(0,)", "[0, 10, 2]" */
@@ -476,7 +439,7 @@ static void step_from_text(struct metrics_parser *p, const char *s, size_t len)
 			const char *e = c ? c : end;
 			const char *t = q;
 			size_t tl = (size_t)(e - q);
-			trim(&t, &tl);
+			mp_trim(&t, &tl);
 			if (tl) {
 				long long x = -1;
 				if (n < 2 && text_int(t, tl, &x))
@@ -505,7 +468,7 @@ static void step_from_text(struct metrics_parser *p, const char *s, size_t len)
 static const char *token_start(const char *lo, const char *end)
 {
 	const char *b = end;
-	while (b > lo && !is_blank(b[-1]))
+	while (b > lo && !mp_is_blank(b[-1]))
 		b--;
 	return b;
 }
@@ -523,25 +486,25 @@ static void plain_pairs(struct metrics_parser *p, const char *s, const char *end
 		size_t nlen = (size_t)(sep - ns);
 		const char *v = vs;
 		size_t vlen = (size_t)(ve - vs);
-		trim(&v, &vlen);
+		mp_trim(&v, &vlen);
 		s = next ? ve : end;
 		sep = next;
 		if (!nlen)
 			continue;
 		double d;
 		if (text_value(v, vlen, &d) != TV_STR) {
-			rec_text(p, name, nlen, v, vlen, NULL, 0);
+			mp_rec_text(p, name, nlen, v, vlen, NULL, 0);
 			continue;
 		}
 		/* "512.0 imgs/s": a number then its unit */
 		size_t t = 0;
-		while (t < vlen && !is_blank(v[t]))
+		while (t < vlen && !mp_is_blank(v[t]))
 			t++;
 		if (t < vlen && text_value(v, t, &d) == TV_NUM) {
-			rec_num(p, name, nlen, d, v + t, vlen - t);
+			mp_rec_num(p, name, nlen, d, v + t, vlen - t);
 			continue;
 		}
-		rec_str(p, name, nlen, v, vlen);
+		mp_rec_str(p, name, nlen, v, vlen);
 	}
 }
 
@@ -553,7 +516,7 @@ static enum metrics_result parse_plain(struct metrics_parser *p, const char *s, 
 	} else {
 		const char *dash = find(s, len, " - ");
 		if (!dash)
-			return malformed(p, "no ' - ' after the time");
+			return mp_malformed(p, "no ' - ' after the time");
 		p->wall = parse_datetime(s, (size_t)(dash - s));
 		body = dash + 3;
 	}
@@ -565,419 +528,6 @@ static enum metrics_result parse_plain(struct metrics_parser *p, const char *s, 
 	const char *ns = token_start(body, sep);
 	step_from_text(p, body, (size_t)(ns - body));
 	plain_pairs(p, ns, end, sep);
-	return METRICS_PARSED;
-}
-
-/* ---- Python repr dicts (tcap_dllogger's data) ---------------------------- */
-
-/*
- * A Python string literal at s[*i] (quote ' or ", optional u/b/r prefix),
- * unescaped into out.  Returns false on an unterminated string.
- */
-static bool py_string(const char *s, size_t len, size_t *i, struct sbuf *out)
-{
-	bool raw = false;
-	size_t j = *i;
-	while (j < len && strchr("uUbBrR", s[j]) && s[j]) {
-		if (s[j] == 'r' || s[j] == 'R')
-			raw = true;
-		j++;
-	}
-	if (j >= len || (s[j] != '\'' && s[j] != '"'))
-		return false;
-	char q = s[j++];
-	sbuf_reset(out);
-	while (j < len && s[j] != q) {
-		char c = s[j++];
-		if (c != '\\' || j >= len) {
-			sbuf_addch(out, c);
-			continue;
-		}
-		if (raw) {
-			sbuf_addch(out, c);
-			sbuf_addch(out, s[j++]);
-			continue;
-		}
-		c = s[j++];
-		int nhex = 0;
-		switch (c) {
-		case 'n': sbuf_addch(out, '\n'); break;
-		case 't': sbuf_addch(out, '\t'); break;
-		case 'r': sbuf_addch(out, '\r'); break;
-		case 'a': sbuf_addch(out, '\a'); break;
-		case 'b': sbuf_addch(out, '\b'); break;
-		case 'f': sbuf_addch(out, '\f'); break;
-		case 'v': sbuf_addch(out, '\v'); break;
-		case '\n': break; /* line continuation */
-		case 'x': nhex = 2; break;
-		case 'u': nhex = 4; break;
-		case 'U': nhex = 8; break;
-		case '0': case '1': case '2': case '3':
-		case '4': case '5': case '6': case '7': {
-			unsigned v = (unsigned)(c - '0');
-			for (int k = 0; k < 2 && j < len && s[j] >= '0' && s[j] <= '7'; k++)
-				v = v * 8 + (unsigned)(s[j++] - '0');
-			utf8_add(out, v);
-			break;
-		}
-		default: /* \\ \' \" and unknown escapes (kept as written) */
-			if (c != '\\' && c != '\'' && c != '"')
-				sbuf_addch(out, '\\');
-			sbuf_addch(out, c);
-		}
-		if (nhex) {
-			unsigned long v = 0;
-			int k;
-			for (k = 0; k < nhex && j < len && hex_digit(s[j]) >= 0; k++)
-				v = v * 16 + (unsigned long)hex_digit(s[j++]);
-			if (k < nhex)
-				return false;
-			utf8_add(out, v);
-		}
-	}
-	if (j >= len)
-		return false;
-	*i = j + 1;
-	return true;
-}
-
-/* Skip a bare value (number, None, tensor(...), [..]) up to , or } at depth 0. */
-static bool py_skip_bare(const char *s, size_t len, size_t *i, struct sbuf *tmp)
-{
-	int depth = 0;
-	size_t j = *i;
-	while (j < len) {
-		char c = s[j];
-		if (c == '\'' || c == '"') {
-			if (!py_string(s, len, &j, tmp))
-				return false;
-			continue;
-		}
-		if (depth == 0 && (c == ',' || c == '}'))
-			break;
-		if (c == '(' || c == '[' || c == '{')
-			depth++;
-		else if (c == ')' || c == ']' || c == '}')
-			depth--;
-		j++;
-	}
-	*i = j;
-	return j < len;
-}
-
-static void skip_ws(const char *s, size_t len, size_t *i)
-{
-	while (*i < len && is_blank(s[*i]))
-		(*i)++;
-}
-
-/* {'rank': '0', 'train.loss': '2.301'} -- str() of a dict. */
-static bool py_dict(struct metrics_parser *p, const char *s, size_t len)
-{
-	size_t i = 0;
-	skip_ws(s, len, &i);
-	if (i >= len || s[i++] != '{')
-		return false;
-	skip_ws(s, len, &i);
-	if (i < len && s[i] == '}')
-		return true;
-	for (;;) {
-		skip_ws(s, len, &i);
-		size_t ks = i;
-		if (i < len && (s[i] == '\'' || s[i] == '"')) {
-			if (!py_string(s, len, &i, &p->k))
-				return false;
-		} else {
-			/* a non-string key (int): keep its text */
-			while (i < len && s[i] != ':' && s[i] != ',' && s[i] != '}')
-				i++;
-			const char *kt = s + ks;
-			size_t kl = i - ks;
-			trim(&kt, &kl);
-			sbuf_reset(&p->k);
-			sbuf_add(&p->k, kt, kl);
-		}
-		skip_ws(s, len, &i);
-		if (i >= len || s[i++] != ':')
-			return false;
-		skip_ws(s, len, &i);
-		size_t vs = i;
-		bool quoted = false;
-		if (i < len && (s[i] == '\'' || s[i] == '"')) {
-			if (!py_string(s, len, &i, &p->v))
-				return false;
-			quoted = true;
-			skip_ws(s, len, &i);
-			if (i < len && s[i] != ',' && s[i] != '}') {
-				/* not a lone string: 'a' 'b' or similar; take it raw */
-				quoted = false;
-				i = vs;
-			}
-		}
-		if (!quoted) {
-			if (!py_skip_bare(s, len, &i, &p->v))
-				return false;
-			const char *vt = s + vs;
-			size_t vl = i - vs;
-			trim(&vt, &vl);
-			sbuf_reset(&p->v);
-			sbuf_add(&p->v, vt, vl);
-		}
-		rec_text(p, p->k.buf, p->k.len, p->v.buf, p->v.len, NULL, 0);
-		skip_ws(s, len, &i);
-		if (i >= len)
-			return false;
-		char c = s[i++];
-		if (c == '}')
-			break;
-		if (c != ',')
-			return false;
-		skip_ws(s, len, &i);
-		if (i < len && s[i] == '}') /* trailing comma */
-			break;
-	}
-	return true;
-}
-
-/* ---- JSON forms (the scanner is jscan.c) --------------------------------- */
-
-/*
- * One value of data / metadata into a record.  j is on the value, which
- * the first pass has already checked.
- */
-static void jrec(struct metrics_parser *p, struct jscan *j, struct jspan name)
-{
-	struct jspan sv;
-	double d;
-	const char *a = j->s;
-	switch (*j->s) {
-	case '"':
-		jscan_str(j, &p->v, &sv);
-		rec_text(p, name.s, name.len, sv.s, sv.len, NULL, 0);
-		return;
-	case '[':
-	case '{':
-		/* kept as written: "[0.9, 0.999]" */
-		jscan_skip(j, 1);
-		rec_str(p, name.s, name.len, a, (size_t)(j->s - a));
-		return;
-	case 't':
-		j->s += 4;
-		rec_num(p, name.s, name.len, 1, NULL, 0);
-		return;
-	case 'f':
-		j->s += 5;
-		rec_num(p, name.s, name.len, 0, NULL, 0);
-		return;
-	case 'n':
-		j->s += 4;
-		return;
-	default:
-		jscan_number(j, &d);
-		rec_num(p, name.s, name.len, d, NULL, 0);
-	}
-}
-
-/* Every key of a checked object: a record each (meta: METADATA fields). */
-static void jrecs(struct metrics_parser *p, struct jspan obj, const struct jspan *metric)
-{
-	struct jscan j = { obj.s, obj.s + obj.len, NULL };
-	struct jspan key;
-	j.s++; /* '{' */
-	for (;;) {
-		jscan_ws(&j);
-		if (*j.s == '}')
-			return;
-		if (*j.s == ',') {
-			j.s++;
-			jscan_ws(&j);
-		}
-		jscan_str(&j, &p->k, &key);
-		jscan_ws(&j);
-		j.s++; /* ':' */
-		jscan_ws(&j);
-		if (metric) {
-			p->meta_key = key.s;
-			p->meta_key_len = key.len;
-			jrec(p, &j, *metric);
-			p->meta_key = NULL;
-		} else {
-			jrec(p, &j, key);
-		}
-	}
-}
-
-/* step: "PARAMETER", [], [e], [e, i, ...] or a number; kept as written. */
-static void jstep(struct metrics_parser *p, struct jspan st)
-{
-	struct jscan j = { st.s, st.s + st.len, NULL };
-	struct jspan sv;
-	double d;
-	long long x;
-	if (*j.s == '"') {
-		jscan_str(&j, &p->v, &sv);
-		set_step(p, sv.s, sv.len);
-		if (text_is(sv.s, sv.len, "PARAMETER"))
-			p->kind = METRICS_PARAMETER;
-		return;
-	}
-	set_step(p, st.s, st.len);
-	if (*j.s == '[') {
-		size_t n = 0;
-		j.s++;
-		for (;;) {
-			jscan_ws(&j);
-			if (*j.s == ']')
-				break;
-			if (*j.s == ',') {
-				j.s++;
-				jscan_ws(&j);
-			}
-			if (n < 2 && (*j.s == '-' || isdigit((unsigned char)*j.s))) {
-				jscan_number(&j, &d);
-				if (as_int(d, &x))
-					*(n ? &p->iter : &p->epoch) = x;
-			} else {
-				jscan_skip(&j, 1);
-			}
-			n++;
-		}
-		p->kind = n == 0 ? METRICS_SUMMARY : n == 1 ? METRICS_EPOCH : METRICS_POINT;
-	} else if (*j.s == '-' || isdigit((unsigned char)*j.s)) {
-		jscan_number(&j, &d);
-		if (as_int(d, &x))
-			p->iter = x;
-	}
-}
-
-/* A time field: a string holding seconds, or a number. */
-static bool jtime(struct metrics_parser *p, struct jscan *j, double *out)
-{
-	struct jspan sv;
-	double d;
-	if (j->s < j->end && *j->s == '"') {
-		if (!jscan_str(j, &p->v, &sv))
-			return false;
-		if (metrics_parse_number(sv.s, sv.len, &d))
-			*out = d;
-		return true;
-	}
-	const char *a = j->s;
-	if (!jscan_skip(j, 1))
-		return false;
-	struct jscan n = { a, j->s, NULL };
-	if (a < j->end && (*a == '-' || isdigit((unsigned char)*a) || *a == 'N' || *a == 'I') &&
-	    jscan_number(&n, &d))
-		*out = d;
-	return true;
-}
-
-enum jtype { JT_NONE, JT_LOG, JT_METADATA, JT_OTHER };
-
-static enum metrics_result parse_json(struct metrics_parser *p, const char *s, size_t len)
-{
-	struct jscan j = { s, s + len, NULL };
-	struct jspan key, sv, step = { 0 }, data = { 0 }, metric = { 0 }, meta = { 0 };
-	enum jtype type = JT_NONE;
-	bool metric_str = false;
-
-	/* Pass 1: check the whole object, note where the parts lie. */
-	jscan_ws(&j);
-	if (j.s >= j.end || *j.s != '{')
-		return malformed(p, "JSON is not an object");
-	j.s++;
-	jscan_ws(&j);
-	if (j.s < j.end && *j.s == '}')
-		j.s++;
-	else
-		for (;;) {
-			jscan_ws(&j);
-			if (j.s >= j.end || *j.s != '"' || !jscan_str(&j, &p->k, &key))
-				return malformed(p, j.err ? j.err : "expected a key");
-			jscan_ws(&j);
-			if (j.s >= j.end || *j.s++ != ':')
-				return malformed(p, "expected ':'");
-			jscan_ws(&j);
-			const char *a = j.s;
-			struct jspan *keep = NULL;
-			if (text_is(key.s, key.len, "type")) {
-				if (j.s < j.end && *j.s == '"') {
-					if (!jscan_str(&j, &p->v, &sv))
-						return malformed(p, j.err);
-					type = text_is(sv.s, sv.len, "LOG")        ? JT_LOG
-					       : text_is(sv.s, sv.len, "METADATA") ? JT_METADATA
-										   : JT_OTHER;
-					goto next;
-				}
-			} else if (text_is(key.s, key.len, "timestamp")) {
-				if (!jtime(p, &j, &p->wall))
-					return malformed(p, j.err);
-				goto next;
-			} else if (text_is(key.s, key.len, "elapsedtime")) {
-				if (!jtime(p, &j, &p->elapsed))
-					return malformed(p, j.err);
-				goto next;
-			} else if (text_is(key.s, key.len, "step")) {
-				keep = &step;
-			} else if (text_is(key.s, key.len, "data")) {
-				keep = &data;
-			} else if (text_is(key.s, key.len, "metric")) {
-				keep = &metric;
-				metric_str = j.s < j.end && *j.s == '"';
-			} else if (text_is(key.s, key.len, "metadata")) {
-				keep = &meta;
-			}
-			if (!jscan_skip(&j, 1))
-				return malformed(p, j.err);
-			if (keep) {
-				keep->s = a;
-				keep->len = (size_t)(j.s - a);
-			}
-		next:
-			jscan_ws(&j);
-			if (j.s >= j.end)
-				return malformed(p, "unterminated JSON");
-			char c = *j.s++;
-			if (c == '}')
-				break;
-			if (c != ',')
-				return malformed(p, "expected ',' or '}'");
-		}
-	jscan_ws(&j);
-	if (j.s != j.end)
-		return malformed(p, "text after the JSON object");
-	if (type == JT_NONE)
-		return malformed(p, "no \"type\"");
-
-	/* Pass 2: records. */
-	if (type == JT_METADATA) {
-		if (!metric_str || (meta.s && *meta.s != '{' && !text_is(meta.s, meta.len, "null")))
-			return malformed(p, "METADATA without \"metric\" or \"metadata\" object");
-		p->kind = METRICS_METADATA;
-		struct jscan m = { metric.s, metric.s + metric.len, NULL };
-		struct jspan name;
-		jscan_str(&m, &p->js, &name);
-		if (meta.s && *meta.s == '{')
-			jrecs(p, meta, &name);
-		return METRICS_PARSED;
-	}
-	if (type != JT_LOG)
-		return METRICS_PARSED; /* INFO and the like carry no metrics */
-	if (step.s)
-		jstep(p, step);
-	if (!data.s || text_is(data.s, data.len, "null"))
-		return METRICS_PARSED;
-	if (*data.s == '{') {
-		jrecs(p, data, NULL);
-	} else if (*data.s == '"') {
-		/* tcap_dllogger: data = str(dict) */
-		struct jscan d = { data.s, data.s + data.len, NULL };
-		jscan_str(&d, &p->js, &sv);
-		if (!py_dict(p, sv.s, sv.len))
-			return malformed(p, "\"data\" is not a Python dict");
-	} else {
-		return malformed(p, "\"data\" is not an object");
-	}
 	return METRICS_PARSED;
 }
 
@@ -1008,21 +558,21 @@ static void mf_value(struct metrics_parser *p, const char *k, size_t kl, const c
 	if (vl >= 2 && v[0] == '[' && v[vl - 1] == ']') {
 		const char *slash = memchr(v, '/', vl);
 		if (slash) {
-			rec_text(p, k, kl, v + 1, (size_t)(slash - v - 1), NULL, 0);
+			mp_rec_text(p, k, kl, v + 1, (size_t)(slash - v - 1), NULL, 0);
 			sbuf_reset(&p->k);
 			sbuf_add(&p->k, k, kl);
 			sbuf_adds(&p->k, "_mean");
-			rec_text(p, p->k.buf, p->k.len, slash + 1, (size_t)(v + vl - 1 - slash - 1),
+			mp_rec_text(p, p->k.buf, p->k.len, slash + 1, (size_t)(v + vl - 1 - slash - 1),
 				 NULL, 0);
 			return;
 		}
 		if (metrics_parse_number(v + 1, vl - 2, &d)) { /* "[1.234]" */
-			rec_num(p, k, kl, d, NULL, 0);
+			mp_rec_num(p, k, kl, d, NULL, 0);
 			return;
 		}
 	}
 	if (text_value(v, vl, &d) != TV_STR) {
-		rec_text(p, k, kl, v, vl, NULL, 0);
+		mp_rec_text(p, k, kl, v, vl, NULL, 0);
 		return;
 	}
 	/* "120ms", "123.456T": a number with its unit glued on */
@@ -1030,10 +580,10 @@ static void mf_value(struct metrics_parser *p, const char *k, size_t kl, const c
 	while (u > 0 && (isalpha((unsigned char)v[u - 1]) || v[u - 1] == '/' || v[u - 1] == '%'))
 		u--;
 	if (u > 0 && u < vl && metrics_parse_number(v, u, &d)) {
-		rec_num(p, k, kl, d, v + u, vl - u);
+		mp_rec_num(p, k, kl, d, v + u, vl - u);
 		return;
 	}
-	rec_str(p, k, kl, v, vl);
+	mp_rec_str(p, k, kl, v, vl);
 }
 
 static enum metrics_result parse_mindformers(struct metrics_parser *p, const char *line,
@@ -1043,22 +593,22 @@ static enum metrics_result parse_mindformers(struct metrics_parser *p, const cha
 	long long e, E, st, S;
 	p->wall = parse_datetime(line, (size_t)(at - line) < 32 ? (size_t)(at - line) : 32);
 	if (!mf_pair(line, len, &i, &e, &E))
-		return malformed(p, "bad Epoch:[e/E]");
+		return mp_malformed(p, "bad Epoch:[e/E]");
 	const char *stp = ", step:";
 	if (len - i < strlen(stp) || memcmp(line + i, stp, strlen(stp)))
-		return malformed(p, "no step:[s/S] after Epoch");
+		return mp_malformed(p, "no step:[s/S] after Epoch");
 	i += strlen(stp);
 	if (!mf_pair(line, len, &i, &st, &S))
-		return malformed(p, "bad step:[s/S]");
+		return mp_malformed(p, "bad step:[s/S]");
 	p->epoch = e;
 	p->iter = st;
 	sbuf_reset(&p->v);
 	sbuf_addf(&p->v, "%lld/%lld %lld/%lld", e, E, st, S);
-	set_step(p, p->v.buf, p->v.len);
+	mp_set_step(p, p->v.buf, p->v.len);
 
 	/* ", key: value" pairs; values may hold ", " inside brackets */
 	while (i < len) {
-		while (i < len && (line[i] == ',' || is_blank(line[i])))
+		while (i < len && (line[i] == ',' || mp_is_blank(line[i])))
 			i++;
 		size_t ks = i;
 		while (i < len && line[i] != ':')
@@ -1067,7 +617,7 @@ static enum metrics_result parse_mindformers(struct metrics_parser *p, const cha
 			break;
 		const char *k = line + ks;
 		size_t kl = i - ks;
-		trim(&k, &kl);
+		mp_trim(&k, &kl);
 		i++;
 		size_t vs = i;
 		int depth = 0;
@@ -1083,13 +633,13 @@ static enum metrics_result parse_mindformers(struct metrics_parser *p, const cha
 		}
 		const char *v = line + vs;
 		size_t vl = i - vs;
-		trim(&v, &vl);
+		mp_trim(&v, &vl);
 		if (!kl)
 			continue;
 		/* "overflow cond" -> "overflow_cond"; p->k is mf_value's */
 		sbuf_reset(&p->v);
 		for (size_t j = 0; j < kl; j++)
-			sbuf_addch(&p->v, is_blank(k[j]) ? '_' : k[j]);
+			sbuf_addch(&p->v, mp_is_blank(k[j]) ? '_' : k[j]);
 		mf_value(p, p->v.buf, p->v.len, v, vl);
 	}
 	return METRICS_PARSED;
@@ -1101,17 +651,17 @@ typedef enum metrics_result (*parse_fn)(struct metrics_parser *p, const char *s,
 
 static enum metrics_result parse_dlll(struct metrics_parser *p, const char *s, size_t len)
 {
-	return parse_json(p, s, len);
+	return mp_parse_json(p, s, len);
 }
 
 /* TCAPPDLL carries both forms: JSON when a '{' follows the prefix. */
 static enum metrics_result parse_tcap(struct metrics_parser *p, const char *s, size_t len)
 {
 	size_t i = 0;
-	skip_ws(s, len, &i);
+	mp_skip_ws(s, len, &i);
 	if (i < len && s[i] == '{') {
 		p->format = METRICS_FMT_TCAP_JSON;
-		return parse_json(p, s + i, len - i);
+		return mp_parse_json(p, s + i, len - i);
 	}
 	p->format = METRICS_FMT_TCAP_PLAIN;
 	return parse_plain(p, s, len);
