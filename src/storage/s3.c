@@ -14,6 +14,9 @@
  *      A download resumes where the failed try stopped.
  *  (4) Error texts carry the URL, the HTTP status and S3's <Code> and
  *      <Message>, never a header: no credential can leak into one.
+ *  (5) The settings (s3_ini.c) and the XML answers (s3_xml.c) are read by
+ *      functions of bytes without libcurl (s3_int.h); this file holds
+ *      what talks to the network.
  */
 #include "core/enc.h"
 #include "core/http.h"

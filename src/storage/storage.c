@@ -1,6 +1,6 @@
 /*
  * storage.c -- opening a location, dispatch to the scheme's ops, and the
- * small shared helpers (MD5, backoff, part sizes).
+ * small shared helpers (MD5, part sizes).  The retry policy is core/http.h.
  */
 #include "core/enc.h"
 #include "core/util.h"
