@@ -265,7 +265,7 @@ json_t *compare_jobs_json(const struct compare_jobs *c, const struct compare_opt
 	json_object_set_new(root, "only_candidate", json_integer((json_int_t)r->only_b));
 	json_object_set_new(root, "failing", json_integer((json_int_t)r->nfail));
 	json_object_set_new(root, "max_err", isinf(r->max_err) ? json_string("inf") : json_real_or_null(r->max_err));
-	json_object_set_new(root, "max_step", r->max_step ? json_string(r->max_step) : json_null());
+	json_object_set_new(root, "max_step", json_string_or_null(r->max_step));
 	json_object_set_new(root, "mean_err", isinf(r->mean_err) ? json_string("inf") : json_real_or_null(r->mean_err));
 	json_object_set_new(root, "first_fail",
 			    r->first_fail >= 0 ? json_string(r->rows[r->first_fail].step) : json_null());

@@ -81,3 +81,8 @@ json_t *json_real_or_null(double v)
 {
 	return isfinite(v) ? json_real(v) : json_null();
 }
+
+json_t *json_string_or_null(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}

@@ -21,5 +21,7 @@ void json_add_str(struct sbuf *sb, const char *s);
 
 /* A jansson real, or null when v is NaN or infinite; a new reference. */
 json_t *json_real_or_null(double v);
+/* A jansson string, or null when s is NULL; a new reference. */
+json_t *json_string_or_null(const char *s);
 
 #endif

@@ -358,18 +358,13 @@ void metrics_job_summary_text(const struct metrics_job_summary *s, struct sbuf *
 	sbuf_addch(out, '\n');
 }
 
-static json_t *jstr(const char *s)
-{
-	return s ? json_string(s) : json_null();
-}
-
 json_t *metrics_job_summary_json(const struct metrics_job_summary *s)
 {
 	json_t *o = json_object();
 	json_object_set_new(o, "throughput", json_real_or_null(s->throughput));
 	json_object_set_new(o, "throughput_unit", json_string("samples/s"));
 	json_object_set_new(o, "duration", json_real_or_null(s->duration));
-	json_object_set_new(o, "accuracy_metric", jstr(s->settings.accuracy));
+	json_object_set_new(o, "accuracy_metric", json_string_or_null(s->settings.accuracy));
 	json_object_set_new(o, "accuracy", json_real_or_null(s->accuracy));
 	json_object_set_new(o, "warmup_steps", json_integer(s->settings.warmup_steps));
 	json_object_set_new(o, "batch_size",
@@ -381,12 +376,12 @@ json_t *metrics_job_summary_json(const struct metrics_job_summary *s)
 		json_t *x = json_object();
 		json_object_set_new(x, "rank", json_integer(r->rank));
 		json_object_set_new(x, "throughput", json_real_or_null(r->throughput));
-		json_object_set_new(x, "method", jstr(r->method));
-		json_object_set_new(x, "source", jstr(r->source));
+		json_object_set_new(x, "method", json_string_or_null(r->method));
+		json_object_set_new(x, "source", json_string_or_null(r->source));
 		json_object_set_new(x, "lines", json_integer(r->lines));
 		json_object_set_new(x, "records", json_integer(r->records));
 		json_object_set_new(x, "malformed", json_integer(r->malformed));
-		json_object_set_new(x, "last_error", jstr(r->last_error));
+		json_object_set_new(x, "last_error", json_string_or_null(r->last_error));
 		json_array_append_new(ranks, x);
 	}
 	json_object_set_new(o, "ranks", ranks);
@@ -405,9 +400,9 @@ json_t *metrics_job_summary_json(const struct metrics_job_summary *s)
 		json_object_set_new(x, "min", json_real_or_null(m->min));
 		json_object_set_new(x, "max", json_real_or_null(m->max));
 		json_object_set_new(x, "mean", json_real_or_null(m->mean));
-		json_object_set_new(x, "last_step", jstr(m->last_step));
-		json_object_set_new(x, "best_step", jstr(m->best_step));
-		json_object_set_new(x, "unit", jstr(m->unit));
+		json_object_set_new(x, "last_step", json_string_or_null(m->last_step));
+		json_object_set_new(x, "best_step", json_string_or_null(m->best_step));
+		json_object_set_new(x, "unit", json_string_or_null(m->unit));
 		if (m->text)
 			json_object_set_new(x, "text", json_string(m->text));
 		json_array_append_new(ms, x);
@@ -417,7 +412,7 @@ json_t *metrics_job_summary_json(const struct metrics_job_summary *s)
 	for (size_t i = 0; i < s->nparams; i++)
 		json_array_append_new(ps, json_pack("{s:i, s:s, s:o}", "rank", s->params[i].rank, "name",
 						    s->params[i].name, "value",
-						    jstr(s->params[i].value)));
+						    json_string_or_null(s->params[i].value)));
 	json_object_set_new(o, "params", ps);
 	return o;
 }

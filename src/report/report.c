@@ -207,7 +207,7 @@ int report_sampler_stop(struct report_sampler *s, const char *run_dir, struct tc
 		json_object_set_new(t, "start", json_real_or_null(s->samples ? s->t_first : NAN));
 		json_object_set_new(t, "end", json_real_or_null(s->samples ? s->t_last : NAN));
 		json_object_set_new(t, "utilization_avg", json_real_or_null(s->util_n ? s->util_sum / (double)s->util_n : NAN));
-		json_object_set_new(t, "utilization_source", s->util_source ? json_string(s->util_source) : json_null());
+		json_object_set_new(t, "utilization_source", json_string_or_null(s->util_source));
 		json_object_set_new(t, "power_avg_w", json_real_or_null(s->power_n ? s->power_sum / (double)s->power_n : NAN));
 		json_object_set_new(t, "power_peak_w", json_real_or_null(s->power_n ? s->power_peak : NAN));
 		json_object_set_new(t, "energy_j", json_real_or_null(s->power_n ? s->energy : NAN));
@@ -364,8 +364,8 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
 		json_t *x = json_object();
 		json_object_set_new(x, "rank", json_integer(rs->rank));
 		json_object_set_new(x, "throughput", json_real_or_null(rs->throughput));
-		json_object_set_new(x, "method", rs->method ? json_string(rs->method) : json_null());
-		json_object_set_new(x, "source", rs->source ? json_string(rs->source) : json_null());
+		json_object_set_new(x, "method", json_string_or_null(rs->method));
+		json_object_set_new(x, "source", json_string_or_null(rs->source));
 		json_array_append_new(per_rank, x);
 		int s = rs->rank / per_server;
 		if (s >= nodes)
@@ -405,7 +405,7 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
 	json_object_set_new(t, "per_rank", per_rank);
 	json_object_set_new(r, "throughput", t);
 	json_t *a = json_object();
-	json_object_set_new(a, "metric", ms.settings.accuracy ? json_string(ms.settings.accuracy) : json_null());
+	json_object_set_new(a, "metric", json_string_or_null(ms.settings.accuracy));
 	json_object_set_new(a, "value", json_real_or_null(ms.accuracy));
 	json_object_set_new(r, "accuracy", a);
 	json_object_set_new(r, "servers", servers);

@@ -4,6 +4,7 @@
  * loads again as a spec); see spec.h.
  */
 #include "spec/spec.h"
+#include "core/json.h"
 #include "core/sbuf.h"
 #include "core/xalloc.h"
 
@@ -16,7 +17,7 @@ static json_t *kv_json(const struct spec_kv *kv, size_t n)
 {
 	json_t *o = json_object();
 	for (size_t i = 0; i < n; i++)
-		json_object_set_new(o, kv[i].key, kv[i].val ? json_string(kv[i].val) : json_null());
+		json_object_set_new(o, kv[i].key, json_string_or_null(kv[i].val));
 	return o;
 }
 

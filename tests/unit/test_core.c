@@ -169,3 +169,11 @@ TEST(path_self_exe_names_this_binary)
 	CHECK(!strcmp(path_basename(exe), "test_core"));
 	free(exe);
 }
+
+TEST(json_string_or_null_has_no_null_pointers)
+{
+	json_t *v = json_string_or_null("x");
+	CHECK(json_is_string(v) && !strcmp(json_string_value(v), "x"));
+	json_decref(v);
+	CHECK(json_is_null(json_string_or_null(NULL)));
+}
