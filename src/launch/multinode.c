@@ -35,11 +35,21 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The driver's state, for the job's life (launch_multinode's stack). */
 struct mn {
 	const struct spec *s;
-	const char *job_id;
-	char *run_dir;
+	const char *home, *job_id;
+	const struct launch_backend_ops *ops;
+	struct store *st;
+	struct job_row job;
+	struct jobio *io;
+	char *run_dir, *log_dir, *output_dir, *data_dir, *ckpt_dir;
 	int logfd;
+	int world;     /* ranks on all nodes */
+	int attempt;   /* continues across a requeue */
+	int restarts;  /* spent of spec.max_restarts */
+	bool requeued; /* this start continues a requeued job (first attempt only) */
+	char *resume;  /* TRAINCTL_RESUME_FROM of the next attempt, or NULL */
 };
 
 char *launch_node_result_path(const char *run_dir, int attempt, int node_rank)
@@ -118,173 +128,211 @@ static void attempt_cause(struct mn *m, int attempt, int nodes, struct sbuf *cau
 				 " (see logs/supervisor-node*.log in %s)", m->run_dir);
 }
 
+/* The job's record, run folder and supervisor log. */
+static int mn_open(struct mn *m, struct tc_err *err)
+{
+	struct sbuf path = SBUF_INIT;
+	int rc;
+	if ((rc = store_open(m->home, &m->st, err)) ||
+	    (rc = store_job_get(m->st, m->job_id, &m->job, err)))
+		return rc;
+	m->run_dir = xstrdup(m->job.run_dir);
+	sbuf_addf(&path, "%s/logs", m->run_dir);
+	m->log_dir = sbuf_detach(&path);
+	sbuf_addf(&path, "%s/output", m->run_dir);
+	m->output_dir = sbuf_detach(&path);
+	sbuf_addf(&path, "%s/data", m->run_dir);
+	m->data_dir = sbuf_detach(&path);
+	if (m->s->ckpt_dir[0] == '/')
+		sbuf_adds(&path, m->s->ckpt_dir);
+	else
+		sbuf_addf(&path, "%s/%s", m->output_dir, m->s->ckpt_dir);
+	m->ckpt_dir = sbuf_detach(&path);
+	const char *dirs[] = { m->log_dir, m->output_dir, m->data_dir, m->ckpt_dir };
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		if ((rc = mkdir_p(dirs[i], err)))
+			return rc;
+	sbuf_addf(&path, "%s/supervisor.log", m->log_dir);
+	m->logfd = open(path.buf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	sbuf_release(&path);
+	if (m->logfd < 0)
+		return tc_error_errno(err, TC_ESYS, "cannot open %s/supervisor.log", m->log_dir);
+	return 0;
+}
+
+/* Stage the inputs, start watching checkpoints, and find where attempts resume. */
+static int mn_begin(struct mn *m, struct tc_err *err)
+{
+	m->world = m->s->nodes * m->s->per_node;
+	struct jobio_ctx ioc = {
+		.s = m->s, .home = m->home, .job_id = m->job_id, .run_dir = m->run_dir,
+		.data_dir = m->data_dir, .output_dir = m->output_dir, .ckpt_dir = m->ckpt_dir,
+		.world = m->world, .say = io_say, .say_arg = m,
+	};
+	int rc = jobio_begin(&ioc, m->st, &m->io, err);
+	if (rc)
+		return rc;
+	m->attempt = attempts_made(m->run_dir);
+	m->restarts = m->job.restarts;
+	m->requeued = m->attempt > 0;
+	m->resume = jobio_resume(m->io, !m->requeued, err);
+	if (!m->resume && err->code)
+		return err->code;
+	return 0;
+}
+
+/* The rendezvous every node's workers use, kept with the attempt: attempts/<k>/master. */
+static int publish_master(struct mn *m, const char *addr, int port, struct tc_err *err)
+{
+	struct sbuf path = SBUF_INIT, rv = SBUF_INIT;
+	sbuf_addf(&path, "%s/attempts/%d", m->run_dir, m->attempt);
+	int rc = mkdir_p(path.buf, err);
+	sbuf_adds(&path, "/master");
+	sbuf_addf(&rv, "%s:%d\n", addr, port);
+	if (!rc)
+		rc = write_file_atomic(path.buf, rv.buf, rv.len, err);
+	sbuf_release(&path);
+	sbuf_release(&rv);
+	return rc;
+}
+
+/* Why the attempt's workers start, for the job's "running" event. */
+static void start_reason(struct mn *m, struct sbuf *why)
+{
+	const char *where = m->ops->where ? m->ops->where : "?";
+	if (m->requeued)
+		sbuf_addf(why, "requeued: attempt %d on %d nodes (%s)", m->attempt, m->s->nodes, where);
+	else if (m->restarts == 0)
+		sbuf_addf(why, "%d workers started on %d nodes (%s)", m->world, m->s->nodes, where);
+	else
+		sbuf_addf(why, "restart %d of %d: %d workers started on %d nodes", m->restarts,
+			  m->s->max_restarts, m->world, m->s->nodes);
+	if (m->resume)
+		sbuf_addf(why, ", resuming from %s", m->resume);
+}
+
+/* Run attempt m->attempt on every node through the backend, recorded running first. */
+static int mn_run_attempt(struct mn *m, bool *failed, bool *stopped, struct tc_err *err)
+{
+	char *addr = getenv("TRAINCTL_MASTER_ADDR") ? xstrdup(getenv("TRAINCTL_MASTER_ADDR"))
+						     : host_ipv4();
+	int port = m->s->master_port ? m->s->master_port : launch_free_port();
+	if (port < 0) {
+		free(addr);
+		return tc_error_errno(err, TC_ESYS, "cannot find a free port");
+	}
+	int rc = publish_master(m, addr, port, err);
+	struct sbuf why = SBUF_INIT;
+	start_reason(m, &why);
+	m->requeued = false;
+	if (!rc)
+		rc = store_job_set_state(m->st, m->job_id, "running", why.buf, err);
+	say(m, "job %s: %s (master %s:%d)", m->job_id, why.buf, addr, port);
+	sbuf_release(&why);
+	if (!rc) {
+		struct launch_attempt a = { m->attempt, m->s->nodes, addr, port, m->resume };
+		rc = m->ops->run_attempt(m->ops->ctx, &a, failed, stopped, err);
+	}
+	free(addr);
+	return rc;
+}
+
+/* Some node failed with restarts left: record it and pick the next resume point. */
+static int mn_restart(struct mn *m, const char *cause, struct tc_err *err)
+{
+	m->restarts++;
+	free(m->resume);
+	m->resume = jobio_resume(m->io, false, err);
+	tc_err_release(err); /* no checkpoint to resume from is not fatal */
+	struct sbuf why = SBUF_INIT;
+	sbuf_addf(&why, "%s; restarting every node (%d of %d)", cause, m->restarts,
+		  m->s->max_restarts);
+	int rc = store_job_set_state(m->st, m->job_id, "restarting", why.buf, err);
+	if (!rc)
+		rc = store_job_set_restarts(m->st, m->job_id, m->restarts, err);
+	say(m, "%s", why.buf);
+	sbuf_release(&why);
+	return rc;
+}
+
+/* Some node failed and the budget is spent: the job failed, with its root cause. */
+static int mn_record_failure(struct mn *m, const char *cause, const char *detail,
+			     struct tc_err *err)
+{
+	struct sbuf full = SBUF_INIT;
+	sbuf_addf(&full, "%s", cause);
+	if (m->s->max_restarts)
+		sbuf_addf(&full, " (after %d restarts)", m->restarts);
+	sbuf_adds(&full, detail);
+	int rc = store_job_finish(m->st, m->job_id, "failed", 1, full.buf, cause, err);
+	say(m, "job %s failed: %s", m->job_id, full.buf);
+	sbuf_release(&full);
+	return rc;
+}
+
+static void mn_release(struct mn *m)
+{
+	if (m->logfd >= 0)
+		close(m->logfd);
+	free(m->resume);
+	free(m->log_dir);
+	free(m->output_dir);
+	free(m->data_dir);
+	free(m->ckpt_dir);
+	free(m->run_dir);
+	job_row_release(&m->job);
+	store_close(m->st);
+}
+
 int launch_multinode(const struct spec *s, const char *home, const char *job_id,
 		     const struct launch_backend_ops *ops, int *exit_status, struct tc_err *err)
 {
-	struct mn m = { s, job_id, NULL, -1 };
-	struct store *st = NULL;
-	struct jobio *io = NULL;
-	struct job_row job = { 0 };
-	char *resume = NULL, *log_dir = NULL, *output_dir = NULL, *data_dir = NULL, *ckpt_dir = NULL;
-	struct sbuf path = SBUF_INIT;
+	struct mn m = { .s = s, .home = home, .job_id = job_id, .ops = ops, .logfd = -1 };
 	int rc;
 	*exit_status = 1;
-
-	if ((rc = store_open(home, &st, err)) || (rc = store_job_get(st, job_id, &job, err)))
+	if ((rc = mn_open(&m, err)))
 		goto out;
-	m.run_dir = xstrdup(job.run_dir);
-	sbuf_addf(&path, "%s/logs", m.run_dir);
-	log_dir = sbuf_detach(&path);
-	sbuf_addf(&path, "%s/output", m.run_dir);
-	output_dir = sbuf_detach(&path);
-	sbuf_addf(&path, "%s/data", m.run_dir);
-	data_dir = sbuf_detach(&path);
-	if (s->ckpt_dir[0] == '/')
-		sbuf_adds(&path, s->ckpt_dir);
-	else
-		sbuf_addf(&path, "%s/%s", output_dir, s->ckpt_dir);
-	ckpt_dir = sbuf_detach(&path);
-	const char *dirs[] = { log_dir, output_dir, data_dir, ckpt_dir };
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
-		if ((rc = mkdir_p(dirs[i], err)))
-			goto out;
-	sbuf_addf(&path, "%s/supervisor.log", log_dir);
-	m.logfd = open(path.buf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	sbuf_reset(&path);
-	if (m.logfd < 0) {
-		rc = tc_error_errno(err, TC_ESYS, "cannot open %s/supervisor.log", log_dir);
-		goto out;
-	}
-
-	int world = s->nodes * s->per_node;
-	struct jobio_ctx ioc = {
-		.s = s, .home = home, .job_id = job_id, .run_dir = m.run_dir, .data_dir = data_dir,
-		.output_dir = output_dir, .ckpt_dir = ckpt_dir, .world = world, .say = io_say,
-		.say_arg = &m,
-	};
-	if ((rc = jobio_begin(&ioc, st, &io, err)))
+	if ((rc = mn_begin(&m, err)))
 		goto fail;
-	int attempt = attempts_made(m.run_dir);
-	int restarts = job.restarts;
-	bool requeued = attempt > 0;
-	resume = jobio_resume(io, !requeued, err);
-	if (!resume && err->code) {
-		rc = err->code;
-		goto fail;
-	}
-	for (;; attempt++) {
-		char *addr = getenv("TRAINCTL_MASTER_ADDR") ? xstrdup(getenv("TRAINCTL_MASTER_ADDR"))
-							     : host_ipv4();
-		int port = s->master_port ? s->master_port : launch_free_port();
-		if (port < 0) {
-			free(addr);
-			rc = tc_error_errno(err, TC_ESYS, "cannot find a free port");
-			goto fail;
-		}
-		/* the rendezvous every node's workers use, kept with the attempt */
-		struct sbuf rv = SBUF_INIT;
-		sbuf_addf(&path, "%s/attempts/%d", m.run_dir, attempt);
-		rc = mkdir_p(path.buf, err);
-		sbuf_adds(&path, "/master");
-		sbuf_addf(&rv, "%s:%d\n", addr, port);
-		if (!rc)
-			rc = write_file_atomic(path.buf, rv.buf, rv.len, err);
-		sbuf_reset(&path);
-		sbuf_release(&rv);
-		struct sbuf why = SBUF_INIT;
-		if (requeued)
-			sbuf_addf(&why, "requeued: attempt %d on %d nodes (%s)", attempt, s->nodes,
-				  ops->where ? ops->where : "?");
-		else if (restarts == 0)
-			sbuf_addf(&why, "%d workers started on %d nodes (%s)", world, s->nodes,
-				  ops->where ? ops->where : "?");
-		else
-			sbuf_addf(&why, "restart %d of %d: %d workers started on %d nodes", restarts,
-				  s->max_restarts, world, s->nodes);
-		if (resume)
-			sbuf_addf(&why, ", resuming from %s", resume);
-		requeued = false;
-		if (!rc)
-			rc = store_job_set_state(st, job_id, "running", why.buf, err);
-		say(&m, "job %s: %s (master %s:%d)", job_id, why.buf, addr, port);
-		sbuf_release(&why);
-		if (rc) {
-			free(addr);
-			goto fail;
-		}
-		struct launch_attempt a = { attempt, s->nodes, addr, port, resume };
+	for (;; m.attempt++) {
 		bool failed = false, stopped = false;
-		rc = ops->run_attempt(ops->ctx, &a, &failed, &stopped, err);
-		free(addr);
-		if (rc)
+		if ((rc = mn_run_attempt(&m, &failed, &stopped, err)))
 			goto fail;
 		if (stopped) {
-			say(&m, "job %s: stopped from outside (attempt %d)", job_id, attempt);
+			say(&m, "job %s: stopped from outside (attempt %d)", job_id, m.attempt);
 			*exit_status = 143;
 			goto out;
 		}
 		if (!failed) {
-			rc = store_job_finish(st, job_id, "succeeded", 0, NULL,
+			rc = store_job_finish(m.st, job_id, "succeeded", 0, NULL,
 					      "every worker on every node exited 0", err);
 			say(&m, "job %s succeeded", job_id);
 			*exit_status = 0;
 			goto out;
 		}
 		struct sbuf cause = SBUF_INIT, detail = SBUF_INIT;
-		attempt_cause(&m, attempt, s->nodes, &cause, &detail);
-		if (restarts < s->max_restarts) {
-			restarts++;
-			free(resume);
-			resume = jobio_resume(io, false, err);
-			tc_err_release(err); /* no checkpoint to resume from is not fatal */
-			struct sbuf why3 = SBUF_INIT;
-			sbuf_addf(&why3, "%s; restarting every node (%d of %d)", cause.buf, restarts,
-				  s->max_restarts);
-			rc = store_job_set_state(st, job_id, "restarting", why3.buf, err);
-			if (!rc)
-				rc = store_job_set_restarts(st, job_id, restarts, err);
-			say(&m, "%s", why3.buf);
-			sbuf_release(&why3);
-			sbuf_release(&cause);
-			sbuf_release(&detail);
-			if (rc)
-				goto fail;
-			continue;
-		}
-		struct sbuf full = SBUF_INIT;
-		sbuf_addf(&full, "%s", cause.buf);
-		if (s->max_restarts)
-			sbuf_addf(&full, " (after %d restarts)", restarts);
-		sbuf_add(&full, detail.buf, detail.len);
-		rc = store_job_finish(st, job_id, "failed", 1, full.buf, cause.buf, err);
-		say(&m, "job %s failed: %s", job_id, full.buf);
-		sbuf_release(&full);
+		attempt_cause(&m, m.attempt, s->nodes, &cause, &detail);
+		bool restart = m.restarts < s->max_restarts;
+		rc = restart ? mn_restart(&m, cause.buf, err)
+			     : mn_record_failure(&m, cause.buf, detail.buf, err);
 		sbuf_release(&cause);
 		sbuf_release(&detail);
-		*exit_status = 1;
-		goto out;
+		if (!restart)
+			goto out;
+		if (rc)
+			goto fail;
 	}
 fail:
-	if (rc && st) {
+	if (rc && m.st) {
 		struct tc_err e2 = TC_ERR_INIT;
 		say(&m, "job %s failed: %s", job_id, err->msg ? err->msg : tc_code_name(rc));
-		store_job_finish(st, job_id, "failed", tc_exit_status(rc), err->msg, err->msg, &e2);
+		store_job_finish(m.st, job_id, "failed", tc_exit_status(rc), err->msg, err->msg, &e2);
 		tc_err_release(&e2);
 	}
 out:
-	jobio_end(io); /* the final upload, whatever the outcome */
-	if (st && job.id && *exit_status != 143)
-		report_job_end(st, job_id, NULL, io_say, &m);
-	if (m.logfd >= 0)
-		close(m.logfd);
-	free(resume);
-	free(log_dir);
-	free(output_dir);
-	free(data_dir);
-	free(ckpt_dir);
-	free(m.run_dir);
-	sbuf_release(&path);
-	job_row_release(&job);
-	store_close(st);
+	jobio_end(m.io); /* the final upload, whatever the outcome */
+	if (m.st && m.job.id && *exit_status != 143)
+		report_job_end(m.st, job_id, NULL, io_say, &m);
+	mn_release(&m);
 	return rc;
 }

@@ -1,0 +1,181 @@
+/*
+ * node.c -- one node of a multi-node job (launch.h: struct launch_node):
+ * the node's part of the rank table, its single attempt, and the outcome
+ * it leaves in attempts/<a>/node-<n>.json for the job-level driver
+ * (multinode.c), which records the job's states itself.
+ */
+#include "launch/supervisor_int.h"
+#include "core/proc.h"
+#include "core/sbuf.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Node n's part of an npu job's rank table, merged by node 0 (ranktable.c). */
+static int node_rank_table(struct sup *sp, char **path, struct tc_err *err)
+{
+	const struct launch_node *nd = sp->o->node;
+	*path = NULL;
+	if (strcmp(sp->s->device_type, "npu") != 0)
+		return 0;
+	struct sbuf conf = SBUF_INIT, dir = SBUF_INIT;
+	const char *c = sp->s->hccn_conf ? sp->s->hccn_conf : "/etc/hccn.conf";
+	const char *at = strstr(c, "{node}");
+	if (at)
+		sbuf_addf(&conf, "%.*s%d%s", (int)(at - c), c, nd->node_rank, at + 6);
+	else
+		sbuf_adds(&conf, c);
+	char **ips = xcalloc((size_t)sp->n, sizeof(char *));
+	int rc = ranktable_device_ips(conf.buf, sp->s->device_ids, sp->n, ips, err);
+	if (!rc) {
+		char *server = host_ipv4();
+		char *part = ranktable_json(server, sp->s->device_ids, ips, sp->n,
+					    nd->node_rank * sp->n);
+		sbuf_addf(&dir, "%s/ranktable/attempt-%d", sp->run_dir, nd->attempt);
+		rc = ranktable_exchange(dir.buf, nd->node_rank, nd->nnodes, part,
+					nd->ranktable_timeout > 0 ? nd->ranktable_timeout : 300, err);
+		free(part);
+		free(server);
+		if (!rc) {
+			sbuf_adds(&dir, "/hccl.json");
+			*path = sbuf_detach(&dir);
+		}
+	}
+	for (int i = 0; i < sp->n; i++)
+		free(ips[i]);
+	free(ips);
+	sbuf_release(&conf);
+	sbuf_release(&dir);
+	return rc;
+}
+
+/* The attempt's outcome for the driver: attempts/<a>/node-<n>.json. */
+static int node_result(struct sup *sp, const char *state, const char *cause, const char *detail,
+		       struct tc_err *err)
+{
+	const struct launch_node *nd = sp->o->node;
+	char *path = launch_node_result_path(sp->run_dir, nd->attempt, nd->node_rank);
+	char *dir = path_dirname(path);
+	char *host = host_ipv4();
+	char hostname[256] = "";
+	if (gethostname(hostname, sizeof(hostname) - 1) < 0)
+		hostname[0] = '\0';
+	json_t *o = json_pack("{s:i, s:i, s:s, s:s, s:s, s:f}", "node", nd->node_rank, "attempt",
+			      nd->attempt, "state", state, "host", host, "hostname", hostname, "time",
+			      now_wall());
+	if (cause)
+		json_object_set_new(o, "cause", json_string(cause));
+	if (detail)
+		json_object_set_new(o, "detail", json_string(detail));
+	if (sp->failed)
+		json_object_set_new(o, "rank", json_integer(sp->fail_rank));
+	char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
+	json_decref(o);
+	int rc = mkdir_p(dir, err);
+	if (!rc)
+		rc = write_file_atomic(path, text, strlen(text), err);
+	free(text);
+	free(host);
+	free(dir);
+	free(path);
+	return rc;
+}
+
+/*
+ * Slurm signals every process of a step, workers included: a worker killed
+ * by SIGTERM may be reaped before the supervisor's own SIGTERM is read.
+ * Wait a moment for it, so a stop is not taken for a failure.
+ */
+static int late_stop_signal(struct sup *sp, int ms)
+{
+	int64_t until = now_mono_ms() + ms;
+	for (;;) {
+		int64_t left = until - now_mono_ms();
+		struct pollfd pf = { sp->sigfd, POLLIN, 0 };
+		if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
+			return 0;
+		struct signalfd_siginfo si;
+		while (read(sp->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+			if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP)
+				return (int)si.ssi_signo;
+	}
+}
+
+/* How the attempt ended, for the driver (node_result) and our exit status. */
+static int node_outcome(struct sup *sp, int *exit_status, struct tc_err *err)
+{
+	const struct launch_node *nd = sp->o->node;
+	if (!sp->user_signal && sp->failed && WIFSIGNALED(sp->fail_status) &&
+	    WTERMSIG(sp->fail_status) == SIGTERM)
+		sp->user_signal = late_stop_signal(sp, 1000);
+	struct sbuf cause = SBUF_INIT, detail = SBUF_INIT;
+	const char *state = "succeeded";
+	if (sp->user_signal) {
+		state = "killed";
+		sbuf_addf(&cause, "node %d stopped by %s", nd->node_rank, strsignal(sp->user_signal));
+		*exit_status = 128 + sp->user_signal;
+	} else if (sp->failed) {
+		state = "failed";
+		sbuf_addf(&cause, "rank %d ", sp->fail_rank);
+		proc_describe_exit(&cause, sp->fail_status);
+		sup_failure_detail(sp, &detail, sp->fail_rank);
+		*exit_status = 1;
+	} else {
+		*exit_status = 0;
+	}
+	sup_say(sp, "node %d: %s%s%s", nd->node_rank, state, cause.len ? ": " : "", cause.buf);
+	int rc = node_result(sp, state, cause.len ? cause.buf : NULL, detail.len ? detail.buf : NULL,
+			     err);
+	sbuf_release(&cause);
+	sbuf_release(&detail);
+	return rc;
+}
+
+int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
+{
+	const struct launch_node *nd = sp->o->node;
+	char *rank_table = NULL;
+	int rc;
+	sp->attempt = nd->attempt;
+	if ((rc = node_rank_table(sp, &rank_table, err))) {
+		struct tc_err e2 = TC_ERR_INIT;
+		node_result(sp, "failed", err->msg, NULL, &e2);
+		tc_err_release(&e2);
+		return rc;
+	}
+	int *ports = sup_rank_ports(sp);
+	struct env_plan plan = {
+		.spec = sp->s, .job_id = sp->job_id, .output_dir = sp->output_dir,
+		.ckpt_dir = sp->ckpt_dir, .data_dir = sp->data_dir, .log_dir = sp->log_dir,
+		.tb_dir = sp->tb_dir, .resume_from = nd->resume_from, .master_addr = nd->master_addr,
+		.master_port = nd->master_port, .node_rank = nd->node_rank, .nnodes = nd->nnodes,
+		.restart_count = nd->attempt, .rank_table = rank_table, .extra_ports = ports,
+	};
+	struct sbuf envname = SBUF_INIT;
+	if (nd->node_rank)
+		sbuf_addf(&envname, "job-node%d.env", nd->node_rank);
+	else
+		sbuf_adds(&envname, "job.env");
+	rc = sup_start_workers(sp, &plan, envname.buf, err);
+	sbuf_release(&envname);
+	if (!rc) {
+		sup_say(sp, "job %s node %d of %d, attempt %d: ranks %d-%d started (master %s:%d)%s%s",
+			sp->job_id, nd->node_rank, nd->nnodes, nd->attempt, sp->w[0].rank,
+			sp->w[sp->n - 1].rank, nd->master_addr, nd->master_port,
+			nd->resume_from ? ", resuming from " : "",
+			nd->resume_from ? nd->resume_from : "");
+		sup_attempt_loop(sp);
+		rc = node_outcome(sp, exit_status, err);
+	}
+	free(ports);
+	free(rank_table);
+	return rc;
+}

@@ -1,0 +1,98 @@
+/*
+ * supervisor_int.h -- private to src/launch/: the supervisor of one node
+ * (launch.h: launch_run), split in three files that share struct sup:
+ *
+ *   supervisor.c  the job: its record, run folder, watchdog, signals,
+ *                 metrics, root cause and the attempts of a one-node job;
+ *   workers.c     one attempt's workers: start them, copy their output
+ *                 line by line, stop and reap them (sup_attempt_loop);
+ *   node.c        the single attempt of one node of a multi-node job.
+ *
+ * struct sup is owned by launch_run, on its stack, for the job's life; the
+ * workers' pipe ends and log fds are owned by their struct worker.
+ */
+#ifndef TC_LAUNCH_SUPERVISOR_INT_H
+#define TC_LAUNCH_SUPERVISOR_INT_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/err.h"
+#include "core/sbuf.h"
+#include "launch/launch.h"
+#include "spec/spec.h"
+#include "store/store.h"
+
+struct stream {
+	int fd; /* -1 once at EOF */
+	struct sbuf partial;
+};
+
+struct worker {
+	int local_rank, rank;
+	pid_t pid;
+	struct stream out, err;
+	int logfd;
+	bool reaped;
+	int status; /* wait status */
+};
+
+struct sup {
+	const struct spec *s;
+	const struct launch_opts *o;
+	struct store *st;
+	char *job_id, *run_dir, *log_dir, *output_dir, *ckpt_dir, *data_dir, *tb_dir;
+	int suplog_fd, sigfd, watchdog_fd;
+	pid_t watchdog_pid;
+	sigset_t old_mask;
+	struct worker *w;
+	int n;
+	int attempt;
+	/* the attempt's outcome */
+	bool failed;
+	int fail_rank, fail_status;
+	bool stopping;
+	int user_signal; /* SIGINT/SIGTERM/SIGHUP that asked us to stop, or 0 */
+	int64_t kill_at; /* monotonic ms for SIGKILL, 0 = none */
+	struct sbuf console;
+	struct metrics_ingest *mi; /* NULL with --no-metrics or metrics.format none */
+	struct jobio *io;          /* inputs, checkpoints, uploads (jobio_int.h) */
+};
+
+/* ---- supervisor.c ---- */
+
+/* A message on stderr and in the node's supervisor log (launch_vsay). */
+void sup_say(struct sup *sp, const char *fmt, ...) TC_PRINTF(2, 3);
+/* "a/b", heap. */
+char *sup_join(const char *a, const char *b);
+/* Write dir/name atomically. */
+int sup_write_text(const char *dir, const char *name, const char *text, struct tc_err *err);
+/* Tell the watchdog a worker group to kill if we die (pid), or that none is left (0). */
+void sup_watchdog_tell(struct sup *sp, int32_t msg);
+/* The failed rank's error file and log tail, appended to out. */
+void sup_failure_detail(struct sup *sp, struct sbuf *out, int rank);
+
+/* ---- workers.c ---- */
+
+/* One endpoint port per rank when the framework needs them (heap), else NULL. */
+int *sup_rank_ports(struct sup *sp);
+/*
+ * Write the attempt's environment to run_dir/env_file and start its
+ * workers.  When they cannot all start, those that did are stopped and
+ * reaped before the error returns; else run sup_attempt_loop next.
+ */
+int sup_start_workers(struct sup *sp, const struct env_plan *plan, const char *env_file,
+		      struct tc_err *err);
+/* SIGTERM every group, SIGKILL after the spec's grace_seconds. */
+void sup_begin_stop(struct sup *sp);
+/* Run the attempt to its end: every worker reaped, every pipe drained. */
+void sup_attempt_loop(struct sup *sp);
+
+/* ---- node.c ---- */
+
+/* The one attempt of a node of a multi-node job (sp->o->node). */
+int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err);
+
+#endif

@@ -1,0 +1,465 @@
+/*
+ * workers.c -- one attempt's workers (supervisor_int.h): start them, copy
+ * their output line by line to logs/rank-<r>.log and the console, stop
+ * them and reap them.  The invariants are listed in launch.h.
+ *
+ * The loop is a single poll() over a signalfd (SIGCHLD, SIGINT, SIGTERM,
+ * SIGHUP) and every worker's stdout and stderr pipes.  An attempt ends when
+ * every worker has been reaped and every pipe has reached EOF (or a short
+ * drain window has passed after the last worker died).
+ */
+#include "launch/supervisor_int.h"
+#include "core/proc.h"
+#include "core/sbuf.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+#include "metrics/ingest.h"
+#include "store/store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_LINE (1u << 20)  /* a longer line is written in 1 MiB pieces */
+#define READ_CHUNK (1u << 16)
+#define DRAIN_MS 2000        /* how long pipes may stay open after all workers died */
+
+/* ---- output: whole lines to the rank log and the console ---- */
+
+static void emit_lines(struct sup *sp, struct worker *w, const char *data, size_t len)
+{
+	if (!len)
+		return;
+	if (write_all(w->logfd, data, len) < 0)
+		sup_say(sp, "warning: cannot write rank %d log: %s", w->rank, strerror(errno));
+	metrics_ingest_lines(sp->mi, w->rank, data, len);
+	if (sp->o->quiet)
+		return;
+	struct sbuf *c = &sp->console;
+	sbuf_reset(c);
+	const char *p = data, *end = data + len;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) + 1 : (size_t)(end - p);
+		sbuf_addf(c, "[%d] ", w->rank);
+		sbuf_add(c, p, n);
+		p += n;
+	}
+	/* best effort: the log already holds every line */
+	if (write_all(STDOUT_FILENO, c->buf, c->len) < 0)
+		errno = 0;
+	if (c->alloc > (4u << 20))
+		sbuf_release(c);
+}
+
+/* Feed bytes from one stream; complete lines go out, the rest waits. */
+static void stream_feed(struct sup *sp, struct worker *w, struct stream *s, const char *buf,
+			size_t n, bool eof)
+{
+	sbuf_add(&s->partial, buf, n);
+	const char *last_nl = s->partial.len ? memrchr(s->partial.buf, '\n', s->partial.len) : NULL;
+	size_t whole = last_nl ? (size_t)(last_nl - s->partial.buf) + 1 : 0;
+	if (whole) {
+		emit_lines(sp, w, s->partial.buf, whole);
+		sbuf_remove_front(&s->partial, whole);
+	}
+	/* a line longer than MAX_LINE goes out in MAX_LINE pieces */
+	while (s->partial.len > MAX_LINE) {
+		struct sbuf piece = SBUF_INIT;
+		sbuf_add(&piece, s->partial.buf, MAX_LINE);
+		sbuf_addch(&piece, '\n');
+		emit_lines(sp, w, piece.buf, piece.len);
+		sbuf_release(&piece);
+		sbuf_remove_front(&s->partial, MAX_LINE);
+	}
+	if (eof && s->partial.len) {
+		sbuf_addch(&s->partial, '\n');
+		emit_lines(sp, w, s->partial.buf, s->partial.len);
+		sbuf_reset(&s->partial);
+	}
+	if (eof)
+		sbuf_release(&s->partial);
+}
+
+static void stream_read(struct sup *sp, struct worker *w, struct stream *s)
+{
+	char buf[READ_CHUNK];
+	for (int rounds = 0; rounds < 16; rounds++) {
+		ssize_t r = read(s->fd, buf, sizeof(buf));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EAGAIN)
+			return;
+		if (r <= 0) {
+			stream_feed(sp, w, s, NULL, 0, true);
+			close(s->fd);
+			s->fd = -1;
+			return;
+		}
+		stream_feed(sp, w, s, buf, (size_t)r, false);
+		if ((size_t)r < sizeof(buf))
+			return;
+	}
+}
+
+/* ---- spawning ---- */
+
+/* Can a listener bind port (0 = any) on every address?  Returns the port or -1. */
+static int try_port(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_ANY) };
+	socklen_t len = sizeof(a);
+	int got = -1;
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		got = ntohs(a.sin_port);
+	close(fd);
+	return got;
+}
+
+int launch_free_port(void)
+{
+	unsigned int x = (unsigned int)now_mono_ms() ^ ((unsigned int)getpid() * 2654435761u);
+	for (int i = 0; i < 64; i++) {
+		x = x * 1103515245u + 12345u;
+		int port = try_port(20000 + (int)((x >> 8) % 12000));
+		if (port > 0)
+			return port;
+	}
+	return try_port(0);
+}
+
+static void build_argv(const struct spec *s, struct strvec *argv)
+{
+	if (s->shell) {
+		/*
+		 * args reach the script as "$@", never through the shell's parser;
+		 * a command that uses "$@" itself places them, others get them
+		 * appended.
+		 */
+		struct sbuf cmd = SBUF_INIT;
+		bool places_args = strstr(s->shell, "$@") || strstr(s->shell, "$*");
+		sbuf_addf(&cmd, places_args || !s->nargs ? "%s" : "%s \"$@\"", s->shell);
+		strvec_push(argv, "/bin/sh");
+		strvec_push(argv, "-c");
+		strvec_push(argv, cmd.buf);
+		strvec_push(argv, "trainctl-job");
+		sbuf_release(&cmd);
+	} else {
+		strvec_pushv(argv, (const char *const *)s->argv.v);
+	}
+	for (size_t i = 0; i < s->nargs; i++) {
+		strvec_pushf(argv, "--%s", s->args[i].key);
+		if (s->args[i].val)
+			strvec_push(argv, s->args[i].val);
+	}
+}
+
+/* A worker's output pipe, as the poll loop reads it. */
+static void tune_pipe(int fd)
+{
+	/* a bigger pipe absorbs bursts; the default 64 KiB also works */
+	if (fcntl(fd, F_SETPIPE_SZ, 1 << 20) < 0)
+		errno = 0;
+	/* the loop reads each stream until EAGAIN; F_SETFL cannot fail on our own pipe */
+	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0)
+		errno = 0;
+}
+
+/* Start rank w: its own group, killed with us, output into two pipes. */
+static int start_worker(struct sup *sp, struct worker *w, const struct strvec *argv,
+			struct strvec *env, struct tc_err *err)
+{
+	struct proc p = PROC_INIT;
+	gid_t gid = (gid_t)sp->o->run_as_gid;
+	strvec_pushv(&p.args, (const char *const *)argv->v);
+	p.env = *env; /* taken over: proc_clear frees it */
+	*env = (struct strvec)STRVEC_INIT;
+	p.cwd = sp->s->workdir;
+	p.group = PROC_GROUP_NEW;
+	p.death_sig = SIGKILL;
+	p.default_sigs = PROC_SIG(SIGPIPE); /* we ignore it; exec would keep that */
+	p.in.how = PROC_IO_NULL;
+	p.out.how = p.err.how = PROC_IO_PIPE;
+	if (sp->o->run_as_uid) {
+		/* a root server runs a user's job as that user's account */
+		p.set_groups = p.set_gid = p.set_uid = true;
+		p.groups = &gid;
+		p.ngroups = 1;
+		p.gid = gid;
+		p.uid = (uid_t)sp->o->run_as_uid;
+	}
+	int rc = proc_start(&p, err);
+	if (!rc) {
+		w->pid = p.pid;
+		w->out.fd = p.out.fd;
+		w->err.fd = p.err.fd;
+		p.out.fd = p.err.fd = -1;
+		tune_pipe(w->out.fd);
+		tune_pipe(w->err.fd);
+	}
+	proc_clear(&p);
+	return rc;
+}
+
+static int spawn_workers(struct sup *sp, const struct env_plan *plan, struct tc_err *err)
+{
+	struct strvec argv = STRVEC_INIT, common = STRVEC_INIT;
+	int rc = 0;
+	build_argv(sp->s, &argv);
+	proc_env_inherit(&common);
+	env_common(plan, &common);
+	for (int i = 0; i < sp->n; i++) {
+		struct worker *w = &sp->w[i];
+		struct strvec env = STRVEC_INIT;
+		strvec_pushv(&env, (const char *const *)common.v);
+		env_rank(plan, i, &env);
+		/* a stale error file would be blamed on this attempt */
+		const char *ef = env_get(&env, "TORCHELASTIC_ERROR_FILE");
+		if (ef)
+			unlink(ef);
+		struct sbuf lp = SBUF_INIT;
+		sbuf_addf(&lp, "%s/rank-%d.log", sp->log_dir, w->rank);
+		w->logfd = open(lp.buf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		sbuf_release(&lp);
+		if (w->logfd < 0)
+			rc = tc_error_errno(err, TC_ESYS, "cannot start rank %d", w->rank);
+		else if ((rc = start_worker(sp, w, &argv, &env, err)))
+			tc_error_prefix(err, "rank %d", w->rank);
+		strvec_clear(&env);
+		if (rc)
+			break;
+		sup_watchdog_tell(sp, (int32_t)w->pid);
+		w->reaped = false;
+		w->status = 0;
+		sbuf_init(&w->out.partial, 0);
+		sbuf_init(&w->err.partial, 0);
+		struct tc_err e2 = TC_ERR_INIT;
+		if (store_worker_start(sp->st, sp->job_id, sp->attempt, w->rank, w->local_rank, w->pid,
+				       &e2))
+			sup_say(sp, "warning: %s", e2.msg);
+		tc_err_release(&e2);
+	}
+	strvec_clear(&argv);
+	strvec_clear(&common);
+	return rc;
+}
+
+int *sup_rank_ports(struct sup *sp)
+{
+	if (!env_needs_rank_ports(sp->s->framework))
+		return NULL;
+	int *ports = xcalloc((size_t)sp->n, sizeof(int));
+	for (int i = 0; i < sp->n; i++)
+		ports[i] = launch_free_port();
+	return ports;
+}
+
+int sup_start_workers(struct sup *sp, const struct env_plan *plan, const char *env_file,
+		      struct tc_err *err)
+{
+	char *envtext = env_file_text(plan);
+	int rc = sup_write_text(sp->run_dir, env_file, envtext, err);
+	free(envtext);
+	if (rc)
+		return rc;
+	sp->failed = false;
+	sp->stopping = false;
+	sp->kill_at = 0;
+	if ((rc = spawn_workers(sp, plan, err))) {
+		sup_begin_stop(sp);
+		sp->kill_at = now_mono_ms();
+		sup_attempt_loop(sp);
+	}
+	return rc;
+}
+
+/* ---- stopping and reaping ---- */
+
+static void signal_groups(struct sup *sp, int sig)
+{
+	for (int i = 0; i < sp->n; i++)
+		if (sp->w[i].pid > 0)
+			kill(-sp->w[i].pid, sig);
+}
+
+void sup_begin_stop(struct sup *sp)
+{
+	if (sp->stopping)
+		return;
+	sp->stopping = true;
+	signal_groups(sp, SIGTERM);
+	sp->kill_at = now_mono_ms() + (int64_t)sp->s->grace_seconds * 1000;
+}
+
+static void reap(struct sup *sp)
+{
+	int status;
+	pid_t pid;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (pid == sp->watchdog_pid) {
+			sp->watchdog_pid = -1;
+			if (sp->watchdog_fd >= 0)
+				close(sp->watchdog_fd);
+			sp->watchdog_fd = -1;
+			sup_say(sp, "warning: the watchdog process ended early");
+			continue;
+		}
+		struct worker *w = NULL;
+		for (int i = 0; i < sp->n; i++)
+			if (sp->w[i].pid == pid && !sp->w[i].reaped)
+				w = &sp->w[i];
+		if (!w)
+			continue;
+		w->reaped = true;
+		w->status = status;
+		struct tc_err e2 = TC_ERR_INIT;
+		if (store_worker_end(sp->st, sp->job_id, sp->attempt, w->rank,
+				     WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+				     WIFSIGNALED(status) ? WTERMSIG(status) : 0, &e2))
+			sup_say(sp, "warning: %s", e2.msg);
+		tc_err_release(&e2);
+		bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+		if (!ok && !sp->failed && !sp->user_signal) {
+			sp->failed = true;
+			sp->fail_rank = w->rank;
+			sp->fail_status = status;
+			struct sbuf d = SBUF_INIT;
+			proc_describe_exit(&d, status);
+			sup_say(sp, "rank %d %s; stopping the other workers", w->rank, d.buf);
+			sbuf_release(&d);
+			sup_begin_stop(sp);
+		}
+	}
+}
+
+static bool all_reaped(struct sup *sp)
+{
+	for (int i = 0; i < sp->n; i++)
+		if (!sp->w[i].reaped)
+			return false;
+	return true;
+}
+
+/* What the signalfd holds: stop requests, and USR1/USR2 passed to the workers. */
+static void read_signals(struct sup *sp)
+{
+	struct signalfd_siginfo si;
+	while (read(sp->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		int sig = (int)si.ssi_signo;
+		if (sig == SIGCHLD)
+			continue;
+		if (sig == SIGUSR1 || sig == SIGUSR2) {
+			/* e.g. Slurm's --signal warning: the workers checkpoint */
+			sup_say(sp, "%s received: passing it to the workers", strsignal(sig));
+			signal_groups(sp, sig);
+			continue;
+		}
+		if (sp->user_signal) {
+			sup_say(sp, "second %s: killing the workers now", strsignal(sig));
+			sp->kill_at = now_mono_ms();
+			continue;
+		}
+		sp->user_signal = sig;
+		sup_say(sp, "%s received: stopping the workers (SIGKILL in %d s)", strsignal(sig),
+			sp->s->grace_seconds);
+		sup_begin_stop(sp);
+	}
+}
+
+/* The drain window is over: what is left of every stream goes out, the pipes close. */
+static void close_streams(struct sup *sp)
+{
+	for (int i = 0; i < sp->n; i++) {
+		struct stream *ss[2] = { &sp->w[i].out, &sp->w[i].err };
+		for (int k = 0; k < 2; k++)
+			if (ss[k]->fd >= 0) {
+				stream_feed(sp, &sp->w[i], ss[k], NULL, 0, true);
+				close(ss[k]->fd);
+				ss[k]->fd = -1;
+			}
+	}
+}
+
+/* Run one attempt to its end (all reaped, pipes drained). */
+void sup_attempt_loop(struct sup *sp)
+{
+	struct pollfd *pfd = xcalloc((size_t)sp->n * 2 + 1, sizeof(*pfd));
+	struct stream **which = xcalloc((size_t)sp->n * 2 + 1, sizeof(*which));
+	struct worker **owner = xcalloc((size_t)sp->n * 2 + 1, sizeof(*owner));
+	int64_t drain_until = 0;
+	for (;;) {
+		bool reaped_all = all_reaped(sp);
+		int np = 0;
+		pfd[np].fd = sp->sigfd;
+		pfd[np].events = POLLIN;
+		np++;
+		for (int i = 0; i < sp->n; i++) {
+			struct stream *ss[2] = { &sp->w[i].out, &sp->w[i].err };
+			for (int k = 0; k < 2; k++)
+				if (ss[k]->fd >= 0) {
+					pfd[np].fd = ss[k]->fd;
+					pfd[np].events = POLLIN;
+					which[np] = ss[k];
+					owner[np] = &sp->w[i];
+					np++;
+				}
+		}
+		if (reaped_all && np == 1)
+			break;
+		if (reaped_all && !drain_until) {
+			/* leftovers of a finished worker's group must not hold its pipes */
+			signal_groups(sp, SIGKILL);
+			drain_until = now_mono_ms() + DRAIN_MS;
+		}
+		int64_t now = now_mono_ms();
+		int timeout = sp->mi ? metrics_ingest_tick(sp->mi, now) : -1;
+		if (sp->kill_at && (timeout < 0 || sp->kill_at - now < timeout))
+			timeout = sp->kill_at > now ? (int)(sp->kill_at - now) : 0;
+		if (drain_until) {
+			int t = drain_until > now ? (int)(drain_until - now) : 0;
+			timeout = timeout < 0 || t < timeout ? t : timeout;
+		}
+		int r = poll(pfd, (nfds_t)np, timeout);
+		if (r < 0 && errno != EINTR)
+			break;
+		if (r > 0 && (pfd[0].revents & POLLIN)) {
+			read_signals(sp);
+			reap(sp);
+		}
+		for (int i = 1; r > 0 && i < np; i++)
+			if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
+				stream_read(sp, owner[i], which[i]);
+		now = now_mono_ms();
+		if (sp->kill_at && now >= sp->kill_at) {
+			signal_groups(sp, SIGKILL);
+			sp->kill_at = 0;
+		}
+		if (drain_until && now >= drain_until)
+			close_streams(sp);
+		reap(sp); /* SIGCHLD may have been coalesced with another signal */
+	}
+	for (int i = 0; i < sp->n; i++) {
+		if (sp->w[i].logfd >= 0)
+			close(sp->w[i].logfd);
+		sp->w[i].logfd = -1;
+	}
+	sup_watchdog_tell(sp, 0);
+	free(pfd);
+	free(which);
+	free(owner);
+}
