@@ -19,6 +19,14 @@ static const char usage[] =
 	"  -v, --verbose     print each copy and delete\n"
 	"  -q, --quiet       no progress line\n";
 
+/* A key the destination cannot hold safely: say so on its own line. */
+static void warn_refused(void *arg, const char *key, const char *why)
+{
+	const struct sync_opts *o = arg;
+	fprintf(stderr, "%strainctl: warning: skipped '%s': %s, which could write outside the destination\n",
+		o->progress ? "\r\033[K" : "", key, why);
+}
+
 int cmd_sync(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
 	static const struct option opts[] = {
@@ -52,12 +60,19 @@ int cmd_sync(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	}
 	if (argc - optind != 2)
 		return tc_error(err, TC_EUSAGE, "sync: give a source and a destination");
+	o.on_refused = warn_refused;
+	o.arg = &o;
 	struct sync_stats st;
 	int rc = storage_sync(argv[optind], argv[optind + 1], &o, &st, err);
-	if (!rc)
-		printf("%s%llu copied, %llu skipped, %llu deleted, %.1f MB in %.2f s\n",
+	/* refused keys fail the sync, after the others were copied: sum those up too */
+	if (!rc || st.refused) {
+		printf("%s%llu copied, %llu skipped, %llu deleted, %.1f MB in %.2f s",
 		       o.dry_run ? "dry run: " : "", (unsigned long long)st.copied,
 		       (unsigned long long)st.skipped, (unsigned long long)st.deleted, st.bytes / 1e6,
 		       st.seconds);
+		if (st.refused)
+			printf(", %llu refused", (unsigned long long)st.refused);
+		putchar('\n');
+	}
 	return rc;
 }

@@ -6,6 +6,13 @@
  * across the whole tree (S3's order), holding one directory per level.
  * Writes go to '.tc-part-<name>-<pid>-<n>' beside the target, renamed into
  * place by the commit, so a reader never sees a half-written file.
+ *
+ * Keys may come from a listing somebody else wrote (an S3 bucket), so no key
+ * may name a place outside the root: a key with an empty, '.' or '..'
+ * segment, or a leading '/', is refused (storage_key_problem), and writes and
+ * deletes reach their folder by openat()/mkdirat() from a descriptor of the
+ * root, one component at a time with O_NOFOLLOW, so that a symbolic link
+ * inside the root cannot lead them out either.
  */
 #include "core/util.h"
 #include "core/xalloc.h"
@@ -46,6 +53,98 @@ static pid_t tmp_owner(const char *name)
 	bool ok = parse_long(num.buf, 1, 1L << 30, &v);
 	sbuf_release(&num);
 	return ok ? (pid_t)v : 0;
+}
+
+const char *storage_key_problem(const char *key)
+{
+	if (!*key)
+		return "the key is empty";
+	if (*key == '/')
+		return "the key is an absolute path";
+	for (const char *p = key;;) {
+		const char *e = strchrnul(p, '/');
+		size_t n = (size_t)(e - p);
+		if (n == 0)
+			return "the key has an empty path segment";
+		if (n == 1 && p[0] == '.')
+			return "the key has a '.' path segment";
+		if (n == 2 && p[0] == '.' && p[1] == '.')
+			return "the key has a '..' path segment";
+		if (!*e)
+			return NULL;
+		p = e + 1;
+	}
+}
+
+/* TC_EINPUT naming the key when it could not stay under the root. */
+static int check_key(struct storage *st, const char *key, struct tc_err *err)
+{
+	const char *why = storage_key_problem(key);
+	if (why)
+		return tc_error(err, TC_EINPUT, "refusing key '%s' under '%s': %s", key, st->root,
+				why);
+	return 0;
+}
+
+/*
+ * The folder that holds key, as a descriptor reached from the root one
+ * component at a time without following symbolic links; with create, the
+ * missing folders (and the root) are made.  *leaf points into key at its
+ * last component.  A missing folder without create is TC_ENOTFOUND.
+ */
+static int open_parent(struct storage *st, const char *key, bool create, int *dirfd,
+		       const char **leaf, struct tc_err *err)
+{
+	int rc = check_key(st, key, err);
+	if (rc)
+		return rc;
+	if (create && (rc = mkdir_p(st->root, err)))
+		return rc;
+	int fd = open(st->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return tc_error_errno(err, errno == ENOENT ? TC_ENOTFOUND : TC_ESTORAGE,
+				      "cannot open the folder '%s'", st->root);
+	const char *p = key, *e;
+	struct sbuf comp = SBUF_INIT;
+	while ((e = strchr(p, '/'))) {
+		sbuf_reset(&comp);
+		sbuf_add(&comp, p, (size_t)(e - p));
+		if (create && mkdirat(fd, comp.buf, 0755) < 0 && errno != EEXIST) {
+			rc = tc_error_errno(err, TC_ESTORAGE, "cannot create the folder of '%s' under '%s'",
+					    key, st->root);
+			break;
+		}
+		int next = openat(fd, comp.buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (next < 0) {
+			struct stat lsb;
+			/* with O_DIRECTORY a link gives ENOTDIR rather than ELOOP */
+			if (errno == ENOTDIR && fstatat(fd, comp.buf, &lsb, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISLNK(lsb.st_mode))
+				errno = ELOOP;
+			if (errno == ELOOP)
+				rc = tc_error(err, TC_ESTORAGE,
+					      "'%s' under '%s': '%.*s' is a symbolic link; refusing to follow it out of the folder",
+					      key, st->root, (int)(e - key), key);
+			else if (errno == ENOENT && !create)
+				rc = tc_error(err, TC_ENOTFOUND, "'%s' does not exist under '%s'", key,
+					      st->root);
+			else
+				rc = tc_error_errno(err, TC_ESTORAGE, "cannot open the folder '%.*s' under '%s'",
+						    (int)(e - key), key, st->root);
+			break;
+		}
+		close(fd);
+		fd = next;
+		p = e + 1;
+	}
+	sbuf_release(&comp);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	*dirfd = fd;
+	*leaf = p;
+	return 0;
 }
 
 char *local_path(struct storage *st, const char *key)
@@ -274,6 +373,9 @@ static int l_iter_start(struct storage *st, struct storage_iter **out, struct tc
 
 static int l_stat(struct storage *st, const char *key, struct storage_obj *obj, struct tc_err *err)
 {
+	int krc = check_key(st, key, err);
+	if (krc)
+		return krc;
 	char *p = local_path(st, key);
 	struct stat sb;
 	int rc = 0;
@@ -296,16 +398,29 @@ static int l_stat(struct storage *st, const char *key, struct storage_obj *obj, 
 
 static int l_del(struct storage *st, const char *key, struct tc_err *err)
 {
-	char *p = local_path(st, key);
-	int rc = 0;
-	if (unlink(p) < 0 && errno != ENOENT)
+	int dirfd;
+	const char *leaf;
+	int rc = open_parent(st, key, false, &dirfd, &leaf, err);
+	if (rc == TC_ENOTFOUND) {
+		tc_err_release(err);
+		return 0; /* its folder is gone, so is it */
+	}
+	if (rc)
+		return rc;
+	if (unlinkat(dirfd, leaf, 0) < 0 && errno != ENOENT) {
+		char *p = local_path(st, key);
 		rc = tc_error_errno(err, TC_ESTORAGE, "cannot remove '%s'", p);
-	free(p);
+		free(p);
+	}
+	close(dirfd);
 	return rc;
 }
 
 int local_open_for_read(struct storage *st, const char *key, int *fd, struct tc_err *err)
 {
+	int krc = check_key(st, key, err);
+	if (krc)
+		return krc;
 	char *p = local_path(st, key);
 	*fd = open(p, O_RDONLY | O_CLOEXEC);
 	int rc = *fd < 0 ? tc_error_errno(err, TC_ESTORAGE, "cannot open '%s'", p) : 0;
@@ -344,43 +459,58 @@ static int l_read(struct storage *st, const char *key, uint64_t off, uint64_t le
 /* ---- writing ---- */
 
 struct wtx {
-	char *path, *tmp;
+	char *path, *tmp; /* for messages */
+	int dirfd;        /* the target's folder, reached without following links */
+	char *leaf, *tmpleaf;
 	int fd;
 	double mtime;
 };
 
 static atomic_uint tmp_counter;
 
+static void wtx_free(struct wtx *tx)
+{
+	if (tx->dirfd >= 0)
+		close(tx->dirfd);
+	free(tx->tmpleaf);
+	free(tx->leaf);
+	free(tx->tmp);
+	free(tx->path);
+	free(tx);
+}
+
 static int l_wbegin(struct storage *st, const char *key, uint64_t size, double mtime, int nparts,
 		    struct wtx **out, struct tc_err *err)
 {
 	(void)nparts;
+	const char *leaf;
+	int dirfd;
+	int rc = open_parent(st, key, true, &dirfd, &leaf, err);
+	if (rc)
+		return rc;
 	struct wtx *tx = xcalloc(1, sizeof(*tx));
+	tx->dirfd = dirfd;
 	tx->path = local_path(st, key);
+	tx->leaf = xstrdup(leaf);
 	tx->mtime = mtime;
-	tx->fd = -1;
-	char *dir = path_dirname(tx->path);
-	int rc = mkdir_p(dir, err);
-	if (!rc) {
-		struct sbuf t = SBUF_INIT;
-		sbuf_addf(&t, "%s/" TMP_PREFIX "%s-%d-%u", dir, path_basename(tx->path), (int)getpid(),
-			  atomic_fetch_add(&tmp_counter, 1));
-		tx->tmp = sbuf_detach(&t);
-		tx->fd = open(tx->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (tx->fd < 0)
-			rc = tc_error_errno(err, TC_ESTORAGE, "cannot create '%s'", tx->tmp);
-		else if (size && ftruncate(tx->fd, (off_t)size) < 0)
-			rc = tc_error_errno(err, TC_ESTORAGE, "cannot size '%s'", tx->tmp);
-	}
-	free(dir);
+	struct sbuf t = SBUF_INIT;
+	sbuf_addf(&t, TMP_PREFIX "%s-%d-%u", leaf, (int)getpid(), atomic_fetch_add(&tmp_counter, 1));
+	tx->tmpleaf = sbuf_detach(&t);
+	sbuf_addf(&t, "%.*s%s", (int)(strlen(tx->path) - strlen(leaf)), tx->path, tx->tmpleaf);
+	tx->tmp = sbuf_detach(&t);
+	/* O_NOFOLLOW: a link planted at the temporary name must not be written through */
+	tx->fd = openat(dirfd, tx->tmpleaf, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+			0644);
+	if (tx->fd < 0)
+		rc = tc_error_errno(err, TC_ESTORAGE, "cannot create '%s'", tx->tmp);
+	else if (size && ftruncate(tx->fd, (off_t)size) < 0)
+		rc = tc_error_errno(err, TC_ESTORAGE, "cannot size '%s'", tx->tmp);
 	if (rc) {
 		if (tx->fd >= 0) {
 			close(tx->fd);
-			unlink(tx->tmp);
+			(void)unlinkat(dirfd, tx->tmpleaf, 0); /* best effort */
 		}
-		free(tx->tmp);
-		free(tx->path);
-		free(tx);
+		wtx_free(tx);
 		return rc;
 	}
 	*out = tx;
@@ -514,15 +644,14 @@ static int l_wcommit(struct wtx *tx, struct tc_err *err)
 	if (close(tx->fd) < 0 && !rc)
 		rc = tc_error_errno(err, TC_ESTORAGE, "cannot write '%s'", tx->tmp);
 	tx->fd = -1;
-	if (!rc && rename(tx->tmp, tx->path) < 0) {
+	/* renameat replaces a link at the target name; it never writes through one */
+	if (!rc && renameat(tx->dirfd, tx->tmpleaf, tx->dirfd, tx->leaf) < 0) {
 		/* a folder of the same name is in the way (it was a prefix in S3) */
 		rc = tc_error_errno(err, TC_ESTORAGE, "cannot rename into '%s'", tx->path);
 	}
 	if (rc)
-		unlink(tx->tmp);
-	free(tx->tmp);
-	free(tx->path);
-	free(tx);
+		(void)unlinkat(tx->dirfd, tx->tmpleaf, 0); /* best effort */
+	wtx_free(tx);
 	return rc;
 }
 
@@ -530,10 +659,8 @@ static void l_wabort(struct wtx *tx)
 {
 	if (tx->fd >= 0)
 		close(tx->fd);
-	unlink(tx->tmp);
-	free(tx->tmp);
-	free(tx->path);
-	free(tx);
+	(void)unlinkat(tx->dirfd, tx->tmpleaf, 0); /* best effort */
+	wtx_free(tx);
 }
 
 const struct storage_ops storage_local_ops = {

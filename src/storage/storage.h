@@ -5,7 +5,9 @@
  *
  * A location is a URL naming a root: "s3://bucket/prefix/", "obs://b/p",
  * "file:///data", "./data".  Keys are paths relative to that root, '/'
- * separated, never starting with '/'.  Each scheme is an ops struct
+ * separated, never starting with '/'.  A local folder refuses any key that
+ * could name a place outside it (storage_key_problem); sync skips such keys
+ * of a listing and reports them (sync_opts.on_refused, sync_stats.refused).  Each scheme is an ops struct
  * (storage_int.h); callers see only struct storage.
  *
  * Invariants:
@@ -47,6 +49,12 @@ struct storage_obj {
 	const char *etag; /* S3 ETag without quotes, or NULL (local) */
 	char *etag_buf;   /* storage_stat: the heap copy etag points to (see storage_obj_release) */
 };
+
+/*
+ * Why key cannot be a path under a local folder -- it is empty, absolute, or
+ * has an empty, '.' or '..' segment -- or NULL when it can.
+ */
+const char *storage_key_problem(const char *key);
 
 /* Is url an object-storage URL (s3:// or obs://), as opposed to a local path? */
 bool storage_is_remote(const char *url);
@@ -91,11 +99,15 @@ struct sync_opts {
 	bool verbose;     /* one line per action on stdout */
 	/* called from the sync thread before each copy; may be NULL */
 	void (*on_action)(void *arg, const char *what, const char *key);
+	/* called from the sync thread for each refused key (why: see
+	 * storage_key_problem); may be NULL */
+	void (*on_refused)(void *arg, const char *key, const char *why);
 	void *arg;
 };
 
 struct sync_stats {
 	uint64_t listed, copied, skipped, deleted, failed;
+	uint64_t refused; /* source keys a local destination cannot hold safely */
 	uint64_t bytes;
 	double seconds;
 };
@@ -107,6 +119,10 @@ struct sync_stats {
  *   s3 -> s3: the ETag.
  * Copies run in parallel; a failure of one object is counted and reported
  * at the end (TC_ESTORAGE naming the first failure) after the others ran.
+ * A source key that a local destination cannot hold safely (see
+ * storage_key_problem) is never written: it is skipped, counted in
+ * stats->refused, passed to o->on_refused, and the sync then fails with
+ * TC_ESTORAGE naming the first such key, after everything else was copied.
  * src may be a single object or file (then dst is the target name or folder).
  */
 int storage_sync(const char *src, const char *dst, const struct sync_opts *o,

@@ -81,7 +81,7 @@ int local_wpart_from_fd(struct wtx *tx, int src_fd, uint64_t off, uint64_t len,
  */
 int local_wtx_sink(struct wtx *tx, uint64_t off, const uint64_t *done, sink_fn *fn, void **arg);
 bool local_is_tmp_name(const char *name);
-/* the absolute path of key */
+/* the absolute path of key, for messages and reads (writes use openat) */
 char *local_path(struct storage *st, const char *key);
 
 /*
@@ -90,6 +90,12 @@ char *local_path(struct storage *st, const char *key);
  * sync for the caller's own thread.
  */
 void storage_thread_exit(void);
+
+/* sync.c: storage_sync between locations already open (src a folder, not
+ * one file); the caller keeps and closes both.  For the unit tests, which
+ * feed it listings no real server gives. */
+int sync_locations(struct storage *src, struct storage *dst, const struct sync_opts *o,
+		   struct sync_stats *stats, struct tc_err *err);
 
 /* ---- thread pool (pool.c) ---- */
 struct pool;

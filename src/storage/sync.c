@@ -6,6 +6,12 @@
  * it differs (see storage.h), a key only in the destination is deleted with
  * --delete.  Copies and deletes run on the pool, whose queue is bounded:
  * memory stays flat however many keys there are.
+ *
+ * Source keys are somebody else's data: one that a local destination cannot
+ * hold safely (storage_key_problem: "a/../../x", "/etc/x", "a//b") is never
+ * handed to the copy code; it is counted as refused and fails the sync at
+ * the end.  local.c refuses such keys again, and walks to every folder it
+ * writes without following links.
  */
 #include "core/util.h"
 #include "core/xalloc.h"
@@ -28,6 +34,8 @@ struct syncer {
 	struct sync_stats st;
 	uint64_t queued_bytes;
 	char *first_err;
+	char *first_refused;      /* the first refused key */
+	const char *refused_why;
 	/* progress */
 	pthread_t prog;
 	pthread_cond_t prog_cv;
@@ -166,6 +174,8 @@ static void print_progress(struct syncer *s, bool final)
 		  (unsigned long long)st.skipped, (unsigned long long)st.deleted);
 	if (st.failed)
 		sbuf_addf(&line, ", %llu failed", (unsigned long long)st.failed);
+	if (st.refused)
+		sbuf_addf(&line, ", %llu refused", (unsigned long long)st.refused);
 	sbuf_adds(&line, ", ");
 	human(&line, (double)st.bytes);
 	sbuf_adds(&line, " of ");
@@ -274,6 +284,27 @@ out:
 	return rc;
 }
 
+/* Skip (and count) a source key the destination cannot hold safely. */
+static bool refuse(struct syncer *s, const char *key)
+{
+	if (s->dst->ops != &storage_local_ops)
+		return false; /* a key is only a name in a bucket */
+	const char *why = storage_key_problem(key);
+	if (!why)
+		return false;
+	pthread_mutex_lock(&s->mu);
+	s->st.listed++;
+	s->st.refused++;
+	if (!s->first_refused) {
+		s->first_refused = xstrdup(key);
+		s->refused_why = why;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (s->o->on_refused)
+		s->o->on_refused(s->o->arg, key, why);
+	return true;
+}
+
 static int sync_merge(struct syncer *s, struct tc_err *err)
 {
 	struct storage_iter *is = NULL, *id = NULL;
@@ -287,6 +318,10 @@ static int sync_merge(struct syncer *s, struct tc_err *err)
 		if (ha < 0 || hb < 0) {
 			rc = ha < 0 ? ha : hb;
 			goto out;
+		}
+		if (ha > 0 && refuse(s, a.key)) {
+			ha = storage_iter_next(is, &a, err);
+			continue;
 		}
 		int c = ha <= 0 ? 1 : hb <= 0 ? -1 : strcmp(a.key, b.key);
 		if (c < 0) {
@@ -321,59 +356,95 @@ out:
 	return rc;
 }
 
+static void syncer_init(struct syncer *s, const struct sync_opts *o)
+{
+	memset(s, 0, sizeof(*s));
+	s->o = o;
+	s->t0 = now_wall();
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->prog_cv, NULL);
+}
+
+/* The pool and the progress line, once the source is open. */
+static void syncer_start(struct syncer *s, const struct sync_opts *o)
+{
+	int jobs = o->jobs > 0 ? o->jobs : 8;
+	if (!o->dry_run)
+		s->pool = pool_new(jobs, jobs * 4, NULL, storage_thread_exit);
+	if (o->progress && !o->dry_run && pthread_create(&s->prog, NULL, progress_thread, s) == 0)
+		s->prog_on = true;
+}
+
+/* Wait for the pool, stop the progress line, word what went wrong. */
+static int syncer_finish(struct syncer *s, int rc, struct sync_stats *stats, struct tc_err *err)
+{
+	if (s->pool) {
+		pool_wait(s->pool);
+		pool_free(s->pool);
+	}
+	if (s->prog_on) {
+		pthread_mutex_lock(&s->mu);
+		s->prog_stop = true;
+		pthread_mutex_unlock(&s->mu);
+		pthread_cond_signal(&s->prog_cv);
+		pthread_join(s->prog, NULL);
+		print_progress(s, true);
+	}
+	s->st.seconds = now_wall() - s->t0;
+	if (!rc && s->st.failed)
+		rc = tc_error(err, TC_ESTORAGE, "sync: %llu of %llu copies or deletes failed; first: %s%s",
+			      (unsigned long long)s->st.failed,
+			      (unsigned long long)(s->st.failed + s->st.copied + s->st.deleted),
+			      s->first_err, s->st.refused ? "; unsafe keys were refused too" : "");
+	else if (!rc && s->st.refused)
+		rc = tc_error(err, TC_ESTORAGE,
+			      "sync: refused %llu key%s that could write outside %s, first '%s': %s",
+			      (unsigned long long)s->st.refused, s->st.refused == 1 ? "" : "s",
+			      storage_url(s->dst), s->first_refused, s->refused_why);
+	if (stats)
+		*stats = s->st;
+	free(s->first_err);
+	free(s->first_refused);
+	pthread_cond_destroy(&s->prog_cv);
+	pthread_mutex_destroy(&s->mu);
+	return rc;
+}
+
+int sync_locations(struct storage *src, struct storage *dst, const struct sync_opts *o,
+		   struct sync_stats *stats, struct tc_err *err)
+{
+	struct syncer s;
+	syncer_init(&s, o);
+	s.src = src;
+	s.dst = dst;
+	syncer_start(&s, o);
+	int rc = sync_merge(&s, err);
+	rc = syncer_finish(&s, rc, stats, err);
+	storage_thread_exit();
+	return rc;
+}
+
 int storage_sync(const char *src, const char *dst, const struct sync_opts *o,
 		 struct sync_stats *stats, struct tc_err *err)
 {
-	struct syncer s = { 0 };
-	s.o = o;
-	s.t0 = now_wall();
-	pthread_mutex_init(&s.mu, NULL);
-	pthread_cond_init(&s.prog_cv, NULL);
+	struct syncer s;
+	syncer_init(&s, o);
 	int rc = storage_open(src, &s.src, err);
 	if (rc)
 		goto out;
-	int jobs = o->jobs > 0 ? o->jobs : 8;
-	if (!o->dry_run)
-		s.pool = pool_new(jobs, jobs * 4, NULL, storage_thread_exit);
-	if (o->progress && !o->dry_run && pthread_create(&s.prog, NULL, progress_thread, &s) == 0)
-		s.prog_on = true;
+	syncer_start(&s, o);
 	if (s.src->single) {
 		rc = sync_single(&s, dst, err);
-	} else {
+	} else if (s.src->ops == &storage_local_ops && !is_dir(s.src->root)) {
 		/* a source that is not there is an error, not an empty folder */
-		if (s.src->ops == &storage_local_ops && !is_dir(s.src->root)) {
-			rc = tc_error(err, TC_ENOTFOUND, "'%s' does not exist", src);
-			goto out;
-		}
-		if (!(rc = storage_open(dst, &s.dst, err)))
-			rc = sync_merge(&s, err);
+		rc = tc_error(err, TC_ENOTFOUND, "'%s' does not exist", src);
+	} else if (!(rc = storage_open(dst, &s.dst, err))) {
+		rc = sync_merge(&s, err);
 	}
 out:
-	if (s.pool) {
-		pool_wait(s.pool);
-		pool_free(s.pool);
-	}
-	if (s.prog_on) {
-		pthread_mutex_lock(&s.mu);
-		s.prog_stop = true;
-		pthread_mutex_unlock(&s.mu);
-		pthread_cond_signal(&s.prog_cv);
-		pthread_join(s.prog, NULL);
-		print_progress(&s, true);
-	}
-	s.st.seconds = now_wall() - s.t0;
-	if (!rc && s.st.failed)
-		rc = tc_error(err, TC_ESTORAGE, "sync: %llu of %llu copies or deletes failed; first: %s",
-			      (unsigned long long)s.st.failed,
-			      (unsigned long long)(s.st.failed + s.st.copied + s.st.deleted),
-			      s.first_err);
-	if (stats)
-		*stats = s.st;
-	free(s.first_err);
+	rc = syncer_finish(&s, rc, stats, err);
 	storage_close(s.src);
 	storage_close(s.dst);
 	storage_thread_exit();
-	pthread_cond_destroy(&s.prog_cv);
-	pthread_mutex_destroy(&s.mu);
 	return rc;
 }
