@@ -93,7 +93,7 @@ static int json_int_field(json_t *v, const char *what, const char *field, long *
  * and words the error.  Decimals of at most 15 significant digits are
  * converted exactly (an integer below 2^53 divided or multiplied by an exact
  * power of ten is correctly rounded, Clinger's fast path); others go to
- * strtod.
+ * strtod, on a bounded copy: the line is (ptr, len), not a C string.
  */
 struct fp {
 	const char *p, *end;
@@ -169,10 +169,22 @@ static bool fp_number(struct fp *f, double *out, bool *integral)
 	f->p = q;
 	int p = ex - scale;
 	double v;
-	if (digits <= 15 && p >= -22 && p <= 22)
+	if (digits <= 15 && p >= -22 && p <= 22) {
 		v = p < 0 ? (double)m / p10[-p] : (double)m * p10[p];
-	else
-		v = strtod(st, NULL); /* stops at the same place: the grammar is JSON's */
+	} else {
+		/* strtod wants a terminator, and the number may end the buffer: it
+		 * reads a NUL-terminated copy of exactly the digits scanned above
+		 * (without the sign, which is applied below) */
+		char small[64], *big = NULL, *b = small;
+		const char *d = st + (neg ? 1 : 0);
+		size_t n = (size_t)(q - d);
+		if (n >= sizeof(small))
+			b = big = xmalloc(n + 1);
+		memcpy(b, d, n);
+		b[n] = '\0';
+		v = strtod(b, NULL);
+		free(big);
+	}
 	*out = neg ? -v : v;
 	return true;
 }

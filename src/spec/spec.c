@@ -1038,6 +1038,14 @@ static void detab_json(char *text, size_t len)
 static int parse_text(const char *text, size_t len, const char *name, const char *base,
 		      const char *backend, struct spec **out, struct tc_err *err)
 {
+	/* a NUL would end the copy below early (and YAML forbids it anyway) */
+	const char *nul = memchr(text, '\0', len);
+	if (nul) {
+		size_t line = 1;
+		for (const char *p = text; p < nul; p++)
+			line += *p == '\n';
+		return tc_error(err, TC_ESPEC, "%s:%zu: the spec holds a NUL byte", name, line);
+	}
 	yaml_parser_t parser;
 	yaml_document_t doc;
 	bool have_doc = false;
@@ -1048,7 +1056,7 @@ static int parse_text(const char *text, size_t len, const char *name, const char
 	char *copy = xstrndup(text, len);
 	size_t nlen = strlen(name);
 	if (nlen > 5 && !strcmp(name + nlen - 5, ".json"))
-		detab_json(copy, len);
+		detab_json(copy, strlen(copy));
 
 	if (!yaml_parser_initialize(&parser))
 		xdie_oom(sizeof(parser));
