@@ -150,6 +150,12 @@ void plan_eval_print(const struct plan_eval *e, enum plan_objective obj, bool js
 
 /* ---- strategy search ---------------------------------------------------- */
 
+/* What the planner takes on (bigger inputs are TC_EINPUT naming the key):
+ * nodes and devices per node in a cluster file, devices in all. */
+#define PLAN_MAX_NODES 100000
+#define PLAN_MAX_DEVICES_PER_NODE 1024
+#define PLAN_MAX_DEVICES (1 << 20)
+
 struct plan_cluster {
 	int nodes;                 /* >= 1 */
 	int devices_per_node;      /* >= 1 */

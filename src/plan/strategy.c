@@ -14,6 +14,7 @@
 #include "core/xalloc.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,9 @@
 
 #define GiB (1024.0 * 1024.0 * 1024.0)
 #define MAX_TP 16
+/* Work one search may take, in cand_work() units (about 1 ns each): a
+ * plan is made inside a server request, so about a second at most. */
+#define PLAN_WORK_BUDGET 1e9
 
 /* ---- models ------------------------------------------------------------- */
 
@@ -307,6 +311,7 @@ int plan_cluster_load(const char *path, struct plan_cluster *c, struct tc_err *e
 {
 	yaml_document_t doc;
 	yaml_node_t *root;
+	yaml_node_t *count_node = NULL; /* the later of nodes: and devices_per_node: */
 	int rc = yload(path, &doc, &root, err);
 	if (rc)
 		return rc;
@@ -316,11 +321,20 @@ int plan_cluster_load(const char *path, struct plan_cluster *c, struct tc_err *e
 		const char *key = scalar(k) ? scalar(k) : "";
 		double d;
 		if (!strcmp(key, "nodes") || !strcmp(key, "devices_per_node")) {
+			double max = key[0] == 'n' ? PLAN_MAX_NODES : PLAN_MAX_DEVICES_PER_NODE;
 			rc = ynum(v, path, key, 1, &d, err);
-			if (!rc && (d != floor(d) || d > 1e6))
+			if (!rc && d != floor(d))
 				rc = yerr(err, path, v, "'%s': expected a whole number", key);
+			if (!rc && d > max) {
+				struct sbuf m = SBUF_INIT;
+				sbuf_addf(&m, "'%s': %.0f is more than the %.0f the planner handles", key, d,
+					  max);
+				rc = yerr(err, path, v, "%s", m.buf);
+				sbuf_release(&m);
+			}
 			if (!rc)
 				*(key[0] == 'n' ? &c->nodes : &c->devices_per_node) = (int)d;
+			count_node = v;
 		} else if (!strcmp(key, "intra_node_bandwidth") || !strcmp(key, "inter_node_bandwidth")) {
 			rc = ynum(v, path, key, 0, &d, err);
 			if (!rc && d <= 0)
@@ -346,21 +360,35 @@ int plan_cluster_load(const char *path, struct plan_cluster *c, struct tc_err *e
 		if (rc)
 			break;
 	}
+	/* each may be in range and their product still too many */
+	long long total = (long long)c->nodes * c->devices_per_node;
+	if (!rc && total > PLAN_MAX_DEVICES) {
+		struct sbuf m = SBUF_INIT;
+		sbuf_addf(&m, "'nodes' x 'devices_per_node' = %d x %d = %lld devices, more than the %d the planner handles",
+			  c->nodes, c->devices_per_node, total, PLAN_MAX_DEVICES);
+		rc = yerr(err, path, count_node, "%s", m.buf);
+		sbuf_release(&m);
+	}
 	yaml_document_delete(&doc);
 	return rc;
 }
 
 /* ---- one candidate as a partition problem ------------------------------- */
 
-static int node_of(const struct plan_cluster *cl, long rank)
+/*
+ * Ranks: tp innermost, then dp, then pp (Megatron's order), filled node by
+ * node, so a rank's node, rank / devices_per_node, never decreases with the
+ * rank.  Is there a rank r in [a, a + len) such that r and r + stride sit on
+ * two nodes?  In O(1): with stride < n that is r mod n >= n - stride.
+ */
+static bool crosses(long a, long len, long stride, long n)
 {
-	return (int)(rank / cl->devices_per_node);
-}
-
-/* Ranks: tp innermost, then dp, then pp (Megatron's order). */
-static long rank_of(int tp, int dp, int stage, int d, int t)
-{
-	return ((long)stage * dp + d) * tp + t;
+	if (len < 1 || stride < 1)
+		return false;
+	if (stride >= n || len >= n)
+		return true;
+	long ra = a % n, hi = ra + len - 1;
+	return hi >= n || hi >= n - stride; /* the residues wrap past n - 1, or reach n - stride */
 }
 
 void plan_cand_build(const struct plan_model *m, const struct plan_cluster *cl, int tp, int dp,
@@ -376,13 +404,20 @@ void plan_cand_build(const struct plan_model *m, const struct plan_cluster *cl, 
 	o->mult = xcalloc((size_t)pp, sizeof(double));
 	o->cap = xcalloc((size_t)pp, sizeof(double));
 
-	/* data-parallel link: inter-node if any group crosses a node */
+	/* data-parallel link: inter-node if any group crosses a node.  The group
+	 * (stage st, tp rank t) is ranks st*dp*tp + t + d*tp, d < dp: it crosses
+	 * when its first and last rank do. */
+	long n = cl->devices_per_node, w = (long)dp * tp;
 	double dp_bw = cl->intra_bw;
 	for (int st = 0; st < pp && dp > 1; st++)
-		for (int t = 0; t < tp; t++)
-			for (int d = 1; d < dp; d++)
-				if (node_of(cl, rank_of(tp, dp, st, d, t)) != node_of(cl, rank_of(tp, dp, st, 0, t)))
-					dp_bw = cl->inter_bw;
+		if (crosses(st * w, tp, (long)(dp - 1) * tp, n)) {
+			dp_bw = cl->inter_bw;
+			break;
+		}
+	/* boundary k: stage k's ranks [k*w, (k+1)*w) each send to the rank w on */
+	double *kbw = xmalloc((size_t)pp * sizeof(double));
+	for (int k = 0; k < s; k++)
+		kbw[k] = crosses(k * w, w, w, n) ? cl->inter_bw : cl->intra_bw;
 	double ring = dp > 1 ? 2.0 * (dp - 1) / dp / dp_bw : 0;
 	double b = mb;
 	for (int j = 0; j < g; j++) {
@@ -416,16 +451,10 @@ void plan_cand_build(const struct plan_model *m, const struct plan_cluster *cl, 
 		o->mstat[j] = m->bytes_per_param * params;
 		o->mact[j] = b * act;
 		o->sum_x += time;
-		for (int k = 0; k < s; k++) {
-			double bw = cl->intra_bw;
-			for (int d = 0; d < dp; d++)
-				for (int t = 0; t < tp; t++)
-					if (node_of(cl, rank_of(tp, dp, k, d, t)) != node_of(cl, rank_of(tp, dp, k + 1, d, t)))
-						bw = cl->inter_bw;
-			if (j < g - 1)
-				o->c[(size_t)j * s + k] = 2 * b * out / bw; /* activation + its gradient */
-		}
+		for (int k = 0; k < s && j < g - 1; k++)
+			o->c[(size_t)j * s + k] = 2 * b * out / kbw[k]; /* activation + its gradient */
 	}
+	free(kbw);
 	for (int st = 0; st < pp; st++) {
 		o->mult[st] = (double)(nb < pp - st ? nb : pp - st); /* 1F1B in-flight micro-batches */
 		o->cap[st] = cl->device_memory - cl->memory_reserve;
@@ -532,13 +561,109 @@ static void describe(const struct plan_cand_problem *cp, const int *cuts, int tp
 	free(ma);
 }
 
+/* The divisors of n >= 1 in increasing order, by trial division up to its square root. */
+static long *divisors(long n, size_t *count)
+{
+	long *d = NULL, *big = NULL;
+	size_t nd = 0, nb = 0, ad = 0, ab = 0;
+	for (long i = 1; i <= n / i; i++) {
+		if (n % i)
+			continue;
+		XGROW(d, nd + 1, ad);
+		d[nd++] = i;
+		if (i != n / i) {
+			XGROW(big, nb + 1, ab);
+			big[nb++] = n / i;
+		}
+	}
+	XGROW(d, nd + nb, ad);
+	while (nb)
+		d[nd++] = big[--nb];
+	free(big);
+	*count = nd;
+	return d;
+}
+
+/*
+ * One search: the (tp, dp, mb) candidates are walked twice, first only
+ * counted with their cost, so that a request beyond the budget fails before
+ * any work, then solved.
+ */
+struct search {
+	const struct plan_model *m;
+	const struct plan_cluster *cl;
+	int devices, g;
+	long gb;
+	long *ddiv, *gdiv; /* divisors of the devices and of the global batch */
+	size_t nddiv, ngdiv;
+	double work;       /* PLAN_WORK_BUDGET units counted */
+	size_t cand_alloc;
+};
+
+/*
+ * Cost of one candidate in PLAN_WORK_BUDGET units (about a nanosecond each
+ * on a 2020s x86 core, measured): the solver's bounds are the O(g^2) stage
+ * sums, sorted, searched with a few dozen DP runs -- about 12 g^2 log2 g,
+ * from 3x too much at 96 layers to 1.3x too little at 5,000 -- and building
+ * the candidate writes the g x pp boundary-cost table.
+ */
+static double cand_work(int g, int pp)
+{
+	return 12.0 * g * g * log2(g + 1.0) + 64.0 * g * pp;
+}
+
+static void walk(struct search *S, struct plan_strategy *st, int *cuts, double *least_static)
+{
+	const struct plan_model *m = S->m;
+	const struct plan_cluster *cl = S->cl;
+	int devices = S->devices, g = S->g, dpn = cl->devices_per_node;
+	long gb = S->gb;
+	for (int tp = 1; tp <= dpn && tp <= MAX_TP; tp++) {
+		if (dpn % tp || !plan_model_tp_ok(m, tp))
+			continue;
+		for (size_t i = 0; i < S->nddiv; i++) {
+			int dp = (int)S->ddiv[i];
+			if ((devices / tp) % dp || gb % dp)
+				continue;
+			int pp = devices / (tp * dp);
+			if (pp > g)
+				continue;
+			for (size_t j = 0; j < S->ngdiv && S->gdiv[j] <= gb / dp; j++) {
+				long mb = S->gdiv[j];
+				if ((gb / dp) % mb)
+					continue;
+				if (!st) {
+					S->work += cand_work(g, pp);
+					continue;
+				}
+				long nb = gb / (dp * mb);
+				struct plan_cand_problem cp;
+				double value;
+				plan_cand_build(m, cl, tp, dp, pp, (int)mb, nb, &cp);
+				st->enumerated++;
+				double stat = 0;
+				for (int k = 0; k < g; k++)
+					stat += cp.mstat[k];
+				if (stat / pp < *least_static)
+					*least_static = stat / pp;
+				if (plan_solve(&cp.p, cuts, &value) != 0) {
+					st->rejected_memory++;
+				} else {
+					XGROW(st->cand, (size_t)st->n + 1, S->cand_alloc);
+					describe(&cp, cuts, tp, dp, pp, (int)mb, nb, &st->cand[st->n++]);
+				}
+				plan_cand_release(&cp);
+			}
+		}
+	}
+}
+
 int plan_strategy_search(const struct plan_strategy_req *req, struct plan_strategy **out,
 			 struct tc_err *err)
 {
 	struct plan_cluster cl;
 	struct plan_model *m = NULL;
 	struct plan_strategy *st = NULL;
-	size_t alloc = 0;
 	double least_static = HUGE_VAL;
 	int rc;
 
@@ -553,56 +678,46 @@ int plan_strategy_search(const struct plan_strategy_req *req, struct plan_strate
 					req->devices, cl.nodes);
 		cl.devices_per_node = req->devices / cl.nodes;
 	}
+	/* in 64 bits: each count alone may be in range */
+	long long total = (long long)cl.nodes * cl.devices_per_node;
+	if (total > PLAN_MAX_DEVICES)
+		return tc_error(err, TC_EINPUT,
+				"%d nodes x %d devices per node = %lld devices, more than the %d the planner handles",
+				cl.nodes, cl.devices_per_node, total, PLAN_MAX_DEVICES);
 	if (req->memory > 0)
 		cl.device_memory = req->memory;
 	if (req->global_batch < 1)
 		return tc_error(err, TC_EUSAGE, "--global-batch must be >= 1");
+	if (req->global_batch > INT_MAX) /* a micro-batch size is an int */
+		return tc_error(err, TC_EUSAGE, "--global-batch must be <= %d", INT_MAX);
 	if (cl.device_memory <= cl.memory_reserve)
 		return tc_error(err, TC_EINPUT, "device memory %.1f GiB is not above the %.1f GiB reserve",
 				cl.device_memory / GiB, cl.memory_reserve / GiB);
 	if ((rc = plan_model_load(req->model, req->seq_len, &m, err)))
 		return rc;
 
-	int devices = cl.nodes * cl.devices_per_node, g = plan_model_layers(m);
-	long gb = req->global_batch;
+	struct search S = { .m = m, .cl = &cl, .devices = (int)total, .g = plan_model_layers(m),
+			    .gb = req->global_batch };
+	int devices = S.devices, g = S.g;
+	long gb = S.gb;
+	S.ddiv = divisors(devices, &S.nddiv);
+	S.gdiv = divisors(gb, &S.ngdiv);
+	walk(&S, NULL, NULL, NULL);
+	if (getenv("TC_DEBUG_WORK")) fprintf(stderr, "work %.3g\n", S.work);
+	if (S.work > PLAN_WORK_BUDGET) {
+		rc = tc_error(err, TC_EINPUT,
+			      "planning %s (%d layers) on %d devices with global batch %ld is more work than one plan may take "
+			      "(about %.0fx the budget): use fewer devices, or a global batch with fewer divisors",
+			      plan_model_name(m), g, devices, gb, ceil(S.work / PLAN_WORK_BUDGET));
+		goto out;
+	}
 	st = xcalloc(1, sizeof(*st));
 	st->model_name = xstrdup(plan_model_name(m));
 	st->num_layers = g;
 	st->cluster = cl;
 	st->global_batch = gb;
 	int *cuts = xmalloc((size_t)g * sizeof(int));
-	for (int tp = 1; tp <= cl.devices_per_node && tp <= MAX_TP; tp++) {
-		if (cl.devices_per_node % tp || !plan_model_tp_ok(m, tp))
-			continue;
-		for (int dp = 1; dp <= devices / tp; dp++) {
-			if ((devices / tp) % dp || gb % dp)
-				continue;
-			int pp = devices / (tp * dp);
-			if (pp > g)
-				continue;
-			for (long mb = 1; mb <= gb / dp; mb++) {
-				if ((gb / dp) % mb)
-					continue;
-				long nb = gb / (dp * mb);
-				struct plan_cand_problem cp;
-				double value;
-				plan_cand_build(m, &cl, tp, dp, pp, (int)mb, nb, &cp);
-				st->enumerated++;
-				double stat = 0;
-				for (int j = 0; j < g; j++)
-					stat += cp.mstat[j];
-				if (stat / pp < least_static)
-					least_static = stat / pp;
-				if (plan_solve(&cp.p, cuts, &value) != 0) {
-					st->rejected_memory++;
-				} else {
-					XGROW(st->cand, (size_t)st->n + 1, alloc);
-					describe(&cp, cuts, tp, dp, pp, (int)mb, nb, &st->cand[st->n++]);
-				}
-				plan_cand_release(&cp);
-			}
-		}
-	}
+	walk(&S, st, cuts, &least_static);
 	free(cuts);
 	if (st->enumerated == 0) {
 		rc = tc_error(err, TC_EINPUT,
@@ -625,6 +740,8 @@ int plan_strategy_search(const struct plan_strategy_req *req, struct plan_strate
 	st = NULL;
 	rc = 0;
 out:
+	free(S.ddiv);
+	free(S.gdiv);
 	plan_strategy_free(st);
 	plan_model_free(m);
 	return rc;
