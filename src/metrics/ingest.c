@@ -22,7 +22,7 @@
 #define MAX_PENDING (256u << 20)    /* bytes kept while the database refuses */
 #define POLL_MS 500                 /* followed files are read this often */
 #define READ_MAX (1u << 20)         /* bytes read from one file per tick */
-#define MAX_RANK (1 << 20)          /* a "rank" key beyond this is not believed */
+#define MAX_RANK (1 << 20)          /* a worker rank beyond this is not believed */
 #define RETRY_MS 5000               /* pause after a failed database write */
 
 enum { W_STORE = 1, W_DROP = 2, W_TB = 4, W_FILE = 8 };
@@ -58,6 +58,7 @@ struct metrics_ingest {
 	struct store_mbatch *b;
 	struct rank_st *r;
 	size_t nr;
+	int world;          /* ranks a line may name: 0 .. world-1 (the job's world size) */
 	struct follow *f;
 	size_t nf;
 	int flush_ms;
@@ -209,7 +210,21 @@ static void one_line(struct metrics_ingest *mi, int wrank, const char *line, siz
 	}
 	if (n && mi->family && family_of(recs[0].format) != mi->family)
 		return;
-	int rank = n && recs[0].rank >= 0 && recs[0].rank < MAX_RANK ? recs[0].rank : wrank;
+	if (n && recs[0].rank >= mi->world) {
+		/* a rank the job does not have: an error of this line, not a
+		 * per-rank entry for every rank up to it */
+		struct rank_st *rs = rank_get(mi, wrank);
+		rs->malformed++;
+		rs->dirty = true;
+		free(rs->last_error);
+		struct sbuf why = SBUF_INIT;
+		sbuf_addf(&why, "\"rank\": %d is not a rank of this job (world size %d)", recs[0].rank,
+			  mi->world);
+		rs->last_error = sbuf_detach(&why);
+		mi->malformed++;
+		return;
+	}
+	int rank = n && recs[0].rank >= 0 ? recs[0].rank : wrank;
 	struct rank_st *rs = rank_get(mi, rank);
 	rs->lines++;
 	rs->records += (long long)n;
@@ -264,6 +279,8 @@ void metrics_ingest_lines(struct metrics_ingest *mi, int rank, const char *data,
 {
 	if (!mi || rank < 0 || rank >= MAX_RANK)
 		return;
+	if (rank >= mi->world)
+		mi->world = rank + 1; /* the supervisor's own count of its workers: trusted */
 	double now = now_wall();
 	const char *p = data, *end = data + len;
 	while (p < end) {
@@ -394,6 +411,16 @@ struct metrics_ingest *metrics_ingest_new(const struct metrics_ingest_opts *o)
 	mi->warn = o->warn;
 	mi->warn_ctx = o->warn_ctx;
 	sbuf_init(&mi->tmp, 0);
+	/* the world size: the job's record knows it for every node of a
+	 * multi-node job; nranks counts this supervisor's workers */
+	mi->world = o->nranks > 0 ? o->nranks : 1;
+	struct job_row row = { 0 };
+	struct tc_err err = TC_ERR_INIT;
+	if (o->st && o->job_id && store_job_get(o->st, o->job_id, &row, &err) == 0 &&
+	    row.world_size > mi->world)
+		mi->world = row.world_size;
+	job_row_release(&row);
+	tc_err_release(&err);
 	int64_t now = now_mono_ms();
 	mi->next_flush = now + mi->flush_ms;
 	mi->next_poll = now;

@@ -19,7 +19,10 @@
  *     restarts of the group.
  * (3) Records without a rank of their own get the rank of the worker that
  *     printed them (or of the followed file: rank 0, or the rank in its
- *     name when the path holds "{rank}").
+ *     name when the path holds "{rank}").  A line naming a rank beyond the
+ *     job's world size (its job row's world_size, at least nranks and every
+ *     worker rank fed in) is malformed: counted, its reason kept, nothing
+ *     allocated for that rank.
  * (4) TensorBoard: one folder per rank (tb_dir/rank-<r>/); a point record
  *     is tag NAME at step seq, an epoch record tag "epoch/NAME" at step
  *     epoch, a summary record tag "summary/NAME" at step seq; text values
@@ -45,7 +48,7 @@ struct metrics_ingest_opts {
 	const char *tb_dir;        /* NULL: no event files */
 	const char *const *files;  /* absolute paths to follow ("{rank}" allowed) */
 	size_t nfiles;
-	int nranks;                /* "{rank}" expands to 0 .. nranks-1 */
+	int nranks;                /* "{rank}" expands to 0 .. nranks-1; the world is at least this */
 	int flush_ms;              /* 0: 500 */
 	void (*warn)(void *ctx, const char *msg);
 	void *warn_ctx;
