@@ -23,6 +23,10 @@
 #define POLL_MS 500                 /* followed files are read this often */
 #define READ_MAX (1u << 20)         /* bytes read from one file per tick */
 #define MAX_RANK (1 << 20)          /* a worker rank beyond this is not believed */
+/* A worker may start ranks of its own (torchrun under one trainctl worker,
+ * as `zoo test` cases do), so lines may name ranks up to this many even in a
+ * smaller job: a few dozen KiB of per-rank state at most. */
+#define SELF_LAUNCHED_RANKS 1024
 #define RETRY_MS 5000               /* pause after a failed database write */
 
 enum { W_STORE = 1, W_DROP = 2, W_TB = 4, W_FILE = 8 };
@@ -58,7 +62,7 @@ struct metrics_ingest {
 	struct store_mbatch *b;
 	struct rank_st *r;
 	size_t nr;
-	int world;          /* ranks a line may name: 0 .. world-1 (the job's world size) */
+	int world;          /* the job's world size: lines name ranks below max(world, SELF_LAUNCHED_RANKS) */
 	struct follow *f;
 	size_t nf;
 	int flush_ms;
@@ -210,7 +214,7 @@ static void one_line(struct metrics_ingest *mi, int wrank, const char *line, siz
 	}
 	if (n && mi->family && family_of(recs[0].format) != mi->family)
 		return;
-	if (n && recs[0].rank >= mi->world) {
+	if (n && recs[0].rank >= mi->world && recs[0].rank >= SELF_LAUNCHED_RANKS) {
 		/* a rank the job does not have: an error of this line, not a
 		 * per-rank entry for every rank up to it */
 		struct rank_st *rs = rank_get(mi, wrank);

@@ -21,8 +21,9 @@
  *     printed them (or of the followed file: rank 0, or the rank in its
  *     name when the path holds "{rank}").  A line naming a rank beyond the
  *     job's world size (its job row's world_size, at least nranks and every
- *     worker rank fed in) is malformed: counted, its reason kept, nothing
- *     allocated for that rank.
+ *     worker rank fed in) and beyond 1024 (a worker may start ranks of its
+ *     own, torchrun under one trainctl worker) is malformed: counted, its
+ *     reason kept, nothing allocated for that rank.
  * (4) TensorBoard: one folder per rank (tb_dir/rank-<r>/); a point record
  *     is tag NAME at step seq, an epoch record tag "epoch/NAME" at step
  *     epoch, a summary record tag "summary/NAME" at step seq; text values

@@ -1,7 +1,9 @@
 /*
  * test_metrics_ranks.c -- a worker line naming a rank the job does not have
  * ("rank": 1048575 in a job of 2) is a malformed line of the worker that
- * printed it, not a per-rank entry for every rank up to it.
+ * printed it, not a per-rank entry for every rank up to it.  Up to 1024
+ * ranks are believed in any job: a worker may start its own (torchrun under
+ * one trainctl worker, as in tests/e2e/test_zoo.py).
  */
 #include "test.h"
 
@@ -36,7 +38,9 @@ static long max_rss_kib(void)
 static const char far[] =
 	"DLLL {\"timestamp\": \"1\", \"type\": \"LOG\", \"step\": [0, 1], \"data\": {\"rank\": 1048575, \"train.loss\": 1}}\n";
 static const char tcap_far[] =
-	"TCAPPDLL {\"timestamp\": \"5\", \"type\": \"LOG\", \"step\": [0, 1], \"data\": \"{'rank': '2', 'train.ips': '7'}\"}\n";
+	"TCAPPDLL {\"timestamp\": \"5\", \"type\": \"LOG\", \"step\": [0, 1], \"data\": \"{'rank': '1024', 'train.ips': '7'}\"}\n";
+static const char self_launched[] =
+	"TCAPPDLL {\"timestamp\": \"5\", \"type\": \"LOG\", \"step\": [0, 1], \"data\": \"{'rank': '1023', 'train.ips': '7'}\"}\n";
 static const char near[] =
 	"DLLL {\"timestamp\": \"2\", \"type\": \"LOG\", \"step\": [0, 1], \"data\": {\"rank\": 1, \"train.loss\": 2}}\n";
 
@@ -50,13 +54,14 @@ TEST(rank_beyond_world_is_malformed)
 	metrics_ingest_lines(mi, 0, far, strlen(far));
 	metrics_ingest_lines(mi, 0, tcap_far, strlen(tcap_far));
 	metrics_ingest_lines(mi, 0, near, strlen(near));
+	metrics_ingest_lines(mi, 1, self_launched, strlen(self_launched));
 	metrics_ingest_finish(mi);
 	/* a million entries of a few dozen bytes each would be tens of MiB */
 	CHECK(max_rss_kib() - rss0 < 8 * 1024);
 	long long l, r, m;
 	metrics_ingest_counts(mi, &l, &r, &m);
-	CHECK_INT(l, 1);
-	CHECK_INT(r, 1);
+	CHECK_INT(l, 2);
+	CHECK_INT(r, 2);
 	CHECK_INT(m, 2);
 	metrics_ingest_free(mi);
 
@@ -64,13 +69,15 @@ TEST(rank_beyond_world_is_malformed)
 	CHECK_INT(store_job_get(st, "R1", &j, &err), 0);
 	struct metrics_job_summary s;
 	CHECK_INT(metrics_job_summary(st, &j, &s, &err), 0);
-	/* the two bad lines are rank 0's (the worker that printed them); the good one is rank 1's */
-	CHECK_INT(s.nranks, 2);
+	/* the two bad lines are rank 0's (the worker that printed them); the
+	 * good ones are rank 1's and rank 1023's */
+	CHECK_INT(s.nranks, 3);
 	CHECK_INT(s.ranks[0].rank, 0);
 	CHECK_INT(s.ranks[0].malformed, 2);
-	CHECK_CONTAINS(s.ranks[0].last_error, "\"rank\": 2 is not a rank of this job (world size 2)");
+	CHECK_CONTAINS(s.ranks[0].last_error, "\"rank\": 1024 is not a rank of this job (world size 2)");
 	CHECK_INT(s.ranks[1].rank, 1);
 	CHECK_INT(s.ranks[1].lines, 1);
+	CHECK_INT(s.ranks[2].rank, 1023);
 	CHECK_INT(s.malformed, 2);
 	metrics_job_summary_release(&s);
 	job_row_release(&j);
@@ -80,12 +87,12 @@ TEST(rank_beyond_world_is_malformed)
 
 TEST(world_comes_from_the_job_row)
 {
-	/* a node of a multi-node job: 2 workers here, 8 ranks in the job */
-	struct store *st = open_store("R2", 8);
+	/* a node of a big multi-node job: 2 workers here, 8192 ranks in the job */
+	struct store *st = open_store("R2", 8192);
 	struct metrics_ingest_opts o = { .st = st, .job_id = "R2", .nranks = 2 };
 	struct metrics_ingest *mi = metrics_ingest_new(&o);
 	static const char r7[] =
-		"DLLL {\"timestamp\": \"2\", \"type\": \"LOG\", \"step\": [0, 1], \"data\": {\"rank\": 7, \"train.loss\": 2}}\n";
+		"DLLL {\"timestamp\": \"2\", \"type\": \"LOG\", \"step\": [0, 1], \"data\": {\"rank\": 8191, \"train.loss\": 2}}\n";
 	metrics_ingest_lines(mi, 6, r7, strlen(r7));
 	metrics_ingest_lines(mi, 6, far, strlen(far));
 	metrics_ingest_finish(mi);
@@ -106,8 +113,10 @@ TEST(worker_ranks_widen_an_unknown_world)
 	struct metrics_ingest *mi = metrics_ingest_new(&o);
 	static const char plain[] =
 		"DLLL {\"timestamp\": \"2\", \"type\": \"LOG\", \"step\": [0, 1], \"data\": {\"train.loss\": 2}}\n";
-	metrics_ingest_lines(mi, 5, plain, strlen(plain));
-	metrics_ingest_lines(mi, 0, near, strlen(near)); /* rank 1 < 6 */
+	static const char r2000[] =
+		"DLLL {\"timestamp\": \"2\", \"type\": \"LOG\", \"step\": [0, 1], \"data\": {\"rank\": 2000, \"train.loss\": 2}}\n";
+	metrics_ingest_lines(mi, 2047, plain, strlen(plain));
+	metrics_ingest_lines(mi, 0, r2000, strlen(r2000)); /* 2000 < 2048 */
 	metrics_ingest_lines(mi, 0, far, strlen(far));
 	long long l, r, m;
 	metrics_ingest_counts(mi, &l, &r, &m);

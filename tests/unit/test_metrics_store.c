@@ -140,7 +140,7 @@ TEST(ingest_summary_export)
 	struct tc_err err = TC_ERR_INIT;
 	struct sbuf tb = SBUF_INIT, out = SBUF_INIT;
 	sbuf_addf(&tb, "%s/tb", test_tmpdir());
-	struct metrics_ingest_opts o = { .st = st, .job_id = "J3", .tb_dir = tb.buf, .nranks = 4,
+	struct metrics_ingest_opts o = { .st = st, .job_id = "J3", .tb_dir = tb.buf, .nranks = 2,
 					 .warn = count_warn };
 	struct metrics_ingest *mi = metrics_ingest_new(&o);
 	/* lines arrive in pieces, as the supervisor hands them over */
