@@ -5,13 +5,12 @@
  */
 #include "cmd/cmd.h"
 #include "core/util.h"
+#include "core/version.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define TRAINCTL_VERSION "0.1.0"
 
 static const struct command {
 	const char *name;

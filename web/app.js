@@ -2,11 +2,10 @@
 (function () {
   "use strict";
   const view = document.getElementById("view");
-  const STATES = ["queued", "starting", "running", "restarting", "paused", "preempted",
-    "succeeded", "failed", "killed", "lost"];
-  const ACTIVE = ["queued", "starting", "running", "restarting", "paused", "preempted"];
+  // what the server says of itself (GET /api/v1/info): job states, backends,
+  // version; read once before the first page, so the UI keeps no lists of its own
+  let INFO = { states: [], backends: [], version: "" };
   let cleanup = [];   // what the current page must stop when leaving
-  let me = null;
   let routeGen = 0;   // bumped on every route: a page whose await outlived it stops
 
   // ---- helpers ----
@@ -63,10 +62,12 @@
   }
   document.getElementById("token-btn").onclick = () => askToken("");
   function stateBadge(s) { return `<span class="state ${esc(s)}">${esc(s)}</span>`; }
+  // not ended: a state the server calls terminal (unknown states count as not ended)
+  function live(state) { const s = INFO.states.find(x => x.name === state); return !(s && s.terminal); }
 
   // ---- job actions ----
   function actionButtons(j) {
-    const active = ACTIVE.includes(j.state);
+    const active = live(j.state);
     const b = [];
     b.push(`<button data-act="stop" class="danger" ${active ? "" : "disabled"}>Stop</button>`);
     b.push(`<button data-act="pause" ${active && j.state !== "paused" ? "" : "disabled"}>Pause</button>`);
@@ -81,6 +82,10 @@
       if (what === "clone") location.hash = "#/job/" + r.id; else if (after) after();
     } catch (e) { banner(what + ": " + e.message); }
   }
+  // the action buttons inside el act on the job idOf(button) names, then call after
+  function bindActions(el, idOf, after) {
+    el.querySelectorAll("button[data-act]").forEach(b => b.onclick = () => act(idOf(b), b.dataset.act, after));
+  }
 
   // ---- jobs page ----
   async function pageJobs(params) {
@@ -88,7 +93,7 @@
     view.innerHTML = `
       <div class="card">
         <div class="toolbar"><h1>Jobs</h1>
-          <select id="f-state"><option value="">all states</option>${STATES.map(s => `<option>${s}</option>`).join("")}</select>
+          <select id="f-state"><option value="">all states</option>${INFO.states.map(s => `<option>${esc(s.name)}</option>`).join("")}</select>
           <input id="f-user" placeholder="user" style="width:130px">
           <a class="button" href="#/submit">New job</a>
         </div>
@@ -117,8 +122,7 @@
         <td>${esc(j.device_type)} × ${j.device_count}${j.devices ? ` <span class="muted">[${esc(j.devices)}]</span>` : ""}</td>
         <td class="hide-narrow">${fmtTime(j.created)}</td><td>${fmtDur(j)}</td>
         <td>${actionButtons(j)}</td></tr>`).join("") || `<tr><td colspan="8" class="muted">no jobs</td></tr>`;
-      tb.querySelectorAll("button[data-act]").forEach(b => b.onclick = () =>
-        act(b.closest("tr").dataset.id, b.dataset.act, load));
+      bindActions(tb, b => b.closest("tr").dataset.id, load);
       const pg = document.getElementById("paging");
       pg.innerHTML = `${r.total} jobs · ${r.total ? offset + 1 : 0}–${Math.min(offset + limit, r.total)}
         <button id="prev" ${offset ? "" : "disabled"}>‹ Newer</button><button id="next" ${offset + limit < r.total ? "" : "disabled"}>Older ›</button>`;
@@ -145,6 +149,8 @@
         <label for="s-name">Job name</label><input id="s-name" name="name" required pattern="[A-Za-z0-9._-]+" placeholder="digits-ddp">
         <label for="s-kind">Job type</label>
         <select id="s-kind" name="kind"><option value="regular">regular (one node)</option><option value="distributed">distributed (nodes × devices)</option></select>
+        <label for="s-backend">Backend</label><select id="s-backend" name="backend">${INFO.backends.map(b => `<option value="${esc(b.name)}">${esc(b.name)}</option>`).join("")}</select>
+        <span class="hint" id="s-backend-why"></span>
         <label for="s-pre">Preemptible</label><div class="row"><input type="checkbox" id="s-pre" name="preemptible"><span class="muted">may give its devices to a non-preemptible job (resumes from its checkpoint)</span></div>
         <label for="s-prio">Priority</label><input id="s-prio" name="priority" type="number" min="1" max="1000" value="100">
         <label for="s-type">Device type</label><select id="s-type" name="type">${types.map(t => `<option>${esc(t)}</option>`).join("")}</select>
@@ -158,9 +164,25 @@
         <span></span><div class="row"><button class="primary" type="submit" id="s-go">Submit</button><span id="s-err" class="error"></span></div>
       </form></div>`;
     const f = document.getElementById("submit");
-    const kind = document.getElementById("s-kind");
-    const dist = () => f.querySelectorAll(".dist").forEach(e => e.style.display = kind.value === "distributed" ? "" : "none");
-    kind.onchange = dist; dist();
+    const kind = document.getElementById("s-kind"), be = document.getElementById("s-backend");
+    // the backends this job may use here; the others say why not
+    function backends() {
+      const distributed = kind.value === "distributed";
+      f.querySelectorAll(".dist").forEach(e => e.style.display = distributed ? "" : "none");
+      const why = [];
+      for (const b of INFO.backends) {
+        const no = !b.available ? b.why : distributed && !b.multi_node ? "runs a job on one node only" : "";
+        const o = be.querySelector(`option[value="${b.name}"]`);
+        o.disabled = !!no; o.textContent = b.name + (no ? " (unavailable)" : "");
+        if (no) why.push(`${b.name}: ${no}`);
+      }
+      const usable = [...be.options].filter(o => !o.disabled);
+      if (be.selectedOptions.length === 0 || be.selectedOptions[0].disabled) be.value = usable.length ? usable[0].value : "";
+      document.getElementById("s-backend-why").textContent = why.join("; ") +
+        (usable.length || !INFO.backends.length ? "" : ` — no backend of this server can run a ${kind.value} job`);
+      document.getElementById("s-go").disabled = INFO.backends.length > 0 && !usable.length;
+    }
+    kind.onchange = backends; backends();
     f.onsubmit = async ev => {
       ev.preventDefault();
       const v = Object.fromEntries(new FormData(f));
@@ -171,6 +193,7 @@
         restart: { max_restarts: Number(v.restarts) },
       };
       if (kind.value === "distributed") spec.nodes = Number(v.nodes);
+      if (v.backend) spec.backend = v.backend;
       if (v.workdir) spec.workdir = v.workdir;
       const env = {};
       for (const line of (v.env || "").split("\n")) {
@@ -222,14 +245,11 @@
     if (gen !== routeGen) return;
     view.dataset.job = j.id;
     view.innerHTML = `
-      <div class="card">
-        <div class="toolbar"><h1>${esc(j.name)} ${stateBadge(j.state)}</h1><span id="job-actions">${actionButtons(j)}</span></div>
-        <div class="muted">${esc(j.id)} · ${esc(j.user)} · ${esc(j.device_type)} × ${j.device_count}${j.devices ? " [" + esc(j.devices) + "]" : ""} · priority ${j.priority}${j.preemptible ? " · preemptible" : ""}</div>
-      </div>
+      <div class="card" id="job-head"></div>
       <div class="tabs">${["brief", "logs", "metrics", "resources", "checkpoints", "report"].map(t =>
         `<button data-tab="${t}" class="${t === tab ? "active" : ""}">${t[0].toUpperCase() + t.slice(1)}</button>`).join("")}</div>
       <div id="tab"></div>`;
-    view.querySelectorAll("#job-actions button").forEach(b => b.onclick = () => act(j.id, b.dataset.act, () => route()));
+    jobHeader(j);
     view.querySelectorAll(".tabs button").forEach(b => b.onclick = () => { location.hash = `#/job/${j.id}/${b.dataset.tab}`; });
     // the stream starts at the newest event: a change between the first read
     // and the stream's open is caught by the re-read on open (and the poll)
@@ -238,16 +258,17 @@
     const el = document.getElementById("tab");
     ({ brief: tabBrief, logs: tabLogs, metrics: tabMetrics, resources: tabResources, checkpoints: tabCkpt, report: tabReport }[tab] || tabBrief)(j, el);
   }
+  // the job page's header: name, live state, action buttons, devices
+  function jobHeader(j) {
+    const head = document.getElementById("job-head");
+    if (!head || view.dataset.job !== j.id) return; /* the user left this job's page */
+    head.innerHTML = `
+      <div class="toolbar"><h1>${esc(j.name)} ${stateBadge(j.state)}</h1><span id="job-actions">${actionButtons(j)}</span></div>
+      <div class="muted">${esc(j.id)} · ${esc(j.user)} · ${esc(j.device_type)} × ${j.device_count}${j.devices ? " [" + esc(j.devices) + "]" : ""} · priority ${j.priority}${j.preemptible ? " · preemptible" : ""}</div>`;
+    bindActions(head, () => j.id, () => route());
+  }
   async function refreshHeader(id) {
-    try {
-      const j = await api("/jobs/" + encodeURIComponent(id));
-      // answers may come after the user left this job's page
-      const h1 = view.querySelector(".toolbar h1"), a = document.getElementById("job-actions");
-      if (!h1 || !a || view.dataset.job !== id) return;
-      h1.innerHTML = `${esc(j.name)} ${stateBadge(j.state)}`;
-      a.innerHTML = actionButtons(j);
-      a.querySelectorAll("button").forEach(b => b.onclick = () => act(j.id, b.dataset.act, () => route()));
-    } catch (e) { /* next event retries */ }
+    try { jobHeader(await api("/jobs/" + encodeURIComponent(id))); } catch (e) { /* next event retries */ }
   }
   function tabBrief(j, el) {
     el.innerHTML = `
@@ -297,7 +318,7 @@
     const ranks = [...new Set(list.series.map(s => s.rank))].sort((a, b) => a - b);
     if (!names.length) {
       el.innerHTML = `<div class="card muted">no metrics yet (DLLogger, tcap or MindFormers lines in the workers' output)</div>`;
-      if (ACTIVE.includes(j.state)) { const t = setTimeout(() => tabMetrics(j, el), 3000); cleanup.push(() => clearTimeout(t)); }
+      if (live(j.state)) { const t = setTimeout(() => tabMetrics(j, el), 3000); cleanup.push(() => clearTimeout(t)); }
       return;
     }
     const pick = names.includes("loss") ? "loss" : (names.find(n => /loss/.test(n)) || names[0]);
@@ -399,6 +420,10 @@
     return pageJobs(query || "");
   }
   window.addEventListener("hashchange", route);
-  api("/whoami").then(w => { me = w; document.getElementById("who").textContent = w.user + (w.admin ? " (admin)" : ""); }).catch(() => {});
-  route();
+  api("/whoami").then(w => { document.getElementById("who").textContent = w.user + (w.admin ? " (admin)" : ""); }).catch(() => {});
+  // without the info (an old server, or no token yet) pages still work, with no state filter or backend choice
+  api("/info").then(i => {
+    INFO = i;
+    document.querySelector(".brand").title = "trainctl " + i.version;
+  }).catch(() => {}).finally(route);
 })();

@@ -909,6 +909,7 @@ static int r_submit(struct api_call *c)
 
 static int r_prometheus(struct api_call *c) { return h_prometheus(c->s, c->con); }
 static int r_asset(struct api_call *c) { return serve_asset(c->con, c->url); }
+static int r_info(struct api_call *c) { return h_info(c->s, c->con); }
 static int r_devices(struct api_call *c) { return h_devices(c->s, c->con); }
 static int r_events(struct api_call *c) { return stream_events(c->s, c->con, &c->w); }
 static int r_list(struct api_call *c) { return h_list(c->s, c->con, &c->w); }
@@ -942,6 +943,7 @@ static int r_no_version(struct api_call *c)
 const struct route api_routes[] = {
 	{ ROUTE_GET, "/metrics", r_prometheus, NEED_NONE },
 	{ ROUTE_GET, "/api/v1/whoami", r_whoami, NEED_USER },
+	{ ROUTE_GET, "/api/v1/info", r_info, NEED_USER },
 	{ ROUTE_GET, "/api/v1/devices", r_devices, NEED_USER },
 	{ ROUTE_GET, "/api/v1/events", r_events, NEED_USER },
 	{ ROUTE_GET, "/api/v1/jobs", r_list, NEED_USER },

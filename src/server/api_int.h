@@ -62,6 +62,27 @@ const char *arg_of(struct MHD_Connection *con, const char *key);
 bool arg_long(struct MHD_Connection *con, const char *key, long min, long max, long def,
 	      long *out);
 
+/* ---- info.c: GET /api/v1/info ---- */
+
+#define API_NBACKENDS 2
+/* What the server found of Slurm (h_info looks on each request). */
+struct backend_probe {
+	bool have_sbatch; /* on PATH */
+	bool have_conf;   /* $SLURM_CONF, else /etc/slurm/slurm.conf, exists */
+};
+struct api_backend_info {
+	const char *name;
+	bool available;  /* a job submitted here may use it */
+	bool multi_node; /* runs jobs with nodes > 1 */
+	const char *why; /* why it is not available, or NULL */
+};
+/* The backends a job may use on a server started with --backend forced (or NULL). */
+void api_backends(const char *forced, const struct backend_probe *p,
+		  struct api_backend_info out[API_NBACKENDS]);
+/* {"version", "states": [{"name", "terminal", "active"}], "backends": [{"name", ...}]} */
+void api_info_json(struct sbuf *out, const struct api_backend_info *b, size_t nb);
+int h_info(struct srv *s, struct MHD_Connection *con);
+
 /* The route table (api.c): every endpoint, in matching order (route.h). */
 extern const struct route api_routes[];
 extern const size_t api_nroutes;

@@ -1,7 +1,8 @@
 """The web UI in a real browser (Debian's chromium driven by playwright-core,
-tests/ui/ui_test.js): submit a job with the form, watch it reach running and
-succeeded, see the loss chart with points drawn, stop another job with its
-button.  Screenshots are kept in build/test-artifacts/ui/ (failure.png is the
+tests/ui/ui_test.js): the distributed form offers the server's backends and
+says why one cannot be used; submit a job with the form, watch it reach
+running and succeeded, see the loss chart with points drawn, stop another job
+with its button.  Screenshots are kept in build/test-artifacts/ui/ (failure.png is the
 page at the moment a check failed).
 
 Robust on a loaded machine: ui_test.js waits on conditions with generous
@@ -71,11 +72,12 @@ def test_browser(trainctl, tmp_path):
         assert "running" in r["states"] and r["states"][-1] == "succeeded", why()
         assert r["metric"] == "loss" and r["painted"] > 500, why()
         assert r["sleeper"] == "killed", why()
+        assert r["distributed_spec"] == {"backend": "slurm", "nodes": 2}, why()
         assert r["phone_overflow"] <= 0, why()
         assert not r.get("pageerrors"), why()
         assert srv.job(r["job"])["state"] == "succeeded", why()
         assert srv.job(sl)["state"] == "killed", why()
-        for shot in ("submit-form", "job-running", "job-metrics", "jobs-table", "phone-metrics"):
+        for shot in ("submit-distributed", "submit-form", "job-running", "job-metrics", "jobs-table", "phone-metrics"):
             assert (out / f"{shot}.png").stat().st_size > 1000
     finally:
         # a failure before the stop step must not leave the hour-long sleeper

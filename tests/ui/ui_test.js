@@ -1,7 +1,8 @@
 // ui_test.js -- drives Debian's chromium (playwright-core) through the web UI
-// of a running `trainctl server`: submit a job with the form, watch it run and
-// succeed, check the loss chart has points drawn, stop another job with its
-// button, and keep screenshots.  Used by tests/e2e/test_ui.py:
+// of a running `trainctl server`: check the distributed form offers the
+// server's backends (and says why one cannot be used), submit a job with the
+// form, watch it run and succeed, check the loss chart has points drawn, stop
+// another job with its button, and keep screenshots.  Used by tests/e2e/test_ui.py:
 //   node tests/ui/ui_test.js BASE_URL ARTIFACT_DIR WORKDIR SLEEPER_JOB_ID
 // Prints one JSON line with what it saw; exits non-zero on a failed check.
 //
@@ -82,6 +83,58 @@ async function pageState(page) {
     page.setDefaultTimeout(T(30000));
     page.setDefaultNavigationTimeout(T(60000));
     page.on("pageerror", e => { result.pageerrors = (result.pageerrors || []).concat(String(e)); });
+
+    begin("distributed form: the server's backends, and why not");
+    // the real server, whatever it has: each backend a distributed job cannot
+    // use here is disabled and says why, and Submit is off when none can
+    await page.goto(base + "/#/submit");
+    await page.waitForSelector("#s-go");
+    const info = await page.evaluate(() => fetch("/api/v1/info").then(r => r.json()));
+    await page.selectOption("#s-kind", "distributed");
+    const form = () => page.evaluate(() => ({
+      options: [...document.querySelectorAll("#s-backend option")].map(o => ({ name: o.value, disabled: o.disabled })),
+      selected: document.getElementById("s-backend").value,
+      why: document.getElementById("s-backend-why").textContent,
+      submit: !document.getElementById("s-go").disabled,
+    }));
+    const seen = result.distributed = await form();
+    for (const b of info.backends) {
+      const o = seen.options.find(x => x.name === b.name);
+      const usable = b.available && b.multi_node;
+      if (!o || o.disabled === usable) throw new Error(`backend ${b.name} (${JSON.stringify(b)}) shown as ${JSON.stringify(o)}`);
+      if (!usable && !seen.why.includes(b.name + ": ")) throw new Error(`no reason for ${b.name} in '${seen.why}'`);
+      if (!b.available && !seen.why.includes(b.why)) throw new Error(`'${b.why}' not in '${seen.why}'`);
+    }
+    if (seen.submit !== info.backends.some(b => b.available && b.multi_node)) throw new Error(`Submit enabled: ${seen.submit}`);
+    await shot(page, "submit-distributed");
+
+    // a server with Slurm (its info faked, the submission caught before the
+    // server): the distributed form sends backend: slurm with its nodes
+    await page.route("**/api/v1/info", r => r.fulfill({ contentType: "application/json", body: JSON.stringify(
+      Object.assign({}, info, { backends: [{ name: "local", available: true, multi_node: false, why: null },
+        { name: "slurm", available: true, multi_node: true, why: null }] })) }));
+    let sent = null;
+    await page.route("**/api/v1/jobs", r => {
+      if (r.request().method() !== "POST") return r.continue();
+      sent = r.request().postDataJSON();
+      return r.fulfill({ status: 400, contentType: "application/json", body: '{"error":"caught by the test","status":400}' });
+    });
+    await page.reload();
+    await page.waitForSelector("#s-go");
+    await page.fill("#s-name", "ui-dist");
+    await page.fill("#s-cmd", "true");
+    if (await page.inputValue("#s-backend") !== "local") throw new Error("a regular job's backend is not local");
+    await page.selectOption("#s-kind", "distributed");
+    const faked = await form();
+    if (faked.selected !== "slurm" || !faked.submit || !faked.options.find(o => o.name === "local").disabled)
+      throw new Error(`with Slurm, the distributed form shows ${JSON.stringify(faked)}`);
+    await page.click("#s-go");
+    await waitFor(page, "the caught submission's error shown", () => page.textContent("#s-err").then(t => t.includes("caught by the test")), 30000);
+    if (!sent || sent.spec.backend !== "slurm" || sent.spec.nodes !== 2)
+      throw new Error(`the form sent ${JSON.stringify(sent)}`);
+    result.distributed_spec = { backend: sent.spec.backend, nodes: sent.spec.nodes };
+    await page.unrouteAll();
+    await page.goto("about:blank"); /* the next page reads the real info again */
 
     begin("submit form");
     await page.goto(base + "/#/submit");

@@ -6,6 +6,7 @@
 #include "server/api_int.h"
 #include "server/route.h"
 #include "core/sbuf.h"
+#include "core/version.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -30,6 +31,7 @@ static const struct example {
 	{ "GET", "/metrics", ROUTE_GET, "/metrics", NULL },
 	{ "HEAD", "/metrics", ROUTE_GET, "/metrics", NULL },
 	{ "GET", "/api/v1/whoami", ROUTE_GET, "/api/v1/whoami", NULL },
+	{ "GET", "/api/v1/info", ROUTE_GET, "/api/v1/info", NULL },
 	{ "GET", "/api/v1/devices", ROUTE_GET, "/api/v1/devices", NULL },
 	{ "GET", "/api/v1/events", ROUTE_GET, "/api/v1/events", NULL },
 	{ "GET", "/api/v1/jobs", ROUTE_GET, "/api/v1/jobs", NULL },
@@ -453,4 +455,89 @@ TEST(answer_sse_events)
 	CHECK_STR(json_string_value(json_object_get(o, "user")), "alice");
 	json_decref(o);
 	sbuf_release(&b);
+}
+
+/* ---- GET /api/v1/info ---- */
+
+static const struct api_backend_info *backend(const struct api_backend_info *b, const char *name)
+{
+	for (size_t i = 0; i < API_NBACKENDS; i++)
+		if (!strcmp(b[i].name, name))
+			return &b[i];
+	fprintf(stderr, "no backend %s\n", name);
+	exit(1);
+}
+
+TEST(info_backends)
+{
+	struct api_backend_info b[API_NBACKENDS];
+	/* no --backend: local always; slurm when sbatch and a configuration are there */
+	api_backends(NULL, &(struct backend_probe){ true, true }, b);
+	CHECK(backend(b, "local")->available && !backend(b, "local")->multi_node);
+	CHECK(backend(b, "slurm")->available && backend(b, "slurm")->multi_node);
+	CHECK(backend(b, "local")->why == NULL && backend(b, "slurm")->why == NULL);
+	api_backends(NULL, &(struct backend_probe){ false, true }, b);
+	CHECK(backend(b, "local")->available);
+	CHECK(!backend(b, "slurm")->available);
+	CHECK_STR(backend(b, "slurm")->why, "sbatch is not on the server's PATH");
+	api_backends(NULL, &(struct backend_probe){ true, false }, b);
+	CHECK(!backend(b, "slurm")->available);
+	CHECK_CONTAINS(backend(b, "slurm")->why, "no Slurm configuration");
+	/* --backend: the other one is not available, whatever is installed */
+	api_backends("slurm", &(struct backend_probe){ true, true }, b);
+	CHECK(!backend(b, "local")->available);
+	CHECK_STR(backend(b, "local")->why, "server started with --backend slurm");
+	CHECK(backend(b, "slurm")->available);
+	api_backends("local", &(struct backend_probe){ true, true }, b);
+	CHECK(backend(b, "local")->available);
+	CHECK(!backend(b, "slurm")->available);
+	CHECK_STR(backend(b, "slurm")->why, "server started with --backend local");
+	/* --backend slurm without Slurm: nothing can run, and each says why */
+	api_backends("slurm", &(struct backend_probe){ false, false }, b);
+	CHECK(!backend(b, "local")->available && !backend(b, "slurm")->available);
+	CHECK(backend(b, "local")->why && backend(b, "slurm")->why);
+}
+
+TEST(info_json)
+{
+	struct api_backend_info b[API_NBACKENDS];
+	api_backends(NULL, &(struct backend_probe){ false, false }, b);
+	struct sbuf s = SBUF_INIT;
+	api_info_json(&s, b, API_NBACKENDS);
+	json_error_t je;
+	json_t *o = json_loads(s.buf, 0, &je);
+	if (!o) {
+		fprintf(stderr, "%s: %s\n", s.buf, je.text);
+		exit(1);
+	}
+	CHECK_STR(json_string_value(json_object_get(o, "version")), TRAINCTL_VERSION);
+	/* every state once, in the order of the diagram; terminal as the store says */
+	static const char *const names[] = { "queued", "starting", "running", "restarting",
+		"paused", "preempted", "succeeded", "failed", "killed", "lost" };
+	json_t *states = json_object_get(o, "states");
+	CHECK_INT(json_array_size(states), sizeof(names) / sizeof(names[0]));
+	for (size_t i = 0; i < json_array_size(states); i++) {
+		json_t *st = json_array_get(states, i);
+		const char *name = json_string_value(json_object_get(st, "name"));
+		CHECK_STR(name, names[i]);
+		bool terminal = json_is_true(json_object_get(st, "terminal"));
+		bool active = json_is_true(json_object_get(st, "active"));
+		CHECK(terminal == store_state_terminal(name));
+		CHECK(!(terminal && active));
+		CHECK(active == (!strcmp(name, "starting") || !strcmp(name, "running") ||
+				 !strcmp(name, "restarting")));
+	}
+	json_t *bs = json_object_get(o, "backends");
+	CHECK_INT(json_array_size(bs), API_NBACKENDS);
+	json_t *local = json_array_get(bs, 0), *slurm = json_array_get(bs, 1);
+	CHECK_STR(json_string_value(json_object_get(local, "name")), "local");
+	CHECK(json_is_true(json_object_get(local, "available")));
+	CHECK(json_is_false(json_object_get(local, "multi_node")));
+	CHECK(json_is_null(json_object_get(local, "why")));
+	CHECK_STR(json_string_value(json_object_get(slurm, "name")), "slurm");
+	CHECK(json_is_false(json_object_get(slurm, "available")));
+	CHECK(json_is_true(json_object_get(slurm, "multi_node")));
+	CHECK_STR(json_string_value(json_object_get(slurm, "why")), "sbatch is not on the server's PATH");
+	json_decref(o);
+	sbuf_release(&s);
 }
