@@ -1,51 +1,128 @@
 /* backend.c -- the backend table and backend: local (backend.h). */
 #include "backend/backend.h"
 #include "core/util.h"
+#include "jobs/jobs.h"
 
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-static int local_stop(const char *home, struct store *st, const struct job_row *j,
-		      struct tc_err *err)
+void backend_say(const struct backend_env *env, const char *fmt, ...)
 {
-	(void)home;
-	(void)st;
+	if (!env || !env->say)
+		return;
+	struct sbuf sb = SBUF_INIT;
+	va_list ap;
+	va_start(ap, fmt);
+	sbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	env->say(env->say_arg, sb.buf);
+	sbuf_release(&sb);
+}
+
+/* ---- backend: local ---- */
+
+static int local_stop(const struct backend_env *env, struct store *st, const struct job_row *j,
+		      enum job_stop why, struct tc_err *err)
+{
+	if (job_state_waiting(j->state)) {
+		/* nothing runs: the server ends it itself; without one there is nobody to ask */
+		if (why == JOB_STOP_STOPPED)
+			return jobs_finish(st, j->id, JOB_KILLED, 1, "stopped before it ran",
+					   "stopped through the server", err);
+		if (why == JOB_STOP_NONE)
+			return tc_error(err, TC_EUSAGE, "stop: job %s has no running supervisor (%s);"
+					" a queued job needs its server", j->id,
+					job_state_name(j->state));
+		return 0; /* pausing or preempting what waits: nothing to do */
+	}
+	int rc = why == JOB_STOP_NONE ? 0 : store_job_set_stop_reason(st, j->id, why, err);
+	if (rc)
+		return rc;
 	if (!proc_alive(j->sup_pid, j->sup_ticks))
 		return tc_error(err, TC_EUSAGE, "stop: job %s has no running supervisor (%s)", j->id,
-				j->state);
+				job_state_name(j->state));
 	if (kill(j->sup_pid, SIGTERM) < 0)
 		return tc_error_errno(err, TC_ESYS, "stop: cannot signal supervisor %ld",
 				      (long)j->sup_pid);
-	printf("stopping %s (SIGTERM to supervisor %ld)\n", j->id, (long)j->sup_pid);
+	if (why == JOB_STOP_NONE)
+		backend_say(env, "stopping %s (SIGTERM to supervisor %ld)", j->id, (long)j->sup_pid);
+	else
+		backend_say(env, "job %s: %s (SIGTERM to supervisor %ld)", j->id, job_stop_name(why),
+			    (long)j->sup_pid);
 	return 0;
 }
 
+static int local_pause(const struct backend_env *env, struct store *st, const struct job_row *j,
+		       struct tc_err *err)
+{
+	if (j->state == JOB_PAUSED)
+		return 0;
+	if (job_state_waiting(j->state))
+		return jobs_requeue(st, j->id, JOB_PAUSED, false, "paused before it ran", err);
+	return local_stop(env, st, j, JOB_STOP_PAUSED, err);
+}
+
+static int local_resume(const struct backend_env *env, struct store *st, const struct job_row *j,
+			struct tc_err *err)
+{
+	(void)env;
+	if (j->state != JOB_PAUSED)
+		return tc_error(err, TC_EUSAGE, "job %s is %s: only a paused job can be resumed", j->id,
+				job_state_name(j->state));
+	return jobs_requeue(st, j->id, JOB_QUEUED, false, "resumed", err);
+}
+
+/* A job that claims to be active but whose supervisor is gone is marked lost. */
+static int local_reconcile(struct store *st, struct job_row *j, struct tc_err *err)
+{
+	if (!job_state_active(j->state) || proc_alive(j->sup_pid, j->sup_ticks))
+		return 0;
+	struct sbuf why = SBUF_INIT;
+	sbuf_addf(&why, "supervisor (pid %ld) is gone without recording an end", (long)j->sup_pid);
+	int rc = jobs_mark_lost(st, j->id, why.buf, err);
+	sbuf_release(&why);
+	struct job_row fresh = { 0 };
+	if (!rc && !(rc = store_job_get(st, j->id, &fresh, err))) {
+		job_row_release(j);
+		*j = fresh;
+	}
+	return rc;
+}
+
 const struct backend_ops backend_local = {
-	.name = "local",
+	.id = BACKEND_LOCAL,
 	.run = launch_run,
 	.submit = NULL, /* the server starts `trainctl supervise` itself */
 	.stop = local_stop,
-	.reconcile = store_job_reconcile,
+	.pause = local_pause,
+	.resume = local_resume,
+	.reconcile = local_reconcile,
+	.to_json = NULL,
 };
 
-static const struct backend_ops *const backends[] = { &backend_local, &backend_slurm };
+/* ---- the table ---- */
+
+static const struct backend_ops *const backends[BACKEND_COUNT] = {
+	[BACKEND_LOCAL] = &backend_local,
+	[BACKEND_SLURM] = &backend_slurm,
+};
 
 const struct backend_ops *backend_find(const char *name)
 {
-	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
-		if (!strcmp(backends[i]->name, name))
-			return backends[i];
-	return NULL;
+	int id = backend_lookup(name);
+	return id < 0 ? NULL : backends[id];
 }
 
-const struct backend_ops *backend_of_job(struct store *st, const char *job_id)
+const struct backend_ops *backend_of(const struct job_row *j)
 {
-	return store_job_is_slurm(st, job_id) ? &backend_slurm : &backend_local;
+	const struct backend_ops *b = backend_find(j->backend);
+	return b ? b : &backend_local;
 }
 
 int backend_reconcile(struct store *st, struct job_row *j, struct tc_err *err)
 {
-	return backend_of_job(st, j->id)->reconcile(st, j, err);
+	return backend_of(j)->reconcile(st, j, err);
 }

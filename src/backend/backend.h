@@ -6,9 +6,11 @@
  *           (launch_multinode) on the first node, and srun starts one
  *           `trainctl supervise-node` per node for every attempt.
  *
- * Each backend is an ops struct (STYLE.md); the CLI and the server pick
- * one by the spec's backend: key (backend_find) or, for a stored job, by
- * its backend column (backend_of_job), and never reach into its internals.
+ * Each backend is an ops struct (STYLE.md); the CLI, the server and the
+ * job service (jobs/jobs.h) pick one by the spec's backend: key
+ * (backend_find) or, for a stored job, by its backend column (backend_of),
+ * and never reach into its internals.  Backend code prints nothing: what a
+ * person should see while an action runs goes to backend_env.say.
  *
  * Slurm needs a filesystem shared by the submit host and every node for
  * $TRAINCTL_HOME (the database and the run folders), the trainctl binary
@@ -19,14 +21,30 @@
 
 #include <stdbool.h>
 
+#include <jansson.h>
+
+#include "backend/names.h"
 #include "core/err.h"
 #include "core/sbuf.h"
+#include "jobs/state.h"
 #include "launch/launch.h"
 #include "spec/spec.h"
 #include "store/store.h"
 
+/*
+ * What an action runs with: the state folder, and where it tells a person
+ * what it is doing (the CLI prints each line, the server logs it; say NULL:
+ * nobody is told).
+ */
+struct backend_env {
+	const char *home;
+	void (*say)(void *arg, const char *line);
+	void *say_arg;
+};
+void backend_say(const struct backend_env *env, const char *fmt, ...) TC_PRINTF(2, 3);
+
 struct backend_ops {
-	const char *name;
+	enum backend_id id; /* its name is backend_names[id] */
 	/*
 	 * `trainctl run`: run a validated spec to its end in the foreground
 	 * (launch_run's contract: 0 with *exit_status, or a negative TC_E*).
@@ -37,12 +55,30 @@ struct backend_ops {
 	 * Submit a job that exists in the store (state queued, run folder made)
 	 * without waiting for it; NULL when the backend has no queue of its own.
 	 */
-	int (*submit)(const char *home, struct store *st, const struct spec *s, const char *job_id,
+	int (*submit)(const struct backend_env *env, struct store *st, const struct spec *s,
+		      const char *job_id, struct tc_err *err);
+	/*
+	 * Ask a job that has not ended to stop; why is recorded first, so that
+	 * its supervisor records the state it names (JOB_STOP_NONE: `trainctl
+	 * stop` without a server, a plain SIGTERM).  A job nothing runs yet ends
+	 * killed when why is JOB_STOP_STOPPED.  TC_EUSAGE when there is nothing
+	 * to stop or the backend cannot stop for why.
+	 */
+	int (*stop)(const struct backend_env *env, struct store *st, const struct job_row *j,
+		    enum job_stop why, struct tc_err *err);
+	/*
+	 * Hold a job until it is resumed (a running one is stopped for
+	 * JOB_STOP_PAUSED, a queued one just held), and let it go again; NULL
+	 * when the backend cannot pause its jobs.
+	 */
+	int (*pause)(const struct backend_env *env, struct store *st, const struct job_row *j,
+		     struct tc_err *err);
+	int (*resume)(const struct backend_env *env, struct store *st, const struct job_row *j,
 		      struct tc_err *err);
-	/* `trainctl stop`: stop an active job within its grace time. */
-	int (*stop)(const char *home, struct store *st, const struct job_row *j, struct tc_err *err);
-	/* ps / show / logs: bring an active job's stored state up to date. */
+	/* ps / show / logs: bring a job's stored state up to date. */
 	int (*reconcile)(struct store *st, struct job_row *j, struct tc_err *err);
+	/* Add what the backend knows of j to its JSON form (show); NULL: nothing. */
+	void (*to_json)(const struct job_row *j, json_t *o);
 };
 
 extern const struct backend_ops backend_local;
@@ -50,9 +86,13 @@ extern const struct backend_ops backend_slurm;
 
 /* By name ("local", "slurm"); NULL for an unknown name. */
 const struct backend_ops *backend_find(const char *name);
-/* The backend of a stored job. */
-const struct backend_ops *backend_of_job(struct store *st, const char *job_id);
-/* backend_of_job(j)->reconcile(j): what ps/show/logs call for each job. */
+/* The backend of a stored job (its backend column). */
+const struct backend_ops *backend_of(const struct job_row *j);
+static inline const char *backend_name(const struct backend_ops *b)
+{
+	return backend_names[b->id];
+}
+/* backend_of(j)->reconcile(j): what ps/show/logs call for each job. */
 int backend_reconcile(struct store *st, struct job_row *j, struct tc_err *err);
 
 /* ---- slurm (slurm.c, sbatch.c) ---- */
@@ -66,8 +106,11 @@ struct slurm_script_in {
 /* The batch script (heap text): #SBATCH lines, then exec trainctl slurm-batch. */
 char *slurm_script(const struct slurm_script_in *in);
 
-/* trainctl's state for a Slurm job state (JOB_STATE names), and whether it is final. */
-const char *slurm_state_map(const char *slurm_state, bool *final);
+/*
+ * trainctl's state for a Slurm job state (JOB_STATE names) into *out, and
+ * whether it is final; false for a state the table does not have.
+ */
+bool slurm_state_map(const char *slurm_state, enum job_state *out, bool *final);
 
 /*
  * `trainctl slurm-batch JOB` (the body of job.sbatch): launch_multinode with

@@ -75,35 +75,36 @@ char *slurm_script(const struct slurm_script_in *in)
  * the job-level driver recorded (running, restarting).
  */
 static const struct state_row {
-	const char *slurm, *tc;
+	const char *slurm;
+	enum job_state tc;
 	bool final;
 } states[] = {
-	{ "PENDING", "queued", false },
-	{ "REQUEUED", "queued", false },
-	{ "REQUEUE_HOLD", "queued", false },
-	{ "REQUEUE_FED", "queued", false },
-	{ "CONFIGURING", "starting", false },
-	{ "RUNNING", "running", false },
-	{ "COMPLETING", "running", false },
-	{ "RESIZING", "running", false },
-	{ "SIGNALING", "running", false },
-	{ "STAGE_OUT", "running", false },
-	{ "SUSPENDED", "paused", false },
-	{ "STOPPED", "paused", false },
-	{ "PREEMPTED", "killed", true }, /* preempted and not requeued */
-	{ "COMPLETED", "succeeded", true },
-	{ "FAILED", "failed", true },
-	{ "BOOT_FAIL", "failed", true },
-	{ "OUT_OF_MEMORY", "failed", true },
-	{ "TIMEOUT", "failed", true },
-	{ "DEADLINE", "failed", true },
-	{ "SPECIAL_EXIT", "failed", true },
-	{ "CANCELLED", "killed", true },
-	{ "REVOKED", "killed", true },
-	{ "NODE_FAIL", "lost", true },
+	{ "PENDING", JOB_QUEUED, false },
+	{ "REQUEUED", JOB_QUEUED, false },
+	{ "REQUEUE_HOLD", JOB_QUEUED, false },
+	{ "REQUEUE_FED", JOB_QUEUED, false },
+	{ "CONFIGURING", JOB_STARTING, false },
+	{ "RUNNING", JOB_RUNNING, false },
+	{ "COMPLETING", JOB_RUNNING, false },
+	{ "RESIZING", JOB_RUNNING, false },
+	{ "SIGNALING", JOB_RUNNING, false },
+	{ "STAGE_OUT", JOB_RUNNING, false },
+	{ "SUSPENDED", JOB_PAUSED, false },
+	{ "STOPPED", JOB_PAUSED, false },
+	{ "PREEMPTED", JOB_KILLED, true }, /* preempted and not requeued */
+	{ "COMPLETED", JOB_SUCCEEDED, true },
+	{ "FAILED", JOB_FAILED, true },
+	{ "BOOT_FAIL", JOB_FAILED, true },
+	{ "OUT_OF_MEMORY", JOB_FAILED, true },
+	{ "TIMEOUT", JOB_FAILED, true },
+	{ "DEADLINE", JOB_FAILED, true },
+	{ "SPECIAL_EXIT", JOB_FAILED, true },
+	{ "CANCELLED", JOB_KILLED, true },
+	{ "REVOKED", JOB_KILLED, true },
+	{ "NODE_FAIL", JOB_LOST, true },
 };
 
-const char *slurm_state_map(const char *slurm_state, bool *final)
+bool slurm_state_map(const char *slurm_state, enum job_state *out, bool *final)
 {
 	*final = false;
 	for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++) {
@@ -112,8 +113,9 @@ const char *slurm_state_map(const char *slurm_state, bool *final)
 		if (!strncmp(slurm_state, states[i].slurm, n) &&
 		    (!slurm_state[n] || slurm_state[n] == ' ' || slurm_state[n] == '+')) {
 			*final = states[i].final;
-			return states[i].tc;
+			*out = states[i].tc;
+			return true;
 		}
 	}
-	return NULL;
+	return false;
 }

@@ -33,6 +33,7 @@
  */
 #include "backend/backend.h"
 #include "core/proc.h"
+#include "jobs/jobs.h"
 #include "core/sbuf.h"
 #include "core/strvec.h"
 #include "core/util.h"
@@ -43,6 +44,7 @@
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,6 +221,63 @@ static int jobinfo_query(const char *id, struct slurm_jobinfo *out, struct tc_er
 	return rc;
 }
 
+/* Why Slurm's state moved the job: "Slurm job 12 is PENDING (Priority)". */
+static void slurm_why(struct sbuf *why, const char *slurm_id, const char *verb,
+		      const struct slurm_jobinfo *sj)
+{
+	sbuf_addf(why, "Slurm job %s %s %s", slurm_id, verb, sj->state);
+	if (sj->reason && strcmp(sj->reason, "None") != 0)
+		sbuf_addf(why, " (%s)", sj->reason);
+}
+
+/* Slurm is done with the job: record its end unless the driver did. */
+static int sync_end(struct store *st, const struct job_row *j, const char *slurm_id,
+		    const struct slurm_jobinfo *sj, bool known, enum job_state mapped, struct tc_err *err)
+{
+	if (job_state_terminal(j->state))
+		return 0; /* the driver recorded the outcome */
+	struct sbuf why = SBUF_INIT;
+	slurm_why(&why, slurm_id, "ended", sj);
+	if (!strncmp(sj->state, "TIMEOUT", 7))
+		sbuf_adds(&why, ": time limit reached");
+	else if (!strncmp(sj->state, "PREEMPTED", 9))
+		sbuf_adds(&why, ": preempted and not requeued");
+	enum job_state end = known ? mapped : JOB_FAILED;
+	int rc = jobs_finish(st, j->id, end, end == JOB_SUCCEEDED ? 0 : 1, why.buf, why.buf, err);
+	sbuf_release(&why);
+	return rc;
+}
+
+/* queued -> starting, running -> queued (requeue), running <-> paused */
+static int sync_move(struct store *st, const struct job_row *j, const char *slurm_id,
+		     const struct slurm_jobinfo *sj, enum job_state mapped, struct tc_err *err)
+{
+	bool change = false;
+	if (mapped == JOB_QUEUED)
+		change = j->state != JOB_QUEUED && !job_state_terminal(j->state);
+	else if (mapped == JOB_STARTING)
+		change = j->state == JOB_QUEUED;
+	else if (mapped == JOB_PAUSED)
+		change = j->state != JOB_PAUSED;
+	else if (mapped == JOB_RUNNING)
+		change = j->state == JOB_PAUSED || j->state == JOB_QUEUED;
+	if (!change)
+		return 0;
+	struct sbuf why = SBUF_INIT;
+	slurm_why(&why, slurm_id, "is", sj);
+	if (mapped == JOB_QUEUED && sj->restarts)
+		sbuf_addf(&why, ": requeued %d time%s", sj->restarts, sj->restarts == 1 ? "" : "s");
+	int rc;
+	if (mapped == JOB_QUEUED)
+		rc = jobs_mark_queued(st, j->id, why.buf, err);
+	else if (mapped == JOB_PAUSED)
+		rc = jobs_mark_held(st, j->id, JOB_STOP_PAUSED, why.buf, err);
+	else /* running itself is the driver's to record (it names the attempt) */
+		rc = jobs_mark_starting(st, j->id, why.buf, err);
+	sbuf_release(&why);
+	return rc;
+}
+
 /*
  * Bring the stored job up to date with Slurm's view (design note 2).
  * *final: Slurm is done with the job and its stored state is terminal.
@@ -233,10 +292,10 @@ static int sync_state(struct store *st, const char *job_id, const char *slurm_id
 		return rc;
 	if (!sj->state) {
 		/* Slurm forgot the job and no accounting remembers it */
-		if (!store_state_terminal(j.state)) {
+		if (!job_state_terminal(j.state)) {
 			struct sbuf why = SBUF_INIT;
 			sbuf_addf(&why, "Slurm no longer knows job %s and no end was recorded", slurm_id);
-			rc = store_job_finish(st, job_id, "lost", 3, why.buf, why.buf, err);
+			rc = jobs_mark_lost(st, job_id, why.buf, err);
 			sbuf_release(&why);
 		}
 		*final = true;
@@ -245,48 +304,13 @@ static int sync_state(struct store *st, const char *job_id, const char *slurm_id
 	if ((rc = store_slurm_set(st, job_id, NULL, sj->nodes, sj->state, err)))
 		goto out;
 	bool slurm_final;
-	const char *mapped = slurm_state_map(sj->state, &slurm_final);
+	enum job_state mapped = JOB_FAILED;
+	bool known = slurm_state_map(sj->state, &mapped, &slurm_final);
 	if (slurm_final) {
 		*final = true;
-		if (store_state_terminal(j.state))
-			goto out; /* the driver recorded the outcome */
-		struct sbuf why = SBUF_INIT;
-		sbuf_addf(&why, "Slurm job %s ended %s", slurm_id, sj->state);
-		if (sj->reason && strcmp(sj->reason, "None") != 0)
-			sbuf_addf(&why, " (%s)", sj->reason);
-		if (!strncmp(sj->state, "TIMEOUT", 7))
-			sbuf_adds(&why, ": time limit reached");
-		else if (!strncmp(sj->state, "PREEMPTED", 9))
-			sbuf_adds(&why, ": preempted and not requeued");
-		rc = store_job_finish(st, job_id, mapped ? mapped : "failed",
-				      mapped && !strcmp(mapped, "succeeded") ? 0 : 1, why.buf, why.buf,
-				      err);
-		sbuf_release(&why);
-		goto out;
-	}
-	if (!mapped)
-		goto out;
-	/* queued -> starting, running -> queued (requeue), running <-> paused */
-	bool change = false;
-	if (!strcmp(mapped, "queued"))
-		change = strcmp(j.state, "queued") != 0 && !store_state_terminal(j.state);
-	else if (!strcmp(mapped, "starting"))
-		change = !strcmp(j.state, "queued");
-	else if (!strcmp(mapped, "paused"))
-		change = strcmp(j.state, "paused") != 0;
-	else if (!strcmp(mapped, "running"))
-		change = !strcmp(j.state, "paused") || !strcmp(j.state, "queued");
-	if (change) {
-		struct sbuf why = SBUF_INIT;
-		sbuf_addf(&why, "Slurm job %s is %s", slurm_id, sj->state);
-		if (sj->reason && strcmp(sj->reason, "None") != 0)
-			sbuf_addf(&why, " (%s)", sj->reason);
-		if (!strcmp(mapped, "queued") && sj->restarts)
-			sbuf_addf(&why, ": requeued %d time%s", sj->restarts, sj->restarts == 1 ? "" : "s");
-		/* running itself is the driver's to record (it names the attempt) */
-		rc = store_job_set_state(st, job_id, !strcmp(mapped, "running") ? "starting" : mapped,
-					 why.buf, err);
-		sbuf_release(&why);
+		rc = sync_end(st, &j, slurm_id, sj, known, mapped, err);
+	} else if (known) {
+		rc = sync_move(st, &j, slurm_id, sj, mapped, err);
 	}
 out:
 	job_row_release(&j);
@@ -295,35 +319,43 @@ out:
 
 static int slurm_reconcile(struct store *st, struct job_row *j, struct tc_err *err)
 {
-	struct store_slurm x;
-	int rc = store_slurm_get(st, j->id, &x, err);
 	bool was_final = false;
-	if (!rc && x.state)
-		slurm_state_map(x.state, &was_final);
+	enum job_state ignored;
+	if (j->slurm_state)
+		slurm_state_map(j->slurm_state, &ignored, &was_final);
 	/*
 	 * An ended job is asked about once more while its last Slurm state seen
 	 * is not final: the driver records the end before its batch step is gone
 	 * (a job followed by the server, which does not wait for that).
 	 */
-	if (rc || !x.job || (store_state_terminal(j->state) && (!x.state || was_final))) {
-		store_slurm_release(&x);
-		return rc;
-	}
+	if (!j->slurm_job || (job_state_terminal(j->state) && (!j->slurm_state || was_final)))
+		return 0;
 	struct slurm_jobinfo sj;
 	bool final;
-	rc = jobinfo_query(x.job, &sj, err);
+	int rc = jobinfo_query(j->slurm_job, &sj, err);
 	if (!rc)
-		rc = sync_state(st, j->id, x.job, &sj, &final, err);
+		rc = sync_state(st, j->id, j->slurm_job, &sj, &final, err);
 	jobinfo_release(&sj);
-	store_slurm_release(&x);
-	if (!rc) {
-		struct job_row fresh = { 0 };
-		if (store_job_get(st, j->id, &fresh, err) == 0) {
-			job_row_release(j);
-			*j = fresh;
-		}
+	if (rc && rc != TC_ESTORE && job_state_terminal(j->state)) {
+		/* its end is recorded: Slurm's last word is a detail, and Slurm may be out of reach */
+		tc_err_release(err);
+		return 0;
+	}
+	struct job_row fresh = { 0 };
+	if (!rc && !(rc = store_job_get(st, j->id, &fresh, err))) {
+		job_row_release(j);
+		*j = fresh;
 	}
 	return rc;
+}
+
+/* show: the Slurm job of j under "slurm" (job, nodes, state) once it has one. */
+static void slurm_to_json(const struct job_row *j, json_t *o)
+{
+	if (j->slurm_job)
+		json_object_set_new(o, "slurm", json_pack("{s:s, s:s?, s:s?}", "job", j->slurm_job,
+							  "nodes", j->slurm_nodes, "state",
+							  j->slurm_state));
 }
 
 /* ---- submission ---- */
@@ -349,11 +381,11 @@ static int test_only(const char *script, struct tc_err *err)
 	return rc;
 }
 
-static int slurm_submit(const char *home, struct store *st, const struct spec *s,
+static int slurm_submit(const struct backend_env *env, struct store *st, const struct spec *s,
 			const char *job_id, struct tc_err *err)
 {
 	char *exe = path_self_exe();
-	char *home_abs = path_absolute(home, NULL);
+	char *home_abs = path_absolute(env->home, NULL);
 	char *run_dir = run_dir_of(home_abs, job_id);
 	struct sbuf path = SBUF_INIT, o = SBUF_INIT, e = SBUF_INIT;
 	char *script = NULL;
@@ -387,7 +419,9 @@ static int slurm_submit(const char *home, struct store *st, const struct spec *s
 	sbuf_addf(&why, "submitted to Slurm as job %s (%s)", id, path.buf);
 	rc = store_slurm_set(st, job_id, id, NULL, "PENDING", err);
 	if (!rc)
-		rc = store_job_set_state(st, job_id, "queued", why.buf, err);
+		rc = jobs_mark_queued(st, job_id, why.buf, err);
+	if (!rc)
+		backend_say(env, "job %s submitted to Slurm as job %s", job_id, id);
 	sbuf_release(&why);
 	free(id);
 out:
@@ -428,8 +462,9 @@ static bool slurm_done(const char *id)
 	struct slurm_jobinfo sj;
 	struct tc_err e = TC_ERR_INIT;
 	bool done = true, final = false;
+	enum job_state ignored;
 	if (jobinfo_query(id, &sj, &e) == 0 && sj.state) {
-		slurm_state_map(sj.state, &final);
+		slurm_state_map(sj.state, &ignored, &final);
 		done = final;
 	}
 	jobinfo_release(&sj);
@@ -437,40 +472,58 @@ static bool slurm_done(const char *id)
 	return done;
 }
 
-static int slurm_stop(const char *home, struct store *st, const struct job_row *j,
-		      struct tc_err *err)
+/* The job's grace time as its stored spec gives it. */
+static int grace_of(const struct job_row *j)
 {
-	(void)home;
-	struct store_slurm x;
-	int rc = store_slurm_get(st, j->id, &x, err);
+	struct spec *s = NULL;
+	struct tc_err e = TC_ERR_INIT;
+	int grace = spec_from_json(j->spec_json, &s, &e) == 0 ? s->grace_seconds : 0;
+	spec_free(s);
+	tc_err_release(&e);
+	return grace;
+}
+
+static int slurm_stop(const struct backend_env *env, struct store *st, const struct job_row *j,
+		      enum job_stop why, struct tc_err *err)
+{
+	if (why == JOB_STOP_PAUSED || why == JOB_STOP_PREEMPTED)
+		return tc_error(err, TC_EUSAGE, "job %s runs under Slurm: it can be stopped, not %s",
+				j->id, job_stop_name(why));
+	if (!j->slurm_job) {
+		/* not submitted yet: nothing runs, the server ends it itself */
+		if (why == JOB_STOP_STOPPED)
+			return jobs_finish(st, j->id, JOB_KILLED, 1, "stopped before it ran",
+					   "stopped through the server", err);
+		return tc_error(err, TC_EUSAGE, "stop: job %s was never submitted to Slurm", j->id);
+	}
+	int grace = grace_of(j);
+	int rc = store_job_set_stop_reason(st, j->id, JOB_STOP_STOPPED, err);
 	if (rc)
 		return rc;
-	if (!x.job) {
-		rc = tc_error(err, TC_EUSAGE, "stop: job %s was never submitted to Slurm", j->id);
-		goto out;
-	}
-	json_t *spec = json_loads(j->spec_json, 0, NULL);
-	json_int_t grace = json_integer_value(
-		json_object_get(json_object_get(spec, "restart"), "grace_seconds"));
-	json_decref(spec);
-	if ((rc = store_job_set_stop_reason(st, j->id, "stopped", err)))
-		goto out;
-	printf("stopping %s (Slurm job %s: SIGTERM to its supervisors, %lld s grace)\n", j->id,
-	       x.job, (long long)grace);
-	fflush(stdout);
-	if ((rc = scancel(x.job, "TERM", err)))
-		goto out;
+	backend_say(env, "stopping %s (Slurm job %s: SIGTERM to its supervisors, %d s grace)", j->id,
+		    j->slurm_job, grace);
+	if ((rc = scancel(j->slurm_job, "TERM", err)))
+		return rc;
 	double deadline = now_wall() + (double)grace + 10;
-	while (now_wall() < deadline && !slurm_done(x.job))
+	while (now_wall() < deadline && !slurm_done(j->slurm_job))
 		usleep(250 * 1000);
-	if (!slurm_done(x.job))
-		rc = scancel(x.job, NULL, err);
-out:
-	store_slurm_release(&x);
+	if (!slurm_done(j->slurm_job))
+		rc = scancel(j->slurm_job, NULL, err);
 	return rc;
 }
 
 /* ---- `trainctl run` in the foreground ---- */
+
+static void say(const char *fmt, ...) TC_PRINTF(1, 2);
+
+/* A message of `trainctl run` on its console, as the local supervisor writes them. */
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	launch_vsay(-1, fmt, ap);
+	va_end(ap);
+}
 
 static volatile sig_atomic_t fg_signals;
 
@@ -524,154 +577,211 @@ static void follow_logs(struct follow *f, int world, const char *log_dir, bool q
 	}
 }
 
-static int slurm_run(const struct spec *s, const struct launch_opts *o, char **job_id,
-		     int *exit_status, struct tc_err *err)
-{
-	struct store *st = NULL;
-	char *run_dir = NULL, *script = NULL, *exe = NULL, *home_abs = NULL;
-	struct store_slurm x = { 0 };
-	struct follow *f = NULL;
-	struct sbuf p = SBUF_INIT;
-	int world = s->nodes * s->per_node;
-	int rc;
-	*exit_status = 1;
-	*job_id = NULL;
+/*
+ * One `trainctl run` of a Slurm job, step by step: check the request with
+ * Slurm (fg_check), record the job (fg_record), submit it (fg_submit),
+ * follow it to its end (fg_follow, fg_on_signals) and say how it ended
+ * (fg_outcome).
+ */
+struct fg {
+	const struct spec *s;
+	const struct launch_opts *o;
+	struct store *st;
+	char *id, *run_dir, *home_abs, *exe, *slurm_job;
+	int world;
+	struct follow *f;     /* one per rank */
+	struct sbuf log_dir;
+	int64_t hard_at;      /* when a stop turns into a cancel; 0: none pending */
+	int handled;          /* signals acted upon */
+};
 
-	exe = path_self_exe();
-	home_abs = path_absolute(o->home, NULL);
-	char *id = store_new_job_id();
-	run_dir = run_dir_of(home_abs, id);
-	{
-		/* design note 1: ask before recording anything */
-		struct slurm_script_in in = { s, id, home_abs, run_dir, exe ? exe : "trainctl" };
-		script = slurm_script(&in);
-		rc = test_only(script, err);
-	}
-	if (rc) {
-		free(id);
-		goto out;
-	}
-	*job_id = id;
-	if ((rc = store_open(o->home, &st, err)))
-		goto out;
+/* Design note 1: ask Slurm before anything is recorded. */
+static int fg_check(struct fg *g, struct tc_err *err)
+{
+	struct slurm_script_in in = { g->s, g->id, g->home_abs, g->run_dir,
+				      g->exe ? g->exe : "trainctl" };
+	char *script = slurm_script(&in);
+	int rc = test_only(script, err);
+	free(script);
+	return rc;
+}
+
+/* The run folder, job.yaml and the job's row (queued, backend slurm). */
+static int fg_record(struct fg *g, struct tc_err *err)
+{
+	struct sbuf p = SBUF_INIT;
+	int rc = 0;
 	const char *sub[] = { "logs", "output", "data" };
-	for (size_t i = 0; i < sizeof(sub) / sizeof(sub[0]); i++) {
+	for (size_t i = 0; !rc && i < sizeof(sub) / sizeof(sub[0]); i++) {
 		sbuf_reset(&p);
-		sbuf_addf(&p, "%s/%s", run_dir, sub[i]);
-		if ((rc = mkdir_p(p.buf, err)))
-			goto out;
+		sbuf_addf(&p, "%s/%s", g->run_dir, sub[i]);
+		rc = mkdir_p(p.buf, err);
 	}
-	char *yaml = spec_to_yaml(s);
-	sbuf_reset(&p);
-	sbuf_addf(&p, "%s/job.yaml", run_dir);
-	rc = write_file_atomic(p.buf, yaml, strlen(yaml), err);
-	free(yaml);
+	if (!rc) {
+		char *yaml = spec_to_yaml(g->s);
+		sbuf_reset(&p);
+		sbuf_addf(&p, "%s/job.yaml", g->run_dir);
+		rc = write_file_atomic(p.buf, yaml, strlen(yaml), err);
+		free(yaml);
+	}
+	sbuf_release(&p);
 	if (rc)
-		goto out;
-	char *spec_json = spec_to_json(s);
+		return rc;
+	char *spec_json = spec_to_json(g->s);
 	struct job_row row = {
-		.id = id, .name = s->name, .state = "queued", .run_dir = run_dir,
-		.spec_json = spec_json, .created = now_wall(), .world_size = world,
+		.id = g->id, .name = g->s->name, .state = JOB_QUEUED, .run_dir = g->run_dir,
+		.spec_json = spec_json, .created = now_wall(), .world_size = g->world,
 	};
-	rc = store_job_create(st, &row, err);
+	rc = store_job_create(g->st, &row, err);
 	free(spec_json);
 	if (!rc)
-		rc = store_slurm_set(st, id, NULL, NULL, NULL, err);
-	if (!rc)
-		rc = slurm_submit(o->home, st, s, id, err);
+		rc = store_slurm_set(g->st, g->id, NULL, NULL, NULL, err);
+	return rc;
+}
+
+/* Submit the recorded job; a refused submission ends it failed. */
+static int fg_submit(struct fg *g, struct tc_err *err)
+{
+	struct job_row j = { 0 };
+	struct backend_env env = { g->o->home, NULL, NULL }; /* run says it itself */
+	int rc = slurm_submit(&env, g->st, g->s, g->id, err);
 	if (rc) {
 		struct tc_err e2 = TC_ERR_INIT;
-		store_job_finish(st, id, "failed", tc_exit_status(rc), err->msg, err->msg, &e2);
+		jobs_finish(g->st, g->id, JOB_FAILED, tc_exit_status(rc), err->msg, err->msg, &e2);
 		tc_err_release(&e2);
-		goto out;
+		return rc;
 	}
-	if ((rc = store_slurm_get(st, id, &x, err)))
-		goto out;
-	fprintf(stderr, "trainctl: job %s (%s): %d nodes x %d %s workers, Slurm job %s, run folder %s\n",
-		id, s->name, s->nodes, s->per_node, s->device_type, x.job, run_dir);
+	if ((rc = store_job_get(g->st, g->id, &j, err)))
+		return rc;
+	g->slurm_job = xstrdup(j.slurm_job ? j.slurm_job : "?");
+	job_row_release(&j);
+	return 0;
+}
 
+static void warn_if(int failed, const struct tc_err *e)
+{
+	if (failed)
+		say("warning: %s", e->msg);
+}
+
+/* SIGINT or SIGTERM: the first stops the job within its grace time, another cancels it. */
+static void fg_on_signals(struct fg *g, int64_t now)
+{
+	struct tc_err e = TC_ERR_INIT;
+	if (fg_signals > g->handled) {
+		g->handled = fg_signals;
+		if (g->handled == 1) {
+			say("stopping Slurm job %s (SIGTERM to its supervisors, %d s grace)", g->slurm_job,
+			    g->s->grace_seconds);
+			warn_if(store_job_set_stop_reason(g->st, g->id, JOB_STOP_STOPPED, &e) ||
+					scancel(g->slurm_job, "TERM", &e),
+				&e);
+			g->hard_at = now + (int64_t)g->s->grace_seconds * 1000 + 10000;
+		} else {
+			say("cancelling Slurm job %s now", g->slurm_job);
+			warn_if(scancel(g->slurm_job, NULL, &e), &e);
+			g->hard_at = 0;
+		}
+	}
+	if (g->hard_at && now >= g->hard_at) {
+		warn_if(scancel(g->slurm_job, NULL, &e), &e);
+		g->hard_at = 0;
+	}
+	tc_err_release(&e);
+}
+
+/* Copy the rank logs and keep the stored state in step with Slurm until it is done. */
+static void fg_follow(struct fg *g)
+{
 	struct sigaction sa = { 0 }, old_int, old_term;
 	sa.sa_handler = on_fg_signal;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
 	fg_signals = 0;
-	f = xcalloc((size_t)world, sizeof(*f));
-	for (int r = 0; r < world; r++) {
-		f[r].fd = -1;
-		sbuf_init(&f[r].partial, 0);
-	}
-	sbuf_reset(&p);
-	sbuf_addf(&p, "%s/logs", run_dir);
-	int64_t next_query = 0, hard_at = 0;
-	int handled = 0;
+	int64_t next_query = 0;
 	bool final = false;
 	while (!final) {
 		int64_t now = now_mono_ms();
-		if (fg_signals > handled) {
-			handled = fg_signals;
-			struct tc_err e2 = TC_ERR_INIT;
-			if (handled == 1) {
-				fprintf(stderr, "trainctl: stopping Slurm job %s (SIGTERM to its supervisors, %d s grace)\n",
-					x.job, s->grace_seconds);
-				if (store_job_set_stop_reason(st, id, "stopped", &e2) || scancel(x.job, "TERM", &e2))
-					fprintf(stderr, "trainctl: warning: %s\n", e2.msg);
-				hard_at = now + (int64_t)s->grace_seconds * 1000 + 10000;
-			} else {
-				fprintf(stderr, "trainctl: cancelling Slurm job %s now\n", x.job);
-				if (scancel(x.job, NULL, &e2))
-					fprintf(stderr, "trainctl: warning: %s\n", e2.msg);
-				hard_at = 0;
-			}
-			tc_err_release(&e2);
-		}
-		if (hard_at && now >= hard_at) {
-			struct tc_err e2 = TC_ERR_INIT;
-			if (scancel(x.job, NULL, &e2))
-				fprintf(stderr, "trainctl: warning: %s\n", e2.msg);
-			tc_err_release(&e2);
-			hard_at = 0;
-		}
-		follow_logs(f, world, p.buf, o->quiet, false);
+		fg_on_signals(g, now);
+		follow_logs(g->f, g->world, g->log_dir.buf, g->o->quiet, false);
 		if (now >= next_query) {
 			struct slurm_jobinfo sj;
-			struct tc_err e2 = TC_ERR_INIT;
-			if (jobinfo_query(x.job, &sj, &e2) || sync_state(st, id, x.job, &sj, &final, &e2))
-				fprintf(stderr, "trainctl: warning: %s\n", e2.msg);
-			tc_err_release(&e2);
+			struct tc_err e = TC_ERR_INIT;
+			warn_if(jobinfo_query(g->slurm_job, &sj, &e) ||
+					sync_state(g->st, g->id, g->slurm_job, &sj, &final, &e),
+				&e);
+			tc_err_release(&e);
 			jobinfo_release(&sj);
 			next_query = now + QUERY_MS;
 		}
 		if (!final)
 			usleep(POLL_MS * 1000);
 	}
-	follow_logs(f, world, p.buf, o->quiet, true);
+	follow_logs(g->f, g->world, g->log_dir.buf, g->o->quiet, true);
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
+}
+
+/* The end as the store has it: exit status 0 for succeeded, 1 otherwise. */
+static int fg_outcome(struct fg *g, int *exit_status, struct tc_err *err)
+{
 	struct job_row j = { 0 };
-	if ((rc = store_job_get(st, id, &j, err)))
-		goto out;
-	*exit_status = !strcmp(j.state, "succeeded") ? 0 : 1;
+	int rc = store_job_get(g->st, g->id, &j, err);
+	if (rc)
+		return rc;
+	*exit_status = j.state == JOB_SUCCEEDED ? 0 : 1;
 	if (*exit_status)
-		fprintf(stderr, "trainctl: job %s %s%s%s\n", id, j.state, j.root_cause ? ": " : "",
-			j.root_cause ? j.root_cause : "");
+		say("job %s %s%s%s", g->id, job_state_name(j.state), j.root_cause ? ": " : "",
+		    j.root_cause ? j.root_cause : "");
 	else
-		fprintf(stderr, "trainctl: job %s succeeded\n", id);
+		say("job %s %s", g->id, job_state_name(j.state));
 	job_row_release(&j);
-out:
-	for (int r = 0; f && r < world; r++) {
-		if (f[r].fd >= 0)
-			close(f[r].fd);
-		sbuf_release(&f[r].partial);
+	return 0;
+}
+
+static int slurm_run(const struct spec *s, const struct launch_opts *o, char **job_id,
+		     int *exit_status, struct tc_err *err)
+{
+	struct fg g = { .s = s, .o = o, .world = s->nodes * s->per_node, .log_dir = SBUF_INIT };
+	*exit_status = 1;
+	*job_id = NULL;
+	g.exe = path_self_exe();
+	g.home_abs = path_absolute(o->home, NULL);
+	g.id = store_new_job_id();
+	g.run_dir = run_dir_of(g.home_abs, g.id);
+	int rc = fg_check(&g, err);
+	if (rc) {
+		free(g.id);
+		goto out;
 	}
-	free(f);
-	store_slurm_release(&x);
-	store_close(st);
-	free(run_dir);
-	free(script);
-	free(exe);
-	free(home_abs);
-	sbuf_release(&p);
+	*job_id = g.id; /* the caller's from here on */
+	if ((rc = store_open(o->home, &g.st, err)) || (rc = fg_record(&g, err)) ||
+	    (rc = fg_submit(&g, err)))
+		goto out;
+	say("job %s (%s): %d nodes x %d %s workers, Slurm job %s, run folder %s", g.id, s->name,
+	    s->nodes, s->per_node, s->device_type, g.slurm_job, g.run_dir);
+	g.f = xcalloc((size_t)g.world, sizeof(*g.f));
+	for (int r = 0; r < g.world; r++) {
+		g.f[r].fd = -1;
+		sbuf_init(&g.f[r].partial, 0);
+	}
+	sbuf_addf(&g.log_dir, "%s/logs", g.run_dir);
+	fg_follow(&g);
+	rc = fg_outcome(&g, exit_status, err);
+out:
+	for (int r = 0; g.f && r < g.world; r++) {
+		if (g.f[r].fd >= 0)
+			close(g.f[r].fd);
+		sbuf_release(&g.f[r].partial);
+	}
+	free(g.f);
+	store_close(g.st);
+	free(g.run_dir);
+	free(g.exe);
+	free(g.home_abs);
+	free(g.slurm_job);
+	sbuf_release(&g.log_dir);
 	return rc;
 }
 
@@ -746,11 +856,12 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 		char *path = launch_node_result_path(b->run_dir, a->attempt, n);
 		json_t *r = json_load_file(path, 0, NULL);
 		free(path);
-		const char *state = json_string_value(json_object_get(r, "state"));
-		if (state && !strcmp(state, "killed"))
-			killed++;
-		if (state && !strcmp(state, "failed"))
-			bad++;
+		const char *word = json_string_value(json_object_get(r, "state"));
+		enum job_state state;
+		if (word && job_state_parse(word, strlen(word), &state)) {
+			killed += state == JOB_KILLED;
+			bad += state == JOB_FAILED;
+		}
 		json_decref(r);
 	}
 	if (killed && !bad) {
@@ -759,19 +870,15 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 	}
 	/* `trainctl stop` says so before its scancel: a stop, whatever the nodes saw */
 	struct store *st = NULL;
-	char *asked = NULL;
+	enum job_stop asked = JOB_STOP_NONE;
 	struct tc_err e2 = TC_ERR_INIT;
 	if (store_open(b->home, &st, &e2) == 0 && store_job_stop_reason(st, b->job_id, &asked, &e2) == 0 &&
-	    asked && !strcmp(asked, "stopped")) {
+	    asked == JOB_STOP_STOPPED)
 		*stopped = true;
-		free(asked);
-		store_close(st);
-		return 0;
-	}
-	free(asked);
+	else
+		*failed = !exited_ok(status);
 	store_close(st);
 	tc_err_release(&e2);
-	*failed = !exited_ok(status);
 	return 0;
 }
 
@@ -816,23 +923,22 @@ int slurm_batch_main(const char *home, const char *job_id, int *exit_status, str
 	 * Stopped with the batch step untouched: `trainctl stop` or a
 	 * --signal=TERM warning; Slurm would call it COMPLETED, so say killed.
 	 */
-	char *asked = NULL;
+	enum job_stop asked = JOB_STOP_NONE;
 	if ((rc = store_open(home, &st, err)) || (rc = store_job_stop_reason(st, job_id, &asked, err)))
 		goto out;
 	struct sbuf why = SBUF_INIT;
-	if (asked && !strcmp(asked, "stopped"))
+	if (asked == JOB_STOP_STOPPED)
 		sbuf_adds(&why, "stopped by trainctl stop (every node's workers got SIGTERM)");
 	else
 		sbuf_adds(&why, "the workers were stopped by a signal from Slurm");
-	rc = store_job_finish(st, job_id, "killed", 1, why.buf, why.buf, err);
+	rc = jobs_finish(st, job_id, JOB_KILLED, 1, why.buf, why.buf, err);
 	sbuf_release(&why);
-	free(asked);
 	*exit_status = 0;
 	goto out;
 fail:
 	if (st) {
 		struct tc_err e2 = TC_ERR_INIT;
-		store_job_finish(st, job_id, "failed", tc_exit_status(rc), err->msg, err->msg, &e2);
+		jobs_finish(st, job_id, JOB_FAILED, tc_exit_status(rc), err->msg, err->msg, &e2);
 		tc_err_release(&e2);
 	}
 out:
@@ -905,9 +1011,12 @@ out:
 }
 
 const struct backend_ops backend_slurm = {
-	.name = "slurm",
+	.id = BACKEND_SLURM,
 	.run = slurm_run,
 	.submit = slurm_submit,
 	.stop = slurm_stop,
+	.pause = NULL, /* Slurm suspends only for its admins: stop, or let Slurm preempt */
+	.resume = NULL,
 	.reconcile = slurm_reconcile,
+	.to_json = slurm_to_json,
 };

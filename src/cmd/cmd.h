@@ -8,6 +8,10 @@
 #ifndef TC_CMD_H
 #define TC_CMD_H
 
+#include <stdbool.h>
+
+#include <jansson.h>
+
 #include "core/err.h"
 
 struct cmd_ctx {
@@ -47,5 +51,7 @@ int cmd_delete(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int remote_ps(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int remote_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int remote_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+/* cmd_show.c: a job's JSON (jobs_show, local or from the server) as --json or text */
+void show_print(json_t *job, bool as_json);
 
 #endif

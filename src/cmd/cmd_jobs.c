@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "cmd/cmd.h"
 #include "core/enc.h"
+#include "jobs/jobs.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "server/server.h"
@@ -16,7 +17,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,37 +97,26 @@ out:
 
 /* ---- stop, pause, resume, clone, delete ---- */
 
-static int local_stop(const char *home, const char *ref, struct tc_err *err)
+static void print_line(void *arg, const char *line)
 {
+	(void)arg;
+	printf("%s\n", line);
+	fflush(stdout); /* before a Slurm job's grace time is waited out */
+}
+
+/* `trainctl stop` without a server: through the job's backend, here. */
+static int stop_here(const char *home, const char *ref, struct tc_err *err)
+{
+	struct backend_env env = { home, print_line, NULL };
 	struct store *st = NULL;
 	struct job_row j = { 0 };
 	int rc = store_open(home, &st, err);
 	if (!rc)
 		rc = store_job_get(st, ref, &j, err);
 	if (!rc)
-		rc = store_job_reconcile(st, &j, err);
-	if (rc)
-		goto out;
-	if (store_state_terminal(j.state)) {
-		rc = tc_error(err, TC_EUSAGE, "stop: job %s already ended (%s)", j.id, j.state);
-		goto out;
-	}
-	if (store_job_is_slurm(st, j.id)) {
-		/* backend: slurm: scancel with the job's grace time (docs/slurm.md) */
-		rc = backend_slurm.stop(home, st, &j, err);
-		goto out;
-	}
-	if (!proc_alive(j.sup_pid, j.sup_ticks)) {
-		rc = tc_error(err, TC_EUSAGE, "stop: job %s has no running supervisor (%s); a queued job"
-			      " needs its server", j.id, j.state);
-		goto out;
-	}
-	if (kill(j.sup_pid, SIGTERM) < 0) {
-		rc = tc_error_errno(err, TC_ESYS, "stop: cannot signal supervisor %ld", (long)j.sup_pid);
-		goto out;
-	}
-	printf("stopping %s (SIGTERM to supervisor %ld)\n", j.id, (long)j.sup_pid);
-out:
+		rc = backend_reconcile(st, &j, err);
+	if (!rc)
+		rc = jobs_stop(&env, st, &j, JOB_STOP_NONE, err);
 	job_row_release(&j);
 	store_close(st);
 	return rc;
@@ -161,7 +150,7 @@ static int job_verb(const char *verb, int argc, char **argv, struct cmd_ctx *ctx
 	const char *ref = argv[optind];
 	if (!server && !client_configured(argc, argv)) {
 		if (!strcmp(verb, "stop"))
-			return local_stop(ctx->home, ref, err);
+			return stop_here(ctx->home, ref, err);
 		return tc_error(err, TC_EUSAGE,
 				"%s: needs `trainctl server` (give --server URL or set TRAINCTL_SERVER)", verb);
 	}
@@ -333,30 +322,10 @@ int remote_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		rc = client_json(cl, "GET", path.buf, NULL, &resp, err);
 	if (!rc) {
 		json_t *o = json_loadb(resp.buf, resp.len, 0, NULL);
-		if (as_json) {
-			json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-			fputc('\n', stdout);
-		} else {
-			printf("%-10s %s\n%-10s %s\n%-10s %s\n%-10s %s\n", "job", jstr(o, "id"), "name",
-			       jstr(o, "name"), "user", jstr(o, "user"), "state", jstr(o, "state"));
-			printf("%-10s %lld%s\n%-10s %s:%lld %s\n%-10s %s\n", "priority",
-			       (long long)json_integer_value(json_object_get(o, "priority")),
-			       json_is_true(json_object_get(o, "preemptible")) ? " (preemptible)" : "",
-			       "devices", jstr(o, "device_type"),
-			       (long long)json_integer_value(json_object_get(o, "device_count")),
-			       jstr(o, "devices"), "run dir", jstr(o, "run_dir"));
-			if (json_is_string(json_object_get(o, "root_cause")))
-				printf("\nroot cause:\n%s\n", jstr(o, "root_cause"));
-			printf("\nevents:\n");
-			size_t i;
-			json_t *e;
-			json_array_foreach(json_object_get(o, "events"), i, e) {
-				struct sbuf t = SBUF_INIT;
-				format_time_utc(&t, json_real_value(json_object_get(e, "time")));
-				printf("  %s  %-10s %s\n", t.buf, jstr(e, "state"), jstr(e, "reason"));
-				sbuf_release(&t);
-			}
-		}
+		if (o)
+			show_print(o, as_json);
+		else
+			rc = tc_error(err, TC_EBACKEND, "show: the server's answer is not JSON");
 		json_decref(o);
 	}
 	client_close(cl);

@@ -32,7 +32,7 @@ static bool job_alive(void *data)
 	bool alive = false;
 	if (store_job_get(f->st, f->id, &j, &err) == 0 &&
 	    backend_reconcile(f->st, &j, &err) == 0)
-		alive = !store_state_terminal(j.state);
+		alive = !job_state_terminal(j.state);
 	job_row_release(&j);
 	tc_err_release(&err);
 	return alive;

@@ -1,6 +1,7 @@
 /* cmd_ps.c -- `trainctl ps [-a] [--json]`: jobs on this machine, newest first */
 #include "backend/backend.h"
 #include "cmd/cmd.h"
+#include "jobs/jobs.h"
 #include "server/server.h"
 #include "core/sbuf.h"
 #include "core/util.h"
@@ -69,12 +70,7 @@ int cmd_ps(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	if (as_json) {
 		json_t *arr = json_array();
 		for (size_t i = 0; i < n; i++)
-			json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:i, s:s}",
-				"id", jobs[i].id, "name", jobs[i].name, "state", jobs[i].state,
-				"workers", jobs[i].world_size, "restarts", jobs[i].restarts,
-				"created", jobs[i].created, "started", jobs[i].started,
-				"ended", jobs[i].ended, "exit_code", jobs[i].exit_code,
-				"run_dir", jobs[i].run_dir));
+			json_array_append_new(arr, job_to_json(&jobs[i], JOB_JSON_BRIEF));
 		json_dumpf(arr, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		fputc('\n', stdout);
 		json_decref(arr);
@@ -85,8 +81,8 @@ int cmd_ps(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	for (size_t i = 0; i < n; i++) {
 		struct sbuf d = SBUF_INIT;
 		duration(&d, &jobs[i]);
-		printf("%-29s %-20s %-10s %7d %8d %9s\n", jobs[i].id, jobs[i].name, jobs[i].state,
-		       jobs[i].world_size, jobs[i].restarts, d.buf);
+		printf("%-29s %-20s %-10s %7d %8d %9s\n", jobs[i].id, jobs[i].name,
+		       job_state_name(jobs[i].state), jobs[i].world_size, jobs[i].restarts, d.buf);
 		sbuf_release(&d);
 	}
 out:

@@ -1,4 +1,5 @@
 /* cmd_report.c -- `trainctl report JOB [--out DIR] [--single-server] [--tester URL] [--json]` */
+#include "backend/backend.h"
 #include "cmd/cmd.h"
 #include "core/sbuf.h"
 #include "core/util.h"
@@ -102,7 +103,7 @@ int cmd_report(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	if (!rc)
 		rc = store_job_get(st, argv[optind], &j, err);
 	if (!rc)
-		rc = store_job_reconcile(st, &j, err);
+		rc = backend_reconcile(st, &j, err);
 	if (!rc)
 		rc = report_build(st, &j, single, &r, err);
 	if (rc)

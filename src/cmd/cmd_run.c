@@ -131,12 +131,16 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	}
 	char *job_id = NULL;
 	const struct backend_ops *be = backend_find(backend ? backend : s->backend);
-	if (!be)
-		rc = tc_error(err, TC_EUSAGE, "run: '%s' is not a backend (local, slurm)", backend);
-	else if (adhoc && strcmp(be->name, "local") != 0)
-		rc = tc_error(err, TC_EUSAGE, "run: backend %s needs a spec file", be->name);
-	else
+	if (!be) {
+		struct sbuf names = SBUF_INIT;
+		backend_names_add(&names);
+		rc = tc_error(err, TC_EUSAGE, "run: '%s' is not a backend (%s)", backend, names.buf);
+		sbuf_release(&names);
+	} else if (adhoc && be != &backend_local) {
+		rc = tc_error(err, TC_EUSAGE, "run: backend %s needs a spec file", backend_name(be));
+	} else {
 		rc = be->run(s, &lo, &job_id, &ctx->exit_status, err);
+	}
 	free(job_id);
 	spec_free(s);
 resume_out:

@@ -2,6 +2,7 @@
  * cmd_server.c -- `trainctl server`, `trainctl token create` and the hidden
  * `trainctl supervise JOB` that the server starts for each job.
  */
+#include "backend/names.h"
 #include "cmd/cmd.h"
 #include "core/util.h"
 #include "core/xalloc.h"
@@ -79,9 +80,12 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			break;
 		}
 		case 'b':
-			if (strcmp(optarg, "local") != 0 && strcmp(optarg, "slurm") != 0) {
-				rc = tc_error(err, TC_EUSAGE, "server: '%s' is not a backend (local, slurm)",
-					      optarg);
+			if (backend_lookup(optarg) < 0) {
+				struct sbuf names = SBUF_INIT;
+				backend_names_add(&names);
+				rc = tc_error(err, TC_EUSAGE, "server: '%s' is not a backend (%s)", optarg,
+					      names.buf);
+				sbuf_release(&names);
 				goto out;
 			}
 			o.backend = optarg;
@@ -176,12 +180,12 @@ int cmd_supervise(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err
 	if (optind + 1 != argc || !devices)
 		return tc_error(err, TC_EUSAGE, "supervise: usage: trainctl supervise JOB --devices IDS");
 	struct store *st = NULL;
-	struct store_sjob j = { 0 };
+	struct job_row j = { 0 };
 	struct spec *s = NULL;
 	struct sbuf path = SBUF_INIT;
 	int rc = store_open(ctx->home, &st, err);
 	if (!rc)
-		rc = store_sjob_get(st, argv[optind], &j, err);
+		rc = store_job_get(st, argv[optind], &j, err);
 	store_close(st);
 	if (rc)
 		goto out;
@@ -219,6 +223,6 @@ int cmd_supervise(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err
 out:
 	spec_free(s);
 	sbuf_release(&path);
-	store_sjob_release(&j);
+	job_row_release(&j);
 	return rc;
 }

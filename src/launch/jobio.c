@@ -8,6 +8,7 @@
 #include "core/strvec.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "jobs/jobs.h"
 #include "launch/jobio_int.h"
 #include "launch/launch.h"
 #include "storage/storage.h"
@@ -227,7 +228,7 @@ static int stage_inputs(struct jobio *io, struct store *st, struct tc_err *err)
 	const struct spec *s = io->c.s;
 	if (!s->ninputs)
 		return 0;
-	int rc = store_job_set_state(st, io->c.job_id, "starting", "staging inputs", err);
+	int rc = jobs_mark_starting(st, io->c.job_id, "staging inputs", err);
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < s->ninputs; i++) {

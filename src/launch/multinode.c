@@ -23,6 +23,7 @@
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "jobs/jobs.h"
 #include "report/report.h"
 #include "store/store.h"
 
@@ -107,9 +108,11 @@ static void attempt_cause(struct mn *m, int attempt, int nodes, struct sbuf *cau
 		char *path = launch_node_result_path(m->run_dir, attempt, n);
 		json_t *o = json_load_file(path, 0, NULL);
 		free(path);
-		const char *state = json_string_value(json_object_get(o, "state"));
+		const char *word = json_string_value(json_object_get(o, "state"));
+		enum job_state state;
+		bool failed = word && job_state_parse(word, strlen(word), &state) && state == JOB_FAILED;
 		double t = json_number_value(json_object_get(o, "time"));
-		if (state && !strcmp(state, "failed") && (!cause->len || t < best)) {
+		if (failed && (!cause->len || t < best)) {
 			best = t;
 			sbuf_reset(cause);
 			sbuf_reset(detail);
@@ -117,7 +120,7 @@ static void attempt_cause(struct mn *m, int attempt, int nodes, struct sbuf *cau
 			const char *c = json_string_value(json_object_get(o, "cause"));
 			const char *d = json_string_value(json_object_get(o, "detail"));
 			sbuf_addf(cause, "node %d%s%s%s: %s", n, host ? " (" : "", host ? host : "",
-				  host ? ")" : "", c ? c : "failed");
+				  host ? ")" : "", c ? c : job_state_name(JOB_FAILED));
 			if (d)
 				sbuf_adds(detail, d);
 		}
@@ -226,7 +229,7 @@ static int mn_run_attempt(struct mn *m, bool *failed, bool *stopped, struct tc_e
 	start_reason(m, &why);
 	m->requeued = false;
 	if (!rc)
-		rc = store_job_set_state(m->st, m->job_id, "running", why.buf, err);
+		rc = jobs_mark_running(m->st, m->job_id, why.buf, err);
 	say(m, "job %s: %s (master %s:%d)", m->job_id, why.buf, addr, port);
 	sbuf_release(&why);
 	if (!rc) {
@@ -247,7 +250,7 @@ static int mn_restart(struct mn *m, const char *cause, struct tc_err *err)
 	struct sbuf why = SBUF_INIT;
 	sbuf_addf(&why, "%s; restarting every node (%d of %d)", cause, m->restarts,
 		  m->s->max_restarts);
-	int rc = store_job_set_state(m->st, m->job_id, "restarting", why.buf, err);
+	int rc = jobs_mark_restarting(m->st, m->job_id, why.buf, err);
 	if (!rc)
 		rc = store_job_set_restarts(m->st, m->job_id, m->restarts, err);
 	say(m, "%s", why.buf);
@@ -264,7 +267,7 @@ static int mn_record_failure(struct mn *m, const char *cause, const char *detail
 	if (m->s->max_restarts)
 		sbuf_addf(&full, " (after %d restarts)", m->restarts);
 	sbuf_adds(&full, detail);
-	int rc = store_job_finish(m->st, m->job_id, "failed", 1, full.buf, cause, err);
+	int rc = jobs_finish(m->st, m->job_id, JOB_FAILED, 1, full.buf, cause, err);
 	say(m, "job %s failed: %s", m->job_id, full.buf);
 	sbuf_release(&full);
 	return rc;
@@ -304,8 +307,8 @@ int launch_multinode(const struct spec *s, const char *home, const char *job_id,
 			goto out;
 		}
 		if (!failed) {
-			rc = store_job_finish(m.st, job_id, "succeeded", 0, NULL,
-					      "every worker on every node exited 0", err);
+			rc = jobs_finish(m.st, job_id, JOB_SUCCEEDED, 0, NULL,
+					 "every worker on every node exited 0", err);
 			say(&m, "job %s succeeded", job_id);
 			*exit_status = 0;
 			goto out;
@@ -326,7 +329,7 @@ fail:
 	if (rc && m.st) {
 		struct tc_err e2 = TC_ERR_INIT;
 		say(&m, "job %s failed: %s", job_id, err->msg ? err->msg : tc_code_name(rc));
-		store_job_finish(m.st, job_id, "failed", tc_exit_status(rc), err->msg, err->msg, &e2);
+		jobs_finish(m.st, job_id, JOB_FAILED, tc_exit_status(rc), err->msg, err->msg, &e2);
 		tc_err_release(&e2);
 	}
 out:

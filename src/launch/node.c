@@ -9,6 +9,7 @@
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "jobs/jobs.h"
 
 #include <jansson.h>
 #include <poll.h>
@@ -58,8 +59,8 @@ static int node_rank_table(struct sup *sp, char **path, struct tc_err *err)
 }
 
 /* The attempt's outcome for the driver: attempts/<a>/node-<n>.json. */
-static int node_result(struct sup *sp, const char *state, const char *cause, const char *detail,
-		       struct tc_err *err)
+static int node_result(struct sup *sp, enum job_state state, const char *cause,
+		       const char *detail, struct tc_err *err)
 {
 	const struct launch_node *nd = sp->o->node;
 	char *path = launch_node_result_path(sp->run_dir, nd->attempt, nd->node_rank);
@@ -69,8 +70,8 @@ static int node_result(struct sup *sp, const char *state, const char *cause, con
 	if (gethostname(hostname, sizeof(hostname) - 1) < 0)
 		hostname[0] = '\0';
 	json_t *o = json_pack("{s:i, s:i, s:s, s:s, s:s, s:f}", "node", nd->node_rank, "attempt",
-			      nd->attempt, "state", state, "host", host, "hostname", hostname, "time",
-			      now_wall());
+			      nd->attempt, "state", job_state_name(state), "host", host, "hostname",
+			      hostname, "time", now_wall());
 	if (cause)
 		json_object_set_new(o, "cause", json_string(cause));
 	if (detail)
@@ -117,13 +118,13 @@ static int node_outcome(struct sup *sp, int *exit_status, struct tc_err *err)
 	    WTERMSIG(sp->fail_status) == SIGTERM)
 		sp->user_signal = late_stop_signal(sp, 1000);
 	struct sbuf cause = SBUF_INIT, detail = SBUF_INIT;
-	const char *state = "succeeded";
+	enum job_state state = JOB_SUCCEEDED;
 	if (sp->user_signal) {
-		state = "killed";
+		state = JOB_KILLED;
 		sbuf_addf(&cause, "node %d stopped by %s", nd->node_rank, strsignal(sp->user_signal));
 		*exit_status = 128 + sp->user_signal;
 	} else if (sp->failed) {
-		state = "failed";
+		state = JOB_FAILED;
 		sbuf_addf(&cause, "rank %d ", sp->fail_rank);
 		proc_describe_exit(&cause, sp->fail_status);
 		sup_failure_detail(sp, &detail, sp->fail_rank);
@@ -131,7 +132,8 @@ static int node_outcome(struct sup *sp, int *exit_status, struct tc_err *err)
 	} else {
 		*exit_status = 0;
 	}
-	sup_say(sp, "node %d: %s%s%s", nd->node_rank, state, cause.len ? ": " : "", cause.buf);
+	sup_say(sp, "node %d: %s%s%s", nd->node_rank, job_state_name(state), cause.len ? ": " : "",
+		cause.buf);
 	int rc = node_result(sp, state, cause.len ? cause.buf : NULL, detail.len ? detail.buf : NULL,
 			     err);
 	sbuf_release(&cause);
@@ -147,7 +149,7 @@ int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
 	sp->attempt = nd->attempt;
 	if ((rc = node_rank_table(sp, &rank_table, err))) {
 		struct tc_err e2 = TC_ERR_INIT;
-		node_result(sp, "failed", err->msg, NULL, &e2);
+		node_result(sp, JOB_FAILED, err->msg, NULL, &e2);
 		tc_err_release(&e2);
 		return rc;
 	}

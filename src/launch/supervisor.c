@@ -11,6 +11,7 @@
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "jobs/jobs.h"
 #include "metrics/ingest.h"
 #include "report/report.h"
 #include "store/store.h"
@@ -368,7 +369,7 @@ static int run_one_attempt(struct sup *sp, struct attempts *a, struct tc_err *er
 			  sp->s->max_restarts, sp->n, a->resume ? ", resuming from " : "",
 			  a->resume ? a->resume : "");
 	sup_say(sp, "job %s: %s", sp->job_id, why.buf);
-	rc = store_job_set_state(sp->st, sp->job_id, "running", why.buf, err);
+	rc = jobs_mark_running(sp->st, sp->job_id, why.buf, err);
 	sbuf_release(&why);
 	if (rc)
 		sup_begin_stop(sp);
@@ -379,27 +380,26 @@ static int run_one_attempt(struct sup *sp, struct attempts *a, struct tc_err *er
 /* Stopped by a signal: the server says why; preempted and paused jobs run again. */
 static int record_stopped(struct sup *sp, struct tc_err *err)
 {
-	char *asked = NULL;
+	enum job_stop asked = JOB_STOP_NONE;
 	struct tc_err e3 = TC_ERR_INIT;
 	if (sp->o->job_id && store_job_stop_reason(sp->st, sp->job_id, &asked, &e3))
 		sup_say(sp, "warning: %s", e3.msg);
 	tc_err_release(&e3);
 	struct sbuf why = SBUF_INIT;
 	int rc;
-	if (asked && (!strcmp(asked, "preempted") || !strcmp(asked, "paused"))) {
-		sbuf_addf(&why, "%s by the server (workers stopped by %s)", asked,
+	if (asked == JOB_STOP_PREEMPTED || asked == JOB_STOP_PAUSED) {
+		sbuf_addf(&why, "%s by the server (workers stopped by %s)", job_stop_name(asked),
 			  strsignal(sp->user_signal));
-		rc = store_job_set_state(sp->st, sp->job_id, asked, why.buf, err);
+		rc = jobs_mark_held(sp->st, sp->job_id, asked, why.buf, err);
 		sup_say(sp, "job %s %s", sp->job_id, why.buf);
 	} else {
-		if (asked)
-			sbuf_addf(&why, "stopped through the server (%s)", asked);
+		if (asked != JOB_STOP_NONE)
+			sbuf_addf(&why, "stopped through the server (%s)", job_stop_name(asked));
 		else
 			sbuf_addf(&why, "stopped by %s", strsignal(sp->user_signal));
-		rc = store_job_finish(sp->st, sp->job_id, "killed", 1, why.buf, why.buf, err);
-		sup_say(sp, "job %s killed (%s)", sp->job_id, why.buf);
+		rc = jobs_finish(sp->st, sp->job_id, JOB_KILLED, 1, why.buf, why.buf, err);
+		sup_say(sp, "job %s %s (%s)", sp->job_id, job_state_name(JOB_KILLED), why.buf);
 	}
-	free(asked);
 	sbuf_release(&why);
 	return rc;
 }
@@ -417,7 +417,7 @@ static int record_failed(struct sup *sp, struct attempts *a, bool *again, struct
 		a->resume = jobio_resume(sp->io, false, err);
 		sbuf_addf(&why, "%s; restarting the group (%d of %d)", cause.buf, sp->attempt + 1,
 			  sp->s->max_restarts);
-		rc = store_job_set_state(sp->st, sp->job_id, "restarting", why.buf, err);
+		rc = jobs_mark_restarting(sp->st, sp->job_id, why.buf, err);
 		if (!rc)
 			rc = store_job_set_restarts(sp->st, sp->job_id, sp->attempt + 1, err);
 		sup_say(sp, "%s", why.buf);
@@ -427,8 +427,8 @@ static int record_failed(struct sup *sp, struct attempts *a, bool *again, struct
 		if (sp->s->max_restarts)
 			sbuf_addf(&why, " (after %d restarts)", sp->attempt);
 		sup_failure_detail(sp, &why, sp->fail_rank);
-		rc = store_job_finish(sp->st, sp->job_id, "failed", 1, why.buf, cause.buf, err);
-		sup_say(sp, "job %s failed: %s", sp->job_id, why.buf);
+		rc = jobs_finish(sp->st, sp->job_id, JOB_FAILED, 1, why.buf, cause.buf, err);
+		sup_say(sp, "job %s %s: %s", sp->job_id, job_state_name(JOB_FAILED), why.buf);
 	}
 	sbuf_release(&why);
 	sbuf_release(&cause);
@@ -446,9 +446,9 @@ static int attempt_outcome(struct sup *sp, struct attempts *a, int *exit_status,
 	if (sp->failed)
 		return record_failed(sp, a, again, err);
 	*exit_status = 0;
-	int rc = store_job_finish(sp->st, sp->job_id, "succeeded", 0, NULL, "every worker exited 0",
-				  err);
-	sup_say(sp, "job %s succeeded", sp->job_id);
+	int rc = jobs_finish(sp->st, sp->job_id, JOB_SUCCEEDED, 0, NULL, "every worker exited 0",
+			     err);
+	sup_say(sp, "job %s %s", sp->job_id, job_state_name(JOB_SUCCEEDED));
 	return rc;
 }
 
@@ -501,13 +501,13 @@ static int record_job(struct sup *sp, struct tc_err *err)
 		rc = store_job_set_supervisor(sp->st, sp->job_id, getpid(), proc_start_ticks(getpid()),
 					      err);
 		if (!rc)
-			rc = store_job_set_state(sp->st, sp->job_id, "starting", why.buf, err);
+			rc = jobs_mark_starting(sp->st, sp->job_id, why.buf, err);
 		sbuf_release(&why);
 		return rc;
 	}
 	char *spec_json = spec_to_json(sp->s);
 	struct job_row row = {
-		.id = sp->job_id, .name = sp->s->name, .state = "starting", .run_dir = sp->run_dir,
+		.id = sp->job_id, .name = sp->s->name, .state = JOB_STARTING, .run_dir = sp->run_dir,
 		.spec_json = spec_json, .created = now_wall(), .world_size = sp->n,
 		.sup_pid = getpid(), .sup_ticks = proc_start_ticks(getpid()),
 	};
@@ -576,7 +576,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	    (rc = watchdog_start(&sp, err))) {
 		struct tc_err e2 = TC_ERR_INIT;
 		if (!o->node)
-			store_job_finish(sp.st, sp.job_id, "failed", 3, err->msg, err->msg, &e2);
+			jobs_finish(sp.st, sp.job_id, JOB_FAILED, 3, err->msg, err->msg, &e2);
 		tc_err_release(&e2);
 		goto out;
 	}
@@ -598,8 +598,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	if (rc && sp.st && !o->node) {
 		/* record why, so the job does not look alive forever */
 		struct tc_err e2 = TC_ERR_INIT;
-		store_job_finish(sp.st, sp.job_id, "failed", tc_exit_status(rc), err->msg, err->msg,
-				 &e2);
+		jobs_finish(sp.st, sp.job_id, JOB_FAILED, tc_exit_status(rc), err->msg, err->msg, &e2);
 		tc_err_release(&e2);
 	}
 	/* report.json and the Ais-Bench files: a warning at worst, never the job's result */

@@ -6,6 +6,7 @@
 #include "core/json.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "spec/spec.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -20,19 +21,16 @@ static const char *kind_name(int k)
 
 void metrics_settings_from_spec(const char *spec_json, struct metrics_settings *out)
 {
+	struct spec *s = NULL;
+	struct tc_err err = TC_ERR_INIT;
 	memset(out, 0, sizeof(*out));
-	json_t *root = spec_json ? json_loads(spec_json, 0, NULL) : NULL;
-	json_t *m = json_object_get(root, "metrics");
-	json_t *v;
-	if ((v = json_object_get(m, "warmup_steps")) && json_is_integer(v) && json_integer_value(v) >= 0 &&
-	    json_integer_value(v) <= 1000000000)
-		out->warmup_steps = (int)json_integer_value(v);
-	if ((v = json_object_get(m, "batch_size")) && json_is_integer(v) && json_integer_value(v) > 0 &&
-	    json_integer_value(v) <= 1000000000)
-		out->batch_size = (int)json_integer_value(v);
-	if ((v = json_object_get(m, "accuracy")) && json_is_string(v))
-		out->accuracy = xstrdup(json_string_value(v));
-	json_decref(root);
+	if (spec_from_json(spec_json, &s, &err) == 0) {
+		out->warmup_steps = s->metrics_warmup_steps;
+		out->batch_size = s->metrics_batch_size;
+		out->accuracy = s->metrics_accuracy ? xstrdup(s->metrics_accuracy) : NULL;
+	}
+	spec_free(s);
+	tc_err_release(&err);
 }
 
 void metrics_settings_release(struct metrics_settings *s)
@@ -289,72 +287,99 @@ void metrics_job_summary_release(struct metrics_job_summary *s)
 	memset(s, 0, sizeof(*s));
 }
 
-static void add_num(struct sbuf *sb, double v)
+static void add_num(struct sbuf *sb, json_t *v)
 {
-	if (isnan(v))
+	if (!json_is_number(v))
 		sbuf_adds(sb, "-");
 	else
-		sbuf_addf(sb, "%.6g", v);
+		sbuf_addf(sb, "%.6g", json_number_value(v));
 }
 
-void metrics_job_summary_text(const struct metrics_job_summary *s, struct sbuf *out)
+static const char *jtext(json_t *o, const char *key, const char *none)
 {
-	if (!s->nmetrics && !s->nranks) {
+	const char *v = json_string_value(json_object_get(o, key));
+	return v ? v : none;
+}
+
+/*
+ * The text is made from the JSON form, so that `trainctl show` prints the
+ * same summary whether it read the store or asked a server for it.
+ */
+void metrics_job_summary_text(json_t *s, struct sbuf *out)
+{
+	json_t *metrics = json_object_get(s, "metrics"), *ranks = json_object_get(s, "ranks");
+	size_t nmetrics = json_array_size(metrics), nranks = json_array_size(ranks);
+	if (!nmetrics && !nranks) {
 		sbuf_adds(out, "metrics:   none recorded\n");
 		return;
 	}
 	sbuf_addf(out, "metrics:\n  %-24s %-5s %-7s %7s  %-12s %-12s %s\n", "METRIC", "RANKS", "KIND",
 		  "N", "LAST", "BEST", "BEST AT");
-	for (size_t i = 0; i < s->nmetrics; i++) {
-		const struct metrics_metric_sum *m = &s->metrics[i];
-		if (i && !strcmp(m->name, s->metrics[i - 1].name))
+	for (size_t i = 0; i < nmetrics; i++) {
+		json_t *m = json_array_get(metrics, i);
+		const char *name = jtext(m, "name", "");
+		if (i && !strcmp(name, jtext(json_array_get(metrics, i - 1), "name", "")))
 			continue; /* one row per metric: its lowest rank */
-		size_t ranks = 1;
-		while (i + ranks < s->nmetrics && !strcmp(s->metrics[i + ranks].name, m->name))
-			ranks++;
+		size_t nr = 1;
+		while (i + nr < nmetrics && !strcmp(jtext(json_array_get(metrics, i + nr), "name", ""), name))
+			nr++;
+		size_t n = (size_t)json_integer_value(json_object_get(m, "count"));
 		struct sbuf last = SBUF_INIT, best = SBUF_INIT;
-		if (m->text && !m->n)
-			sbuf_adds(&last, m->text);
+		if (json_is_string(json_object_get(m, "text")) && !n)
+			sbuf_adds(&last, jtext(m, "text", ""));
 		else
-			add_num(&last, m->last);
-		add_num(&best, m->best);
-		sbuf_addf(out, "  %-24s %-5zu %-7s %7zu  %-12s %-12s %s%s\n", m->name, ranks, m->kind,
-			  m->n, last.buf, best.buf, m->best_step ? m->best_step : "-",
-			  m->goal == METRICS_MAXIMIZE ? " (max)" : " (min)");
+			add_num(&last, json_object_get(m, "last"));
+		add_num(&best, json_object_get(m, "best"));
+		sbuf_addf(out, "  %-24s %-5zu %-7s %7zu  %-12s %-12s %s%s\n", name, nr, jtext(m, "kind", ""),
+			  n, last.buf, best.buf, jtext(m, "best_step", "-"),
+			  !strcmp(jtext(m, "goal", ""), "maximize") ? " (max)" : " (min)");
 		sbuf_release(&last);
 		sbuf_release(&best);
 	}
 	size_t with = 0;
-	for (size_t i = 0; i < s->nranks; i++)
-		with += isfinite(s->ranks[i].throughput);
-	if (isfinite(s->throughput)) {
-		sbuf_addf(out, "%-10s %.1f samples/s (sum of %zu rank%s, warm-up %d steps)\n",
-			  "throughput", s->throughput, with, with == 1 ? "" : "s",
-			  s->settings.warmup_steps);
-		for (size_t i = 0; i < s->nranks; i++)
-			if (isfinite(s->ranks[i].throughput))
-				sbuf_addf(out, "  rank %-4d %.1f samples/s (%s%s%s)\n", s->ranks[i].rank,
-					  s->ranks[i].throughput, s->ranks[i].method,
-					  s->ranks[i].source ? ": " : "",
-					  s->ranks[i].source ? s->ranks[i].source : "");
+	for (size_t i = 0; i < nranks; i++)
+		with += json_is_number(json_object_get(json_array_get(ranks, i), "throughput"));
+	json_t *tput = json_object_get(s, "throughput");
+	if (json_is_number(tput)) {
+		sbuf_addf(out, "%-10s %.1f samples/s (sum of %zu rank%s, warm-up %lld steps)\n",
+			  "throughput", json_number_value(tput), with, with == 1 ? "" : "s",
+			  (long long)json_integer_value(json_object_get(s, "warmup_steps")));
+		for (size_t i = 0; i < nranks; i++) {
+			json_t *r = json_array_get(ranks, i);
+			json_t *t = json_object_get(r, "throughput");
+			if (!json_is_number(t))
+				continue;
+			const char *source = json_string_value(json_object_get(r, "source"));
+			sbuf_addf(out, "  rank %-4lld %.1f samples/s (%s%s%s)\n",
+				  (long long)json_integer_value(json_object_get(r, "rank")),
+				  json_number_value(t), jtext(r, "method", "?"), source ? ": " : "",
+				  source ? source : "");
+		}
 	} else {
 		sbuf_addf(out, "%-10s - (no *.ips metric%s)\n", "throughput",
-			  s->settings.batch_size ? " and no step records"
-						 : "; metrics.batch_size gives it from step times");
+			  json_is_integer(json_object_get(s, "batch_size"))
+				  ? " and no step records"
+				  : "; metrics.batch_size gives it from step times");
 	}
-	if (isfinite(s->duration))
-		sbuf_addf(out, "%-10s %.1f s\n", "duration", s->duration);
-	if (s->settings.accuracy) {
+	json_t *duration = json_object_get(s, "duration");
+	if (json_is_number(duration))
+		sbuf_addf(out, "%-10s %.1f s\n", "duration", json_number_value(duration));
+	const char *acc = json_string_value(json_object_get(s, "accuracy_metric"));
+	if (acc) {
 		sbuf_addf(out, "%-10s ", "accuracy");
-		add_num(out, s->accuracy);
-		sbuf_addf(out, " (%s)\n", s->settings.accuracy);
+		add_num(out, json_object_get(s, "accuracy"));
+		sbuf_addf(out, " (%s)\n", acc);
 	}
-	sbuf_addf(out, "%-10s %lld line%s", "malformed", s->malformed, s->malformed == 1 ? "" : "s");
-	for (size_t i = 0; i < s->nranks; i++)
-		if (s->ranks[i].malformed)
-			sbuf_addf(out, "; rank %d: %lld (last: %s)", s->ranks[i].rank,
-				  s->ranks[i].malformed,
-				  s->ranks[i].last_error ? s->ranks[i].last_error : "?");
+	long long malformed = json_integer_value(json_object_get(s, "malformed"));
+	sbuf_addf(out, "%-10s %lld line%s", "malformed", malformed, malformed == 1 ? "" : "s");
+	for (size_t i = 0; i < nranks; i++) {
+		json_t *r = json_array_get(ranks, i);
+		long long bad = json_integer_value(json_object_get(r, "malformed"));
+		if (bad)
+			sbuf_addf(out, "; rank %lld: %lld (last: %s)",
+				  (long long)json_integer_value(json_object_get(r, "rank")), bad,
+				  jtext(r, "last_error", "?"));
+	}
 	sbuf_addch(out, '\n');
 }
 

@@ -63,9 +63,9 @@ struct metrics_job_summary {
 int metrics_job_summary(struct store *st, const struct job_row *job,
 			struct metrics_job_summary *out, struct tc_err *err);
 void metrics_job_summary_release(struct metrics_job_summary *s);
-/* For show: text block, and a JSON object (non-finite numbers as null). */
-void metrics_job_summary_text(const struct metrics_job_summary *s, struct sbuf *out);
+/* For show: a JSON object (non-finite numbers as null), and the text block of that JSON. */
 json_t *metrics_job_summary_json(const struct metrics_job_summary *s);
+void metrics_job_summary_text(json_t *summary, struct sbuf *out);
 
 /* One stored point, for listing. */
 struct metrics_point {

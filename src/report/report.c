@@ -9,6 +9,7 @@
 #include "core/xalloc.h"
 #include "devices/devices.h"
 #include "metrics/query.h"
+#include "spec/spec.h"
 
 #include <errno.h>
 #include <math.h>
@@ -260,19 +261,19 @@ static double tel_num(json_t *tel, const char *key)
 
 /* Phases from the job's events (docs/report.md): staging, training, upload, total. */
 static json_t *phases(const struct job_row *job, const struct event_row *ev, size_t nev,
-		      json_t *spec, json_t *tel)
+		      const struct spec *spec, json_t *tel)
 {
 	double staging = 0, running = 0, last = 0;
 	for (size_t i = 0; i < nev; i++) {
-		if (!staging && !strcmp(ev[i].state, "starting") && strstr(ev[i].reason, "staging"))
+		if (!staging && ev[i].state == JOB_STARTING && strstr(ev[i].reason, "staging"))
 			staging = ev[i].time;
-		if (!running && !strcmp(ev[i].state, "running"))
+		if (!running && ev[i].state == JOB_RUNNING)
 			running = ev[i].time;
 		last = ev[i].time;
 	}
 	double ended = job->ended > 0 ? job->ended : 0;
 	double finished = tel_num(tel, "finished");
-	bool uploads = json_is_string(json_object_get(json_object_get(spec, "outputs"), "upload_to"));
+	bool uploads = spec && spec->upload_to;
 	json_t *p = json_object();
 	json_object_set_new(p, "staging", staging ? phase(staging, running ? running : (ended ? ended : last)) : json_null());
 	json_object_set_new(p, "training", running ? phase(running, ended ? ended : last) : json_null());
@@ -326,13 +327,15 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
 		rc = store_metric_series(st, job->id, ms.settings.accuracy, -1, &acc, &nacc, err);
 	if (rc)
 		goto out;
-	json_t *spec = json_loads(job->spec_json, 0, NULL);
+	struct spec *spec = NULL;
+	struct tc_err spec_err = TC_ERR_INIT;
+	if (spec_from_json(job->spec_json, &spec, &spec_err))
+		tc_err_release(&spec_err); /* a report without the spec's part is still a report */
 	struct sbuf tp = SBUF_INIT;
 	sbuf_addf(&tp, "%s/telemetry.json", job->run_dir);
 	json_t *tel = json_load_file(tp.buf, 0, NULL);
 	sbuf_release(&tp);
-	json_t *dev = json_object_get(spec, "devices");
-	int nodes = (int)json_integer_value(json_object_get(spec, "nodes"));
+	int nodes = spec ? spec->nodes : 1;
 	if (nodes < 1)
 		nodes = 1;
 	/* a run file that starts its own workers (zoo) has more ranks than trainctl workers */
@@ -344,7 +347,7 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
 	json_t *r = json_object();
 	json_object_set_new(r, "job", json_string(job->id));
 	json_object_set_new(r, "name", json_string(job->name));
-	json_object_set_new(r, "state", json_string(job->state));
+	json_object_set_new(r, "state", json_string(job_state_name(job->state)));
 	json_object_set_new(r, "exit_code", job->ended > 0 ? json_integer(job->exit_code) : json_null());
 	json_object_set_new(r, "restarts", json_integer(job->restarts));
 	json_object_set_new(r, "ranksize", json_integer(world));
@@ -412,7 +415,7 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
 	json_object_set_new(r, "phases", phases(job, ev, nev, spec, tel));
 
 	json_t *d = json_object();
-	json_object_set_new(d, "type", jcopy(json_object_get(dev, "type")));
+	json_object_set_new(d, "type", spec ? json_string(spec->device_type) : json_null());
 	json_object_set_new(d, "count", json_integer(world));
 	json_object_set_new(d, "samples", json_integer(json_integer_value(json_object_get(tel, "samples"))));
 	json_object_set_new(d, "utilization_avg", json_real_or_null(tel_num(tel, "utilization_avg")));
@@ -421,7 +424,7 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
 	json_object_set_new(d, "power_peak_w", json_real_or_null(tel_num(tel, "power_peak_w")));
 	json_object_set_new(d, "energy_j", json_real_or_null(tel_num(tel, "energy_j")));
 	json_object_set_new(r, "devices", d);
-	json_decref(spec);
+	spec_free(spec);
 	json_decref(tel);
 	*out = r;
 out:

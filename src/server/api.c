@@ -14,6 +14,7 @@
 #include "metrics/metrics.h"
 #include "spec/spec.h"
 #include "backend/backend.h"
+#include "jobs/jobs.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -166,20 +167,16 @@ bool api_id_ok(const char *id)
  * an HTTP status with the error reply queued.
  */
 static int find_job(struct srv *s, struct MHD_Connection *con, const struct who *w,
-		    const char *ref, struct store_sjob *out, int *ret)
+		    const char *ref, struct job_row *out, int *ret)
 {
 	if (!api_id_ok(ref)) {
 		*ret = reply_err(con, 400, "bad job id '%s'", ref);
 		return 400;
 	}
-	struct job_row jr = { 0 };
 	struct tc_err err = TC_ERR_INIT;
 	pthread_mutex_lock(&s->mu);
-	int rc = store_job_get(s->st, ref, &jr, &err);
-	if (!rc)
-		rc = store_sjob_get(s->st, jr.id, out, &err);
+	int rc = store_job_get(s->st, ref, out, &err);
 	pthread_mutex_unlock(&s->mu);
-	job_row_release(&jr);
 	if (rc) {
 		*ret = rc == TC_ENOTFOUND ? reply_err(con, 404, "no job '%s'", ref) : reply_tc(con, &err);
 		tc_err_release(&err);
@@ -188,7 +185,7 @@ static int find_job(struct srv *s, struct MHD_Connection *con, const struct who 
 	tc_err_release(&err);
 	if (!server_may_see(w, out->user)) {
 		*ret = reply_err(con, 403, "job %s belongs to another user", out->id);
-		store_sjob_release(out);
+		job_row_release(out);
 		return 403;
 	}
 	return 0;
@@ -230,14 +227,17 @@ static int submit_spec(struct srv *s, struct MHD_Connection *con, const struct w
 		free(sp->name);
 		sp->name = xstrdup(name_override);
 	}
-	/* backend: slurm: submitted with sbatch, Slurm allocates its nodes */
-	bool slurm = !strcmp(sp->backend, "slurm");
+	/* a backend with a queue of its own (slurm) allocates its nodes, not this pool */
+	const struct backend_ops *be = backend_find(sp->backend);
+	if (!be)
+		be = &backend_local;
+	bool own_queue = be->submit != NULL;
 	/* the pool must be able to hold the job at all, or it would wait forever */
 	size_t have = 0;
 	for (size_t i = 0; i < s->ndevs; i++)
 		if (!strcmp(s->devs[i].type, sp->device_type))
 			have++;
-	if (!slurm && (size_t)sp->per_node > have) {
+	if (!own_queue && (size_t)sp->per_node > have) {
 		ret = reply_err(con, 400, "devices: %d %s devices requested but this server has %zu",
 				sp->per_node, sp->device_type, have);
 		spec_free(sp);
@@ -255,39 +255,31 @@ static int submit_spec(struct srv *s, struct MHD_Connection *con, const struct w
 	}
 	/* ids the spec named are a requirement; otherwise any free ones */
 	char *want = sp->device_ids_given ? ids_text(sp->device_ids, sp->per_node) : NULL;
-	struct job_row jr = { .id = id, .name = sp->name, .run_dir = run_dir.buf, .spec_json = json,
-			      .created = now_wall(), .world_size = sp->per_node * sp->nodes };
-	struct store_sjob x = { .user = (char *)w->user, .priority = sp->priority,
-				.preemptible = sp->preemptible, .device_type = sp->device_type,
-				.device_count = sp->per_node, .device_want = want };
+	struct job_row jr = { .id = id, .name = sp->name, .state = JOB_QUEUED, .run_dir = run_dir.buf,
+			      .spec_json = json, .created = now_wall(),
+			      .world_size = sp->per_node * sp->nodes, .exit_code = -1,
+			      .user = (char *)w->user, .priority = sp->priority,
+			      .preemptible = sp->preemptible, .device_type = sp->device_type,
+			      .device_count = sp->per_node, .device_want = want, .managed = true,
+			      .backend = sp->backend };
 	pthread_mutex_lock(&s->mu);
-	int rc = store_sjob_create(s->st, &jr, &x, &err);
-	if (!rc && slurm)
-		rc = store_slurm_set(s->st, id, NULL, NULL, NULL, &err);
+	int rc = store_job_submit(s->st, &jr, &err);
 	if (!rc) {
 		srv_add_queued(s, id, w->user, sp->name, sp->device_type, sp->per_node,
 			       want ? sp->device_ids : NULL, sp->priority, sp->preemptible, jr.created,
-			       sp->max_restarts, run_dir.buf);
-		s->jobs[s->njobs - 1].slurm = slurm;
+			       sp->max_restarts, run_dir.buf, be);
 		s->submitted++;
 		srv_wake(s);
 	}
 	pthread_mutex_unlock(&s->mu);
-	free(want);
 	if (rc) {
+		free(want);
 		ret = reply_tc(con, &err);
 		goto out;
 	}
-	struct sbuf body = SBUF_INIT;
-	sbuf_adds(&body, "{\"id\":");
-	json_add_str(&body, id);
-	sbuf_adds(&body, ",\"name\":");
-	json_add_str(&body, sp->name);
-	sbuf_adds(&body, ",\"state\":\"queued\",\"user\":");
-	json_add_str(&body, w->user);
-	sbuf_addch(&body, '}');
-	ret = reply_json(con, 201, body.buf);
-	sbuf_release(&body);
+	/* the job as the API shows it (as listed: no spec) */
+	ret = reply_jsont(con, 201, job_to_json(&jr, JOB_JSON_BRIEF));
+	free(want);
 out:
 	free(path);
 	free(yaml);
@@ -350,6 +342,25 @@ static int h_submit(struct srv *s, struct MHD_Connection *con, const struct who 
 	return ret;
 }
 
+/* "a,b" into a set of states (1u << JOB_*); false naming the first word that is not one. */
+static bool parse_states(const char *text, unsigned *set, const char **bad, int *badlen)
+{
+	*set = 0;
+	for (const char *p = text; *p;) {
+		const char *c = strchr(p, ',');
+		size_t n = c ? (size_t)(c - p) : strlen(p);
+		enum job_state st;
+		if (!job_state_parse(p, n, &st)) {
+			*bad = p;
+			*badlen = (int)n;
+			return false;
+		}
+		*set |= 1u << st;
+		p += n + (c ? 1 : 0);
+	}
+	return true;
+}
+
 static int h_list(struct srv *s, struct MHD_Connection *con, const struct who *w)
 {
 	long limit, offset;
@@ -358,168 +369,124 @@ static int h_list(struct srv *s, struct MHD_Connection *con, const struct who *w
 		return reply_err(con, 400, "limit must be 1..100000 and offset a number");
 	const char *state = arg_of(con, "state"), *user = arg_of(con, "user");
 	const char *name = arg_of(con, "name");
-	if (state && *state) {
-		static const char *const known[] = { "queued", "starting", "running", "restarting",
-			"paused", "preempted", "succeeded", "failed", "killed", "lost", NULL };
-		const char *p = state;
-		while (*p) {
-			const char *c = strchr(p, ',');
-			size_t n = c ? (size_t)(c - p) : strlen(p);
-			bool ok = false;
-			for (const char *const *k = known; *k && !ok; k++)
-				ok = strlen(*k) == n && !strncmp(*k, p, n);
-			if (!ok)
-				return reply_err(con, 400, "state: '%.*s' is not a job state", (int)n, p);
-			p += n + (c ? 1 : 0);
-		}
-	}
+	unsigned states = 0;
+	const char *bad = NULL;
+	int badlen = 0;
+	if (state && !parse_states(state, &states, &bad, &badlen))
+		return reply_err(con, 400, "state: '%.*s' is not a job state", badlen, bad);
 	if (!w->admin) {
 		if (user && *user && strcmp(user, w->user) != 0)
 			return reply_err(con, 403, "only an admin may list another user's jobs");
 		user = w->user;
 	}
-	struct store_jfilter f = { state && *state ? state : NULL, user && *user ? user : NULL,
-				   name && *name ? name : NULL, limit, offset };
-	struct sbuf body = SBUF_INIT;
+	struct store_jfilter f = { states, user && *user ? user : NULL, name && *name ? name : NULL,
+				   limit, offset };
+	struct job_row *v = NULL;
+	size_t n = 0;
 	struct tc_err err = TC_ERR_INIT;
 	long long total = 0;
-	sbuf_adds(&body, "{\"jobs\":");
 	pthread_mutex_lock(&s->mu);
-	int rc = store_jobs_json(s->st, &f, &body, &total, &err);
+	int rc = store_job_query(s->st, &f, &v, &n, &total, &err);
 	pthread_mutex_unlock(&s->mu);
 	int ret;
 	if (rc) {
 		ret = reply_tc(con, &err);
 	} else {
-		sbuf_addf(&body, ",\"total\":%lld,\"limit\":%ld,\"offset\":%ld}", total, limit, offset);
-		ret = reply_json(con, 200, body.buf);
+		json_t *jobs = json_array();
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(jobs, job_to_json(&v[i], JOB_JSON_BRIEF));
+		ret = reply_jsont(con, 200, json_pack("{s:o, s:I, s:I, s:I}", "jobs", jobs, "total",
+						      (json_int_t)total, "limit", (json_int_t)limit,
+						      "offset", (json_int_t)offset));
 	}
-	sbuf_release(&body);
+	job_rows_free(v, n);
 	tc_err_release(&err);
 	return ret;
 }
 
-static int h_detail(struct srv *s, struct MHD_Connection *con, const struct store_sjob *x)
+static int h_detail(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 {
-	struct job_row j = { 0 };
-	struct event_row *ev = NULL;
-	struct worker_row *wk = NULL;
-	struct store_ckpt *ck = NULL;
-	size_t nev = 0, nwk = 0, nck = 0;
-	struct metrics_job_summary ms = { 0 };
+	json_t *o = NULL;
 	struct tc_err err = TC_ERR_INIT;
+	/* the server follows its jobs itself: no reconcile here */
 	pthread_mutex_lock(&s->mu);
-	int rc = store_job_get(s->st, x->id, &j, &err);
-	if (!rc)
-		rc = store_events(s->st, j.id, &ev, &nev, &err);
-	if (!rc)
-		rc = store_workers(s->st, j.id, &wk, &nwk, &err);
-	if (!rc)
-		rc = store_ckpt_list(s->st, j.id, true, &ck, &nck, &err);
-	bool have_ms = !rc && metrics_job_summary(s->st, &j, &ms, &err) == 0;
+	int rc = jobs_show(s->st, x->id, false, &o, &err);
 	pthread_mutex_unlock(&s->mu);
-	int ret;
-	if (rc) {
-		ret = reply_tc(con, &err);
-		goto out;
-	}
-	json_t *o = json_object();
-	json_object_set_new(o, "id", json_string(j.id));
-	json_object_set_new(o, "name", json_string(j.name));
-	json_object_set_new(o, "user", json_string(x->user));
-	json_object_set_new(o, "state", json_string(j.state));
-	json_object_set_new(o, "priority", json_integer(x->priority));
-	json_object_set_new(o, "preemptible", json_boolean(x->preemptible));
-	json_object_set_new(o, "device_type", json_string(x->device_type));
-	json_object_set_new(o, "device_count", json_integer(x->device_count));
-	json_object_set_new(o, "devices", x->devices ? json_string(x->devices) : json_null());
-	json_object_set_new(o, "stop_reason", x->stop_reason ? json_string(x->stop_reason) : json_null());
-	json_object_set_new(o, "run_dir", json_string(j.run_dir));
-	json_object_set_new(o, "created", json_real(j.created));
-	json_object_set_new(o, "started", j.started > 0 ? json_real(j.started) : json_null());
-	json_object_set_new(o, "ended", j.ended > 0 ? json_real(j.ended) : json_null());
-	json_object_set_new(o, "exit_code", json_integer(j.exit_code));
-	json_object_set_new(o, "restarts", json_integer(j.restarts));
-	json_object_set_new(o, "workers", json_integer(j.world_size));
-	json_object_set_new(o, "root_cause", j.root_cause ? json_string(j.root_cause) : json_null());
-	json_object_set_new(o, "supervisor_pid", json_integer(j.sup_pid));
-	json_t *spec = json_loads(j.spec_json, 0, NULL);
-	json_object_set_new(o, "spec", spec ? spec : json_null());
-	store_history_json(o, ev, nev, wk, nwk);
-	json_t *cks = json_array();
-	for (size_t i = 0; i < nck; i++)
-		json_array_append_new(cks, json_pack("{s:s, s:I, s:I, s:I, s:I, s:s, s:f, s:s}", "name",
-						     ck[i].name, "step", (json_int_t)ck[i].step, "epoch",
-						     (json_int_t)ck[i].epoch, "files", (json_int_t)ck[i].nfiles,
-						     "bytes", (json_int_t)ck[i].bytes, "checksum",
-						     ck[i].checksum, "created", ck[i].created, "state",
-						     ck[i].state));
-	json_object_set_new(o, "checkpoints", cks);
-	json_object_set_new(o, "metrics", have_ms ? metrics_job_summary_json(&ms) : json_null());
-	json_object_set_new(o, "duration", have_ms ? json_real_or_null(ms.duration) : json_null());
-	ret = reply_jsont(con, 200, o);
-out:
-	if (have_ms)
-		metrics_job_summary_release(&ms);
+	int ret = rc ? reply_tc(con, &err) : reply_jsont(con, 200, o);
 	tc_err_release(&err);
-	job_row_release(&j);
-	event_rows_free(ev, nev);
-	free(wk);
-	store_ckpt_free(ck, nck);
 	return ret;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+/* The job's own connection, for what must not hold the server's lock (waits, file trees). */
+static int with_store(struct srv *s, const struct job_row *x,
+		      int (*fn)(struct srv *s, struct store *st, struct job_row *j, struct tc_err *err),
+		      struct tc_err *err)
 {
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path) < 0 && errno != ENOENT ? -1 : 0;
+	struct store *st = NULL;
+	struct job_row j = { 0 };
+	int rc = store_open(s->home, &st, err);
+	if (!rc)
+		rc = store_job_get(st, x->id, &j, err);
+	if (!rc)
+		rc = fn(s, st, &j, err);
+	job_row_release(&j);
+	store_close(st);
+	return rc;
+}
+
+static int stop_outside(struct srv *s, struct store *st, struct job_row *j, struct tc_err *err)
+{
+	struct backend_env env = { s->home, srv_say, s };
+	return jobs_stop(&env, st, j, JOB_STOP_STOPPED, err);
+}
+
+static int delete_outside(struct srv *s, struct store *st, struct job_row *j, struct tc_err *err)
+{
+	(void)s;
+	return jobs_delete(st, j, err);
+}
+
+static int h_clone(struct srv *s, struct MHD_Connection *con, const struct who *w,
+		   const struct job_row *x)
+{
+	char *text = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	int ret;
+	if (jobs_clone_spec(x, &text, &err))
+		ret = reply_err(con, 409, "%s", err.msg);
+	else
+		ret = submit_spec(s, con, w, text, "spec", x->run_dir, NULL);
+	free(text);
+	tc_err_release(&err);
+	return ret;
 }
 
 static int h_action(struct srv *s, struct MHD_Connection *con, const struct who *w,
-		    const struct store_sjob *x, const char *action)
+		    const struct job_row *x, const char *action)
 {
+	if (!strcmp(action, "clone"))
+		return h_clone(s, con, w, x);
 	struct tc_err err = TC_ERR_INIT;
-	int ret;
-	if (!strcmp(action, "clone")) {
-		/* the spec as submitted; ids the allocator chose are not a requirement */
-		json_t *spec = json_loads(x->spec_json ? x->spec_json : "", 0, NULL);
-		if (!json_is_object(spec)) {
-			json_decref(spec);
-			return reply_err(con, 409, "cannot clone %s: its spec is not stored", x->id);
-		}
-		if (!x->device_want)
-			json_object_del(json_object_get(spec, "devices"), "ids");
-		json_object_del(json_object_get(spec, "parallel"), "plan");
-		char *text = json_dumps(spec, JSON_COMPACT | JSON_PRESERVE_ORDER);
-		json_decref(spec);
-		ret = submit_spec(s, con, w, text ? text : "{}", "spec", x->run_dir, NULL);
-		free(text);
-		return ret;
-	}
-	if (!x->spec_json || !strlen(x->run_dir)) {
-		/* unreachable: rows always have both */
-		return reply_err(con, 500, "job %s is incomplete", x->id);
-	}
+	bool stop = !strcmp(action, "stop"), pause = !strcmp(action, "pause");
+	bool del = !strcmp(action, "delete");
 	pthread_mutex_lock(&s->mu);
 	srv_catch_up(s);
 	struct sjob *j = srv_find(s, x->id);
-	int rc = 0;
+	int rc = 0, ret;
 	unsigned status = 200;
 	const char *msg = NULL;
-	bool slurm_stop = false;
-	if (!strcmp(action, "stop") && j && j->slurm && j->st != SJ_QUEUED) {
-		/* the slurm backend's stop, outside the lock: it waits out the grace time */
-		slurm_stop = !j->term_sent;
+	bool outside = false;
+	if (stop && j && srv_external(j) && j->st != SJ_QUEUED) {
+		/* its backend's stop waits out the grace time: outside the lock */
+		outside = !j->term_sent;
 		j->st = SJ_STOPPING;
 		j->term_sent = true;
-	} else if (!strcmp(action, "stop") || !strcmp(action, "pause")) {
+	} else if (stop || pause) {
 		if (!j) {
 			status = 409;
 			msg = "the job is not active";
 		} else {
-			rc = srv_stop_job(s, j, !strcmp(action, "stop") ? "stopped" : "paused", &err);
+			rc = srv_stop_job(s, j, stop ? JOB_STOP_STOPPED : JOB_STOP_PAUSED, &err);
 		}
 	} else if (!strcmp(action, "resume")) {
 		if (!j || j->st != SJ_IDLE) {
@@ -528,12 +495,10 @@ static int h_action(struct srv *s, struct MHD_Connection *con, const struct who 
 		} else {
 			rc = srv_resume_job(s, j, &err);
 		}
-	} else if (!strcmp(action, "delete")) {
-		if (j || !store_state_terminal(x->state)) {
+	} else if (del) {
+		if (j || !job_state_terminal(x->state)) {
 			status = 409;
 			msg = "only a finished job can be deleted (stop it first)";
-		} else {
-			rc = store_job_delete(s->st, x->id, &err);
 		}
 	} else {
 		status = 404;
@@ -541,45 +506,24 @@ static int h_action(struct srv *s, struct MHD_Connection *con, const struct who 
 	}
 	srv_wake(s);
 	pthread_mutex_unlock(&s->mu);
-	if (slurm_stop) {
-		struct store *st = NULL;
-		struct job_row jr = { 0 };
-		rc = store_open(s->home, &st, &err);
-		if (!rc)
-			rc = store_job_get(st, x->id, &jr, &err);
-		if (!rc)
-			rc = backend_slurm.stop(s->home, st, &jr, &err);
-		job_row_release(&jr);
-		store_close(st);
-	}
+	if (outside)
+		rc = with_store(s, x, stop_outside, &err);
+	else if (del && !msg)
+		rc = with_store(s, x, delete_outside, &err);
 	if (msg)
 		ret = reply_err(con, status, "%s: %s", x->id, msg);
 	else if (rc)
-		ret = reply_tc(con, &err);
-	else {
-		if (!strcmp(action, "delete") && nftw(x->run_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 &&
-		    errno != ENOENT) {
-			ret = reply_err(con, 500, "deleted %s but not all of %s: %s", x->id, x->run_dir,
-					strerror(errno));
-			tc_err_release(&err);
-			return ret;
-		}
-		struct sbuf body = SBUF_INIT;
-		sbuf_adds(&body, "{\"id\":");
-		json_add_str(&body, x->id);
-		sbuf_adds(&body, ",\"action\":");
-		json_add_str(&body, action);
-		sbuf_adds(&body, ",\"ok\":true}");
-		ret = reply_json(con, 200, body.buf);
-		sbuf_release(&body);
-	}
+		ret = rc == TC_ESYS ? reply_err(con, 500, "%s", err.msg) : reply_tc(con, &err);
+	else
+		ret = reply_jsont(con, 200, json_pack("{s:s, s:s, s:b}", "id", x->id, "action", action,
+						      "ok", 1));
 	tc_err_release(&err);
 	return ret;
 }
 
 /* ---- logs ---- */
 
-static int h_logs(struct srv *s, struct MHD_Connection *con, const struct store_sjob *x)
+static int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 {
 	long rank, tail;
 	if (!arg_long(con, "rank", -1, 1 << 20, -1, &rank) ||
@@ -659,7 +603,7 @@ static int h_logs(struct srv *s, struct MHD_Connection *con, const struct store_
 
 /* ---- metrics of a job ---- */
 
-static int h_metric_list(struct srv *s, struct MHD_Connection *con, const struct store_sjob *x)
+static int h_metric_list(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 {
 	struct store_mseries *v = NULL;
 	size_t n = 0;
@@ -709,7 +653,7 @@ static void xy_ranks_release(struct xy_ranks *r)
 	free(r->v);
 }
 
-static int h_metric_points(struct srv *s, struct MHD_Connection *con, const struct store_sjob *x)
+static int h_metric_points(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 {
 	const char *name = arg_of(con, "name");
 	long rank, points;
@@ -770,7 +714,7 @@ static int h_metric_points(struct srv *s, struct MHD_Connection *con, const stru
 	return ret;
 }
 
-static int h_usage(struct srv *s, struct MHD_Connection *con, const struct store_sjob *x)
+static int h_usage(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 {
 	double since = 0;
 	const char *a = arg_of(con, "since");
@@ -789,7 +733,7 @@ static int h_usage(struct srv *s, struct MHD_Connection *con, const struct store
 	return ret;
 }
 
-static int h_report(struct MHD_Connection *con, const struct store_sjob *x)
+static int h_report(struct MHD_Connection *con, const struct job_row *x)
 {
 	struct sbuf path = SBUF_INIT, text = SBUF_INIT;
 	sbuf_addf(&path, "%s/report.json", x->run_dir);
@@ -820,16 +764,15 @@ static int h_devices(struct srv *s, struct MHD_Connection *con)
 
 static int h_prometheus(struct srv *s, struct MHD_Connection *con)
 {
-	static const char *const states[] = { "queued", "starting", "running", "restarting",
-		"paused", "preempted", "succeeded", "failed", "killed", "lost", NULL };
 	struct sbuf b = SBUF_INIT;
 	pthread_mutex_lock(&s->mu);
-	long long counts[10] = { 0 };
+	long long counts[JOB_NSTATES] = { 0 };
 	struct tc_err err = TC_ERR_INIT;
-	int rc = store_state_counts(s->st, states, counts, &err);
+	int rc = store_state_counts(s->st, counts, &err);
 	sbuf_adds(&b, "# HELP trainctl_jobs Jobs by state.\n# TYPE trainctl_jobs gauge\n");
-	for (int i = 0; states[i]; i++)
-		sbuf_addf(&b, "trainctl_jobs{state=\"%s\"} %lld\n", states[i], counts[i]);
+	for (int i = 0; i < JOB_NSTATES; i++)
+		sbuf_addf(&b, "trainctl_jobs{state=\"%s\"} %lld\n", job_state_name((enum job_state)i),
+			  counts[i]);
 	sbuf_addf(&b, "# HELP trainctl_queue_length Jobs waiting for devices.\n"
 		      "# TYPE trainctl_queue_length gauge\ntrainctl_queue_length %zu\n", s->nqueue);
 	sbuf_adds(&b, "# HELP trainctl_devices Devices the scheduler hands out.\n# TYPE trainctl_devices gauge\n");
@@ -881,7 +824,7 @@ struct api_call {
 	const char *url;
 	struct req *rq;
 	struct who w;          /* the caller, for routes that need one */
-	struct store_sjob job; /* the path's {job}, found and visible to w */
+	struct job_row job;    /* the path's {job}, found and visible to w */
 };
 
 void api_whoami_json(struct sbuf *out, const struct who *w)
@@ -1017,7 +960,7 @@ static int dispatch(struct srv *s, struct MHD_Connection *con, const char *url,
 		}
 	}
 	if (have_job)
-		store_sjob_release(&c.job);
+		job_row_release(&c.job);
 	free(c.w.user);
 	route_match_release(&m);
 	return ret;

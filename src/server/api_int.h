@@ -88,7 +88,7 @@ extern const struct route api_routes[];
 extern const size_t api_nroutes;
 
 /* stream.c: server-sent events */
-int stream_logs(struct srv *s, struct MHD_Connection *con, const struct store_sjob *x, int rank,
+int stream_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x, int rank,
 		long tail);
 int stream_events(struct srv *s, struct MHD_Connection *con, const struct who *w);
 /* One log line as an event: data: {"rank": rank, "line": "..."} */

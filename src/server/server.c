@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "core/proc.h"
 #include "core/util.h"
+#include "jobs/jobs.h"
 #include "core/xalloc.h"
 #include "devices/devices.h"
 #include "spec/spec.h"
@@ -105,17 +106,9 @@ static void sjob_release(struct sjob *j)
 	free(j->user);
 	free(j->type);
 	free(j->name);
-	free(j->state);
-	free(j->stop_reason);
 	free(j->run_dir);
 	free(j->want);
 	free(j->ids);
-}
-
-static void set_str(char **dst, const char *v)
-{
-	free(*dst);
-	*dst = v ? xstrdup(v) : NULL;
 }
 
 /* Devices of j go back to the pool. */
@@ -157,17 +150,29 @@ static struct sjob *add_job(struct srv *s)
 	return j;
 }
 
+bool srv_external(const struct sjob *j)
+{
+	return j->be->submit != NULL;
+}
+
+void srv_say(void *arg, const char *line)
+{
+	logf_(arg, "%s", line);
+}
+
 void srv_add_queued(struct srv *s, const char *id, const char *user, const char *name,
 		    const char *type, int count, const int *want, int priority, bool preemptible,
-		    double created, int max_restarts, const char *run_dir)
+		    double created, int max_restarts, const char *run_dir,
+		    const struct backend_ops *be)
 {
 	struct sjob *j = add_job(s);
 	j->id = xstrdup(id);
 	j->user = xstrdup(user);
 	j->name = xstrdup(name);
 	j->type = xstrdup(type);
-	j->state = xstrdup("queued");
+	j->state = JOB_QUEUED;
 	j->run_dir = xstrdup(run_dir);
+	j->be = be;
 	j->count = count;
 	if (want) {
 		j->want = xcalloc((size_t)count, sizeof(int));
@@ -182,36 +187,39 @@ void srv_add_queued(struct srv *s, const char *id, const char *user, const char 
 
 static int spec_max_restarts(const char *spec_json)
 {
-	json_t *o = json_loads(spec_json ? spec_json : "{}", 0, NULL);
-	int n = (int)json_integer_value(json_object_get(json_object_get(o, "restart"), "max_restarts"));
-	json_decref(o);
+	struct spec *sp = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	int n = spec_from_json(spec_json, &sp, &err) == 0 ? sp->max_restarts : 0;
+	spec_free(sp);
+	tc_err_release(&err);
 	return n;
 }
 
 /* An active job read from the store into memory. */
-static struct sjob *load_job(struct srv *s, const struct store_sjob *r)
+static struct sjob *load_job(struct srv *s, const struct job_row *r)
 {
 	int nwant = 0, nids = 0;
 	int *want = ids_parse(r->device_want, &nwant);
 	srv_add_queued(s, r->id, r->user, r->name, r->device_type, r->device_count,
 		       nwant == r->device_count ? want : NULL, r->priority, r->preemptible, r->created,
-		       spec_max_restarts(r->spec_json), r->run_dir);
+		       spec_max_restarts(r->spec_json), r->run_dir, backend_of(r));
 	free(want);
 	struct sjob *j = &s->jobs[s->njobs - 1];
-	set_str(&j->state, r->state);
-	set_str(&j->stop_reason, r->stop_reason);
+	j->state = r->state;
+	j->stop_reason = r->stop_reason;
 	j->restarts = r->restarts;
 	j->pid = r->sup_pid;
 	j->ticks = r->sup_ticks;
-	j->ran = r->restarts > 0 || strcmp(r->state, "queued") != 0;
+	j->ran = r->restarts > 0 || r->state != JOB_QUEUED;
+	bool asked = r->stop_reason != JOB_STOP_NONE;
 	int *ids = ids_parse(r->devices, &nids);
-	if (!strcmp(r->state, "paused")) {
+	if (r->state == JOB_PAUSED) {
 		j->st = SJ_IDLE;
-	} else if (!strcmp(r->state, "queued") || !strcmp(r->state, "preempted")) {
+	} else if (r->state == JOB_QUEUED || r->state == JOB_PREEMPTED) {
 		j->st = SJ_QUEUED;
 	} else {
-		j->st = r->stop_reason ? SJ_STOPPING : SJ_RUNNING;
-		j->term_sent = r->stop_reason != NULL;
+		j->st = asked ? SJ_STOPPING : SJ_RUNNING;
+		j->term_sent = asked;
 		/* it holds what it held before the restart */
 		for (int k = 0; k < nids; k++)
 			for (size_t i = 0; i < s->ndevs; i++)
@@ -221,19 +229,11 @@ static struct sjob *load_job(struct srv *s, const struct store_sjob *r)
 		ids = NULL;
 	}
 	free(ids);
-	if (store_job_is_slurm(s->st, r->id)) {
-		/* Slurm's: submitted (it has a Slurm job id) or still to submit */
-		struct store_slurm x = { 0 };
-		struct tc_err err = TC_ERR_INIT;
-		j->slurm = true;
+	if (srv_external(j)) {
+		/* its backend's: submitted (Slurm has it) or still to submit */
 		release_devices(s, j);
-		if (store_slurm_get(s->st, r->id, &x, &err) == 0 && x.job)
-			j->st = r->stop_reason ? SJ_STOPPING : SJ_RUNNING;
-		else
-			j->st = SJ_QUEUED;
-		j->term_sent = r->stop_reason != NULL;
-		store_slurm_release(&x);
-		tc_err_release(&err);
+		j->st = r->slurm_job ? (asked ? SJ_STOPPING : SJ_RUNNING) : SJ_QUEUED;
+		j->term_sent = asked;
 	}
 	return j;
 }
@@ -299,12 +299,12 @@ static void start_job(struct srv *s, struct sjob *j, const int *ids)
 		j->ticks = proc_start_ticks(pid);
 		struct sbuf why = SBUF_INIT;
 		sbuf_addf(&why, "scheduled on %s %s", j->type, devs);
-		if (store_sjob_launch(s->st, j->id, devs, j->pid, j->ticks, why.buf, &err)) {
+		if (jobs_launch(s->st, j->id, devs, j->pid, j->ticks, why.buf, &err)) {
 			logf_(s, "warning: %s", err.msg);
 		}
 		sbuf_release(&why);
 		j->st = SJ_RUNNING;
-		set_str(&j->state, "starting");
+		j->state = JOB_STARTING;
 		j->term_sent = false;
 		j->ids = xcalloc((size_t)j->count, sizeof(int));
 		memcpy(j->ids, ids, (size_t)j->count * sizeof(int));
@@ -316,7 +316,7 @@ static void start_job(struct srv *s, struct sjob *j, const int *ids)
 		logf_(s, "job %s started on %s %s (supervisor pid %ld)", j->id, j->type, devs, (long)pid);
 	} else {
 		struct tc_err e2 = TC_ERR_INIT;
-		if (store_job_finish(s->st, j->id, "failed", 3, err.msg, err.msg, &e2))
+		if (jobs_finish(s->st, j->id, JOB_FAILED, 3, err.msg, err.msg, &e2))
 			logf_(s, "warning: %s", e2.msg);
 		tc_err_release(&e2);
 		logf_(s, "job %s: %s", j->id, err.msg);
@@ -327,12 +327,14 @@ static void start_job(struct srv *s, struct sjob *j, const int *ids)
 }
 
 /*
- * backend: slurm: sbatch the queued job j (job.sbatch in its run folder);
- * from then on Slurm decides where and when it runs and poll_slurm follows
- * it.  A refused submission ends the job failed and forgets it.
+ * A backend with a queue of its own (slurm) gets the queued job j (sbatch of
+ * job.sbatch in its run folder); from then on it decides where and when the
+ * job runs and poll_external follows it.  A refused submission ends the job
+ * failed and forgets it.
  */
-static void submit_slurm(struct srv *s, struct sjob *j)
+static void submit_external(struct srv *s, struct sjob *j)
 {
+	struct backend_env env = { s->home, srv_say, s };
 	struct tc_err err = TC_ERR_INIT;
 	struct spec *sp = NULL;
 	struct sbuf p = SBUF_INIT;
@@ -348,21 +350,14 @@ static void submit_slurm(struct srv *s, struct sjob *j)
 	if (!rc)
 		rc = spec_load(p.buf, &sp, &err);
 	if (!rc)
-		rc = backend_slurm.submit(s->home, s->st, sp, j->id, &err);
+		rc = j->be->submit(&env, s->st, sp, j->id, &err);
 	if (!rc) {
-		struct store_slurm x = { 0 };
-		struct tc_err e2 = TC_ERR_INIT;
-		if (store_slurm_get(s->st, j->id, &x, &e2))
-			logf_(s, "warning: %s", e2.msg);
-		logf_(s, "job %s submitted to Slurm as job %s", j->id, x.job ? x.job : "?");
-		store_slurm_release(&x);
-		tc_err_release(&e2);
 		j->st = SJ_RUNNING;
 		j->next_poll = now_wall() + 1;
 		s->dirty = true;
 	} else {
 		struct tc_err e2 = TC_ERR_INIT;
-		if (store_job_finish(s->st, j->id, "failed", tc_exit_status(rc), err.msg, err.msg, &e2))
+		if (jobs_finish(s->st, j->id, JOB_FAILED, tc_exit_status(rc), err.msg, err.msg, &e2))
 			logf_(s, "warning: %s", e2.msg);
 		tc_err_release(&e2);
 		logf_(s, "job %s: %s", j->id, err.msg);
@@ -373,20 +368,19 @@ static void submit_slurm(struct srv *s, struct sjob *j)
 	tc_err_release(&err);
 }
 
-/* Slurm jobs' stored state follows Slurm (backend_reconcile, as ps and show do). */
-static void poll_slurm(struct srv *s)
+/* Their stored state follows their backend (backend_reconcile, as ps and show do). */
+static void poll_external(struct srv *s)
 {
 	double now = now_wall();
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct sjob *j = &s->jobs[i];
-		if (!j->slurm || j->st == SJ_QUEUED || now < j->next_poll)
+		if (!srv_external(j) || j->st == SJ_QUEUED || now < j->next_poll)
 			continue;
 		j->next_poll = now + 2;
 		struct job_row r = { 0 };
 		struct tc_err err = TC_ERR_INIT;
-		if (store_job_get(s->st, j->id, &r, &err) == 0 &&
-		    backend_slurm.reconcile(s->st, &r, &err) == 0)
-			set_str(&j->state, r.state);
+		if (store_job_get(s->st, j->id, &r, &err) == 0 && backend_reconcile(s->st, &r, &err) == 0)
+			j->state = r.state;
 		else
 			logf_(s, "warning: job %s: %s", j->id, err.msg);
 		/* an end it recorded reaches memory as an event */
@@ -395,55 +389,63 @@ static void poll_slurm(struct srv *s)
 	}
 }
 
-int srv_stop_job(struct srv *s, struct sjob *j, const char *reason, struct tc_err *err)
+int srv_stop_job(struct srv *s, struct sjob *j, enum job_stop why, struct tc_err *err)
 {
-	if (j->slurm && !strcmp(reason, "paused"))
-		return tc_error(err, TC_EUSAGE, "job %s runs under Slurm: it can be stopped, not paused",
-				j->id);
-	if (j->slurm && j->st != SJ_QUEUED && j->st != SJ_IDLE)
-		return tc_error(err, TC_EUSAGE, "job %s is stopped through Slurm (scancel)", j->id);
-	if (j->st == SJ_QUEUED || j->st == SJ_IDLE) {
-		/* nothing runs: the server records the end itself */
-		if (!strcmp(reason, "paused")) {
-			if (j->st == SJ_IDLE)
-				return 0;
-			int rc = store_sjob_requeue(s->st, j->id, "paused", false, "paused before it ran", err);
-			if (!rc) {
-				j->st = SJ_IDLE;
-				set_str(&j->state, "paused");
-				s->dirty = true;
-			}
-			return rc;
-		}
-		int rc = store_job_finish(s->st, j->id, "killed", 1, "stopped before it ran",
-					  "stopped through the server", err);
-		if (!rc)
-			srv_forget(s, j->id);
-		return rc;
-	}
-	if (j->term_sent)
+	bool waiting = j->st == SJ_QUEUED || j->st == SJ_IDLE;
+	if (waiting && why == JOB_STOP_PAUSED && j->st == SJ_IDLE)
 		return 0;
-	int rc = store_job_set_stop_reason(s->st, j->id, reason, err);
+	if (!waiting && j->term_sent)
+		return 0;
+	if (!waiting && srv_external(j) && why != JOB_STOP_PAUSED)
+		return tc_error(err, TC_EUSAGE, "job %s is stopped through its backend (%s)", j->id,
+				backend_name(j->be));
+	struct backend_env env = { s->home, srv_say, s };
+	struct job_row r = { 0 };
+	int rc = store_job_get(s->st, j->id, &r, err);
+	if (!rc)
+		rc = why == JOB_STOP_PAUSED ? jobs_pause(&env, s->st, &r, err)
+					    : jobs_stop(&env, s->st, &r, why, err);
+	job_row_release(&r);
+	if (waiting) {
+		/* nothing ran: jobs.h recorded the end (stop) or the hold (pause) itself */
+		if (rc)
+			return rc;
+		if (why == JOB_STOP_PAUSED) {
+			j->st = SJ_IDLE;
+			j->state = JOB_PAUSED;
+			s->dirty = true;
+		} else if (why == JOB_STOP_STOPPED) {
+			srv_forget(s, j->id);
+		}
+		return 0;
+	}
+	if (rc == TC_ESYS) {
+		/* the stop is recorded; a supervisor we cannot signal is found gone later */
+		logf_(s, "warning: %s", err->msg);
+		tc_err_release(err);
+		rc = 0;
+	}
 	if (rc)
 		return rc;
-	set_str(&j->stop_reason, reason);
+	j->stop_reason = why;
 	j->st = SJ_STOPPING;
 	j->term_sent = true;
-	if (proc_alive(j->pid, j->ticks) && kill(j->pid, SIGTERM) < 0)
-		logf_(s, "warning: cannot signal supervisor %ld of %s: %s", (long)j->pid, j->id,
-		      strerror(errno));
-	logf_(s, "job %s: %s (SIGTERM to supervisor %ld)", j->id, reason, (long)j->pid);
 	return 0;
 }
 
 int srv_resume_job(struct srv *s, struct sjob *j, struct tc_err *err)
 {
-	int rc = store_sjob_requeue(s->st, j->id, "queued", false, "resumed", err);
+	struct backend_env env = { s->home, srv_say, s };
+	struct job_row r = { 0 };
+	int rc = store_job_get(s->st, j->id, &r, err);
+	if (!rc)
+		rc = jobs_resume(&env, s->st, &r, err);
+	job_row_release(&r);
 	if (!rc) {
 		j->st = SJ_QUEUED;
 		j->ran = true;
-		set_str(&j->state, "queued");
-		set_str(&j->stop_reason, NULL);
+		j->state = JOB_QUEUED;
+		j->stop_reason = JOB_STOP_NONE;
 		s->dirty = true;
 	}
 	return rc;
@@ -452,42 +454,43 @@ int srv_resume_job(struct srv *s, struct sjob *j, struct tc_err *err)
 /* ---- what the supervisors did ---- */
 
 /* The supervisor of j is gone: requeue, hold or end it by what was asked. */
-static void requeue_or_end(struct srv *s, struct sjob *j, const char *state)
+static void requeue_or_end(struct srv *s, struct sjob *j, enum job_state state)
 {
 	struct tc_err err = TC_ERR_INIT;
 	int rc = 0;
-	if (!strcmp(state, "preempted")) {
-		rc = store_sjob_requeue(s->st, j->id, "queued", false, "requeued after preemption", &err);
+	if (state == JOB_PREEMPTED) {
+		rc = jobs_requeue(s->st, j->id, JOB_QUEUED, false, "requeued after preemption", &err);
 		if (!rc) {
 			release_devices(s, j);
 			j->st = SJ_QUEUED;
 			j->ran = true;
-			set_str(&j->state, "queued");
-			set_str(&j->stop_reason, NULL);
+			j->state = JOB_QUEUED;
+			j->stop_reason = JOB_STOP_NONE;
 			s->dirty = true;
 		}
-	} else if (!strcmp(state, "paused")) {
+	} else if (state == JOB_PAUSED) {
 		release_devices(s, j);
 		j->st = SJ_IDLE;
 		j->ran = true;
-		set_str(&j->state, "paused");
+		j->state = JOB_PAUSED;
 		s->dirty = true;
-	} else if (!strcmp(state, "lost") && !j->stop_reason && j->restarts < j->max_restarts) {
+	} else if (state == JOB_LOST && j->stop_reason == JOB_STOP_NONE &&
+		   j->restarts < j->max_restarts) {
 		struct sbuf why = SBUF_INIT;
 		sbuf_addf(&why, "requeued after its supervisor was lost (restart %d of %d)",
 			  j->restarts + 1, j->max_restarts);
-		rc = store_sjob_requeue(s->st, j->id, "queued", true, why.buf, &err);
+		rc = jobs_requeue(s->st, j->id, JOB_QUEUED, true, why.buf, &err);
 		sbuf_release(&why);
 		if (!rc) {
 			release_devices(s, j);
 			j->restarts++;
 			j->st = SJ_QUEUED;
 			j->ran = true;
-			set_str(&j->state, "queued");
+			j->state = JOB_QUEUED;
 			s->dirty = true;
 		}
-	} else if (store_state_terminal(state)) {
-		logf_(s, "job %s %s", j->id, state);
+	} else if (job_state_terminal(state)) {
+		logf_(s, "job %s %s", j->id, job_state_name(state));
 		srv_forget(s, j->id);
 	}
 	if (rc)
@@ -510,22 +513,20 @@ static void apply_events(struct srv *s)
 			struct sjob *j = srv_find(s, ev[i].job_id);
 			if (!j)
 				continue;
-			const char *st = ev[i].state;
-			if (j->slurm && j->st != SJ_QUEUED) {
-				/* Slurm requeues and suspends it; only its end matters here */
-				if (store_state_terminal(st)) {
-					logf_(s, "job %s %s", j->id, st);
+			enum job_state st = ev[i].state;
+			if (srv_external(j) && j->st != SJ_QUEUED) {
+				/* its backend requeues and suspends it; only its end matters here */
+				if (job_state_terminal(st)) {
+					logf_(s, "job %s %s", j->id, job_state_name(st));
 					srv_forget(s, j->id);
 				} else {
-					set_str(&j->state, st);
+					j->state = st;
 				}
-			} else if (!strcmp(st, "starting") || !strcmp(st, "running") || !strcmp(st, "restarting")) {
+			} else if (job_state_active(st)) {
 				if (j->st == SJ_RUNNING || j->st == SJ_STOPPING)
-					set_str(&j->state, st);
-			} else if (!strcmp(st, "preempted") || !strcmp(st, "paused") ||
-				   store_state_terminal(st)) {
-				if (j->st == SJ_RUNNING || j->st == SJ_STOPPING ||
-				    store_state_terminal(st))
+					j->state = st;
+			} else if (st == JOB_PREEMPTED || st == JOB_PAUSED || job_state_terminal(st)) {
+				if (j->st == SJ_RUNNING || j->st == SJ_STOPPING || job_state_terminal(st))
 					requeue_or_end(s, j, st);
 			}
 		}
@@ -546,34 +547,37 @@ static void check_alive(struct srv *s)
 {
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct sjob *j = &s->jobs[i];
-		if ((j->st != SJ_RUNNING && j->st != SJ_STOPPING) || j->slurm ||
+		if ((j->st != SJ_RUNNING && j->st != SJ_STOPPING) || srv_external(j) ||
 		    proc_alive(j->pid, j->ticks))
 			continue;
-		struct store_sjob r = { 0 };
+		struct job_row r = { 0 };
 		struct tc_err err = TC_ERR_INIT;
-		if (store_sjob_get(s->st, j->id, &r, &err)) {
+		if (store_job_get(s->st, j->id, &r, &err)) {
 			tc_err_release(&err);
 			continue;
 		}
-		const char *state = r.state;
-		if (store_state_terminal(state) || !strcmp(state, "preempted") || !strcmp(state, "paused")) {
-			/* it recorded its end; the event is on its way */
-			store_sjob_release(&r);
+		if (job_state_terminal(r.state) || r.state == JOB_PREEMPTED || r.state == JOB_PAUSED) {
+			/* it recorded its end (or hold); the event is on its way */
+			job_row_release(&r);
 			continue;
 		}
-		if (j->stop_reason && (!strcmp(j->stop_reason, "preempted") || !strcmp(j->stop_reason, "paused"))) {
+		int rc;
+		struct sbuf why = SBUF_INIT;
+		if (j->stop_reason == JOB_STOP_PREEMPTED || j->stop_reason == JOB_STOP_PAUSED) {
 			/* died before it could record what it was asked */
-			if (store_job_set_state(s->st, j->id, j->stop_reason, "supervisor ended while stopping", &err))
-				logf_(s, "warning: %s", err.msg);
+			rc = jobs_mark_held(s->st, j->id, j->stop_reason, "supervisor ended while stopping",
+					    &err);
 		} else {
-			struct sbuf why = SBUF_INIT;
 			sbuf_addf(&why, "supervisor (pid %ld) is gone without recording an end", (long)j->pid);
-			if (store_job_finish(s->st, j->id, j->stop_reason ? "killed" : "lost", 3, why.buf, why.buf, &err))
-				logf_(s, "warning: %s", err.msg);
-			sbuf_release(&why);
+			rc = j->stop_reason != JOB_STOP_NONE
+				     ? jobs_finish(s->st, j->id, JOB_KILLED, 3, why.buf, why.buf, &err)
+				     : jobs_mark_lost(s->st, j->id, why.buf, &err);
 		}
+		if (rc)
+			logf_(s, "warning: %s", err.msg);
+		sbuf_release(&why);
 		tc_err_release(&err);
-		store_sjob_release(&r);
+		job_row_release(&r);
 		/* the event it wrote updates memory on the next tick */
 	}
 }
@@ -582,12 +586,12 @@ static void check_alive(struct srv *s)
 
 static void schedule(struct srv *s)
 {
-	/* backend: slurm: Slurm allocates the nodes; nothing local is held */
+	/* backends with a queue (slurm) allocate the nodes; nothing local is held */
 	for (size_t i = 0; i < s->njobs;) {
 		struct sjob *j = &s->jobs[i];
 		size_t before = s->njobs;
-		if (j->slurm && j->st == SJ_QUEUED)
-			submit_slurm(s, j);
+		if (srv_external(j) && j->st == SJ_QUEUED)
+			submit_external(s, j);
 		if (s->njobs == before)
 			i++;
 	}
@@ -595,12 +599,12 @@ static void schedule(struct srv *s)
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct sjob *j = &s->jobs[i];
 		sj[i] = (struct sched_job){ j->id, j->user, j->type, j->priority, j->preemptible,
-					    j->created, j->count, j->want, j->slurm ? SJ_IDLE : j->st };
+					    j->created, j->count, j->want, srv_external(j) ? SJ_IDLE : j->st };
 	}
 	if (s->dirty) {
 		s->nqueue = 0;
 		for (size_t i = 0; i < s->njobs; i++)
-			if (s->jobs[i].st == SJ_QUEUED && !s->jobs[i].slurm) {
+			if (s->jobs[i].st == SJ_QUEUED && !srv_external(&s->jobs[i])) {
 				XGROW(s->queue, s->nqueue + 1, s->queue_alloc);
 				s->queue[s->nqueue++] = i;
 			}
@@ -639,7 +643,7 @@ static void schedule(struct srv *s)
 			struct tc_err err = TC_ERR_INIT;
 			logf_(s, "preempting %s (priority %d) for %s (priority %d)", victim->id,
 			      victim->priority, j->id, j->priority);
-			if (srv_stop_job(s, victim, "preempted", &err))
+			if (srv_stop_job(s, victim, JOB_STOP_PREEMPTED, &err))
 				logf_(s, "warning: %s", err.msg);
 			tc_err_release(&err);
 			sj[d.victims[v]].state = victim->st;
@@ -682,22 +686,23 @@ static int load_devices(struct srv *s)
 
 static int load_jobs(struct srv *s, struct tc_err *err)
 {
-	struct store_sjob *v = NULL;
+	struct job_row *v = NULL;
 	size_t n = 0;
 	int rc = store_events_last(s->st, &s->last_event, err);
 	if (!rc)
-		rc = store_sjob_active(s->st, &v, &n, err);
+		rc = store_job_active_managed(s->st, &v, &n, err);
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < n; i++) {
 		struct sjob *j = load_job(s, &v[i]);
-		if (j->slurm && j->st != SJ_QUEUED)
-			logf_(s, "job %s: %s, followed through Slurm", j->id, j->state);
+		if (srv_external(j) && j->st != SJ_QUEUED)
+			logf_(s, "job %s: %s, followed through %s", j->id, job_state_name(j->state),
+			      backend_name(j->be));
 		else if (j->st == SJ_RUNNING || j->st == SJ_STOPPING)
-			logf_(s, "job %s: %s, supervisor pid %ld %s", j->id, j->state, (long)j->pid,
-			      proc_alive(j->pid, j->ticks) ? "still running" : "is gone");
+			logf_(s, "job %s: %s, supervisor pid %ld %s", j->id, job_state_name(j->state),
+			      (long)j->pid, proc_alive(j->pid, j->ticks) ? "still running" : "is gone");
 	}
-	store_sjobs_free(v, n);
+	job_rows_free(v, n);
 	return 0;
 }
 
@@ -758,7 +763,7 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	while (!got_signal) {
 		apply_events(s);
 		check_alive(s);
-		poll_slurm(s);
+		poll_external(s);
 		schedule(s);
 		if (now_wall() >= s->next_sample) {
 			telemetry_sample(s);

@@ -17,14 +17,19 @@
 
 #include "core/sbuf.h"
 #include "core/strvec.h"
+#include "jobs/state.h"
 #include "sched/sched.h"
 #include "server/server.h"
 #include "store/store.h"
 
 struct MHD_Daemon;
 
+struct backend_ops;
+
 struct sjob {
-	char *id, *user, *type, *name, *state, *stop_reason, *run_dir;
+	char *id, *user, *type, *name, *run_dir;
+	enum job_state state;
+	enum job_stop stop_reason;
 	int priority, count, restarts, max_restarts;
 	bool preemptible;
 	double created;
@@ -35,8 +40,11 @@ struct sjob {
 	unsigned long long ticks;
 	bool ran;            /* ran before: resume from the newest checkpoint */
 	bool term_sent;
-	/* backend: slurm: submitted with sbatch when queued, then followed by polling Slurm */
-	bool slurm;
+	/*
+	 * Its backend.  One with a queue of its own (be->submit: slurm) gets
+	 * the job when queued, and is then followed by polling it (reconcile).
+	 */
+	const struct backend_ops *be;
 	double next_poll;
 	/* telemetry */
 	unsigned long long cpu_ticks;
@@ -82,12 +90,21 @@ void srv_wake(struct srv *s);
  * not the view of up to one round ago.
  */
 void srv_catch_up(struct srv *s);
-/* Ask a job's supervisor to stop for reason (stopped | paused | preempted). */
-int srv_stop_job(struct srv *s, struct sjob *j, const char *reason, struct tc_err *err);
+/*
+ * Stop, pause or preempt a job (why) through jobs.h and its backend, and
+ * bring memory in step.  Never waits: a backend that waits out a grace
+ * time (slurm) is stopped by the caller outside the lock.
+ */
+int srv_stop_job(struct srv *s, struct sjob *j, enum job_stop why, struct tc_err *err);
+/* What backends and jobs.h say while the server acts (backend_env.say; arg: the srv): its log. */
+void srv_say(void *arg, const char *line);
+/* Does j's backend queue and run it itself (it is submitted, then followed)? */
+bool srv_external(const struct sjob *j);
 /* Add a job just created in the store to memory (queued). */
 void srv_add_queued(struct srv *s, const char *id, const char *user, const char *name,
 		    const char *type, int count, const int *want, int priority, bool preemptible,
-		    double created, int max_restarts, const char *run_dir);
+		    double created, int max_restarts, const char *run_dir,
+		    const struct backend_ops *be);
 /* The job left memory (terminal or deleted): devices freed. */
 void srv_forget(struct srv *s, const char *id);
 /* Put a paused job back in the queue. */

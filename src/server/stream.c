@@ -184,7 +184,7 @@ static bool job_finished(struct sse *e)
 	struct tc_err err = TC_ERR_INIT;
 	bool done = true;
 	if (store_job_get(e->st, e->job_id, &j, &err) == 0)
-		done = store_state_terminal(j.state) || !strcmp(j.state, "paused");
+		done = job_state_terminal(j.state) || j.state == JOB_PAUSED;
 	job_row_release(&j);
 	tc_err_release(&err);
 	return done;
@@ -220,7 +220,7 @@ static ssize_t logs_cb(void *cls, uint64_t pos, char *buf, size_t max)
 	}
 }
 
-int stream_logs(struct srv *s, struct MHD_Connection *con, const struct store_sjob *x, int rank,
+int stream_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x, int rank,
 		long tail)
 {
 	struct sse *e = xcalloc(1, sizeof(*e));
@@ -260,7 +260,7 @@ void sse_state_event(struct sbuf *out, const struct store_event *ev)
 	sbuf_addf(out, "id: %lld\nevent: state\ndata: {\"id\":%lld,\"job\":", ev->id, ev->id);
 	json_add_str(out, ev->job_id);
 	sbuf_adds(out, ",\"state\":");
-	json_add_str(out, ev->state);
+	json_add_str(out, job_state_name(ev->state));
 	sbuf_adds(out, ",\"reason\":");
 	json_add_str(out, ev->reason);
 	sbuf_adds(out, ",\"user\":");

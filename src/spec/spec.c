@@ -6,6 +6,7 @@
  * for features not built yet, the reason it is refused.
  */
 #include "spec/spec.h"
+#include "backend/names.h"
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
@@ -294,8 +295,7 @@ static int r_nodes(struct walk *w, yaml_node_t *n, const char *key)
 
 static int r_backend(struct walk *w, yaml_node_t *n, const char *key)
 {
-	static const char *const be[] = { "local", "slurm", NULL };
-	return check_enum(w, n, key, be, &w->s->backend);
+	return check_enum(w, n, key, backend_names, &w->s->backend);
 }
 
 /* ---- devices: ---- */
@@ -891,7 +891,7 @@ void spec_init(struct spec *s)
 	s->device_type = xstrdup("cpu");
 	s->per_node = 1;
 	s->nodes = 1;
-	s->backend = xstrdup("local");
+	s->backend = xstrdup(backend_names[BACKEND_LOCAL]);
 	s->max_restarts = 0;
 	s->grace_seconds = 30;
 	s->ckpt_dir = xstrdup("checkpoints");
@@ -1154,19 +1154,28 @@ int spec_load(const char *path, struct spec **out, struct tc_err *err)
 	return load_file(path, NULL, out, err);
 }
 
+static int not_a_backend(const char *backend, struct tc_err *err)
+{
+	struct sbuf names = SBUF_INIT;
+	backend_names_add(&names);
+	int rc = tc_error(err, TC_EUSAGE, "'%s' is not a backend (one of: %s)", backend, names.buf);
+	sbuf_release(&names);
+	return rc;
+}
+
 int spec_parse_backend(const char *text, size_t len, const char *name, const char *base,
 		       const char *backend, struct spec **out, struct tc_err *err)
 {
-	if (backend && strcmp(backend, "local") != 0 && strcmp(backend, "slurm") != 0)
-		return tc_error(err, TC_EUSAGE, "'%s' is not a backend (one of: local, slurm)", backend);
+	if (backend && backend_lookup(backend) < 0)
+		return not_a_backend(backend, err);
 	return parse_text(text, len, name, base, backend, out, err);
 }
 
 int spec_load_backend(const char *path, const char *backend, struct spec **out,
 		      struct tc_err *err)
 {
-	if (backend && strcmp(backend, "local") != 0 && strcmp(backend, "slurm") != 0)
-		return tc_error(err, TC_EUSAGE, "'%s' is not a backend (one of: local, slurm)", backend);
+	if (backend && backend_lookup(backend) < 0)
+		return not_a_backend(backend, err);
 	return load_file(path, backend, out, err);
 }
 

@@ -118,6 +118,14 @@ void spec_free(struct spec *s);
 
 /* The resolved spec as JSON text (for job.yaml, show --json); heap string. */
 char *spec_to_json(const struct spec *s);
+/*
+ * A stored spec (spec_to_json's text, jobs.spec_json) back as a struct
+ * spec, without validating it again: it was valid when the job was
+ * recorded, and its devices need not be this machine's (access.c).  Keys
+ * it lacks keep spec_init's defaults.  TC_ESPEC when text is not a JSON
+ * object.
+ */
+int spec_from_json(const char *text, struct spec **out, struct tc_err *err);
 /* The resolved spec as YAML text; heap string. */
 char *spec_to_yaml(const struct spec *s);
 

@@ -755,7 +755,7 @@ static void s3_wabort(struct wtx *tx)
 }
 
 /*
- * Did a CompleteMultipartUpload that "failed" land after all?  When its
+ * Did a CompleteMultipartUpload that seemed to fail land after all?  When its
  * answer is lost (a cut connection), the retry finds the upload gone and the
  * server answers with an error although the object is there.  The object's
  * ETag says which parts made it: MD5 of the parts' binary MD5s, "-", count.

@@ -48,7 +48,7 @@ static void record_failure(struct syncer *s, const char *msg)
 	pthread_mutex_lock(&s->mu);
 	s->st.failed++;
 	if (!s->first_err)
-		s->first_err = xstrdup(msg ? msg : "failed");
+		s->first_err = xstrdup(msg ? msg : "a transfer did not complete");
 	pthread_mutex_unlock(&s->mu);
 }
 

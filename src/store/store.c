@@ -265,17 +265,18 @@ static int run_stmt(struct store *st, struct tc_err *err, const char *sql, const
 
 int store_job_create(struct store *st, const struct job_row *j, struct tc_err *err)
 {
+	const char *state = job_state_name(j->state);
 	int rc = exec_sql(st, "BEGIN IMMEDIATE", err);
 	if (rc)
 		return rc;
 	rc = run_stmt(st, err,
 		      "INSERT INTO jobs (id, name, state, run_dir, spec_json, created, world_size,"
 		      " sup_pid, sup_ticks) VALUES (?,?,?,?,?,?,?,?,?)",
-		      "sssssdiii", j->id, j->name, j->state, j->run_dir, j->spec_json, j->created,
+		      "sssssdiii", j->id, j->name, state, j->run_dir, j->spec_json, j->created,
 		      (long long)j->world_size, (long long)j->sup_pid, (long long)j->sup_ticks);
 	if (!rc)
 		rc = run_stmt(st, err, "INSERT INTO events (job_id, time, state, reason) VALUES (?,?,?,?)",
-			      "sdss", j->id, j->created, j->state, "created");
+			      "sdss", j->id, j->created, state, "created");
 	if (rc) {
 		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
 		return rc;
@@ -283,26 +284,27 @@ int store_job_create(struct store *st, const struct job_row *j, struct tc_err *e
 	return exec_sql(st, "COMMIT", err);
 }
 
-static int set_state(struct store *st, const char *id, const char *state, int exit_code,
+static int set_state(struct store *st, const char *id, enum job_state state, int exit_code,
 		     const char *root_cause, bool finish, const char *reason, struct tc_err *err)
 {
 	double now = now_wall();
+	const char *name = job_state_name(state);
 	int rc = exec_sql(st, "BEGIN IMMEDIATE", err);
 	if (rc)
 		return rc;
 	if (finish)
 		rc = run_stmt(st, err,
 			      "UPDATE jobs SET state=?, exit_code=?, root_cause=?, ended=? WHERE id=?",
-			      "sisds", state, (long long)exit_code, root_cause, now, id);
-	else if (!strcmp(state, "running"))
+			      "sisds", name, (long long)exit_code, root_cause, now, id);
+	else if (state == JOB_RUNNING)
 		rc = run_stmt(st, err,
 			      "UPDATE jobs SET state=?, started=COALESCE(started, ?) WHERE id=?", "sds",
-			      state, now, id);
+			      name, now, id);
 	else
-		rc = run_stmt(st, err, "UPDATE jobs SET state=? WHERE id=?", "ss", state, id);
+		rc = run_stmt(st, err, "UPDATE jobs SET state=? WHERE id=?", "ss", name, id);
 	if (!rc)
 		rc = run_stmt(st, err, "INSERT INTO events (job_id, time, state, reason) VALUES (?,?,?,?)",
-			      "sdss", id, now, state, reason ? reason : "");
+			      "sdss", id, now, name, reason ? reason : "");
 	if (rc) {
 		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
 		return rc;
@@ -310,13 +312,13 @@ static int set_state(struct store *st, const char *id, const char *state, int ex
 	return exec_sql(st, "COMMIT", err);
 }
 
-int store_job_set_state(struct store *st, const char *id, const char *state, const char *reason,
-			struct tc_err *err)
+int store_job_set_state(struct store *st, const char *id, enum job_state state,
+			const char *reason, struct tc_err *err)
 {
 	return set_state(st, id, state, -1, NULL, false, reason, err);
 }
 
-int store_job_finish(struct store *st, const char *id, const char *state, int exit_code,
+int store_job_finish(struct store *st, const char *id, enum job_state state, int exit_code,
 		     const char *root_cause, const char *reason, struct tc_err *err)
 {
 	return set_state(st, id, state, exit_code, root_cause, true, reason, err);
@@ -361,15 +363,20 @@ static char *col_text(sqlite3_stmt *q, int i)
 	return t ? xstrdup((const char *)t) : NULL;
 }
 
-#define JOB_COLS                                                                     \
-	"id, name, state, run_dir, spec_json, created, COALESCE(started,0), COALESCE(ended,0)," \
-	" exit_code, root_cause, restarts, world_size, sup_pid, sup_ticks"
-
-static void read_job(sqlite3_stmt *q, struct job_row *j)
+/* The state in column i; false for a word jobs/state.h does not know. */
+static bool col_state(sqlite3_stmt *q, int i, enum job_state *out)
 {
+	const char *t = (const char *)sqlite3_column_text(q, i);
+	*out = JOB_LOST;
+	return t && job_state_parse(t, strlen(t), out);
+}
+
+int store_read_job(sqlite3_stmt *q, struct job_row *j)
+{
+	memset(j, 0, sizeof(*j));
 	j->id = col_text(q, 0);
 	j->name = col_text(q, 1);
-	j->state = col_text(q, 2);
+	bool known = col_state(q, 2, &j->state);
 	j->run_dir = col_text(q, 3);
 	j->spec_json = col_text(q, 4);
 	j->created = sqlite3_column_double(q, 5);
@@ -381,32 +388,79 @@ static void read_job(sqlite3_stmt *q, struct job_row *j)
 	j->world_size = sqlite3_column_int(q, 11);
 	j->sup_pid = (pid_t)sqlite3_column_int64(q, 12);
 	j->sup_ticks = (unsigned long long)sqlite3_column_int64(q, 13);
+	j->user = col_text(q, 14);
+	j->priority = sqlite3_column_int(q, 15);
+	j->preemptible = sqlite3_column_int(q, 16) != 0;
+	j->device_type = col_text(q, 17);
+	j->device_count = sqlite3_column_int(q, 18);
+	j->device_want = col_text(q, 19);
+	j->devices = col_text(q, 20);
+	j->stop_reason = job_stop_parse((const char *)sqlite3_column_text(q, 21));
+	j->managed = sqlite3_column_int(q, 22) != 0;
+	j->backend = col_text(q, 23);
+	j->slurm_job = col_text(q, 24);
+	j->slurm_nodes = col_text(q, 25);
+	j->slurm_state = col_text(q, 26);
+	return known ? 0 : -1;
+}
+
+int store_query_jobs(struct store *st, sqlite3_stmt *q, struct job_row **out, size_t *nr,
+		     struct tc_err *err)
+{
+	size_t alloc = 0;
+	int r, rc = 0;
+	*out = NULL;
+	*nr = 0;
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		XGROW(*out, *nr + 1, alloc);
+		struct job_row *j = &(*out)[(*nr)++];
+		if (store_read_job(q, j) && !rc)
+			rc = tc_error(err, TC_ESTORE, "database: job %s has state '%s', which this"
+				      " trainctl does not know", j->id, sqlite3_column_text(q, 2));
+	}
+	if (!rc && r != SQLITE_DONE)
+		rc = db_fail(st, err, "read jobs");
+	if (rc) {
+		job_rows_free(*out, *nr);
+		*out = NULL;
+		*nr = 0;
+	}
+	return rc;
 }
 
 static int query_jobs(struct store *st, const char *sql, const char *arg, struct job_row **out,
 		      size_t *nr, struct tc_err *err)
 {
 	sqlite3_stmt *q;
-	size_t alloc = 0;
 	*out = NULL;
 	*nr = 0;
 	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
 		return db_fail(st, err, "prepare");
-	if (arg)
-		sqlite3_bind_text(q, 1, arg, -1, SQLITE_TRANSIENT);
-	int r;
-	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
-		XGROW(*out, *nr + 1, alloc);
-		read_job(q, &(*out)[(*nr)++]);
-	}
-	sqlite3_finalize(q);
-	if (r != SQLITE_DONE) {
-		job_rows_free(*out, *nr);
-		*out = NULL;
-		*nr = 0;
+	if (arg && sqlite3_bind_text(q, 1, arg, -1, SQLITE_TRANSIENT) != SQLITE_OK) {
+		sqlite3_finalize(q);
 		return db_fail(st, err, "read jobs");
 	}
-	return 0;
+	int rc = store_query_jobs(st, q, out, nr, err);
+	sqlite3_finalize(q);
+	return rc;
+}
+
+void store_states_sql(struct sbuf *sql, unsigned states)
+{
+	sbuf_addch(sql, '(');
+	for (int s = 0, n = 0; s < JOB_NSTATES; s++)
+		if (states & (1u << s))
+			sbuf_addf(sql, "%s'%s'", n++ ? "," : "", job_state_name((enum job_state)s));
+	sbuf_addch(sql, ')');
+}
+
+unsigned store_terminal_states(void)
+{
+	unsigned set = 0;
+	for (int s = 0; s < JOB_NSTATES; s++)
+		if (job_state_terminal((enum job_state)s))
+			set |= 1u << s;
+	return set;
 }
 
 int store_job_get(struct store *st, const char *ref, struct job_row *out, struct tc_err *err)
@@ -416,7 +470,7 @@ int store_job_get(struct store *st, const char *ref, struct job_row *out, struct
 	int rc;
 	if (!*ref)
 		return tc_error(err, TC_EUSAGE, "empty job reference");
-	rc = query_jobs(st, "SELECT " JOB_COLS " FROM jobs WHERE id = ?1", ref, &v, &n, err);
+	rc = query_jobs(st, "SELECT " STORE_JOB_COLS " FROM jobs WHERE id = ?1", ref, &v, &n, err);
 	if (!rc && n == 0) {
 		struct sbuf pat = SBUF_INIT;
 		/* escape LIKE wildcards in the prefix */
@@ -426,7 +480,7 @@ int store_job_get(struct store *st, const char *ref, struct job_row *out, struct
 			sbuf_addch(&pat, *c);
 		}
 		sbuf_addch(&pat, '%');
-		rc = query_jobs(st, "SELECT " JOB_COLS " FROM jobs WHERE id LIKE ?1 ESCAPE '\\'"
+		rc = query_jobs(st, "SELECT " STORE_JOB_COLS " FROM jobs WHERE id LIKE ?1 ESCAPE '\\'"
 				" ORDER BY id DESC LIMIT 2", pat.buf, &v, &n, err);
 		sbuf_release(&pat);
 		if (!rc && n > 1) {
@@ -436,7 +490,7 @@ int store_job_get(struct store *st, const char *ref, struct job_row *out, struct
 		}
 	}
 	if (!rc && n == 0)
-		rc = query_jobs(st, "SELECT " JOB_COLS " FROM jobs WHERE name = ?1 ORDER BY id DESC"
+		rc = query_jobs(st, "SELECT " STORE_JOB_COLS " FROM jobs WHERE name = ?1 ORDER BY id DESC"
 			       " LIMIT 1", ref, &v, &n, err);
 	if (!rc && n == 0)
 		rc = tc_error(err, TC_ENOTFOUND, "no job '%s'", ref);
@@ -452,11 +506,17 @@ out:
 int store_job_list(struct store *st, bool all, struct job_row **out, size_t *nr,
 		   struct tc_err *err)
 {
-	return query_jobs(st, all ? "SELECT " JOB_COLS " FROM jobs ORDER BY id DESC"
-				  : "SELECT " JOB_COLS " FROM jobs WHERE state NOT IN"
-				    " ('succeeded','failed','killed','lost') OR id IN"
-				    " (SELECT id FROM jobs ORDER BY id DESC LIMIT 20) ORDER BY id DESC",
-			  NULL, out, nr, err);
+	struct sbuf sql = SBUF_INIT;
+	sbuf_adds(&sql, "SELECT " STORE_JOB_COLS " FROM jobs");
+	if (!all) {
+		sbuf_adds(&sql, " WHERE state NOT IN ");
+		store_states_sql(&sql, store_terminal_states());
+		sbuf_adds(&sql, " OR id IN (SELECT id FROM jobs ORDER BY id DESC LIMIT 20)");
+	}
+	sbuf_adds(&sql, " ORDER BY id DESC");
+	int rc = query_jobs(st, sql.buf, NULL, out, nr, err);
+	sbuf_release(&sql);
+	return rc;
 }
 
 int store_workers(struct store *st, const char *job, struct worker_row **out, size_t *nr,
@@ -512,7 +572,7 @@ int store_events(struct store *st, const char *job, struct event_row **out, size
 		XGROW(*out, *nr + 1, alloc);
 		struct event_row *e = &(*out)[(*nr)++];
 		e->time = sqlite3_column_double(q, 0);
-		e->state = col_text(q, 1);
+		col_state(q, 1, &e->state); /* history: an unknown word reads as lost */
 		e->reason = col_text(q, 2);
 	}
 	sqlite3_finalize(q);
@@ -525,70 +585,23 @@ int store_events(struct store *st, const char *job, struct event_row **out, size
 	return 0;
 }
 
-void store_history_json(json_t *o, const struct event_row *ev, size_t nev,
-			const struct worker_row *wk, size_t nwk)
-{
-	json_t *events = json_array();
-	for (size_t i = 0; i < nev; i++)
-		json_array_append_new(events, json_pack("{s:f, s:s, s:s}", "time", ev[i].time, "state",
-							ev[i].state, "reason", ev[i].reason));
-	json_object_set_new(o, "events", events);
-	json_t *workers = json_array();
-	for (size_t i = 0; i < nwk; i++) {
-		json_t *w = json_pack("{s:i, s:i, s:i, s:i, s:f}", "attempt", wk[i].attempt, "rank",
-				      wk[i].rank, "local_rank", wk[i].local_rank, "pid", (int)wk[i].pid,
-				      "started", wk[i].started);
-		json_object_set_new(w, "ended", wk[i].ended > 0 ? json_real(wk[i].ended) : json_null());
-		json_object_set_new(w, "exit_code", wk[i].ended > 0 && !wk[i].signal
-							    ? json_integer(wk[i].exit_code)
-							    : json_null());
-		json_object_set_new(w, "signal", wk[i].signal ? json_integer(wk[i].signal) : json_null());
-		json_array_append_new(workers, w);
-	}
-	json_object_set_new(o, "workers_history", workers);
-}
-
-bool store_state_terminal(const char *state)
-{
-	static const char *const terminal[] = { "succeeded", "failed", "killed", "lost", NULL };
-	for (const char *const *t = terminal; *t; t++)
-		if (!strcmp(*t, state))
-			return true;
-	return false;
-}
-
-int store_job_reconcile(struct store *st, struct job_row *job, struct tc_err *err)
-{
-	if (store_state_terminal(job->state) || !strcmp(job->state, "queued") ||
-	    !strcmp(job->state, "paused") || !strcmp(job->state, "preempted"))
-		return 0;
-	if (proc_alive(job->sup_pid, job->sup_ticks))
-		return 0;
-	/* a Slurm job's supervisors run on its nodes: backend_reconcile asks Slurm */
-	if (store_job_is_slurm(st, job->id))
-		return 0;
-	struct sbuf why = SBUF_INIT;
-	sbuf_addf(&why, "supervisor (pid %ld) is gone without recording an end", (long)job->sup_pid);
-	int rc = store_job_finish(st, job->id, "lost", 3, why.buf, why.buf, err);
-	sbuf_release(&why);
-	if (!rc) {
-		free(job->state);
-		job->state = xstrdup("lost");
-		job->exit_code = 3;
-	}
-	return rc;
-}
-
 void job_row_release(struct job_row *j)
 {
 	if (!j)
 		return;
 	free(j->id);
 	free(j->name);
-	free(j->state);
 	free(j->run_dir);
 	free(j->spec_json);
 	free(j->root_cause);
+	free(j->user);
+	free(j->device_type);
+	free(j->device_want);
+	free(j->devices);
+	free(j->backend);
+	free(j->slurm_job);
+	free(j->slurm_nodes);
+	free(j->slurm_state);
 	memset(j, 0, sizeof(*j));
 }
 
@@ -601,9 +614,7 @@ void job_rows_free(struct job_row *v, size_t nr)
 
 void event_rows_free(struct event_row *v, size_t nr)
 {
-	for (size_t i = 0; i < nr; i++) {
-		free(v[i].state);
+	for (size_t i = 0; i < nr; i++)
 		free(v[i].reason);
-	}
 	free(v);
 }

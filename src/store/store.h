@@ -7,24 +7,11 @@
  * change with its reason).  Nothing important lives only in memory: the
  * supervisor writes each change as it happens.
  *
- * JOB STATES
- *
- *                 store_job_create
- *                        |
- *                        v
- *   queued ---------> starting --------> running ----------> succeeded
- *   (server)            |                 |   ^                 failed
- *                       |                 v   | (group back)    killed
- *                       |              restarting               lost
- *                       +-----> failed / killed
- *
- *   paused, preempted: set by the scheduler of `trainctl server`.
- *   lost: the supervisor vanished without recording an end; set by
- *         store_job_reconcile() when a reader finds its pid gone.
- *
- * Every transition goes through store_job_set_state(), which writes the
- * state and an event row in one transaction.  Terminal states: succeeded,
- * failed, killed, lost.
+ * The state column holds the words of jobs/state.h (job_state_name); the
+ * state diagram and the function for each transition are there and in
+ * jobs/jobs.h.  Every transition writes the state and an event row in one
+ * transaction (store_job_set_state, store_job_finish, and the server's
+ * store_job_launch and store_job_requeue).
  */
 #ifndef TC_STORE_H
 #define TC_STORE_H
@@ -34,16 +21,20 @@
 #include <sys/types.h>
 
 #include "core/err.h"
-
-#include <jansson.h>
 #include "core/sbuf.h"
+#include "jobs/state.h"
 
 struct store;
 
+/*
+ * The job record: every column of a jobs row.  Readers get all of them;
+ * store_job_create writes the first block (the other columns keep their
+ * defaults), store_job_submit the server's block too.
+ */
 struct job_row {
 	char *id;
 	char *name;
-	char *state;
+	enum job_state state;
 	char *run_dir;
 	char *spec_json;
 	double created, started, ended; /* 0 when not yet */
@@ -53,6 +44,19 @@ struct job_row {
 	int world_size;
 	pid_t sup_pid;
 	unsigned long long sup_ticks;
+	/* trainctl server (see the server section below); '' user for `trainctl run` */
+	char *user;
+	int priority;
+	bool preemptible;
+	char *device_type;
+	int device_count;
+	char *device_want;         /* ids the spec named ("0,1"), or NULL for any */
+	char *devices;             /* ids held while it runs, or NULL */
+	enum job_stop stop_reason; /* why the server asked it to stop */
+	bool managed;              /* the server schedules it */
+	/* the backend (see the slurm section below) */
+	char *backend;             /* "local" or "slurm" */
+	char *slurm_job, *slurm_nodes, *slurm_state; /* NULL when not set */
 };
 
 struct worker_row {
@@ -65,7 +69,7 @@ struct worker_row {
 
 struct event_row {
 	double time;
-	char *state;
+	enum job_state state;
 	char *reason;
 };
 
@@ -76,10 +80,10 @@ void store_close(struct store *st);
 char *store_new_job_id(void);
 
 int store_job_create(struct store *st, const struct job_row *job, struct tc_err *err);
-int store_job_set_state(struct store *st, const char *id, const char *state, const char *reason,
-			struct tc_err *err);
+int store_job_set_state(struct store *st, const char *id, enum job_state state,
+			const char *reason, struct tc_err *err);
 /* Record the end: state, exit status and root cause in one go. */
-int store_job_finish(struct store *st, const char *id, const char *state, int exit_code,
+int store_job_finish(struct store *st, const char *id, enum job_state state, int exit_code,
 		     const char *root_cause, const char *reason, struct tc_err *err);
 int store_job_set_restarts(struct store *st, const char *id, int restarts, struct tc_err *err);
 int store_job_set_supervisor(struct store *st, const char *id, pid_t pid,
@@ -102,20 +106,6 @@ int store_workers(struct store *st, const char *job, struct worker_row **out, si
 		  struct tc_err *err);
 int store_events(struct store *st, const char *job, struct event_row **out, size_t *nr,
 		 struct tc_err *err);
-/*
- * A job that claims to be active but whose supervisor process is gone is
- * marked lost (with an event); call before showing jobs.
- */
-int store_job_reconcile(struct store *st, struct job_row *job, struct tc_err *err);
-
-bool store_state_terminal(const char *state);
-/*
- * Add a job's history to its JSON form (show --json and the HTTP API share
- * it): "events" (time, state, reason) and "workers_history" (one entry per
- * rank and attempt; exit_code null when killed by a signal or running).
- */
-void store_history_json(json_t *o, const struct event_row *ev, size_t nev,
-			const struct worker_row *wk, size_t nwk);
 
 void job_row_release(struct job_row *j);
 void job_rows_free(struct job_row *v, size_t nr);
@@ -258,46 +248,38 @@ void store_ckpt_free(struct store_ckpt *v, size_t nr);
  * managed (1: the server schedules it).  Tables tokens (SHA-256 of each
  * bearer token, hex) and job_usage (telemetry samples, dev as JSON).
  *
- *   queued --(scheduler: store_sjob_launch)--> starting -> running -> ...
- *   running --(stop_reason preempted, SIGTERM)--> preempted --(store_sjob_requeue)--> queued
- *   running --(stop_reason paused)--> paused --(resume: store_sjob_requeue)--> queued
- *   lost (supervisor died) --(restart budget left: store_sjob_requeue)--> queued
+ *   queued --(scheduler: store_job_launch)--> starting -> running -> ...
+ *   running --(stop_reason preempted, SIGTERM)--> preempted --(store_job_requeue)--> queued
+ *   running --(stop_reason paused)--> paused --(resume: store_job_requeue)--> queued
+ *   lost (supervisor died) --(restart budget left: store_job_requeue)--> queued
  */
-struct store_sjob {
-	char *id, *name, *user, *state, *device_type, *device_want, *devices, *stop_reason;
-	char *spec_json, *run_dir;
-	int priority, device_count, restarts;
-	bool preemptible;
-	double created;
-	pid_t sup_pid;
-	unsigned long long sup_ticks;
-};
 
-/* A new managed job in state queued (j: id, name, run_dir, spec_json, created, world_size). */
-int store_sjob_create(struct store *st, const struct job_row *j, const struct store_sjob *x,
-		      struct tc_err *err);
+/* A new managed job in state queued (id, name, run_dir, spec_json, created,
+ * world_size, the server's block of j and its backend). */
+int store_job_submit(struct store *st, const struct job_row *j, struct tc_err *err);
 /* Managed jobs not in a terminal state, oldest first. */
-int store_sjob_active(struct store *st, struct store_sjob **out, size_t *nr, struct tc_err *err);
-int store_sjob_get(struct store *st, const char *id, struct store_sjob *out, struct tc_err *err);
-void store_sjob_release(struct store_sjob *j);
-void store_sjobs_free(struct store_sjob *v, size_t nr);
+int store_job_active_managed(struct store *st, struct job_row **out, size_t *nr,
+			     struct tc_err *err);
 /* The scheduler started its supervisor: devices, pid, state starting, one transaction. */
-int store_sjob_launch(struct store *st, const char *id, const char *devices, pid_t pid,
-		      unsigned long long ticks, const char *reason, struct tc_err *err);
+int store_job_launch(struct store *st, const char *id, const char *devices, pid_t pid,
+		     unsigned long long ticks, const char *reason, struct tc_err *err);
 /* Back to state (queued or paused) holding nothing; count_restart adds one to restarts. */
-int store_sjob_requeue(struct store *st, const char *id, const char *state, bool count_restart,
-		       const char *reason, struct tc_err *err);
-int store_sjob_set_devices(struct store *st, const char *id, const char *devices,
-			   struct tc_err *err);
-int store_job_set_stop_reason(struct store *st, const char *id, const char *reason,
+int store_job_requeue(struct store *st, const char *id, enum job_state state, bool count_restart,
+		      const char *reason, struct tc_err *err);
+int store_job_set_devices(struct store *st, const char *id, const char *devices,
+			  struct tc_err *err);
+int store_job_set_stop_reason(struct store *st, const char *id, enum job_stop why,
 			      struct tc_err *err);
-/* The job's stop_reason (heap) or NULL. */
-int store_job_stop_reason(struct store *st, const char *id, char **out, struct tc_err *err);
+/* The job's stop_reason (JOB_STOP_NONE when not set or no such job). */
+int store_job_stop_reason(struct store *st, const char *id, enum job_stop *out,
+			  struct tc_err *err);
 int store_job_delete(struct store *st, const char *id, struct tc_err *err);
 
 struct store_event {
 	long long id;
-	char *job_id, *state, *reason, *user;
+	char *job_id;
+	enum job_state state;
+	char *reason, *user;
 	double time;
 };
 /* Events with id > after, oldest first, at most limit. */
@@ -306,14 +288,15 @@ int store_events_after(struct store *st, long long after, int limit, struct stor
 int store_events_last(struct store *st, long long *last, struct tc_err *err);
 void store_events_free(struct store_event *v, size_t nr);
 
-/* Listing filter: NULL fields match all; state may list several ("a,b"). */
+/* Listing filter: NULL fields match all; states is a set of (1u << JOB_*), 0 for all. */
 struct store_jfilter {
-	const char *state, *user, *name;
+	unsigned states;
+	const char *user, *name;
 	long limit, offset;
 };
-/* A JSON array of the matching jobs, newest first, appended to out; *total counts all matches. */
-int store_jobs_json(struct store *st, const struct store_jfilter *f, struct sbuf *out,
-		    long long *total, struct tc_err *err);
+/* The matching jobs, newest first (limit, offset); *total counts all matches. */
+int store_job_query(struct store *st, const struct store_jfilter *f, struct job_row **out,
+		    size_t *nr, long long *total, struct tc_err *err);
 
 int store_token_add(struct store *st, const char *hash, const char *user, bool admin,
 		    struct tc_err *err);
@@ -324,9 +307,8 @@ int store_token_count(struct store *st, long long *n, struct tc_err *err);
 
 int store_usage_add(struct store *st, const char *id, double t, double cpu, double mem,
 		    const char *dev_json, struct tc_err *err);
-/* counts[i] = jobs in states[i] (NULL-terminated list). */
-int store_state_counts(struct store *st, const char *const *states, long long *counts,
-		       struct tc_err *err);
+/* counts[s] = the jobs in state s. */
+int store_state_counts(struct store *st, long long counts[JOB_NSTATES], struct tc_err *err);
 /* {"series": [{"metric", "rank", "points"}]} of a job. */
 int store_metric_names_json(struct store *st, const char *job, struct sbuf *out,
 			    struct tc_err *err);
@@ -338,18 +320,12 @@ int store_usage_json(struct store *st, const char *id, double since, struct sbuf
  *
  * Columns of jobs: backend ('local' or 'slurm'), slurm_job (the Slurm job
  * id), slurm_nodes (its node list, "n[1-2]"), slurm_state (the Slurm state
- * last seen, e.g. RUNNING).  store_job_reconcile leaves slurm jobs alone:
- * their supervisors are not processes of this machine.
+ * last seen, e.g. RUNNING); struct job_row carries them.
+ * store_job_reconcile leaves slurm jobs alone: their supervisors are not
+ * processes of this machine.
  */
-struct store_slurm {
-	char *backend, *job, *nodes, *state; /* NULL when not set */
-};
 /* Mark id as a slurm job; job, nodes, state: NULL leaves the column as is. */
 int store_slurm_set(struct store *st, const char *id, const char *job, const char *nodes,
 		    const char *state, struct tc_err *err);
-int store_slurm_get(struct store *st, const char *id, struct store_slurm *out,
-		    struct tc_err *err);
-void store_slurm_release(struct store_slurm *x);
-bool store_job_is_slurm(struct store *st, const char *id);
 
 #endif

@@ -8,6 +8,8 @@
 #include <sqlite3.h>
 
 #include "core/err.h"
+#include "core/sbuf.h"
+#include "store/store.h"
 
 struct store {
 	sqlite3 *db;
@@ -15,5 +17,21 @@ struct store {
 
 /* Fill err with "database: WHAT: sqlite's message" (TC_ESTORE); returns TC_ESTORE. */
 int db_fail(struct store *st, struct tc_err *err, const char *what);
+
+/* Every column of struct job_row, in the order store_read_job reads them. */
+#define STORE_JOB_COLS                                                                         \
+	"id, name, state, run_dir, spec_json, created, COALESCE(started,0), COALESCE(ended,0),"  \
+	" exit_code, root_cause, restarts, world_size, sup_pid, sup_ticks, user, priority,"       \
+	" preemptible, device_type, device_count, device_want, devices, stop_reason, managed,"    \
+	" backend, slurm_job, slurm_nodes, slurm_state"
+
+/* One row of SELECT STORE_JOB_COLS into j; -1 when its state word is unknown. */
+int store_read_job(sqlite3_stmt *q, struct job_row *j);
+/* Step a prepared SELECT STORE_JOB_COLS to its end (the caller finalizes q). */
+int store_query_jobs(struct store *st, sqlite3_stmt *q, struct job_row **out, size_t *nr,
+		     struct tc_err *err);
+/* "('a','b')": the names of a set of states (1u << JOB_*), for IN clauses. */
+void store_states_sql(struct sbuf *sql, unsigned states);
+unsigned store_terminal_states(void);
 
 #endif

@@ -72,8 +72,7 @@ static int add_event(struct store *st, const char *id, double t, const char *sta
 	return rc;
 }
 
-int store_sjob_create(struct store *st, const struct job_row *j, const struct store_sjob *x,
-		      struct tc_err *err)
+int store_job_submit(struct store *st, const struct job_row *j, struct tc_err *err)
 {
 	int rc = begin(st, err);
 	if (rc)
@@ -82,157 +81,79 @@ int store_sjob_create(struct store *st, const struct job_row *j, const struct st
 	if (sqlite3_prepare_v2(st->db,
 			       "INSERT INTO jobs (id, name, state, run_dir, spec_json, created, world_size,"
 			       " user, priority, preemptible, device_type, device_count, device_want,"
-			       " managed) VALUES (?,?,'queued',?,?,?,?,?,?,?,?,?,?,1)",
+			       " backend, managed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,1)",
 			       -1, &q, NULL) != SQLITE_OK)
 		return end(st, db_fail(st, err, "submit"), err);
+	const char *queued = job_state_name(JOB_QUEUED);
 	int ok = bind_text(q, 1, j->id) == SQLITE_OK && bind_text(q, 2, j->name) == SQLITE_OK &&
-		 bind_text(q, 3, j->run_dir) == SQLITE_OK && bind_text(q, 4, j->spec_json) == SQLITE_OK &&
-		 sqlite3_bind_double(q, 5, j->created) == SQLITE_OK &&
-		 sqlite3_bind_int(q, 6, j->world_size) == SQLITE_OK &&
-		 bind_text(q, 7, x->user) == SQLITE_OK && sqlite3_bind_int(q, 8, x->priority) == SQLITE_OK &&
-		 sqlite3_bind_int(q, 9, x->preemptible) == SQLITE_OK &&
-		 bind_text(q, 10, x->device_type) == SQLITE_OK &&
-		 sqlite3_bind_int(q, 11, x->device_count) == SQLITE_OK &&
-		 bind_text(q, 12, x->device_want) == SQLITE_OK;
+		 bind_text(q, 3, queued) == SQLITE_OK && bind_text(q, 4, j->run_dir) == SQLITE_OK &&
+		 bind_text(q, 5, j->spec_json) == SQLITE_OK &&
+		 sqlite3_bind_double(q, 6, j->created) == SQLITE_OK &&
+		 sqlite3_bind_int(q, 7, j->world_size) == SQLITE_OK &&
+		 bind_text(q, 8, j->user) == SQLITE_OK && sqlite3_bind_int(q, 9, j->priority) == SQLITE_OK &&
+		 sqlite3_bind_int(q, 10, j->preemptible) == SQLITE_OK &&
+		 bind_text(q, 11, j->device_type) == SQLITE_OK &&
+		 sqlite3_bind_int(q, 12, j->device_count) == SQLITE_OK &&
+		 bind_text(q, 13, j->device_want) == SQLITE_OK && bind_text(q, 14, j->backend) == SQLITE_OK;
 	rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "submit");
 	sqlite3_finalize(q);
 	if (!rc)
-		rc = add_event(st, j->id, j->created, "queued", "submitted", err);
+		rc = add_event(st, j->id, j->created, queued, "submitted", err);
 	return end(st, rc, err);
 }
 
-#define SJOB_COLS                                                                        \
-	"id, name, user, state, device_type, device_want, devices, stop_reason, priority,"  \
-	" device_count, restarts, preemptible, created, sup_pid, sup_ticks, spec_json, run_dir"
-
-static void read_sjob(sqlite3_stmt *q, struct store_sjob *j)
+int store_job_active_managed(struct store *st, struct job_row **out, size_t *nr,
+			     struct tc_err *err)
 {
-	memset(j, 0, sizeof(*j));
-	j->id = dup_text(q, 0);
-	j->name = dup_text(q, 1);
-	j->user = dup_text(q, 2);
-	j->state = dup_text(q, 3);
-	j->device_type = dup_text(q, 4);
-	j->device_want = dup_text(q, 5);
-	j->devices = dup_text(q, 6);
-	j->stop_reason = dup_text(q, 7);
-	j->priority = sqlite3_column_int(q, 8);
-	j->device_count = sqlite3_column_int(q, 9);
-	j->restarts = sqlite3_column_int(q, 10);
-	j->preemptible = sqlite3_column_int(q, 11) != 0;
-	j->created = sqlite3_column_double(q, 12);
-	j->sup_pid = (pid_t)sqlite3_column_int64(q, 13);
-	j->sup_ticks = (unsigned long long)sqlite3_column_int64(q, 14);
-	j->spec_json = dup_text(q, 15);
-	j->run_dir = dup_text(q, 16);
-}
-
-static int query_sjobs(struct store *st, const char *sql, const char *arg, struct store_sjob **out,
-		       size_t *nr, struct tc_err *err)
-{
+	struct sbuf sql = SBUF_INIT;
 	sqlite3_stmt *q;
-	size_t alloc = 0;
 	*out = NULL;
 	*nr = 0;
-	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "read jobs");
-	if (arg && bind_text(q, 1, arg) != SQLITE_OK) {
-		sqlite3_finalize(q);
-		return db_fail(st, err, "read jobs");
-	}
-	int r;
-	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
-		XGROW(*out, *nr + 1, alloc);
-		read_sjob(q, &(*out)[(*nr)++]);
-	}
-	sqlite3_finalize(q);
-	if (r != SQLITE_DONE) {
-		store_sjobs_free(*out, *nr);
-		*out = NULL;
-		*nr = 0;
-		return db_fail(st, err, "read jobs");
-	}
-	return 0;
-}
-
-int store_sjob_active(struct store *st, struct store_sjob **out, size_t *nr, struct tc_err *err)
-{
-	return query_sjobs(st,
-			   "SELECT " SJOB_COLS " FROM jobs WHERE managed = 1 AND state NOT IN"
-			   " ('succeeded','failed','killed','lost') ORDER BY created, id",
-			   NULL, out, nr, err);
-}
-
-int store_sjob_get(struct store *st, const char *id, struct store_sjob *out, struct tc_err *err)
-{
-	struct store_sjob *v;
-	size_t n;
-	int rc = query_sjobs(st, "SELECT " SJOB_COLS " FROM jobs WHERE id = ?1", id, &v, &n, err);
+	sbuf_adds(&sql, "SELECT " STORE_JOB_COLS " FROM jobs WHERE managed = 1 AND state NOT IN ");
+	store_states_sql(&sql, store_terminal_states());
+	sbuf_adds(&sql, " ORDER BY created, id");
+	int rc = sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL) != SQLITE_OK
+			 ? db_fail(st, err, "read jobs")
+			 : 0;
+	sbuf_release(&sql);
 	if (rc)
 		return rc;
-	if (!n) {
-		free(v);
-		return tc_error(err, TC_ENOTFOUND, "no job '%s'", id);
-	}
-	*out = v[0];
-	free(v);
-	return 0;
+	rc = store_query_jobs(st, q, out, nr, err);
+	sqlite3_finalize(q);
+	return rc;
 }
 
-void store_sjob_release(struct store_sjob *j)
-{
-	if (!j)
-		return;
-	free(j->id);
-	free(j->name);
-	free(j->user);
-	free(j->state);
-	free(j->device_type);
-	free(j->device_want);
-	free(j->devices);
-	free(j->stop_reason);
-	free(j->spec_json);
-	free(j->run_dir);
-	memset(j, 0, sizeof(*j));
-}
-
-void store_sjobs_free(struct store_sjob *v, size_t nr)
-{
-	for (size_t i = 0; i < nr; i++)
-		store_sjob_release(&v[i]);
-	free(v);
-}
-
-int store_sjob_launch(struct store *st, const char *id, const char *devices, pid_t pid,
-		      unsigned long long ticks, const char *reason, struct tc_err *err)
+int store_job_launch(struct store *st, const char *id, const char *devices, pid_t pid,
+		     unsigned long long ticks, const char *reason, struct tc_err *err)
 {
 	int rc = begin(st, err);
 	if (rc)
 		return rc;
 	sqlite3_stmt *q;
 	if (sqlite3_prepare_v2(st->db,
-			       "UPDATE jobs SET state='starting', devices=?, sup_pid=?, sup_ticks=?,"
+			       "UPDATE jobs SET state=?, devices=?, sup_pid=?, sup_ticks=?,"
 			       " stop_reason=NULL, exit_code=-1, ended=NULL, root_cause=NULL WHERE id=?",
 			       -1, &q, NULL) != SQLITE_OK)
 		return end(st, db_fail(st, err, "launch"), err);
-	int ok = bind_text(q, 1, devices) == SQLITE_OK &&
-		 sqlite3_bind_int64(q, 2, (sqlite3_int64)pid) == SQLITE_OK &&
-		 sqlite3_bind_int64(q, 3, (sqlite3_int64)ticks) == SQLITE_OK &&
-		 bind_text(q, 4, id) == SQLITE_OK;
+	const char *starting = job_state_name(JOB_STARTING);
+	int ok = bind_text(q, 1, starting) == SQLITE_OK && bind_text(q, 2, devices) == SQLITE_OK &&
+		 sqlite3_bind_int64(q, 3, (sqlite3_int64)pid) == SQLITE_OK &&
+		 sqlite3_bind_int64(q, 4, (sqlite3_int64)ticks) == SQLITE_OK &&
+		 bind_text(q, 5, id) == SQLITE_OK;
 	rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "launch");
 	sqlite3_finalize(q);
 	if (!rc)
-		rc = add_event(st, id, now_wall(), "starting", reason, err);
+		rc = add_event(st, id, now_wall(), starting, reason, err);
 	return end(st, rc, err);
 }
 
-int store_sjob_requeue(struct store *st, const char *id, const char *state, bool count_restart,
-		       const char *reason, struct tc_err *err)
+int store_job_requeue(struct store *st, const char *id, enum job_state state, bool count_restart,
+		      const char *reason, struct tc_err *err)
 {
 	int rc = begin(st, err);
 	if (rc)
 		return rc;
-	const char *v[] = { state, id };
+	const char *v[] = { job_state_name(state), id };
 	rc = exec_texts(st, err, "requeue",
 			count_restart ? "UPDATE jobs SET state=?, devices=NULL, stop_reason=NULL,"
 					" sup_pid=0, sup_ticks=0, exit_code=-1, ended=NULL,"
@@ -241,28 +162,29 @@ int store_sjob_requeue(struct store *st, const char *id, const char *state, bool
 					" sup_pid=0, sup_ticks=0, exit_code=-1, ended=NULL WHERE id=?",
 			2, v);
 	if (!rc)
-		rc = add_event(st, id, now_wall(), state, reason, err);
+		rc = add_event(st, id, now_wall(), v[0], reason, err);
 	return end(st, rc, err);
 }
 
-int store_sjob_set_devices(struct store *st, const char *id, const char *devices,
-			   struct tc_err *err)
+int store_job_set_devices(struct store *st, const char *id, const char *devices,
+			  struct tc_err *err)
 {
 	const char *v[] = { devices, id };
 	return exec_texts(st, err, "set devices", "UPDATE jobs SET devices=? WHERE id=?", 2, v);
 }
 
-int store_job_set_stop_reason(struct store *st, const char *id, const char *reason,
+int store_job_set_stop_reason(struct store *st, const char *id, enum job_stop why,
 			      struct tc_err *err)
 {
-	const char *v[] = { reason, id };
+	const char *v[] = { job_stop_name(why), id };
 	return exec_texts(st, err, "set stop reason", "UPDATE jobs SET stop_reason=? WHERE id=?", 2, v);
 }
 
-int store_job_stop_reason(struct store *st, const char *id, char **out, struct tc_err *err)
+int store_job_stop_reason(struct store *st, const char *id, enum job_stop *out,
+			  struct tc_err *err)
 {
 	sqlite3_stmt *q;
-	*out = NULL;
+	*out = JOB_STOP_NONE;
 	if (sqlite3_prepare_v2(st->db, "SELECT stop_reason FROM jobs WHERE id=?", -1, &q, NULL) !=
 	    SQLITE_OK)
 		return db_fail(st, err, "read stop reason");
@@ -271,7 +193,7 @@ int store_job_stop_reason(struct store *st, const char *id, char **out, struct t
 		rc = db_fail(st, err, "read stop reason");
 	int r = rc ? SQLITE_ERROR : sqlite3_step(q);
 	if (r == SQLITE_ROW)
-		*out = dup_text(q, 0);
+		*out = job_stop_parse((const char *)sqlite3_column_text(q, 0));
 	else if (!rc && r != SQLITE_DONE)
 		rc = db_fail(st, err, "read stop reason");
 	sqlite3_finalize(q);
@@ -310,7 +232,10 @@ int store_events_after(struct store *st, long long after, int limit, struct stor
 		e->id = sqlite3_column_int64(q, 0);
 		e->job_id = dup_text(q, 1);
 		e->time = sqlite3_column_double(q, 2);
-		e->state = dup_text(q, 3);
+		const char *word = (const char *)sqlite3_column_text(q, 3);
+		/* history: a word this trainctl does not know reads as lost */
+		if (!word || !job_state_parse(word, strlen(word), &e->state))
+			e->state = JOB_LOST;
 		e->reason = dup_text(q, 4);
 		e->user = dup_text(q, 5);
 	}
@@ -344,7 +269,6 @@ void store_events_free(struct store_event *v, size_t nr)
 {
 	for (size_t i = 0; i < nr; i++) {
 		free(v[i].job_id);
-		free(v[i].state);
 		free(v[i].reason);
 		free(v[i].user);
 	}
@@ -361,7 +285,7 @@ static void json_num(struct sbuf *sb, double v)
 		sbuf_adds(sb, "null");
 }
 
-/* Filter clause and its bound values (state may be "a,b"). */
+/* Filter clause and its bound values. */
 static void filter_sql(const struct store_jfilter *f, struct sbuf *where, struct strvec *args)
 {
 	sbuf_adds(where, " WHERE 1");
@@ -373,17 +297,9 @@ static void filter_sql(const struct store_jfilter *f, struct sbuf *where, struct
 		sbuf_adds(where, " AND name = ?");
 		strvec_push(args, f->name);
 	}
-	if (f->state) {
-		sbuf_adds(where, " AND state IN (");
-		const char *p = f->state;
-		for (int k = 0; *p; k++) {
-			const char *c = strchr(p, ',');
-			size_t n = c ? (size_t)(c - p) : strlen(p);
-			sbuf_adds(where, k ? ",?" : "?");
-			strvec_push_nodup(args, xstrndup(p, n));
-			p += n + (c ? 1 : 0);
-		}
-		sbuf_adds(where, ")");
+	if (f->states) {
+		sbuf_adds(where, " AND state IN ");
+		store_states_sql(where, f->states);
 	}
 }
 
@@ -395,13 +311,15 @@ static int bind_args(sqlite3_stmt *q, const struct strvec *args)
 	return 0;
 }
 
-int store_jobs_json(struct store *st, const struct store_jfilter *f, struct sbuf *out,
-		    long long *total, struct tc_err *err)
+int store_job_query(struct store *st, const struct store_jfilter *f, struct job_row **out,
+		    size_t *nr, long long *total, struct tc_err *err)
 {
 	struct sbuf where = SBUF_INIT, sql = SBUF_INIT;
 	struct strvec args = STRVEC_INIT;
 	sqlite3_stmt *q = NULL;
 	int rc = 0;
+	*out = NULL;
+	*nr = 0;
 	filter_sql(f, &where, &args);
 	sbuf_addf(&sql, "SELECT COUNT(*) FROM jobs%s", where.buf);
 	if (sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL) != SQLITE_OK || bind_args(q, &args) ||
@@ -413,53 +331,13 @@ int store_jobs_json(struct store *st, const struct store_jfilter *f, struct sbuf
 	sqlite3_finalize(q);
 	q = NULL;
 	sbuf_reset(&sql);
-	sbuf_addf(&sql,
-		  "SELECT id, name, user, state, priority, preemptible, device_type, device_count,"
-		  " devices, created, started, ended, exit_code, restarts, world_size,"
-		  " substr(root_cause, 1, 300), managed FROM jobs%s ORDER BY id DESC LIMIT %ld OFFSET %ld",
+	sbuf_addf(&sql, "SELECT " STORE_JOB_COLS " FROM jobs%s ORDER BY id DESC LIMIT %ld OFFSET %ld",
 		  where.buf, f->limit, f->offset);
 	if (sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL) != SQLITE_OK || bind_args(q, &args)) {
 		rc = db_fail(st, err, "list jobs");
 		goto out;
 	}
-	sbuf_addch(out, '[');
-	int r, n = 0;
-	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
-		if (n++)
-			sbuf_addch(out, ',');
-		sbuf_adds(out, "{\"id\":");
-		json_add_str(out, (const char *)sqlite3_column_text(q, 0));
-		sbuf_adds(out, ",\"name\":");
-		json_add_str(out, (const char *)sqlite3_column_text(q, 1));
-		sbuf_adds(out, ",\"user\":");
-		json_add_str(out, (const char *)sqlite3_column_text(q, 2));
-		sbuf_adds(out, ",\"state\":");
-		json_add_str(out, (const char *)sqlite3_column_text(q, 3));
-		sbuf_addf(out, ",\"priority\":%d,\"preemptible\":%s,\"device_type\":",
-			  sqlite3_column_int(q, 4), sqlite3_column_int(q, 5) ? "true" : "false");
-		json_add_str(out, (const char *)sqlite3_column_text(q, 6));
-		sbuf_addf(out, ",\"device_count\":%d,\"devices\":", sqlite3_column_int(q, 7));
-		json_add_str(out, (const char *)sqlite3_column_text(q, 8));
-		sbuf_adds(out, ",\"created\":");
-		json_num(out, sqlite3_column_double(q, 9));
-		sbuf_adds(out, ",\"started\":");
-		if (sqlite3_column_type(q, 10) == SQLITE_NULL)
-			sbuf_adds(out, "null");
-		else
-			json_num(out, sqlite3_column_double(q, 10));
-		sbuf_adds(out, ",\"ended\":");
-		if (sqlite3_column_type(q, 11) == SQLITE_NULL)
-			sbuf_adds(out, "null");
-		else
-			json_num(out, sqlite3_column_double(q, 11));
-		sbuf_addf(out, ",\"exit_code\":%d,\"restarts\":%d,\"workers\":%d,\"root_cause\":",
-			  sqlite3_column_int(q, 12), sqlite3_column_int(q, 13), sqlite3_column_int(q, 14));
-		json_add_str(out, (const char *)sqlite3_column_text(q, 15));
-		sbuf_addf(out, ",\"managed\":%s}", sqlite3_column_int(q, 16) ? "true" : "false");
-	}
-	sbuf_addch(out, ']');
-	if (r != SQLITE_DONE)
-		rc = db_fail(st, err, "list jobs");
+	rc = store_query_jobs(st, q, out, nr, err);
 out:
 	sqlite3_finalize(q);
 	sbuf_release(&where);
@@ -573,19 +451,20 @@ int store_usage_json(struct store *st, const char *id, double since, struct sbuf
 
 /* ---- counts and names for the API ---- */
 
-int store_state_counts(struct store *st, const char *const *states, long long *counts,
-		       struct tc_err *err)
+int store_state_counts(struct store *st, long long counts[JOB_NSTATES], struct tc_err *err)
 {
 	sqlite3_stmt *q;
+	for (int i = 0; i < JOB_NSTATES; i++)
+		counts[i] = 0;
 	if (sqlite3_prepare_v2(st->db, "SELECT state, COUNT(*) FROM jobs GROUP BY state", -1, &q,
 			       NULL) != SQLITE_OK)
 		return db_fail(st, err, "count jobs");
 	int r;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		const char *s = (const char *)sqlite3_column_text(q, 0);
-		for (int i = 0; s && states[i]; i++)
-			if (!strcmp(states[i], s))
-				counts[i] = sqlite3_column_int64(q, 1);
+		enum job_state state;
+		if (s && job_state_parse(s, strlen(s), &state))
+			counts[state] = sqlite3_column_int64(q, 1);
 	}
 	sqlite3_finalize(q);
 	return r == SQLITE_DONE ? 0 : db_fail(st, err, "count jobs");

@@ -1,7 +1,6 @@
 /* store_slurm.c -- the slurm columns of jobs (store.h, backend: slurm). */
 #include "store/store.h"
 #include "store/store_int.h"
-#include "core/xalloc.h"
 
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -32,57 +31,4 @@ int store_slurm_set(struct store *st, const char *id, const char *job, const cha
 	int r = sqlite3_step(q);
 	sqlite3_finalize(q);
 	return r == SQLITE_DONE ? 0 : db_fail(st, err, "record the slurm job");
-}
-
-static char *col(sqlite3_stmt *q, int i)
-{
-	const unsigned char *t = sqlite3_column_text(q, i);
-	return t ? xstrdup((const char *)t) : NULL;
-}
-
-int store_slurm_get(struct store *st, const char *id, struct store_slurm *out,
-		    struct tc_err *err)
-{
-	sqlite3_stmt *q;
-	memset(out, 0, sizeof(*out));
-	if (sqlite3_prepare_v2(st->db,
-			       "SELECT backend, slurm_job, slurm_nodes, slurm_state FROM jobs WHERE id=?",
-			       -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "prepare");
-	sqlite3_bind_text(q, 1, id, -1, SQLITE_TRANSIENT);
-	int r = sqlite3_step(q);
-	int rc = 0;
-	if (r == SQLITE_ROW) {
-		out->backend = col(q, 0);
-		out->job = col(q, 1);
-		out->nodes = col(q, 2);
-		out->state = col(q, 3);
-	} else if (r == SQLITE_DONE) {
-		rc = tc_error(err, TC_ENOTFOUND, "no job '%s'", id);
-	} else {
-		rc = db_fail(st, err, "read the slurm job");
-	}
-	sqlite3_finalize(q);
-	return rc;
-}
-
-void store_slurm_release(struct store_slurm *x)
-{
-	if (!x)
-		return;
-	free(x->backend);
-	free(x->job);
-	free(x->nodes);
-	free(x->state);
-	memset(x, 0, sizeof(*x));
-}
-
-bool store_job_is_slurm(struct store *st, const char *id)
-{
-	struct store_slurm x;
-	struct tc_err err = TC_ERR_INIT;
-	bool yes = store_slurm_get(st, id, &x, &err) == 0 && x.backend && !strcmp(x.backend, "slurm");
-	store_slurm_release(&x);
-	tc_err_release(&err);
-	return yes;
 }

@@ -545,7 +545,7 @@ static void judge(const struct zoo_test_opts *o, const char *job_id, int status,
 	if (rc) {
 		sbuf_addf(&why, "cannot read the job back: %s", err.msg);
 	} else if (status) {
-		const char *rcause = j.root_cause ? j.root_cause : "failed";
+		const char *rcause = j.root_cause ? j.root_cause : "no root cause recorded";
 		const char *nl = strchr(rcause, '\n');
 		sbuf_adds(&why, "run failed: ");
 		sbuf_add(&why, rcause, nl ? (size_t)(nl - rcause) : strlen(rcause));
@@ -718,7 +718,7 @@ void zoo_junit_xml(const char *suite, const struct zoo_result *v, size_t n, stru
 		sbuf_addf(out, "\" time=\"%.3f\">\n", v[i].seconds);
 		if (!v[i].passed) {
 			sbuf_adds(out, "      <failure message=\"");
-			xml_escape(out, v[i].reason ? v[i].reason : "failed");
+			xml_escape(out, v[i].reason ? v[i].reason : "did not pass");
 			sbuf_adds(out, "\">");
 			xml_escape(out, v[i].log ? v[i].log : (v[i].reason ? v[i].reason : ""));
 			sbuf_adds(out, "</failure>\n");

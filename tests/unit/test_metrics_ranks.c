@@ -20,7 +20,7 @@ static struct store *open_store(const char *job, int world)
 	struct store *st = NULL;
 	struct tc_err err = TC_ERR_INIT;
 	CHECK_INT(store_open(test_tmpdir(), &st, &err), 0);
-	struct job_row row = { .id = (char *)job, .name = "t", .state = "running",
+	struct job_row row = { .id = (char *)job, .name = "t", .state = JOB_RUNNING,
 			       .run_dir = "/tmp", .spec_json = "{}",
 			       .created = 1700000000.0, .world_size = world };
 	CHECK_INT(store_job_create(st, &row, &err), 0);

@@ -40,10 +40,10 @@ static struct store *make_job(const char *dir, int world, int nodes, struct job_
 		  " \"metrics\": {\"warmup_steps\": 1, \"accuracy\": \"val.acc\"}}", nodes,
 		  world / nodes);
 	CHECK_INT(store_open(test_tmpdir(), &st, &err), 0);
-	struct job_row row = { .id = "J", .name = "t", .state = "starting", .run_dir = (char *)dir,
+	struct job_row row = { .id = "J", .name = "t", .state = JOB_STARTING, .run_dir = (char *)dir,
 			       .spec_json = spec.buf, .created = now_wall() - 5, .world_size = world };
 	CHECK_INT(store_job_create(st, &row, &err), 0);
-	CHECK_INT(store_job_set_state(st, "J", "running", "2 workers started", &err), 0);
+	CHECK_INT(store_job_set_state(st, "J", JOB_RUNNING, "2 workers started", &err), 0);
 	struct store_mbatch *b = store_mbatch_new("J");
 	for (int r = 0; r < world; r++) {
 		for (int s = 1; s <= 3; s++)
@@ -53,7 +53,7 @@ static struct store *make_job(const char *dir, int world, int nodes, struct job_
 	}
 	CHECK_INT(store_mbatch_write(st, b, &err), 0);
 	store_mbatch_free(b);
-	CHECK_INT(store_job_finish(st, "J", "succeeded", 0, NULL, "every worker exited 0", &err), 0);
+	CHECK_INT(store_job_finish(st, "J", JOB_SUCCEEDED, 0, NULL, "every worker exited 0", &err), 0);
 	CHECK_INT(store_job_get(st, "J", j, &err), 0);
 	sbuf_release(&spec);
 	tc_err_release(&err);

@@ -444,7 +444,7 @@ TEST(answer_sse_events)
 	sse_log_line(&b, 3, "step \"1\"\tok and more", 11);
 	CHECK_STR(b.buf, "data: {\"rank\":3,\"line\":\"step \\\"1\\\"\\tok\"}\n\n");
 	sbuf_reset(&b);
-	struct store_event ev = { 42, "j-1", "running", "started on gpu 0", "alice", 1700000000.25 };
+	struct store_event ev = { 42, "j-1", JOB_RUNNING, "started on gpu 0", "alice", 1700000000.25 };
 	sse_state_event(&b, &ev);
 	CHECK_STR(b.buf, "id: 42\nevent: state\ndata: {\"id\":42,\"job\":\"j-1\",\"state\":\"running\","
 			 "\"reason\":\"started on gpu 0\",\"user\":\"alice\",\"time\":1700000000.250}\n\n");

@@ -94,21 +94,28 @@ TEST(sbatch_script)
 	spec_free(s);
 }
 
+/* The name of the state slurm_state_map gives, or NULL. */
+static const char *slurm_state_map_name(const char *slurm_state, bool *final)
+{
+	enum job_state s;
+	return slurm_state_map(slurm_state, &s, final) ? job_state_name(s) : NULL;
+}
+
 TEST(state_table)
 {
 	bool final;
-	CHECK_STR(slurm_state_map("PENDING", &final), "queued");
+	CHECK_STR(slurm_state_map_name("PENDING", &final), "queued");
 	CHECK(!final);
-	CHECK_STR(slurm_state_map("RUNNING", &final), "running");
+	CHECK_STR(slurm_state_map_name("RUNNING", &final), "running");
 	CHECK(!final);
-	CHECK_STR(slurm_state_map("COMPLETED", &final), "succeeded");
+	CHECK_STR(slurm_state_map_name("COMPLETED", &final), "succeeded");
 	CHECK(final);
-	CHECK_STR(slurm_state_map("CANCELLED by 0", &final), "killed");
+	CHECK_STR(slurm_state_map_name("CANCELLED by 0", &final), "killed");
 	CHECK(final);
-	CHECK_STR(slurm_state_map("TIMEOUT", &final), "failed");
-	CHECK_STR(slurm_state_map("NODE_FAIL", &final), "lost");
-	CHECK_STR(slurm_state_map("SUSPENDED", &final), "paused");
-	CHECK(slurm_state_map("RUNNINGX", &final) == NULL);
+	CHECK_STR(slurm_state_map_name("TIMEOUT", &final), "failed");
+	CHECK_STR(slurm_state_map_name("NODE_FAIL", &final), "lost");
+	CHECK_STR(slurm_state_map_name("SUSPENDED", &final), "paused");
+	CHECK(slurm_state_map_name("RUNNINGX", &final) == NULL);
 }
 
 static char *golden(const char *name)

@@ -1,0 +1,141 @@
+/*
+ * actions.c -- show, stop, pause, resume, delete and clone (jobs.h): the
+ * checks every caller needs, then the job's backend (backend.h) for what
+ * depends on where it runs.
+ */
+#include "jobs/jobs.h"
+#include "backend/backend.h"
+#include "core/json.h"
+#include "metrics/query.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static json_t *checkpoints_json(const struct store_ckpt *ck, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, json_pack("{s:s, s:I, s:I, s:I, s:I, s:s, s:f, s:s}", "name",
+						   ck[i].name, "step", (json_int_t)ck[i].step, "epoch",
+						   (json_int_t)ck[i].epoch, "files",
+						   (json_int_t)ck[i].nfiles, "bytes",
+						   (json_int_t)ck[i].bytes, "checksum", ck[i].checksum,
+						   "created", ck[i].created, "state", ck[i].state));
+	return a;
+}
+
+int jobs_show(struct store *st, const char *ref, bool reconcile, json_t **out,
+	      struct tc_err *err)
+{
+	struct job_row j = { 0 };
+	struct event_row *ev = NULL;
+	struct worker_row *wk = NULL;
+	struct store_ckpt *ck = NULL;
+	size_t nev = 0, nwk = 0, nck = 0;
+	struct metrics_job_summary ms = { 0 };
+	bool have_ms = false;
+	*out = NULL;
+	int rc = store_job_get(st, ref, &j, err);
+	if (!rc && reconcile)
+		rc = backend_reconcile(st, &j, err);
+	if (!rc)
+		rc = store_events(st, j.id, &ev, &nev, err);
+	if (!rc)
+		rc = store_workers(st, j.id, &wk, &nwk, err);
+	if (!rc)
+		rc = store_ckpt_list(st, j.id, true, &ck, &nck, err);
+	if (!rc)
+		have_ms = !(rc = metrics_job_summary(st, &j, &ms, err));
+	if (rc)
+		goto out;
+	json_t *o = job_to_json(&j, 0);
+	job_history_json(o, ev, nev, wk, nwk);
+	json_object_set_new(o, "checkpoints", checkpoints_json(ck, nck));
+	json_object_set_new(o, "metrics", metrics_job_summary_json(&ms));
+	json_object_set_new(o, "duration", json_real_or_null(ms.duration));
+	*out = o;
+out:
+	if (have_ms)
+		metrics_job_summary_release(&ms);
+	job_row_release(&j);
+	event_rows_free(ev, nev);
+	free(wk);
+	store_ckpt_free(ck, nck);
+	return rc;
+}
+
+int jobs_stop(const struct backend_env *env, struct store *st, const struct job_row *j,
+	      enum job_stop why, struct tc_err *err)
+{
+	if (job_state_terminal(j->state))
+		return tc_error(err, TC_EUSAGE, "stop: job %s already ended (%s)", j->id,
+				job_state_name(j->state));
+	return backend_of(j)->stop(env, st, j, why, err);
+}
+
+int jobs_pause(const struct backend_env *env, struct store *st, const struct job_row *j,
+	       struct tc_err *err)
+{
+	const struct backend_ops *be = backend_of(j);
+	if (job_state_terminal(j->state))
+		return tc_error(err, TC_EUSAGE, "pause: job %s already ended (%s)", j->id,
+				job_state_name(j->state));
+	if (!be->pause)
+		return tc_error(err, TC_EUSAGE, "job %s runs on backend %s: it can be stopped, not paused",
+				j->id, backend_name(be));
+	return be->pause(env, st, j, err);
+}
+
+int jobs_resume(const struct backend_env *env, struct store *st, const struct job_row *j,
+		struct tc_err *err)
+{
+	const struct backend_ops *be = backend_of(j);
+	if (!be->resume)
+		return tc_error(err, TC_EUSAGE, "job %s runs on backend %s, which does not pause jobs",
+				j->id, backend_name(be));
+	return be->resume(env, st, j, err);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+int jobs_delete(struct store *st, const struct job_row *j, struct tc_err *err)
+{
+	if (!job_state_terminal(j->state))
+		return tc_error(err, TC_EUSAGE, "only a finished job can be deleted (stop it first)");
+	int rc = store_job_delete(st, j->id, err);
+	if (rc)
+		return rc;
+	if (j->run_dir && *j->run_dir && nftw(j->run_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 &&
+	    errno != ENOENT)
+		return tc_error_errno(err, TC_ESYS, "deleted %s but not all of %s", j->id, j->run_dir);
+	return 0;
+}
+
+int jobs_clone_spec(const struct job_row *j, char **text, struct tc_err *err)
+{
+	*text = NULL;
+	json_t *spec = json_loads(j->spec_json ? j->spec_json : "", 0, NULL);
+	if (!json_is_object(spec)) {
+		json_decref(spec);
+		return tc_error(err, TC_EUSAGE, "cannot clone %s: its spec is not stored", j->id);
+	}
+	/* the ids the allocator chose are not a requirement; the planner chooses again */
+	if (!j->device_want)
+		json_object_del(json_object_get(spec, "devices"), "ids");
+	json_object_del(json_object_get(spec, "parallel"), "plan");
+	char *t = json_dumps(spec, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(spec);
+	if (!t)
+		return tc_error(err, TC_EUSAGE, "cannot clone %s: its spec does not encode", j->id);
+	*text = t;
+	return 0;
+}

@@ -1,0 +1,116 @@
+/*
+ * jobs.h -- the job service: what `trainctl` (src/cmd/) and the HTTP API
+ * (src/server/api.c) do to a job, written once.
+ *
+ *   transition.c  one function per edge of the state diagram (state.h),
+ *                 each writing the state and its event row through the
+ *                 store;
+ *   json.c        the one JSON form of a job (job_to_json) and of its
+ *                 history, for `ps --json`, `show --json` and the API;
+ *   actions.c     show, stop, pause, resume, clone and delete, dispatched
+ *                 through the job's backend (backend.h);
+ *   show.c        the text of `trainctl show`, from the JSON form, so that
+ *                 it reads the same with and without a server.
+ *
+ * Nothing here prints: progress goes to backend_env.say, errors to tc_err.
+ * Every function that takes a store uses the caller's connection (the
+ * server holds its lock around them).
+ */
+#ifndef TC_JOBS_H
+#define TC_JOBS_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "core/err.h"
+#include "core/sbuf.h"
+#include "jobs/state.h"
+#include "store/store.h"
+
+struct backend_env;
+
+/* ---- transitions (transition.c); the diagram is in state.h ---- */
+
+/* queued -> starting: a supervisor took the job (or staged its inputs; Slurm started it). */
+int jobs_mark_starting(struct store *st, const char *id, const char *why, struct tc_err *err);
+/* starting, restarting -> running: the workers of an attempt are up. */
+int jobs_mark_running(struct store *st, const char *id, const char *why, struct tc_err *err);
+/* running -> restarting: an attempt failed and restarts are left. */
+int jobs_mark_restarting(struct store *st, const char *id, const char *why, struct tc_err *err);
+/* running -> paused | preempted: stopped for what the server asked (asked). */
+int jobs_mark_held(struct store *st, const char *id, enum job_stop asked, const char *why,
+		   struct tc_err *err);
+/* -> queued: submitted to, or requeued by, a backend with a queue (Slurm). */
+int jobs_mark_queued(struct store *st, const char *id, const char *why, struct tc_err *err);
+/*
+ * -> succeeded | failed | killed (| lost, when Slurm says a node failed),
+ * with the exit status and root cause (NULL or text).
+ */
+int jobs_finish(struct store *st, const char *id, enum job_state end, int exit_code,
+		const char *root_cause, const char *why, struct tc_err *err);
+/* -> lost: the supervisor (or Slurm's record) vanished without an end; exit 3. */
+int jobs_mark_lost(struct store *st, const char *id, const char *why, struct tc_err *err);
+/* The server: queued -> starting on devices, with the supervisor it started. */
+int jobs_launch(struct store *st, const char *id, const char *devices, pid_t pid,
+		unsigned long long ticks, const char *why, struct tc_err *err);
+/* The server: preempted, paused, lost -> queued, or queued -> paused; devices let go. */
+int jobs_requeue(struct store *st, const char *id, enum job_state to, bool count_restart,
+		 const char *why, struct tc_err *err);
+
+/* ---- the JSON form (json.c) ---- */
+
+enum job_json_flags {
+	JOB_JSON_BRIEF = 1, /* a listing: no spec, root_cause cut at 300 characters */
+};
+/*
+ * A job as JSON: id, name, user, state, priority, preemptible, device_type,
+ * device_count, devices, created, started, ended (seconds, null when not
+ * yet), exit_code, restarts, workers, root_cause, managed, run_dir,
+ * backend, stop_reason, supervisor_pid, the backend's part (slurm: {job,
+ * nodes, state}) and, unless brief, spec.  New reference.
+ */
+json_t *job_to_json(const struct job_row *j, unsigned flags);
+/*
+ * Add a job's history: "events" (time, state, reason) and
+ * "workers_history" (one entry per rank and attempt; exit_code null when
+ * killed by a signal or running).
+ */
+void job_history_json(json_t *o, const struct event_row *ev, size_t nev,
+		      const struct worker_row *wk, size_t nwk);
+
+/* ---- actions (actions.c) ---- */
+
+/*
+ * The detail of job ref: job_to_json plus its history, checkpoints,
+ * metrics summary and duration.  reconcile: bring its state up to date
+ * through its backend first (the CLI; the server follows its jobs itself,
+ * and a finished job's backend need not be reachable).
+ */
+int jobs_show(struct store *st, const char *ref, bool reconcile, json_t **out,
+	      struct tc_err *err);
+/* The text of `trainctl show` from that JSON (appended to out). */
+void jobs_show_text(json_t *job, struct sbuf *out);
+/*
+ * Stop a job that has not ended, for why (backend_ops.stop).  TC_EUSAGE
+ * for an ended job.
+ */
+int jobs_stop(const struct backend_env *env, struct store *st, const struct job_row *j,
+	      enum job_stop why, struct tc_err *err);
+/* Pause a job that has not ended; TC_EUSAGE when its backend cannot. */
+int jobs_pause(const struct backend_env *env, struct store *st, const struct job_row *j,
+	       struct tc_err *err);
+/* Let a paused job run again; TC_EUSAGE when it is not paused. */
+int jobs_resume(const struct backend_env *env, struct store *st, const struct job_row *j,
+		struct tc_err *err);
+/* Delete an ended job: its rows, then its run folder.  TC_EUSAGE while it has not ended. */
+int jobs_delete(struct store *st, const struct job_row *j, struct tc_err *err);
+/*
+ * The spec to submit for a clone of j (JSON text, heap): the spec as
+ * stored, less the device ids the allocator chose (ids the spec named
+ * stay) and the planner's choice (made again).
+ */
+int jobs_clone_spec(const struct job_row *j, char **text, struct tc_err *err);
+
+#endif

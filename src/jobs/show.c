@@ -1,0 +1,127 @@
+/*
+ * show.c -- the text of `trainctl show` (jobs.h, jobs_show_text), made
+ * from the JSON form of jobs_show: the CLI renders a local job and a job
+ * the server sent alike.
+ */
+#include "jobs/jobs.h"
+#include "core/util.h"
+#include "metrics/query.h"
+
+#include <string.h>
+
+static json_t *get(json_t *o, const char *key)
+{
+	return json_object_get(o, key);
+}
+
+static const char *str(json_t *o, const char *key, const char *none)
+{
+	const char *v = json_string_value(get(o, key));
+	return v ? v : none;
+}
+
+static long long num(json_t *o, const char *key)
+{
+	return (long long)json_integer_value(get(o, key));
+}
+
+static void line_time(struct sbuf *out, const char *label, json_t *t)
+{
+	sbuf_addf(out, "%-10s ", label);
+	if (json_is_number(t) && json_number_value(t) > 0)
+		format_time_utc(out, json_number_value(t));
+	else
+		sbuf_adds(out, "-");
+	sbuf_addch(out, '\n');
+}
+
+/* The planner's choice for `parallel: {strategy: auto}` jobs. */
+static void line_plan(struct sbuf *out, json_t *spec)
+{
+	json_t *plan = get(get(spec, "parallel"), "plan");
+	if (plan)
+		sbuf_addf(out, "%-10s dp=%lld tp=%lld pp=%lld micro-batch=%lld, layers per stage %s"
+			       " (estimated step %.3f s)\n", "plan", num(plan, "dp"), num(plan, "tp"),
+			  num(plan, "pp"), num(plan, "micro_batch"), str(plan, "partition", "?"),
+			  json_number_value(get(plan, "step_time")));
+}
+
+/* The server's view: owner, priority and the devices it holds. */
+static void lines_managed(struct sbuf *out, json_t *o)
+{
+	sbuf_addf(out, "%-10s %lld%s\n", "priority", num(o, "priority"),
+		  json_is_true(get(o, "preemptible")) ? " (preemptible)" : "");
+	sbuf_addf(out, "%-10s %s:%lld", "devices", str(o, "device_type", "?"), num(o, "device_count"));
+	if (json_is_string(get(o, "devices")))
+		sbuf_addf(out, " %s", str(o, "devices", ""));
+	sbuf_addch(out, '\n');
+}
+
+static void lines_spec(struct sbuf *out, json_t *spec)
+{
+	char *text = json_is_object(spec) ? json_dumps(spec, JSON_INDENT(2) | JSON_PRESERVE_ORDER)
+					  : NULL;
+	sbuf_addf(out, "\nspec:\n%s\n", text ? text : "(not stored)");
+	free(text);
+}
+
+static void lines_events(struct sbuf *out, json_t *events)
+{
+	size_t i;
+	json_t *e;
+	sbuf_adds(out, "\nevents:\n");
+	json_array_foreach(events, i, e) {
+		sbuf_adds(out, "  ");
+		format_time_utc(out, json_number_value(get(e, "time")));
+		sbuf_addf(out, "  %-10s %s\n", str(e, "state", "?"), str(e, "reason", ""));
+	}
+}
+
+static void lines_workers(struct sbuf *out, json_t *workers)
+{
+	size_t i;
+	json_t *w;
+	sbuf_addf(out, "\nworkers:\n  %-7s %-5s %-8s %s\n", "ATTEMPT", "RANK", "PID", "END");
+	json_array_foreach(workers, i, w) {
+		sbuf_addf(out, "  %-7lld %-5lld %-8lld ", num(w, "attempt"), num(w, "rank"), num(w, "pid"));
+		int sig = (int)num(w, "signal");
+		if (!json_is_number(get(w, "ended")))
+			sbuf_adds(out, job_state_name(JOB_RUNNING));
+		else if (sig)
+			sbuf_addf(out, "killed by signal %d (%s)", sig, strsignal(sig));
+		else
+			sbuf_addf(out, "exit %lld", num(w, "exit_code"));
+		sbuf_addch(out, '\n');
+	}
+}
+
+void jobs_show_text(json_t *o, struct sbuf *out)
+{
+	bool managed = json_is_true(get(o, "managed"));
+	sbuf_addf(out, "%-10s %s\n%-10s %s\n", "job", str(o, "id", "?"), "name", str(o, "name", "?"));
+	if (managed)
+		sbuf_addf(out, "%-10s %s\n", "user", str(o, "user", ""));
+	sbuf_addf(out, "%-10s %s\n", "state", str(o, "state", "?"));
+	if (managed)
+		lines_managed(out, o);
+	sbuf_addf(out, "%-10s %s\n", "run dir", str(o, "run_dir", "?"));
+	json_t *slurm = get(o, "slurm");
+	if (slurm)
+		sbuf_addf(out, "%-10s %s (%s) on %s\n", "slurm job", str(slurm, "job", "?"),
+			  str(slurm, "state", "?"), str(slurm, "nodes", "no nodes yet"));
+	line_time(out, "created", get(o, "created"));
+	line_time(out, "started", get(o, "started"));
+	line_time(out, "ended", get(o, "ended"));
+	sbuf_addf(out, "%-10s %lld\n%-10s %lld\n", "workers", num(o, "workers"), "restarts",
+		  num(o, "restarts"));
+	line_plan(out, get(o, "spec"));
+	if (json_is_number(get(o, "ended")))
+		sbuf_addf(out, "%-10s %lld\n", "exit", num(o, "exit_code"));
+	lines_spec(out, get(o, "spec"));
+	lines_events(out, get(o, "events"));
+	lines_workers(out, get(o, "workers_history"));
+	sbuf_addch(out, '\n');
+	metrics_job_summary_text(get(o, "metrics"), out);
+	if (json_is_string(get(o, "root_cause")))
+		sbuf_addf(out, "\nroot cause: %s\n", str(o, "root_cause", ""));
+}

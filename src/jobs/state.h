@@ -1,0 +1,85 @@
+/*
+ * state.h -- the states of a job: one enum, one name table, the diagram.
+ *
+ * A leaf of the jobs module (no store, no backend): the store maps the
+ * enum to and from its TEXT column through job_state_name() and
+ * job_state_parse(), so the names below are the only place the stored
+ * words are written.  The functions that move a job from one state to the
+ * next are in jobs.h, one per edge of the diagram.
+ *
+ * JOB STATES
+ *
+ *   jobs_create / store_job_submit (server)
+ *        |
+ *        v
+ *     queued --jobs_mark_starting--> starting --jobs_mark_running--> running
+ *      ^  ^                   (server: jobs_launch)                 |  ^
+ *      |  |                                     jobs_mark_restarting|  |jobs_mark_running
+ *      |  |                                                         v  |
+ *      |  |                                                      restarting
+ *      |  +---jobs_requeue--- paused <------jobs_mark_held------ running
+ *      +------jobs_requeue--- preempted <---jobs_mark_held------ running
+ *      +------jobs_requeue--- lost (the server, while restarts are left)
+ *
+ *   starting, running, restarting --jobs_finish--> succeeded | failed | killed
+ *   starting, running, restarting --jobs_mark_lost--> lost
+ *   queued, paused --jobs_finish--> killed (stopped before it ran)
+ *   queued --jobs_requeue--> paused (paused before it ran)
+ *
+ * Three kinds of state:
+ *   active    starting, running, restarting: a supervisor owns the job and
+ *             must be alive (store_job_reconcile marks it lost otherwise);
+ *   waiting   queued, paused, preempted: nothing runs; `trainctl server`
+ *             (or Slurm) starts it again;
+ *   terminal  succeeded, failed, killed, lost: the end is recorded.  Only
+ *             the server moves a job out of one (a lost job it requeues).
+ *
+ * Why a job was asked to stop (the stop_reason column) is enum job_stop:
+ * its supervisor records the state that reason names (job_stop_state).
+ */
+#ifndef TC_JOBS_STATE_H
+#define TC_JOBS_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum job_state {
+	JOB_QUEUED,
+	JOB_STARTING,
+	JOB_RUNNING,
+	JOB_RESTARTING,
+	JOB_PAUSED,
+	JOB_PREEMPTED,
+	JOB_SUCCEEDED,
+	JOB_FAILED,
+	JOB_KILLED,
+	JOB_LOST,
+};
+#define JOB_NSTATES (JOB_LOST + 1)
+
+/* The stored word ("running"); "?" for a value outside the enum. */
+const char *job_state_name(enum job_state s);
+/* The state called name (len bytes of it); false for an unknown word. */
+bool job_state_parse(const char *name, size_t len, enum job_state *out);
+bool job_state_terminal(enum job_state s);
+bool job_state_active(enum job_state s);
+bool job_state_waiting(enum job_state s);
+/* Is from -> to an edge of the diagram above? */
+bool job_state_can(enum job_state from, enum job_state to);
+
+/* Why the server (or `trainctl stop`) asked a job to stop. */
+enum job_stop {
+	JOB_STOP_NONE,      /* not asked: a plain signal */
+	JOB_STOP_STOPPED,   /* trainctl stop: ends killed */
+	JOB_STOP_PAUSED,    /* trainctl pause: held until resumed */
+	JOB_STOP_PREEMPTED, /* the scheduler needs its devices: queued again */
+};
+
+/* The stored word ("paused"); NULL for JOB_STOP_NONE. */
+const char *job_stop_name(enum job_stop why);
+/* NULL or an unknown word give JOB_STOP_NONE. */
+enum job_stop job_stop_parse(const char *name);
+/* The state a supervisor stopped for why records (killed, paused, preempted). */
+enum job_state job_stop_state(enum job_stop why);
+
+#endif
