@@ -100,6 +100,7 @@ const struct backend_ops backend_local = {
 	.pause = local_pause,
 	.resume = local_resume,
 	.reconcile = local_reconcile,
+	.settle = NULL,
 	.to_json = NULL,
 };
 
@@ -124,5 +125,7 @@ const struct backend_ops *backend_of(const struct job_row *j)
 
 int backend_reconcile(struct store *st, struct job_row *j, struct tc_err *err)
 {
+	if (job_state_terminal(j->state))
+		return 0;
 	return backend_of(j)->reconcile(st, j, err);
 }

@@ -75,8 +75,16 @@ struct backend_ops {
 		     struct tc_err *err);
 	int (*resume)(const struct backend_env *env, struct store *st, const struct job_row *j,
 		      struct tc_err *err);
-	/* ps / show / logs: bring a job's stored state up to date. */
+	/* ps / show / logs, the server: bring the stored state of a job that has not ended up to date. */
 	int (*reconcile)(struct store *st, struct job_row *j, struct tc_err *err);
+	/*
+	 * A job that ended: bring the backend's own record of it to its end
+	 * (slurm: Slurm's final job state); *done when there is no more to
+	 * learn.  NULL: the end is all there is.  The server asks for a while
+	 * after each end; nothing else does, so that a finished job never
+	 * needs its backend.
+	 */
+	int (*settle)(struct store *st, struct job_row *j, bool *done, struct tc_err *err);
 	/* Add what the backend knows of j to its JSON form (show); NULL: nothing. */
 	void (*to_json)(const struct job_row *j, json_t *o);
 };
@@ -92,7 +100,11 @@ static inline const char *backend_name(const struct backend_ops *b)
 {
 	return backend_names[b->id];
 }
-/* backend_of(j)->reconcile(j): what ps/show/logs call for each job. */
+/*
+ * backend_of(j)->reconcile(j) for a job that has not ended: what ps, show
+ * and logs call for each job.  An ended job is left as stored: it needs no
+ * backend (Slurm may be gone).
+ */
 int backend_reconcile(struct store *st, struct job_row *j, struct tc_err *err);
 
 /* ---- slurm (slurm.c, sbatch.c) ---- */

@@ -309,7 +309,7 @@ static int sync_state(struct store *st, const char *job_id, const char *slurm_id
 	if (slurm_final) {
 		*final = true;
 		rc = sync_end(st, &j, slurm_id, sj, known, mapped, err);
-	} else if (known) {
+	} else if (known && !job_state_terminal(j.state)) {
 		rc = sync_move(st, &j, slurm_id, sj, mapped, err);
 	}
 out:
@@ -317,36 +317,46 @@ out:
 	return rc;
 }
 
-static int slurm_reconcile(struct store *st, struct job_row *j, struct tc_err *err)
+/* Ask Slurm about j and record what it says; j is read again afterwards. */
+static int ask_slurm(struct store *st, struct job_row *j, bool *final, struct tc_err *err)
 {
-	bool was_final = false;
-	enum job_state ignored;
-	if (j->slurm_state)
-		slurm_state_map(j->slurm_state, &ignored, &was_final);
-	/*
-	 * An ended job is asked about once more while its last Slurm state seen
-	 * is not final: the driver records the end before its batch step is gone
-	 * (a job followed by the server, which does not wait for that).
-	 */
-	if (!j->slurm_job || (job_state_terminal(j->state) && (!j->slurm_state || was_final)))
-		return 0;
 	struct slurm_jobinfo sj;
-	bool final;
 	int rc = jobinfo_query(j->slurm_job, &sj, err);
 	if (!rc)
-		rc = sync_state(st, j->id, j->slurm_job, &sj, &final, err);
+		rc = sync_state(st, j->id, j->slurm_job, &sj, final, err);
 	jobinfo_release(&sj);
-	if (rc && rc != TC_ESTORE && job_state_terminal(j->state)) {
-		/* its end is recorded: Slurm's last word is a detail, and Slurm may be out of reach */
-		tc_err_release(err);
-		return 0;
-	}
 	struct job_row fresh = { 0 };
 	if (!rc && !(rc = store_job_get(st, j->id, &fresh, err))) {
 		job_row_release(j);
 		*j = fresh;
 	}
 	return rc;
+}
+
+static int slurm_reconcile(struct store *st, struct job_row *j, struct tc_err *err)
+{
+	bool final;
+	/* an ended job is the store's (slurm_settle brings its Slurm state to the end) */
+	if (!j->slurm_job || job_state_terminal(j->state))
+		return 0;
+	return ask_slurm(st, j, &final, err);
+}
+
+/*
+ * The driver records the end before its batch step is gone, so the Slurm
+ * state last seen of a job the server followed is not final yet: ask until
+ * it is (or Slurm forgot the job).
+ */
+static int slurm_settle(struct store *st, struct job_row *j, bool *done, struct tc_err *err)
+{
+	enum job_state ignored;
+	bool final = false;
+	if (j->slurm_state)
+		slurm_state_map(j->slurm_state, &ignored, &final);
+	*done = !j->slurm_job || final;
+	if (*done)
+		return 0;
+	return ask_slurm(st, j, done, err);
 }
 
 /* show: the Slurm job of j under "slurm" (job, nodes, state) once it has one. */
@@ -1018,5 +1028,6 @@ const struct backend_ops backend_slurm = {
 	.pause = NULL, /* Slurm suspends only for its admins: stop, or let Slurm preempt */
 	.resume = NULL,
 	.reconcile = slurm_reconcile,
+	.settle = slurm_settle,
 	.to_json = slurm_to_json,
 };

@@ -368,10 +368,51 @@ static void submit_external(struct srv *s, struct sjob *j)
 	tc_err_release(&err);
 }
 
+/* Follow an ended job's backend record for a while (backend_ops.settle). */
+static void settle_add(struct srv *s, const struct sjob *j)
+{
+	if (!j->be->settle)
+		return;
+	XGROW(s->settling, s->nsettling + 1, s->settling_alloc);
+	double now = now_wall();
+	s->settling[s->nsettling++] = (struct settle){ xstrdup(j->id), j->be, now + 1, now + 600 };
+}
+
+static void settle_jobs(struct srv *s, double now)
+{
+	for (size_t i = 0; i < s->nsettling;) {
+		struct settle *x = &s->settling[i];
+		if (now < x->next) {
+			i++;
+			continue;
+		}
+		struct job_row r = { 0 };
+		struct tc_err err = TC_ERR_INIT;
+		bool done = true;
+		int rc = store_job_get(s->st, x->id, &r, &err);
+		if (!rc)
+			rc = x->be->settle(s->st, &r, &done, &err);
+		if (rc && rc != TC_ENOTFOUND) {
+			logf_(s, "warning: job %s: %s", x->id, err.msg);
+			done = false;
+		}
+		job_row_release(&r);
+		tc_err_release(&err);
+		if (!done && now < x->until) {
+			x->next = now + 2;
+			i++;
+			continue;
+		}
+		free(x->id);
+		s->settling[i] = s->settling[--s->nsettling];
+	}
+}
+
 /* Their stored state follows their backend (backend_reconcile, as ps and show do). */
 static void poll_external(struct srv *s)
 {
 	double now = now_wall();
+	settle_jobs(s, now);
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct sjob *j = &s->jobs[i];
 		if (!srv_external(j) || j->st == SJ_QUEUED || now < j->next_poll)
@@ -518,6 +559,7 @@ static void apply_events(struct srv *s)
 				/* its backend requeues and suspends it; only its end matters here */
 				if (job_state_terminal(st)) {
 					logf_(s, "job %s %s", j->id, job_state_name(st));
+					settle_add(s, j);
 					srv_forget(s, j->id);
 				} else {
 					j->state = st;
@@ -798,6 +840,9 @@ out:
 	for (size_t i = 0; i < s->njobs; i++)
 		sjob_release(&s->jobs[i]);
 	free(s->jobs);
+	for (size_t i = 0; i < s->nsettling; i++)
+		free(s->settling[i].id);
+	free(s->settling);
 	free(s->queue);
 	free(s->devs);
 	free(s->quotas);

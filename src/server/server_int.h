@@ -51,6 +51,13 @@ struct sjob {
 	double cpu_time;
 };
 
+/* An ended job whose backend's record of it is not final yet (backend_ops.settle). */
+struct settle {
+	char *id;
+	const struct backend_ops *be;
+	double next, until;
+};
+
 struct srv {
 	struct server_opts o;
 	char *home, *exe, *os_user;
@@ -64,6 +71,8 @@ struct srv {
 	struct store *st;
 	struct sjob *jobs;
 	size_t njobs, alloc;
+	struct settle *settling;
+	size_t nsettling, settling_alloc;
 	bool dirty;                 /* the queue order must be rebuilt */
 	size_t *queue;              /* queued job indices in order */
 	size_t nqueue, queue_alloc;

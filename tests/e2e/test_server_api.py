@@ -192,3 +192,53 @@ def test_cli_through_the_server(srv, tmp_path):
     p = subprocess.run([str(srv.trainctl), "ps", "--server", "http://127.0.0.1:1"], env=env,
                        capture_output=True, text=True)
     assert p.returncode == 3 and "server" in p.stderr
+
+
+def test_show_is_the_same_with_and_without_a_server(srv, tmp_path, PYTHON):
+    """`trainctl show` through the server prints what it prints from the store:
+    spec, workers, metrics summary, root cause; --json agrees too (started is
+    null until the job runs, here and there)."""
+    import subprocess
+    (tmp_path / "loss.py").write_text(LOSS)
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"name: same-show\ncommand: '{PYTHON} loss.py && exit 3'\nworkdir: {tmp_path}\n"
+                    "env: {STEPS: '20'}\ndevices: {type: gpu, per_node: 1}\n")
+    p = srv.cli("submit", spec)
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip()
+    assert srv.wait_state(job, "failed")["state"] == "failed"
+
+    def local(*args):
+        env = dict(srv.env)
+        env.pop("TRAINCTL_SERVER", None)
+        return subprocess.run([str(srv.trainctl), *args], env=env, capture_output=True, text=True,
+                              timeout=60)
+
+    remote_text, local_text = srv.cli("show", job), local("show", job)
+    assert remote_text.returncode == 0 and local_text.returncode == 0, remote_text.stderr + local_text.stderr
+    assert remote_text.stdout == local_text.stdout
+    for part in ("\nspec:\n", "\nevents:\n", "\nworkers:\n", "\nmetrics:\n", "loss",
+                 "root cause: rank 0 exited with code 3", "user ", "priority "):
+        assert part in remote_text.stdout, (part, remote_text.stdout)
+    remote_json = json.loads(srv.cli("show", job, "--json").stdout)
+    local_json = json.loads(local("show", job, "--json").stdout)
+    assert remote_json == local_json
+    assert remote_json["spec"]["name"] == "same-show"
+    assert remote_json["workers_history"][0]["exit_code"] == 3
+    assert remote_json["metrics"]["metrics"][0]["name"] == "loss"
+    # local ps --json and the API listing: one form of a job
+    listed = [j for j in json.loads(local("ps", "--json").stdout) if j["id"] == job][0]
+    st, body = srv.call("GET", f"/api/v1/jobs?name=same-show")
+    assert st == 200 and body["jobs"][0] == listed
+    # a job that never ran (both devices held by another): null, not 0, in both
+    blocker = srv.submit(sleeper(30, name="blocker", devices={"type": "gpu", "per_node": 2}))
+    srv.wait_state(blocker, "running")
+    never = srv.submit(sleeper(1, name="never"))
+    assert srv.job(never)["state"] == "queued"
+    shown = json.loads(local("show", never, "--json").stdout)
+    assert shown["state"] == "queued" and shown["started"] is None and shown["ended"] is None
+    assert srv.job(never)["started"] is None
+    for j in (never, blocker):
+        st, _ = srv.call("POST", f"/api/v1/jobs/{j}/stop", {})
+        assert st == 200
+        srv.wait_state(j, "killed")

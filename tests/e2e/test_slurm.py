@@ -366,3 +366,54 @@ backend: slurm
         assert f"submitted to Slurm as job {sid}" in srv.log()
     finally:
         srv.stop()
+
+
+def test_show_of_a_finished_slurm_job_needs_no_slurm(run_tc, home, tmp_path):
+    """A finished Slurm job shows (and lists) from the store alone, with no
+    reachable Slurm configuration (scontrol would retry it for a minute and
+    fail), even when its last Slurm state seen is not final."""
+    p = run_tc("run", "--name", "ended", "--", "true")
+    assert p.returncode == 0, p.stderr
+    with sqlite3.connect(os.path.join(home, "trainctl.db")) as c:
+        c.execute("UPDATE jobs SET backend='slurm', slurm_job='4711', slurm_nodes='n[1-2]',"
+                  " slurm_state='RUNNING' WHERE name='ended'")
+    no_slurm = {"SLURM_CONF": tmp_path / "nowhere" / "slurm.conf"}
+    p = run_tc("show", "ended", env=no_slurm)
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"^state\s+succeeded$", p.stdout, re.M), p.stdout
+    assert "slurm job  4711 (RUNNING) on n[1-2]" in p.stdout, p.stdout
+    p = run_tc("show", "ended", "--json", env=no_slurm)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["slurm"] == {"job": "4711", "nodes": "n[1-2]", "state": "RUNNING"}
+    p = run_tc("ps", "--json", env=no_slurm)
+    assert p.returncode == 0 and json.loads(p.stdout)[0]["state"] == "succeeded", p.stderr
+    p = run_tc("show", "ended", env={"PATH": "/nonexistent"})
+    assert p.returncode == 0, p.stderr
+
+
+def test_show_through_the_server_has_the_slurm_job(trainctl, home, tmp_path, cluster, slurm_tc):
+    """`trainctl show` through the server shows what it shows locally, the
+    Slurm job id under slurm.job included."""
+    srv = start_server(trainctl, home, env={"SLURM_CONF": str(cluster.conf)})
+    try:
+        spec = write_spec(tmp_path, "name: srv-show\ncommand: [true]\n"
+                          "devices: {type: cpu, per_node: 1}\nnodes: 2\nbackend: slurm\n")
+        p = srv.cli("submit", spec)
+        assert p.returncode == 0, p.stderr
+        job_id = p.stdout.strip()
+        sid = wait_for(lambda: srv.job(job_id).get("slurm", {}).get("job"), timeout=60)
+        assert sid and sid.isdigit(), srv.job(job_id)
+        job = srv.wait_state(job_id, ["succeeded", "failed", "killed", "lost"], timeout=180)
+        assert job["state"] == "succeeded", (job, srv.log()[-3000:], cluster.logs())
+        p = srv.cli("show", job_id, "--json")
+        assert p.returncode == 0, p.stderr
+        remote = json.loads(p.stdout)
+        assert remote["slurm"]["job"] == sid and remote["backend"] == "slurm"
+        assert remote["spec"]["backend"] == "slurm" and "metrics" in remote
+        text = srv.cli("show", job_id).stdout
+        assert re.search(rf"slurm job\s+{sid} \(", text), text
+        for part in ("\nspec:\n", "\nworkers:\n", "\nmetrics", "\nevents:\n"):
+            assert part in text, (part, text)
+        assert re.search(rf"slurm job\s+{sid} \(", slurm_tc("show", job_id).stdout)
+    finally:
+        srv.stop()

@@ -317,9 +317,9 @@ TEST(reconcile_marks_a_vanished_supervisor_lost)
 }
 
 /*
- * A finished Slurm job shows without Slurm: its last Slurm state seen is
- * not final (the server stopped following it), so it is asked about once
- * more, and Slurm cannot be reached (no scontrol on PATH).
+ * A finished Slurm job shows without Slurm (no scontrol on PATH), even when
+ * its last Slurm state seen is not final: only the server, settling it,
+ * asks Slurm about an ended job.
  */
 TEST(finished_slurm_job_needs_no_slurm)
 {
@@ -329,6 +329,7 @@ TEST(finished_slurm_job_needs_no_slurm)
 	CHECK_INT(store_slurm_set(st, "A", "4711", "n1", "RUNNING", &err), 0);
 	CHECK_INT(jobs_mark_starting(st, "A", "Slurm job 4711 is RUNNING", &err), 0);
 	CHECK_INT(jobs_finish(st, "A", JOB_SUCCEEDED, 0, NULL, "every worker exited 0", &err), 0);
+	char *path = strdup(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
 	CHECK_INT(setenv("PATH", "/nonexistent", 1), 0);
 	json_t *o = NULL;
 	CHECK_INT(jobs_show(st, "A", true, &o, &err), 0);
@@ -339,6 +340,16 @@ TEST(finished_slurm_job_needs_no_slurm)
 	CHECK_CONTAINS(text.buf, "slurm job  4711 (RUNNING) on n1\n");
 	sbuf_release(&text);
 	json_decref(o);
+	struct job_row a = get(st, "A");
+	bool done = true;
+	CHECK_INT(backend_slurm.settle(st, &a, &done, &err), TC_EBACKEND);
+	tc_err_release(&err);
+	job_row_release(&a);
+	CHECK_INT(store_slurm_set(st, "A", NULL, NULL, "COMPLETED", &err), 0);
+	a = get(st, "A");
+	CHECK_INT(backend_slurm.settle(st, &a, &done, &err), 0);
+	CHECK(done);
+	job_row_release(&a);
 	/* an active one does need Slurm: its state is Slurm's to tell */
 	create(st, "B", JOB_QUEUED);
 	CHECK_INT(store_slurm_set(st, "B", "4712", NULL, "PENDING", &err), 0);
@@ -348,6 +359,8 @@ TEST(finished_slurm_job_needs_no_slurm)
 	tc_err_release(&err);
 	job_row_release(&j);
 	store_close(st);
+	CHECK_INT(setenv("PATH", path, 1), 0); /* the runner's clean-up needs rm */
+	free(path);
 }
 
 static void collect(void *arg, const char *line)
