@@ -199,7 +199,7 @@ static int publish_master(struct mn *m, const char *addr, int port, struct tc_er
 	return rc;
 }
 
-/* Why the attempt's workers start, for the job's "running" event. */
+/* Why the attempt's workers start, for the event that records it running. */
 static void start_reason(struct mn *m, struct sbuf *why)
 {
 	const char *where = m->ops->where ? m->ops->where : "?";

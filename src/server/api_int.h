@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "server/route.h"
+#include "backend/names.h"
 #include "server/server_int.h"
 
 struct MHD_Connection;
@@ -64,7 +65,7 @@ bool arg_long(struct MHD_Connection *con, const char *key, long min, long max, l
 
 /* ---- info.c: GET /api/v1/info ---- */
 
-#define API_NBACKENDS 2
+#define API_NBACKENDS BACKEND_COUNT /* in enum backend_id order */
 /* What the server found of Slurm (h_info looks on each request). */
 struct backend_probe {
 	bool have_sbatch; /* on PATH */

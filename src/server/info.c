@@ -8,39 +8,26 @@
 #include "core/json.h"
 #include "core/util.h"
 #include "core/version.h"
+#include "jobs/state.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/*
- * TODO(issue 11): take the states from src/jobs/state.h (enum job_state,
- * job_state_name, job_state_terminal, job_state_active) and the backend
- * names from src/backend/names.h once they are in main; this table and
- * api_backends say the same in the meantime.  active: a supervisor owns
- * the job (starting, running, restarting).
- */
-static const struct {
-	const char *name;
-	bool terminal, active;
-} states[] = {
-	{ "queued", false, false },    { "starting", false, true }, { "running", false, true },
-	{ "restarting", false, true }, { "paused", false, false },  { "preempted", false, false },
-	{ "succeeded", true, false },  { "failed", true, false },   { "killed", true, false },
-	{ "lost", true, false },
-};
 
 void api_backends(const char *forced, const struct backend_probe *p,
 		  struct api_backend_info out[API_NBACKENDS])
 {
 	/* a spec with nodes > 1 needs backend: slurm (spec.c) */
-	out[0] = (struct api_backend_info){ "local", true, false, NULL };
-	out[1] = (struct api_backend_info){ "slurm", true, true, NULL };
+	out[BACKEND_LOCAL] = (struct api_backend_info){ backend_names[BACKEND_LOCAL], true, false,
+							NULL };
+	out[BACKEND_SLURM] = (struct api_backend_info){ backend_names[BACKEND_SLURM], true, true,
+							NULL };
+	struct api_backend_info *slurm = &out[BACKEND_SLURM];
 	if (!p->have_sbatch) {
-		out[1].available = false;
-		out[1].why = "sbatch is not on the server's PATH";
+		slurm->available = false;
+		slurm->why = "sbatch is not on the server's PATH";
 	} else if (!p->have_conf) {
-		out[1].available = false;
-		out[1].why = "the server has no Slurm configuration (SLURM_CONF or /etc/slurm/slurm.conf)";
+		slurm->available = false;
+		slurm->why = "the server has no Slurm configuration (SLURM_CONF or /etc/slurm/slurm.conf)";
 	}
 	if (!forced)
 		return;
@@ -48,8 +35,9 @@ void api_backends(const char *forced, const struct backend_probe *p,
 	for (size_t i = 0; i < API_NBACKENDS; i++)
 		if (strcmp(out[i].name, forced) != 0) {
 			out[i].available = false;
-			out[i].why = !strcmp(forced, "slurm") ? "server started with --backend slurm"
-							      : "server started with --backend local";
+			out[i].why = backend_lookup(forced) == BACKEND_SLURM
+					     ? "server started with --backend slurm"
+					     : "server started with --backend local";
 		}
 }
 
@@ -58,11 +46,14 @@ void api_info_json(struct sbuf *out, const struct api_backend_info *b, size_t nb
 	sbuf_adds(out, "{\"version\":");
 	json_add_str(out, TRAINCTL_VERSION);
 	sbuf_adds(out, ",\"states\":[");
-	for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++) {
+	/* active: a supervisor owns the job (jobs/state.h) */
+	for (int i = 0; i < JOB_NSTATES; i++) {
+		enum job_state st = (enum job_state)i;
 		sbuf_adds(out, i ? ",{\"name\":" : "{\"name\":");
-		json_add_str(out, states[i].name);
-		sbuf_addf(out, ",\"terminal\":%s,\"active\":%s}", states[i].terminal ? "true" : "false",
-			  states[i].active ? "true" : "false");
+		json_add_str(out, job_state_name(st));
+		sbuf_addf(out, ",\"terminal\":%s,\"active\":%s}",
+			  job_state_terminal(st) ? "true" : "false",
+			  job_state_active(st) ? "true" : "false");
 	}
 	sbuf_adds(out, "],\"backends\":[");
 	for (size_t i = 0; i < nb; i++) {

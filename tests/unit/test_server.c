@@ -522,7 +522,9 @@ TEST(info_json)
 		CHECK_STR(name, names[i]);
 		bool terminal = json_is_true(json_object_get(st, "terminal"));
 		bool active = json_is_true(json_object_get(st, "active"));
-		CHECK(terminal == store_state_terminal(name));
+		enum job_state parsed;
+		CHECK(job_state_parse(name, strlen(name), &parsed));
+		CHECK(terminal == job_state_terminal(parsed));
 		CHECK(!(terminal && active));
 		CHECK(active == (!strcmp(name, "starting") || !strcmp(name, "running") ||
 				 !strcmp(name, "restarting")));
