@@ -21,7 +21,9 @@
  *      failed (launch_multinode).  What only Slurm knows (the job was
  *      cancelled, hit its time limit, lost a node, was requeued) is mapped
  *      from Slurm's job state by whoever looks next: `trainctl run` while it
- *      waits, or ps / show / logs (slurm_reconcile).
+ *      waits, or ps / show / logs (slurm_reconcile) while the job has not
+ *      ended.  An ended job needs no Slurm: the server, which follows its
+ *      jobs, asks until Slurm's own state for it is final (slurm_settle).
  *  (3) Stopping: `scancel --signal=TERM` reaches the node supervisors only
  *      (not srun, which would answer SIGTERM with SIGKILL), so workers get
  *      the job's grace_seconds; a job still there after that is cancelled.

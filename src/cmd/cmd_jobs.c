@@ -2,8 +2,9 @@
  * cmd_jobs.c -- the verbs that go through `trainctl server`: submit, stop,
  * pause, resume, clone, delete, and ps / show / logs when a server is
  * configured (--server URL or $TRAINCTL_SERVER; token in $TRAINCTL_TOKEN).
- * Without a server, `stop` signals the job's supervisor directly and the
- * others say that they need one.
+ * Without a server, `stop` goes through the job's backend here (jobs.h:
+ * SIGTERM to its supervisor, or scancel) and the others say that they need
+ * one.
  */
 #include "backend/backend.h"
 #include "cmd/cmd.h"

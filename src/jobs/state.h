@@ -23,8 +23,12 @@
  *
  *   starting, running, restarting --jobs_finish--> succeeded | failed | killed
  *   starting, running, restarting --jobs_mark_lost--> lost
- *   queued, paused --jobs_finish--> killed (stopped before it ran)
+ *   running, restarting --jobs_mark_queued--> queued (Slurm requeued it)
  *   queued --jobs_requeue--> paused (paused before it ran)
+ *   queued, paused, preempted --jobs_finish--> killed (stopped before it ran;
+ *                    a queued Slurm job may also end as Slurm says)
+ *
+ * job_state_can() is this diagram as a table (tests hold it to the code).
  *
  * Three kinds of state:
  *   active    starting, running, restarting: a supervisor owns the job and
