@@ -7,6 +7,7 @@
 #include "core/util.h"
 #include "metrics/query.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static json_t *get(json_t *o, const char *key)
