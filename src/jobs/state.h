@@ -9,7 +9,7 @@
  *
  * JOB STATES
  *
- *   jobs_create / store_job_submit (server)
+ *   store_job_create (trainctl run) / store_job_submit (server)
  *        |
  *        v
  *     queued --jobs_mark_starting--> starting --jobs_mark_running--> running
