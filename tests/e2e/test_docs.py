@@ -56,12 +56,12 @@ def test_doc_example(run_tc, home, tmp_path, doc, name, content, expect):
 def rule_keys():
     """Every key of the spec parser's rule tables, as docs/spec.md names it."""
     import re as _re
-    src = (REPO / "src" / "spec" / "spec.c").read_text()
-    prefix = {"top_rules": "", "device_rules": "devices.", "restart_rules": "restart.",
+    src = "\n".join(f.read_text() for f in sorted((REPO / "src" / "spec").glob("*.c")))
+    prefix = {"spec_top_rules": "", "device_rules": "devices.", "restart_rules": "restart.",
               "ckpt_rules": "checkpoint.", "input_rules": "inputs[].", "output_rules": "outputs.",
               "metrics_rules": "metrics.", "parallel_rules": "parallel.", "slurm_rules": "slurm."}
     keys = []
-    for m in _re.finditer(r"static const struct rule (\w+)\[\] = \{(.*?)\n\};", src, _re.S):
+    for m in _re.finditer(r"(?:static )?const struct rule (\w+)\[\] = \{(.*?)\n\};", src, _re.S):
         assert m.group(1) in prefix, f"new rule table {m.group(1)}: teach this test its prefix"
         for k in _re.findall(r'\{ "(\w+)",', m.group(2)):
             keys.append(prefix[m.group(1)] + k)

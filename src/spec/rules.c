@@ -1,0 +1,509 @@
+/*
+ * rules.c -- the rule tables of a spec's keys, one handler per key, each
+ * checking its value and storing it in the spec (devices: and parallel:
+ * are in placement.c); see spec_int.h.
+ */
+#include "spec/spec_int.h"
+#include "backend/names.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+#include "storage/storage.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- top-level keys ---- */
+
+static int r_name(struct walk *w, yaml_node_t *n, const char *key)
+{
+	int rc = walk_string(w, n, key, &w->s->name);
+	if (rc)
+		return rc;
+	const char *v = w->s->name;
+	if (!*v || strlen(v) > 128)
+		return walk_fail(w, n, key, "must be 1 to 128 characters");
+	for (; *v; v++)
+		if (!(*v == '-' || *v == '_' || *v == '.' || (*v >= '0' && *v <= '9') ||
+		      (*v >= 'a' && *v <= 'z') || (*v >= 'A' && *v <= 'Z')))
+			return walk_fail(w, n, key, "may hold only letters, digits, '.', '_' and '-'");
+	return 0;
+}
+
+static int r_command(struct walk *w, yaml_node_t *n, const char *key)
+{
+	if (n->type == YAML_SCALAR_NODE && !is_null(n)) {
+		if (!*scalar(n))
+			return walk_fail(w, n, key, "is empty");
+		return walk_string(w, n, key, &w->s->shell);
+	}
+	if (n->type != YAML_SEQUENCE_NODE)
+		return walk_fail(w, n, key, "must be a list (argv) or a string (shell command)");
+	for (yaml_node_item_t *i = n->data.sequence.items.start; i < n->data.sequence.items.top; i++) {
+		yaml_node_t *item = yaml_document_get_node(w->doc, *i);
+		if (!item || item->type != YAML_SCALAR_NODE)
+			return walk_fail(w, item ? item : n, key, "items must be strings");
+		strvec_push(&w->s->argv, scalar(item));
+	}
+	if (!w->s->argv.nr || !*w->s->argv.v[0])
+		return walk_fail(w, n, key, "must name a program");
+	return 0;
+}
+
+static int get_kv_map(struct walk *w, yaml_node_t *n, const char *key, struct spec_kv **out,
+		      size_t *nr, bool allow_null)
+{
+	if (n->type != YAML_MAPPING_NODE)
+		return walk_fail(w, n, key, "must be a mapping");
+	size_t alloc = 0;
+	for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
+		yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
+		if (!k || !v || k->type != YAML_SCALAR_NODE || !*scalar(k))
+			return walk_fail(w, k ? k : n, key, "keys must be plain names");
+		if (v->type != YAML_SCALAR_NODE || (!allow_null && is_null(v)))
+			return walk_fail(w, v, key, "'%s' must be a single value", scalar(k));
+		XGROW(*out, *nr + 1, alloc);
+		(*out)[*nr].key = xstrdup(scalar(k));
+		(*out)[*nr].val = is_null(v) ? NULL : xstrdup(scalar(v));
+		(*nr)++;
+	}
+	return 0;
+}
+
+static int r_args(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_kv_map(w, n, key, &w->s->args, &w->s->nargs, true);
+}
+
+static int r_env(struct walk *w, yaml_node_t *n, const char *key)
+{
+	int rc = get_kv_map(w, n, key, &w->s->env, &w->s->nenv, false);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < w->s->nenv; i++) {
+		const char *k = w->s->env[i].key;
+		for (const char *c = k; *c; c++)
+			if (!(*c == '_' || (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') ||
+			      (*c >= 'A' && *c <= 'Z')) || (c == k && *c >= '0' && *c <= '9'))
+				return walk_fail(w, n, key, "'%s' is not a valid variable name", k);
+		if (!strcmp(k, "MASTER_PORT")) {
+			long port;
+			if (!parse_long(w->s->env[i].val, 1, 65535, &port))
+				return walk_fail(w, n, key, "MASTER_PORT must be a port number (1-65535)");
+			w->s->master_port = (int)port;
+		} else if (spec_env_reserved(k)) {
+			return walk_fail(w, n, key, "'%s' is set by trainctl for each worker", k);
+		}
+	}
+	return 0;
+}
+
+static int r_workdir(struct walk *w, yaml_node_t *n, const char *key)
+{
+	char *v = NULL;
+	int rc = walk_string(w, n, key, &v);
+	if (rc)
+		return rc;
+	free(w->s->workdir);
+	w->s->workdir = path_absolute(v, w->base);
+	free(v);
+	if (!is_dir(w->s->workdir))
+		return walk_fail(w, n, key, "'%s' is not a directory", w->s->workdir);
+	return 0;
+}
+
+static int r_framework(struct walk *w, yaml_node_t *n, const char *key)
+{
+	static const char *const fw[] = { "pytorch", "mindspore", "tensorflow", "paddle", NULL };
+	return walk_enum(w, n, key, fw, &w->s->framework);
+}
+
+static int r_nodes(struct walk *w, yaml_node_t *n, const char *key)
+{
+	w->nodes_line = line_of(n);
+	return walk_int(w, n, key, 1, 4096, &w->s->nodes);
+}
+
+static int r_backend(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_enum(w, n, key, backend_names, &w->s->backend);
+}
+
+/* ---- restart: ---- */
+
+static int r_max_restarts(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_int(w, n, key, 0, 1000, &w->s->max_restarts);
+}
+
+static int r_grace(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_int(w, n, key, 0, 86400, &w->s->grace_seconds);
+}
+
+static const struct rule restart_rules[] = {
+	{ "max_restarts", r_max_restarts, NULL },
+	{ "grace_seconds", r_grace, NULL },
+	{ NULL, NULL, NULL },
+};
+
+static int r_restart(struct walk *w, yaml_node_t *n, const char *key)
+{
+	(void)key;
+	return walk_map(w, n, "restart.", restart_rules);
+}
+
+/* ---- checkpoint: ---- */
+
+static int r_ckpt_dir(struct walk *w, yaml_node_t *n, const char *key)
+{
+	int rc = walk_string(w, n, key, &w->s->ckpt_dir);
+	if (!rc && !*w->s->ckpt_dir)
+		return walk_fail(w, n, key, "is empty");
+	return rc;
+}
+
+static int r_ckpt_resume(struct walk *w, yaml_node_t *n, const char *key)
+{
+	char *v = NULL;
+	int rc = walk_string(w, n, key, &v);
+	if (rc)
+		return rc;
+	if (!strcmp(v, "auto")) {
+		w->s->resume = RESUME_AUTO;
+	} else if (!strcmp(v, "never")) {
+		w->s->resume = RESUME_NEVER;
+	} else if (storage_is_remote(v)) {
+		w->s->resume = RESUME_PATH;
+		free(w->s->resume_path);
+		w->s->resume_path = xstrdup(v);
+	} else {
+		w->s->resume = RESUME_PATH;
+		free(w->s->resume_path);
+		w->s->resume_path = path_absolute(v, w->base);
+		if (!path_exists(w->s->resume_path)) {
+			rc = walk_fail(w, n, key, "'%s' does not exist (use auto, never or a path)",
+				       w->s->resume_path);
+		}
+	}
+	free(v);
+	return rc;
+}
+
+static int r_ckpt_keep(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_int(w, n, key, 0, 1000000, &w->s->ckpt_keep);
+}
+
+static const struct rule ckpt_rules[] = {
+	{ "dir", r_ckpt_dir, NULL },
+	{ "resume", r_ckpt_resume, NULL },
+	{ "keep", r_ckpt_keep, NULL },
+	{ NULL, NULL, NULL },
+};
+
+/* ---- inputs: and outputs: (storage) ---- */
+
+/* A storage location: s3:// or obs:// as is, a local path made absolute. */
+static int get_location(struct walk *w, yaml_node_t *n, const char *key, char **out)
+{
+	char *v = NULL;
+	int rc = walk_string(w, n, key, &v);
+	if (rc)
+		return rc;
+	if (!*v) {
+		free(v);
+		return walk_fail(w, n, key, "is empty");
+	}
+	if (strstr(v, "://") && !storage_is_remote(v) && strncmp(v, "file://", 7) != 0) {
+		rc = walk_fail(w, n, key, "'%s': use s3://, obs://, file:// or a path", v);
+		free(v);
+		return rc;
+	}
+	free(*out);
+	if (storage_is_remote(v)) {
+		*out = v;
+		return 0;
+	}
+	*out = path_absolute(!strncmp(v, "file://", 7) ? v + 7 : v, w->base);
+	free(v);
+	return 0;
+}
+
+static int r_in_from(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_location(w, n, key, &w->s->inputs[w->s->ninputs - 1].from);
+}
+
+static int r_in_to(struct walk *w, yaml_node_t *n, const char *key)
+{
+	struct spec_input *in = &w->s->inputs[w->s->ninputs - 1];
+	int rc = walk_string(w, n, key, &in->to);
+	if (rc)
+		return rc;
+	for (const char *p = in->to; *p; p++)
+		if ((p == in->to || p[-1] == '/') && p[0] == '.' && p[1] == '.' &&
+		    (p[2] == '/' || !p[2]))
+			return walk_fail(w, n, key, "'%s' may not leave the data folder", in->to);
+	return 0;
+}
+
+static const struct rule input_rules[] = {
+	{ "from", r_in_from, NULL },
+	{ "to", r_in_to, NULL },
+	{ NULL, NULL, NULL },
+};
+
+static int r_inputs(struct walk *w, yaml_node_t *n, const char *key)
+{
+	if (n->type != YAML_SEQUENCE_NODE)
+		return walk_fail(w, n, key, "must be a list of {from: URL, to: PATH}");
+	size_t cnt = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+	w->s->inputs = xcalloc(cnt ? cnt : 1, sizeof(*w->s->inputs));
+	for (yaml_node_item_t *i = n->data.sequence.items.start; i < n->data.sequence.items.top; i++) {
+		yaml_node_t *item = yaml_document_get_node(w->doc, *i);
+		if (!item)
+			return walk_fail(w, n, key, "items must be mappings");
+		w->s->ninputs++;
+		int rc = walk_map(w, item, "inputs[].", input_rules);
+		if (rc)
+			return rc;
+		struct spec_input *in = &w->s->inputs[w->s->ninputs - 1];
+		if (!in->from)
+			return walk_fail(w, item, "inputs[].from", "is required");
+		if (!in->to)
+			in->to = xstrdup(".");
+	}
+	return 0;
+}
+
+static int r_out_upload(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_location(w, n, key, &w->s->upload_to);
+}
+
+static int r_out_secs(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_int(w, n, key, 1, 86400 * 365, &w->s->upload_every_seconds);
+}
+
+static int r_out_steps(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_int(w, n, key, 1, INT_MAX, &w->s->upload_every_steps);
+}
+
+static const struct rule output_rules[] = {
+	{ "upload_to", r_out_upload, NULL },
+	{ "every_seconds", r_out_secs, NULL },
+	{ "every_steps", r_out_steps, NULL },
+	{ NULL, NULL, NULL },
+};
+
+static int r_outputs(struct walk *w, yaml_node_t *n, const char *key)
+{
+	(void)key;
+	int rc = walk_map(w, n, "outputs.", output_rules);
+	if (!rc && !w->s->upload_to)
+		return walk_fail(w, n, "outputs.upload_to", "is required");
+	return rc;
+}
+
+static int r_checkpoint(struct walk *w, yaml_node_t *n, const char *key)
+{
+	(void)key;
+	return walk_map(w, n, "checkpoint.", ckpt_rules);
+}
+
+/* ---- metrics: ---- */
+
+static int r_met_format(struct walk *w, yaml_node_t *n, const char *key)
+{
+	static const char *const fmts[] = { "auto", "dllogger", "tcap", "mindformers", "none", NULL };
+	return walk_enum(w, n, key, fmts, &w->s->metrics_format);
+}
+
+static int r_met_warmup(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_int(w, n, key, 0, INT_MAX, &w->s->metrics_warmup_steps);
+}
+
+static int r_met_batch(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_int(w, n, key, 1, INT_MAX, &w->s->metrics_batch_size);
+}
+
+static int r_met_accuracy(struct walk *w, yaml_node_t *n, const char *key)
+{
+	int rc = walk_string(w, n, key, &w->s->metrics_accuracy);
+	if (!rc && !*w->s->metrics_accuracy)
+		return walk_fail(w, n, key, "is empty");
+	return rc;
+}
+
+static int r_met_files(struct walk *w, yaml_node_t *n, const char *key)
+{
+	if (n->type != YAML_SEQUENCE_NODE)
+		return walk_fail(w, n, key, "must be a list of paths");
+	for (yaml_node_item_t *i = n->data.sequence.items.start; i < n->data.sequence.items.top; i++) {
+		yaml_node_t *item = yaml_document_get_node(w->doc, *i);
+		if (!item || item->type != YAML_SCALAR_NODE || is_null(item) || !*scalar(item))
+			return walk_fail(w, item ? item : n, key, "items must be non-empty paths");
+		strvec_push(&w->s->metrics_files, scalar(item));
+	}
+	return 0;
+}
+
+static const struct rule metrics_rules[] = {
+	{ "format", r_met_format, NULL },
+	{ "warmup_steps", r_met_warmup, NULL },
+	{ "batch_size", r_met_batch, NULL },
+	{ "accuracy", r_met_accuracy, NULL },
+	{ "files", r_met_files, NULL },
+	{ NULL, NULL, NULL },
+};
+
+static int r_metrics(struct walk *w, yaml_node_t *n, const char *key)
+{
+	(void)key;
+	return walk_map(w, n, "metrics.", metrics_rules);
+}
+
+/* ---- priority:, preemptible: (the server's scheduler, docs/server.md) ---- */
+
+static int r_priority(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_int(w, n, key, 1, 1000, &w->s->priority);
+}
+
+static int r_preemptible(struct walk *w, yaml_node_t *n, const char *key)
+{
+	const char *v = plain(n) ? scalar(n) : NULL;
+	if (v && (!strcmp(v, "true") || !strcmp(v, "false"))) {
+		w->s->preemptible = !strcmp(v, "true");
+		return 0;
+	}
+	return walk_fail(w, n, key, "must be true or false");
+}
+
+/* ---- slurm: (backend: slurm, docs/slurm.md) ---- */
+
+/* A value that becomes part of an #SBATCH line: one line, printable. */
+static int get_sbatch_value(struct walk *w, yaml_node_t *n, const char *key, char **out)
+{
+	int rc = walk_string(w, n, key, out);
+	if (rc)
+		return rc;
+	if (!**out)
+		return walk_fail(w, n, key, "is empty");
+	for (const unsigned char *c = (const unsigned char *)*out; *c; c++)
+		if (*c < 0x20 || *c == 0x7f)
+			return walk_fail(w, n, key, "must be one line without control characters");
+	return 0;
+}
+
+static int r_sl_partition(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_sbatch_value(w, n, key, &w->s->slurm.partition);
+}
+
+static int r_sl_account(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_sbatch_value(w, n, key, &w->s->slurm.account);
+}
+
+static int r_sl_qos(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_sbatch_value(w, n, key, &w->s->slurm.qos);
+}
+
+static int r_sl_time(struct walk *w, yaml_node_t *n, const char *key)
+{
+	int rc = get_sbatch_value(w, n, key, &w->s->slurm.time);
+	if (rc)
+		return rc;
+	/* Slurm's forms: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS */
+	for (const char *c = w->s->slurm.time; *c; c++)
+		if (!((*c >= '0' && *c <= '9') || *c == ':' || *c == '-'))
+			return walk_fail(w, n, key, "'%s' is not a Slurm time (MM, HH:MM:SS or D-HH:MM:SS)",
+					 w->s->slurm.time);
+	return 0;
+}
+
+static int r_sl_signal(struct walk *w, yaml_node_t *n, const char *key)
+{
+	int rc = get_sbatch_value(w, n, key, &w->s->slurm.signal);
+	if (rc)
+		return rc;
+	for (const char *c = w->s->slurm.signal; *c; c++)
+		if (!((*c >= '0' && *c <= '9') || (*c >= 'A' && *c <= 'Z') || *c == '@' || *c == ':'))
+			return walk_fail(w, n, key, "'%s' is not a Slurm --signal value (e.g. USR1@120)",
+					 w->s->slurm.signal);
+	return 0;
+}
+
+static int r_sl_gres(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_sbatch_value(w, n, key, &w->s->slurm.gres);
+}
+
+static int r_sl_extra(struct walk *w, yaml_node_t *n, const char *key)
+{
+	if (n->type != YAML_SEQUENCE_NODE)
+		return walk_fail(w, n, key, "must be a list of sbatch options (\"--exclusive\")");
+	for (yaml_node_item_t *i = n->data.sequence.items.start; i < n->data.sequence.items.top; i++) {
+		yaml_node_t *item = yaml_document_get_node(w->doc, *i);
+		char *v = NULL;
+		if (!item)
+			return walk_fail(w, n, key, "items must be strings");
+		int rc = get_sbatch_value(w, item, key, &v);
+		if (!rc && v[0] != '-')
+			rc = walk_fail(w, item, key, "'%s' is not an sbatch option (it must start with '-')", v);
+		if (rc) {
+			free(v);
+			return rc;
+		}
+		strvec_push_nodup(&w->s->slurm.extra, v);
+	}
+	return 0;
+}
+
+static const struct rule slurm_rules[] = {
+	{ "partition", r_sl_partition, NULL },
+	{ "account", r_sl_account, NULL },
+	{ "qos", r_sl_qos, NULL },
+	{ "time", r_sl_time, NULL },
+	{ "signal", r_sl_signal, NULL },
+	{ "gres", r_sl_gres, NULL },
+	{ "extra", r_sl_extra, NULL },
+	{ NULL, NULL, NULL },
+};
+
+static int r_slurm(struct walk *w, yaml_node_t *n, const char *key)
+{
+	(void)key;
+	w->slurm_line = line_of(n);
+	return walk_map(w, n, "slurm.", slurm_rules);
+}
+
+const struct rule spec_top_rules[] = {
+	{ "name", r_name, NULL },
+	{ "command", r_command, NULL },
+	{ "args", r_args, NULL },
+	{ "workdir", r_workdir, NULL },
+	{ "env", r_env, NULL },
+	{ "framework", r_framework, NULL },
+	{ "devices", spec_r_devices, NULL },
+	{ "nodes", r_nodes, NULL },
+	{ "backend", r_backend, NULL },
+	{ "restart", r_restart, NULL },
+	{ "checkpoint", r_checkpoint, NULL },
+	{ "priority", r_priority, NULL },
+	{ "preemptible", r_preemptible, NULL },
+	{ "inputs", r_inputs, NULL },
+	{ "outputs", r_outputs, NULL },
+	{ "metrics", r_metrics, NULL },
+	{ "parallel", spec_r_parallel, NULL },
+	{ "slurm", r_slurm, NULL },
+	{ NULL, NULL, NULL },
+};

@@ -1,0 +1,87 @@
+/*
+ * spec_int.h -- private to spec/: the state of one walk over a YAML spec
+ * and the rule tables that walk it.
+ *
+ * A walk checks one document key by key.  Each mapping has a rule table
+ * (struct rule): the key, its handler, and, for features not built yet,
+ * the reason it is refused.  Handlers store into w->s and report errors
+ * through walk_fail, which prefixes "file:line: key: ".  The rules live in
+ * rules.c (most keys) and placement.c (devices: and parallel:, which also
+ * resolve against the machine and the planner after the walk); walk.c
+ * holds the walker and the typed getters; spec.c the entry points.
+ */
+#ifndef TC_SPEC_INT_H
+#define TC_SPEC_INT_H
+
+#include "spec/spec.h"
+#include "core/err.h"
+
+#include <stdbool.h>
+#include <string.h>
+#include <yaml.h>
+
+struct walk {
+	yaml_document_t *doc;
+	const char *file;
+	const char *base; /* directory that relative paths resolve against */
+	struct spec *s;
+	struct tc_err *err;
+	/* remembered nodes for cross-key checks */
+	int per_node_line, ids_line, type_line;
+	bool per_node_all, per_node_set;
+	int parallel_line; /* where parallel: is, for the planner's errors */
+	int nodes_line, slurm_line; /* for "nodes > 1 needs backend: slurm" */
+};
+
+typedef int (*rule_fn)(struct walk *w, yaml_node_t *n, const char *key);
+
+struct rule {
+	const char *key;
+	rule_fn fn;
+	const char *not_yet; /* non-NULL: refused with this reason */
+};
+
+static inline int line_of(yaml_node_t *n)
+{
+	return (int)n->start_mark.line + 1;
+}
+
+static inline const char *scalar(yaml_node_t *n)
+{
+	return n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+static inline bool plain(yaml_node_t *n)
+{
+	return n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+}
+
+static inline bool is_null(yaml_node_t *n)
+{
+	const char *v = scalar(n);
+	return plain(n) && (!*v || !strcmp(v, "null") || !strcmp(v, "~"));
+}
+
+/* walk.c: all return 0, or TC_ESPEC with w->err set to "file:line: key: ..." */
+int walk_fail(struct walk *w, yaml_node_t *n, const char *key, const char *fmt, ...)
+	TC_PRINTF(4, 5);
+int walk_string(struct walk *w, yaml_node_t *n, const char *key, char **out);
+int walk_int(struct walk *w, yaml_node_t *n, const char *key, long min, long max, int *out);
+int walk_enum(struct walk *w, yaml_node_t *n, const char *key, const char *const *allowed,
+	      char **out);
+/* Walk a mapping with a rule table; prefix names nested keys ("devices."). */
+int walk_map(struct walk *w, yaml_node_t *map, const char *prefix, const struct rule *rules);
+
+/* rules.c: the top-level table, handed to walk_map by spec.c */
+extern const struct rule spec_top_rules[];
+
+/* placement.c: devices: and parallel: */
+int spec_r_devices(struct walk *w, yaml_node_t *n, const char *key);
+int spec_r_parallel(struct walk *w, yaml_node_t *n, const char *key);
+/* Ask the planner for the best split of this job's devices (after the walk). */
+int spec_plan_parallel(struct walk *w);
+/* Resolve the device count against the machine (shared by file and ad hoc). */
+int spec_finish_devices(struct spec *s, const char *file, int type_line, int count_line,
+			bool per_node_all, struct tc_err *err);
+
+#endif
