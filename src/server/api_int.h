@@ -1,8 +1,9 @@
 /*
- * api_int.h -- private to src/server/: what the request handlers (api.c),
- * the event streams (stream.c), the web assets (assets.c) and the auth
- * decisions (auth.c) share.  The functions that build answers without
- * libmicrohttpd are declared here for the unit tests (test_server.c).
+ * api_int.h -- private to src/server/: what the routing (api.c), the
+ * request handlers (api_jobs.c, api_data.c), the event streams (stream.c),
+ * the web assets (assets.c) and the auth decisions (auth.c) share.  The
+ * functions that build answers without libmicrohttpd are declared here for
+ * the unit tests (test_server.c).
  */
 #ifndef TC_SERVER_API_INT_H
 #define TC_SERVER_API_INT_H
@@ -15,6 +16,7 @@
 #include "server/server_int.h"
 
 struct MHD_Connection;
+struct json_t;
 
 /* The caller of a request: token's user, or the local admin without tokens. */
 struct who {
@@ -51,6 +53,10 @@ int reply_raw(struct MHD_Connection *con, unsigned status, const char *type, con
 	      size_t len);
 int reply_json(struct MHD_Connection *con, unsigned status, const char *json);
 int reply_err(struct MHD_Connection *con, unsigned status, const char *fmt, ...) TC_PRINTF(3, 4);
+/* err as an error answer, with the status of its code (api_status_of). */
+int reply_tc(struct MHD_Connection *con, const struct tc_err *err);
+/* o as the JSON answer; takes the reference to o. */
+int reply_jsont(struct MHD_Connection *con, unsigned status, struct json_t *o);
 /* {"error": msg, "status": status}: the body of every error answer. */
 void api_error_json(struct sbuf *out, unsigned status, const char *msg);
 /* The HTTP status of a TC_E* code: 404 not found, 400 the caller's fault, else 500. */
@@ -83,6 +89,26 @@ void api_backends(const char *forced, const struct backend_probe *p,
 /* {"version", "states": [{"name", "terminal", "active"}], "backends": [{"name", ...}]} */
 void api_info_json(struct sbuf *out, const struct api_backend_info *b, size_t nb);
 int h_info(struct srv *s, struct MHD_Connection *con);
+
+/*
+ * The handlers, reached through the route table (api.c), which has already
+ * checked the caller and found the path's job x, visible to that caller.
+ */
+/* api_jobs.c: submit, list, detail; action is stop, pause, resume, clone or delete */
+int h_submit(struct srv *s, struct MHD_Connection *con, const struct who *w,
+	     const struct sbuf *body);
+int h_list(struct srv *s, struct MHD_Connection *con, const struct who *w);
+int h_detail(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
+int h_action(struct srv *s, struct MHD_Connection *con, const struct who *w,
+	     const struct job_row *x, const char *action);
+/* api_data.c: a job's logs, metrics, usage and report; the node's devices and /metrics */
+int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
+int h_metric_list(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
+int h_metric_points(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
+int h_usage(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
+int h_report(struct MHD_Connection *con, const struct job_row *x);
+int h_devices(struct srv *s, struct MHD_Connection *con);
+int h_prometheus(struct srv *s, struct MHD_Connection *con);
 
 /* The route table (api.c): every endpoint, in matching order (route.h). */
 extern const struct route api_routes[];

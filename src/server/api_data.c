@@ -1,0 +1,308 @@
+/*
+ * api_data.c -- what a job and the node produced, over the HTTP API: a
+ * job's logs, metrics, usage and report; the node's devices and the
+ * Prometheus /metrics; see api_int.h.
+ */
+#include "server/server_int.h"
+#include "server/api_int.h"
+#include "core/json.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+#include "logs/logs.h"
+#include "metrics/metrics.h"
+#include "jobs/jobs.h"
+
+#include <jansson.h>
+#include <math.h>
+#include "core/lazylib.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- logs ---- */
+
+int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
+{
+	long rank, tail;
+	if (!arg_long(con, "rank", -1, 1 << 20, -1, &rank) ||
+	    !arg_long(con, "tail", -1, 10000000, -1, &tail))
+		return reply_err(con, 400, "rank and tail must be numbers");
+	const char *fmt = arg_of(con, "format");
+	const char *follow = arg_of(con, "follow");
+	if (follow && (!strcmp(follow, "1") || !strcmp(follow, "true")))
+		return stream_logs(s, con, x, (int)rank, tail);
+	struct sbuf dir = SBUF_INIT;
+	sbuf_addf(&dir, "%s/logs", x->run_dir);
+	if (fmt && !strcmp(fmt, "json")) {
+		json_t *o = json_object();
+		json_t *ranks = json_array();
+		for (int r = 0; r < 4096; r++) {
+			if (rank >= 0 && r != rank)
+				continue;
+			struct sbuf p = SBUF_INIT;
+			sbuf_addf(&p, "%s/rank-%d.log", dir.buf, r);
+			if (!path_exists(p.buf)) {
+				sbuf_release(&p);
+				if (r > x->device_count + 8)
+					break;
+				continue;
+			}
+			char *buf = NULL;
+			size_t len = 0;
+			FILE *f = open_memstream(&buf, &len);
+			struct logs_opts lo = { dir.buf, r, tail < 0 ? 2000 : tail, false, false, NULL, NULL };
+			struct tc_err err = TC_ERR_INIT;
+			if (f) {
+				if (logs_print(&lo, f, &err))
+					tc_err_release(&err);
+				fclose(f);
+			}
+			json_array_append_new(ranks, json_pack("{s:i, s:s#}", "rank", r, "text",
+							       buf ? buf : "", buf ? len : 0));
+			free(buf);
+			sbuf_release(&p);
+		}
+		json_object_set_new(o, "ranks", ranks);
+		sbuf_release(&dir);
+		return reply_jsont(con, 200, o);
+	}
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f) {
+		sbuf_release(&dir);
+		return reply_err(con, 500, "out of memory");
+	}
+	struct logs_opts lo = { dir.buf, (int)rank, tail, false, rank < 0 && x->device_count != 1,
+				NULL, NULL };
+	struct tc_err err = TC_ERR_INIT;
+	int rc = logs_print(&lo, f, &err);
+	fclose(f);
+	int ret;
+	if (rc) {
+		ret = reply_tc(con, &err);
+	} else {
+		struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_COPY);
+		MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
+		if (arg_of(con, "download")) {
+			struct sbuf cd = SBUF_INIT;
+			sbuf_addf(&cd, "attachment; filename=\"%s.log\"", x->id);
+			MHD_add_response_header(r, "Content-Disposition", cd.buf);
+			sbuf_release(&cd);
+		}
+		ret = MHD_queue_response(con, 200, r);
+		MHD_destroy_response(r);
+	}
+	free(buf);
+	tc_err_release(&err);
+	sbuf_release(&dir);
+	return ret;
+}
+
+/* ---- metrics of a job ---- */
+
+int h_metric_list(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
+{
+	struct store_mseries *v = NULL;
+	size_t n = 0;
+	struct tc_err err = TC_ERR_INIT;
+	struct sbuf body = SBUF_INIT;
+	pthread_mutex_lock(&s->mu);
+	int rc = store_metric_names_json(s->st, x->id, &body, &err);
+	pthread_mutex_unlock(&s->mu);
+	(void)v;
+	(void)n;
+	int ret = rc ? reply_tc(con, &err) : reply_json(con, 200, body.buf);
+	sbuf_release(&body);
+	tc_err_release(&err);
+	return ret;
+}
+
+/* The points of a chart, rank by rank, as store_metric_xy hands them over. */
+struct xy_rank {
+	int rank;
+	struct metrics_xy *xy;
+	size_t n, alloc;
+};
+struct xy_ranks {
+	struct xy_rank *v;
+	size_t n, alloc;
+};
+
+static void xy_begin(void *arg, int rank)
+{
+	struct xy_ranks *r = arg;
+	XGROW(r->v, r->n + 1, r->alloc);
+	r->v[r->n++] = (struct xy_rank){ rank, NULL, 0, 0 };
+}
+
+static void xy_add(void *arg, double x, double y)
+{
+	struct xy_ranks *r = arg;
+	struct xy_rank *k = &r->v[r->n - 1];
+	XGROW(k->xy, k->n + 1, k->alloc);
+	k->xy[k->n++] = (struct metrics_xy){ x, y };
+}
+
+static void xy_ranks_release(struct xy_ranks *r)
+{
+	for (size_t i = 0; i < r->n; i++)
+		free(r->v[i].xy);
+	free(r->v);
+}
+
+int h_metric_points(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
+{
+	const char *name = arg_of(con, "name");
+	long rank, points;
+	if (!name || !*name)
+		return reply_err(con, 400, "name: which metric (see /metrics of the job)");
+	if (!arg_long(con, "rank", -1, 1 << 20, -1, &rank) ||
+	    !arg_long(con, "points", 4, 100000, 2000, &points))
+		return reply_err(con, 400, "rank must be a number and points 4..100000");
+	double xmin = -INFINITY, xmax = INFINITY;
+	const char *a = arg_of(con, "xmin"), *b = arg_of(con, "xmax");
+	if ((a && *a && !parse_double(a, &xmin)) || (b && *b && !parse_double(b, &xmax)))
+		return reply_err(con, 400, "xmin and xmax must be numbers");
+	/*
+	 * Its own connection and the lean reader: a long series takes tens of
+	 * ms to read, and the server's lock must not be held meanwhile.
+	 */
+	struct xy_ranks xr = { 0 };
+	struct store_xy_sink sink = { xy_begin, xy_add, &xr };
+	struct store *st = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	int rc = store_open(s->home, &st, &err);
+	if (!rc)
+		rc = store_metric_xy(st, x->id, name, (int)rank, xmin, xmax, &sink, &err);
+	store_close(st);
+	if (rc) {
+		int ret = reply_tc(con, &err);
+		tc_err_release(&err);
+		xy_ranks_release(&xr);
+		return ret;
+	}
+	struct sbuf body = SBUF_INIT;
+	sbuf_adds(&body, "{\"metric\":");
+	json_add_str(&body, name);
+	sbuf_adds(&body, ",\"series\":[");
+	size_t buckets = (size_t)points / 4;
+	struct metrics_xy *out = xmalloc((4 * buckets + 1) * sizeof(*out));
+	for (size_t i = 0; i < xr.n; i++) {
+		const struct xy_rank *r = &xr.v[i];
+		size_t o = r->n;
+		const struct metrics_xy *src = r->xy;
+		if (r->n > (size_t)points) {
+			o = metrics_downsample(r->xy, r->n, buckets, out);
+			src = out;
+		}
+		sbuf_addf(&body, "%s{\"rank\":%d,\"n\":%zu,\"x\":[", i ? "," : "", r->rank, r->n);
+		for (size_t k = 0; k < o; k++)
+			sbuf_addf(&body, k ? ",%.17g" : "%.17g", src[k].x);
+		sbuf_adds(&body, "],\"y\":[");
+		for (size_t k = 0; k < o; k++)
+			sbuf_addf(&body, k ? ",%.9g" : "%.9g", src[k].y);
+		sbuf_adds(&body, "]}");
+	}
+	free(out);
+	sbuf_adds(&body, "]}");
+	xy_ranks_release(&xr);
+	int ret = reply_json(con, 200, body.buf);
+	sbuf_release(&body);
+	return ret;
+}
+
+int h_usage(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
+{
+	double since = 0;
+	const char *a = arg_of(con, "since");
+	if (a && *a && !parse_double(a, &since))
+		return reply_err(con, 400, "since must be a number (seconds since 1970)");
+	struct sbuf body = SBUF_INIT;
+	struct tc_err err = TC_ERR_INIT;
+	sbuf_adds(&body, "{\"samples\":");
+	pthread_mutex_lock(&s->mu);
+	int rc = store_usage_json(s->st, x->id, since, &body, &err);
+	pthread_mutex_unlock(&s->mu);
+	sbuf_addch(&body, '}');
+	int ret = rc ? reply_tc(con, &err) : reply_json(con, 200, body.buf);
+	sbuf_release(&body);
+	tc_err_release(&err);
+	return ret;
+}
+
+int h_report(struct MHD_Connection *con, const struct job_row *x)
+{
+	struct sbuf path = SBUF_INIT, text = SBUF_INIT;
+	sbuf_addf(&path, "%s/report.json", x->run_dir);
+	int ret;
+	if (read_file(path.buf, &text, NULL) == 0)
+		ret = reply_json(con, 200, text.buf);
+	else
+		ret = reply_err(con, 404, "job %s has no report.json", x->id);
+	sbuf_release(&path);
+	sbuf_release(&text);
+	return ret;
+}
+
+/* ---- the node ---- */
+
+int h_devices(struct srv *s, struct MHD_Connection *con)
+{
+	pthread_mutex_lock(&s->mu);
+	struct sbuf body = SBUF_INIT;
+	sbuf_adds(&body, "{\"devices\":");
+	sbuf_adds(&body, s->devices_json ? s->devices_json : "[]");
+	sbuf_addch(&body, '}');
+	pthread_mutex_unlock(&s->mu);
+	int ret = reply_json(con, 200, body.buf);
+	sbuf_release(&body);
+	return ret;
+}
+
+int h_prometheus(struct srv *s, struct MHD_Connection *con)
+{
+	struct sbuf b = SBUF_INIT;
+	pthread_mutex_lock(&s->mu);
+	long long counts[JOB_NSTATES] = { 0 };
+	struct tc_err err = TC_ERR_INIT;
+	int rc = store_state_counts(s->st, counts, &err);
+	sbuf_adds(&b, "# HELP trainctl_jobs Jobs by state.\n# TYPE trainctl_jobs gauge\n");
+	for (int i = 0; i < JOB_NSTATES; i++)
+		sbuf_addf(&b, "trainctl_jobs{state=\"%s\"} %lld\n", job_state_name((enum job_state)i),
+			  counts[i]);
+	sbuf_addf(&b, "# HELP trainctl_queue_length Jobs waiting for devices.\n"
+		      "# TYPE trainctl_queue_length gauge\ntrainctl_queue_length %zu\n", s->nqueue);
+	sbuf_adds(&b, "# HELP trainctl_devices Devices the scheduler hands out.\n# TYPE trainctl_devices gauge\n");
+	sbuf_adds(&b, "# HELP trainctl_devices_allocated Devices held by jobs.\n# TYPE trainctl_devices_allocated gauge\n");
+	for (size_t i = 0; i < s->ndevs; i++) {
+		bool first = true;
+		for (size_t k = 0; k < i && first; k++)
+			first = strcmp(s->devs[k].type, s->devs[i].type) != 0;
+		if (!first)
+			continue;
+		int total = 0, used = 0;
+		for (size_t k = 0; k < s->ndevs; k++)
+			if (!strcmp(s->devs[k].type, s->devs[i].type)) {
+				total++;
+				used += s->devs[k].owner >= 0;
+			}
+		sbuf_addf(&b, "trainctl_devices{type=\"%s\"} %d\ntrainctl_devices_allocated{type=\"%s\"} %d\n",
+			  s->devs[i].type, total, s->devs[i].type, used);
+	}
+	sbuf_addf(&b, "# HELP trainctl_submissions_total Jobs submitted since the server started.\n"
+		      "# TYPE trainctl_submissions_total counter\ntrainctl_submissions_total %lld\n"
+		      "# HELP trainctl_http_requests_total HTTP requests served.\n"
+		      "# TYPE trainctl_http_requests_total counter\ntrainctl_http_requests_total %lld\n"
+		      "# HELP trainctl_scheduler_decision_seconds Mean time of one scheduling decision.\n"
+		      "# TYPE trainctl_scheduler_decision_seconds gauge\ntrainctl_scheduler_decision_seconds %.9f\n"
+		      "# HELP trainctl_scheduler_decisions_total Scheduling decisions since the server started.\n"
+		      "# TYPE trainctl_scheduler_decisions_total counter\ntrainctl_scheduler_decisions_total %lld\n",
+		      s->submitted, s->requests,
+		      s->sched_calls ? s->sched_ns_total / (double)s->sched_calls / 1e9 : 0.0,
+		      s->sched_calls);
+	pthread_mutex_unlock(&s->mu);
+	int ret = rc ? reply_tc(con, &err) : reply_raw(con, 200, "text/plain; version=0.0.4", b.buf, b.len);
+	tc_err_release(&err);
+	sbuf_release(&b);
+	return ret;
+}

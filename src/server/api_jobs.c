@@ -1,0 +1,358 @@
+/*
+ * api_jobs.c -- the job endpoints of the HTTP API: submit, list, detail,
+ * and the actions (stop, pause, resume, clone, delete) through jobs/;
+ * see api_int.h.
+ */
+#include "server/server_int.h"
+#include "server/api_int.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+#include "spec/spec.h"
+#include "backend/backend.h"
+#include "jobs/jobs.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- jobs ---- */
+
+bool api_id_ok(const char *id)
+{
+	if (!*id || strlen(id) > 200 || !strcmp(id, ".") || !strcmp(id, ".."))
+		return false;
+	for (const char *c = id; *c; c++)
+		if (!(*c == '-' || *c == '_' || *c == '.' || (*c >= '0' && *c <= '9') ||
+		      (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')))
+			return false;
+	return true;
+}
+static char *write_job_yaml(const char *run_dir, const char *yaml, struct tc_err *err)
+{
+	struct sbuf path = SBUF_INIT, tmp = SBUF_INIT;
+	sbuf_addf(&path, "%s/job.yaml", run_dir);
+	sbuf_addf(&tmp, "%s/.job.yaml.tmp", run_dir);
+	/* no fsync: the spec is also in the database, and submissions must be cheap */
+	FILE *f = fopen(tmp.buf, "w");
+	int ok = f && fputs(yaml, f) >= 0;
+	if (f && fclose(f) != 0)
+		ok = 0;
+	if (!ok || rename(tmp.buf, path.buf) < 0) {
+		tc_error_errno(err, TC_ESYS, "cannot write %s", path.buf);
+		sbuf_release(&path);
+		sbuf_release(&tmp);
+		return NULL;
+	}
+	sbuf_release(&tmp);
+	return sbuf_detach(&path);
+}
+
+/* Queue a spec (text, YAML or JSON) for user; 201 with the job. */
+static int submit_spec(struct srv *s, struct MHD_Connection *con, const struct who *w,
+		       const char *text, const char *file, const char *base, const char *name_override)
+{
+	struct spec *sp = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	int ret;
+	if (spec_parse_backend(text, strlen(text), file, base, s->o.backend, &sp, &err)) {
+		ret = reply_tc(con, &err);
+		tc_err_release(&err);
+		return ret;
+	}
+	if (name_override) {
+		free(sp->name);
+		sp->name = xstrdup(name_override);
+	}
+	/* a backend with a queue of its own (slurm) allocates its nodes, not this pool */
+	const struct backend_ops *be = backend_find(sp->backend);
+	if (!be)
+		be = &backend_local;
+	bool own_queue = be->submit != NULL;
+	/* the pool must be able to hold the job at all, or it would wait forever */
+	size_t have = 0;
+	for (size_t i = 0; i < s->ndevs; i++)
+		if (!strcmp(s->devs[i].type, sp->device_type))
+			have++;
+	if (!own_queue && (size_t)sp->per_node > have) {
+		ret = reply_err(con, 400, "devices: %d %s devices requested but this server has %zu",
+				sp->per_node, sp->device_type, have);
+		spec_free(sp);
+		return ret;
+	}
+	char *id = store_new_job_id();
+	struct sbuf run_dir = SBUF_INIT;
+	sbuf_addf(&run_dir, "%s/runs/%s", s->home, id);
+	char *yaml = spec_to_yaml(sp);
+	char *json = spec_to_json(sp);
+	char *path = NULL;
+	if (mkdir_p(run_dir.buf, &err) || !(path = write_job_yaml(run_dir.buf, yaml, &err))) {
+		ret = reply_tc(con, &err);
+		goto out;
+	}
+	/* ids the spec named are a requirement; otherwise any free ones */
+	char *want = sp->device_ids_given ? ids_text(sp->device_ids, sp->per_node) : NULL;
+	struct job_row jr = { .id = id, .name = sp->name, .state = JOB_QUEUED, .run_dir = run_dir.buf,
+			      .spec_json = json, .created = now_wall(),
+			      .world_size = sp->per_node * sp->nodes, .exit_code = -1,
+			      .user = (char *)w->user, .priority = sp->priority,
+			      .preemptible = sp->preemptible, .device_type = sp->device_type,
+			      .device_count = sp->per_node, .device_want = want, .managed = true,
+			      .backend = sp->backend };
+	pthread_mutex_lock(&s->mu);
+	int rc = store_job_submit(s->st, &jr, &err);
+	if (!rc) {
+		srv_add_queued(s, id, w->user, sp->name, sp->device_type, sp->per_node,
+			       want ? sp->device_ids : NULL, sp->priority, sp->preemptible, jr.created,
+			       sp->max_restarts, run_dir.buf, be);
+		s->submitted++;
+		srv_wake(s);
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (rc) {
+		free(want);
+		ret = reply_tc(con, &err);
+		goto out;
+	}
+	/* the job as the API shows it (as listed: no spec) */
+	ret = reply_jsont(con, 201, job_to_json(&jr, JOB_JSON_BRIEF));
+	free(want);
+out:
+	free(path);
+	free(yaml);
+	free(json);
+	free(id);
+	sbuf_release(&run_dir);
+	spec_free(sp);
+	tc_err_release(&err);
+	return ret;
+}
+
+int h_submit(struct srv *s, struct MHD_Connection *con, const struct who *w,
+	     const struct sbuf *body)
+{
+	json_error_t je;
+	json_t *o = json_loadb(body->buf, body->len, 0, &je);
+	int ret;
+	if (!o)
+		return reply_err(con, 400, "malformed JSON at line %d: %s", je.line, je.text);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return reply_err(con, 400, "the body must be a JSON object with a 'spec'");
+	}
+	json_t *spec = json_object_get(o, "spec");
+	json_t *base = json_object_get(o, "base");
+	json_t *file = json_object_get(o, "file");
+	json_t *name = json_object_get(o, "name");
+	if ((base && !json_is_string(base)) || (file && !json_is_string(file)) ||
+	    (name && !json_is_null(name) && !json_is_string(name))) {
+		json_decref(o);
+		return reply_err(con, 400, "'base', 'file' and 'name' must be strings");
+	}
+	const char *b = base ? json_string_value(base) : NULL;
+	if (b && b[0] != '/') {
+		json_decref(o);
+		return reply_err(con, 400, "'base' must be an absolute path");
+	}
+	char *text = NULL;
+	if (json_is_string(spec)) {
+		text = xstrdup(json_string_value(spec));
+	} else if (json_is_object(spec)) {
+		char *t = json_dumps(spec, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		text = xstrdup(t ? t : "{}");
+		free(t);
+	} else {
+		json_decref(o);
+		return reply_err(con, 400, "'spec' must be the spec text (YAML or JSON) or a JSON object");
+	}
+	if (strlen(text) != (spec && json_is_string(spec) ? json_string_length(spec) : strlen(text))) {
+		ret = reply_err(con, 400, "spec: holds a NUL byte");
+	} else {
+		char *cwd = getcwd(NULL, 0);
+		ret = submit_spec(s, con, w, text, file ? json_string_value(file) : "spec",
+				  b ? b : (cwd ? cwd : "/"),
+				  name && json_is_string(name) && *json_string_value(name) ? json_string_value(name) : NULL);
+		free(cwd);
+	}
+	free(text);
+	json_decref(o);
+	return ret;
+}
+
+/* "a,b" into a set of states (1u << JOB_*); false naming the first word that is not one. */
+static bool parse_states(const char *text, unsigned *set, const char **bad, int *badlen)
+{
+	*set = 0;
+	for (const char *p = text; *p;) {
+		const char *c = strchr(p, ',');
+		size_t n = c ? (size_t)(c - p) : strlen(p);
+		enum job_state st;
+		if (!job_state_parse(p, n, &st)) {
+			*bad = p;
+			*badlen = (int)n;
+			return false;
+		}
+		*set |= 1u << st;
+		p += n + (c ? 1 : 0);
+	}
+	return true;
+}
+
+int h_list(struct srv *s, struct MHD_Connection *con, const struct who *w)
+{
+	long limit, offset;
+	if (!arg_long(con, "limit", 1, 100000, 100, &limit) ||
+	    !arg_long(con, "offset", 0, 1L << 40, 0, &offset))
+		return reply_err(con, 400, "limit must be 1..100000 and offset a number");
+	const char *state = arg_of(con, "state"), *user = arg_of(con, "user");
+	const char *name = arg_of(con, "name");
+	unsigned states = 0;
+	const char *bad = NULL;
+	int badlen = 0;
+	if (state && !parse_states(state, &states, &bad, &badlen))
+		return reply_err(con, 400, "state: '%.*s' is not a job state", badlen, bad);
+	if (!w->admin) {
+		if (user && *user && strcmp(user, w->user) != 0)
+			return reply_err(con, 403, "only an admin may list another user's jobs");
+		user = w->user;
+	}
+	struct store_jfilter f = { states, user && *user ? user : NULL, name && *name ? name : NULL,
+				   limit, offset };
+	struct job_row *v = NULL;
+	size_t n = 0;
+	struct tc_err err = TC_ERR_INIT;
+	long long total = 0;
+	pthread_mutex_lock(&s->mu);
+	int rc = store_job_query(s->st, &f, &v, &n, &total, &err);
+	pthread_mutex_unlock(&s->mu);
+	int ret;
+	if (rc) {
+		ret = reply_tc(con, &err);
+	} else {
+		json_t *jobs = json_array();
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(jobs, job_to_json(&v[i], JOB_JSON_BRIEF));
+		ret = reply_jsont(con, 200, json_pack("{s:o, s:I, s:I, s:I}", "jobs", jobs, "total",
+						      (json_int_t)total, "limit", (json_int_t)limit,
+						      "offset", (json_int_t)offset));
+	}
+	job_rows_free(v, n);
+	tc_err_release(&err);
+	return ret;
+}
+
+int h_detail(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
+{
+	json_t *o = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	/* the server follows its jobs itself: no reconcile here */
+	pthread_mutex_lock(&s->mu);
+	int rc = jobs_show(s->st, x->id, false, &o, &err);
+	pthread_mutex_unlock(&s->mu);
+	int ret = rc ? reply_tc(con, &err) : reply_jsont(con, 200, o);
+	tc_err_release(&err);
+	return ret;
+}
+
+/* The job's own connection, for what must not hold the server's lock (waits, file trees). */
+static int with_store(struct srv *s, const struct job_row *x,
+		      int (*fn)(struct srv *s, struct store *st, struct job_row *j, struct tc_err *err),
+		      struct tc_err *err)
+{
+	struct store *st = NULL;
+	struct job_row j = { 0 };
+	int rc = store_open(s->home, &st, err);
+	if (!rc)
+		rc = store_job_get(st, x->id, &j, err);
+	if (!rc)
+		rc = fn(s, st, &j, err);
+	job_row_release(&j);
+	store_close(st);
+	return rc;
+}
+
+static int stop_outside(struct srv *s, struct store *st, struct job_row *j, struct tc_err *err)
+{
+	struct backend_env env = { s->home, srv_say, s };
+	return jobs_stop(&env, st, j, JOB_STOP_STOPPED, err);
+}
+
+static int delete_outside(struct srv *s, struct store *st, struct job_row *j, struct tc_err *err)
+{
+	(void)s;
+	return jobs_delete(st, j, err);
+}
+
+static int h_clone(struct srv *s, struct MHD_Connection *con, const struct who *w,
+		   const struct job_row *x)
+{
+	char *text = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	int ret;
+	if (jobs_clone_spec(x, &text, &err))
+		ret = reply_err(con, 409, "%s", err.msg);
+	else
+		ret = submit_spec(s, con, w, text, "spec", x->run_dir, NULL);
+	free(text);
+	tc_err_release(&err);
+	return ret;
+}
+
+int h_action(struct srv *s, struct MHD_Connection *con, const struct who *w,
+	     const struct job_row *x, const char *action)
+{
+	if (!strcmp(action, "clone"))
+		return h_clone(s, con, w, x);
+	struct tc_err err = TC_ERR_INIT;
+	bool stop = !strcmp(action, "stop"), pause = !strcmp(action, "pause");
+	bool del = !strcmp(action, "delete");
+	pthread_mutex_lock(&s->mu);
+	srv_catch_up(s);
+	struct sjob *j = srv_find(s, x->id);
+	int rc = 0, ret;
+	unsigned status = 200;
+	const char *msg = NULL;
+	bool outside = false;
+	if (stop && j && srv_external(j) && j->st != SJ_QUEUED) {
+		/* its backend's stop waits out the grace time: outside the lock */
+		outside = !j->term_sent;
+		j->st = SJ_STOPPING;
+		j->term_sent = true;
+	} else if (stop || pause) {
+		if (!j) {
+			status = 409;
+			msg = "the job is not active";
+		} else {
+			rc = srv_stop_job(s, j, stop ? JOB_STOP_STOPPED : JOB_STOP_PAUSED, &err);
+		}
+	} else if (!strcmp(action, "resume")) {
+		if (!j || j->st != SJ_IDLE) {
+			status = 409;
+			msg = "only a paused job can be resumed";
+		} else {
+			rc = srv_resume_job(s, j, &err);
+		}
+	} else if (del) {
+		if (j || !job_state_terminal(x->state)) {
+			status = 409;
+			msg = "only a finished job can be deleted (stop it first)";
+		}
+	} else {
+		status = 404;
+		msg = "no such action";
+	}
+	srv_wake(s);
+	pthread_mutex_unlock(&s->mu);
+	if (outside)
+		rc = with_store(s, x, stop_outside, &err);
+	else if (del && !msg)
+		rc = with_store(s, x, delete_outside, &err);
+	if (msg)
+		ret = reply_err(con, status, "%s: %s", x->id, msg);
+	else if (rc)
+		ret = rc == TC_ESYS ? reply_err(con, 500, "%s", err.msg) : reply_tc(con, &err);
+	else
+		ret = reply_jsont(con, 200, json_pack("{s:s, s:s, s:b}", "id", x->id, "action", action,
+						      "ok", 1));
+	tc_err_release(&err);
+	return ret;
+}
