@@ -1,0 +1,244 @@
+/*
+ * slurm_batch.c -- what runs inside the Slurm allocation (design notes in
+ * slurm.c): `trainctl slurm-batch`, the body of job.sbatch, which drives
+ * the job one srun per attempt (launch_multinode), and `trainctl
+ * supervise-node`, one node's supervisor under that srun.
+ */
+#include "backend/backend.h"
+#include "backend/slurm_int.h"
+#include "core/proc.h"
+#include "jobs/jobs.h"
+#include "core/sbuf.h"
+#include "core/strvec.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+
+#include <jansson.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the batch script's driver: one srun per attempt ---- */
+
+static volatile sig_atomic_t batch_term, batch_fwd;
+static volatile pid_t batch_srun;
+
+static void on_batch_signal(int sig)
+{
+	if (sig == SIGUSR1 || sig == SIGUSR2) {
+		/* B:USR1 warnings: pass them to the node supervisors through srun */
+		if (batch_srun > 0)
+			kill(batch_srun, sig);
+		batch_fwd++;
+		return;
+	}
+	batch_term = sig;
+}
+
+struct batch {
+	const char *home, *job_id, *run_dir;
+	char *exe;
+	int nodes;
+};
+
+static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed, bool *stopped,
+			struct tc_err *err)
+{
+	struct batch *b = ctx;
+	struct strvec argv = STRVEC_INIT;
+	strvec_push(&argv, "srun");
+	strvec_push(&argv, "--kill-on-bad-exit=1");
+	strvec_pushf(&argv, "--nodes=%d", a->nodes);
+	strvec_pushf(&argv, "--ntasks=%d", a->nodes);
+	strvec_push(&argv, "--ntasks-per-node=1");
+	strvec_push(&argv, "--export=ALL");
+	strvec_push(&argv, b->exe);
+	strvec_push(&argv, "supervise-node");
+	strvec_push(&argv, b->job_id);
+	strvec_pushf(&argv, "--attempt=%d", a->attempt);
+	strvec_pushf(&argv, "--master=%s:%d", a->master_addr, a->master_port);
+	if (a->resume_from)
+		strvec_pushf(&argv, "--resume=%s", a->resume_from);
+	*failed = *stopped = false;
+	struct proc p = PROC_INIT;
+	p.args = argv; /* taken over: proc_clear frees it */
+	proc_env_inherit(&p.env);
+	/* ours are handled here (on_batch_signal); srun gets its own defaults */
+	p.default_sigs = PROC_SIG(SIGTERM) | PROC_SIG(SIGINT) | PROC_SIG(SIGUSR1) | PROC_SIG(SIGUSR2);
+	int rc = proc_start(&p, err);
+	if (rc) {
+		proc_clear(&p);
+		return rc;
+	}
+	batch_srun = p.pid;
+	int status = 0;
+	/* a failed wait leaves status 0: the nodes' results below still decide */
+	struct tc_err ew = TC_ERR_INIT;
+	if (proc_wait(&p, &status, &ew))
+		status = 0;
+	tc_err_release(&ew);
+	proc_clear(&p);
+	batch_srun = 0;
+	if (batch_term) {
+		*stopped = true;
+		return 0;
+	}
+	/* nodes stopped by a signal and none failed: scancel --signal, --signal=TERM@ */
+	int killed = 0, bad = 0;
+	for (int n = 0; n < a->nodes; n++) {
+		char *path = launch_node_result_path(b->run_dir, a->attempt, n);
+		json_t *r = json_load_file(path, 0, NULL);
+		free(path);
+		const char *word = json_string_value(json_object_get(r, "state"));
+		enum job_state state;
+		if (word && job_state_parse(word, strlen(word), &state)) {
+			killed += state == JOB_KILLED;
+			bad += state == JOB_FAILED;
+		}
+		json_decref(r);
+	}
+	if (killed && !bad) {
+		*stopped = true;
+		return 0;
+	}
+	/* `trainctl stop` says so before its scancel: a stop, whatever the nodes saw */
+	struct store *st = NULL;
+	enum job_stop asked = JOB_STOP_NONE;
+	struct tc_err e2 = TC_ERR_INIT;
+	if (store_open(b->home, &st, &e2) == 0 && store_job_stop_reason(st, b->job_id, &asked, &e2) == 0 &&
+	    asked == JOB_STOP_STOPPED)
+		*stopped = true;
+	else
+		*failed = !slurm_exited_ok(status);
+	store_close(st);
+	tc_err_release(&e2);
+	return 0;
+}
+
+int slurm_batch_main(const char *home, const char *job_id, int *exit_status, struct tc_err *err)
+{
+	struct store *st = NULL;
+	struct job_row j = { 0 };
+	struct spec *s = NULL;
+	struct sbuf p = SBUF_INIT;
+	struct batch b = { home, job_id, NULL, path_self_exe(), 0 };
+	*exit_status = 1;
+	int rc = store_open(home, &st, err);
+	if (!rc)
+		rc = store_job_get(st, job_id, &j, err);
+	if (rc)
+		goto out;
+	b.run_dir = j.run_dir;
+	sbuf_addf(&p, "%s/job.yaml", j.run_dir);
+	if ((rc = spec_load(p.buf, &s, err)))
+		goto fail;
+	if (!b.exe) {
+		rc = tc_error_errno(err, TC_ESYS, "cannot find the trainctl binary");
+		goto fail;
+	}
+	const char *nodes = getenv("SLURM_JOB_NODELIST");
+	if (nodes && (rc = store_slurm_set(st, job_id, getenv("SLURM_JOB_ID"), nodes, "RUNNING", err)))
+		goto fail;
+	struct sigaction sa = { 0 };
+	sa.sa_handler = on_batch_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
+	sigaction(SIGUSR2, &sa, NULL);
+	struct launch_backend_ops ops = { srun_attempt, &b, nodes };
+	store_close(st); /* launch_multinode keeps its own connection */
+	st = NULL;
+	rc = launch_multinode(s, home, job_id, &ops, exit_status, err);
+	if (rc || *exit_status != 143 || batch_term)
+		goto out;
+	/*
+	 * Stopped with the batch step untouched: `trainctl stop` or a
+	 * --signal=TERM warning; Slurm would call it COMPLETED, so say killed.
+	 */
+	enum job_stop asked = JOB_STOP_NONE;
+	if ((rc = store_open(home, &st, err)) || (rc = store_job_stop_reason(st, job_id, &asked, err)))
+		goto out;
+	struct sbuf why = SBUF_INIT;
+	if (asked == JOB_STOP_STOPPED)
+		sbuf_adds(&why, "stopped by trainctl stop (every node's workers got SIGTERM)");
+	else
+		sbuf_adds(&why, "the workers were stopped by a signal from Slurm");
+	rc = jobs_finish(st, job_id, JOB_KILLED, 1, why.buf, why.buf, err);
+	sbuf_release(&why);
+	*exit_status = 0;
+	goto out;
+fail:
+	if (st) {
+		struct tc_err e2 = TC_ERR_INIT;
+		jobs_finish(st, job_id, JOB_FAILED, tc_exit_status(rc), err->msg, err->msg, &e2);
+		tc_err_release(&e2);
+	}
+out:
+	spec_free(s);
+	free(b.exe);
+	sbuf_release(&p);
+	job_row_release(&j);
+	store_close(st);
+	return rc;
+}
+
+/* ---- one node: `trainctl supervise-node` under srun ---- */
+
+static int env_int(const char *name, int *out, struct tc_err *err)
+{
+	const char *v = getenv(name);
+	long n;
+	if (!v || !parse_long(v, 0, 1 << 20, &n))
+		return tc_error(err, TC_EUSAGE, "supervise-node: $%s is %s (run it under srun)", name,
+				v ? "not a number" : "not set");
+	*out = (int)n;
+	return 0;
+}
+
+int slurm_node_main(const struct slurm_node_args *a, int *exit_status, struct tc_err *err)
+{
+	struct launch_node nd = { 0 };
+	struct store *st = NULL;
+	struct job_row j = { 0 };
+	struct spec *s = NULL;
+	struct sbuf p = SBUF_INIT;
+	char *addr = NULL, *id = NULL;
+	*exit_status = 1;
+	int rc = env_int("SLURM_NODEID", &nd.node_rank, err);
+	if (!rc)
+		rc = env_int("SLURM_NNODES", &nd.nnodes, err);
+	const char *colon = a->master ? strrchr(a->master, ':') : NULL;
+	long port = 0;
+	if (!rc && (!colon || colon == a->master || !parse_long(colon + 1, 1, 65535, &port)))
+		rc = tc_error(err, TC_EUSAGE, "supervise-node: --master takes ADDR:PORT");
+	if (rc)
+		goto out;
+	addr = xstrndup(a->master, (size_t)(colon - a->master));
+	nd.master_addr = addr;
+	nd.master_port = (int)port;
+	nd.attempt = a->attempt;
+	nd.resume_from = a->resume_from;
+	if ((rc = store_open(a->home, &st, err)) || (rc = store_job_get(st, a->job_id, &j, err)))
+		goto out;
+	store_close(st);
+	st = NULL;
+	sbuf_addf(&p, "%s/job.yaml", j.run_dir);
+	if ((rc = spec_load(p.buf, &s, err)))
+		goto out;
+	if (s->nodes != nd.nnodes) {
+		rc = tc_error(err, TC_EUSAGE, "supervise-node: the job wants %d nodes, srun gave %d",
+			      s->nodes, nd.nnodes);
+		goto out;
+	}
+	struct launch_opts lo = { .home = a->home, .quiet = true, .job_id = a->job_id, .node = &nd };
+	rc = launch_run(s, &lo, &id, exit_status, err);
+out:
+	free(id);
+	free(addr);
+	spec_free(s);
+	sbuf_release(&p);
+	job_row_release(&j);
+	store_close(st);
+	return rc;
+}

@@ -1,0 +1,51 @@
+/*
+ * slurm_int.h -- private to backend/: what the parts of backend: slurm
+ * share.  slurm.c runs Slurm's commands, keeps the stored job in step with
+ * Slurm's view of it, submits and stops (the ops table, backend_slurm);
+ * slurm_run.c is `trainctl run` in the foreground; slurm_batch.c runs
+ * inside the allocation (slurm-batch, supervise-node).  Design notes and
+ * the processes of one job: slurm.c.
+ */
+#ifndef TC_BACKEND_SLURM_INT_H
+#define TC_BACKEND_SLURM_INT_H
+
+#include "backend/backend.h"
+
+#include <stdbool.h>
+
+/* A wait status of a Slurm command: exited 0? */
+bool slurm_exited_ok(int status);
+
+/* What `scontrol show job` says of one Slurm job; strings on the heap. */
+struct slurm_jobinfo {
+	char *state;   /* JobState, e.g. RUNNING; NULL: Slurm does not know the job */
+	char *reason;  /* Reason */
+	char *nodes;   /* NodeList */
+	int restarts;  /* Restarts (requeues) */
+	char *exit;    /* ExitCode "0:0" */
+};
+void slurm_jobinfo_release(struct slurm_jobinfo *j);
+/* Ask Slurm about job id; out->state NULL when Slurm does not know it. */
+int slurm_jobinfo_query(const char *id, struct slurm_jobinfo *out, struct tc_err *err);
+/*
+ * Bring the stored job up to date with Slurm's view (design note 2).
+ * *final: Slurm is done with the job and its stored state is terminal.
+ */
+int slurm_sync_state(struct store *st, const char *job_id, const char *slurm_id,
+		     const struct slurm_jobinfo *sj, bool *final, struct tc_err *err);
+
+/* HOME/runs/JOB (heap). */
+char *slurm_run_dir_of(const char *home, const char *job_id);
+/* sbatch --test-only: refused requests get Slurm's words and nothing is recorded. */
+int slurm_test_only(const char *script, struct tc_err *err);
+/* backend_slurm.submit: write job.sbatch, sbatch it, record its id and queued. */
+int slurm_submit(const struct backend_env *env, struct store *st, const struct spec *s,
+		 const char *job_id, struct tc_err *err);
+/* scancel [--signal=signal_name] id */
+int slurm_scancel(const char *id, const char *signal_name, struct tc_err *err);
+
+/* slurm_run.c: backend_slurm.run */
+int slurm_run(const struct spec *s, const struct launch_opts *o, char **job_id,
+	      int *exit_status, struct tc_err *err);
+
+#endif
