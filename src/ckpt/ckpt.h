@@ -126,7 +126,7 @@ struct st_tensor {
 
 struct st_file {
 	char *path;
-	int fd;
+	int fd;                   /* -1 from st_parse: map is then the caller's buffer */
 	const unsigned char *map; /* the whole file, read-only (NULL when empty) */
 	uint64_t size;
 	uint64_t data_off;        /* 8 + header length */
@@ -146,6 +146,12 @@ size_t st_dtype_size(enum st_dtype d);
  * is wrong.  The data is mapped, not read.
  */
 int st_open(const char *path, struct st_file **out, struct tc_err *err);
+/*
+ * st_open on size bytes in memory, named name in errors: the same checks.
+ * The st_file points into buf, which the caller keeps until st_close.
+ */
+int st_parse(const void *buf, size_t size, const char *name, struct st_file **out,
+	     struct tc_err *err);
 void st_close(struct st_file *f);
 const struct st_tensor *st_find(const struct st_file *f, const char *name);
 

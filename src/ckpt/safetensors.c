@@ -110,10 +110,94 @@ static int parse_tensor(const char *path, const char *name, json_t *v, struct st
 	return 0;
 }
 
+/* Validate f->map (f->size bytes) and fill the header fields; f->path names it in errors. */
+static int validate(struct st_file *f, struct tc_err *err)
+{
+	const char *path = f->path;
+	json_t *root = NULL;
+	int rc = 0;
+	if (f->size < 8)
+		return bad(err, path, "truncated: %llu bytes, less than the 8-byte header length",
+			   (unsigned long long)f->size);
+	uint64_t hlen = 0;
+	for (int i = 7; i >= 0; i--)
+		hlen = hlen << 8 | f->map[i];
+	if (hlen > ST_MAX_HEADER)
+		return bad(err, path, "header of %llu bytes is over the limit of %llu bytes",
+			   (unsigned long long)hlen, (unsigned long long)ST_MAX_HEADER);
+	if (hlen < 2 || 8 + hlen > f->size)
+		return bad(err, path, "truncated: the header says %llu bytes, the file has %llu after the length",
+			   (unsigned long long)hlen, (unsigned long long)(f->size - 8));
+	f->data_off = 8 + hlen;
+	json_error_t je;
+	root = json_loadb((const char *)f->map + 8, hlen, JSON_REJECT_DUPLICATES, &je);
+	if (!root)
+		return bad(err, path, "header is not valid JSON: %s (column %d)", je.text, je.column);
+	if (!json_is_object(root)) {
+		rc = bad(err, path, "header is not a JSON object");
+		goto out;
+	}
+	f->t = xcalloc(json_object_size(root) + 1, sizeof(*f->t));
+	const char *key;
+	json_t *v;
+	json_object_foreach(root, key, v) {
+		if (!strcmp(key, "__metadata__")) {
+			if (!json_is_object(v)) {
+				rc = bad(err, path, "__metadata__ is not an object");
+				goto out;
+			}
+			const char *mk;
+			json_t *mv;
+			json_object_foreach(v, mk, mv) {
+				if (!json_is_string(mv)) {
+					rc = bad(err, path, "__metadata__ '%s' is not a string", mk);
+					goto out;
+				}
+			}
+			char *t = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+			if (!t)
+				xdie_oom(0);
+			f->metadata_json = xstrdup(t);
+			free(t);
+			continue;
+		}
+		struct st_tensor *t = &f->t[f->nt];
+		if ((rc = parse_tensor(path, key, v, t, err)))
+			goto out;
+		t->name = xstrdup(key);
+		f->nt++;
+	}
+	qsort(f->t, f->nt, sizeof(*f->t), cmp_offset);
+	uint64_t data = f->size - f->data_off, pos = 0;
+	for (size_t i = 0; i < f->nt; i++) {
+		const struct st_tensor *t = &f->t[i];
+		if (t->begin < pos) {
+			rc = bad(err, path, "tensor '%s' overlaps tensor '%s'", t->name, f->t[i - 1].name);
+			goto out;
+		}
+		if (t->begin > pos) {
+			rc = bad(err, path, "a gap of %llu bytes before tensor '%s': offsets must be contiguous",
+				 (unsigned long long)(t->begin - pos), t->name);
+			goto out;
+		}
+		if (t->end > data) {
+			rc = bad(err, path, "tensor '%s' ends at %llu, past the %llu bytes of data (truncated?)",
+				 t->name, (unsigned long long)t->end, (unsigned long long)data);
+			goto out;
+		}
+		pos = t->end;
+	}
+	if (pos != data)
+		rc = bad(err, path, "%llu bytes after the last tensor: the offsets must cover the data",
+			 (unsigned long long)(data - pos));
+out:
+	json_decref(root);
+	return rc;
+}
+
 int st_open(const char *path, struct st_file **out, struct tc_err *err)
 {
 	struct st_file *f = xcalloc(1, sizeof(*f));
-	json_t *root = NULL;
 	int rc = 0;
 	f->path = xstrdup(path);
 	f->fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -128,8 +212,7 @@ int st_open(const char *path, struct st_file **out, struct tc_err *err)
 	}
 	f->size = (uint64_t)sb.st_size;
 	if (f->size < 8) {
-		rc = bad(err, path, "truncated: %llu bytes, less than the 8-byte header length",
-			 (unsigned long long)f->size);
+		rc = validate(f, err); /* says it is truncated: nothing to map */
 		goto fail;
 	}
 	f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, f->fd, 0);
@@ -138,99 +221,37 @@ int st_open(const char *path, struct st_file **out, struct tc_err *err)
 		rc = tc_error_errno(err, TC_ESTORAGE, "cannot map '%s'", path);
 		goto fail;
 	}
-	uint64_t hlen = 0;
-	for (int i = 7; i >= 0; i--)
-		hlen = hlen << 8 | f->map[i];
-	if (hlen > ST_MAX_HEADER) {
-		rc = bad(err, path, "header of %llu bytes is over the limit of %llu bytes",
-			 (unsigned long long)hlen, (unsigned long long)ST_MAX_HEADER);
+	if ((rc = validate(f, err)))
 		goto fail;
-	}
-	if (hlen < 2 || 8 + hlen > f->size) {
-		rc = bad(err, path, "truncated: the header says %llu bytes, the file has %llu after the length",
-			 (unsigned long long)hlen, (unsigned long long)(f->size - 8));
-		goto fail;
-	}
-	f->data_off = 8 + hlen;
-	json_error_t je;
-	root = json_loadb((const char *)f->map + 8, hlen, JSON_REJECT_DUPLICATES, &je);
-	if (!root) {
-		rc = bad(err, path, "header is not valid JSON: %s (column %d)", je.text, je.column);
-		goto fail;
-	}
-	if (!json_is_object(root)) {
-		rc = bad(err, path, "header is not a JSON object");
-		goto fail;
-	}
-	f->t = xcalloc(json_object_size(root) + 1, sizeof(*f->t));
-	const char *key;
-	json_t *v;
-	json_object_foreach(root, key, v) {
-		if (!strcmp(key, "__metadata__")) {
-			if (!json_is_object(v)) {
-				rc = bad(err, path, "__metadata__ is not an object");
-				goto fail;
-			}
-			const char *mk;
-			json_t *mv;
-			json_object_foreach(v, mk, mv) {
-				if (!json_is_string(mv)) {
-					rc = bad(err, path, "__metadata__ '%s' is not a string", mk);
-					goto fail;
-				}
-			}
-			char *t = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
-			if (!t)
-				xdie_oom(0);
-			f->metadata_json = xstrdup(t);
-			free(t);
-			continue;
-		}
-		struct st_tensor *t = &f->t[f->nt];
-		if ((rc = parse_tensor(path, key, v, t, err)))
-			goto fail;
-		t->name = xstrdup(key);
-		f->nt++;
-	}
-	qsort(f->t, f->nt, sizeof(*f->t), cmp_offset);
-	uint64_t data = f->size - f->data_off, pos = 0;
-	for (size_t i = 0; i < f->nt; i++) {
-		const struct st_tensor *t = &f->t[i];
-		if (t->begin < pos) {
-			rc = bad(err, path, "tensor '%s' overlaps tensor '%s'", t->name, f->t[i - 1].name);
-			goto fail;
-		}
-		if (t->begin > pos) {
-			rc = bad(err, path, "a gap of %llu bytes before tensor '%s': offsets must be contiguous",
-				 (unsigned long long)(t->begin - pos), t->name);
-			goto fail;
-		}
-		if (t->end > data) {
-			rc = bad(err, path, "tensor '%s' ends at %llu, past the %llu bytes of data (truncated?)",
-				 t->name, (unsigned long long)t->end, (unsigned long long)data);
-			goto fail;
-		}
-		pos = t->end;
-	}
-	if (pos != data) {
-		rc = bad(err, path, "%llu bytes after the last tensor: the offsets must cover the data",
-			 (unsigned long long)(data - pos));
-		goto fail;
-	}
-	json_decref(root);
 	*out = f;
 	return 0;
 fail:
-	json_decref(root);
 	st_close(f);
 	return rc;
+}
+
+int st_parse(const void *buf, size_t size, const char *name, struct st_file **out,
+	     struct tc_err *err)
+{
+	struct st_file *f = xcalloc(1, sizeof(*f));
+	f->path = xstrdup(name);
+	f->fd = -1;
+	f->map = size ? buf : NULL;
+	f->size = size;
+	int rc = validate(f, err);
+	if (rc) {
+		st_close(f);
+		return rc;
+	}
+	*out = f;
+	return 0;
 }
 
 void st_close(struct st_file *f)
 {
 	if (!f)
 		return;
-	if (f->map)
+	if (f->map && f->fd >= 0) /* st_parse's buffer is the caller's */
 		munmap((void *)f->map, f->size);
 	if (f->fd >= 0)
 		close(f->fd);

@@ -160,6 +160,9 @@ bool env_needs_rank_ports(const char *framework);
  */
 int ranktable_device_ips(const char *hccn_conf, const int *ids, int n, char **ips,
 			 struct tc_err *err);
+/* The same from len bytes of hccn.conf text, named name in errors. */
+int ranktable_parse_ips(const char *conf, size_t len, const char *name, const int *ids, int n,
+			char **ips, struct tc_err *err);
 /* hccl.json v1.0 text for one server (ranks first_rank .. first_rank+n-1). */
 char *ranktable_json(const char *server_id, const int *ids, char *const *ips, int n,
 		     int first_rank);

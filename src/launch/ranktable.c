@@ -21,8 +21,20 @@ int ranktable_device_ips(const char *hccn_conf, const int *ids, int n, char **ip
 	int rc = read_file(hccn_conf, &text, err);
 	for (int i = 0; i < n; i++)
 		ips[i] = NULL;
-	if (rc)
-		goto out;
+	if (!rc)
+		rc = ranktable_parse_ips(text.buf, text.len, hccn_conf, ids, n, ips, err);
+	sbuf_release(&text);
+	return rc;
+}
+
+int ranktable_parse_ips(const char *conf, size_t len, const char *name, const int *ids, int n,
+			char **ips, struct tc_err *err)
+{
+	struct sbuf text = SBUF_INIT;
+	int rc = 0;
+	sbuf_add(&text, conf, len); /* a copy to cut into lines, NUL-terminated */
+	for (int i = 0; i < n; i++)
+		ips[i] = NULL;
 	for (char *line = text.buf; line && *line;) {
 		char *nl = strchr(line, '\n');
 		if (nl)
@@ -47,11 +59,10 @@ int ranktable_device_ips(const char *hccn_conf, const int *ids, int n, char **ip
 	}
 	for (int i = 0; i < n; i++)
 		if (!ips[i]) {
-			rc = tc_error(err, TC_ESPEC, "%s: no address_%d line for npu %d", hccn_conf, ids[i],
+			rc = tc_error(err, TC_ESPEC, "%s: no address_%d line for npu %d", name, ids[i],
 				      ids[i]);
 			break;
 		}
-out:
 	if (rc)
 		for (int i = 0; i < n; i++) {
 			free(ips[i]);

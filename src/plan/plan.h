@@ -170,6 +170,9 @@ struct plan_cluster {
 void plan_cluster_defaults(struct plan_cluster *c);
 /* Overlay the keys of a cluster YAML file onto c. */
 int plan_cluster_load(const char *path, struct plan_cluster *c, struct tc_err *err);
+/* The same from len bytes of YAML; name names them in messages. */
+int plan_cluster_parse(const char *text, size_t len, const char *name, struct plan_cluster *c,
+		       struct tc_err *err);
 /* "80GiB", "512MiB", "1.5e9", "40GB" -> bytes. */
 bool plan_parse_size(const char *s, double *out);
 

@@ -17,6 +17,7 @@
 #define TC_PLAN_INT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "core/err.h"
 
@@ -49,6 +50,9 @@ struct plan_model; /* built-in shape or YAML layer table */
 
 int plan_model_load(const char *name_or_path, int seq_len, struct plan_model **out,
 		    struct tc_err *err);
+/* A model YAML file's len bytes; name (a path) names them and the model. */
+int plan_model_parse(const char *text, size_t len, const char *name, struct plan_model **out,
+		     struct tc_err *err);
 void plan_model_free(struct plan_model *m);
 int plan_model_layers(const struct plan_model *m);
 const char *plan_model_name(const struct plan_model *m);

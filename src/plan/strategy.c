@@ -113,21 +113,20 @@ static int ynum(yaml_node_t *n, const char *path, const char *key, double min, d
 	return 0;
 }
 
-static int yload(const char *path, yaml_document_t *doc, yaml_node_t **root, struct tc_err *err)
+/* Load text (len bytes, named path in messages) as one YAML mapping. */
+static int yload(const char *text, size_t len, const char *path, yaml_document_t *doc,
+		 yaml_node_t **root, struct tc_err *err)
 {
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return tc_error_errno(err, TC_EINPUT, "cannot open '%s'", path);
 	yaml_parser_t parser;
-	yaml_parser_initialize(&parser);
-	yaml_parser_set_input_file(&parser, f);
+	if (!yaml_parser_initialize(&parser))
+		xdie_oom(sizeof(parser));
+	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
 	int ok = yaml_parser_load(&parser, doc);
 	int rc = 0;
 	if (!ok)
 		rc = tc_error(err, TC_EINPUT, "%s:%zu: %s", path, parser.problem_mark.line + 1,
 			      parser.problem ? parser.problem : "not YAML");
 	yaml_parser_delete(&parser);
-	fclose(f);
 	if (rc)
 		return rc;
 	*root = yaml_document_get_root_node(doc);
@@ -138,11 +137,22 @@ static int yload(const char *path, yaml_document_t *doc, yaml_node_t **root, str
 	return 0;
 }
 
-static int model_yaml(const char *path, struct plan_model *m, struct tc_err *err)
+/* The whole file at path; TC_EINPUT when it cannot be read. */
+static int slurp(const char *path, struct sbuf *text, struct tc_err *err)
+{
+	if (read_file(path, text, err)) {
+		err->code = TC_EINPUT;
+		return TC_EINPUT;
+	}
+	return 0;
+}
+
+static int model_yaml(const char *text, size_t len, const char *path, struct plan_model *m,
+		      struct tc_err *err)
 {
 	yaml_document_t doc;
 	yaml_node_t *root;
-	int rc = yload(path, &doc, &root, err);
+	int rc = yload(text, len, path, &doc, &root, err);
 	if (rc)
 		return rc;
 	size_t alloc = 0;
@@ -237,12 +247,19 @@ out:
 	return rc;
 }
 
-int plan_model_load(const char *name, int seq_len, struct plan_model **out, struct tc_err *err)
+static struct plan_model *model_new(void)
 {
 	struct plan_model *m = xcalloc(1, sizeof(*m));
-	int rc = 0;
 	m->bytes_per_param = 16; /* fp16 weights 2 + fp16 grads 2 + fp32 master, Adam m, v 12 */
 	m->grad_bytes = 2;
+	return m;
+}
+
+int plan_model_load(const char *name, int seq_len, struct plan_model **out, struct tc_err *err)
+{
+	struct plan_model *m = model_new();
+	struct sbuf text = SBUF_INIT;
+	int rc = 0;
 	for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++)
 		if (!strcmp(name, builtins[i].name)) {
 			const struct builtin *b = &builtins[i];
@@ -263,8 +280,24 @@ int plan_model_load(const char *name, int seq_len, struct plan_model **out, stru
 		goto out;
 	}
 	m->name = xstrdup(path_basename(name));
-	rc = model_yaml(name, m, err);
+	rc = slurp(name, &text, err);
+	if (!rc)
+		rc = model_yaml(text.buf, text.len, name, m, err);
 out:
+	sbuf_release(&text);
+	if (rc)
+		plan_model_free(m);
+	else
+		*out = m;
+	return rc;
+}
+
+int plan_model_parse(const char *text, size_t len, const char *name, struct plan_model **out,
+		     struct tc_err *err)
+{
+	struct plan_model *m = model_new();
+	m->name = xstrdup(path_basename(name));
+	int rc = model_yaml(text, len, name, m, err);
 	if (rc)
 		plan_model_free(m);
 	else
@@ -309,10 +342,21 @@ bool plan_parse_size(const char *s, double *out)
 
 int plan_cluster_load(const char *path, struct plan_cluster *c, struct tc_err *err)
 {
+	struct sbuf text = SBUF_INIT;
+	int rc = slurp(path, &text, err);
+	if (!rc)
+		rc = plan_cluster_parse(text.buf, text.len, path, c, err);
+	sbuf_release(&text);
+	return rc;
+}
+
+int plan_cluster_parse(const char *text, size_t len, const char *path, struct plan_cluster *c,
+		       struct tc_err *err)
+{
 	yaml_document_t doc;
 	yaml_node_t *root;
 	yaml_node_t *count_node = NULL; /* the later of nodes: and devices_per_node: */
-	int rc = yload(path, &doc, &root, err);
+	int rc = yload(text, len, path, &doc, &root, err);
 	if (rc)
 		return rc;
 	for (yaml_node_pair_t *pr = root->data.mapping.pairs.start; pr < root->data.mapping.pairs.top; pr++) {

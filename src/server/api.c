@@ -95,7 +95,11 @@ const char *arg_of(struct MHD_Connection *con, const char *key)
 bool arg_long(struct MHD_Connection *con, const char *key, long min, long max, long def,
 	      long *out)
 {
-	const char *v = arg_of(con, key);
+	return api_arg_long(arg_of(con, key), min, max, def, out);
+}
+
+bool api_arg_long(const char *v, long min, long max, long def, long *out)
+{
 	*out = def;
 	if (!v || !*v)
 		return true;

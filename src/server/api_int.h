@@ -63,11 +63,29 @@ void api_error_json(struct sbuf *out, unsigned status, const char *msg);
 unsigned api_status_of(int code);
 /* {"user": ..., "admin": ...}: GET /api/v1/whoami. */
 void api_whoami_json(struct sbuf *out, const struct who *w);
+/* POST /api/v1/jobs's body: {"spec": text or object, "file", "base", "name"}. */
+struct api_submit {
+	char *text; /* the spec, YAML or JSON text without NUL bytes */
+	char *file; /* the name it is parsed under, or NULL ("spec") */
+	char *base; /* absolute folder its relative paths start from, or NULL */
+	char *name; /* a name replacing the spec's, or NULL */
+};
+/*
+ * A function of the body's bytes (pure, for the tests and the fuzzer): 0
+ * with out filled (release it), or the status to answer (400) with why
+ * holding the message; out is then empty.
+ */
+unsigned api_submit_parse(const char *body, size_t len, struct api_submit *out, struct sbuf *why);
+void api_submit_release(struct api_submit *a);
 /* Is id a job reference (id, prefix or name) that may be looked up at all? */
 bool api_id_ok(const char *id);
 const char *arg_of(struct MHD_Connection *con, const char *key);
 bool arg_long(struct MHD_Connection *con, const char *key, long min, long max, long def,
 	      long *out);
+/* arg_long on a value (decoded by libmicrohttpd): pure, for the fuzzer. */
+bool api_arg_long(const char *v, long min, long max, long def, long *out);
+/* ?state=a,b: a set of states (1u << JOB_*); false naming the first word that is not one. */
+bool api_parse_states(const char *text, unsigned *set, const char **bad, int *badlen);
 
 /* ---- info.c: GET /api/v1/info ---- */
 

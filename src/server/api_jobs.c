@@ -127,59 +127,80 @@ out:
 	return ret;
 }
 
-int h_submit(struct srv *s, struct MHD_Connection *con, const struct who *w,
-	     const struct sbuf *body)
+void api_submit_release(struct api_submit *a)
+{
+	free(a->text);
+	free(a->file);
+	free(a->base);
+	free(a->name);
+	memset(a, 0, sizeof(*a));
+}
+
+unsigned api_submit_parse(const char *body, size_t len, struct api_submit *out, struct sbuf *why)
 {
 	json_error_t je;
-	json_t *o = json_loadb(body->buf, body->len, 0, &je);
-	int ret;
-	if (!o)
-		return reply_err(con, 400, "malformed JSON at line %d: %s", je.line, je.text);
-	if (!json_is_object(o)) {
-		json_decref(o);
-		return reply_err(con, 400, "the body must be a JSON object with a 'spec'");
+	json_t *o = json_loadb(body, len, 0, &je);
+	unsigned st = 400;
+	memset(out, 0, sizeof(*out));
+	if (!o) {
+		sbuf_addf(why, "malformed JSON at line %d: %s", je.line, je.text);
+		return 400;
 	}
 	json_t *spec = json_object_get(o, "spec");
 	json_t *base = json_object_get(o, "base");
 	json_t *file = json_object_get(o, "file");
 	json_t *name = json_object_get(o, "name");
-	if ((base && !json_is_string(base)) || (file && !json_is_string(file)) ||
-	    (name && !json_is_null(name) && !json_is_string(name))) {
-		json_decref(o);
-		return reply_err(con, 400, "'base', 'file' and 'name' must be strings");
-	}
-	const char *b = base ? json_string_value(base) : NULL;
-	if (b && b[0] != '/') {
-		json_decref(o);
-		return reply_err(con, 400, "'base' must be an absolute path");
-	}
-	char *text = NULL;
-	if (json_is_string(spec)) {
-		text = xstrdup(json_string_value(spec));
-	} else if (json_is_object(spec)) {
-		char *t = json_dumps(spec, JSON_COMPACT | JSON_PRESERVE_ORDER);
-		text = xstrdup(t ? t : "{}");
-		free(t);
+	const char *b = json_string_value(base);
+	if (!json_is_object(o)) {
+		sbuf_adds(why, "the body must be a JSON object with a 'spec'");
+	} else if ((base && !json_is_string(base)) || (file && !json_is_string(file)) ||
+		   (name && !json_is_null(name) && !json_is_string(name))) {
+		sbuf_adds(why, "'base', 'file' and 'name' must be strings");
+	} else if (b && b[0] != '/') {
+		sbuf_adds(why, "'base' must be an absolute path");
+	} else if (!json_is_string(spec) && !json_is_object(spec)) {
+		sbuf_adds(why, "'spec' must be the spec text (YAML or JSON) or a JSON object");
+	} else if (json_is_string(spec) && strlen(json_string_value(spec)) != json_string_length(spec)) {
+		sbuf_adds(why, "spec: holds a NUL byte");
 	} else {
-		json_decref(o);
-		return reply_err(con, 400, "'spec' must be the spec text (YAML or JSON) or a JSON object");
+		if (json_is_string(spec)) {
+			out->text = xstrdup(json_string_value(spec));
+		} else {
+			char *t = json_dumps(spec, JSON_COMPACT | JSON_PRESERVE_ORDER);
+			out->text = xstrdup(t ? t : "{}");
+			free(t);
+		}
+		out->file = file ? xstrdup(json_string_value(file)) : NULL;
+		out->base = b ? xstrdup(b) : NULL;
+		if (json_is_string(name) && *json_string_value(name))
+			out->name = xstrdup(json_string_value(name));
+		st = 0;
 	}
-	if (strlen(text) != (spec && json_is_string(spec) ? json_string_length(spec) : strlen(text))) {
-		ret = reply_err(con, 400, "spec: holds a NUL byte");
+	json_decref(o);
+	return st;
+}
+
+int h_submit(struct srv *s, struct MHD_Connection *con, const struct who *w,
+	     const struct sbuf *body)
+{
+	struct api_submit a;
+	struct sbuf why = SBUF_INIT;
+	unsigned st = api_submit_parse(body->buf, body->len, &a, &why);
+	int ret;
+	if (st) {
+		ret = reply_err(con, st, "%s", why.buf);
 	} else {
 		char *cwd = getcwd(NULL, 0);
-		ret = submit_spec(s, con, w, text, file ? json_string_value(file) : "spec",
-				  b ? b : (cwd ? cwd : "/"),
-				  name && json_is_string(name) && *json_string_value(name) ? json_string_value(name) : NULL);
+		ret = submit_spec(s, con, w, a.text, a.file ? a.file : "spec",
+				  a.base ? a.base : (cwd ? cwd : "/"), a.name);
 		free(cwd);
 	}
-	free(text);
-	json_decref(o);
+	sbuf_release(&why);
+	api_submit_release(&a);
 	return ret;
 }
 
-/* "a,b" into a set of states (1u << JOB_*); false naming the first word that is not one. */
-static bool parse_states(const char *text, unsigned *set, const char **bad, int *badlen)
+bool api_parse_states(const char *text, unsigned *set, const char **bad, int *badlen)
 {
 	*set = 0;
 	for (const char *p = text; *p;) {
@@ -208,7 +229,7 @@ int h_list(struct srv *s, struct MHD_Connection *con, const struct who *w)
 	unsigned states = 0;
 	const char *bad = NULL;
 	int badlen = 0;
-	if (state && !parse_states(state, &states, &bad, &badlen))
+	if (state && !api_parse_states(state, &states, &bad, &badlen))
 		return reply_err(con, 400, "state: '%.*s' is not a job state", badlen, bad);
 	if (!w->admin) {
 		if (user && *user && strcmp(user, w->user) != 0)

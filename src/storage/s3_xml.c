@@ -94,8 +94,9 @@ static bool list_entry(const char *a, const char *b, const char *prefix, struct 
 		       struct s3_xml_obj *o)
 {
 	size_t pl = strlen(prefix);
-	if (!s3_xml_text(a, b, "Key", f) || f->len <= pl || strncmp(f->buf, prefix, pl) ||
-	    f->buf[f->len - 1] == '/')
+	/* a NUL (never in XML 1.0) would cut the key short, to "" at worst: not an object */
+	if (!s3_xml_text(a, b, "Key", f) || f->len <= pl || memchr(f->buf, '\0', f->len) ||
+	    strncmp(f->buf, prefix, pl) || f->buf[f->len - 1] == '/')
 		return false;
 	memset(o, 0, sizeof(*o));
 	o->key = xstrdup(f->buf + pl);

@@ -421,21 +421,11 @@ int zoo_cases_load(const char *path, const char *root, struct zoo_case **out, si
 {
 	*out = NULL;
 	*n = 0;
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return tc_error_errno(err, TC_ENOTFOUND, "zoo test: cannot open %s", path);
-	yaml_parser_t parser;
-	yaml_document_t doc;
-	if (!yaml_parser_initialize(&parser)) {
-		fclose(f);
-		return tc_error(err, TC_ESYS, "zoo test: cannot start the YAML parser");
-	}
-	yaml_parser_set_input_file(&parser, f);
-	if (!yaml_parser_load(&parser, &doc)) {
-		int rc = tc_error(err, TC_ESPEC, "%s:%zu: %s", path, parser.problem_mark.line + 1,
-				  parser.problem ? parser.problem : "bad YAML");
-		yaml_parser_delete(&parser);
-		fclose(f);
+	struct sbuf text = SBUF_INIT;
+	if (read_file(path, &text, NULL)) {
+		errno = errno ? errno : EIO;
+		int rc = tc_error_errno(err, TC_ENOTFOUND, "zoo test: cannot open %s", path);
+		sbuf_release(&text);
 		return rc;
 	}
 	char *root_abs = root ? path_absolute(root, NULL) : NULL;
@@ -443,6 +433,28 @@ int zoo_cases_load(const char *path, const char *root, struct zoo_case **out, si
 		char *abs = path_absolute(path, NULL);
 		root_abs = path_dirname(abs);
 		free(abs);
+	}
+	int rc = zoo_cases_parse(text.buf, text.len, path, root_abs, out, n, err);
+	free(root_abs);
+	sbuf_release(&text);
+	return rc;
+}
+
+int zoo_cases_parse(const char *text, size_t len, const char *path, const char *root_abs,
+		    struct zoo_case **out, size_t *n, struct tc_err *err)
+{
+	*out = NULL;
+	*n = 0;
+	yaml_parser_t parser;
+	yaml_document_t doc;
+	if (!yaml_parser_initialize(&parser))
+		return tc_error(err, TC_ESYS, "zoo test: cannot start the YAML parser");
+	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+	if (!yaml_parser_load(&parser, &doc)) {
+		int rc = tc_error(err, TC_ESPEC, "%s:%zu: %s", path, parser.problem_mark.line + 1,
+				  parser.problem ? parser.problem : "bad YAML");
+		yaml_parser_delete(&parser);
+		return rc;
 	}
 	struct loader l = { &doc, path, SBUF_INIT, 0, NULL };
 	yaml_node_t *top = yaml_document_get_root_node(&doc);
@@ -472,10 +484,8 @@ int zoo_cases_load(const char *path, const char *root, struct zoo_case **out, si
 		*n = nv;
 	}
 	sbuf_release(&l.msgs);
-	free(root_abs);
 	yaml_document_delete(&doc);
 	yaml_parser_delete(&parser);
-	fclose(f);
 	return rc;
 }
 

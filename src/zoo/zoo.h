@@ -60,6 +60,9 @@ struct zoo_case {
  */
 int zoo_cases_load(const char *path, const char *root, struct zoo_case **out, size_t *n,
 		   struct tc_err *err);
+/* The same from len bytes of YAML named path, against root_abs (an absolute folder). */
+int zoo_cases_parse(const char *text, size_t len, const char *path, const char *root_abs,
+		    struct zoo_case **out, size_t *n, struct tc_err *err);
 void zoo_cases_free(struct zoo_case *v, size_t n);
 
 struct zoo_result {

@@ -57,6 +57,23 @@ TEST(xml_list_truncated_without_a_token_ends)
 	s3_xml_list_release(&l);
 }
 
+/* tests/fuzz/corpus/s3_xml/crash-key-with-nul: the key was cut at the NUL, to "" */
+TEST(xml_list_skips_keys_holding_a_nul)
+{
+	static const char xml[] = "<ListBucketResult><Contents><Key>\0\0other/x</Key><Size>1</Size>"
+				  "</Contents><Contents><Key>pre/a\0/../../x</Key></Contents>"
+				  "<Contents><Key>pre/b</Key></Contents></ListBucketResult>";
+	struct s3_xml_list l = { 0 };
+	s3_xml_parse_list(xml, sizeof(xml) - 1, "", &l);
+	CHECK_INT(l.n, 1);
+	CHECK_STR(l.obj[0].key, "pre/b");
+	s3_xml_list_release(&l);
+	s3_xml_parse_list(xml, sizeof(xml) - 1, "pre/", &l);
+	CHECK_INT(l.n, 1);
+	CHECK_STR(l.obj[0].key, "b");
+	s3_xml_list_release(&l);
+}
+
 TEST(xml_broken_answers_are_read_as_far_as_they_go)
 {
 	const char *cases[] = {
