@@ -4,10 +4,17 @@
 PREFIX ?= /usr/local
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+CLANG ?= clang
+# make fuzz: seconds per target; make fuzz-check (part of make check): seconds
+# of new inputs per target after its corpus (docs/fuzzing.md)
+FUZZ_SECONDS ?= 300
+FUZZ_CHECK_SECONDS ?= 20
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all build asan deps demo check unit unit-asan e2e install clean bench
+.PHONY: all build asan deps demo check unit unit-asan e2e install clean bench \
+	fuzz-build fuzz fuzz-check
 
 all: build
 
@@ -49,7 +56,21 @@ check: deps
 	$(MAKE) build
 	$(MAKE) unit
 	$(MAKE) unit-asan
+	$(MAKE) fuzz-check
 	$(MAKE) e2e
+
+# libFuzzer harnesses (tests/fuzz/, docs/fuzzing.md): clang, ASan + UBSan,
+# the same sources as the binary.  FUZZ_TARGETS picks some ("spec api").
+fuzz-build: web/node_modules/uplot
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=$(CLANG) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DTC_FUZZ=ON >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers
+
+fuzz: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) fuzz $(FUZZ_TARGETS)
+
+fuzz-check: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_CHECK_SECONDS) check $(FUZZ_TARGETS)
 
 bench: build
 	$(PYTHON) bench/launch.py
@@ -59,4 +80,4 @@ install: build
 	install -m 0755 $(BUILD)/trainctl $(DESTDIR)$(PREFIX)/bin/trainctl
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

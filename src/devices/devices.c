@@ -171,10 +171,11 @@ static size_t npu_words(char *s, char **w, size_t max)
 	return n;
 }
 
+/* A figure of the table, or -1 (NA, -, garbage); at most 1e12 so that MB in bytes fit 64 bits. */
 static double npu_num(const char *w)
 {
 	double v;
-	return w && parse_double(w, &v) && v >= 0 ? v : -1;
+	return w && parse_double(w, &v) && v >= 0 && v <= 1e12 ? v : -1;
 }
 
 size_t devices_parse_npu_smi(const char *text, struct device_list *out)
@@ -216,7 +217,7 @@ size_t devices_parse_npu_smi(const char *text, struct device_list *out)
 			d->power_w = power;
 			d->temp_c = temp;
 			double util = npu_num(w2[0]);
-			d->util_percent = util >= 0 ? (int)util : -1;
+			d->util_percent = util >= 0 && util <= 100 ? (int)util : -1;
 			double mu = -1, mt = -1;
 			if (n2 >= 7 && !strcmp(w2[5], "/") && npu_num(w2[6]) > 0) {
 				mu = npu_num(w2[4]);

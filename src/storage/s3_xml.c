@@ -138,7 +138,9 @@ void s3_xml_parse_list(const char *xml, size_t len, const char *prefix, struct s
 	free(out->next_token);
 	out->next_token = NULL;
 	if (out->truncated) {
-		if (s3_xml_text(xml, end, "NextContinuationToken", &f) && f.len)
+		/* an empty token (or one a NUL cuts short) would ask for the first page again */
+		if (s3_xml_text(xml, end, "NextContinuationToken", &f) && f.len &&
+		    !memchr(f.buf, '\0', f.len))
 			out->next_token = xstrdup(f.buf);
 		else
 			out->truncated = false;

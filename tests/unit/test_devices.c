@@ -106,6 +106,24 @@ TEST(npu_smi_garbage_adds_nothing)
 	device_list_release(&l);
 }
 
+/* tests/fuzz/corpus/npu_smi/crash-huge-figures: the conversions to int and uint64_t overflowed */
+TEST(npu_smi_absurd_figures_are_unknown)
+{
+	static const char huge[] =
+		"| 0     Ascend910           | OK            | 1e300       36                0    / 0             |\n"
+		"| 0     0                   | 0000:9D:00.0  | 1e30        0    / 0          3400 / 653333333333333333333333536 |\n"
+		"| 1     Ascend910           | OK            | 1.5         37                0    / 0             |\n"
+		"| 0     1                   | 0000:9F:00.0  | 101         99999999999999999999 / 1e19  1 / inf |\n";
+	struct device_list l = DEVICE_LIST_INIT;
+	CHECK_INT(devices_parse_npu_smi(huge, &l), 2);
+	CHECK_INT(l.v[0].util_percent, -1);
+	CHECK(l.v[0].mem_used == 0 && l.v[0].mem_total == 0); /* HBM total unreadable, DDR 0 / 0 */
+	CHECK(l.v[0].power_w == -1);
+	CHECK_INT(l.v[1].util_percent, -1);
+	CHECK(l.v[1].mem_used == 0 && l.v[1].mem_total == 0);
+	device_list_release(&l);
+}
+
 /* discovery runs the tool: a fake npu-smi on PATH prints the table */
 TEST(npu_smi_discovery_through_the_tool)
 {

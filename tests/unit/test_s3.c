@@ -74,6 +74,18 @@ TEST(xml_list_skips_keys_holding_a_nul)
 	s3_xml_list_release(&l);
 }
 
+/* tests/fuzz/corpus/s3_xml/crash-empty-token: a NUL made the token "", and the listing start over */
+TEST(xml_list_token_holding_a_nul_ends)
+{
+	static const char xml[] = "<ListBucketResult><IsTruncated>true</IsTruncated>"
+				  "<NextContinuationToken>\0t/1</NextContinuationToken></ListBucketResult>";
+	struct s3_xml_list l = { 0 };
+	s3_xml_parse_list(xml, sizeof(xml) - 1, "", &l);
+	CHECK(!l.truncated);
+	CHECK(l.next_token == NULL);
+	s3_xml_list_release(&l);
+}
+
 TEST(xml_broken_answers_are_read_as_far_as_they_go)
 {
 	const char *cases[] = {
