@@ -203,10 +203,12 @@ TEST(api_query_values)
 	CHECK(api_arg_long("7", 1, 10, 5, &v) && v == 7);
 	CHECK(!api_arg_long("11", 1, 10, 5, &v));
 	CHECK(!api_arg_long("7x", 1, 10, 5, &v));
-	size_t n;
-	CHECK(api_state_unknown("queued,running,lost", &n) == NULL);
+	unsigned set;
+	const char *bad = NULL;
+	int n = 0;
+	CHECK(api_parse_states("queued,running,lost", &set, &bad, &n) && set != 0);
 	const char *s = "queued,runing,x";
-	CHECK(api_state_unknown(s, &n) == s + 7 && n == 6);
-	CHECK(api_state_unknown("queued,", &n) == NULL);
-	CHECK(api_state_unknown(",", &n) != NULL && n == 0);
+	CHECK(!api_parse_states(s, &set, &bad, &n) && bad == s + 7 && n == 6);
+	CHECK(api_parse_states("queued,", &set, &bad, &n));
+	CHECK(!api_parse_states(",", &set, &bad, &n) && n == 0);
 }
