@@ -66,13 +66,20 @@ int cmd_sync(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	int rc = storage_sync(argv[optind], argv[optind + 1], &o, &st, err);
 	/* refused keys fail the sync, after the others were copied: sum those up too */
 	if (!rc || st.refused) {
-		printf("%s%llu copied, %llu skipped, %llu deleted, %.1f MB in %.2f s",
+		struct sbuf bytes = SBUF_INIT;
+		format_bytes(&bytes, (double)st.bytes);
+		printf("%s%llu copied, %llu skipped, %llu deleted, %s in %.2f s",
 		       o.dry_run ? "dry run: " : "", (unsigned long long)st.copied,
-		       (unsigned long long)st.skipped, (unsigned long long)st.deleted, st.bytes / 1e6,
+		       (unsigned long long)st.skipped, (unsigned long long)st.deleted, bytes.buf,
 		       st.seconds);
+		sbuf_release(&bytes);
 		if (st.refused)
 			printf(", %llu refused", (unsigned long long)st.refused);
 		putchar('\n');
 	}
+	/* an empty or mistyped prefix is not an error (it may fill later), but say so */
+	if (!rc && !st.listed)
+		fprintf(stderr, "trainctl: warning: nothing at %s (%s): nothing was copied\n", argv[optind],
+			storage_is_remote(argv[optind]) ? "no object has that prefix" : "an empty folder");
 	return rc;
 }

@@ -67,6 +67,17 @@ void format_time_utc(struct sbuf *out, double t)
 	sbuf_adds(out, buf);
 }
 
+void format_bytes(struct sbuf *out, double bytes)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	int u = 0;
+	while (bytes >= 1024 && u < 5) {
+		bytes /= 1024;
+		u++;
+	}
+	sbuf_addf(out, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+}
+
 int mkdir_p(const char *path, struct tc_err *err)
 {
 	if (!*path) {

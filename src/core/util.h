@@ -22,6 +22,8 @@ double now_wall(void);
 int64_t now_mono_ms(void);
 /* "2026-11-26T00:58:06Z" style (UTC) into out. */
 void format_time_utc(struct sbuf *out, double t);
+/* A byte count in binary units, "812 B", "286.0 MiB" (the one unit style of trainctl's output). */
+void format_bytes(struct sbuf *out, double bytes);
 
 /* mkdir -p with mode 0755. */
 int mkdir_p(const char *path, struct tc_err *err);

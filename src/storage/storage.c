@@ -11,6 +11,7 @@
 #include "core/lazylib.h"
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,10 +20,38 @@ bool storage_is_remote(const char *url)
 	return !strncmp(url, "s3://", 5) || !strncmp(url, "obs://", 6);
 }
 
+char *storage_location_problem(const char *url)
+{
+	static const struct {
+		const char *scheme, *what;
+	} schemes[] = { { "s3", "an S3" }, { "obs", "an OBS" } };
+	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+		const char *sc = schemes[i].scheme;
+		size_t n = strlen(sc);
+		if (strncasecmp(url, sc, n) != 0 || url[n] != ':' || !strncmp(url + n, "://", 3))
+			continue;
+		/* "s3:/b/x", "s3:b/x": say which address was meant */
+		const char *rest = url + n + 1;
+		while (*rest == '/')
+			rest++;
+		struct sbuf sb = SBUF_INIT;
+		sbuf_addf(&sb, "'%s': %s address needs two slashes (%s://%s); for a local path, write ./%s",
+			  url, schemes[i].what, sc, rest, url);
+		return sbuf_detach(&sb);
+	}
+	return NULL;
+}
+
 int storage_open(const char *url, struct storage **out, struct tc_err *err)
 {
 	if (!url || !*url)
 		return tc_error(err, TC_EINPUT, "empty storage location");
+	char *why = storage_location_problem(url);
+	if (why) {
+		tc_error(err, TC_EINPUT, "%s", why);
+		free(why);
+		return TC_EINPUT;
+	}
 	const char *colon = strstr(url, "://");
 	if (colon && !storage_is_remote(url) && strncmp(url, "file://", 7) != 0)
 		return tc_error(err, TC_EINPUT, "'%s': unknown scheme (use s3://, obs://, file:// or a path)",
@@ -127,7 +156,7 @@ int storage_copy(struct storage *src, const char *src_key, struct storage *dst,
 		return rc;
 	struct copy_result res = { 0, NULL };
 	struct pool *p = pool_new(jobs > 0 ? jobs : 8, 64, NULL, storage_thread_exit);
-	xfer_submit(p, src, &obj, dst, dst_key, copy_done, &res);
+	xfer_submit(p, src, &obj, dst, dst_key, NULL, copy_done, &res);
 	pool_wait(p);
 	pool_free(p);
 	storage_obj_release(&obj);

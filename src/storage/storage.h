@@ -59,6 +59,14 @@ const char *storage_key_problem(const char *key);
 /* Is url an object-storage URL (s3:// or obs://), as opposed to a local path? */
 bool storage_is_remote(const char *url);
 
+/*
+ * Why url is no location -- it looks like an s3:// or obs:// address with a
+ * slash missing ("s3:/bucket/x", "obs:bucket"), which would otherwise be a
+ * local folder named "s3:" -- with the address it probably means; or NULL
+ * when it is one.  A heap string; storage_open refuses such a url with it.
+ */
+char *storage_location_problem(const char *url);
+
 /* Open a location (no network traffic yet). */
 int storage_open(const char *url, struct storage **out, struct tc_err *err);
 void storage_close(struct storage *st);

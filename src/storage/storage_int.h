@@ -122,10 +122,13 @@ typedef void (*xfer_done_fn)(void *arg, const char *key, uint64_t bytes, int rc,
 /*
  * Copy src_key of src to dst_key of dst using the pool, in parts when large.
  * The begin step runs in the caller; done() is called exactly once, from
- * the caller (on a failed start) or a pool thread.
+ * the caller (on a failed start) or a pool thread.  moving (may be NULL)
+ * counts the copy's bytes as they move, for a progress line: they are
+ * taken off again right after done(), which reports the whole size.
  */
 void xfer_submit(struct pool *p, struct storage *src, const struct storage_obj *obj,
-		 struct storage *dst, const char *dst_key, xfer_done_fn done, void *arg);
+		 struct storage *dst, const char *dst_key, atomic_llong *moving, xfer_done_fn done,
+		 void *arg);
 
 /* ---- small helpers ---- */
 /* MD5 of data as 32 lowercase hex chars (libcrypto). */

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,7 @@ struct syncer {
 	pthread_mutex_t mu;
 	struct sync_stats st;
 	uint64_t queued_bytes;
+	atomic_llong moving;      /* bytes of copies in flight (xfer_submit) */
 	char *first_err;
 	char *first_refused;      /* the first refused key */
 	const char *refused_why;
@@ -134,7 +136,7 @@ static void do_copy(struct syncer *s, const struct storage_obj *obj, const char 
 	pthread_mutex_lock(&s->mu);
 	s->queued_bytes += obj->size;
 	pthread_mutex_unlock(&s->mu);
-	xfer_submit(s->pool, s->src, obj, s->dst, dst_key, on_copied, s);
+	xfer_submit(s->pool, s->src, obj, s->dst, dst_key, &s->moving, on_copied, s);
 }
 
 static void do_delete(struct syncer *s, const char *key)
@@ -150,23 +152,17 @@ static void do_delete(struct syncer *s, const char *key)
 	pool_submit(s->pool, delete_task, d);
 }
 
-static void human(struct sbuf *sb, double bytes)
-{
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	int u = 0;
-	while (bytes >= 1024 && u < 4) {
-		bytes /= 1024;
-		u++;
-	}
-	sbuf_addf(sb, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
-}
-
 static void print_progress(struct syncer *s, bool final)
 {
 	pthread_mutex_lock(&s->mu);
 	struct sync_stats st = s->st;
 	uint64_t queued = s->queued_bytes;
 	pthread_mutex_unlock(&s->mu);
+	/* the copies done, and the bytes of those still going (a large object moves for minutes) */
+	long long moving = final ? 0 : atomic_load(&s->moving);
+	double moved = (double)st.bytes + (moving > 0 ? (double)moving : 0);
+	if (moved > (double)queued)
+		moved = (double)queued;
 	double dt = now_wall() - s->t0;
 	struct sbuf line = SBUF_INIT;
 	sbuf_addf(&line, "\r%llu listed, %llu copied, %llu skipped, %llu deleted",
@@ -177,11 +173,11 @@ static void print_progress(struct syncer *s, bool final)
 	if (st.refused)
 		sbuf_addf(&line, ", %llu refused", (unsigned long long)st.refused);
 	sbuf_adds(&line, ", ");
-	human(&line, (double)st.bytes);
+	format_bytes(&line, moved);
 	sbuf_adds(&line, " of ");
-	human(&line, (double)queued);
+	format_bytes(&line, (double)queued);
 	sbuf_adds(&line, ", ");
-	human(&line, dt > 0 ? (double)st.bytes / dt : 0);
+	format_bytes(&line, dt > 0 ? moved / dt : 0);
 	sbuf_adds(&line, "/s\033[K");
 	if (final)
 		sbuf_addch(&line, '\n');
@@ -359,6 +355,7 @@ out:
 static void syncer_init(struct syncer *s, const struct sync_opts *o)
 {
 	memset(s, 0, sizeof(*s));
+	atomic_init(&s->moving, 0);
 	s->o = o;
 	s->t0 = now_wall();
 	pthread_mutex_init(&s->mu, NULL);
@@ -427,6 +424,17 @@ int sync_locations(struct storage *src, struct storage *dst, const struct sync_o
 int storage_sync(const char *src, const char *dst, const struct sync_opts *o,
 		 struct sync_stats *stats, struct tc_err *err)
 {
+	if (stats)
+		memset(stats, 0, sizeof(*stats));
+	/* both addresses first: a mistyped destination must not wait for the source */
+	for (int i = 0; i < 2; i++) {
+		char *why = storage_location_problem(i ? dst : src);
+		if (why) {
+			tc_error(err, TC_EINPUT, "%s", why);
+			free(why);
+			return TC_EINPUT;
+		}
+	}
 	struct syncer s;
 	syncer_init(&s, o);
 	int rc = storage_open(src, &s.src, err);

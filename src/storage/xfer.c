@@ -12,6 +12,11 @@
  *   s3    -> local  ranged GET written with pwrite at the offset
  *   local -> s3     PUT / UploadPart read with pread
  *   s3    -> s3     ranged GET into memory, then PUT / UploadPart
+ *
+ * Progress: the bytes of a copy are counted as they move (read for an
+ * upload, written for a download), into the submitter's `moving` counter;
+ * a retry that starts a part over takes its bytes back, and the copy's
+ * whole count is taken back when it ends, when done() reports its size.
  */
 #include "core/util.h"
 #include "core/xalloc.h"
@@ -38,6 +43,8 @@ struct xfer {
 	char *msg;
 	xfer_done_fn done;
 	void *arg;
+	atomic_llong *moving; /* the submitter's bytes in flight, or NULL */
+	atomic_llong counted; /* what this copy added to *moving */
 };
 
 struct part {
@@ -48,6 +55,68 @@ struct part {
 static bool is_local(const struct storage *st)
 {
 	return st->ops == &storage_local_ops;
+}
+
+/* ---- progress ---- */
+
+static void count(struct xfer *x, long long delta)
+{
+	if (!x->moving || !delta)
+		return;
+	atomic_fetch_add(&x->counted, delta);
+	atomic_fetch_add(x->moving, delta);
+}
+
+/* A reader that counts what it hands out, and takes it back on a rewind. */
+struct counting_reader {
+	struct reader base;
+	struct reader *in;
+	struct xfer *x;
+	uint64_t pos;
+};
+
+static ssize_t cr_read(struct reader *r, void *buf, size_t n)
+{
+	struct counting_reader *c = (struct counting_reader *)r;
+	ssize_t k = c->in->read(c->in, buf, n);
+	if (k > 0) {
+		c->pos += (uint64_t)k;
+		count(c->x, k);
+	}
+	return k;
+}
+
+static int cr_rewind(struct reader *r)
+{
+	struct counting_reader *c = (struct counting_reader *)r;
+	count(c->x, -(long long)c->pos);
+	c->pos = 0;
+	return c->in->rewind(c->in);
+}
+
+/*
+ * A sink that counts: its position after a write is *done + len (the
+ * reader's count before this piece), so a retry that resumes or starts
+ * over is counted right.
+ */
+struct counting_sink {
+	sink_fn fn;
+	void *arg;
+	const uint64_t *done;
+	uint64_t last;
+	struct xfer *x;
+};
+
+static int cs_write(void *arg, const void *data, size_t len)
+{
+	struct counting_sink *c = arg;
+	int rc = c->fn(c->arg, data, len);
+	if (rc == 0) {
+		uint64_t now = *c->done + len;
+		count(c->x, (long long)now - (long long)c->last);
+		c->last = now;
+	}
+	return rc;
 }
 
 /* ---- readers ---- */
@@ -132,31 +201,35 @@ static int copy_part(struct xfer *x, int idx, struct tc_err *err)
 				return rc;
 			rc = local_wpart_from_fd(x->tx, fd, off, len, err);
 			close(fd);
+			if (!rc)
+				count(x, (long long)len); /* copy_file_range: counted per part */
 			return rc;
 		}
-		sink_fn fn;
-		void *arg;
 		uint64_t done = 0;
-		local_wtx_sink(x->tx, off, &done, &fn, &arg);
-		rc = x->src->ops->read(x->src, x->src_key, off, len, fn, arg, &done, err);
-		free(arg);
+		struct counting_sink cs = { NULL, NULL, &done, 0, x };
+		local_wtx_sink(x->tx, off, &done, &cs.fn, &cs.arg);
+		rc = x->src->ops->read(x->src, x->src_key, off, len, cs_write, &cs, &done, err);
+		free(cs.arg);
 		return rc;
 	}
 	if (is_local(x->src)) {
 		struct file_reader fr = { { fr_read, fr_rewind }, -1, off, len, 0 };
+		struct counting_reader cr = { { cr_read, cr_rewind }, &fr.base, x, 0 };
 		if ((rc = local_open_for_read(x->src, x->src_key, &fr.fd, err)))
 			return rc;
-		rc = x->dst->ops->wpart(x->tx, idx, off, len, &fr.base, err);
+		rc = x->dst->ops->wpart(x->tx, idx, off, len, &cr.base, err);
 		close(fr.fd);
 		return rc;
 	}
+	/* s3 -> s3: the download is half the work, the upload the other half */
 	struct sbuf data = SBUF_INIT;
 	uint64_t done = 0;
 	struct mem_sink ms = { &data, &done };
 	rc = x->src->ops->read(x->src, x->src_key, off, len, mem_sink_write, &ms, &done, err);
 	if (!rc) {
 		struct mem_reader mr = { { mr_read, mr_rewind }, data.buf, data.len, 0 };
-		rc = x->dst->ops->wpart(x->tx, idx, off, len, &mr.base, err);
+		struct counting_reader cr = { { cr_read, cr_rewind }, &mr.base, x, 0 };
+		rc = x->dst->ops->wpart(x->tx, idx, off, len, &cr.base, err);
 	}
 	sbuf_release(&data);
 	return rc;
@@ -171,6 +244,7 @@ static int copy_part(struct xfer *x, int idx, struct tc_err *err)
 static int redo_whole(struct xfer *x, struct tc_err *err)
 {
 	x->tx = NULL;
+	count(x, -atomic_load(&x->counted)); /* every byte moves again */
 	int rc = x->dst->ops->wbegin(x->dst, x->dst_key, x->size, x->mtime, x->nparts, &x->tx, err);
 	if (rc)
 		return rc;
@@ -201,6 +275,9 @@ static void xfer_finish(struct xfer *x)
 		tc_err_release(&err);
 	}
 	x->done(x->arg, x->dst_key, x->size, x->rc, x->msg);
+	/* after done(): a progress line may count these bytes twice for a moment, never lose them */
+	if (x->moving)
+		atomic_fetch_sub(x->moving, atomic_load(&x->counted));
 	pthread_mutex_destroy(&x->mu);
 	free(x->msg);
 	free(x->src_key);
@@ -232,9 +309,12 @@ static void part_task(void *arg)
 }
 
 void xfer_submit(struct pool *pl, struct storage *src, const struct storage_obj *obj,
-		 struct storage *dst, const char *dst_key, xfer_done_fn done, void *arg)
+		 struct storage *dst, const char *dst_key, atomic_llong *moving, xfer_done_fn done,
+		 void *arg)
 {
 	struct xfer *x = xcalloc(1, sizeof(*x));
+	x->moving = moving;
+	atomic_init(&x->counted, 0);
 	x->src = src;
 	x->dst = dst;
 	x->src_key = xstrdup(obj->key);

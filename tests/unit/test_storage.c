@@ -99,3 +99,40 @@ TEST(bad_urls_are_input_errors)
 	CHECK(storage_is_remote("obs://b/p") && !storage_is_remote("/data"));
 	tc_err_release(&err);
 }
+
+TEST(s3_prefix_without_two_slashes_is_refused_with_a_hint)
+{
+	struct storage *st = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(storage_open("s3:/demo/x", &st, &err), TC_EINPUT);
+	CHECK_CONTAINS(err.msg, "an S3 address needs two slashes (s3://demo/x)");
+	CHECK_CONTAINS(err.msg, "./s3:/demo/x");
+	char *why = storage_location_problem("obs:bucket/p");
+	CHECK(why != NULL);
+	CHECK_CONTAINS(why, "(obs://bucket/p)");
+	free(why);
+	why = storage_location_problem("S3:/b");
+	CHECK(why != NULL);
+	CHECK_CONTAINS(why, "(s3://b)");
+	free(why);
+	/* what is a location stays one */
+	static const char *const fine[] = { "s3://b/x", "obs://b", "./s3:/x", "/data", "s3data",
+					    "file:///x", "s3", "data/s3:x" };
+	for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++)
+		CHECK(storage_location_problem(fine[i]) == NULL);
+	tc_err_release(&err);
+}
+
+TEST(byte_counts_are_binary_units)
+{
+	struct sbuf sb = SBUF_INIT;
+	format_bytes(&sb, 812);
+	CHECK_STR(sb.buf, "812 B");
+	sbuf_reset(&sb);
+	format_bytes(&sb, 286.0 * 1048576);
+	CHECK_STR(sb.buf, "286.0 MiB");
+	sbuf_reset(&sb);
+	format_bytes(&sb, 1536);
+	CHECK_STR(sb.buf, "1.5 KiB");
+	sbuf_release(&sb);
+}
