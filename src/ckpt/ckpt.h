@@ -174,6 +174,13 @@ void st_describe(const struct st_file *f, bool json, struct sbuf *out);
 struct transform_opts {
 	const char *src_dir, *src_strategy, *dst_dir, *dst_strategy;
 	int threads; /* 0 = 2 */
+	/*
+	 * May be NULL.  Called from the calling thread about twice a second
+	 * while tensor data is written, and once when all of it is: bytes
+	 * written so far of total (the destination files' data sections).
+	 */
+	void (*progress)(void *arg, uint64_t done, uint64_t total);
+	void *progress_arg;
 };
 
 struct transform_stats {

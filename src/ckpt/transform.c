@@ -210,6 +210,7 @@ struct out {
 	unsigned char *buf;
 	size_t len;
 	int err;           /* errno of the first failed write */
+	atomic_ullong *written; /* the plan's count of bytes written, for progress */
 };
 
 static void out_flush(struct out *o)
@@ -224,6 +225,7 @@ static void out_flush(struct out *o)
 		else
 			done += (size_t)w;
 	}
+	atomic_fetch_add_explicit(o->written, done, memory_order_relaxed);
 	o->pos += o->len;
 	o->len = 0;
 }
@@ -242,6 +244,7 @@ static void out_put(struct out *o, const unsigned char *src, uint64_t n)
 			else
 				done += (uint64_t)w;
 		}
+		atomic_fetch_add_explicit(o->written, done, memory_order_relaxed);
 		o->pos += n;
 		return;
 	}
@@ -261,6 +264,10 @@ struct plan {
 	uint64_t *dsize, *ddata;
 	atomic_size_t next;
 	uint64_t bytes;
+	atomic_ullong written;  /* tensor bytes written so far (progress) */
+	uint64_t total;         /* tensor bytes to write */
+	pthread_cond_t idle_cv; /* signalled (under mu) as each worker ends */
+	int running;            /* workers still going */
 };
 
 static int cmp_jt(const void *a, const void *b)
@@ -371,7 +378,7 @@ static void *worker(void *arg)
 {
 	struct plan *pl = arg;
 	size_t ntasks = pl->nt * (size_t)pl->dworld;
-	struct out o = { -1, 0, xmalloc(GATHER), 0, 0 };
+	struct out o = { -1, 0, xmalloc(GATHER), 0, 0, &pl->written };
 	for (;;) {
 		size_t task = atomic_fetch_add(&pl->next, 1);
 		if (task >= ntasks)
@@ -409,6 +416,10 @@ static void *worker(void *arg)
 		}
 	}
 	free(o.buf);
+	pthread_mutex_lock(&pl->mu);
+	pl->running--;
+	pthread_cond_signal(&pl->idle_cv);
+	pthread_mutex_unlock(&pl->mu);
 	return NULL;
 }
 
@@ -566,19 +577,50 @@ static int create_rank_file(struct plan *pl, int r, const char *metadata, const 
 	return rc;
 }
 
-/* Copy every (tensor, destination rank) task on nth threads (this one when none starts). */
-static void run_workers(struct plan *pl, int nth)
+/*
+ * Copy every (tensor, destination rank) task on nth threads (this one when
+ * none starts), reporting progress from this thread while they run.
+ */
+static void run_workers(struct plan *pl, int nth, const struct transform_opts *o)
 {
 	pthread_t *th = xcalloc((size_t)nth, sizeof(*th));
 	int started = 0;
+	pthread_mutex_lock(&pl->mu);
+	pl->running = nth;
+	pthread_mutex_unlock(&pl->mu);
 	for (int i = 0; i < nth; i++)
 		if (pthread_create(&th[i], NULL, worker, pl) == 0)
 			started++;
-	if (!started)
+	pthread_mutex_lock(&pl->mu);
+	pl->running -= nth - started;
+	pthread_mutex_unlock(&pl->mu);
+	if (!started) {
+		pl->running = 1;
 		worker(pl);
+	}
+	if (o->progress) {
+		pthread_mutex_lock(&pl->mu);
+		while (pl->running > 0) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 500000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			if (pthread_cond_timedwait(&pl->idle_cv, &pl->mu, &ts) != 0 && pl->running > 0) {
+				pthread_mutex_unlock(&pl->mu);
+				o->progress(o->progress_arg, atomic_load(&pl->written), pl->total);
+				pthread_mutex_lock(&pl->mu);
+			}
+		}
+		pthread_mutex_unlock(&pl->mu);
+	}
 	for (int i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
 	free(th);
+	if (o->progress)
+		o->progress(o->progress_arg, atomic_load(&pl->written), pl->total);
 }
 
 /* Close the destination files (reporting a failed close when all else went well) and free the plan. */
@@ -592,8 +634,10 @@ static int plan_release(struct plan *pl, int rc, struct tc_err *err)
 		free(pl->t[i].dst_off);
 	}
 	free(pl->t);
-	if (pl->dfd)
+	if (pl->dfd) {
+		pthread_cond_destroy(&pl->idle_cv);
 		pthread_mutex_destroy(&pl->mu);
+	}
 	free(pl->dsize);
 	free(pl->ddata);
 	free(pl->dfd);
@@ -621,6 +665,8 @@ int ckpt_transform(const struct transform_opts *o, struct transform_stats *stats
 		if ((rc = plan_tensor(&pl.t[i], &ss, &ds, sr, o, err)))
 			goto out;
 	pthread_mutex_init(&pl.mu, NULL);
+	pthread_cond_init(&pl.idle_cv, NULL);
+	atomic_init(&pl.written, 0);
 	pl.dsize = xcalloc((size_t)ds.world, sizeof(uint64_t));
 	pl.ddata = xcalloc((size_t)ds.world, sizeof(uint64_t));
 	pl.dfd = xcalloc((size_t)ds.world, sizeof(int));
@@ -629,7 +675,9 @@ int ckpt_transform(const struct transform_opts *o, struct transform_stats *stats
 	for (int r = 0; r < ds.world; r++)
 		if ((rc = create_rank_file(&pl, r, sr[0].f[0]->metadata_json, o->dst_dir, err)))
 			goto out;
-	run_workers(&pl, o->threads > 0 ? o->threads : 2);
+	for (int r = 0; r < ds.world; r++)
+		pl.total += pl.dsize[r] - pl.ddata[r];
+	run_workers(&pl, o->threads > 0 ? o->threads : 2, o);
 	if (pl.err) {
 		errno = pl.err;
 		rc = tc_error_errno(err, TC_ESTORAGE, "cannot write into '%s'", o->dst_dir);

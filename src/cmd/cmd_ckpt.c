@@ -7,14 +7,24 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char usage[] =
 	"usage: trainctl ckpt list JOB|DIR\n"
 	"   or: trainctl ckpt inspect [--json] FILE.safetensors\n"
 	"   or: trainctl ckpt transform --src DIR --src-strategy S.json --dst DIR --dst-strategy D.json\n"
-	"                               [--threads N]\n";
+	"                               [--threads N] [--quiet]\n";
 
 static const char *const layouts[] = { "flat", "ranked", "mindformers", "folder" };
+
+/* An epoch for a table: "-" where the checkpoint carries none (-1). */
+static const char *epoch_cell(long long epoch, char buf[24])
+{
+	if (epoch < 0)
+		return "-";
+	snprintf(buf, 24, "%lld", epoch);
+	return buf;
+}
 
 static int list_dir(const char *dir, struct tc_err *err)
 {
@@ -26,7 +36,8 @@ static int list_dir(const char *dir, struct tc_err *err)
 	       "BYTES", "NAME");
 	for (size_t i = 0; i < set.nr; i++) {
 		const struct ckpt *c = &set.v[i];
-		printf("%-10lld %-6lld %-11s %-9s %5zu %14llu  %s\n", c->step, c->epoch,
+		char eb[24];
+		printf("%-10lld %-6s %-11s %-9s %5zu %14llu  %s\n", c->step, epoch_cell(c->epoch, eb),
 		       layouts[c->layout], c->complete ? "complete" : "partial", c->nfiles,
 		       (unsigned long long)c->bytes, c->name ? c->name : "");
 	}
@@ -51,10 +62,12 @@ static int list_job(const char *home, const char *ref, struct tc_err *err)
 	if (!rc) {
 		printf("%-10s %-6s %-9s %5s %14s %-8s  %s\n", "STEP", "EPOCH", "STATE", "FILES", "BYTES",
 		       "CRC32C", "PATH");
-		for (size_t i = 0; i < n; i++)
-			printf("%-10lld %-6lld %-9s %5lld %14lld %-8s  %s/%s\n", rows[i].step, rows[i].epoch,
-			       rows[i].state, rows[i].nfiles, rows[i].bytes, rows[i].checksum, rows[i].dir,
-			       rows[i].name);
+		for (size_t i = 0; i < n; i++) {
+			char eb[24];
+			printf("%-10lld %-6s %-9s %5lld %14lld %-8s  %s/%s\n", rows[i].step,
+			       epoch_cell(rows[i].epoch, eb), rows[i].state, rows[i].nfiles, rows[i].bytes,
+			       rows[i].checksum, rows[i].dir, rows[i].name);
+		}
 		if (!n)
 			printf("job %s has recorded no complete checkpoint\n", job.id);
 	}
@@ -86,6 +99,32 @@ static int inspect(int argc, char **argv, struct tc_err *err)
 	return 0;
 }
 
+/* The progress line of a transform, on a terminal: written so far, share, speed. */
+struct progress {
+	double t0;
+	bool open;  /* a line without its newline is on the terminal */
+};
+
+static void show_progress(void *arg, uint64_t done, uint64_t total)
+{
+	struct progress *p = arg;
+	double dt = now_wall() - p->t0;
+	struct sbuf line = SBUF_INIT;
+	sbuf_adds(&line, "\r");
+	format_bytes(&line, (double)done);
+	sbuf_adds(&line, " of ");
+	format_bytes(&line, (double)total);
+	sbuf_addf(&line, " written (%.0f%%), ", total ? 100.0 * (double)done / (double)total : 100.0);
+	format_bytes(&line, dt > 0 ? (double)done / dt : 0);
+	sbuf_adds(&line, "/s\033[K");
+	p->open = done < total;
+	if (!p->open)
+		sbuf_addch(&line, '\n');
+	fwrite(line.buf, 1, line.len, stderr);
+	fflush(stderr);
+	sbuf_release(&line);
+}
+
 static int transform(int argc, char **argv, struct tc_err *err)
 {
 	static const struct option opts[] = {
@@ -94,13 +133,20 @@ static int transform(int argc, char **argv, struct tc_err *err)
 		{ "dst", required_argument, NULL, 'd' },
 		{ "dst-strategy", required_argument, NULL, 'D' },
 		{ "threads", required_argument, NULL, 't' },
+		{ "quiet", no_argument, NULL, 'q' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct transform_opts o = { 0 };
+	struct progress prog = { now_wall(), false };
+	/* a progress line on a terminal; piped, the summary alone */
+	if (isatty(STDERR_FILENO)) {
+		o.progress = show_progress;
+		o.progress_arg = &prog;
+	}
 	int c;
 	long n;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "q", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': o.src_dir = optarg; break;
 		case 'S': o.src_strategy = optarg; break;
@@ -111,6 +157,7 @@ static int transform(int argc, char **argv, struct tc_err *err)
 				return tc_error(err, TC_EUSAGE, "ckpt transform: --threads must be 1..256");
 			o.threads = (int)n;
 			break;
+		case 'q': o.progress = NULL; break;
 		default: return tc_error(err, TC_EUSAGE, "ckpt transform: bad option\n%s", usage);
 		}
 	}
@@ -119,10 +166,17 @@ static int transform(int argc, char **argv, struct tc_err *err)
 				"ckpt transform: --src, --src-strategy, --dst and --dst-strategy are required");
 	struct transform_stats st;
 	int rc = ckpt_transform(&o, &st, err);
-	if (!rc)
-		printf("%llu tensors, %.1f MB written in %.2f s (%.2f GB/s)\n",
-		       (unsigned long long)st.tensors, st.bytes_written / 1e6, st.seconds,
-		       st.seconds > 0 ? st.bytes_written / 1e9 / st.seconds : 0.0);
+	if (prog.open)
+		fputc('\n', stderr); /* a failed transform's message starts on its own line */
+	if (!rc) {
+		struct sbuf bytes = SBUF_INIT, rate = SBUF_INIT;
+		format_bytes(&bytes, (double)st.bytes_written);
+		format_bytes(&rate, st.seconds > 0 ? (double)st.bytes_written / st.seconds : 0.0);
+		printf("%llu tensors, %s written in %.2f s (%s/s)\n", (unsigned long long)st.tensors,
+		       bytes.buf, st.seconds, rate.buf);
+		sbuf_release(&bytes);
+		sbuf_release(&rate);
+	}
 	return rc;
 }
 

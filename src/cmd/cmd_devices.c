@@ -2,13 +2,72 @@
 #include "cmd/cmd.h"
 #include "devices/devices.h"
 
+#include "core/sbuf.h"
+#include "core/xalloc.h"
+
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static json_t *opt_num(double v, bool known)
 {
 	return known ? json_real(v) : json_null();
+}
+
+enum { NCOL = 7 };
+
+/* The table, each column as wide as its widest cell (names and sizes vary). */
+static void print_table(const struct device_list *l)
+{
+	static const char *const head[NCOL] = { "TYPE", "ID", "NAME", "MEMORY (used/total)", "UTIL",
+						"POWER", "TEMP" };
+	static const bool right[NCOL] = { false, false, false, false, true, true, true };
+	struct sbuf *cell = xcalloc((l->nr + 1) * NCOL, sizeof(*cell));
+	size_t width[NCOL] = { 0 };
+	for (int k = 0; k < NCOL; k++)
+		sbuf_adds(&cell[k], head[k]);
+	for (size_t i = 0; i < l->nr; i++) {
+		const struct device *d = &l->v[i];
+		struct sbuf *row = &cell[(i + 1) * NCOL];
+		sbuf_adds(&row[0], d->type);
+		sbuf_addf(&row[1], "%d", d->id);
+		sbuf_adds(&row[2], d->name ? d->name : "-");
+		if (d->mem_total)
+			sbuf_addf(&row[3], "%.1f/%.1f GiB", d->mem_used / 1073741824.0,
+				  d->mem_total / 1073741824.0);
+		else
+			sbuf_adds(&row[3], "-");
+		if (d->util_percent >= 0)
+			sbuf_addf(&row[4], "%d%%", d->util_percent);
+		else
+			sbuf_adds(&row[4], "-");
+		if (d->power_w >= 0)
+			sbuf_addf(&row[5], "%.0f W", d->power_w);
+		else
+			sbuf_adds(&row[5], "-");
+		if (d->temp_c >= 0)
+			sbuf_addf(&row[6], "%.0f C", d->temp_c);
+		else
+			sbuf_adds(&row[6], "-");
+	}
+	for (size_t i = 0; i <= l->nr; i++)
+		for (int k = 0; k < NCOL; k++)
+			if (cell[i * NCOL + k].len > width[k])
+				width[k] = cell[i * NCOL + k].len;
+	for (size_t i = 0; i <= l->nr; i++) {
+		for (int k = 0; k < NCOL; k++) {
+			const char *v = cell[i * NCOL + k].buf;
+			const char *sep = k < NCOL - 1 ? " " : "\n";
+			if (k == NCOL - 1 && !right[k])
+				printf("%s%s", v, sep);
+			else
+				printf(right[k] ? "%*s%s" : "%-*s%s", (int)width[k], v, sep);
+		}
+	}
+	for (size_t i = 0; i < (l->nr + 1) * NCOL; i++)
+		sbuf_release(&cell[i]);
+	free(cell);
 }
 
 int cmd_devices(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
@@ -48,25 +107,7 @@ int cmd_devices(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		fputc('\n', stdout);
 		json_decref(arr);
 	} else {
-		printf("%-5s %-3s %-32s %-21s %5s %8s %6s\n", "TYPE", "ID", "NAME", "MEMORY (used/total)",
-		       "UTIL", "POWER", "TEMP");
-		for (size_t i = 0; i < l.nr; i++) {
-			const struct device *d = &l.v[i];
-			char mem[64] = "-", util[16] = "-", pw[16] = "-", tmp[16] = "-";
-			if (d->mem_total && d->source[0] == 'n')
-				snprintf(mem, sizeof(mem), "%.1f/%.1f GiB", d->mem_used / 1073741824.0,
-					 d->mem_total / 1073741824.0);
-			else if (d->mem_total)
-				snprintf(mem, sizeof(mem), "%.1f GiB", d->mem_total / 1073741824.0);
-			if (d->util_percent >= 0)
-				snprintf(util, sizeof(util), "%d%%", d->util_percent);
-			if (d->power_w >= 0)
-				snprintf(pw, sizeof(pw), "%.0f W", d->power_w);
-			if (d->temp_c >= 0)
-				snprintf(tmp, sizeof(tmp), "%.0f C", d->temp_c);
-			printf("%-5s %-3d %-32s %-21s %5s %8s %6s\n", d->type, d->id,
-			       d->name ? d->name : "-", mem, util, pw, tmp);
-		}
+		print_table(&l);
 	}
 	device_list_release(&l);
 	return 0;

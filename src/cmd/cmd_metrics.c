@@ -7,6 +7,7 @@
 #include "store/store.h"
 
 #include <getopt.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@ struct out {
 	enum fmt fmt;
 	struct sbuf line;
 	size_t n;
+	int metric_width; /* table: the METRIC column, as wide as the longest name */
 };
 
 static void add_value(struct sbuf *sb, const struct store_mpoint *p, bool json)
@@ -88,8 +90,8 @@ static void print_point(void *data, const struct metrics_point *pt)
 		sbuf_release(&v);
 		sbuf_addf(sb, ",%.6f\n", p->wall_time);
 	} else {
-		sbuf_addf(sb, "%-24s %4d %-7s %7lld  %-18s ", pt->metric, pt->rank, pt->kind, p->seq,
-			  p->step);
+		sbuf_addf(sb, "%-*s %4d %-7s %7lld  %-18s ", o->metric_width, pt->metric, pt->rank,
+			  pt->kind, p->seq, p->step);
 		if (p->text)
 			add_value(sb, p, false);
 		else
@@ -98,6 +100,30 @@ static void print_point(void *data, const struct metrics_point *pt)
 	}
 	fwrite(sb->buf, 1, sb->len, stdout);
 	o->n++;
+}
+
+/* The width of the table's METRIC column: 24, or the longest name the job logged. */
+static int metric_width(struct store *st, const char *job, const char *name)
+{
+	size_t w = 24;
+	if (name)
+		return (int)(strlen(name) > w ? strlen(name) : w);
+	struct sbuf names = SBUF_INIT;
+	struct tc_err e = TC_ERR_INIT;
+	if (store_metric_names_json(st, job, &names, &e) == 0) {
+		json_t *root = json_loadb(names.buf, names.len, 0, NULL);
+		json_t *series = json_object_get(root, "series"), *one;
+		size_t i;
+		json_array_foreach(series, i, one) {
+			const char *m = json_string_value(json_object_get(one, "metric"));
+			if (m && strlen(m) > w)
+				w = strlen(m);
+		}
+		json_decref(root);
+	}
+	tc_err_release(&e); /* the points query reports a broken store */
+	sbuf_release(&names);
+	return w > 200 ? 200 : (int)w;
 }
 
 int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
@@ -112,7 +138,7 @@ int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	};
 	const char *name = NULL;
 	long rank = -1, points = 0;
-	struct out o = { F_TABLE, SBUF_INIT, 0 };
+	struct out o = { F_TABLE, SBUF_INIT, 0, 24 };
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "n:r:o:p:h", opts, NULL)) != -1) {
@@ -154,8 +180,11 @@ int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		fputs("[\n", stdout);
 	else if (o.fmt == F_CSV)
 		fputs("metric,rank,kind,seq,epoch,iter,step,value,wall_time\n", stdout);
-	else
-		printf("%-24s %4s %-7s %7s  %-18s %s\n", "METRIC", "RANK", "KIND", "SEQ", "STEP", "VALUE");
+	else {
+		o.metric_width = metric_width(st, j.id, name);
+		printf("%-*s %4s %-7s %7s  %-18s %s\n", o.metric_width, "METRIC", "RANK", "KIND", "SEQ",
+		       "STEP", "VALUE");
+	}
 	rc = metrics_job_points(st, j.id, name, (int)rank, (size_t)points, print_point, &o, &count,
 				err);
 	if (o.fmt == F_JSON)

@@ -1,16 +1,18 @@
 /* cmd_plan.c -- `trainctl plan`: synth, partition, eval, strategy (plan/plan.h). */
 #include "cmd/cmd.h"
 #include "core/util.h"
+#include "core/xalloc.h"
 #include "plan/plan.h"
 
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char usage_text[] =
 	"usage: trainctl plan synth --graph-size G --num-split S [-n N] [--seed X] [-o FILE]\n"
-	"       trainctl plan partition FILE [--objective train|pipeline] [--micro-batches B] [--format json|table]\n"
+	"       trainctl plan partition FILE [--objective train|pipeline] [--micro-batches B] [--format json|table] [-o FILE]\n"
 	"       trainctl plan eval FILE [--against PARTITIONS] [--objective ...] [--micro-batches B] [--format text|json]\n"
 	"       trainctl plan strategy --model NAME|FILE --devices N [--nodes N] --global-batch N\n"
 	"                              [--cluster FILE] [--memory SIZE] [--seq-len N] [--top N] [--format table|json]\n";
@@ -37,7 +39,7 @@ static const struct sub {
 	int allowed, needs_file;
 } subs[] = {
 	{ "synth", O_G | O_S | O_N | O_SEED | O_OUT, 0 },
-	{ "partition", O_OBJ | O_B | O_FMT, 1 },
+	{ "partition", O_OBJ | O_B | O_FMT | O_OUT, 1 },
 	{ "eval", O_OBJ | O_B | O_FMT | O_AG, 1 },
 	{ "strategy", O_MODEL | O_DEV | O_NODES | O_GB | O_CL | O_MEM | O_SEQ | O_TOP | O_FMT, 0 },
 };
@@ -47,6 +49,55 @@ static int num(const char *flag, const char *v, long min, long max, long *out, s
 	if (!parse_long(v, min, max, out))
 		return tc_error(err, TC_EUSAGE, "--%s: '%s' is not an integer in [%ld, %ld]", flag, v, min, max);
 	return 0;
+}
+
+/*
+ * -o FILE, written whole or not at all: into a hidden name beside FILE,
+ * renamed over it only when everything was written (a bad instance half
+ * way leaves FILE as it was).  No FILE or "-": standard output.
+ */
+struct outfile {
+	FILE *f;
+	char *path, *tmp;
+};
+
+static int outfile_open(struct outfile *o, const char *path, struct tc_err *err)
+{
+	memset(o, 0, sizeof(*o));
+	if (!path || !strcmp(path, "-")) {
+		o->f = stdout;
+		return 0;
+	}
+	char *dir = path_dirname(path);
+	struct sbuf tmp = SBUF_INIT;
+	sbuf_addf(&tmp, "%s/.%s.tmp-%ld", dir, path_basename(path), (long)getpid());
+	free(dir);
+	o->f = fopen(tmp.buf, "w");
+	if (!o->f) {
+		int rc = tc_error_errno(err, TC_EINPUT, "cannot create '%s'", path);
+		sbuf_release(&tmp);
+		return rc;
+	}
+	o->path = xstrdup(path);
+	o->tmp = sbuf_detach(&tmp);
+	return 0;
+}
+
+/* Finish what rc says: rename into place after a success, else remove. */
+static int outfile_close(struct outfile *o, int rc, struct tc_err *err)
+{
+	if (o->f == stdout || !o->f)
+		return rc;
+	if (fclose(o->f) != 0 && !rc)
+		rc = tc_error_errno(err, TC_ESYS, "cannot write '%s'", o->path);
+	if (!rc && rename(o->tmp, o->path) != 0)
+		rc = tc_error_errno(err, TC_ESYS, "cannot rename into '%s'", o->path);
+	if (rc)
+		(void)unlink(o->tmp); /* best effort: nothing half written stays */
+	free(o->tmp);
+	free(o->path);
+	o->f = NULL;
+	return rc;
 }
 
 int cmd_plan(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
@@ -129,16 +180,20 @@ int cmd_plan(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	if (!strcmp(sub->name, "synth")) {
 		if (g < 0 || s < 0)
 			return tc_error(err, TC_EUSAGE, "plan synth: --graph-size and --num-split are required");
-		FILE *f = out && strcmp(out, "-") ? fopen(out, "w") : stdout;
-		if (!f)
-			return tc_error_errno(err, TC_EINPUT, "cannot create '%s'", out);
-		rc = plan_synth_write(f, (int)g, (int)s, n, (uint64_t)seed, err);
-		if (f != stdout && fclose(f) != 0 && !rc)
-			rc = tc_error_errno(err, TC_ESYS, "cannot write '%s'", out);
-		return rc;
+		struct outfile of;
+		if ((rc = outfile_open(&of, out, err)))
+			return rc;
+		rc = plan_synth_write(of.f, (int)g, (int)s, n, (uint64_t)seed, err);
+		return outfile_close(&of, rc, err);
 	}
-	if (!strcmp(sub->name, "partition"))
-		return plan_partition_file(args[0], obj, b, table, stdout, err);
+	if (!strcmp(sub->name, "partition")) {
+		/* instances are read and solved one by one: stdout stops at the first bad one */
+		struct outfile of;
+		if ((rc = outfile_open(&of, out, err)))
+			return rc;
+		rc = plan_partition_file(args[0], obj, b, table, of.f, err);
+		return outfile_close(&of, rc, err);
+	}
 	if (!strcmp(sub->name, "eval")) {
 		struct plan_eval_opts eo = { obj, b, against, NULL };
 		struct plan_eval e;

@@ -339,6 +339,23 @@ static bool discover_fake(struct device_list *l)
 	return true;
 }
 
+/* Host memory in use: MemTotal - MemAvailable of /proc/meminfo (what free(1) calls used), or 0. */
+static uint64_t cpu_mem_used(uint64_t total)
+{
+	struct sbuf text = SBUF_INIT;
+	struct tc_err err = TC_ERR_INIT;
+	uint64_t used = 0;
+	if (read_file("/proc/meminfo", &text, &err) == 0) {
+		const char *a = strstr(text.buf, "MemAvailable:");
+		unsigned long long kib;
+		if (a && sscanf(a + 13, "%llu", &kib) == 1 && kib * 1024ull <= total)
+			used = total - kib * 1024ull;
+	}
+	tc_err_release(&err); /* no /proc: the use is unknown, not an error */
+	sbuf_release(&text);
+	return used;
+}
+
 void devices_discover(struct device_list *l)
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -349,6 +366,7 @@ void devices_discover(struct device_list *l)
 	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
 	if (pages > 0 && psize > 0)
 		cpu->mem_total = (uint64_t)pages * (uint64_t)psize;
+	cpu->mem_used = cpu_mem_used(cpu->mem_total);
 	if (discover_fake(l))
 		return;
 	discover_nvml(l);

@@ -313,7 +313,13 @@ void metrics_job_summary_text(json_t *s, struct sbuf *out)
 		sbuf_adds(out, "metrics:   none recorded\n");
 		return;
 	}
-	sbuf_addf(out, "metrics:\n  %-24s %-5s %-7s %7s  %-12s %-12s %s\n", "METRIC", "RANKS", "KIND",
+	int mw = 24; /* the METRIC column: as wide as the longest name */
+	for (size_t i = 0; i < nmetrics; i++) {
+		size_t l = strlen(jtext(json_array_get(metrics, i), "name", ""));
+		if (l > (size_t)mw && l <= 200)
+			mw = (int)l;
+	}
+	sbuf_addf(out, "metrics:\n  %-*s %-5s %-7s %7s  %-12s %-12s %s\n", mw, "METRIC", "RANKS", "KIND",
 		  "N", "LAST", "BEST", "BEST AT");
 	for (size_t i = 0; i < nmetrics; i++) {
 		json_t *m = json_array_get(metrics, i);
@@ -330,7 +336,7 @@ void metrics_job_summary_text(json_t *s, struct sbuf *out)
 		else
 			add_num(&last, json_object_get(m, "last"));
 		add_num(&best, json_object_get(m, "best"));
-		sbuf_addf(out, "  %-24s %-5zu %-7s %7zu  %-12s %-12s %s%s\n", name, nr, jtext(m, "kind", ""),
+		sbuf_addf(out, "  %-*s %-5zu %-7s %7zu  %-12s %-12s %s%s\n", mw, name, nr, jtext(m, "kind", ""),
 			  n, last.buf, best.buf, jtext(m, "best_step", "-"),
 			  !strcmp(jtext(m, "goal", ""), "maximize") ? " (max)" : " (min)");
 		sbuf_release(&last);

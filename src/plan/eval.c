@@ -4,6 +4,7 @@
  * of someone else's partitions for the same instances.
  */
 #include "plan/plan.h"
+#include "plan/plan_int.h"
 
 #include "core/sbuf.h"
 #include "core/util.h"
@@ -31,10 +32,17 @@ static long pick_b(long flag, const struct plan_instance *in)
 void plan_result_to_json(const struct plan_result *r, long index, enum plan_objective obj,
 			 struct sbuf *out)
 {
-	sbuf_addf(out, "{\"instance\":%ld,\"objective\":%.17g,\"bottleneck\":%.17g,\"comm\":%.17g",
-		  index, r->objective, r->bottleneck, r->comm);
-	if (obj == PLAN_OBJ_PIPELINE)
-		sbuf_addf(out, ",\"sum_x\":%.17g,\"micro_batches\":%ld", r->sum_x, r->micro_batches);
+	sbuf_addf(out, "{\"instance\":%ld,\"objective\":", index);
+	plan_add_number(out, r->objective);
+	sbuf_adds(out, ",\"bottleneck\":");
+	plan_add_number(out, r->bottleneck);
+	sbuf_adds(out, ",\"comm\":");
+	plan_add_number(out, r->comm);
+	if (obj == PLAN_OBJ_PIPELINE) {
+		sbuf_adds(out, ",\"sum_x\":");
+		plan_add_number(out, r->sum_x);
+		sbuf_addf(out, ",\"micro_batches\":%ld", r->micro_batches);
+	}
 	sbuf_adds(out, ",\"cuts\":[");
 	for (int k = 0; k < r->s; k++)
 		sbuf_addf(out, k ? ",%d" : "%d", r->cuts[k]);
@@ -315,18 +323,30 @@ void plan_eval_print(const struct plan_eval *e, enum plan_objective obj, bool js
 {
 	const char *on = obj == PLAN_OBJ_TRAIN ? "train" : "pipeline";
 	if (json) {
-		fprintf(out,
-			"{\"instances\":%ld,\"objective\":\"%s\",\"mean\":%.17g,\"stderr\":%.17g,"
-			"\"ms_per_instance\":%.6g,\"total_seconds\":%.6g",
-			e->n, on, e->mean, e->stderr_, e->seconds_per_instance * 1e3, e->total_seconds);
-		if (e->has_against)
-			fprintf(out,
-				",\"against\":{\"mean\":%.17g,\"stderr\":%.17g,\"mean_gap\":%.17g,"
-				"\"max_gap\":%.17g,\"mean_abs_gap\":%.17g,\"gap_of_means\":%.17g,"
-				"\"optimal\":%ld}",
-				e->their_mean, e->their_stderr, e->mean_gap, e->max_gap, e->mean_abs_gap,
-				e->gap_of_means, e->optimal);
-		fprintf(out, "}\n");
+		struct sbuf sb = SBUF_INIT;
+		sbuf_addf(&sb, "{\"instances\":%ld,\"objective\":\"%s\",\"mean\":", e->n, on);
+		plan_add_number(&sb, e->mean);
+		sbuf_adds(&sb, ",\"stderr\":");
+		plan_add_number(&sb, e->stderr_);
+		sbuf_addf(&sb, ",\"ms_per_instance\":%.6g,\"total_seconds\":%.6g",
+			  e->seconds_per_instance * 1e3, e->total_seconds);
+		if (e->has_against) {
+			const struct {
+				const char *key;
+				double v;
+			} f[] = { { "mean", e->their_mean },	 { "stderr", e->their_stderr },
+				  { "mean_gap", e->mean_gap },	 { "max_gap", e->max_gap },
+				  { "mean_abs_gap", e->mean_abs_gap }, { "gap_of_means", e->gap_of_means } };
+			sbuf_adds(&sb, ",\"against\":{");
+			for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+				sbuf_addf(&sb, "%s\"%s\":", i ? "," : "", f[i].key);
+				plan_add_number(&sb, f[i].v);
+			}
+			sbuf_addf(&sb, ",\"optimal\":%ld}", e->optimal);
+		}
+		sbuf_adds(&sb, "}\n");
+		fwrite(sb.buf, 1, sb.len, out);
+		sbuf_release(&sb);
 		return;
 	}
 	fprintf(out, "instances:          %ld\n", e->n);

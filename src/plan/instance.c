@@ -395,17 +395,20 @@ out:
 	return rc;
 }
 
-/* Shortest of %.15g / %.17g that reads back as the same double. */
-static void add_num(struct sbuf *sb, double v)
+void plan_add_number(struct sbuf *sb, double v)
 {
-	struct sbuf t = SBUF_INIT;
-	sbuf_addf(&t, "%.15g", v);
-	if (strtod(t.buf, NULL) != v) {
-		sbuf_reset(&t);
-		sbuf_addf(&t, "%.17g", v);
+	if (!isfinite(v)) {
+		sbuf_adds(sb, "null"); /* JSON has no NaN or infinity */
+		return;
 	}
-	sbuf_add(sb, t.buf, t.len);
-	sbuf_release(&t);
+	/* %.17g always reads back; 0.1 + 0.2 prints 0.30000000000000004 there, 0.3 at %.15g when exact */
+	char buf[40];
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(buf, sizeof(buf), "%.*g", prec, v);
+		if (prec == 17 || strtod(buf, NULL) == v)
+			break;
+	}
+	sbuf_adds(sb, buf);
 }
 
 void plan_instance_to_json(const struct plan_instance *in, struct sbuf *out)
@@ -417,7 +420,7 @@ void plan_instance_to_json(const struct plan_instance *in, struct sbuf *out)
 	for (int i = 0; i < in->g; i++) {
 		if (i)
 			sbuf_addch(out, ',');
-		add_num(out, in->x[i]);
+		plan_add_number(out, in->x[i]);
 	}
 	sbuf_adds(out, "],\"C\":[");
 	for (int j = 0; j < in->g - 1; j++) {
@@ -425,7 +428,7 @@ void plan_instance_to_json(const struct plan_instance *in, struct sbuf *out)
 		for (int k = 0; k < in->s; k++) {
 			if (k)
 				sbuf_addch(out, ',');
-			add_num(out, in->c[(size_t)j * in->s + k]);
+			plan_add_number(out, in->c[(size_t)j * in->s + k]);
 		}
 		sbuf_addch(out, ']');
 	}

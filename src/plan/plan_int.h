@@ -16,6 +16,8 @@
 #ifndef TC_PLAN_INT_H
 #define TC_PLAN_INT_H
 
+#include "core/sbuf.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -42,6 +44,13 @@ long plan_solve_dp_runs(void);
 /* Stage sums of a partition given as cut layer indices. */
 void plan_stage_sums(const double *v, int g, const int *cuts, int s, double *sums);
 
+
+/*
+ * v as JSON in the shortest form that reads back as the same double (the
+ * first of %.15g, %.16g, %.17g that does: 2.543722, not 2.5437219999999998);
+ * null when not finite.
+ */
+void plan_add_number(struct sbuf *sb, double v);
 
 /* ---- strategy internals (strategy.c), exposed for the tests ------------- */
 

@@ -840,19 +840,44 @@ void plan_strategy_print(const struct plan_strategy *st, int top, bool json, FIL
 		cl->devices_per_node, cl->device_memory / GiB, st->global_batch);
 	fprintf(f, "%d candidates, %d rejected (out of memory), %d fit; best first:\n", st->enumerated,
 		st->rejected_memory, st->n);
-	fprintf(f, "%-4s %-4s %-4s %-4s %-4s %-6s %-11s %-10s %-22s %s\n", "rank", "dp", "tp", "pp", "mb",
-		"B", "step (s)", "samples/s", "peak mem/stage (GiB)", "layers/stage");
+	/* columns as wide as their widest cell: 8 stages of memory are wider than 2 */
+	enum { NCOL = 10 };
+	static const char *const head[NCOL] = { "rank", "dp", "tp", "pp", "mb", "B", "step (s)",
+						"samples/s", "peak mem/stage (GiB)", "layers/stage" };
+	struct sbuf *cell = xcalloc((size_t)(n + 1) * NCOL, sizeof(*cell));
+	size_t width[NCOL] = { 0 };
+	for (int k = 0; k < NCOL; k++)
+		sbuf_adds(&cell[k], head[k]);
 	for (int i = 0; i < n; i++) {
 		const struct plan_candidate *c = &st->cand[i];
-		struct sbuf mem = SBUF_INIT, lay = SBUF_INIT;
+		struct sbuf *row = &cell[(size_t)(i + 1) * NCOL];
+		sbuf_addf(&row[0], "%d", i + 1);
+		sbuf_addf(&row[1], "%d", c->dp);
+		sbuf_addf(&row[2], "%d", c->tp);
+		sbuf_addf(&row[3], "%d", c->pp);
+		sbuf_addf(&row[4], "%d", c->mb);
+		sbuf_addf(&row[5], "%ld", c->micro_batches);
+		sbuf_addf(&row[6], "%.5f", c->step_time);
+		sbuf_addf(&row[7], "%.2f", (double)st->global_batch / c->step_time);
 		for (int t = 0; t < c->pp; t++) {
-			sbuf_addf(&mem, t ? "/%.1f" : "%.1f", c->peak_mem[t] / GiB);
-			sbuf_addf(&lay, t ? "+%d" : "%d", c->layers[t]);
+			sbuf_addf(&row[8], t ? "/%.1f" : "%.1f", c->peak_mem[t] / GiB);
+			sbuf_addf(&row[9], t ? "+%d" : "%d", c->layers[t]);
 		}
-		fprintf(f, "%-4d %-4d %-4d %-4d %-4d %-6ld %-11.5f %-10.2f %-22s %s\n", i + 1, c->dp, c->tp,
-			c->pp, c->mb, c->micro_batches, c->step_time,
-			(double)st->global_batch / c->step_time, mem.buf, lay.buf);
-		sbuf_release(&mem);
-		sbuf_release(&lay);
 	}
+	for (int i = 0; i <= n; i++)
+		for (int k = 0; k < NCOL; k++)
+			if (cell[(size_t)i * NCOL + k].len > width[k])
+				width[k] = cell[(size_t)i * NCOL + k].len;
+	for (int i = 0; i <= n; i++) {
+		for (int k = 0; k < NCOL; k++) {
+			const struct sbuf *cb = &cell[(size_t)i * NCOL + k];
+			if (k < NCOL - 1)
+				fprintf(f, "%-*s ", (int)width[k], cb->buf);
+			else
+				fprintf(f, "%s\n", cb->buf);
+		}
+	}
+	for (size_t i = 0; i < (size_t)(n + 1) * NCOL; i++)
+		sbuf_release(&cell[i]);
+	free(cell);
 }
