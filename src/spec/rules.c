@@ -166,7 +166,7 @@ static int r_ckpt_dir(struct walk *w, yaml_node_t *n, const char *key)
 
 static int r_ckpt_resume(struct walk *w, yaml_node_t *n, const char *key)
 {
-	char *v = NULL;
+	char *v = NULL, *why = NULL;
 	int rc = walk_string(w, n, key, &v);
 	if (rc)
 		return rc;
@@ -174,6 +174,9 @@ static int r_ckpt_resume(struct walk *w, yaml_node_t *n, const char *key)
 		w->s->resume = RESUME_AUTO;
 	} else if (!strcmp(v, "never")) {
 		w->s->resume = RESUME_NEVER;
+	} else if ((why = storage_location_problem(v))) {
+		rc = walk_fail(w, n, key, "%s", why);
+		free(why);
 	} else if (storage_is_remote(v)) {
 		w->s->resume = RESUME_PATH;
 		free(w->s->resume_path);
@@ -218,6 +221,13 @@ static int get_location(struct walk *w, yaml_node_t *n, const char *key, char **
 	}
 	if (strstr(v, "://") && !storage_is_remote(v) && strncmp(v, "file://", 7) != 0) {
 		rc = walk_fail(w, n, key, "'%s': use s3://, obs://, file:// or a path", v);
+		free(v);
+		return rc;
+	}
+	char *why = storage_location_problem(v);
+	if (why) {
+		rc = walk_fail(w, n, key, "%s", why);
+		free(why);
 		free(v);
 		return rc;
 	}
