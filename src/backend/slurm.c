@@ -102,14 +102,20 @@ static void quote_lines(struct sbuf *dst, const char *text)
 	}
 }
 
-/* Errors that mean Slurm itself is unreachable or broken (exit 3), not the request (2). */
+/*
+ * Errors that mean Slurm itself is unreachable or broken (exit 3), not the
+ * request (2).  Installed but not configured: no slurm.conf makes the
+ * client look for its controller in DNS SRV records ("configless"), which
+ * fails with "Could not establish a configuration source".
+ */
 static bool infrastructure_error(const char *msg)
 {
 	static const char *const words[] = {
 		"Unable to contact slurm controller", "Unable to process configuration file",
-		"Socket timed out", "Zero Bytes were transmitted", "Communication connection failure",
-		"Connection refused", "Munge", "munge", "Protocol authentication error",
-		"Slurm backup controller in standby mode", NULL,
+		"Could not establish a configuration source", "failed to fetch config",
+		"s_p_parse_file", "Socket timed out", "Zero Bytes were transmitted",
+		"Communication connection failure", "Connection refused", "Munge", "munge",
+		"Protocol authentication error", "Slurm backup controller in standby mode", NULL,
 	};
 	for (const char *const *w = words; *w; w++)
 		if (strstr(msg, *w))
@@ -129,8 +135,13 @@ static int command_error(const char *what, int status, const struct sbuf *out,
 		else
 			sbuf_addf(&q, "killed by signal %d", WTERMSIG(status));
 	}
-	int code = infrastructure_error(q.buf) ? TC_EBACKEND : TC_EINPUT;
-	int rc = tc_error(err, code, "slurm: %s: %s", what, q.buf);
+	int rc;
+	if (infrastructure_error(q.buf))
+		rc = tc_error(err, TC_EBACKEND,
+			      "slurm: Slurm is not configured or its controller is not reachable "
+			      "(SLURM_CONF, else /etc/slurm/slurm.conf): %s", q.buf);
+	else
+		rc = tc_error(err, TC_EINPUT, "slurm: %s: %s", what, q.buf);
 	sbuf_release(&q);
 	return rc;
 }

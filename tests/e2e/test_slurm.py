@@ -417,3 +417,26 @@ def test_show_through_the_server_has_the_slurm_job(trainctl, home, tmp_path, clu
         assert re.search(rf"slurm job\s+{sid} \(", slurm_tc("show", job_id).stdout)
     finally:
         srv.stop()
+
+
+def test_slurm_not_configured_is_exit_3(run_tc, tmp_path):
+    """Installed but not configured: sbatch finds no slurm.conf and no controller in DNS.
+    A stand-in sbatch prints what Debian's prints then, so the test holds on any machine."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sbatch").write_text(
+        "#!/bin/sh\ncat >/dev/null\n"
+        "echo 'sbatch: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host' >&2\n"
+        "echo 'sbatch: error: fetch_config: DNS SRV lookup failed' >&2\n"
+        "echo 'sbatch: error: _establish_config_source: failed to fetch config' >&2\n"
+        "echo 'sbatch: fatal: Could not establish a configuration source' >&2\nexit 1\n")
+    (fake / "sbatch").chmod(0o755)
+    spec = write_spec(tmp_path, "command: [true]\nnodes: 2\nbackend: slurm\n")
+    p = run_tc("run", spec, env={"PATH": f"{fake}:{os.environ['PATH']}", "SLURM_CONF": None})
+    assert p.returncode == 3, p.stderr
+    assert "Slurm is not configured or its controller is not reachable" in p.stderr, p.stderr
+    assert "refused" not in p.stderr, p.stderr
+    # the real client, where this machine has no slurm.conf of its own
+    if not os.path.exists("/etc/slurm/slurm.conf") and have_slurm():
+        p = run_tc("run", spec, env={"SLURM_CONF": None}, timeout=120)
+        assert p.returncode == 3 and "not configured" in p.stderr, p.stderr
