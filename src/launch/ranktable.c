@@ -1,4 +1,4 @@
-/* ranktable.c -- Ascend hccl.json v1.0 (reference/FORMATS.md section 5). */
+/* ranktable.c -- Ascend hccl.json v1.0 (docs/formats.md, "Ascend rank table"). */
 #include "launch/launch.h"
 #include "core/sbuf.h"
 #include "core/util.h"

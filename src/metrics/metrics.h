@@ -165,7 +165,7 @@ void metrics_stat_series(struct metrics_stat *st, enum metrics_goal goal,
  *                  (n - w) x batch / (t[n-1] - t[w-1]) with w = max(warmup, 1),
  *                  i.e. counted steps over the time from the start of the
  *                  first counted step (= end of the step before it) to the
- *                  end of the last (FORMATS.md section 6).
+ *                  end of the last (Ais-Bench's rule, docs/formats.md).
  * batch is the per-rank batch size.
  */
 double metrics_tput_from_ips(const double *ips, size_t n, size_t warmup);

@@ -155,7 +155,7 @@ static void rank_tput(struct metrics_rank_sum *rs, const struct store_mseries *v
 			goto out;
 		}
 	}
-	/* 3. the wall times of the step records (FORMATS.md section 6) */
+	/* 3. the wall times of the step records (Ais-Bench's rule, docs/formats.md) */
 	{
 		struct seqt *st = NULL;
 		size_t nst = 0, ast = 0;

@@ -2,7 +2,7 @@
  * tfevents.h -- write TensorBoard event files (scalars only), so that
  * `tensorboard --logdir` shows a job's metrics without TensorFlow.
  *
- * File format (FORMATS.md section 8): a sequence of records, each
+ * File format (docs/formats.md, "TensorBoard event files"): records, each
  *   u64 LE length | u32 LE masked CRC32C(length bytes) | data | u32 LE masked CRC32C(data)
  * with mask(c) = ((c >> 15) | (c << 17)) + 0xa282ead8.  data is a protobuf
  * Event {wall_time=1 double, step=2 int64, file_version=3 string,

@@ -3,7 +3,7 @@
  * synthesis and evaluation, and the data / tensor / pipeline strategy search
  * (what APSS trains a network to guess; here solved exactly).
  *
- * THE PARTITION PROBLEM (docs/plan.md, reference/FORMATS.md section 10)
+ * THE PARTITION PROBLEM (docs/plan.md; its files: docs/formats.md)
  *
  * An instance has G layer costs x[0..G-1] and a (G-1) x S boundary-cost
  * matrix C, C[j][k] = cost of placing the k-th cut (k = 0..S-1, in position

@@ -1,6 +1,6 @@
 /*
  * report.h -- the benchmark report of a job (ModelArts benchmark stubs,
- * FORMATS.md section 6): report.json and the Ais-Bench files, written into
+ * docs/formats.md): report.json and the Ais-Bench files, written into
  * the run folder when a job ends and by `trainctl report JOB` on demand,
  * and sent to a tester over HTTP.
  *

@@ -1,5 +1,5 @@
 /*
- * zoo.h -- Tecorigin ModelZoo conventions (FORMATS.md section 7): the
+ * zoo.h -- Tecorigin ModelZoo conventions (docs/formats.md, docs/zoo.md): the
  * structure check of a model folder, the functional test that model.yaml
  * drives, and a conforming skeleton to start from.  docs/zoo.md has the rules.
  *

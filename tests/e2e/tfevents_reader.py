@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tfevents_reader.py -- read a TensorBoard event file without TensorFlow.
 
-Written from the format description alone (FORMATS.md section 8), to check
+Written from the format description alone (docs/formats.md), to check
 trainctl's writer independently: every record is
     u64 LE length | u32 LE masked CRC32C of the 8 length bytes | data |
     u32 LE masked CRC32C of data
