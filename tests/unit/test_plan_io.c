@@ -4,6 +4,7 @@
 #include "core/sbuf.h"
 #include "core/xalloc.h"
 #include "plan/plan.h"
+#include "plan/plan_int.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -267,4 +268,27 @@ TEST(score_accepts_stage_sizes_and_checks)
 	CHECK_INT(plan_score(&in, PLAN_OBJ_TRAIN, 0, cuts, 1, "w", &r, &err), TC_EINPUT);
 	CHECK_INT(plan_score(&in, PLAN_OBJ_TRAIN, 0, cuts, 0, "w", &r, &err), TC_EINPUT);
 	tc_err_release(&err);
+}
+
+TEST(json_numbers_shortest_round_trip)
+{
+	static const double cases[] = { 2.543722, 0.1 + 0.2, 1.75, 1e-05, 1.2345678901234568e+17, 0,
+					-7.25e-300 };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sbuf sb = SBUF_INIT;
+		plan_add_number(&sb, cases[i]);
+		CHECK(strtod(sb.buf, NULL) == cases[i]);
+		sbuf_release(&sb);
+	}
+	/* %.17g wrote 2.5437219999999998; 0.1 + 0.2 is not the double 0.3 reads as */
+	struct sbuf sb = SBUF_INIT;
+	plan_add_number(&sb, 2.543722);
+	CHECK_STR(sb.buf, "2.543722");
+	sbuf_reset(&sb);
+	plan_add_number(&sb, 0.1 + 0.2);
+	CHECK_STR(sb.buf, "0.30000000000000004");
+	sbuf_reset(&sb);
+	plan_add_number(&sb, NAN);
+	CHECK_STR(sb.buf, "null");
+	sbuf_release(&sb);
 }
