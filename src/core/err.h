@@ -24,7 +24,8 @@
 	X(EBACKEND, 6, 3, "backend")                             \
 	X(ESYS, 7, 3, "system call")                             \
 	X(ENOTFOUND, 8, 2, "not found")                          \
-	X(EINPUT, 9, 2, "bad input")
+	X(EINPUT, 9, 2, "bad input")                             \
+	X(EBUSY, 10, 3, "devices busy")
 
 enum tc_code {
 	TC_OK = 0,

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -485,6 +486,15 @@ static int one_node_only(struct sup *sp, struct tc_err *err)
 			sp->s->nodes);
 }
 
+/* "0,1": the devices column (heap). */
+static char *ids_join(const int *ids, int n)
+{
+	struct sbuf sb = SBUF_INIT;
+	for (int i = 0; i < n; i++)
+		sbuf_addf(&sb, "%s%d", i ? "," : "", ids[i]);
+	return sbuf_detach(&sb);
+}
+
 /* The job's record: created here, taken over from the server, or the driver's (a node). */
 static int record_job(struct sup *sp, struct tc_err *err)
 {
@@ -506,18 +516,25 @@ static int record_job(struct sup *sp, struct tc_err *err)
 		return rc;
 	}
 	char *spec_json = spec_to_json(sp->s);
+	/* who ran it on what: ps and the server show them (cpu slots are not held) */
+	struct passwd *pw = getpwuid(getuid());
+	char *ids = sp->leased ? ids_join(sp->s->device_ids, sp->n) : NULL;
 	struct job_row row = {
 		.id = sp->job_id, .name = sp->s->name, .state = JOB_STARTING, .run_dir = sp->run_dir,
 		.spec_json = spec_json, .created = now_wall(), .world_size = sp->n,
 		.sup_pid = getpid(), .sup_ticks = proc_start_ticks(getpid()),
+		.user = pw && pw->pw_name ? pw->pw_name : NULL, .device_type = sp->s->device_type,
+		.device_count = sp->n, .devices = ids,
 	};
 	rc = store_job_create(sp->st, &row, err);
+	free(ids);
 	free(spec_json);
 	return rc;
 }
 
 static void sup_release(struct sup *sp)
 {
+	sup_lease_end(sp);
 	watchdog_stop(sp);
 	if (sp->sigfd >= 0) {
 		close(sp->sigfd);
@@ -559,6 +576,10 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		goto out;
 	sp.job_id = o->job_id ? xstrdup(o->job_id) : store_new_job_id();
 	*job_id = xstrdup(sp.job_id);
+	/* devices another job holds: refused before anything of this one exists */
+	if ((rc = sup_lease_devices(&sp, err)))
+		goto out;
+	s = sp.s; /* the ids leased */
 	if ((rc = make_run_folder(&sp, err)))
 		goto out;
 	sp.w = xcalloc((size_t)sp.n, sizeof(*sp.w));

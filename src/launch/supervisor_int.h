@@ -6,7 +6,8 @@
  *                 metrics, root cause and the attempts of a one-node job;
  *   workers.c     one attempt's workers: start them, copy their output
  *                 line by line, stop and reap them (sup_attempt_loop);
- *   node.c        the single attempt of one node of a multi-node job.
+ *   node.c        the single attempt of one node of a multi-node job;
+ *   lease.c       the devices of a `trainctl run` job, leased in the store.
  *
  * struct sup is owned by launch_run, on its stack, for the job's life; the
  * workers' pipe ends and log fds are owned by their struct worker.
@@ -59,6 +60,9 @@ struct sup {
 	struct sbuf console;
 	struct metrics_ingest *mi; /* NULL with --no-metrics or metrics.format none */
 	struct jobio *io;          /* inputs, checkpoints, uploads (jobio_int.h) */
+	/* lease.c: s points at own when the leased ids differ from the spec's */
+	bool leased;
+	struct spec own;           /* a shallow copy of the spec; own.device_ids is ours */
 };
 
 /* ---- supervisor.c ---- */
@@ -89,6 +93,19 @@ int sup_start_workers(struct sup *sp, const struct env_plan *plan, const char *e
 void sup_begin_stop(struct sup *sp);
 /* Run the attempt to its end: every worker reaped, every pipe drained. */
 void sup_attempt_loop(struct sup *sp);
+
+/* ---- lease.c ---- */
+
+/*
+ * A `trainctl run` of accelerators: lease its devices (the spec's ids, or
+ * the lowest free ones when it named none, which sp->s then carries) for
+ * the job, held by this process.  TC_EBUSY naming the job that holds them.
+ * A job the server started, a node of a multi-node job and cpu workers
+ * lease nothing here.
+ */
+int sup_lease_devices(struct sup *sp, struct tc_err *err);
+/* Release them (at the end of the job, whatever it was). */
+void sup_lease_end(struct sup *sp);
 
 /* ---- node.c ---- */
 

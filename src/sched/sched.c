@@ -172,7 +172,7 @@ void sched_decide(const struct sched_in *in, struct sched_decision *out)
 	size_t ntypes = 0, nblocked = 0, nblocked_known = 0;
 	const char *blocked[16];
 	for (size_t i = 0; i < in->ndevs; i++) {
-		free_now[i] = in->devs[i].owner < 0;
+		free_now[i] = in->devs[i].owner == SCHED_FREE;
 		bool seen = false;
 		for (size_t t = 0; t < ntypes && !seen; t++)
 			seen = !strcmp(types[t], in->devs[i].type);

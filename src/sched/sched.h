@@ -22,6 +22,9 @@
  *      preempted for that job.
  *  (5) Quotas: a user's running and stopping jobs plus the candidate may
  *      hold at most quota devices (all types together); no quota = no limit.
+ *  (6) Leased devices (owner SCHED_LEASED: held by a job the scheduler does
+ *      not run, a `trainctl run` on the same machine) are neither free nor
+ *      preemptible: a job that needs them waits, by rule (3).
  *
  * sched_decide() returns one decision; the caller applies it (marks the
  * job running with its ids, or the victims stopping) and asks again until
@@ -50,10 +53,13 @@ struct sched_job {
 	enum sched_state state;
 };
 
+#define SCHED_FREE (-1)   /* owner of a free device */
+#define SCHED_LEASED (-2) /* owner of a device held outside the scheduler (rule 6) */
+
 struct sched_dev {
 	const char *type;
 	int id;
-	int owner; /* index into the jobs array, or -1 when free */
+	int owner; /* index into the jobs array, or SCHED_FREE, or SCHED_LEASED */
 };
 
 struct sched_quota {

@@ -284,7 +284,7 @@ int h_prometheus(struct srv *s, struct MHD_Connection *con)
 		for (size_t k = 0; k < s->ndevs; k++)
 			if (!strcmp(s->devs[k].type, s->devs[i].type)) {
 				total++;
-				used += s->devs[k].owner >= 0;
+				used += s->devs[k].owner != SCHED_FREE;
 			}
 		sbuf_addf(&b, "trainctl_devices{type=\"%s\"} %d\ntrainctl_devices_allocated{type=\"%s\"} %d\n",
 			  s->devs[i].type, total, s->devs[i].type, used);

@@ -1,8 +1,9 @@
 /*
- * server.c -- the main loop of `trainctl server`: rebuild the active jobs
- * from the store, then every tick apply the events supervisors wrote, find
- * supervisors that died, run the scheduler and start supervisors, and
- * sample telemetry.  See server.h for the invariants.
+ * server.c -- the main loop of `trainctl server`: lock the state folder,
+ * rebuild the active jobs from the store, then every tick apply the events
+ * supervisors wrote, find supervisors that died, run the scheduler (around
+ * the devices others lease) and start supervisors, and sample telemetry.
+ * See server.h for the invariants.
  */
 #include "server/server_int.h"
 #include "backend/backend.h"
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -111,13 +113,19 @@ static void sjob_release(struct sjob *j)
 	free(j->ids);
 }
 
-/* Devices of j go back to the pool. */
+/* Devices of j go back to the pool, and so do its leases (store.h). */
 static void release_devices(struct srv *s, struct sjob *j)
 {
 	int idx = (int)(j - s->jobs);
 	for (size_t i = 0; i < s->ndevs; i++)
 		if (s->devs[i].owner == idx)
-			s->devs[i].owner = -1;
+			s->devs[i].owner = SCHED_FREE;
+	if (j->ids && strcmp(j->type, "cpu") != 0) {
+		struct tc_err err = TC_ERR_INIT;
+		if (store_lease_drop(s->st, j->id, &err))
+			logf_(s, "warning: %s", err.msg); /* a stale lease: its supervisor is gone */
+		tc_err_release(&err);
+	}
 	free(j->ids);
 	j->ids = NULL;
 }
@@ -289,8 +297,87 @@ out:
 	return result;
 }
 
-static void start_job(struct srv *s, struct sjob *j, const int *ids)
+/* Device (type, id) as the scheduler knows it, or NULL. */
+static struct sched_dev *find_dev(struct srv *s, const char *type, int id)
 {
+	for (size_t i = 0; i < s->ndevs; i++)
+		if (s->devs[i].id == id && !strcmp(s->devs[i].type, type))
+			return &s->devs[i];
+	return NULL;
+}
+
+/* Device d is held by a lease of job (rule 6 of sched.h). */
+static void mark_leased(struct srv *s, struct sched_dev *d, const char *job)
+{
+	size_t i = (size_t)(d - s->devs);
+	d->owner = SCHED_LEASED;
+	free(s->lease_job[i]);
+	s->lease_job[i] = xstrdup(job);
+}
+
+/*
+ * Leases of jobs the server does not run (`trainctl run`) take their
+ * devices out of the pool until they end; read again every round.
+ */
+static void refresh_leases(struct srv *s)
+{
+	for (size_t i = 0; i < s->ndevs; i++)
+		if (s->devs[i].owner == SCHED_LEASED) {
+			s->devs[i].owner = SCHED_FREE;
+			free(s->lease_job[i]);
+			s->lease_job[i] = NULL;
+		}
+	struct store_lease *v = NULL;
+	size_t n = 0;
+	struct tc_err err = TC_ERR_INIT;
+	if (store_leases_held(s->st, &v, &n, &err)) {
+		logf_(s, "warning: %s", err.msg);
+		tc_err_release(&err);
+		return;
+	}
+	for (size_t k = 0; k < n; k++) {
+		struct sched_dev *d = find_dev(s, v[k].type, v[k].id);
+		if (d && d->owner == SCHED_FREE && !srv_find(s, v[k].job_id))
+			mark_leased(s, d, v[k].job_id);
+	}
+	store_leases_free(v, n);
+}
+
+/*
+ * Lease the devices the scheduler chose for j, held by the server until
+ * the supervisor takes them over (store_job_launch).  False when a `run`
+ * took one since the last round (TC_EBUSY): j waits, and the device is
+ * marked leased.
+ */
+static int lease_for(struct srv *s, struct sjob *j, const int *ids)
+{
+	if (!strcmp(j->type, "cpu"))
+		return 0;
+	int *got = xcalloc((size_t)j->count, sizeof(int));
+	struct store_lease busy;
+	struct tc_err err = TC_ERR_INIT;
+	int rc = store_lease_take(s->st, j->id, j->type, ids, j->count, j->count, getpid(),
+				  s->self_ticks, got, &busy, &err);
+	free(got);
+	if (rc == TC_EBUSY && busy.job_id) {
+		struct sched_dev *d = find_dev(s, busy.type, busy.id);
+		if (d && d->owner == SCHED_FREE)
+			mark_leased(s, d, busy.job_id);
+		logf_(s, "job %s waits: %s", j->id, err.msg);
+	} else if (rc) {
+		logf_(s, "warning: job %s: %s", j->id, err.msg);
+	}
+	store_lease_release(&busy);
+	tc_err_release(&err);
+	return rc;
+}
+
+/* 0: j started (or failed and is forgotten); else lease_for's error, j still queued. */
+static int start_job(struct srv *s, struct sjob *j, const int *ids)
+{
+	int rc = lease_for(s, j, ids);
+	if (rc)
+		return rc;
 	struct tc_err err = TC_ERR_INIT;
 	char *devs = ids_text(ids, j->count);
 	pid_t pid = spawn_supervisor(s, j, devs, &err);
@@ -318,12 +405,15 @@ static void start_job(struct srv *s, struct sjob *j, const int *ids)
 		struct tc_err e2 = TC_ERR_INIT;
 		if (jobs_finish(s->st, j->id, JOB_FAILED, 3, err.msg, err.msg, &e2))
 			logf_(s, "warning: %s", e2.msg);
+		if (strcmp(j->type, "cpu") != 0 && store_lease_drop(s->st, j->id, &e2))
+			logf_(s, "warning: %s", e2.msg);
 		tc_err_release(&e2);
 		logf_(s, "job %s: %s", j->id, err.msg);
 		srv_forget(s, j->id);
 	}
 	free(devs);
 	tc_err_release(&err);
+	return 0;
 }
 
 /*
@@ -628,6 +718,7 @@ static void check_alive(struct srv *s)
 
 static void schedule(struct srv *s)
 {
+	refresh_leases(s);
 	/* backends with a queue (slurm) allocate the nodes; nothing local is held */
 	for (size_t i = 0; i < s->njobs;) {
 		struct sjob *j = &s->jobs[i];
@@ -671,8 +762,10 @@ static void schedule(struct srv *s)
 		struct sjob *j = &s->jobs[k];
 		if (d.action == SCHED_START) {
 			size_t before = s->njobs;
-			start_job(s, j, d.ids);
+			int waits = start_job(s, j, d.ids);
 			sched_decision_release(&d);
+			if (waits && waits != TC_EBUSY)
+				break; /* the store failed: try again next round */
 			if (s->njobs != before) {
 				s->dirty = true; /* forgotten: indices changed */
 				break;
@@ -711,7 +804,7 @@ static int load_devices(struct srv *s)
 	int cpus = s->o.cpu_slots > 0 ? s->o.cpu_slots : devices_count(&l, "cpu");
 	for (int i = 0; i < cpus; i++) {
 		XGROW(s->devs, s->ndevs + 1, alloc);
-		s->devs[s->ndevs++] = (struct sched_dev){ "cpu", i, -1 };
+		s->devs[s->ndevs++] = (struct sched_dev){ "cpu", i, SCHED_FREE };
 	}
 	for (size_t i = 0; i < l.nr; i++) {
 		if (!strcmp(l.v[i].type, "cpu"))
@@ -720,9 +813,10 @@ static int load_devices(struct srv *s)
 		if (!k)
 			continue;
 		XGROW(s->devs, s->ndevs + 1, alloc);
-		s->devs[s->ndevs++] = (struct sched_dev){ k->name, l.v[i].id, -1 };
+		s->devs[s->ndevs++] = (struct sched_dev){ k->name, l.v[i].id, SCHED_FREE };
 	}
 	device_list_release(&l);
+	s->lease_job = xcalloc(s->ndevs ? s->ndevs : 1, sizeof(char *));
 	return 0;
 }
 
@@ -748,6 +842,67 @@ static int load_jobs(struct srv *s, struct tc_err *err)
 	return 0;
 }
 
+/*
+ * One server per state folder: an exclusive flock on $home/server.lock,
+ * which holds "PID ADDRESS" for the next one to name.  The kernel drops the
+ * lock when the process dies, however it dies; the fd is close-on-exec and
+ * proc_start closes every fd above 2 in children, so a supervisor that
+ * outlives the server never keeps it.
+ */
+static int lock_state(struct srv *s, struct tc_err *err)
+{
+	struct sbuf path = SBUF_INIT, who = SBUF_INIT;
+	int rc = mkdir_p(s->home, err), fd = -1;
+	sbuf_addf(&path, "%s/server.lock", s->home);
+	if (!rc && (fd = open(path.buf, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0)
+		rc = tc_error_errno(err, TC_ESYS, "server: cannot open %s", path.buf);
+	if (rc)
+		goto out;
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+		sbuf_addf(&who, "%ld %s\n", (long)getpid(), s->o.listen);
+		if (ftruncate(fd, 0) < 0 || pwrite(fd, who.buf, who.len, 0) != (ssize_t)who.len) {
+			rc = tc_error_errno(err, TC_ESYS, "server: cannot write %s", path.buf);
+			goto out;
+		}
+		s->lock_fd = fd;
+		fd = -1;
+		goto out;
+	}
+	if (errno != EWOULDBLOCK) {
+		rc = tc_error_errno(err, TC_ESYS, "server: cannot lock %s", path.buf);
+		goto out;
+	}
+	/* the holder writes its line right after locking: give it a moment */
+	for (int i = 0; i < 100; i++) {
+		sbuf_reset(&who);
+		if (read_file(path.buf, &who, NULL) == 0 && who.len && who.buf[who.len - 1] == '\n')
+			break;
+		struct timespec ts = { 0, 10 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	long pid = 0;
+	char *end = NULL;
+	if (who.len)
+		pid = strtol(who.buf, &end, 10);
+	if (pid > 0 && end && *end == ' ') {
+		sbuf_rtrim(&who);
+		rc = tc_error(err, TC_EUSAGE,
+			      "server: another server (pid %ld, listening on %s) already uses the state"
+			      " folder %s: stop it first, or give this one its own --state",
+			      pid, end + 1, s->home);
+	} else {
+		rc = tc_error(err, TC_EUSAGE,
+			      "server: another server already uses the state folder %s (%s is locked)",
+			      s->home, path.buf);
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	sbuf_release(&path);
+	sbuf_release(&who);
+	return rc;
+}
+
 static bool is_loopback(const char *listen)
 {
 	return !strncmp(listen, "127.", 4) || !strncmp(listen, "localhost:", 10) ||
@@ -766,6 +921,8 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	struct srv *s = xcalloc(1, sizeof(*s));
 	int rc = 0;
 	s->o = *o;
+	s->lock_fd = -1;
+	s->self_ticks = proc_start_ticks(getpid());
 	s->home = path_absolute(o->home, NULL);
 	s->exe = xstrdup(o->exe);
 	s->loopback = is_loopback(o->listen);
@@ -776,7 +933,7 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	s->quotas = xcalloc((size_t)o->nquotas + 1, sizeof(*s->quotas));
 	for (int i = 0; i < o->nquotas; i++)
 		s->quotas[s->nquotas++] = (struct sched_quota){ o->quotas[i].user, o->quotas[i].max_devices };
-	if ((rc = store_open(s->home, &s->st, err)))
+	if ((rc = lock_state(s, err)) || (rc = store_open(s->home, &s->st, err)))
 		goto out;
 	long long ntok = 0;
 	if ((rc = store_token_count(s->st, &ntok, err)))
@@ -844,6 +1001,9 @@ out:
 		free(s->settling[i].id);
 	free(s->settling);
 	free(s->queue);
+	for (size_t i = 0; s->lease_job && i < s->ndevs; i++)
+		free(s->lease_job[i]);
+	free(s->lease_job);
 	free(s->devs);
 	free(s->quotas);
 	free(s->devices_json);
@@ -852,6 +1012,8 @@ out:
 	free(s->os_user);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->wake);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd); /* the next server may start */
 	free(s);
 	return rc;
 }

@@ -61,6 +61,8 @@ struct settle {
 struct srv {
 	struct server_opts o;
 	char *home, *exe, *os_user;
+	int lock_fd;                /* flock'ed $home/server.lock: one server per state folder */
+	unsigned long long self_ticks; /* with getpid(): holds leases while starting a job */
 	bool loopback;
 	volatile sig_atomic_t stopping;
 	struct MHD_Daemon *mhd;
@@ -78,6 +80,7 @@ struct srv {
 	size_t nqueue, queue_alloc;
 	struct sched_dev *devs;     /* the node's devices (owner = index into jobs) */
 	size_t ndevs;
+	char **lease_job;           /* per device: the job whose lease holds it, or NULL */
 	struct sched_quota *quotas;
 	size_t nquotas;
 	long long last_event;

@@ -156,7 +156,7 @@ void telemetry_sample(struct srv *s)
 		int o = s->devs[i].owner;
 		if (i)
 			sbuf_addch(&all, ',');
-		device_json(&all, &d, o >= 0 ? s->jobs[o].id : NULL);
+		device_json(&all, &d, o >= 0 ? s->jobs[o].id : o == SCHED_LEASED ? s->lease_job[i] : NULL);
 	}
 	sbuf_addch(&all, ']');
 	free(s->devices_json);

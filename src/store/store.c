@@ -93,6 +93,14 @@ static const char *const migrations[] = {
 	"ALTER TABLE jobs ADD COLUMN slurm_job TEXT;"
 	"ALTER TABLE jobs ADD COLUMN slurm_nodes TEXT;"
 	"ALTER TABLE jobs ADD COLUMN slurm_state TEXT;",
+	/* 6: device leases (store_lease.c): who holds which device, by the
+	 * holder's pid and start time; no foreign key, as `trainctl run` takes
+	 * its devices before its job row exists */
+	"CREATE TABLE leases ("
+	" device_type TEXT NOT NULL, device_id INTEGER NOT NULL, job_id TEXT NOT NULL,"
+	" pid INTEGER NOT NULL, ticks INTEGER NOT NULL, since REAL NOT NULL,"
+	" PRIMARY KEY (device_type, device_id));"
+	"CREATE INDEX leases_job ON leases(job_id);",
 };
 
 int db_fail(struct store *st, struct tc_err *err, const char *what)
@@ -269,11 +277,14 @@ int store_job_create(struct store *st, const struct job_row *j, struct tc_err *e
 	int rc = exec_sql(st, "BEGIN IMMEDIATE", err);
 	if (rc)
 		return rc;
+	/* user and devices: who ran it on what (NULL keeps the column's default) */
 	rc = run_stmt(st, err,
 		      "INSERT INTO jobs (id, name, state, run_dir, spec_json, created, world_size,"
-		      " sup_pid, sup_ticks) VALUES (?,?,?,?,?,?,?,?,?)",
-		      "sssssdiii", j->id, j->name, state, j->run_dir, j->spec_json, j->created,
-		      (long long)j->world_size, (long long)j->sup_pid, (long long)j->sup_ticks);
+		      " sup_pid, sup_ticks, user, device_type, device_count, devices)"
+		      " VALUES (?,?,?,?,?,?,?,?,?,COALESCE(?,''),COALESCE(?,'cpu'),?,?)",
+		      "sssssdiiissis", j->id, j->name, state, j->run_dir, j->spec_json, j->created,
+		      (long long)j->world_size, (long long)j->sup_pid, (long long)j->sup_ticks,
+		      j->user, j->device_type, (long long)j->device_count, j->devices);
 	if (!rc)
 		rc = run_stmt(st, err, "INSERT INTO events (job_id, time, state, reason) VALUES (?,?,?,?)",
 			      "sdss", j->id, j->created, state, "created");

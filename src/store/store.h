@@ -28,8 +28,9 @@ struct store;
 
 /*
  * The job record: every column of a jobs row.  Readers get all of them;
- * store_job_create writes the first block (the other columns keep their
- * defaults), store_job_submit the server's block too.
+ * store_job_create writes the first block plus user and the device columns
+ * (the other columns keep their defaults), store_job_submit the server's
+ * block too.
  */
 struct job_row {
 	char *id;
@@ -44,7 +45,11 @@ struct job_row {
 	int world_size;
 	pid_t sup_pid;
 	unsigned long long sup_ticks;
-	/* trainctl server (see the server section below); '' user for `trainctl run` */
+	/*
+	 * trainctl server (see the server section below).  store_job_create
+	 * writes user (the account of `trainctl run`; '' when NULL),
+	 * device_type, device_count and devices too.
+	 */
 	char *user;
 	int priority;
 	bool preemptible;
@@ -260,7 +265,10 @@ int store_job_submit(struct store *st, const struct job_row *j, struct tc_err *e
 /* Managed jobs not in a terminal state, oldest first. */
 int store_job_active_managed(struct store *st, struct job_row **out, size_t *nr,
 			     struct tc_err *err);
-/* The scheduler started its supervisor: devices, pid, state starting, one transaction. */
+/*
+ * The scheduler started its supervisor: devices, pid, state starting, and
+ * the job's leases handed to the supervisor, one transaction.
+ */
 int store_job_launch(struct store *st, const char *id, const char *devices, pid_t pid,
 		     unsigned long long ticks, const char *reason, struct tc_err *err);
 /* Back to state (queued or paused) holding nothing; count_restart adds one to restarts. */
@@ -315,6 +323,53 @@ int store_metric_names_json(struct store *st, const char *job, struct sbuf *out,
 /* [{"time", "cpu", "mem", "devices": [...]}] of samples after since. */
 int store_usage_json(struct store *st, const char *id, double since, struct sbuf *out,
 		     struct tc_err *err);
+
+/* ---- device leases (store_lease.c) ----
+ *
+ * Table leases: one row per device held, (device_type, device_id) unique,
+ * naming the job and the holder process by pid and start ticks.  This is
+ * how `trainctl run` and `trainctl server` on one state folder share the
+ * machine's accelerators: each takes its devices here before workers
+ * start, and neither hands out a device another holds.
+ *
+ * A lease is held while its holder is alive (pid with the same start
+ * ticks, not a zombie) and its job, when it has a row yet, has not ended.
+ * Anything else is stale: a holder killed by SIGKILL releases its devices
+ * by dying, and the next taker replaces the row.  Holders:
+ *   `trainctl run`: its supervisor, from before its job row exists to the
+ *     end (store_lease_drop);
+ *   the server: itself while it starts a job's supervisor, then that
+ *     supervisor (store_job_launch hands the job's leases over), until the
+ *     server sees the job stop holding devices (store_lease_drop).
+ * cpu "devices" are worker slots, not hardware: nobody leases them.
+ */
+struct store_lease {
+	char *type;           /* device type */
+	int id;               /* device id */
+	char *job_id;
+	pid_t pid;            /* the holder */
+	unsigned long long ticks;
+	char *job_name, *user; /* of its job; NULL while it has no row */
+	bool managed;          /* its job is the server's */
+};
+/*
+ * Take n devices of type for job, held by (pid, ticks), in one transaction:
+ * the first n of cand[0..ncand) that no live lease of another job holds
+ * (n == ncand: exactly those), written to got[0..n).  All or none: when
+ * fewer than n are free, TC_EBUSY naming the job that holds the first
+ * candidate in the way, and *busy (when not NULL) is its lease (release
+ * with store_lease_release).
+ */
+int store_lease_take(struct store *st, const char *job, const char *type, const int *cand,
+		     int ncand, int n, pid_t pid, unsigned long long ticks, int *got,
+		     struct store_lease *busy, struct tc_err *err);
+/* Release every lease of job. */
+int store_lease_drop(struct store *st, const char *job, struct tc_err *err);
+/* The leases held now, by type and id. */
+int store_leases_held(struct store *st, struct store_lease **out, size_t *nr,
+		      struct tc_err *err);
+void store_lease_release(struct store_lease *l);
+void store_leases_free(struct store_lease *v, size_t nr);
 
 /* ---- backend: slurm (store_slurm.c) ----
  *

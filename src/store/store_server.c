@@ -142,6 +142,17 @@ int store_job_launch(struct store *st, const char *id, const char *devices, pid_
 		 bind_text(q, 5, id) == SQLITE_OK;
 	rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "launch");
 	sqlite3_finalize(q);
+	/* its leases (the server took them) are the supervisor's from now on */
+	if (!rc && sqlite3_prepare_v2(st->db, "UPDATE leases SET pid=?, ticks=? WHERE job_id=?", -1, &q,
+				      NULL) != SQLITE_OK)
+		rc = db_fail(st, err, "launch");
+	else if (!rc) {
+		ok = sqlite3_bind_int64(q, 1, (sqlite3_int64)pid) == SQLITE_OK &&
+		     sqlite3_bind_int64(q, 2, (sqlite3_int64)ticks) == SQLITE_OK &&
+		     bind_text(q, 3, id) == SQLITE_OK;
+		rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "launch");
+		sqlite3_finalize(q);
+	}
 	if (!rc)
 		rc = add_event(st, id, now_wall(), starting, reason, err);
 	return end(st, rc, err);
@@ -203,7 +214,8 @@ int store_job_stop_reason(struct store *st, const char *id, enum job_stop *out,
 int store_job_delete(struct store *st, const char *id, struct tc_err *err)
 {
 	const char *v[] = { id };
-	return exec_texts(st, err, "delete job", "DELETE FROM jobs WHERE id=?", 1, v);
+	int rc = exec_texts(st, err, "delete job", "DELETE FROM jobs WHERE id=?", 1, v);
+	return rc ? rc : store_lease_drop(st, id, err);
 }
 
 /* ---- events ---- */

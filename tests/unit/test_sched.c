@@ -505,3 +505,38 @@ TEST(preemption_stays_within_the_device_type)
 	CHECK_INT(d.action, SCHED_NONE);
 	sched_decision_release(&d);
 }
+
+/* ---- (6) leased devices ---- */
+
+TEST(leased_devices_are_neither_free_nor_preemptible)
+{
+	struct world w = { 0 };
+	devs(&w, "gpu", 2);
+	w.devs[0].owner = SCHED_LEASED; /* a `trainctl run` holds gpu 0 */
+	size_t one = job(&w, "one", "u", "gpu", 1, 100, false, 1);
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_START);
+	CHECK_INT(d.job, one);
+	CHECK_INT(d.ids[0], 1); /* the free one */
+	sched_decision_release(&d);
+	/* two wanted, one leased: it waits, and even the highest priority preempts nobody */
+	w.jobs[one].count = 2;
+	w.jobs[one].priority = 1000;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE);
+	sched_decision_release(&d);
+	/* exact ids on the leased one wait too */
+	static const int want[] = { 0 };
+	w.jobs[one].count = 1;
+	w.jobs[one].want = want;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE);
+	sched_decision_release(&d);
+	/* nor does a lease count against anybody's quota */
+	w.jobs[one].want = NULL;
+	w.quotas[w.nquotas++] = (struct sched_quota){ "u", 1 };
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_START);
+	sched_decision_release(&d);
+}

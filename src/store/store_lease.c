@@ -1,0 +1,207 @@
+/* store_lease.c -- device leases shared by `trainctl run` and the server; see store.h. */
+#include "store/store.h"
+#include "store/store_int.h"
+#include "core/proc.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A lease row with its job's state, as both readers need it. */
+#define LEASE_SQL                                                                            \
+	"SELECT l.device_type, l.device_id, l.job_id, l.pid, l.ticks, j.name, j.user,"        \
+	" COALESCE(j.managed, 0), j.state FROM leases l LEFT JOIN jobs j ON j.id = l.job_id"
+
+static char *dup_col(sqlite3_stmt *q, int i)
+{
+	const unsigned char *t = sqlite3_column_text(q, i);
+	return t ? xstrdup((const char *)t) : NULL;
+}
+
+/* The same process as when it took the lease, and not a zombie (its workers are gone). */
+static bool holder_alive(pid_t pid, unsigned long long ticks)
+{
+	struct proc_stat ps;
+	if (pid <= 0 || proc_stat_read(pid, &ps) < 0)
+		return false;
+	return ps.start_ticks == ticks && ps.state != 'Z' && ps.state != 'X';
+}
+
+/* Read the current row of q into l; true when the lease is held. */
+static bool read_lease(sqlite3_stmt *q, struct store_lease *l)
+{
+	memset(l, 0, sizeof(*l));
+	l->type = dup_col(q, 0);
+	l->id = sqlite3_column_int(q, 1);
+	l->job_id = dup_col(q, 2);
+	l->pid = (pid_t)sqlite3_column_int64(q, 3);
+	l->ticks = (unsigned long long)sqlite3_column_int64(q, 4);
+	l->job_name = dup_col(q, 5);
+	l->user = dup_col(q, 6);
+	l->managed = sqlite3_column_int(q, 7) != 0;
+	const char *word = (const char *)sqlite3_column_text(q, 8);
+	enum job_state state;
+	if (word && job_state_parse(word, strlen(word), &state) && job_state_terminal(state))
+		return false;
+	return holder_alive(l->pid, l->ticks);
+}
+
+void store_lease_release(struct store_lease *l)
+{
+	if (!l)
+		return;
+	free(l->type);
+	free(l->job_id);
+	free(l->job_name);
+	free(l->user);
+	memset(l, 0, sizeof(*l));
+}
+
+void store_leases_free(struct store_lease *v, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++)
+		store_lease_release(&v[i]);
+	free(v);
+}
+
+/*
+ * The held leases of type (NULL: every type) into *out, by type and id.
+ * Stale rows are left alone: the next taker replaces them.
+ */
+static int held(struct store *st, const char *type, struct store_lease **out, size_t *nr,
+		struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	size_t alloc = 0;
+	*out = NULL;
+	*nr = 0;
+	const char *sql = type ? LEASE_SQL " WHERE l.device_type = ? ORDER BY l.device_id"
+			       : LEASE_SQL " ORDER BY l.device_type, l.device_id";
+	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "read leases");
+	if (type && sqlite3_bind_text(q, 1, type, -1, SQLITE_TRANSIENT) != SQLITE_OK) {
+		sqlite3_finalize(q);
+		return db_fail(st, err, "read leases");
+	}
+	int r;
+	struct store_lease l;
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		if (!read_lease(q, &l)) {
+			store_lease_release(&l);
+			continue;
+		}
+		XGROW(*out, *nr + 1, alloc);
+		(*out)[(*nr)++] = l;
+	}
+	sqlite3_finalize(q);
+	if (r != SQLITE_DONE) {
+		store_leases_free(*out, *nr);
+		*out = NULL;
+		*nr = 0;
+		return db_fail(st, err, "read leases");
+	}
+	return 0;
+}
+
+int store_leases_held(struct store *st, struct store_lease **out, size_t *nr,
+		      struct tc_err *err)
+{
+	return held(st, NULL, out, nr, err);
+}
+
+/* The live lease of another job on device id, or NULL. */
+static const struct store_lease *other_holder(const struct store_lease *v, size_t n, int id,
+					      const char *job)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i].id == id && strcmp(v[i].job_id, job) != 0)
+			return &v[i];
+	return NULL;
+}
+
+static int write_lease(struct store *st, const char *job, const char *type, int id, pid_t pid,
+		       unsigned long long ticks, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db,
+			       "INSERT OR REPLACE INTO leases (device_type, device_id, job_id, pid, ticks,"
+			       " since) VALUES (?,?,?,?,?,?)",
+			       -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "take lease");
+	int ok = sqlite3_bind_text(q, 1, type, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
+		 sqlite3_bind_int(q, 2, id) == SQLITE_OK &&
+		 sqlite3_bind_text(q, 3, job, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
+		 sqlite3_bind_int64(q, 4, (sqlite3_int64)pid) == SQLITE_OK &&
+		 sqlite3_bind_int64(q, 5, (sqlite3_int64)ticks) == SQLITE_OK &&
+		 sqlite3_bind_double(q, 6, now_wall()) == SQLITE_OK;
+	int rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "take lease");
+	sqlite3_finalize(q);
+	return rc;
+}
+
+static void lease_copy(struct store_lease *to, const struct store_lease *from)
+{
+	*to = *from;
+	to->type = xstrdup(from->type);
+	to->job_id = xstrdup(from->job_id);
+	to->job_name = from->job_name ? xstrdup(from->job_name) : NULL;
+	to->user = from->user ? xstrdup(from->user) : NULL;
+}
+
+int store_lease_take(struct store *st, const char *job, const char *type, const int *cand,
+		     int ncand, int n, pid_t pid, unsigned long long ticks, int *got,
+		     struct store_lease *busy, struct tc_err *err)
+{
+	if (busy)
+		memset(busy, 0, sizeof(*busy));
+	if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+		return db_fail(st, err, "take lease");
+	struct store_lease *v = NULL;
+	size_t nv = 0;
+	int rc = held(st, type, &v, &nv, err);
+	int k = 0;
+	const struct store_lease *first = NULL;
+	for (int i = 0; !rc && i < ncand && k < n; i++) {
+		const struct store_lease *h = other_holder(v, nv, cand[i], job);
+		if (h && !first)
+			first = h;
+		if (!h)
+			got[k++] = cand[i];
+	}
+	if (!rc && k < n) {
+		if (first) {
+			rc = tc_error(err, TC_EBUSY, "%s %d is held by job %s", type, first->id,
+				      first->job_id);
+			if (busy)
+				lease_copy(busy, first);
+		} else {
+			rc = tc_error(err, TC_EBUSY, "%d %s devices wanted, %d given", n, type, ncand);
+		}
+	}
+	for (int i = 0; !rc && i < k; i++)
+		rc = write_lease(st, job, type, got[i], pid, ticks, err);
+	store_leases_free(v, nv);
+	if (rc) {
+		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+		return rc;
+	}
+	if (sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+		rc = db_fail(st, err, "take lease");
+		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+	}
+	return rc;
+}
+
+int store_lease_drop(struct store *st, const char *job, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db, "DELETE FROM leases WHERE job_id=?", -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "release leases");
+	int rc = sqlite3_bind_text(q, 1, job, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
+				 sqlite3_step(q) == SQLITE_DONE
+			 ? 0
+			 : db_fail(st, err, "release leases");
+	sqlite3_finalize(q);
+	return rc;
+}
