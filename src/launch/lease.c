@@ -14,12 +14,15 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The ids a run may take: those named, else every one of its type here, lowest first. */
-static int *candidates(const struct spec *s, int *n)
+/*
+ * The ids a run may take: the spec's (named, or the first ones), else
+ * (wide) every one of its type here, lowest first.
+ */
+static int *candidates(const struct spec *s, bool wide, int *n)
 {
 	int *v = NULL;
 	*n = 0;
-	if (!s->device_ids_given) {
+	if (wide) {
 		struct device_list l = DEVICE_LIST_INIT;
 		devices_discover(&l);
 		size_t alloc = 0;
@@ -61,13 +64,22 @@ int sup_lease_devices(struct sup *sp, struct tc_err *err)
 	/* the server leased a supervised job's devices; Slurm allocates a node's; cpus are slots */
 	if (sp->o->job_id || sp->o->node || !strcmp(s->device_type, "cpu"))
 		return 0;
-	int ncand = 0;
-	int *cand = candidates(s, &ncand);
 	int *got = xcalloc((size_t)s->per_node, sizeof(int));
 	struct store_lease busy;
-	int rc = store_lease_take(sp->st, sp->job_id, s->device_type, cand, ncand, s->per_node,
-				  getpid(), proc_start_ticks(getpid()), got, &busy, err);
-	free(cand);
+	unsigned long long ticks = proc_start_ticks(getpid());
+	int rc = TC_EBUSY;
+	/* the spec's ids first: discovery (NVML) again only when they are taken */
+	for (int wide = 0; rc == TC_EBUSY && wide <= !s->device_ids_given; wide++) {
+		int ncand = 0;
+		int *cand = candidates(s, wide, &ncand);
+		if (wide) {
+			store_lease_release(&busy);
+			tc_err_release(err);
+		}
+		rc = store_lease_take(sp->st, sp->job_id, s->device_type, cand, ncand, s->per_node,
+				      getpid(), ticks, got, &busy, err);
+		free(cand);
+	}
 	if (rc == TC_EBUSY && busy.job_id) {
 		struct sbuf msg = SBUF_INIT;
 		say_holder(&msg, &busy);
