@@ -123,7 +123,7 @@ static void release_devices(struct srv *s, struct sjob *j)
 	if (j->ids && strcmp(j->type, "cpu") != 0) {
 		struct tc_err err = TC_ERR_INIT;
 		if (store_lease_drop(s->st, j->id, &err))
-			logf_(s, "warning: %s", err.msg); /* a stale lease: its supervisor is gone */
+			logf_(s, "warning: %s", err.msg); /* left behind, it ends with its holder */
 		tc_err_release(&err);
 	}
 	free(j->ids);
@@ -345,9 +345,8 @@ static void refresh_leases(struct srv *s)
 
 /*
  * Lease the devices the scheduler chose for j, held by the server until
- * the supervisor takes them over (store_job_launch).  False when a `run`
- * took one since the last round (TC_EBUSY): j waits, and the device is
- * marked leased.
+ * the supervisor takes them over (store_job_launch).  TC_EBUSY when a `run`
+ * took one since the last round: j waits, and the device is marked leased.
  */
 static int lease_for(struct srv *s, struct sjob *j, const int *ids)
 {
