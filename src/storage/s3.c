@@ -133,6 +133,7 @@ struct s3req {
 	bool have_length;
 	uint64_t total;                /* whole object size from Content-Range */
 	bool have_total;
+	bool headers_done;             /* the blank line that ends the headers came */
 	double last_modified;
 	/* per try */
 	struct md5 *md5;
@@ -174,6 +175,12 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg)
 {
 	struct s3req *rq = arg;
 	size_t len = size * n;
+	/* curl 7.88 reports success for an answer cut off inside its headers,
+	 * reading a body of unknown length to the close: only this line tells */
+	if (len >= 5 && !strncmp(buf, "HTTP/", 5))
+		rq->headers_done = false;
+	else if ((len == 2 && buf[0] == '\r' && buf[1] == '\n') || (len == 1 && buf[0] == '\n'))
+		rq->headers_done = true;
 	const char *colon = memchr(buf, ':', len);
 	if (!colon)
 		return len;
@@ -366,6 +373,7 @@ static void try_reset(const struct s3 *s, struct s3req *rq, bool *check_get, boo
 	rq->etag[0] = '\0';
 	rq->have_length = false;
 	rq->have_total = false;
+	rq->headers_done = false;
 	rq->sink_failed = false;
 	md5_free(rq->md5);
 	rq->md5 = NULL;
@@ -418,14 +426,19 @@ static bool set_options(CURL *h, const struct s3 *s, struct s3req *rq, const cha
 }
 
 /*
- * A 2xx answer: is it what was asked for?  A range answered in full, data
- * that does not match its plain-MD5 ETag, or an <Error> inside a POST's 200
- * fill why (and *retry where another try may do better).
+ * A 2xx answer: is it what was asked for?  Headers cut off before their
+ * end, a range answered in full, data that does not match its plain-MD5
+ * ETag, or an <Error> inside a POST's 200 fill why (and *retry where another
+ * try may do better).
  */
 static void check_answer(struct s3req *rq, bool ranged, bool check_get, bool check_put,
 			 uint64_t start_done, struct sbuf *why, bool *retry)
 {
-	if (ranged && rq->status != 206) {
+	if (!rq->headers_done) {
+		/* nothing reached the sink: curl was still reading headers */
+		sbuf_addf(why, "the answer (HTTP %ld) was cut off in its headers", rq->status);
+		*retry = true;
+	} else if (ranged && rq->status != 206) {
 		sbuf_addf(why, "the server ignored the byte range (HTTP %ld)", rq->status);
 		*retry = false;
 	} else if (rq->md5 && rq->etag[0] && is_md5_hex(rq->etag) &&

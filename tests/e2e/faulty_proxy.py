@@ -11,6 +11,11 @@ one of these faults, in turn:
          then both sides closed
   cutres forwarded whole, but only part of the answer comes back
 
+and, only when asked for by name (faults=...):
+
+  cuthead forwarded whole, but the answer stops after its status line and
+          first header (libcurl 7.88 calls that a success with an empty body)
+
 Run alone:  faulty_proxy.py UPSTREAM_PORT EVERY  (prints the port it listens on)
 """
 import socket
@@ -112,6 +117,8 @@ class FaultyProxy:
                     return
                 if fault == "cutres":
                     state["cut"] = 200  # bytes of the answer that still get through
+                if fault == "cuthead":
+                    state["cut"] = "head"
                 up.sendall(head + body)
         except OSError:
             return
@@ -130,6 +137,14 @@ class FaultyProxy:
             while True:
                 data = up.recv(65536)
                 if not data:
+                    break
+                if state["cut"] == "head":
+                    while data.count(b"\r\n") < 2:  # the status line and one header
+                        more = up.recv(65536)
+                        if not more:
+                            break
+                        data += more
+                    client.sendall(b"\r\n".join(data.split(b"\r\n")[:2]) + b"\r\n")
                     break
                 if state["cut"] is not None:
                     client.sendall(data[: state["cut"]])

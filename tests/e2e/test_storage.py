@@ -154,6 +154,26 @@ def test_faulty_proxy_sync_is_byte_identical(tc, s3, tmp_path):
         proxy.stop()
 
 
+def test_answer_cut_in_its_headers_is_retried(tc, s3, tmp_path):
+    # libcurl reports success for an answer whose headers stop before
+    # Content-Length; it was taken as an empty body ("got 0 of N bytes")
+    # or an empty listing, whenever a cut happened to fall there
+    src = tmp_path / "src"
+    files = make_tree(src)
+    b = s3.bucket()
+    run(tc, "sync", "--jobs", "4", str(src), f"s3://{b}/h/", env=s3.env())
+    proxy = FaultyProxy(s3.port, every=2, faults=("cuthead",)).start()
+    try:
+        env = s3.env(f"http://127.0.0.1:{proxy.port}")
+        dst = tmp_path / "dst"
+        p = run(tc, "sync", "--jobs", "1", f"s3://{b}/h/", str(dst), env=env)
+        assert counts(p.stdout)["copied"] == len(files)
+        assert tree(dst) == files
+        assert proxy.injected["cuthead"] >= len(files), proxy.injected
+    finally:
+        proxy.stop()
+
+
 @pytest.mark.parametrize("direction", ["up", "down"])
 def test_sigkilled_sync_rerun_completes(tc, s3, tmp_path, direction):
     src = tmp_path / "src"
