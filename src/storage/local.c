@@ -336,7 +336,7 @@ static int l_next(struct storage_iter *base, struct storage_obj *obj, struct tc_
 fill:
 	obj->key = it->key.buf;
 	obj->size = (uint64_t)sb.st_size;
-	obj->mtime = (double)sb.st_mtim.tv_sec + sb.st_mtim.tv_nsec / 1e9;
+	obj->mtime_ns = timespec_to_ns(sb.st_mtim);
 	obj->etag = NULL;
 	return 1;
 }
@@ -389,7 +389,7 @@ static int l_stat(struct storage *st, const char *key, struct storage_obj *obj, 
 	} else {
 		obj->key = key;
 		obj->size = (uint64_t)sb.st_size;
-		obj->mtime = (double)sb.st_mtim.tv_sec + sb.st_mtim.tv_nsec / 1e9;
+		obj->mtime_ns = timespec_to_ns(sb.st_mtim);
 		obj->etag = NULL;
 	}
 	free(p);
@@ -463,7 +463,7 @@ struct wtx {
 	int dirfd;        /* the target's folder, reached without following links */
 	char *leaf, *tmpleaf;
 	int fd;
-	double mtime;
+	int64_t mtime_ns;
 };
 
 static atomic_uint tmp_counter;
@@ -479,8 +479,8 @@ static void wtx_free(struct wtx *tx)
 	free(tx);
 }
 
-static int l_wbegin(struct storage *st, const char *key, uint64_t size, double mtime, int nparts,
-		    struct wtx **out, struct tc_err *err)
+static int l_wbegin(struct storage *st, const char *key, uint64_t size, int64_t mtime_ns,
+		    int nparts, struct wtx **out, struct tc_err *err)
 {
 	(void)nparts;
 	const char *leaf;
@@ -492,7 +492,7 @@ static int l_wbegin(struct storage *st, const char *key, uint64_t size, double m
 	tx->dirfd = dirfd;
 	tx->path = local_path(st, key);
 	tx->leaf = xstrdup(leaf);
-	tx->mtime = mtime;
+	tx->mtime_ns = mtime_ns;
 	struct sbuf t = SBUF_INIT;
 	sbuf_addf(&t, TMP_PREFIX "%s-%d-%u", leaf, (int)getpid(), atomic_fetch_add(&tmp_counter, 1));
 	tx->tmpleaf = sbuf_detach(&t);
@@ -635,11 +635,8 @@ static int l_wcommit(struct wtx *tx, struct tc_err *err)
 {
 	int rc = 0;
 	struct timespec ts[2];
-	ts[0].tv_sec = ts[1].tv_sec = (time_t)tx->mtime;
-	ts[0].tv_nsec = ts[1].tv_nsec = (long)((tx->mtime - (double)(time_t)tx->mtime) * 1e9);
-	if (ts[0].tv_nsec < 0 || ts[0].tv_nsec >= 1000000000)
-		ts[0].tv_nsec = ts[1].tv_nsec = 0;
-	if (tx->mtime > 0 && futimens(tx->fd, ts) < 0)
+	ts[0] = ts[1] = ns_to_timespec(tx->mtime_ns);
+	if (tx->mtime_ns > 0 && futimens(tx->fd, ts) < 0)
 		rc = tc_error_errno(err, TC_ESTORAGE, "cannot set the time of '%s'", tx->tmp);
 	if (close(tx->fd) < 0 && !rc)
 		rc = tc_error_errno(err, TC_ESTORAGE, "cannot write '%s'", tx->tmp);

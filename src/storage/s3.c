@@ -134,7 +134,7 @@ struct s3req {
 	uint64_t total;                /* whole object size from Content-Range */
 	bool have_total;
 	bool headers_done;             /* the blank line that ends the headers came */
-	double last_modified;
+	int64_t last_modified_ns;
 	/* per try */
 	struct md5 *md5;
 	bool sink_failed;
@@ -163,12 +163,13 @@ static CURL *handle(void)
 	return tl_curl;
 }
 
-static double parse_http_date(const char *v)
+/* An HTTP date (whole seconds) as nanoseconds since the epoch, 0 if it is none. */
+static int64_t parse_http_date(const char *v)
 {
 	struct tm tm;
 	memset(&tm, 0, sizeof(tm));
 	const char *end = strptime(v, "%a, %d %b %Y %H:%M:%S", &tm);
-	return end ? (double)timegm(&tm) : 0;
+	return end ? (int64_t)timegm(&tm) * NS_PER_SEC : 0;
 }
 
 static size_t on_header(char *buf, size_t size, size_t n, void *arg)
@@ -225,7 +226,7 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg)
 		if (vl < sizeof(tmp)) {
 			memcpy(tmp, v, vl);
 			tmp[vl] = '\0';
-			rq->last_modified = parse_http_date(tmp);
+			rq->last_modified_ns = parse_http_date(tmp);
 		}
 	}
 	return len;
@@ -593,7 +594,7 @@ static int s3_next(struct storage_iter *base, struct storage_obj *obj, struct tc
 	struct s3_xml_obj *o = &it->page.obj[it->i++];
 	obj->key = o->key;
 	obj->size = o->size;
-	obj->mtime = o->mtime;
+	obj->mtime_ns = o->mtime_ns;
 	obj->etag = o->etag;
 	return 1;
 }
@@ -624,7 +625,7 @@ static int s3_stat(struct storage *st, const char *key, struct storage_obj *obj,
 	if (!rc) {
 		obj->key = key;
 		obj->size = rq.content_length;
-		obj->mtime = rq.last_modified;
+		obj->mtime_ns = rq.last_modified_ns;
 		obj->etag_buf = rq.etag[0] ? xstrdup(rq.etag) : NULL;
 		obj->etag = obj->etag_buf;
 	}
@@ -668,32 +669,33 @@ struct wtx {
 	char *upload_id; /* NULL: one PUT */
 	int nparts;
 	char **etags;
-	double mtime;
+	int64_t mtime_ns;
 };
 
-static void mtime_header(struct s3req *rq, double mtime)
+static void mtime_header(struct s3req *rq, int64_t mtime_ns)
 {
-	if (mtime <= 0)
+	if (mtime_ns <= 0)
 		return;
 	struct sbuf h = SBUF_INIT;
-	/* rclone's convention, so that rclone sees the file's time */
-	sbuf_addf(&h, "x-amz-meta-mtime: %.9f", mtime);
+	/* rclone's convention (seconds with 9 decimals), so that rclone sees the file's time */
+	sbuf_addf(&h, "x-amz-meta-mtime: %lld.%09lld", (long long)(mtime_ns / NS_PER_SEC),
+		  (long long)(mtime_ns % NS_PER_SEC));
 	rq->hdrs = curl_slist_append(rq->hdrs, h.buf);
 	sbuf_release(&h);
 }
 
-static int s3_wbegin(struct storage *st, const char *key, uint64_t size, double mtime, int nparts,
-		     struct wtx **out, struct tc_err *err)
+static int s3_wbegin(struct storage *st, const char *key, uint64_t size, int64_t mtime_ns,
+		     int nparts, struct wtx **out, struct tc_err *err)
 {
 	(void)size;
 	struct wtx *tx = xcalloc(1, sizeof(*tx));
 	tx->st = st;
 	tx->key = xstrdup(key);
 	tx->nparts = nparts;
-	tx->mtime = mtime;
+	tx->mtime_ns = mtime_ns;
 	if (nparts > 1) {
 		struct s3req rq = { .method = "POST", .key = key, .rooted = true, .query = "uploads=" };
-		mtime_header(&rq, mtime);
+		mtime_header(&rq, mtime_ns);
 		int rc = s3_do(st, &rq, err);
 		char *id = rc ? NULL : s3_xml_upload_id(rq.resp.buf, rq.resp.len);
 		if (!rc && !id)
@@ -723,7 +725,7 @@ static int s3_wpart(struct wtx *tx, int part, uint64_t off, uint64_t len, struct
 		url_encode(&q, tx->upload_id, false);
 		rq.query = q.buf;
 	} else {
-		mtime_header(&rq, tx->mtime);
+		mtime_header(&rq, tx->mtime_ns);
 		rq.hdrs = curl_slist_append(rq.hdrs, "Content-Type: application/octet-stream");
 	}
 	int rc = s3_do(tx->st, &rq, err);

@@ -46,7 +46,7 @@ char *s3_ini_get(const char *text, size_t len, const char *section, const char *
 struct s3_xml_obj {
 	char *key;   /* with the listing's prefix taken off */
 	uint64_t size;
-	double mtime;
+	int64_t mtime_ns; /* LastModified, nanoseconds since the epoch (0: none) */
 	char *etag;  /* without quotes, or NULL */
 };
 
@@ -75,6 +75,6 @@ char *s3_xml_upload_id(const char *xml, size_t len);
 /* The decoded text (entities, numeric references) of the first <tag>..</tag> in [xml, end). */
 bool s3_xml_text(const char *xml, const char *end, const char *tag, struct sbuf *out);
 /* "2026-01-02T03:04:05.678Z" as seconds since the epoch; 0 when not such a date. */
-double s3_parse_iso_date(const char *v);
+int64_t s3_parse_iso_date(const char *v);
 
 #endif

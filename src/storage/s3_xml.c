@@ -7,6 +7,7 @@
 #include "core/enc.h"
 #include "core/xalloc.h"
 #include "storage/s3_int.h"
+#include "storage/storage.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -73,20 +74,18 @@ bool s3_xml_text(const char *xml, const char *end, const char *tag, struct sbuf 
 	return found;
 }
 
-double s3_parse_iso_date(const char *v)
+int64_t s3_parse_iso_date(const char *v)
 {
 	struct tm tm;
 	memset(&tm, 0, sizeof(tm));
 	const char *end = strptime(v, "%Y-%m-%dT%H:%M:%S", &tm);
 	if (!end)
 		return 0;
-	double frac = 0;
-	if (*end == '.') {
-		double scale = 0.1;
+	int64_t frac = 0, scale = NS_PER_SEC / 10;
+	if (*end == '.') /* digits past the nanosecond are dropped */
 		for (end++; *end >= '0' && *end <= '9'; end++, scale /= 10)
 			frac += (*end - '0') * scale;
-	}
-	return (double)timegm(&tm) + frac;
+	return (int64_t)timegm(&tm) * NS_PER_SEC + frac;
 }
 
 /* One <Contents> element [a, b) into o; false when it is not an object under prefix. */
@@ -103,7 +102,7 @@ static bool list_entry(const char *a, const char *b, const char *prefix, struct 
 	if (s3_xml_text(a, b, "Size", f))
 		o->size = strtoull(f->buf, NULL, 10);
 	if (s3_xml_text(a, b, "LastModified", f))
-		o->mtime = s3_parse_iso_date(f->buf);
+		o->mtime_ns = s3_parse_iso_date(f->buf);
 	if (s3_xml_text(a, b, "ETag", f)) {
 		const char *v = f->buf;
 		size_t l = f->len;

@@ -42,10 +42,15 @@
 
 struct storage;
 
+#define NS_PER_SEC 1000000000LL
+
 struct storage_obj {
 	const char *key;  /* relative to the root; valid during the callback/next call */
 	uint64_t size;
-	double mtime;     /* seconds since the epoch (S3: LastModified) */
+	/* nanoseconds since the epoch, 0 when unknown (S3: LastModified); an
+	 * integer because a copy gets its source's time exactly, which a
+	 * double of seconds (~240 ns apart today) cannot hold */
+	int64_t mtime_ns;
 	const char *etag; /* S3 ETag without quotes, or NULL (local) */
 	char *etag_buf;   /* storage_stat: the heap copy etag points to (see storage_obj_release) */
 };

@@ -9,9 +9,26 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "core/sbuf.h"
 #include "storage/storage.h"
+
+/* A file time as nanoseconds since the epoch, and back (tv_nsec in [0, 1e9)). */
+static inline int64_t timespec_to_ns(struct timespec t)
+{
+	return (int64_t)t.tv_sec * NS_PER_SEC + t.tv_nsec;
+}
+
+static inline struct timespec ns_to_timespec(int64_t ns)
+{
+	int64_t sec = ns / NS_PER_SEC, rem = ns % NS_PER_SEC;
+	if (rem < 0) {
+		rem += NS_PER_SEC;
+		sec--;
+	}
+	return (struct timespec){ .tv_sec = (time_t)sec, .tv_nsec = (long)rem };
+}
 
 /* Push bytes somewhere (a file at an offset, a buffer); 0 or -1 with errno. */
 typedef int (*sink_fn)(void *arg, const void *data, size_t len);
@@ -41,9 +58,10 @@ struct storage_ops {
 	 */
 	int (*read)(struct storage *st, const char *key, uint64_t off, uint64_t len,
 		    sink_fn sink, void *arg, uint64_t *done, struct tc_err *err);
-	/* Start writing key of size bytes in nparts parts. */
-	int (*wbegin)(struct storage *st, const char *key, uint64_t size, double mtime, int nparts,
-		      struct wtx **out, struct tc_err *err);
+	/* Start writing key of size bytes in nparts parts; a local file gets
+	 * mtime_ns (nanoseconds, 0: now), an object keeps it as metadata. */
+	int (*wbegin)(struct storage *st, const char *key, uint64_t size, int64_t mtime_ns,
+		      int nparts, struct wtx **out, struct tc_err *err);
 	/* Write part (0-based) from a reader, or (local) from a source file. */
 	int (*wpart)(struct wtx *tx, int part, uint64_t off, uint64_t len, struct reader *rd,
 		     struct tc_err *err);

@@ -18,7 +18,6 @@
 #include "storage/storage_int.h"
 
 #include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -108,12 +107,11 @@ static bool differs(struct syncer *s, const struct storage_obj *a, const struct 
 	if (a->size != b->size)
 		return true;
 	bool sl = s->src->ops == &storage_local_ops, dl = s->dst->ops == &storage_local_ops;
-	if (sl && dl)
-		return fabs(a->mtime - b->mtime) > 1e-3;
-	if (sl)
-		return floor(a->mtime) > b->mtime; /* the object is older than the file */
+	/* a local copy was given its source's time to the nanosecond */
 	if (dl)
-		return fabs(a->mtime - b->mtime) > 1e-3;
+		return a->mtime_ns != b->mtime_ns;
+	if (sl) /* the object is older than the file's whole second */
+		return (int64_t)ns_to_timespec(a->mtime_ns).tv_sec * NS_PER_SEC > b->mtime_ns;
 	return !a->etag || !b->etag || strcmp(a->etag, b->etag) != 0;
 }
 

@@ -33,7 +33,7 @@ struct xfer {
 	struct storage *src, *dst;
 	char *src_key, *dst_key;
 	uint64_t size, part_size;
-	double mtime;
+	int64_t mtime_ns;
 	int nparts;
 	struct wtx *tx;
 	atomic_int left;
@@ -245,7 +245,7 @@ static int redo_whole(struct xfer *x, struct tc_err *err)
 {
 	x->tx = NULL;
 	count(x, -atomic_load(&x->counted)); /* every byte moves again */
-	int rc = x->dst->ops->wbegin(x->dst, x->dst_key, x->size, x->mtime, x->nparts, &x->tx, err);
+	int rc = x->dst->ops->wbegin(x->dst, x->dst_key, x->size, x->mtime_ns, x->nparts, &x->tx, err);
 	if (rc)
 		return rc;
 	for (int i = 0; i < x->nparts && !rc; i++)
@@ -336,9 +336,9 @@ void xfer_submit(struct pool *pl, struct storage *src, const struct storage_obj 
 		x->part_size = x->size ? x->size : 1;
 		x->nparts = 1;
 	}
-	x->mtime = obj->mtime;
+	x->mtime_ns = obj->mtime_ns;
 	struct tc_err err = TC_ERR_INIT;
-	int rc = dst->ops->wbegin(dst, dst_key, x->size, obj->mtime, x->nparts, &x->tx, &err);
+	int rc = dst->ops->wbegin(dst, dst_key, x->size, obj->mtime_ns, x->nparts, &x->tx, &err);
 	if (rc) {
 		done(arg, dst_key, x->size, rc, err.msg ? err.msg : "cannot start the copy");
 		tc_err_release(&err);

@@ -36,7 +36,7 @@ TEST(xml_list_strips_the_prefix_and_skips_folders)
 	CHECK_STR(l.obj[0].key, "a.bin");
 	CHECK_INT(l.obj[0].size, 42);
 	CHECK_STR(l.obj[0].etag, "0123456789abcdef0123456789abcdef");
-	CHECK(l.obj[0].mtime > 1767323045.4 && l.obj[0].mtime < 1767323045.6);
+	CHECK(l.obj[0].mtime_ns == 1767323045500000000LL);
 	CHECK_STR(l.obj[1].key, "a & b \xc3\xa9\xe2\x82\xac.txt");
 	CHECK_STR(l.obj[1].etag, "abc-2");
 	CHECK(l.truncated);
@@ -136,6 +136,9 @@ TEST(xml_errors_and_upload_ids)
 	free(id);
 	CHECK(s3_xml_upload_id(init, 20) == NULL);
 	CHECK(s3_parse_iso_date("not a date") == 0);
+	/* to the nanosecond, as an integer: a double of seconds is ~120 ns off */
+	CHECK(s3_parse_iso_date("2026-01-02T03:04:05.123456789Z") == 1767323045123456789LL);
+	CHECK(s3_parse_iso_date("2026-01-02T03:04:05Z") == 1767323045000000000LL);
 }
 
 TEST(ini_sections_comments_and_spaces)

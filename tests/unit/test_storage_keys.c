@@ -39,7 +39,7 @@ static int fake_next(struct storage_iter *base, struct storage_obj *obj, struct 
 		return 0;
 	obj->key = it->keys[it->i++];
 	obj->size = sizeof(fake_body) - 1;
-	obj->mtime = 1700000000.0;
+	obj->mtime_ns = 1700000000LL * NS_PER_SEC;
 	obj->etag = NULL;
 	return 1;
 }
