@@ -323,13 +323,19 @@ static _Noreturn void child_run(const struct proc *p, const struct prep *pp)
 		}
 	}
 	for (int sig = 1; sig < 64; sig++) {
+		struct sigaction cur;
 		if (sig == SIGKILL || sig == SIGSTOP)
 			continue;
 		if (p->ignore_sigs & PROC_SIG(sig))
 			signal(sig, SIG_IGN);
 		else if (p->default_sigs & PROC_SIG(sig))
 			signal(sig, SIG_DFL);
+		else if (sigaction(sig, NULL, &cur) == 0 && cur.sa_handler != SIG_IGN &&
+			 cur.sa_handler != SIG_DFL)
+			signal(sig, SIG_DFL); /* as exec will: the parent's handler means nothing here */
 	}
+	/* signals were blocked since before the fork (fork_blocked): one that came
+	 * in between is delivered now, to the dispositions just set */
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
@@ -358,6 +364,26 @@ static _Noreturn void child_run(const struct proc *p, const struct prep *pp)
 }
 
 /* ---- the parent ---- */
+
+/*
+ * fork() with every signal blocked until the child has set its own
+ * dispositions (child_run): a signal sent to the new pid before that would
+ * run the parent's handler in the child and be lost -- a server's stop of a
+ * supervisor that had not reached exec yet ran the job to its end.
+ */
+static pid_t fork_blocked(void)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	int masked = pthread_sigmask(SIG_BLOCK, &all, &old);
+	pid_t pid = fork();
+	if (pid != 0 && masked == 0) {
+		int e = errno;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		errno = e;
+	}
+	return pid;
+}
 
 static int report_error(struct proc *p, const struct prep *pp, const struct report *r,
 			struct tc_err *err)
@@ -430,7 +456,7 @@ int proc_start(struct proc *p, struct tc_err *err)
 		prep_release(&pp);
 		return rc;
 	}
-	pid_t pid = fork();
+	pid_t pid = fork_blocked();
 	if (pid < 0) {
 		rc = tc_error_errno(err, TC_ESYS, "cannot start '%s'", name_of(p, &pp));
 		prep_release(&pp);
@@ -452,7 +478,7 @@ int proc_start_detached(struct proc *p, struct tc_err *err)
 		prep_release(&pp);
 		return rc;
 	}
-	pid_t mid = fork();
+	pid_t mid = fork_blocked(); /* the intermediate keeps them blocked for the child */
 	if (mid < 0) {
 		rc = tc_error_errno(err, TC_ESYS, "cannot start '%s'", name_of(p, &pp));
 		close_fd(&pidp[0]);

@@ -483,3 +483,60 @@ TEST(detached)
 	proc_clear(&q);
 	tc_err_release(&e);
 }
+
+static volatile sig_atomic_t term_handled;
+
+static void note_term(int sig)
+{
+	(void)sig;
+	term_handled = 1;
+}
+
+static int fn_pause(void *arg)
+{
+	(void)arg;
+	sleep(60); /* a signal ends it: SIGTERM kills it, or the handler cuts the sleep */
+	return 0;
+}
+
+/* The wait status of pid, or -1 (and pid killed) when it is still there after 5 s. */
+static int wait_briefly(pid_t pid)
+{
+	int st;
+	for (int i = 0; i < 5000; i++) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r == pid)
+			return st;
+		usleep(1000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
+}
+
+TEST(signal_before_the_child_is_set_up_is_not_lost)
+{
+	/* a stop sent the moment a child starts (a server stopping a supervisor
+	 * that has not reached exec) must not run this process's handler in the
+	 * child, where it is lost: the child dies of it as if it came later */
+	struct sigaction sa = { .sa_handler = note_term }, old;
+	sigemptyset(&sa.sa_mask);
+	CHECK(sigaction(SIGTERM, &sa, &old) == 0);
+	for (int i = 0; i < 100; i++) {
+		struct proc p = PROC_INIT;
+		struct tc_err e = TC_ERR_INIT;
+		p.fn = fn_pause;
+		p.default_sigs = i % 2 ? PROC_SIG(SIGTERM) : 0; /* a handler is never inherited */
+		p.in.how = p.out.how = p.err.how = PROC_IO_NULL;
+		CHECK_INT(proc_start(&p, &e), 0);
+		CHECK(kill(p.pid, SIGTERM) == 0);
+		int st = wait_briefly(p.pid);
+		CHECK(st != -1);
+		CHECK_INT(proc_exit_of(st).sig, SIGTERM);
+		proc_clear(&p);
+		if (st == -1)
+			break;
+	}
+	CHECK(!term_handled); /* and it never ran here */
+	CHECK(sigaction(SIGTERM, &old, NULL) == 0);
+}
