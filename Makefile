@@ -13,7 +13,7 @@ FUZZ_CHECK_SECONDS ?= 20
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all build asan deps demo check unit unit-asan e2e install clean bench \
+.PHONY: all build asan deps demo check unit unit-asan e2e soak install clean bench \
 	fuzz-build fuzz fuzz-check
 
 all: build
@@ -51,6 +51,11 @@ unit-asan: asan
 # anywhere in a real run fails the suite.
 e2e: asan tests/ui/node_modules/playwright-core
 	TRAINCTL=$(CURDIR)/$(ASAN_BUILD)/trainctl $(PYTHON) -m pytest -q tests/e2e
+
+# The e2e suite twice while stress-ng keeps 2 CPUs busy, as on a loaded CI
+# machine (scripts/soak.sh; SOAK_ROUNDS, SOAK_CPUS).  Not part of check.
+soak: asan tests/ui/node_modules/playwright-core
+	TRAINCTL=$(CURDIR)/$(ASAN_BUILD)/trainctl PYTHON=$(PYTHON) scripts/soak.sh
 
 check: deps
 	$(MAKE) build

@@ -1,7 +1,12 @@
 #!/bin/sh
 # Installs the Debian packages trainctl needs to build, test and run its demo.
 # Idempotent: does nothing when everything is present.
+#   scripts/install-deps.sh         what make check and make demo need
+#   scripts/install-deps.sh soak    stress-ng only, for make soak
 set -eu
+if [ "${1:-}" = soak ]; then
+	PKGS="stress-ng"
+else
 PKGS="build-essential cmake pkg-config libyaml-dev libjansson-dev libsqlite3-dev \
 python3-torch python3-sklearn python3-pytest python3-numpy \
 libcurl4-openssl-dev libssl-dev rclone curl jq \
@@ -12,6 +17,7 @@ clang libclang-rt-dev"
 # own npm is fine, and Debian's npm would conflict with it
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
+fi
 missing=""
 for p in $PKGS; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

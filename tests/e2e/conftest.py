@@ -8,6 +8,7 @@ with a message saying what to build or install.
 """
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,34 @@ TORCHRUN_WRAPPER = REPO / "tests" / "e2e" / "torchrun_wrapper.py"
 ENV_DUMP = REPO / "tests" / "e2e" / "env_dump.py"
 DIGITS = REPO / "examples" / "digits"
 DEFAULT_TIMEOUT = 120
+
+
+def poll(pred, timeout=60, step=0.05):
+    """pred()'s first truthy value, asked every `step` s; None after `timeout` s.
+
+    For waits whose caller words its own failure; wait_until says what it
+    waited for."""
+    end = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() >= end:
+            return None
+        time.sleep(step)
+
+
+def wait_until(pred, timeout=60, what="the condition", step=0.05):
+    """Wait for a condition, never for a time: pred()'s first truthy value.
+
+    Deadlines are generous (a loaded 2-core CI machine runs these tests under
+    ASan, see `make soak`); a timeout fails the test naming `what`, which may
+    be a string or a function called then for the details."""
+    v = poll(pred, timeout, step)
+    if not v:
+        detail = what() if callable(what) else what
+        raise AssertionError(f"timed out after {timeout} s waiting for {detail}")
+    return v
 
 
 def trainctl_path():

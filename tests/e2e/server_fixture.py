@@ -12,9 +12,10 @@ import os
 import signal
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
+
+from conftest import poll
 
 
 def free_port():
@@ -23,14 +24,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_for(pred, timeout=30, step=0.1):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(step)
-    return None
+def wait_for(pred, timeout=60, step=0.1):
+    """pred()'s first truthy value, or None after timeout s (conftest.poll)."""
+    return poll(pred, timeout, step)
 
 
 class Server:
@@ -49,7 +45,7 @@ class Server:
              str(self.state)] + list(self.args),
             env=self.env, stdout=log, stderr=log, start_new_session=True)
         log.close()
-        ok = wait_for(lambda: self._up(), timeout=20)
+        ok = wait_for(lambda: self._up(), timeout=90)
         assert ok, f"server did not come up:\n{self.log()}"
         return self
 
@@ -89,11 +85,11 @@ class Server:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
-                self.proc.wait(timeout=60)
+                self.proc.wait(timeout=120)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-                raise AssertionError(f"server ignored signal {sig} for 60 s:\n{self.log()[-3000:]}")
+                raise AssertionError(f"server ignored signal {sig} for 120 s:\n{self.log()[-3000:]}")
             if sig == signal.SIGTERM:
                 assert self.proc.returncode == 0, \
                     f"server exited {self.proc.returncode} on SIGTERM:\n{self.log()[-6000:]}"
@@ -111,7 +107,7 @@ class Server:
         for k, v in (headers or {}).items():
             req.add_header(k, v)
         try:
-            with urllib.request.urlopen(req, timeout=30) as r:
+            with urllib.request.urlopen(req, timeout=90) as r:
                 text = r.read().decode()
                 status = r.status
                 ctype = r.headers.get("Content-Type", "")
@@ -131,7 +127,17 @@ class Server:
         assert st == 200, body
         return body
 
-    def wait_state(self, ref, states, timeout=60):
+    def run_logs(self, ref):
+        """The tail of a job's supervisor log and output, for failure messages."""
+        text = ""
+        for f in sorted(glob.glob(os.path.join(self.state, "runs", ref, "logs", "supervisor.*"))):
+            try:
+                text += f"--- {f}\n" + open(f, errors="replace").read()[-2000:]
+            except OSError:
+                pass
+        return text
+
+    def wait_state(self, ref, states, timeout=120):
         states = [states] if isinstance(states, str) else states
         seen = []
 
@@ -142,7 +148,7 @@ class Server:
             return s in states
 
         ok = wait_for(check, timeout=timeout, step=0.2)
-        assert ok, f"{ref}: wanted {states}, saw {seen}\n{self.log()[-3000:]}"
+        assert ok, f"{ref}: wanted {states}, saw {seen}\n{self.log()[-3000:]}\n{self.run_logs(ref)}"
         return self.job(ref)
 
     def cli(self, *args, timeout=60):
