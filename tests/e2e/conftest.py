@@ -18,7 +18,7 @@ PYTHON = "/usr/bin/python3"  # Debian's python3-torch / python3-sklearn live her
 TORCHRUN_WRAPPER = REPO / "tests" / "e2e" / "torchrun_wrapper.py"
 ENV_DUMP = REPO / "tests" / "e2e" / "env_dump.py"
 DIGITS = REPO / "examples" / "digits"
-DEFAULT_TIMEOUT = 120
+DEFAULT_TIMEOUT = 300  # one command, on a loaded machine, under ASan
 
 
 def poll(pred, timeout=60, step=0.05):
@@ -47,6 +47,13 @@ def wait_until(pred, timeout=60, what="the condition", step=0.05):
         detail = what() if callable(what) else what
         raise AssertionError(f"timed out after {timeout} s waiting for {detail}")
     return v
+
+
+def holds_for(pred, seconds, what="the condition"):
+    """pred() stays true for `seconds` (a check that something does NOT
+    happen, e.g. a job stays queued): asked all along, not once at the end."""
+    broke = poll(lambda: not pred(), seconds, 0.05)
+    assert not broke, f"{what} stopped holding within {seconds} s"
 
 
 def trainctl_path():

@@ -10,7 +10,6 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 import uuid
@@ -18,6 +17,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+
+from conftest import poll
 
 ROOT = Path(__file__).resolve().parents[2]
 S3DIR = ROOT / "tests" / "s3"
@@ -50,7 +51,7 @@ class S3:
         """A new empty bucket; returns its name."""
         name = "b" + uuid.uuid4().hex[:12]
         req = urllib.request.Request(f"{self.endpoint}/{name}", method="PUT")
-        urllib.request.urlopen(req, timeout=10).read()
+        urllib.request.urlopen(req, timeout=60).read()
         return name
 
     def keys(self, bucket, prefix=""):
@@ -61,7 +62,7 @@ class S3:
             if token:
                 q["continuation-token"] = token
             url = f"{self.endpoint}/{bucket}?{urllib.parse.urlencode(q)}"
-            root = ET.fromstring(urllib.request.urlopen(url, timeout=10).read())
+            root = ET.fromstring(urllib.request.urlopen(url, timeout=60).read())
             ns = {"s": root.tag.split("}")[0][1:]} if root.tag.startswith("{") else {}
             pre = "s:" if ns else ""
             for c in root.findall(f"{pre}Contents", ns):
@@ -73,12 +74,12 @@ class S3:
 
     def get(self, bucket, key):
         url = f"{self.endpoint}/{bucket}/{urllib.parse.quote(key)}"
-        return urllib.request.urlopen(url, timeout=30).read()
+        return urllib.request.urlopen(url, timeout=60).read()
 
     def put(self, bucket, key, data):
         url = f"{self.endpoint}/{bucket}/{urllib.parse.quote(key)}"
         req = urllib.request.Request(url, data=data, method="PUT")
-        urllib.request.urlopen(req, timeout=30).read()
+        urllib.request.urlopen(req, timeout=60).read()
 
 
 def _ensure_s3rver():
@@ -103,16 +104,18 @@ def s3(tmp_path_factory):
     log = open(data.parent / f"s3rver-{port}.log", "wb")
     proc = subprocess.Popen([node, str(bin_js), "-d", str(data), "-a", "127.0.0.1", "-p", str(port),
                              "--silent"], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 30
-    while True:
+    def listening():
+        if proc.poll() is not None:
+            return "exited"
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
+            return "up"
         except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                proc.kill()
-                raise RuntimeError(f"s3rver did not start (see {log.name})")
-            time.sleep(0.1)
+            return None
+
+    if poll(listening, timeout=120, step=0.1) != "up":
+        proc.kill()
+        raise RuntimeError(f"s3rver did not start (see {log.name})")
     yield S3(port)
     proc.terminate()
     try:

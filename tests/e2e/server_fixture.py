@@ -172,6 +172,16 @@ def start_server(trainctl, state, fake=None, args=(), env=None):
     return Server(trainctl, str(state), free_port(), e, args).start()
 
 
+def held(release, name="held", **extra):
+    """A 1-gpu job that runs until the file `release` exists: it holds its
+    device for exactly as long as the test needs, however slow the machine."""
+    spec = {"name": name, "command": f"echo start $RANK; while [ ! -e '{release}' ]; do sleep 0.05; done; "
+                                     f"echo end $RANK",
+            "devices": {"type": "gpu", "per_node": 1}}
+    spec.update(extra)
+    return spec
+
+
 def sleeper(seconds, name="sleeper", **extra):
     spec = {"name": name, "command": f"echo start $RANK; sleep {seconds}; echo end $RANK",
             "devices": {"type": "gpu", "per_node": 1}}

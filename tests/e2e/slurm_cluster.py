@@ -18,8 +18,9 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from conftest import poll
 
 
 def _free_port():
@@ -88,7 +89,7 @@ PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
 
     # ---- start / stop ----
 
-    def start(self, timeout=60):
+    def start(self, timeout=120):
         r = self.root
         for d in ("state", "spool", "log", "munge"):
             (r / d).mkdir(parents=True, exist_ok=True)
@@ -104,16 +105,18 @@ PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
         self._run(["slurmctld", "-f", str(self.conf), "-i"])
         for n in ("n1", "n2"):
             self._run(["slurmd", "-f", str(self.conf), "-N", n])
-        end = time.time() + timeout
-        out = ""
-        while time.time() < end:
+        seen = {"out": ""}
+
+        def idle():
             p = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=self.env,
                                capture_output=True, text=True)
-            out = p.stdout + p.stderr
+            seen["out"] = p.stdout + p.stderr
             states = dict(l.split() for l in p.stdout.splitlines() if len(l.split()) == 2)
-            if states.get("n1") == "idle" and states.get("n2") == "idle":
-                return self
-            time.sleep(0.3)
+            return states.get("n1") == "idle" and states.get("n2") == "idle"
+
+        if poll(idle, timeout, 0.3):
+            return self
+        out = seen["out"]
         self.stop()
         raise RuntimeError(f"the test Slurm cluster did not come up: {out}\n" + self.logs())
 
@@ -144,9 +147,7 @@ PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
-        end = time.time() + 15
-        while time.time() < end and any(_alive(p) for p in pids):
-            time.sleep(0.1)
+        poll(lambda: not any(_alive(p) for p in pids), 30, 0.1)
         for pid in pids:
             if _alive(pid):
                 try:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import DIGITS, PYTHON
+from conftest import DIGITS, PYTHON, poll
 from s3_fixture import s3  # noqa: F401  (the fixture)
 
 
@@ -66,23 +66,27 @@ def test_deterministic_resume_after_sigkill(run_tc, trainctl, home, tmp_path, to
     ref_dir = job_dir(home)
     ref_loss = final_loss((ref_dir / "logs" / "rank-0.log").read_text())
 
+    # the sleep per step makes the last epoch last long enough (seconds, on any
+    # machine) for the kill to land in it; it does not change the numbers
     spec = write_spec(tmp_path / "killed.json", name="digits-killed",
-                      args=dict(args, **{"sleep-per-step": 0.02}),
+                      args=dict(args, **{"sleep-per-step": 0.05}),
                       restart={"max_restarts": 1, "grace_seconds": 5})
     env = dict(os.environ, TRAINCTL_HOME=str(home))
     p = subprocess.Popen([str(trainctl), "run", "-q", str(spec)], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    killed = False
-    while time.time() < deadline and p.poll() is None:
+
+    def kill_after_second_checkpoint():
+        if p.poll() is not None:
+            return "ended"
         mine = [r for r in (home / "runs").iterdir() if r != ref_dir]
         if mine and (mine[0] / "output" / "checkpoints" / "epoch-2.pt").exists():
             pid = worker_pid(home, 1)
             if pid:
                 os.kill(pid, signal.SIGKILL)
-                killed = True
-                break
-        time.sleep(0.02)
+                return "killed"
+        return None
+
+    killed = poll(kill_after_second_checkpoint, timeout=300, step=0.02) == "killed"
     out, err = p.communicate(timeout=300)
     assert killed, "never saw the second checkpoint"
     assert p.returncode == 0, err
@@ -162,7 +166,8 @@ def test_inputs_from_s3_outputs_to_s3_periodic(run_tc, trainctl, home, tmp_path,
     spec = tmp_path / "io.yaml"
     spec.write_text(
         "name: io\n"
-        "command: 'cp $TRAINCTL_DATA_DIR/in/x.txt $TRAINCTL_OUTPUT_DIR/copy.txt; sleep 4; "
+        f"command: 'cp $TRAINCTL_DATA_DIR/in/x.txt $TRAINCTL_OUTPUT_DIR/copy.txt; "
+        f"while [ ! -e {tmp_path}/release ]; do sleep 0.1; done; "
         "echo done > $TRAINCTL_OUTPUT_DIR/final.txt; exit 1'\n"
         f"inputs: [{{from: 's3://{b}/data/', to: in}}]\n"
         f"outputs: {{upload_to: 's3://{b}/runs/{{job_id}}/', every_seconds: 1}}\n")
@@ -170,15 +175,14 @@ def test_inputs_from_s3_outputs_to_s3_periodic(run_tc, trainctl, home, tmp_path,
     env["TRAINCTL_HOME"] = str(home)
     p = subprocess.Popen([str(trainctl), "run", str(spec)], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
-    seen_while_running = False
-    deadline = time.time() + 30
-    while time.time() < deadline and p.poll() is None:
-        keys = s3.keys(b, "runs/")
-        if any(k.endswith("/copy.txt") for k in keys):
-            seen_while_running = p.poll() is None
-            break
-        time.sleep(0.2)
-    out, err = p.communicate(timeout=60)
+    # the job runs until released: the periodic upload must show its file first
+    try:
+        seen = poll(lambda: p.poll() is not None or any(k.endswith("/copy.txt") for k in s3.keys(b, "runs/")),
+                    timeout=120, step=0.2)
+        seen_while_running = bool(seen) and p.poll() is None
+    finally:
+        (tmp_path / "release").touch()
+    out, err = p.communicate(timeout=120)
     assert p.returncode == 1, err  # the job failed ...
     assert seen_while_running, err
     job = job_dir(home).name

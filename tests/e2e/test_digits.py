@@ -5,9 +5,8 @@ import re
 import signal
 import sqlite3
 import subprocess
-import time
 
-from conftest import DIGITS
+from conftest import DIGITS, wait_until
 
 
 def dll_records(path):
@@ -62,17 +61,15 @@ restart: {{max_restarts: 1, grace_seconds: 10}}
         except sqlite3.OperationalError:
             return None, {}
 
-    deadline = time.time() + 120
-    victim = None
-    while time.time() < deadline:
+    def second_checkpoint():
         run_dir, pids = state()
         if run_dir and 1 in pids:
             ck = os.path.join(run_dir, "output", "checkpoints")
             if os.path.isdir(ck) and any(n.startswith("epoch-2") for n in os.listdir(ck)):
-                victim = pids[1]
-                break
-        time.sleep(0.1)
-    assert victim, "no checkpoint appeared"
+                return pids[1]
+        return None
+
+    victim = wait_until(second_checkpoint, timeout=300, what="the epoch-2 checkpoint", step=0.1)
     os.kill(victim, signal.SIGKILL)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err

@@ -5,18 +5,21 @@ small shell scripts that do not touch a GPU)."""
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 
-from server_fixture import start_server, sleeper, wait_for
+from conftest import holds_for, wait_until
+from server_fixture import held, start_server, sleeper, wait_for
 
-# counts to $1, a step every 0.2 s, a checkpoint file per step; resumes from TRAINCTL_RESUME_FROM
+# counts to $1, a step every 0.2 s, a checkpoint file per step; resumes from TRAINCTL_RESUME_FROM.
+# With HOLD_AT and RELEASE set it waits at step HOLD_AT until the file RELEASE exists,
+# so that the test, not the machine's speed, decides when it gets past there.
 COUNTER = r'''#!/bin/sh
 start=0
 if [ -n "$TRAINCTL_RESUME_FROM" ]; then start=$(cat "$TRAINCTL_RESUME_FROM"); echo "resumed at $start"; fi
 i=$start
 while [ $i -lt $1 ]; do
+  if [ "$i" = "${HOLD_AT:-}" ]; then while [ ! -e "$RELEASE" ]; do sleep 0.05; done; fi
   i=$((i+1)); sleep 0.2
   echo $i > "$TRAINCTL_CKPT_DIR/.step.tmp"; mv "$TRAINCTL_CKPT_DIR/.step.tmp" "$TRAINCTL_CKPT_DIR/step_$i.txt"
   echo "step $i"
@@ -45,14 +48,16 @@ def counter(tmp_path):
 def test_priority_order_and_all_or_nothing(trainctl, tmp_path):
     srv = start_server(trainctl, tmp_path / "state", fake="gpu:2")
     try:
-        a = srv.submit(sleeper(2, name="a"))                                 # 1 gpu
+        release = tmp_path / "release-a"
+        a = srv.submit(held(release, name="a"))                             # 1 gpu, until released
         srv.wait_state(a, "running")
         big = srv.submit(sleeper(0.5, name="big", devices={"type": "gpu", "per_node": 2}))
         small = srv.submit(sleeper(0.5, name="small"))                      # fits, but waits behind big
         low = srv.submit(sleeper(0.5, name="low", priority=5))
         high = srv.submit(sleeper(0.5, name="high", priority=900))
+        release.touch()  # all four are queued by now, however long the submits took
         for j in (big, small, low, high):
-            srv.wait_state(j, "succeeded", timeout=60)
+            srv.wait_state(j, "succeeded")
         ja, jbig, jsmall, jlow, jhigh = (srv.job(x) for x in (a, big, small, low, high))
         # high priority went first even though submitted last; big needed both devices
         assert starts(jhigh)[0] < starts(jbig)[0]
@@ -75,13 +80,17 @@ def test_priority_order_and_all_or_nothing(trainctl, tmp_path):
 def test_preemption_resumes_from_checkpoint(trainctl, tmp_path, counter):
     srv = start_server(trainctl, tmp_path / "state", fake="gpu:2")
     try:
+        release = tmp_path / "release-low"
         low = srv.submit({"name": "low", "command": [counter, "25"], "preemptible": True, "priority": 10,
-                          "devices": {"type": "gpu", "per_node": 2}, "restart": {"grace_seconds": 5}})
+                          "devices": {"type": "gpu", "per_node": 2}, "restart": {"grace_seconds": 5},
+                          "env": {"HOLD_AT": "3", "RELEASE": str(release)}})
         srv.wait_state(low, "running")
-        wait_for(lambda: len(srv.job(low)["checkpoints"]) >= 3, timeout=30)
+        # it waits at step 3 (checkpoints 1-3 written) until released: preempted there
+        wait_until(lambda: len(srv.job(low)["checkpoints"]) >= 3, what="3 checkpoints of low")
         high = srv.submit(sleeper(1, name="high", priority=500))
-        srv.wait_state(high, "succeeded", timeout=60)
-        j = srv.wait_state(low, "succeeded", timeout=90)
+        srv.wait_state(high, "succeeded")
+        release.touch()
+        j = srv.wait_state(low, "succeeded", timeout=180)
         states = [e["state"] for e in j["events"]]
         assert "preempted" in states, states
         i = states.index("preempted")
@@ -104,12 +113,15 @@ def test_preemption_resumes_from_checkpoint(trainctl, tmp_path, counter):
 def test_non_preemptible_and_higher_priority_are_not_preempted(trainctl, tmp_path):
     srv = start_server(trainctl, tmp_path / "state", fake="gpu:1")
     try:
-        keep = srv.submit(sleeper(2, name="keep", priority=10))             # not preemptible
+        release = tmp_path / "release-keep"
+        keep = srv.submit(held(release, name="keep", priority=10))          # not preemptible
         srv.wait_state(keep, "running")
         other = srv.submit(sleeper(0.2, name="other", priority=900))
-        j = srv.wait_state(keep, "succeeded", timeout=30)
+        holds_for(lambda: srv.job(other)["state"] == "queued", 1.0, "'other' queued behind 'keep'")
+        release.touch()
+        j = srv.wait_state(keep, "succeeded")
         assert "preempted" not in [e["state"] for e in j["events"]]
-        srv.wait_state(other, "succeeded", timeout=30)
+        srv.wait_state(other, "succeeded")
     finally:
         srv.stop()
 
@@ -117,12 +129,14 @@ def test_non_preemptible_and_higher_priority_are_not_preempted(trainctl, tmp_pat
 def test_quota(trainctl, tmp_path):
     srv = start_server(trainctl, tmp_path / "state", fake="gpu:2", args=["--quota", "*=1"])
     try:
-        a = srv.submit(sleeper(1.5, name="q1"))
+        release = tmp_path / "release-q1"
+        a = srv.submit(held(release, name="q1"))
         b = srv.submit(sleeper(0.2, name="q2"))
         srv.wait_state(a, "running")
-        time.sleep(0.8)
-        assert srv.job(b)["state"] == "queued"          # a device is free, the quota is not
-        srv.wait_state(b, "succeeded", timeout=30)
+        # a device is free, the quota is not: b waits as long as a runs
+        holds_for(lambda: srv.job(b)["state"] == "queued", 1.0, "q2 queued while q1 holds the quota")
+        release.touch()
+        srv.wait_state(b, "succeeded")
         ja, jb = srv.job(a), srv.job(b)
         assert starts(jb)[0] >= ends(ja)[0]
         st, text = srv.call("GET", "/metrics")
@@ -134,19 +148,21 @@ def test_quota(trainctl, tmp_path):
 def test_pause_and_resume(trainctl, tmp_path, counter):
     srv = start_server(trainctl, tmp_path / "state", fake="gpu:1")
     try:
-        job = srv.submit({"name": "pausable", "command": [counter, "15"], "devices": {"type": "gpu", "per_node": 1}})
+        release = tmp_path / "release"
+        job = srv.submit({"name": "pausable", "command": [counter, "15"], "devices": {"type": "gpu", "per_node": 1},
+                          "env": {"HOLD_AT": "2", "RELEASE": str(release)}})
         srv.wait_state(job, "running")
-        wait_for(lambda: len(srv.job(job)["checkpoints"]) >= 2, timeout=30)
+        wait_until(lambda: len(srv.job(job)["checkpoints"]) >= 2, what="2 checkpoints")  # then it waits
         p = srv.cli("pause", job)
         assert p.returncode == 0, p.stderr
         srv.wait_state(job, "paused")
-        time.sleep(0.6)
-        assert srv.job(job)["state"] == "paused"              # held, not requeued
+        holds_for(lambda: srv.job(job)["state"] == "paused", 1.0, "paused")  # held, not requeued
         st, body = srv.call("GET", "/api/v1/devices")
         assert all(d["job"] is None for d in body["devices"])
+        release.touch()
         p = srv.cli("resume", job)
         assert p.returncode == 0, p.stderr
-        j = srv.wait_state(job, "succeeded", timeout=60)
+        j = srv.wait_state(job, "succeeded")
         st, log = srv.call("GET", f"/api/v1/jobs/{job}/logs")
         assert "resumed at " in log and log.rstrip().endswith("finished at 15")
         assert [e["state"] for e in j["events"]].count("paused") == 1
@@ -173,7 +189,7 @@ def test_stop_without_a_server(run_tc, home):
             f"job 'local' not running in 90 s: {last.get('show')}\n{p.stderr.read() if p.poll() is not None else ''}"
         r = run_tc("stop", "local", env={"TRAINCTL_SERVER": None})
         assert r.returncode == 0 and "stopping" in r.stdout, r.stderr
-        assert p.wait(timeout=30) == 1
+        assert p.wait(timeout=120) == 1
         assert '"killed"' in run_tc("show", "local", "--json").stdout
         r = run_tc("stop", "local", env={"TRAINCTL_SERVER": None})
         assert r.returncode == 2 and "already ended" in r.stderr

@@ -6,7 +6,7 @@ import urllib.request
 
 import pytest
 
-from server_fixture import start_server, sleeper, wait_for
+from server_fixture import held, start_server, sleeper, wait_for
 
 LOSS = r'''
 import json, os, sys, time
@@ -41,7 +41,7 @@ def test_submit_list_detail_logs_metrics(srv, tmp_path, PYTHON):
     st, body = srv.call("GET", f"/api/v1/jobs/{job}/logs?format=json&tail=3")
     assert body["ranks"][0]["rank"] == 0 and body["ranks"][0]["text"].splitlines()[-1] == "done"
     # follow on a finished job: the tail, then the end event
-    with urllib.request.urlopen(srv.url + f"/api/v1/jobs/{job}/logs?follow=1&tail=5", timeout=10) as r:
+    with urllib.request.urlopen(srv.url + f"/api/v1/jobs/{job}/logs?follow=1&tail=5", timeout=60) as r:
         assert r.headers["Content-Type"] == "text/event-stream"
         events = r.read().decode()
     assert events.count("data: {\"rank\":0") == 5 and "event: end" in events
@@ -89,7 +89,7 @@ def test_submit_list_detail_logs_metrics(srv, tmp_path, PYTHON):
 
 
 def test_actions_and_errors(srv, tmp_path):
-    a = srv.submit(sleeper(30, name="long"))
+    a = srv.submit(held(tmp_path / "never", name="long"))  # runs until stopped
     srv.wait_state(a, "running")
     # errors first, while it runs
     for method, path, body, raw, status in [
@@ -148,7 +148,7 @@ def test_actions_and_errors(srv, tmp_path):
 
 def test_event_stream(srv):
     req = urllib.request.Request(srv.url + "/api/v1/events")
-    with urllib.request.urlopen(req, timeout=30) as r:
+    with urllib.request.urlopen(req, timeout=120) as r:
         assert r.headers["Content-Type"] == "text/event-stream"
         job = srv.submit(sleeper(0.2, name="ev"))
         seen = []

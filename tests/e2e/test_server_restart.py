@@ -6,14 +6,19 @@ requeued within its restart budget."""
 import json
 import os
 import signal
-import time
 
+from conftest import holds_for, wait_until
 from server_fixture import start_server, wait_for
 
+# N lines and metric points, 0.1 s apart; with a file name after N, it
+# stops half-way until that file exists
 WORKER = r'''
-import json, sys, time
+import json, os, sys, time
 n = int(sys.argv[1])
+release = sys.argv[2] if len(sys.argv) > 2 else None
 for i in range(n):
+    while i == n // 2 and release and not os.path.exists(release):
+        time.sleep(0.05)
     print("DLLL " + json.dumps({"type": "LOG", "step": [0, i], "data": {"loss": 1.0 / (i + 1)}}), flush=True)
     print(f"line {i}", flush=True)
     time.sleep(0.1)
@@ -32,16 +37,18 @@ def alive(pid):
 def test_sigkill_server_jobs_survive(trainctl, tmp_path, PYTHON):
     (tmp_path / "w.py").write_text(WORKER)
     state = tmp_path / "state"
+    release = tmp_path / "release"
     srv = start_server(trainctl, state, fake="gpu:2")
-    jobs = [srv.submit({"name": f"r{i}", "command": [PYTHON, "w.py", "60"], "workdir": str(tmp_path),
-                        "devices": {"type": "gpu", "per_node": 1}}) for i in range(2)]
+    jobs = [srv.submit({"name": f"r{i}", "command": [PYTHON, "w.py", "60", str(release)],
+                        "workdir": str(tmp_path), "devices": {"type": "gpu", "per_node": 1}})
+            for i in range(2)]
     for j in jobs:
         srv.wait_state(j, "running")
     pids = [srv.job(j)["supervisor_pid"] for j in jobs]
-    time.sleep(1)
+    for j in jobs:  # half-way, where they wait for the release
+        wait_until(lambda: "line 29" in srv.call("GET", f"/api/v1/jobs/{j}/logs")[1], what=f"line 29 of {j}")
     srv.stop(signal.SIGKILL)
     assert all(alive(p) for p in pids), "supervisors died with the server"
-    time.sleep(1)
     srv2 = start_server(trainctl, state, fake="gpu:2")
     try:
         for j in jobs:
@@ -52,11 +59,11 @@ def test_sigkill_server_jobs_survive(trainctl, tmp_path, PYTHON):
         st, m = srv2.call("GET", "/metrics")
         assert 'trainctl_devices_allocated{type="gpu"} 2' in m
         extra = srv2.submit({"name": "after", "command": "true", "devices": {"type": "gpu", "per_node": 2}})
-        time.sleep(0.5)
-        assert srv2.job(extra)["state"] == "queued"
+        holds_for(lambda: srv2.job(extra)["state"] == "queued", 1.0, "'after' queued")
+        release.touch()
         for j in jobs:
-            srv2.wait_state(j, "succeeded", timeout=60)
-        srv2.wait_state(extra, "succeeded", timeout=30)
+            srv2.wait_state(j, "succeeded")
+        srv2.wait_state(extra, "succeeded")
         for j in jobs:
             st, log = srv2.call("GET", f"/api/v1/jobs/{j}/logs")
             lines = [l for l in log.splitlines() if l.startswith("line ")]
@@ -77,10 +84,10 @@ def test_supervisor_lost_while_server_down_is_requeued(trainctl, tmp_path, PYTHO
     pid = srv.job(job)["supervisor_pid"]
     srv.stop(signal.SIGKILL)
     os.kill(pid, signal.SIGKILL)
-    assert wait_for(lambda: not alive(pid), timeout=10)
+    assert wait_for(lambda: not alive(pid), timeout=60)
     srv2 = start_server(trainctl, state, fake="gpu:1")
     try:
-        j = srv2.wait_state(job, "succeeded", timeout=60)
+        j = srv2.wait_state(job, "succeeded", timeout=180)
         states = [e["state"] for e in j["events"]]
         assert "lost" in states and states[states.index("lost") + 1] == "queued", states
         assert j["restarts"] == 1

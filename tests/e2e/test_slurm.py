@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import DIGITS, REPO
+from conftest import DIGITS, REPO, poll, wait_until
 from server_fixture import start_server
 from slurm_cluster import Cluster, have_slurm, _alive
 
@@ -62,13 +62,22 @@ def start_run(trainctl, home, cluster, spec, *extra):
 
 
 def wait_for(pred, timeout=120, step=0.1):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(step)
-    return None
+    return poll(pred, timeout, step)
+
+
+def rank_logs_say(home, text, ranks):
+    """Every rank's log holds text (a worker says it is ready)."""
+    run_dir = db_rows(home, "SELECT run_dir FROM jobs")
+    if not run_dir:
+        return False
+    for r in ranks:
+        try:
+            with open(os.path.join(run_dir[0][0], "logs", f"rank-{r}.log")) as f:
+                if text not in f.read():
+                    return False
+        except OSError:
+            return False
+    return True
 
 
 DIGITS_2N = f"""
@@ -181,14 +190,14 @@ restart: {grace_seconds: 3}
     p = slurm_tc("stop", "sleeper")
     assert p.returncode == 0, p.stderr
     assert "Slurm job" in p.stdout
-    out, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=200)
     assert proc.returncode == 1, err
-    assert time.time() - t0 < 40
+    assert time.time() - t0 < 150  # stopped, not the 300 s of its sleep
     job = show(slurm_tc, "sleeper")
     assert job["state"] == "killed", job["state"]
     assert "trainctl stop" in job["root_cause"]
-    assert wait_for(lambda: not any(_alive(pid) for pid in pids), timeout=30), "workers left"
-    assert wait_for(lambda: job["slurm"]["job"] not in cluster.squeue(), timeout=30)
+    assert wait_for(lambda: not any(_alive(pid) for pid in pids), timeout=60), "workers left"
+    assert wait_for(lambda: job["slurm"]["job"] not in cluster.squeue(), timeout=60)
     sup = subprocess.run(["pgrep", "-f", "supervise-node " + job["id"]], capture_output=True, text=True)
     assert not sup.stdout.strip(), sup.stdout
 
@@ -275,7 +284,8 @@ slurm: {signal: "USR1@120"}
 """)
     proc = start_run(trainctl, home, cluster, spec)
     assert wait_for(lambda: len(db_rows(home, "SELECT pid FROM workers")) == 4, timeout=120)
-    time.sleep(0.5)
+    # each prints "up" once its trap is set
+    wait_until(lambda: rank_logs_say(home, "up ", range(4)), timeout=120, what="'up' from the 4 ranks")
     subprocess.run(["scancel", "--signal=USR1", slurm_id(home)], env=cluster.env, check=True)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
@@ -324,7 +334,13 @@ backend: slurm
     sid = slurm_id(home)
     # what preemption with PreemptMode=REQUEUE does; then skip Slurm's 2-minute requeue delay
     subprocess.run(["scontrol", "requeue", sid], env=cluster.env, check=True)
-    assert wait_for(lambda: "PENDING" in cluster.squeue(), timeout=60), cluster.squeue()
+    assert wait_for(lambda: "PENDING" in cluster.squeue(), timeout=120), cluster.squeue()
+    # slurmd revoked the old credential when it stopped the job, and treats
+    # a new one from the same second as revoked too ("Job credential
+    # revoked", the job then ends FAILED): a start after the next whole
+    # second is one it accepts (Slurm's own delay is 2 minutes)
+    not_before = int(time.time()) + 2
+    poll(lambda: time.time() >= not_before, timeout=5)
     subprocess.run(["scontrol", "update", f"JobId={sid}", "StartTime=now"], env=cluster.env, check=True)
     out, err = proc.communicate(timeout=400)
     assert proc.returncode == 0, err + cluster.logs()
@@ -361,7 +377,7 @@ backend: slurm
         text = slurm_tc("show", job_id).stdout
         assert re.search(rf"slurm job\s+{sid} \(", text), text
         # its last Slurm state is brought up to date once Slurm is done with it
-        assert wait_for(lambda: show(slurm_tc, job_id)["slurm"]["state"] == "COMPLETED", timeout=60)
+        assert wait_for(lambda: show(slurm_tc, job_id)["slurm"]["state"] == "COMPLETED", timeout=120)
         assert os.path.exists(os.path.join(job["run_dir"], "job.sbatch"))
         assert f"submitted to Slurm as job {sid}" in srv.log()
     finally:

@@ -5,11 +5,11 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
+from conftest import wait_until
 from faulty_proxy import FaultyProxy
 from s3_fixture import ACCESS, SECRET, s3  # noqa: F401  (the fixture)
 
@@ -195,7 +195,8 @@ def test_sigkilled_sync_rerun_completes(tc, s3, tmp_path, direction):
     args = [str(src), f"s3://{b}/k/"] if direction == "up" else [f"s3://{b}/k/", str(dst)]
     proc = subprocess.Popen([tc, "sync", "--jobs", "2", *args], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.3)
+    # mid-way: some of its ~50 requests went through, however slowly it started
+    wait_until(lambda: proxy.count >= 8 or proc.poll() is not None, what="8 requests of the sync")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     try:
