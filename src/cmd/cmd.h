@@ -48,9 +48,19 @@ int cmd_resume(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_clone(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_delete(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 /* ps, show and logs through the server when one is configured (client_configured) */
-int remote_ps(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+/* the server's jobs as job_to_json's brief objects (a new reference in *out) */
+int remote_ps_list(const char *server, bool all, const char *state, const char *user,
+		   json_t **out, struct tc_err *err);
 int remote_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int remote_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+/*
+ * cmd_logs.c, for logs with and without a server: --rank beyond the job's
+ * ranks is TC_EUSAGE naming them; a job with no worker log gets a note
+ * ("queued: no logs yet", 0) or, once ended, TC_EJOB ("failed before any
+ * worker started: see `trainctl show JOB`").
+ */
+int logs_check_rank(const char *id, long rank, long world, struct tc_err *err);
+int logs_explain_none(const char *id, const char *state, bool ended, struct tc_err *err);
 /* cmd_show.c: a job's JSON (jobs_show, local or from the server) as --json or text */
 void show_print(json_t *job, bool as_json);
 

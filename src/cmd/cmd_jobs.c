@@ -216,37 +216,9 @@ static const char *jstr(json_t *o, const char *k)
 	return v ? v : "";
 }
 
-int remote_ps(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+int remote_ps_list(const char *server, bool all, const char *state, const char *user,
+		   json_t **out, struct tc_err *err)
 {
-	static const struct option opts[] = {
-		{ "all", no_argument, NULL, 'a' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "server", required_argument, NULL, 'S' },
-		{ "state", required_argument, NULL, 's' },
-		{ "user", required_argument, NULL, 'u' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *server = NULL, *state = NULL, *user = NULL;
-	bool all = false, as_json = false;
-	int c;
-	(void)ctx;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "ah", opts, NULL)) != -1) {
-		switch (c) {
-		case 'a': all = true; break;
-		case 'j': as_json = true; break;
-		case 'S': server = optarg; break;
-		case 's': state = optarg; break;
-		case 'u': user = optarg; break;
-		case 'h':
-			fputs("usage: trainctl ps [-a] [--json] [--state S[,S]] [--user U] [--server URL]\n", stdout);
-			return 0;
-		default: return tc_error(err, TC_EUSAGE, "ps: bad option (see trainctl ps --help)");
-		}
-	}
-	if (optind != argc)
-		return tc_error(err, TC_EUSAGE, "ps: takes no arguments");
 	struct sbuf path = SBUF_INIT, resp = SBUF_INIT;
 	sbuf_addf(&path, "/api/v1/jobs?limit=%d", all ? 100000 : 50);
 	if (state) {
@@ -264,25 +236,10 @@ int remote_ps(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	if (!rc) {
 		json_t *o = json_loadb(resp.buf, resp.len, 0, NULL);
 		json_t *jobs = json_object_get(o, "jobs");
-		if (as_json) {
-			json_dumpf(jobs, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-			fputc('\n', stdout);
-		} else {
-			printf("%-29s %-20s %-10s %-10s %4s %-12s %8s\n", "JOB", "NAME", "USER", "STATE",
-			       "PRIO", "DEVICES", "RESTARTS");
-			size_t i;
-			json_t *j;
-			json_array_foreach(jobs, i, j) {
-				struct sbuf d = SBUF_INIT;
-				sbuf_addf(&d, "%s:%lld", jstr(j, "device_type"),
-					  (long long)json_integer_value(json_object_get(j, "device_count")));
-				printf("%-29s %-20s %-10s %-10s %4lld %-12s %8lld\n", jstr(j, "id"), jstr(j, "name"),
-				       jstr(j, "user"), jstr(j, "state"),
-				       (long long)json_integer_value(json_object_get(j, "priority")), d.buf,
-				       (long long)json_integer_value(json_object_get(j, "restarts")));
-				sbuf_release(&d);
-			}
-		}
+		if (json_is_array(jobs))
+			*out = json_incref(jobs);
+		else
+			rc = tc_error(err, TC_EBACKEND, "ps: the server's answer has no job list");
 		json_decref(o);
 	}
 	client_close(cl);
@@ -401,8 +358,21 @@ int remote_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	if ((rc = client_json(cl, "GET", path.buf, NULL, &info, err)))
 		goto out;
 	json_t *o = json_loadb(info.buf, info.len, 0, NULL);
-	long long workers = json_integer_value(json_object_get(o, "device_count"));
+	long long workers = json_integer_value(json_object_get(o, "workers"));
+	char *id = xstrdup(json_string_value(json_object_get(o, "id")) ? jstr(o, "id") : argv[optind]);
+	char *state = xstrdup(jstr(o, "state"));
+	enum job_state js = JOB_QUEUED;
+	bool known = job_state_parse(state, strlen(state), &js);
+	bool ended = known && job_state_terminal(js);
+	bool never_started = json_is_null(json_object_get(o, "started"));
 	json_decref(o);
+	if ((rc = logs_check_rank(id, rank, workers, err)))
+		goto out_job;
+	/* nothing to ask for while it waits for its first start */
+	if (!follow && known && !ended && never_started && js != JOB_RUNNING) {
+		rc = logs_explain_none(id, state, false, err);
+		goto out_job;
+	}
 	sbuf_addf(&path, "/logs?rank=%ld", rank);
 	if (tail >= 0)
 		sbuf_addf(&path, "&tail=%ld", tail);
@@ -416,7 +386,12 @@ int remote_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		rc = client_json(cl, "GET", path.buf, NULL, &resp, err);
 		if (!rc)
 			fwrite(resp.buf, 1, resp.len, stdout);
+		else if (rc == TC_ENOTFOUND) /* the job is there: its worker logs are not */
+			rc = logs_explain_none(id, state, ended, err);
 	}
+out_job:
+	free(id);
+	free(state);
 out:
 	client_close(cl);
 	sbuf_release(&path);

@@ -7,6 +7,7 @@
 #include "logs/logs.h"
 #include "store/store.h"
 
+#include <dirent.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +19,46 @@ static const char usage[] =
 	"  -n, --tail N    the last N lines of each rank\n"
 	"  -f, --follow    keep printing while the job runs\n"
 	"      --supervisor  the supervisor's own log\n";
+
+/* Does dir hold a worker log: rank's, or any rank's (rank < 0)? */
+static bool has_worker_log(const char *dir, long rank)
+{
+	if (rank >= 0) {
+		struct sbuf p = SBUF_INIT;
+		sbuf_addf(&p, "%s/rank-%ld.log", dir, rank);
+		bool there = path_exists(p.buf);
+		sbuf_release(&p);
+		return there;
+	}
+	DIR *d = opendir(dir);
+	if (!d)
+		return false;
+	bool found = false;
+	for (struct dirent *e; !found && (e = readdir(d));) {
+		size_t n = strlen(e->d_name);
+		found = n > 9 && !strncmp(e->d_name, "rank-", 5) && !strcmp(e->d_name + n - 4, ".log");
+	}
+	closedir(d);
+	return found;
+}
+
+int logs_check_rank(const char *id, long rank, long world, struct tc_err *err)
+{
+	if (rank < 0 || world <= 0 || rank < world)
+		return 0;
+	if (world == 1)
+		return tc_error(err, TC_EUSAGE, "logs: job %s has one rank, 0 (not %ld)", id, rank);
+	return tc_error(err, TC_EUSAGE, "logs: job %s has ranks 0-%ld (not %ld)", id, world - 1, rank);
+}
+
+int logs_explain_none(const char *id, const char *state, bool ended, struct tc_err *err)
+{
+	if (ended)
+		return tc_error(err, TC_EJOB, "logs: job %s: %s before any worker started: see `trainctl show %s`",
+				id, state, id);
+	fprintf(stderr, "trainctl: logs: job %s is %s: no logs yet\n", id, state);
+	return 0;
+}
 
 struct follow_ctx {
 	struct store *st;
@@ -89,6 +130,13 @@ int cmd_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			fwrite(text.buf, 1, text.len, stdout);
 		sbuf_release(&p);
 		sbuf_release(&text);
+		goto out;
+	}
+	if ((rc = backend_reconcile(st, &j, err)) || (rc = logs_check_rank(j.id, rank, j.world_size, err)))
+		goto out;
+	bool ended = job_state_terminal(j.state);
+	if ((ended || !follow) && !has_worker_log(dir.buf, rank)) {
+		rc = logs_explain_none(j.id, job_state_name(j.state), ended, err);
 		goto out;
 	}
 	struct follow_ctx fc = { st, j.id };

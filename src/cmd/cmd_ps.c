@@ -1,27 +1,75 @@
-/* cmd_ps.c -- `trainctl ps [-a] [--json]`: jobs on this machine, newest first */
+/*
+ * cmd_ps.c -- `trainctl ps [-a] [--state S] [--user U] [--format F] [-o COLS]`:
+ * jobs, newest first, from this machine's store or from the server
+ * (remote_ps_list).  Either way the jobs are job_to_json's brief objects and
+ * one printer turns them into the same columns.
+ */
 #include "backend/backend.h"
 #include "cmd/cmd.h"
 #include "jobs/jobs.h"
 #include "server/server.h"
 #include "core/sbuf.h"
+#include "core/strvec.h"
 #include "core/util.h"
+#include "core/xalloc.h"
 #include "store/store.h"
 
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 static const char usage[] =
-	"usage: trainctl ps [-a] [--json]\n"
+	"usage: trainctl ps [-a] [--state S[,S]] [--user U] [--format table|csv|json] [-o COLS]\n"
+	"                   [--server URL]\n"
 	"\n"
-	"  -a, --all   every job (default: active jobs and the 20 newest)\n"
-	"      --json  one JSON array\n";
+	"  -a, --all           every job (default: active jobs and the newest)\n"
+	"      --state S[,S]   only jobs in these states (queued, running, failed, ...)\n"
+	"      --user U        only jobs of user U\n"
+	"      --format F      table (default), csv (a header line, then one line a job)\n"
+	"                      or json (one array of the jobs' objects)\n"
+	"      --json          --format json\n"
+	"  -o, --columns COLS  the columns, comma separated (table and csv), from:\n"
+	"                      id name user state age start duration devices workers\n"
+	"                      restarts prio exit cause result\n"
+	"                      default: id,name,user,state,age,duration,devices,restarts,result\n"
+	"      --server URL    the server's jobs ($TRAINCTL_SERVER)\n";
 
-static void duration(struct sbuf *sb, const struct job_row *j)
+#define DEFAULT_COLUMNS "id,name,user,state,age,duration,devices,restarts,result"
+
+/* ---- the cells of one job, as text ---- */
+
+static const char *jstr(json_t *o, const char *k)
 {
-	double end = j->ended > 0 ? j->ended : now_wall();
-	double d = end - (j->started > 0 ? j->started : j->created);
+	const char *v = json_string_value(json_object_get(o, k));
+	return v ? v : "";
+}
+
+static long long jint(json_t *o, const char *k)
+{
+	return json_integer_value(json_object_get(o, k));
+}
+
+/* seconds as "42s", "5m", "3h", "2d": an age */
+static void add_age(struct sbuf *sb, double d)
+{
+	if (d < 0)
+		d = 0;
+	if (d < 60)
+		sbuf_addf(sb, "%ds", (int)d);
+	else if (d < 3600)
+		sbuf_addf(sb, "%dm", (int)(d / 60));
+	else if (d < 86400)
+		sbuf_addf(sb, "%dh", (int)(d / 3600));
+	else
+		sbuf_addf(sb, "%dd", (int)(d / 86400));
+}
+
+/* seconds as "4.2s", "5m07s", "3h12m": a duration */
+static void add_duration(struct sbuf *sb, double d)
+{
 	if (d < 0)
 		d = 0;
 	if (d < 60)
@@ -32,61 +80,358 @@ static void duration(struct sbuf *sb, const struct job_row *j)
 		sbuf_addf(sb, "%dh%02dm", (int)d / 3600, ((int)d % 3600) / 60);
 }
 
+/* the first line of a root cause, at most max characters ("..." when cut) */
+static void add_short(struct sbuf *sb, const char *text, size_t max)
+{
+	size_t n = strcspn(text, "\n");
+	if (n > max)
+		sbuf_addf(sb, "%.*s...", (int)(max - 3), text);
+	else
+		sbuf_add(sb, text, n);
+}
+
+static bool ended(json_t *j)
+{
+	return json_is_number(json_object_get(j, "ended"));
+}
+
+/* what a cell is computed against; a cell with nothing to say stays empty */
+struct ps_ctx {
+	double now;
+	bool full; /* csv: causes not shortened */
+};
+
+typedef void (*cell_fn)(json_t *j, const struct ps_ctx *x, struct sbuf *out);
+
+static void c_id(json_t *j, const struct ps_ctx *x, struct sbuf *out)
+{
+	(void)x;
+	sbuf_adds(out, jstr(j, "id"));
+}
+
+static void c_name(json_t *j, const struct ps_ctx *x, struct sbuf *out)
+{
+	(void)x;
+	sbuf_adds(out, jstr(j, "name"));
+}
+
+static void c_user(json_t *j, const struct ps_ctx *x, struct sbuf *out)
+{
+	(void)x;
+	sbuf_adds(out, jstr(j, "user"));
+}
+
+static void c_state(json_t *j, const struct ps_ctx *x, struct sbuf *out)
+{
+	(void)x;
+	sbuf_adds(out, jstr(j, "state"));
+}
+
+static void c_age(json_t *j, const struct ps_ctx *x, struct sbuf *out)
+{
+	add_age(out, x->now - json_number_value(json_object_get(j, "created")));
+}
+
+static void c_start(json_t *j, const struct ps_ctx *x, struct sbuf *out)
+{
+	(void)x;
+	json_t *t = json_object_get(j, "started");
+	if (!json_is_number(t))
+		return;
+	time_t secs = (time_t)json_number_value(t);
+	struct tm tm;
+	char buf[32];
+	if (!localtime_r(&secs, &tm) || !strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm)) {
+		sbuf_adds(out, "?");
+		return;
+	}
+	sbuf_adds(out, buf);
+}
+
+static void c_duration(json_t *j, const struct ps_ctx *x, struct sbuf *out)
+{
+	json_t *start = json_object_get(j, "started"), *end = json_object_get(j, "ended");
+	if (json_is_number(start))
+		add_duration(out, (json_is_number(end) ? json_number_value(end) : x->now) -
+					  json_number_value(start));
+}
+
+static void c_devices(json_t *j, const struct ps_ctx *x, struct sbuf *out)
+{
+	(void)x;
+	/* a job the server did not schedule holds no count: its workers are its devices */
+	long long n = jint(j, "device_count");
+	sbuf_addf(out, "%s:%lld", jstr(j, "device_type"), n > 0 ? n : jint(j, "workers"));
+}
+
+static void c_workers(json_t *j, const struct ps_ctx *x, struct sbuf *out)
+{
+	(void)x;
+	sbuf_addf(out, "%lld", jint(j, "workers"));
+}
+
+static void c_restarts(json_t *j, const struct ps_ctx *x, struct sbuf *out)
+{
+	(void)x;
+	sbuf_addf(out, "%lld", jint(j, "restarts"));
+}
+
+static void c_prio(json_t *j, const struct ps_ctx *x, struct sbuf *out)
+{
+	(void)x;
+	sbuf_addf(out, "%lld", jint(j, "priority"));
+}
+
+static void c_exit(json_t *j, const struct ps_ctx *x, struct sbuf *out)
+{
+	(void)x;
+	if (ended(j))
+		sbuf_addf(out, "%lld", jint(j, "exit_code"));
+}
+
+static void c_cause(json_t *j, const struct ps_ctx *x, struct sbuf *out)
+{
+	const char *c = jstr(j, "root_cause");
+	if (*c && strcmp(jstr(j, "state"), "succeeded") != 0)
+		add_short(out, c, x->full ? strlen(c) : 48);
+}
+
+/* "exit 0", or "exit 1: rank 1 exited with code 3" */
+static void c_result(json_t *j, const struct ps_ctx *x, struct sbuf *out)
+{
+	if (!ended(j))
+		return;
+	sbuf_addf(out, "exit %lld", jint(j, "exit_code"));
+	const char *c = jstr(j, "root_cause");
+	if (*c && strcmp(jstr(j, "state"), "succeeded") != 0) {
+		sbuf_adds(out, ": ");
+		c_cause(j, x, out);
+	}
+}
+
+static const struct column {
+	const char *name, *title;
+	cell_fn fn;
+	bool right; /* numbers align right in the table */
+} columns[] = {
+	{ "id", "JOB", c_id, false },
+	{ "name", "NAME", c_name, false },
+	{ "user", "USER", c_user, false },
+	{ "state", "STATE", c_state, false },
+	{ "age", "AGE", c_age, true },
+	{ "start", "START", c_start, false },
+	{ "duration", "DURATION", c_duration, true },
+	{ "devices", "DEVICES", c_devices, false },
+	{ "workers", "WORKERS", c_workers, true },
+	{ "restarts", "RESTARTS", c_restarts, true },
+	{ "prio", "PRIO", c_prio, true },
+	{ "exit", "EXIT", c_exit, true },
+	{ "cause", "CAUSE", c_cause, false },
+	{ "result", "RESULT", c_result, false },
+};
+#define NCOLUMNS (sizeof(columns) / sizeof(columns[0]))
+
+/* "id,name,..." -> column indexes; TC_EUSAGE naming an unknown one */
+static int parse_columns(const char *list, size_t **out, size_t *nr, struct tc_err *err)
+{
+	*out = NULL;
+	*nr = 0;
+	size_t alloc = 0;
+	for (const char *p = list;;) {
+		size_t len = strcspn(p, ",");
+		size_t i;
+		for (i = 0; i < NCOLUMNS; i++)
+			if (strlen(columns[i].name) == len && !strncmp(columns[i].name, p, len))
+				break;
+		if (i == NCOLUMNS) {
+			free(*out);
+			*out = NULL;
+			struct sbuf names = SBUF_INIT;
+			for (size_t k = 0; k < NCOLUMNS; k++)
+				sbuf_addf(&names, "%s%s", k ? ", " : "", columns[k].name);
+			int rc = tc_error(err, TC_EUSAGE, "ps: '%.*s' is not a column (one of: %s)", (int)len,
+					  p, names.buf);
+			sbuf_release(&names);
+			return rc;
+		}
+		XGROW(*out, *nr + 1, alloc);
+		(*out)[(*nr)++] = i;
+		if (!p[len])
+			return 0;
+		p += len + 1;
+	}
+}
+
+static void csv_field(const char *v)
+{
+	if (!strpbrk(v, ",\"\n\r")) {
+		fputs(v, stdout);
+		return;
+	}
+	fputc('"', stdout);
+	for (; *v; v++) {
+		if (*v == '"')
+			fputc('"', stdout);
+		fputc(*v, stdout);
+	}
+	fputc('"', stdout);
+}
+
+enum ps_format { PS_TABLE, PS_CSV, PS_JSON };
+
+static void ps_print(json_t *jobs, enum ps_format fmt, const size_t *cols, size_t ncols)
+{
+	if (fmt == PS_JSON) {
+		json_dumpf(jobs, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		fputc('\n', stdout);
+		return;
+	}
+	struct ps_ctx x = { now_wall(), fmt == PS_CSV };
+	size_t njobs = json_array_size(jobs);
+	/* every cell first: the table's columns are as wide as their widest cell */
+	struct sbuf *cells = xcalloc((njobs + 1) * ncols, sizeof(*cells));
+	size_t *width = xcalloc(ncols, sizeof(*width));
+	for (size_t c = 0; c < ncols; c++) {
+		sbuf_init(&cells[c], 0);
+		sbuf_adds(&cells[c], fmt == PS_CSV ? columns[cols[c]].name : columns[cols[c]].title);
+		width[c] = cells[c].len;
+	}
+	for (size_t r = 0; r < njobs; r++) {
+		json_t *j = json_array_get(jobs, r);
+		for (size_t c = 0; c < ncols; c++) {
+			struct sbuf *cell = &cells[(r + 1) * ncols + c];
+			sbuf_init(cell, 0);
+			columns[cols[c]].fn(j, &x, cell);
+			if (fmt == PS_TABLE && !cell->len)
+				sbuf_addch(cell, '-'); /* nothing to say, as ps(1) says it */
+			if (cell->len > width[c])
+				width[c] = cell->len;
+		}
+	}
+	for (size_t r = 0; r <= njobs; r++) {
+		for (size_t c = 0; c < ncols; c++) {
+			const struct sbuf *cell = &cells[r * ncols + c];
+			if (fmt == PS_CSV) {
+				if (c)
+					fputc(',', stdout);
+				csv_field(cell->buf);
+			} else if (c + 1 == ncols && !columns[cols[c]].right) {
+				fputs(cell->buf, stdout); /* no padding at the end of the line */
+			} else {
+				printf(columns[cols[c]].right ? "%*s" : "%-*s", (int)width[c], cell->buf);
+				if (c + 1 < ncols)
+					fputs("  ", stdout);
+			}
+		}
+		fputc('\n', stdout);
+	}
+	for (size_t i = 0; i < (njobs + 1) * ncols; i++)
+		sbuf_release(&cells[i]);
+	free(cells);
+	free(width);
+}
+
+/* ---- the jobs of this machine's store ---- */
+
+/* "queued,running" -> a bit per state; TC_EUSAGE naming a word that is not one */
+static int parse_states(const char *list, unsigned *out, struct tc_err *err)
+{
+	*out = 0;
+	for (const char *p = list;;) {
+		size_t len = strcspn(p, ",");
+		enum job_state s;
+		if (!job_state_parse(p, len, &s))
+			return tc_error(err, TC_EUSAGE, "ps: --state: '%.*s' is not a job state", (int)len, p);
+		*out |= 1u << s;
+		if (!p[len])
+			return 0;
+		p += len + 1;
+	}
+}
+
+static int local_list(const char *home, bool all, const char *state, const char *user,
+		      json_t **out, struct tc_err *err)
+{
+	struct store *st = NULL;
+	struct job_row *jobs = NULL;
+	size_t n = 0;
+	unsigned states = 0;
+	int rc = state ? parse_states(state, &states, err) : 0;
+	if (!rc)
+		rc = store_open(home, &st, err);
+	if (!rc && !state && !user) {
+		rc = store_job_list(st, all, &jobs, &n, err);
+	} else if (!rc) {
+		long long total = 0;
+		struct store_jfilter f = { states, user, NULL, all ? 100000 : 50, 0 };
+		rc = store_job_query(st, &f, &jobs, &n, &total, err);
+	}
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = backend_reconcile(st, &jobs[i], err);
+	if (!rc) {
+		*out = json_array();
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(*out, job_to_json(&jobs[i], JOB_JSON_BRIEF));
+	}
+	job_rows_free(jobs, n);
+	store_close(st);
+	return rc;
+}
+
 int cmd_ps(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
-	if (client_configured(argc, argv))
-		return remote_ps(argc, argv, ctx, err);
 	static const struct option opts[] = {
 		{ "all", no_argument, NULL, 'a' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "format", required_argument, NULL, 'F' },
+		{ "columns", required_argument, NULL, 'o' },
+		{ "state", required_argument, NULL, 's' },
+		{ "user", required_argument, NULL, 'u' },
+		{ "server", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	bool all = false, as_json = false;
+	const char *server = NULL, *state = NULL, *user = NULL, *cols_text = DEFAULT_COLUMNS;
+	bool all = false;
+	enum ps_format fmt = PS_TABLE;
 	int c;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "ah", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "aho:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'a': all = true; break;
-		case 'j': as_json = true; break;
+		case 'j': fmt = PS_JSON; break;
+		case 'F':
+			if (!strcmp(optarg, "table"))
+				fmt = PS_TABLE;
+			else if (!strcmp(optarg, "csv"))
+				fmt = PS_CSV;
+			else if (!strcmp(optarg, "json"))
+				fmt = PS_JSON;
+			else
+				return tc_error(err, TC_EUSAGE, "ps: --format is table, csv or json, not '%s'", optarg);
+			break;
+		case 'o': cols_text = optarg; break;
+		case 's': state = optarg; break;
+		case 'u': user = optarg; break;
+		case 'S': server = optarg; break;
 		case 'h': fputs(usage, stdout); return 0;
 		default: return tc_error(err, TC_EUSAGE, "ps: bad option (see trainctl ps --help)");
 		}
 	}
 	if (optind != argc)
 		return tc_error(err, TC_EUSAGE, "ps: takes no arguments");
-	struct store *st = NULL;
-	struct job_row *jobs = NULL;
-	size_t n = 0;
-	int rc = store_open(ctx->home, &st, err);
+	size_t *cols = NULL, ncols = 0;
+	int rc = parse_columns(cols_text, &cols, &ncols, err);
+	if (rc)
+		return rc;
+	json_t *jobs = NULL;
+	if (server || client_configured(argc, argv))
+		rc = remote_ps_list(server, all, state, user, &jobs, err);
+	else
+		rc = local_list(ctx->home, all, state, user, &jobs, err);
 	if (!rc)
-		rc = store_job_list(st, all, &jobs, &n, err);
-	if (rc)
-		goto out;
-	for (size_t i = 0; i < n && !rc; i++)
-		rc = backend_reconcile(st, &jobs[i], err);
-	if (rc)
-		goto out;
-	if (as_json) {
-		json_t *arr = json_array();
-		for (size_t i = 0; i < n; i++)
-			json_array_append_new(arr, job_to_json(&jobs[i], JOB_JSON_BRIEF));
-		json_dumpf(arr, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-		fputc('\n', stdout);
-		json_decref(arr);
-		goto out;
-	}
-	printf("%-29s %-20s %-10s %7s %8s %9s\n", "JOB", "NAME", "STATE", "WORKERS", "RESTARTS",
-	       "DURATION");
-	for (size_t i = 0; i < n; i++) {
-		struct sbuf d = SBUF_INIT;
-		duration(&d, &jobs[i]);
-		printf("%-29s %-20s %-10s %7d %8d %9s\n", jobs[i].id, jobs[i].name,
-		       job_state_name(jobs[i].state), jobs[i].world_size, jobs[i].restarts, d.buf);
-		sbuf_release(&d);
-	}
-out:
-	job_rows_free(jobs, n);
-	store_close(st);
+		ps_print(jobs, fmt, cols, ncols);
+	json_decref(jobs);
+	free(cols);
 	return rc;
 }

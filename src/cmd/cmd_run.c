@@ -20,7 +20,8 @@ static const char usage[] =
 	"  -d, --device TYPE     device type for ad hoc runs (default cpu)\n"
 	"      --name NAME       job name\n"
 	"      --max-restarts N  restart the group up to N times on failure\n"
-	"  -q, --quiet           do not copy worker output to the console\n"
+	"  -q, --quiet           only errors, warnings and the result line on the console\n"
+	"                        (worker output stays in the logs)\n"
 	"      --no-metrics      do not read metrics from the workers' output\n"
 	"      --backend NAME    local (this machine) or slurm (sbatch + srun; docs/slurm.md)\n"
 	"      --resume JOB      a new run continuing JOB from its newest complete checkpoint\n"
@@ -52,7 +53,7 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		case 'd': device = optarg; break;
 		case 'N': name = optarg; break;
 		case 'r': restarts = optarg; break;
-		case 'q': lo.quiet = true; break;
+		case 'q': lo.quiet = lo.brief = true; break;
 		case 'M': lo.no_metrics = true; break;
 		case 'R': resume_job = optarg; break;
 		case 'B': backend = optarg; break;
@@ -138,7 +139,8 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		sbuf_release(&names);
 	} else if (adhoc && be != &backend_local) {
 		rc = tc_error(err, TC_EUSAGE, "run: backend %s needs a spec file", backend_name(be));
-	} else {
+	} else if (be != &backend_local || !(rc = spec_check_command(s, err))) {
+		/* slurm: the program is the nodes' question, not this machine's */
 		rc = be->run(s, &lo, &job_id, &ctx->exit_status, err);
 	}
 	free(job_id);

@@ -403,3 +403,39 @@ int devices_count(const struct device_list *l, const char *type)
 		return n;
 	return -1;
 }
+
+void devices_why_none(const char *type, struct sbuf *out)
+{
+	const char *fake = getenv("TRAINCTL_FAKE_DEVICES");
+	if (fake && *fake) {
+		sbuf_addf(out, "TRAINCTL_FAKE_DEVICES is '%s'", fake);
+		return;
+	}
+	if (!strcmp(type, "gpu")) {
+		void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+		if (!lib) {
+			sbuf_adds(out, "NVML is not present (no libnvidia-ml.so.1: no NVIDIA driver)");
+			return;
+		}
+		nvml_void_fn init = (nvml_void_fn)dlsym(lib, "nvmlInit_v2");
+		nvml_void_fn shutdown = (nvml_void_fn)dlsym(lib, "nvmlShutdown");
+		nvml_count_fn count = (nvml_count_fn)dlsym(lib, "nvmlDeviceGetCount_v2");
+		int r = init && shutdown && count ? init() : -1;
+		unsigned int n = 0;
+		if (r != 0)
+			sbuf_addf(out, "NVML did not start (error %d)", r);
+		else if (count(&n) != 0)
+			sbuf_adds(out, "NVML cannot count the GPUs");
+		else
+			sbuf_addf(out, "NVML reports %u GPUs", n);
+		if (r == 0)
+			shutdown();
+		dlclose(lib);
+	} else if (!strcmp(type, "npu")) {
+		char *tool = which("npu-smi");
+		sbuf_adds(out, tool ? "npu-smi lists no NPUs" : "npu-smi is not on PATH (no Ascend driver)");
+		free(tool);
+	} else {
+		sbuf_addf(out, "trainctl cannot discover %s devices", type);
+	}
+}

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "core/sbuf.h"
 
 /* How a worker names its device. */
 enum device_id_mode {
@@ -76,5 +77,11 @@ void device_list_release(struct device_list *l);
  * -1 when the type cannot be discovered here (e.g. sdaa without tools).
  */
 int devices_count(const struct device_list *l, const char *type);
+/*
+ * Why this machine shows no devices of type, for a message: "NVML
+ * (libnvidia-ml.so.1) is not present", "NVML reports 0 GPUs",
+ * "TRAINCTL_FAKE_DEVICES is 'npu:8'", ...  Appends to out; probes again.
+ */
+void devices_why_none(const char *type, struct sbuf *out);
 
 #endif

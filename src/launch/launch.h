@@ -36,6 +36,7 @@
 struct launch_opts {
 	const char *home; /* $TRAINCTL_HOME */
 	bool quiet;       /* no worker output on the console */
+	bool brief;       /* run -q: on the console only warnings, errors and the result line */
 	bool no_metrics;  /* do not read metrics (--no-metrics) */
 	/*
 	 * `trainctl supervise` (started by the server): run the job that

@@ -51,6 +51,7 @@ struct mn {
 	int restarts;  /* spent of spec.max_restarts */
 	bool requeued; /* this start continues a requeued job (first attempt only) */
 	char *resume;  /* TRAINCTL_RESUME_FROM of the next attempt, or NULL */
+	struct sbuf result; /* the job's outcome, said after the final upload's lines */
 };
 
 char *launch_node_result_path(const char *run_dir, int attempt, int node_rank)
@@ -268,7 +269,7 @@ static int mn_record_failure(struct mn *m, const char *cause, const char *detail
 		sbuf_addf(&full, " (after %d restarts)", m->restarts);
 	sbuf_adds(&full, detail);
 	int rc = jobs_finish(m->st, m->job_id, JOB_FAILED, 1, full.buf, cause, err);
-	say(m, "job %s failed: %s", m->job_id, full.buf);
+	sbuf_addf(&m->result, "job %s failed: %s", m->job_id, full.buf);
 	sbuf_release(&full);
 	return rc;
 }
@@ -278,6 +279,7 @@ static void mn_release(struct mn *m)
 	if (m->logfd >= 0)
 		close(m->logfd);
 	free(m->resume);
+	sbuf_release(&m->result);
 	free(m->log_dir);
 	free(m->output_dir);
 	free(m->data_dir);
@@ -290,7 +292,8 @@ static void mn_release(struct mn *m)
 int launch_multinode(const struct spec *s, const char *home, const char *job_id,
 		     const struct launch_backend_ops *ops, int *exit_status, struct tc_err *err)
 {
-	struct mn m = { .s = s, .home = home, .job_id = job_id, .ops = ops, .logfd = -1 };
+	struct mn m = { .s = s, .home = home, .job_id = job_id, .ops = ops, .logfd = -1,
+			.result = SBUF_INIT };
 	int rc;
 	*exit_status = 1;
 	if ((rc = mn_open(&m, err)))
@@ -302,14 +305,14 @@ int launch_multinode(const struct spec *s, const char *home, const char *job_id,
 		if ((rc = mn_run_attempt(&m, &failed, &stopped, err)))
 			goto fail;
 		if (stopped) {
-			say(&m, "job %s: stopped from outside (attempt %d)", job_id, m.attempt);
+			sbuf_addf(&m.result, "job %s: stopped from outside (attempt %d)", job_id, m.attempt);
 			*exit_status = 143;
 			goto out;
 		}
 		if (!failed) {
 			rc = jobs_finish(m.st, job_id, JOB_SUCCEEDED, 0, NULL,
 					 "every worker on every node exited 0", err);
-			say(&m, "job %s succeeded", job_id);
+			sbuf_addf(&m.result, "job %s succeeded", job_id);
 			*exit_status = 0;
 			goto out;
 		}
@@ -328,7 +331,7 @@ int launch_multinode(const struct spec *s, const char *home, const char *job_id,
 fail:
 	if (rc && m.st) {
 		struct tc_err e2 = TC_ERR_INIT;
-		say(&m, "job %s failed: %s", job_id, err->msg ? err->msg : tc_code_name(rc));
+		sbuf_addf(&m.result, "job %s failed: %s", job_id, err->msg ? err->msg : tc_code_name(rc));
 		jobs_finish(m.st, job_id, JOB_FAILED, tc_exit_status(rc), err->msg, err->msg, &e2);
 		tc_err_release(&e2);
 	}
@@ -336,6 +339,8 @@ out:
 	jobio_end(m.io); /* the final upload, whatever the outcome */
 	if (m.st && m.job.id && *exit_status != 143)
 		report_job_end(m.st, job_id, NULL, io_say, &m);
+	if (m.result.len)
+		say(&m, "%s", m.result.buf);
 	mn_release(&m);
 	return rc;
 }

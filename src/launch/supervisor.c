@@ -33,30 +33,50 @@
 
 /* ---- messages: stderr and logs/supervisor.log ---- */
 
-void launch_vsay(int logfd, const char *fmt, va_list ap)
+/* msg to the log file logfd (when >= 0) and, when console, to stderr */
+static void say_text(int logfd, bool console, const char *msg)
 {
-	struct sbuf msg = SBUF_INIT, line = SBUF_INIT;
-	sbuf_vaddf(&msg, fmt, ap);
-	sbuf_addf(&line, "trainctl: %s\n", msg.buf);
+	struct sbuf line = SBUF_INIT;
+	sbuf_addf(&line, "trainctl: %s\n", msg);
 	/* the console copy is best effort: a closed terminal must not stop the job */
-	if (write_all(STDERR_FILENO, line.buf, line.len) < 0)
+	if (console && write_all(STDERR_FILENO, line.buf, line.len) < 0)
 		errno = 0;
 	if (logfd >= 0) {
 		sbuf_reset(&line);
 		format_time_utc(&line, now_wall());
-		sbuf_addf(&line, " %s\n", msg.buf);
+		sbuf_addf(&line, " %s\n", msg);
 		if (write_all(logfd, line.buf, line.len) < 0)
 			errno = 0;
 	}
-	sbuf_release(&msg);
 	sbuf_release(&line);
+}
+
+void launch_vsay(int logfd, const char *fmt, va_list ap)
+{
+	struct sbuf msg = SBUF_INIT;
+	sbuf_vaddf(&msg, fmt, ap);
+	say_text(logfd, true, msg.buf);
+	sbuf_release(&msg);
 }
 
 void sup_say(struct sup *sp, const char *fmt, ...)
 {
+	struct sbuf msg = SBUF_INIT;
 	va_list ap;
 	va_start(ap, fmt);
-	launch_vsay(sp->suplog_fd, fmt, ap);
+	sbuf_vaddf(&msg, fmt, ap);
+	va_end(ap);
+	/* run -q: the console gets the warnings (and the result line, sup_result) only */
+	say_text(sp->suplog_fd, !sp->o->brief || !strncmp(msg.buf, "warning: ", 9), msg.buf);
+	sbuf_release(&msg);
+}
+
+void sup_result(struct sup *sp, const char *fmt, ...)
+{
+	va_list ap;
+	sbuf_reset(&sp->result);
+	va_start(ap, fmt);
+	sbuf_vaddf(&sp->result, fmt, ap);
 	va_end(ap);
 }
 
@@ -392,14 +412,14 @@ static int record_stopped(struct sup *sp, struct tc_err *err)
 		sbuf_addf(&why, "%s by the server (workers stopped by %s)", job_stop_name(asked),
 			  strsignal(sp->user_signal));
 		rc = jobs_mark_held(sp->st, sp->job_id, asked, why.buf, err);
-		sup_say(sp, "job %s %s", sp->job_id, why.buf);
+		sup_result(sp, "job %s %s", sp->job_id, why.buf);
 	} else {
 		if (asked != JOB_STOP_NONE)
 			sbuf_addf(&why, "stopped through the server (%s)", job_stop_name(asked));
 		else
 			sbuf_addf(&why, "stopped by %s", strsignal(sp->user_signal));
 		rc = jobs_finish(sp->st, sp->job_id, JOB_KILLED, 1, why.buf, why.buf, err);
-		sup_say(sp, "job %s %s (%s)", sp->job_id, job_state_name(JOB_KILLED), why.buf);
+		sup_result(sp, "job %s %s (%s)", sp->job_id, job_state_name(JOB_KILLED), why.buf);
 	}
 	sbuf_release(&why);
 	return rc;
@@ -429,7 +449,7 @@ static int record_failed(struct sup *sp, struct attempts *a, bool *again, struct
 			sbuf_addf(&why, " (after %d restarts)", sp->attempt);
 		sup_failure_detail(sp, &why, sp->fail_rank);
 		rc = jobs_finish(sp->st, sp->job_id, JOB_FAILED, 1, why.buf, cause.buf, err);
-		sup_say(sp, "job %s %s: %s", sp->job_id, job_state_name(JOB_FAILED), why.buf);
+		sup_result(sp, "job %s %s: %s", sp->job_id, job_state_name(JOB_FAILED), why.buf);
 	}
 	sbuf_release(&why);
 	sbuf_release(&cause);
@@ -449,7 +469,7 @@ static int attempt_outcome(struct sup *sp, struct attempts *a, int *exit_status,
 	*exit_status = 0;
 	int rc = jobs_finish(sp->st, sp->job_id, JOB_SUCCEEDED, 0, NULL, "every worker exited 0",
 			     err);
-	sup_say(sp, "job %s %s", sp->job_id, job_state_name(JOB_SUCCEEDED));
+	sup_result(sp, "job %s %s", sp->job_id, job_state_name(JOB_SUCCEEDED));
 	return rc;
 }
 
@@ -548,6 +568,7 @@ static void sup_release(struct sup *sp)
 	if (sp->suplog_fd >= 0)
 		close(sp->suplog_fd);
 	sbuf_release(&sp->console);
+	sbuf_release(&sp->result);
 	store_close(sp->st);
 	free(sp->job_id);
 	free(sp->run_dir);
@@ -571,6 +592,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	*exit_status = 1;
 	*job_id = NULL;
 	sbuf_init(&sp.console, 0);
+	sbuf_init(&sp.result, 0);
 
 	if ((rc = store_open(o->home, &sp.st, err)))
 		goto out;
@@ -625,6 +647,9 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	/* report.json and the Ais-Bench files: a warning at worst, never the job's result */
 	if (!o->node)
 		report_job_end(sp.st, sp.job_id, rsamp, jobio_say, &sp);
+	/* the outcome comes last, after the final upload's and checkpoints' lines */
+	if (sp.result.len)
+		say_text(sp.suplog_fd, true, sp.result.buf);
 out:
 	sup_release(&sp);
 	return rc;

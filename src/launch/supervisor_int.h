@@ -58,6 +58,7 @@ struct sup {
 	int user_signal; /* SIGINT/SIGTERM/SIGHUP that asked us to stop, or 0 */
 	int64_t kill_at; /* monotonic ms for SIGKILL, 0 = none */
 	struct sbuf console;
+	struct sbuf result; /* the job's outcome, said last (sup_result) */
 	struct metrics_ingest *mi; /* NULL with --no-metrics or metrics.format none */
 	struct jobio *io;          /* inputs, checkpoints, uploads (jobio_int.h) */
 	/* lease.c: s points at own when the leased ids differ from the spec's */
@@ -67,8 +68,13 @@ struct sup {
 
 /* ---- supervisor.c ---- */
 
-/* A message on stderr and in the node's supervisor log (launch_vsay). */
+/*
+ * A message on stderr and in the node's supervisor log (launch_vsay); with
+ * launch_opts.brief (run -q) only warnings ("warning: ...") reach stderr.
+ */
 void sup_say(struct sup *sp, const char *fmt, ...) TC_PRINTF(2, 3);
+/* The job's outcome line: said once everything else is (launch_run), on stderr always. */
+void sup_result(struct sup *sp, const char *fmt, ...) TC_PRINTF(2, 3);
 /* "a/b", heap. */
 char *sup_join(const char *a, const char *b);
 /* Write dir/name atomically. */

@@ -15,10 +15,13 @@
 #include "core/xalloc.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <jansson.h>
 #include "core/lazylib.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- replies ---- */
 
@@ -71,8 +74,14 @@ int reply_err(struct MHD_Connection *con, unsigned status, const char *fmt, ...)
 
 int reply_tc(struct MHD_Connection *con, const struct tc_err *err)
 {
-	return reply_err(con, api_status_of(err->code), "%s",
-			 err->msg ? err->msg : tc_code_name(err->code));
+	unsigned st = api_status_of(err->code);
+	const char *msg = err->msg ? err->msg : tc_code_name(err->code);
+	if (st < 500)
+		return reply_err(con, st, "%s", msg);
+	/* the server's own failure: the details (paths of its state) go to its log */
+	fprintf(stderr, "trainctl server: %s\n", msg);
+	return reply_err(con, st, "the server failed (%s): its log says more",
+			 tc_code_name(err->code));
 }
 
 int reply_jsont(struct MHD_Connection *con, unsigned status, json_t *o)
@@ -282,7 +291,9 @@ const size_t api_nroutes = sizeof(api_routes) / sizeof(api_routes[0]);
 static int reply_401(struct MHD_Connection *con)
 {
 	struct sbuf body = SBUF_INIT;
-	api_error_json(&body, 401, "a bearer token is required (Authorization: Bearer TOKEN)");
+	api_error_json(&body, 401,
+		       "a valid bearer token is required (Authorization: Bearer TOKEN; the trainctl"
+		       " CLI sends $TRAINCTL_TOKEN; `trainctl token create --user NAME` makes one)");
 	struct MHD_Response *r = MHD_create_response_from_buffer(body.len, body.buf,
 								  MHD_RESPMEM_MUST_COPY);
 	sbuf_release(&body);
@@ -389,6 +400,22 @@ static void on_done(void *cls, struct MHD_Connection *con, void **con_cls,
 	}
 }
 
+/* libmicrohttpd's own messages, ours in form; none while starting (api_start says why it failed) */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	const struct srv *s = cls;
+	if (!s->mhd)
+		return;
+	struct sbuf sb = SBUF_INIT;
+	sbuf_adds(&sb, "trainctl server: ");
+	sbuf_vaddf(&sb, fmt, ap);
+	if (!sb.len || sb.buf[sb.len - 1] != '\n')
+		sbuf_addch(&sb, '\n');
+	if (write_all(STDERR_FILENO, sb.buf, sb.len) < 0)
+		errno = 0;
+	sbuf_release(&sb);
+}
+
 int api_start(struct srv *s, struct tc_err *err)
 {
 	const char *listen = s->o.listen;
@@ -416,7 +443,12 @@ int api_start(struct srv *s, struct tc_err *err)
 				  MHD_OPTION_NOTIFY_COMPLETED, on_done, s,
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
 				  MHD_OPTION_CONNECTION_LIMIT, (unsigned int)512,
+				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
 				  MHD_OPTION_END);
+	if (!s->mhd && errno == EADDRINUSE)
+		return tc_error(err, TC_ESYS,
+				"server: cannot listen on %s: the port is in use (another server?"
+				" --listen HOST:PORT picks another)", listen);
 	if (!s->mhd)
 		return tc_error_errno(err, TC_ESYS, "server: cannot listen on %s", listen);
 	return 0;

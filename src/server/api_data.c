@@ -12,6 +12,7 @@
 #include "metrics/metrics.h"
 #include "jobs/jobs.h"
 
+#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 #include "core/lazylib.h"
@@ -19,6 +20,18 @@
 #include <string.h>
 
 /* ---- logs ---- */
+
+/* Has any worker written a log in dir (rank-<r>.log)? */
+static bool any_worker_log(const char *dir)
+{
+	DIR *d = opendir(dir);
+	bool found = false;
+	for (struct dirent *e; d && !found && (e = readdir(d));)
+		found = !strncmp(e->d_name, "rank-", 5);
+	if (d)
+		closedir(d);
+	return found;
+}
 
 int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 {
@@ -78,7 +91,16 @@ int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 	int rc = logs_print(&lo, f, &err);
 	fclose(f);
 	int ret;
-	if (rc) {
+	if (rc == TC_ENOTFOUND || (!rc && !len && !any_worker_log(dir.buf))) {
+		/* no worker log (yet): say why, never where the server keeps them */
+		if (!job_state_terminal(x->state))
+			ret = reply_err(con, 404, "job %s is %s: no logs yet", x->id, job_state_name(x->state));
+		else if (rank >= 0)
+			ret = reply_err(con, 404, "job %s has no log of rank %ld", x->id, rank);
+		else
+			ret = reply_err(con, 404, "job %s: %s before any worker started", x->id,
+					job_state_name(x->state));
+	} else if (rc) {
 		ret = reply_tc(con, &err);
 	} else {
 		struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_COPY);

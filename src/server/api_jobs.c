@@ -68,14 +68,21 @@ static int submit_spec(struct srv *s, struct MHD_Connection *con, const struct w
 	if (!be)
 		be = &backend_local;
 	bool own_queue = be->submit != NULL;
+	/* local jobs run here: their program must be here (slurm's run on its nodes) */
+	if (!own_queue && spec_check_command(sp, &err)) {
+		ret = reply_tc(con, &err);
+		tc_err_release(&err);
+		spec_free(sp);
+		return ret;
+	}
 	/* the pool must be able to hold the job at all, or it would wait forever */
 	size_t have = 0;
 	for (size_t i = 0; i < s->ndevs; i++)
 		if (!strcmp(s->devs[i].type, sp->device_type))
 			have++;
 	if (!own_queue && (size_t)sp->per_node > have) {
-		ret = reply_err(con, 400, "devices: %d %s devices requested but this server has %zu",
-				sp->per_node, sp->device_type, have);
+		ret = reply_err(con, 400, "devices: %d %s device%s requested but this server has %zu",
+				sp->per_node, sp->device_type, sp->per_node == 1 ? "" : "s", have);
 		spec_free(sp);
 		return ret;
 	}
@@ -370,7 +377,7 @@ int h_action(struct srv *s, struct MHD_Connection *con, const struct who *w,
 	if (msg)
 		ret = reply_err(con, status, "%s: %s", x->id, msg);
 	else if (rc)
-		ret = rc == TC_ESYS ? reply_err(con, 500, "%s", err.msg) : reply_tc(con, &err);
+		ret = reply_tc(con, &err);
 	else
 		ret = reply_jsont(con, 200, json_pack("{s:s, s:s, s:b}", "id", x->id, "action", action,
 						      "ok", 1));

@@ -123,6 +123,26 @@ int client_call(struct client *c, const char *method, const char *path, const ch
 	return rc;
 }
 
+/*
+ * An error answer as the CLI says it.  A 401 says how this CLI passes a
+ * token, whatever the server wrote.
+ */
+static int answer_error(const struct client *c, long status, const struct sbuf *body,
+			struct tc_err *err)
+{
+	if (status == 401)
+		return tc_error(err, TC_EUSAGE, "server %s: %s (HTTP 401)", c->url,
+				c->auth ? "the token in TRAINCTL_TOKEN was not accepted"
+					: "a token is required: set TRAINCTL_TOKEN (`trainctl token create"
+					  " --user NAME` on the server's machine makes one)");
+	json_t *o = json_loadb(body->buf, body->len, 0, NULL);
+	const char *msg = json_string_value(json_object_get(o, "error"));
+	int code = status == 404 ? TC_ENOTFOUND : status >= 500 ? TC_EBACKEND : TC_EUSAGE;
+	int rc = tc_error(err, code, "server: %s (HTTP %ld)", msg ? msg : "request failed", status);
+	json_decref(o);
+	return rc;
+}
+
 int client_json(struct client *c, const char *method, const char *path, const char *body,
 		struct sbuf *resp, struct tc_err *err)
 {
@@ -130,12 +150,7 @@ int client_json(struct client *c, const char *method, const char *path, const ch
 	int rc = client_call(c, method, path, body, &status, resp, err);
 	if (rc || status < 400)
 		return rc;
-	json_t *o = json_loadb(resp->buf, resp->len, 0, NULL);
-	const char *msg = json_string_value(json_object_get(o, "error"));
-	int code = status == 404 ? TC_ENOTFOUND : status >= 500 ? TC_EBACKEND : TC_EUSAGE;
-	rc = tc_error(err, code, "server: %s (HTTP %ld)", msg ? msg : "request failed", status);
-	json_decref(o);
-	return rc;
+	return answer_error(c, status, resp, err);
 }
 
 /* ---- server-sent events ---- */
@@ -204,11 +219,7 @@ int client_events(struct client *c, const char *path,
 	if (!rc) {
 		CURLcode cr = curl_easy_perform(c->h);
 		if (r.status >= 400) {
-			json_t *o = json_loadb(r.errbody.buf, r.errbody.len, 0, NULL);
-			const char *msg = json_string_value(json_object_get(o, "error"));
-			rc = tc_error(err, r.status == 404 ? TC_ENOTFOUND : TC_EUSAGE, "server: %s (HTTP %ld)",
-				      msg ? msg : "request failed", r.status);
-			json_decref(o);
+			rc = answer_error(c, r.status, &r.errbody, err);
 		} else if (cr != CURLE_OK && !(cr == CURLE_WRITE_ERROR && r.stop)) {
 			rc = tc_error(err, TC_EBACKEND, "server %s: %s", c->url, curl_easy_strerror(cr));
 		}

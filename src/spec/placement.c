@@ -98,6 +98,7 @@ static const struct rule device_rules[] = {
 int spec_r_devices(struct walk *w, yaml_node_t *n, const char *key)
 {
 	(void)key;
+	w->devices_line = w->key_line;
 	return walk_map(w, n, "devices.", device_rules);
 }
 
@@ -218,34 +219,55 @@ int spec_plan_parallel(struct walk *w)
 	return 0;
 }
 
-/* Resolve the device count against the machine (shared by file and ad hoc). */
-int spec_finish_devices(struct spec *s, const char *file, int type_line, int count_line,
-			bool per_node_all, struct tc_err *err)
+static void dev_prefix(struct sbuf *sb, const struct dev_where *dw, int line, const char *key)
+{
+	if (dw->file)
+		sbuf_addf(sb, "%s:%d: %s: ", dw->file, line, key);
+	else
+		sbuf_adds(sb, "run: --device, --nproc: ");
+}
+
+/* "this machine has none: NVML is not present ...; to try ...": why, and the way around */
+static void dev_none(struct sbuf *sb, const char *type, int want)
+{
+	sbuf_adds(sb, "this machine has none: ");
+	devices_why_none(type, sb);
+	sbuf_addf(sb, "; to try trainctl without them, set TRAINCTL_FAKE_DEVICES=%s:%d", type,
+		  want > 0 ? want : 2);
+}
+
+int spec_finish_devices(struct spec *s, const struct dev_where *dw, bool per_node_all,
+			struct tc_err *err)
 {
 	struct device_list devs = DEVICE_LIST_INIT;
+	struct sbuf msg = SBUF_INIT;
 	int rc = 0;
 	devices_discover(&devs);
 	int have = devices_count(&devs, s->device_type);
-	const char *where = file ? file : "command line";
 	if (per_node_all) {
 		if (have < 0) {
-			rc = tc_error(err, TC_ESPEC,
-				      "%s:%d: devices.per_node: 'all' needs a way to count %s devices on this machine; give a number or ids",
-				      where, count_line, s->device_type);
+			dev_prefix(&msg, dw, dw->count_line, "devices.per_node");
+			sbuf_addf(&msg, "'all' needs a way to count %s devices on this machine; give a number or ids",
+				  s->device_type);
 			goto out;
 		}
 		if (have == 0) {
-			rc = tc_error(err, TC_ESPEC, "%s:%d: devices.type: this machine has no %s devices",
-				      where, type_line, s->device_type);
+			dev_prefix(&msg, dw, dw->count_line, "devices.per_node");
+			sbuf_addf(&msg, "'all' %s devices, but ", s->device_type);
+			dev_none(&msg, s->device_type, 0);
 			goto out;
 		}
 		s->per_node = have;
 	}
 	if (strcmp(s->device_type, "cpu") != 0 && have >= 0) {
 		if (s->per_node > have) {
-			rc = tc_error(err, TC_ESPEC,
-				      "%s:%d: devices.per_node: %d %s devices requested but this machine has %d",
-				      where, count_line, s->per_node, s->device_type, have);
+			dev_prefix(&msg, dw, dw->count_line, dw->count_key);
+			sbuf_addf(&msg, "%d %s device%s requested but ", s->per_node, s->device_type,
+				  s->per_node == 1 ? "" : "s");
+			if (have)
+				sbuf_addf(&msg, "this machine has %d", have);
+			else
+				dev_none(&msg, s->device_type, s->per_node);
 			goto out;
 		}
 		for (int i = 0; s->device_ids && i < s->per_node; i++) {
@@ -254,8 +276,8 @@ int spec_finish_devices(struct spec *s, const char *file, int type_line, int cou
 				if (!strcmp(devs.v[j].type, s->device_type) && devs.v[j].id == s->device_ids[i])
 					found = true;
 			if (!found) {
-				rc = tc_error(err, TC_ESPEC, "%s:%d: devices.ids: this machine has no %s %d",
-					      where, count_line, s->device_type, s->device_ids[i]);
+				dev_prefix(&msg, dw, dw->count_line, "devices.ids");
+				sbuf_addf(&msg, "this machine has no %s %d", s->device_type, s->device_ids[i]);
 				goto out;
 			}
 		}
@@ -266,6 +288,9 @@ int spec_finish_devices(struct spec *s, const char *file, int type_line, int cou
 			s->device_ids[i] = i;
 	}
 out:
+	if (msg.len)
+		rc = tc_error(err, TC_ESPEC, "%s", msg.buf);
+	sbuf_release(&msg);
 	device_list_release(&devs);
 	return rc;
 }

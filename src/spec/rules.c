@@ -32,6 +32,7 @@ static int r_name(struct walk *w, yaml_node_t *n, const char *key)
 
 static int r_command(struct walk *w, yaml_node_t *n, const char *key)
 {
+	w->s->command_line = line_of(n);
 	if (n->type == YAML_SCALAR_NODE && !is_null(n)) {
 		if (!*scalar(n))
 			return walk_fail(w, n, key, "is empty");

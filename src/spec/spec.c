@@ -99,7 +99,29 @@ int spec_finish(struct spec *s, struct tc_err *err)
 		s->workdir = path_absolute(".", NULL);
 	if (!s->name)
 		s->name = default_name(s);
-	return spec_finish_devices(s, NULL, 1, 1, s->per_node <= 0, err);
+	struct dev_where dw = { NULL, 1, "devices.per_node" };
+	return spec_finish_devices(s, &dw, s->per_node <= 0, err);
+}
+
+/*
+ * libyaml's error for a tab where indentation goes ("found character that
+ * cannot start any token", or "found a tab character that violates
+ * indentation") names neither the tab nor the rule: find it.
+ */
+static bool tab_problem(const yaml_parser_t *p, const char *text)
+{
+	if (p->problem && strstr(p->problem, "tab"))
+		return true;
+	const char *line = text;
+	for (size_t l = 0; l < p->problem_mark.line && (line = strchr(line, '\n')); l++)
+		line++;
+	if (!line)
+		return false;
+	/* a tab in the leading blanks of the problem's line */
+	for (; *line == ' ' || *line == '\t'; line++)
+		if (*line == '\t')
+			return true;
+	return false;
 }
 
 /* JSON allows tabs between tokens; libyaml does not: blank them out. */
@@ -148,9 +170,15 @@ static int finish_walk(struct walk *w, yaml_node_t *root, const char *backend)
 		const char *dot = strrchr(b, '.');
 		s->name = xstrndup(b, dot ? (size_t)(dot - b) : strlen(b));
 	}
-	int rc = spec_finish_devices(s, name, w->type_line,
-				     w->ids_line > 1 ? w->ids_line : w->per_node_line,
-				     w->per_node_all, w->err);
+	struct dev_where dw = { name, w->devices_line, "devices" };
+	if (w->ids_line) {
+		dw.count_line = w->ids_line;
+		dw.count_key = "devices.ids";
+	} else if (w->per_node_set) {
+		dw.count_line = w->per_node_line;
+		dw.count_key = "devices.per_node";
+	}
+	int rc = spec_finish_devices(s, &dw, w->per_node_all, w->err);
 	if (!rc && s->parallel.on)
 		rc = spec_plan_parallel(w);
 	return rc;
@@ -184,6 +212,12 @@ static int parse_text(const char *text, size_t len, const char *name, const char
 		xdie_oom(sizeof(parser));
 	yaml_parser_set_input_string(&parser, (const unsigned char *)copy, strlen(copy));
 	if (!yaml_parser_load(&parser, &doc)) {
+		if (tab_problem(&parser, copy)) {
+			rc = tc_error(err, TC_ESPEC,
+				      "%s:%zu: a tab: YAML forbids tabs for indentation (indent with spaces)",
+				      name, parser.problem_mark.line + 1);
+			goto out;
+		}
 		rc = tc_error(err, TC_ESPEC, "%s:%zu: syntax error: %s%s%s", name,
 			      parser.problem_mark.line + 1,
 			      parser.problem ? parser.problem : "cannot parse",
@@ -192,7 +226,7 @@ static int parse_text(const char *text, size_t len, const char *name, const char
 	}
 	have_doc = true;
 	yaml_node_t *root = yaml_document_get_root_node(&doc);
-	struct walk w = { &doc, name, base, s, err, 1, 1, 1, false, false, 1, 0, 0 };
+	struct walk w = { &doc, name, base, s, err, 1, 0, 1, false, false, 1, 0, 0, 1, 1 };
 	if (!root) {
 		rc = tc_error(err, TC_ESPEC, "%s:1: the spec is empty", name);
 		goto out;

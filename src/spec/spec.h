@@ -38,6 +38,7 @@ struct spec {
 	char *name;
 	struct strvec argv; /* command as a list (argv[0] is looked up on PATH) */
 	char *shell;        /* or: command as a string for /bin/sh -c */
+	int command_line;   /* where command: is in source (for messages); 0 = unknown */
 	struct spec_kv *args;
 	size_t nargs;
 	char *workdir;      /* absolute */
@@ -115,6 +116,16 @@ int spec_parse_backend(const char *text, size_t len, const char *name, const cha
 /* Check a spec built in code (ad hoc `run -- cmd`); resolves devices. */
 int spec_finish(struct spec *s, struct tc_err *err);
 void spec_free(struct spec *s);
+/*
+ * A list command's program is there and executable, as the workers will
+ * look for it (command.c): a name with a '/' relative to workdir, any
+ * other on the PATH of the workers' environment (the spec's env: PATH, else
+ * ours).  String commands are the shell's and pass.  TC_ESPEC with
+ * "FILE:LINE: command: 'pyhton3' is not found on PATH (did you mean
+ * 'python3'?)" (ad hoc specs: "run: ...").  Kept out of spec_load: the
+ * program is this machine's question, asked where the workers will run.
+ */
+int spec_check_command(const struct spec *s, struct tc_err *err);
 
 /* The resolved spec as JSON text (for job.yaml, show --json); heap string. */
 char *spec_to_json(const struct spec *s);

@@ -31,6 +31,8 @@ struct walk {
 	bool per_node_all, per_node_set;
 	int parallel_line; /* where parallel: is, for the planner's errors */
 	int nodes_line, slurm_line; /* for "nodes > 1 needs backend: slurm" */
+	int key_line;     /* the key whose handler runs (walk_map) */
+	int devices_line; /* where devices: is, for the device count's errors */
 };
 
 typedef int (*rule_fn)(struct walk *w, yaml_node_t *n, const char *key);
@@ -80,8 +82,18 @@ int spec_r_devices(struct walk *w, yaml_node_t *n, const char *key);
 int spec_r_parallel(struct walk *w, yaml_node_t *n, const char *key);
 /* Ask the planner for the best split of this job's devices (after the walk). */
 int spec_plan_parallel(struct walk *w);
+/*
+ * Where the device count came from, for messages: the key the user wrote
+ * (devices.per_node, devices.ids), else devices: itself (per_node's default
+ * of 1); an ad hoc run's --nproc / --device (no file).
+ */
+struct dev_where {
+	const char *file; /* NULL: ad hoc */
+	int count_line;
+	const char *count_key;
+};
 /* Resolve the device count against the machine (shared by file and ad hoc). */
-int spec_finish_devices(struct spec *s, const char *file, int type_line, int count_line,
-			bool per_node_all, struct tc_err *err);
+int spec_finish_devices(struct spec *s, const struct dev_where *dw, bool per_node_all,
+			struct tc_err *err);
 
 #endif

@@ -120,6 +120,7 @@ int walk_map(struct walk *w, yaml_node_t *map, const char *prefix,
 			rc = walk_fail(w, k, key.buf, "not supported yet (%s)", r->not_yet);
 			goto out;
 		}
+		w->key_line = line_of(k);
 		rc = r->fn(w, v, key.buf);
 		if (rc)
 			goto out;

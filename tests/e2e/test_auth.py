@@ -60,6 +60,14 @@ def test_tokens(trainctl, tmp_path):
         srv.token = None
         p = srv.cli("ps")
         assert p.returncode == 2 and "401" in p.stderr
+        # how to pass a token, in the CLI's message and in the API's answer (issue 16, 3.13)
+        assert "set TRAINCTL_TOKEN" in p.stderr, p.stderr
+        st, body = srv.call("GET", "/api/v1/jobs", token=None)
+        assert st == 401 and "TRAINCTL_TOKEN" in body["error"], body
+        srv.token = "not-a-token"
+        p = srv.cli("ps")
+        assert p.returncode == 2 and "TRAINCTL_TOKEN was not accepted" in p.stderr, p.stderr
+        srv.token = None
     finally:
         srv.stop()
     # tokens never in logs, the database or run folders

@@ -250,11 +250,23 @@ main()
     assert "ValueError: bad learning rate 42" in p.stderr
 
 
-def test_command_not_found(run_tc, home):
+def test_command_not_found(run_tc, home, tmp_path):
+    # caught before anything starts or is recorded (issue 16, 3.4)
     p = run_tc("run", "--", "/nonexistent/prog")
+    assert p.returncode == 2, p.stderr
+    assert "run: '/nonexistent/prog' does not exist" in p.stderr
+    p = run_tc("run", "--", "pyhton3", "-c", "1")
+    assert p.returncode == 2, p.stderr
+    assert "'pyhton3' is not found on PATH (did you mean 'python3'?)" in p.stderr
+    assert jobs_in_db(home) == []
+    # what only exec can tell (an interpreter that is not there) is still the rank's 127
+    script = tmp_path / "prog"
+    script.write_text("#!/nonexistent/interpreter\n")
+    script.chmod(0o755)
+    p = run_tc("run", "--", str(script))
     assert p.returncode == 1
     assert "rank 0 exited with code 127" in p.stderr
-    assert "cannot run '/nonexistent/prog'" in p.stderr
+    assert f"cannot run '{script}'" in p.stderr
 
 
 def test_killed_rank_restarts_group(run_tc, home, tmp_path):
@@ -438,6 +450,11 @@ BAD_SPECS = [
      "json.json:3: restart.max_restarts: must be an integer"),
     ("later.yaml", "command: [a]\nslurm: {partition: debug}\n",
      "later.yaml:2: slurm: is for backend: slurm (backend is local)"),
+    # issue 16, 3.4 and 3.5
+    ("typo.yaml", 'name: x\ncommand: ["pyhton3", "-c", "1"]\n',
+     "typo.yaml:2: command: 'pyhton3' is not found on PATH (did you mean 'python3'?)"),
+    ("tab.yaml", "name: x\ncommand: [a]\ndevices:\n\ttype: cpu\n",
+     "tab.yaml:4: a tab: YAML forbids tabs for indentation (indent with spaces)"),
 ]
 
 
@@ -450,6 +467,21 @@ def test_bad_spec(run_tc, home, tmp_path, name, text, message):
     assert p.stdout == ""
     assert jobs_in_db(home) == []
     assert not os.path.exists(os.path.join(home, "runs"))
+
+
+def test_no_devices_names_the_devices_line(run_tc, home, tmp_path):
+    """`devices: {type: gpu}` where there is none: the line of devices:, what
+    was found, and how to try things out (issue 16, 3.7)."""
+    s = spec(tmp_path, "name: x\ncommand: [\"true\"]\n\ndevices: {type: gpu}\n", "gpu.yaml")
+    p = run_tc("run", s, cwd=str(tmp_path), env={"TRAINCTL_FAKE_DEVICES": "npu:2"})
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip() == (
+        "trainctl: gpu.yaml:4: devices: 1 gpu device requested but this machine has none: "
+        "TRAINCTL_FAKE_DEVICES is 'npu:2'; to try trainctl without them, set TRAINCTL_FAKE_DEVICES=gpu:1")
+    p = run_tc("run", s, cwd=str(tmp_path), env={"TRAINCTL_FAKE_DEVICES": None})
+    if p.returncode == 2:  # a machine without NVIDIA GPUs: says what it found
+        assert "gpu.yaml:4: devices: 1 gpu device requested but this machine has none: NVML" in p.stderr
+    assert jobs_in_db(home) == [] or p.returncode == 0
 
 
 def test_bad_usage(run_tc, home):

@@ -1,10 +1,14 @@
 /* test_spec.c -- spec parsing, defaults and the errors that name file:line:key */
 #include "test.h"
 
+#include "core/sbuf.h"
 #include "core/util.h"
+#include "devices/devices.h"
 #include "spec/spec.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 static struct spec *parse_ok(const char *text, const char *name)
 {
@@ -146,7 +150,97 @@ TEST(no_gpus_at_all)
 	unsetenv("TRAINCTL_FAKE_DEVICES");
 	setenv("TRAINCTL_FAKE_DEVICES", "npu:0", 1);
 	const char *m = parse_err("command: [x]\ndevices: {type: gpu, per_node: 1}\n", "job.yaml");
-	CHECK_CONTAINS(m, "1 gpu devices requested but this machine has 0");
+	CHECK_STR(m, "job.yaml:2: devices.per_node: 1 gpu device requested but this machine has none: "
+		     "TRAINCTL_FAKE_DEVICES is 'npu:0'; to try trainctl without them, set "
+		     "TRAINCTL_FAKE_DEVICES=gpu:1");
+}
+
+/* no per_node: the line of devices:, not line 1 nor a key the user did not write (3.7) */
+TEST(no_gpus_names_devices_line)
+{
+	setenv("TRAINCTL_FAKE_DEVICES", "npu:1", 1);
+	const char *m = parse_err("name: x\ncommand: [x]\n\ndevices:\n  type: gpu\n", "gpu.yaml");
+	CHECK_CONTAINS(m, "gpu.yaml:4: devices: 1 gpu device requested but this machine has none: ");
+	CHECK_CONTAINS(m, "TRAINCTL_FAKE_DEVICES=gpu:1");
+	m = parse_err("command: [x]\ndevices: {type: gpu, per_node: all}\n", "gpu.yaml");
+	CHECK_CONTAINS(m, "gpu.yaml:2: devices.per_node: 'all' gpu devices, but this machine has none");
+	/* without fakes: what discovery found (this test machine has no NVML) */
+	unsetenv("TRAINCTL_FAKE_DEVICES");
+	struct sbuf why = SBUF_INIT;
+	devices_why_none("gpu", &why);
+	CHECK(strstr(why.buf, "NVML is not present") || strstr(why.buf, "NVML reports"));
+	sbuf_release(&why);
+	sbuf_reset(&why);
+	devices_why_none("npu", &why);
+	CHECK_CONTAINS(why.buf, "npu-smi");
+	sbuf_release(&why);
+}
+
+/* tabs for indentation: say so, and where (3.5) */
+TEST(tab_indentation)
+{
+	const char *m = parse_err("name: x\ncommand: [x]\ndevices:\n\ttype: cpu\n", "tab.yaml");
+	CHECK_STR(m, "tab.yaml:4: a tab: YAML forbids tabs for indentation (indent with spaces)");
+	m = parse_err("name: x\ncommand:\n  - a\n\t- b\n", "tab.yaml");
+	CHECK_CONTAINS(m, "tab.yaml:4: a tab: YAML forbids tabs");
+	/* other syntax errors stay libyaml's */
+	m = parse_err("name: [x\n", "job.yaml");
+	CHECK_CONTAINS(m, "syntax error");
+}
+
+/* a list command's program is looked up as the workers will (3.4) */
+TEST(command_not_found)
+{
+	char dir[512], prog[600];
+	snprintf(dir, sizeof(dir), "%s/bin", test_tmpdir());
+	CHECK(mkdir(dir, 0755) == 0 || errno == EEXIST);
+	snprintf(prog, sizeof(prog), "%s/trainme", dir);
+	FILE *f = fopen(prog, "w");
+	CHECK(f != NULL);
+	fputs("#!/bin/sh\n", f);
+	CHECK(fclose(f) == 0);
+	CHECK(chmod(prog, 0755) == 0);
+	struct sbuf text = SBUF_INIT;
+	struct tc_err err = TC_ERR_INIT;
+	struct spec *s;
+	/* found on the spec's PATH */
+	sbuf_addf(&text, "command: [trainme]\nenv: {PATH: \"%s\"}\n", dir);
+	s = parse_ok(text.buf, "job.yaml");
+	CHECK_INT(spec_check_command(s, &err), 0);
+	spec_free(s);
+	/* a typo: did you mean, with the line of command: */
+	sbuf_reset(&text);
+	sbuf_addf(&text, "name: x\ncommand: [trainm, --lr, \"1\"]\nenv: {PATH: \"/nonexistent:%s\"}\n", dir);
+	s = parse_ok(text.buf, "job.yaml");
+	CHECK_INT(spec_check_command(s, &err), TC_ESPEC);
+	CHECK_STR(err.msg, "job.yaml:2: command: 'trainm' is not found on PATH (did you mean 'trainme'?)");
+	spec_free(s);
+	/* a path relative to workdir */
+	sbuf_reset(&text);
+	sbuf_addf(&text, "command: [bin/trainme]\nworkdir: %s\n", test_tmpdir());
+	s = parse_ok(text.buf, "job.yaml");
+	CHECK_INT(spec_check_command(s, &err), 0);
+	spec_free(s);
+	sbuf_reset(&text);
+	sbuf_addf(&text, "command: [bin/trainmee]\nworkdir: %s\n", test_tmpdir());
+	s = parse_ok(text.buf, "job.yaml");
+	CHECK_INT(spec_check_command(s, &err), TC_ESPEC);
+	CHECK_STR(err.msg, "job.yaml:1: command: 'bin/trainmee' does not exist (did you mean 'bin/trainme'?)");
+	spec_free(s);
+	/* not executable */
+	CHECK(chmod(prog, 0644) == 0);
+	sbuf_reset(&text);
+	sbuf_addf(&text, "command: [%s]\n", prog);
+	s = parse_ok(text.buf, "job.yaml");
+	CHECK_INT(spec_check_command(s, &err), TC_ESPEC);
+	CHECK_CONTAINS(err.msg, "is not executable");
+	spec_free(s);
+	/* a string command is the shell's */
+	s = parse_ok("command: pyhton3 train.py\n", "job.yaml");
+	CHECK_INT(spec_check_command(s, &err), 0);
+	spec_free(s);
+	tc_err_release(&err);
+	sbuf_release(&text);
 }
 
 TEST(ids_and_per_node_disagree)
