@@ -59,6 +59,7 @@ int remote_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
  * ("queued: no logs yet", 0) or, once ended, TC_EJOB ("failed before any
  * worker started: see `trainctl show JOB`").
  */
+extern const char logs_usage[];
 int logs_check_rank(const char *id, long rank, long world, struct tc_err *err);
 int logs_explain_none(const char *id, const char *state, bool ended, struct tc_err *err);
 /* cmd_show.c: a job's JSON (jobs_show, local or from the server) as --json or text */

@@ -342,7 +342,7 @@ int remote_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			break;
 		case 'f': follow = true; break;
 		case 'S': server = optarg; break;
-		case 'h': fputs("usage: trainctl logs JOB [--rank R] [--tail N] [-f] [--server URL]\n", stdout); return 0;
+		case 'h': fputs(logs_usage, stdout); return 0;
 		default: return tc_error(err, TC_EUSAGE, "logs: bad option (see trainctl logs --help)");
 		}
 	}

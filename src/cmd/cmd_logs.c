@@ -12,13 +12,14 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char usage[] =
-	"usage: trainctl logs JOB [--rank R] [--tail N] [-f]\n"
+const char logs_usage[] =
+	"usage: trainctl logs JOB [--rank R] [--tail N] [-f] [--supervisor] [--server URL]\n"
 	"\n"
-	"  -r, --rank R    only rank R (default: every rank, lines prefixed [r])\n"
-	"  -n, --tail N    the last N lines of each rank\n"
-	"  -f, --follow    keep printing while the job runs\n"
-	"      --supervisor  the supervisor's own log\n";
+	"  -r, --rank R      only rank R (default: every rank, lines prefixed [r])\n"
+	"  -n, --tail N      the last N lines of each rank (as tail -n)\n"
+	"  -f, --follow      keep printing while the job runs\n"
+	"      --supervisor  the supervisor's own log (not through a server)\n"
+	"      --server URL  the job of this server ($TRAINCTL_SERVER)\n";
 
 /* Does dir hold a worker log: rank's, or any rank's (rank < 0)? */
 static bool has_worker_log(const char *dir, long rank)
@@ -107,7 +108,7 @@ int cmd_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			break;
 		case 'f': follow = true; break;
 		case 's': supervisor = true; break;
-		case 'h': fputs(usage, stdout); return 0;
+		case 'h': fputs(logs_usage, stdout); return 0;
 		default: return tc_error(err, TC_EUSAGE, "logs: bad option (see trainctl logs --help)");
 		}
 	}

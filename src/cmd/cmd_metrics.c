@@ -16,7 +16,7 @@
 static const char usage[] =
 	"usage: trainctl metrics JOB [--name METRIC] [--rank R] [--format table|csv|json] [--points N]\n"
 	"\n"
-	"  -n, --name METRIC   only this metric (e.g. train.loss)\n"
+	"      --name METRIC   only this metric (e.g. train.loss)\n"
 	"  -r, --rank R        only rank R\n"
 	"  -o, --format F      table (default), csv or json\n"
 	"  -p, --points N      at most N points per series, keeping spikes (for charts)\n";
@@ -126,6 +126,46 @@ static int metric_width(struct store *st, const char *job, const char *name)
 	return w > 200 ? 200 : (int)w;
 }
 
+/* --name matched nothing: the closest name the job has, or what it has */
+static int no_metric(struct store *st, const char *id, const char *name, int rank,
+		     struct tc_err *err)
+{
+	struct sbuf text = SBUF_INIT, hint = SBUF_INIT;
+	int rc = store_metric_names_json(st, id, &text, err);
+	json_t *o = rc ? NULL : json_loadb(text.buf, text.len, 0, NULL);
+	json_t *series = json_object_get(o, "series"), *one;
+	const char *best = NULL;
+	size_t best_d = 4, i, names = 0;
+	bool on_other_rank = false;
+	json_array_foreach(series, i, one) {
+		const char *m = json_string_value(json_object_get(one, "metric"));
+		if (!m)
+			continue;
+		names++;
+		if (!strcmp(m, name))
+			on_other_rank = true;
+		size_t d = edit_distance(m, name);
+		if (d < best_d && d <= strlen(name) / 2) {
+			best_d = d;
+			best = m;
+		}
+	}
+	if (on_other_rank)
+		sbuf_addf(&hint, " on rank %d", rank);
+	else if (best)
+		sbuf_addf(&hint, " (did you mean '%s'?)", best);
+	else if (!names)
+		sbuf_adds(&hint, " (it has no stored metrics)");
+	else
+		sbuf_addf(&hint, " (`trainctl show %s` lists its metrics)", id);
+	if (!rc)
+		rc = tc_error(err, TC_ENOTFOUND, "metrics: job %s has no metric '%s'%s", id, name, hint.buf);
+	json_decref(o);
+	sbuf_release(&text);
+	sbuf_release(&hint);
+	return rc;
+}
+
 int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
 	static const struct option opts[] = {
@@ -141,7 +181,7 @@ int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	struct out o = { F_TABLE, SBUF_INIT, 0, 24 };
 	int c;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "n:r:o:p:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "r:o:p:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n': name = optarg; break;
 		case 'r':
@@ -174,6 +214,11 @@ int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	int rc = store_open(ctx->home, &st, err);
 	if (!rc)
 		rc = store_job_get(st, argv[optind], &j, err);
+	if (!rc && rank >= 0 && j.world_size > 0 && rank >= j.world_size)
+		rc = j.world_size == 1
+			     ? tc_error(err, TC_EUSAGE, "metrics: job %s has one rank, 0 (not %ld)", j.id, rank)
+			     : tc_error(err, TC_EUSAGE, "metrics: job %s has ranks 0-%d (not %ld)", j.id,
+					j.world_size - 1, rank);
 	if (rc)
 		goto out;
 	if (o.fmt == F_JSON)
@@ -190,8 +235,7 @@ int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	if (o.fmt == F_JSON)
 		fputs(o.n ? "\n]\n" : "]\n", stdout);
 	if (!rc && !count && name)
-		rc = tc_error(err, TC_ENOTFOUND, "metrics: job %s has no metric '%s'%s", j.id, name,
-			      rank >= 0 ? " on that rank" : "");
+		rc = no_metric(st, j.id, name, (int)rank, err);
 out:
 	sbuf_release(&o.line);
 	job_row_release(&j);

@@ -23,12 +23,15 @@ static const char usage[] =
 	"      --tries N       POST attempts (default 3)\n"
 	"      --json          print the report instead of a summary\n";
 
-static void print_num(const char *label, json_t *v, const char *unit)
+/* label, then v with prec decimals (-1: %.6g, as show prints metric values) and unit */
+static void print_num(const char *label, json_t *v, int prec, const char *unit)
 {
-	if (json_is_number(v))
+	if (!json_is_number(v))
+		printf("%-12s -\n", label);
+	else if (prec < 0)
 		printf("%-12s %.6g%s\n", label, json_number_value(v), unit);
 	else
-		printf("%-12s -\n", label);
+		printf("%-12s %.*f%s\n", label, prec, json_number_value(v), unit);
 }
 
 static void print_summary(json_t *r, const char *dir)
@@ -37,27 +40,27 @@ static void print_summary(json_t *r, const char *dir)
 	printf("%-12s %s/report.json, %s/aisbench/\n", "written", dir, dir);
 	printf("%-12s %s (%s)\n", "job", json_string_value(json_object_get(r, "job")),
 	       json_string_value(json_object_get(r, "state")));
-	print_num("throughput", json_object_get(t, "total"), " samples/s");
+	print_num("throughput", json_object_get(t, "total"), 1, " samples/s"); /* as show */
 	size_t i;
 	json_t *x;
 	json_array_foreach(json_object_get(t, "per_rank"), i, x) {
 		struct sbuf l = SBUF_INIT;
 		sbuf_addf(&l, "  rank %lld", (long long)json_integer_value(json_object_get(x, "rank")));
-		print_num(l.buf, json_object_get(x, "throughput"), " samples/s");
+		print_num(l.buf, json_object_get(x, "throughput"), 1, " samples/s");
 		sbuf_release(&l);
 	}
 	json_t *a = json_object_get(r, "accuracy");
 	if (json_is_string(json_object_get(a, "metric")))
-		print_num("accuracy", json_object_get(a, "value"), "");
+		print_num("accuracy", json_object_get(a, "value"), -1, "");
 	const char *names[] = { "staging", "training", "upload", "total" };
 	for (size_t k = 0; k < 4; k++)
-		print_num(names[k], json_object_get(json_object_get(json_object_get(r, "phases"), names[k]), "seconds"), " s");
+		print_num(names[k], json_object_get(json_object_get(json_object_get(r, "phases"), names[k]), "seconds"), 1, " s");
 	printf("%-12s %lld\n", "restarts", (long long)json_integer_value(json_object_get(r, "restarts")));
 	json_t *d = json_object_get(r, "devices");
-	print_num("utilization", json_object_get(d, "utilization_avg"), " %");
-	print_num("power avg", json_object_get(d, "power_avg_w"), " W");
-	print_num("power peak", json_object_get(d, "power_peak_w"), " W");
-	print_num("energy", json_object_get(d, "energy_j"), " J");
+	print_num("utilization", json_object_get(d, "utilization_avg"), 1, " %");
+	print_num("power avg", json_object_get(d, "power_avg_w"), 1, " W");
+	print_num("power peak", json_object_get(d, "power_peak_w"), 1, " W");
+	print_num("energy", json_object_get(d, "energy_j"), 0, " J");
 }
 
 int cmd_report(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)

@@ -16,7 +16,7 @@ static const char usage[] =
 	"   or: trainctl run --resume JOB [options] [SPEC.yaml]\n"
 	"   or: trainctl run [options] -- COMMAND [ARGS...]\n"
 	"\n"
-	"  -n, --nproc N|all     workers on this node (ad hoc runs; default 1)\n"
+	"      --nproc N|all     workers on this node (ad hoc runs; default 1)\n"
 	"  -d, --device TYPE     device type for ad hoc runs (default cpu)\n"
 	"      --name NAME       job name\n"
 	"      --max-restarts N  restart the group up to N times on failure\n"
@@ -47,7 +47,7 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	struct launch_opts lo = { .home = ctx->home };
 	int c;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+n:d:qh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+d:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n': nproc = optarg; break;
 		case 'd': device = optarg; break;

@@ -384,11 +384,11 @@ static int run_one_attempt(struct sup *sp, struct attempts *a, struct tc_err *er
 		return rc;
 	struct sbuf why = SBUF_INIT;
 	if (sp->attempt == 0)
-		sbuf_addf(&why, "%d workers started", sp->n);
+		sbuf_addf(&why, "%d worker%s started", sp->n, sp->n == 1 ? "" : "s");
 	else
-		sbuf_addf(&why, "restart %d of %d: %d workers started%s%s", sp->attempt,
-			  sp->s->max_restarts, sp->n, a->resume ? ", resuming from " : "",
-			  a->resume ? a->resume : "");
+		sbuf_addf(&why, "restart %d of %d: %d worker%s started%s%s", sp->attempt,
+			  sp->s->max_restarts, sp->n, sp->n == 1 ? "" : "s",
+			  a->resume ? ", resuming from " : "", a->resume ? a->resume : "");
 	sup_say(sp, "job %s: %s", sp->job_id, why.buf);
 	rc = jobs_mark_running(sp->st, sp->job_id, why.buf, err);
 	sbuf_release(&why);

@@ -473,12 +473,12 @@ def test_no_devices_names_the_devices_line(run_tc, home, tmp_path):
     """`devices: {type: gpu}` where there is none: the line of devices:, what
     was found, and how to try things out (issue 16, 3.7)."""
     s = spec(tmp_path, "name: x\ncommand: [\"true\"]\n\ndevices: {type: gpu}\n", "gpu.yaml")
-    p = run_tc("run", s, cwd=str(tmp_path), env={"TRAINCTL_FAKE_DEVICES": "npu:2"})
+    p = run_tc("run", "gpu.yaml", cwd=str(tmp_path), env={"TRAINCTL_FAKE_DEVICES": "npu:2"})
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip() == (
         "trainctl: gpu.yaml:4: devices: 1 gpu device requested but this machine has none: "
         "TRAINCTL_FAKE_DEVICES is 'npu:2'; to try trainctl without them, set TRAINCTL_FAKE_DEVICES=gpu:1")
-    p = run_tc("run", s, cwd=str(tmp_path), env={"TRAINCTL_FAKE_DEVICES": None})
+    p = run_tc("run", "gpu.yaml", cwd=str(tmp_path), env={"TRAINCTL_FAKE_DEVICES": None})
     if p.returncode == 2:  # a machine without NVIDIA GPUs: says what it found
         assert "gpu.yaml:4: devices: 1 gpu device requested but this machine has none: NVML" in p.stderr
     assert jobs_in_db(home) == [] or p.returncode == 0
