@@ -363,7 +363,10 @@ char *jobio_resume(struct jobio *io, bool first, struct tc_err *err)
 		if (!nl)
 			break;
 		*nl = '\0';
-		tell(io, "%s", line);
+		if (io->c.event) /* news even under run -q: which checkpoint a restart takes */
+			io->c.event(io->c.say_arg, line);
+		else
+			tell(io, "%s", line);
 	}
 	if (idx >= 0) {
 		struct sbuf p = SBUF_INIT;

@@ -29,6 +29,8 @@ struct jobio_ctx {
 	int world;
 	void (*say)(void *arg, const char *msg); /* thread-safe: one write per line */
 	void *say_arg;
+	/* the checkpoint a restart resumes from, and why (say_arg too); NULL: say */
+	void (*event)(void *arg, const char *msg);
 };
 
 struct jobio;

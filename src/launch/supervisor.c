@@ -71,6 +71,17 @@ void sup_say(struct sup *sp, const char *fmt, ...)
 	sbuf_release(&msg);
 }
 
+void sup_event(struct sup *sp, const char *fmt, ...)
+{
+	struct sbuf msg = SBUF_INIT;
+	va_list ap;
+	va_start(ap, fmt);
+	sbuf_vaddf(&msg, fmt, ap);
+	va_end(ap);
+	say_text(sp->suplog_fd, true, msg.buf);
+	sbuf_release(&msg);
+}
+
 void sup_result(struct sup *sp, const char *fmt, ...)
 {
 	va_list ap;
@@ -275,6 +286,11 @@ static void jobio_say(void *ctx, const char *msg)
 	sup_say(ctx, "%s", msg);
 }
 
+static void jobio_event(void *ctx, const char *msg)
+{
+	sup_event(ctx, "%s", msg);
+}
+
 /* ---- metrics: never a reason to fail the job (metrics/ingest.h) ---- */
 
 static void metrics_warn(void *ctx, const char *msg)
@@ -389,7 +405,10 @@ static int run_one_attempt(struct sup *sp, struct attempts *a, struct tc_err *er
 		sbuf_addf(&why, "restart %d of %d: %d worker%s started%s%s", sp->attempt,
 			  sp->s->max_restarts, sp->n, sp->n == 1 ? "" : "s",
 			  a->resume ? ", resuming from " : "", a->resume ? a->resume : "");
-	sup_say(sp, "job %s: %s", sp->job_id, why.buf);
+	if (sp->attempt == 0)
+		sup_say(sp, "job %s: %s", sp->job_id, why.buf);
+	else /* a restart is news even under run -q */
+		sup_event(sp, "job %s: %s", sp->job_id, why.buf);
 	rc = jobs_mark_running(sp->st, sp->job_id, why.buf, err);
 	sbuf_release(&why);
 	if (rc)
@@ -441,7 +460,7 @@ static int record_failed(struct sup *sp, struct attempts *a, bool *again, struct
 		rc = jobs_mark_restarting(sp->st, sp->job_id, why.buf, err);
 		if (!rc)
 			rc = store_job_set_restarts(sp->st, sp->job_id, sp->attempt + 1, err);
-		sup_say(sp, "%s", why.buf);
+		sup_event(sp, "%s", why.buf);
 		*again = !rc;
 	} else {
 		sbuf_addf(&why, "%s", cause.buf);
@@ -630,7 +649,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	struct jobio_ctx ioc = {
 		.s = s, .home = o->home, .job_id = sp.job_id, .run_dir = sp.run_dir,
 		.data_dir = sp.data_dir, .output_dir = sp.output_dir, .ckpt_dir = sp.ckpt_dir,
-		.world = sp.n, .say = jobio_say, .say_arg = &sp,
+		.world = sp.n, .say = jobio_say, .say_arg = &sp, .event = jobio_event,
 	};
 	/* a node of a multi-node job: its driver stages, watches and uploads */
 	rc = o->node ? 0 : jobio_begin(&ioc, sp.st, &sp.io, err);

@@ -70,9 +70,12 @@ struct sup {
 
 /*
  * A message on stderr and in the node's supervisor log (launch_vsay); with
- * launch_opts.brief (run -q) only warnings ("warning: ...") reach stderr.
+ * launch_opts.brief (run -q) only warnings ("warning: ...") reach stderr
+ * (sup_event for what run -q shows too).
  */
 void sup_say(struct sup *sp, const char *fmt, ...) TC_PRINTF(2, 3);
+/* sup_say, on stderr even under run -q: failures, restarts, signals. */
+void sup_event(struct sup *sp, const char *fmt, ...) TC_PRINTF(2, 3);
 /* The job's outcome line: said once everything else is (launch_run), on stderr always. */
 void sup_result(struct sup *sp, const char *fmt, ...) TC_PRINTF(2, 3);
 /* "a/b", heap. */

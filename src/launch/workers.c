@@ -340,7 +340,7 @@ static void reap(struct sup *sp)
 			sp->fail_status = status;
 			struct sbuf d = SBUF_INIT;
 			proc_describe_exit(&d, status);
-			sup_say(sp, "rank %d %s; stopping the other workers", w->rank, d.buf);
+			sup_event(sp, "rank %d %s; stopping the other workers", w->rank, d.buf);
 			sbuf_release(&d);
 			sup_begin_stop(sp);
 		}
@@ -365,18 +365,18 @@ static void read_signals(struct sup *sp)
 			continue;
 		if (sig == SIGUSR1 || sig == SIGUSR2) {
 			/* e.g. Slurm's --signal warning: the workers checkpoint */
-			sup_say(sp, "%s received: passing it to the workers", strsignal(sig));
+			sup_event(sp, "%s received: passing it to the workers", strsignal(sig));
 			signal_groups(sp, sig);
 			continue;
 		}
 		if (sp->user_signal) {
-			sup_say(sp, "second %s: killing the workers now", strsignal(sig));
+			sup_event(sp, "second %s: killing the workers now", strsignal(sig));
 			sp->kill_at = now_mono_ms();
 			continue;
 		}
 		sp->user_signal = sig;
-		sup_say(sp, "%s received: stopping the workers (SIGKILL in %d s)", strsignal(sig),
-			sp->s->grace_seconds);
+		sup_event(sp, "%s received: stopping the workers (SIGKILL in %d s)", strsignal(sig),
+			  sp->s->grace_seconds);
 		sup_begin_stop(sp);
 	}
 }

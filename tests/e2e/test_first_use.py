@@ -142,11 +142,13 @@ def test_quiet_run_says_only_the_result(run_tc, home, tmp_path):
     # everything is in the supervisor's log still
     p = run_tc("logs", job, "--supervisor")
     assert "1 worker started" in p.stdout and "succeeded" in p.stdout
-    # a failure: the result line with its cause
+    # a failure: the rank's, then the result line with its cause (and the log's tail)
     p = run_tc("run", "-q", "--", "sh", "-c", "echo oops; exit 3")
     assert p.returncode == 1
-    assert p.stderr.startswith("trainctl: job ") and "failed: rank 0 exited with code 3" in p.stderr
-    assert "oops" in p.stderr and "workers started" not in p.stderr and "worker started" not in p.stderr
+    lines = p.stderr.splitlines()
+    assert lines[0] == "trainctl: rank 0 exited with code 3; stopping the other workers", lines
+    assert lines[1].startswith("trainctl: job ") and lines[1].endswith(" failed: rank 0 exited with code 3")
+    assert lines[-1] == "oops" and "worker started" not in p.stderr
 
 
 def test_the_result_line_comes_last(run_tc, home, tmp_path):
