@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import os
+import pwd
 import re
 import sqlite3
 
@@ -87,7 +88,8 @@ def test_ps_columns_and_formats(run_tc, home):
     lines = p.stdout.splitlines()
     assert lines[0].split() == PS_HEADER
     bad, ok = lines[1].split(), lines[2].split()
-    assert bad[1:4] == ["bad", "-", "failed"] and ok[1:4] == ["ok", "-", "succeeded"]
+    me = pwd.getpwuid(os.getuid()).pw_name  # run records the account (issue 16, 2)
+    assert bad[1:4] == ["bad", me, "failed"] and ok[1:4] == ["ok", me, "succeeded"]
     assert ok[6] == "cpu:2" and bad[6] == "cpu:1"
     assert ok[8:] == ["exit", "0"]
     assert " ".join(bad[8:]) == "exit 1: rank 0 exited with code 4"
