@@ -112,6 +112,11 @@ def test_report_on_demand_single_server(digits, tmp_path):
     r = _tc(home, "report", job, "--out", out, "--single-server")
     assert r.returncode == 0, r.stderr
     assert "throughput" in r.stdout and "samples/s" in r.stdout
+    # the numbers as show prints them (issue 16, 3.14): one decimal, no "99.9373 %"
+    shown = re.search(r"^throughput (\S+) samples/s", _tc(home, "show", job).stdout, re.M).group(1)
+    assert re.search(rf"^throughput +{re.escape(shown)} samples/s$", r.stdout, re.M), (shown, r.stdout)
+    util = re.search(r"^utilization +(\S+)", r.stdout, re.M).group(1)
+    assert util == "-" or re.fullmatch(r"\d+\.\d", util), r.stdout
     rep = json.loads((out / "report.json").read_text())
     per_rank, acc = _expected(home, job, 2)
     assert rep["mode"] == "single-server"
