@@ -37,6 +37,11 @@ struct backend_env;
 int jobs_mark_starting(struct store *st, const char *id, const char *why, struct tc_err *err);
 /* starting, restarting -> running: the workers of an attempt are up. */
 int jobs_mark_running(struct store *st, const char *id, const char *why, struct tc_err *err);
+/*
+ * The same edge with the attempt's worker rows, and for a job recorded only
+ * once its workers run, its creation, in one transaction (store_job_started).
+ */
+int jobs_mark_started(struct store *st, const struct store_start *s, struct tc_err *err);
 /* running -> restarting: an attempt failed and restarts are left. */
 int jobs_mark_restarting(struct store *st, const char *id, const char *why, struct tc_err *err);
 /* running -> paused | preempted: stopped for what the server asked (asked). */

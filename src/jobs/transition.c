@@ -22,6 +22,11 @@ int jobs_mark_running(struct store *st, const char *id, const char *why, struct 
 	return store_job_set_state(st, id, JOB_RUNNING, why, err);
 }
 
+int jobs_mark_started(struct store *st, const struct store_start *s, struct tc_err *err)
+{
+	return store_job_started(st, s, err);
+}
+
 int jobs_mark_restarting(struct store *st, const char *id, const char *why, struct tc_err *err)
 {
 	return store_job_set_state(st, id, JOB_RESTARTING, why, err);

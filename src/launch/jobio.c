@@ -278,7 +278,15 @@ int jobio_begin(const struct jobio_ctx *c, struct store *st, struct jobio **out,
 			io->ckpt_url = join_url(io->upload_url, "checkpoints");
 		io->next_upload = now_wall() + c->s->upload_every_seconds;
 	}
-	if ((rc = store_open(c->home, &io->st, err)))
+	return 0;
+}
+
+int jobio_start(struct jobio *io, struct tc_err *err)
+{
+	int rc;
+	if (io->thread_on)
+		return 0;
+	if (!io->st && (rc = store_open(io->c.home, &io->st, err)))
 		return rc;
 	if (pthread_create(&io->thread, NULL, thread_main, io) != 0)
 		return tc_error_errno(err, TC_ESYS, "cannot start the checkpoint and upload thread");
@@ -346,6 +354,8 @@ char *jobio_resume(struct jobio *io, bool first, struct tc_err *err)
 		}
 		return xstrdup(s->resume_path);
 	}
+	if (!io->st)
+		return NULL; /* jobio_start never ran: no worker started */
 	pthread_mutex_lock(&io->mu);
 	scan_record(io, true); /* every worker is gone: what is there is final */
 	struct store_ckpt *rows = NULL;

@@ -3,10 +3,11 @@
  * as the supervisor uses them (jobio.c).
  *
  *   jobio_begin   stage every input into the run folder (before any worker
- *                 starts), then start the background thread that watches
- *                 the checkpoint folder (records each complete checkpoint
- *                 with its checksum, rotates by checkpoint.keep) and uploads
- *                 the outputs every every_seconds / every_steps;
+ *                 starts);
+ *   jobio_start   once the first workers run, start the background thread
+ *                 that watches the checkpoint folder (records each complete
+ *                 checkpoint with its checksum, rotates by checkpoint.keep)
+ *                 and uploads the outputs every every_seconds / every_steps;
  *   jobio_resume  what TRAINCTL_RESUME_FROM is for the next attempt;
  *   jobio_end     stop the thread, record what is left, upload once more.
  *
@@ -35,9 +36,11 @@ struct jobio_ctx {
 
 struct jobio;
 
-/* Stage inputs (TC_ESTORAGE naming the input on failure) and start the thread. */
+/* Stage inputs (TC_ESTORAGE naming the input on failure). */
 int jobio_begin(const struct jobio_ctx *c, struct store *st, struct jobio **out,
 		struct tc_err *err);
+/* Open the thread's connection and start it (a second call does nothing). */
+int jobio_start(struct jobio *io, struct tc_err *err);
 /* Heap path for TRAINCTL_RESUME_FROM, or NULL; first = before the first attempt. */
 char *jobio_resume(struct jobio *io, bool first, struct tc_err *err);
 /* Final checkpoint scan and upload; frees io (NULL is a no-op). */

@@ -169,6 +169,12 @@ int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
 	rc = sup_start_workers(sp, &plan, envname.buf, err);
 	sbuf_release(&envname);
 	if (!rc) {
+		struct tc_err e2 = TC_ERR_INIT;
+		if (sup_record_started(sp, NULL, &e2))
+			sup_say(sp, "warning: %s", e2.msg);
+		tc_err_release(&e2);
+		sup_workers_up(sp, &e2); /* no jobio on a node: nothing to fail */
+		tc_err_release(&e2);
 		sup_say(sp, "job %s node %d of %d, attempt %d: ranks %d-%d started (master %s:%d)%s%s",
 			sp->job_id, nd->node_rank, nd->nnodes, nd->attempt, sp->w[0].rank,
 			sp->w[sp->n - 1].rank, nd->master_addr, nd->master_port,

@@ -14,6 +14,7 @@
 #include "jobs/jobs.h"
 #include "metrics/ingest.h"
 #include "report/report.h"
+#include "storage/storage.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -409,8 +410,10 @@ static int run_one_attempt(struct sup *sp, struct attempts *a, struct tc_err *er
 		sup_say(sp, "job %s: %s", sp->job_id, why.buf);
 	else /* a restart is news even under run -q */
 		sup_event(sp, "job %s: %s", sp->job_id, why.buf);
-	rc = jobs_mark_running(sp->st, sp->job_id, why.buf, err);
+	rc = sup_record_started(sp, why.buf, err);
 	sbuf_release(&why);
+	if (!rc)
+		rc = sup_workers_up(sp, err);
 	if (rc)
 		sup_begin_stop(sp);
 	sup_attempt_loop(sp);
@@ -554,21 +557,79 @@ static int record_job(struct sup *sp, struct tc_err *err)
 		sbuf_release(&why);
 		return rc;
 	}
-	char *spec_json = spec_to_json(sp->s);
 	/* who ran it on what: ps and the server show them (cpu slots are not held) */
 	struct passwd *pw = getpwuid(getuid());
-	char *ids = sp->leased ? ids_join(sp->s->device_ids, sp->n) : NULL;
-	struct job_row row = {
-		.id = sp->job_id, .name = sp->s->name, .state = JOB_STARTING, .run_dir = sp->run_dir,
-		.spec_json = spec_json, .created = now_wall(), .world_size = sp->n,
-		.sup_pid = getpid(), .sup_ticks = proc_start_ticks(getpid()),
-		.user = pw && pw->pw_name ? pw->pw_name : NULL, .device_type = sp->s->device_type,
-		.device_count = sp->n, .devices = ids,
+	struct job_row *row = xcalloc(1, sizeof(*row));
+	*row = (struct job_row){
+		.id = xstrdup(sp->job_id), .name = xstrdup(sp->s->name), .state = JOB_STARTING,
+		.run_dir = xstrdup(sp->run_dir), .spec_json = spec_to_json(sp->s),
+		.created = now_wall(), .world_size = sp->n, .sup_pid = getpid(),
+		.sup_ticks = proc_start_ticks(getpid()),
+		.user = pw && pw->pw_name ? xstrdup(pw->pw_name) : NULL,
+		.device_type = xstrdup(sp->s->device_type), .device_count = sp->n,
+		.devices = sp->leased ? ids_join(sp->s->device_ids, sp->n) : NULL,
 	};
-	rc = store_job_create(sp->st, &row, err);
-	free(ids);
-	free(spec_json);
+	sp->late = row;
+	/*
+	 * Written with the first workers (sup_record_started), unless
+	 * something slow comes first: staging inputs or fetching a remote
+	 * checkpoint, during which `ps` must show the job starting.
+	 */
+	const struct spec *s = sp->s;
+	bool slow = s->ninputs || (s->resume == RESUME_PATH && s->resume_path &&
+				   storage_is_remote(s->resume_path));
+	return slow ? sup_record_late(sp, err) : 0;
+}
+
+int sup_record_late(struct sup *sp, struct tc_err *err)
+{
+	if (!sp->late)
+		return 0;
+	int rc = store_job_create(sp->st, sp->late, err);
+	if (!rc) {
+		job_row_release(sp->late);
+		free(sp->late);
+		sp->late = NULL;
+	}
 	return rc;
+}
+
+int sup_record_started(struct sup *sp, const char *why, struct tc_err *err)
+{
+	struct worker_row *rows = xcalloc((size_t)sp->n, sizeof(*rows));
+	size_t n = 0;
+	for (int i = 0; i < sp->n; i++)
+		if (!sp->w[i].reaped)
+			rows[n++] = (struct worker_row){ .attempt = sp->attempt, .rank = sp->w[i].rank,
+							 .local_rank = sp->w[i].local_rank,
+							 .pid = sp->w[i].pid, .started = sp->w[i].started };
+	struct store_start st = { .create = sp->late, .job_id = sp->job_id, .attempt = sp->attempt,
+				  .workers = rows, .nworkers = n, .why = why };
+	int rc = jobs_mark_started(sp->st, &st, err);
+	free(rows);
+	if (!rc && sp->late) {
+		job_row_release(sp->late);
+		free(sp->late);
+		sp->late = NULL;
+	}
+	return rc;
+}
+
+/*
+ * What only matters once workers run starts after the first ones do, so
+ * that it costs their start nothing: the metrics reader, the device
+ * sampler and the checkpoint and upload thread.  Once per job.
+ */
+int sup_workers_up(struct sup *sp, struct tc_err *err)
+{
+	if (sp->up)
+		return 0;
+	sp->up = true;
+	metrics_start(sp);
+	/* device telemetry for report.json (report/report.h) */
+	if (!sp->o->node)
+		sp->rsamp = report_sampler_start(sp->s->device_type, sp->s->device_ids, sp->n, 0);
+	return sp->io ? jobio_start(sp->io, err) : 0;
 }
 
 static void sup_release(struct sup *sp)
@@ -588,6 +649,10 @@ static void sup_release(struct sup *sp)
 		close(sp->suplog_fd);
 	sbuf_release(&sp->console);
 	sbuf_release(&sp->result);
+	if (sp->late) {
+		job_row_release(sp->late);
+		free(sp->late);
+	}
 	store_close(sp->st);
 	free(sp->job_id);
 	free(sp->run_dir);
@@ -637,15 +702,11 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	if ((rc = one_node_only(&sp, err)) || (rc = setup_signals(&sp, err)) ||
 	    (rc = watchdog_start(&sp, err))) {
 		struct tc_err e2 = TC_ERR_INIT;
-		if (!o->node)
+		if (!o->node && !sup_record_late(&sp, &e2))
 			jobs_finish(sp.st, sp.job_id, JOB_FAILED, 3, err->msg, err->msg, &e2);
 		tc_err_release(&e2);
 		goto out;
 	}
-	metrics_start(&sp);
-	/* device telemetry for report.json (report/report.h) */
-	struct report_sampler *rsamp =
-		o->node ? NULL : report_sampler_start(s->device_type, s->device_ids, sp.n, 0);
 	struct jobio_ctx ioc = {
 		.s = s, .home = o->home, .job_id = sp.job_id, .run_dir = sp.run_dir,
 		.data_dir = sp.data_dir, .output_dir = sp.output_dir, .ckpt_dir = sp.ckpt_dir,
@@ -660,12 +721,14 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	if (rc && sp.st && !o->node) {
 		/* record why, so the job does not look alive forever */
 		struct tc_err e2 = TC_ERR_INIT;
-		jobs_finish(sp.st, sp.job_id, JOB_FAILED, tc_exit_status(rc), err->msg, err->msg, &e2);
+		if (!sup_record_late(&sp, &e2))
+			jobs_finish(sp.st, sp.job_id, JOB_FAILED, tc_exit_status(rc), err->msg,
+				    err->msg, &e2);
 		tc_err_release(&e2);
 	}
 	/* report.json and the Ais-Bench files: a warning at worst, never the job's result */
 	if (!o->node)
-		report_job_end(sp.st, sp.job_id, rsamp, jobio_say, &sp);
+		report_job_end(sp.st, sp.job_id, sp.rsamp, jobio_say, &sp);
 	/* the outcome comes last, after the final upload's and checkpoints' lines */
 	if (sp.result.len)
 		say_text(sp.suplog_fd, true, sp.result.buf);

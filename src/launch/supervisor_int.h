@@ -37,7 +37,8 @@ struct worker {
 	struct stream out, err;
 	int logfd;
 	bool reaped;
-	int status; /* wait status */
+	int status;     /* wait status */
+	double started; /* wall time it was started */
 };
 
 struct sup {
@@ -64,6 +65,15 @@ struct sup {
 	/* lease.c: s points at own when the leased ids differ from the spec's */
 	bool leased;
 	struct spec own;           /* a shallow copy of the spec; own.device_ids is ours */
+	/*
+	 * The job's row, not written yet: a job this supervisor creates is
+	 * recorded with its first workers (sup_record_started), so that nothing
+	 * waits on the database before they run; NULL once written (or when the
+	 * server or the driver wrote it).
+	 */
+	struct job_row *late;
+	bool up;                      /* sup_workers_up ran */
+	struct report_sampler *rsamp; /* device telemetry, from sup_workers_up */
 };
 
 /* ---- supervisor.c ---- */
@@ -86,6 +96,20 @@ int sup_write_text(const char *dir, const char *name, const char *text, struct t
 void sup_watchdog_tell(struct sup *sp, int32_t msg);
 /* The failed rank's error file and log tail, appended to out. */
 void sup_failure_detail(struct sup *sp, struct sbuf *out, int rank);
+/*
+ * Record the workers this attempt started (those not reaped) and, with
+ * why, the state running; the job's row first when it is still sp->late.
+ * One transaction.
+ */
+int sup_record_started(struct sup *sp, const char *why, struct tc_err *err);
+/* Write sp->late now, before anything that needs the job's row. */
+int sup_record_late(struct sup *sp, struct tc_err *err);
+/*
+ * The first workers run (and are recorded): start the metrics reader, the
+ * device sampler and the jobio thread.  Once per job; the error is the
+ * jobio thread's.
+ */
+int sup_workers_up(struct sup *sp, struct tc_err *err);
 
 /* ---- workers.c ---- */
 

@@ -246,13 +246,9 @@ static int spawn_workers(struct sup *sp, const struct env_plan *plan, struct tc_
 		sup_watchdog_tell(sp, (int32_t)w->pid);
 		w->reaped = false;
 		w->status = 0;
+		w->started = now_wall();
 		sbuf_init(&w->out.partial, 0);
 		sbuf_init(&w->err.partial, 0);
-		struct tc_err e2 = TC_ERR_INIT;
-		if (store_worker_start(sp->st, sp->job_id, sp->attempt, w->rank, w->local_rank, w->pid,
-				       &e2))
-			sup_say(sp, "warning: %s", e2.msg);
-		tc_err_release(&e2);
 	}
 	strvec_clear(&argv);
 	strvec_clear(&common);
@@ -281,6 +277,11 @@ int sup_start_workers(struct sup *sp, const struct env_plan *plan, const char *e
 	sp->stopping = false;
 	sp->kill_at = 0;
 	if ((rc = spawn_workers(sp, plan, err))) {
+		/* those that started are stopped, and recorded, with their ends */
+		struct tc_err e2 = TC_ERR_INIT;
+		if (sup_record_started(sp, NULL, &e2))
+			sup_say(sp, "warning: %s", e2.msg);
+		tc_err_release(&e2);
 		sup_begin_stop(sp);
 		sp->kill_at = now_mono_ms();
 		sup_attempt_loop(sp);
@@ -310,6 +311,7 @@ static void reap(struct sup *sp)
 {
 	int status;
 	pid_t pid;
+	bool txn = false; /* the ends reaped together are written in one transaction */
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		if (pid == sp->watchdog_pid) {
 			sp->watchdog_pid = -1;
@@ -328,6 +330,9 @@ static void reap(struct sup *sp)
 		w->reaped = true;
 		w->status = status;
 		struct tc_err e2 = TC_ERR_INIT;
+		if (!txn)
+			txn = store_begin(sp->st, &e2) == 0; /* else each end writes alone */
+		tc_err_release(&e2);
 		if (store_worker_end(sp->st, sp->job_id, sp->attempt, w->rank,
 				     WIFEXITED(status) ? WEXITSTATUS(status) : -1,
 				     WIFSIGNALED(status) ? WTERMSIG(status) : 0, &e2))
@@ -345,6 +350,10 @@ static void reap(struct sup *sp)
 			sup_begin_stop(sp);
 		}
 	}
+	struct tc_err e3 = TC_ERR_INIT;
+	if (txn && store_commit(sp->st, 0, &e3))
+		sup_say(sp, "warning: %s", e3.msg);
+	tc_err_release(&e3);
 }
 
 static bool all_reaped(struct sup *sp)

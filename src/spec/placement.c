@@ -242,7 +242,9 @@ int spec_finish_devices(struct spec *s, const struct dev_where *dw, bool per_nod
 	struct device_list devs = DEVICE_LIST_INIT;
 	struct sbuf msg = SBUF_INIT;
 	int rc = 0;
-	devices_discover(&devs);
+	/* cpu is counted by sysconf: no device library to load on a cpu job's start */
+	if (strcmp(s->device_type, "cpu") != 0)
+		devices_discover(&devs);
 	int have = devices_count(&devs, s->device_type);
 	if (per_node_all) {
 		if (have < 0) {

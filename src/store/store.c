@@ -271,10 +271,33 @@ static int run_stmt(struct store *st, struct tc_err *err, const char *sql, const
 	return rc;
 }
 
+/*
+ * A write's own transaction, unless the caller is inside one already
+ * (store_job_started puts several records in one).  txn_end commits what
+ * txn_begin opened, or rolls it back when rc says so.
+ */
+static int txn_begin(struct store *st, bool *own, struct tc_err *err)
+{
+	*own = sqlite3_get_autocommit(st->db) != 0;
+	return *own ? exec_sql(st, "BEGIN IMMEDIATE", err) : 0;
+}
+
+static int txn_end(struct store *st, bool own, int rc, struct tc_err *err)
+{
+	if (!own)
+		return rc;
+	if (rc) {
+		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+		return rc;
+	}
+	return exec_sql(st, "COMMIT", err);
+}
+
 int store_job_create(struct store *st, const struct job_row *j, struct tc_err *err)
 {
 	const char *state = job_state_name(j->state);
-	int rc = exec_sql(st, "BEGIN IMMEDIATE", err);
+	bool own;
+	int rc = txn_begin(st, &own, err);
 	if (rc)
 		return rc;
 	/* user and devices: who ran it on what (NULL keeps the column's default) */
@@ -288,11 +311,7 @@ int store_job_create(struct store *st, const struct job_row *j, struct tc_err *e
 	if (!rc)
 		rc = run_stmt(st, err, "INSERT INTO events (job_id, time, state, reason) VALUES (?,?,?,?)",
 			      "sdss", j->id, j->created, state, "created");
-	if (rc) {
-		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-		return rc;
-	}
-	return exec_sql(st, "COMMIT", err);
+	return txn_end(st, own, rc, err);
 }
 
 static int set_state(struct store *st, const char *id, enum job_state state, int exit_code,
@@ -300,7 +319,8 @@ static int set_state(struct store *st, const char *id, enum job_state state, int
 {
 	double now = now_wall();
 	const char *name = job_state_name(state);
-	int rc = exec_sql(st, "BEGIN IMMEDIATE", err);
+	bool own;
+	int rc = txn_begin(st, &own, err);
 	if (rc)
 		return rc;
 	if (finish)
@@ -316,11 +336,7 @@ static int set_state(struct store *st, const char *id, enum job_state state, int
 	if (!rc)
 		rc = run_stmt(st, err, "INSERT INTO events (job_id, time, state, reason) VALUES (?,?,?,?)",
 			      "sdss", id, now, name, reason ? reason : "");
-	if (rc) {
-		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-		return rc;
-	}
-	return exec_sql(st, "COMMIT", err);
+	return txn_end(st, own, rc, err);
 }
 
 int store_job_set_state(struct store *st, const char *id, enum job_state state,
@@ -348,14 +364,36 @@ int store_job_set_supervisor(struct store *st, const char *id, pid_t pid,
 			(long long)pid, (long long)ticks, id);
 }
 
-int store_worker_start(struct store *st, const char *job, int attempt, int rank, int local_rank,
-		       pid_t pid, struct tc_err *err)
+static int worker_insert(struct store *st, const char *job, int attempt, int rank, int local_rank,
+			 pid_t pid, double started, struct tc_err *err)
 {
 	return run_stmt(st, err,
 			"INSERT OR REPLACE INTO workers (job_id, attempt, rank, local_rank, pid, started)"
 			" VALUES (?,?,?,?,?,?)",
 			"siiiid", job, (long long)attempt, (long long)rank, (long long)local_rank,
-			(long long)pid, now_wall());
+			(long long)pid, started);
+}
+
+int store_worker_start(struct store *st, const char *job, int attempt, int rank, int local_rank,
+		       pid_t pid, struct tc_err *err)
+{
+	return worker_insert(st, job, attempt, rank, local_rank, pid, now_wall(), err);
+}
+
+int store_job_started(struct store *st, const struct store_start *s, struct tc_err *err)
+{
+	bool own;
+	int rc = txn_begin(st, &own, err);
+	if (!rc && s->create)
+		rc = store_job_create(st, s->create, err);
+	for (size_t i = 0; !rc && i < s->nworkers; i++) {
+		const struct worker_row *w = &s->workers[i];
+		rc = worker_insert(st, s->job_id, s->attempt, w->rank, w->local_rank, w->pid,
+				   w->started, err);
+	}
+	if (!rc && s->why)
+		rc = set_state(st, s->job_id, JOB_RUNNING, -1, NULL, false, s->why, err);
+	return txn_end(st, own, rc, err);
 }
 
 int store_worker_end(struct store *st, const char *job, int attempt, int rank, int exit_code,
@@ -366,6 +404,16 @@ int store_worker_end(struct store *st, const char *job, int attempt, int rank, i
 			" AND rank=?",
 			"iidsii", (long long)exit_code, (long long)sig, now_wall(), job,
 			(long long)attempt, (long long)rank);
+}
+
+int store_begin(struct store *st, struct tc_err *err)
+{
+	return exec_sql(st, "BEGIN IMMEDIATE", err);
+}
+
+int store_commit(struct store *st, int rc, struct tc_err *err)
+{
+	return txn_end(st, true, rc, err);
 }
 
 static char *col_text(sqlite3_stmt *q, int i)

@@ -100,6 +100,30 @@ int store_worker_end(struct store *st, const char *job, int attempt, int rank, i
 		     int signal, struct tc_err *err);
 
 /*
+ * The workers of an attempt are up: in one transaction, the job's row when
+ * create is set (a supervisor that writes nothing before its workers run),
+ * the workers' rows (rank, local_rank, pid, started) and, when why is set,
+ * the state running with its event.
+ */
+struct store_start {
+	const struct job_row *create; /* NULL: the row exists */
+	const char *job_id;
+	int attempt;
+	const struct worker_row *workers;
+	size_t nworkers;
+	const char *why; /* NULL: the state stays */
+};
+int store_job_started(struct store *st, const struct store_start *s, struct tc_err *err);
+
+/*
+ * Several writes as one transaction: store_begin, then the writes (each
+ * joins it), then store_commit(st, rc, err), which commits when rc is 0
+ * and rolls back otherwise; it returns rc or the commit's error.
+ */
+int store_begin(struct store *st, struct tc_err *err);
+int store_commit(struct store *st, int rc, struct tc_err *err);
+
+/*
  * Find one job by id, unique id prefix, or name (the newest of that name).
  * Returns TC_ENOTFOUND (or TC_EUSAGE for an ambiguous prefix).
  */
