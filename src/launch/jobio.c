@@ -354,8 +354,9 @@ char *jobio_resume(struct jobio *io, bool first, struct tc_err *err)
 		}
 		return xstrdup(s->resume_path);
 	}
-	if (!io->st)
-		return NULL; /* jobio_start never ran: no worker started */
+	/* before the first workers (a requeued job): the thread's connection is not open yet */
+	if (!io->st && store_open(io->c.home, &io->st, err))
+		return NULL;
 	pthread_mutex_lock(&io->mu);
 	scan_record(io, true); /* every worker is gone: what is there is final */
 	struct store_ckpt *rows = NULL;

@@ -174,6 +174,8 @@ static int mn_begin(struct mn *m, struct tc_err *err)
 		.world = m->world, .say = io_say, .say_arg = m,
 	};
 	int rc = jobio_begin(&ioc, m->st, &m->io, err);
+	if (!rc)
+		rc = jobio_start(m->io, err);
 	if (rc)
 		return rc;
 	m->attempt = attempts_made(m->run_dir);

@@ -39,6 +39,23 @@ int reply_raw(struct MHD_Connection *con, unsigned status, const char *type, con
 	return ret;
 }
 
+int reply_owned(struct MHD_Connection *con, unsigned status, const char *type,
+		struct sbuf *body)
+{
+	size_t len = body->len;
+	char *buf = sbuf_detach(body);
+	struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(buf);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", type);
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	int ret = MHD_queue_response(con, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
 int reply_json(struct MHD_Connection *con, unsigned status, const char *json)
 {
 	return reply_raw(con, status, "application/json", json, strlen(json));

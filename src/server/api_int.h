@@ -52,6 +52,9 @@ bool server_may_see(const struct who *w, const char *owner);
 int reply_raw(struct MHD_Connection *con, unsigned status, const char *type, const char *body,
 	      size_t len);
 int reply_json(struct MHD_Connection *con, unsigned status, const char *json);
+/* A body built in an sbuf, handed to MHD without a copy (body is left empty). */
+int reply_owned(struct MHD_Connection *con, unsigned status, const char *type,
+		struct sbuf *body);
 int reply_err(struct MHD_Connection *con, unsigned status, const char *fmt, ...) TC_PRINTF(3, 4);
 /* err as an error answer, with the status of its code (api_status_of). */
 int reply_tc(struct MHD_Connection *con, const struct tc_err *err);

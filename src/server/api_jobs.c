@@ -225,6 +225,36 @@ bool api_parse_states(const char *text, unsigned *set, const char **bad, int *ba
 	return true;
 }
 
+/* The answer of a listing, as store_job_each hands its rows over. */
+struct list_out {
+	struct sbuf body;
+	size_t n;
+};
+
+static int list_row(void *arg, const struct job_row *j)
+{
+	struct list_out *lo = arg;
+	struct sbuf *b = &lo->body;
+	const size_t flags = JSON_COMPACT | JSON_PRESERVE_ORDER;
+	json_t *o = job_to_json(j, JOB_JSON_BRIEF);
+	if (lo->n++)
+		sbuf_addch(b, ',');
+	/* straight into the body: one pass when a row fits the room left (most do) */
+	sbuf_grow(b, 2048);
+	size_t room = b->alloc - b->len - 1;
+	size_t n = json_dumpb(o, b->buf + b->len, room, flags);
+	if (n > room) {
+		sbuf_grow(b, n + 1);
+		n = json_dumpb(o, b->buf + b->len, n, flags);
+	}
+	json_decref(o);
+	if (!n)
+		return TC_ESYS;
+	b->len += n; /* json_dumpb wrote n bytes in the room sbuf_grow made */
+	b->buf[b->len] = '\0';
+	return 0;
+}
+
 int h_list(struct srv *s, struct MHD_Connection *con, const struct who *w)
 {
 	long limit, offset;
@@ -245,25 +275,23 @@ int h_list(struct srv *s, struct MHD_Connection *con, const struct who *w)
 	}
 	struct store_jfilter f = { states, user && *user ? user : NULL, name && *name ? name : NULL,
 				   limit, offset };
-	struct job_row *v = NULL;
-	size_t n = 0;
+	/* each row is written out as it is read: neither the rows nor a tree of them is kept */
+	struct list_out lo = { SBUF_INIT, 0 };
 	struct tc_err err = TC_ERR_INIT;
 	long long total = 0;
+	sbuf_adds(&lo.body, "{\"jobs\":[");
 	pthread_mutex_lock(&s->mu);
-	int rc = store_job_query(s->st, &f, &v, &n, &total, &err);
+	int rc = store_job_each(s->st, &f, list_row, &lo, &total, &err);
 	pthread_mutex_unlock(&s->mu);
 	int ret;
 	if (rc) {
 		ret = reply_tc(con, &err);
 	} else {
-		json_t *jobs = json_array();
-		for (size_t i = 0; i < n; i++)
-			json_array_append_new(jobs, job_to_json(&v[i], JOB_JSON_BRIEF));
-		ret = reply_jsont(con, 200, json_pack("{s:o, s:I, s:I, s:I}", "jobs", jobs, "total",
-						      (json_int_t)total, "limit", (json_int_t)limit,
-						      "offset", (json_int_t)offset));
+		sbuf_addf(&lo.body, "],\"total\":%lld,\"limit\":%ld,\"offset\":%ld}", total, limit,
+			  offset);
+		ret = reply_owned(con, 200, "application/json", &lo.body);
 	}
-	job_rows_free(v, n);
+	sbuf_release(&lo.body);
 	tc_err_release(&err);
 	return ret;
 }

@@ -101,6 +101,10 @@ static const char *const migrations[] = {
 	" pid INTEGER NOT NULL, ticks INTEGER NOT NULL, since REAL NOT NULL,"
 	" PRIMARY KEY (device_type, device_id));"
 	"CREATE INDEX leases_job ON leases(job_id);",
+	/* 7: listings by state come newest first from the index itself (no
+	 * sort of the matching rows); it covers state alone too */
+	"CREATE INDEX jobs_state_id ON jobs(state, id);"
+	"DROP INDEX jobs_state;",
 };
 
 int db_fail(struct store *st, struct tc_err *err, const char *what)

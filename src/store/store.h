@@ -329,6 +329,15 @@ struct store_jfilter {
 /* The matching jobs, newest first (limit, offset); *total counts all matches. */
 int store_job_query(struct store *st, const struct store_jfilter *f, struct job_row **out,
 		    size_t *nr, long long *total, struct tc_err *err);
+/*
+ * The same listing handed to fn row by row as it is read, nothing kept: the
+ * row is fn's for the call only, and its spec_json is NULL (a listing does
+ * not read it).  A non-zero return from fn stops the listing and is
+ * returned.  *total is set before the first call.
+ */
+int store_job_each(struct store *st, const struct store_jfilter *f,
+		   int (*fn)(void *arg, const struct job_row *j), void *arg, long long *total,
+		   struct tc_err *err);
 
 int store_token_add(struct store *st, const char *hash, const char *user, bool admin,
 		    struct tc_err *err);

@@ -25,6 +25,13 @@ int db_fail(struct store *st, struct tc_err *err, const char *what);
 	" preemptible, device_type, device_count, device_want, devices, stop_reason, managed,"    \
 	" backend, slurm_job, slurm_nodes, slurm_state"
 
+/* The same for a listing: spec_json is not read (NULL), the rest is the same. */
+#define STORE_JOB_COLS_BRIEF                                                                   \
+	"id, name, state, run_dir, NULL, created, COALESCE(started,0), COALESCE(ended,0),"       \
+	" exit_code, root_cause, restarts, world_size, sup_pid, sup_ticks, user, priority,"       \
+	" preemptible, device_type, device_count, device_want, devices, stop_reason, managed,"    \
+	" backend, slurm_job, slurm_nodes, slurm_state"
+
 /* One row of SELECT STORE_JOB_COLS into j; -1 when its state word is unknown. */
 int store_read_job(sqlite3_stmt *q, struct job_row *j);
 /* Step a prepared SELECT STORE_JOB_COLS to its end (the caller finalizes q). */

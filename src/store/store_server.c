@@ -358,6 +358,50 @@ out:
 	return rc;
 }
 
+int store_job_each(struct store *st, const struct store_jfilter *f,
+		   int (*fn)(void *arg, const struct job_row *j), void *arg, long long *total,
+		   struct tc_err *err)
+{
+	struct sbuf where = SBUF_INIT, sql = SBUF_INIT;
+	struct strvec args = STRVEC_INIT;
+	sqlite3_stmt *q = NULL;
+	int rc = 0, r = SQLITE_DONE;
+	filter_sql(f, &where, &args);
+	sbuf_addf(&sql, "SELECT COUNT(*) FROM jobs%s", where.buf);
+	if (sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL) != SQLITE_OK || bind_args(q, &args) ||
+	    sqlite3_step(q) != SQLITE_ROW) {
+		rc = db_fail(st, err, "count jobs");
+		goto out;
+	}
+	*total = sqlite3_column_int64(q, 0);
+	sqlite3_finalize(q);
+	q = NULL;
+	sbuf_reset(&sql);
+	sbuf_addf(&sql, "SELECT " STORE_JOB_COLS_BRIEF " FROM jobs%s ORDER BY id DESC LIMIT %ld"
+		  " OFFSET %ld", where.buf, f->limit, f->offset);
+	if (sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL) != SQLITE_OK || bind_args(q, &args)) {
+		rc = db_fail(st, err, "list jobs");
+		goto out;
+	}
+	while (!rc && (r = sqlite3_step(q)) == SQLITE_ROW) {
+		struct job_row j;
+		if (store_read_job(q, &j))
+			rc = tc_error(err, TC_ESTORE, "database: job %s has state '%s', which this"
+				      " trainctl does not know", j.id, sqlite3_column_text(q, 2));
+		else
+			rc = fn(arg, &j);
+		job_row_release(&j);
+	}
+	if (!rc && r != SQLITE_DONE)
+		rc = db_fail(st, err, "list jobs");
+out:
+	sqlite3_finalize(q);
+	sbuf_release(&where);
+	sbuf_release(&sql);
+	strvec_clear(&args);
+	return rc;
+}
+
 /* ---- tokens ---- */
 
 int store_token_add(struct store *st, const char *hash, const char *user, bool admin,

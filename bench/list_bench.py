@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""One listing of every job, with --jobs jobs in the database: through the
+API (`GET /api/v1/jobs?limit=N`, the whole answer in one response) and
+through `trainctl ps --all --json` (the local store), side by side for two
+binaries on copies of the same state folder.
+
+    python3 bench/list_bench.py [--trainctl build/trainctl] [--baseline OLD/trainctl]
+                                [--jobs 10000] [--reps 15]
+
+The state folder is filled once, through the API of the oldest binary given
+(--baseline, else --trainctl): --jobs gpu jobs queued behind one that holds
+the only (fake) gpu.  Each binary then serves its own copy (a newer binary
+migrates it on open) with no gpu at all, so that every job stays queued
+while the listings are timed, alternating between the binaries, --reps
+times each; medians and bests are printed with the load average.
+"""
+import argparse
+import http.client
+import json
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def load():
+    return " ".join(open("/proc/loadavg").read().split()[:3])
+
+
+def request(conn, method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
+    r = conn.getresponse()
+    return r.status, r.read()
+
+
+def start_server(tc, state, devices):
+    port = free_port()
+    env = dict(os.environ, TRAINCTL_HOME=str(state), TRAINCTL_FAKE_DEVICES=devices)
+    env.pop("TRAINCTL_SERVER", None)
+    env.pop("TRAINCTL_TOKEN", None)
+    log = open(state.parent / f"server-{port}.log", "w")
+    p = subprocess.Popen([tc, "server", "--listen", f"127.0.0.1:{port}", "--quiet", "--cpu-slots", "1",
+                          "--sample-seconds", "600"], env=env, stdout=log, stderr=log, start_new_session=True)
+    for _ in range(400):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return p, port
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit("the server did not start")
+
+
+def stop_server(p, state):
+    os.killpg(p.pid, signal.SIGTERM)
+    p.wait(timeout=120)
+    import sqlite3
+    db = sqlite3.connect(str(state / "trainctl.db"))
+    for (pid,) in db.execute("SELECT sup_pid FROM jobs WHERE state IN ('starting','running') AND sup_pid > 0"):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    db.close()
+
+
+def submitter(port, n, q):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    spec = {"spec": {"name": "queued", "command": "true", "devices": {"type": "gpu", "per_node": 1}}}
+    bad = 0
+    for _ in range(n):
+        st, _ = request(conn, "POST", "/api/v1/jobs", spec)
+        bad += st != 201
+    q.put(bad)
+
+
+def fill(tc, state, jobs):
+    p, port = start_server(tc, state, "gpu:1")
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        st, body = request(conn, "POST", "/api/v1/jobs", {"spec": {
+            "name": "holder", "command": "sleep 3600", "devices": {"type": "gpu", "per_node": 1}}})
+        assert st == 201, body
+        q = mp.Queue()
+        procs = [mp.Process(target=submitter, args=(port, jobs // 4, q)) for _ in range(4)]
+        for pr in procs:
+            pr.start()
+        bad = sum(q.get() for _ in procs)
+        for pr in procs:
+            pr.join()
+        assert bad == 0, f"{bad} submissions failed"
+    finally:
+        stop_server(p, state)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trainctl", default=str(REPO / "build" / "trainctl"))
+    ap.add_argument("--baseline", help="another trainctl binary, measured side by side")
+    ap.add_argument("--jobs", type=int, default=10000)
+    ap.add_argument("--reps", type=int, default=15)
+    a = ap.parse_args()
+    tools = {"trainctl": os.path.abspath(a.trainctl)}
+    if a.baseline:
+        tools["baseline"] = os.path.abspath(a.baseline)
+    tmp = Path(tempfile.mkdtemp(prefix="list-bench-"))
+    servers = {}
+    try:
+        seed = tmp / "seed" / "state"
+        seed.parent.mkdir()
+        t0 = time.perf_counter()
+        fill(tools.get("baseline", tools["trainctl"]), seed, a.jobs)
+        print(f"# filled with {a.jobs} queued jobs in {time.perf_counter() - t0:.1f} s", flush=True)
+        for k, tc in tools.items():
+            state = tmp / k / "state"
+            shutil.copytree(seed, state, ignore=shutil.ignore_patterns("runs"))
+            servers[k] = (state,) + start_server(tc, state, "")
+        conns = {k: http.client.HTTPConnection("127.0.0.1", v[2], timeout=120) for k, v in servers.items()}
+        cases = [("GET /api/v1/jobs?limit=ALL", f"/api/v1/jobs?limit={a.jobs + 1}"),
+                 ("GET ?state=queued&offset=5000", "/api/v1/jobs?state=queued&limit=100&offset=5000"),
+                 ("GET /api/v1/jobs (page of 100)", "/api/v1/jobs")]
+        times = {(c, k): [] for c, _ in cases for k in tools}
+        ps = {k: [] for k in tools}
+        sizes = {}
+        loads = [load()]
+        for k in tools:  # warm-up: page cache, the migration, prepared statements
+            for _, path in cases:
+                request(conns[k], "GET", path)
+        for i in range(a.reps):
+            order = list(tools) if i % 2 == 0 else list(tools)[::-1]
+            for c, path in cases:
+                for k in order:
+                    t = time.perf_counter()
+                    st, body = request(conns[k], "GET", path)
+                    times[(c, k)].append(time.perf_counter() - t)
+                    assert st == 200, body[:200]
+                    sizes[(c, k)] = len(body)
+            for k in order:
+                env = dict(os.environ, TRAINCTL_HOME=str(servers[k][0]))
+                env.pop("TRAINCTL_SERVER", None)
+                t = time.perf_counter()
+                r = subprocess.run([tools[k], "ps", "--all", "--json"], env=env, stdout=subprocess.PIPE, check=True)
+                ps[k].append(time.perf_counter() - t)
+                sizes[("ps", k)] = len(r.stdout)
+        loads.append(load())
+        print(f"# {os.cpu_count()} cores, load average {loads[0]} before, {loads[1]} after; "
+              f"{a.reps} runs each, alternating")
+        print(f"{'listing':34s}" + "".join(f"{k + ' median':>17s}{'best':>9s}" for k in tools) + "    bytes")
+        rows = [(c, [times[(c, k)] for k in tools], sizes[(c, list(tools)[0])]) for c, _ in cases]
+        rows.append(("trainctl ps --all --json (local)", [ps[k] for k in tools], sizes[("ps", list(tools)[0])]))
+        for c, series, size in rows:
+            print(f"{c:34s}" + "".join(f"{statistics.median(s) * 1e3:14.1f} ms{min(s) * 1e3:6.1f} ms" for s in series)
+                  + f"  {size:>8d}")
+    finally:
+        for k, v in servers.items():
+            stop_server(v[1], v[0])
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
