@@ -204,32 +204,12 @@ static int cmp_rank(const void *a, const void *b)
 	return x->rank < y->rank ? -1 : x->rank > y->rank;
 }
 
-int metrics_job_summary(struct store *st, const struct job_row *job,
-			struct metrics_job_summary *out, struct tc_err *err)
+/* Counters of every rank (and a row for each), sorted by rank. */
+static void add_counters(struct metrics_job_summary *out, const struct store_mcount *cnt,
+			 size_t ncnt, size_t *ralloc)
 {
-	struct store_mseries *v = NULL;
-	struct store_mkv *meta = NULL;
-	struct store_mcount *cnt = NULL;
-	size_t nv = 0, nmeta = 0, ncnt = 0, ralloc = 0;
-	memset(out, 0, sizeof(*out));
-	out->throughput = out->accuracy = out->duration = NAN;
-	metrics_settings_from_spec(job->spec_json, &out->settings);
-	int rc = store_metric_series(st, job->id, NULL, -1, &v, &nv, err);
-	if (!rc)
-		rc = store_metric_meta(st, job->id, &meta, &nmeta, err);
-	if (!rc)
-		rc = store_metric_counters(st, job->id, &cnt, &ncnt, err);
-	if (!rc)
-		rc = store_metric_params(st, job->id, &out->params, &out->nparams, err);
-	if (rc)
-		goto out;
-	out->metrics = xcalloc(nv ? nv : 1, sizeof(*out->metrics));
-	for (size_t i = 0; i < nv; i++) {
-		sum_series(&out->metrics[out->nmetrics++], &v[i], meta, nmeta);
-		rank_find(out, v[i].rank, &ralloc);
-	}
 	for (size_t i = 0; i < ncnt; i++) {
-		struct metrics_rank_sum *r = rank_find(out, cnt[i].rank, &ralloc);
+		struct metrics_rank_sum *r = rank_find(out, cnt[i].rank, ralloc);
 		r->lines = cnt[i].lines;
 		r->records = cnt[i].records;
 		r->malformed = cnt[i].malformed;
@@ -238,6 +218,25 @@ int metrics_job_summary(struct store *st, const struct job_row *job,
 	}
 	if (out->nranks)
 		qsort(out->ranks, out->nranks, sizeof(*out->ranks), cmp_rank);
+}
+
+/* The summary from every stored point (jobs whose summary rows do not hold). */
+static int summary_from_points(struct store *st, const struct job_row *job,
+			       struct metrics_job_summary *out, const struct store_mkv *meta,
+			       size_t nmeta, const struct store_mcount *cnt, size_t ncnt,
+			       struct tc_err *err)
+{
+	struct store_mseries *v = NULL;
+	size_t nv = 0, ralloc = 0;
+	int rc = store_metric_series(st, job->id, NULL, -1, &v, &nv, err);
+	if (rc)
+		return rc;
+	out->metrics = xcalloc(nv ? nv : 1, sizeof(*out->metrics));
+	for (size_t i = 0; i < nv; i++) {
+		sum_series(&out->metrics[out->nmetrics++], &v[i], meta, nmeta);
+		rank_find(out, v[i].rank, &ralloc);
+	}
+	add_counters(out, cnt, ncnt, &ralloc);
 	double *per = xcalloc(out->nranks ? out->nranks : 1, sizeof(double));
 	for (size_t i = 0; i < out->nranks; i++) {
 		rank_tput(&out->ranks[i], v, nv, &out->settings);
@@ -245,8 +244,6 @@ int metrics_job_summary(struct store *st, const struct job_row *job,
 	}
 	out->throughput = metrics_tput_job(per, out->nranks);
 	free(per);
-	if (job->started > 0)
-		out->duration = (job->ended > 0 ? job->ended : now_wall()) - job->started;
 	/* accuracy: the last number of that metric, lowest rank (series are by rank) */
 	for (size_t i = 0; out->settings.accuracy && i < nv; i++) {
 		if (strcmp(v[i].metric, out->settings.accuracy))
@@ -258,8 +255,312 @@ int metrics_job_summary(struct store *st, const struct job_row *job,
 			}
 		break;
 	}
-out:
 	store_mseries_free(v, nv);
+	return 0;
+}
+
+/* ---- the same from the summary rows (store.h: store_metric_summaries) ---- */
+
+static int finest_kind(const struct store_msum *m)
+{
+	for (int k = 0; k < 3; k++)
+		if (m->k[k].points)
+			return k;
+	return STORE_MSUMMARY;
+}
+
+/* The rows hold when every series' kinds count exactly the points it stores. */
+static bool summaries_hold(const struct store_msum *v, size_t nv)
+{
+	for (size_t i = 0; i < nv; i++)
+		if (v[i].k[0].points + v[i].k[1].points + v[i].k[2].points != v[i].stored)
+			return false;
+	return true;
+}
+
+static void sum_from_row(struct metrics_metric_sum *ms, const struct store_msum *m,
+			 const struct store_mkv *meta, size_t nmeta)
+{
+	int kind = finest_kind(m);
+	const struct store_msum_kind *k = &m->k[kind];
+	const char *unit = meta_of(meta, nmeta, m->metric, "unit");
+	ms->name = xstrdup(m->metric);
+	ms->rank = m->rank;
+	ms->kind = kind_name(kind);
+	ms->goal = metrics_goal_of(m->metric, meta_of(meta, nmeta, m->metric, "GOAL"));
+	ms->unit = unit && *unit ? xstrdup(unit) : NULL;
+	ms->text = k->last_text ? xstrdup(k->last_text) : NULL;
+	ms->n = (size_t)k->n;
+	ms->last = k->n ? k->last : NAN;
+	ms->last_step = k->n && k->last_step ? xstrdup(k->last_step) : NULL;
+	ms->min = k->n_finite ? k->min : NAN;
+	ms->max = k->n_finite ? k->max : NAN;
+	ms->mean = k->n_finite ? k->sum / (double)k->n_finite : NAN;
+	bool maxi = ms->goal == METRICS_MAXIMIZE;
+	ms->best = maxi ? ms->max : ms->min;
+	const char *bs = maxi ? k->max_step : k->min_step;
+	ms->best_step = k->n_finite && bs ? xstrdup(bs) : NULL;
+}
+
+/* The first `want` numbers of a series' point records: finite ones, positive ones. */
+struct prefix {
+	long long want, seen, n_finite, n_pos;
+	double sum, sum_pos;
+};
+
+static int prefix_add(void *arg, const struct store_mpoint *p)
+{
+	struct prefix *x = arg;
+	if (p->kind != STORE_MPOINT || p->text)
+		return 0;
+	if (x->seen++ >= x->want)
+		return 1;
+	if (isfinite(p->value)) {
+		x->n_finite++;
+		x->sum += p->value;
+		if (p->value > 0) {
+			x->n_pos++;
+			x->sum_pos += p->value;
+		}
+	}
+	return 0;
+}
+
+static int read_prefix(struct store *st, const char *job, const struct store_msum *m,
+		       long long want, struct prefix *x, struct tc_err *err)
+{
+	memset(x, 0, sizeof(*x));
+	x->want = want;
+	if (!want)
+		return 0;
+	int rc = store_metric_walk(st, job, m->metric, m->rank, prefix_add, x, err);
+	return rc == 1 ? 0 : rc;
+}
+
+/* The first `want` distinct seq values of a series' point records, with their latest times. */
+struct seqs {
+	long long want;
+	struct seqt *v;
+	size_t n, alloc;
+};
+
+static int seqs_add(void *arg, const struct store_mpoint *p)
+{
+	struct seqs *x = arg;
+	if (p->kind != STORE_MPOINT)
+		return 0;
+	if (x->n && x->v[x->n - 1].seq == p->seq) {
+		if (p->wall_time > x->v[x->n - 1].t)
+			x->v[x->n - 1].t = p->wall_time;
+		return 0;
+	}
+	if ((long long)x->n >= x->want)
+		return 1; /* ordered (store_msteps): nothing later comes before these */
+	XGROW(x->v, x->n + 1, x->alloc);
+	x->v[x->n++] = (struct seqt){ p->seq, p->wall_time };
+	return 0;
+}
+
+/* Rule 3 (docs/metrics.md): (n - w) x batch / (t[n-1] - t[w-1]) from the rank's steps row. */
+static int tput_steps(struct store *st, const char *job, const struct store_msum *v, size_t nv,
+		      const struct store_msteps *sr, const struct metrics_settings *set,
+		      double *tput, struct tc_err *err)
+{
+	long long w = set->warmup_steps ? set->warmup_steps : 1;
+	*tput = NAN;
+	if (sr->nseq <= w)
+		return 0;
+	/* t[w-1]: the w-th distinct seq of the rank, over each series' first w */
+	struct seqs all = { .want = w };
+	int rc = 0;
+	for (size_t i = 0; !rc && i < nv; i++) {
+		if (v[i].rank != sr->rank || !v[i].k[STORE_MPOINT].points)
+			continue;
+		struct seqs one = { .want = w };
+		rc = store_metric_walk(st, job, v[i].metric, v[i].rank, seqs_add, &one, err);
+		if (rc == 1)
+			rc = 0;
+		for (size_t j = 0; j < one.n; j++) {
+			XGROW(all.v, all.n + 1, all.alloc);
+			all.v[all.n++] = one.v[j];
+		}
+		free(one.v);
+	}
+	if (!rc && all.n) {
+		/* by seq; a seq's time is the latest of its records (the step ends with it) */
+		qsort(all.v, all.n, sizeof(*all.v), cmp_seqt);
+		long long u = 0;
+		double t = NAN;
+		for (size_t i = 0; i < all.n; i++) {
+			if (i && all.v[i].seq == all.v[i - 1].seq) {
+				if (u == w && all.v[i].t > t)
+					t = all.v[i].t;
+				continue;
+			}
+			if (u == w)
+				break;
+			if (++u == w)
+				t = all.v[i].t;
+		}
+		double span = sr->last_t - t;
+		if (u == w && isfinite(span) && span > 0 && set->batch_size > 0)
+			*tput = (double)(sr->nseq - w) * set->batch_size / span;
+	}
+	free(all.v);
+	return rc;
+}
+
+/*
+ * Throughput of one rank by the first rule that gives a number, as
+ * rank_tput, from the summary rows; the warm-up's values are read from the
+ * series' first chunks.  *hold false: the rank's steps row does not hold
+ * and the points must be read.
+ */
+static int rank_tput_rows(struct store *st, const char *job, struct metrics_rank_sum *rs,
+			  const struct store_msum *v, size_t nv, const struct store_msteps *sv,
+			  size_t nsv, const struct metrics_settings *set, bool *hold,
+			  struct tc_err *err)
+{
+	long long warm = set->warmup_steps;
+	struct prefix x;
+	int rc;
+	rs->throughput = NAN;
+	/* 1. an ips metric: the one with the most step records */
+	const struct store_msum *ips = NULL;
+	for (size_t i = 0; i < nv; i++)
+		if (v[i].rank == rs->rank && metrics_is_ips_name(v[i].metric) &&
+		    v[i].k[STORE_MPOINT].n > (ips ? ips->k[STORE_MPOINT].n : 0))
+			ips = &v[i];
+	if (ips) {
+		const struct store_msum_kind *k = &ips->k[STORE_MPOINT];
+		if ((rc = read_prefix(st, job, ips, warm, &x, err)))
+			return rc;
+		long long n = k->n_finite - x.n_finite;
+		rs->throughput = n > 0 ? (k->sum - x.sum) / (double)n : NAN;
+		if (isfinite(rs->throughput)) {
+			rs->method = "ips";
+			rs->source = xstrdup(ips->metric);
+			return 0;
+		}
+	}
+	if (set->batch_size <= 0)
+		return 0;
+	/* 2. MindFormers per_step_time (ms) */
+	for (size_t i = 0; i < nv; i++) {
+		if (v[i].rank != rs->rank || strcmp(v[i].metric, "per_step_time"))
+			continue;
+		const struct store_msum_kind *k = &v[i].k[STORE_MPOINT];
+		if ((rc = read_prefix(st, job, &v[i], warm, &x, err)))
+			return rc;
+		long long n = k->n_pos - x.n_pos;
+		double sum = k->sum_pos - x.sum_pos;
+		rs->throughput = n > 0 ? set->batch_size * 1000.0 / (sum / (double)n) : NAN;
+		if (isfinite(rs->throughput)) {
+			rs->method = "step_time";
+			rs->source = xstrdup(v[i].metric);
+			return 0;
+		}
+	}
+	/* 3. the wall times of the step records */
+	for (size_t i = 0; i < nsv; i++) {
+		if (sv[i].rank != rs->rank)
+			continue;
+		if (!sv[i].ordered) {
+			*hold = false;
+			return 0;
+		}
+		if ((rc = tput_steps(st, job, v, nv, &sv[i], set, &rs->throughput, err)))
+			return rc;
+		if (isfinite(rs->throughput))
+			rs->method = "step_times";
+		return 0;
+	}
+	/* no steps row: the rank has no point records, unless the rows are older than it */
+	for (size_t i = 0; i < nv; i++)
+		if (v[i].rank == rs->rank && v[i].k[STORE_MPOINT].points)
+			*hold = false;
+	return 0;
+}
+
+/* The summary from the rows kept at ingestion; *hold false when they do not hold. */
+static int summary_from_rows(struct store *st, const struct job_row *job,
+			     struct metrics_job_summary *out, const struct store_mkv *meta,
+			     size_t nmeta, const struct store_mcount *cnt, size_t ncnt, bool *hold,
+			     struct tc_err *err)
+{
+	struct store_msum *v = NULL;
+	struct store_msteps *sv = NULL;
+	size_t nv = 0, nsv = 0, ralloc = 0;
+	*hold = true;
+	int rc = store_metric_summaries(st, job->id, &v, &nv, err);
+	if (!rc)
+		rc = store_metric_steps(st, job->id, &sv, &nsv, err);
+	if (rc || !(*hold = summaries_hold(v, nv)))
+		goto out;
+	out->metrics = xcalloc(nv ? nv : 1, sizeof(*out->metrics));
+	for (size_t i = 0; i < nv; i++) {
+		sum_from_row(&out->metrics[out->nmetrics++], &v[i], meta, nmeta);
+		rank_find(out, v[i].rank, &ralloc);
+	}
+	add_counters(out, cnt, ncnt, &ralloc);
+	double *per = xcalloc(out->nranks ? out->nranks : 1, sizeof(double));
+	for (size_t i = 0; !rc && *hold && i < out->nranks; i++) {
+		rc = rank_tput_rows(st, job->id, &out->ranks[i], v, nv, sv, nsv, &out->settings, hold,
+				    err);
+		per[i] = out->ranks[i].throughput;
+	}
+	out->throughput = metrics_tput_job(per, out->nranks);
+	free(per);
+	/* accuracy: the last number of that metric, any kind, lowest rank */
+	for (size_t i = 0; out->settings.accuracy && i < nv; i++) {
+		if (strcmp(v[i].metric, out->settings.accuracy))
+			continue;
+		const struct store_msum_kind *last = NULL;
+		for (int k = 0; k < 3; k++)
+			if (v[i].k[k].n && (!last || v[i].k[k].last_index > last->last_index))
+				last = &v[i].k[k];
+		if (last)
+			out->accuracy = last->last;
+		break;
+	}
+out:
+	store_msum_free(v, nv);
+	free(sv);
+	return rc;
+}
+
+int metrics_job_summary(struct store *st, const struct job_row *job,
+			struct metrics_job_summary *out, struct tc_err *err)
+{
+	struct store_mkv *meta = NULL;
+	struct store_mcount *cnt = NULL;
+	size_t nmeta = 0, ncnt = 0;
+	bool hold = false;
+	memset(out, 0, sizeof(*out));
+	out->throughput = out->accuracy = out->duration = NAN;
+	metrics_settings_from_spec(job->spec_json, &out->settings);
+	int rc = store_metric_meta(st, job->id, &meta, &nmeta, err);
+	if (!rc)
+		rc = store_metric_counters(st, job->id, &cnt, &ncnt, err);
+	if (!rc)
+		rc = store_metric_params(st, job->id, &out->params, &out->nparams, err);
+	if (!rc)
+		rc = summary_from_rows(st, job, out, meta, nmeta, cnt, ncnt, &hold, err);
+	if (!rc && !hold) {
+		/* start again from every point */
+		struct store_mkv *params = out->params;
+		size_t nparams = out->nparams;
+		out->params = NULL;
+		out->nparams = 0;
+		metrics_job_summary_release(out);
+		out->throughput = out->accuracy = out->duration = NAN;
+		metrics_settings_from_spec(job->spec_json, &out->settings);
+		out->params = params;
+		out->nparams = nparams;
+		rc = summary_from_points(st, job, out, meta, nmeta, cnt, ncnt, err);
+	}
+	if (!rc && job->started > 0)
+		out->duration = (job->ended > 0 ? job->ended : now_wall()) - job->started;
 	store_mkv_free(meta, nmeta);
 	store_mcount_free(cnt, ncnt);
 	if (rc)

@@ -105,6 +105,19 @@ static const char *const migrations[] = {
 	 * sort of the matching rows); it covers state alone too */
 	"CREATE INDEX jobs_state_id ON jobs(state, id);"
 	"DROP INDEX jobs_state;",
+	/* 7: metric summaries kept as points are written (store_metrics.c, note 4) */
+	"CREATE TABLE metric_summary ("
+	" series_id INTEGER NOT NULL REFERENCES metric_series(id) ON DELETE CASCADE,"
+	" kind INTEGER NOT NULL, points INTEGER NOT NULL, n INTEGER NOT NULL,"
+	" n_finite INTEGER NOT NULL, sum REAL NOT NULL, n_pos INTEGER NOT NULL,"
+	" sum_pos REAL NOT NULL, min REAL, min_step TEXT, max REAL, max_step TEXT,"
+	" last REAL, last_step TEXT, last_index INTEGER NOT NULL, last_text TEXT,"
+	" PRIMARY KEY (series_id, kind));"
+	"CREATE TABLE metric_rank_steps ("
+	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	" rank INTEGER NOT NULL, nseq INTEGER NOT NULL, last_seq INTEGER NOT NULL,"
+	" last_t REAL, ordered INTEGER NOT NULL,"
+	" PRIMARY KEY (job_id, rank));",
 };
 
 int db_fail(struct store *st, struct tc_err *err, const char *what)

@@ -218,6 +218,51 @@ struct store_xy_sink {
 int store_metric_xy(struct store *st, const char *job, const char *metric, int rank, double xmin,
 		    double xmax, const struct store_xy_sink *sink, struct tc_err *err);
 
+/*
+ * The summaries kept as points are written (store_metrics.c, note 4): per
+ * series and kind, and per rank the distinct seq values of its point
+ * records.  A reader must check them: a series whose kinds' points do not
+ * add up to stored has to be read point by point.
+ */
+struct store_msum_kind {
+	long long points;        /* points of this kind, text ones too; 0: no row */
+	long long n, n_finite, n_pos;
+	double sum, sum_pos;     /* of the finite values, of the positive ones */
+	double min, max;         /* NaN when no finite value */
+	double last;             /* the last number (NaN when none, or NaN) */
+	long long last_index;    /* its index in the series */
+	char *min_step, *max_step, *last_step; /* first step of min and max; NULL when none */
+	char *last_text;         /* the last text value, or NULL */
+};
+struct store_msum {
+	char *metric;
+	int rank;
+	long long stored;           /* points the series' chunks hold */
+	struct store_msum_kind k[3]; /* by enum store_mkind */
+};
+/* The series of a job that hold points, by metric then rank. */
+int store_metric_summaries(struct store *st, const char *job, struct store_msum **out,
+			   size_t *nr, struct tc_err *err);
+void store_msum_free(struct store_msum *v, size_t nr);
+
+struct store_msteps {
+	int rank;
+	long long nseq;   /* distinct seq values of the rank's point records */
+	long long last_seq;
+	double last_t;    /* the latest wall time of the records of last_seq */
+	bool ordered;     /* seq never went back: the counts above hold */
+};
+int store_metric_steps(struct store *st, const char *job, struct store_msteps **out, size_t *nr,
+		       struct tc_err *err);
+/*
+ * The points of one series in logged order from its first, handed to fn
+ * one at a time (valid for the call only) until fn returns non-zero, which
+ * is returned: a series' beginning read without the rest.
+ */
+int store_metric_walk(struct store *st, const char *job, const char *metric, int rank,
+		      int (*fn)(void *arg, const struct store_mpoint *p), void *arg,
+		      struct tc_err *err);
+
 struct store_mkv {
 	int rank;     /* params: the rank; meta: -1 */
 	char *name;   /* param name, or metric of a meta row */

@@ -19,6 +19,23 @@
  * (3) A batch keeps every series it has seen (a hash by rank and metric), so
  *     the series row is looked up once per job, and a failed write keeps the
  *     queued points for the next try: nothing is marked written before COMMIT.
+ * (4) Summaries are kept as points are queued and written in the same
+ *     transaction as their chunks, so that a job's summary (query.h) reads a
+ *     few rows however long its series are:
+ *       metric_summary      per series and kind: points (text ones too),
+ *                           numbers, finite ones and their sum, positive
+ *                           ones and their sum, min and max with the step
+ *                           of their first occurrence, the last number with
+ *                           its step and index in the series, the last text;
+ *       metric_rank_steps   per rank: distinct seq values of its point
+ *                           records, the newest seq and the latest wall time
+ *                           of its records, and whether seq never went back.
+ *     A reader checks a summary against the chunks (the points it counts
+ *     must be the points stored) and reads the points themselves when it
+ *     does not hold: jobs stored before summaries existed, or points a
+ *     batch dropped.  A batch that finds a series already stored (another
+ *     supervisor of the same job) adds to its summary row; a rank already
+ *     stored is marked unordered (its seq counts start again).
  */
 #include "store/store.h"
 #include "store/store_int.h"
@@ -32,6 +49,18 @@
 
 #define CHUNK_VERSION 1
 
+/*
+ * The running summary of one kind of a series (note 4).  A step or text
+ * is either in the pending chunk (*_at >= 0, an offset into it) or a heap
+ * copy (*_at < 0; NULL when none).
+ */
+struct ksum {
+	long long points, n, n_finite, n_pos, last_index;
+	double sum, sum_pos, min, max, last;
+	long long min_at, max_at, last_at, text_at;
+	char *min_step, *max_step, *last_step, *last_text;
+};
+
 struct series {
 	char *metric;
 	int rank;
@@ -41,6 +70,16 @@ struct series {
 	long long new_id, new_stored; /* during a write, applied on COMMIT */
 	struct sbuf chunk;  /* packed points not yet written */
 	size_t n;
+	struct ksum k[3];   /* by kind (enum store_mkind) */
+	bool merged;        /* what the database held before this batch is in k[] */
+};
+
+/* Per rank, the distinct seq values of its point records (note 4). */
+struct rsteps {
+	int rank;
+	bool any, ordered, merged, dirty;
+	long long nseq, last_seq;
+	double last_t;
 };
 
 struct kv {
@@ -66,6 +105,9 @@ struct store_mbatch {
 	size_t nparams, aparams, nmeta, ameta;
 	struct count *counts;
 	size_t ncounts, acounts;
+	struct rsteps *steps;
+	size_t nsteps, asteps;
+	struct rsteps *last_steps; /* the rank of the previous point */
 };
 
 static unsigned hash_key(int rank, const char *metric)
@@ -102,6 +144,14 @@ static void counts_clear(struct store_mbatch *b)
 	b->ncounts = 0;
 }
 
+static void ksum_release(struct ksum *k)
+{
+	free(k->min_step);
+	free(k->max_step);
+	free(k->last_step);
+	free(k->last_text);
+}
+
 void store_mbatch_free(struct store_mbatch *b)
 {
 	if (!b)
@@ -109,8 +159,11 @@ void store_mbatch_free(struct store_mbatch *b)
 	for (size_t i = 0; i < b->nlist; i++) {
 		free(b->list[i]->metric);
 		sbuf_release(&b->list[i]->chunk);
+		for (int k = 0; k < 3; k++)
+			ksum_release(&b->list[i]->k[k]);
 		free(b->list[i]);
 	}
+	free(b->steps);
 	kv_clear(b->params, &b->nparams);
 	kv_clear(b->meta, &b->nmeta);
 	counts_clear(b);
@@ -145,6 +198,10 @@ static struct series *series_get(struct store_mbatch *b, int rank, const char *m
 	s->rank = rank;
 	s->hash = h;
 	sbuf_init(&s->chunk, 0);
+	for (int k = 0; k < 3; k++) {
+		s->k[k].min = s->k[k].max = s->k[k].last = NAN;
+		s->k[k].min_at = s->k[k].max_at = s->k[k].last_at = s->k[k].text_at = -1;
+	}
 	if ((b->count + 1) * 2 > b->cap) {
 		size_t cap = b->cap * 2;
 		struct series **tab = xcalloc(cap, sizeof(*tab));
@@ -176,6 +233,67 @@ static size_t put_f64(unsigned char *out, double d)
 	return 8;
 }
 
+static struct rsteps *steps_get(struct store_mbatch *b, int rank)
+{
+	if (b->last_steps && b->last_steps->rank == rank)
+		return b->last_steps;
+	for (size_t i = 0; i < b->nsteps; i++)
+		if (b->steps[i].rank == rank)
+			return b->last_steps = &b->steps[i];
+	XGROW(b->steps, b->nsteps + 1, b->asteps);
+	struct rsteps *r = &b->steps[b->nsteps++];
+	*r = (struct rsteps){ .rank = rank, .ordered = true };
+	return b->last_steps = r;
+}
+
+/* Count p (its step at offset step_at of the chunk, its text at text_at) in s's summary. */
+static void summarize(struct store_mbatch *b, struct series *s, const struct store_mpoint *p,
+		      long long step_at, long long text_at)
+{
+	struct ksum *k = &s->k[p->kind >= 0 && p->kind < 3 ? p->kind : STORE_MPOINT];
+	k->points++;
+	if (p->kind == STORE_MPOINT) {
+		struct rsteps *r = steps_get(b, s->rank);
+		r->dirty = true;
+		if (!r->any || p->seq > r->last_seq) {
+			r->nseq++;
+			r->last_seq = p->seq;
+			r->last_t = p->wall_time;
+			r->any = true;
+		} else if (p->seq == r->last_seq) {
+			if (p->wall_time > r->last_t)
+				r->last_t = p->wall_time;
+		} else {
+			r->ordered = false;
+		}
+	}
+	if (p->text) {
+		k->text_at = text_at;
+		return;
+	}
+	double v = p->value;
+	k->n++;
+	k->last = v;
+	k->last_at = step_at;
+	k->last_index = s->stored + (long long)s->n;
+	if (!isfinite(v))
+		return;
+	/* strict: the first of equal values keeps its step, as metrics_stat_add's best */
+	if (!k->n_finite++ || v < k->min) {
+		k->min = v;
+		k->min_at = step_at;
+	}
+	if (k->n_finite == 1 || v > k->max) {
+		k->max = v;
+		k->max_at = step_at;
+	}
+	k->sum += v;
+	if (v > 0) {
+		k->n_pos++;
+		k->sum_pos += v;
+	}
+}
+
 void store_mbatch_point(struct store_mbatch *b, int rank, const char *metric,
 			const struct store_mpoint *p)
 {
@@ -193,9 +311,13 @@ void store_mbatch_point(struct store_mbatch *b, int rank, const char *metric,
 	n += put_f64(fx + n, p->text ? NAN : p->value);
 	n += put_f64(fx + n, p->wall_time);
 	sbuf_add(&s->chunk, fx, n);
+	long long step_at = (long long)s->chunk.len, text_at = -1;
 	sbuf_add(&s->chunk, p->step, strlen(p->step) + 1);
-	if (p->text)
+	if (p->text) {
+		text_at = (long long)s->chunk.len;
 		sbuf_add(&s->chunk, p->text, strlen(p->text) + 1);
+	}
+	summarize(b, s, p, step_at, text_at);
 	s->n++;
 	b->pending++;
 	b->bytes += s->chunk.len - before;
@@ -259,9 +381,38 @@ size_t store_mbatch_bytes(const struct store_mbatch *b)
 	return b->bytes;
 }
 
+/* Where a step or text of the summary is: the pending chunk, or its own copy. */
+static const char *at_str(const struct series *s, long long at, const char *copy)
+{
+	return at >= 0 ? s->chunk.buf + at : copy;
+}
+
+static void settle_one(const struct series *s, long long *at, char **copy)
+{
+	if (*at < 0)
+		return;
+	free(*copy);
+	*copy = xstrdup(s->chunk.buf + *at);
+	*at = -1;
+}
+
+/* The pending chunk is about to go: the summary keeps copies of what it points at. */
+static void settle(struct series *s)
+{
+	for (int i = 0; i < 3; i++) {
+		struct ksum *k = &s->k[i];
+		settle_one(s, &k->min_at, &k->min_step);
+		settle_one(s, &k->max_at, &k->max_step);
+		settle_one(s, &k->last_at, &k->last_step);
+		settle_one(s, &k->text_at, &k->last_text);
+	}
+}
+
 void store_mbatch_drop(struct store_mbatch *b)
 {
 	for (size_t i = 0; i < b->nlist; i++) {
+		/* the summary still counts them: readers see it disagree with the chunks */
+		settle(b->list[i]);
 		sbuf_reset(&b->list[i]->chunk);
 		b->list[i]->n = 0;
 	}
@@ -323,10 +474,146 @@ static int series_row(struct store *st, struct store_mbatch *b, struct series *s
 	return 0;
 }
 
+static double col_num(sqlite3_stmt *q, int i)
+{
+	return sqlite3_column_type(q, i) == SQLITE_NULL ? NAN : sqlite3_column_double(q, i);
+}
+
+static char *col_str(sqlite3_stmt *q, int i)
+{
+	const unsigned char *t = sqlite3_column_text(q, i);
+	return t ? xstrdup((const char *)t) : NULL;
+}
+
+static void bind_num(sqlite3_stmt *q, int i, double v)
+{
+	if (isnan(v))
+		sqlite3_bind_null(q, i);
+	else
+		sqlite3_bind_double(q, i, v);
+}
+
+#define SUMMARY_COLS                                                                           \
+	"kind, points, n, n_finite, sum, n_pos, sum_pos, min, min_step, max, max_step, last,"  \
+	" last_step, last_index, last_text"
+
+/* Fold in the summary rows of a series the database held before this batch (note 4). */
+static int merge_stored(struct store *st, struct series *s, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	if (s->merged)
+		return 0;
+	if (!s->new_stored) {
+		s->merged = true; /* what later writes find is this batch's own */
+		return 0;
+	}
+	if (prep(st, "SELECT " SUMMARY_COLS " FROM metric_summary WHERE series_id = ?", &q, err))
+		return TC_ESTORE;
+	sqlite3_bind_int64(q, 1, s->new_id);
+	int r;
+	for (int i = 0; i < 3; i++)
+		if (s->k[i].n)
+			s->k[i].last_index += s->new_stored; /* counted from this batch's start */
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		int kind = sqlite3_column_int(q, 0);
+		if (kind < 0 || kind > 2)
+			continue;
+		struct ksum *k = &s->k[kind];
+		long long dn_finite = sqlite3_column_int64(q, 3);
+		double dmin = col_num(q, 7), dmax = col_num(q, 9);
+		k->points += sqlite3_column_int64(q, 1);
+		if (dn_finite && (!k->n_finite || dmin <= k->min)) {
+			k->min = dmin;
+			k->min_at = -1;
+			free(k->min_step);
+			k->min_step = col_str(q, 8);
+		}
+		if (dn_finite && (!k->n_finite || dmax >= k->max)) {
+			k->max = dmax;
+			k->max_at = -1;
+			free(k->max_step);
+			k->max_step = col_str(q, 10);
+		}
+		if (!k->n && sqlite3_column_int64(q, 2)) {
+			k->last = col_num(q, 11);
+			k->last_at = -1;
+			free(k->last_step);
+			k->last_step = col_str(q, 12);
+			k->last_index = sqlite3_column_int64(q, 13);
+		}
+		if (k->text_at < 0 && !k->last_text)
+			k->last_text = col_str(q, 14);
+		k->n += sqlite3_column_int64(q, 2);
+		k->n_finite += dn_finite;
+		k->sum += sqlite3_column_double(q, 4);
+		k->n_pos += sqlite3_column_int64(q, 5);
+		k->sum_pos += sqlite3_column_double(q, 6);
+	}
+	sqlite3_finalize(q);
+	if (r != SQLITE_DONE)
+		return db_fail(st, err, "read metric summary");
+	s->merged = true;
+	return 0;
+}
+
+static int write_summary(struct store *st, struct series *s, sqlite3_stmt *q, struct tc_err *err)
+{
+	for (int i = 0; i < 3; i++) {
+		const struct ksum *k = &s->k[i];
+		if (!k->points)
+			continue;
+		sqlite3_bind_int64(q, 1, s->new_id);
+		sqlite3_bind_int(q, 2, i);
+		sqlite3_bind_int64(q, 3, k->points);
+		sqlite3_bind_int64(q, 4, k->n);
+		sqlite3_bind_int64(q, 5, k->n_finite);
+		sqlite3_bind_double(q, 6, k->sum);
+		sqlite3_bind_int64(q, 7, k->n_pos);
+		sqlite3_bind_double(q, 8, k->sum_pos);
+		bind_num(q, 9, k->n_finite ? k->min : NAN);
+		bind_text(q, 10, at_str(s, k->min_at, k->min_step));
+		bind_num(q, 11, k->n_finite ? k->max : NAN);
+		bind_text(q, 12, at_str(s, k->max_at, k->max_step));
+		bind_num(q, 13, k->n ? k->last : NAN);
+		bind_text(q, 14, at_str(s, k->last_at, k->last_step));
+		sqlite3_bind_int64(q, 15, k->last_index);
+		bind_text(q, 16, at_str(s, k->text_at, k->last_text));
+		int rc = step_done(st, q, err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* A rank's steps row; one the database held before this batch makes it unordered. */
+static int write_steps(struct store *st, struct store_mbatch *b, struct rsteps *r,
+		       sqlite3_stmt *sel, sqlite3_stmt *ins, struct tc_err *err)
+{
+	if (!r->merged) {
+		bind_text(sel, 1, b->job);
+		sqlite3_bind_int(sel, 2, r->rank);
+		int x = sqlite3_step(sel);
+		sqlite3_reset(sel);
+		sqlite3_clear_bindings(sel);
+		if (x != SQLITE_ROW && x != SQLITE_DONE)
+			return db_fail(st, err, "read metric steps");
+		if (x == SQLITE_ROW)
+			r->ordered = false;
+		r->merged = true;
+	}
+	bind_text(ins, 1, b->job);
+	sqlite3_bind_int(ins, 2, r->rank);
+	sqlite3_bind_int64(ins, 3, r->nseq);
+	sqlite3_bind_int64(ins, 4, r->last_seq);
+	bind_num(ins, 5, r->last_t);
+	sqlite3_bind_int(ins, 6, r->ordered);
+	return step_done(st, ins, err);
+}
+
 int store_mbatch_write(struct store *st, struct store_mbatch *b, struct tc_err *err)
 {
 	sqlite3_stmt *ins_s = NULL, *sel_s = NULL, *ins_c = NULL, *ins_p = NULL, *ins_m = NULL,
-		     *ins_n = NULL;
+		     *ins_n = NULL, *ins_sum = NULL, *sel_r = NULL, *ins_r = NULL;
 	int rc;
 	if (!b->pending && !b->nparams && !b->nmeta && !b->ncounts)
 		return 0;
@@ -344,7 +631,13 @@ int store_mbatch_write(struct store *st, struct store_mbatch *b, struct tc_err *
 	    (rc = prep(st, "INSERT OR REPLACE INTO metric_meta (job_id, metric, key, value)"
 			   " VALUES (?,?,?,?)", &ins_m, err)) ||
 	    (rc = prep(st, "INSERT OR REPLACE INTO metric_counters (job_id, rank, lines, records,"
-			   " malformed, last_error) VALUES (?,?,?,?,?,?)", &ins_n, err)))
+			   " malformed, last_error) VALUES (?,?,?,?,?,?)", &ins_n, err)) ||
+	    (rc = prep(st, "INSERT OR REPLACE INTO metric_summary (series_id, " SUMMARY_COLS ")"
+			   " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", &ins_sum, err)) ||
+	    (rc = prep(st, "SELECT 1 FROM metric_rank_steps WHERE job_id=? AND rank=?", &sel_r,
+		       err)) ||
+	    (rc = prep(st, "INSERT OR REPLACE INTO metric_rank_steps (job_id, rank, nseq, last_seq,"
+			   " last_t, ordered) VALUES (?,?,?,?,?,?)", &ins_r, err)))
 		goto out;
 	for (size_t i = 0; i < b->nlist; i++) {
 		struct series *s = b->list[i];
@@ -354,13 +647,18 @@ int store_mbatch_write(struct store *st, struct store_mbatch *b, struct tc_err *
 		s->new_stored = s->stored;
 		if (!s->id && (rc = series_row(st, b, s, ins_s, sel_s, err)))
 			goto out;
+		if ((rc = merge_stored(st, s, err)))
+			goto out;
 		sqlite3_bind_int64(ins_c, 1, s->new_id);
 		sqlite3_bind_int64(ins_c, 2, s->new_stored);
 		sqlite3_bind_int64(ins_c, 3, (long long)s->n);
 		sqlite3_bind_blob(ins_c, 4, s->chunk.buf, (int)s->chunk.len, SQLITE_STATIC);
-		if ((rc = step_done(st, ins_c, err)))
+		if ((rc = step_done(st, ins_c, err)) || (rc = write_summary(st, s, ins_sum, err)))
 			goto out;
 	}
+	for (size_t i = 0; i < b->nsteps; i++)
+		if (b->steps[i].dirty && (rc = write_steps(st, b, &b->steps[i], sel_r, ins_r, err)))
+			goto out;
 	for (size_t i = 0; i < b->nparams; i++) {
 		bind_text(ins_p, 1, b->job);
 		sqlite3_bind_int(ins_p, 2, b->params[i].rank);
@@ -400,6 +698,7 @@ int store_mbatch_write(struct store *st, struct store_mbatch *b, struct tc_err *
 		s->id = s->new_id;
 		s->stored = s->new_stored + (long long)s->n;
 		s->n = 0;
+		settle(s);
 		/* keep the buffer: regrowing it page by page costs more than it holds */
 		sbuf_reset(&s->chunk);
 		if (s->chunk.alloc > (16u << 20))
@@ -408,6 +707,8 @@ int store_mbatch_write(struct store *st, struct store_mbatch *b, struct tc_err *
 	kv_clear(b->params, &b->nparams);
 	kv_clear(b->meta, &b->nmeta);
 	counts_clear(b);
+	for (size_t i = 0; i < b->nsteps; i++)
+		b->steps[i].dirty = false;
 	b->pending = b->bytes = 0;
 out:
 	if (rc)
@@ -418,6 +719,9 @@ out:
 	sqlite3_finalize(ins_p);
 	sqlite3_finalize(ins_m);
 	sqlite3_finalize(ins_n);
+	sqlite3_finalize(ins_sum);
+	sqlite3_finalize(sel_r);
+	sqlite3_finalize(ins_r);
 	return rc;
 }
 
@@ -603,6 +907,160 @@ int store_metric_xy(struct store *st, const char *job, const char *metric, int r
 		}
 	}
 	if (!rc && r != SQLITE_DONE)
+		rc = db_fail(st, err, "read metrics");
+	sqlite3_finalize(q);
+	return rc;
+}
+
+/* ---- summaries (note 4) ---- */
+
+int store_metric_summaries(struct store *st, const char *job, struct store_msum **out,
+			   size_t *nr, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	size_t alloc = 0;
+	int rc, r;
+	*out = NULL;
+	*nr = 0;
+	if ((rc = prep(st, "SELECT s.metric, s.rank, (SELECT c.first + c.count FROM metric_chunks c"
+			   " WHERE c.series_id = s.id ORDER BY c.first DESC LIMIT 1) AS stored, "
+			   SUMMARY_COLS " FROM metric_series s LEFT JOIN metric_summary m"
+			   " ON m.series_id = s.id WHERE s.job_id = ?1 AND stored IS NOT NULL"
+			   " ORDER BY s.metric, s.rank, m.kind", &q, err)))
+		return rc;
+	bind_text(q, 1, job);
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		const char *m = (const char *)sqlite3_column_text(q, 0);
+		int rk = sqlite3_column_int(q, 1);
+		struct store_msum *v = *nr ? &(*out)[*nr - 1] : NULL;
+		if (!v || v->rank != rk || strcmp(v->metric, m ? m : "")) {
+			XGROW(*out, *nr + 1, alloc);
+			v = &(*out)[(*nr)++];
+			memset(v, 0, sizeof(*v));
+			v->metric = xstrdup(m ? m : "");
+			v->rank = rk;
+			v->stored = sqlite3_column_int64(q, 2);
+		}
+		if (sqlite3_column_type(q, 3) == SQLITE_NULL)
+			continue; /* no summary row: stored before summaries existed */
+		int kind = sqlite3_column_int(q, 3);
+		if (kind < 0 || kind > 2)
+			continue;
+		struct store_msum_kind *k = &v->k[kind];
+		k->points = sqlite3_column_int64(q, 4);
+		k->n = sqlite3_column_int64(q, 5);
+		k->n_finite = sqlite3_column_int64(q, 6);
+		k->sum = sqlite3_column_double(q, 7);
+		k->n_pos = sqlite3_column_int64(q, 8);
+		k->sum_pos = sqlite3_column_double(q, 9);
+		k->min = col_num(q, 10);
+		k->min_step = col_str(q, 11);
+		k->max = col_num(q, 12);
+		k->max_step = col_str(q, 13);
+		k->last = col_num(q, 14);
+		k->last_step = col_str(q, 15);
+		k->last_index = sqlite3_column_int64(q, 16);
+		k->last_text = col_str(q, 17);
+	}
+	sqlite3_finalize(q);
+	if (r != SQLITE_DONE) {
+		store_msum_free(*out, *nr);
+		*out = NULL;
+		*nr = 0;
+		return db_fail(st, err, "read metric summaries");
+	}
+	return 0;
+}
+
+void store_msum_free(struct store_msum *v, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++) {
+		free(v[i].metric);
+		for (int k = 0; k < 3; k++) {
+			free(v[i].k[k].min_step);
+			free(v[i].k[k].max_step);
+			free(v[i].k[k].last_step);
+			free(v[i].k[k].last_text);
+		}
+	}
+	free(v);
+}
+
+int store_metric_steps(struct store *st, const char *job, struct store_msteps **out, size_t *nr,
+		       struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	size_t alloc = 0;
+	int rc, r;
+	*out = NULL;
+	*nr = 0;
+	if ((rc = prep(st, "SELECT rank, nseq, last_seq, last_t, ordered FROM metric_rank_steps"
+			   " WHERE job_id = ? ORDER BY rank", &q, err)))
+		return rc;
+	bind_text(q, 1, job);
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		XGROW(*out, *nr + 1, alloc);
+		(*out)[(*nr)++] = (struct store_msteps){
+			.rank = sqlite3_column_int(q, 0), .nseq = sqlite3_column_int64(q, 1),
+			.last_seq = sqlite3_column_int64(q, 2), .last_t = col_num(q, 3),
+			.ordered = sqlite3_column_int(q, 4) != 0,
+		};
+	}
+	sqlite3_finalize(q);
+	if (r != SQLITE_DONE) {
+		free(*out);
+		*out = NULL;
+		*nr = 0;
+		return db_fail(st, err, "read metric steps");
+	}
+	return 0;
+}
+
+/* Hand the points of one blob to fn; -1 when the blob is damaged, else fn's first non-zero. */
+static int walk_chunk(const unsigned char *p, size_t len,
+		      int (*fn)(void *arg, const struct store_mpoint *p), void *arg)
+{
+	const unsigned char *end = p + len;
+	if (!p || !len || *p++ != CHUNK_VERSION)
+		return -1;
+	while (p < end) {
+		struct store_mpoint pt = { 0 };
+		unsigned char flags = *p++;
+		pt.kind = flags & 3;
+		if (!get_varint(&p, end, &pt.seq) || !get_varint(&p, end, &pt.epoch) ||
+		    !get_varint(&p, end, &pt.iter) || !get_f64(&p, end, &pt.value) ||
+		    !get_f64(&p, end, &pt.wall_time) || !get_str(&p, end, &pt.step) ||
+		    ((flags & 4) && !get_str(&p, end, &pt.text)))
+			return -1;
+		int rc = fn(arg, &pt);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int store_metric_walk(struct store *st, const char *job, const char *metric, int rank,
+		      int (*fn)(void *arg, const struct store_mpoint *p), void *arg,
+		      struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	int rc, r = SQLITE_DONE, got = 0;
+	if ((rc = prep(st, "SELECT c.data FROM metric_series s JOIN metric_chunks c"
+			   " ON c.series_id = s.id WHERE s.job_id = ? AND s.metric = ? AND s.rank = ?"
+			   " ORDER BY c.first", &q, err)))
+		return rc;
+	bind_text(q, 1, job);
+	bind_text(q, 2, metric);
+	sqlite3_bind_int(q, 3, rank);
+	while (!got && (r = sqlite3_step(q)) == SQLITE_ROW)
+		got = walk_chunk(sqlite3_column_blob(q, 0), (size_t)sqlite3_column_bytes(q, 0), fn,
+				 arg);
+	if (got < 0)
+		rc = tc_error(err, TC_ESTORE, "database: damaged metrics chunk of '%s' rank %d",
+			      metric, rank);
+	else if (got)
+		rc = got;
+	else if (r != SQLITE_DONE)
 		rc = db_fail(st, err, "read metrics");
 	sqlite3_finalize(q);
 	return rc;
