@@ -302,7 +302,7 @@ static void metrics_warn(void *ctx, const char *msg)
 static void metrics_start(struct sup *sp)
 {
 	const char *fmt = sp->s->metrics_format;
-	if (sp->o->no_metrics || (fmt && !strcmp(fmt, "none")))
+	if (sp->mi || sp->o->no_metrics || (fmt && !strcmp(fmt, "none")))
 		return;
 	struct strvec files = STRVEC_INIT;
 	for (size_t i = 0; i < sp->s->metrics_files.nr; i++)
@@ -707,6 +707,9 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		tc_err_release(&e2);
 		goto out;
 	}
+	/* a followed file's lines from before the job are not the job's: note where they end now */
+	if (s->metrics_files.nr)
+		metrics_start(&sp);
 	struct jobio_ctx ioc = {
 		.s = s, .home = o->home, .job_id = sp.job_id, .run_dir = sp.run_dir,
 		.data_dir = sp.data_dir, .output_dir = sp.output_dir, .ckpt_dir = sp.ckpt_dir,
