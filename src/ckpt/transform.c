@@ -5,11 +5,14 @@
  *
  * Notes on the design:
  *  (1) Sources are mapped read-only.  Destinations are written with
- *      pwrite(2): a long contiguous run goes straight from the source
- *      mapping into the page cache (one copy); short runs (a split along
- *      an inner dimension) are gathered in a 16 MiB buffer first.  Writing
- *      through a shared mapping instead costs a page fault per 4 KiB page,
- *      which is several times slower on virtual machines.
+ *      pwritev(2) straight from the source mappings into the page cache (one
+ *      copy per byte): each run of a destination part is an iovec pointing
+ *      into its source part, up to IOV_MAX runs or 64 MiB per call, so a
+ *      split along an inner dimension (runs of a row each) costs no copy
+ *      in this process either.  Only runs too short for an iovec to pay
+ *      (under 256 bytes) are gathered in a buffer first.  Writing through a
+ *      shared mapping instead costs a page fault per 4 KiB page, which is
+ *      several times slower on virtual machines.
  *  (2) Memory does not grow with the model: the buffer is fixed, and when
  *      the last task of a tensor is done its source pages are dropped from
  *      this process (MADV_DONTNEED).
@@ -37,6 +40,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 struct rule {
@@ -200,14 +204,19 @@ struct job_tensor {
 	atomic_int tasks_left;       /* destination ranks still to write */
 };
 
-#define GATHER (16u << 20)
-#define DIRECT (1u << 20) /* runs at least this long skip the buffer */
+#define GATHER (1u << 20)    /* the buffer of short runs */
+#define SHORT 256            /* runs shorter than this are gathered */
+#define OUT_IOV 1024         /* IOV_MAX on Linux */
+#define OUT_BYTES (64u << 20) /* bytes per pwritev */
 
-/* Destination bytes in increasing offset order, written with pwrite. */
+/* Destination bytes in increasing offset order, written with pwritev. */
 struct out {
 	int fd;
-	uint64_t pos;      /* file offset of buf[0] */
-	unsigned char *buf;
+	uint64_t pos;      /* file offset of the first pending byte */
+	struct iovec iov[OUT_IOV];
+	int niov;
+	uint64_t pending;  /* bytes the iovecs hold */
+	unsigned char *buf; /* short runs, gathered (GATHER bytes) */
 	size_t len;
 	int err;           /* errno of the first failed write */
 	atomic_ullong *written; /* the plan's count of bytes written, for progress */
@@ -215,43 +224,72 @@ struct out {
 
 static void out_flush(struct out *o)
 {
-	size_t done = 0;
-	while (done < o->len && !o->err) {
-		ssize_t w = pwrite(o->fd, o->buf + done, o->len - done, (off_t)(o->pos + done));
+	struct iovec *v = o->iov;
+	int n = o->niov;
+	uint64_t done = 0;
+	while (n > 0 && !o->err) {
+		ssize_t w = pwritev(o->fd, v, n, (off_t)(o->pos + done));
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
+		if (w <= 0) {
 			o->err = w < 0 ? errno : EIO;
-		else
-			done += (size_t)w;
+			break;
+		}
+		done += (uint64_t)w;
+		/* a short write: go on after the bytes written */
+		while (n > 0 && (size_t)w >= v->iov_len) {
+			w -= (ssize_t)v->iov_len;
+			v++;
+			n--;
+		}
+		if (n > 0) {
+			v->iov_base = (unsigned char *)v->iov_base + w;
+			v->iov_len -= (size_t)w;
+		}
 	}
 	atomic_fetch_add_explicit(o->written, done, memory_order_relaxed);
-	o->pos += o->len;
+	o->pos += o->pending;
+	o->pending = 0;
+	o->niov = 0;
 	o->len = 0;
+}
+
+/* Append n bytes at p to the pending write: a new iovec, or the last one grown. */
+static void out_iov(struct out *o, const unsigned char *p, uint64_t n)
+{
+	struct iovec *last = o->niov ? &o->iov[o->niov - 1] : NULL;
+	if (last && (const unsigned char *)last->iov_base + last->iov_len == p) {
+		last->iov_len += n;
+	} else {
+		if (o->niov == OUT_IOV)
+			out_flush(o);
+		o->iov[o->niov++] = (struct iovec){ (void *)p, n };
+	}
+	o->pending += n;
+	if (o->pending >= OUT_BYTES)
+		out_flush(o);
 }
 
 static void out_put(struct out *o, const unsigned char *src, uint64_t n)
 {
-	if (n >= DIRECT) {
-		out_flush(o);
-		uint64_t done = 0;
-		while (done < n && !o->err) {
-			ssize_t w = pwrite(o->fd, src + done, n - done, (off_t)(o->pos + done));
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0)
-				o->err = w < 0 ? errno : EIO;
-			else
-				done += (uint64_t)w;
-		}
-		atomic_fetch_add_explicit(o->written, done, memory_order_relaxed);
-		o->pos += n;
+	while (n >= OUT_BYTES) {
+		/* one iovec is at most OUT_BYTES: its length fits any size_t, its write one call */
+		out_iov(o, src, OUT_BYTES);
+		src += OUT_BYTES;
+		n -= OUT_BYTES;
+	}
+	if (!n)
+		return;
+	if (n >= SHORT) {
+		out_iov(o, src, n);
 		return;
 	}
 	if (o->len + n > GATHER)
 		out_flush(o);
-	memcpy(o->buf + o->len, src, n);
+	unsigned char *d = o->buf + o->len;
+	memcpy(d, src, n);
 	o->len += n;
+	out_iov(o, d, n);
 }
 
 struct plan {
@@ -378,7 +416,8 @@ static void *worker(void *arg)
 {
 	struct plan *pl = arg;
 	size_t ntasks = pl->nt * (size_t)pl->dworld;
-	struct out o = { -1, 0, xmalloc(GATHER), 0, 0, &pl->written };
+	struct out o = { .fd = -1, .written = &pl->written };
+	o.buf = xmalloc(GATHER);
 	for (;;) {
 		size_t task = atomic_fetch_add(&pl->next, 1);
 		if (task >= ntasks)
@@ -391,6 +430,8 @@ static void *worker(void *arg)
 		o.fd = pl->dfd[r];
 		o.pos = pl->ddata[r] + t->dst_off[r];
 		o.len = 0;
+		o.niov = 0;
+		o.pending = 0;
 		if (t->dst_bytes) {
 			/* map the source pages in one go: a fault per page costs more than the copy */
 			uint64_t pb = t->dst_bytes * (uint64_t)(t->ddim >= 0 ? t->dparts : 1) / (uint64_t)t->sparts;
@@ -571,6 +612,14 @@ static int create_rank_file(struct plan *pl, int r, const char *metadata, const 
 		if (pwrite(pl->dfd[r], head.buf, head.len, 0) != (ssize_t)head.len)
 			rc = tc_error_errno(err, TC_ESTORAGE, "cannot write '%s'", p.buf);
 		sbuf_release(&head);
+		/*
+		 * The blocks up front, in as few extents as the file system can:
+		 * writes then fill allocated blocks instead of reserving them one
+		 * page at a time.  Only advice: a file system without fallocate
+		 * allocates as the data comes (the size is set at the end).
+		 */
+		if (!rc && fallocate(pl->dfd[r], 0, 0, (off_t)pl->dsize[r]) < 0)
+			errno = 0;
 	}
 	sbuf_release(&p);
 	free(h);
@@ -683,7 +732,7 @@ int ckpt_transform(const struct transform_opts *o, struct transform_stats *stats
 		rc = tc_error_errno(err, TC_ESTORAGE, "cannot write into '%s'", o->dst_dir);
 	}
 	for (int r = 0; r < ds.world; r++) {
-		/* the size is set last: writing into a pre-sized sparse file is slower */
+		/* the size, where fallocate did not set it (a sparse file would be slower to fill) */
 		if (!rc && ftruncate(pl.dfd[r], (off_t)pl.dsize[r]) < 0)
 			rc = tc_error_errno(err, TC_ESTORAGE, "cannot size rank %d's file", r);
 		stats->bytes_written += pl.dsize[r];

@@ -1,10 +1,12 @@
-/* test_ckpt.c -- the recognition rule, completeness, checksums and the resume choice */
+/* test_ckpt.c -- the recognition rule, completeness, checksums, the resume choice and transform's runs */
 #include "test.h"
 
 #include "ckpt/ckpt.h"
 #include "core/sbuf.h"
 #include "core/util.h"
 
+#include <stdlib.h>
+#include <string.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -119,4 +121,134 @@ TEST(mindformers_meta_minimum)
 	CHECK_CONTAINS(report.buf, "newer than what every rank's meta.json records");
 	sbuf_release(&report);
 	ckpt_set_release(&set);
+}
+
+/* ---- transform: every way a run reaches the file (transform.c, note 1) ---- */
+
+/* A safetensors file of F32 tensors (name, rows, cols, value of [i][j] = f(i, j, salt)). */
+struct tdef {
+	const char *name;
+	int rows, cols;
+};
+
+static float cell(const char *name, int i, int j)
+{
+	return (float)(name[0] * 1000003 + i * 1031 + j) * 0.5f;
+}
+
+static void write_st(const char *path, const struct tdef *t, size_t n, int r0, int rparts,
+		     int c0, int cparts)
+{
+	struct sbuf h = SBUF_INIT;
+	uint64_t off = 0;
+	sbuf_addch(&h, '{');
+	for (size_t k = 0; k < n; k++) {
+		int rows = t[k].rows / rparts, cols = t[k].cols / cparts;
+		uint64_t len = (uint64_t)rows * (uint64_t)cols * 4;
+		sbuf_addf(&h, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%d,%d],\"data_offsets\":[%llu,%llu]}",
+			  k ? "," : "", t[k].name, rows, cols, (unsigned long long)off,
+			  (unsigned long long)(off + len));
+		off += len;
+	}
+	sbuf_addch(&h, '}');
+	while (h.len % 8)
+		sbuf_addch(&h, ' ');
+	char *d = path_dirname(path);
+	CHECK(mkdir_p(d, NULL) == 0);
+	free(d);
+	FILE *f = fopen(path, "wb");
+	CHECK(f != NULL);
+	uint64_t hl = h.len;
+	for (int i = 0; i < 8; i++)
+		fputc((int)((hl >> (8 * i)) & 0xff), f);
+	fwrite(h.buf, 1, h.len, f);
+	for (size_t k = 0; k < n; k++) {
+		int rows = t[k].rows / rparts, cols = t[k].cols / cparts;
+		for (int i = 0; i < rows; i++)
+			for (int j = 0; j < cols; j++) {
+				float v = cell(t[k].name, r0 * rows + i, c0 * cols + j);
+				fwrite(&v, 4, 1, f);
+			}
+	}
+	CHECK(fclose(f) == 0);
+	sbuf_release(&h);
+}
+
+/* Check rank r of a split along dim 1 in `parts` parts, read back whole. */
+static void check_st(const char *path, const struct tdef *t, size_t n, int c0, int cparts)
+{
+	struct st_file *f = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(st_open(path, &f, &err), 0);
+	for (size_t k = 0; k < n; k++) {
+		const struct st_tensor *x = st_find(f, t[k].name);
+		CHECK(x != NULL);
+		int cols = t[k].cols / cparts;
+		CHECK_INT(x->shape[0], t[k].rows);
+		CHECK_INT(x->shape[1], cols);
+		const unsigned char *p = f->map + f->data_off + x->begin;
+		for (int i = 0; i < t[k].rows; i++)
+			for (int j = 0; j < cols; j++) {
+				float v;
+				memcpy(&v, p + ((size_t)i * (size_t)cols + (size_t)j) * 4, 4);
+				if (v != cell(t[k].name, i, c0 * cols + j)) {
+					fprintf(stderr, "%s [%d][%d]: %g\n", t[k].name, i, j, v);
+					CHECK(0);
+				}
+			}
+	}
+	st_close(f);
+}
+
+TEST(transform_runs_long_short_and_gathered)
+{
+	/*
+	 * Merging 4 ranks split along dim 1: runs of 4 bytes (gathered, past
+	 * the 1 MiB buffer and the 1024 iovecs of a call), of 2 KiB (an iovec
+	 * each) and whole tensors; then split again in 2 on 3 threads.
+	 */
+	const struct tdef t[] = {
+		{ "a.tiny", 90000, 4 },   /* 4-byte runs, 1.4 MB */
+		{ "b.rows", 600, 2048 },  /* 2 KiB runs */
+		{ "c.wide", 3, 400000 },  /* 400 KB runs */
+	};
+	const char *dir = test_tmpdir();
+	struct sbuf p = SBUF_INIT;
+	for (int r = 0; r < 4; r++) {
+		sbuf_reset(&p);
+		sbuf_addf(&p, "%s/src/rank_%d/model.safetensors", dir, r);
+		write_st(p.buf, t, 3, 0, 1, r, 4);
+	}
+	put(dir, "s4.json", "{\"world\": 4, \"tensors\": {\"*\": {\"dim\": 1}}}");
+	put(dir, "one.json", "{\"world\": 1, \"tensors\": {}}");
+	put(dir, "s2.json", "{\"world\": 2, \"tensors\": {\"*\": {\"dim\": 1}}}");
+	struct sbuf a = SBUF_INIT, b = SBUF_INIT, c = SBUF_INIT, d = SBUF_INIT, e = SBUF_INIT;
+	sbuf_addf(&a, "%s/src", dir);
+	sbuf_addf(&b, "%s/s4.json", dir);
+	sbuf_addf(&c, "%s/merged", dir);
+	sbuf_addf(&d, "%s/one.json", dir);
+	struct transform_opts o = { a.buf, b.buf, c.buf, d.buf, 1 };
+	struct transform_stats stats;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(ckpt_transform(&o, &stats, &err), 0);
+	CHECK_INT(stats.tensors, 3);
+	sbuf_reset(&p);
+	sbuf_addf(&p, "%s/merged/rank_0/model.safetensors", dir);
+	check_st(p.buf, t, 3, 0, 1);
+	sbuf_addf(&e, "%s/s2.json", dir);
+	sbuf_reset(&a);
+	sbuf_addf(&a, "%s/split", dir);
+	struct transform_opts o2 = { c.buf, d.buf, a.buf, e.buf, 3 };
+	CHECK_INT(ckpt_transform(&o2, &stats, &err), 0);
+	for (int r = 0; r < 2; r++) {
+		sbuf_reset(&p);
+		sbuf_addf(&p, "%s/split/rank_%d/model.safetensors", dir, r);
+		check_st(p.buf, t, 3, r, 2);
+	}
+	sbuf_release(&p);
+	sbuf_release(&a);
+	sbuf_release(&b);
+	sbuf_release(&c);
+	sbuf_release(&d);
+	sbuf_release(&e);
 }
