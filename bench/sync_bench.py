@@ -4,18 +4,25 @@
 Data sets: many small files (default 1,000 x 1 MiB = 1 GiB) and one big
 file (default 2 GiB). Directions: local -> s3rver, s3rver -> local, and
 local -> local. Both tools get the same parallelism (8 transfers, 16 MiB
-parts, 8 parts in flight for one big object). Each case runs on a fresh
-bucket / folder; the data is in the page cache for both tools.
+parts, 8 parts in flight for one big object). Each upload goes to a fresh
+bucket and each download or local copy to a fresh folder; downloads all
+read the same bucket (filled once by trainctl); the data is in the page
+cache for every tool.
 
     bench/sync_bench.py [--small-files 1000] [--small-size 1048576] [--big-size 2147483648]
-                        [--trainctl build/trainctl] [--only small|big]
+                        [--trainctl build/trainctl] [--baseline OLD/trainctl]
+                        [--only small|big] [--reps 1] [--cases up,down,local]
 
-Prints one line per case: seconds for each tool and rclone/trainctl
-(> 1: trainctl is faster).
+With --reps N every case runs N times per tool, the tools in rotating
+order, and medians are printed; --baseline adds another trainctl binary to
+the rotation (before and after a change, side by side).  Prints one line
+per case: seconds for each tool and rclone/trainctl (> 1: trainctl is
+faster).
 """
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -84,6 +91,9 @@ def main():
     ap.add_argument("--big-size", type=int, default=2 << 30)
     ap.add_argument("--trainctl", default=str(ROOT / "build" / "trainctl"))
     ap.add_argument("--only", choices=["small", "big"])
+    ap.add_argument("--baseline", help="another trainctl binary, measured side by side")
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--cases", default="up,down,local", help="which directions (default: all three)")
     ap.add_argument("--dir", default=None, help="scratch folder (default: a temp folder under /tmp)")
     a = ap.parse_args()
     rclone = shutil.which("rclone")
@@ -102,28 +112,50 @@ def main():
                    RCLONE_CONFIG_S3_ENDPOINT=f"http://127.0.0.1:{port}",
                    RCLONE_CONFIG_S3_FORCE_PATH_STYLE="true")
         data = make_data(tmp / "data", a.small_files, a.small_size, a.big_size)
-        tc = [a.trainctl, "sync", "-q", "--jobs", "8"]
+        tcs = {"trainctl": a.trainctl}
+        if a.baseline:
+            tcs["baseline"] = a.baseline
         rc = [rclone, "copy", "--transfers", "8", "--checkers", "8", "--s3-chunk-size", "16M",
               "--s3-upload-concurrency", "8", "--multi-thread-streams", "8", "--fast-list"]
-        print(f"{'case':<22} {'trainctl s':>10} {'rclone s':>10} {'rclone/trainctl':>16}")
+
+        def argv(tool, case, src, n):
+            """The command of tool for case, round n (fresh destinations)."""
+            dst = tmp / f"{tool}-{case}-{n}"
+            if tool == "rclone":
+                if case == "up":
+                    return rc + [str(src), f"s3:{bucket(port)}/x"]
+                if case == "down":
+                    return rc + [f"s3:{down}/x", str(dst)]
+                return rc + ["--multi-thread-streams", "0", str(src), str(dst)]
+            tc = [tcs[tool], "sync", "-q", "--jobs", "8"]
+            if case == "up":
+                return tc + [str(src), f"s3://{bucket(port)}/x/"]
+            if case == "down":
+                return tc + [f"s3://{down}/x/", str(dst)]
+            return tc + [str(src), str(dst)]
+
+        tools = list(tcs) + ["rclone"]
+        print(f"{'case':<22}" + "".join(f"{t + ' s':>12}" for t in tools) +
+              "".join(f"{'rclone/' + t:>18}" for t in tcs), flush=True)
         for name in ("small", "big"):
             if a.only and a.only != name:
                 continue
             src = data[name]
             total = sum(p.stat().st_size for p in src.rglob("*") if p.is_file())
-            b1, b2 = bucket(port), bucket(port)
-            t_up = timed(tc + [str(src), f"s3://{b1}/x/"], env)
-            r_up = timed(rc + [str(src), f"s3:{b2}/x"], env)
-            t_dn = timed(tc + [f"s3://{b1}/x/", str(tmp / f"tc-down-{name}")], env)
-            r_dn = timed(rc + [f"s3:{b2}/x", str(tmp / f"rc-down-{name}")], env)
-            t_ll = timed(tc + [str(src), str(tmp / f"tc-local-{name}")], env)
-            r_ll = timed(rc + ["--multi-thread-streams", "0", str(src), str(tmp / f"rc-local-{name}")], env)
+            down = bucket(port)
+            timed([a.trainctl, "sync", "-q", "--jobs", "8", str(src), f"s3://{down}/x/"], env)
             label = f"{a.small_files}x{a.small_size >> 10}KiB" if name == "small" else f"1x{a.big_size >> 20}MiB"
-            for case, t, r in (("up", t_up, r_up), ("down", t_dn, r_dn), ("local", t_ll, r_ll)):
-                print(f"{label + ' ' + case:<22} {t:>10.2f} {r:>10.2f} {r / t:>16.2f}   "
-                      f"({total / t / 1e6:.0f} vs {total / r / 1e6:.0f} MB/s)", flush=True)
-            for d in ("tc-down-", "rc-down-", "tc-local-", "rc-local-"):
-                shutil.rmtree(tmp / f"{d}{name}", ignore_errors=True)
+            for case in [c for c in ("up", "down", "local") if c in a.cases.split(",")]:
+                times = {t: [] for t in tools}
+                for n in range(a.reps):
+                    for t in tools[n % len(tools):] + tools[:n % len(tools)]:
+                        times[t].append(timed(argv(t, case, src, n), env))
+                        shutil.rmtree(tmp / f"{t}-{case}-{n}", ignore_errors=True)
+                med = {t: statistics.median(v) for t, v in times.items()}
+                print(f"{label + ' ' + case:<22}" + "".join(f"{med[t]:>12.2f}" for t in tools) +
+                      "".join(f"{med['rclone'] / med[t]:>18.2f}" for t in tcs) +
+                      f"   ({total / med['trainctl'] / 1e6:.0f} vs {total / med['rclone'] / 1e6:.0f} MB/s;"
+                      f" load {os.getloadavg()[0]:.1f})", flush=True)
     finally:
         server.terminate()
         server.wait()

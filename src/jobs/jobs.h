@@ -78,6 +78,12 @@ enum job_json_flags {
  */
 json_t *job_to_json(const struct job_row *j, unsigned flags);
 /*
+ * job_to_json(j, JOB_JSON_BRIEF) written straight to out as compact JSON
+ * text, with no tree built: the same fields, names and values (a listing
+ * of 10,000 jobs spent most of its time building and freeing the trees).
+ */
+void job_json_brief_text(const struct job_row *j, struct sbuf *out);
+/*
  * Add a job's history: "events" (time, state, reason) and
  * "workers_history" (one entry per rank and attempt; exit_code null when
  * killed by a signal or running).

@@ -6,8 +6,11 @@
 #include "jobs/jobs.h"
 #include "backend/backend.h"
 #include "core/json.h"
+#include "core/xalloc.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define BRIEF_CAUSE_CHARS 300
@@ -63,6 +66,123 @@ json_t *job_to_json(const struct job_row *j, unsigned flags)
 		json_object_set_new(o, "spec", spec ? spec : json_null());
 	}
 	return o;
+}
+
+/* ---- the brief form as text (job_json_brief_text) ---- */
+
+/* A real as jansson writes one: %.17g, ".0" when it would read back as an integer. */
+static void real(struct sbuf *out, double v)
+{
+	char b[40];
+	int n = snprintf(b, sizeof(b), "%.17g", v);
+	if (n <= 0 || (size_t)n >= sizeof(b) - 2) {
+		sbuf_adds(out, "null");
+		return;
+	}
+	if (!strchr(b, '.') && !strchr(b, 'e'))
+		memcpy(b + n, ".0", 3);
+	/* "1e+20" and "1e-05" as jansson has them: "1e20", "1e-5" */
+	char *e = strchr(b, 'e');
+	if (e) {
+		char *d = e + 1, *q = e + 1;
+		if (*q == '+')
+			q++;
+		else if (*q == '-')
+			*d++ = *q++;
+		while (*q == '0' && q[1])
+			q++;
+		memmove(d, q, strlen(q) + 1);
+	}
+	sbuf_adds(out, b);
+}
+
+static void time_or_null(struct sbuf *out, double t)
+{
+	if (t > 0 && isfinite(t))
+		real(out, t);
+	else
+		sbuf_adds(out, "null");
+}
+
+void job_json_brief_text(const struct job_row *j, struct sbuf *out)
+{
+	size_t start = out->len;
+	sbuf_addch(out, '{');
+#define KEY(k) (sbuf_adds(out, out->len == start + 1 ? "\"" k "\":" : ",\"" k "\":"))
+	KEY("id");
+	json_add_str(out, j->id);
+	KEY("name");
+	json_add_str(out, j->name);
+	KEY("user");
+	json_add_str(out, j->user ? j->user : "");
+	KEY("state");
+	json_add_str(out, job_state_name(j->state));
+	KEY("priority");
+	sbuf_addf(out, "%d", j->priority);
+	KEY("preemptible");
+	sbuf_adds(out, j->preemptible ? "true" : "false");
+	KEY("device_type");
+	json_add_str(out, j->device_type);
+	KEY("device_count");
+	sbuf_addf(out, "%d", j->device_count);
+	KEY("devices");
+	json_add_str(out, j->devices);
+	KEY("created");
+	time_or_null(out, j->created);
+	KEY("started");
+	time_or_null(out, j->started);
+	KEY("ended");
+	time_or_null(out, j->ended);
+	KEY("exit_code");
+	sbuf_addf(out, "%d", j->exit_code);
+	KEY("restarts");
+	sbuf_addf(out, "%d", j->restarts);
+	KEY("workers");
+	sbuf_addf(out, "%d", j->world_size);
+	KEY("root_cause");
+	if (j->root_cause) {
+		/* the first BRIEF_CAUSE_CHARS characters, as jstr_cut */
+		size_t chars = 0, i = 0;
+		for (; j->root_cause[i]; i++)
+			if (((unsigned char)j->root_cause[i] & 0xc0) != 0x80 && chars++ == BRIEF_CAUSE_CHARS)
+				break;
+		char *cut = xstrndup(j->root_cause, i);
+		json_add_str(out, cut);
+		free(cut);
+	} else {
+		sbuf_adds(out, "null");
+	}
+	KEY("managed");
+	sbuf_adds(out, j->managed ? "true" : "false");
+	KEY("run_dir");
+	json_add_str(out, j->run_dir);
+	const struct backend_ops *be = backend_of(j);
+	KEY("backend");
+	json_add_str(out, backend_name(be));
+	KEY("stop_reason");
+	json_add_str(out, job_stop_name(j->stop_reason));
+	KEY("supervisor_pid");
+	sbuf_addf(out, "%d", (int)j->sup_pid);
+#undef KEY
+	if (be->to_json) {
+		/* the backend's part is the backend's: written by jansson */
+		json_t *x = json_object();
+		be->to_json(j, x);
+		const char *k;
+		json_t *v;
+		json_object_foreach(x, k, v) {
+			char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
+			if (!t)
+				continue;
+			sbuf_addch(out, ',');
+			json_add_str(out, k);
+			sbuf_addch(out, ':');
+			sbuf_adds(out, t);
+			free(t);
+		}
+		json_decref(x);
+	}
+	sbuf_addch(out, '}');
 }
 
 void job_history_json(json_t *o, const struct event_row *ev, size_t nev,

@@ -234,24 +234,9 @@ struct list_out {
 static int list_row(void *arg, const struct job_row *j)
 {
 	struct list_out *lo = arg;
-	struct sbuf *b = &lo->body;
-	const size_t flags = JSON_COMPACT | JSON_PRESERVE_ORDER;
-	json_t *o = job_to_json(j, JOB_JSON_BRIEF);
 	if (lo->n++)
-		sbuf_addch(b, ',');
-	/* straight into the body: one pass when a row fits the room left (most do) */
-	sbuf_grow(b, 2048);
-	size_t room = b->alloc - b->len - 1;
-	size_t n = json_dumpb(o, b->buf + b->len, room, flags);
-	if (n > room) {
-		sbuf_grow(b, n + 1);
-		n = json_dumpb(o, b->buf + b->len, n, flags);
-	}
-	json_decref(o);
-	if (!n)
-		return TC_ESYS;
-	b->len += n; /* json_dumpb wrote n bytes in the room sbuf_grow made */
-	b->buf[b->len] = '\0';
+		sbuf_addch(&lo->body, ',');
+	job_json_brief_text(j, &lo->body);
 	return 0;
 }
 

@@ -406,6 +406,12 @@ static bool set_options(CURL *h, const struct s3 *s, struct s3req *rq, const cha
 		  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L) == CURLE_OK &&
 		  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L) == CURLE_OK &&
 		  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, timeout) == CURLE_OK;
+	/*
+	 * Bodies are read from the socket 512 KiB at a time rather than 16 KiB:
+	 * an eighth of the reads and polls per object.
+	 */
+	if (ok && !strcmp(rq->method, "GET"))
+		ok = curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024) == CURLE_OK;
 	if (ok && !strcmp(rq->method, "HEAD"))
 		ok = curl_easy_setopt(h, CURLOPT_NOBODY, 1L) == CURLE_OK;
 	else if (ok && !strcmp(rq->method, "PUT"))

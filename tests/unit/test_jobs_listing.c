@@ -1,0 +1,86 @@
+/* test_jobs_listing.c -- job_json_brief_text, the listing's text, reads back
+ * as the same JSON as job_to_json(JOB_JSON_BRIEF) for every kind of row. */
+#include "test.h"
+
+#include "core/sbuf.h"
+#include "jobs/jobs.h"
+
+#include <jansson.h>
+#include <math.h>
+
+static void same_as_tree(const struct job_row *j)
+{
+	struct sbuf text = SBUF_INIT;
+	sbuf_adds(&text, "[");
+	job_json_brief_text(j, &text);
+	sbuf_adds(&text, "]");
+	json_error_t je;
+	json_t *got = json_loads(text.buf, 0, &je);
+	if (!got)
+		fprintf(stderr, "not JSON (%s): %s\n", je.text, text.buf);
+	CHECK(got != NULL);
+	json_t *want = job_to_json(j, JOB_JSON_BRIEF);
+	if (!json_equal(json_array_get(got, 0), want)) {
+		char *w = json_dumps(want, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		fprintf(stderr, "text %s\ntree %s\n", text.buf, w);
+		free(w);
+		CHECK(0);
+	}
+	/* the same keys in the same order */
+	const char *k1, *k2;
+	json_t *v;
+	void *it = json_object_iter(want);
+	json_object_foreach(json_array_get(got, 0), k1, v) {
+		CHECK(it != NULL);
+		k2 = json_object_iter_key(it);
+		CHECK_STR(k1, k2);
+		it = json_object_iter_next(want, it);
+	}
+	CHECK(it == NULL);
+	json_decref(got);
+	json_decref(want);
+	sbuf_release(&text);
+}
+
+TEST(brief_text_reads_as_the_tree)
+{
+	struct job_row j = { .id = "20261126-073811-504-a30f", .name = "train \"x\" \\ y",
+			     .state = JOB_RUNNING, .run_dir = "/tmp/runs/a", .created = 1795678691.5047348,
+			     .started = 1795678691.52, .ended = 0, .exit_code = -1, .restarts = 2,
+			     .world_size = 8, .sup_pid = 4242, .user = "alice", .priority = 150,
+			     .preemptible = true, .device_type = "gpu", .device_count = 4,
+			     .devices = "0,1,2,3", .stop_reason = JOB_STOP_PREEMPTED, .managed = true,
+			     .backend = "local" };
+	same_as_tree(&j);
+
+	/* nothing set: nulls, an empty user, a zero time */
+	struct job_row e = { .id = "e", .name = "e", .state = JOB_QUEUED, .run_dir = "/r" };
+	same_as_tree(&e);
+
+	/* times that print as integers or with exponents; control characters, UTF-8 */
+	struct job_row t = e;
+	t.created = 1700000000.0;
+	t.started = 1e21;
+	t.ended = INFINITY;
+	t.name = "tab\there\nnew line \x01 caf\xc3\xa9 \xe6\x97\xa5";
+	t.root_cause = "rank 1 exited with code 3";
+	same_as_tree(&t);
+
+	/* a root cause longer than a listing shows: cut at 300 characters, not bytes */
+	struct sbuf long_cause = SBUF_INIT;
+	for (int i = 0; i < 400; i++)
+		sbuf_adds(&long_cause, i % 2 ? "\xc3\xa9" : "x");
+	t.root_cause = long_cause.buf;
+	same_as_tree(&t);
+	sbuf_release(&long_cause);
+
+	/* a Slurm job: the backend's own part */
+	struct job_row s = j;
+	s.backend = "slurm";
+	s.slurm_job = "15";
+	s.slurm_nodes = "n[1-2]";
+	s.slurm_state = NULL;
+	same_as_tree(&s);
+	s.slurm_job = NULL;
+	same_as_tree(&s);
+}
