@@ -105,7 +105,7 @@ static const char *const migrations[] = {
 	 * sort of the matching rows); it covers state alone too */
 	"CREATE INDEX jobs_state_id ON jobs(state, id);"
 	"DROP INDEX jobs_state;",
-	/* 7: metric summaries kept as points are written (store_metrics.c, note 4) */
+	/* 8: metric summaries kept as points are written (store_metrics.c, note 4) */
 	"CREATE TABLE metric_summary ("
 	" series_id INTEGER NOT NULL REFERENCES metric_series(id) ON DELETE CASCADE,"
 	" kind INTEGER NOT NULL, points INTEGER NOT NULL, n INTEGER NOT NULL,"

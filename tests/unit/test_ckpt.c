@@ -227,7 +227,8 @@ TEST(transform_runs_long_short_and_gathered)
 	sbuf_addf(&b, "%s/s4.json", dir);
 	sbuf_addf(&c, "%s/merged", dir);
 	sbuf_addf(&d, "%s/one.json", dir);
-	struct transform_opts o = { a.buf, b.buf, c.buf, d.buf, 1 };
+	struct transform_opts o = { .src_dir = a.buf, .src_strategy = b.buf, .dst_dir = c.buf,
+				     .dst_strategy = d.buf, .threads = 1 };
 	struct transform_stats stats;
 	struct tc_err err = TC_ERR_INIT;
 	CHECK_INT(ckpt_transform(&o, &stats, &err), 0);
@@ -238,7 +239,8 @@ TEST(transform_runs_long_short_and_gathered)
 	sbuf_addf(&e, "%s/s2.json", dir);
 	sbuf_reset(&a);
 	sbuf_addf(&a, "%s/split", dir);
-	struct transform_opts o2 = { c.buf, d.buf, a.buf, e.buf, 3 };
+	struct transform_opts o2 = { .src_dir = c.buf, .src_strategy = d.buf, .dst_dir = a.buf,
+				      .dst_strategy = e.buf, .threads = 3 };
 	CHECK_INT(ckpt_transform(&o2, &stats, &err), 0);
 	for (int r = 0; r < 2; r++) {
 		sbuf_reset(&p);
