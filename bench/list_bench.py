@@ -78,6 +78,12 @@ def stop_server(p, state):
     db.close()
 
 
+def cpu_ms(pid):
+    """user + system CPU of a process so far, in ms (clock ticks of 10 ms)."""
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
 def submitter(port, n, q):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     spec = {"spec": {"name": "queued", "command": "true", "devices": {"type": "gpu", "per_node": 1}}}
@@ -134,7 +140,9 @@ def main():
                  ("GET ?state=queued&offset=5000", "/api/v1/jobs?state=queued&limit=100&offset=5000"),
                  ("GET /api/v1/jobs (page of 100)", "/api/v1/jobs")]
         times = {(c, k): [] for c, _ in cases for k in tools}
+        cpus = {(c, k): [] for c, _ in cases for k in tools}
         ps = {k: [] for k in tools}
+        ps_cpu = {k: [] for k in tools}
         sizes = {}
         loads = [load()]
         for k in tools:  # warm-up: page cache, the migration, prepared statements
@@ -144,27 +152,37 @@ def main():
             order = list(tools) if i % 2 == 0 else list(tools)[::-1]
             for c, path in cases:
                 for k in order:
+                    c0 = cpu_ms(servers[k][1].pid)
                     t = time.perf_counter()
                     st, body = request(conns[k], "GET", path)
                     times[(c, k)].append(time.perf_counter() - t)
+                    cpus[(c, k)].append(cpu_ms(servers[k][1].pid) - c0)
                     assert st == 200, body[:200]
                     sizes[(c, k)] = len(body)
             for k in order:
                 env = dict(os.environ, TRAINCTL_HOME=str(servers[k][0]))
                 env.pop("TRAINCTL_SERVER", None)
                 t = time.perf_counter()
-                r = subprocess.run([tools[k], "ps", "--all", "--json"], env=env, stdout=subprocess.PIPE, check=True)
+                p = subprocess.Popen([tools[k], "ps", "--all", "--json"], env=env, stdout=subprocess.PIPE)
+                out = p.stdout.read()
+                _, status, ru = os.wait4(p.pid, 0)
                 ps[k].append(time.perf_counter() - t)
-                sizes[("ps", k)] = len(r.stdout)
+                ps_cpu[k].append((ru.ru_utime + ru.ru_stime) * 1e3)
+                assert os.waitstatus_to_exitcode(status) == 0
+                sizes[("ps", k)] = len(out)
         loads.append(load())
         print(f"# {os.cpu_count()} cores, load average {loads[0]} before, {loads[1]} after; "
               f"{a.reps} runs each, alternating")
-        print(f"{'listing':34s}" + "".join(f"{k + ' median':>17s}{'best':>9s}" for k in tools) + "    bytes")
-        rows = [(c, [times[(c, k)] for k in tools], sizes[(c, list(tools)[0])]) for c, _ in cases]
-        rows.append(("trainctl ps --all --json (local)", [ps[k] for k in tools], sizes[("ps", list(tools)[0])]))
+        print("wall: the request (or command) as the client sees it; CPU: the server's own CPU time during"
+              " the request (/proc, 10 ms ticks, so a mean), or the command's (rusage)")
+        print(f"{'listing':34s}" + "".join(f"{k + ' wall median':>22s}{'best':>9s}{'CPU':>9s}" for k in tools)
+              + "    bytes")
+        rows = [(c, [(times[(c, k)], cpus[(c, k)]) for k in tools], sizes[(c, list(tools)[0])]) for c, _ in cases]
+        rows.append(("trainctl ps --all --json (local)", [(ps[k], ps_cpu[k]) for k in tools],
+                     sizes[("ps", list(tools)[0])]))
         for c, series, size in rows:
-            print(f"{c:34s}" + "".join(f"{statistics.median(s) * 1e3:14.1f} ms{min(s) * 1e3:6.1f} ms" for s in series)
-                  + f"  {size:>8d}")
+            print(f"{c:34s}" + "".join(f"{statistics.median(w) * 1e3:19.1f} ms{min(w) * 1e3:6.1f} ms"
+                                       f"{statistics.mean(cp):6.1f} ms" for w, cp in series) + f"  {size:>8d}")
     finally:
         for k, v in servers.items():
             stop_server(v[1], v[0])
