@@ -169,7 +169,7 @@ static int64_t parse_http_date(const char *v)
 	struct tm tm;
 	memset(&tm, 0, sizeof(tm));
 	const char *end = strptime(v, "%a, %d %b %Y %H:%M:%S", &tm);
-	return end ? (int64_t)timegm(&tm) * NS_PER_SEC : 0;
+	return end ? secs_to_ns((int64_t)timegm(&tm)) : 0;
 }
 
 static size_t on_header(char *buf, size_t size, size_t n, void *arg)

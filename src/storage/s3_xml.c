@@ -7,6 +7,7 @@
 #include "core/enc.h"
 #include "core/xalloc.h"
 #include "storage/s3_int.h"
+#include "storage/storage_int.h"
 #include "storage/storage.h"
 
 #include <stdlib.h>
@@ -85,7 +86,8 @@ int64_t s3_parse_iso_date(const char *v)
 	if (*end == '.') /* digits past the nanosecond are dropped */
 		for (end++; *end >= '0' && *end <= '9'; end++, scale /= 10)
 			frac += (*end - '0') * scale;
-	return (int64_t)timegm(&tm) * NS_PER_SEC + frac;
+	int64_t ns = secs_to_ns((int64_t)timegm(&tm));
+	return ns ? ns + frac : 0;
 }
 
 /* One <Contents> element [a, b) into o; false when it is not an object under prefix. */

@@ -8,16 +8,29 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
 
 #include "core/sbuf.h"
 #include "storage/storage.h"
 
+/*
+ * Seconds since the epoch as nanoseconds.  int64_t nanoseconds reach only
+ * about 292 years either side of 1970: a time beyond that (a listing's
+ * year 1013, a file touched to year 3000) is unknown, 0, never an overflow.
+ */
+static inline int64_t secs_to_ns(int64_t sec)
+{
+	const int64_t lim = INT64_MAX / NS_PER_SEC - 1;
+	return sec > lim || sec < -lim ? 0 : sec * NS_PER_SEC;
+}
+
 /* A file time as nanoseconds since the epoch, and back (tv_nsec in [0, 1e9)). */
 static inline int64_t timespec_to_ns(struct timespec t)
 {
-	return (int64_t)t.tv_sec * NS_PER_SEC + t.tv_nsec;
+	int64_t ns = secs_to_ns((int64_t)t.tv_sec);
+	return ns ? ns + t.tv_nsec : 0;
 }
 
 static inline struct timespec ns_to_timespec(int64_t ns)

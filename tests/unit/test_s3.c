@@ -139,6 +139,9 @@ TEST(xml_errors_and_upload_ids)
 	/* to the nanosecond, as an integer: a double of seconds is ~120 ns off */
 	CHECK(s3_parse_iso_date("2026-01-02T03:04:05.123456789Z") == 1767323045123456789LL);
 	CHECK(s3_parse_iso_date("2026-01-02T03:04:05Z") == 1767323045000000000LL);
+	/* beyond int64_t nanoseconds (fuzz-check found year 1013): unknown, no overflow */
+	CHECK(s3_parse_iso_date("1013-01-02T03:04:05.500Z") == 0);
+	CHECK(s3_parse_iso_date("9999-01-02T03:04:05Z") == 0);
 }
 
 TEST(ini_sections_comments_and_spaces)
