@@ -29,14 +29,18 @@ if [ "${1:-}" = --one ]; then
 	else
 		work=$(mktemp -d "${TMPDIR:-/tmp}/tc-fuzz-$t.XXXXXX")
 		trap 'rm -rf "$work"' EXIT
+		# a fixed seed: make check explores the same inputs on every run, so a
+		# crash it can meet is met here before a change lands, not at random in CI
+		seed="-seed=${FUZZ_SEED:-1}"
 	fi
 	log=$out/logs/$t-$mode.log
 	rc=0
+	seed=${seed:-}
 	# -timeout: one input may take 10 s at most (the planner behind a spec is the slowest)
 	# -rss_limit_mb / -malloc_limit_mb: an input may not make a parser take 2 GB
 	"$bin" -max_total_time="$secs" -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 \
 		-malloc_limit_mb=2048 -dict="$here/dict/$t.dict" -print_final_stats=1 \
-		-artifact_prefix="$out/artifacts/$t/" ${FUZZ_FLAGS:-} \
+		-artifact_prefix="$out/artifacts/$t/" $seed ${FUZZ_FLAGS:-} \
 		"$work" "$here/corpus/$t" >"$log" 2>&1 || rc=$?
 	done_line=$(grep -E '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' "$log" | tail -n 1 || true)
 	stat() { sed -n "s/^stat::$1:[[:space:]]*//p" "$log" | tail -n 1; }
