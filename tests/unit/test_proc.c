@@ -66,11 +66,25 @@ TEST(other_fds_are_closed)
 	CHECK(extra > 2);
 	struct proc p = PROC_INIT;
 	struct tc_err e = TC_ERR_INIT;
-	strvec_push(&p.args, "sleep");
-	strvec_push(&p.args, "5");
+	/*
+	 * Looked at once the child says it is up: right after the exec its
+	 * dynamic loader still opens (and closes) libraries and locale files.
+	 */
+	sh(&p, "echo ready; read x");
 	strvec_push(&p.env, "PATH=/usr/bin:/bin");
-	p.wait_exec = true; /* so the child has run its program when we look */
+	p.in.how = p.out.how = PROC_IO_PIPE;
 	CHECK_INT(proc_start(&p, &e), 0);
+	struct sbuf got = SBUF_INIT;
+	while (!strchr(got.buf, '\n')) {
+		char buf[64];
+		ssize_t r = read(p.out.fd, buf, sizeof(buf));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		sbuf_add(&got, buf, (size_t)r);
+	}
+	CHECK_STR(got.buf, "ready\n");
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%ld/fd", (long)p.pid);
 	DIR *d = opendir(path);
@@ -90,6 +104,7 @@ TEST(other_fds_are_closed)
 	CHECK_INT(proc_wait(&p, &st, &e), 0);
 	CHECK_INT(proc_exit_of(st).sig, SIGKILL);
 	proc_clear(&p);
+	sbuf_release(&got);
 	close(extra);
 }
 
@@ -285,7 +300,7 @@ TEST(process_group_and_session)
 	int st;
 	struct proc p = PROC_INIT;
 	strvec_push(&p.args, "/bin/sleep");
-	strvec_push(&p.args, "5");
+	strvec_push(&p.args, "300"); /* killed below: never its own end */
 	p.group = PROC_GROUP_NEW;
 	CHECK_INT(proc_start(&p, &e), 0);
 	/* set in the parent too: true as soon as proc_start returns */
@@ -297,7 +312,7 @@ TEST(process_group_and_session)
 
 	struct proc q = PROC_INIT;
 	strvec_push(&q.args, "/bin/sleep");
-	strvec_push(&q.args, "5");
+	strvec_push(&q.args, "300");
 	q.group = PROC_SESSION_NEW;
 	q.wait_exec = true;
 	CHECK_INT(proc_start(&q, &e), 0);
@@ -314,7 +329,7 @@ TEST(process_group_and_session)
 	/* the default: our group */
 	struct proc r = PROC_INIT;
 	strvec_push(&r.args, "/bin/sleep");
-	strvec_push(&r.args, "5");
+	strvec_push(&r.args, "300");
 	r.wait_exec = true;
 	CHECK_INT(proc_start(&r, &e), 0);
 	CHECK_INT(getpgid(r.pid), getpgid(0));
@@ -412,11 +427,16 @@ TEST(timeout_kills)
 	struct proc p = PROC_INIT;
 	struct sbuf out = SBUF_INIT;
 	struct tc_err e = TC_ERR_INIT;
-	sh(&p, "echo started; exec sleep 30");
-	struct proc_capture c = { .out = &out, .timeout_ms = 200 };
+	/*
+	 * The shell must have printed before the kill: on a loaded machine
+	 * starting it can take a good part of a second, so the limit is far
+	 * above that, and far below the sleep's own end.
+	 */
+	sh(&p, "echo started; exec sleep 300");
+	struct proc_capture c = { .out = &out, .timeout_ms = 3000 };
 	int64_t t0 = now_mono_ms();
 	CHECK_INT(proc_capture(&p, &c, &e), 0);
-	CHECK(now_mono_ms() - t0 < 5000);
+	CHECK(now_mono_ms() - t0 < 45000);
 	CHECK(c.timed_out);
 	CHECK_INT(proc_exit_of(c.status).sig, SIGKILL);
 	CHECK_STR(out.buf, "started\n");
