@@ -22,8 +22,12 @@
  *      cancelled, hit its time limit, lost a node, was requeued) is mapped
  *      from Slurm's job state by whoever looks next: `trainctl run` while it
  *      waits, or ps / show / logs (slurm_reconcile) while the job has not
- *      ended.  An ended job needs no Slurm: the server, which follows its
- *      jobs, asks until Slurm's own state for it is final (slurm_settle).
+ *      ended.  The driver leaves such an end to them even when its nodes
+ *      saw it before its own SIGTERM came (slurm_batch.c: slurm_ends_it),
+ *      and the first end recorded stays (jobs_finish): who gets there first
+ *      does not change the outcome.  An ended job needs no Slurm: the
+ *      server, which follows its jobs, asks until Slurm's own state for it
+ *      is final (slurm_settle).
  *  (3) Stopping: `scancel --signal=TERM` reaches the node supervisors only
  *      (not srun, which would answer SIGTERM with SIGKILL), so workers get
  *      the job's grace_seconds; a job still there after that is cancelled.
@@ -244,12 +248,15 @@ static int sync_end(struct store *st, const struct job_row *j, const char *slurm
 	if (job_state_terminal(j->state))
 		return 0; /* the driver recorded the outcome */
 	struct sbuf why = SBUF_INIT;
+	enum job_state end = known ? mapped : JOB_FAILED;
+	/* its driver had no time to say so (a stop that ended in a cancel) */
+	if (j->stop_reason == JOB_STOP_STOPPED && end == JOB_KILLED)
+		sbuf_adds(&why, "stopped by trainctl stop: ");
 	slurm_why(&why, slurm_id, "ended", sj);
 	if (!strncmp(sj->state, "TIMEOUT", 7))
 		sbuf_adds(&why, ": time limit reached");
 	else if (!strncmp(sj->state, "PREEMPTED", 9))
 		sbuf_adds(&why, ": preempted and not requeued");
-	enum job_state end = known ? mapped : JOB_FAILED;
 	int rc = jobs_finish(st, j->id, end, end == JOB_SUCCEEDED ? 0 : 1, why.buf, why.buf, err);
 	sbuf_release(&why);
 	return rc;

@@ -39,7 +39,30 @@ struct batch {
 	const char *home, *job_id, *run_dir;
 	char *exe;
 	int nodes;
+	const char *slurm_job; /* $SLURM_JOB_ID, or NULL */
+	bool slurm_ends;       /* Slurm itself ends or requeues the job: its state tells how */
 };
+
+/*
+ * Is Slurm ending (or requeuing) this incarnation of the job itself?
+ * scancel, a time limit and a requeue change the job's state before any
+ * signal goes out, so a node stopped by one of them finds the state past
+ * RUNNING; a --signal warning leaves it RUNNING.  False when unsure.
+ */
+static bool slurm_ends_it(const char *id)
+{
+	struct slurm_jobinfo sj;
+	struct tc_err e = TC_ERR_INIT;
+	bool ends = false, final = false;
+	enum job_state mapped = JOB_RUNNING;
+	if (id && slurm_jobinfo_query(id, &sj, &e) == 0 && sj.state) {
+		bool known = slurm_state_map(sj.state, &mapped, &final);
+		ends = !strncmp(sj.state, "COMPLETING", 10) || (known && (final || mapped == JOB_QUEUED));
+	}
+	slurm_jobinfo_release(&sj);
+	tc_err_release(&e);
+	return ends;
+}
 
 static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed, bool *stopped,
 			struct tc_err *err)
@@ -97,21 +120,29 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 		}
 		json_decref(r);
 	}
-	if (killed && !bad) {
-		*stopped = true;
-		return 0;
-	}
 	/* `trainctl stop` says so before its scancel: a stop, whatever the nodes saw */
 	struct store *st = NULL;
 	enum job_stop asked = JOB_STOP_NONE;
 	struct tc_err e2 = TC_ERR_INIT;
-	if (store_open(b->home, &st, &e2) == 0 && store_job_stop_reason(st, b->job_id, &asked, &e2) == 0 &&
-	    asked == JOB_STOP_STOPPED)
+	if (store_open(b->home, &st, &e2) == 0)
+		store_job_stop_reason(st, b->job_id, &asked, &e2);
+	store_close(st);
+	tc_err_release(&e2);
+	if ((killed && !bad) || asked == JOB_STOP_STOPPED)
 		*stopped = true;
 	else
 		*failed = !slurm_exited_ok(status);
-	store_close(st);
-	tc_err_release(&e2);
+	/*
+	 * Ended by Slurm before our own SIGTERM came (design note 2): the end
+	 * (or the requeue) is Slurm's to say, not a failure or a stop of ours.
+	 * Whoever reads its state records it, so that the outcome does not
+	 * depend on which of the two got there first.
+	 */
+	if ((*stopped || *failed) && asked != JOB_STOP_STOPPED && slurm_ends_it(b->slurm_job)) {
+		b->slurm_ends = true;
+		*stopped = true;
+		*failed = false;
+	}
 	return 0;
 }
 
@@ -121,7 +152,7 @@ int slurm_batch_main(const char *home, const char *job_id, int *exit_status, str
 	struct job_row j = { 0 };
 	struct spec *s = NULL;
 	struct sbuf p = SBUF_INIT;
-	struct batch b = { home, job_id, NULL, path_self_exe(), 0 };
+	struct batch b = { home, job_id, NULL, path_self_exe(), 0, getenv("SLURM_JOB_ID"), false };
 	*exit_status = 1;
 	int rc = store_open(home, &st, err);
 	if (!rc)
@@ -150,7 +181,7 @@ int slurm_batch_main(const char *home, const char *job_id, int *exit_status, str
 	store_close(st); /* launch_multinode keeps its own connection */
 	st = NULL;
 	rc = launch_multinode(s, home, job_id, &ops, exit_status, err);
-	if (rc || *exit_status != 143 || batch_term)
+	if (rc || *exit_status != 143 || batch_term || b.slurm_ends)
 		goto out;
 	/*
 	 * Stopped with the batch step untouched: `trainctl stop` or a

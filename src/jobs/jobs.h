@@ -51,7 +51,11 @@ int jobs_mark_held(struct store *st, const char *id, enum job_stop asked, const 
 int jobs_mark_queued(struct store *st, const char *id, const char *why, struct tc_err *err);
 /*
  * -> succeeded | failed | killed (| lost, when Slurm says a node failed),
- * with the exit status and root cause (NULL or text).
+ * with the exit status and root cause (NULL or text).  The first end
+ * recorded stays: for a job that already ended (two processes may see the
+ * same end, e.g. a Slurm job's driver and whoever reads Slurm's state) this
+ * and jobs_mark_lost change nothing and return 0.  The diagram has no edge
+ * out of an end but the server's requeue of a lost job.
  */
 int jobs_finish(struct store *st, const char *id, enum job_state end, int exit_code,
 		const char *root_cause, const char *why, struct tc_err *err);

@@ -36,7 +36,9 @@
  *   waiting   queued, paused, preempted: nothing runs; `trainctl server`
  *             (or Slurm) starts it again;
  *   terminal  succeeded, failed, killed, lost: the end is recorded.  Only
- *             the server moves a job out of one (a lost job it requeues).
+ *             the server moves a job out of one (a lost job it requeues);
+ *             the first end recorded stays (a second jobs_finish or
+ *             jobs_mark_lost of the same job changes nothing).
  *
  * Why a job was asked to stop (the stop_reason column) is enum job_stop:
  * its supervisor records the state that reason names (job_stop_state).

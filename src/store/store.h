@@ -87,7 +87,10 @@ char *store_new_job_id(void);
 int store_job_create(struct store *st, const struct job_row *job, struct tc_err *err);
 int store_job_set_state(struct store *st, const char *id, enum job_state state,
 			const char *reason, struct tc_err *err);
-/* Record the end: state, exit status and root cause in one go. */
+/*
+ * Record the end: state, exit status and root cause in one go.  A job
+ * whose end is already recorded keeps it: this one changes nothing (0).
+ */
 int store_job_finish(struct store *st, const char *id, enum job_state state, int exit_code,
 		     const char *root_cause, const char *reason, struct tc_err *err);
 int store_job_set_restarts(struct store *st, const char *id, int restarts, struct tc_err *err);

@@ -166,6 +166,24 @@ PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
         return subprocess.run(["squeue", "-h", "-o", "%i %T"], env=self.env, capture_output=True,
                               text=True).stdout
 
+    def job_state(self, job_id):
+        """JobState as scontrol shows it: COMPLETING until every node is done
+        with the job (squeue already shows the next state then); None when
+        Slurm does not know the job"""
+        p = subprocess.run(["scontrol", "-o", "show", "job", str(job_id)], env=self.env,
+                           capture_output=True, text=True)
+        for f in p.stdout.split():
+            if f.startswith("JobState="):
+                return f.split("=", 1)[1]
+        return None
+
+    def nodes_idle(self):
+        """every node idle: no job on it, none completing"""
+        p = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=self.env,
+                           capture_output=True, text=True)
+        states = dict(l.split() for l in p.stdout.splitlines() if len(l.split()) == 2)
+        return sorted(states) == ["n1", "n2"] and set(states.values()) == {"idle"}
+
 
 def _alive(pid):
     try:

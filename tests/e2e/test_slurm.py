@@ -311,6 +311,15 @@ backend: slurm
     assert proc.returncode == 1, err
     job = show(slurm_tc, "cancelled")
     assert job["state"] == "killed" and "CANCELLED" in job["root_cause"], job["root_cause"]
+    # one end, Slurm's: the driver, whose nodes may see the cancel first, leaves it to the sync
+    ends = [e for e in job["events"] if e["state"] in ("succeeded", "failed", "killed", "lost")]
+    assert len(ends) == 1 and "CANCELLED" in ends[0]["reason"], ends
+    # and it stays so once the driver is gone too
+    sid = job["slurm"]["job"]
+    assert wait_for(lambda: sid not in [l.split()[0] for l in cluster.squeue().splitlines()],
+                    timeout=60), cluster.squeue()
+    again = show(slurm_tc, "cancelled")
+    assert (again["state"], again["root_cause"]) == (job["state"], job["root_cause"])
 
 
 def test_requeued_job_resumes(trainctl, home, tmp_path, cluster, slurm_tc, torch_available):
@@ -334,13 +343,15 @@ backend: slurm
     sid = slurm_id(home)
     # what preemption with PreemptMode=REQUEUE does; then skip Slurm's 2-minute requeue delay
     subprocess.run(["scontrol", "requeue", sid], env=cluster.env, check=True)
-    assert wait_for(lambda: "PENDING" in cluster.squeue(), timeout=120), cluster.squeue()
-    # slurmd revoked the old credential when it stopped the job, and treats
-    # a new one from the same second as revoked too ("Job credential
-    # revoked", the job then ends FAILED): a start after the next whole
-    # second is one it accepts (Slurm's own delay is 2 minutes)
-    not_before = int(time.time()) + 2
-    poll(lambda: time.time() >= not_before, timeout=5)
+    # Released only once the first run is gone from every node: squeue says
+    # PENDING while Slurm still completes it (scontrol says COMPLETING), and a
+    # slurmd refuses a credential made in the second its job was killed in
+    # ("already killed, do not launch batch job", "Job credential revoked").
+    # The kill came before PENDING: a new second after that is a later one.
+    assert wait_for(lambda: cluster.job_state(sid) == "PENDING" and cluster.nodes_idle(), timeout=120), \
+        (cluster.job_state(sid), cluster.squeue(), cluster.logs())
+    gone = int(time.time())
+    assert wait_for(lambda: int(time.time()) > gone, timeout=5, step=0.05)
     subprocess.run(["scontrol", "update", f"JobId={sid}", "StartTime=now"], env=cluster.env, check=True)
     out, err = proc.communicate(timeout=400)
     assert proc.returncode == 0, err + cluster.logs()
@@ -349,6 +360,8 @@ backend: slurm
     states = [(e["state"], e["reason"]) for e in job["events"]]
     assert any(s == "running" and r.startswith("requeued: attempt 1") and "resuming from" in r
                for s, r in states), states
+    # the requeue is not an end, whoever saw it first (the driver or the state sync)
+    assert [s for s, _ in states if s in ("succeeded", "failed", "killed", "lost")] == ["succeeded"], states
     log = open(os.path.join(job["run_dir"], "logs", "rank-2.log")).read()
     assert re.search(r"resumed from \S+ at epoch [1-9]", log)
 

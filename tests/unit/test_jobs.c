@@ -190,6 +190,38 @@ TEST(transitions_over_the_store)
 	store_close(st);
 }
 
+/* Two processes may record the same job's end (a Slurm job's driver and whoever reads Slurm). */
+TEST(the_first_end_recorded_stays)
+{
+	struct store *st = open_store();
+	struct tc_err err = TC_ERR_INIT;
+	create(st, "A", JOB_RUNNING);
+	CHECK_INT(jobs_finish(st, "A", JOB_KILLED, 1, "Slurm job 7 ended CANCELLED", "first", &err), 0);
+	CHECK_INT(jobs_finish(st, "A", JOB_FAILED, 1, "a node ended", "second", &err), 0);
+	CHECK_INT(jobs_mark_lost(st, "A", "gone", &err), 0);
+	struct job_row j = get(st, "A");
+	CHECK_INT(j.state, JOB_KILLED);
+	CHECK_INT(j.exit_code, 1);
+	CHECK_STR(j.root_cause, "Slurm job 7 ended CANCELLED");
+	job_row_release(&j);
+	struct event_row *ev = NULL;
+	size_t n = 0;
+	CHECK_INT(store_events(st, "A", &ev, &n, &err), 0);
+	CHECK_INT(n, 2); /* created running, killed: nothing for the later two */
+	CHECK_INT(ev[n - 1].state, JOB_KILLED);
+	event_rows_free(ev, n);
+	/* a lost job the server requeues can end again */
+	create(st, "B", JOB_RUNNING);
+	CHECK_INT(jobs_mark_lost(st, "B", "supervisor gone", &err), 0);
+	CHECK_INT(jobs_requeue(st, "B", JOB_QUEUED, true, "requeued", &err), 0);
+	CHECK_INT(jobs_finish(st, "B", JOB_SUCCEEDED, 0, NULL, "every worker exited 0", &err), 0);
+	j = get(st, "B");
+	CHECK_INT(j.state, JOB_SUCCEEDED);
+	CHECK_INT(j.exit_code, 0);
+	job_row_release(&j);
+	store_close(st);
+}
+
 TEST(unknown_state_word_is_an_error)
 {
 	struct store *st = open_store();
