@@ -113,6 +113,28 @@ def test_preemption_resumes_from_checkpoint(trainctl, tmp_path, counter):
         srv.stop()
 
 
+def test_stop_right_after_the_start_is_not_lost(trainctl, tmp_path):
+    """A stop that reaches a supervisor the server has only just started (a
+    clone stopped at once) ends the job killed: the signal used to run the
+    server's own handler in the new process before its exec, and the job ran
+    on to succeed."""
+    srv = start_server(trainctl, tmp_path / "state", fake="gpu:2", args=["--cpu-slots", "2"])
+    try:
+        ids = []
+        for i in range(8):
+            job = srv.submit({"name": f"s{i}", "command": "sleep 20",
+                              "devices": {"type": "cpu", "per_node": 1}})
+            assert wait_for(lambda: srv.job(job)["state"] != "queued", timeout=60, step=0.005)
+            st, body = srv.call("POST", f"/api/v1/jobs/{job}/stop", {})
+            assert st == 200, body
+            ids.append(job)
+        for job in ids:
+            j = srv.wait_state(job, ["succeeded", "failed", "killed", "lost"], timeout=60)
+            assert j["state"] == "killed", (j["state"], j["events"])
+    finally:
+        srv.stop()
+
+
 def test_non_preemptible_and_higher_priority_are_not_preempted(trainctl, tmp_path):
     srv = start_server(trainctl, tmp_path / "state", fake="gpu:1")
     try:
