@@ -8,6 +8,7 @@
 #include "core/version.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,10 +73,19 @@ int main(int argc, char **argv)
 		if (!strcmp(commands[i].name, name))
 			cmd = &commands[i];
 	if (!cmd) {
+		const char *names[sizeof(commands) / sizeof(commands[0])];
+		for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+			names[i] = commands[i].help ? commands[i].name : NULL; /* hidden ones: no */
+		const char *best = cmd_nearest(name, names, sizeof(names) / sizeof(names[0]));
+		if (best) {
+			fprintf(stderr, "trainctl: '%s' is not a command (did you mean '%s'?)\n", name, best);
+			return 2;
+		}
 		fprintf(stderr, "trainctl: '%s' is not a command\n", name);
 		usage(stderr);
 		return 2;
 	}
+	opterr = 0; /* the commands name a refused flag themselves (cmd_bad_option) */
 
 	char *home = trainctl_home();
 	struct cmd_ctx ctx = { home, 0 };

@@ -9,6 +9,7 @@
 #define TC_CMD_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include <jansson.h>
 
@@ -62,6 +63,19 @@ int remote_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 extern const char logs_usage[];
 int logs_check_rank(const char *id, long rank, long world, struct tc_err *err);
 int logs_explain_none(const char *id, const char *state, bool ended, struct tc_err *err);
+/*
+ * cmd_opts.c: flags.  cmd_dashdash: the index of the first "--" in argv,
+ * or argc (options are parsed before it, with getopt's permutation, so they
+ * may follow a spec file).  cmd_bad_option: the TC_EUSAGE for a flag
+ * getopt_long refused (its return '?'), naming it, with a did-you-mean
+ * among opts ("run: unknown option '--quite' (did you mean '--quiet'?)").
+ * cmd_nearest: the name of names nearest word (few edits), or NULL.
+ */
+struct option;
+int cmd_dashdash(int argc, char **argv);
+int cmd_bad_option(const char *cmd, const char *shorts, int argc, char **argv,
+		   const struct option *opts, struct tc_err *err);
+const char *cmd_nearest(const char *word, const char *const *names, size_t n);
 /* cmd_show.c: a job's JSON (jobs_show, local or from the server) as --json or text */
 void show_print(json_t *job, bool as_json);
 

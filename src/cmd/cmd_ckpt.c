@@ -158,7 +158,7 @@ static int transform(int argc, char **argv, struct tc_err *err)
 			o.threads = (int)n;
 			break;
 		case 'q': o.progress = NULL; break;
-		default: return tc_error(err, TC_EUSAGE, "ckpt transform: bad option\n%s", usage);
+		default: return cmd_bad_option("ckpt transform", "q", argc, argv, opts, err);
 		}
 	}
 	if (!o.src_dir || !o.src_strategy || !o.dst_dir || !o.dst_strategy || optind != argc)

@@ -122,7 +122,7 @@ int cmd_compare(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		case 'S': steps = true; break;
 		case 'j': as_json = true; break;
 		case 'h': fputs(usage, stdout); return 0;
-		default: return tc_error(err, TC_EUSAGE, "compare: bad option (see trainctl compare --help)");
+		default: return cmd_bad_option("compare", "m:r:h", argc, argv, opts, err);
 		}
 	}
 	if (optind + 2 != argc)

@@ -85,7 +85,7 @@ int cmd_devices(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		switch (c) {
 		case 'j': as_json = true; break;
 		case 'h': fputs("usage: trainctl devices [--json]\n", stdout); return 0;
-		default: return tc_error(err, TC_EUSAGE, "devices: bad option");
+		default: return cmd_bad_option("devices", "h", argc, argv, opts, err);
 		}
 	}
 	struct device_list l = DEVICE_LIST_INIT;

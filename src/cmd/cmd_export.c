@@ -24,7 +24,7 @@ int cmd_export(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'h': fputs(usage, stdout); return 0;
-		default: return tc_error(err, TC_EUSAGE, "export: bad option (see trainctl export --help)");
+		default: return cmd_bad_option("export", "h", argc, argv, opts, err);
 		}
 	}
 	if (optind >= argc || strcmp(argv[optind], "tb") != 0)

@@ -48,7 +48,7 @@ int cmd_submit(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			      "\nQueues the job on the server ($TRAINCTL_SERVER, token $TRAINCTL_TOKEN)"
 			      " and prints its id.\n", stdout);
 			return 0;
-		default: return tc_error(err, TC_EUSAGE, "submit: bad option (see trainctl submit --help)");
+		default: return cmd_bad_option("submit", "h", argc, argv, opts, err);
 		}
 	}
 	if (optind + 1 != argc)
@@ -143,7 +143,7 @@ static int job_verb(const char *verb, int argc, char **argv, struct cmd_ctx *ctx
 		case 'h':
 			printf("usage: trainctl %s JOB [--server URL] [--json]\n", verb);
 			return 0;
-		default: return tc_error(err, TC_EUSAGE, "%s: bad option", verb);
+		default: return cmd_bad_option(verb, "h", argc, argv, opts, err);
 		}
 	}
 	if (optind + 1 != argc)
@@ -266,7 +266,7 @@ int remote_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		case 'j': as_json = true; break;
 		case 'S': server = optarg; break;
 		case 'h': fputs("usage: trainctl show JOB [--json] [--server URL]\n", stdout); return 0;
-		default: return tc_error(err, TC_EUSAGE, "show: bad option");
+		default: return cmd_bad_option("show", "h", argc, argv, opts, err);
 		}
 	}
 	if (optind + 1 != argc)
@@ -343,7 +343,7 @@ int remote_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		case 'f': follow = true; break;
 		case 'S': server = optarg; break;
 		case 'h': fputs(logs_usage, stdout); return 0;
-		default: return tc_error(err, TC_EUSAGE, "logs: bad option (see trainctl logs --help)");
+		default: return cmd_bad_option("logs", "r:n:fh", argc, argv, opts, err);
 		}
 	}
 	if (optind + 1 != argc)

@@ -109,7 +109,7 @@ int cmd_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		case 'f': follow = true; break;
 		case 's': supervisor = true; break;
 		case 'h': fputs(logs_usage, stdout); return 0;
-		default: return tc_error(err, TC_EUSAGE, "logs: bad option (see trainctl logs --help)");
+		default: return cmd_bad_option("logs", "r:n:fh", argc, argv, opts, err);
 		}
 	}
 	if (optind + 1 != argc)

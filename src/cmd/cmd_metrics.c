@@ -203,7 +203,7 @@ int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 				return tc_error(err, TC_EUSAGE, "metrics: --points must be a positive number, not '%s'", optarg);
 			break;
 		case 'h': fputs(usage, stdout); return 0;
-		default: return tc_error(err, TC_EUSAGE, "metrics: bad option (see trainctl metrics --help)");
+		default: return cmd_bad_option("metrics", "r:o:p:h", argc, argv, opts, err);
 		}
 	}
 	if (optind + 1 != argc)

@@ -127,7 +127,7 @@ int cmd_plan(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			return 0;
 		}
 		if (c == '?')
-			return tc_error(err, TC_EUSAGE, "plan %s: bad option (see trainctl plan --help)", sub->name);
+			return cmd_bad_option("plan", "n:o:h", argc - 1, argv + 1, opts, err);
 		if (!(bit & sub->allowed)) {
 			const char *on = bit == O_N ? "n" : "output";
 			for (const struct option *o = opts; o->name; o++)

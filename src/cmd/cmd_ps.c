@@ -415,7 +415,7 @@ int cmd_ps(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		case 'u': user = optarg; break;
 		case 'S': server = optarg; break;
 		case 'h': fputs(usage, stdout); return 0;
-		default: return tc_error(err, TC_EUSAGE, "ps: bad option (see trainctl ps --help)");
+		default: return cmd_bad_option("ps", "aho:", argc, argv, opts, err);
 		}
 	}
 	if (optind != argc)

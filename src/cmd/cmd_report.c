@@ -90,7 +90,7 @@ int cmd_report(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			break;
 		case 'j': as_json = true; break;
 		case 'h': fputs(usage, stdout); return 0;
-		default: return tc_error(err, TC_EUSAGE, "report: bad option (see trainctl report --help)");
+		default: return cmd_bad_option("report", "o:h", argc, argv, opts, err);
 		}
 	}
 	if (optind + 1 != argc)

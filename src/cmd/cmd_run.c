@@ -16,6 +16,10 @@ static const char usage[] =
 	"   or: trainctl run --resume JOB [options] [SPEC.yaml]\n"
 	"   or: trainctl run [options] -- COMMAND [ARGS...]\n"
 	"\n"
+	"Options may come before or after SPEC.yaml; everything after -- is the command.\n"
+	"\n"
+	"      --set KEY=VALUE   override a spec key by its dotted path (repeatable;\n"
+	"                        args.lr=0.1, devices.per_node=4; docs/spec.md)\n"
 	"      --nproc N|all     workers on this node (ad hoc runs; default 1)\n"
 	"  -d, --device TYPE     device type for ad hoc runs (default cpu)\n"
 	"      --name NAME       job name\n"
@@ -38,16 +42,20 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "no-metrics", no_argument, NULL, 'M' },
 		{ "resume", required_argument, NULL, 'R' },
 		{ "backend", required_argument, NULL, 'B' },
+		{ "set", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	struct strvec sets = STRVEC_INIT;
 	const char *nproc = NULL, *device = NULL, *name = NULL, *restarts = NULL;
 	const char *resume_job = NULL, *backend = NULL;
 	char *resume_path = NULL, *resume_spec = NULL;
 	struct launch_opts lo = { .home = ctx->home };
-	int c;
+	int c, rc;
+	/* options anywhere before --; after it, the command's own */
+	int dashdash = cmd_dashdash(argc, argv);
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+d:qh", opts, NULL)) != -1) {
+	while ((c = getopt_long(dashdash, argv, "d:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n': nproc = optarg; break;
 		case 'd': device = optarg; break;
@@ -57,28 +65,56 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		case 'M': lo.no_metrics = true; break;
 		case 'R': resume_job = optarg; break;
 		case 'B': backend = optarg; break;
-		case 'h': fputs(usage, stdout); return 0;
-		default: return tc_error(err, TC_EUSAGE, "run: bad option (see trainctl run --help)");
+		case 's':
+			if ((rc = spec_set_check(optarg, err))) {
+				strvec_clear(&sets);
+				return rc;
+			}
+			strvec_push(&sets, optarg);
+			break;
+		case 'h': strvec_clear(&sets); fputs(usage, stdout); return 0;
+		default:
+			strvec_clear(&sets);
+			return cmd_bad_option("run", "d:qh", argc, argv, opts, err);
 		}
 	}
-	bool adhoc = optind > 1 && !strcmp(argv[optind - 1], "--");
-	if (optind >= argc && !resume_job)
-		return tc_error(err, TC_EUSAGE, "run: give a spec file or -- COMMAND");
+	bool adhoc = dashdash < argc;
+	/* the spec file, before --; the command, after it */
+	int nfiles = dashdash - optind;
 	struct spec *s = NULL;
-	int rc;
+	if (adhoc && nfiles > 0) {
+		rc = tc_error(err, TC_EUSAGE, "run: one spec file, or use -- before a command");
+		goto sets_out;
+	}
+	if (adhoc)
+		optind = dashdash + 1;
+	if (adhoc && optind >= argc) {
+		rc = tc_error(err, TC_EUSAGE, "run: give a spec file or -- COMMAND");
+		goto sets_out;
+	}
+	if (!adhoc && nfiles <= 0 && !resume_job) {
+		rc = tc_error(err, TC_EUSAGE, "run: give a spec file or -- COMMAND");
+		goto sets_out;
+	}
+	if (adhoc && sets.nr) {
+		rc = tc_error(err, TC_EUSAGE, "run: --set needs a spec file (ad hoc runs take --nproc, --device, --name)");
+		goto sets_out;
+	}
 	if (resume_job) {
-		if (adhoc)
-			return tc_error(err, TC_EUSAGE, "run: --resume takes JOB's spec or a spec file, not a command");
+		if (adhoc) {
+			rc = tc_error(err, TC_EUSAGE, "run: --resume takes JOB's spec or a spec file, not a command");
+			goto sets_out;
+		}
 		struct sbuf report = SBUF_INIT;
 		rc = launch_resume_point(ctx->home, resume_job, &resume_path, &resume_spec, &report, err);
 		for (char *line = report.buf, *nl; (nl = strchr(line, '\n')); line = nl + 1)
 			fprintf(stderr, "trainctl: %.*s\n", (int)(nl - line), line);
 		sbuf_release(&report);
 		if (rc)
-			return rc;
+			goto resume_out;
 	}
 	if (!adhoc) {
-		if (optind + 1 < argc || (optind >= argc && !resume_spec)) {
+		if (nfiles > 1 || (nfiles <= 0 && !resume_spec)) {
 			rc = tc_error(err, TC_EUSAGE, "run: one spec file, or use -- before a command");
 			goto resume_out;
 		}
@@ -86,7 +122,8 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			rc = tc_error(err, TC_EUSAGE, "run: --nproc and --device are for ad hoc runs; set devices: in the spec");
 			goto resume_out;
 		}
-		if ((rc = spec_load_backend(optind < argc ? argv[optind] : resume_spec, backend, &s, err)))
+		if ((rc = spec_load_set(nfiles > 0 ? argv[optind] : resume_spec, backend, &sets, &s,
+					err)))
 			goto resume_out;
 		if (resume_path) {
 			s->resume = RESUME_PATH;
@@ -114,19 +151,21 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			n = 0; /* spec_finish counts the devices */
 		else if (nproc && !parse_long(nproc, 1, 1024, &n)) {
 			spec_free(s);
-			return tc_error(err, TC_EUSAGE, "run: --nproc must be 1..1024 or 'all', not '%s'", nproc);
+			rc = tc_error(err, TC_EUSAGE, "run: --nproc must be 1..1024 or 'all', not '%s'", nproc);
+			goto sets_out;
 		}
 		s->per_node = (int)n;
 		if ((rc = spec_finish(s, err))) {
 			spec_free(s);
-			return rc;
+			goto sets_out;
 		}
 	}
 	if (restarts) {
 		long r;
 		if (!parse_long(restarts, 0, 1000, &r)) {
 			spec_free(s);
-			return tc_error(err, TC_EUSAGE, "run: --max-restarts must be 0..1000");
+			rc = tc_error(err, TC_EUSAGE, "run: --max-restarts must be 0..1000");
+			goto resume_out;
 		}
 		s->max_restarts = (int)r;
 	}
@@ -148,5 +187,7 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 resume_out:
 	free(resume_path);
 	free(resume_spec);
+sets_out:
+	strvec_clear(&sets);
 	return rc;
 }

@@ -92,7 +92,7 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			break;
 		case 'q': o.quiet = true; break;
 		case 'h': fputs(server_usage, stdout); goto out;
-		default: rc = tc_error(err, TC_EUSAGE, "server: bad option (see trainctl server --help)"); goto out;
+		default: rc = cmd_bad_option("server", "l:qh", argc, argv, opts, err); goto out;
 		}
 	}
 	if (optind != argc) {
@@ -139,7 +139,7 @@ int cmd_token(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			      "\nPrints a new bearer token once; the server keeps only its SHA-256.\n",
 			      stdout);
 			return 0;
-		default: return tc_error(err, TC_EUSAGE, "token: bad option (see trainctl token --help)");
+		default: return cmd_bad_option("token", "u:h", argc, argv, opts, err);
 		}
 	}
 	if (optind + 1 != argc || strcmp(argv[optind], "create") != 0)
@@ -174,7 +174,7 @@ int cmd_supervise(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err
 		switch (c) {
 		case 'd': devices = optarg; break;
 		case 'r': resume = true; break;
-		default: return tc_error(err, TC_EUSAGE, "supervise: bad option");
+		default: return cmd_bad_option("supervise", "", argc, argv, opts, err);
 		}
 	}
 	if (optind + 1 != argc || !devices)

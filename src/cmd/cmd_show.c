@@ -40,7 +40,7 @@ int cmd_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		switch (c) {
 		case 'j': as_json = true; break;
 		case 'h': fputs("usage: trainctl show JOB [--json]\n", stdout); return 0;
-		default: return tc_error(err, TC_EUSAGE, "show: bad option");
+		default: return cmd_bad_option("show", "h", argc, argv, opts, err);
 		}
 	}
 	if (optind + 1 != argc)

@@ -55,7 +55,7 @@ int cmd_sync(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		case 'v': o.verbose = true; break;
 		case 'q': o.progress = false; break;
 		case 'h': fputs(usage, stdout); return 0;
-		default: return tc_error(err, TC_EUSAGE, "sync: bad option (see trainctl sync --help)");
+		default: return cmd_bad_option("sync", "j:nvqh", argc, argv, opts, err);
 		}
 	}
 	if (argc - optind != 2)

@@ -105,7 +105,7 @@ int cmd_zoo(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		case 'j': junit = optarg; break;
 		case 'v': verbose = true; break;
 		case 'h': fputs(usage, stdout); return 0;
-		default: return tc_error(err, TC_EUSAGE, "zoo: bad option (see trainctl zoo --help)");
+		default: return cmd_bad_option("zoo", "vh", argc, argv, opts, err);
 		}
 	}
 	int nargs = argc - optind;

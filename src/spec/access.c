@@ -178,6 +178,8 @@ int spec_from_json(const char *text, struct spec **out, struct tc_err *err)
 	take_parallel(s, json_object_get(o, "parallel"));
 	take_io(s, json_object_get(o, "inputs"), json_object_get(o, "outputs"));
 	take_metrics(s, json_object_get(o, "metrics"));
+	if (json_is_object(json_object_get(o, "overrides")))
+		s->overrides = take_kv(json_object_get(o, "overrides"), &s->noverrides);
 	json_decref(o);
 	*out = s;
 	return 0;

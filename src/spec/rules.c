@@ -84,17 +84,24 @@ static int r_env(struct walk *w, yaml_node_t *n, const char *key)
 		return rc;
 	for (size_t i = 0; i < w->s->nenv; i++) {
 		const char *k = w->s->env[i].key;
+		/* one pair per entry: its nodes, so that a --set's error names the override */
+		yaml_node_pair_t *p = &n->data.mapping.pairs.start[i];
+		yaml_node_t *kn = yaml_document_get_node(w->doc, p->key);
+		yaml_node_t *vn = yaml_document_get_node(w->doc, p->value);
 		for (const char *c = k; *c; c++)
 			if (!(*c == '_' || (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') ||
 			      (*c >= 'A' && *c <= 'Z')) || (c == k && *c >= '0' && *c <= '9'))
-				return walk_fail(w, n, key, "'%s' is not a valid variable name", k);
+				return walk_fail(w, from_set(kn) ? kn : n, key,
+						 "'%s' is not a valid variable name", k);
 		if (!strcmp(k, "MASTER_PORT")) {
 			long port;
 			if (!parse_long(w->s->env[i].val, 1, 65535, &port))
-				return walk_fail(w, n, key, "MASTER_PORT must be a port number (1-65535)");
+				return walk_fail(w, from_set(vn) ? vn : n, key,
+						 "MASTER_PORT must be a port number (1-65535)");
 			w->s->master_port = (int)port;
 		} else if (spec_env_reserved(k)) {
-			return walk_fail(w, n, key, "'%s' is set by trainctl for each worker", k);
+			return walk_fail(w, from_set(kn) ? kn : n, key,
+					 "'%s' is set by trainctl for each worker", k);
 		}
 	}
 	return 0;
@@ -497,6 +504,12 @@ static int r_slurm(struct walk *w, yaml_node_t *n, const char *key)
 	return walk_map(w, n, "slurm.", slurm_rules);
 }
 
+/* overrides: the record of --set (spec.h), read back from job.yaml or a clone */
+static int r_overrides(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return get_kv_map(w, n, key, &w->s->overrides, &w->s->noverrides, false);
+}
+
 const struct rule spec_top_rules[] = {
 	{ "name", r_name, NULL },
 	{ "command", r_command, NULL },
@@ -516,5 +529,6 @@ const struct rule spec_top_rules[] = {
 	{ "metrics", r_metrics, NULL },
 	{ "parallel", spec_r_parallel, NULL },
 	{ "slurm", r_slurm, NULL },
+	{ "overrides", r_overrides, NULL },
 	{ NULL, NULL, NULL },
 };

@@ -124,6 +124,8 @@ static json_t *spec_json(const struct spec *s)
 		json_array_append_new(files, json_string(s->metrics_files.v[i]));
 	json_object_set_new(m, "files", files);
 	json_object_set_new(o, "metrics", m);
+	if (s->noverrides)
+		json_object_set_new(o, "overrides", kv_json(s->overrides, s->noverrides));
 	return o;
 }
 

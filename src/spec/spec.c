@@ -184,9 +184,34 @@ static int finish_walk(struct walk *w, yaml_node_t *root, const char *backend)
 	return rc;
 }
 
+/* Append the applied sets to the spec's record (spec.h: overrides); a key set again moves last. */
+static void record_sets(struct spec *s, const struct strvec *sets)
+{
+	for (size_t i = 0; sets && i < sets->nr; i++) {
+		const char *eq = strchr(sets->v[i], '=');
+		size_t klen = (size_t)(eq - sets->v[i]);
+		for (size_t j = 0; j < s->noverrides; j++) {
+			if (strlen(s->overrides[j].key) != klen ||
+			    memcmp(s->overrides[j].key, sets->v[i], klen) != 0)
+				continue;
+			free(s->overrides[j].key);
+			free(s->overrides[j].val);
+			memmove(&s->overrides[j], &s->overrides[j + 1],
+				(s->noverrides - j - 1) * sizeof(*s->overrides));
+			s->noverrides--;
+			break;
+		}
+		s->overrides = xrealloc(s->overrides, (s->noverrides + 1) * sizeof(*s->overrides));
+		s->overrides[s->noverrides].key = xstrndup(sets->v[i], klen);
+		s->overrides[s->noverrides].val = xstrdup(eq + 1);
+		s->noverrides++;
+	}
+}
+
 /* spec_parse, with backend: replaced by backend when not NULL (--backend) */
 static int parse_text(const char *text, size_t len, const char *name, const char *base,
-		      const char *backend, struct spec **out, struct tc_err *err)
+		      const char *backend, const struct strvec *sets, struct spec **out,
+		      struct tc_err *err)
 {
 	/* a NUL would end the copy below early (and YAML forbids it anyway) */
 	const char *nul = memchr(text, '\0', len);
@@ -231,9 +256,16 @@ static int parse_text(const char *text, size_t len, const char *name, const char
 		rc = tc_error(err, TC_ESPEC, "%s:1: the spec is empty", name);
 		goto out;
 	}
-	if ((rc = walk_map(&w, root, "", spec_top_rules)))
+	if ((rc = spec_apply_sets(&doc, sets, err)))
 		goto out;
-	rc = finish_walk(&w, root, backend);
+	root = yaml_document_get_root_node(&doc); /* the sets' nodes may have moved it */
+	if (!(rc = walk_map(&w, root, "", spec_top_rules)))
+		rc = finish_walk(&w, root, backend);
+	if (rc) {
+		spec_set_where(err, name, sets);
+		goto out;
+	}
+	record_sets(s, sets);
 out:
 	if (have_doc)
 		yaml_document_delete(&doc);
@@ -250,12 +282,12 @@ out:
 int spec_parse(const char *text, size_t len, const char *name, const char *base,
 	       struct spec **out, struct tc_err *err)
 {
-	return parse_text(text, len, name, base, NULL, out, err);
+	return parse_text(text, len, name, base, NULL, NULL, out, err);
 }
 
 /* spec_load, with backend: replaced by backend when not NULL */
-static int load_file(const char *path, const char *backend, struct spec **out,
-		     struct tc_err *err)
+static int load_file(const char *path, const char *backend, const struct strvec *sets,
+		     struct spec **out, struct tc_err *err)
 {
 	struct sbuf text = SBUF_INIT;
 	int rc = read_file(path, &text, err);
@@ -269,7 +301,7 @@ static int load_file(const char *path, const char *backend, struct spec **out,
 	}
 	char *abs = path_absolute(path, NULL);
 	char *base = path_dirname(abs);
-	rc = parse_text(text.buf, text.len, path, base, backend, out, err);
+	rc = parse_text(text.buf, text.len, path, base, backend, sets, out, err);
 	free(abs);
 	free(base);
 out:
@@ -279,7 +311,7 @@ out:
 
 int spec_load(const char *path, struct spec **out, struct tc_err *err)
 {
-	return load_file(path, NULL, out, err);
+	return load_file(path, NULL, NULL, out, err);
 }
 
 static int not_a_backend(const char *backend, struct tc_err *err)
@@ -294,17 +326,30 @@ static int not_a_backend(const char *backend, struct tc_err *err)
 int spec_parse_backend(const char *text, size_t len, const char *name, const char *base,
 		       const char *backend, struct spec **out, struct tc_err *err)
 {
-	if (backend && backend_lookup(backend) < 0)
-		return not_a_backend(backend, err);
-	return parse_text(text, len, name, base, backend, out, err);
+	return spec_parse_set(text, len, name, base, backend, NULL, out, err);
 }
 
 int spec_load_backend(const char *path, const char *backend, struct spec **out,
 		      struct tc_err *err)
 {
+	return spec_load_set(path, backend, NULL, out, err);
+}
+
+int spec_parse_set(const char *text, size_t len, const char *name, const char *base,
+		   const char *backend, const struct strvec *sets, struct spec **out,
+		   struct tc_err *err)
+{
 	if (backend && backend_lookup(backend) < 0)
 		return not_a_backend(backend, err);
-	return load_file(path, backend, out, err);
+	return parse_text(text, len, name, base, backend, sets, out, err);
+}
+
+int spec_load_set(const char *path, const char *backend, const struct strvec *sets,
+		  struct spec **out, struct tc_err *err)
+{
+	if (backend && backend_lookup(backend) < 0)
+		return not_a_backend(backend, err);
+	return load_file(path, backend, sets, out, err);
 }
 
 static void free_kv(struct spec_kv *kv, size_t n)
@@ -353,5 +398,6 @@ void spec_free(struct spec *s)
 	free(s->metrics_format);
 	free(s->metrics_accuracy);
 	strvec_clear(&s->metrics_files);
+	free_kv(s->overrides, s->noverrides);
 	free(s);
 }

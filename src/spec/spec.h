@@ -94,6 +94,14 @@ struct spec {
 		char *gres;         /* --gres value; NULL: TYPE:per_node for accelerators; "none" */
 		struct strvec extra; /* more sbatch options, one #SBATCH line each */
 	} slurm;
+	/*
+	 * The record of --set (spec_load_set): each dotted key an override set,
+	 * with its value as given, in order.  Already applied to the fields
+	 * above; written back as "overrides" (show, job.yaml) and read as a
+	 * record only, never applied again.
+	 */
+	struct spec_kv *overrides;
+	size_t noverrides;
 };
 
 /* Fill defaults; name and command stay unset. */
@@ -113,6 +121,33 @@ int spec_parse(const char *text, size_t len, const char *name, const char *base,
 /* spec_parse with backend: replaced by backend (server --backend); NULL: as written. */
 int spec_parse_backend(const char *text, size_t len, const char *name, const char *base,
 		       const char *backend, struct spec **out, struct tc_err *err);
+/*
+ * --set KEY=VALUE overrides (override.c).  Each set is grafted, in order,
+ * into the spec's YAML document before it is walked, so it is checked by
+ * the same rules as the file.  KEY is a dotted path of keys (args.lr,
+ * devices.per_node, env.NCCL_DEBUG, command) or list indexes (command.1,
+ * inputs.0.from); after args. or env. the rest is one name (args.model.lr
+ * is the argument "model.lr").  Missing mappings on the way are made.
+ * VALUE is one YAML scalar or flow collection ("0.1", "'4'", "[a, b]",
+ * "{lr: 0.1}"; empty = null).  Errors name the override instead of a file
+ * line: "--set devices.per_nod=4: unknown key 'per_nod' (did you mean
+ * 'per_node'?)", TC_ESPEC (exit 2); nothing is touched on disk.  sets may
+ * be NULL or empty (then these are spec_load_backend / spec_parse_backend).
+ * The applied sets are recorded in spec->overrides.
+ */
+int spec_load_set(const char *path, const char *backend, const struct strvec *sets,
+		  struct spec **out, struct tc_err *err);
+int spec_parse_set(const char *text, size_t len, const char *name, const char *base,
+		   const char *backend, const struct strvec *sets, struct spec **out,
+		   struct tc_err *err);
+/*
+ * The form of one override alone, without a spec: KEY=VALUE with a
+ * well-formed dotted KEY and a VALUE that is one YAML scalar or flow
+ * collection.  For early checks (a CLI's flags, a sweep file's keys);
+ * whether the key exists and the value fits is spec_load_set's question.
+ */
+int spec_set_check(const char *set, struct tc_err *err);
+
 /* Check a spec built in code (ad hoc `run -- cmd`); resolves devices. */
 int spec_finish(struct spec *s, struct tc_err *err);
 void spec_free(struct spec *s);

@@ -74,6 +74,22 @@ int walk_enum(struct walk *w, yaml_node_t *n, const char *key, const char *const
 /* Walk a mapping with a rule table; prefix names nested keys ("devices."). */
 int walk_map(struct walk *w, yaml_node_t *map, const char *prefix, const struct rule *rules);
 
+/*
+ * override.c: --set.  A node an override made (its value, and the keys and
+ * mappings made on its path) has the line SPEC_SET_LINE + the override's
+ * index, so that the walk's errors can name the override (spec_set_where);
+ * no spec file has a billion lines.
+ */
+#define SPEC_SET_LINE 1000000000
+static inline bool from_set(yaml_node_t *n)
+{
+	return n && line_of(n) >= SPEC_SET_LINE;
+}
+/* Graft sets into doc (its root a mapping; anything else is left to the walk). */
+int spec_apply_sets(yaml_document_t *doc, const struct strvec *sets, struct tc_err *err);
+/* An error of the walk at an override's line: "FILE:LINE: ..." becomes "--set K=V: ...". */
+void spec_set_where(struct tc_err *err, const char *file, const struct strvec *sets);
+
 /* rules.c: the top-level table, handed to walk_map by spec.c */
 extern const struct rule spec_top_rules[];
 

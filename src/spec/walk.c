@@ -109,11 +109,13 @@ int walk_map(struct walk *w, yaml_node_t *map, const char *prefix,
 					best = x->key;
 				}
 			}
+			/* a --set names its whole path already: the part alone */
+			const char *shown = from_set(k) ? scalar(k) : key.buf;
 			if (best)
 				rc = walk_fail(w, k, NULL, "unknown key '%s' (did you mean '%s%s'?)",
-					       key.buf, prefix, best);
+					       shown, from_set(k) ? "" : prefix, best);
 			else
-				rc = walk_fail(w, k, NULL, "unknown key '%s'", key.buf);
+				rc = walk_fail(w, k, NULL, "unknown key '%s'", shown);
 			goto out;
 		}
 		if (r->not_yet) {
