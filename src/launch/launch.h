@@ -90,6 +90,14 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 int launch_resume_point(const char *home, const char *job_ref, char **path, char **spec_path,
 			struct sbuf *report, struct tc_err *err);
 
+/*
+ * A webhook delivery of job_id written down (notify_hook.c): the one place
+ * a supervisor records one, so that it can be routed elsewhere.
+ */
+struct notify_delivery;
+int launch_record_delivery(const char *home, const char *job_id,
+			   const struct notify_delivery *d, struct tc_err *err);
+
 /* ---- multi-node jobs (multinode.c) ---- */
 
 /* <run_dir>/attempts/<attempt>/node-<n>.json: one node's outcome (heap). */

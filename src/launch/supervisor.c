@@ -411,6 +411,8 @@ static int run_one_attempt(struct sup *sp, struct attempts *a, struct tc_err *er
 	else /* a restart is news even under run -q */
 		sup_event(sp, "job %s: %s", sp->job_id, why.buf);
 	rc = sup_record_started(sp, why.buf, err);
+	if (!rc && sp->attempt == 0)
+		sup_notify(sp, NOTIFY_STARTED, job_state_name(JOB_RUNNING), why.buf, -1);
 	sbuf_release(&why);
 	if (!rc)
 		rc = sup_workers_up(sp, err);
@@ -434,6 +436,8 @@ static int record_stopped(struct sup *sp, struct tc_err *err)
 		sbuf_addf(&why, "%s by the server (workers stopped by %s)", job_stop_name(asked),
 			  strsignal(sp->user_signal));
 		rc = jobs_mark_held(sp->st, sp->job_id, asked, why.buf, err);
+		if (asked == JOB_STOP_PREEMPTED)
+			sup_notify(sp, NOTIFY_PREEMPTED, job_stop_name(asked), why.buf, -1);
 		sup_result(sp, "job %s %s", sp->job_id, why.buf);
 	} else {
 		if (asked != JOB_STOP_NONE)
@@ -441,6 +445,7 @@ static int record_stopped(struct sup *sp, struct tc_err *err)
 		else
 			sbuf_addf(&why, "stopped by %s", strsignal(sp->user_signal));
 		rc = jobs_finish(sp->st, sp->job_id, JOB_KILLED, 1, why.buf, why.buf, err);
+		sup_notify(sp, NOTIFY_KILLED, job_state_name(JOB_KILLED), why.buf, 1);
 		sup_result(sp, "job %s %s (%s)", sp->job_id, job_state_name(JOB_KILLED), why.buf);
 	}
 	sbuf_release(&why);
@@ -464,13 +469,18 @@ static int record_failed(struct sup *sp, struct attempts *a, bool *again, struct
 		if (!rc)
 			rc = store_job_set_restarts(sp->st, sp->job_id, sp->attempt + 1, err);
 		sup_event(sp, "%s", why.buf);
+		sup_notify(sp, NOTIFY_RESTARTED, job_state_name(JOB_RESTARTING), why.buf, -1);
 		*again = !rc;
 	} else {
 		sbuf_addf(&why, "%s", cause.buf);
 		if (sp->s->max_restarts)
 			sbuf_addf(&why, " (after %d restarts)", sp->attempt);
+		size_t brief = why.len; /* the webhook gets the cause, not the log tail */
 		sup_failure_detail(sp, &why, sp->fail_rank);
 		rc = jobs_finish(sp->st, sp->job_id, JOB_FAILED, 1, why.buf, cause.buf, err);
+		char *said = xstrndup(why.buf, brief);
+		sup_notify(sp, NOTIFY_FAILED, job_state_name(JOB_FAILED), said, 1);
+		free(said);
 		sup_result(sp, "job %s %s: %s", sp->job_id, job_state_name(JOB_FAILED), why.buf);
 	}
 	sbuf_release(&why);
@@ -491,6 +501,7 @@ static int attempt_outcome(struct sup *sp, struct attempts *a, int *exit_status,
 	*exit_status = 0;
 	int rc = jobs_finish(sp->st, sp->job_id, JOB_SUCCEEDED, 0, NULL, "every worker exited 0",
 			     err);
+	sup_notify(sp, NOTIFY_SUCCEEDED, job_state_name(JOB_SUCCEEDED), "every worker exited 0", 0);
 	sup_result(sp, "job %s %s", sp->job_id, job_state_name(JOB_SUCCEEDED));
 	return rc;
 }
@@ -634,6 +645,7 @@ int sup_workers_up(struct sup *sp, struct tc_err *err)
 
 static void sup_release(struct sup *sp)
 {
+	sup_notify_end(sp);
 	sup_lease_end(sp);
 	watchdog_stop(sp);
 	if (sp->sigfd >= 0) {
@@ -717,6 +729,8 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	};
 	/* a node of a multi-node job: its driver stages, watches and uploads */
 	rc = o->node ? 0 : jobio_begin(&ioc, sp.st, &sp.io, err);
+	if (!o->node)
+		sup_notify_begin(&sp);
 	if (!rc)
 		rc = run_attempts(&sp, exit_status, err);
 	jobio_end(sp.io); /* the final upload, whatever the outcome */
@@ -728,6 +742,8 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 			jobs_finish(sp.st, sp.job_id, JOB_FAILED, tc_exit_status(rc), err->msg,
 				    err->msg, &e2);
 		tc_err_release(&e2);
+		sup_notify(&sp, NOTIFY_FAILED, job_state_name(JOB_FAILED), err->msg,
+			   tc_exit_status(rc));
 	}
 	/* report.json and the Ais-Bench files: a warning at worst, never the job's result */
 	if (!o->node)
@@ -735,6 +751,8 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	/* the outcome comes last, after the final upload's and checkpoints' lines */
 	if (sp.result.len)
 		say_text(sp.suplog_fd, true, sp.result.buf);
+	/* after the end is recorded and said: a dead webhook delays nothing of the job */
+	sup_notify_end(&sp);
 out:
 	sup_release(&sp);
 	return rc;

@@ -23,6 +23,7 @@
 #include "core/err.h"
 #include "core/sbuf.h"
 #include "launch/launch.h"
+#include "notify/notify.h"
 #include "spec/spec.h"
 #include "store/store.h"
 
@@ -74,6 +75,7 @@ struct sup {
 	struct job_row *late;
 	bool up;                      /* sup_workers_up ran */
 	struct report_sampler *rsamp; /* device telemetry, from sup_workers_up */
+	struct notifier *nf;          /* the job's webhooks, or NULL (notify_hook.c) */
 };
 
 /* ---- supervisor.c ---- */
@@ -139,6 +141,21 @@ void sup_attempt_loop(struct sup *sp);
 int sup_lease_devices(struct sup *sp, struct tc_err *err);
 /* Release them (at the end of the job, whatever it was). */
 void sup_lease_end(struct sup *sp);
+
+/* ---- notify_hook.c ---- */
+
+/* Start the job's webhooks (a secret that cannot be read is a warning, never a failure). */
+void sup_notify_begin(struct sup *sp);
+/*
+ * The one call for every event of the job (started, restarted, hang, a
+ * log-policy match, its end, ...): queued for the hooks that want it,
+ * never blocking.  state: the job's state word after it, or NULL;
+ * exit_code -1 while the job runs.
+ */
+void sup_notify(struct sup *sp, enum notify_event e, const char *state, const char *reason,
+		int exit_code);
+/* At the job's end: what is in flight gets a few seconds, then the notifier goes. */
+void sup_notify_end(struct sup *sp);
 
 /* ---- node.c ---- */
 

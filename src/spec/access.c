@@ -4,7 +4,7 @@
  * struct spec once so that readers use its fields instead of looking keys
  * up in the text.
  */
-#include "spec/spec.h"
+#include "spec/spec_int.h"
 #include "core/xalloc.h"
 
 #include <jansson.h>
@@ -180,6 +180,7 @@ int spec_from_json(const char *text, struct spec **out, struct tc_err *err)
 	take_metrics(s, json_object_get(o, "metrics"));
 	if (json_is_object(json_object_get(o, "overrides")))
 		s->overrides = take_kv(json_object_get(o, "overrides"), &s->noverrides);
+	spec_notify_take(s, json_object_get(o, "notify"));
 	json_decref(o);
 	*out = s;
 	return 0;

@@ -530,5 +530,6 @@ const struct rule spec_top_rules[] = {
 	{ "parallel", spec_r_parallel, NULL },
 	{ "slurm", r_slurm, NULL },
 	{ "overrides", r_overrides, NULL },
+	{ "notify", spec_r_notify, NULL },
 	{ NULL, NULL, NULL },
 };

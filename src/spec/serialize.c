@@ -3,7 +3,7 @@
  * job, `show --json`, the API) and YAML (the run folder's job.yaml, which
  * loads again as a spec); see spec.h.
  */
-#include "spec/spec.h"
+#include "spec/spec_int.h"
 #include "core/json.h"
 #include "core/sbuf.h"
 #include "core/xalloc.h"
@@ -126,6 +126,8 @@ static json_t *spec_json(const struct spec *s)
 	json_object_set_new(o, "metrics", m);
 	if (s->noverrides)
 		json_object_set_new(o, "overrides", kv_json(s->overrides, s->noverrides));
+	if (s->notify_given)
+		json_object_set_new(o, "notify", spec_notify_json(s));
 	return o;
 }
 

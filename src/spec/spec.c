@@ -14,6 +14,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "devices/devices.h"
+#include "notify/notify.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -377,6 +378,7 @@ void spec_free(struct spec *s)
 	free(s->device_ids);
 	free(s->hccn_conf);
 	free(s->backend);
+	notify_hooks_free(s->notify, s->nnotify);
 	free(s->slurm.partition);
 	free(s->slurm.account);
 	free(s->slurm.qos);

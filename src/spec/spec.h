@@ -20,6 +20,8 @@
 #include "core/err.h"
 #include "core/strvec.h"
 
+struct notify_hook;
+
 struct spec_kv {
 	char *key;
 	char *val; /* NULL for a bare flag (args: {verbose: null}) */
@@ -102,6 +104,12 @@ struct spec {
 	 */
 	struct spec_kv *overrides;
 	size_t noverrides;
+	/* notify: webhooks (notify/notify.h, docs/diagnostics.md); secrets are named, never held */
+	struct notify_hook *notify;
+	size_t nnotify;
+	bool notify_given;  /* notify: was written (even []: the server's defaults do not apply) */
+	/* devices.min_per_node: the fewest healthy devices the job may run on; 0 = per_node */
+	int min_per_node;
 };
 
 /* Fill defaults; name and command stay unset. */
@@ -174,6 +182,12 @@ char *spec_to_json(const struct spec *s);
 int spec_from_json(const char *text, struct spec **out, struct tc_err *err);
 /* The resolved spec as YAML text; heap string. */
 char *spec_to_yaml(const struct spec *s);
+
+/*
+ * The server's default webhooks (`server --notify-file`): a YAML file
+ * holding only notify:, checked as a spec's notify: is.  Heap array of n.
+ */
+int spec_notify_load(const char *path, struct notify_hook **out, size_t *n, struct tc_err *err);
 
 /* Contract variables a spec's env: may not set (trainctl owns them). */
 bool spec_env_reserved(const char *key);

@@ -18,6 +18,7 @@
 
 #include <stdbool.h>
 #include <string.h>
+#include <jansson.h>
 #include <yaml.h>
 
 struct walk {
@@ -92,6 +93,11 @@ void spec_set_where(struct tc_err *err, const char *file, const struct strvec *s
 
 /* rules.c: the top-level table, handed to walk_map by spec.c */
 extern const struct rule spec_top_rules[];
+
+/* notify_rules.c: notify: (a list of webhooks) and its JSON form both ways */
+int spec_r_notify(struct walk *w, yaml_node_t *n, const char *key);
+json_t *spec_notify_json(const struct spec *s);
+void spec_notify_take(struct spec *s, json_t *a);
 
 /* placement.c: devices: and parallel: */
 int spec_r_devices(struct walk *w, yaml_node_t *n, const char *key);

@@ -118,6 +118,15 @@ static const char *const migrations[] = {
 	" rank INTEGER NOT NULL, nseq INTEGER NOT NULL, last_seq INTEGER NOT NULL,"
 	" last_t REAL, ordered INTEGER NOT NULL,"
 	" PRIMARY KEY (job_id, rank));",
+	/* 9: webhook deliveries per job and devices found unhealthy (store_notify.c) */
+	"CREATE TABLE notify_deliveries ("
+	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	" time REAL NOT NULL, event TEXT NOT NULL, url TEXT NOT NULL, ok INTEGER NOT NULL,"
+	" tries INTEGER NOT NULL, status INTEGER NOT NULL, error TEXT);"
+	"CREATE INDEX notify_deliveries_job ON notify_deliveries(job_id, time);"
+	"CREATE TABLE device_health ("
+	" device_type TEXT NOT NULL, device_id INTEGER NOT NULL, reason TEXT NOT NULL,"
+	" since REAL NOT NULL, PRIMARY KEY (device_type, device_id));",
 };
 
 int db_fail(struct store *st, struct tc_err *err, const char *what)

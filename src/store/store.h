@@ -464,4 +464,36 @@ void store_leases_free(struct store_lease *v, size_t nr);
 int store_slurm_set(struct store *st, const char *id, const char *job, const char *nodes,
 		    const char *state, struct tc_err *err);
 
+/* ---- webhook deliveries and device health (store_notify.c) ---- */
+
+/* One webhook delivery of a job (notify/notify.h); url is already redacted. */
+struct store_delivery {
+	double time;
+	char *event, *url;
+	bool ok;
+	int tries;
+	long status;  /* the last HTTP status, 0 = none */
+	char *error;  /* NULL when delivered */
+};
+int store_delivery_add(struct store *st, const char *job, const struct store_delivery *d,
+		       struct tc_err *err);
+/* A job's deliveries, oldest first. */
+int store_deliveries(struct store *st, const char *job, struct store_delivery **out, size_t *nr,
+		     struct tc_err *err);
+void store_deliveries_free(struct store_delivery *v, size_t nr);
+
+/* A device of this machine that failed its health check (devices/health.h). */
+struct store_sick {
+	char *type;
+	int id;
+	char *reason;
+	double since;
+};
+/* Mark a device unhealthy (reason replaces an older one), or healthy again (reason NULL). */
+int store_device_health_set(struct store *st, const char *type, int id, const char *reason,
+			    struct tc_err *err);
+int store_devices_unhealthy(struct store *st, struct store_sick **out, size_t *nr,
+			    struct tc_err *err);
+void store_sick_free(struct store_sick *v, size_t nr);
+
 #endif
