@@ -27,6 +27,20 @@ static json_t *checkpoints_json(const struct store_ckpt *ck, size_t n)
 	return a;
 }
 
+/* The job's webhook deliveries (notify/notify.h), oldest first. */
+static json_t *deliveries_json(const struct store_delivery *d, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; i < n; i++) {
+		json_t *o = json_pack("{s:f, s:s, s:s, s:b, s:i, s:I}", "time", d[i].time, "event",
+				      d[i].event, "url", d[i].url, "delivered", d[i].ok, "tries",
+				      d[i].tries, "status", (json_int_t)d[i].status);
+		json_object_set_new(o, "error", json_string_or_null(d[i].error));
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
 int jobs_show(struct store *st, const char *ref, bool reconcile, json_t **out,
 	      struct tc_err *err)
 {
@@ -34,7 +48,8 @@ int jobs_show(struct store *st, const char *ref, bool reconcile, json_t **out,
 	struct event_row *ev = NULL;
 	struct worker_row *wk = NULL;
 	struct store_ckpt *ck = NULL;
-	size_t nev = 0, nwk = 0, nck = 0;
+	struct store_delivery *dl = NULL;
+	size_t nev = 0, nwk = 0, nck = 0, ndl = 0;
 	struct metrics_job_summary ms = { 0 };
 	bool have_ms = false;
 	*out = NULL;
@@ -48,6 +63,8 @@ int jobs_show(struct store *st, const char *ref, bool reconcile, json_t **out,
 	if (!rc)
 		rc = store_ckpt_list(st, j.id, true, &ck, &nck, err);
 	if (!rc)
+		rc = store_deliveries(st, j.id, &dl, &ndl, err);
+	if (!rc)
 		have_ms = !(rc = metrics_job_summary(st, &j, &ms, err));
 	if (rc)
 		goto out;
@@ -56,6 +73,8 @@ int jobs_show(struct store *st, const char *ref, bool reconcile, json_t **out,
 	json_object_set_new(o, "checkpoints", checkpoints_json(ck, nck));
 	json_object_set_new(o, "metrics", metrics_job_summary_json(&ms));
 	json_object_set_new(o, "duration", json_real_or_null(ms.duration));
+	if (ndl) /* webhooks: only jobs that have any carry the key */
+		json_object_set_new(o, "notifications", deliveries_json(dl, ndl));
 	*out = o;
 out:
 	if (have_ms)
@@ -64,6 +83,7 @@ out:
 	event_rows_free(ev, nev);
 	free(wk);
 	store_ckpt_free(ck, nck);
+	store_deliveries_free(dl, ndl);
 	return rc;
 }
 

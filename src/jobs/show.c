@@ -96,6 +96,26 @@ static void lines_workers(struct sbuf *out, json_t *workers)
 	}
 }
 
+static void lines_notifications(struct sbuf *out, json_t *list)
+{
+	size_t i;
+	json_t *d;
+	if (!json_array_size(list))
+		return;
+	sbuf_adds(out, "\nnotifications:\n");
+	json_array_foreach(list, i, d) {
+		sbuf_adds(out, "  ");
+		format_time_utc(out, json_number_value(get(d, "time")));
+		sbuf_addf(out, "  %-10s %s ", str(d, "event", "?"), str(d, "url", "?"));
+		long long tries = num(d, "tries");
+		if (json_is_true(get(d, "delivered")))
+			sbuf_addf(out, "delivered (HTTP %lld", num(d, "status"));
+		else
+			sbuf_addf(out, "NOT delivered (%s", str(d, "error", "?"));
+		sbuf_addf(out, ", %lld tr%s)\n", tries, tries == 1 ? "y" : "ies");
+	}
+}
+
 void jobs_show_text(json_t *o, struct sbuf *out)
 {
 	bool managed = json_is_true(get(o, "managed"));
@@ -121,6 +141,7 @@ void jobs_show_text(json_t *o, struct sbuf *out)
 	lines_spec(out, get(o, "spec"));
 	lines_events(out, get(o, "events"));
 	lines_workers(out, get(o, "workers_history"));
+	lines_notifications(out, get(o, "notifications"));
 	sbuf_addch(out, '\n');
 	metrics_job_summary_text(get(o, "metrics"), out);
 	if (json_is_string(get(o, "root_cause")))

@@ -136,7 +136,7 @@ char *notify_body(const struct notify_msg *m, enum notify_format f)
 	} else {
 		struct sbuf t = SBUF_INIT;
 		iso_time(&t, m->time);
-		o = json_pack("{s:s, s:{s:s?, s:s?, s:s?, s:s?}, s:s, s:s?, s:s?}", "event", ev, "job",
+		o = json_pack("{s:s, s:{s:s?, s:s*, s:s*, s:s*}, s:s, s:s*, s:s*}", "event", ev, "job",
 			      "id", m->job_id, "name", m->job_name, "state", m->state, "user", m->user,
 			      "time", t.buf, "reason", m->reason, "host", m->host);
 		sbuf_release(&t);
