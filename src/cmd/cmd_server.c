@@ -7,6 +7,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "launch/launch.h"
+#include "notify/notify.h"
 #include "server/server.h"
 #include "spec/spec.h"
 #include "store/store.h"
@@ -27,6 +28,8 @@ static const char server_usage[] =
 	"      --cpu-slots N       cpu jobs' workers that may run at once (default: cores)\n"
 	"      --quota USER=N      at most N devices held by USER's jobs (USER * = everyone else)\n"
 	"      --sample-seconds S  resource telemetry period (default 5)\n"
+	"      --notify-file FILE  webhooks of jobs whose spec has no notify: (a YAML file\n"
+	"                          holding notify: [...], docs/diagnostics.md)\n"
 	"      --backend NAME      run every job with this backend: local, or slurm (sbatch;\n"
 	"                          docs/slurm.md); default: each spec's backend:\n"
 	"  -q, --quiet             no activity log on stderr\n";
@@ -40,12 +43,15 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "quota", required_argument, NULL, 'Q' },
 		{ "sample-seconds", required_argument, NULL, 's' },
 		{ "backend", required_argument, NULL, 'b' },
+		{ "notify-file", required_argument, NULL, 'N' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct server_opts o = { .home = ctx->home, .listen = TC_SERVER_DEFAULT_LISTEN };
 	struct server_quota *q = NULL;
+	struct notify_hook *hooks = NULL;
+	size_t nhooks = 0;
 	size_t nq = 0, qalloc = 0;
 	int c, rc = 0;
 	long v;
@@ -90,6 +96,13 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			}
 			o.backend = optarg;
 			break;
+		case 'N':
+			notify_hooks_free(hooks, nhooks);
+			if ((rc = spec_notify_load(optarg, &hooks, &nhooks, err)))
+				goto out;
+			o.notify = hooks;
+			o.nnotify = nhooks;
+			break;
 		case 'q': o.quiet = true; break;
 		case 'h': fputs(server_usage, stdout); goto out;
 		default: rc = cmd_bad_option("server", "l:qh", argc, argv, opts, err); goto out;
@@ -113,6 +126,7 @@ out:
 	for (size_t i = 0; i < nq; i++)
 		free(q[i].user);
 	free(q);
+	notify_hooks_free(hooks, nhooks);
 	return rc;
 }
 

@@ -207,8 +207,10 @@ struct hook_rt {
 };
 
 struct item {
-	size_t hook;
+	struct hook_rt *h; /* one of the notifier's, or owned (notify_post_hooks) */
+	bool own;
 	enum notify_event event;
+	char *job_id;
 	char *body;
 };
 
@@ -273,19 +275,43 @@ static int read_secret(const struct notify_hook *h, char **out, struct tc_err *e
 	return 0;
 }
 
+static void release_hook(struct hook_rt *h)
+{
+	notify_hook_release(&h->h);
+	if (h->secret) {
+		/* do not leave the secret in freed memory */
+		memset(h->secret, 0, strlen(h->secret));
+		free(h->secret);
+	}
+	free(h->shown);
+}
+
 static void free_hooks(struct hook_rt *v, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		notify_hook_release(&v[i].h);
-		if (v[i].secret) {
-			/* do not leave the secret in freed memory */
-			memset(v[i].secret, 0, strlen(v[i].secret));
-			free(v[i].secret);
-		}
-		free(v[i].shown);
-	}
+	for (size_t i = 0; i < n; i++)
+		release_hook(&v[i]);
 	free(v);
 }
+
+static void item_release(struct item *it)
+{
+	if (it->own) {
+		release_hook(it->h);
+		free(it->h);
+	}
+	free(it->job_id);
+	free(it->body);
+}
+
+/* A hook ready to send: copied, its URL redacted, its secret read. */
+static int hook_ready(struct hook_rt *rt, const struct notify_hook *h, struct tc_err *err)
+{
+	notify_hook_copy(&rt->h, h);
+	rt->shown = notify_url_shown(h->url);
+	return read_secret(h, &rt->secret, err);
+}
+
+static struct notifier *notifier_new(const struct notify_opts *o);
 
 int notify_start(const struct notify_hook *hooks, size_t n, const struct notify_opts *o,
 		 struct notifier **out, struct tc_err *err)
@@ -298,18 +324,30 @@ int notify_start(const struct notify_hook *hooks, size_t n, const struct notify_
 		return 0;
 	struct hook_rt *rt = xcalloc(n, sizeof(*rt));
 	for (size_t i = 0; i < n; i++) {
-		notify_hook_copy(&rt[i].h, &hooks[i]);
-		rt[i].shown = notify_url_shown(hooks[i].url);
-		int rc = read_secret(&hooks[i], &rt[i].secret, err);
+		int rc = hook_ready(&rt[i], &hooks[i], err);
 		if (rc) {
 			free_hooks(rt, i + 1);
 			return rc;
 		}
 	}
-	struct notifier *nf = xcalloc(1, sizeof(*nf));
+	struct notifier *nf = notifier_new(o);
 	nf->hooks = rt;
 	nf->n = n;
 	nf->wanted = wanted;
+	*out = nf;
+	return 0;
+}
+
+struct notifier *notify_pool(const struct notify_opts *o)
+{
+	struct notifier *nf = notifier_new(o);
+	nf->wanted = NOTIFY_ALL; /* whatever the hooks of each post want */
+	return nf;
+}
+
+static struct notifier *notifier_new(const struct notify_opts *o)
+{
+	struct notifier *nf = xcalloc(1, sizeof(*nf));
 	nf->o = *o;
 	if (nf->o.tries <= 0)
 		nf->o.tries = 4;
@@ -324,8 +362,7 @@ int notify_start(const struct notify_hook *hooks, size_t n, const struct notify_
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&nf->cv, &ca);
 	pthread_condattr_destroy(&ca);
-	*out = nf;
-	return 0;
+	return nf;
 }
 
 bool notify_wants(const struct notifier *nf, enum notify_event e)
@@ -419,13 +456,13 @@ static CURLcode post_once(struct notifier *nf, const struct hook_rt *h, const st
 static void record(struct notifier *nf, const struct item *it, bool ok, int tries, long status,
 		   const char *error)
 {
-	const struct hook_rt *h = &nf->hooks[it->hook];
+	const struct hook_rt *h = it->h;
 	if (!ok)
 		say(nf, "warning: notify: %s to %s not delivered after %d tr%s: %s",
 		    notify_event_name(it->event), h->shown, tries, tries == 1 ? "y" : "ies", error);
 	if (!nf->o.record)
 		return;
-	struct notify_delivery d = { .url = h->shown, .event = it->event, .ok = ok,
+	struct notify_delivery d = { .job_id = it->job_id, .url = h->shown, .event = it->event, .ok = ok,
 				     .tries = tries, .status = status, .error = error,
 				     .time = now_wall() };
 	nf->o.record(nf->o.ctx, &d);
@@ -434,7 +471,7 @@ static void record(struct notifier *nf, const struct item *it, bool ok, int trie
 /* Deliver it with retries; false when aborted (the caller records it). */
 static void deliver(struct notifier *nf, const struct item *it)
 {
-	const struct hook_rt *h = &nf->hooks[it->hook];
+	const struct hook_rt *h = it->h;
 	struct http_backoff bo = { .first_ms = nf->o.backoff_ms, .max_ms = 30000, .jitter = false };
 	char errbuf[CURL_ERROR_SIZE];
 	struct sbuf why = SBUF_INIT;
@@ -488,7 +525,7 @@ static void *notify_thread(void *arg)
 		nf->busy = true;
 		pthread_mutex_unlock(&nf->mu);
 		deliver(nf, &it);
-		free(it.body);
+		item_release(&it);
 		pthread_mutex_lock(&nf->mu);
 		nf->busy = false;
 		pthread_cond_broadcast(&nf->cv);
@@ -508,40 +545,80 @@ static bool start_thread(struct notifier *nf)
 	return rc == 0;
 }
 
-void notify_post(struct notifier *nf, const struct notify_msg *m)
+/* Queue one delivery (it is taken); a full queue records it as not delivered. */
+static void enqueue(struct notifier *nf, struct item it)
 {
-	if (!notify_wants(nf, m->event))
-		return;
+	pthread_mutex_lock(&nf->mu);
+	bool full = nf->count == NOTIFY_QUEUE_MAX || nf->closing;
+	if (!full) {
+		if (!nf->started)
+			nf->started = start_thread(nf);
+		full = !nf->started;
+	}
+	if (!full) {
+		nf->q[(nf->head + nf->count) % NOTIFY_QUEUE_MAX] = it;
+		nf->count++;
+		pthread_cond_broadcast(&nf->cv);
+	}
+	pthread_mutex_unlock(&nf->mu);
+	if (full) {
+		record(nf, &it, false, 0, 0,
+		       nf->started ? "the queue of deliveries is full"
+				   : "the delivery thread could not start");
+		item_release(&it);
+	}
+}
+
+/* Queue m for each of hooks[0..n) that wants it; own: the items own copies of the hooks. */
+static void post(struct notifier *nf, struct hook_rt *hooks, size_t n, bool own,
+		 const struct notify_msg *m)
+{
 	char *body[2] = { NULL, NULL }; /* one per format, built once */
-	for (size_t i = 0; i < nf->n; i++) {
-		if (!(nf->hooks[i].h.events & (1u << m->event)))
+	for (size_t i = 0; i < n; i++) {
+		if (!(hooks[i].h.events & (1u << m->event)))
 			continue;
-		enum notify_format f = nf->hooks[i].h.format;
+		enum notify_format f = hooks[i].h.format;
 		if (!body[f])
 			body[f] = notify_body(m, f);
-		pthread_mutex_lock(&nf->mu);
-		bool full = nf->count == NOTIFY_QUEUE_MAX || nf->closing;
-		if (!full) {
-			if (!nf->started)
-				nf->started = start_thread(nf);
-			full = !nf->started;
+		struct item it = { .h = &hooks[i], .event = m->event, .body = xstrdup(body[f]),
+				   .job_id = m->job_id ? xstrdup(m->job_id) : NULL };
+		if (own) {
+			it.h = xmalloc(sizeof(*it.h));
+			*it.h = hooks[i]; /* moved: the caller frees only the array */
+			it.own = true;
+			memset(&hooks[i], 0, sizeof(hooks[i]));
 		}
-		if (!full) {
-			nf->q[(nf->head + nf->count) % NOTIFY_QUEUE_MAX] =
-				(struct item){ .hook = i, .event = m->event, .body = xstrdup(body[f]) };
-			nf->count++;
-			pthread_cond_broadcast(&nf->cv);
-		}
-		pthread_mutex_unlock(&nf->mu);
-		if (full) {
-			struct item it = { .hook = i, .event = m->event };
-			record(nf, &it, false, 0, 0,
-			       nf->started ? "the queue of deliveries is full"
-					   : "the delivery thread could not start");
-		}
+		enqueue(nf, it);
 	}
 	free(body[0]);
 	free(body[1]);
+}
+
+void notify_post(struct notifier *nf, const struct notify_msg *m)
+{
+	if (notify_wants(nf, m->event))
+		post(nf, nf->hooks, nf->n, false, m);
+}
+
+int notify_post_hooks(struct notifier *nf, const struct notify_hook *hooks, size_t n,
+		      const struct notify_msg *m, struct tc_err *err)
+{
+	if (!nf)
+		return 0;
+	size_t want = 0;
+	for (size_t i = 0; i < n; i++)
+		want += (hooks[i].events & (1u << m->event)) != 0;
+	if (!want)
+		return 0;
+	struct hook_rt *rt = xcalloc(n, sizeof(*rt));
+	int rc = 0;
+	for (size_t i = 0; i < n && !rc; i++)
+		if (hooks[i].events & (1u << m->event))
+			rc = hook_ready(&rt[i], &hooks[i], err);
+	if (!rc)
+		post(nf, rt, n, true, m);
+	free_hooks(rt, n); /* what post() did not take */
+	return rc;
 }
 
 void notify_finish(struct notifier *nf, int wait_ms)
@@ -566,7 +643,7 @@ void notify_finish(struct notifier *nf, int wait_ms)
 		for (; nf->count; nf->count--) {
 			struct item *it = &nf->q[nf->head];
 			record(nf, it, false, 0, 0, "the job ended before it was sent");
-			free(it->body);
+			item_release(it);
 			nf->head = (nf->head + 1) % NOTIFY_QUEUE_MAX;
 		}
 	}

@@ -105,6 +105,7 @@ void notify_signature(const char *secret, const char *body, size_t len, struct s
 /* ---- delivery ---- */
 
 struct notify_delivery {
+	const char *job_id; /* the message's */
 	const char *url;   /* notify_url_shown */
 	enum notify_event event;
 	bool ok;
@@ -133,6 +134,17 @@ struct notifier;
  */
 int notify_start(const struct notify_hook *hooks, size_t n, const struct notify_opts *o,
 		 struct notifier **out, struct tc_err *err);
+/*
+ * A notifier with no hooks of its own, for notify_post_hooks (the server:
+ * each job's hooks, e.g. for queued).  Never NULL.
+ */
+struct notifier *notify_pool(const struct notify_opts *o);
+/*
+ * Queue m for those of hooks[0..n) that want its event (copied, secrets
+ * read now).  TC_EUSAGE when a secret cannot be read (nothing queued).
+ */
+int notify_post_hooks(struct notifier *nf, const struct notify_hook *hooks, size_t n,
+		      const struct notify_msg *m, struct tc_err *err);
 /* Does any hook want e?  (NULL notifier: no.) */
 bool notify_wants(const struct notifier *nf, enum notify_event e);
 /* Queue m for every hook that wants its event; never blocks on the network. */

@@ -63,6 +63,7 @@ static int submit_spec(struct srv *s, struct MHD_Connection *con, const struct w
 		free(sp->name);
 		sp->name = xstrdup(name_override);
 	}
+	srv_notify_defaults(s, sp);
 	/* a backend with a queue of its own (slurm) allocates its nodes, not this pool */
 	const struct backend_ops *be = backend_find(sp->backend);
 	if (!be)
@@ -115,6 +116,8 @@ static int submit_spec(struct srv *s, struct MHD_Connection *con, const struct w
 		srv_wake(s);
 	}
 	pthread_mutex_unlock(&s->mu);
+	if (!rc)
+		srv_notify_queued(s, sp, id, w->user);
 	if (rc) {
 		free(want);
 		ret = reply_tc(con, &err);

@@ -952,6 +952,7 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	srv_notify_start(s);
 	if ((rc = api_start(s, err)))
 		goto out;
 	logf_(s, "listening on http://%s/ (state %s, %zu devices, %zu active jobs%s)", o->listen,
@@ -992,6 +993,7 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	logf_(s, "%s: stopping (jobs keep running)", strsignal(got_signal));
 	api_stop(s);
 out:
+	srv_notify_end(s);
 	store_close(s->st);
 	for (size_t i = 0; i < s->njobs; i++)
 		sjob_release(&s->jobs[i]);

@@ -32,6 +32,8 @@
 #define TC_SERVER_MAX_BODY (1u << 20)
 #define TC_SERVER_DEFAULT_LISTEN "127.0.0.1:8470"
 
+struct notify_hook;
+
 struct server_quota {
 	char *user;
 	int max_devices;
@@ -47,6 +49,9 @@ struct server_opts {
 	const char *exe;       /* the trainctl binary that runs `supervise` */
 	bool quiet;            /* no request log on stderr */
 	const char *backend;   /* every job's backend (local, slurm); NULL: its spec's */
+	/* webhooks of jobs whose spec has no notify: (--notify-file, docs/server.md) */
+	const struct notify_hook *notify;
+	size_t nnotify;
 };
 
 /* Run until SIGINT or SIGTERM (jobs keep running).  */

@@ -91,7 +91,17 @@ struct srv {
 	long long submitted, requests;
 	double sched_ns_total;      /* time spent deciding, for /metrics */
 	long long sched_calls;
+	struct notifier *nf;        /* the queued event's webhooks (notify_srv.c) */
 };
+
+/* ---- notify_srv.c: webhooks ---- */
+struct spec;
+void srv_notify_start(struct srv *s);
+void srv_notify_end(struct srv *s);
+/* The server's default hooks into a spec without notify: of its own. */
+void srv_notify_defaults(struct srv *s, struct spec *sp);
+/* The queued event of a job just submitted (never blocks). */
+void srv_notify_queued(struct srv *s, const struct spec *sp, const char *id, const char *user);
 
 /* server.c: called with mu held */
 struct sjob *srv_find(struct srv *s, const char *id);

@@ -257,3 +257,53 @@ notify:
     assert proc.returncode == 0, err
     assert "warning: notify: started" in err
     assert "the job ended before it was delivered" in err
+
+
+def test_server_defaults_queued_and_preempted(trainctl, tmp_path, receiver):
+    """The server's --notify-file hooks go to jobs without notify: of their own
+    (signed with a secret from the server's environment); the queued event is
+    the server's, the rest its supervisors'; notify: [] opts out."""
+    from server_fixture import held, sleeper, start_server
+
+    r = receiver()
+    hooks = tmp_path / "hooks.yaml"
+    hooks.write_text(f"notify:\n  - url: {r.url}\n    events: [queued, started, succeeded, preempted]\n"
+                     f"    secret_env: SRV_HOOK_SECRET\n")
+    srv = start_server(trainctl, tmp_path / "state", fake="gpu:1",
+                       args=("--notify-file", str(hooks)), env={"SRV_HOOK_SECRET": SECRET})
+    try:
+        release = tmp_path / "release"
+        a = srv.submit(held(str(release), name="victim", preemptible=True))
+        wait_until(lambda: ["queued", "started"] == [e for e in r.events()][:2],
+                   what=lambda: f"queued and started of the first job, got {r.events()}")
+        quiet = srv.submit(sleeper(0, name="quiet", notify=[], priority=1))
+        b = srv.submit(sleeper(0, name="urgent", priority=500))
+        srv.wait_state(a, ["preempted", "queued"])
+        srv.wait_state(b, "succeeded")
+        release.touch()
+        srv.wait_state(a, "succeeded")
+        srv.wait_state(quiet, "succeeded")
+
+        def by_job():
+            out = {}
+            with r.lock:
+                reqs = list(r.requests)
+            for headers, body, _ in reqs:
+                want = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+                assert headers["X-Trainctl-Signature"] == want
+                d = json.loads(body)
+                out.setdefault(d["job"]["id"], []).append(d["event"])
+            return out
+
+        wait_until(lambda: by_job().get(a, [])[-1:] == ["succeeded"],
+                   what=lambda: f"the first job's end, got {by_job()}")
+        got = by_job()
+        assert got[a][:3] == ["queued", "started", "preempted"], got
+        assert got[b] == ["queued", "started", "succeeded"], got
+        assert quiet not in got, "notify: [] takes no defaults"
+        detail = srv.job(b)
+        assert [n["event"] for n in detail["notifications"]] == ["queued", "started", "succeeded"]
+        assert all(n["delivered"] for n in detail["notifications"])
+        assert "notifications" not in srv.job(quiet)
+    finally:
+        srv.stop()
