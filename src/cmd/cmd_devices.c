@@ -1,7 +1,9 @@
-/* cmd_devices.c -- `trainctl devices [--json]` */
+/* cmd_devices.c -- `trainctl devices [--json] [--health]` */
 #include "cmd/cmd.h"
 #include "devices/devices.h"
+#include "devices/health.h"
 
+#include "core/json.h"
 #include "core/sbuf.h"
 #include "core/xalloc.h"
 
@@ -9,6 +11,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static json_t *opt_num(double v, bool known)
 {
@@ -70,26 +73,66 @@ static void print_table(const struct device_list *l)
 	free(cell);
 }
 
+/*
+ * --health: each device's health (devices/health.h): NULL when its type is
+ * not checked, else "ok" or the reason; heap strings, one per device.
+ */
+static char **check_health(const struct device_list *l)
+{
+	char **out = xcalloc(l->nr + 1, sizeof(char *));
+	for (size_t i = 0; i < l->nr; i++) {
+		const char *type = l->v[i].type;
+		if (out[i] || !health_checked(type))
+			continue;
+		/* every device of this type in one check */
+		int *ids = xcalloc(l->nr, sizeof(int));
+		size_t *at = xcalloc(l->nr, sizeof(size_t));
+		int n = 0;
+		for (size_t k = i; k < l->nr; k++)
+			if (!strcmp(l->v[k].type, type)) {
+				at[n] = k;
+				ids[n++] = l->v[k].id;
+			}
+		char **why = xcalloc((size_t)n, sizeof(char *));
+		struct health_watch *w = health_open(type);
+		health_check(w, ids, n, why);
+		health_close(w);
+		for (int k = 0; k < n; k++)
+			out[at[k]] = why[k] ? why[k] : xstrdup("ok");
+		free(why);
+		free(at);
+		free(ids);
+	}
+	return out;
+}
+
 int cmd_devices(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "health", no_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	bool as_json = false;
+	bool as_json = false, health = false;
 	int c;
 	(void)ctx;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j': as_json = true; break;
-		case 'h': fputs("usage: trainctl devices [--json]\n", stdout); return 0;
+		case 'H': health = true; break;
+		case 'h':
+			fputs("usage: trainctl devices [--json] [--health]\n\n"
+			      "  --health  check each device as a job's start does (docs/diagnostics.md)\n",
+			      stdout);
+			return 0;
 		default: return cmd_bad_option("devices", "h", argc, argv, opts, err);
 		}
 	}
 	struct device_list l = DEVICE_LIST_INIT;
 	devices_discover(&l);
+	char **hl = health ? check_health(&l) : NULL;
 	if (as_json) {
 		json_t *arr = json_array();
 		for (size_t i = 0; i < l.nr; i++) {
@@ -101,6 +144,8 @@ int cmd_devices(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			json_object_set_new(o, "utilization", d->util_percent >= 0 ? json_integer(d->util_percent) : json_null());
 			json_object_set_new(o, "power_w", opt_num(d->power_w, d->power_w >= 0));
 			json_object_set_new(o, "temperature_c", opt_num(d->temp_c, d->temp_c >= 0));
+			if (hl)
+				json_object_set_new(o, "health", json_string_or_null(hl[i]));
 			json_array_append_new(arr, o);
 		}
 		json_dumpf(arr, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -108,7 +153,13 @@ int cmd_devices(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		json_decref(arr);
 	} else {
 		print_table(&l);
+		for (size_t i = 0; hl && i < l.nr; i++)
+			printf("%s%s %d: %s\n", i ? "" : "\nhealth:\n", l.v[i].type, l.v[i].id,
+			       hl[i] ? hl[i] : "not checked");
 	}
+	for (size_t i = 0; hl && i < l.nr; i++)
+		free(hl[i]);
+	free(hl);
 	device_list_release(&l);
 	return 0;
 }

@@ -25,7 +25,8 @@
 	X(ESYS, 7, 3, "system call")                             \
 	X(ENOTFOUND, 8, 2, "not found")                          \
 	X(EINPUT, 9, 2, "bad input")                             \
-	X(EBUSY, 10, 3, "devices busy")
+	X(EBUSY, 10, 3, "devices busy")                          \
+	X(EDEVICE, 11, 3, "device unhealthy")
 
 enum tc_code {
 	TC_OK = 0,

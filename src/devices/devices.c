@@ -183,7 +183,7 @@ size_t devices_parse_npu_smi(const char *text, struct device_list *out)
 	struct sbuf cell[3] = { SBUF_INIT, SBUF_INIT, SBUF_INIT };
 	size_t added = 0;
 	long npu = -1;
-	char *name = NULL;
+	char *name = NULL, *health = NULL;
 	double power = -1, temp = -1;
 	for (const char *line = text; line && *line;) {
 		const char *nl = strchr(line, '\n');
@@ -205,6 +205,8 @@ size_t devices_parse_npu_smi(const char *text, struct device_list *out)
 			npu = a;
 			free(name);
 			name = xstrdup(w0[1]);
+			free(health);
+			health = cell[1].len ? xstrdup(cell[1].buf) : NULL;
 			power = npu_num(w2[0]);
 			temp = npu_num(w2[1]);
 		} else if (n0 >= 1 && parse_long(w0[0], 0, 65535, &a) && bus && npu >= 0 && n2 >= 4) {
@@ -214,6 +216,7 @@ size_t devices_parse_npu_smi(const char *text, struct device_list *out)
 				id = b;
 			struct device *d = add_device(out, "npu", (int)id, "npu-smi");
 			d->name = name ? xstrdup(name) : NULL;
+			d->health = health ? xstrdup(health) : NULL;
 			d->power_w = power;
 			d->temp_c = temp;
 			double util = npu_num(w2[0]);
@@ -236,6 +239,7 @@ size_t devices_parse_npu_smi(const char *text, struct device_list *out)
 		line = next;
 	}
 	free(name);
+	free(health);
 	for (int i = 0; i < 3; i++)
 		sbuf_release(&cell[i]);
 	return added;
@@ -378,6 +382,7 @@ void device_list_release(struct device_list *l)
 	for (size_t i = 0; i < l->nr; i++) {
 		free(l->v[i].type);
 		free(l->v[i].name);
+		free(l->v[i].health);
 	}
 	free(l->v);
 	l->v = NULL;

@@ -47,6 +47,7 @@ struct device {
 	double power_w;   /* -1 when unknown */
 	double temp_c;    /* -1 when unknown */
 	const char *source; /* "nvml", "npu-smi", "sysconf", "fake" */
+	char *health;       /* npu-smi's Health cell ("OK", "Warning", ...), or NULL */
 };
 
 struct device_list {
