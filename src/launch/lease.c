@@ -97,7 +97,10 @@ int sup_lease_devices(struct sup *sp, struct tc_err *err)
 	sp->leased = true;
 	if (memcmp(got, s->device_ids, (size_t)s->per_node * sizeof(int)) != 0) {
 		/* the lowest free ids, not the first ones: the workers see these */
-		sp->own = *s;
+		if (sp->s == &sp->own)
+			free(sp->own.device_ids); /* chosen by the health check (health_hook.c) */
+		else
+			sp->own = *s;
 		sp->own.device_ids = got;
 		sp->s = &sp->own;
 	} else {

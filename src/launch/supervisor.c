@@ -522,6 +522,15 @@ static int run_attempts(struct sup *sp, int *exit_status, struct tc_err *err)
 			rc = attempt_outcome(sp, &a, exit_status, &again, err);
 		if (!again)
 			break;
+		/* between attempts too: a device that broke is not handed to the restart */
+		bool changed = false;
+		if ((rc = sup_health_check(sp, false, &changed, err)))
+			break;
+		if (changed && a.rank_table) {
+			free(a.rank_table);
+			a.rank_table = NULL;
+			rc = prepare_rank_table(sp, &a.rank_table, err);
+		}
 	}
 	free(a.ports);
 	free(a.rank_table);
@@ -647,6 +656,7 @@ static void sup_release(struct sup *sp)
 {
 	sup_notify_end(sp);
 	sup_lease_end(sp);
+	sup_health_end(sp);
 	watchdog_stop(sp);
 	if (sp->sigfd >= 0) {
 		close(sp->sigfd);
@@ -694,6 +704,17 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		goto out;
 	sp.job_id = o->job_id ? xstrdup(o->job_id) : store_new_job_id();
 	*job_id = xstrdup(sp.job_id);
+	/* a device that fails its health check is not handed to the job (health_hook.c) */
+	bool changed = false;
+	if ((rc = sup_health_check(&sp, true, &changed, err))) {
+		struct tc_err e2 = TC_ERR_INIT;
+		/* the server's job exists: it ends here; a run's is refused before it exists */
+		if (o->job_id && !o->node)
+			jobs_finish(sp.st, sp.job_id, JOB_FAILED, tc_exit_status(rc), err->msg, err->msg,
+				    &e2);
+		tc_err_release(&e2);
+		goto out;
+	}
 	/* devices another job holds: refused before anything of this one exists */
 	if ((rc = sup_lease_devices(&sp, err)))
 		goto out;

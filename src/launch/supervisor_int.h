@@ -76,6 +76,7 @@ struct sup {
 	bool up;                      /* sup_workers_up ran */
 	struct report_sampler *rsamp; /* device telemetry, from sup_workers_up */
 	struct notifier *nf;          /* the job's webhooks, or NULL (notify_hook.c) */
+	struct health_watch *hw;      /* device health between checks (health_hook.c) */
 };
 
 /* ---- supervisor.c ---- */
@@ -156,6 +157,20 @@ void sup_notify(struct sup *sp, enum notify_event e, const char *state, const ch
 		int exit_code);
 /* At the job's end: what is in flight gets a few seconds, then the notifier goes. */
 void sup_notify_end(struct sup *sp);
+
+/* ---- health_hook.c ---- */
+
+/*
+ * Check the job's devices (devices/health.h) before its first attempt
+ * (first) or a restart.  Each one checked is marked in the store (healthy
+ * or why not).  Failing ones are not handed to the job: a first `trainctl
+ * run` that named no ids takes other healthy ones; otherwise the job runs
+ * on fewer when devices.min_per_node allows (*changed: sp->s, sp->n now
+ * say which), else TC_EDEVICE naming each device and why.
+ */
+int sup_health_check(struct sup *sp, bool first, bool *changed, struct tc_err *err);
+/* Close the health watch (the job's end). */
+void sup_health_end(struct sup *sp);
 
 /* ---- node.c ---- */
 

@@ -56,6 +56,7 @@ static void take_devices(struct spec *s, json_t *d)
 	take_str(d, "type", &s->device_type);
 	take_int(d, "per_node", &s->per_node);
 	take_str(d, "hccn_conf", &s->hccn_conf);
+	take_int(d, "min_per_node", &s->min_per_node);
 	if (s->per_node < 1)
 		s->per_node = 1;
 	/* per_node ids, as spec_to_json writes them (0, 1, ... where none are stored) */

@@ -87,8 +87,15 @@ static int r_dev_hccn(struct walk *w, yaml_node_t *n, const char *key)
 	return 0;
 }
 
+/* devices.min_per_node: run on fewer when some fail their health check (devices/health.h) */
+static int r_dev_min(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_int(w, n, key, 1, 1024, &w->s->min_per_node);
+}
+
 static const struct rule device_rules[] = {
 	{ "type", r_dev_type, NULL },
+	{ "min_per_node", r_dev_min, NULL },
 	{ "per_node", r_dev_per_node, NULL },
 	{ "ids", r_dev_ids, NULL },
 	{ "hccn_conf", r_dev_hccn, NULL },

@@ -46,6 +46,8 @@ static json_t *spec_json(const struct spec *s)
 	json_object_set_new(d, "ids", ids);
 	if (s->hccn_conf)
 		json_object_set_new(d, "hccn_conf", json_string(s->hccn_conf));
+	if (s->min_per_node)
+		json_object_set_new(d, "min_per_node", json_integer(s->min_per_node));
 	json_object_set_new(o, "devices", d);
 	json_object_set_new(o, "nodes", json_integer(s->nodes));
 	json_object_set_new(o, "backend", json_string(s->backend));

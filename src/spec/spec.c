@@ -180,6 +180,18 @@ static int finish_walk(struct walk *w, yaml_node_t *root, const char *backend)
 		dw.count_key = "devices.per_node";
 	}
 	int rc = spec_finish_devices(s, &dw, w->per_node_all, w->err);
+	if (!rc && s->min_per_node) {
+		/* fewer workers than planned: one node, no planner's split (docs/diagnostics.md) */
+		const char *why = s->min_per_node > s->per_node ? "is more than devices.per_node"
+				  : s->nodes > 1			? "is for one node (nodes: 1)"
+				  : s->parallel.on ? "cannot shrink a parallel: strategy auto split"
+						   : NULL;
+		if (why)
+			rc = tc_error(w->err, TC_ESPEC, "%s:%d: devices.min_per_node: %d %s", name,
+				      w->devices_line, s->min_per_node, why);
+		else if (s->min_per_node == s->per_node)
+			s->min_per_node = 0; /* all of them: the default */
+	}
 	if (!rc && s->parallel.on)
 		rc = spec_plan_parallel(w);
 	return rc;

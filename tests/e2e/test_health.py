@@ -1,0 +1,144 @@
+"""Device health before launch and between restarts (devices/health.h,
+docs/diagnostics.md), through fakes: a stand-in libnvidia-ml.so.1 built by
+the test build (tests/fake/fake_nvml.c, driven by the file named in
+TRAINCTL_FAKE_NVML) and an npu-smi script printing a table."""
+import json
+import os
+import shlex
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conftest import wait_until
+
+
+@pytest.fixture
+def nvml(trainctl, tmp_path):
+    """Environment for 3 fake GPUs whose faults the test writes to `conf`."""
+    lib = Path(trainctl).parent / "fake-nvml"
+    assert (lib / "libnvidia-ml.so.1").exists(), f"no fake NVML in {lib}: build the tree"
+    conf = tmp_path / "nvml.conf"
+    conf.write_text("count 3\n")
+    env = {"LD_LIBRARY_PATH": str(lib), "TRAINCTL_FAKE_NVML": str(conf),
+           "TRAINCTL_FAKE_DEVICES": None}
+    return conf, env
+
+
+def write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def unhealthy(home):
+    with sqlite3.connect(os.path.join(home, "trainctl.db")) as c:
+        return c.execute("SELECT device_type, device_id, reason FROM device_health").fetchall()
+
+
+def test_devices_health_reads_nvml(run_tc, nvml):
+    conf, env = nvml
+    conf.write_text("count 3\n1 remap_pending\n1 ecc 2\n2 xid 79\n2 xid 13\n")
+    p = run_tc("devices", "--health", "--json", env=env)
+    assert p.returncode == 0, p.stderr
+    h = {(d["type"], d["id"]): d["health"] for d in json.loads(p.stdout)}
+    assert h[("cpu", 0)] is None  # not checked
+    assert h[("gpu", 0)] == "ok"
+    assert h[("gpu", 1)] == "row remapping pending (reset the GPU); 2 uncorrectable ECC errors"
+    # XID 13 is the application's (a bad kernel), 79 the device's
+    assert h[("gpu", 2)] == "XID 79 since the last check"
+    conf.write_text("count 2\n0 retired_pending\nno_remap\n")
+    p = run_tc("devices", "--health", env=env)
+    assert "gpu 0: retired pages pending (reset the GPU)" in p.stdout
+    assert "gpu 1: ok" in p.stdout
+
+
+def test_run_refuses_a_named_unhealthy_gpu(run_tc, home, tmp_path, nvml):
+    conf, env = nvml
+    conf.write_text("count 3\n1 remap_pending\n")
+    job = write(tmp_path, "job.yaml", 'command: ["true"]\ndevices: {type: gpu, ids: [0, 1]}\n')
+    p = run_tc("run", job, env=env)
+    assert p.returncode == 3, p.stderr
+    assert "gpu 1 failed its health check: row remapping pending" in p.stderr
+    assert "devices.min_per_node" in p.stderr
+    # refused before the job exists; the device is marked for the server
+    assert unhealthy(home) == [("gpu", 1, "row remapping pending (reset the GPU)")]
+    with sqlite3.connect(os.path.join(home, "trainctl.db")) as c:
+        assert c.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
+
+
+def test_run_takes_other_healthy_gpus_or_fewer(run_tc, home, tmp_path, nvml):
+    conf, env = nvml
+    conf.write_text("count 3\n1 ecc 4\n")
+    echo = 'command: ["sh", "-c", "echo visible=$CUDA_VISIBLE_DEVICES world=$WORLD_SIZE"]\n'
+    # no ids named: the healthy ones are taken
+    job = write(tmp_path, "any.yaml", echo + "devices: {type: gpu, per_node: 2}\n")
+    p = run_tc("run", job, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "visible=0,2 world=2" in p.stdout
+    # ids named, fewer allowed: runs on the healthy one
+    job = write(tmp_path, "fewer.yaml", echo + "devices: {type: gpu, ids: [0, 1], min_per_node: 1}\n")
+    p = run_tc("run", job, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "visible=0 world=1" in p.stdout
+    assert "gpu 1 failed its health check: 4 uncorrectable ECC errors" in p.stderr
+    # healthy again: the mark goes
+    conf.write_text("count 3\n")
+    assert run_tc("run", job, env=env).returncode == 0
+    assert unhealthy(home) == []
+
+
+RESTART = '''command: ["sh", "-c", "if [ \\"$TORCHELASTIC_RESTART_COUNT\\" = 0 ]; then [ $RANK = 0 ] && echo '0 xid 79' >> {conf}; exit 1; fi; echo visible=$CUDA_VISIBLE_DEVICES"]
+restart: {{max_restarts: 1}}
+devices: {{type: gpu, ids: [0, 1]{extra}}}
+'''
+
+
+def test_between_restarts(run_tc, home, tmp_path, nvml):
+    """A GPU that raises an XID during the first attempt is not handed to the
+    restart: with min_per_node the job goes on without it, else it fails (3)."""
+    conf, env = nvml
+    job = write(tmp_path, "a.yaml", RESTART.format(conf=shlex.quote(str(conf)), extra=", min_per_node: 1"))
+    p = run_tc("run", job, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "visible=1" in p.stdout
+    assert "gpu 0 failed its health check: XID 79 since the last check" in p.stderr
+    conf.write_text("count 3\n")
+    job = write(tmp_path, "b.yaml", RESTART.format(conf=shlex.quote(str(conf)), extra=""))
+    p = run_tc("run", job, env=env)
+    assert p.returncode == 3, p.stderr
+    with sqlite3.connect(os.path.join(home, "trainctl.db")) as c:
+        state, cause = c.execute("SELECT state, root_cause FROM jobs ORDER BY created DESC").fetchone()
+    assert state == "failed"
+    assert "gpu 0 failed its health check: XID 79" in cause and "before the restart" in cause
+
+
+NPU_TABLE = """\
+| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
+| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |
++===========================+===============+====================================================+
+| 0     910B3               | OK            | 97.4        41                0    / 0             |
+| 0                         | 0000:C1:00.0  | 35          0    / 0          3300 / 65536         |
++===========================+===============+====================================================+
+| 1     910B3               | Alarm         | 90.1        39                0    / 0             |
+| 0                         | 0000:C2:00.0  | 0           0    / 0          41200/ 65536         |
++===========================+===============+====================================================+
+"""
+
+
+def test_npu_smi_health(run_tc, home, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "table.txt").write_text(NPU_TABLE)
+    (bin_dir / "npu-smi").write_text(f"#!/bin/sh\ncat {shlex.quote(str(bin_dir / 'table.txt'))}\n")
+    (bin_dir / "npu-smi").chmod(0o755)
+    hccn = write(tmp_path, "hccn.conf", "address_0=10.0.0.1\naddress_1=10.0.0.2\n")
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "TRAINCTL_FAKE_DEVICES": None}
+    p = run_tc("devices", "--health", "--json", env=env)
+    h = {(d["type"], d["id"]): d["health"] for d in json.loads(p.stdout)}
+    assert h[("npu", 0)] == "ok" and h[("npu", 1)] == "npu-smi health Alarm"
+    job = write(tmp_path, "job.yaml", f'command: ["true"]\ndevices: {{type: npu, ids: [0, 1], '
+                                      f'hccn_conf: {hccn}}}\n')
+    p = run_tc("run", job, env=env)
+    assert p.returncode == 3, p.stderr
+    assert "npu 1 failed its health check: npu-smi health Alarm" in p.stderr
