@@ -1,9 +1,11 @@
 /* health.c -- device health checks, one row per device type; see health.h. */
 #include "devices/health.h"
 #include "devices/devices.h"
+#include "core/util.h"
 #include "core/xalloc.h"
 
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +17,12 @@
 #define NVML_EVENT_XID_CRITICAL 0x8ULL
 #define MAX_GPUS 64
 #define MAX_EVENTS 256 /* drained per check; more are left for the next */
+/*
+ * A device XID keeps the GPU unhealthy this long after the last one: a
+ * watch checked every few seconds (the server) must not hand the GPU out
+ * again at the next check.
+ */
+#define XID_HOLD_MS (10 * 60 * 1000)
 
 struct nvml_event_data {
 	void *device;
@@ -38,7 +46,8 @@ struct nvml {
 	void *set;
 	unsigned int n;
 	void *h[MAX_GPUS];
-	struct sbuf xids[MAX_GPUS]; /* "79, 48": XIDs seen since the last check */
+	struct sbuf xids[MAX_GPUS]; /* "79, 48": device XIDs seen within XID_HOLD_MS */
+	int64_t xid_at[MAX_GPUS];   /* monotonic ms of the last one */
 };
 
 struct health_watch {
@@ -134,7 +143,10 @@ static void nvml_drain(struct nvml *nv)
 			continue;
 		for (unsigned int i = 0; i < nv->n; i++)
 			if (nv->h[i] && nv->h[i] == e.device) {
-				sbuf_addf(&nv->xids[i], "%s%llu", nv->xids[i].len ? ", " : "", e.data);
+				if (nv->xids[i].len < 200) /* a storm of them: the first few say it */
+					sbuf_addf(&nv->xids[i], "%s%llu", nv->xids[i].len ? ", " : "",
+						  e.data);
+				nv->xid_at[i] = now_mono_ms();
 				break;
 			}
 	}
@@ -162,10 +174,11 @@ static char *nvml_reason(struct nvml *nv, int id)
 	    ecc)
 		sbuf_addf(&why, "%s%llu uncorrectable ECC error%s", why.len ? "; " : "", ecc,
 			  ecc == 1 ? "" : "s");
-	if (nv->xids[id].len) {
-		sbuf_addf(&why, "%sXID %s since the last check", why.len ? "; " : "", nv->xids[id].buf);
-		sbuf_reset(&nv->xids[id]); /* reported once; the other checks stand on their own */
-	}
+	if (nv->xids[id].len && now_mono_ms() - nv->xid_at[id] >= XID_HOLD_MS)
+		sbuf_reset(&nv->xids[id]);
+	if (nv->xids[id].len)
+		sbuf_addf(&why, "%sXID %s in the last 10 minutes", why.len ? "; " : "",
+			  nv->xids[id].buf);
 	if (!why.len) {
 		sbuf_release(&why);
 		return NULL;
@@ -215,7 +228,7 @@ struct health_row {
 
 static const struct health_row rows[] = {
 	{ "gpu", "NVML: retired pages pending, row remapping pending or failed, uncorrectable ECC "
-		 "errors (volatile), critical XID events since the last check" },
+		 "errors (volatile), a device XID event in the last 10 minutes" },
 	{ "npu", "npu-smi info: a Health other than OK" },
 };
 

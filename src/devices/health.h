@@ -8,8 +8,10 @@
  *        before Ampere), row remapping pending or failed
  *        (nvmlDeviceGetRemappedRows, Ampere and later), uncorrectable ECC
  *        errors since the driver loaded (volatile counter), and critical XID
- *        events seen since the watch was opened (nvmlEventSet): a watch kept
- *        open from one check to the next sees those in between;
+ *        events (nvmlEventSet, registered when the watch opens: a watch kept
+ *        open from one check to the next sees those in between) that are the
+ *        device's, not the application's; one keeps the GPU unhealthy for
+ *        10 minutes;
  *   npu  `npu-smi info`: a Health cell other than OK;
  *   cpu and the rest: nothing (no vendor interface trainctl reads).
  * A function NVML or npu-smi lacks (an older driver, a GPU without ECC) is
@@ -41,7 +43,7 @@ void health_close(struct health_watch *w);
 
 /*
  * Check devices ids[0..n): reasons[i] is a heap "why it is unhealthy"
- * (e.g. "row remapping pending", "XID 79 since the last check"), or NULL
+ * (e.g. "row remapping pending", "XID 79 in the last 10 minutes"), or NULL
  * when device ids[i] passed.  Returns the number that failed.  w NULL:
  * every device passes.
  */

@@ -25,6 +25,9 @@
  *  (6) Leased devices (owner SCHED_LEASED: held by a job the scheduler does
  *      not run, a `trainctl run` on the same machine) are neither free nor
  *      preemptible: a job that needs them waits, by rule (3).
+ *  (7) Unhealthy devices (owner SCHED_UNHEALTHY: failed their health check,
+ *      devices/health.h) are neither free nor preemptible either: jobs get
+ *      the healthy ones, and a job that needs more than those waits.
  *
  * sched_decide() returns one decision; the caller applies it (marks the
  * job running with its ids, or the victims stopping) and asks again until
@@ -55,6 +58,7 @@ struct sched_job {
 
 #define SCHED_FREE (-1)   /* owner of a free device */
 #define SCHED_LEASED (-2) /* owner of a device held outside the scheduler (rule 6) */
+#define SCHED_UNHEALTHY (-3) /* owner of a device that failed its health check (rule 7) */
 
 struct sched_dev {
 	const char *type;

@@ -718,6 +718,7 @@ static void check_alive(struct srv *s)
 static void schedule(struct srv *s)
 {
 	refresh_leases(s);
+	srv_health_apply(s);
 	/* backends with a queue (slurm) allocate the nodes; nothing local is held */
 	for (size_t i = 0; i < s->njobs;) {
 		struct sjob *j = &s->jobs[i];
@@ -947,6 +948,7 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	load_devices(s);
 	if ((rc = load_jobs(s, err)))
 		goto out;
+	srv_health_refresh(s); /* before the first round hands any device out */
 	signal(SIGPIPE, SIG_IGN);
 	struct sigaction sa = { 0 };
 	sa.sa_handler = on_signal;
@@ -965,6 +967,7 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 		poll_external(s);
 		schedule(s);
 		if (now_wall() >= s->next_sample) {
+			srv_health_refresh(s);
 			telemetry_sample(s);
 			s->next_sample = now_wall() + period;
 		}
@@ -994,6 +997,7 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	api_stop(s);
 out:
 	srv_notify_end(s);
+	srv_health_end(s);
 	store_close(s->st);
 	for (size_t i = 0; i < s->njobs; i++)
 		sjob_release(&s->jobs[i]);

@@ -92,7 +92,17 @@ struct srv {
 	double sched_ns_total;      /* time spent deciding, for /metrics */
 	long long sched_calls;
 	struct notifier *nf;        /* the queued event's webhooks (notify_srv.c) */
+	struct srv_health *health;  /* device health (health_srv.c) */
 };
+
+/* ---- health_srv.c: device health (caller holds mu) ---- */
+/* Check every device of a checked type; record what changed. */
+void srv_health_refresh(struct srv *s);
+/* Unhealthy free devices out of the pool (SCHED_UNHEALTHY), healthy ones back in. */
+void srv_health_apply(struct srv *s);
+/* Why scheduler device dev is unhealthy, or NULL. */
+const char *srv_health_of(const struct srv *s, size_t dev);
+void srv_health_end(struct srv *s);
 
 /* ---- notify_srv.c: webhooks ---- */
 struct spec;

@@ -92,7 +92,8 @@ static void tree_sum(const struct pinfo *v, size_t n, pid_t root, unsigned long 
 	free(seen);
 }
 
-static void device_json(struct sbuf *sb, const struct device *d, const char *holder)
+static void device_json(struct sbuf *sb, const struct device *d, const char *holder,
+			const char *unhealthy)
 {
 	sbuf_adds(sb, "{\"type\":");
 	json_add_str(sb, d->type);
@@ -118,6 +119,10 @@ static void device_json(struct sbuf *sb, const struct device *d, const char *hol
 	json_add_str(sb, d->source);
 	sbuf_adds(sb, ",\"job\":");
 	json_add_str(sb, holder);
+	if (unhealthy) { /* only devices that failed their health check carry it */
+		sbuf_adds(sb, ",\"unhealthy\":");
+		json_add_str(sb, unhealthy);
+	}
 	sbuf_addch(sb, '}');
 }
 
@@ -156,7 +161,8 @@ void telemetry_sample(struct srv *s)
 		int o = s->devs[i].owner;
 		if (i)
 			sbuf_addch(&all, ',');
-		device_json(&all, &d, o >= 0 ? s->jobs[o].id : o == SCHED_LEASED ? s->lease_job[i] : NULL);
+		device_json(&all, &d, o >= 0 ? s->jobs[o].id : o == SCHED_LEASED ? s->lease_job[i] : NULL,
+			    srv_health_of(s, i));
 	}
 	sbuf_addch(&all, ']');
 	free(s->devices_json);
@@ -187,7 +193,7 @@ void telemetry_sample(struct srv *s)
 				if (!strcmp(l.v[m].type, j->type) && l.v[m].id == j->ids[k]) {
 					if (n++)
 						sbuf_addch(&dev, ',');
-					device_json(&dev, &l.v[m], NULL);
+					device_json(&dev, &l.v[m], NULL, NULL);
 				}
 		sbuf_addch(&dev, ']');
 		struct tc_err err = TC_ERR_INIT;

@@ -195,3 +195,47 @@ TEST(kind_table)
 	CHECK(device_kind_find("cpu")->visible_var == NULL);
 	CHECK(device_kind_find("tpu") == NULL);
 }
+
+/* ---- health (devices/health.h): the pure parts; NVML is tested through tests/fake ---- */
+#include "devices/health.h"
+
+TEST(npu_smi_health_cell)
+{
+	struct device_list l = DEVICE_LIST_INIT;
+	CHECK_INT(devices_parse_npu_smi(single_chip, &l), 2);
+	CHECK_STR(l.v[0].health, "OK");
+	CHECK_STR(l.v[1].health, "Warning");
+	CHECK(!health_npu_reason(l.v[0].health));
+	char *why = health_npu_reason(l.v[1].health);
+	CHECK_STR(why, "npu-smi health Warning");
+	free(why);
+	why = health_npu_reason(NULL);
+	CHECK_STR(why, "npu-smi health unknown");
+	free(why);
+	device_list_release(&l);
+}
+
+TEST(xid_device_or_application)
+{
+	CHECK(health_xid_is_device(79)); /* fallen off the bus */
+	CHECK(health_xid_is_device(48)); /* double-bit ECC */
+	CHECK(health_xid_is_device(94) && health_xid_is_device(95));
+	CHECK(!health_xid_is_device(13)); /* the application's kernel */
+	CHECK(!health_xid_is_device(31) && !health_xid_is_device(43));
+}
+
+TEST(health_table)
+{
+	CHECK_CONTAINS(health_checks_of("gpu"), "row remapping");
+	CHECK_CONTAINS(health_checks_of("npu"), "npu-smi");
+	CHECK_CONTAINS(health_checks_of("mlu"), "nothing");
+	setenv("TRAINCTL_FAKE_DEVICES", "gpu:2", 1);
+	CHECK(!health_checked("gpu")); /* declared devices are never checked */
+	CHECK(!health_open("gpu"));
+	unsetenv("TRAINCTL_FAKE_DEVICES");
+	CHECK(health_checked("npu") && !health_checked("cpu"));
+	int ids[1] = { 0 };
+	char *why[1];
+	CHECK_INT(health_check(NULL, ids, 1, why), 0);
+	CHECK(!why[0]);
+}

@@ -540,3 +540,26 @@ TEST(leased_devices_are_neither_free_nor_preemptible)
 	CHECK_INT(d.action, SCHED_START);
 	sched_decision_release(&d);
 }
+
+/* ---- (7) unhealthy devices ---- */
+
+TEST(unhealthy_devices_are_neither_free_nor_preemptible)
+{
+	struct world w = { 0 };
+	devs(&w, "gpu", 3);
+	w.devs[0].owner = SCHED_UNHEALTHY; /* failed its health check */
+	size_t low = job(&w, "low", "u", "gpu", 1, 10, true, 1);
+	hold(&w, low, 1);
+	size_t one = job(&w, "one", "u", "gpu", 1, 100, false, 2);
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_START);
+	CHECK_INT(d.job, one);
+	CHECK_INT(d.ids[0], 2); /* the healthy free one, not gpu 0 */
+	sched_decision_release(&d);
+	/* three wanted, one unhealthy: preempting "low" cannot help, so nobody is */
+	w.jobs[one].count = 3;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE);
+	sched_decision_release(&d);
+}
