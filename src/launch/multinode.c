@@ -20,6 +20,7 @@
  */
 #include "launch/launch.h"
 #include "launch/jobio_int.h"
+#include "launch/notify_int.h"
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
@@ -52,6 +53,7 @@ struct mn {
 	bool requeued; /* this start continues a requeued job (first attempt only) */
 	char *resume;  /* TRAINCTL_RESUME_FROM of the next attempt, or NULL */
 	struct sbuf result; /* the job's outcome, said after the final upload's lines */
+	struct launch_notify *ln; /* the job's webhooks (notify_int.h), or NULL */
 };
 
 char *launch_node_result_path(const char *run_dir, int attempt, int node_rank)
@@ -234,6 +236,8 @@ static int mn_run_attempt(struct mn *m, bool *failed, bool *stopped, struct tc_e
 	if (!rc)
 		rc = jobs_mark_running(m->st, m->job_id, why.buf, err);
 	say(m, "job %s: %s (master %s:%d)", m->job_id, why.buf, addr, port);
+	if (!rc && m->attempt == 0)
+		launch_notify(m->ln, NOTIFY_STARTED, "running", why.buf, m->attempt, -1);
 	sbuf_release(&why);
 	if (!rc) {
 		struct launch_attempt a = { m->attempt, m->s->nodes, addr, port, m->resume };
@@ -257,6 +261,7 @@ static int mn_restart(struct mn *m, const char *cause, struct tc_err *err)
 	if (!rc)
 		rc = store_job_set_restarts(m->st, m->job_id, m->restarts, err);
 	say(m, "%s", why.buf);
+	launch_notify(m->ln, NOTIFY_RESTARTED, "restarting", why.buf, m->attempt, -1);
 	sbuf_release(&why);
 	return rc;
 }
@@ -271,6 +276,7 @@ static int mn_record_failure(struct mn *m, const char *cause, const char *detail
 		sbuf_addf(&full, " (after %d restarts)", m->restarts);
 	sbuf_adds(&full, detail);
 	int rc = jobs_finish(m->st, m->job_id, JOB_FAILED, 1, full.buf, cause, err);
+	launch_notify(m->ln, NOTIFY_FAILED, "failed", cause, m->attempt, 1);
 	sbuf_addf(&m->result, "job %s failed: %s", m->job_id, full.buf);
 	sbuf_release(&full);
 	return rc;
@@ -300,6 +306,7 @@ int launch_multinode(const struct spec *s, const char *home, const char *job_id,
 	*exit_status = 1;
 	if ((rc = mn_open(&m, err)))
 		goto out;
+	m.ln = launch_notify_open(s, home, job_id, io_say, &m);
 	if ((rc = mn_begin(&m, err)))
 		goto fail;
 	for (;; m.attempt++) {
@@ -314,6 +321,8 @@ int launch_multinode(const struct spec *s, const char *home, const char *job_id,
 		if (!failed) {
 			rc = jobs_finish(m.st, job_id, JOB_SUCCEEDED, 0, NULL,
 					 "every worker on every node exited 0", err);
+			launch_notify(m.ln, NOTIFY_SUCCEEDED, "succeeded",
+				      "every worker on every node exited 0", m.attempt, 0);
 			sbuf_addf(&m.result, "job %s succeeded", job_id);
 			*exit_status = 0;
 			goto out;
@@ -336,6 +345,7 @@ fail:
 		sbuf_addf(&m.result, "job %s failed: %s", job_id, err->msg ? err->msg : tc_code_name(rc));
 		jobs_finish(m.st, job_id, JOB_FAILED, tc_exit_status(rc), err->msg, err->msg, &e2);
 		tc_err_release(&e2);
+		launch_notify(m.ln, NOTIFY_FAILED, "failed", err->msg, m.attempt, tc_exit_status(rc));
 	}
 out:
 	jobio_end(m.io); /* the final upload, whatever the outcome */
@@ -343,6 +353,7 @@ out:
 		report_job_end(m.st, job_id, NULL, io_say, &m);
 	if (m.result.len)
 		say(&m, "%s", m.result.buf);
+	launch_notify_close(m.ln); /* after the end is recorded and said */
 	mn_release(&m);
 	return rc;
 }

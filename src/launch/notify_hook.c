@@ -1,12 +1,12 @@
 /*
- * notify_hook.c -- the job's webhooks (notify/notify.h) from the
- * supervisor: sup_notify() is the one call every event goes through, and
- * launch_record_delivery() the one place a delivery is written down.
+ * notify_hook.c -- the job's webhooks (notify/notify.h) from the supervisor
+ * and the multi-node driver (notify_int.h), and launch_record_delivery(),
+ * the one place a delivery is written down.
  */
+#include "launch/notify_int.h"
 #include "launch/supervisor_int.h"
 #include "core/util.h"
 #include "core/xalloc.h"
-#include "notify/notify.h"
 #include "store/store.h"
 
 #include <pwd.h>
@@ -16,6 +16,14 @@
 
 /* At the job's end, what is still being delivered gets this long (after the end is recorded). */
 #define NOTIFY_END_WAIT_MS 5000
+
+struct launch_notify {
+	struct notifier *nf;
+	const struct spec *s;
+	char *home, *job_id;
+	void (*say)(void *ctx, const char *msg);
+	void *ctx;
+};
 
 int launch_record_delivery(const char *home, const char *job_id,
 			   const struct notify_delivery *d, struct tc_err *err)
@@ -33,38 +41,52 @@ int launch_record_delivery(const char *home, const char *job_id,
 	return rc;
 }
 
-/* From the notifier's thread: sup_say writes each line at once (as jobio's thread does). */
+/* From the notifier's thread. */
 static void on_record(void *ctx, const struct notify_delivery *d)
 {
-	struct sup *sp = ctx;
+	struct launch_notify *ln = ctx;
 	struct tc_err err = TC_ERR_INIT;
-	if (launch_record_delivery(sp->o->home, sp->job_id, d, &err))
-		sup_say(sp, "warning: notify: cannot record a delivery: %s", err.msg);
+	if (launch_record_delivery(ln->home, ln->job_id, d, &err)) {
+		struct sbuf msg = SBUF_INIT;
+		sbuf_addf(&msg, "warning: notify: cannot record a delivery: %s", err.msg);
+		ln->say(ln->ctx, msg.buf);
+		sbuf_release(&msg);
+	}
 	tc_err_release(&err);
 }
 
 static void on_warn(void *ctx, const char *msg)
 {
-	sup_say(ctx, "%s", msg);
+	struct launch_notify *ln = ctx;
+	ln->say(ln->ctx, msg);
 }
 
-void sup_notify_begin(struct sup *sp)
+struct launch_notify *launch_notify_open(const struct spec *s, const char *home,
+					 const char *job_id,
+					 void (*say)(void *ctx, const char *msg), void *ctx)
 {
-	const struct spec *s = sp->s;
-	if (!s->nnotify || sp->nf)
-		return;
-	struct notify_opts no = { .record = on_record, .warn = on_warn, .ctx = sp };
+	if (!s->nnotify)
+		return NULL;
+	struct launch_notify *ln = xcalloc(1, sizeof(*ln));
+	*ln = (struct launch_notify){ .s = s, .home = xstrdup(home), .job_id = xstrdup(job_id),
+				      .say = say, .ctx = ctx };
+	struct notify_opts no = { .record = on_record, .warn = on_warn, .ctx = ln };
 	struct tc_err err = TC_ERR_INIT;
 	/* a webhook never fails the job: without its secret it is a warning */
-	if (notify_start(s->notify, s->nnotify, &no, &sp->nf, &err))
-		sup_say(sp, "warning: webhooks off: %s", err.msg);
+	if (notify_start(s->notify, s->nnotify, &no, &ln->nf, &err)) {
+		struct sbuf msg = SBUF_INIT;
+		sbuf_addf(&msg, "warning: webhooks off: %s", err.msg);
+		say(ctx, msg.buf);
+		sbuf_release(&msg);
+	}
 	tc_err_release(&err);
+	return ln;
 }
 
-void sup_notify(struct sup *sp, enum notify_event e, const char *state, const char *reason,
-		int exit_code)
+void launch_notify(struct launch_notify *ln, enum notify_event e, const char *state,
+		   const char *reason, int attempt, int exit_code)
 {
-	if (!notify_wants(sp->nf, e))
+	if (!ln || !notify_wants(ln->nf, e))
 		return;
 	char host[256];
 	if (gethostname(host, sizeof(host)) != 0)
@@ -72,15 +94,44 @@ void sup_notify(struct sup *sp, enum notify_event e, const char *state, const ch
 	host[sizeof(host) - 1] = '\0';
 	struct passwd *pw = getpwuid(getuid());
 	struct notify_msg m = {
-		.event = e, .job_id = sp->job_id, .job_name = sp->s->name, .state = state,
+		.event = e, .job_id = ln->job_id, .job_name = ln->s->name, .state = state,
 		.reason = reason, .user = pw ? pw->pw_name : NULL, .host = host[0] ? host : NULL,
-		.attempt = sp->attempt, .exit_code = exit_code, .time = now_wall(),
+		.attempt = attempt, .exit_code = exit_code, .time = now_wall(),
 	};
-	notify_post(sp->nf, &m);
+	notify_post(ln->nf, &m);
+}
+
+void launch_notify_close(struct launch_notify *ln)
+{
+	if (!ln)
+		return;
+	notify_finish(ln->nf, NOTIFY_END_WAIT_MS);
+	free(ln->home);
+	free(ln->job_id);
+	free(ln);
+}
+
+/* ---- the supervisor's side (supervisor_int.h) ---- */
+
+static void sup_warn(void *ctx, const char *msg)
+{
+	sup_say(ctx, "%s", msg); /* sup_say writes each line at once: safe from the thread */
+}
+
+void sup_notify_begin(struct sup *sp)
+{
+	if (!sp->ln)
+		sp->ln = launch_notify_open(sp->s, sp->o->home, sp->job_id, sup_warn, sp);
+}
+
+void sup_notify(struct sup *sp, enum notify_event e, const char *state, const char *reason,
+		int exit_code)
+{
+	launch_notify(sp->ln, e, state, reason, sp->attempt, exit_code);
 }
 
 void sup_notify_end(struct sup *sp)
 {
-	notify_finish(sp->nf, NOTIFY_END_WAIT_MS);
-	sp->nf = NULL;
+	launch_notify_close(sp->ln);
+	sp->ln = NULL;
 }

@@ -23,7 +23,7 @@
 #include "core/err.h"
 #include "core/sbuf.h"
 #include "launch/launch.h"
-#include "notify/notify.h"
+#include "launch/notify_int.h"
 #include "spec/spec.h"
 #include "store/store.h"
 
@@ -75,7 +75,7 @@ struct sup {
 	struct job_row *late;
 	bool up;                      /* sup_workers_up ran */
 	struct report_sampler *rsamp; /* device telemetry, from sup_workers_up */
-	struct notifier *nf;          /* the job's webhooks, or NULL (notify_hook.c) */
+	struct launch_notify *ln;     /* the job's webhooks, or NULL (notify_hook.c) */
 	struct health_watch *hw;      /* device health between checks (health_hook.c) */
 };
 

@@ -106,14 +106,20 @@ static int r_secret_file(struct walk *w, yaml_node_t *n, const char *key)
 	return 0;
 }
 
+/* a secret written into the spec would be stored and shown with it */
+static int r_secret(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_fail(w, n, key, "is never written in the spec (it would be stored and shown"
+				    " with it): name it with secret_env or secret_file");
+}
+
 static const struct rule hook_rules[] = {
 	{ "url", r_url, NULL },
 	{ "events", r_events, NULL },
 	{ "format", r_format, NULL },
 	{ "secret_env", r_secret_env, NULL },
 	{ "secret_file", r_secret_file, NULL },
-	/* a secret written into the spec would be stored and shown with it */
-	{ "secret", NULL, "a secret in the spec would be shown with it: use secret_env or secret_file" },
+	{ "secret", r_secret, NULL },
 	{ NULL, NULL, NULL },
 };
 

@@ -59,7 +59,8 @@ def rule_keys():
     src = "\n".join(f.read_text() for f in sorted((REPO / "src" / "spec").glob("*.c")))
     prefix = {"spec_top_rules": "", "device_rules": "devices.", "restart_rules": "restart.",
               "ckpt_rules": "checkpoint.", "input_rules": "inputs[].", "output_rules": "outputs.",
-              "metrics_rules": "metrics.", "parallel_rules": "parallel.", "slurm_rules": "slurm."}
+              "metrics_rules": "metrics.", "parallel_rules": "parallel.", "slurm_rules": "slurm.",
+              "hook_rules": "notify[].", "file_rules": ""}
     keys = []
     for m in _re.finditer(r"(?:static )?const struct rule (\w+)\[\] = \{(.*?)\n\};", src, _re.S):
         assert m.group(1) in prefix, f"new rule table {m.group(1)}: teach this test its prefix"
