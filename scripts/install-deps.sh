@@ -11,7 +11,7 @@ PKGS="build-essential cmake pkg-config libyaml-dev libjansson-dev libsqlite3-dev
 python3-torch python3-sklearn python3-pytest python3-numpy \
 libcurl4-openssl-dev libssl-dev rclone curl jq \
 libmicrohttpd-dev chromium chromium-driver \
-slurm-wlm munge iproute2 \
+slurm-wlm munge iproute2 zsh \
 clang libclang-rt-dev"
 # s3rver (tests/s3) needs node and npm; a node from elsewhere that brings its
 # own npm is fine, and Debian's npm would conflict with it

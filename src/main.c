@@ -39,10 +39,18 @@ static const struct command {
 	{ "clone", cmd_clone, "submit a copy of a job (server)" },
 	{ "delete", cmd_delete, "delete a finished job and its run folder (server)" },
 	{ "token", cmd_token, "create a bearer token for the server's API" },
+	{ "completion", cmd_completion, "print the bash or zsh completion script" },
 	{ "supervise", cmd_supervise, NULL }, /* started by the server, not typed */
 	{ "slurm-batch", cmd_slurm_batch, NULL },       /* job.sbatch runs it (backend: slurm) */
 	{ "supervise-node", cmd_supervise_node, NULL }, /* srun starts it on every node */
 };
+
+void cmd_each(void (*fn)(void *arg, const char *name, const char *help), void *arg)
+{
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (commands[i].help)
+			fn(arg, commands[i].name, commands[i].help);
+}
 
 static void usage(FILE *out)
 {

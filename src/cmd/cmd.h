@@ -76,6 +76,10 @@ int cmd_dashdash(int argc, char **argv);
 int cmd_bad_option(const char *cmd, const char *shorts, int argc, char **argv,
 		   const struct option *opts, struct tc_err *err);
 const char *cmd_nearest(const char *word, const char *const *names, size_t n);
+/* cmd_completion.c: `trainctl completion bash|zsh` */
+int cmd_completion(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+/* main.c: each command a user types (hidden ones left out), in the table's order */
+void cmd_each(void (*fn)(void *arg, const char *name, const char *help), void *arg);
 /* cmd_show.c: a job's JSON (jobs_show, local or from the server) as --json or text */
 void show_print(json_t *job, bool as_json);
 

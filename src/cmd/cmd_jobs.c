@@ -10,6 +10,7 @@
 #include "cmd/cmd.h"
 #include "core/enc.h"
 #include "jobs/jobs.h"
+#include "spec/spec.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "server/server.h"
@@ -30,12 +31,14 @@ int cmd_submit(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "server", required_argument, NULL, 'S' },
 		{ "name", required_argument, NULL, 'N' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "set", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *server = NULL, *name = NULL;
 	bool as_json = false;
-	int c;
+	json_t *sets = json_array();
+	int c, rc;
 	(void)ctx;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -43,19 +46,33 @@ int cmd_submit(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		case 'S': server = optarg; break;
 		case 'N': name = optarg; break;
 		case 'j': as_json = true; break;
+		case 's':
+			/* its form here; the server checks it against the spec */
+			if ((rc = spec_set_check(optarg, err))) {
+				json_decref(sets);
+				return rc;
+			}
+			json_array_append_new(sets, json_string(optarg));
+			break;
 		case 'h':
-			fputs("usage: trainctl submit SPEC.yaml [--server URL] [--name NAME] [--json]\n"
+			json_decref(sets);
+			fputs("usage: trainctl submit SPEC.yaml [--server URL] [--name NAME] [--set KEY=VALUE]... [--json]\n"
 			      "\nQueues the job on the server ($TRAINCTL_SERVER, token $TRAINCTL_TOKEN)"
-			      " and prints its id.\n", stdout);
+			      " and prints its id.\n--set overrides a spec key by its dotted path"
+			      " (args.lr=0.1; docs/spec.md).\n", stdout);
 			return 0;
-		default: return cmd_bad_option("submit", "h", argc, argv, opts, err);
+		default:
+			json_decref(sets);
+			return cmd_bad_option("submit", "h", argc, argv, opts, err);
 		}
 	}
-	if (optind + 1 != argc)
+	if (optind + 1 != argc) {
+		json_decref(sets);
 		return tc_error(err, TC_EUSAGE, "submit: give one spec file");
+	}
 	struct sbuf text = SBUF_INIT, resp = SBUF_INIT;
 	struct client *cl = NULL;
-	int rc = read_file(argv[optind], &text, err);
+	rc = read_file(argv[optind], &text, err);
 	if (rc) {
 		rc = tc_error(err, TC_ESPEC, "%s", err->msg);
 		goto out;
@@ -66,6 +83,8 @@ int cmd_submit(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 				 "base", base);
 	if (name)
 		json_object_set_new(body, "name", json_string(name));
+	if (json_array_size(sets))
+		json_object_set(body, "set", sets);
 	char *b = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	json_decref(body);
 	free(abs);
@@ -90,6 +109,7 @@ int cmd_submit(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		json_decref(o);
 	}
 out:
+	json_decref(sets);
 	client_close(cl);
 	sbuf_release(&text);
 	sbuf_release(&resp);
@@ -129,27 +149,52 @@ static int job_verb(const char *verb, int argc, char **argv, struct cmd_ctx *ctx
 	static const struct option opts[] = {
 		{ "server", required_argument, NULL, 'S' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "set", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *server = NULL;
-	bool as_json = false;
-	int c;
+	bool as_json = false, clone = !strcmp(verb, "clone");
+	json_t *sets = json_array();
+	int c, rc;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'S': server = optarg; break;
 		case 'j': as_json = true; break;
+		case 's':
+			if (!clone)
+				rc = tc_error(err, TC_EUSAGE, "%s: --set is for run, submit and clone", verb);
+			else
+				rc = spec_set_check(optarg, err);
+			if (rc) {
+				json_decref(sets);
+				return rc;
+			}
+			json_array_append_new(sets, json_string(optarg));
+			break;
 		case 'h':
-			printf("usage: trainctl %s JOB [--server URL] [--json]\n", verb);
+			json_decref(sets);
+			printf("usage: trainctl %s JOB [--server URL]%s [--json]\n", verb,
+			       clone ? " [--set KEY=VALUE]..." : "");
 			return 0;
-		default: return cmd_bad_option(verb, "h", argc, argv, opts, err);
+		default:
+			json_decref(sets);
+			return cmd_bad_option(verb, "h", argc, argv, opts, err);
 		}
 	}
-	if (optind + 1 != argc)
+	if (optind + 1 != argc) {
+		json_decref(sets);
 		return tc_error(err, TC_EUSAGE, "%s: give one job", verb);
+	}
 	const char *ref = argv[optind];
+	/* clone's overrides, in its body (api_clone_parse) */
+	json_t *bo = json_pack("{s:O}", "set", sets);
+	char *body = json_array_size(sets) && bo ? json_dumps(bo, JSON_COMPACT) : NULL;
+	json_decref(bo);
+	json_decref(sets);
 	if (!server && !client_configured(argc, argv)) {
+		free(body);
 		if (!strcmp(verb, "stop"))
 			return stop_here(ctx->home, ref, err);
 		return tc_error(err, TC_EUSAGE,
@@ -161,10 +206,11 @@ static int job_verb(const char *verb, int argc, char **argv, struct cmd_ctx *ctx
 	url_encode(&path, ref, false);
 	if (strcmp(verb, "delete") != 0)
 		sbuf_addf(&path, "/%s", verb);
-	int rc = client_open(server, &cl, err);
+	rc = client_open(server, &cl, err);
 	if (!rc)
-		rc = client_json(cl, !strcmp(verb, "delete") ? "DELETE" : "POST", path.buf, "{}", &resp,
-				 err);
+		rc = client_json(cl, !strcmp(verb, "delete") ? "DELETE" : "POST", path.buf,
+				 body ? body : "{}", &resp, err);
+	free(body);
 	if (!rc) {
 		json_t *o = json_loadb(resp.buf, resp.len, 0, NULL);
 		if (as_json) {

@@ -58,6 +58,19 @@ static void lines_managed(struct sbuf *out, json_t *o)
 	sbuf_addch(out, '\n');
 }
 
+/* the spec keys --set gave (spec.h: overrides), as they were given */
+static void line_overrides(struct sbuf *out, json_t *ov)
+{
+	const char *k;
+	json_t *v;
+	if (!json_object_size(ov))
+		return;
+	sbuf_addf(out, "%-10s", "overrides");
+	json_object_foreach(ov, k, v)
+		sbuf_addf(out, " %s=%s", k, json_is_string(v) ? json_string_value(v) : "?");
+	sbuf_addch(out, '\n');
+}
+
 static void lines_spec(struct sbuf *out, json_t *spec)
 {
 	char *text = json_is_object(spec) ? json_dumps(spec, JSON_INDENT(2) | JSON_PRESERVE_ORDER)
@@ -136,6 +149,7 @@ void jobs_show_text(json_t *o, struct sbuf *out)
 	sbuf_addf(out, "%-10s %lld\n%-10s %lld\n", "workers", num(o, "workers"), "restarts",
 		  num(o, "restarts"));
 	line_plan(out, get(o, "spec"));
+	line_overrides(out, get(get(o, "spec"), "overrides"));
 	if (json_is_number(get(o, "ended")))
 		sbuf_addf(out, "%-10s %lld\n", "exit", num(o, "exit_code"));
 	lines_spec(out, get(o, "spec"));

@@ -253,7 +253,12 @@ static int r_delete(struct api_call *c) { return h_action(c->s, c->con, &c->w, &
 static int r_stop(struct api_call *c) { return h_action(c->s, c->con, &c->w, &c->job, "stop"); }
 static int r_pause(struct api_call *c) { return h_action(c->s, c->con, &c->w, &c->job, "pause"); }
 static int r_resume(struct api_call *c) { return h_action(c->s, c->con, &c->w, &c->job, "resume"); }
-static int r_clone(struct api_call *c) { return h_action(c->s, c->con, &c->w, &c->job, "clone"); }
+static int r_clone(struct api_call *c)
+{
+	if (c->rq->too_big)
+		return reply_err(c->con, 413, "the body is over %u bytes", TC_SERVER_MAX_BODY);
+	return h_clone_body(c->s, c->con, &c->w, &c->job, &c->rq->body);
+}
 static int r_logs(struct api_call *c) { return h_logs(c->s, c->con, &c->job); }
 static int r_metric_list(struct api_call *c) { return h_metric_list(c->s, c->con, &c->job); }
 static int r_metric_points(struct api_call *c) { return h_metric_points(c->s, c->con, &c->job); }

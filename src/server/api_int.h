@@ -66,12 +66,13 @@ void api_error_json(struct sbuf *out, unsigned status, const char *msg);
 unsigned api_status_of(int code);
 /* {"user": ..., "admin": ...}: GET /api/v1/whoami. */
 void api_whoami_json(struct sbuf *out, const struct who *w);
-/* POST /api/v1/jobs's body: {"spec": text or object, "file", "base", "name"}. */
+/* POST /api/v1/jobs's body: {"spec": text or object, "file", "base", "name", "set"}. */
 struct api_submit {
 	char *text; /* the spec, YAML or JSON text without NUL bytes */
 	char *file; /* the name it is parsed under, or NULL ("spec") */
 	char *base; /* absolute folder its relative paths start from, or NULL */
 	char *name; /* a name replacing the spec's, or NULL */
+	struct strvec sets; /* "set": ["KEY=VALUE", ...] overrides (spec_parse_set) */
 };
 /*
  * A function of the body's bytes (pure, for the tests and the fuzzer): 0
@@ -80,6 +81,11 @@ struct api_submit {
  */
 unsigned api_submit_parse(const char *body, size_t len, struct api_submit *out, struct sbuf *why);
 void api_submit_release(struct api_submit *a);
+/*
+ * The body of POST /api/v1/jobs/{job}/clone: empty, {} or {"set": [...]};
+ * 0 with sets filled (clear it), or 400 with why.
+ */
+unsigned api_clone_parse(const char *body, size_t len, struct strvec *sets, struct sbuf *why);
 /* Is id a job reference (id, prefix or name) that may be looked up at all? */
 bool api_id_ok(const char *id);
 const char *arg_of(struct MHD_Connection *con, const char *key);
@@ -122,6 +128,9 @@ int h_list(struct srv *s, struct MHD_Connection *con, const struct who *w);
 int h_detail(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
 int h_action(struct srv *s, struct MHD_Connection *con, const struct who *w,
 	     const struct job_row *x, const char *action);
+/* clone with the request's body (api_clone_parse: --set overrides) */
+int h_clone_body(struct srv *s, struct MHD_Connection *con, const struct who *w,
+		 const struct job_row *x, const struct sbuf *body);
 /* api_data.c: a job's logs, metrics, usage and report; the node's devices and /metrics */
 int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
 int h_metric_list(struct srv *s, struct MHD_Connection *con, const struct job_row *x);

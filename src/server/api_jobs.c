@@ -49,12 +49,13 @@ static char *write_job_yaml(const char *run_dir, const char *yaml, struct tc_err
 
 /* Queue a spec (text, YAML or JSON) for user; 201 with the job. */
 static int submit_spec(struct srv *s, struct MHD_Connection *con, const struct who *w,
-		       const char *text, const char *file, const char *base, const char *name_override)
+		       const char *text, const char *file, const char *base, const char *name_override,
+		       const struct strvec *sets)
 {
 	struct spec *sp = NULL;
 	struct tc_err err = TC_ERR_INIT;
 	int ret;
-	if (spec_parse_backend(text, strlen(text), file, base, s->o.backend, &sp, &err)) {
+	if (spec_parse_set(text, strlen(text), file, base, s->o.backend, sets, &sp, &err)) {
 		ret = reply_tc(con, &err);
 		tc_err_release(&err);
 		return ret;
@@ -143,7 +144,57 @@ void api_submit_release(struct api_submit *a)
 	free(a->file);
 	free(a->base);
 	free(a->name);
+	strvec_clear(&a->sets);
 	memset(a, 0, sizeof(*a));
+}
+
+/* "set": a list of KEY=VALUE strings (their form checked here, their keys by the spec) */
+static bool take_sets(json_t *set, struct strvec *out, struct sbuf *why)
+{
+	size_t i;
+	json_t *v;
+	if (!set)
+		return true;
+	if (!json_is_array(set)) {
+		sbuf_adds(why, "'set' must be a list of \"KEY=VALUE\" strings");
+		return false;
+	}
+	json_array_foreach(set, i, v) {
+		struct tc_err err = TC_ERR_INIT;
+		if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
+			sbuf_addf(why, "set[%zu]: must be a \"KEY=VALUE\" string without NUL bytes", i);
+		} else if (spec_set_check(json_string_value(v), &err)) {
+			sbuf_adds(why, err.msg);
+		} else {
+			strvec_push(out, json_string_value(v));
+			continue;
+		}
+		tc_err_release(&err);
+		strvec_clear(out);
+		return false;
+	}
+	return true;
+}
+
+unsigned api_clone_parse(const char *body, size_t len, struct strvec *sets, struct sbuf *why)
+{
+	*sets = (struct strvec)STRVEC_INIT;
+	size_t i = 0;
+	while (i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\n' || body[i] == '\r'))
+		i++;
+	if (i == len)
+		return 0; /* no body: a plain clone */
+	json_error_t je;
+	json_t *o = json_loadb(body, len, 0, &je);
+	unsigned st = 400;
+	if (!o)
+		sbuf_addf(why, "malformed JSON at line %d: %s", je.line, je.text);
+	else if (!json_is_object(o))
+		sbuf_adds(why, "the body must be a JSON object ({\"set\": [\"KEY=VALUE\"]})");
+	else if (take_sets(json_object_get(o, "set"), sets, why))
+		st = 0;
+	json_decref(o);
+	return st;
 }
 
 unsigned api_submit_parse(const char *body, size_t len, struct api_submit *out, struct sbuf *why)
@@ -184,7 +235,11 @@ unsigned api_submit_parse(const char *body, size_t len, struct api_submit *out, 
 		out->base = b ? xstrdup(b) : NULL;
 		if (json_is_string(name) && *json_string_value(name))
 			out->name = xstrdup(json_string_value(name));
-		st = 0;
+		out->sets = (struct strvec)STRVEC_INIT;
+		if (take_sets(json_object_get(o, "set"), &out->sets, why))
+			st = 0;
+		else
+			api_submit_release(out);
 	}
 	json_decref(o);
 	return st;
@@ -202,7 +257,7 @@ int h_submit(struct srv *s, struct MHD_Connection *con, const struct who *w,
 	} else {
 		char *cwd = getcwd(NULL, 0);
 		ret = submit_spec(s, con, w, a.text, a.file ? a.file : "spec",
-				  a.base ? a.base : (cwd ? cwd : "/"), a.name);
+				  a.base ? a.base : (cwd ? cwd : "/"), a.name, &a.sets);
 		free(cwd);
 	}
 	sbuf_release(&why);
@@ -327,7 +382,7 @@ static int delete_outside(struct srv *s, struct store *st, struct job_row *j, st
 }
 
 static int h_clone(struct srv *s, struct MHD_Connection *con, const struct who *w,
-		   const struct job_row *x)
+		   const struct job_row *x, const struct strvec *sets)
 {
 	char *text = NULL;
 	struct tc_err err = TC_ERR_INIT;
@@ -335,9 +390,24 @@ static int h_clone(struct srv *s, struct MHD_Connection *con, const struct who *
 	if (jobs_clone_spec(x, &text, &err))
 		ret = reply_err(con, 409, "%s", err.msg);
 	else
-		ret = submit_spec(s, con, w, text, "spec", x->run_dir, NULL);
+		ret = submit_spec(s, con, w, text, "spec", x->run_dir, NULL, sets);
 	free(text);
 	tc_err_release(&err);
+	return ret;
+}
+
+int h_clone_body(struct srv *s, struct MHD_Connection *con, const struct who *w,
+		 const struct job_row *x, const struct sbuf *body)
+{
+	struct strvec sets;
+	struct sbuf why = SBUF_INIT;
+	int ret;
+	if (api_clone_parse(body->buf, body->len, &sets, &why))
+		ret = reply_err(con, 400, "%s", why.buf);
+	else
+		ret = h_clone(s, con, w, x, &sets);
+	strvec_clear(&sets);
+	sbuf_release(&why);
 	return ret;
 }
 
@@ -345,7 +415,7 @@ int h_action(struct srv *s, struct MHD_Connection *con, const struct who *w,
 	     const struct job_row *x, const char *action)
 {
 	if (!strcmp(action, "clone"))
-		return h_clone(s, con, w, x);
+		return h_clone(s, con, w, x, NULL);
 	struct tc_err err = TC_ERR_INIT;
 	bool stop = !strcmp(action, "stop"), pause = !strcmp(action, "pause");
 	bool del = !strcmp(action, "delete");
