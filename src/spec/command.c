@@ -98,7 +98,9 @@ int spec_check_command(const struct spec *s, struct tc_err *err)
 		return 0; /* a string runs under /bin/sh -c: its words are the shell's */
 	const char *prog = s->argv.v[0];
 	struct sbuf where = SBUF_INIT, cand = SBUF_INIT, hint = SBUF_INIT;
-	if (s->source)
+	if (s->command_set)
+		sbuf_addf(&where, "--set %s: command", s->command_set);
+	else if (s->source)
 		sbuf_addf(&where, "%s:%d: command", s->source, s->command_line > 0 ? s->command_line : 1);
 	else
 		sbuf_adds(&where, "run");

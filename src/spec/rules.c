@@ -48,6 +48,10 @@ static int r_command(struct walk *w, yaml_node_t *n, const char *key)
 	}
 	if (!w->s->argv.nr || !*w->s->argv.v[0])
 		return walk_fail(w, n, key, "must name a program");
+	/* the program a --set gave (command.0=...) is the override's to answer for */
+	yaml_node_t *prog = yaml_document_get_node(w->doc, n->data.sequence.items.start[0]);
+	if (from_set(prog))
+		w->s->command_line = line_of(prog);
 	return 0;
 }
 

@@ -179,6 +179,11 @@ static int finish_walk(struct walk *w, yaml_node_t *root, const char *backend)
 		dw.count_line = w->per_node_line;
 		dw.count_key = "devices.per_node";
 	}
+	/* a --set of the type asks for the file's count of another kind: the override's fault */
+	if (w->type_line >= SPEC_SET_LINE && dw.count_line < SPEC_SET_LINE) {
+		dw.count_line = w->type_line;
+		dw.count_key = "devices.type";
+	}
 	int rc = spec_finish_devices(s, &dw, w->per_node_all, w->err);
 	if (!rc && s->min_per_node) {
 		/* fewer workers than planned: one node, no planner's split (docs/diagnostics.md) */
@@ -279,6 +284,8 @@ static int parse_text(const char *text, size_t len, const char *name, const char
 		goto out;
 	}
 	record_sets(s, sets);
+	if (s->command_line >= SPEC_SET_LINE)
+		s->command_set = xstrdup(sets->v[s->command_line - SPEC_SET_LINE]);
 out:
 	if (have_doc)
 		yaml_document_delete(&doc);
@@ -382,6 +389,7 @@ void spec_free(struct spec *s)
 	free(s->name);
 	strvec_clear(&s->argv);
 	free(s->shell);
+	free(s->command_set);
 	free_kv(s->args, s->nargs);
 	free(s->workdir);
 	free_kv(s->env, s->nenv);

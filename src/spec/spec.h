@@ -41,6 +41,7 @@ struct spec {
 	struct strvec argv; /* command as a list (argv[0] is looked up on PATH) */
 	char *shell;        /* or: command as a string for /bin/sh -c */
 	int command_line;   /* where command: is in source (for messages); 0 = unknown */
+	char *command_set;  /* or the --set KEY=VALUE that gave it (for messages); NULL: the file */
 	struct spec_kv *args;
 	size_t nargs;
 	char *workdir;      /* absolute */

@@ -194,6 +194,20 @@ def api_seeds(specs):
         yield "POST /api/v1/jobs\n" + json.dumps({"spec": s, "file": "job.yaml", "base": "/tmp"})
 
 
+def set_seeds(texts, specs):
+    """--set overrides: the KEY=VALUE strings of the tests and docs alone, and
+    specs followed by a few of them, NUL-separated (fuzz_set.c)."""
+    sets = []
+    for _, s in texts:
+        m = re.match(r"[a-z_]+(\.[A-Za-z0-9_]+)*=", s)
+        if m and len(s) < 200 and "\0" not in s:
+            sets.append(s)
+    sets = list(dict.fromkeys(sets))
+    yield from sets
+    for i, s in enumerate(specs[:20]):
+        yield s + "\0" + "\0".join(sets[i:i + 3] or ["args.lr=0.1"])
+
+
 def write(target, blobs):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
@@ -233,6 +247,7 @@ def main():
         write(t, got[t])
     write("safetensors", list(safetensors_seeds()))
     write("api", list(api_seeds(got["spec"])))
+    write("set", list(set_seeds(texts, got["spec"])))
     return 0
 
 
