@@ -41,11 +41,38 @@ static int set_fail(struct tc_err *err, const char *set, const char *fmt, ...)
 	return TC_ESPEC;
 }
 
-/* KEY's form: not empty, no empty part ("a..b", ".a", "a."), not the record. */
+/* Well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF), as libyaml wants. */
+static bool utf8_ok(const unsigned char *s, size_t len)
+{
+	for (size_t i = 0; i < len;) {
+		unsigned c = s[i];
+		size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+		if (!n || i + n > len)
+			return false;
+		unsigned long cp = n == 1 ? c : c & (0x7fu >> n);
+		for (size_t k = 1; k < n; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (s[i + k] & 0x3f);
+		}
+		static const unsigned long least[] = { 0, 0, 0x80, 0x800, 0x10000 };
+		if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += n;
+	}
+	return true;
+}
+
+/* KEY's form: not empty, UTF-8, no empty part ("a..b", ".a", "a."), not the record. */
 static int check_key(const char *set, const char *key, size_t len, struct tc_err *err)
 {
 	if (!len)
 		return set_fail(err, set, "give KEY=VALUE (KEY a dotted path such as args.lr)");
+	if (!utf8_ok((const unsigned char *)key, len))
+		return set_fail(err, set, "the key is not UTF-8 text");
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)key[i] < 0x20 || key[i] == 0x7f)
+			return set_fail(err, set, "the key holds a control character");
 	if (key[0] == '.' || key[len - 1] == '.' || memmem(key, len, "..", 2))
 		return set_fail(err, set, "'%.*s' has an empty part (keys are joined by single dots)",
 				(int)len, key);

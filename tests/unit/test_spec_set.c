@@ -182,6 +182,11 @@ TEST(bad_values)
 		{ "args.lr=- a", "the value must be one YAML scalar or a flow collection" },
 		{ "args.lr=a\n---\nb", "more than one YAML document" },
 		{ "args.lr=*x", "the value is not YAML" },
+		{ "args.\x9d=1", "--set args.\x9d=1: the key is not UTF-8 text" },
+		{ "args.\xc0\x80=1", "the key is not UTF-8 text" },
+		{ "args.\xed\xa0\x80=1", "the key is not UTF-8 text" },
+		{ "args.\x01=1", "the key holds a control character" },
+		{ "args.lr=\x9d", "the value is not YAML" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char *m = set_err(base_spec, (const char *[]){ cases[i].set, NULL });
