@@ -40,11 +40,11 @@ Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN), iproute2, util-linux, slurm-wlm, mung
 """
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -212,6 +212,10 @@ class MultiHostCluster:
         key = s / "munge.key"
         key.write_bytes(os.urandom(1024))
         os.chmod(key, 0o400)
+        for i, p in enumerate(self._shared_ro()):  # the stash points of _holder_script
+            st = s / ".stash" / str(i)
+            st.parent.mkdir(exist_ok=True)
+            st.mkdir() if p.is_dir() else st.touch()
         (s / "hosts").write_text("127.0.0.1 localhost\n" + "".join(
             f"{self.addr(h)} {h}\n" for h in HOSTS))
         d = SLURM_DIR
@@ -255,22 +259,38 @@ MessageTimeout=10
 {nodes}PartitionName=debug Nodes={','.join(COMPUTE)} Default=YES MaxTime=INFINITE State=UP
 """)
 
-    def _holder_script(self, host):
-        ro = [str(REPO)]
+    def _shared_ro(self):
+        """what every host sees read-only at its own path: the repository, the binary"""
+        ro = [REPO]
         if not str(self.trainctl).startswith(str(REPO) + "/"):
-            ro.append(str(self.trainctl))
-        ro.append(str(self.shared))
-        binds = "".join(f"mount --bind {p} {p}\nmount -o remount,bind,ro {p}\n" for p in ro)
+            ro.append(self.trainctl)
+        return ro
+
+    def _holder_script(self, host):
+        # The read-only paths are bound to stash points in the shared folder first
+        # and moved back to their own paths once /tmp is the host's: that keeps
+        # a repository or a binary under /tmp (a CI checkout) visible.
+        q = shlex.quote
+        stash = [(q(str(p)), q(str(self.shared / ".stash" / str(i))), p.is_dir())
+                 for i, p in enumerate(self._shared_ro())]
+        to_stash = "".join(f"mount --bind {p} {st}\n" for p, st, _ in stash)
+        back = "".join(f"mkdir -p $(dirname {p})\n" + (f"mkdir -p {p}\n" if d else
+                                                        f"[ -e {p} ] || touch {p}\n")
+                       + f"mount --move {st} {p}\nmount -o remount,bind,ro {p}\n"
+                       for p, st, d in stash)
+        sh = q(str(self.shared))
         return f"""set -e
 hostname {host}
-mount -t tmpfs -o mode=1777,size=1g tcmh-{host} /tmp
+{to_stash}mount -t tmpfs -o mode=1777,size=1g tcmh-{host} /tmp
 # this netns's own /sys, with the machine's cgroup tree (slurmd needs it) moved over
 mkdir /tmp/.cgroup
 mount --rbind /sys/fs/cgroup /tmp/.cgroup
 mount -t sysfs sysfs /sys
 mount --move /tmp/.cgroup /sys/fs/cgroup
 rmdir /tmp/.cgroup
-{binds}mount --bind {self.shared}/hosts /etc/hosts
+{back}mount --bind {sh} {sh}
+mount -o remount,bind,ro {sh}
+mount --bind {sh}/hosts /etc/hosts
 mkdir -p {HOME} {TRAINCTL_HOME} {SLURM_DIR}/state {SLURM_DIR}/spool/{host} {SLURM_DIR}/log
 mkdir -m 0755 -p /tmp/munge
 echo ready
