@@ -87,10 +87,11 @@ def cpu_ms(pid):
 def submitter(port, n, q):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     spec = {"spec": {"name": "queued", "command": "true", "devices": {"type": "gpu", "per_node": 1}}}
-    bad = 0
+    bad = []
     for _ in range(n):
-        st, _ = request(conn, "POST", "/api/v1/jobs", spec)
-        bad += st != 201
+        st, body = request(conn, "POST", "/api/v1/jobs", spec)
+        if st != 201:
+            bad.append(f"{st} {body[:200]!r}")
     q.put(bad)
 
 
@@ -105,10 +106,10 @@ def fill(tc, state, jobs):
         procs = [mp.Process(target=submitter, args=(port, jobs // 4, q)) for _ in range(4)]
         for pr in procs:
             pr.start()
-        bad = sum(q.get() for _ in procs)
+        bad = [b for _ in procs for b in q.get()]
         for pr in procs:
             pr.join()
-        assert bad == 0, f"{bad} submissions failed"
+        assert not bad, f"{len(bad)} submissions failed: {bad[:3]}"
     finally:
         stop_server(p, state)
 

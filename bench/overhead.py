@@ -29,12 +29,23 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+CPU = []  # CPU seconds (user + system) of the last call, children included
+
+
+def reap(p):
+    """Wait for p; its CPU seconds, with every descendant it waited for."""
+    _, _, ru = os.wait4(p.pid, 0)
+    p.returncode = 0
+    return ru.ru_utime + ru.ru_stime
+
+
 def bare(argv):
     """Two workers started directly; returns the first worker's stdout."""
     env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="29999")
     procs = [subprocess.Popen(argv, stdout=subprocess.PIPE,
                               env=dict(env, RANK=str(r), LOCAL_RANK=str(r))) for r in (0, 1)]
-    outs = [p.communicate()[0] for p in procs]
+    outs = [p.stdout.read() for p in procs]
+    CPU[:] = [sum(reap(p) for p in procs)]
     return outs[0]
 
 
@@ -42,8 +53,13 @@ def trainctl(tc, home, argv):
     """`trainctl run` of two workers; returns rank 0's log of the new job."""
     env = dict(os.environ, TRAINCTL_HOME=home)
     before = set(os.listdir(os.path.join(home, "runs"))) if os.path.isdir(os.path.join(home, "runs")) else set()
-    subprocess.run([tc, "run", "--quiet", "--nproc", "2", "--"] + argv, env=env,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    p = subprocess.Popen([tc, "run", "--quiet", "--nproc", "2", "--"] + argv, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = 0
+    if status != 0:
+        raise SystemExit(f"{tc} run failed: status {status}")
+    CPU[:] = [ru.ru_utime + ru.ru_stime]
     new = sorted(set(os.listdir(os.path.join(home, "runs"))) - before)
     if len(new) != 1:
         return b""
@@ -63,6 +79,7 @@ def main():
     homes = {k: tempfile.mkdtemp(prefix=f"tc-overhead-{k}-") for k in tools}
     names = list(tools) + ["bare"]
     total = {k: [] for k in names}
+    cpu = {k: [] for k in names}
     start = {k: [] for k in names}
     loads = []
     true_argv, date_argv = ["/bin/true"], ["/bin/date", "+%s%N"]
@@ -82,6 +99,7 @@ def main():
             t0 = time.perf_counter()
             one(k, true_argv)
             total[k].append(time.perf_counter() - t0)
+            cpu[k].append(CPU[0])
         for k in order:
             w0 = time.time_ns()
             out = one(k, date_argv)
@@ -91,15 +109,19 @@ def main():
                 pass
     print(f"2 workers, {args.runs} runs each in rotation, load average {min(loads):.1f}-{max(loads):.1f}"
           f" (median {statistics.median(loads):.1f}) on {os.cpu_count()} cores")
-    print(f"{'':10s} {'/bin/true median':>17s} {'min':>8s}   {'to exec median':>15s} {'min':>8s}")
+    print(f"{'':10s} {'/bin/true median':>17s} {'min':>8s}   {'to exec median':>15s} {'min':>8s}"
+          f"   {'CPU median':>11s} {'min':>8s}")
     for k in names:
         print(f"{k:10s} {statistics.median(total[k]) * 1e3:14.1f} ms {min(total[k]) * 1e3:5.1f} ms"
-              f"   {statistics.median(start[k]) * 1e3:12.1f} ms {min(start[k]) * 1e3:5.1f} ms")
+              f"   {statistics.median(start[k]) * 1e3:12.1f} ms {min(start[k]) * 1e3:5.1f} ms"
+              f"   {statistics.median(cpu[k]) * 1e3:8.1f} ms {min(cpu[k]) * 1e3:5.1f} ms")
     for k in tools:
         print(f"{k} - bare: /bin/true median {(statistics.median(total[k]) - statistics.median(total['bare'])) * 1e3:+.1f} ms,"
               f" min {(min(total[k]) - min(total['bare'])) * 1e3:+.1f} ms;"
               f" to exec median {(statistics.median(start[k]) - statistics.median(start['bare'])) * 1e3:+.1f} ms,"
-              f" min {(min(start[k]) - min(start['bare'])) * 1e3:+.1f} ms")
+              f" min {(min(start[k]) - min(start['bare'])) * 1e3:+.1f} ms;"
+              f" CPU median {(statistics.median(cpu[k]) - statistics.median(cpu['bare'])) * 1e3:+.1f} ms,"
+              f" min {(min(cpu[k]) - min(cpu['bare'])) * 1e3:+.1f} ms")
 
 
 if __name__ == "__main__":
