@@ -50,7 +50,11 @@ void json_add_str(struct sbuf *sb, const char *s)
 	const unsigned char *run = p;
 	while (p < end) {
 		size_t n;
-		if (*p >= 0x20 && *p != '"' && *p != '\\' && (n = utf8_len(p, end)) != 0) {
+		if (*p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') {
+			p++; /* plain ASCII, most of what is written */
+			continue;
+		}
+		if (*p >= 0x80 && (n = utf8_len(p, end)) != 0) {
 			p += n;
 			continue;
 		}

@@ -8,7 +8,9 @@
 #include "core/json.h"
 #include "core/xalloc.h"
 
+#include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,19 +98,74 @@ static void real(struct sbuf *out, double v)
 	sbuf_adds(out, b);
 }
 
+/* An integer in decimal, without printf (a listing writes 60,000 of them). */
+static void add_int(struct sbuf *out, long long v)
+{
+	char b[24], *p = b + sizeof(b);
+	unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+	do
+		*--p = (char)('0' + u % 10);
+	while (u /= 10);
+	if (v < 0)
+		*--p = '-';
+	sbuf_add(out, p, (size_t)(b + sizeof(b) - p));
+}
+
+/*
+ * A time of day in seconds, 1e9 <= t < 9999999999 (2001 to 2286), written as
+ * real() writes it, without printf: %.17g is then 10 digits, a point and 7
+ * correctly rounded decimals with trailing zeros dropped.  The fraction
+ * (t - floor(t), exact) has at most 23 significant bits, so fraction * 1e7 is
+ * exact in a 64-bit-mantissa long double and rintl rounds it half to even,
+ * as printf does.  False where that does not hold; the caller uses real().
+ */
+static bool add_time_fast(struct sbuf *out, double t)
+{
+#if LDBL_MANT_DIG >= 64
+	if (!(t >= 1e9 && t < 9999999999.0))
+		return false;
+	double ip = floor(t);
+	long long whole = (long long)ip;
+	long long frac = (long long)rintl((long double)(t - ip) * 1e7L);
+	if (frac >= 10000000) {
+		frac -= 10000000;
+		whole++;
+	}
+	char digits[7];
+	for (int i = 6; i >= 0; i--, frac /= 10)
+		digits[i] = (char)('0' + frac % 10);
+	int last = 6;
+	while (last >= 0 && digits[last] == '0')
+		last--;
+	add_int(out, whole);
+	sbuf_addch(out, '.');
+	if (last < 0)
+		sbuf_addch(out, '0');
+	else
+		sbuf_add(out, digits, (size_t)last + 1);
+	return true;
+#else
+	(void)out;
+	(void)t;
+	return false;
+#endif
+}
+
 static void time_or_null(struct sbuf *out, double t)
 {
-	if (t > 0 && isfinite(t))
-		real(out, t);
-	else
+	if (!(t > 0 && isfinite(t)))
 		sbuf_adds(out, "null");
+	else if (!add_time_fast(out, t))
+		real(out, t);
 }
 
 void job_json_brief_text(const struct job_row *j, struct sbuf *out)
 {
 	size_t start = out->len;
 	sbuf_addch(out, '{');
-#define KEY(k) (sbuf_adds(out, out->len == start + 1 ? "\"" k "\":" : ",\"" k "\":"))
+#define KEY(k)                                                                   \
+	(out->len == start + 1 ? sbuf_add(out, "\"" k "\":", sizeof("\"" k "\":") - 1) \
+			       : sbuf_add(out, ",\"" k "\":", sizeof(",\"" k "\":") - 1))
 	KEY("id");
 	json_add_str(out, j->id);
 	KEY("name");
@@ -118,13 +175,13 @@ void job_json_brief_text(const struct job_row *j, struct sbuf *out)
 	KEY("state");
 	json_add_str(out, job_state_name(j->state));
 	KEY("priority");
-	sbuf_addf(out, "%d", j->priority);
+	add_int(out, j->priority);
 	KEY("preemptible");
 	sbuf_adds(out, j->preemptible ? "true" : "false");
 	KEY("device_type");
 	json_add_str(out, j->device_type);
 	KEY("device_count");
-	sbuf_addf(out, "%d", j->device_count);
+	add_int(out, j->device_count);
 	KEY("devices");
 	json_add_str(out, j->devices);
 	KEY("created");
@@ -134,11 +191,11 @@ void job_json_brief_text(const struct job_row *j, struct sbuf *out)
 	KEY("ended");
 	time_or_null(out, j->ended);
 	KEY("exit_code");
-	sbuf_addf(out, "%d", j->exit_code);
+	add_int(out, j->exit_code);
 	KEY("restarts");
-	sbuf_addf(out, "%d", j->restarts);
+	add_int(out, j->restarts);
 	KEY("workers");
-	sbuf_addf(out, "%d", j->world_size);
+	add_int(out, j->world_size);
 	KEY("root_cause");
 	if (j->root_cause) {
 		/* the first BRIEF_CAUSE_CHARS characters, as jstr_cut */
@@ -162,7 +219,7 @@ void job_json_brief_text(const struct job_row *j, struct sbuf *out)
 	KEY("stop_reason");
 	json_add_str(out, job_stop_name(j->stop_reason));
 	KEY("supervisor_pid");
-	sbuf_addf(out, "%d", (int)j->sup_pid);
+	add_int(out, (int)j->sup_pid);
 #undef KEY
 	if (be->to_json) {
 		/* the backend's part is the backend's: written by jansson */

@@ -933,7 +933,8 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	s->quotas = xcalloc((size_t)o->nquotas + 1, sizeof(*s->quotas));
 	for (int i = 0; i < o->nquotas; i++)
 		s->quotas[s->nquotas++] = (struct sched_quota){ o->quotas[i].user, o->quotas[i].max_devices };
-	if ((rc = lock_state(s, err)) || (rc = store_open(s->home, &s->st, err)))
+	if ((rc = lock_state(s, err)) || (rc = store_open(s->home, &s->st, err)) ||
+	    (rc = store_keep_pages(s->st, 64, err)))
 		goto out;
 	long long ntok = 0;
 	if ((rc = store_token_count(s->st, &ntok, err)))

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -231,6 +232,13 @@ fail:
 	sbuf_release(&path);
 	store_close(st);
 	return rc;
+}
+
+int store_keep_pages(struct store *st, int mib, struct tc_err *err)
+{
+	char sql[64];
+	snprintf(sql, sizeof(sql), "PRAGMA cache_size=-%d;", mib * 1024);
+	return exec_sql(st, sql, err);
 }
 
 void store_close(struct store *st)
@@ -481,37 +489,53 @@ static bool col_state(sqlite3_stmt *q, int i, enum job_state *out)
 	return t && job_state_parse(t, strlen(t), out);
 }
 
-int store_read_job(sqlite3_stmt *q, struct job_row *j)
+/* The text of column i, SQLite's own (valid until the next step of q). */
+static char *col_view(sqlite3_stmt *q, int i)
+{
+	return (char *)sqlite3_column_text(q, i);
+}
+
+static int read_job(sqlite3_stmt *q, struct job_row *j, char *(*text)(sqlite3_stmt *, int))
 {
 	memset(j, 0, sizeof(*j));
-	j->id = col_text(q, 0);
-	j->name = col_text(q, 1);
+	j->id = text(q, 0);
+	j->name = text(q, 1);
 	bool known = col_state(q, 2, &j->state);
-	j->run_dir = col_text(q, 3);
-	j->spec_json = col_text(q, 4);
+	j->run_dir = text(q, 3);
+	j->spec_json = text(q, 4);
 	j->created = sqlite3_column_double(q, 5);
 	j->started = sqlite3_column_double(q, 6);
 	j->ended = sqlite3_column_double(q, 7);
 	j->exit_code = sqlite3_column_int(q, 8);
-	j->root_cause = col_text(q, 9);
+	j->root_cause = text(q, 9);
 	j->restarts = sqlite3_column_int(q, 10);
 	j->world_size = sqlite3_column_int(q, 11);
 	j->sup_pid = (pid_t)sqlite3_column_int64(q, 12);
 	j->sup_ticks = (unsigned long long)sqlite3_column_int64(q, 13);
-	j->user = col_text(q, 14);
+	j->user = text(q, 14);
 	j->priority = sqlite3_column_int(q, 15);
 	j->preemptible = sqlite3_column_int(q, 16) != 0;
-	j->device_type = col_text(q, 17);
+	j->device_type = text(q, 17);
 	j->device_count = sqlite3_column_int(q, 18);
-	j->device_want = col_text(q, 19);
-	j->devices = col_text(q, 20);
+	j->device_want = text(q, 19);
+	j->devices = text(q, 20);
 	j->stop_reason = job_stop_parse((const char *)sqlite3_column_text(q, 21));
 	j->managed = sqlite3_column_int(q, 22) != 0;
-	j->backend = col_text(q, 23);
-	j->slurm_job = col_text(q, 24);
-	j->slurm_nodes = col_text(q, 25);
-	j->slurm_state = col_text(q, 26);
+	j->backend = text(q, 23);
+	j->slurm_job = text(q, 24);
+	j->slurm_nodes = text(q, 25);
+	j->slurm_state = text(q, 26);
 	return known ? 0 : -1;
+}
+
+int store_read_job(sqlite3_stmt *q, struct job_row *j)
+{
+	return read_job(q, j, col_text);
+}
+
+int store_view_job(sqlite3_stmt *q, struct job_row *j)
+{
+	return read_job(q, j, col_view);
 }
 
 int store_query_jobs(struct store *st, sqlite3_stmt *q, struct job_row **out, size_t *nr,

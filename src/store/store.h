@@ -80,6 +80,13 @@ struct event_row {
 
 int store_open(const char *home, struct store **out, struct tc_err *err);
 void store_close(struct store *st);
+/*
+ * Let st keep up to mib MiB of database pages in memory (SQLite's default is
+ * 2 MiB): for a long-lived connection that reads whole tables, such as the
+ * server's (a listing of 10,000 jobs reads ~9 MB of pages, otherwise again
+ * from the file every time).  Pages are kept as they are read, not up front.
+ */
+int store_keep_pages(struct store *st, int mib, struct tc_err *err);
 
 /* A new unique job id that sorts by time: YYYYMMDD-HHMMSS-mmm-xxxx. */
 char *store_new_job_id(void);

@@ -34,6 +34,9 @@ int db_fail(struct store *st, struct tc_err *err, const char *what);
 
 /* One row of SELECT STORE_JOB_COLS into j; -1 when its state word is unknown. */
 int store_read_job(sqlite3_stmt *q, struct job_row *j);
+/* The same without copies: j's strings are SQLite's, valid until q steps
+ * again; j is not released. */
+int store_view_job(sqlite3_stmt *q, struct job_row *j);
 /* Step a prepared SELECT STORE_JOB_COLS to its end (the caller finalizes q). */
 int store_query_jobs(struct store *st, sqlite3_stmt *q, struct job_row **out, size_t *nr,
 		     struct tc_err *err);

@@ -84,3 +84,39 @@ TEST(brief_text_reads_as_the_tree)
 	s.slurm_job = NULL;
 	same_as_tree(&s);
 }
+
+/* The listing writes times of day without printf: the text must be %.17g's
+ * (with ".0" for an integer), for random times and for fractions that round
+ * half way, up to the next second, or to trailing zeros. */
+static void time_as_printf(double t)
+{
+	struct job_row j = { .id = "e", .name = "e", .state = JOB_QUEUED, .run_dir = "/r",
+			     .created = t };
+	struct sbuf text = SBUF_INIT;
+	job_json_brief_text(&j, &text);
+	char want[64];
+	int n = snprintf(want, sizeof(want), "\"created\":%.17g", t);
+	if (!strchr(want, '.') && !strchr(want, 'e'))
+		snprintf(want + n, sizeof(want) - (size_t)n, ".0");
+	if (!strstr(text.buf, want))
+		fprintf(stderr, "%.17g: %s, want %s\n", t, text.buf, want);
+	CHECK(strstr(text.buf, want) != NULL);
+	sbuf_release(&text);
+}
+
+TEST(brief_text_times_as_printf)
+{
+	unsigned long long x = 88172645463325252ULL;
+	for (int i = 0; i < 200000; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		double t = 1e9 + (double)(x >> 11) / (double)(1ULL << 53) * 8.9e9;
+		time_as_printf(t);
+		time_as_printf(floor(t) + (double)(x % 16) / 16.0); /* exact binary fractions */
+		time_as_printf(floor(t) + 0.99999995);
+		time_as_printf(floor(t) + 0.00000005);
+	}
+	const double edges[] = { 1e9, 1e9 - 1, 1700000000.0, 1764150000.5, 1764150000.00000005,
+				 9999999998.99999995, 9999999999.0, 1e10, 123.25 };
+	for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
+		time_as_printf(edges[i]);
+}
