@@ -12,6 +12,7 @@
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "core/yaml.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -123,7 +124,10 @@ static int yload(const char *text, size_t len, const char *path, yaml_document_t
 	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
 	int ok = yaml_parser_load(&parser, doc);
 	int rc = 0;
-	if (!ok)
+	if (!ok && tc_yaml_tab_problem(&parser, text, len))
+		rc = tc_error(err, TC_EINPUT, "%s:%zu: " TC_YAML_TAB_HINT, path,
+			      parser.problem_mark.line + 1);
+	else if (!ok)
 		rc = tc_error(err, TC_EINPUT, "%s:%zu: %s", path, parser.problem_mark.line + 1,
 			      parser.problem ? parser.problem : "not YAML");
 	yaml_parser_delete(&parser);

@@ -13,6 +13,7 @@
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "core/yaml.h"
 #include "devices/devices.h"
 #include "notify/notify.h"
 
@@ -102,27 +103,6 @@ int spec_finish(struct spec *s, struct tc_err *err)
 		s->name = default_name(s);
 	struct dev_where dw = { NULL, 1, "devices.per_node" };
 	return spec_finish_devices(s, &dw, s->per_node <= 0, err);
-}
-
-/*
- * libyaml's error for a tab where indentation goes ("found character that
- * cannot start any token", or "found a tab character that violates
- * indentation") names neither the tab nor the rule: find it.
- */
-static bool tab_problem(const yaml_parser_t *p, const char *text)
-{
-	if (p->problem && strstr(p->problem, "tab"))
-		return true;
-	const char *line = text;
-	for (size_t l = 0; l < p->problem_mark.line && (line = strchr(line, '\n')); l++)
-		line++;
-	if (!line)
-		return false;
-	/* a tab in the leading blanks of the problem's line */
-	for (; *line == ' ' || *line == '\t'; line++)
-		if (*line == '\t')
-			return true;
-	return false;
 }
 
 /* JSON allows tabs between tokens; libyaml does not: blank them out. */
@@ -255,10 +235,9 @@ static int parse_text(const char *text, size_t len, const char *name, const char
 		xdie_oom(sizeof(parser));
 	yaml_parser_set_input_string(&parser, (const unsigned char *)copy, strlen(copy));
 	if (!yaml_parser_load(&parser, &doc)) {
-		if (tab_problem(&parser, copy)) {
-			rc = tc_error(err, TC_ESPEC,
-				      "%s:%zu: a tab: YAML forbids tabs for indentation (indent with spaces)",
-				      name, parser.problem_mark.line + 1);
+		if (tc_yaml_tab_problem(&parser, copy, strlen(copy))) {
+			rc = tc_error(err, TC_ESPEC, "%s:%zu: " TC_YAML_TAB_HINT, name,
+				      parser.problem_mark.line + 1);
 			goto out;
 		}
 		rc = tc_error(err, TC_ESPEC, "%s:%zu: syntax error: %s%s%s", name,

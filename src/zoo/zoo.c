@@ -7,6 +7,7 @@
 #include "core/proc.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "core/yaml.h"
 #include "launch/launch.h"
 #include "spec/spec.h"
 #include "store/store.h"
@@ -451,8 +452,12 @@ int zoo_cases_parse(const char *text, size_t len, const char *path, const char *
 		return tc_error(err, TC_ESYS, "zoo test: cannot start the YAML parser");
 	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
 	if (!yaml_parser_load(&parser, &doc)) {
-		int rc = tc_error(err, TC_ESPEC, "%s:%zu: %s", path, parser.problem_mark.line + 1,
-				  parser.problem ? parser.problem : "bad YAML");
+		int rc = tc_yaml_tab_problem(&parser, text, len)
+				 ? tc_error(err, TC_ESPEC, "%s:%zu: " TC_YAML_TAB_HINT, path,
+					    parser.problem_mark.line + 1)
+				 : tc_error(err, TC_ESPEC, "%s:%zu: %s", path,
+					    parser.problem_mark.line + 1,
+					    parser.problem ? parser.problem : "bad YAML");
 		yaml_parser_delete(&parser);
 		return rc;
 	}

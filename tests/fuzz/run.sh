@@ -47,9 +47,14 @@ if [ "${1:-}" = --one ]; then
 	cov=$(printf '%s\n' "$done_line" | sed -n 's/.* cov: \([0-9]*\).*/\1/p')
 	ft=$(printf '%s\n' "$done_line" | sed -n 's/.* ft: \([0-9]*\).*/\1/p')
 	corp=$(printf '%s\n' "$done_line" | sed -n 's/.* corp: \([^ ]*\).*/\1/p')
+	# the CPU time the fuzzer got (user + system of this shell's children): on a
+	# shared machine it is what the executions were bought with, not the wall time
+	times >"$log.times" # in this shell: in a $(...) subshell it would count none
+	cpu=$(sed -n 2p "$log.times" | tr 'ms' '  ' | awk '{ printf "%.0f", $1 * 60 + $2 + $3 * 60 + $4 }')
 	status=ok
 	[ "$rc" = 0 ] || status="FAILED (exit $rc)"
-	printf '%-14s %6ss %12s %9s %6s %6s %12s  %s\n' "$t" "$secs" "$(stat number_of_executed_units)" \
+	printf '%-14s %6ss %6ss %12s %9s %6s %6s %12s  %s\n' "$t" "$secs" "${cpu:-?}" \
+		"$(stat number_of_executed_units)" \
 		"$(stat average_exec_per_sec)" "${cov:-?}" "${ft:-?}" "${corp:-?}" "$status"
 	if [ "$rc" != 0 ]; then
 		{
@@ -78,7 +83,8 @@ mkdir -p "$build/fuzz"
 summary=$build/fuzz/summary-$mode.txt
 {
 	echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(nproc) cpus, $jobs at a time, mode $mode"
-	printf '%-14s %7s %12s %9s %6s %6s %12s  %s\n' TARGET TIME EXECS EXEC/S COV FT CORPUS STATUS
+	printf '%-14s %7s %7s %12s %9s %6s %6s %12s  %s\n' TARGET TIME CPU EXECS EXEC/S COV FT CORPUS \
+		STATUS
 } >"$summary"
 cat "$summary"
 rc=0

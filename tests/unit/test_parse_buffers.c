@@ -212,3 +212,38 @@ TEST(api_query_values)
 	CHECK(api_parse_states("queued,", &set, &bad, &n));
 	CHECK(!api_parse_states(",", &set, &bad, &n) && n == 0);
 }
+
+/* A tab in the indentation of a plan model, a cluster or a zoo model.yaml gets
+ * the job spec's hint, naming the line (issue 16, 3.5), read from bytes that
+ * do not end in a NUL; other YAML errors stay libyaml's. */
+TEST(yaml_loaders_name_a_tab)
+{
+	static const char model[] = "name: tiny\nlayers:\n  - count: 3\n\t  params: 1e6\n";
+	static const char cluster[] = "nodes: 2\n\tdevices_per_node: 4\n";
+	static const char zoo[] = "- case_name: c1\n  desc:\n\t  run_dir: run\n";
+	static const char bad[] = "nodes: [2\n";
+	size_t ml, cl, zl, bl;
+	char *mb = bytes(model, &ml), *cb = bytes(cluster, &cl), *zb = bytes(zoo, &zl),
+	     *bb = bytes(bad, &bl);
+	struct tc_err err = TC_ERR_INIT;
+	struct plan_model *m = NULL;
+	CHECK(plan_model_parse(mb, ml, "m.yaml", &m, &err) != 0);
+	CHECK_STR(err.msg, "m.yaml:4: a tab: YAML forbids tabs for indentation (indent with spaces)");
+	struct plan_cluster c;
+	plan_cluster_defaults(&c);
+	CHECK_INT(plan_cluster_parse(cb, cl, "c.yaml", &c, &err), TC_EINPUT);
+	CHECK_STR(err.msg, "c.yaml:2: a tab: YAML forbids tabs for indentation (indent with spaces)");
+	struct zoo_case *v = NULL;
+	size_t n = 0;
+	CHECK_INT(zoo_cases_parse(zb, zl, "model.yaml", "/root/m", &v, &n, &err), TC_ESPEC);
+	CHECK_STR(err.msg,
+		  "model.yaml:3: a tab: YAML forbids tabs for indentation (indent with spaces)");
+	CHECK_INT(plan_cluster_parse(bb, bl, "c.yaml", &c, &err), TC_EINPUT);
+	CHECK(strstr(err.msg, "a tab") == NULL);
+	CHECK_CONTAINS(err.msg, "c.yaml:");
+	tc_err_release(&err);
+	free(mb);
+	free(cb);
+	free(zb);
+	free(bb);
+}

@@ -1,0 +1,24 @@
+/*
+ * yaml.h -- what every YAML loader says when libyaml refuses a document.
+ *
+ * libyaml's own words for a tab in the indentation ("found character that
+ * cannot start any token") name neither the tab nor the rule; every loader
+ * (job specs, plan models and clusters, zoo model.yaml) asks here first and
+ * gives the same hint, naming the line.  Text is (ptr, len): it need not end
+ * in a NUL.  Nothing is allocated; the parser stays the caller's.
+ */
+#ifndef TC_CORE_YAML_H
+#define TC_CORE_YAML_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <yaml.h>
+
+/* The hint for a tab, "a tab: YAML forbids tabs for indentation (indent with spaces)". */
+#define TC_YAML_TAB_HINT "a tab: YAML forbids tabs for indentation (indent with spaces)"
+
+/* Did parser p fail (after yaml_parser_load) because of a tab in the
+ * indentation of text's failing line, or because libyaml named a tab? */
+bool tc_yaml_tab_problem(const yaml_parser_t *p, const char *text, size_t len);
+
+#endif
