@@ -68,7 +68,9 @@ int logs_explain_none(const char *id, const char *state, bool ended, struct tc_e
  * or argc (options are parsed before it, with getopt's permutation, so they
  * may follow a spec file).  cmd_bad_option: the TC_EUSAGE for a flag
  * getopt_long refused (its return '?'), naming it, with a did-you-mean
- * among opts ("run: unknown option '--quite' (did you mean '--quiet'?)").
+ * among opts ("run: unknown option '--quite' (did you mean '--quiet'?)");
+ * -n, which is `logs --tail` only, names the long flag it once stood for
+ * (--nproc, --name, --dry-run, --count) where opts has it.
  * cmd_nearest: the name of names nearest word (few edits), or NULL.
  */
 struct option;

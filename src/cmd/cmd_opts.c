@@ -45,6 +45,16 @@ int cmd_bad_option(const char *cmd, const char *shorts, int argc, char **argv,
 	const char *arg = optind > 1 && optind - 1 < argc ? argv[optind - 1] : "";
 	if (optopt && optopt != '?' && strchr(shorts, optopt))
 		return tc_error(err, TC_EUSAGE, "%s: option '-%c' needs a value", cmd, optopt);
+	/* -n is `logs --tail` only (tail -n): where it once meant one of these, say which */
+	static const char *const n_was[] = { "nproc", "name", "dry-run", "count" };
+	if (optopt == 'n')
+		for (const struct option *o = opts; o->name; o++)
+			for (size_t i = 0; i < sizeof(n_was) / sizeof(n_was[0]); i++)
+				if (!strcmp(o->name, n_was[i]))
+					return tc_error(err, TC_EUSAGE,
+							"%s: -n is not an option here (it is `logs --tail`"
+							" only): did you mean --%s?",
+							cmd, o->name);
 	if (optopt) {
 		for (const struct option *o = opts; o->name; o++)
 			if (o->val == optopt && o->has_arg == required_argument &&

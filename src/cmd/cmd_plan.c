@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 static const char usage_text[] =
-	"usage: trainctl plan synth --graph-size G --num-split S [-n N] [--seed X] [-o FILE]\n"
+	"usage: trainctl plan synth --graph-size G --num-split S [--count N] [--seed X] [-o FILE]\n"
 	"       trainctl plan partition FILE [--objective train|pipeline] [--micro-batches B] [--format json|table] [-o FILE]\n"
 	"       trainctl plan eval FILE [--against PARTITIONS] [--objective ...] [--micro-batches B] [--format text|json]\n"
 	"       trainctl plan strategy --model NAME|FILE --devices N [--nodes N] --global-batch N\n"
@@ -31,6 +31,7 @@ static const struct option opts[] = {
 	{ "global-batch", required_argument, NULL, O_GB }, { "cluster", required_argument, NULL, O_CL },
 	{ "memory", required_argument, NULL, O_MEM }, { "seq-len", required_argument, NULL, O_SEQ },
 	{ "top", required_argument, NULL, O_TOP }, { "output", required_argument, NULL, O_OUT },
+	{ "count", required_argument, NULL, O_N },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 };
 
@@ -120,16 +121,22 @@ int cmd_plan(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	enum plan_objective obj = PLAN_OBJ_TRAIN;
 	int seen = 0, c, rc = 0;
 	optind = 0;
-	while ((c = getopt_long(argc - 1, argv + 1, "n:o:h", opts, NULL)) != -1) {
-		int bit = c == 'n' ? O_N : c == 'o' ? O_OUT : c;
+	while ((c = getopt_long(argc - 1, argv + 1, "o:h", opts, NULL)) != -1) {
+		int bit = c == 'o' ? O_OUT : c;
 		if (c == 'h') {
 			fputs(usage_text, stdout);
 			return 0;
 		}
-		if (c == '?')
-			return cmd_bad_option("plan", "n:o:h", argc - 1, argv + 1, opts, err);
+		if (c == '?') {
+			char cmd[32];
+			snprintf(cmd, sizeof(cmd), "plan %s", sub->name);
+			if (optopt == 'n' && !(sub->allowed & O_N)) /* --count is synth's alone */
+				return tc_error(err, TC_EUSAGE, "%s: unknown option '-n' (see trainctl"
+						" plan --help)", cmd);
+			return cmd_bad_option(cmd, "o:h", argc - 1, argv + 1, opts, err);
+		}
 		if (!(bit & sub->allowed)) {
-			const char *on = bit == O_N ? "n" : "output";
+			const char *on = "output";
 			for (const struct option *o = opts; o->name; o++)
 				if (o->val == bit)
 					on = o->name;
@@ -139,7 +146,7 @@ int cmd_plan(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		switch (bit) {
 		case O_G: rc = num("graph-size", optarg, 1, 100000, &g, err); break;
 		case O_S: rc = num("num-split", optarg, 0, 100000, &s, err); break;
-		case O_N: rc = num("n", optarg, 0, 1000000000, &n, err); break;
+		case O_N: rc = num("count", optarg, 0, 1000000000, &n, err); break;
 		case O_SEED: rc = num("seed", optarg, 0, 0x7fffffffffffffffL, &seed, err); break;
 		case O_B: rc = num("micro-batches", optarg, 1, 1000000000, &b, err); break;
 		case O_DEV: rc = num("devices", optarg, 1, 1000000, &dev, err); break;

@@ -15,7 +15,7 @@ static const char usage[] =
 	"\n"
 	"  -j, --jobs N      parallel transfers (default 8)\n"
 	"      --delete      remove from DST what SRC does not have\n"
-	"  -n, --dry-run     print what would be copied or deleted, change nothing\n"
+	"      --dry-run     print what would be copied or deleted, change nothing\n"
 	"  -v, --verbose     print each copy and delete\n"
 	"  -q, --quiet       no progress line\n";
 
@@ -43,7 +43,7 @@ int cmd_sync(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	int c;
 	long n;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "j:nvqh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "j:vqh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			if (!parse_long(optarg, 1, 256, &n))
@@ -55,7 +55,7 @@ int cmd_sync(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		case 'v': o.verbose = true; break;
 		case 'q': o.progress = false; break;
 		case 'h': fputs(usage, stdout); return 0;
-		default: return cmd_bad_option("sync", "j:nvqh", argc, argv, opts, err);
+		default: return cmd_bad_option("sync", "j:vqh", argc, argv, opts, err);
 		}
 	}
 	if (argc - optind != 2)

@@ -184,6 +184,27 @@ def test_metrics_name_and_rank(run_tc, home):
     assert run_tc("logs", "m", "-n", "1").returncode == 0
 
 
+def test_old_short_n_says_what_it_became(run_tc, tmp_path):
+    # -n is logs --tail only; where it meant something else, one message names the long option
+    for args, was in ((["run", "-n", "2", "--", "true"], "--nproc"),
+                      (["metrics", "m", "-n", "train.loss"], "--name"),
+                      (["sync", "-n", str(tmp_path), str(tmp_path / "d")], "--dry-run"),
+                      (["plan", "synth", "--graph-size", "4", "--num-split", "1", "-n", "2"], "--count")):
+        p = run_tc(*args)
+        assert p.returncode == 2, (args, p.stderr)
+        assert p.stderr.strip().splitlines() == [
+            f"trainctl: {args[0] if args[0] != 'plan' else 'plan synth'}: -n is not an option here"
+            f" (it is `logs --tail` only): did you mean {was}?"], p.stderr
+    p = run_tc("sync", "--frobnicate", str(tmp_path), str(tmp_path / "d"))
+    assert p.returncode == 2 and "unknown option '--frobnicate'" in p.stderr, p.stderr
+    p = run_tc("plan", "synth", "--graph-size", "4", "--num-split", "1", "--count", "2")
+    assert p.returncode == 0 and len(p.stdout.splitlines()) == 2
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "f").write_text("x")
+    p = run_tc("sync", "--dry-run", str(tmp_path / "s"), str(tmp_path / "d"))
+    assert p.returncode == 0 and not (tmp_path / "d" / "f").exists(), p.stderr
+
+
 def test_logs_help_is_aligned(run_tc):
     p = run_tc("logs", "--help")
     opts = [l for l in p.stdout.splitlines() if l.startswith("  ")]

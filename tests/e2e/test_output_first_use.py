@@ -45,7 +45,7 @@ def on_a_terminal(args, env=None, cwd=None):
 # ---- plan ----
 
 def instances(tmp_path, bad_at=None, n=6):
-    p = subprocess.run([exe(), "plan", "synth", "--graph-size", "8", "--num-split", "3", "-n", str(n)],
+    p = subprocess.run([exe(), "plan", "synth", "--graph-size", "8", "--num-split", "3", "--count", str(n)],
                        capture_output=True, text=True, check=True)
     lines = p.stdout.splitlines()
     if bad_at is not None:
@@ -77,7 +77,7 @@ def test_partition_output_file_is_whole_or_untouched(run_tc, tmp_path):
     assert p.returncode == 0, p.stderr
     assert [json.loads(l)["instance"] for l in out.read_text().splitlines()] == list(range(6))
     # synth -o goes the same way
-    p = run_tc("plan", "synth", "--graph-size", "4", "--num-split", "1", "-n", "2", "-o", tmp_path / "s.jsonl")
+    p = run_tc("plan", "synth", "--graph-size", "4", "--num-split", "1", "--count", "2", "-o", tmp_path / "s.jsonl")
     assert p.returncode == 0 and len((tmp_path / "s.jsonl").read_text().splitlines()) == 2
     assert not [f for f in os.listdir(tmp_path) if ".tmp" in f]
 

@@ -1,8 +1,8 @@
 """End-to-end tests of `trainctl plan` (docs/plan.md).
 
 The binary is $TRAINCTL, else build/trainctl under the repository root.
-Every `sh` example of docs/plan.md is run here (with -n 10000 shrunk to
--n 20), after writing the files the page shows under a `file:` note.
+Every `sh` example of docs/plan.md is run here (with --count 10000 shrunk to
+--count 20), after writing the files the page shows under a `file:` note.
 """
 import itertools
 import json
@@ -48,7 +48,7 @@ def test_doc_examples_run(tmp_path):
     for name, body in files.items():
         (tmp_path / name).write_text(body)
     for cmd in cmds:
-        line = cmd.replace("-n 10000", "-n 20")
+        line = cmd.replace("--count 10000", "--count 20")
         out = None
         if " > " in line:
             line, out = line.split(" > ")
@@ -81,9 +81,9 @@ def brute(inst):
 
 def test_synth_reproducible_and_shaped(tmp_path):
     a, b, c = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"
-    tc("plan", "synth", "--graph-size", "30", "--num-split", "15", "-n", "7", "--seed", "1234", "-o", str(a))
-    tc("plan", "synth", "--graph-size", "30", "--num-split", "15", "-n", "7", "--seed", "1234", "-o", str(b))
-    tc("plan", "synth", "--graph-size", "30", "--num-split", "15", "-n", "3", "--seed", "1234", "-o", str(c))
+    tc("plan", "synth", "--graph-size", "30", "--num-split", "15", "--count", "7", "--seed", "1234", "-o", str(a))
+    tc("plan", "synth", "--graph-size", "30", "--num-split", "15", "--count", "7", "--seed", "1234", "-o", str(b))
+    tc("plan", "synth", "--graph-size", "30", "--num-split", "15", "--count", "3", "--seed", "1234", "-o", str(c))
     assert a.read_bytes() == b.read_bytes()
     rows = read_jsonl(a)
     assert len(rows) == 7
@@ -92,13 +92,13 @@ def test_synth_reproducible_and_shaped(tmp_path):
         assert r["graph_size"] == 30 and r["num_split"] == 15 and len(r["x"]) == 30
         assert len(r["C"]) == 29 and all(len(row) == 15 for row in r["C"])
         assert all(0 <= v < 1 for v in r["x"] + [v for row in r["C"] for v in row])
-    other = tc("plan", "synth", "--graph-size", "30", "--num-split", "15", "-n", "7", "--seed", "5").stdout
+    other = tc("plan", "synth", "--graph-size", "30", "--num-split", "15", "--count", "7", "--seed", "5").stdout
     assert other != a.read_text()
 
 
 def test_partition_optimal_and_eval_matches_direct(tmp_path):
     val = tmp_path / "v.jsonl"
-    tc("plan", "synth", "--graph-size", "9", "--num-split", "3", "-n", "25", "--seed", "3", "-o", str(val))
+    tc("plan", "synth", "--graph-size", "9", "--num-split", "3", "--count", "25", "--seed", "3", "-o", str(val))
     insts = read_jsonl(val)
     parts = [json.loads(l) for l in tc("plan", "partition", str(val)).stdout.splitlines()]
     objs = []
