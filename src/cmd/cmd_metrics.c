@@ -42,7 +42,7 @@ static void add_value(struct sbuf *sb, const struct store_mpoint *p, bool json)
 		sbuf_adds(sb, p->value > 0 ? (json ? "\"Infinity\"" : "Infinity")
 					   : (json ? "\"-Infinity\"" : "-Infinity"));
 	else
-		sbuf_addf(sb, "%.17g", p->value);
+		json_add_number(sb, p->value); /* 0.05, not 0.050000000000000003 */
 }
 
 static void add_csv(struct sbuf *sb, const char *s)
@@ -78,7 +78,9 @@ static void print_point(void *data, const struct metrics_point *pt)
 			sbuf_adds(sb, ", \"text\": ");
 			json_add_str(sb, p->text);
 		}
-		sbuf_addf(sb, ", \"wall_time\": %.17g}", p->wall_time);
+		sbuf_adds(sb, ", \"wall_time\": ");
+		json_add_number(sb, p->wall_time);
+		sbuf_addch(sb, '}');
 	} else if (o->fmt == F_CSV) {
 		add_csv(sb, pt->metric);
 		sbuf_addf(sb, ",%d,%s,%lld,%lld,%lld,", pt->rank, pt->kind, p->seq, p->epoch, p->iter);

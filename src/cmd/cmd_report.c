@@ -1,6 +1,7 @@
 /* cmd_report.c -- `trainctl report JOB [--out DIR] [--single-server] [--tester URL] [--json]` */
 #include "backend/backend.h"
 #include "cmd/cmd.h"
+#include "core/json.h"
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
@@ -115,8 +116,10 @@ int cmd_report(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	if ((rc = report_write(r, dir, err)))
 		goto out;
 	if (as_json) {
-		if (json_dumpf(r, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0)
+		char *t = json_dumps_shortest(r, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		if (!t || fputs(t, stdout) == EOF)
 			rc = tc_error(err, TC_ESYS, "report: cannot write the JSON");
+		free(t);
 		fputc('\n', stdout);
 	} else {
 		print_summary(r, dir);

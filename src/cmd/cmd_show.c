@@ -2,6 +2,7 @@
 #include "cmd/cmd.h"
 #include "jobs/jobs.h"
 #include "server/server.h"
+#include "core/json.h"
 #include "core/sbuf.h"
 #include "store/store.h"
 
@@ -14,7 +15,11 @@
 void show_print(json_t *job, bool as_json)
 {
 	if (as_json) {
-		json_dumpf(job, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		/* the stored spec's reals (a plan's step_time) as 0.05, not 0.050000000000000003 */
+		char *t = json_dumps_shortest(job, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		if (t)
+			fputs(t, stdout);
+		free(t);
 		fputc('\n', stdout);
 		return;
 	}

@@ -19,6 +19,24 @@
  */
 void json_add_str(struct sbuf *sb, const char *s);
 
+/*
+ * v in the shortest decimal form that reads back (strtod) as the same double:
+ * the first of %.15g, %.16g and %.17g that does, so 0.05 is "0.05", not
+ * "0.050000000000000003".  buf holds at least 32 bytes; NaN and infinities
+ * come out as printf writes them (callers decide what they mean).
+ */
+void fmt_shortest(char *buf, size_t size, double v);
+/* v as a JSON number in that form; null when not finite. */
+void json_add_number(struct sbuf *sb, double v);
+/*
+ * json_dumps for trees that hold reals: the same text as jansson's (flags
+ * JSON_INDENT(n), JSON_COMPACT, JSON_ENCODE_ANY; keys in insertion order),
+ * but each real in the shortest form that reads back, with ".0" when it would
+ * otherwise read back as an integer.  NULL when v is NULL or a real is not
+ * finite.  The caller frees the text.
+ */
+char *json_dumps_shortest(const json_t *v, size_t flags);
+
 /* A jansson real, or null when v is NaN or infinite; a new reference. */
 json_t *json_real_or_null(double v);
 /* A jansson string, or null when s is NULL; a new reference. */

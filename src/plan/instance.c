@@ -4,6 +4,7 @@
  */
 #include "plan/plan.h"
 
+#include "core/json.h"
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
@@ -397,18 +398,7 @@ out:
 
 void plan_add_number(struct sbuf *sb, double v)
 {
-	if (!isfinite(v)) {
-		sbuf_adds(sb, "null"); /* JSON has no NaN or infinity */
-		return;
-	}
-	/* %.17g always reads back; 0.1 + 0.2 prints 0.30000000000000004 there, 0.3 at %.15g when exact */
-	char buf[40];
-	for (int prec = 15; prec <= 17; prec++) {
-		snprintf(buf, sizeof(buf), "%.*g", prec, v);
-		if (prec == 17 || strtod(buf, NULL) == v)
-			break;
-	}
-	sbuf_adds(sb, buf);
+	json_add_number(sb, v); /* the shortest form that reads back (core/json.h) */
 }
 
 void plan_instance_to_json(const struct plan_instance *in, struct sbuf *out)

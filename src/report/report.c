@@ -440,7 +440,10 @@ static int write_number(const char *dir, const char *name, double v, struct tc_e
 {
 	struct sbuf path = SBUF_INIT, text = SBUF_INIT;
 	sbuf_addf(&path, "%s/%s", dir, name);
-	sbuf_addf(&text, "%.17g\n", v);
+	char num[40];
+	fmt_shortest(num, sizeof(num), v); /* 1606.1, not 1606.0999999999999 */
+	sbuf_adds(&text, num);
+	sbuf_addch(&text, '\n');
 	int rc = write_file_atomic(path.buf, text.buf, text.len, err);
 	sbuf_release(&path);
 	sbuf_release(&text);
@@ -450,7 +453,10 @@ static int write_number(const char *dir, const char *name, double v, struct tc_e
 int report_write(const json_t *report, const char *dir, struct tc_err *err)
 {
 	struct sbuf path = SBUF_INIT, ais = SBUF_INIT, name = SBUF_INIT;
-	char *text = json_dumps(report, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	/* numbers as 61.2, not 61.200000000000003 */
+	char *text = json_dumps_shortest(report, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	if (!text)
+		xdie_oom(0);
 	int rc = mkdir_p(dir, err);
 	if (rc)
 		goto out;

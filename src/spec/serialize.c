@@ -136,13 +136,12 @@ static json_t *spec_json(const struct spec *s)
 char *spec_to_json(const struct spec *s)
 {
 	json_t *o = spec_json(s);
-	char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	/* reals (the plan's step_time, memory) as 0.05, not 0.050000000000000003 */
+	char *text = json_dumps_shortest(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	if (!text)
 		xdie_oom(0);
-	char *r = xstrdup(text);
-	free(text);
-	return r;
+	return text;
 }
 
 /* Emit a JSON value as YAML block style through libyaml's emitter. */
@@ -187,7 +186,9 @@ static int emit_json(yaml_emitter_t *em, json_t *v)
 	} else if (json_is_integer(v)) {
 		sbuf_addf(&sb, "%lld", (long long)json_integer_value(v));
 	} else if (json_is_real(v)) {
-		sbuf_addf(&sb, "%.17g", json_real_value(v));
+		char num[40];
+		fmt_shortest(num, sizeof(num), json_real_value(v));
+		sbuf_adds(&sb, num);
 	} else if (json_is_boolean(v)) {
 		sbuf_adds(&sb, json_is_true(v) ? "true" : "false");
 	} else {

@@ -226,3 +226,15 @@ def test_busy_port_is_one_message(trainctl, tmp_path):
     assert p.returncode == 3
     assert p.stderr == (f"trainctl: server: cannot listen on 127.0.0.1:{port}: the port is in use"
                         " (another server? --listen HOST:PORT picks another)\n"), p.stderr
+
+
+def test_metrics_json_numbers_are_shortest(run_tc, home):
+    # 0.05 as written, not 0.050000000000000003 (issue 16, 3.14); the values read back the same
+    line = 'DLLL {"type": "LOG", "step": [0, 1], "data": {"train.lr": 0.05, "train.loss": 0.1}}'
+    assert run_tc("run", "--name", "f", "--", "sh", "-c", f"echo '{line}'").returncode == 0
+    p = run_tc("metrics", "f", "--format", "json")
+    assert p.returncode == 0, p.stderr
+    assert '"value": 0.05,' in p.stdout and '"value": 0.1,' in p.stdout, p.stdout
+    assert "0.0500000" not in p.stdout and "0.1000000" not in p.stdout, p.stdout
+    values = {x["metric"]: x["value"] for x in json.loads(p.stdout)}
+    assert values == {"train.lr": 0.05, "train.loss": 0.1}, values

@@ -177,3 +177,45 @@ TEST(json_string_or_null_has_no_null_pointers)
 	json_decref(v);
 	CHECK(json_is_null(json_string_or_null(NULL)));
 }
+
+/* json_dumps_shortest: jansson's text for every tree without reals, in each
+ * layout; reals in the shortest form that reads back (issue 16, 3.14: the
+ * float noise of metrics --format json, stored specs and Ais-Bench files). */
+TEST(json_dumps_shortest_is_jansson_but_reals)
+{
+	const char *src = "{\"a\": 1, \"b\": [true, false, null, \"x\\\"y\\n\"], \"c\": {},"
+			  " \"d\": [], \"e\": {\"f\": [1, [2, {}]], \"g\": -7}, \"z\": \"caf\\u00e9\"}";
+	json_t *t = json_loads(src, 0, NULL);
+	CHECK(t != NULL);
+	const size_t layouts[] = { JSON_INDENT(2) | JSON_PRESERVE_ORDER, JSON_COMPACT, 0,
+				   JSON_INDENT(4) | JSON_COMPACT };
+	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++) {
+		char *want = json_dumps(t, layouts[i]);
+		char *got = json_dumps_shortest(t, layouts[i]);
+		CHECK_STR(got, want);
+		free(want);
+		free(got);
+	}
+	json_decref(t);
+	t = json_pack("{s:f, s:f, s:f, s:f, s:f, s:[f]}", "lr", 0.05, "sum", 0.1 + 0.2, "one", 1.0,
+		      "big", 1e300, "tiny", 5e-324, "v", 1606.1);
+	char *got = json_dumps_shortest(t, JSON_COMPACT);
+	CHECK_STR(got, "{\"lr\":0.05,\"sum\":0.30000000000000004,\"one\":1.0,\"big\":1e+300,"
+		       "\"tiny\":4.94065645841247e-324,\"v\":[1606.1]}");
+	json_t *back = json_loads(got, 0, NULL);
+	CHECK(back && json_equal(back, t)); /* the same values, reals still reals */
+	json_decref(back);
+	free(got);
+	json_decref(t);
+	struct sbuf sb = SBUF_INIT;
+	json_add_number(&sb, 0.05);
+	sbuf_addch(&sb, ' ');
+	json_add_number(&sb, NAN);
+	sbuf_addch(&sb, ' ');
+	json_add_number(&sb, 2.0);
+	CHECK_STR(sb.buf, "0.05 null 2");
+	sbuf_release(&sb);
+	char b[40];
+	fmt_shortest(b, sizeof(b), 61.2);
+	CHECK_STR(b, "61.2");
+}

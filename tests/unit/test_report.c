@@ -120,6 +120,18 @@ TEST(report_numbers_and_aisbench_files)
 	CHECK(num_file(ais.buf, "throughput_0.json") == 250);
 	CHECK(num_file(ais.buf, "throughput_1.json") == 500);
 	CHECK(fabs(num_file(ais.buf, "accuracy.json") - 0.6) < 1e-15);
+	/* the shortest text that reads back: 0.6, not 0.59999999999999998 (issue 16, 3.14) */
+	struct sbuf text = SBUF_INIT, path = SBUF_INIT;
+	sbuf_addf(&path, "%s/accuracy.json", ais.buf);
+	CHECK_INT(read_file(path.buf, &text, &err), 0);
+	CHECK_STR(text.buf, "0.6\n");
+	sbuf_reset(&path);
+	sbuf_reset(&text);
+	sbuf_addf(&path, "%s/report.json", dir);
+	CHECK_INT(read_file(path.buf, &text, &err), 0);
+	CHECK(strstr(text.buf, "0.59999") == NULL && strstr(text.buf, "0.60000") == NULL);
+	sbuf_release(&text);
+	sbuf_release(&path);
 	json_decref(r);
 	sbuf_release(&ais);
 	sbuf_release(&tp);

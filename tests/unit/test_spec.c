@@ -529,3 +529,23 @@ TEST(inputs_outputs_errors)
 	CHECK_CONTAINS(parse_err("command: [\"true\"]\ncheckpoint: {keep: -1}\n", "j.yaml"),
 		       "checkpoint.keep: must be between 0 and");
 }
+
+/* A stored spec's reals read as written: step_time 0.05, not
+ * 0.050000000000000003 (issue 16, 3.14), and they stay reals. */
+TEST(stored_spec_reals_are_shortest)
+{
+	setenv("TRAINCTL_FAKE_DEVICES", "gpu:8", 1);
+	struct spec *s = parse_ok("command: [x]\ndevices: {type: gpu, per_node: 8}\n"
+				  "parallel: {strategy: auto, model: gpt2-medium, global_batch: 32,"
+				  " memory: 40GiB}\n",
+				  "job.yaml");
+	s->parallel.step_time = 0.05;
+	char *json = spec_to_json(s);
+	CHECK_CONTAINS(json, "\"step_time\": 0.05\n");
+	CHECK_CONTAINS(json, "\"memory\": 42949672960.0,");
+	char *yaml = spec_to_yaml(s);
+	CHECK(strstr(yaml, "0.050000") == NULL);
+	free(json);
+	free(yaml);
+	spec_free(s);
+}
