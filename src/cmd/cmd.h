@@ -33,6 +33,7 @@ int cmd_export(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_sync(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_ckpt(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_compare(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_sweep(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_report(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_zoo(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 /* cmd_server.c, cmd_jobs.c: trainctl server and the verbs that use it */

@@ -129,6 +129,22 @@ static const char *const migrations[] = {
 	"CREATE TABLE device_health ("
 	" device_type TEXT NOT NULL, device_id INTEGER NOT NULL, reason TEXT NOT NULL,"
 	" since REAL NOT NULL, PRIMARY KEY (device_type, device_id));",
+	/* 10: sweeps and their trials (store_sweep.c); a trial's job_id is set
+	 * once its job exists, and outlives the job's row (no foreign key) */
+	"CREATE TABLE sweeps ("
+	" id TEXT PRIMARY KEY, name TEXT NOT NULL, state TEXT NOT NULL,"
+	" def_json TEXT NOT NULL, user TEXT NOT NULL DEFAULT '',"
+	" managed INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL, ended REAL,"
+	" driver_pid INTEGER NOT NULL DEFAULT 0, driver_ticks INTEGER NOT NULL DEFAULT 0,"
+	" note TEXT);"
+	"CREATE TABLE sweep_trials ("
+	" sweep_id TEXT NOT NULL REFERENCES sweeps(id) ON DELETE CASCADE,"
+	" idx INTEGER NOT NULL, params_json TEXT NOT NULL,"
+	" state TEXT NOT NULL DEFAULT 'pending', job_id TEXT, objective REAL,"
+	" steps INTEGER NOT NULL DEFAULT 0, note TEXT, early INTEGER NOT NULL DEFAULT 0,"
+	" started REAL, ended REAL,"
+	" PRIMARY KEY (sweep_id, idx));"
+	"CREATE INDEX sweep_trials_job ON sweep_trials(job_id);",
 };
 
 int db_fail(struct store *st, struct tc_err *err, const char *what)

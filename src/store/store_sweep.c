@@ -1,0 +1,344 @@
+/* store_sweep.c -- the sweeps and sweep_trials tables (see store.h). */
+#include "store/store.h"
+#include "store/store_int.h"
+#include "core/sbuf.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SWEEP_COLS                                                                             \
+	"id, name, state, def_json, user, managed, created, COALESCE(ended,0), driver_pid,"     \
+	" driver_ticks, note"
+#define TRIAL_COLS                                                                             \
+	"sweep_id, idx, params_json, state, job_id, objective, steps, note, early,"             \
+	" COALESCE(started,0), COALESCE(ended,0)"
+
+static char *col_dup(sqlite3_stmt *q, int i)
+{
+	const unsigned char *t = sqlite3_column_text(q, i);
+	return t ? xstrdup((const char *)t) : NULL;
+}
+
+static void bind_text(sqlite3_stmt *q, int i, const char *s)
+{
+	if (s)
+		sqlite3_bind_text(q, i, s, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(q, i);
+}
+
+static void bind_time(sqlite3_stmt *q, int i, double t)
+{
+	if (t > 0)
+		sqlite3_bind_double(q, i, t);
+	else
+		sqlite3_bind_null(q, i);
+}
+
+static int step_done(struct store *st, sqlite3_stmt *q, const char *what, struct tc_err *err)
+{
+	int r = sqlite3_step(q);
+	sqlite3_finalize(q);
+	return r == SQLITE_DONE || r == SQLITE_ROW ? 0 : db_fail(st, err, what);
+}
+
+static int insert_trial(struct store *st, const struct trial_row *t, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db,
+			       "INSERT INTO sweep_trials (sweep_id, idx, params_json, state)"
+			       " VALUES (?,?,?,?)", -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "prepare");
+	bind_text(q, 1, t->sweep_id);
+	sqlite3_bind_int(q, 2, t->idx);
+	bind_text(q, 3, t->params_json);
+	bind_text(q, 4, t->state);
+	return step_done(st, q, "write trial", err);
+}
+
+int store_sweep_create(struct store *st, const struct sweep_row *s, const struct trial_row *t,
+		       size_t nt, struct tc_err *err)
+{
+	int rc = store_begin(st, err);
+	if (rc)
+		return rc;
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db,
+			       "INSERT INTO sweeps (id, name, state, def_json, user, managed, created,"
+			       " driver_pid, driver_ticks) VALUES (?,?,?,?,COALESCE(?,''),?,?,?,?)",
+			       -1, &q, NULL) != SQLITE_OK) {
+		rc = db_fail(st, err, "prepare");
+	} else {
+		bind_text(q, 1, s->id);
+		bind_text(q, 2, s->name);
+		bind_text(q, 3, s->state);
+		bind_text(q, 4, s->def_json);
+		bind_text(q, 5, s->user);
+		sqlite3_bind_int(q, 6, s->managed);
+		sqlite3_bind_double(q, 7, s->created);
+		sqlite3_bind_int64(q, 8, s->driver_pid);
+		sqlite3_bind_int64(q, 9, (sqlite3_int64)s->driver_ticks);
+		rc = step_done(st, q, "write sweep", err);
+	}
+	for (size_t i = 0; !rc && i < nt; i++)
+		rc = insert_trial(st, &t[i], err);
+	return store_commit(st, rc, err);
+}
+
+static void read_sweep(sqlite3_stmt *q, struct sweep_row *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->id = col_dup(q, 0);
+	s->name = col_dup(q, 1);
+	s->state = col_dup(q, 2);
+	s->def_json = col_dup(q, 3);
+	s->user = col_dup(q, 4);
+	s->managed = sqlite3_column_int(q, 5) != 0;
+	s->created = sqlite3_column_double(q, 6);
+	s->ended = sqlite3_column_double(q, 7);
+	s->driver_pid = (pid_t)sqlite3_column_int64(q, 8);
+	s->driver_ticks = (unsigned long long)sqlite3_column_int64(q, 9);
+	s->note = col_dup(q, 10);
+}
+
+static void read_trial(sqlite3_stmt *q, struct trial_row *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->sweep_id = col_dup(q, 0);
+	t->idx = sqlite3_column_int(q, 1);
+	t->params_json = col_dup(q, 2);
+	t->state = col_dup(q, 3);
+	t->job_id = col_dup(q, 4);
+	t->objective = sqlite3_column_type(q, 5) == SQLITE_NULL ? NAN : sqlite3_column_double(q, 5);
+	t->steps = sqlite3_column_int64(q, 6);
+	t->note = col_dup(q, 7);
+	t->early = sqlite3_column_int(q, 8) != 0;
+	t->started = sqlite3_column_double(q, 9);
+	t->ended = sqlite3_column_double(q, 10);
+}
+
+/* Every row of a SELECT SWEEP_COLS with up to one text parameter. */
+static int query_sweeps(struct store *st, const char *sql, const char *arg, struct sweep_row **out,
+			size_t *nr, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	*out = NULL;
+	*nr = 0;
+	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "prepare");
+	if (arg)
+		bind_text(q, 1, arg);
+	size_t alloc = 0;
+	int r;
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		if (*nr == alloc) {
+			alloc = alloc ? 2 * alloc : 8;
+			*out = xrealloc(*out, alloc * sizeof(**out));
+		}
+		read_sweep(q, &(*out)[(*nr)++]);
+	}
+	sqlite3_finalize(q);
+	if (r != SQLITE_DONE) {
+		sweep_rows_free(*out, *nr);
+		*out = NULL;
+		*nr = 0;
+		return db_fail(st, err, "read sweeps");
+	}
+	return 0;
+}
+
+int store_sweep_get(struct store *st, const char *ref, struct sweep_row *out, struct tc_err *err)
+{
+	struct sweep_row *v = NULL;
+	size_t n = 0;
+	if (!*ref)
+		return tc_error(err, TC_EUSAGE, "empty sweep reference");
+	int rc = query_sweeps(st, "SELECT " SWEEP_COLS " FROM sweeps WHERE id = ?1", ref, &v, &n, err);
+	if (!rc && !n) {
+		struct sbuf pat = SBUF_INIT;
+		for (const char *c = ref; *c; c++) {
+			if (*c == '%' || *c == '_' || *c == '\\')
+				sbuf_addch(&pat, '\\');
+			sbuf_addch(&pat, *c);
+		}
+		sbuf_addch(&pat, '%');
+		rc = query_sweeps(st, "SELECT " SWEEP_COLS " FROM sweeps WHERE id LIKE ?1 ESCAPE '\\'"
+				  " ORDER BY id DESC LIMIT 2", pat.buf, &v, &n, err);
+		sbuf_release(&pat);
+		if (!rc && n > 1) {
+			rc = tc_error(err, TC_EUSAGE, "sweep '%s' is ambiguous: %s, %s, ...", ref, v[0].id,
+				      v[1].id);
+			goto out;
+		}
+	}
+	if (!rc && !n)
+		rc = query_sweeps(st, "SELECT " SWEEP_COLS " FROM sweeps WHERE name = ?1"
+				  " ORDER BY id DESC LIMIT 1", ref, &v, &n, err);
+	if (!rc && !n)
+		rc = tc_error(err, TC_ENOTFOUND, "no sweep '%s'", ref);
+	if (!rc) {
+		*out = v[0];
+		memset(&v[0], 0, sizeof(v[0]));
+	}
+out:
+	sweep_rows_free(v, n);
+	return rc;
+}
+
+int store_sweep_list(struct store *st, bool running_managed, struct sweep_row **out, size_t *nr,
+		     struct tc_err *err)
+{
+	return query_sweeps(st,
+			    running_managed ? "SELECT " SWEEP_COLS " FROM sweeps WHERE managed = 1 AND"
+					      " state = 'running' ORDER BY id"
+					    : "SELECT " SWEEP_COLS " FROM sweeps ORDER BY id DESC",
+			    NULL, out, nr, err);
+}
+
+int store_sweep_set_state(struct store *st, const char *id, const char *state, const char *note,
+			  bool ended, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db,
+			       "UPDATE sweeps SET state=?, note=COALESCE(?, note),"
+			       " ended=CASE WHEN ? THEN COALESCE(ended, ?) ELSE ended END WHERE id=?",
+			       -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "prepare");
+	bind_text(q, 1, state);
+	bind_text(q, 2, note);
+	sqlite3_bind_int(q, 3, ended);
+	sqlite3_bind_double(q, 4, now_wall());
+	bind_text(q, 5, id);
+	return step_done(st, q, "write sweep", err);
+}
+
+int store_sweep_set_driver(struct store *st, const char *id, pid_t pid, unsigned long long ticks,
+			   struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db, "UPDATE sweeps SET driver_pid=?, driver_ticks=? WHERE id=?", -1,
+			       &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "prepare");
+	sqlite3_bind_int64(q, 1, pid);
+	sqlite3_bind_int64(q, 2, (sqlite3_int64)ticks);
+	bind_text(q, 3, id);
+	return step_done(st, q, "write sweep", err);
+}
+
+static int query_trials(struct store *st, const char *sql, const char *arg, struct trial_row **out,
+			size_t *nr, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	*out = NULL;
+	*nr = 0;
+	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "prepare");
+	bind_text(q, 1, arg);
+	size_t alloc = 0;
+	int r;
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		if (*nr == alloc) {
+			alloc = alloc ? 2 * alloc : 8;
+			*out = xrealloc(*out, alloc * sizeof(**out));
+		}
+		read_trial(q, &(*out)[(*nr)++]);
+	}
+	sqlite3_finalize(q);
+	if (r != SQLITE_DONE) {
+		trial_rows_free(*out, *nr);
+		*out = NULL;
+		*nr = 0;
+		return db_fail(st, err, "read trials");
+	}
+	return 0;
+}
+
+int store_sweep_trials(struct store *st, const char *id, struct trial_row **out, size_t *nr,
+		       struct tc_err *err)
+{
+	return query_trials(st, "SELECT " TRIAL_COLS " FROM sweep_trials WHERE sweep_id=? ORDER BY idx",
+			    id, out, nr, err);
+}
+
+int store_trial_of_job(struct store *st, const char *job_id, struct trial_row *out,
+		       struct tc_err *err)
+{
+	struct trial_row *v = NULL;
+	size_t n = 0;
+	int rc = query_trials(st, "SELECT " TRIAL_COLS " FROM sweep_trials WHERE job_id=? LIMIT 1",
+			      job_id, &v, &n, err);
+	if (!rc && !n)
+		rc = tc_error(err, TC_ENOTFOUND, "job %s is no sweep's trial", job_id);
+	if (!rc) {
+		*out = v[0];
+		memset(&v[0], 0, sizeof(v[0]));
+	}
+	trial_rows_free(v, n);
+	return rc;
+}
+
+int store_trial_update(struct store *st, const struct trial_row *t, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db,
+			       "UPDATE sweep_trials SET state=?, job_id=?, objective=?, steps=?, note=?,"
+			       " early=?, started=?, ended=? WHERE sweep_id=? AND idx=?",
+			       -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "prepare");
+	bind_text(q, 1, t->state);
+	bind_text(q, 2, t->job_id);
+	if (isfinite(t->objective))
+		sqlite3_bind_double(q, 3, t->objective);
+	else
+		sqlite3_bind_null(q, 3);
+	sqlite3_bind_int64(q, 4, t->steps);
+	bind_text(q, 5, t->note);
+	sqlite3_bind_int(q, 6, t->early);
+	bind_time(q, 7, t->started);
+	bind_time(q, 8, t->ended);
+	bind_text(q, 9, t->sweep_id);
+	sqlite3_bind_int(q, 10, t->idx);
+	return step_done(st, q, "write trial", err);
+}
+
+void sweep_row_release(struct sweep_row *s)
+{
+	if (!s)
+		return;
+	free(s->id);
+	free(s->name);
+	free(s->state);
+	free(s->def_json);
+	free(s->user);
+	free(s->note);
+	memset(s, 0, sizeof(*s));
+}
+
+void sweep_rows_free(struct sweep_row *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		sweep_row_release(&v[i]);
+	free(v);
+}
+
+void trial_row_release(struct trial_row *t)
+{
+	if (!t)
+		return;
+	free(t->sweep_id);
+	free(t->params_json);
+	free(t->state);
+	free(t->job_id);
+	free(t->note);
+	memset(t, 0, sizeof(*t));
+}
+
+void trial_rows_free(struct trial_row *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		trial_row_release(&v[i]);
+	free(v);
+}
