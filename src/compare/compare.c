@@ -285,3 +285,192 @@ json_t *compare_jobs_json(const struct compare_jobs *c, const struct compare_opt
 	json_object_set_new(root, "steps", rows);
 	return root;
 }
+
+/* ---- more than two jobs ---- */
+
+void compare_align(const struct compare_pt *const *pts, const size_t *npts, size_t njobs,
+		   struct compare_aligned *out)
+{
+	struct keyed **k = xcalloc(njobs + 1, sizeof(*k));
+	size_t *nk = xcalloc(njobs + 1, sizeof(*nk)), *at = xcalloc(njobs + 1, sizeof(*at));
+	size_t total = 0;
+	for (size_t j = 0; j < njobs; j++) {
+		k[j] = sorted_keys(pts[j], npts[j], &nk[j]);
+		total += nk[j];
+	}
+	memset(out, 0, sizeof(*out));
+	out->njobs = njobs;
+	out->step = xcalloc(total + 1, sizeof(*out->step));
+	out->v = xcalloc((total + 1) * (njobs ? njobs : 1), sizeof(*out->v));
+	for (;;) {
+		/* the smallest key at the jobs' heads */
+		const struct keyed *min = NULL;
+		for (size_t j = 0; j < njobs; j++)
+			if (at[j] < nk[j] && (!min || cmp_key(&k[j][at[j]], min) < 0))
+				min = &k[j][at[j]];
+		if (!min)
+			break;
+		struct keyed key = *min;
+		double *row = &out->v[out->nsteps * njobs];
+		for (size_t j = 0; j < njobs; j++) {
+			row[j] = NAN;
+			if (at[j] < nk[j] && !cmp_key(&k[j][at[j]], &key)) {
+				const struct compare_pt *p = &pts[j][k[j][at[j]].idx];
+				if (!out->step[out->nsteps])
+					out->step[out->nsteps] = p->step;
+				row[j] = p->value;
+				at[j]++;
+			}
+		}
+		out->nsteps++;
+	}
+	for (size_t j = 0; j < njobs; j++)
+		free(k[j]);
+	free(k);
+	free(nk);
+	free(at);
+}
+
+void compare_aligned_release(struct compare_aligned *a)
+{
+	free(a->step);
+	free(a->v);
+	memset(a, 0, sizeof(*a));
+}
+
+struct compare_range *compare_ranges(const struct compare_aligned *a, size_t nranges, size_t *nr)
+{
+	size_t n = nranges < a->nsteps ? nranges : a->nsteps;
+	struct compare_range *r = xcalloc(n + 1, sizeof(*r));
+	for (size_t i = 0; i < n; i++) {
+		/* equal counts, the remainder spread over the first ranges */
+		r[i].first = i * (a->nsteps / n) + (i < a->nsteps % n ? i : a->nsteps % n);
+		r[i].last = r[i].first + a->nsteps / n - (i < a->nsteps % n ? 0 : 1);
+		r[i].mean = xcalloc(a->njobs + 1, sizeof(double));
+		for (size_t j = 0; j < a->njobs; j++) {
+			double sum = 0;
+			size_t m = 0;
+			for (size_t s = r[i].first; s <= r[i].last; s++) {
+				double v = a->v[s * a->njobs + j];
+				if (isfinite(v)) {
+					sum += v;
+					m++;
+				}
+			}
+			r[i].mean[j] = m ? sum / (double)m : NAN;
+		}
+	}
+	*nr = n;
+	return r;
+}
+
+void compare_ranges_free(struct compare_range *r, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++)
+		free(r[i].mean);
+	free(r);
+}
+
+int compare_many_jobs(struct store *st, const char *const *refs, size_t n,
+		      const struct compare_many_opts *o, struct compare_many *out, struct tc_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	if (n < 2)
+		return tc_error(err, TC_EUSAGE, "compare: give at least two jobs");
+	out->njobs = n;
+	out->metric = xstrdup(o->metric);
+	out->rank = o->rank;
+	out->ids = xcalloc(n, sizeof(*out->ids));
+	out->names = xcalloc(n, sizeof(*out->names));
+	out->series = xcalloc(n, sizeof(*out->series));
+	out->nseries = xcalloc(n, sizeof(*out->nseries));
+	out->pts = xcalloc(n, sizeof(*out->pts));
+	out->npts = xcalloc(n, sizeof(*out->npts));
+	struct compare_job_opts jo = { o->metric, o->rank, { 0.01, 1e-8, false } };
+	int kind = 0, rc = 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		rc = load_series(st, refs[i], &jo, &out->ids[i], &out->series[i], &out->nseries[i], err);
+		struct job_row j = { 0 };
+		struct tc_err e2 = TC_ERR_INIT;
+		if (!rc && !store_job_get(st, out->ids[i], &j, &e2))
+			out->names[i] = xstrdup(j.name);
+		job_row_release(&j);
+		tc_err_release(&e2);
+		if (!rc && finest_kind(&out->series[i][0]) > kind)
+			kind = finest_kind(&out->series[i][0]);
+	}
+	if (rc)
+		return rc;
+	out->kind = kind_names[kind];
+	for (size_t i = 0; i < n; i++)
+		out->pts[i] = points_of(&out->series[i][0], kind, &out->npts[i]);
+	compare_align((const struct compare_pt *const *)out->pts, out->npts, n, &out->a);
+	out->r = compare_ranges(&out->a, o->ranges ? o->ranges : 10, &out->nr);
+	return 0;
+}
+
+void compare_many_release(struct compare_many *c)
+{
+	for (size_t i = 0; i < c->njobs; i++) {
+		if (c->ids)
+			free(c->ids[i]);
+		if (c->names)
+			free(c->names[i]);
+		if (c->series)
+			store_mseries_free(c->series[i], c->nseries[i]);
+		if (c->pts)
+			free(c->pts[i]);
+	}
+	free(c->ids);
+	free(c->names);
+	free(c->series);
+	free(c->nseries);
+	free(c->pts);
+	free(c->npts);
+	free(c->metric);
+	compare_aligned_release(&c->a);
+	compare_ranges_free(c->r, c->nr);
+	memset(c, 0, sizeof(*c));
+}
+
+static json_t *num_or_null(double v)
+{
+	return isfinite(v) ? json_real(v) : json_null();
+}
+
+json_t *compare_many_json(const struct compare_many *c)
+{
+	json_t *root = json_object();
+	json_object_set_new(root, "reference", json_string(c->ids[0]));
+	json_t *jobs = json_array();
+	for (size_t i = 0; i < c->njobs; i++)
+		json_array_append_new(jobs, json_pack("{s:s, s:o}", "id", c->ids[i], "name",
+						      json_string_or_null(c->names[i])));
+	json_object_set_new(root, "jobs", jobs);
+	json_object_set_new(root, "metric", json_string(c->metric));
+	json_object_set_new(root, "rank", json_integer(c->rank));
+	json_object_set_new(root, "kind", json_string(c->kind));
+	json_t *ranges = json_array();
+	for (size_t i = 0; i < c->nr; i++) {
+		json_t *m = json_array(), *rel = json_array();
+		double ref = c->r[i].mean[0];
+		for (size_t j = 0; j < c->njobs; j++) {
+			double v = c->r[i].mean[j];
+			json_array_append_new(m, num_or_null(v));
+			json_array_append_new(rel, num_or_null(fabs(ref) > 0 ? (v - ref) / fabs(ref) : NAN));
+		}
+		json_array_append_new(ranges, json_pack("{s:s, s:s, s:o, s:o}", "first",
+							c->a.step[c->r[i].first], "last",
+							c->a.step[c->r[i].last], "mean", m, "relative", rel));
+	}
+	json_object_set_new(root, "ranges", ranges);
+	json_t *steps = json_array();
+	for (size_t s = 0; s < c->a.nsteps; s++) {
+		json_t *v = json_array();
+		for (size_t j = 0; j < c->njobs; j++)
+			json_array_append_new(v, num_or_null(c->a.v[s * c->njobs + j]));
+		json_array_append_new(steps, json_pack("{s:s, s:o}", "step", c->a.step[s], "values", v));
+	}
+	json_object_set_new(root, "steps", steps);
+	return root;
+}

@@ -99,4 +99,59 @@ void compare_jobs_release(struct compare_jobs *c);
 /* JSON of the comparison (non-finite numbers as null, "nan"/"inf" strings for values). */
 json_t *compare_jobs_json(const struct compare_jobs *c, const struct compare_opts *o);
 
+/* ---- more than two jobs (a sweep's trials, a series of runs) ----
+ *
+ * The same alignment by step (note 1) over n jobs: the union of their
+ * steps in key order, each job's value at each step (NaN where it has
+ * none).  The first job is the reference; no verdict, a table: the steps
+ * cut into at most `ranges` consecutive ranges of equal count, each job's
+ * mean over a range, and its relative difference from the reference's.
+ */
+struct compare_aligned {
+	size_t nsteps, njobs;
+	const char **step; /* nsteps labels, borrowed from the inputs */
+	double *v;         /* nsteps * njobs, row by row; NaN: no value */
+};
+void compare_align(const struct compare_pt *const *pts, const size_t *npts, size_t njobs,
+		   struct compare_aligned *out);
+void compare_aligned_release(struct compare_aligned *a);
+
+struct compare_range {
+	size_t first, last; /* step indexes, inclusive */
+	double *mean;       /* njobs means of the finite values; NaN when none */
+};
+/* Cut a into at most nranges ranges (release with compare_ranges_free). */
+struct compare_range *compare_ranges(const struct compare_aligned *a, size_t nranges, size_t *nr);
+void compare_ranges_free(struct compare_range *r, size_t nr);
+
+struct compare_many_opts {
+	const char *metric; /* default train.loss */
+	int rank;
+	size_t ranges;      /* rows of the table; default 10 */
+};
+struct compare_many {
+	size_t njobs;
+	char **ids, **names;
+	char *metric;
+	int rank;
+	const char *kind;
+	struct store_mseries **series;
+	size_t *nseries;
+	struct compare_pt **pts;
+	size_t *npts;
+	struct compare_aligned a;
+	struct compare_range *r;
+	size_t nr;
+};
+/*
+ * Read n jobs' series (refs as everywhere: id, prefix or name) on the
+ * finest kind they all have, align them.  TC_ENOTFOUND for an unknown job
+ * or one without the metric; TC_EUSAGE for fewer than two jobs.
+ */
+int compare_many_jobs(struct store *st, const char *const *refs, size_t n,
+		      const struct compare_many_opts *o, struct compare_many *out, struct tc_err *err);
+void compare_many_release(struct compare_many *c);
+/* {reference, jobs: [{id, name}], metric, rank, kind, ranges: [...], steps: [...]} */
+json_t *compare_many_json(const struct compare_many *c);
+
 #endif

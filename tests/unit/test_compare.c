@@ -167,3 +167,33 @@ TEST(tolerance_boundary_is_inclusive)
 	CHECK(r.aligned);
 	compare_result_release(&r);
 }
+
+TEST(many_jobs_align_on_the_union_of_steps)
+{
+	struct compare_pt a[] = { S(1, 1.0), S(2, 2.0), S(3, 3.0) };
+	struct compare_pt b[] = { S(2, 20.0), S(3, 30.0), S(4, 40.0) };
+	struct compare_pt c[] = { S(1, 100.0), S(1, 101.0) }; /* a step logged twice keeps its last */
+	const struct compare_pt *pts[] = { a, b, c };
+	size_t n[] = { 3, 3, 2 };
+	struct compare_aligned al;
+	compare_align(pts, n, 3, &al);
+	CHECK_INT(al.nsteps, 4);
+	CHECK_STR(al.step[0], "seq1");
+	CHECK_STR(al.step[3], "seq4");
+	CHECK(al.v[0] == 1.0 && isnan(al.v[1]) && al.v[2] == 101.0);
+	CHECK(al.v[3 * 3 + 1] == 40.0 && isnan(al.v[3 * 3 + 0]));
+	size_t nr;
+	struct compare_range *r = compare_ranges(&al, 3, &nr);
+	CHECK_INT(nr, 3);
+	CHECK_INT(r[0].first, 0);
+	CHECK_INT(r[0].last, 1);
+	CHECK_INT(r[1].first, 2);
+	CHECK_INT(r[2].last, 3);
+	CHECK(r[0].mean[0] == 1.5 && r[0].mean[1] == 20.0 && r[0].mean[2] == 101.0);
+	CHECK(isnan(r[2].mean[0]) && r[2].mean[1] == 40.0);
+	compare_ranges_free(r, nr);
+	r = compare_ranges(&al, 10, &nr); /* never more ranges than steps */
+	CHECK_INT(nr, 4);
+	compare_ranges_free(r, nr);
+	compare_aligned_release(&al);
+}
