@@ -360,6 +360,8 @@ static int run_here(const char *home, const char *file, bool as_json, struct cmd
 	if ((rc = store_open(home, &l.st, err)))
 		goto out;
 	trials = sweep_trials(d);
+	if ((rc = sweep_check_trials(d, trials, NULL, err)))
+		goto out;
 	l.nkids = json_array_size(trials);
 	l.kids = xcalloc(l.nkids + 1, sizeof(*l.kids));
 	last = xcalloc(l.nkids + 1, sizeof(*last));

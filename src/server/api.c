@@ -216,6 +216,7 @@ struct api_call {
 	struct req *rq;
 	struct who w;          /* the caller, for routes that need one */
 	struct job_row job;    /* the path's {job}, found and visible to w */
+	const char *sweep;     /* the path's {sweep}, as given */
 };
 
 void api_whoami_json(struct sbuf *out, const struct who *w)
@@ -265,6 +266,22 @@ static int r_metric_points(struct api_call *c) { return h_metric_points(c->s, c-
 static int r_usage(struct api_call *c) { return h_usage(c->s, c->con, &c->job); }
 static int r_report(struct api_call *c) { return h_report(c->con, &c->job); }
 
+static int r_sweeps(struct api_call *c) { return h_sweep_list(c->s, c->con, &c->w); }
+static int r_sweep_submit(struct api_call *c)
+{
+	if (c->rq->too_big)
+		return reply_err(c->con, 413, "the body is over %u bytes", TC_SERVER_MAX_BODY);
+	return h_sweep_submit(c->s, c->con, &c->w, &c->rq->body);
+}
+static int r_sweep_detail(struct api_call *c)
+{
+	return h_sweep_detail(c->s, c->con, &c->w, c->sweep);
+}
+static int r_sweep_stop(struct api_call *c)
+{
+	return h_sweep_stop(c->s, c->con, &c->w, c->sweep);
+}
+
 static int r_no_resource(struct api_call *c)
 {
 	return reply_err(c->con, 404, "no such resource: %s", c->url);
@@ -299,6 +316,10 @@ const struct route api_routes[] = {
 	{ ROUTE_GET, "/api/v1/jobs/{job}/metrics/points", r_metric_points, NEED_USER },
 	{ ROUTE_GET, "/api/v1/jobs/{job}/usage", r_usage, NEED_USER },
 	{ ROUTE_GET, "/api/v1/jobs/{job}/report", r_report, NEED_USER },
+	{ ROUTE_GET, "/api/v1/sweeps", r_sweeps, NEED_USER },
+	{ ROUTE_POST, "/api/v1/sweeps", r_sweep_submit, NEED_USER },
+	{ ROUTE_GET, "/api/v1/sweeps/{sweep}", r_sweep_detail, NEED_USER },
+	{ ROUTE_POST, "/api/v1/sweeps/{sweep}/stop", r_sweep_stop, NEED_USER },
 	/* catch-alls, after what they stand behind: unknown parts of a job */
 	{ ROUTE_ANY, "/api/v1/jobs/{job}/*", r_no_resource, NEED_USER },
 	{ ROUTE_ANY, "/api/v1/jobs/{job}/*/*", r_no_resource, NEED_USER },
@@ -333,7 +354,8 @@ static int dispatch(struct srv *s, struct MHD_Connection *con, const char *url,
 {
 	struct route_match m;
 	route_match(api_routes, api_nroutes, method, url, &m);
-	struct api_call c = { .s = s, .con = con, .url = url, .rq = rq };
+	struct api_call c = { .s = s, .con = con, .url = url, .rq = rq,
+			      .sweep = route_param(&m, "sweep") };
 	const struct route *r = m.route ? m.route : m.resource;
 	const char *job = route_param(&m, "job");
 	bool have_job = false;

@@ -138,6 +138,12 @@ int h_metric_points(struct srv *s, struct MHD_Connection *con, const struct job_
 int h_usage(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
 int h_report(struct MHD_Connection *con, const struct job_row *x);
 int h_devices(struct srv *s, struct MHD_Connection *con);
+/* api_sweeps.c: POST/GET /api/v1/sweeps, GET /api/v1/sweeps/{sweep}, POST .../stop */
+int h_sweep_submit(struct srv *s, struct MHD_Connection *con, const struct who *w,
+		   const struct sbuf *body);
+int h_sweep_list(struct srv *s, struct MHD_Connection *con, const struct who *w);
+int h_sweep_detail(struct srv *s, struct MHD_Connection *con, const struct who *w, const char *ref);
+int h_sweep_stop(struct srv *s, struct MHD_Connection *con, const struct who *w, const char *ref);
 int h_prometheus(struct srv *s, struct MHD_Connection *con);
 
 /* The route table (api.c): every endpoint, in matching order (route.h). */

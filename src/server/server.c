@@ -966,6 +966,7 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 		apply_events(s);
 		check_alive(s);
 		poll_external(s);
+		srv_sweeps(s);
 		schedule(s);
 		if (now_wall() >= s->next_sample) {
 			srv_health_refresh(s);

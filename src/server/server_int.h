@@ -85,6 +85,7 @@ struct srv {
 	size_t nquotas;
 	long long last_event;
 	double next_sample;
+	double next_sweeps;         /* the next round of the running sweeps (api_sweeps.c) */
 	char *devices_json;         /* the latest telemetry of every device */
 	long long ntokens;          /* tokens in the store, re-read every second */
 	double tokens_at;
@@ -141,6 +142,9 @@ void srv_add_queued(struct srv *s, const char *id, const char *user, const char 
 void srv_forget(struct srv *s, const char *id);
 /* Put a paused job back in the queue. */
 int srv_resume_job(struct srv *s, struct sjob *j, struct tc_err *err);
+
+/* api_sweeps.c: a round of every running sweep of the server (mu held) */
+void srv_sweeps(struct srv *s);
 
 /* api.c */
 int api_start(struct srv *s, struct tc_err *err);

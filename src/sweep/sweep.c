@@ -324,7 +324,8 @@ static int grid_product(struct sweep_def *d, long *out)
 	return 0;
 }
 
-static int parse_root(struct ld *l, yaml_node_t *root, const char *dir, struct sweep_def *d)
+static int parse_root(struct ld *l, yaml_node_t *root, const char *dir, const char *spec_text,
+		      struct sweep_def *d)
 {
 	static const char *const keys[] = { "name", "spec", "parameters", "count", "seed", "objective",
 					    "parallel", "early_stopping", "priority", "preemptible",
@@ -386,6 +387,11 @@ static int parse_root(struct ld *l, yaml_node_t *root, const char *dir, struct s
 			    "%s", "needs at least one dotted spec key with its values (args.lr: [0.01, 0.1])");
 	if (scalar(spec) && *scalar(spec)) {
 		d->spec_path = path_absolute(scalar(spec), dir);
+		d->base = path_dirname(d->spec_path);
+		if (spec_text) {
+			d->spec_text = xstrdup(spec_text);
+			goto params;
+		}
 		struct sbuf text = SBUF_INIT;
 		struct tc_err e2 = TC_ERR_INIT;
 		if (read_file(d->spec_path, &text, &e2)) {
@@ -395,13 +401,13 @@ static int parse_root(struct ld *l, yaml_node_t *root, const char *dir, struct s
 			return rc;
 		}
 		d->spec_text = sbuf_detach(&text);
-		d->base = path_dirname(d->spec_path);
 	} else if (spec->type == YAML_MAPPING_NODE) {
 		d->spec_text = inline_spec(l, spec, dir);
 		d->base = xstrdup(dir);
 	} else {
 		return fail(l, spec, "spec", "a spec file's path, or the spec inline as a mapping");
 	}
+params:;
 	size_t np = (size_t)(params->data.mapping.pairs.top - params->data.mapping.pairs.start);
 	d->params = xcalloc(np, sizeof(*d->params));
 	for (yaml_node_pair_t *p = params->data.mapping.pairs.start; !rc && p < params->data.mapping.pairs.top; p++) {
@@ -436,7 +442,7 @@ static int parse_root(struct ld *l, yaml_node_t *root, const char *dir, struct s
 }
 
 int sweep_parse(const char *text, size_t len, const char *name, const char *dir,
-		struct sweep_def **out, struct tc_err *err)
+		const char *spec_text, struct sweep_def **out, struct tc_err *err)
 {
 	yaml_parser_t parser;
 	yaml_document_t doc;
@@ -453,7 +459,7 @@ int sweep_parse(const char *text, size_t len, const char *name, const char *dir,
 	struct sweep_def *d = xmalloc(sizeof(*d));
 	def_defaults(d);
 	char *adir = path_absolute(dir ? dir : ".", NULL);
-	int rc = parse_root(&l, yaml_document_get_root_node(&doc), adir, d);
+	int rc = parse_root(&l, yaml_document_get_root_node(&doc), adir, spec_text, d);
 	free(adir);
 	yaml_document_delete(&doc);
 	yaml_parser_delete(&parser);
@@ -473,7 +479,7 @@ int sweep_load(const char *path, struct sweep_def **out, struct tc_err *err)
 		return rc;
 	}
 	char *dir = path_dirname(path);
-	rc = sweep_parse(text.buf, text.len, path, dir, out, err);
+	rc = sweep_parse(text.buf, text.len, path, dir, NULL, out, err);
 	free(dir);
 	sbuf_release(&text);
 	return rc;

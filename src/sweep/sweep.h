@@ -86,10 +86,12 @@ struct sweep_def {
 /*
  * Parse and check a sweep file's text (YAML or JSON).  name is used in
  * messages ("sweep.yaml:4: parameters: ..."), dir resolves a relative spec
- * path.  TC_ESPEC on a bad file; *out untouched then.
+ * path.  spec_text: the text of the spec file it names, when the caller
+ * has it (the server gets it with the sweep); NULL: the file is read.
+ * TC_ESPEC on a bad file; *out untouched then.
  */
 int sweep_parse(const char *text, size_t len, const char *name, const char *dir,
-		struct sweep_def **out, struct tc_err *err);
+		const char *spec_text, struct sweep_def **out, struct tc_err *err);
 int sweep_load(const char *path, struct sweep_def **out, struct tc_err *err);
 void sweep_def_free(struct sweep_def *d);
 /* The definition as stored (sweeps.def_json) and back. */
@@ -134,6 +136,23 @@ bool sweep_should_stop(const struct sweep_def *d, const struct sweep_curve *c, s
 #define SWEEP_T_KILLED "killed"
 #define SWEEP_T_STOPPED "stopped"
 bool sweep_trial_ended(const char *state);
+
+/* ---- a trial's spec (trial.c) ---- */
+
+struct spec;
+struct strvec;
+/* The trial's parameters as "KEY=VALUE" overrides, in the sweep file's order. */
+void sweep_trial_sets(const char *params_json, struct strvec *sets);
+/* The base spec with the trial's overrides, validated (spec_parse_set; backend NULL: as written). */
+int sweep_trial_spec(const struct sweep_def *d, const char *params_json, const char *backend,
+		     struct spec **out, struct tc_err *err);
+/*
+ * Every trial's spec checked before anything runs: a key that does not
+ * exist or a value that does not fit fails the sweep at once (TC_ESPEC,
+ * "trial 2 (lr=abc): --set args.lr=abc: ...") instead of every trial.
+ */
+int sweep_check_trials(const struct sweep_def *d, const json_t *trials, const char *backend,
+		       struct tc_err *err);
 
 /* ---- running a sweep (engine.c) ---- */
 

@@ -13,7 +13,7 @@ static struct sweep_def *parse_ok(const char *text)
 {
 	struct sweep_def *d = NULL;
 	struct tc_err err = TC_ERR_INIT;
-	int rc = sweep_parse(text, strlen(text), "s.yaml", "/tmp", &d, &err);
+	int rc = sweep_parse(text, strlen(text), "s.yaml", "/tmp", NULL, &d, &err);
 	if (rc)
 		fprintf(stderr, "%s\n", err.msg);
 	CHECK_INT(rc, 0);
@@ -25,7 +25,7 @@ static char *parse_err(const char *text)
 {
 	struct sweep_def *d = NULL;
 	struct tc_err err = TC_ERR_INIT;
-	CHECK_INT(sweep_parse(text, strlen(text), "s.yaml", "/tmp", &d, &err), TC_ESPEC);
+	CHECK_INT(sweep_parse(text, strlen(text), "s.yaml", "/tmp", NULL, &d, &err), TC_ESPEC);
 	CHECK(d == NULL);
 	char *m = strdup(err.msg);
 	tc_err_release(&err);

@@ -1,0 +1,318 @@
+/*
+ * api_sweeps.c -- sweeps through the server: the endpoints (submit, list,
+ * detail, stop) and the main loop's round of every running sweep
+ * (srv_sweeps), which queues trials as the caller's jobs with the sweep's
+ * priority and preemptibility.  Everything a sweep is lives in the store
+ * (sweep/sweep.h, note 5), so a restarted server goes on where it was.
+ */
+#include "server/server_int.h"
+#include "server/api_int.h"
+#include "backend/backend.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+#include "jobs/jobs.h"
+#include "spec/spec.h"
+#include "sweep/sweep.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Rounds of the sweeps at most this often: each reads its trials' metrics. */
+#define SWEEP_ROUND_S 0.5
+
+/*
+ * Queue a validated spec for user, as POST /api/v1/jobs does (run folder,
+ * job.yaml, the row, the queue in memory); the caller holds s->mu.
+ */
+static int queue_spec(struct srv *s, const char *user, const struct spec *sp, char **id_out,
+		      struct tc_err *err)
+{
+	const struct backend_ops *be = backend_find(sp->backend);
+	if (!be)
+		be = &backend_local;
+	bool own_queue = be->submit != NULL;
+	if (!own_queue && spec_check_command(sp, err))
+		return TC_ESPEC;
+	size_t have = 0;
+	for (size_t i = 0; i < s->ndevs; i++)
+		if (!strcmp(s->devs[i].type, sp->device_type))
+			have++;
+	if (!own_queue && (size_t)sp->per_node > have)
+		return tc_error(err, TC_EUSAGE, "devices: %d %s device%s requested but this server has %zu",
+				sp->per_node, sp->device_type, sp->per_node == 1 ? "" : "s", have);
+	char *id = store_new_job_id();
+	struct sbuf run_dir = SBUF_INIT, path = SBUF_INIT;
+	sbuf_addf(&run_dir, "%s/runs/%s", s->home, id);
+	sbuf_addf(&path, "%s/job.yaml", run_dir.buf);
+	char *yaml = spec_to_yaml(sp);
+	char *json = spec_to_json(sp);
+	char *want = sp->device_ids_given ? ids_text(sp->device_ids, sp->per_node) : NULL;
+	int rc = mkdir_p(run_dir.buf, err);
+	if (!rc)
+		rc = write_file_atomic(path.buf, yaml, strlen(yaml), err);
+	struct job_row jr = { .id = id, .name = sp->name, .state = JOB_QUEUED, .run_dir = run_dir.buf,
+			      .spec_json = json, .created = now_wall(),
+			      .world_size = sp->per_node * sp->nodes, .exit_code = -1,
+			      .user = (char *)user, .priority = sp->priority,
+			      .preemptible = sp->preemptible, .device_type = sp->device_type,
+			      .device_count = sp->per_node, .device_want = want, .managed = true,
+			      .backend = sp->backend };
+	if (!rc)
+		rc = store_job_submit(s->st, &jr, err);
+	if (!rc) {
+		srv_add_queued(s, id, user, sp->name, sp->device_type, sp->per_node,
+			       want ? sp->device_ids : NULL, sp->priority, sp->preemptible, jr.created,
+			       sp->max_restarts, run_dir.buf, be);
+		s->submitted++;
+		*id_out = id;
+		id = NULL;
+	}
+	free(want);
+	free(yaml);
+	free(json);
+	free(id);
+	sbuf_release(&run_dir);
+	sbuf_release(&path);
+	return rc;
+}
+
+static int srv_trial_launch(void *arg, const struct sweep_row *sw, const struct sweep_def *d,
+			    struct trial_row *t, struct tc_err *err)
+{
+	struct srv *s = arg;
+	struct spec *sp = NULL;
+	int rc = sweep_trial_spec(d, t->params_json, s->o.backend, &sp, err);
+	if (rc)
+		return rc;
+	free(sp->name);
+	sp->name = sweep_trial_name(sw, t->idx);
+	if (d->priority)
+		sp->priority = d->priority;
+	if (d->preemptible >= 0)
+		sp->preemptible = d->preemptible;
+	free(t->job_id);
+	t->job_id = NULL;
+	rc = queue_spec(s, sw->user ? sw->user : "", sp, &t->job_id, err);
+	spec_free(sp);
+	return rc;
+}
+
+static int srv_trial_stop(void *arg, const struct trial_row *t, const char *why, struct tc_err *err)
+{
+	struct srv *s = arg;
+	struct sjob *j = t->job_id ? srv_find(s, t->job_id) : NULL;
+	if (!j)
+		return tc_error(err, TC_EUSAGE, "job %s is not active", t->job_id ? t->job_id : "-");
+	srv_say(s, why);
+	return srv_stop_job(s, j, JOB_STOP_STOPPED, err);
+}
+
+void srv_sweeps(struct srv *s)
+{
+	double now = now_wall();
+	if (now < s->next_sweeps)
+		return;
+	s->next_sweeps = now + SWEEP_ROUND_S;
+	struct sweep_row *v = NULL;
+	size_t n = 0;
+	struct tc_err err = TC_ERR_INIT;
+	if (store_sweep_list(s->st, true, &v, &n, &err)) {
+		srv_say(s, err.msg);
+		tc_err_release(&err);
+		return;
+	}
+	struct sweep_ops ops = { srv_trial_launch, NULL, srv_trial_stop, s };
+	for (size_t i = 0; i < n; i++) {
+		bool done = false;
+		if (sweep_tick(s->st, v[i].id, &ops, &done, &err)) {
+			struct sbuf m = SBUF_INIT;
+			sbuf_addf(&m, "sweep %s: %s", v[i].id, err.msg ? err.msg : "error");
+			srv_say(s, m.buf);
+			sbuf_release(&m);
+			tc_err_release(&err);
+		} else if (done) {
+			struct sbuf m = SBUF_INIT;
+			sbuf_addf(&m, "sweep %s (%s) done", v[i].id, v[i].name);
+			srv_say(s, m.buf);
+			sbuf_release(&m);
+		}
+	}
+	sweep_rows_free(v, n);
+}
+
+/* ---- the endpoints ---- */
+
+int h_sweep_submit(struct srv *s, struct MHD_Connection *con, const struct who *w,
+		   const struct sbuf *body)
+{
+	json_error_t je;
+	json_t *o = json_loadb(body->buf, body->len, 0, &je);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return reply_err(con, 400, "the body must be a JSON object with a 'sweep' (the sweep file's text)");
+	}
+	const char *text = json_string_value(json_object_get(o, "sweep"));
+	const char *file = json_string_value(json_object_get(o, "file"));
+	const char *base = json_string_value(json_object_get(o, "base"));
+	const char *spec = json_string_value(json_object_get(o, "spec"));
+	if (!text || (base && base[0] != '/')) {
+		json_decref(o);
+		return reply_err(con, 400, "'sweep' must be the sweep file's text and 'base' an absolute path");
+	}
+	struct sweep_def *d = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	json_t *trials = NULL;
+	struct trial_row *rows = NULL;
+	size_t n = 0;
+	char *cwd = getcwd(NULL, 0);
+	int rc = sweep_parse(text, strlen(text), file ? file : "sweep", base ? base : (cwd ? cwd : "/"),
+			     spec, &d, &err), ret;
+	free(cwd);
+	if (!rc) {
+		trials = sweep_trials(d);
+		rc = sweep_check_trials(d, trials, s->o.backend, &err);
+	}
+	if (rc) {
+		ret = reply_tc(con, &err);
+		goto out;
+	}
+	struct sweep_row sw = { .id = store_new_job_id(), .name = d->name, .state = "running",
+				.user = w->user, .managed = true, .created = now_wall() };
+	json_t *dj = sweep_def_to_json(d);
+	sw.def_json = json_dumps(dj, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+	json_decref(dj);
+	n = json_array_size(trials);
+	rows = xcalloc(n + 1, sizeof(*rows));
+	for (size_t i = 0; i < n; i++) {
+		rows[i].sweep_id = sw.id;
+		rows[i].idx = (int)i;
+		rows[i].params_json = json_dumps(json_array_get(trials, i),
+						 JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
+		rows[i].state = SWEEP_T_PENDING;
+	}
+	pthread_mutex_lock(&s->mu);
+	rc = store_sweep_create(s->st, &sw, rows, n, &err);
+	s->next_sweeps = 0; /* its first trials at the next round */
+	srv_wake(s);
+	pthread_mutex_unlock(&s->mu);
+	if (rc)
+		ret = reply_tc(con, &err);
+	else
+		ret = reply_jsont(con, 201, sweep_brief_json(&sw));
+	for (size_t i = 0; i < n; i++)
+		free(rows[i].params_json);
+	free(sw.id);
+	free(sw.def_json);
+out:
+	free(rows);
+	json_decref(trials);
+	sweep_def_free(d);
+	json_decref(o);
+	tc_err_release(&err);
+	return ret;
+}
+
+int h_sweep_list(struct srv *s, struct MHD_Connection *con, const struct who *w)
+{
+	struct sweep_row *v = NULL;
+	size_t n = 0;
+	struct tc_err err = TC_ERR_INIT;
+	pthread_mutex_lock(&s->mu);
+	int rc = store_sweep_list(s->st, false, &v, &n, &err);
+	pthread_mutex_unlock(&s->mu);
+	if (rc) {
+		int ret = reply_tc(con, &err);
+		tc_err_release(&err);
+		return ret;
+	}
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++)
+		if (server_may_see(w, v[i].user))
+			json_array_append_new(arr, sweep_brief_json(&v[i]));
+	sweep_rows_free(v, n);
+	return reply_jsont(con, 200, json_pack("{s:o}", "sweeps", arr));
+}
+
+/* The sweep ref names, when w may see it (0), else the reply is sent (*ret). */
+static int find_sweep(struct srv *s, struct MHD_Connection *con, const struct who *w,
+		      const char *ref, struct sweep_row *out, int *ret)
+{
+	struct tc_err err = TC_ERR_INIT;
+	if (!api_id_ok(ref)) {
+		*ret = reply_err(con, 400, "bad sweep id");
+		return -1;
+	}
+	pthread_mutex_lock(&s->mu);
+	int rc = store_sweep_get(s->st, ref, out, &err);
+	pthread_mutex_unlock(&s->mu);
+	if (rc) {
+		*ret = reply_tc(con, &err);
+		tc_err_release(&err);
+		return -1;
+	}
+	if (!server_may_see(w, out->user)) {
+		sweep_row_release(out);
+		*ret = reply_err(con, 403, "sweep %s is another user's", ref);
+		return -1;
+	}
+	return 0;
+}
+
+int h_sweep_detail(struct srv *s, struct MHD_Connection *con, const struct who *w, const char *ref)
+{
+	struct sweep_row sw = { 0 };
+	int ret;
+	if (find_sweep(s, con, w, ref, &sw, &ret))
+		return ret;
+	json_t *o = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	pthread_mutex_lock(&s->mu);
+	int rc = sweep_show_json(s->st, sw.id, &o, &err);
+	pthread_mutex_unlock(&s->mu);
+	ret = rc ? reply_tc(con, &err) : reply_jsont(con, 200, o);
+	tc_err_release(&err);
+	sweep_row_release(&sw);
+	return ret;
+}
+
+/* Stop a sweep: no new trial starts, its running trials are stopped. */
+int h_sweep_stop(struct srv *s, struct MHD_Connection *con, const struct who *w, const char *ref)
+{
+	struct sweep_row sw = { 0 };
+	int ret;
+	if (find_sweep(s, con, w, ref, &sw, &ret))
+		return ret;
+	struct trial_row *t = NULL;
+	size_t n = 0;
+	struct tc_err err = TC_ERR_INIT;
+	pthread_mutex_lock(&s->mu);
+	int rc = strcmp(sw.state, "running") ? 0 : store_sweep_trials(s->st, sw.id, &t, &n, &err);
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct sjob *j = t[i].job_id && !strcmp(t[i].state, SWEEP_T_RUNNING) ? srv_find(s, t[i].job_id) : NULL;
+		struct tc_err e2 = TC_ERR_INIT;
+		if (j && srv_stop_job(s, j, JOB_STOP_STOPPED, &e2))
+			srv_say(s, e2.msg);
+		tc_err_release(&e2);
+		if (!strcmp(t[i].state, SWEEP_T_RUNNING) || !strcmp(t[i].state, SWEEP_T_PENDING)) {
+			/* no round follows a stopped sweep: its trials end here */
+			free(t[i].state);
+			t[i].state = xstrdup(SWEEP_T_KILLED);
+			free(t[i].note);
+			t[i].note = xstrdup("the sweep was stopped");
+			t[i].ended = now_wall();
+			rc = store_trial_update(s->st, &t[i], &err);
+		}
+	}
+	if (!rc && !strcmp(sw.state, "running"))
+		rc = store_sweep_set_state(s->st, sw.id, "stopped", "stopped through the API", true, &err);
+	srv_wake(s);
+	pthread_mutex_unlock(&s->mu);
+	ret = rc ? reply_tc(con, &err)
+		 : reply_jsont(con, 200, json_pack("{s:s, s:s, s:b}", "id", sw.id, "action", "stop", "ok", 1));
+	trial_rows_free(t, n);
+	tc_err_release(&err);
+	sweep_row_release(&sw);
+	return ret;
+}
