@@ -50,6 +50,10 @@ static const struct example {
 	  "j-1" },
 	{ "GET", "/api/v1/jobs/j-1/usage", ROUTE_GET, "/api/v1/jobs/{job}/usage", "j-1" },
 	{ "GET", "/api/v1/jobs/j-1/report", ROUTE_GET, "/api/v1/jobs/{job}/report", "j-1" },
+	{ "GET", "/api/v1/sweeps", ROUTE_GET, "/api/v1/sweeps", NULL },
+	{ "POST", "/api/v1/sweeps", ROUTE_POST, "/api/v1/sweeps", NULL },
+	{ "GET", "/api/v1/sweeps/s-1", ROUTE_GET, "/api/v1/sweeps/{sweep}", NULL },
+	{ "POST", "/api/v1/sweeps/s-1/stop", ROUTE_POST, "/api/v1/sweeps/{sweep}/stop", NULL },
 	/* the catch-alls: a job's unknown parts (the job is looked up first) */
 	{ "GET", "/api/v1/jobs/j-1/nothing", ROUTE_ANY, "/api/v1/jobs/{job}/*", "j-1" },
 	{ "PUT", "/api/v1/jobs/j-1/logs/x", ROUTE_ANY, "/api/v1/jobs/{job}/*/*", "j-1" },
