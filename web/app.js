@@ -95,10 +95,11 @@
         <div class="toolbar"><h1>Jobs</h1>
           <select id="f-state"><option value="">all states</option>${INFO.states.map(s => `<option>${esc(s.name)}</option>`).join("")}</select>
           <input id="f-user" placeholder="user" style="width:130px">
+          <button id="cmp" disabled title="tick two jobs or more">Compare</button>
           <a class="button" href="#/submit">New job</a>
         </div>
         <div class="scroll"><table id="jobs"><thead><tr>
-          <th>Name</th><th>State</th><th class="hide-narrow">User</th><th class="hide-narrow">Priority</th>
+          <th class="pick"></th><th>Name</th><th>State</th><th class="hide-narrow">User</th><th class="hide-narrow">Priority</th>
           <th>Devices</th><th class="hide-narrow">Created</th><th>Duration</th><th>Actions</th>
         </tr></thead><tbody></tbody></table></div>
         <div class="row muted" id="paging"></div>
@@ -107,6 +108,11 @@
     fs.value = q.get("state") || ""; fu.value = q.get("user") || "";
     let offset = Number(q.get("offset") || 0);
     const limit = 50;
+    // the jobs ticked for Compare, kept across reloads of the table
+    const picked = new Set();
+    const cmp = document.getElementById("cmp");
+    function pickedChanged() { cmp.disabled = picked.size < 2; cmp.textContent = picked.size ? `Compare (${picked.size})` : "Compare"; }
+    cmp.onclick = () => { location.hash = "#/compare?jobs=" + [...picked].map(encodeURIComponent).join(","); };
     async function load() {
       const p = new URLSearchParams({ limit, offset });
       if (fs.value) p.set("state", fs.value);
@@ -116,13 +122,19 @@
       const tb = view.querySelector("#jobs tbody");
       if (!tb) return; /* the user went to another page meanwhile */
       tb.innerHTML = r.jobs.map(j => `<tr data-id="${esc(j.id)}">
+        <td class="pick"><input type="checkbox" class="pick" aria-label="compare ${esc(j.name)}" ${picked.has(j.id) ? "checked" : ""}></td>
         <td><a href="#/job/${esc(j.id)}">${esc(j.name)}</a><div class="muted">${esc(j.id)}</div></td>
         <td>${stateBadge(j.state)}</td><td class="hide-narrow">${esc(j.user)}</td>
         <td class="hide-narrow">${j.priority}${j.preemptible ? " · preemptible" : ""}</td>
         <td>${esc(j.device_type)} × ${j.device_count}${j.devices ? ` <span class="muted">[${esc(j.devices)}]</span>` : ""}</td>
         <td class="hide-narrow">${fmtTime(j.created)}</td><td>${fmtDur(j)}</td>
-        <td>${actionButtons(j)}</td></tr>`).join("") || `<tr><td colspan="8" class="muted">no jobs</td></tr>`;
+        <td>${actionButtons(j)}</td></tr>`).join("") || `<tr><td colspan="9" class="muted">no jobs</td></tr>`;
       bindActions(tb, b => b.closest("tr").dataset.id, load);
+      tb.querySelectorAll("input.pick").forEach(c => c.onchange = () => {
+        const id = c.closest("tr").dataset.id;
+        if (c.checked) picked.add(id); else picked.delete(id);
+        pickedChanged();
+      });
       const pg = document.getElementById("paging");
       pg.innerHTML = `${r.total} jobs · ${r.total ? offset + 1 : 0}–${Math.min(offset + limit, r.total)}
         <button id="prev" ${offset ? "" : "disabled"}>‹ Newer</button><button id="next" ${offset + limit < r.total ? "" : "disabled"}>Older ›</button>`;
@@ -386,6 +398,119 @@
     }
   }
 
+  // ---- compare: several jobs, or a sweep's trials ----
+  // one chart per metric, one line per job (rank 0), each downsampled by the
+  // server as a single job's chart is (points=2000)
+  async function pageCompare(query) {
+    const q = new URLSearchParams(query);
+    const gen = routeGen;
+    let jobs = (q.get("jobs") || "").split(",").filter(Boolean).map(id => ({ id, label: id }));
+    let title = "Compare jobs";
+    try {
+      if (q.get("sweep")) {
+        const sw = await api("/sweeps/" + encodeURIComponent(q.get("sweep")));
+        title = `Compare the trials of ${sw.name}`;
+        jobs = sw.trials.filter(t => t.job).map(t => ({ id: t.job, label: `trial ${t.trial}: ` + Object.entries(t.params).map(([k, v]) => k.split(".").pop() + "=" + v).join(" ") }));
+      } else {
+        for (const j of jobs) { const d = await api("/jobs/" + encodeURIComponent(j.id)); j.label = d.name; j.id = d.id; }
+      }
+    } catch (e) { if (gen === routeGen) view.innerHTML = `<div class="card error">${esc(e.message)}</div>`; return; }
+    if (gen !== routeGen) return;
+    view.innerHTML = `<div class="card"><div class="toolbar"><h1>${esc(title)}</h1><span class="muted" id="c-info"></span></div>
+      <div class="muted">${jobs.map((j, i) => `${i ? "" : "reference: "}<a href="#/job/${esc(j.id)}">${esc(j.label)}</a>`).join(" · ") || "no jobs"}</div></div>
+      <div class="charts" id="c-charts"></div>`;
+    if (jobs.length < 1) return;
+    const lists = await Promise.all(jobs.map(j => api(`/jobs/${encodeURIComponent(j.id)}/metrics`).catch(() => ({ series: [] }))));
+    if (gen !== routeGen) return;
+    const names = [...new Set(lists.flatMap(l => l.series.map(s => s.metric)))].sort();
+    const box = document.getElementById("c-charts");
+    document.getElementById("c-info").textContent = `${jobs.length} jobs · ${names.length} metrics`;
+    if (!names.length) { box.innerHTML = `<div class="card muted">no metrics in these jobs</div>`; return; }
+    for (const name of names) {
+      const el = h(`<div class="card chart compare-chart" data-metric="${esc(name)}"></div>`);
+      box.appendChild(el);
+      const with_ = jobs.filter((_, i) => lists[i].series.some(s => s.metric === name));
+      const rs = await Promise.all(with_.map(j => api(`/jobs/${encodeURIComponent(j.id)}/metrics/points?` +
+        new URLSearchParams({ name, rank: 0, points: 2000 })).catch(() => ({ series: [] }))));
+      if (gen !== routeGen) return;
+      const tables = rs.map(r => r.series.length ? [r.series[0].x, r.series[0].y] : [[], []]);
+      const data = tables.length === 1 ? tables[0] : uPlot.join(tables);
+      el.dataset.series = String(with_.length);
+      // points each line has, for the browser test (what uPlot was given to draw)
+      el.dataset.points = data.slice(1).map(d => d.filter(v => v != null).length).join(",");
+      chart(el, name, with_.map(j => j.label), data);
+    }
+  }
+
+  // ---- sweeps ----
+  async function pageSweeps() {
+    let r;
+    const gen = routeGen;
+    try { r = await api("/sweeps"); } catch (e) { if (gen === routeGen) view.innerHTML = `<div class="card error">${esc(e.message)}</div>`; return; }
+    if (gen !== routeGen) return;
+    view.innerHTML = `<div class="card"><div class="toolbar"><h1>Sweeps</h1><span class="muted">trainctl sweep FILE --server URL</span></div>
+      <div class="scroll"><table id="sweeps"><thead><tr><th>Name</th><th>State</th><th>Created</th><th>Note</th></tr></thead><tbody>
+      ${r.sweeps.map(x => `<tr data-id="${esc(x.id)}"><td><a href="#/sweep/${esc(x.id)}">${esc(x.name)}</a><div class="muted">${esc(x.id)}</div></td>
+        <td>${stateBadge(x.state)}</td><td>${fmtTime(x.created)}</td><td class="wrap">${esc(x.note || "")}</td></tr>`).join("")
+      || `<tr><td colspan="4" class="muted">no sweeps</td></tr>`}</tbody></table></div></div>`;
+  }
+  function fmtVal(v) { return v == null ? "-" : typeof v === "number" ? String(Number(v.toPrecision(6))) : typeof v === "string" ? v : JSON.stringify(v); }
+  async function pageSweep(id) {
+    const gen = routeGen;
+    let sw;
+    try { sw = await api("/sweeps/" + encodeURIComponent(id)); } catch (e) { if (gen === routeGen) view.innerHTML = `<div class="card error">${esc(e.message)}</div>`; return; }
+    if (gen !== routeGen) return;
+    const keys = sw.parameters;
+    const best = sw.best;
+    view.innerHTML = `
+      <div class="card"><div class="toolbar"><h1>${esc(sw.name)} ${stateBadge(sw.state)}</h1>
+        <a class="button" href="#/compare?sweep=${esc(sw.id)}">Compare trials</a></div>
+        <div class="muted">${esc(sw.id)} · objective ${esc(sw.metric)} (${esc(sw.mode)}) · ${sw.trials.length} trials${sw.note ? " · " + esc(sw.note) : ""}</div>
+        ${best ? `<p>Best: trial ${best.trial}, ${esc(sw.metric)} ${fmtVal(best.objective)} (<a href="#/job/${esc(best.job || "")}">${esc(best.job || "-")}</a>) · re-run: <code>trainctl clone ${esc(best.job || "")}</code></p>` : ""}</div>
+      <div class="card scroll"><table id="trials"><thead><tr>
+        <th data-sort="trial">Trial</th><th data-sort="state">State</th><th data-sort="objective">Objective</th><th data-sort="steps">Steps</th>
+        ${keys.map(k => `<th data-sort="p:${esc(k)}">${esc(k)}</th>`).join("")}<th>Job</th><th>Note</th></tr></thead><tbody></tbody></table></div>
+      <div class="charts" id="s-plots"></div>`;
+    let sortKey = null, asc = true; // null: the server's order, best first
+    const val = (t, k) => k.startsWith("p:") ? t.params[k.slice(2)] : t[k];
+    function rows() {
+      const v = sw.trials.slice();
+      if (sortKey) v.sort((a, b) => {
+        const x = val(a, sortKey), y = val(b, sortKey);
+        if (x == null && y == null) return 0; if (x == null) return 1; if (y == null) return -1;
+        const c = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+        return asc ? c : -c;
+      });
+      view.querySelector("#trials tbody").innerHTML = v.map(t => `<tr data-trial="${t.trial}">
+        <td>${t.trial}</td><td>${stateBadge(t.state)}</td><td class="objective">${fmtVal(t.objective)}</td><td>${t.steps}</td>
+        ${keys.map(k => `<td>${esc(fmtVal(t.params[k]))}</td>`).join("")}
+        <td>${t.job ? `<a href="#/job/${esc(t.job)}">${esc(t.job)}</a>` : "-"}</td><td class="wrap">${esc(t.note || "")}</td></tr>`).join("");
+      view.querySelectorAll("#trials th[data-sort]").forEach(th => th.classList.toggle("sorted", th.dataset.sort === sortKey));
+    }
+    view.querySelectorAll("#trials th[data-sort]").forEach(th => th.onclick = () => {
+      if (sortKey === th.dataset.sort) asc = !asc; else { sortKey = th.dataset.sort; asc = true; }
+      rows();
+    });
+    rows();
+    // parameter against objective: one scatter per parameter (text values by their order)
+    const box = document.getElementById("s-plots");
+    for (const k of keys) {
+      const pts = sw.trials.filter(t => t.objective != null).map(t => {
+        const v = t.params[k];
+        return { v, t };
+      });
+      const cats = [...new Set(pts.filter(p => typeof p.v !== "number").map(p => fmtVal(p.v)))];
+      const xy = pts.map(p => [typeof p.v === "number" ? p.v : cats.indexOf(fmtVal(p.v)), p.t.objective]).sort((a, b) => a[0] - b[0]);
+      const el = h(`<div class="card chart scatter" data-param="${esc(k)}"></div>`);
+      box.appendChild(el);
+      chart(el, `${sw.metric} by ${k}`, [sw.metric], [xy.map(p => p[0]), xy.map(p => p[1])], {
+        series: [{ label: k }, { label: sw.metric, stroke: "#2f6fde", width: 0, paths: () => null, points: { show: true, size: 8, fill: "#2f6fde" } }],
+        axes: [{ label: k, values: cats.length ? (u, vs) => vs.map(x => cats[x] != null && Number.isInteger(x) ? cats[x] : "") : undefined }, { size: 60 }],
+      });
+    }
+    if (sw.state === "running") { const t = setTimeout(route, 5000); cleanup.push(() => clearTimeout(t)); }
+  }
+
   // ---- devices page ----
   async function pageDevices() {
     view.innerHTML = `<div class="card"><div class="toolbar"><h1>Devices</h1><span class="muted">refreshed every 5 s</span></div>
@@ -417,6 +542,9 @@
     if (parts[0] === "job" && parts[1]) return pageJob(decodeURIComponent(parts[1]), parts[2]);
     if (parts[0] === "submit") return pageSubmit();
     if (parts[0] === "devices") return pageDevices();
+    if (parts[0] === "compare") return pageCompare(query || "");
+    if (parts[0] === "sweeps") return pageSweeps();
+    if (parts[0] === "sweep" && parts[1]) return pageSweep(decodeURIComponent(parts[1]));
     return pageJobs(query || "");
   }
   window.addEventListener("hashchange", route);
