@@ -369,9 +369,6 @@ static int run_here(const char *home, const char *file, bool as_json, struct cmd
 	sw.id = store_new_job_id();
 	sw.name = xstrdup(d->name);
 	sw.state = xstrdup("running");
-	json_t *dj = sweep_def_to_json(d);
-	sw.def_json = json_dumps(dj, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
-	json_decref(dj);
 	sw.created = now_wall();
 	sw.driver_pid = getpid();
 	sw.driver_ticks = proc_start_ticks(getpid());
@@ -383,12 +380,17 @@ static int run_here(const char *home, const char *file, bool as_json, struct cmd
 	if (d->spec_path) {
 		l.spec_file = xstrdup(d->spec_path);
 	} else {
+		/* an inline spec becomes a file the trials (and a re-run) can name */
 		struct sbuf p = SBUF_INIT;
 		sbuf_addf(&p, "%s/spec.json", l.dir);
 		l.spec_file = sbuf_detach(&p);
 		if ((rc = write_file_atomic(l.spec_file, d->spec_text, strlen(d->spec_text), err)))
 			goto out;
+		d->spec_path = xstrdup(l.spec_file);
 	}
+	json_t *dj = sweep_def_to_json(d);
+	sw.def_json = json_dumps(dj, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+	json_decref(dj);
 	struct trial_row *rows = xcalloc(l.nkids + 1, sizeof(*rows));
 	for (size_t i = 0; i < l.nkids; i++) {
 		rows[i].sweep_id = sw.id;
