@@ -75,6 +75,15 @@ int jobs_show(struct store *st, const char *ref, bool reconcile, json_t **out,
 	json_object_set_new(o, "duration", json_real_or_null(ms.duration));
 	if (ndl) /* webhooks: only jobs that have any carry the key */
 		json_object_set_new(o, "notifications", deliveries_json(dl, ndl));
+	struct trial_row tr = { 0 };
+	struct tc_err e2 = TC_ERR_INIT;
+	if (!store_trial_of_job(st, j.id, &tr, &e2)) { /* a sweep's trial: which, with what values */
+		json_t *p = json_loads(tr.params_json ? tr.params_json : "{}", 0, NULL);
+		json_object_set_new(o, "sweep", json_pack("{s:s, s:i, s:o}", "id", tr.sweep_id, "trial",
+							  tr.idx, "params", p ? p : json_object()));
+		trial_row_release(&tr);
+	}
+	tc_err_release(&e2);
 	*out = o;
 out:
 	if (have_ms)

@@ -143,6 +143,14 @@ void jobs_show_text(json_t *o, struct sbuf *out)
 	if (slurm)
 		sbuf_addf(out, "%-10s %s (%s) on %s\n", "slurm job", str(slurm, "job", "?"),
 			  str(slurm, "state", "?"), str(slurm, "nodes", "no nodes yet"));
+	json_t *sweep = get(o, "sweep");
+	if (sweep) {
+		char *p = json_dumps(get(sweep, "params"), JSON_COMPACT | JSON_PRESERVE_ORDER |
+							    JSON_REAL_PRECISION(15));
+		sbuf_addf(out, "%-10s %s, trial %lld %s\n", "sweep", str(sweep, "id", "?"),
+			  num(sweep, "trial"), p ? p : "{}");
+		free(p);
+	}
 	line_time(out, "created", get(o, "created"));
 	line_time(out, "started", get(o, "started"));
 	line_time(out, "ended", get(o, "ended"));

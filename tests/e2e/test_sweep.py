@@ -84,8 +84,10 @@ def test_grid_here(torch_available, tmp_path):
         assert sum(1 for a, b in spans if a <= start < b) <= 2, spans
     # each trial is an ordinary job, its overrides recorded
     j = json.loads(_tc(home, "show", trials[0]["job"], "--json").stdout)
-    spec = j["spec"] if "spec" in j else j
-    assert "args.lr" in json.dumps(spec.get("overrides", spec)), j
+    assert j["sweep"]["id"] == s["id"] and j["sweep"]["trial"] == trials[0]["trial"], j
+    assert j["sweep"]["params"] == trials[0]["params"]
+    assert "args.lr" in j["spec"]["overrides"], j["spec"]
+    assert f"sweep      {s['id']}, trial {trials[0]['trial']}" in _tc(home, "show", trials[0]["job"]).stdout
     text = _tc(home, "sweep", "show", "digits-grid").stdout
     assert f"best       trial {trials[0]['trial']}: val.accuracy" in text
     assert f"trainctl clone {trials[0]['job']}" in text
@@ -186,6 +188,7 @@ def test_grid_through_the_server_survives_sigkill(torch_available, trainctl, tmp
     st, jobs = srv.call("GET", "/api/v1/jobs")
     trial = next(j for j in jobs["jobs"] if j["name"].startswith("digits-grid-"))
     assert trial["priority"] == 100 and trial["user"]
+    assert srv.job(trial["id"])["sweep"]["id"] == sid
     srv.stop(signal.SIGKILL)
     srv2 = start_server(trainctl, state, args=("--cpu-slots", "4"))
     srv = srv2
