@@ -14,7 +14,9 @@
 #include "core/proc.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "devices/devices.h"
 #include "jobs/jobs.h"
+#include "spec/spec.h"
 #include "server/server.h"
 #include "store/store.h"
 #include "sweep/sweep.h"
@@ -346,6 +348,34 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+/*
+ * Trials take their devices as any `trainctl run` does (leases): no more of
+ * them at once than the machine's accelerators hold, or the extra ones would
+ * fail for want of a device.  cpu workers are not leased.
+ */
+static void cap_parallel(struct sweep_def *d, const json_t *trials, bool quiet)
+{
+	struct spec *s0 = NULL;
+	struct tc_err e = TC_ERR_INIT;
+	char *p = json_dumps(json_array_get(trials, 0), JSON_COMPACT | JSON_REAL_PRECISION(15));
+	if (p && !sweep_trial_spec(d, p, NULL, &s0, &e) && strcmp(s0->device_type, "cpu")) {
+		struct device_list dl = DEVICE_LIST_INIT;
+		devices_discover(&dl);
+		int have = devices_count(&dl, s0->device_type);
+		int fit = s0->per_node > 0 && have > 0 ? have / s0->per_node : 0;
+		if (fit >= 1 && fit < d->parallel) {
+			if (!quiet)
+				printf("parallel: %d trials of %d %s each fit this machine's %d (not %d)\n", fit,
+				       s0->per_node, s0->device_type, have, d->parallel);
+			d->parallel = fit;
+		}
+		device_list_release(&dl);
+	}
+	spec_free(s0);
+	free(p);
+	tc_err_release(&e);
+}
+
 static int run_here(const char *home, const char *file, bool as_json, struct cmd_ctx *ctx,
 		    struct tc_err *err)
 {
@@ -362,6 +392,7 @@ static int run_here(const char *home, const char *file, bool as_json, struct cmd
 	trials = sweep_trials(d);
 	if ((rc = sweep_check_trials(d, trials, NULL, err)))
 		goto out;
+	cap_parallel(d, trials, as_json);
 	l.nkids = json_array_size(trials);
 	l.kids = xcalloc(l.nkids + 1, sizeof(*l.kids));
 	last = xcalloc(l.nkids + 1, sizeof(*last));
