@@ -82,6 +82,26 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 	strvec_pushf(&argv, "--master=%s:%d", a->master_addr, a->master_port);
 	if (a->resume_from)
 		strvec_pushf(&argv, "--resume=%s", a->resume_from);
+	if (a->exclude) {
+		/* nodes whose devices failed their health check, when the allocation has spares */
+		long have = 0, left = 0;
+		const char *nn = getenv("SLURM_JOB_NUM_NODES");
+		if (nn && parse_long(nn, 1, 1000000, &have)) {
+			left = have - 1;
+			for (const char *c = a->exclude; *c; c++)
+				left -= *c == ',';
+		}
+		if (left >= a->nodes) {
+			/* srun's options come before the program: insert after "srun" */
+			struct strvec front = STRVEC_INIT;
+			strvec_push(&front, "srun");
+			strvec_pushf(&front, "--exclude=%s", a->exclude);
+			for (size_t i = 1; i < argv.nr; i++)
+				strvec_push(&front, argv.v[i]);
+			strvec_clear(&argv);
+			argv = front;
+		}
+	}
 	*failed = *stopped = false;
 	struct proc p = PROC_INIT;
 	p.args = argv; /* taken over: proc_clear frees it */

@@ -115,6 +115,12 @@ struct launch_attempt {
 	const char *master_addr;
 	int master_port;
 	const char *resume_from; /* NULL: none */
+	/*
+	 * Hosts whose devices failed their health check in an earlier attempt
+	 * ("n1,n3"), or NULL: the backend leaves them out when its allocation
+	 * has nodes to spare (Slurm: srun --exclude).
+	 */
+	const char *exclude;
 };
 struct launch_backend_ops {
 	int (*run_attempt)(void *ctx, const struct launch_attempt *a, bool *failed, bool *stopped,

@@ -54,6 +54,7 @@ struct mn {
 	char *resume;  /* TRAINCTL_RESUME_FROM of the next attempt, or NULL */
 	struct sbuf result; /* the job's outcome, said after the final upload's lines */
 	struct launch_notify *ln; /* the job's webhooks (notify_int.h), or NULL */
+	struct sbuf exclude;      /* hosts whose devices failed their health check: "n1,n3" */
 };
 
 char *launch_node_result_path(const char *run_dir, int attempt, int node_rank)
@@ -115,6 +116,23 @@ static void attempt_cause(struct mn *m, int attempt, int nodes, struct sbuf *cau
 		enum job_state state;
 		bool failed = word && job_state_parse(word, strlen(word), &state) && state == JOB_FAILED;
 		double t = json_number_value(json_object_get(o, "time"));
+		const char *sick = json_string_value(json_object_get(o, "node_name"));
+		if (!sick)
+			sick = json_string_value(json_object_get(o, "hostname"));
+		if (json_is_true(json_object_get(o, "unhealthy")) && sick && *sick &&
+		    !strchr(sick, ',')) {
+			/* left out of the next attempts when the allocation allows (launch.h) */
+			bool listed = false;
+			for (const char *p = m->exclude.buf; p && (p = strstr(p, sick)); p++)
+				listed = listed || ((p == m->exclude.buf || p[-1] == ',') &&
+						    (p[strlen(sick)] == ',' || !p[strlen(sick)]));
+			if (!listed) {
+				sbuf_addf(&m->exclude, "%s%s", m->exclude.len ? "," : "", sick);
+				say(m, "node %d (%s): its devices failed their health check; the next "
+				    "attempts leave it out when the allocation has a node to spare",
+				    n, sick);
+			}
+		}
 		if (failed && (!cause->len || t < best)) {
 			best = t;
 			sbuf_reset(cause);
@@ -240,7 +258,8 @@ static int mn_run_attempt(struct mn *m, bool *failed, bool *stopped, struct tc_e
 		launch_notify(m->ln, NOTIFY_STARTED, "running", why.buf, m->attempt, -1);
 	sbuf_release(&why);
 	if (!rc) {
-		struct launch_attempt a = { m->attempt, m->s->nodes, addr, port, m->resume };
+		struct launch_attempt a = { m->attempt, m->s->nodes, addr, port, m->resume,
+					    m->exclude.len ? m->exclude.buf : NULL };
 		rc = m->ops->run_attempt(m->ops->ctx, &a, failed, stopped, err);
 	}
 	free(addr);
@@ -288,6 +307,7 @@ static void mn_release(struct mn *m)
 		close(m->logfd);
 	free(m->resume);
 	sbuf_release(&m->result);
+	sbuf_release(&m->exclude);
 	free(m->log_dir);
 	free(m->output_dir);
 	free(m->data_dir);
@@ -301,7 +321,7 @@ int launch_multinode(const struct spec *s, const char *home, const char *job_id,
 		     const struct launch_backend_ops *ops, int *exit_status, struct tc_err *err)
 {
 	struct mn m = { .s = s, .home = home, .job_id = job_id, .ops = ops, .logfd = -1,
-			.result = SBUF_INIT };
+			.result = SBUF_INIT, .exclude = SBUF_INIT };
 	int rc;
 	*exit_status = 1;
 	if ((rc = mn_open(&m, err)))

@@ -60,7 +60,7 @@ static int node_rank_table(struct sup *sp, char **path, struct tc_err *err)
 
 /* The attempt's outcome for the driver: attempts/<a>/node-<n>.json. */
 static int node_result(struct sup *sp, enum job_state state, const char *cause,
-		       const char *detail, struct tc_err *err)
+		       const char *detail, bool unhealthy, struct tc_err *err)
 {
 	const struct launch_node *nd = sp->o->node;
 	char *path = launch_node_result_path(sp->run_dir, nd->attempt, nd->node_rank);
@@ -78,6 +78,12 @@ static int node_result(struct sup *sp, enum job_state state, const char *cause,
 		json_object_set_new(o, "detail", json_string(detail));
 	if (sp->failed)
 		json_object_set_new(o, "rank", json_integer(sp->fail_rank));
+	if (unhealthy) /* a device failed its health check: the driver may exclude this node */
+		json_object_set_new(o, "unhealthy", json_true());
+	/* the scheduler's name of this node (several slurmd may share a host) */
+	const char *slurm_node = getenv("SLURMD_NODENAME");
+	if (slurm_node && *slurm_node)
+		json_object_set_new(o, "node_name", json_string(slurm_node));
 	char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
 	json_decref(o);
 	int rc = mkdir_p(dir, err);
@@ -135,7 +141,7 @@ static int node_outcome(struct sup *sp, int *exit_status, struct tc_err *err)
 	sup_say(sp, "node %d: %s%s%s", nd->node_rank, job_state_name(state), cause.len ? ": " : "",
 		cause.buf);
 	int rc = node_result(sp, state, cause.len ? cause.buf : NULL, detail.len ? detail.buf : NULL,
-			     err);
+			     false, err);
 	sbuf_release(&cause);
 	sbuf_release(&detail);
 	return rc;
@@ -147,9 +153,19 @@ int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
 	char *rank_table = NULL;
 	int rc;
 	sp->attempt = nd->attempt;
+	/* this node's devices, before its workers (health_hook.c) */
+	bool changed = false;
+	if ((rc = sup_health_check(sp, true, &changed, err))) {
+		struct tc_err e2 = TC_ERR_INIT;
+		sup_say(sp, "node %d: %s", nd->node_rank, err->msg);
+		node_result(sp, JOB_FAILED, err->msg, NULL, true, &e2);
+		tc_err_release(&e2);
+		*exit_status = 1;
+		return 0; /* the driver decides: the attempt failed on this node */
+	}
 	if ((rc = node_rank_table(sp, &rank_table, err))) {
 		struct tc_err e2 = TC_ERR_INIT;
-		node_result(sp, JOB_FAILED, err->msg, NULL, &e2);
+		node_result(sp, JOB_FAILED, err->msg, NULL, false, &e2);
 		tc_err_release(&e2);
 		return rc;
 	}

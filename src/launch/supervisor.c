@@ -706,7 +706,8 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	*job_id = xstrdup(sp.job_id);
 	/* a device that fails its health check is not handed to the job (health_hook.c) */
 	bool changed = false;
-	if ((rc = sup_health_check(&sp, true, &changed, err))) {
+	/* (a node of a multi-node job checks in its attempt, so that its driver hears why) */
+	if (!o->node && (rc = sup_health_check(&sp, true, &changed, err))) {
 		struct tc_err e2 = TC_ERR_INIT;
 		/* the server's job exists: it ends here; a run's is refused before it exists */
 		if (o->job_id && !o->node)

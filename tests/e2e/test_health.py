@@ -176,3 +176,48 @@ def test_server_schedules_around_an_unhealthy_gpu(trainctl, tmp_path, nvml):
         srv.wait_state(b, "succeeded")
     finally:
         srv.stop()
+
+
+def test_slurm_restart_excludes_the_unhealthy_node(trainctl, home, tmp_path, nvml):
+    """nodes: 1 in a 2-node allocation; the first node's GPU fails its check:
+    the attempt fails there and the restart runs with srun --exclude."""
+    from slurm_cluster import Cluster, have_slurm
+
+    if not have_slurm():
+        pytest.fail("Slurm is not installed (scripts/install-deps.sh)", pytrace=False)
+    _, env = nvml
+    (tmp_path / "nvml-.conf").write_text("count 1\n")    # the submitting host
+    (tmp_path / "nvml-n1.conf").write_text("count 1\n0 remap_pending\n")
+    (tmp_path / "nvml-n2.conf").write_text("count 1\n")
+    env = dict(env, TRAINCTL_FAKE_NVML=str(tmp_path / "nvml-{node}.conf"))
+    cluster = Cluster(tmp_path / "slurm").start()
+    try:
+        spec = write(tmp_path, "job.yaml", """
+name: sick-node
+command: ["sh", "-c", "echo ran on $SLURMD_NODENAME"]
+devices: {type: gpu, per_node: 1}
+backend: slurm
+restart: {max_restarts: 1}
+slurm: {gres: none, extra: ["--nodes=2"]}
+""")
+        full = dict(os.environ, TRAINCTL_HOME=str(home), SLURM_CONF=str(cluster.conf))
+        for k, v in env.items():
+            if v is None:
+                full.pop(k, None)
+            else:
+                full[k] = v
+        import subprocess
+        p = subprocess.run([str(trainctl), "run", spec], env=full, capture_output=True, text=True,
+                           timeout=300)
+        with sqlite3.connect(os.path.join(home, "trainctl.db")) as c:
+            (run_dir, state), = c.execute("SELECT run_dir, state FROM jobs").fetchall()
+            events = c.execute("SELECT state, reason FROM events ORDER BY rowid").fetchall()
+        log = open(os.path.join(run_dir, "logs", "supervisor.log")).read()
+        assert p.returncode == 0, p.stderr + log + cluster.logs()
+        assert state == "succeeded"
+        restarting = [r for s, r in events if s == "restarting"]
+        assert len(restarting) == 1 and "gpu 0 failed its health check" in restarting[0], events
+        assert "node 0 (n1): its devices failed their health check" in log
+        assert "ran on n2" in open(os.path.join(run_dir, "logs", "rank-0.log")).read()
+    finally:
+        cluster.stop()

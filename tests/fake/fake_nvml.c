@@ -15,6 +15,8 @@
  *                      once per process, in order, by nvmlEventSetWait_v2)
  *   no_remap           nvmlDeviceGetRemappedRows is "not supported"
  *
+ * "{node}" in the file's name is replaced by $SLURMD_NODENAME (empty when
+ * unset): each node of the test Slurm cluster can have GPUs of its own.
  * No file, or no variable: 2 healthy GPUs.
  */
 #include <stdio.h>
@@ -45,7 +47,16 @@ static void load(void)
 	ngpus = 2;
 	no_remap = 0;
 	nxid = 0;
+	/* "{node}" in the path: the Slurm node's name, so that nodes differ */
 	const char *path = getenv("TRAINCTL_FAKE_NVML");
+	char full[4096];
+	const char *node = getenv("SLURMD_NODENAME");
+	const char *at = path ? strstr(path, "{node}") : NULL;
+	if (at) {
+		snprintf(full, sizeof(full), "%.*s%s%s", (int)(at - path), path, node ? node : "",
+			 at + 6);
+		path = full;
+	}
 	FILE *f = path ? fopen(path, "r") : NULL;
 	if (!f)
 		return;
