@@ -18,8 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Deeper flow collections than this are refused (the copy recurses). */
+/*
+ * Deeper flow collections than this are refused (the copy recurses), and
+ * values of more nodes (aliases can repeat a node without end: "billion
+ * laughs") than SET_MAX_NODES.
+ */
 #define SET_MAX_DEPTH 64
+#define SET_MAX_NODES 10000
+#define SET_TOO_BIG "the value is nested more than 64 deep or holds more than 10000 items"
 
 /* Mappings whose keys are the user's names: after them the rest of KEY is one name. */
 static const char *const free_maps[] = { "args", "env", NULL };
@@ -153,12 +159,14 @@ static int add_mapping(yaml_document_t *doc, int line)
 	return id;
 }
 
-/* Copy node sid of src into dst; its new index, or 0 when nested too deep. */
-static int copy_node(yaml_document_t *dst, yaml_document_t *src, int sid, int line, int depth)
+/* Copy node sid of src into dst; its new index, or 0 when too deep or too big (*left nodes). */
+static int copy_node(yaml_document_t *dst, yaml_document_t *src, int sid, int line, int depth,
+		     size_t *left)
 {
 	yaml_node_t *n = yaml_document_get_node(src, sid);
-	if (!n || depth > SET_MAX_DEPTH)
+	if (!n || depth > SET_MAX_DEPTH || !*left)
 		return 0;
+	(*left)--;
 	int id;
 	switch (n->type) {
 	case YAML_SCALAR_NODE:
@@ -171,7 +179,7 @@ static int copy_node(yaml_document_t *dst, yaml_document_t *src, int sid, int li
 		mark(dst, id, line);
 		for (yaml_node_item_t *i = n->data.sequence.items.start;
 		     i < n->data.sequence.items.top; i++) {
-			int c = copy_node(dst, src, *i, line, depth + 1);
+			int c = copy_node(dst, src, *i, line, depth + 1, left);
 			if (!c || !yaml_document_append_sequence_item(dst, id, c))
 				return 0;
 		}
@@ -183,8 +191,8 @@ static int copy_node(yaml_document_t *dst, yaml_document_t *src, int sid, int li
 		mark(dst, id, line);
 		for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
 		     p < n->data.mapping.pairs.top; p++) {
-			int k = copy_node(dst, src, p->key, line, depth + 1);
-			int v = k ? copy_node(dst, src, p->value, line, depth + 1) : 0;
+			int k = copy_node(dst, src, p->key, line, depth + 1, left);
+			int v = k ? copy_node(dst, src, p->value, line, depth + 1, left) : 0;
 			if (!v || !yaml_document_append_mapping_pair(dst, id, k, v))
 				return 0;
 		}
@@ -199,7 +207,8 @@ static int value_node(yaml_document_t *dst, yaml_document_t *vdoc, int line)
 {
 	if (!yaml_document_get_root_node(vdoc))
 		return add_scalar(dst, NULL, "", 0, YAML_PLAIN_SCALAR_STYLE, line);
-	return copy_node(dst, vdoc, 1, line, 0);
+	size_t left = SET_MAX_NODES;
+	return copy_node(dst, vdoc, 1, line, 0, &left);
 }
 
 /* The pair of map whose key is name (len bytes), or NULL. */
@@ -322,8 +331,10 @@ int spec_set_check(const char *set, struct tc_err *err)
 	yaml_document_t scratch;
 	if (!yaml_document_initialize(&scratch, NULL, NULL, NULL, 1, 1))
 		xdie_oom(0);
-	if (yaml_document_get_root_node(&vdoc) && !copy_node(&scratch, &vdoc, 1, SPEC_SET_LINE, 0))
-		rc = set_fail(err, set, "the value is nested more than %d deep", SET_MAX_DEPTH);
+	size_t left = SET_MAX_NODES;
+	if (yaml_document_get_root_node(&vdoc) &&
+	    !copy_node(&scratch, &vdoc, 1, SPEC_SET_LINE, 0, &left))
+		rc = set_fail(err, set, SET_TOO_BIG);
 	yaml_document_delete(&scratch);
 	yaml_document_delete(&vdoc);
 	return rc;
@@ -346,7 +357,7 @@ int spec_apply_sets(yaml_document_t *doc, const struct strvec *sets, struct tc_e
 		int v = value_node(doc, &vdoc, line);
 		yaml_document_delete(&vdoc);
 		if (!v)
-			return set_fail(err, set, "the value is nested more than %d deep", SET_MAX_DEPTH);
+			return set_fail(err, set, SET_TOO_BIG);
 		char *key = xstrndup(set, keylen);
 		rc = graft(doc, set, key, v, line, err);
 		free(key);

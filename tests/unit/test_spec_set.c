@@ -187,6 +187,7 @@ TEST(bad_values)
 		{ "args.\xed\xa0\x80=1", "the key is not UTF-8 text" },
 		{ "args.\x01=1", "the key holds a control character" },
 		{ "args.lr=\x9d", "the value is not YAML" },
+		{ "args.x=&a [*a]", "nested more than 64 deep" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char *m = set_err(base_spec, (const char *[]){ cases[i].set, NULL });
@@ -211,6 +212,13 @@ TEST(deep_value)
 		strcat(v, "]");
 	char *m = set_err(base_spec, (const char *[]){ v, NULL });
 	CHECK_CONTAINS(m, "nested more than 64 deep");
+	free(m);
+	/* aliases repeat a node: 10 x 10 x 10 x 10 x 10 items from a few bytes */
+	const char *laughs = "args.x=[&a [x, x, x, x, x, x, x, x, x, x], &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a], "
+			     "&c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b], &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c], "
+			     "[*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]]";
+	m = set_err(base_spec, (const char *[]){ laughs, NULL });
+	CHECK_CONTAINS(m, "holds more than 10000 items");
 	free(m);
 	struct tc_err err = TC_ERR_INIT;
 	CHECK_INT(spec_set_check(v, &err), TC_ESPEC);
