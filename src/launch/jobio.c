@@ -25,6 +25,8 @@
 struct jobio {
 	struct jobio_ctx c;
 	struct store *st;  /* the thread's own connection */
+	struct sink *sink; /* c.sink, or a direct sink over st (own_sink) */
+	bool own_sink;
 	char *upload_url;  /* {job_id} expanded, or NULL */
 	char *ckpt_url;    /* where an outside checkpoint folder goes, or NULL */
 	char *resume_copy; /* a remote resume: PATH, downloaded */
@@ -97,7 +99,7 @@ static void rotate(struct jobio *io)
 		c.name = xstrdup(rows[i].name);
 		if (ckpt_files_from_json(rows[i].files_json, &c, &err) ||
 		    ckpt_remove(rows[i].dir, &c, &err) ||
-		    store_ckpt_set_state(io->st, io->c.job_id, rows[i].name, "removed", &err))
+		    sink_ckpt_state(io->sink, io->c.job_id, rows[i].name, "removed", &err))
 			tell(io, "warning: checkpoint.keep: %s", err.msg);
 		else
 			tell(io, "checkpoint %s (step %lld) removed: keeping the newest %d", rows[i].name,
@@ -141,7 +143,7 @@ static void scan_record(struct jobio *io, bool all_stable)
 			.bytes = (long long)c->bytes, .checksum = c->checksum, .files_json = files,
 			.created = now_wall(), .state = "complete",
 		};
-		if (store_ckpt_put(io->st, io->c.job_id, &row, &err)) {
+		if (sink_ckpt_put(io->sink, io->c.job_id, &row, &err)) {
 			tell(io, "warning: checkpoints: %s", err.msg);
 			tc_err_release(&err);
 		} else {
@@ -228,7 +230,8 @@ static int stage_inputs(struct jobio *io, struct store *st, struct tc_err *err)
 	const struct spec *s = io->c.s;
 	if (!s->ninputs)
 		return 0;
-	int rc = jobs_mark_starting(st, io->c.job_id, "staging inputs", err);
+	int rc = io->c.sink ? sink_mark(io->c.sink, io->c.job_id, JOB_STARTING, "staging inputs", err)
+			    : jobs_mark_starting(st, io->c.job_id, "staging inputs", err);
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < s->ninputs; i++) {
@@ -281,12 +284,29 @@ int jobio_begin(const struct jobio_ctx *c, struct store *st, struct jobio **out,
 	return 0;
 }
 
+/* The thread's connection and, without the caller's sink, a direct one over it. */
+static int open_store(struct jobio *io, struct tc_err *err)
+{
+	if (io->st)
+		return 0;
+	int rc = store_open(io->c.home, &io->st, err);
+	if (rc)
+		return rc;
+	if (io->c.sink) {
+		io->sink = io->c.sink;
+	} else {
+		io->sink = sink_direct(io->st);
+		io->own_sink = true;
+	}
+	return 0;
+}
+
 int jobio_start(struct jobio *io, struct tc_err *err)
 {
 	int rc;
 	if (io->thread_on)
 		return 0;
-	if (!io->st && (rc = store_open(io->c.home, &io->st, err)))
+	if ((rc = open_store(io, err)))
 		return rc;
 	if (pthread_create(&io->thread, NULL, thread_main, io) != 0)
 		return tc_error_errno(err, TC_ESYS, "cannot start the checkpoint and upload thread");
@@ -355,7 +375,7 @@ char *jobio_resume(struct jobio *io, bool first, struct tc_err *err)
 		return xstrdup(s->resume_path);
 	}
 	/* before the first workers (a requeued job): the thread's connection is not open yet */
-	if (!io->st && store_open(io->c.home, &io->st, err))
+	if (open_store(io, err))
 		return NULL;
 	pthread_mutex_lock(&io->mu);
 	scan_record(io, true); /* every worker is gone: what is there is final */
@@ -409,6 +429,8 @@ void jobio_end(struct jobio *io)
 		if (io->upload_url)
 			upload(io, "final");
 	}
+	if (io->own_sink)
+		sink_close(io->sink);
 	store_close(io->st);
 	strvec_clear(&io->recorded);
 	free(io->upload_url);

@@ -21,6 +21,7 @@
 
 #include "core/err.h"
 #include "core/sbuf.h"
+#include "hub/sink.h"
 #include "spec/spec.h"
 #include "store/store.h"
 
@@ -32,6 +33,11 @@ struct jobio_ctx {
 	void *say_arg;
 	/* the checkpoint a restart resumes from, and why (say_arg too); NULL: say */
 	void (*event)(void *arg, const char *msg);
+	/*
+	 * Where checkpoint records go (borrowed; thread-safe): NULL writes them
+	 * through the thread's own connection (a direct sink over it).
+	 */
+	struct sink *sink;
 };
 
 struct jobio;

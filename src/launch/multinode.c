@@ -25,6 +25,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "jobs/jobs.h"
+#include "hub/sink.h"
 #include "report/report.h"
 #include "store/store.h"
 
@@ -43,6 +44,7 @@ struct mn {
 	const char *home, *job_id;
 	const struct launch_backend_ops *ops;
 	struct store *st;
+	struct sink *sink; /* where the job's records go (hub/sink.h) */
 	struct job_row job;
 	struct jobio *io;
 	char *run_dir, *log_dir, *output_dir, *data_dir, *ckpt_dir;
@@ -160,6 +162,7 @@ static int mn_open(struct mn *m, struct tc_err *err)
 	if ((rc = store_open(m->home, &m->st, err)) ||
 	    (rc = store_job_get(m->st, m->job_id, &m->job, err)))
 		return rc;
+	m->sink = sink_direct(m->st);
 	m->run_dir = xstrdup(m->job.run_dir);
 	sbuf_addf(&path, "%s/logs", m->run_dir);
 	m->log_dir = sbuf_detach(&path);
@@ -192,6 +195,8 @@ static int mn_begin(struct mn *m, struct tc_err *err)
 		.s = m->s, .home = m->home, .job_id = m->job_id, .run_dir = m->run_dir,
 		.data_dir = m->data_dir, .output_dir = m->output_dir, .ckpt_dir = m->ckpt_dir,
 		.world = m->world, .say = io_say, .say_arg = m,
+		/* direct: the jobio thread writes through a connection of its own */
+		.sink = sink_store(m->sink) ? NULL : m->sink,
 	};
 	int rc = jobio_begin(&ioc, m->st, &m->io, err);
 	if (!rc)
@@ -252,7 +257,7 @@ static int mn_run_attempt(struct mn *m, bool *failed, bool *stopped, struct tc_e
 	start_reason(m, &why);
 	m->requeued = false;
 	if (!rc)
-		rc = jobs_mark_running(m->st, m->job_id, why.buf, err);
+		rc = sink_mark(m->sink, m->job_id, JOB_RUNNING, why.buf, err);
 	say(m, "job %s: %s (master %s:%d)", m->job_id, why.buf, addr, port);
 	if (!rc && m->attempt == 0)
 		launch_notify(m->ln, NOTIFY_STARTED, "running", why.buf, m->attempt, -1);
@@ -276,9 +281,9 @@ static int mn_restart(struct mn *m, const char *cause, struct tc_err *err)
 	struct sbuf why = SBUF_INIT;
 	sbuf_addf(&why, "%s; restarting every node (%d of %d)", cause, m->restarts,
 		  m->s->max_restarts);
-	int rc = jobs_mark_restarting(m->st, m->job_id, why.buf, err);
+	int rc = sink_mark(m->sink, m->job_id, JOB_RESTARTING, why.buf, err);
 	if (!rc)
-		rc = store_job_set_restarts(m->st, m->job_id, m->restarts, err);
+		rc = sink_restarts(m->sink, m->job_id, m->restarts, err);
 	say(m, "%s", why.buf);
 	launch_notify(m->ln, NOTIFY_RESTARTED, "restarting", why.buf, m->attempt, -1);
 	sbuf_release(&why);
@@ -294,7 +299,7 @@ static int mn_record_failure(struct mn *m, const char *cause, const char *detail
 	if (m->s->max_restarts)
 		sbuf_addf(&full, " (after %d restarts)", m->restarts);
 	sbuf_adds(&full, detail);
-	int rc = jobs_finish(m->st, m->job_id, JOB_FAILED, 1, full.buf, cause, err);
+	int rc = sink_finish(m->sink, m->job_id, JOB_FAILED, 1, full.buf, cause, err);
 	launch_notify(m->ln, NOTIFY_FAILED, "failed", cause, m->attempt, 1);
 	sbuf_addf(&m->result, "job %s failed: %s", m->job_id, full.buf);
 	sbuf_release(&full);
@@ -314,6 +319,7 @@ static void mn_release(struct mn *m)
 	free(m->ckpt_dir);
 	free(m->run_dir);
 	job_row_release(&m->job);
+	sink_close(m->sink);
 	store_close(m->st);
 }
 
@@ -339,7 +345,7 @@ int launch_multinode(const struct spec *s, const char *home, const char *job_id,
 			goto out;
 		}
 		if (!failed) {
-			rc = jobs_finish(m.st, job_id, JOB_SUCCEEDED, 0, NULL,
+			rc = sink_finish(m.sink, job_id, JOB_SUCCEEDED, 0, NULL,
 					 "every worker on every node exited 0", err);
 			launch_notify(m.ln, NOTIFY_SUCCEEDED, "succeeded",
 				      "every worker on every node exited 0", m.attempt, 0);
@@ -360,10 +366,10 @@ int launch_multinode(const struct spec *s, const char *home, const char *job_id,
 			goto fail;
 	}
 fail:
-	if (rc && m.st) {
+	if (rc && m.sink) {
 		struct tc_err e2 = TC_ERR_INIT;
 		sbuf_addf(&m.result, "job %s failed: %s", job_id, err->msg ? err->msg : tc_code_name(rc));
-		jobs_finish(m.st, job_id, JOB_FAILED, tc_exit_status(rc), err->msg, err->msg, &e2);
+		sink_finish(m.sink, job_id, JOB_FAILED, tc_exit_status(rc), err->msg, err->msg, &e2);
 		tc_err_release(&e2);
 		launch_notify(m.ln, NOTIFY_FAILED, "failed", err->msg, m.attempt, tc_exit_status(rc));
 	}

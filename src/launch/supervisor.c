@@ -299,6 +299,12 @@ static void metrics_warn(void *ctx, const char *msg)
 	sup_say(ctx, "warning: metrics: %s", msg);
 }
 
+static int metrics_write(void *ctx, struct store_mbatch *b, struct tc_err *err)
+{
+	struct sup *sp = ctx;
+	return sink_metrics(sp->sink, b, err);
+}
+
 static void metrics_start(struct sup *sp)
 {
 	const char *fmt = sp->s->metrics_format;
@@ -310,7 +316,8 @@ static void metrics_start(struct sup *sp)
 	struct metrics_ingest_opts mo = {
 		.st = sp->st, .job_id = sp->job_id, .format = fmt, .tb_dir = sp->tb_dir,
 		.files = (const char *const *)files.v, .nfiles = files.nr, .nranks = sp->n,
-		.warn = metrics_warn, .warn_ctx = sp,
+		.warn = metrics_warn, .warn_ctx = sp, .write = metrics_write, .write_ctx = sp,
+		.world = sp->o->node ? sp->o->node->nnodes * sp->n : 0,
 	};
 	sp->mi = metrics_ingest_new(&mo);
 	strvec_clear(&files);
@@ -435,7 +442,7 @@ static int record_stopped(struct sup *sp, struct tc_err *err)
 	if (asked == JOB_STOP_PREEMPTED || asked == JOB_STOP_PAUSED) {
 		sbuf_addf(&why, "%s by the server (workers stopped by %s)", job_stop_name(asked),
 			  strsignal(sp->user_signal));
-		rc = jobs_mark_held(sp->st, sp->job_id, asked, why.buf, err);
+		rc = sink_mark(sp->sink, sp->job_id, job_stop_state(asked), why.buf, err);
 		if (asked == JOB_STOP_PREEMPTED)
 			sup_notify(sp, NOTIFY_PREEMPTED, job_stop_name(asked), why.buf, -1);
 		sup_result(sp, "job %s %s", sp->job_id, why.buf);
@@ -444,7 +451,7 @@ static int record_stopped(struct sup *sp, struct tc_err *err)
 			sbuf_addf(&why, "stopped through the server (%s)", job_stop_name(asked));
 		else
 			sbuf_addf(&why, "stopped by %s", strsignal(sp->user_signal));
-		rc = jobs_finish(sp->st, sp->job_id, JOB_KILLED, 1, why.buf, why.buf, err);
+		rc = sink_finish(sp->sink, sp->job_id, JOB_KILLED, 1, why.buf, why.buf, err);
 		sup_notify(sp, NOTIFY_KILLED, job_state_name(JOB_KILLED), why.buf, 1);
 		sup_result(sp, "job %s %s (%s)", sp->job_id, job_state_name(JOB_KILLED), why.buf);
 	}
@@ -465,9 +472,9 @@ static int record_failed(struct sup *sp, struct attempts *a, bool *again, struct
 		a->resume = jobio_resume(sp->io, false, err);
 		sbuf_addf(&why, "%s; restarting the group (%d of %d)", cause.buf, sp->attempt + 1,
 			  sp->s->max_restarts);
-		rc = jobs_mark_restarting(sp->st, sp->job_id, why.buf, err);
+		rc = sink_mark(sp->sink, sp->job_id, JOB_RESTARTING, why.buf, err);
 		if (!rc)
-			rc = store_job_set_restarts(sp->st, sp->job_id, sp->attempt + 1, err);
+			rc = sink_restarts(sp->sink, sp->job_id, sp->attempt + 1, err);
 		sup_event(sp, "%s", why.buf);
 		sup_notify(sp, NOTIFY_RESTARTED, job_state_name(JOB_RESTARTING), why.buf, -1);
 		*again = !rc;
@@ -477,7 +484,7 @@ static int record_failed(struct sup *sp, struct attempts *a, bool *again, struct
 			sbuf_addf(&why, " (after %d restarts)", sp->attempt);
 		size_t brief = why.len; /* the webhook gets the cause, not the log tail */
 		sup_failure_detail(sp, &why, sp->fail_rank);
-		rc = jobs_finish(sp->st, sp->job_id, JOB_FAILED, 1, why.buf, cause.buf, err);
+		rc = sink_finish(sp->sink, sp->job_id, JOB_FAILED, 1, why.buf, cause.buf, err);
 		char *said = xstrndup(why.buf, brief);
 		sup_notify(sp, NOTIFY_FAILED, job_state_name(JOB_FAILED), said, 1);
 		free(said);
@@ -499,7 +506,7 @@ static int attempt_outcome(struct sup *sp, struct attempts *a, int *exit_status,
 	if (sp->failed)
 		return record_failed(sp, a, again, err);
 	*exit_status = 0;
-	int rc = jobs_finish(sp->st, sp->job_id, JOB_SUCCEEDED, 0, NULL, "every worker exited 0",
+	int rc = sink_finish(sp->sink, sp->job_id, JOB_SUCCEEDED, 0, NULL, "every worker exited 0",
 			     err);
 	sup_notify(sp, NOTIFY_SUCCEEDED, job_state_name(JOB_SUCCEEDED), "every worker exited 0", 0);
 	sup_result(sp, "job %s %s", sp->job_id, job_state_name(JOB_SUCCEEDED));
@@ -573,7 +580,7 @@ static int record_job(struct sup *sp, struct tc_err *err)
 		rc = store_job_set_supervisor(sp->st, sp->job_id, getpid(), proc_start_ticks(getpid()),
 					      err);
 		if (!rc)
-			rc = jobs_mark_starting(sp->st, sp->job_id, why.buf, err);
+			rc = sink_mark(sp->sink, sp->job_id, JOB_STARTING, why.buf, err);
 		sbuf_release(&why);
 		return rc;
 	}
@@ -625,7 +632,7 @@ int sup_record_started(struct sup *sp, const char *why, struct tc_err *err)
 							 .pid = sp->w[i].pid, .started = sp->w[i].started };
 	struct store_start st = { .create = sp->late, .job_id = sp->job_id, .attempt = sp->attempt,
 				  .workers = rows, .nworkers = n, .why = why };
-	int rc = jobs_mark_started(sp->st, &st, err);
+	int rc = sink_started(sp->sink, &st, err);
 	free(rows);
 	if (!rc && sp->late) {
 		job_row_release(sp->late);
@@ -675,6 +682,7 @@ static void sup_release(struct sup *sp)
 		job_row_release(sp->late);
 		free(sp->late);
 	}
+	sink_close(sp->sink);
 	store_close(sp->st);
 	free(sp->job_id);
 	free(sp->run_dir);
@@ -702,6 +710,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 
 	if ((rc = store_open(o->home, &sp.st, err)))
 		goto out;
+	sp.sink = sink_direct(sp.st);
 	sp.job_id = o->job_id ? xstrdup(o->job_id) : store_new_job_id();
 	*job_id = xstrdup(sp.job_id);
 	/* a device that fails its health check is not handed to the job (health_hook.c) */
@@ -737,7 +746,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	    (rc = watchdog_start(&sp, err))) {
 		struct tc_err e2 = TC_ERR_INIT;
 		if (!o->node && !sup_record_late(&sp, &e2))
-			jobs_finish(sp.st, sp.job_id, JOB_FAILED, 3, err->msg, err->msg, &e2);
+			sink_finish(sp.sink, sp.job_id, JOB_FAILED, 3, err->msg, err->msg, &e2);
 		tc_err_release(&e2);
 		goto out;
 	}
@@ -761,7 +770,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		/* record why, so the job does not look alive forever */
 		struct tc_err e2 = TC_ERR_INIT;
 		if (!sup_record_late(&sp, &e2))
-			jobs_finish(sp.st, sp.job_id, JOB_FAILED, tc_exit_status(rc), err->msg,
+			sink_finish(sp.sink, sp.job_id, JOB_FAILED, tc_exit_status(rc), err->msg,
 				    err->msg, &e2);
 		tc_err_release(&e2);
 		sup_notify(&sp, NOTIFY_FAILED, job_state_name(JOB_FAILED), err->msg,

@@ -25,6 +25,7 @@
 #include "launch/launch.h"
 #include "launch/notify_int.h"
 #include "spec/spec.h"
+#include "hub/sink.h"
 #include "store/store.h"
 
 struct stream {
@@ -45,7 +46,8 @@ struct worker {
 struct sup {
 	const struct spec *s;
 	const struct launch_opts *o;
-	struct store *st;
+	struct store *st;  /* NULL for a node that reports to a hub */
+	struct sink *sink; /* where the job's records go (hub/sink.h) */
 	char *job_id, *run_dir, *log_dir, *output_dir, *ckpt_dir, *data_dir, *tb_dir;
 	int suplog_fd, sigfd, watchdog_fd;
 	pid_t watchdog_pid;

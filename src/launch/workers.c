@@ -331,9 +331,9 @@ static void reap(struct sup *sp)
 		w->status = status;
 		struct tc_err e2 = TC_ERR_INIT;
 		if (!txn)
-			txn = store_begin(sp->st, &e2) == 0; /* else each end writes alone */
+			txn = sink_begin(sp->sink, &e2) == 0; /* else each end writes alone */
 		tc_err_release(&e2);
-		if (store_worker_end(sp->st, sp->job_id, sp->attempt, w->rank,
+		if (sink_worker_end(sp->sink, sp->job_id, sp->attempt, w->rank,
 				     WIFEXITED(status) ? WEXITSTATUS(status) : -1,
 				     WIFSIGNALED(status) ? WTERMSIG(status) : 0, &e2))
 			sup_say(sp, "warning: %s", e2.msg);
@@ -351,7 +351,7 @@ static void reap(struct sup *sp)
 		}
 	}
 	struct tc_err e3 = TC_ERR_INIT;
-	if (txn && store_commit(sp->st, 0, &e3))
+	if (txn && sink_commit(sp->sink, 0, &e3))
 		sup_say(sp, "warning: %s", e3.msg);
 	tc_err_release(&e3);
 }

@@ -55,6 +55,8 @@ struct follow {
 
 struct metrics_ingest {
 	struct store *st;
+	int (*write)(void *, struct store_mbatch *, struct tc_err *);
+	void *write_ctx;
 	char *job;
 	char *tb_dir;
 	int family; /* 0: every format */
@@ -317,7 +319,9 @@ static void flush(struct metrics_ingest *mi)
 		}
 	}
 	mi->retry_at = 0;
-	if (store_mbatch_write(mi->st, mi->b, &err) < 0) {
+	int wrc = mi->write ? mi->write(mi->write_ctx, mi->b, &err)
+			    : store_mbatch_write(mi->st, mi->b, &err);
+	if (wrc < 0) {
 		/* a busy or broken database is not asked again at once: every
 		 * try may wait out the busy timeout */
 		mi->retry_at = now_mono_ms() + RETRY_MS;
@@ -406,6 +410,8 @@ struct metrics_ingest *metrics_ingest_new(const struct metrics_ingest_opts *o)
 {
 	struct metrics_ingest *mi = xcalloc(1, sizeof(*mi));
 	mi->st = o->st;
+	mi->write = o->write;
+	mi->write_ctx = o->write_ctx;
 	mi->job = xstrdup(o->job_id);
 	mi->tb_dir = o->tb_dir ? xstrdup(o->tb_dir) : NULL;
 	mi->family = family_named(o->format);
@@ -420,7 +426,9 @@ struct metrics_ingest *metrics_ingest_new(const struct metrics_ingest_opts *o)
 	mi->world = o->nranks > 0 ? o->nranks : 1;
 	struct job_row row = { 0 };
 	struct tc_err err = TC_ERR_INIT;
-	if (o->st && o->job_id && store_job_get(o->st, o->job_id, &row, &err) == 0 &&
+	if (o->world > mi->world)
+		mi->world = o->world;
+	else if (o->st && o->job_id && store_job_get(o->st, o->job_id, &row, &err) == 0 &&
 	    row.world_size > mi->world)
 		mi->world = row.world_size;
 	job_row_release(&row);

@@ -43,7 +43,14 @@
 /* ---- live ingestion (ingest.c) ---------------------------------------- */
 
 struct metrics_ingest_opts {
-	struct store *st;          /* the supervisor's; used from its thread only */
+	struct store *st;          /* the supervisor's; used from its thread only; may be NULL */
+	/*
+	 * Where batches go instead of store_mbatch_write(st, ...) when set (the
+	 * supervisor's sink, hub/sink.h); 0 or a negative TC_E* as that returns.
+	 */
+	int (*write)(void *ctx, struct store_mbatch *b, struct tc_err *err);
+	void *write_ctx;
+	int world;                 /* the job's ranks when known (> 0): no need to ask st */
 	const char *job_id;
 	const char *format;        /* auto | dllogger | tcap | mindformers (NULL = auto) */
 	const char *tb_dir;        /* NULL: no event files */

@@ -145,6 +145,14 @@ static const char *const migrations[] = {
 	" started REAL, ended REAL,"
 	" PRIMARY KEY (sweep_id, idx));"
 	"CREATE INDEX sweep_trials_job ON sweep_trials(job_id);",
+	/* 11: the hub (store_hub.c): remote supervisors' secrets and acknowledged sequences */
+	"CREATE TABLE hub_jobs ("
+	" job_id TEXT PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,"
+	" secret_sha256 TEXT NOT NULL, url TEXT);"
+	"CREATE TABLE hub_streams ("
+	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	" stream TEXT NOT NULL, acked INTEGER NOT NULL,"
+	" PRIMARY KEY (job_id, stream));",
 };
 
 int db_fail(struct store *st, struct tc_err *err, const char *what)

@@ -197,6 +197,15 @@ size_t store_mbatch_bytes(const struct store_mbatch *b);
 int store_mbatch_write(struct store *st, struct store_mbatch *b, struct tc_err *err);
 /* Forget what is queued (after repeated failures). */
 void store_mbatch_drop(struct store_mbatch *b);
+/*
+ * The batch's pending records as bytes (appended to out), for a hub in
+ * another process; they leave b as a write's would.  store_mbatch_unpack
+ * queues them into another batch (TC_EUSAGE for damaged bytes, after which
+ * that batch holds a part of them: free it).
+ */
+void store_mbatch_pack(struct store_mbatch *b, struct sbuf *out);
+int store_mbatch_unpack(struct store_mbatch *b, const void *data, size_t len,
+			struct tc_err *err);
 
 /* One series read back: its points in the order they were logged. */
 struct store_mseries {
@@ -555,5 +564,23 @@ void sweep_row_release(struct sweep_row *s);
 void sweep_rows_free(struct sweep_row *v, size_t n);
 void trial_row_release(struct trial_row *t);
 void trial_rows_free(struct trial_row *v, size_t n);
+
+/* ---- the hub's bookkeeping (store_hub.c; hub/hub.h) ----
+ *
+ * hub_jobs: a job whose supervisors report from elsewhere: the SHA-256 of
+ * its secret (hex) and the URL they send to.  hub_streams: per (job,
+ * stream), the highest sequence number applied; the hub writes it in the
+ * transaction of the events it acknowledges, so an event is applied once.
+ */
+int store_hub_job_set(struct store *st, const char *job, const char *secret_sha256,
+		      const char *url, struct tc_err *err);
+/* *sha and *url: heap or NULL; TC_ENOTFOUND for a job without a hub row. */
+int store_hub_job_get(struct store *st, const char *job, char **secret_sha256, char **url,
+		      struct tc_err *err);
+/* 0 when the stream has sent nothing yet. */
+int store_hub_acked(struct store *st, const char *job, const char *stream, long long *seq,
+		    struct tc_err *err);
+int store_hub_set_acked(struct store *st, const char *job, const char *stream, long long seq,
+			struct tc_err *err);
 
 #endif

@@ -610,6 +610,30 @@ static int write_steps(struct store *st, struct store_mbatch *b, struct rsteps *
 	return step_done(st, ins, err);
 }
 
+/* What was written (or packed for the hub) leaves the batch; the summaries stay. */
+static void forget_written(struct store_mbatch *b)
+{
+	for (size_t i = 0; i < b->nlist; i++) {
+		struct series *s = b->list[i];
+		if (!s->n)
+			continue;
+		s->id = s->new_id;
+		s->stored = s->new_stored + (long long)s->n;
+		s->n = 0;
+		settle(s);
+		/* keep the buffer: regrowing it page by page costs more than it holds */
+		sbuf_reset(&s->chunk);
+		if (s->chunk.alloc > (16u << 20))
+			sbuf_release(&s->chunk);
+	}
+	kv_clear(b->params, &b->nparams);
+	kv_clear(b->meta, &b->nmeta);
+	counts_clear(b);
+	for (size_t i = 0; i < b->nsteps; i++)
+		b->steps[i].dirty = false;
+	b->pending = b->bytes = 0;
+}
+
 int store_mbatch_write(struct store *st, struct store_mbatch *b, struct tc_err *err)
 {
 	sqlite3_stmt *ins_s = NULL, *sel_s = NULL, *ins_c = NULL, *ins_p = NULL, *ins_m = NULL,
@@ -617,7 +641,9 @@ int store_mbatch_write(struct store *st, struct store_mbatch *b, struct tc_err *
 	int rc;
 	if (!b->pending && !b->nparams && !b->nmeta && !b->ncounts)
 		return 0;
-	if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+	/* inside a caller's transaction (the hub: events and their ack) it joins it */
+	bool own = sqlite3_get_autocommit(st->db) != 0;
+	if (own && sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
 		return db_fail(st, err, "begin");
 	if ((rc = prep(st, "INSERT OR IGNORE INTO metric_series (job_id, metric, rank) VALUES (?,?,?)",
 		       &ins_s, err)) ||
@@ -686,32 +712,14 @@ int store_mbatch_write(struct store *st, struct store_mbatch *b, struct tc_err *
 		if ((rc = step_done(st, ins_n, err)))
 			goto out;
 	}
-	if (sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+	if (own && sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
 		rc = db_fail(st, err, "commit metrics");
 		goto out;
 	}
 	/* written: only now does the batch forget it */
-	for (size_t i = 0; i < b->nlist; i++) {
-		struct series *s = b->list[i];
-		if (!s->n)
-			continue;
-		s->id = s->new_id;
-		s->stored = s->new_stored + (long long)s->n;
-		s->n = 0;
-		settle(s);
-		/* keep the buffer: regrowing it page by page costs more than it holds */
-		sbuf_reset(&s->chunk);
-		if (s->chunk.alloc > (16u << 20))
-			sbuf_release(&s->chunk);
-	}
-	kv_clear(b->params, &b->nparams);
-	kv_clear(b->meta, &b->nmeta);
-	counts_clear(b);
-	for (size_t i = 0; i < b->nsteps; i++)
-		b->steps[i].dirty = false;
-	b->pending = b->bytes = 0;
+	forget_written(b);
 out:
-	if (rc)
+	if (rc && own)
 		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
 	sqlite3_finalize(ins_s);
 	sqlite3_finalize(sel_s);
@@ -1173,4 +1181,147 @@ void store_mcount_free(struct store_mcount *v, size_t nr)
 	for (size_t i = 0; i < nr; i++)
 		free(v[i].last_error);
 	free(v);
+}
+
+/* ---- a batch packed for the hub (hub/event.c) ---- */
+
+#define PACK_VERSION 1
+
+static void pack_str(struct sbuf *out, const char *s)
+{
+	unsigned char v[VARINT_MAX];
+	size_t n = s ? strlen(s) : 0;
+	/* 0: NULL, else length + 1 */
+	sbuf_add(out, v, put_varint(v, s ? (long long)n + 1 : 0));
+	if (s)
+		sbuf_add(out, s, n);
+}
+
+static void pack_num(struct sbuf *out, long long x)
+{
+	unsigned char v[VARINT_MAX];
+	sbuf_add(out, v, put_varint(v, x));
+}
+
+void store_mbatch_pack(struct store_mbatch *b, struct sbuf *out)
+{
+	sbuf_addch(out, PACK_VERSION);
+	size_t nser = 0;
+	for (size_t i = 0; i < b->nlist; i++)
+		nser += b->list[i]->n != 0;
+	pack_num(out, (long long)nser);
+	for (size_t i = 0; i < b->nlist; i++) {
+		struct series *s = b->list[i];
+		if (!s->n)
+			continue;
+		pack_str(out, s->metric);
+		pack_num(out, s->rank);
+		pack_num(out, (long long)s->chunk.len);
+		sbuf_add(out, s->chunk.buf, s->chunk.len);
+	}
+	pack_num(out, (long long)b->nparams);
+	for (size_t i = 0; i < b->nparams; i++) {
+		pack_num(out, b->params[i].rank);
+		pack_str(out, b->params[i].name);
+		pack_str(out, b->params[i].value);
+	}
+	pack_num(out, (long long)b->nmeta);
+	for (size_t i = 0; i < b->nmeta; i++) {
+		pack_str(out, b->meta[i].name);
+		pack_str(out, b->meta[i].key);
+		pack_str(out, b->meta[i].value);
+	}
+	pack_num(out, (long long)b->ncounts);
+	for (size_t i = 0; i < b->ncounts; i++) {
+		const struct count *c = &b->counts[i];
+		pack_num(out, c->rank);
+		pack_num(out, c->lines);
+		pack_num(out, c->records);
+		pack_num(out, c->malformed);
+		pack_str(out, c->last_error);
+	}
+	forget_written(b);
+}
+
+/* A packed string: *out points into a heap copy kept in *tmp (NULL for NULL). */
+static bool unpack_str(const unsigned char **p, const unsigned char *end, struct sbuf *tmp,
+		       const char **out)
+{
+	long long n;
+	if (!get_varint(p, end, &n) || n < 0 || n - 1 > end - *p)
+		return false;
+	*out = NULL;
+	if (!n)
+		return true;
+	sbuf_reset(tmp);
+	sbuf_add(tmp, *p, (size_t)(n - 1));
+	*p += n - 1;
+	*out = tmp->buf;
+	return true;
+}
+
+struct unpack_arg {
+	struct store_mbatch *b;
+	const char *metric;
+	int rank;
+};
+
+static int unpack_point(void *arg, const struct store_mpoint *p)
+{
+	struct unpack_arg *a = arg;
+	store_mbatch_point(a->b, a->rank, a->metric, p);
+	return 0;
+}
+
+static bool get_count(const unsigned char **p, const unsigned char *end, long long *n)
+{
+	/* a count can never exceed the bytes left: each item takes one at least */
+	return get_varint(p, end, n) && *n >= 0 && *n <= end - *p;
+}
+
+int store_mbatch_unpack(struct store_mbatch *b, const void *data, size_t len,
+			struct tc_err *err)
+{
+	const unsigned char *p = data, *end = p + len;
+	struct sbuf t1 = SBUF_INIT, t2 = SBUF_INIT, t3 = SBUF_INIT;
+	long long n, rank, clen, x[3];
+	const char *s1, *s2, *s3;
+	bool ok = len > 0 && *p++ == PACK_VERSION && get_count(&p, end, &n);
+	for (long long i = 0; ok && i < n; i++) {
+		ok = unpack_str(&p, end, &t1, &s1) && s1 && get_varint(&p, end, &rank) &&
+		     rank >= INT32_MIN && rank <= INT32_MAX && get_count(&p, end, &clen);
+		if (ok) {
+			struct unpack_arg a = { b, s1, (int)rank };
+			ok = walk_chunk(p, (size_t)clen, unpack_point, &a) == 0;
+			p += clen;
+		}
+	}
+	ok = ok && get_count(&p, end, &n);
+	for (long long i = 0; ok && i < n; i++) {
+		ok = get_varint(&p, end, &rank) && rank >= INT32_MIN && rank <= INT32_MAX &&
+		     unpack_str(&p, end, &t1, &s1) && s1 && unpack_str(&p, end, &t2, &s2);
+		if (ok)
+			store_mbatch_param(b, (int)rank, s1, s2);
+	}
+	ok = ok && get_count(&p, end, &n);
+	for (long long i = 0; ok && i < n; i++) {
+		ok = unpack_str(&p, end, &t1, &s1) && s1 && unpack_str(&p, end, &t2, &s2) && s2 &&
+		     unpack_str(&p, end, &t3, &s3);
+		if (ok)
+			store_mbatch_meta(b, s1, s2, s3);
+	}
+	ok = ok && get_count(&p, end, &n);
+	for (long long i = 0; ok && i < n; i++) {
+		ok = get_varint(&p, end, &rank) && rank >= INT32_MIN && rank <= INT32_MAX &&
+		     get_varint(&p, end, &x[0]) && get_varint(&p, end, &x[1]) &&
+		     get_varint(&p, end, &x[2]) && unpack_str(&p, end, &t1, &s1);
+		if (ok)
+			store_mbatch_counters(b, (int)rank, x[0], x[1], x[2], s1);
+	}
+	sbuf_release(&t1);
+	sbuf_release(&t2);
+	sbuf_release(&t3);
+	if (!ok || p != end)
+		return tc_error(err, TC_EUSAGE, "a damaged metrics batch (%zu bytes)", len);
+	return 0;
 }

@@ -1,0 +1,418 @@
+/*
+ * event.c -- the events of a remote sink as JSON lines, and their
+ * application at the hub through the same store calls a direct sink makes
+ * (sink.h note 2).  One line per event:
+ *
+ *   {"seq":N,"ev":"mark","state":"running","why":"..."}
+ *   {"seq":N,"ev":"finish","state":"failed","exit":1,"cause":"...","why":"..."}
+ *   {"seq":N,"ev":"restarts","n":2}
+ *   {"seq":N,"ev":"started","attempt":0,"why":"...","w":[[rank,local,pid,started],...]}
+ *   {"seq":N,"ev":"wend","attempt":0,"rank":3,"exit":-1,"sig":9}
+ *   {"seq":N,"ev":"metrics","b":"<base64 of store_mbatch_pack>"}
+ *   {"seq":N,"ev":"ckpt","name":..,"dir":..,"step":..,"epoch":..,"layout":..,"nfiles":..,
+ *    "bytes":..,"sum":..,"files":"<json text>","created":..,"state":..}
+ *   {"seq":N,"ev":"ckst","name":..,"state":..}
+ *   {"seq":N,"ev":"slurm","job":..,"nodes":..,"state":..}
+ *
+ * seq is the journal's (remote.c); the job is the URL's.
+ */
+#include "hub/hub_int.h"
+#include "core/json.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+#include "jobs/jobs.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- base64 ---- */
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+void hub_b64_encode(struct sbuf *out, const void *data, size_t n)
+{
+	const unsigned char *p = data;
+	sbuf_grow(out, (n + 2) / 3 * 4 + 1);
+	char *o = out->buf + out->len;
+	size_t i = 0;
+	for (; i + 3 <= n; i += 3) {
+		unsigned v = (unsigned)p[i] << 16 | (unsigned)p[i + 1] << 8 | p[i + 2];
+		*o++ = b64[v >> 18];
+		*o++ = b64[(v >> 12) & 63];
+		*o++ = b64[(v >> 6) & 63];
+		*o++ = b64[v & 63];
+	}
+	if (i < n) {
+		unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0);
+		*o++ = b64[v >> 18];
+		*o++ = b64[(v >> 12) & 63];
+		*o++ = i + 1 < n ? b64[(v >> 6) & 63] : '=';
+		*o++ = '=';
+	}
+	out->len = (size_t)(o - out->buf);
+	out->buf[out->len] = '\0';
+}
+
+static int b64_val(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+bool hub_b64_decode(struct sbuf *out, const char *text, size_t n)
+{
+	if (n % 4)
+		return false;
+	sbuf_grow(out, n / 4 * 3 + 1);
+	for (size_t i = 0; i < n; i += 4) {
+		int v[4];
+		int pad = 0;
+		for (int k = 0; k < 4; k++) {
+			unsigned char c = (unsigned char)text[i + k];
+			if (c == '=' && i + 4 == n && k >= 2) {
+				v[k] = 0;
+				pad++;
+			} else if (pad || (v[k] = b64_val(c)) < 0) {
+				return false;
+			}
+		}
+		unsigned x = (unsigned)v[0] << 18 | (unsigned)v[1] << 12 | (unsigned)v[2] << 6 |
+			     (unsigned)v[3];
+		unsigned char b[3] = { (unsigned char)(x >> 16), (unsigned char)(x >> 8),
+				       (unsigned char)x };
+		sbuf_add(out, b, (size_t)(3 - pad));
+	}
+	return true;
+}
+
+/* ---- encoding (the remote side) ---- */
+
+static int wrong_job(struct hub_remote *r, const char *job, struct tc_err *err)
+{
+	if (job && !strcmp(job, hub_remote_job(r)))
+		return 0;
+	return tc_error(err, TC_EUSAGE, "hub: a sink of job %s got a record of job %s",
+			hub_remote_job(r), job ? job : "(none)");
+}
+
+static int send_ev(struct hub_remote *r, struct sbuf *sb, struct tc_err *err)
+{
+	sbuf_adds(sb, "}");
+	int rc = hub_remote_append(r, sb->buf, sb->len, err);
+	sbuf_release(sb);
+	return rc;
+}
+
+static void add_num(struct sbuf *sb, const char *key, long long v)
+{
+	sbuf_addf(sb, ",\"%s\":%lld", key, v);
+}
+
+static void add_real(struct sbuf *sb, const char *key, double v)
+{
+	if (isfinite(v))
+		sbuf_addf(sb, ",\"%s\":%.17g", key, v);
+}
+
+static void add_str(struct sbuf *sb, const char *key, const char *v)
+{
+	if (!v)
+		return;
+	sbuf_addf(sb, ",\"%s\":", key);
+	json_add_str(sb, v);
+}
+
+int hub_ev_mark(struct hub_remote *r, const char *job, enum job_state state, const char *why,
+		struct tc_err *err)
+{
+	int rc = wrong_job(r, job, err);
+	if (rc)
+		return rc;
+	struct sbuf sb = SBUF_INIT;
+	sbuf_adds(&sb, "\"ev\":\"mark\"");
+	add_str(&sb, "state", job_state_name(state));
+	add_str(&sb, "why", why);
+	return send_ev(r, &sb, err);
+}
+
+int hub_ev_finish(struct hub_remote *r, const char *job, enum job_state end, int exit_code,
+		  const char *root_cause, const char *why, struct tc_err *err)
+{
+	int rc = wrong_job(r, job, err);
+	if (rc)
+		return rc;
+	struct sbuf sb = SBUF_INIT;
+	sbuf_adds(&sb, "\"ev\":\"finish\"");
+	add_str(&sb, "state", job_state_name(end));
+	add_num(&sb, "exit", exit_code);
+	add_str(&sb, "cause", root_cause);
+	add_str(&sb, "why", why);
+	return send_ev(r, &sb, err);
+}
+
+int hub_ev_restarts(struct hub_remote *r, const char *job, int restarts, struct tc_err *err)
+{
+	int rc = wrong_job(r, job, err);
+	if (rc)
+		return rc;
+	struct sbuf sb = SBUF_INIT;
+	sbuf_adds(&sb, "\"ev\":\"restarts\"");
+	add_num(&sb, "n", restarts);
+	return send_ev(r, &sb, err);
+}
+
+int hub_ev_started(struct hub_remote *r, const struct store_start *s, struct tc_err *err)
+{
+	int rc = wrong_job(r, s->job_id, err);
+	if (rc)
+		return rc;
+	if (s->create)
+		return tc_error(err, TC_EUSAGE, "hub: a remote supervisor cannot create its job's row");
+	struct sbuf sb = SBUF_INIT;
+	sbuf_adds(&sb, "\"ev\":\"started\"");
+	add_num(&sb, "attempt", s->attempt);
+	add_str(&sb, "why", s->why);
+	sbuf_adds(&sb, ",\"w\":[");
+	for (size_t i = 0; i < s->nworkers; i++) {
+		const struct worker_row *w = &s->workers[i];
+		sbuf_addf(&sb, "%s[%d,%d,%ld,%.17g]", i ? "," : "", w->rank, w->local_rank,
+			  (long)w->pid, w->started);
+	}
+	sbuf_adds(&sb, "]");
+	return send_ev(r, &sb, err);
+}
+
+int hub_ev_worker_end(struct hub_remote *r, const char *job, int attempt, int rank,
+		      int exit_code, int signal, struct tc_err *err)
+{
+	int rc = wrong_job(r, job, err);
+	if (rc)
+		return rc;
+	struct sbuf sb = SBUF_INIT;
+	sbuf_adds(&sb, "\"ev\":\"wend\"");
+	add_num(&sb, "attempt", attempt);
+	add_num(&sb, "rank", rank);
+	add_num(&sb, "exit", exit_code);
+	add_num(&sb, "sig", signal);
+	return send_ev(r, &sb, err);
+}
+
+int hub_ev_metrics(struct hub_remote *r, struct store_mbatch *b, struct tc_err *err)
+{
+	struct sbuf packed = SBUF_INIT, sb = SBUF_INIT;
+	store_mbatch_pack(b, &packed);
+	/* version byte and four zero counts: nothing was pending */
+	if (packed.len <= 5) {
+		sbuf_release(&packed);
+		return 0;
+	}
+	sbuf_adds(&sb, "\"ev\":\"metrics\",\"b\":\"");
+	hub_b64_encode(&sb, packed.buf, packed.len);
+	sbuf_adds(&sb, "\"");
+	sbuf_release(&packed);
+	return send_ev(r, &sb, err);
+}
+
+int hub_ev_ckpt_put(struct hub_remote *r, const char *job, const struct store_ckpt *c,
+		    struct tc_err *err)
+{
+	int rc = wrong_job(r, job, err);
+	if (rc)
+		return rc;
+	struct sbuf sb = SBUF_INIT;
+	sbuf_adds(&sb, "\"ev\":\"ckpt\"");
+	add_str(&sb, "name", c->name);
+	add_str(&sb, "dir", c->dir);
+	add_num(&sb, "step", c->step);
+	add_num(&sb, "epoch", c->epoch);
+	add_num(&sb, "layout", c->layout);
+	add_num(&sb, "nfiles", c->nfiles);
+	add_num(&sb, "bytes", c->bytes);
+	add_str(&sb, "sum", c->checksum);
+	add_str(&sb, "files", c->files_json);
+	add_real(&sb, "created", c->created);
+	add_str(&sb, "state", c->state);
+	return send_ev(r, &sb, err);
+}
+
+int hub_ev_ckpt_state(struct hub_remote *r, const char *job, const char *name,
+		      const char *state, struct tc_err *err)
+{
+	int rc = wrong_job(r, job, err);
+	if (rc)
+		return rc;
+	struct sbuf sb = SBUF_INIT;
+	sbuf_adds(&sb, "\"ev\":\"ckst\"");
+	add_str(&sb, "name", name);
+	add_str(&sb, "state", state);
+	return send_ev(r, &sb, err);
+}
+
+int hub_ev_slurm(struct hub_remote *r, const char *job, const char *slurm_job,
+		 const char *nodes, const char *slurm_state, struct tc_err *err)
+{
+	int rc = wrong_job(r, job, err);
+	if (rc)
+		return rc;
+	struct sbuf sb = SBUF_INIT;
+	sbuf_adds(&sb, "\"ev\":\"slurm\"");
+	add_str(&sb, "job", slurm_job);
+	add_str(&sb, "nodes", nodes);
+	add_str(&sb, "state", slurm_state);
+	return send_ev(r, &sb, err);
+}
+
+/* ---- applying (the hub's side) ---- */
+
+int hub_apply_mark(struct store *st, const char *job, enum job_state state, const char *why,
+		   struct tc_err *err)
+{
+	switch (state) {
+	case JOB_STARTING:
+		return jobs_mark_starting(st, job, why, err);
+	case JOB_RUNNING:
+		return jobs_mark_running(st, job, why, err);
+	case JOB_RESTARTING:
+		return jobs_mark_restarting(st, job, why, err);
+	case JOB_QUEUED:
+		return jobs_mark_queued(st, job, why, err);
+	case JOB_PAUSED:
+		return jobs_mark_held(st, job, JOB_STOP_PAUSED, why, err);
+	case JOB_PREEMPTED:
+		return jobs_mark_held(st, job, JOB_STOP_PREEMPTED, why, err);
+	default:
+		return tc_error(err, TC_EUSAGE, "job %s: %s is an end (sink_finish records ends)", job,
+				job_state_name(state));
+	}
+}
+
+static const char *s_of(json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+static long long i_of(json_t *o, const char *key, long long dflt)
+{
+	json_t *v = json_object_get(o, key);
+	return json_is_integer(v) ? json_integer_value(v) : dflt;
+}
+
+static bool state_of(json_t *o, enum job_state *st)
+{
+	const char *w = s_of(o, "state");
+	return w && job_state_parse(w, strlen(w), st);
+}
+
+static int bad(struct tc_err *err, const char *ev)
+{
+	return tc_error(err, TC_EUSAGE, "hub: a malformed %s event", ev ? ev : "(unnamed)");
+}
+
+static int apply_started(struct store *st, const char *job, json_t *o, struct tc_err *err)
+{
+	json_t *w = json_object_get(o, "w");
+	size_t n = json_array_size(w);
+	struct worker_row *rows = xcalloc(n ? n : 1, sizeof(*rows));
+	int attempt = (int)i_of(o, "attempt", 0);
+	for (size_t i = 0; i < n; i++) {
+		json_t *a = json_array_get(w, i);
+		if (json_array_size(a) != 4) {
+			free(rows);
+			return bad(err, "started");
+		}
+		rows[i] = (struct worker_row){
+			.attempt = attempt,
+			.rank = (int)json_integer_value(json_array_get(a, 0)),
+			.local_rank = (int)json_integer_value(json_array_get(a, 1)),
+			.pid = (pid_t)json_integer_value(json_array_get(a, 2)),
+			.started = json_number_value(json_array_get(a, 3)),
+		};
+	}
+	struct store_start s = { .job_id = job, .attempt = attempt, .workers = rows,
+				 .nworkers = n, .why = s_of(o, "why") };
+	int rc = jobs_mark_started(st, &s, err);
+	free(rows);
+	return rc;
+}
+
+static int apply_metrics(struct store *st, const char *job, struct store_mbatch **mb, json_t *o,
+			 struct tc_err *err)
+{
+	json_t *b = json_object_get(o, "b");
+	if (!json_is_string(b))
+		return bad(err, "metrics");
+	struct sbuf raw = SBUF_INIT;
+	int rc;
+	if (!hub_b64_decode(&raw, json_string_value(b), json_string_length(b))) {
+		rc = bad(err, "metrics");
+	} else {
+		if (!*mb)
+			*mb = store_mbatch_new(job);
+		rc = store_mbatch_unpack(*mb, raw.buf, raw.len, err);
+		if (!rc)
+			rc = store_mbatch_write(st, *mb, err);
+	}
+	sbuf_release(&raw);
+	return rc;
+}
+
+int hub_apply_line(struct store *st, const char *job, struct store_mbatch **mb,
+		   const char *line, size_t len, struct tc_err *err)
+{
+	json_error_t je;
+	json_t *o = json_loadb(line, len, 0, &je);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return tc_error(err, TC_EUSAGE, "hub: an event that is not a JSON object: %s", je.text);
+	}
+	const char *ev = s_of(o, "ev");
+	enum job_state state;
+	int rc;
+	if (!ev) {
+		rc = bad(err, NULL);
+	} else if (!strcmp(ev, "mark")) {
+		rc = state_of(o, &state) ? hub_apply_mark(st, job, state, s_of(o, "why"), err)
+					 : bad(err, ev);
+	} else if (!strcmp(ev, "finish")) {
+		rc = state_of(o, &state) ? jobs_finish(st, job, state, (int)i_of(o, "exit", 1),
+						       s_of(o, "cause"), s_of(o, "why"), err)
+					 : bad(err, ev);
+	} else if (!strcmp(ev, "restarts")) {
+		rc = store_job_set_restarts(st, job, (int)i_of(o, "n", 0), err);
+	} else if (!strcmp(ev, "started")) {
+		rc = apply_started(st, job, o, err);
+	} else if (!strcmp(ev, "wend")) {
+		rc = store_worker_end(st, job, (int)i_of(o, "attempt", 0), (int)i_of(o, "rank", 0),
+				      (int)i_of(o, "exit", -1), (int)i_of(o, "sig", 0), err);
+	} else if (!strcmp(ev, "metrics")) {
+		rc = apply_metrics(st, job, mb, o, err);
+	} else if (!strcmp(ev, "ckpt")) {
+		json_t *cr = json_object_get(o, "created");
+		struct store_ckpt c = {
+			.name = (char *)s_of(o, "name"), .dir = (char *)s_of(o, "dir"),
+			.step = i_of(o, "step", -1), .epoch = i_of(o, "epoch", -1),
+			.layout = (int)i_of(o, "layout", 0), .nfiles = i_of(o, "nfiles", 0),
+			.bytes = i_of(o, "bytes", 0), .checksum = (char *)s_of(o, "sum"),
+			.files_json = (char *)s_of(o, "files"),
+			.created = json_is_number(cr) ? json_number_value(cr) : now_wall(),
+			.state = (char *)s_of(o, "state"),
+		};
+		rc = c.name && c.dir && c.state ? store_ckpt_put(st, job, &c, err) : bad(err, ev);
+	} else if (!strcmp(ev, "ckst")) {
+		const char *name = s_of(o, "name"), *s = s_of(o, "state");
+		rc = name && s ? store_ckpt_set_state(st, job, name, s, err) : bad(err, ev);
+	} else if (!strcmp(ev, "slurm")) {
+		rc = store_slurm_set(st, job, s_of(o, "job"), s_of(o, "nodes"), s_of(o, "state"), err);
+	} else {
+		rc = tc_error(err, TC_EUSAGE, "hub: an unknown event '%s'", ev);
+	}
+	json_decref(o);
+	return rc;
+}

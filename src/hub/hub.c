@@ -1,0 +1,362 @@
+/*
+ * hub.c -- the hub's side of the channel (hub.h): check a batch's secret,
+ * apply its events with the acknowledgement in one transaction, and a
+ * standalone HTTP listener for hubs that are not `trainctl server`.
+ */
+#include "hub/hub.h"
+#include "hub/hub_int.h"
+#include "core/json.h"
+#include "core/lazylib.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct hub_job {
+	char *id;
+	char *sha;               /* the secret's SHA-256, hex */
+	struct store_mbatch *mb; /* its metrics batch: series rows looked up once */
+};
+
+struct hub {
+	struct store *st;
+	pthread_mutex_t mu; /* st and jobs: one batch at a time, as SQLite has one writer */
+	struct hub_job *jobs;
+	size_t njobs, alloc;
+};
+
+int hub_new(const char *home, struct hub **out, struct tc_err *err)
+{
+	struct hub *h = xcalloc(1, sizeof(*h));
+	int rc = store_open(home, &h->st, err);
+	if (rc) {
+		free(h);
+		*out = NULL;
+		return rc;
+	}
+	pthread_mutex_init(&h->mu, NULL);
+	*out = h;
+	return 0;
+}
+
+void hub_free(struct hub *h)
+{
+	if (!h)
+		return;
+	for (size_t i = 0; i < h->njobs; i++) {
+		free(h->jobs[i].id);
+		free(h->jobs[i].sha);
+		store_mbatch_free(h->jobs[i].mb);
+	}
+	free(h->jobs);
+	store_close(h->st);
+	pthread_mutex_destroy(&h->mu);
+	free(h);
+}
+
+/* The job's entry, its secret's hash read once; NULL with *status 404 or 503. */
+static struct hub_job *job_entry(struct hub *h, const char *job, int *status, struct tc_err *err)
+{
+	for (size_t i = 0; i < h->njobs; i++)
+		if (!strcmp(h->jobs[i].id, job))
+			return &h->jobs[i];
+	char *sha = NULL, *url = NULL;
+	int rc = store_hub_job_get(h->st, job, &sha, &url, err);
+	free(url);
+	if (rc) {
+		*status = rc == TC_ENOTFOUND ? 404 : 503;
+		free(sha);
+		return NULL;
+	}
+	XGROW(h->jobs, h->njobs + 1, h->alloc);
+	struct hub_job *j = &h->jobs[h->njobs++];
+	*j = (struct hub_job){ xstrdup(job), sha, NULL };
+	return j;
+}
+
+static bool same_secret(const char *a, const char *b)
+{
+	size_t n = strlen(a);
+	if (n != strlen(b))
+		return false;
+	unsigned char d = 0;
+	for (size_t i = 0; i < n; i++)
+		d |= (unsigned char)(a[i] ^ b[i]);
+	return d == 0;
+}
+
+static long long seq_of(const char *p, const char *end, const char **rest)
+{
+	static const char pre[] = "{\"seq\":";
+	size_t n = sizeof(pre) - 1;
+	if ((size_t)(end - p) <= n || memcmp(p, pre, n))
+		return -1;
+	long long v = 0;
+	const char *q = p + n;
+	for (; q < end && *q >= '0' && *q <= '9' && v < (1LL << 60); q++)
+		v = v * 10 + (*q - '0');
+	if (q == p + n || q >= end || *q != ',')
+		return -1;
+	*rest = q; /* the event is '{' + what follows the comma */
+	return v;
+}
+
+/* Apply the lines after acked; *acked moves with them.  TC_ESTORE aborts the batch. */
+static int apply_body(struct hub *h, struct hub_job *j, const char *body, size_t len,
+		      long long *acked, struct tc_err *err)
+{
+	const char *p = body, *end = body + len;
+	struct sbuf ev = SBUF_INIT;
+	int rc = 0;
+	while (p < end && !rc) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end, *rest = NULL;
+		long long seq = seq_of(p, le, &rest);
+		if (seq < 0) {
+			rc = tc_error(err, TC_EINPUT, "hub: a line without its sequence number");
+			break;
+		}
+		if (seq > *acked + 1)
+			break; /* a gap: what follows waits for the sender's resend */
+		if (seq == *acked + 1) {
+			sbuf_reset(&ev);
+			sbuf_addch(&ev, '{');
+			sbuf_add(&ev, rest + 1, (size_t)(le - rest - 1));
+			struct tc_err e2 = TC_ERR_INIT;
+			int arc = hub_apply_line(h->st, j->id, &j->mb, ev.buf, ev.len, &e2);
+			if (arc == TC_ESTORE) {
+				rc = tc_error(err, TC_ESTORE, "%s", e2.msg);
+			} else {
+				/*
+				 * An event that can never apply (a transition the job is
+				 * past, a malformed record) is passed over: it must not
+				 * hold up every event after it.
+				 */
+				*acked = seq;
+			}
+			tc_err_release(&e2);
+		}
+		p = le + (nl ? 1 : 0);
+	}
+	sbuf_release(&ev);
+	return rc;
+}
+
+void hub_receive(struct hub *h, const char *job, const char *stream, const char *secret,
+		 const char *body, size_t len, int *status, long long *acked, struct tc_err *err)
+{
+	*status = 200;
+	*acked = 0;
+	if (!job || !stream || !*stream) {
+		*status = 400;
+		tc_error(err, TC_EUSAGE, "hub: the job and ?stream= are required");
+		return;
+	}
+	if (!secret) {
+		*status = 401;
+		tc_error(err, TC_EUSAGE, "hub: X-Trainctl-Hub-Secret is required");
+		return;
+	}
+	struct sbuf sha = SBUF_INIT;
+	hub_secret_hash(secret, &sha);
+	pthread_mutex_lock(&h->mu);
+	struct hub_job *j = job_entry(h, job, status, err);
+	if (!j)
+		goto out;
+	if (!same_secret(sha.buf, j->sha)) {
+		*status = 401;
+		tc_error(err, TC_EUSAGE, "hub: wrong secret for job %s", job);
+		goto out;
+	}
+	long long a = 0;
+	int rc = store_begin(h->st, err);
+	if (!rc)
+		rc = store_hub_acked(h->st, job, stream, &a, err);
+	long long before = a;
+	if (!rc)
+		rc = apply_body(h, j, body, len, &a, err);
+	if (!rc && a != before)
+		rc = store_hub_set_acked(h->st, job, stream, a, err);
+	rc = store_commit(h->st, rc, err);
+	if (rc) {
+		/* what the batch of metrics took in was rolled back with it */
+		store_mbatch_free(j->mb);
+		j->mb = NULL;
+		*status = rc == TC_EINPUT ? 400 : 503;
+		goto out;
+	}
+	*acked = a;
+out:
+	pthread_mutex_unlock(&h->mu);
+	sbuf_release(&sha);
+}
+
+/* ---- the standalone listener ---- */
+
+#define HUB_MAX_BODY (64u << 20)
+
+struct hub_daemon {
+	struct hub *h;
+	struct MHD_Daemon *mhd;
+	int fd;
+};
+
+struct hub_req {
+	struct sbuf body;
+	bool too_big;
+};
+
+static enum MHD_Result answer(struct MHD_Connection *con, int status, const char *text)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text,
+								  MHD_RESPMEM_MUST_COPY);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	enum MHD_Result ret = MHD_queue_response(con, (unsigned)status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+int hub_http_answer(struct hub *h, struct MHD_Connection *con, const char *job,
+		    const char *body, size_t len)
+{
+	const char *stream = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "stream");
+	const char *secret = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
+							 "X-Trainctl-Hub-Secret");
+	int status = 0;
+	long long acked = 0;
+	struct tc_err err = TC_ERR_INIT;
+	hub_receive(h, job, stream, secret, body, len, &status, &acked, &err);
+	struct sbuf out = SBUF_INIT;
+	if (status == 200) {
+		sbuf_addf(&out, "{\"acked\":%lld}", acked);
+	} else {
+		sbuf_adds(&out, "{\"error\":");
+		json_add_str(&out, err.msg ? err.msg : "error");
+		sbuf_adds(&out, "}");
+	}
+	tc_err_release(&err);
+	int ret = answer(con, status, out.buf);
+	sbuf_release(&out);
+	return ret;
+}
+
+/* "/api/v1/hub/JOB/events" -> JOB (heap), else NULL */
+static char *events_job(const char *url)
+{
+	static const char pre[] = "/api/v1/hub/", post[] = "/events";
+	size_t n = strlen(url), a = sizeof(pre) - 1, b = sizeof(post) - 1;
+	if (n <= a + b || strncmp(url, pre, a) || strcmp(url + n - b, post))
+		return NULL;
+	char *job = xstrndup(url + a, n - a - b);
+	if (strchr(job, '/')) {
+		free(job);
+		return NULL;
+	}
+	return job;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const char *url,
+				  const char *method, const char *version, const char *upload,
+				  size_t *upload_size, void **con_cls)
+{
+	struct hub_daemon *d = cls;
+	(void)version;
+	struct hub_req *rq = *con_cls;
+	if (!rq) {
+		rq = xcalloc(1, sizeof(*rq));
+		sbuf_init(&rq->body, 0);
+		*con_cls = rq;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (rq->body.len + *upload_size > HUB_MAX_BODY)
+			rq->too_big = true;
+		else
+			sbuf_add(&rq->body, upload, *upload_size);
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	char *job = events_job(url);
+	enum MHD_Result ret;
+	if (!job)
+		ret = answer(con, 404, "{\"error\":\"this hub answers POST /api/v1/hub/JOB/events\"}");
+	else if (strcmp(method, "POST") != 0)
+		ret = answer(con, 405, "{\"error\":\"use POST\"}");
+	else if (rq->too_big)
+		ret = answer(con, 413, "{\"error\":\"the batch is too big\"}");
+	else
+		ret = hub_http_answer(d->h, con, job, rq->body.buf ? rq->body.buf : "", rq->body.len)
+			      == MHD_YES ? MHD_YES : MHD_NO;
+	free(job);
+	return ret;
+}
+
+static void on_done(void *cls, struct MHD_Connection *con, void **con_cls,
+		    enum MHD_RequestTerminationCode toe)
+{
+	(void)cls;
+	(void)con;
+	(void)toe;
+	struct hub_req *rq = *con_cls;
+	if (rq) {
+		sbuf_release(&rq->body);
+		free(rq);
+		*con_cls = NULL;
+	}
+}
+
+int hub_daemon_start(struct hub *h, const char *addr, int port, struct hub_daemon **out,
+		     int *bound_port, struct tc_err *err)
+{
+	*out = NULL;
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
+		return tc_error(err, TC_EUSAGE, "hub: '%s' is not an IPv4 address", addr);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return tc_error_errno(err, TC_ESYS, "hub: socket");
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	socklen_t sl = sizeof(sa);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &sl) < 0) {
+		int rc = tc_error_errno(err, TC_ESYS, "hub: cannot listen on %s:%d", addr, port);
+		close(fd);
+		return rc;
+	}
+	struct hub_daemon *d = xcalloc(1, sizeof(*d));
+	d->h = h;
+	d->fd = fd;
+	d->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, on_request, d,
+				  MHD_OPTION_LISTEN_SOCKET, fd,
+				  MHD_OPTION_NOTIFY_COMPLETED, on_done, d,
+				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
+				  MHD_OPTION_CONNECTION_LIMIT, (unsigned int)1024,
+				  MHD_OPTION_END);
+	if (!d->mhd) {
+		int rc = tc_error_errno(err, TC_ESYS, "hub: cannot start the HTTP listener");
+		close(fd);
+		free(d);
+		return rc;
+	}
+	*bound_port = ntohs(sa.sin_port);
+	*out = d;
+	return 0;
+}
+
+void hub_daemon_stop(struct hub_daemon *d)
+{
+	if (!d)
+		return;
+	MHD_stop_daemon(d->mhd); /* it closes the listening socket it was given */
+	free(d);
+}

@@ -1,0 +1,102 @@
+/*
+ * hub.h -- the one writer of a job and the channel supervisors elsewhere
+ * report to it through (sink.h explains the roles).
+ *
+ * NOTES ON THE DESIGN
+ * (1) Transport: HTTP/1.1, one POST per batch of events, JSON lines
+ *     (event.c lists them):
+ *         POST {url}/api/v1/hub/{job}/events?stream={stream}
+ *         X-Trainctl-Hub-Secret: {secret}
+ *     answered 200 {"acked":N}, N being the highest sequence number of
+ *     (job, stream) the hub has applied.  A reviewer knows it; curl can
+ *     replay it; libcurl (client) and libmicrohttpd (hub) are already in
+ *     the binary; batching makes the per-request cost small (bench/hub_bench.py).
+ * (2) Durability: a remote sink appends every event to its journal
+ *     (journal_dir/{stream}.jsonl, fdatasync'd before each send) and then
+ *     sends it; it resends from the last acknowledged sequence number after
+ *     any failure: a hub restart or SIGKILL, a network cut.  The hub applies
+ *     a batch and records the stream's acknowledged sequence number in one
+ *     transaction, skipping what it already applied: each event is applied
+ *     exactly once.
+ * (3) A stream is one process's journal (one node supervisor's attempt, one
+ *     driver): a process starts a new stream, so sequence numbers never
+ *     restart within one.
+ * (4) Authentication: a per-job secret (64 hex digits, from /dev/urandom),
+ *     given to the job's processes in the environment of its batch script
+ *     (TRAINCTL_HUB_SECRET) or a 0600 file, never in argv.  The hub keeps
+ *     only its SHA-256 (store: hub_jobs) and compares in constant time.
+ * (5) A sink's close waits for the hub to acknowledge everything, at most
+ *     wait_s seconds (TRAINCTL_HUB_WAIT, default 3600): a hub that comes
+ *     back in that time catches up; the journal stays on the node either way.
+ */
+#ifndef TC_HUB_H
+#define TC_HUB_H
+
+#include <stdbool.h>
+
+#include "core/err.h"
+#include "core/sbuf.h"
+#include "hub/sink.h"
+
+/* ---- the sending side ---- */
+
+struct hub_remote_opts {
+	const char *url;         /* http://ADDR:PORT of the hub */
+	const char *secret;      /* the job's secret */
+	const char *job_id;
+	const char *stream;      /* unique per process (note 3): "node1.a0", "driver.123" */
+	const char *journal_dir; /* created when missing */
+	int wait_s;              /* note 5; <= 0: 3600 */
+	int max_batch;           /* bytes per POST; <= 0: 4 MiB */
+	void (*warn)(void *ctx, const char *msg); /* each kind of trouble once; may be NULL */
+	void *warn_ctx;
+};
+
+int sink_remote_open(const struct hub_remote_opts *o, struct sink **out, struct tc_err *err);
+/* Counters of a remote sink (tests, benchmarks): events appended and acknowledged. */
+void sink_remote_counts(const struct sink *k, long long *appended, long long *acked);
+/*
+ * The remote sink the environment names (TRAINCTL_HUB_URL, TRAINCTL_HUB_SECRET
+ * or TRAINCTL_HUB_SECRET_FILE), journalled under home/journal/<job>/; *out
+ * stays NULL when TRAINCTL_HUB_URL is not set.
+ */
+int sink_from_env(const char *home, const char *job_id, const char *stream,
+		  void (*warn)(void *, const char *), void *warn_ctx, struct sink **out,
+		  struct tc_err *err);
+
+/* A new secret: 64 hex digits (heap). */
+int hub_secret_new(char **out, struct tc_err *err);
+/* Its SHA-256 as 64 hex digits into out. */
+void hub_secret_hash(const char *secret, struct sbuf *out);
+
+/* ---- the hub's side ---- */
+
+struct hub;
+
+/* A hub writing the store of home (its own connection, used under its lock). */
+int hub_new(const char *home, struct hub **out, struct tc_err *err);
+void hub_free(struct hub *h);
+/*
+ * Apply a POST body of (job, stream) sent with secret: *status is the HTTP
+ * status to answer (200, 400, 401, 404, 503) and *acked the stream's
+ * acknowledged sequence number (200 only).  err says why when not 200.
+ */
+void hub_receive(struct hub *h, const char *job, const char *stream, const char *secret,
+		 const char *body, size_t len, int *status, long long *acked, struct tc_err *err);
+
+/*
+ * Answer one POST /api/v1/hub/{job}/events on con (the server's route and
+ * the standalone listener): ?stream= and X-Trainctl-Hub-Secret are read
+ * from it.  Returns MHD's result.
+ */
+struct MHD_Connection;
+int hub_http_answer(struct hub *h, struct MHD_Connection *con, const char *job,
+		    const char *body, size_t len);
+
+/* A standalone hub: an HTTP listener on addr:port (0: any) that only takes events. */
+struct hub_daemon;
+int hub_daemon_start(struct hub *h, const char *addr, int port, struct hub_daemon **out,
+		     int *bound_port, struct tc_err *err);
+void hub_daemon_stop(struct hub_daemon *d);
+
+#endif

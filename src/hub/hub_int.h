@@ -1,0 +1,64 @@
+/*
+ * hub_int.h -- private to src/hub/: the events a remote sink sends
+ * (event.c encodes them, hub.c applies them) and the sender (remote.c).
+ */
+#ifndef TC_HUB_INT_H
+#define TC_HUB_INT_H
+
+#include "core/err.h"
+#include "core/sbuf.h"
+#include "hub/sink.h"
+#include "store/store.h"
+
+struct hub_remote;
+
+/* ---- sink.c ---- */
+struct sink *sink_remote(struct hub_remote *r);
+struct hub_remote *sink_remote_of(const struct sink *k);
+
+/* ---- event.c: one call = one event appended to the remote's journal ---- */
+int hub_ev_mark(struct hub_remote *r, const char *job, enum job_state state, const char *why,
+		struct tc_err *err);
+int hub_ev_finish(struct hub_remote *r, const char *job, enum job_state end, int exit_code,
+		  const char *root_cause, const char *why, struct tc_err *err);
+int hub_ev_restarts(struct hub_remote *r, const char *job, int restarts, struct tc_err *err);
+int hub_ev_started(struct hub_remote *r, const struct store_start *s, struct tc_err *err);
+int hub_ev_worker_end(struct hub_remote *r, const char *job, int attempt, int rank,
+		      int exit_code, int signal, struct tc_err *err);
+int hub_ev_metrics(struct hub_remote *r, struct store_mbatch *b, struct tc_err *err);
+int hub_ev_ckpt_put(struct hub_remote *r, const char *job, const struct store_ckpt *c,
+		    struct tc_err *err);
+int hub_ev_ckpt_state(struct hub_remote *r, const char *job, const char *name,
+		      const char *state, struct tc_err *err);
+int hub_ev_slurm(struct hub_remote *r, const char *job, const char *slurm_job,
+		 const char *nodes, const char *slurm_state, struct tc_err *err);
+
+/* A state that is not an end, through its jobs_* transition (direct sinks and the hub). */
+int hub_apply_mark(struct store *st, const char *job, enum job_state state, const char *why,
+		   struct tc_err *err);
+
+/*
+ * Apply one event line (without its seq) to job in st; *mb is the job's
+ * metrics batch, created on first use (series rows are looked up once).
+ * TC_ESTORE: the store failed (try again later); other codes: the event
+ * is malformed and never will apply.
+ */
+int hub_apply_line(struct store *st, const char *job, struct store_mbatch **mb,
+		   const char *line, size_t len, struct tc_err *err);
+
+/* ---- remote.c ---- */
+/* The remote's job id (events of other jobs are refused). */
+const char *hub_remote_job(const struct hub_remote *r);
+/* Append body (the event's members after "seq", closing brace included) to the journal. */
+int hub_remote_append(struct hub_remote *r, const char *body, size_t len, struct tc_err *err);
+/* Wake the sender: what was appended goes out now. */
+int hub_remote_kick(struct hub_remote *r, struct tc_err *err);
+/* Send what is left (waiting at most the remote's wait time), stop and free. */
+void hub_remote_close(struct hub_remote *r);
+
+/* base64 (RFC 4648, with padding) */
+void hub_b64_encode(struct sbuf *out, const void *data, size_t n);
+/* false for text that is not base64 */
+bool hub_b64_decode(struct sbuf *out, const char *text, size_t n);
+
+#endif

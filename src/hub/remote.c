@@ -1,0 +1,447 @@
+/*
+ * remote.c -- a remote sink's journal and its sender thread (hub.h notes
+ * 2, 3, 5).  The supervisor's thread appends whole lines to the journal
+ * under the lock; the sender reads them back from the file (the page
+ * cache), fdatasyncs, POSTs up to max_batch bytes and moves its mark past
+ * what the hub acknowledged.  Nothing the supervisor does waits on the
+ * network.
+ */
+#include "hub/hub.h"
+#include "hub/hub_int.h"
+#include "core/enc.h"
+#include "core/http.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WARN_SEND 1u
+#define WARN_JOURNAL 2u
+
+struct hub_remote {
+	char *url, *auth, *job, *path;
+	int fd;
+	int wait_s, max_batch;
+	void (*warn)(void *, const char *);
+	void *warn_ctx;
+	pthread_mutex_t mu;
+	pthread_cond_t wake, progress;
+	long long seq;      /* last appended */
+	long long acked;    /* last acknowledged by the hub */
+	off_t end;          /* journal bytes appended */
+	off_t mark;         /* offset of the first unacknowledged line */
+	bool stop, thread_on;
+	unsigned warned;
+	pthread_t thread;
+};
+
+static void warn_once(struct hub_remote *r, unsigned bit, const char *fmt, ...) TC_PRINTF(3, 4);
+
+static void warn_once(struct hub_remote *r, unsigned bit, const char *fmt, ...)
+{
+	if (!r->warn || (r->warned & bit))
+		return;
+	r->warned |= bit;
+	struct sbuf sb = SBUF_INIT;
+	va_list ap;
+	va_start(ap, fmt);
+	sbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	r->warn(r->warn_ctx, sb.buf);
+	sbuf_release(&sb);
+}
+
+const char *hub_remote_job(const struct hub_remote *r)
+{
+	return r->job;
+}
+
+int hub_remote_append(struct hub_remote *r, const char *body, size_t len, struct tc_err *err)
+{
+	struct sbuf line = SBUF_INIT;
+	pthread_mutex_lock(&r->mu);
+	long long seq = r->seq + 1;
+	sbuf_grow(&line, len + 32);
+	sbuf_addf(&line, "{\"seq\":%lld,", seq);
+	sbuf_add(&line, body, len);
+	sbuf_addch(&line, '\n');
+	int rc = 0;
+	if (write_all(r->fd, line.buf, line.len) < 0) {
+		rc = tc_error_errno(err, TC_ESYS, "hub: cannot append to the journal %s", r->path);
+		/* a part written is cut off again, so the journal stays whole lines */
+		if (ftruncate(r->fd, r->end) < 0)
+			warn_once(r, WARN_JOURNAL, "hub: the journal %s is damaged", r->path);
+	} else {
+		r->seq = seq;
+		r->end += (off_t)line.len;
+		pthread_cond_signal(&r->wake);
+	}
+	pthread_mutex_unlock(&r->mu);
+	sbuf_release(&line);
+	return rc;
+}
+
+int hub_remote_kick(struct hub_remote *r, struct tc_err *err)
+{
+	(void)err;
+	pthread_mutex_lock(&r->mu);
+	pthread_cond_signal(&r->wake);
+	pthread_mutex_unlock(&r->mu);
+	return 0;
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *arg)
+{
+	sbuf_add(arg, p, size * n);
+	return size * n;
+}
+
+/* POST body; 0 and *acked, or an error (err says why). */
+static int post(struct hub_remote *r, CURL *h, const struct sbuf *body, long long *acked,
+		struct tc_err *err)
+{
+	struct sbuf resp = SBUF_INIT;
+	struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/x-ndjson");
+	hdrs = curl_slist_append(hdrs, r->auth);
+	hdrs = curl_slist_append(hdrs, "Expect:");
+	int rc = 0;
+	long status = 0;
+	if (curl_easy_setopt(h, CURLOPT_URL, r->url) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_POST, 1L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body->buf) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 5L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_WRITEDATA, &resp) != CURLE_OK) {
+		rc = tc_error(err, TC_EBACKEND, "hub: cannot set up the request");
+	} else {
+		CURLcode c = curl_easy_perform(h);
+		if (c != CURLE_OK)
+			rc = tc_error(err, TC_EBACKEND, "hub %s: %s", r->url, curl_easy_strerror(c));
+		else if (curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK)
+			rc = tc_error(err, TC_EBACKEND, "hub %s: no status", r->url);
+	}
+	if (!rc) {
+		json_t *o = json_loadb(resp.buf ? resp.buf : "", resp.len, 0, NULL);
+		json_t *a = json_object_get(o, "acked");
+		if (status == 200 && json_is_integer(a)) {
+			*acked = json_integer_value(a);
+		} else {
+			const char *msg = json_string_value(json_object_get(o, "error"));
+			rc = tc_error(err, TC_EBACKEND, "hub %s: HTTP %ld%s%s", r->url, status,
+				      msg ? ": " : "", msg ? msg : "");
+		}
+		json_decref(o);
+	}
+	curl_slist_free_all(hdrs);
+	sbuf_release(&resp);
+	return rc;
+}
+
+/* The seq of a journal line ({"seq":N,...), or -1. */
+static long long line_seq(const char *p, const char *end)
+{
+	static const char pre[] = "{\"seq\":";
+	size_t n = sizeof(pre) - 1;
+	if ((size_t)(end - p) <= n || memcmp(p, pre, n))
+		return -1;
+	long long v = 0;
+	for (p += n; p < end && *p >= '0' && *p <= '9'; p++)
+		v = v * 10 + (*p - '0');
+	return v;
+}
+
+/* Read whole lines from the journal at off, max bytes or at least one line. */
+static int read_batch(struct hub_remote *r, off_t off, off_t end, struct sbuf *out,
+		      struct tc_err *err)
+{
+	size_t want = (size_t)(end - off);
+	if (want > (size_t)r->max_batch)
+		want = (size_t)r->max_batch;
+	for (;;) {
+		sbuf_reset(out);
+		sbuf_grow(out, want);
+		ssize_t got = pread(r->fd, out->buf, want, off);
+		if (got < 0)
+			return tc_error_errno(err, TC_ESYS, "hub: cannot read the journal %s", r->path);
+		out->len = (size_t)got;
+		out->buf[out->len] = '\0';
+		char *nl = memrchr(out->buf, '\n', out->len);
+		if (nl) {
+			sbuf_setlen(out, (size_t)(nl - out->buf) + 1);
+			return 0;
+		}
+		if ((off_t)want >= end - off)
+			return tc_error(err, TC_ESYS, "hub: the journal %s ends inside a line", r->path);
+		want *= 2; /* one line longer than a batch */
+		if ((off_t)want > end - off)
+			want = (size_t)(end - off);
+	}
+}
+
+/* Bytes of the lines at the start of body whose seq is at most acked. */
+static size_t acked_prefix(const struct sbuf *body, long long acked)
+{
+	const char *p = body->buf, *end = body->buf + body->len;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl)
+			break;
+		long long s = line_seq(p, nl);
+		if (s < 0 || s > acked)
+			break;
+		p = nl + 1;
+	}
+	return (size_t)(p - body->buf);
+}
+
+static void *sender(void *arg)
+{
+	struct hub_remote *r = arg;
+	CURL *h = curl_easy_init();
+	struct sbuf body = SBUF_INIT;
+	struct http_backoff bo = { 200, 5000, true };
+	int fails = 0;
+	double deadline = 0;
+	for (;;) {
+		pthread_mutex_lock(&r->mu);
+		while (!r->stop && r->mark == r->end) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			pthread_cond_timedwait(&r->wake, &r->mu, &ts);
+		}
+		if (r->stop && !deadline)
+			deadline = now_wall() + r->wait_s;
+		bool done = r->mark == r->end || (r->stop && now_wall() >= deadline);
+		off_t off = r->mark, end = r->end;
+		pthread_mutex_unlock(&r->mu);
+		if (done)
+			break;
+		struct tc_err err = TC_ERR_INIT;
+		long long acked = 0;
+		int rc = !h ? tc_error(&err, TC_EBACKEND, "hub: libcurl failed to start") : 0;
+		if (!rc && fdatasync(r->fd) < 0 && errno != EINVAL)
+			warn_once(r, WARN_JOURNAL, "hub: cannot sync the journal %s: %s", r->path,
+				  strerror(errno));
+		if (!rc)
+			rc = read_batch(r, off, end, &body, &err);
+		if (!rc)
+			rc = post(r, h, &body, &acked, &err);
+		if (rc) {
+			warn_once(r, WARN_SEND, "%s (the journal keeps every record; resending)", err.msg);
+			tc_err_release(&err);
+			http_sleep_ms(http_backoff_ms(&bo, ++fails));
+			continue;
+		}
+		if (fails)
+			r->warned &= ~WARN_SEND; /* a later outage is news again */
+		fails = 0;
+		size_t adv = acked_prefix(&body, acked);
+		pthread_mutex_lock(&r->mu);
+		if (acked > r->acked)
+			r->acked = acked;
+		r->mark = off + (off_t)adv;
+		pthread_cond_broadcast(&r->progress);
+		pthread_mutex_unlock(&r->mu);
+		if (!adv) /* the hub took none of it: not at once again */
+			http_sleep_ms(http_backoff_ms(&bo, 1));
+	}
+	sbuf_release(&body);
+	if (h)
+		curl_easy_cleanup(h);
+	return NULL;
+}
+
+void hub_remote_close(struct hub_remote *r)
+{
+	if (!r)
+		return;
+	if (r->thread_on) {
+		pthread_mutex_lock(&r->mu);
+		r->stop = true;
+		pthread_cond_signal(&r->wake);
+		pthread_mutex_unlock(&r->mu);
+		pthread_join(r->thread, NULL);
+	}
+	if (r->mark < r->end && r->warn) {
+		struct sbuf sb = SBUF_INIT;
+		sbuf_addf(&sb, "warning: hub %s did not acknowledge records %lld..%lld in %d s;"
+			  " they stay in %s", r->url, r->acked + 1, r->seq, r->wait_s, r->path);
+		r->warn(r->warn_ctx, sb.buf);
+		sbuf_release(&sb);
+	}
+	if (r->fd >= 0)
+		close(r->fd);
+	pthread_mutex_destroy(&r->mu);
+	pthread_cond_destroy(&r->wake);
+	pthread_cond_destroy(&r->progress);
+	free(r->url);
+	if (r->auth) {
+		memset(r->auth, 0, strlen(r->auth));
+		free(r->auth);
+	}
+	free(r->job);
+	free(r->path);
+	free(r);
+}
+
+static bool name_ok(const char *s)
+{
+	if (!s || !*s || strlen(s) > 128)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+		      *s == '-' || *s == '_' || *s == '.'))
+			return false;
+	return true;
+}
+
+int sink_remote_open(const struct hub_remote_opts *o, struct sink **out, struct tc_err *err)
+{
+	*out = NULL;
+	if (!o->url || strncmp(o->url, "http://", 7) != 0)
+		return tc_error(err, TC_EUSAGE, "hub: the URL must be http://ADDR:PORT, not '%s'",
+				o->url ? o->url : "");
+	if (!o->secret || !*o->secret || strchr(o->secret, '\n') || strchr(o->secret, '\r'))
+		return tc_error(err, TC_EUSAGE, "hub: no usable secret for job %s", o->job_id);
+	if (!name_ok(o->job_id) || !name_ok(o->stream))
+		return tc_error(err, TC_EUSAGE, "hub: bad job or stream name");
+	int rc = http_init(err);
+	if (rc || (rc = mkdir_p(o->journal_dir, err)))
+		return rc;
+	struct hub_remote *r = xcalloc(1, sizeof(*r));
+	struct sbuf sb = SBUF_INIT;
+	const char *base = o->url;
+	size_t bl = strlen(base);
+	while (bl && base[bl - 1] == '/')
+		bl--;
+	sbuf_addf(&sb, "%.*s/api/v1/hub/%s/events?stream=%s", (int)bl, base, o->job_id, o->stream);
+	r->url = sbuf_detach(&sb);
+	sbuf_addf(&sb, "X-Trainctl-Hub-Secret: %s", o->secret);
+	r->auth = sbuf_detach(&sb);
+	r->job = xstrdup(o->job_id);
+	sbuf_addf(&sb, "%s/%s.jsonl", o->journal_dir, o->stream);
+	r->path = sbuf_detach(&sb);
+	r->wait_s = o->wait_s > 0 ? o->wait_s : 3600;
+	r->max_batch = o->max_batch > 0 ? o->max_batch : 4 << 20;
+	r->warn = o->warn;
+	r->warn_ctx = o->warn_ctx;
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->wake, NULL);
+	pthread_cond_init(&r->progress, NULL);
+	/* a new stream each process (note 3): a journal left by a namesake is replaced */
+	r->fd = open(r->path, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+	if (r->fd < 0) {
+		rc = tc_error_errno(err, TC_ESYS, "hub: cannot create the journal %s", r->path);
+		hub_remote_close(r);
+		return rc;
+	}
+	if (pthread_create(&r->thread, NULL, sender, r) != 0) {
+		rc = tc_error_errno(err, TC_ESYS, "hub: cannot start the sender thread");
+		hub_remote_close(r);
+		return rc;
+	}
+	r->thread_on = true;
+	*out = sink_remote(r);
+	return 0;
+}
+
+void sink_remote_counts(const struct sink *k, long long *appended, long long *acked)
+{
+	struct hub_remote *r = sink_remote_of(k);
+	*appended = *acked = 0;
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->mu);
+	*appended = r->seq;
+	*acked = r->acked;
+	pthread_mutex_unlock(&r->mu);
+}
+
+static char *secret_from_env(struct tc_err *err)
+{
+	const char *v = getenv("TRAINCTL_HUB_SECRET");
+	if (v && *v)
+		return xstrdup(v);
+	const char *f = getenv("TRAINCTL_HUB_SECRET_FILE");
+	if (!f || !*f) {
+		tc_error(err, TC_EUSAGE, "hub: TRAINCTL_HUB_URL is set but neither TRAINCTL_HUB_SECRET"
+					 " nor TRAINCTL_HUB_SECRET_FILE");
+		return NULL;
+	}
+	struct sbuf sb = SBUF_INIT;
+	if (read_file(f, &sb, err)) {
+		sbuf_release(&sb);
+		return NULL;
+	}
+	sbuf_rtrim(&sb);
+	return sbuf_detach(&sb);
+}
+
+int sink_from_env(const char *home, const char *job_id, const char *stream,
+		  void (*warn)(void *, const char *), void *warn_ctx, struct sink **out,
+		  struct tc_err *err)
+{
+	*out = NULL;
+	const char *url = getenv("TRAINCTL_HUB_URL");
+	if (!url || !*url)
+		return 0;
+	char *secret = secret_from_env(err);
+	if (!secret)
+		return err->code;
+	long wait = 0;
+	const char *w = getenv("TRAINCTL_HUB_WAIT");
+	if (w && !parse_long(w, 1, 7L * 24 * 3600, &wait))
+		wait = 0;
+	struct sbuf dir = SBUF_INIT;
+	sbuf_addf(&dir, "%s/journal/%s", home, job_id);
+	struct hub_remote_opts o = { .url = url, .secret = secret, .job_id = job_id,
+				     .stream = stream, .journal_dir = dir.buf, .wait_s = (int)wait,
+				     .warn = warn, .warn_ctx = warn_ctx };
+	int rc = sink_remote_open(&o, out, err);
+	memset(secret, 0, strlen(secret));
+	free(secret);
+	sbuf_release(&dir);
+	return rc;
+}
+
+int hub_secret_new(char **out, struct tc_err *err)
+{
+	unsigned char raw[32];
+	*out = NULL;
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return tc_error_errno(err, TC_ESYS, "cannot open /dev/urandom");
+	ssize_t n = read(fd, raw, sizeof(raw));
+	close(fd);
+	if (n != (ssize_t)sizeof(raw))
+		return tc_error(err, TC_ESYS, "cannot read /dev/urandom");
+	char *hex = xmalloc(2 * sizeof(raw) + 1);
+	hex_encode(hex, raw, sizeof(raw));
+	*out = hex;
+	return 0;
+}
+
+void hub_secret_hash(const char *secret, struct sbuf *out)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+	char hex[2 * EVP_MAX_MD_SIZE + 1];
+	if (!EVP_Digest(secret, strlen(secret), md, &n, EVP_sha256(), NULL))
+		n = 0;
+	hex_encode(hex, md, n);
+	hex[2 * n] = '\0';
+	sbuf_add(out, hex, 2 * n);
+}

@@ -1,0 +1,130 @@
+/*
+ * sink.c -- the job records of a supervisor, through the store itself
+ * (direct) or as events to the hub (remote); see sink.h.
+ */
+#include "hub/sink.h"
+#include "hub/hub_int.h"
+#include "core/xalloc.h"
+#include "jobs/jobs.h"
+
+#include <stdlib.h>
+
+struct sink {
+	struct store *st;    /* direct: borrowed */
+	struct hub_remote *r; /* remote: owned */
+};
+
+struct sink *sink_direct(struct store *st)
+{
+	struct sink *k = xcalloc(1, sizeof(*k));
+	k->st = st;
+	return k;
+}
+
+struct sink *sink_remote(struct hub_remote *r)
+{
+	struct sink *k = xcalloc(1, sizeof(*k));
+	k->r = r;
+	return k;
+}
+
+void sink_close(struct sink *k)
+{
+	if (!k)
+		return;
+	hub_remote_close(k->r);
+	free(k);
+}
+
+struct store *sink_store(const struct sink *k)
+{
+	return k ? k->st : NULL;
+}
+
+struct hub_remote *sink_remote_of(const struct sink *k)
+{
+	return k ? k->r : NULL;
+}
+
+int sink_mark(struct sink *k, const char *job, enum job_state state, const char *why,
+	      struct tc_err *err)
+{
+	if (k->r)
+		return hub_ev_mark(k->r, job, state, why, err);
+	return hub_apply_mark(k->st, job, state, why, err);
+}
+
+int sink_finish(struct sink *k, const char *job, enum job_state end, int exit_code,
+		const char *root_cause, const char *why, struct tc_err *err)
+{
+	if (k->r)
+		return hub_ev_finish(k->r, job, end, exit_code, root_cause, why, err);
+	return jobs_finish(k->st, job, end, exit_code, root_cause, why, err);
+}
+
+int sink_restarts(struct sink *k, const char *job, int restarts, struct tc_err *err)
+{
+	if (k->r)
+		return hub_ev_restarts(k->r, job, restarts, err);
+	return store_job_set_restarts(k->st, job, restarts, err);
+}
+
+int sink_started(struct sink *k, const struct store_start *s, struct tc_err *err)
+{
+	if (k->r)
+		return hub_ev_started(k->r, s, err);
+	return jobs_mark_started(k->st, s, err);
+}
+
+int sink_worker_end(struct sink *k, const char *job, int attempt, int rank, int exit_code,
+		    int signal, struct tc_err *err)
+{
+	if (k->r)
+		return hub_ev_worker_end(k->r, job, attempt, rank, exit_code, signal, err);
+	return store_worker_end(k->st, job, attempt, rank, exit_code, signal, err);
+}
+
+int sink_metrics(struct sink *k, struct store_mbatch *b, struct tc_err *err)
+{
+	if (k->r)
+		return hub_ev_metrics(k->r, b, err);
+	return store_mbatch_write(k->st, b, err);
+}
+
+int sink_ckpt_put(struct sink *k, const char *job, const struct store_ckpt *c,
+		  struct tc_err *err)
+{
+	if (k->r)
+		return hub_ev_ckpt_put(k->r, job, c, err);
+	return store_ckpt_put(k->st, job, c, err);
+}
+
+int sink_ckpt_state(struct sink *k, const char *job, const char *name, const char *state,
+		    struct tc_err *err)
+{
+	if (k->r)
+		return hub_ev_ckpt_state(k->r, job, name, state, err);
+	return store_ckpt_set_state(k->st, job, name, state, err);
+}
+
+int sink_slurm(struct sink *k, const char *job, const char *slurm_job, const char *nodes,
+	       const char *slurm_state, struct tc_err *err)
+{
+	if (k->r)
+		return hub_ev_slurm(k->r, job, slurm_job, nodes, slurm_state, err);
+	return store_slurm_set(k->st, job, slurm_job, nodes, slurm_state, err);
+}
+
+int sink_begin(struct sink *k, struct tc_err *err)
+{
+	if (k->r)
+		return 0; /* the sender batches on its own: a group is what was appended */
+	return store_begin(k->st, err);
+}
+
+int sink_commit(struct sink *k, int rc, struct tc_err *err)
+{
+	if (k->r)
+		return rc ? rc : hub_remote_kick(k->r, err);
+	return store_commit(k->st, rc, err);
+}

@@ -1,0 +1,72 @@
+/*
+ * sink.h -- where a supervisor's records of a job go: the one interface
+ * for everything a supervisor, a node supervisor or the multi-node driver
+ * writes about its job (state changes, worker starts and exits with the
+ * root cause, metric batches, checkpoint records, Slurm columns).
+ *
+ * NOTES ON THE DESIGN
+ * (1) One writer per job (docs/ARCHITECTURE.md, invariant 3).  The hub is
+ *     the process that writes the job's rows: the supervisor itself for a
+ *     local `trainctl run` (the embedded default), `trainctl server` for its
+ *     jobs, the foreground `trainctl run --backend slurm` for Slurm jobs run
+ *     without a server.  Every other supervisor reports to it.
+ * (2) Two implementations behind the same calls:
+ *       direct  the store itself (sink_direct): each call is the store
+ *               call it replaces, so the embedded default costs nothing;
+ *       remote  (sink_remote_open, hub/remote.h) each call becomes one
+ *               event: appended to the node's journal first, then sent in
+ *               batches to the hub, which applies it through hub_apply
+ *               (hub/event.h) with the same store calls as direct.
+ *     So a record means the same whichever way it travels.
+ * (3) State changes name their state (sink_mark) and the hub records them
+ *     through the one jobs_* transition of that state (jobs/jobs.h).
+ * (4) sink_begin/sink_commit group records: one transaction when direct,
+ *     one batch when remote.  Groups do not nest.
+ *
+ * Ownership: a direct sink borrows its store; sink_close frees the sink
+ * and never the store.  Strings passed in are copied or written at once.
+ */
+#ifndef TC_HUB_SINK_H
+#define TC_HUB_SINK_H
+
+#include <stdbool.h>
+
+#include "core/err.h"
+#include "jobs/state.h"
+#include "store/store.h"
+
+struct sink;
+
+/* The store itself (note 2); st is borrowed and must outlive the sink. */
+struct sink *sink_direct(struct store *st);
+/* Flush what a remote sink holds (bounded wait) and free it; NULL is a no-op. */
+void sink_close(struct sink *k);
+/* The direct sink's store, or NULL for a remote one. */
+struct store *sink_store(const struct sink *k);
+
+/* A state that is not an end: starting, running, restarting, queued, paused, preempted. */
+int sink_mark(struct sink *k, const char *job, enum job_state state, const char *why,
+	      struct tc_err *err);
+/* The end (jobs_finish): a terminal state, exit status, root cause. */
+int sink_finish(struct sink *k, const char *job, enum job_state end, int exit_code,
+		const char *root_cause, const char *why, struct tc_err *err);
+int sink_restarts(struct sink *k, const char *job, int restarts, struct tc_err *err);
+/* Workers up (jobs_mark_started); s->create must be NULL for a remote sink. */
+int sink_started(struct sink *k, const struct store_start *s, struct tc_err *err);
+int sink_worker_end(struct sink *k, const char *job, int attempt, int rank, int exit_code,
+		    int signal, struct tc_err *err);
+/* Everything queued in b (its pending records leave b when taken). */
+int sink_metrics(struct sink *k, struct store_mbatch *b, struct tc_err *err);
+int sink_ckpt_put(struct sink *k, const char *job, const struct store_ckpt *c,
+		  struct tc_err *err);
+int sink_ckpt_state(struct sink *k, const char *job, const char *name, const char *state,
+		    struct tc_err *err);
+/* store_slurm_set: NULL leaves a column as is. */
+int sink_slurm(struct sink *k, const char *job, const char *slurm_job, const char *nodes,
+	       const char *slurm_state, struct tc_err *err);
+
+/* Group what follows (note 4); commit writes or sends it (rc != 0: rolled back when direct). */
+int sink_begin(struct sink *k, struct tc_err *err);
+int sink_commit(struct sink *k, int rc, struct tc_err *err);
+
+#endif

@@ -1,0 +1,272 @@
+/* test_hub.c -- the hub channel (hub/hub.h, hub/sink.h): base64, a metrics
+ * batch packed and unpacked, the journal's lines, a batch applied once
+ * however often it is sent (dedup on job, stream, seq), the secret, and a
+ * remote sink that outlives its hub's restart with every event applied
+ * exactly once. */
+#include "test.h"
+
+#include "core/util.h"
+#include "hub/hub.h"
+#include "hub/hub_int.h"
+#include "jobs/jobs.h"
+#include "store/store.h"
+
+#include <math.h>
+#include <unistd.h>
+
+#define JOB "20261126-000000-000-abcd"
+#define SECRET "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+static struct store *job_store(const char *home)
+{
+	struct store *st = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(store_open(home, &st, &err), 0);
+	struct job_row j = { .id = JOB, .name = "t", .state = JOB_QUEUED, .run_dir = "/tmp/x",
+			     .spec_json = "{}", .created = now_wall(), .world_size = 4 };
+	CHECK_INT(store_job_create(st, &j, &err), 0);
+	struct sbuf sha = SBUF_INIT;
+	hub_secret_hash(SECRET, &sha);
+	CHECK_INT(store_hub_job_set(st, JOB, sha.buf, "http://127.0.0.1:1", &err), 0);
+	sbuf_release(&sha);
+	return st;
+}
+
+static size_t nevents(struct store *st, enum job_state state)
+{
+	struct event_row *ev = NULL;
+	size_t n = 0, k = 0;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(store_events(st, JOB, &ev, &n, &err), 0);
+	for (size_t i = 0; i < n; i++)
+		k += ev[i].state == state;
+	event_rows_free(ev, n);
+	return k;
+}
+
+static size_t npoints(struct store *st, const char *metric, int rank)
+{
+	struct store_mseries *v = NULL;
+	size_t n = 0, pts = 0;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(store_metric_series(st, JOB, metric, rank, &v, &n, &err), 0);
+	for (size_t i = 0; i < n; i++)
+		pts += v[i].n;
+	store_mseries_free(v, n);
+	return pts;
+}
+
+TEST(hub_base64_round_trip)
+{
+	for (size_t n = 0; n < 70; n++) {
+		unsigned char raw[70];
+		for (size_t i = 0; i < n; i++)
+			raw[i] = (unsigned char)(i * 37 + n);
+		struct sbuf enc = SBUF_INIT, dec = SBUF_INIT;
+		hub_b64_encode(&enc, raw, n);
+		CHECK_INT(enc.len, (n + 2) / 3 * 4);
+		CHECK(hub_b64_decode(&dec, enc.buf, enc.len));
+		CHECK_INT(dec.len, n);
+		CHECK(n == 0 || !memcmp(dec.buf, raw, n));
+		sbuf_release(&enc);
+		sbuf_release(&dec);
+	}
+	struct sbuf d = SBUF_INIT;
+	CHECK(!hub_b64_decode(&d, "ab=c", 4));
+	CHECK(!hub_b64_decode(&d, "abc", 3));
+	CHECK(!hub_b64_decode(&d, "a*cd", 4));
+	sbuf_release(&d);
+}
+
+TEST(hub_metrics_batch_packs_and_unpacks_equal)
+{
+	struct store *st = job_store(test_tmpdir());
+	struct store_mbatch *a = store_mbatch_new(JOB);
+	for (int i = 0; i < 100; i++) {
+		char step[16];
+		snprintf(step, sizeof(step), "%d", i);
+		struct store_mpoint p = { .kind = STORE_MPOINT, .seq = i, .epoch = -1, .iter = i,
+					  .step = step, .value = i * 0.5, .wall_time = 1000 + i };
+		store_mbatch_point(a, i % 2, "loss", &p);
+	}
+	struct store_mpoint t = { .kind = STORE_MSUMMARY, .seq = 3, .epoch = 1, .iter = -1,
+				  .step = "end", .value = NAN, .text = "ok", .wall_time = 5 };
+	store_mbatch_point(a, 0, "status", &t);
+	store_mbatch_param(a, 0, "lr", "0.1");
+	store_mbatch_meta(a, "loss", "unit", "nats");
+	store_mbatch_counters(a, 1, 60, 50, 2, "bad line");
+	struct sbuf packed = SBUF_INIT;
+	store_mbatch_pack(a, &packed);
+	CHECK_INT(store_mbatch_pending(a), 0);
+	struct store_mbatch *b = store_mbatch_new(JOB);
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(store_mbatch_unpack(b, packed.buf, packed.len, &err), 0);
+	CHECK_INT(store_mbatch_pending(b), 101);
+	CHECK_INT(store_mbatch_write(st, b, &err), 0);
+	CHECK_INT(npoints(st, "loss", 0), 50);
+	CHECK_INT(npoints(st, "loss", 1), 50);
+	CHECK_INT(npoints(st, "status", 0), 1);
+	/* damaged bytes are refused, whichever byte is cut */
+	for (size_t cut = 1; cut < packed.len; cut += 7) {
+		struct store_mbatch *c = store_mbatch_new(JOB);
+		CHECK(store_mbatch_unpack(c, packed.buf, cut, &err) < 0);
+		tc_err_release(&err);
+		store_mbatch_free(c);
+	}
+	sbuf_release(&packed);
+	store_mbatch_free(a);
+	store_mbatch_free(b);
+	store_close(st);
+}
+
+static void post(struct hub *h, const char *secret, const char *stream, const char *body,
+		 int want_status, long long want_acked)
+{
+	int status = 0;
+	long long acked = -1;
+	struct tc_err err = TC_ERR_INIT;
+	hub_receive(h, JOB, stream, secret, body, strlen(body), &status, &acked, &err);
+	if (status != want_status)
+		fprintf(stderr, "status %d: %s\n", status, err.msg ? err.msg : "");
+	CHECK_INT(status, want_status);
+	if (status == 200)
+		CHECK_INT(acked, want_acked);
+	tc_err_release(&err);
+}
+
+TEST(hub_applies_each_sequence_number_once)
+{
+	const char *home = test_tmpdir();
+	struct store *st = job_store(home);
+	struct hub *h = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(hub_new(home, &h, &err), 0);
+	const char *body =
+		"{\"seq\":1,\"ev\":\"mark\",\"state\":\"running\",\"why\":\"up\"}\n"
+		"{\"seq\":2,\"ev\":\"started\",\"attempt\":0,\"why\":null,\"w\":[[2,0,100,1.5],[3,1,101,1.5]]}\n"
+		"{\"seq\":3,\"ev\":\"wend\",\"attempt\":0,\"rank\":3,\"exit\":-1,\"sig\":9}\n";
+	post(h, SECRET, "node1.a0", body, 200, 3);
+	post(h, SECRET, "node1.a0", body, 200, 3); /* resent after a lost answer: nothing twice */
+	CHECK_INT(nevents(st, JOB_RUNNING), 1);
+	struct worker_row *w = NULL;
+	size_t nw = 0;
+	CHECK_INT(store_workers(st, JOB, &w, &nw, &err), 0);
+	CHECK_INT(nw, 2);
+	CHECK_INT(w[1].signal, 9);
+	free(w);
+	/* another stream counts on its own */
+	post(h, SECRET, "driver.1", "{\"seq\":1,\"ev\":\"restarts\",\"n\":2}\n", 200, 1);
+	/* a gap waits for the resend; what is before it applies */
+	post(h, SECRET, "driver.1",
+	     "{\"seq\":2,\"ev\":\"mark\",\"state\":\"restarting\",\"why\":\"r\"}\n"
+	     "{\"seq\":4,\"ev\":\"mark\",\"state\":\"running\",\"why\":\"x\"}\n", 200, 2);
+	CHECK_INT(nevents(st, JOB_RESTARTING), 1);
+	CHECK_INT(nevents(st, JOB_RUNNING), 1);
+	/* an event that never applies does not hold up the rest */
+	post(h, SECRET, "driver.1",
+	     "{\"seq\":3,\"ev\":\"nonsense\"}\n"
+	     "{\"seq\":4,\"ev\":\"finish\",\"state\":\"succeeded\",\"exit\":0,\"why\":\"done\"}\n",
+	     200, 4);
+	CHECK_INT(nevents(st, JOB_SUCCEEDED), 1);
+	struct job_row j = { 0 };
+	CHECK_INT(store_job_get(st, JOB, &j, &err), 0);
+	CHECK_INT(j.restarts, 2);
+	CHECK_INT(j.state, JOB_SUCCEEDED);
+	job_row_release(&j);
+	/* the secret, the job, the stream */
+	post(h, "nope", "node1.a0", body, 401, 0);
+	post(h, NULL, "node1.a0", body, 401, 0);
+	post(h, SECRET, NULL, body, 400, 0);
+	post(h, SECRET, "node1.a0", "garbage\n", 400, 0);
+	int status = 0;
+	long long acked = 0;
+	hub_receive(h, "20261126-000000-000-ffff", "s", SECRET, "", 0, &status, &acked, &err);
+	CHECK_INT(status, 404);
+	tc_err_release(&err);
+	hub_free(h);
+	store_close(st);
+}
+
+static int count_lines(const char *path)
+{
+	struct sbuf sb = SBUF_INIT;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(read_file(path, &sb, &err), 0);
+	int n = 0;
+	for (size_t i = 0; i < sb.len; i++)
+		n += sb.buf[i] == '\n';
+	CHECK(!strncmp(sb.buf, "{\"seq\":1,", 9));
+	sbuf_release(&sb);
+	return n;
+}
+
+static void warn_quiet(void *ctx, const char *msg)
+{
+	(void)ctx;
+	(void)msg;
+}
+
+TEST(hub_remote_sink_survives_a_hub_restart_exactly_once)
+{
+	const char *home = test_tmpdir();
+	struct store *st = job_store(home);
+	struct hub *h = NULL;
+	struct hub_daemon *d = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	int port = 0;
+	CHECK_INT(hub_new(home, &h, &err), 0);
+	CHECK_INT(hub_daemon_start(h, "127.0.0.1", 0, &d, &port, &err), 0);
+	struct sbuf url = SBUF_INIT, jdir = SBUF_INIT;
+	sbuf_addf(&url, "http://127.0.0.1:%d", port);
+	sbuf_addf(&jdir, "%s/journal/" JOB, home);
+	struct hub_remote_opts o = { .url = url.buf, .secret = SECRET, .job_id = JOB,
+				     .stream = "node0.a0", .journal_dir = jdir.buf, .wait_s = 30,
+				     .warn = warn_quiet };
+	struct sink *k = NULL;
+	CHECK_INT(sink_remote_open(&o, &k, &err), 0);
+	CHECK(sink_store(k) == NULL);
+	CHECK_INT(sink_mark(k, JOB, JOB_RUNNING, "up", &err), 0);
+	/* a record of another job is refused */
+	CHECK(sink_mark(k, "other", JOB_RUNNING, "up", &err) < 0);
+	tc_err_release(&err);
+	struct store_mbatch *b = store_mbatch_new(JOB);
+	for (int round = 0; round < 4; round++) {
+		if (round == 2) {
+			/* the hub goes away (as a SIGKILL would leave it: nothing more answered) */
+			hub_daemon_stop(d);
+			d = NULL;
+		}
+		for (int i = 0; i < 250; i++) {
+			struct store_mpoint p = { .kind = STORE_MPOINT, .seq = round * 250 + i,
+						  .epoch = -1, .iter = -1, .step = "s",
+						  .value = i, .wall_time = 1 };
+			store_mbatch_point(b, 0, "loss", &p);
+		}
+		CHECK_INT(sink_metrics(k, b, &err), 0);
+		CHECK_INT(sink_commit(k, 0, &err), 0);
+	}
+	CHECK_INT(sink_finish(k, JOB, JOB_SUCCEEDED, 0, NULL, "done", &err), 0);
+	long long app = 0, ack = 0;
+	sink_remote_counts(k, &app, &ack);
+	CHECK_INT(app, 6);
+	CHECK(ack < 6);
+	/* back on the same port: the sender resends from the last acknowledged record */
+	CHECK_INT(hub_daemon_start(h, "127.0.0.1", port, &d, &port, &err), 0);
+	sink_close(k); /* waits for the acknowledgements */
+	CHECK_INT(npoints(st, "loss", 0), 1000);
+	CHECK_INT(nevents(st, JOB_RUNNING), 1);
+	CHECK_INT(nevents(st, JOB_SUCCEEDED), 1);
+	struct sbuf jpath = SBUF_INIT;
+	sbuf_addf(&jpath, "%s/node0.a0.jsonl", jdir.buf);
+	CHECK_INT(count_lines(jpath.buf), 6);
+	long long acked = 0;
+	CHECK_INT(store_hub_acked(st, JOB, "node0.a0", &acked, &err), 0);
+	CHECK_INT(acked, 6);
+	sbuf_release(&jpath);
+	store_mbatch_free(b);
+	hub_daemon_stop(d);
+	hub_free(h);
+	sbuf_release(&url);
+	sbuf_release(&jdir);
+	store_close(st);
+}
