@@ -44,6 +44,7 @@ static const struct command {
 	{ "supervise", cmd_supervise, NULL }, /* started by the server, not typed */
 	{ "slurm-batch", cmd_slurm_batch, NULL },       /* job.sbatch runs it (backend: slurm) */
 	{ "supervise-node", cmd_supervise_node, NULL }, /* srun starts it on every node */
+	{ "hub", cmd_hub, NULL },                       /* a Slurm job's hub, after run's terminal closed */
 };
 
 void cmd_each(void (*fn)(void *arg, const char *name, const char *help), void *arg)

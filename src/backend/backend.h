@@ -140,6 +140,13 @@ struct slurm_node_args {
 int slurm_node_main(const struct slurm_node_args *a, int *exit_status, struct tc_err *err);
 
 /*
+ * `trainctl hub JOB` (started by ps/show/logs on the submit host when the
+ * job's hub is gone): take the supervisors' events until the job has ended
+ * and Slurm is done with it.
+ */
+int slurm_hub_main(const char *home, const char *job_id, struct tc_err *err);
+
+/*
  * Run a program and collect its output: argv[0] is looked up on PATH,
  * input (or NULL) is its stdin.  *status is the wait status; a program
  * that cannot be started gives TC_EBACKEND naming it.

@@ -64,12 +64,20 @@
 
 /* ---- running Slurm's commands ---- */
 
-int slurm_command(const char *const *argv, const char *input, struct sbuf *out,
-		  struct sbuf *errout, int *status, struct tc_err *err)
+static int command_env(const char *const *argv, const char *const *env_add, const char *input,
+		       struct sbuf *out, struct sbuf *errout, int *status, struct tc_err *err)
 {
 	struct proc p = PROC_INIT;
 	strvec_pushv(&p.args, argv);
 	proc_env_inherit(&p.env);
+	for (size_t i = 0; env_add && env_add[i]; i++) {
+		const char *eq = strchr(env_add[i], '=');
+		if (!eq)
+			continue;
+		char *k = xstrndup(env_add[i], (size_t)(eq - env_add[i]));
+		env_set(&p.env, k, eq + 1);
+		free(k);
+	}
 	p.default_sigs = PROC_SIG(SIGPIPE);
 	p.in.how = PROC_IO_NULL;
 	p.out.how = p.err.how = PROC_IO_NULL; /* what is not collected is dropped */
@@ -84,6 +92,12 @@ int slurm_command(const char *const *argv, const char *input, struct sbuf *out,
 	}
 	proc_clear(&p);
 	return rc;
+}
+
+int slurm_command(const char *const *argv, const char *input, struct sbuf *out,
+		  struct sbuf *errout, int *status, struct tc_err *err)
+{
+	return command_env(argv, NULL, input, out, errout, status, err);
 }
 
 /* Slurm's message as one line: trimmed lines joined with "; ". */
@@ -353,6 +367,8 @@ static int slurm_reconcile(struct store *st, struct job_row *j, struct tc_err *e
 	/* an ended job is the store's (slurm_settle brings its Slurm state to the end) */
 	if (!j->slurm_job || job_state_terminal(j->state))
 		return 0;
+	/* its supervisors report to a hub that is gone (the terminal of run closed): a new one */
+	slurm_hub_revive(st, j);
 	return ask_slurm(st, j, &final, err);
 }
 
@@ -408,6 +424,13 @@ int slurm_test_only(const char *script, struct tc_err *err)
 int slurm_submit(const struct backend_env *env, struct store *st, const struct spec *s,
 		 const char *job_id, struct tc_err *err)
 {
+	return slurm_submit_env(env, NULL, st, s, job_id, err);
+}
+
+int slurm_submit_env(const struct backend_env *env, const char *const *env_add,
+		     struct store *st, const struct spec *s, const char *job_id,
+		     struct tc_err *err)
+{
 	char *exe = path_self_exe();
 	char *home_abs = path_absolute(env->home, NULL);
 	char *run_dir = slurm_run_dir_of(home_abs, job_id);
@@ -424,7 +447,7 @@ int slurm_submit(const struct backend_env *env, struct store *st, const struct s
 	if ((rc = write_file_atomic(path.buf, script, strlen(script), err)))
 		goto out;
 	const char *argv[] = { "sbatch", "--parsable", path.buf, NULL };
-	if ((rc = slurm_command(argv, NULL, &o, &e, &status, err)))
+	if ((rc = command_env(argv, env_add, NULL, &o, &e, &status, err)))
 		goto out;
 	if (!slurm_exited_ok(status)) {
 		rc = command_error("sbatch", status, &o, &e, err);

@@ -12,9 +12,13 @@
 #include "core/strvec.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "hub/hub.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,7 +45,74 @@ struct batch {
 	int nodes;
 	const char *slurm_job; /* $SLURM_JOB_ID, or NULL */
 	bool slurm_ends;       /* Slurm itself ends or requeues the job: its state tells how */
+	struct sink *sink;     /* the hub's (TRAINCTL_HUB_URL): no database here; else NULL */
 };
+
+/* Why the job was asked to stop: the database, or the hub for a driver that reports to one. */
+static enum job_stop stop_reason(const struct batch *b)
+{
+	enum job_stop asked = JOB_STOP_NONE;
+	int restarts = 0;
+	struct tc_err e2 = TC_ERR_INIT;
+	if (b->sink) {
+		/* a hub that does not answer: Slurm's state still tells a stop from a failure */
+		hub_job_status(b->job_id, 5, &asked, &restarts, &e2);
+	} else {
+		struct store *st = NULL;
+		if (store_open(b->home, &st, &e2) == 0)
+			store_job_stop_reason(st, b->job_id, &asked, &e2);
+		store_close(st);
+	}
+	tc_err_release(&e2);
+	return asked;
+}
+
+/*
+ * The spec of a job whose driver or node reports to a hub: the run folder's
+ * job.yaml where the folder is shared, else the one the batch script's
+ * environment carries (TRAINCTL_JOB_SPEC, JSON), written into this host's
+ * run folder.
+ */
+static int remote_spec(const char *run_dir, struct spec **s, struct tc_err *err)
+{
+	struct sbuf p = SBUF_INIT;
+	sbuf_addf(&p, "%s/job.yaml", run_dir);
+	int rc;
+	const char *js = getenv("TRAINCTL_JOB_SPEC");
+	if (path_exists(p.buf) || !js || !*js) {
+		rc = spec_load(p.buf, s, err);
+	} else if (!(rc = spec_from_json(js, s, err)) && !(rc = mkdir_p(run_dir, err))) {
+		char *yaml = spec_to_yaml(*s);
+		rc = write_file_atomic(p.buf, yaml, strlen(yaml), err);
+		free(yaml);
+	}
+	sbuf_release(&p);
+	return rc;
+}
+
+static void hub_warn(void *ctx, const char *msg)
+{
+	(void)ctx;
+	struct sbuf sb = SBUF_INIT;
+	sbuf_addf(&sb, "trainctl: %s\n", msg);
+	if (write_all(STDERR_FILENO, sb.buf, sb.len) < 0)
+		sb.len = 0;
+	sbuf_release(&sb);
+}
+
+/* This process's stream name (hub.h note 3): role, Slurm job, requeue count, pid. */
+static char *stream_name(const char *role)
+{
+	struct sbuf sb = SBUF_INIT;
+	const char *sj = getenv("SLURM_JOB_ID"), *rq = getenv("SLURM_RESTART_COUNT");
+	sbuf_addf(&sb, "%s.%s.%s.%ld", role, sj && *sj ? sj : "0", rq && *rq ? rq : "0",
+		  (long)getpid());
+	for (char *c = sb.buf; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+		      *c == '-' || *c == '.'))
+			*c = '_';
+	return sbuf_detach(&sb);
+}
 
 /*
  * Is Slurm ending (or requeuing) this incarnation of the job itself?
@@ -62,6 +133,53 @@ static bool slurm_ends_it(const char *id)
 	slurm_jobinfo_release(&sj);
 	tc_err_release(&e);
 	return ends;
+}
+
+/*
+ * srun's output, to its end: the nodes' outcome lines (LAUNCH_NODE_RESULT_TAG)
+ * become attempts/<k>/node-<n>.json here, the rest goes on to our stdout.
+ */
+static void node_results(struct batch *b, int fd)
+{
+	static const char tag[] = LAUNCH_NODE_RESULT_TAG;
+	struct sbuf in = SBUF_INIT;
+	char buf[65536];
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		sbuf_add(&in, buf, (size_t)n);
+		char *nl;
+		while (in.len && (nl = memchr(in.buf, '\n', in.len))) {
+			size_t len = (size_t)(nl - in.buf) + 1;
+			if (len > sizeof(tag) - 1 && !memcmp(in.buf, tag, sizeof(tag) - 1)) {
+				json_t *o = json_loadb(in.buf + sizeof(tag) - 1, len - sizeof(tag), 0, NULL);
+				json_t *node = json_object_get(o, "node"), *att = json_object_get(o, "attempt");
+				if (json_is_integer(node) && json_is_integer(att)) {
+					char *path = launch_node_result_path(b->run_dir, (int)json_integer_value(att),
+									     (int)json_integer_value(node));
+					char *dir = path_dirname(path);
+					char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
+					struct tc_err e = TC_ERR_INIT;
+					if (mkdir_p(dir, &e) || write_file_atomic(path, text, strlen(text), &e))
+						fprintf(stderr, "trainctl: warning: %s\n", e.msg);
+					tc_err_release(&e);
+					free(text);
+					free(dir);
+					free(path);
+				}
+				json_decref(o);
+			} else if (write_all(STDOUT_FILENO, in.buf, len) < 0) {
+				errno = 0; /* the batch output is best effort */
+			}
+			sbuf_remove_front(&in, len);
+		}
+	}
+	if (in.len && write_all(STDOUT_FILENO, in.buf, in.len) < 0)
+		errno = 0;
+	sbuf_release(&in);
 }
 
 static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed, bool *stopped,
@@ -108,12 +226,16 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 	proc_env_inherit(&p.env);
 	/* ours are handled here (on_batch_signal); srun gets its own defaults */
 	p.default_sigs = PROC_SIG(SIGTERM) | PROC_SIG(SIGINT) | PROC_SIG(SIGUSR1) | PROC_SIG(SIGUSR2);
+	if (b->sink)
+		p.out.how = PROC_IO_PIPE; /* the nodes' outcomes come this way (node_results) */
 	int rc = proc_start(&p, err);
 	if (rc) {
 		proc_clear(&p);
 		return rc;
 	}
 	batch_srun = p.pid;
+	if (b->sink)
+		node_results(b, p.out.fd);
 	int status = 0;
 	/* a failed wait leaves status 0: the nodes' results below still decide */
 	struct tc_err ew = TC_ERR_INIT;
@@ -141,13 +263,7 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 		json_decref(r);
 	}
 	/* `trainctl stop` says so before its scancel: a stop, whatever the nodes saw */
-	struct store *st = NULL;
-	enum job_stop asked = JOB_STOP_NONE;
-	struct tc_err e2 = TC_ERR_INIT;
-	if (store_open(b->home, &st, &e2) == 0)
-		store_job_stop_reason(st, b->job_id, &asked, &e2);
-	store_close(st);
-	tc_err_release(&e2);
+	enum job_stop asked = stop_reason(b);
 	if ((killed && !bad) || asked == JOB_STOP_STOPPED)
 		*stopped = true;
 	else
@@ -166,14 +282,82 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 	return 0;
 }
 
+/* The driver of a job that reports to its hub (TRAINCTL_HUB_URL): no database on this host. */
+static int batch_remote(struct batch *b, int *exit_status, struct tc_err *err)
+{
+	struct spec *s = NULL;
+	struct sbuf rd = SBUF_INIT;
+	char *stream = stream_name("driver");
+	sbuf_addf(&rd, "%s/runs/%s", b->home, b->job_id);
+	b->run_dir = rd.buf;
+	int rc = sink_from_env(b->home, b->job_id, stream, hub_warn, NULL, &b->sink, err);
+	free(stream);
+	if (!rc && (rc = remote_spec(rd.buf, &s, err)))
+		goto fail;
+	if (rc)
+		goto out;
+	if (!b->exe) {
+		rc = tc_error_errno(err, TC_ESYS, "cannot find the trainctl binary");
+		goto fail;
+	}
+	const char *nodes = getenv("SLURM_JOB_NODELIST");
+	if (nodes && (rc = sink_slurm(b->sink, b->job_id, getenv("SLURM_JOB_ID"), nodes, "RUNNING",
+				      err)))
+		goto fail;
+	struct sigaction sa = { 0 };
+	sa.sa_handler = on_batch_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
+	sigaction(SIGUSR2, &sa, NULL);
+	/* the restarts spent before a requeue: the hub counts them (none when it is away) */
+	enum job_stop asked = JOB_STOP_NONE;
+	int restarts = 0;
+	struct tc_err e2 = TC_ERR_INIT;
+	hub_job_status(b->job_id, 5, &asked, &restarts, &e2);
+	tc_err_release(&e2);
+	struct launch_backend_ops ops = { srun_attempt, b, nodes };
+	rc = launch_multinode_remote(s, b->home, b->job_id, b->sink, restarts, &ops, exit_status,
+				     err);
+	if (rc || *exit_status != 143 || batch_term || b->slurm_ends)
+		goto out;
+	asked = stop_reason(b);
+	const char *why = asked == JOB_STOP_STOPPED
+				  ? "stopped by trainctl stop (every node's workers got SIGTERM)"
+				  : "the workers were stopped by a signal from Slurm";
+	rc = sink_finish(b->sink, b->job_id, JOB_KILLED, 1, why, why, err);
+	*exit_status = 0;
+	goto out;
+fail:
+	if (b->sink) {
+		struct tc_err e3 = TC_ERR_INIT;
+		sink_finish(b->sink, b->job_id, JOB_FAILED, tc_exit_status(rc), err->msg, err->msg, &e3);
+		tc_err_release(&e3);
+	}
+out:
+	sink_close(b->sink); /* waits for the hub to take everything (hub.h note 5) */
+	b->sink = NULL;
+	spec_free(s);
+	sbuf_release(&rd);
+	return rc;
+}
+
 int slurm_batch_main(const char *home, const char *job_id, int *exit_status, struct tc_err *err)
 {
 	struct store *st = NULL;
 	struct job_row j = { 0 };
 	struct spec *s = NULL;
 	struct sbuf p = SBUF_INIT;
-	struct batch b = { home, job_id, NULL, path_self_exe(), 0, getenv("SLURM_JOB_ID"), false };
+	struct batch b = { home, job_id, NULL, path_self_exe(), 0, getenv("SLURM_JOB_ID"), false,
+			   NULL };
 	*exit_status = 1;
+	const char *hub = getenv("TRAINCTL_HUB_URL");
+	if (hub && *hub) {
+		int rrc = batch_remote(&b, exit_status, err);
+		free(b.exe);
+		return rrc;
+	}
 	int rc = store_open(home, &st, err);
 	if (!rc)
 		rc = store_job_get(st, job_id, &j, err);
@@ -250,6 +434,7 @@ static int env_int(const char *name, int *out, struct tc_err *err)
 int slurm_node_main(const struct slurm_node_args *a, int *exit_status, struct tc_err *err)
 {
 	struct launch_node nd = { 0 };
+	struct sink *sink = NULL;
 	struct store *st = NULL;
 	struct job_row j = { 0 };
 	struct spec *s = NULL;
@@ -270,21 +455,38 @@ int slurm_node_main(const struct slurm_node_args *a, int *exit_status, struct tc
 	nd.master_port = (int)port;
 	nd.attempt = a->attempt;
 	nd.resume_from = a->resume_from;
-	if ((rc = store_open(a->home, &st, err)) || (rc = store_job_get(st, a->job_id, &j, err)))
-		goto out;
-	store_close(st);
-	st = NULL;
-	sbuf_addf(&p, "%s/job.yaml", j.run_dir);
-	if ((rc = spec_load(p.buf, &s, err)))
-		goto out;
+	const char *hub = getenv("TRAINCTL_HUB_URL");
+	if (hub && *hub) {
+		/* reports to the hub: no database here; the spec is the run folder's or the env's */
+		sbuf_addf(&p, "%s/runs/%s", a->home, a->job_id);
+		struct sbuf role = SBUF_INIT;
+		sbuf_addf(&role, "node%d.a%d", nd.node_rank, nd.attempt);
+		char *stream = stream_name(role.buf);
+		sbuf_release(&role);
+		rc = sink_from_env(a->home, a->job_id, stream, hub_warn, NULL, &sink, err);
+		free(stream);
+		if (rc || (rc = remote_spec(p.buf, &s, err)))
+			goto out;
+	} else {
+		if ((rc = store_open(a->home, &st, err)) ||
+		    (rc = store_job_get(st, a->job_id, &j, err)))
+			goto out;
+		store_close(st);
+		st = NULL;
+		sbuf_addf(&p, "%s/job.yaml", j.run_dir);
+		if ((rc = spec_load(p.buf, &s, err)))
+			goto out;
+	}
 	if (s->nodes != nd.nnodes) {
 		rc = tc_error(err, TC_EUSAGE, "supervise-node: the job wants %d nodes, srun gave %d",
 			      s->nodes, nd.nnodes);
 		goto out;
 	}
-	struct launch_opts lo = { .home = a->home, .quiet = true, .job_id = a->job_id, .node = &nd };
+	struct launch_opts lo = { .home = a->home, .quiet = true, .job_id = a->job_id, .node = &nd,
+				  .sink = sink };
 	rc = launch_run(s, &lo, &id, exit_status, err);
 out:
+	sink_close(sink); /* waits for the hub to take everything (hub.h note 5) */
 	free(id);
 	free(addr);
 	spec_free(s);

@@ -41,6 +41,28 @@ int slurm_test_only(const char *script, struct tc_err *err);
 /* backend_slurm.submit: write job.sbatch, sbatch it, record its id and queued. */
 int slurm_submit(const struct backend_env *env, struct store *st, const struct spec *s,
 		 const char *job_id, struct tc_err *err);
+/* The same, with "K=V" (NULL-terminated) added to sbatch's environment only. */
+int slurm_submit_env(const struct backend_env *env, const char *const *env_add,
+		     struct store *st, const struct spec *s, const char *job_id,
+		     struct tc_err *err);
+/* ---- slurm_hub.c: the hub of a job run without a server ---- */
+struct slurm_hub;
+struct strvec;
+/* Does this run want a hub (TRAINCTL_HUB is not "off")? */
+bool slurm_hub_wanted(void);
+/*
+ * Listen for job_id's supervisors (TRAINCTL_HUB_LISTEN=ADDR[:PORT], default
+ * this host's address, any port), record the hub's URL and the secret's
+ * hash, and push "K=V" for sbatch's environment onto env_add.
+ */
+int slurm_hub_start(struct store *st, const char *home, const char *job_id,
+		    const struct spec *s, struct slurm_hub **out, struct strvec *env_add,
+		    struct tc_err *err);
+const char *slurm_hub_url(const struct slurm_hub *sh);
+void slurm_hub_stop(struct slurm_hub *sh);
+/* j has not ended and its hub does not answer: start `trainctl hub JOB` detached. */
+void slurm_hub_revive(struct store *st, const struct job_row *j);
+
 /* scancel [--signal=signal_name] id */
 int slurm_scancel(const char *id, const char *signal_name, struct tc_err *err);
 

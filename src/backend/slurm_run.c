@@ -7,6 +7,7 @@
 #include "backend/slurm_int.h"
 #include "jobs/jobs.h"
 #include "core/sbuf.h"
+#include "core/strvec.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 
@@ -102,6 +103,8 @@ struct fg {
 	struct sbuf log_dir;
 	int64_t hard_at;      /* when a stop turns into a cancel; 0: none pending */
 	int handled;          /* signals acted upon */
+	struct slurm_hub *hub; /* the job's one writer while we wait (slurm_hub.c), or NULL */
+	struct strvec env_add; /* for sbatch: the hub's URL and the job's secret */
 };
 
 /* Design note 1: ask Slurm before anything is recorded. */
@@ -153,7 +156,11 @@ static int fg_submit(struct fg *g, struct tc_err *err)
 {
 	struct job_row j = { 0 };
 	struct backend_env env = { g->o->home, NULL, NULL }; /* run says it itself */
-	int rc = slurm_submit(&env, g->st, g->s, g->id, err);
+	int rc = 0;
+	if (slurm_hub_wanted())
+		rc = slurm_hub_start(g->st, g->o->home, g->id, g->s, &g->hub, &g->env_add, err);
+	if (!rc)
+		rc = slurm_submit_env(&env, (const char *const *)g->env_add.v, g->st, g->s, g->id, err);
 	if (rc) {
 		struct tc_err e2 = TC_ERR_INIT;
 		jobs_finish(g->st, g->id, JOB_FAILED, tc_exit_status(rc), err->msg, err->msg, &e2);
@@ -252,7 +259,8 @@ static int fg_outcome(struct fg *g, int *exit_status, struct tc_err *err)
 int slurm_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	      int *exit_status, struct tc_err *err)
 {
-	struct fg g = { .s = s, .o = o, .world = s->nodes * s->per_node, .log_dir = SBUF_INIT };
+	struct fg g = { .s = s, .o = o, .world = s->nodes * s->per_node, .log_dir = SBUF_INIT,
+			.env_add = STRVEC_INIT };
 	*exit_status = 1;
 	*job_id = NULL;
 	g.exe = path_self_exe();
@@ -285,6 +293,10 @@ out:
 		sbuf_release(&g.f[r].partial);
 	}
 	free(g.f);
+	slurm_hub_stop(g.hub);
+	for (size_t i = 0; i < g.env_add.nr; i++) /* the secret leaves memory */
+		memset(g.env_add.v[i], 0, strlen(g.env_add.v[i]));
+	strvec_clear(&g.env_add);
 	store_close(g.st);
 	free(g.run_dir);
 	free(g.exe);

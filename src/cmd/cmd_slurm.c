@@ -18,6 +18,13 @@ int cmd_slurm_batch(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *e
 	return slurm_batch_main(ctx->home, argv[1], &ctx->exit_status, err);
 }
 
+int cmd_hub(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	if (argc != 2)
+		return tc_error(err, TC_EUSAGE, "usage: trainctl hub JOB (ps, show and logs start it)");
+	return slurm_hub_main(ctx->home, argv[1], err);
+}
+
 int cmd_supervise_node(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
 	static const struct option opts[] = {

@@ -92,6 +92,27 @@ static bool same_secret(const char *a, const char *b)
 	return d == 0;
 }
 
+/* The job's entry once its secret checks out; else NULL with *status and err. */
+static struct hub_job *authorized(struct hub *h, const char *job, const char *secret,
+				  int *status, struct tc_err *err)
+{
+	if (!secret) {
+		*status = 401;
+		tc_error(err, TC_EUSAGE, "hub: X-Trainctl-Hub-Secret is required");
+		return NULL;
+	}
+	struct sbuf sha = SBUF_INIT;
+	hub_secret_hash(secret, &sha);
+	struct hub_job *j = job_entry(h, job, status, err);
+	if (j && !same_secret(sha.buf, j->sha)) {
+		*status = 401;
+		tc_error(err, TC_EUSAGE, "hub: wrong secret for job %s", job);
+		j = NULL;
+	}
+	sbuf_release(&sha);
+	return j;
+}
+
 static long long seq_of(const char *p, const char *end, const char **rest)
 {
 	static const char pre[] = "{\"seq\":";
@@ -159,22 +180,10 @@ void hub_receive(struct hub *h, const char *job, const char *stream, const char 
 		tc_error(err, TC_EUSAGE, "hub: the job and ?stream= are required");
 		return;
 	}
-	if (!secret) {
-		*status = 401;
-		tc_error(err, TC_EUSAGE, "hub: X-Trainctl-Hub-Secret is required");
-		return;
-	}
-	struct sbuf sha = SBUF_INIT;
-	hub_secret_hash(secret, &sha);
 	pthread_mutex_lock(&h->mu);
-	struct hub_job *j = job_entry(h, job, status, err);
+	struct hub_job *j = authorized(h, job, secret, status, err);
 	if (!j)
 		goto out;
-	if (!same_secret(sha.buf, j->sha)) {
-		*status = 401;
-		tc_error(err, TC_EUSAGE, "hub: wrong secret for job %s", job);
-		goto out;
-	}
 	long long a = 0;
 	int rc = store_begin(h->st, err);
 	if (!rc)
@@ -195,7 +204,26 @@ void hub_receive(struct hub *h, const char *job, const char *stream, const char 
 	*acked = a;
 out:
 	pthread_mutex_unlock(&h->mu);
-	sbuf_release(&sha);
+}
+
+static void status_json(struct hub *h, const char *job, const char *secret, int *status,
+			struct sbuf *out, struct tc_err *err)
+{
+	*status = 200;
+	pthread_mutex_lock(&h->mu);
+	struct job_row r = { 0 };
+	if (authorized(h, job, secret, status, err)) {
+		if (store_job_get(h->st, job, &r, err)) {
+			*status = 503;
+		} else {
+			sbuf_adds(out, "{\"stop\":");
+			json_add_str(out, job_stop_name(r.stop_reason));
+			sbuf_addf(out, ",\"restarts\":%d,\"state\":\"%s\"}", r.restarts,
+				  job_state_name(r.state));
+		}
+	}
+	job_row_release(&r);
+	pthread_mutex_unlock(&h->mu);
 }
 
 /* ---- the standalone listener ---- */
@@ -249,11 +277,31 @@ int hub_http_answer(struct hub *h, struct MHD_Connection *con, const char *job,
 	return ret;
 }
 
-/* "/api/v1/hub/JOB/events" -> JOB (heap), else NULL */
-static char *events_job(const char *url)
+int hub_http_status(struct hub *h, struct MHD_Connection *con, const char *job)
 {
-	static const char pre[] = "/api/v1/hub/", post[] = "/events";
-	size_t n = strlen(url), a = sizeof(pre) - 1, b = sizeof(post) - 1;
+	const char *secret = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
+							 "X-Trainctl-Hub-Secret");
+	int status = 0;
+	struct sbuf out = SBUF_INIT;
+	struct tc_err err = TC_ERR_INIT;
+	status_json(h, job, secret, &status, &out, &err);
+	if (status != 200) {
+		sbuf_reset(&out);
+		sbuf_adds(&out, "{\"error\":");
+		json_add_str(&out, err.msg ? err.msg : "error");
+		sbuf_adds(&out, "}");
+	}
+	tc_err_release(&err);
+	int ret = answer(con, status, out.buf);
+	sbuf_release(&out);
+	return ret;
+}
+
+/* "/api/v1/hub/JOB/<post>" -> JOB (heap), else NULL */
+static char *route_job(const char *url, const char *post)
+{
+	static const char pre[] = "/api/v1/hub/";
+	size_t n = strlen(url), a = sizeof(pre) - 1, b = strlen(post);
 	if (n <= a + b || strncmp(url, pre, a) || strcmp(url + n - b, post))
 		return NULL;
 	char *job = xstrndup(url + a, n - a - b);
@@ -285,9 +333,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 		*upload_size = 0;
 		return MHD_YES;
 	}
-	char *job = events_job(url);
+	char *job = route_job(url, "/events");
 	enum MHD_Result ret;
-	if (!job)
+	char *sjob = job ? NULL : route_job(url, "/status");
+	if (sjob && !strcmp(method, "GET"))
+		ret = hub_http_status(d->h, con, sjob) == MHD_YES ? MHD_YES : MHD_NO;
+	else if (!job)
 		ret = answer(con, 404, "{\"error\":\"this hub answers POST /api/v1/hub/JOB/events\"}");
 	else if (strcmp(method, "POST") != 0)
 		ret = answer(con, 405, "{\"error\":\"use POST\"}");
@@ -297,6 +348,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 		ret = hub_http_answer(d->h, con, job, rq->body.buf ? rq->body.buf : "", rq->body.len)
 			      == MHD_YES ? MHD_YES : MHD_NO;
 	free(job);
+	free(sjob);
 	return ret;
 }
 

@@ -64,6 +64,15 @@ int sink_from_env(const char *home, const char *job_id, const char *stream,
 		  void (*warn)(void *, const char *), void *warn_ctx, struct sink **out,
 		  struct tc_err *err);
 
+/*
+ * Ask the hub of the environment (TRAINCTL_HUB_URL, the secret) what the
+ * job's record says: why it was asked to stop and the restarts spent.
+ * GET {url}/api/v1/hub/{job}/status, answered {"stop":WORD|null,"restarts":N,
+ * "state":WORD}.  An error when the hub does not answer within timeout_s.
+ */
+int hub_job_status(const char *job, int timeout_s, enum job_stop *stop, int *restarts,
+		   struct tc_err *err);
+
 /* A new secret: 64 hex digits (heap). */
 int hub_secret_new(char **out, struct tc_err *err);
 /* Its SHA-256 as 64 hex digits into out. */
@@ -92,6 +101,8 @@ void hub_receive(struct hub *h, const char *job, const char *stream, const char 
 struct MHD_Connection;
 int hub_http_answer(struct hub *h, struct MHD_Connection *con, const char *job,
 		    const char *body, size_t len);
+/* Answer GET /api/v1/hub/{job}/status on con (see hub_job_status). */
+int hub_http_status(struct hub *h, struct MHD_Connection *con, const char *job);
 
 /* A standalone hub: an HTTP listener on addr:port (0: any) that only takes events. */
 struct hub_daemon;

@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -348,7 +349,17 @@ int sink_remote_open(const struct hub_remote_opts *o, struct sink **out, struct 
 		hub_remote_close(r);
 		return rc;
 	}
-	if (pthread_create(&r->thread, NULL, sender, r) != 0) {
+	/*
+	 * The sender takes no signals: they are the supervisor's (its signalfd),
+	 * and one delivered here (SIGUSR1 from Slurm) would end the process.
+	 */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int prc = pthread_create(&r->thread, NULL, sender, r);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (prc != 0) {
+		errno = prc;
 		rc = tc_error_errno(err, TC_ESYS, "hub: cannot start the sender thread");
 		hub_remote_close(r);
 		return rc;
@@ -444,4 +455,63 @@ void hub_secret_hash(const char *secret, struct sbuf *out)
 	hex_encode(hex, md, n);
 	hex[2 * n] = '\0';
 	sbuf_add(out, hex, 2 * n);
+}
+
+int hub_job_status(const char *job, int timeout_s, enum job_stop *stop, int *restarts,
+		   struct tc_err *err)
+{
+	*stop = JOB_STOP_NONE;
+	*restarts = 0;
+	const char *url = getenv("TRAINCTL_HUB_URL");
+	if (!url || !*url)
+		return tc_error(err, TC_EUSAGE, "hub: TRAINCTL_HUB_URL is not set");
+	char *secret = secret_from_env(err);
+	if (!secret)
+		return err->code;
+	int rc = http_init(err);
+	CURL *h = rc ? NULL : curl_easy_init();
+	if (!rc && !h)
+		rc = tc_error(err, TC_EBACKEND, "hub: libcurl failed to start");
+	struct sbuf u = SBUF_INIT, auth = SBUF_INIT, resp = SBUF_INIT;
+	size_t bl = strlen(url);
+	while (bl && url[bl - 1] == '/')
+		bl--;
+	sbuf_addf(&u, "%.*s/api/v1/hub/%s/status", (int)bl, url, job);
+	sbuf_addf(&auth, "X-Trainctl-Hub-Secret: %s", secret);
+	struct curl_slist *hdrs = curl_slist_append(NULL, auth.buf);
+	long status = 0;
+	if (!rc && (curl_easy_setopt(h, CURLOPT_URL, u.buf) != CURLE_OK ||
+		    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs) != CURLE_OK ||
+		    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
+		    curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)(timeout_s > 0 ? timeout_s : 5)) != CURLE_OK ||
+		    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK ||
+		    curl_easy_setopt(h, CURLOPT_WRITEDATA, &resp) != CURLE_OK))
+		rc = tc_error(err, TC_EBACKEND, "hub: cannot set up the request");
+	if (!rc) {
+		CURLcode c = curl_easy_perform(h);
+		if (c != CURLE_OK)
+			rc = tc_error(err, TC_EBACKEND, "hub %s: %s", url, curl_easy_strerror(c));
+		else if (curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK ||
+			 status != 200)
+			rc = tc_error(err, TC_EBACKEND, "hub %s: HTTP %ld", url, status);
+	}
+	if (!rc) {
+		json_t *o = json_loadb(resp.buf ? resp.buf : "", resp.len, 0, NULL);
+		*stop = job_stop_parse(json_string_value(json_object_get(o, "stop")));
+		json_t *r = json_object_get(o, "restarts");
+		*restarts = json_is_integer(r) ? (int)json_integer_value(r) : 0;
+		if (!json_is_object(o))
+			rc = tc_error(err, TC_EBACKEND, "hub %s: not a status", url);
+		json_decref(o);
+	}
+	curl_slist_free_all(hdrs);
+	if (h)
+		curl_easy_cleanup(h);
+	memset(auth.buf, 0, auth.len);
+	sbuf_release(&auth);
+	sbuf_release(&u);
+	sbuf_release(&resp);
+	memset(secret, 0, strlen(secret));
+	free(secret);
+	return rc;
 }

@@ -27,6 +27,9 @@ struct jobio {
 	struct store *st;  /* the thread's own connection */
 	struct sink *sink; /* c.sink, or a direct sink over st (own_sink) */
 	bool own_sink;
+	bool remote;       /* c.sink is a hub's: no database; rows kept in mem */
+	struct store_ckpt *mem; /* remote: the rows this process recorded */
+	size_t nmem, amem;
 	char *upload_url;  /* {job_id} expanded, or NULL */
 	char *ckpt_url;    /* where an outside checkpoint folder goes, or NULL */
 	char *resume_copy; /* a remote resume: PATH, downloaded */
@@ -81,6 +84,78 @@ static char *join_url(const char *base, const char *leaf)
 
 /* ---- checkpoints ---- */
 
+static int choose(struct sink *sk, struct jobio *io, const char *job_id,
+		  const struct store_ckpt *rows, size_t n, struct sbuf *report);
+
+static void ckpt_copy(struct store_ckpt *d, const struct store_ckpt *s)
+{
+	*d = *s;
+	d->name = xstrdup(s->name);
+	d->dir = xstrdup(s->dir);
+	d->checksum = s->checksum ? xstrdup(s->checksum) : NULL;
+	d->files_json = s->files_json ? xstrdup(s->files_json) : NULL;
+	d->state = xstrdup(s->state);
+}
+
+/* A remote sink's record, kept here too: the hub's database is not ours to read. */
+static void mem_put(struct jobio *io, const struct store_ckpt *c)
+{
+	for (size_t i = 0; i < io->nmem; i++)
+		if (!strcmp(io->mem[i].name, c->name)) {
+			free(io->mem[i].name);
+			free(io->mem[i].dir);
+			free(io->mem[i].checksum);
+			free(io->mem[i].files_json);
+			free(io->mem[i].state);
+			ckpt_copy(&io->mem[i], c);
+			return;
+		}
+	XGROW(io->mem, io->nmem + 1, io->amem);
+	ckpt_copy(&io->mem[io->nmem++], c);
+}
+
+static int ckpt_step_cmp(const void *a, const void *b)
+{
+	const struct store_ckpt *x = a, *y = b;
+	if (x->step != y->step)
+		return x->step < y->step ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/* The job's complete checkpoints, oldest step first (store_ckpt_list's order). */
+static int ckpt_rows(struct jobio *io, struct store_ckpt **rows, size_t *n, struct tc_err *err)
+{
+	if (!io->remote)
+		return store_ckpt_list(io->st, io->c.job_id, false, rows, n, err);
+	*rows = xcalloc(io->nmem ? io->nmem : 1, sizeof(**rows));
+	*n = 0;
+	for (size_t i = 0; i < io->nmem; i++)
+		if (!strcmp(io->mem[i].state, "complete"))
+			ckpt_copy(&(*rows)[(*n)++], &io->mem[i]);
+	qsort(*rows, *n, sizeof(**rows), ckpt_step_cmp);
+	return 0;
+}
+
+static int ckpt_put(struct jobio *io, const struct store_ckpt *c, struct tc_err *err)
+{
+	int rc = sink_ckpt_put(io->sink, io->c.job_id, c, err);
+	if (!rc && io->remote)
+		mem_put(io, c);
+	return rc;
+}
+
+static int ckpt_state(struct sink *k, struct jobio *io, const char *job, const char *name,
+		      const char *state, struct tc_err *err)
+{
+	int rc = sink_ckpt_state(k, job, name, state, err);
+	for (size_t i = 0; !rc && io && io->remote && i < io->nmem; i++)
+		if (!strcmp(io->mem[i].name, name)) {
+			free(io->mem[i].state);
+			io->mem[i].state = xstrdup(state);
+		}
+	return rc;
+}
+
 static void rotate(struct jobio *io)
 {
 	int keep = io->c.s->ckpt_keep;
@@ -89,7 +164,7 @@ static void rotate(struct jobio *io)
 	struct store_ckpt *rows = NULL;
 	size_t n = 0;
 	struct tc_err err = TC_ERR_INIT;
-	if (store_ckpt_list(io->st, io->c.job_id, false, &rows, &n, &err)) {
+	if (ckpt_rows(io, &rows, &n, &err)) {
 		tell(io, "warning: checkpoints: %s", err.msg);
 		goto out;
 	}
@@ -99,7 +174,7 @@ static void rotate(struct jobio *io)
 		c.name = xstrdup(rows[i].name);
 		if (ckpt_files_from_json(rows[i].files_json, &c, &err) ||
 		    ckpt_remove(rows[i].dir, &c, &err) ||
-		    sink_ckpt_state(io->sink, io->c.job_id, rows[i].name, "removed", &err))
+		    ckpt_state(io->sink, io, io->c.job_id, rows[i].name, "removed", &err))
 			tell(io, "warning: checkpoint.keep: %s", err.msg);
 		else
 			tell(io, "checkpoint %s (step %lld) removed: keeping the newest %d", rows[i].name,
@@ -143,7 +218,7 @@ static void scan_record(struct jobio *io, bool all_stable)
 			.bytes = (long long)c->bytes, .checksum = c->checksum, .files_json = files,
 			.created = now_wall(), .state = "complete",
 		};
-		if (sink_ckpt_put(io->sink, io->c.job_id, &row, &err)) {
+		if (ckpt_put(io, &row, &err)) {
 			tell(io, "warning: checkpoints: %s", err.msg);
 			tc_err_release(&err);
 		} else {
@@ -267,6 +342,10 @@ int jobio_begin(const struct jobio_ctx *c, struct store *st, struct jobio **out,
 	io->recorded = (struct strvec)STRVEC_INIT;
 	io->newest_step = -1;
 	io->uploaded_step = -1;
+	if (c->sink && !sink_store(c->sink)) {
+		io->remote = true;
+		io->sink = c->sink;
+	}
 	pthread_mutex_init(&io->mu, NULL);
 	pthread_mutex_init(&io->wmu, NULL);
 	pthread_cond_init(&io->wake, NULL);
@@ -287,7 +366,7 @@ int jobio_begin(const struct jobio_ctx *c, struct store *st, struct jobio **out,
 /* The thread's connection and, without the caller's sink, a direct one over it. */
 static int open_store(struct jobio *io, struct tc_err *err)
 {
-	if (io->st)
+	if (io->st || io->remote)
 		return 0;
 	int rc = store_open(io->c.home, &io->st, err);
 	if (rc)
@@ -383,12 +462,12 @@ char *jobio_resume(struct jobio *io, bool first, struct tc_err *err)
 	size_t n = 0;
 	char *path = NULL;
 	struct tc_err e2 = TC_ERR_INIT;
-	if (store_ckpt_list(io->st, io->c.job_id, false, &rows, &n, &e2)) {
+	if (ckpt_rows(io, &rows, &n, &e2)) {
 		tell(io, "warning: checkpoints: %s", e2.msg);
 		n = 0;
 	}
 	struct sbuf report = SBUF_INIT;
-	int idx = launch_choose_checkpoint(io->st, io->c.job_id, rows, n, &report);
+	int idx = choose(io->sink, io, io->c.job_id, rows, n, &report);
 	for (char *line = report.buf, *nl; *line; line = nl + 1) {
 		nl = strchr(line, '\n');
 		if (!nl)
@@ -431,6 +510,7 @@ void jobio_end(struct jobio *io)
 	}
 	if (io->own_sink)
 		sink_close(io->sink);
+	store_ckpt_free(io->mem, io->nmem);
 	store_close(io->st);
 	strvec_clear(&io->recorded);
 	free(io->upload_url);
@@ -446,6 +526,15 @@ void jobio_end(struct jobio *io)
 
 int launch_choose_checkpoint(struct store *st, const char *job_id, const struct store_ckpt *rows,
 			     size_t n, struct sbuf *report)
+{
+	struct sink *k = sink_direct(st);
+	int idx = choose(k, NULL, job_id, rows, n, report);
+	sink_close(k);
+	return idx;
+}
+
+static int choose(struct sink *sk, struct jobio *io, const char *job_id,
+		  const struct store_ckpt *rows, size_t n, struct sbuf *report)
 {
 	if (!n)
 		return -1;
@@ -478,7 +567,7 @@ int launch_choose_checkpoint(struct store *st, const char *job_id, const struct 
 		    (recs[k].epoch > set.meta_epoch ||
 		     (recs[k].epoch == set.meta_epoch && recs[k].step > set.meta_step)))
 			continue;
-		if (store_ckpt_set_state(st, job_id, recs[k].name, "damaged", &err))
+		if (ckpt_state(sk, io, job_id, recs[k].name, "damaged", &err))
 			tc_err_release(&err);
 	}
 	int result = idx >= 0 ? (int)map[idx] : -1;

@@ -52,6 +52,11 @@ struct launch_opts {
 	unsigned run_as_uid, run_as_gid;
 	/* one node of a multi-node job (see struct launch_node); NULL: one machine */
 	const struct launch_node *node;
+	/*
+	 * A node that reports to its job's hub (hub/sink.h, borrowed): its
+	 * records go there and it opens no database.  NULL: the store of home.
+	 */
+	struct sink *sink;
 };
 
 /*
@@ -140,6 +145,20 @@ struct launch_backend_ops {
  */
 int launch_multinode(const struct spec *s, const char *home, const char *job_id,
 		     const struct launch_backend_ops *ops, int *exit_status, struct tc_err *err);
+/*
+ * A node that reports to a hub also prints its outcome on stdout, one line:
+ * this tag, then node-<n>.json's JSON (compact); the driver, reading its
+ * srun's output, writes it to launch_node_result_path in its own run folder.
+ */
+#define LAUNCH_NODE_RESULT_TAG "trainctl-node-result: "
+/*
+ * The same for a driver that reports to the job's hub through sink
+ * (borrowed) and opens no database: the run folder is home/runs/<job>,
+ * restarts already spent come from the caller (the hub's count).
+ */
+int launch_multinode_remote(const struct spec *s, const char *home, const char *job_id,
+			    struct sink *sink, int restarts, const struct launch_backend_ops *ops,
+			    int *exit_status, struct tc_err *err);
 
 /* ---- environment (env.c) ---- */
 

@@ -45,6 +45,7 @@ struct mn {
 	const struct launch_backend_ops *ops;
 	struct store *st;
 	struct sink *sink; /* where the job's records go (hub/sink.h) */
+	bool remote;       /* sink is the hub's (borrowed): no database here */
 	struct job_row job;
 	struct jobio *io;
 	char *run_dir, *log_dir, *output_dir, *data_dir, *ckpt_dir;
@@ -159,11 +160,17 @@ static int mn_open(struct mn *m, struct tc_err *err)
 {
 	struct sbuf path = SBUF_INIT;
 	int rc;
-	if ((rc = store_open(m->home, &m->st, err)) ||
-	    (rc = store_job_get(m->st, m->job_id, &m->job, err)))
-		return rc;
-	m->sink = sink_direct(m->st);
-	m->run_dir = xstrdup(m->job.run_dir);
+	if (m->remote) {
+		/* the node's own state folder: the run folder need not be shared */
+		sbuf_addf(&path, "%s/runs/%s", m->home, m->job_id);
+		m->run_dir = sbuf_detach(&path);
+	} else {
+		if ((rc = store_open(m->home, &m->st, err)) ||
+		    (rc = store_job_get(m->st, m->job_id, &m->job, err)))
+			return rc;
+		m->sink = sink_direct(m->st);
+		m->run_dir = xstrdup(m->job.run_dir);
+	}
 	sbuf_addf(&path, "%s/logs", m->run_dir);
 	m->log_dir = sbuf_detach(&path);
 	sbuf_addf(&path, "%s/output", m->run_dir);
@@ -204,7 +211,8 @@ static int mn_begin(struct mn *m, struct tc_err *err)
 	if (rc)
 		return rc;
 	m->attempt = attempts_made(m->run_dir);
-	m->restarts = m->job.restarts;
+	if (!m->remote)
+		m->restarts = m->job.restarts;
 	m->requeued = m->attempt > 0;
 	m->resume = jobio_resume(m->io, !m->requeued, err);
 	if (!m->resume && err->code)
@@ -319,15 +327,35 @@ static void mn_release(struct mn *m)
 	free(m->ckpt_dir);
 	free(m->run_dir);
 	job_row_release(&m->job);
-	sink_close(m->sink);
+	if (!m->remote)
+		sink_close(m->sink);
 	store_close(m->st);
 }
+
+static int mn_main(struct mn *mp, int *exit_status, struct tc_err *err);
 
 int launch_multinode(const struct spec *s, const char *home, const char *job_id,
 		     const struct launch_backend_ops *ops, int *exit_status, struct tc_err *err)
 {
 	struct mn m = { .s = s, .home = home, .job_id = job_id, .ops = ops, .logfd = -1,
 			.result = SBUF_INIT, .exclude = SBUF_INIT };
+	return mn_main(&m, exit_status, err);
+}
+
+int launch_multinode_remote(const struct spec *s, const char *home, const char *job_id,
+			    struct sink *sink, int restarts, const struct launch_backend_ops *ops,
+			    int *exit_status, struct tc_err *err)
+{
+	struct mn m = { .s = s, .home = home, .job_id = job_id, .ops = ops, .logfd = -1,
+			.result = SBUF_INIT, .exclude = SBUF_INIT, .sink = sink, .remote = true, .restarts = restarts };
+	return mn_main(&m, exit_status, err);
+}
+
+static int mn_main(struct mn *mp, int *exit_status, struct tc_err *err)
+{
+	struct mn m = *mp;
+	const struct spec *s = m.s;
+	const char *job_id = m.job_id;
 	int rc;
 	*exit_status = 1;
 	if ((rc = mn_open(&m, err)))
@@ -375,7 +403,7 @@ fail:
 	}
 out:
 	jobio_end(m.io); /* the final upload, whatever the outcome */
-	if (m.st && m.job.id && *exit_status != 143)
+	if (m.st && m.job.id && *exit_status != 143) /* a remote driver: the hub's to report */
 		report_job_end(m.st, job_id, NULL, io_say, &m);
 	if (m.result.len)
 		say(&m, "%s", m.result.buf);

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
+#include <errno.h>
 #include <unistd.h>
 
 /* Node n's part of an npu job's rank table, merged by node 0 (ranktable.c). */
@@ -85,6 +86,21 @@ static int node_result(struct sup *sp, enum job_state state, const char *cause,
 	if (slurm_node && *slurm_node)
 		json_object_set_new(o, "node_name", json_string(slurm_node));
 	char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
+	if (sp->o->sink) {
+		/*
+		 * A node that reports to a hub may have a run folder of its own:
+		 * the driver reads the outcome from srun's output instead
+		 * (LAUNCH_NODE_RESULT_TAG, one line).
+		 */
+		char *line = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+		struct sbuf sb = SBUF_INIT;
+		sbuf_addf(&sb, "%s%s\n", LAUNCH_NODE_RESULT_TAG, line);
+		if (write_all(STDOUT_FILENO, sb.buf, sb.len) < 0)
+			sup_say(sp, "warning: cannot tell the driver this node's outcome: %s",
+				strerror(errno));
+		sbuf_release(&sb);
+		free(line);
+	}
 	json_decref(o);
 	int rc = mkdir_p(dir, err);
 	if (!rc)

@@ -682,7 +682,8 @@ static void sup_release(struct sup *sp)
 		job_row_release(sp->late);
 		free(sp->late);
 	}
-	sink_close(sp->sink);
+	if (sp->own_sink)
+		sink_close(sp->sink);
 	store_close(sp->st);
 	free(sp->job_id);
 	free(sp->run_dir);
@@ -708,9 +709,14 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	sbuf_init(&sp.console, 0);
 	sbuf_init(&sp.result, 0);
 
-	if ((rc = store_open(o->home, &sp.st, err)))
-		goto out;
-	sp.sink = sink_direct(sp.st);
+	if (o->sink && o->node && o->job_id) {
+		sp.sink = o->sink; /* a node reporting to its hub: no database here */
+	} else {
+		if ((rc = store_open(o->home, &sp.st, err)))
+			goto out;
+		sp.sink = sink_direct(sp.st);
+		sp.own_sink = true;
+	}
 	sp.job_id = o->job_id ? xstrdup(o->job_id) : store_new_job_id();
 	*job_id = xstrdup(sp.job_id);
 	/* a device that fails its health check is not handed to the job (health_hook.c) */

@@ -48,6 +48,7 @@ struct sup {
 	const struct launch_opts *o;
 	struct store *st;  /* NULL for a node that reports to a hub */
 	struct sink *sink; /* where the job's records go (hub/sink.h) */
+	bool own_sink;     /* a direct sink over st (else launch_opts.sink, borrowed) */
 	char *job_id, *run_dir, *log_dir, *output_dir, *ckpt_dir, *data_dir, *tb_dir;
 	int suplog_fd, sigfd, watchdog_fd;
 	pid_t watchdog_pid;

@@ -1,0 +1,282 @@
+/*
+ * slurm_hub.c -- the hub of a Slurm job run without a server (hub/hub.h):
+ * the foreground `trainctl run` on the submit host listens for the job's
+ * supervisors while it waits (slurm_hub_start); when that terminal is gone,
+ * any ps, show or logs on the submit host that finds the job unfinished
+ * and its hub not answering starts a detached `trainctl hub JOB` on the
+ * same address and port (slurm_hub_revive), which takes the nodes' backlog
+ * and exits once the job has ended and Slurm is done with it.
+ */
+#include "backend/backend.h"
+#include "backend/slurm_int.h"
+#include "core/http.h"
+#include "core/proc.h"
+#include "core/sbuf.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+#include "hub/hub.h"
+#include "launch/launch.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define SPEC_ENV_MAX (96u << 10) /* below Linux's 128 KiB for one environment string */
+
+struct slurm_hub {
+	struct hub *h;
+	struct hub_daemon *d;
+	char *url;
+};
+
+bool slurm_hub_wanted(void)
+{
+	const char *v = getenv("TRAINCTL_HUB");
+	return !v || strcmp(v, "off") != 0;
+}
+
+/* "ADDR[:PORT]" of TRAINCTL_HUB_LISTEN, else this host's address and any port. */
+static int listen_addr(char **addr, int *port, struct tc_err *err)
+{
+	const char *v = getenv("TRAINCTL_HUB_LISTEN");
+	*port = 0;
+	if (!v || !*v) {
+		*addr = host_ipv4();
+		if (!*addr)
+			*addr = xstrdup("127.0.0.1");
+		return 0;
+	}
+	const char *colon = strrchr(v, ':');
+	long p = 0;
+	if (colon && !parse_long(colon + 1, 0, 65535, &p))
+		return tc_error(err, TC_EUSAGE, "TRAINCTL_HUB_LISTEN must be ADDR[:PORT], not '%s'", v);
+	*addr = colon ? xstrndup(v, (size_t)(colon - v)) : xstrdup(v);
+	*port = (int)p;
+	return 0;
+}
+
+/* http://ADDR:PORT -> ADDR, PORT */
+static int url_split(const char *url, char **addr, int *port, struct tc_err *err)
+{
+	const char *h = url && !strncmp(url, "http://", 7) ? url + 7 : NULL;
+	const char *colon = h ? strrchr(h, ':') : NULL;
+	long p;
+	size_t plen = colon ? strcspn(colon + 1, "/") : 0;
+	char *ps = colon ? xstrndup(colon + 1, plen) : NULL;
+	bool ok = colon && parse_long(ps, 1, 65535, &p);
+	free(ps);
+	if (!ok)
+		return tc_error(err, TC_EUSAGE, "hub: '%s' is not http://ADDR:PORT", url ? url : "");
+	*addr = xstrndup(h, (size_t)(colon - h));
+	*port = (int)p;
+	return 0;
+}
+
+int slurm_hub_start(struct store *st, const char *home, const char *job_id,
+		    const struct spec *s, struct slurm_hub **out, struct strvec *env_add,
+		    struct tc_err *err)
+{
+	struct slurm_hub *sh = xcalloc(1, sizeof(*sh));
+	char *addr = NULL, *secret = NULL;
+	int port = 0;
+	struct sbuf sb = SBUF_INIT;
+	*out = NULL;
+	int rc = listen_addr(&addr, &port, err);
+	if (!rc)
+		rc = hub_secret_new(&secret, err);
+	if (!rc)
+		rc = hub_new(home, &sh->h, err);
+	if (!rc)
+		rc = hub_daemon_start(sh->h, addr, port, &sh->d, &port, err);
+	if (!rc) {
+		sbuf_addf(&sb, "http://%s:%d", addr, port);
+		sh->url = sbuf_detach(&sb);
+		hub_secret_hash(secret, &sb);
+		rc = store_hub_job_set(st, job_id, sb.buf, sh->url, err);
+	}
+	if (!rc) {
+		/* the batch script's environment only (hub.h note 4): never argv, never a file */
+		sbuf_reset(&sb);
+		sbuf_addf(&sb, "TRAINCTL_HUB_URL=%s", sh->url);
+		strvec_push(env_add, sb.buf);
+		sbuf_reset(&sb);
+		sbuf_addf(&sb, "TRAINCTL_HUB_SECRET=%s", secret);
+		strvec_push(env_add, sb.buf);
+		memset(sb.buf, 0, sb.len);
+		char *js = spec_to_json(s);
+		if (strlen(js) < SPEC_ENV_MAX) {
+			sbuf_reset(&sb);
+			sbuf_addf(&sb, "TRAINCTL_JOB_SPEC=%s", js);
+			strvec_push(env_add, sb.buf);
+		}
+		free(js);
+	}
+	if (secret) {
+		memset(secret, 0, strlen(secret));
+		free(secret);
+	}
+	free(addr);
+	sbuf_release(&sb);
+	if (rc) {
+		tc_error_prefix(err, "the job's hub");
+		slurm_hub_stop(sh);
+		return rc;
+	}
+	*out = sh;
+	return 0;
+}
+
+const char *slurm_hub_url(const struct slurm_hub *sh)
+{
+	return sh ? sh->url : NULL;
+}
+
+void slurm_hub_stop(struct slurm_hub *sh)
+{
+	if (!sh)
+		return;
+	hub_daemon_stop(sh->d);
+	hub_free(sh->h);
+	free(sh->url);
+	free(sh);
+}
+
+/* Does something answer at addr:port (a TCP connect within a second)? */
+static bool answers(const char *addr, int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
+		return true; /* not ours to judge */
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return true;
+	struct timeval tv = { 1, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	bool ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EINPROGRESS;
+	close(fd);
+	return ok;
+}
+
+void slurm_hub_revive(struct store *st, const struct job_row *j)
+{
+	char *sha = NULL, *url = NULL, *addr = NULL, *runs = NULL, *home = NULL;
+	int port = 0;
+	struct tc_err err = TC_ERR_INIT;
+	if (store_hub_job_get(st, j->id, &sha, &url, &err) || url_split(url, &addr, &port, &err) ||
+	    answers(addr, port))
+		goto out;
+	char *exe = path_self_exe();
+	if (!exe)
+		goto out;
+	/* the state folder is the one the run folder is in: HOME/runs/JOB */
+	runs = path_dirname(j->run_dir);
+	home = path_dirname(runs);
+	struct proc p = PROC_INIT;
+	strvec_push(&p.args, exe);
+	strvec_push(&p.args, "hub");
+	strvec_push(&p.args, j->id);
+	proc_env_inherit(&p.env);
+	env_set(&p.env, "TRAINCTL_HOME", home);
+	struct sbuf log = SBUF_INIT;
+	sbuf_addf(&log, "%s/logs/hub.out", j->run_dir);
+	int fd = open(log.buf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	sbuf_release(&log);
+	p.in.how = PROC_IO_NULL;
+	if (fd >= 0)
+		p.out = (struct proc_io){ PROC_IO_FD, fd };
+	else
+		p.out.how = PROC_IO_NULL;
+	p.err.how = PROC_IO_STDOUT;
+	/* a hub that cannot bind (another took over, or the address is not this host's) just exits */
+	if (proc_start_detached(&p, &err))
+		tc_err_release(&err);
+	if (fd >= 0)
+		close(fd);
+	proc_clear(&p);
+	free(exe);
+out:
+	tc_err_release(&err);
+	free(sha);
+	free(url);
+	free(addr);
+	free(runs);
+	free(home);
+}
+
+/* Is the job over: ended in the store and Slurm done with it (or unable to say)? */
+static bool job_over(struct store *st, const char *job_id)
+{
+	struct job_row j = { 0 };
+	struct tc_err err = TC_ERR_INIT;
+	bool over = false;
+	if (store_job_get(st, job_id, &j, &err) == 0 && job_state_terminal(j.state)) {
+		struct slurm_jobinfo sj;
+		over = true;
+		if (j.slurm_job && slurm_jobinfo_query(j.slurm_job, &sj, &err) == 0 && sj.state) {
+			enum job_state ignored;
+			bool final = false;
+			slurm_state_map(sj.state, &ignored, &final);
+			over = final;
+		}
+		if (j.slurm_job)
+			slurm_jobinfo_release(&sj);
+	}
+	tc_err_release(&err);
+	job_row_release(&j);
+	return over;
+}
+
+int slurm_hub_main(const char *home, const char *job_id, struct tc_err *err)
+{
+	struct store *st = NULL;
+	struct hub *h = NULL;
+	struct hub_daemon *d = NULL;
+	char *sha = NULL, *url = NULL, *addr = NULL;
+	int port = 0, lockfd = -1;
+	struct sbuf lock = SBUF_INIT;
+	int rc = store_open(home, &st, err);
+	if (!rc)
+		rc = store_hub_job_get(st, job_id, &sha, &url, err);
+	if (!rc)
+		rc = url_split(url, &addr, &port, err);
+	if (rc)
+		goto out;
+	/* one hub per job on this host */
+	sbuf_addf(&lock, "%s/hub", home);
+	if ((rc = mkdir_p(lock.buf, err)))
+		goto out;
+	sbuf_addf(&lock, "/%s.lock", job_id);
+	lockfd = open(lock.buf, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
+		rc = tc_error(err, TC_EBUSY, "hub: job %s has a hub here already", job_id);
+		goto out;
+	}
+	if ((rc = hub_new(home, &h, err)) || (rc = hub_daemon_start(h, addr, port, &d, &port, err)))
+		goto out;
+	fprintf(stderr, "trainctl hub: job %s: listening on %s\n", job_id, url);
+	/* the backlog comes in while the job runs; the end of the job and of Slurm's step ends us */
+	for (int64_t t0 = now_mono_ms(); now_mono_ms() - t0 < 48LL * 3600 * 1000;) {
+		http_sleep_ms(1000);
+		if (job_over(st, job_id))
+			break;
+	}
+	fprintf(stderr, "trainctl hub: job %s: over\n", job_id);
+out:
+	hub_daemon_stop(d);
+	hub_free(h);
+	if (lockfd >= 0)
+		close(lockfd);
+	sbuf_release(&lock);
+	store_close(st);
+	free(sha);
+	free(url);
+	free(addr);
+	return rc;
+}

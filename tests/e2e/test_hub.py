@@ -1,0 +1,142 @@
+"""The hub of a Slurm job (docs/slurm.md, "Deployment"): node supervisors and
+the batch driver report to the foreground `trainctl run`, which is the job's
+one writer.  On the localhost 2-node cluster (slurm_cluster.py): the run's
+terminal is SIGKILLed mid-job, the job goes on (its supervisors journal what
+they cannot send), and a later `trainctl ps` on the submit host starts a hub
+again that takes the backlog: every metric point, worker and state change
+ends up in the database exactly once."""
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+
+import pytest
+
+from conftest import poll, wait_until
+from slurm_cluster import Cluster, have_slurm
+
+STEPS = 40  # per rank before the hub dies, and as many after
+
+COUNTER = r'''
+import os, sys, time
+rank = int(os.environ["RANK"])
+go = sys.argv[1]
+def step(i):
+    print('DLLL {"type": "LOG", "step": [0, %d], "data": {"train.loss": %d.5}}' % (i, i), flush=True)
+for i in range(STEPS):
+    step(i)
+    time.sleep(0.01)
+print("half", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.05)
+for i in range(STEPS, 2 * STEPS):
+    step(i)
+print("done", rank, flush=True)
+'''
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if not have_slurm():
+        pytest.fail("Slurm is not installed (apt install slurm-wlm munge; scripts/install-deps.sh)",
+                    pytrace=False)
+    c = Cluster(tmp_path_factory.mktemp("slurm")).start()
+    yield c
+    c.stop()
+
+
+def rows(home, sql):
+    try:
+        with sqlite3.connect(os.path.join(home, "trainctl.db")) as c:
+            return c.execute(sql).fetchall()
+    except sqlite3.OperationalError:
+        return []
+
+
+def points(home):
+    r = rows(home, "SELECT COALESCE(SUM(count), 0) FROM metric_chunks")
+    return r[0][0] if r else 0
+
+
+def tc(trainctl, home, cluster, *args, env=None):
+    e = dict(os.environ, TRAINCTL_HOME=str(home), SLURM_CONF=str(cluster.conf), **(env or {}))
+    return subprocess.run([str(trainctl), *args], env=e, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_hub_killed_mid_job_catches_up_exactly_once(trainctl, home, tmp_path, cluster):
+    script = tmp_path / "counter.py"
+    script.write_text(COUNTER.replace("STEPS", str(STEPS)))
+    go = tmp_path / "go"
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"""
+name: counted
+command: ["/usr/bin/python3", "{script}", "{go}"]
+devices: {{type: cpu, per_node: 1}}
+nodes: 2
+backend: slurm
+""")
+    env = dict(os.environ, TRAINCTL_HOME=str(home), SLURM_CONF=str(cluster.conf),
+               TRAINCTL_HUB_LISTEN="127.0.0.1")
+    run = subprocess.Popen([str(trainctl), "run", "--quiet", str(spec)], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # the channel works: the hub (the run) stores the first half from both nodes
+    wait_until(lambda: points(home) == 2 * STEPS, timeout=240,
+               what=lambda: f"{2 * STEPS} points through the hub, have {points(home)}; "
+               + (run.poll() is not None and run.communicate()[1] or ""))
+    url = rows(home, "SELECT url FROM hub_jobs")[0][0]
+    assert url.startswith("http://127.0.0.1:"), url
+    # the terminal dies; the job goes on and finishes its second half meanwhile
+    run.send_signal(signal.SIGKILL)
+    run.communicate(timeout=30)
+    go.write_text("go")
+    job = rows(home, "SELECT id, run_dir FROM jobs")[0]
+    logs = os.path.join(job[1], "logs")
+    wait_until(lambda: all("done" in open(os.path.join(logs, f"rank-{r}.log")).read()
+                           for r in range(2) if os.path.exists(os.path.join(logs, f"rank-{r}.log"))),
+               timeout=120, what="both ranks done")
+    assert points(home) == 2 * STEPS  # nobody else writes the database
+    # an hour later, on the submit host: ps finds the hub gone and starts one
+    p = tc(trainctl, home, cluster, "ps")
+    assert p.returncode == 0, p.stderr
+    def why():
+        out = os.path.join(logs, "hub.out")
+        return "the job's end: " + str(rows(home, "SELECT state FROM jobs")) + \
+            (open(out).read() if os.path.exists(out) else " (no hub.out)")
+
+    wait_until(lambda: rows(home, f"SELECT state FROM jobs WHERE id = '{job[0]}'")[0][0] == "succeeded",
+               timeout=240, what=why)
+    assert os.path.exists(os.path.join(logs, "hub.out"))
+    # exactly once: every point, worker and state change
+    assert points(home) == 4 * STEPS
+    assert rows(home, "SELECT COUNT(*) FROM metric_series") == [(2,)]
+    assert sorted(rows(home, "SELECT attempt, rank FROM workers")) == [(0, 0), (0, 1)]
+    ev = [s for (s,) in rows(home, "SELECT state FROM events ORDER BY rowid")]
+    assert ev.count("running") == 1 and ev.count("succeeded") == 1, ev
+    show = json.loads(tc(trainctl, home, cluster, "show", "counted", "--json").stdout)
+    assert show["state"] == "succeeded"
+    # every stream was acknowledged to its last record
+    acked = dict(rows(home, "SELECT stream, acked FROM hub_streams"))
+    journal = os.path.join(home, "journal", job[0])
+    for name in os.listdir(journal):
+        lines = open(os.path.join(journal, name)).read().splitlines()
+        assert acked[name[:-len(".jsonl")]] == len(lines), (name, acked)
+    # the revived hub leaves once the job is over
+    assert poll(lambda: "over" in open(os.path.join(logs, "hub.out")).read(), timeout=60)
+
+
+def test_without_a_hub_nodes_write_the_shared_database(trainctl, home, tmp_path, cluster):
+    """TRAINCTL_HUB=off: today's shared-filesystem behaviour, nodes write the database."""
+    spec = tmp_path / "job.yaml"
+    spec.write_text("""
+name: direct
+command: 'echo "DLLL {\\"type\\": \\"LOG\\", \\"step\\": [0, 1], \\"data\\": {\\"x\\": $RANK}}"'
+devices: {type: cpu, per_node: 1}
+nodes: 2
+backend: slurm
+""")
+    p = tc(trainctl, home, cluster, "run", "--quiet", str(spec), env={"TRAINCTL_HUB": "off"})
+    assert p.returncode == 0, p.stderr + cluster.logs()
+    assert rows(home, "SELECT COUNT(*) FROM hub_jobs") == [(0,)]
+    assert points(home) == 2
