@@ -446,7 +446,20 @@ int slurm_submit_env(const struct backend_env *env, const char *const *env_add,
 	sbuf_addf(&path, "%s/job.sbatch", run_dir);
 	if ((rc = write_file_atomic(path.buf, script, strlen(script), err)))
 		goto out;
-	const char *argv[] = { "sbatch", "--parsable", path.buf, NULL };
+	/*
+	 * A job that reports to a hub needs no shared run folder, so Slurm's
+	 * output goes where every node has a folder (a missing one fails the
+	 * job); the driver sends it on to logs/slurm-<id>.out (slurm_batch.c).
+	 * The command line overrides job.sbatch's #SBATCH --output.
+	 */
+	struct sbuf outopt = SBUF_INIT;
+	sbuf_addf(&outopt, "--output=%s", SLURM_HUB_OUTPUT_DIR "/trainctl-");
+	sbuf_addf(&outopt, "%s-%%j.out", job_id);
+	const char *argv[] = { "sbatch", "--parsable", path.buf, NULL, NULL };
+	if (env_add) {
+		argv[2] = outopt.buf;
+		argv[3] = path.buf;
+	}
 	if ((rc = command_env(argv, env_add, NULL, &o, &e, &status, err)))
 		goto out;
 	if (!slurm_exited_ok(status)) {
@@ -476,6 +489,7 @@ out:
 	free(home_abs);
 	free(run_dir);
 	free(script);
+	sbuf_release(&outopt);
 	sbuf_release(&path);
 	sbuf_release(&o);
 	sbuf_release(&e);

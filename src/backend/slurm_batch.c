@@ -318,8 +318,21 @@ static int batch_remote(struct batch *b, int *exit_status, struct tc_err *err)
 	hub_job_status(b->job_id, 5, &asked, &restarts, &e2);
 	tc_err_release(&e2);
 	struct launch_backend_ops ops = { srun_attempt, b, nodes };
+	/* the driver's log and Slurm's output, into the hub's run folder when this one is ours */
+	struct hub_ship *ship = hub_ship_start(b->sink, b->job_id, rd.buf, 2000);
+	if (!hub_run_dir_shared(rd.buf))
+		hub_ship_add(ship, "logs/supervisor.log");
+	struct sbuf so = SBUF_INIT, src = SBUF_INIT;
+	const char *sj = b->slurm_job ? b->slurm_job : "0";
+	sbuf_addf(&so, "logs/slurm-%s.out", sj);
+	sbuf_addf(&src, "%s/trainctl-%s-%s.out", SLURM_HUB_OUTPUT_DIR, b->job_id, sj);
+	hub_ship_add_from(ship, so.buf, src.buf);
+	sbuf_release(&so);
+	sbuf_release(&src);
 	rc = launch_multinode_remote(s, b->home, b->job_id, b->sink, restarts, &ops, exit_status,
 				     err);
+	hub_ship_stop(ship);
+	ship = NULL;
 	if (rc || *exit_status != 143 || batch_term || b->slurm_ends)
 		goto out;
 	asked = stop_reason(b);

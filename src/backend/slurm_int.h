@@ -41,7 +41,12 @@ int slurm_test_only(const char *script, struct tc_err *err);
 /* backend_slurm.submit: write job.sbatch, sbatch it, record its id and queued. */
 int slurm_submit(const struct backend_env *env, struct store *st, const struct spec *s,
 		 const char *job_id, struct tc_err *err);
-/* The same, with "K=V" (NULL-terminated) added to sbatch's environment only. */
+/* Where a hub's job has Slurm write its batch output on the first node (slurm_submit_env). */
+#define SLURM_HUB_OUTPUT_DIR "/tmp"
+/*
+ * The same, with "K=V" (NULL-terminated) added to sbatch's environment
+ * only; with env_add, Slurm's output goes to SLURM_HUB_OUTPUT_DIR.
+ */
 int slurm_submit_env(const struct backend_env *env, const char *const *env_add,
 		     struct store *st, const struct spec *s, const char *job_id,
 		     struct tc_err *err);

@@ -78,6 +78,25 @@ int hub_secret_new(char **out, struct tc_err *err);
 /* Its SHA-256 as 64 hex digits into out. */
 void hub_secret_hash(const char *secret, struct sbuf *out);
 
+/*
+ * Files of a run folder that is not shared (logs/rank-3.log), sent to the
+ * hub as they grow: every period_ms and once more at hub_ship_stop; the hub
+ * writes them at the same offsets into its own run folder, so `trainctl
+ * logs [-f]` on the submit host reads them as it reads local ones.
+ */
+struct hub_ship;
+struct hub_ship *hub_ship_start(struct sink *k, const char *job, const char *run_dir,
+				int period_ms);
+/* Follow run_dir/rel (a relative path); a name already followed is ignored. */
+void hub_ship_add(struct hub_ship *s, const char *rel);
+/* The same, read from the absolute path src (a file outside the run folder). */
+void hub_ship_add_from(struct hub_ship *s, const char *rel, const char *src);
+/* One pass now (the end of an attempt). */
+void hub_ship_now(struct hub_ship *s);
+void hub_ship_stop(struct hub_ship *s);
+/* Is this run folder the submit host's too (a shared filesystem)? */
+bool hub_run_dir_shared(const char *run_dir);
+
 /* ---- the hub's side ---- */
 
 struct hub;

@@ -33,6 +33,9 @@ int hub_ev_ckpt_state(struct hub_remote *r, const char *job, const char *name,
 int hub_ev_slurm(struct hub_remote *r, const char *job, const char *slurm_job,
 		 const char *nodes, const char *slurm_state, struct tc_err *err);
 
+int hub_ev_file(struct hub_remote *r, const char *job, const char *rel, long long off,
+		const void *data, size_t len, struct tc_err *err);
+
 /* A state that is not an end, through its jobs_* transition (direct sinks and the hub). */
 int hub_apply_mark(struct store *st, const char *job, enum job_state state, const char *why,
 		   struct tc_err *err);

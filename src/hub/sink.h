@@ -65,6 +65,14 @@ int sink_ckpt_state(struct sink *k, const char *job, const char *name, const cha
 int sink_slurm(struct sink *k, const char *job, const char *slurm_job, const char *nodes,
 	       const char *slurm_state, struct tc_err *err);
 
+/*
+ * len bytes at off of the run folder's file rel (relative, no ".."): a
+ * remote sink sends them for the hub's copy of the run folder (hub.h:
+ * hub_ship_*); a direct sink has the folder itself and does nothing.
+ */
+int sink_file(struct sink *k, const char *job, const char *rel, long long off,
+	      const void *data, size_t len, struct tc_err *err);
+
 /* Group what follows (note 4); commit writes or sends it (rc != 0: rolled back when direct). */
 int sink_begin(struct sink *k, struct tc_err *err);
 int sink_commit(struct sink *k, int rc, struct tc_err *err);

@@ -9,6 +9,7 @@
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "hub/hub.h"
 #include "jobs/jobs.h"
 
 #include <jansson.h>
@@ -199,6 +200,25 @@ int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
 	else
 		sbuf_adds(&envname, "job.env");
 	rc = sup_start_workers(sp, &plan, envname.buf, err);
+	/*
+	 * A run folder of this host's own: its files reach the hub's copy as
+	 * they grow (rank logs live, for logs -f) and at the end of the attempt.
+	 */
+	struct hub_ship *ship = NULL;
+	if (!rc && sp->o->sink && !hub_run_dir_shared(sp->run_dir)) {
+		ship = hub_ship_start(sp->o->sink, sp->job_id, sp->run_dir, 1000);
+		struct sbuf rel = SBUF_INIT;
+		for (int i = 0; i < sp->n; i++) {
+			sbuf_reset(&rel);
+			sbuf_addf(&rel, "logs/rank-%d.log", sp->w[i].rank);
+			hub_ship_add(ship, rel.buf);
+		}
+		sbuf_reset(&rel);
+		sbuf_addf(&rel, "logs/supervisor-node%d.log", nd->node_rank);
+		hub_ship_add(ship, rel.buf);
+		hub_ship_add(ship, envname.buf);
+		sbuf_release(&rel);
+	}
 	sbuf_release(&envname);
 	if (!rc) {
 		struct tc_err e2 = TC_ERR_INIT;
@@ -215,6 +235,7 @@ int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
 		sup_attempt_loop(sp);
 		rc = node_outcome(sp, exit_status, err);
 	}
+	hub_ship_stop(ship); /* the last of the attempt's files */
 	free(ports);
 	free(rank_table);
 	return rc;

@@ -270,3 +270,53 @@ TEST(hub_remote_sink_survives_a_hub_restart_exactly_once)
 	sbuf_release(&jdir);
 	store_close(st);
 }
+
+TEST(hub_files_reach_the_hubs_run_folder_and_stay_inside_it)
+{
+	const char *home = test_tmpdir();
+	struct store *st = job_store(home);
+	struct hub *h = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(hub_new(home, &h, &err), 0);
+	/* the job's run folder is /tmp/x (job_store); point it here instead */
+	struct sbuf rd = SBUF_INIT;
+	sbuf_addf(&rd, "%s/run", home);
+	struct store *st2 = NULL;
+	CHECK_INT(store_open(home, &st2, &err), 0);
+	struct job_row j = { .id = "20261126-000000-000-abce", .name = "f", .state = JOB_RUNNING,
+			     .run_dir = rd.buf, .spec_json = "{}", .created = now_wall() };
+	CHECK_INT(store_job_create(st2, &j, &err), 0);
+	struct sbuf sha = SBUF_INIT;
+	hub_secret_hash(SECRET, &sha);
+	CHECK_INT(store_hub_job_set(st2, j.id, sha.buf, NULL, &err), 0);
+	/* two pieces, the second sent twice (a resend): the file is whole once */
+	const char *body =
+		"{\"seq\":1,\"ev\":\"file\",\"path\":\"logs/rank-2.log\",\"off\":0,\"b\":\"aGVsbG8K\"}\n"
+		"{\"seq\":2,\"ev\":\"file\",\"path\":\"logs/rank-2.log\",\"off\":6,\"b\":\"d29ybGQK\"}\n"
+		"{\"seq\":3,\"ev\":\"file\",\"path\":\"../escape\",\"off\":0,\"b\":\"eAo=\"}\n"
+		"{\"seq\":4,\"ev\":\"file\",\"path\":\"/etc/x\",\"off\":0,\"b\":\"eAo=\"}\n"
+		"{\"seq\":5,\"ev\":\"file\",\"path\":\"logs/../../x\",\"off\":0,\"b\":\"eAo=\"}\n";
+	int status = 0;
+	long long acked = 0;
+	hub_receive(h, j.id, "n", SECRET, body, strlen(body), &status, &acked, &err);
+	CHECK_INT(status, 200);
+	CHECK_INT(acked, 5);
+	const char *again =
+		"{\"seq\":2,\"ev\":\"file\",\"path\":\"logs/rank-2.log\",\"off\":6,\"b\":\"d29ybGQK\"}\n";
+	hub_receive(h, j.id, "n2", SECRET, again, strlen(again), &status, &acked, &err);
+	CHECK_INT(status, 200);
+	struct sbuf p = SBUF_INIT, text = SBUF_INIT;
+	sbuf_addf(&p, "%s/logs/rank-2.log", rd.buf);
+	CHECK_INT(read_file(p.buf, &text, &err), 0);
+	CHECK_STR(text.buf, "hello\nworld\n");
+	sbuf_reset(&p);
+	sbuf_addf(&p, "%s/escape", home);
+	CHECK(!path_exists(p.buf));
+	sbuf_release(&p);
+	sbuf_release(&text);
+	sbuf_release(&sha);
+	sbuf_release(&rd);
+	hub_free(h);
+	store_close(st2);
+	store_close(st);
+}
