@@ -107,6 +107,13 @@ static inline const char *backend_name(const struct backend_ops *b)
  */
 int backend_reconcile(struct store *st, struct job_row *j, struct tc_err *err);
 
+/*
+ * `trainctl server` is the hub of the jobs it submits (hub/hub.h): url is
+ * where their supervisors reach its POST /api/v1/hub/{job}/events; NULL:
+ * they write the database themselves (a shared state folder).
+ */
+void backend_set_hub(const char *url);
+
 /* ---- slurm (slurm.c, sbatch.c) ---- */
 
 /* What job.sbatch is written from. */

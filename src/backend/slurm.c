@@ -424,7 +424,18 @@ int slurm_test_only(const char *script, struct tc_err *err)
 int slurm_submit(const struct backend_env *env, struct store *st, const struct spec *s,
 		 const char *job_id, struct tc_err *err)
 {
-	return slurm_submit_env(env, NULL, st, s, job_id, err);
+	const char *hub = slurm_server_hub();
+	if (!hub)
+		return slurm_submit_env(env, NULL, st, s, job_id, err);
+	/* the server is the job's hub: its supervisors report to it */
+	struct strvec add = STRVEC_INIT;
+	int rc = slurm_hub_register(st, job_id, s, hub, &add, err);
+	if (!rc)
+		rc = slurm_submit_env(env, (const char *const *)add.v, st, s, job_id, err);
+	for (size_t i = 0; i < add.nr; i++)
+		memset(add.v[i], 0, strlen(add.v[i]));
+	strvec_clear(&add);
+	return rc;
 }
 
 int slurm_submit_env(const struct backend_env *env, const char *const *env_add,

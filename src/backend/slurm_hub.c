@@ -79,32 +79,33 @@ static int url_split(const char *url, char **addr, int *port, struct tc_err *err
 	return 0;
 }
 
-int slurm_hub_start(struct store *st, const char *home, const char *job_id,
-		    const struct spec *s, struct slurm_hub **out, struct strvec *env_add,
-		    struct tc_err *err)
+static char *server_hub_url; /* backend_set_hub: the server's URL for its jobs' supervisors */
+
+void backend_set_hub(const char *url)
 {
-	struct slurm_hub *sh = xcalloc(1, sizeof(*sh));
-	char *addr = NULL, *secret = NULL;
-	int port = 0;
+	free(server_hub_url);
+	server_hub_url = url ? xstrdup(url) : NULL;
+}
+
+const char *slurm_server_hub(void)
+{
+	return slurm_hub_wanted() ? server_hub_url : NULL;
+}
+
+int slurm_hub_register(struct store *st, const char *job_id, const struct spec *s,
+		       const char *url, struct strvec *env_add, struct tc_err *err)
+{
+	char *secret = NULL;
 	struct sbuf sb = SBUF_INIT;
-	*out = NULL;
-	int rc = listen_addr(&addr, &port, err);
-	if (!rc)
-		rc = hub_secret_new(&secret, err);
-	if (!rc)
-		rc = hub_new(home, &sh->h, err);
-	if (!rc)
-		rc = hub_daemon_start(sh->h, addr, port, &sh->d, &port, err);
+	int rc = hub_secret_new(&secret, err);
 	if (!rc) {
-		sbuf_addf(&sb, "http://%s:%d", addr, port);
-		sh->url = sbuf_detach(&sb);
 		hub_secret_hash(secret, &sb);
-		rc = store_hub_job_set(st, job_id, sb.buf, sh->url, err);
+		rc = store_hub_job_set(st, job_id, sb.buf, url, err);
 	}
 	if (!rc) {
 		/* the batch script's environment only (hub.h note 4): never argv, never a file */
 		sbuf_reset(&sb);
-		sbuf_addf(&sb, "TRAINCTL_HUB_URL=%s", sh->url);
+		sbuf_addf(&sb, "TRAINCTL_HUB_URL=%s", url);
 		strvec_push(env_add, sb.buf);
 		sbuf_reset(&sb);
 		sbuf_addf(&sb, "TRAINCTL_HUB_SECRET=%s", secret);
@@ -122,8 +123,30 @@ int slurm_hub_start(struct store *st, const char *home, const char *job_id,
 		memset(secret, 0, strlen(secret));
 		free(secret);
 	}
-	free(addr);
 	sbuf_release(&sb);
+	return rc;
+}
+
+int slurm_hub_start(struct store *st, const char *home, const char *job_id,
+		    const struct spec *s, struct slurm_hub **out, struct strvec *env_add,
+		    struct tc_err *err)
+{
+	struct slurm_hub *sh = xcalloc(1, sizeof(*sh));
+	char *addr = NULL;
+	int port = 0;
+	*out = NULL;
+	int rc = listen_addr(&addr, &port, err);
+	if (!rc)
+		rc = hub_new(home, &sh->h, err);
+	if (!rc)
+		rc = hub_daemon_start(sh->h, addr, port, &sh->d, &port, err);
+	if (!rc) {
+		struct sbuf sb = SBUF_INIT;
+		sbuf_addf(&sb, "http://%s:%d", addr, port);
+		sh->url = sbuf_detach(&sb);
+		rc = slurm_hub_register(st, job_id, s, sh->url, env_add, err);
+	}
+	free(addr);
 	if (rc) {
 		tc_error_prefix(err, "the job's hub");
 		slurm_hub_stop(sh);
@@ -169,8 +192,9 @@ void slurm_hub_revive(struct store *st, const struct job_row *j)
 	char *sha = NULL, *url = NULL, *addr = NULL, *runs = NULL, *home = NULL;
 	int port = 0;
 	struct tc_err err = TC_ERR_INIT;
-	if (store_hub_job_get(st, j->id, &sha, &url, &err) || url_split(url, &addr, &port, &err) ||
-	    answers(addr, port))
+	/* a server's job waits for its server: a hub here would take the server's port */
+	if (j->managed || store_hub_job_get(st, j->id, &sha, &url, &err) ||
+	    url_split(url, &addr, &port, &err) || answers(addr, port))
 		goto out;
 	char *exe = path_self_exe();
 	if (!exe)

@@ -64,6 +64,11 @@ int slurm_hub_start(struct store *st, const char *home, const char *job_id,
 		    const struct spec *s, struct slurm_hub **out, struct strvec *env_add,
 		    struct tc_err *err);
 const char *slurm_hub_url(const struct slurm_hub *sh);
+/* A new secret for job_id, its hash and url recorded, "K=V" for sbatch pushed onto env_add. */
+int slurm_hub_register(struct store *st, const char *job_id, const struct spec *s,
+		       const char *url, struct strvec *env_add, struct tc_err *err);
+/* The URL backend_set_hub gave (the server's), unless TRAINCTL_HUB=off; else NULL. */
+const char *slurm_server_hub(void);
 void slurm_hub_stop(struct slurm_hub *sh);
 /* j has not ended and its hub does not answer: start `trainctl hub JOB` detached. */
 void slurm_hub_revive(struct store *st, const struct job_row *j);

@@ -13,6 +13,7 @@
 #include "core/json.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "hub/hub.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -235,6 +236,65 @@ static int r_whoami(struct api_call *c)
 	return ret;
 }
 
+/* ---- the hub of the server's Slurm jobs (hub/hub.h): the job's secret, not a token ---- */
+
+#define HUB_MAX_BODY (64u << 20) /* a batch of events: a metrics batch is megabytes */
+
+static struct hub *api_hub; /* its own store connection, made on first use */
+static pthread_mutex_t api_hub_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static struct hub *hub_of(struct srv *s, struct tc_err *err)
+{
+	pthread_mutex_lock(&api_hub_mu);
+	if (!api_hub && hub_new(s->home, &api_hub, err))
+		api_hub = NULL;
+	struct hub *h = api_hub;
+	pthread_mutex_unlock(&api_hub_mu);
+	return h;
+}
+
+/* "/api/v1/hub/JOB/..." -> JOB (heap) */
+static char *hub_job_of(const char *url)
+{
+	const char *p = url + strlen("/api/v1/hub/");
+	return xstrndup(p, strcspn(p, "/"));
+}
+
+static int r_hub_events(struct api_call *c)
+{
+	if (c->rq->too_big)
+		return reply_err(c->con, 413, "the batch is over %u bytes", HUB_MAX_BODY);
+	struct tc_err err = TC_ERR_INIT;
+	struct hub *h = hub_of(c->s, &err);
+	int ret;
+	if (!h) {
+		ret = reply_err(c->con, 503, "%s", err.msg);
+	} else {
+		char *job = hub_job_of(c->url);
+		ret = hub_http_answer(h, c->con, job, c->rq->body.buf ? c->rq->body.buf : "",
+				      c->rq->body.len);
+		free(job);
+	}
+	tc_err_release(&err);
+	return ret;
+}
+
+static int r_hub_status(struct api_call *c)
+{
+	struct tc_err err = TC_ERR_INIT;
+	struct hub *h = hub_of(c->s, &err);
+	int ret;
+	if (!h) {
+		ret = reply_err(c->con, 503, "%s", err.msg);
+	} else {
+		char *job = hub_job_of(c->url);
+		ret = hub_http_status(h, c->con, job);
+		free(job);
+	}
+	tc_err_release(&err);
+	return ret;
+}
+
 static int r_submit(struct api_call *c)
 {
 	if (c->rq->too_big)
@@ -300,6 +360,9 @@ static int r_no_version(struct api_call *c)
 const struct route api_routes[] = {
 	{ ROUTE_GET, "/metrics", r_prometheus, NEED_NONE },
 	{ ROUTE_GET, "/api/v1/whoami", r_whoami, NEED_USER },
+	/* the server's Slurm jobs report here: the job's secret, checked by the hub */
+	{ ROUTE_POST, "/api/v1/hub/{hubjob}/events", r_hub_events, NEED_NONE },
+	{ ROUTE_GET, "/api/v1/hub/{hubjob}/status", r_hub_status, NEED_NONE },
 	{ ROUTE_GET, "/api/v1/info", r_info, NEED_USER },
 	{ ROUTE_GET, "/api/v1/devices", r_devices, NEED_USER },
 	{ ROUTE_GET, "/api/v1/events", r_events, NEED_USER },
@@ -387,6 +450,11 @@ static int dispatch(struct srv *s, struct MHD_Connection *con, const char *url,
 	return ret;
 }
 
+static size_t body_limit(const char *url)
+{
+	return strncmp(url, "/api/v1/hub/", 12) ? TC_SERVER_MAX_BODY : HUB_MAX_BODY;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
@@ -404,7 +472,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 		 * a body over the limit is read and dropped, so that the client
 		 * gets its 413; only an absurd one is refused before it is sent
 		 */
-		if (cl && parse_long(cl, 0, 1L << 62, &n) && n > 64L * TC_SERVER_MAX_BODY) {
+		if (cl && parse_long(cl, 0, 1L << 62, &n) && n > 64L * (long)body_limit(url)) {
 			rq->answered = true;
 			return reply_err(con, 413, "the body is over %u bytes", TC_SERVER_MAX_BODY) == MHD_YES
 				       ? MHD_YES : MHD_NO;
@@ -413,7 +481,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 	}
 	if (*upload_size) {
 		if (!rq->answered) {
-			if (rq->body.len + *upload_size > TC_SERVER_MAX_BODY)
+			if (rq->body.len + *upload_size > body_limit(url))
 				rq->too_big = true;
 			else
 				sbuf_add(&rq->body, upload, *upload_size);
@@ -503,4 +571,8 @@ void api_stop(struct srv *s)
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd);
 	s->mhd = NULL;
+	pthread_mutex_lock(&api_hub_mu);
+	hub_free(api_hub);
+	api_hub = NULL;
+	pthread_mutex_unlock(&api_hub_mu);
 }

@@ -12,6 +12,7 @@
 #include "jobs/jobs.h"
 #include "core/xalloc.h"
 #include "devices/devices.h"
+#include "launch/launch.h"
 #include "spec/spec.h"
 
 #include <errno.h>
@@ -916,6 +917,34 @@ static void on_signal(int sig)
 	got_signal = sig;
 }
 
+/*
+ * The server is the hub of its Slurm jobs (backend_set_hub): nodes reach it
+ * at TRAINCTL_HUB_ADVERTISE (http://ADDR:PORT), else at its --listen
+ * address (this host's address for 0.0.0.0).
+ */
+static void server_hub_url(struct srv *s)
+{
+	const char *adv = getenv("TRAINCTL_HUB_ADVERTISE");
+	struct sbuf url = SBUF_INIT;
+	if (adv && *adv) {
+		sbuf_adds(&url, adv);
+	} else {
+		const char *colon = strrchr(s->o.listen, ':');
+		char *host = xstrndup(s->o.listen, colon ? (size_t)(colon - s->o.listen) : 0);
+		if (!strcmp(host, "0.0.0.0") || !*host) {
+			free(host);
+			host = host_ipv4();
+		} else if (!strcmp(host, "localhost")) {
+			free(host);
+			host = xstrdup("127.0.0.1");
+		}
+		sbuf_addf(&url, "http://%s%s", host ? host : "127.0.0.1", colon ? colon : ":8470");
+		free(host);
+	}
+	backend_set_hub(url.buf);
+	sbuf_release(&url);
+}
+
 int server_run(const struct server_opts *o, struct tc_err *err)
 {
 	struct srv *s = xcalloc(1, sizeof(*s));
@@ -958,6 +987,7 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	srv_notify_start(s);
 	if ((rc = api_start(s, err)))
 		goto out;
+	server_hub_url(s);
 	logf_(s, "listening on http://%s/ (state %s, %zu devices, %zu active jobs%s)", o->listen,
 	      s->home, s->ndevs, s->njobs, ntok ? ", tokens required" : ", no tokens: open to loopback");
 	double period = o->sample_seconds > 0 ? o->sample_seconds : 5;
