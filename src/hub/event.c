@@ -271,6 +271,24 @@ int hub_ev_slurm(struct hub_remote *r, const char *job, const char *slurm_job,
 	return send_ev(r, &sb, err);
 }
 
+int hub_ev_delivery(struct hub_remote *r, const char *job, const struct store_delivery *d,
+		    struct tc_err *err)
+{
+	int rc = wrong_job(r, job, err);
+	if (rc)
+		return rc;
+	struct sbuf sb = SBUF_INIT;
+	sbuf_adds(&sb, "\"ev\":\"delivery\"");
+	add_real(&sb, "time", d->time);
+	add_str(&sb, "event", d->event);
+	add_str(&sb, "url", d->url);
+	add_num(&sb, "ok", d->ok);
+	add_num(&sb, "tries", d->tries);
+	add_num(&sb, "status", d->status);
+	add_str(&sb, "error", d->error);
+	return send_ev(r, &sb, err);
+}
+
 int hub_ev_file(struct hub_remote *r, const char *job, const char *rel, long long off,
 		const void *data, size_t len, struct tc_err *err)
 {
@@ -498,6 +516,15 @@ int hub_apply_line(struct store *st, const char *job, struct store_mbatch **mb,
 	} else if (!strcmp(ev, "ckst")) {
 		const char *name = s_of(o, "name"), *s = s_of(o, "state");
 		rc = name && s ? store_ckpt_set_state(st, job, name, s, err) : bad(err, ev);
+	} else if (!strcmp(ev, "delivery")) {
+		json_t *t = json_object_get(o, "time");
+		struct store_delivery d = {
+			.time = json_is_number(t) ? json_number_value(t) : now_wall(),
+			.event = (char *)s_of(o, "event"), .url = (char *)s_of(o, "url"),
+			.ok = i_of(o, "ok", 0) != 0, .tries = (int)i_of(o, "tries", 0),
+			.status = (long)i_of(o, "status", 0), .error = (char *)s_of(o, "error"),
+		};
+		rc = d.event && d.url ? store_delivery_add(st, job, &d, err) : bad(err, ev);
 	} else if (!strcmp(ev, "file")) {
 		rc = apply_file(st, job, o, err);
 	} else if (!strcmp(ev, "slurm")) {

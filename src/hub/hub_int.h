@@ -33,6 +33,8 @@ int hub_ev_ckpt_state(struct hub_remote *r, const char *job, const char *name,
 int hub_ev_slurm(struct hub_remote *r, const char *job, const char *slurm_job,
 		 const char *nodes, const char *slurm_state, struct tc_err *err);
 
+int hub_ev_delivery(struct hub_remote *r, const char *job, const struct store_delivery *d,
+		    struct tc_err *err);
 int hub_ev_file(struct hub_remote *r, const char *job, const char *rel, long long off,
 		const void *data, size_t len, struct tc_err *err);
 

@@ -115,6 +115,14 @@ int sink_slurm(struct sink *k, const char *job, const char *slurm_job, const cha
 	return store_slurm_set(k->st, job, slurm_job, nodes, slurm_state, err);
 }
 
+int sink_delivery(struct sink *k, const char *job, const struct store_delivery *d,
+		  struct tc_err *err)
+{
+	if (k->r)
+		return hub_ev_delivery(k->r, job, d, err);
+	return store_delivery_add(k->st, job, d, err);
+}
+
 int sink_file(struct sink *k, const char *job, const char *rel, long long off,
 	      const void *data, size_t len, struct tc_err *err)
 {

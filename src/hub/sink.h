@@ -65,6 +65,9 @@ int sink_ckpt_state(struct sink *k, const char *job, const char *name, const cha
 int sink_slurm(struct sink *k, const char *job, const char *slurm_job, const char *nodes,
 	       const char *slurm_state, struct tc_err *err);
 
+/* A webhook delivery of the job (store_delivery_add). */
+int sink_delivery(struct sink *k, const char *job, const struct store_delivery *d,
+		  struct tc_err *err);
 /*
  * len bytes at off of the run folder's file rel (relative, no ".."): a
  * remote sink sends them for the hub's copy of the run folder (hub.h:

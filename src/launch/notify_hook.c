@@ -23,7 +23,14 @@ struct launch_notify {
 	char *home, *job_id;
 	void (*say)(void *ctx, const char *msg);
 	void *ctx;
+	struct sink *sink; /* launch_notify_sink: a hub takes the records (borrowed) */
 };
+
+void launch_notify_sink(struct launch_notify *ln, struct sink *k)
+{
+	if (ln)
+		ln->sink = k;
+}
 
 int launch_record_delivery(const char *home, const char *job_id,
 			   const struct notify_delivery *d, struct tc_err *err)
@@ -46,7 +53,12 @@ static void on_record(void *ctx, const struct notify_delivery *d)
 {
 	struct launch_notify *ln = ctx;
 	struct tc_err err = TC_ERR_INIT;
-	if (launch_record_delivery(ln->home, ln->job_id, d, &err)) {
+	struct store_delivery row = {
+		.time = d->time, .event = (char *)notify_event_name(d->event), .url = (char *)d->url,
+		.ok = d->ok, .tries = d->tries, .status = d->status, .error = (char *)d->error,
+	};
+	if (ln->sink ? sink_delivery(ln->sink, ln->job_id, &row, &err)
+		     : launch_record_delivery(ln->home, ln->job_id, d, &err)) {
 		struct sbuf msg = SBUF_INIT;
 		sbuf_addf(&msg, "warning: notify: cannot record a delivery: %s", err.msg);
 		ln->say(ln->ctx, msg.buf);

@@ -7,6 +7,7 @@
 #ifndef TC_LAUNCH_NOTIFY_INT_H
 #define TC_LAUNCH_NOTIFY_INT_H
 
+#include "hub/sink.h"
 #include "notify/notify.h"
 #include "spec/spec.h"
 
@@ -20,6 +21,8 @@ struct launch_notify;
 struct launch_notify *launch_notify_open(const struct spec *s, const char *home,
 					 const char *job_id,
 					 void (*say)(void *ctx, const char *msg), void *ctx);
+/* Deliveries are recorded through k (a remote sink: the job's hub) instead of the store. */
+void launch_notify_sink(struct launch_notify *ln, struct sink *k);
 /* One event, queued (never blocks); state: the job's state word after it, or NULL. */
 void launch_notify(struct launch_notify *ln, enum notify_event e, const char *state,
 		   const char *reason, int attempt, int exit_code);
