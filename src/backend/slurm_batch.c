@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -90,14 +91,21 @@ static int remote_spec(const char *run_dir, struct spec **s, struct tc_err *err)
 	return rc;
 }
 
+static void say(const char *fmt, ...) TC_PRINTF(1, 2);
+
+/* A message of the driver or a node on the batch output, as supervisors write them. */
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	launch_vsay(-1, fmt, ap);
+	va_end(ap);
+}
+
 static void hub_warn(void *ctx, const char *msg)
 {
 	(void)ctx;
-	struct sbuf sb = SBUF_INIT;
-	sbuf_addf(&sb, "trainctl: %s\n", msg);
-	if (write_all(STDERR_FILENO, sb.buf, sb.len) < 0)
-		sb.len = 0;
-	sbuf_release(&sb);
+	say("%s", msg);
 }
 
 /* This process's stream name (hub.h note 3): role, Slurm job, requeue count, pid. */
@@ -164,7 +172,7 @@ static void node_results(struct batch *b, int fd)
 					char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
 					struct tc_err e = TC_ERR_INIT;
 					if (mkdir_p(dir, &e) || write_file_atomic(path, text, strlen(text), &e))
-						fprintf(stderr, "trainctl: warning: %s\n", e.msg);
+						say("warning: %s", e.msg);
 					tc_err_release(&e);
 					free(text);
 					free(dir);

@@ -30,6 +30,8 @@ struct jobio {
 	bool remote;       /* c.sink is a hub's: no database; rows kept in mem */
 	struct store_ckpt *mem; /* remote: the rows this process recorded */
 	size_t nmem, amem;
+	bool restricted;        /* jobio_restrict: resume only among allowed */
+	struct strvec allowed;
 	char *upload_url;  /* {job_id} expanded, or NULL */
 	char *ckpt_url;    /* where an outside checkpoint folder goes, or NULL */
 	char *resume_copy; /* a remote resume: PATH, downloaded */
@@ -340,6 +342,7 @@ int jobio_begin(const struct jobio_ctx *c, struct store *st, struct jobio **out,
 	struct jobio *io = xcalloc(1, sizeof(*io));
 	io->c = *c;
 	io->recorded = (struct strvec)STRVEC_INIT;
+	io->allowed = (struct strvec)STRVEC_INIT;
 	io->newest_step = -1;
 	io->uploaded_step = -1;
 	if (c->sink && !sink_store(c->sink)) {
@@ -438,6 +441,18 @@ static char *fetch_remote(struct jobio *io, const char *url, struct tc_err *err)
 	return sbuf_detach(&dst);
 }
 
+void jobio_restrict(struct jobio *io, const struct strvec *names)
+{
+	if (!io)
+		return;
+	pthread_mutex_lock(&io->mu);
+	strvec_clear(&io->allowed);
+	io->restricted = names != NULL;
+	for (size_t i = 0; names && i < names->nr; i++)
+		strvec_push(&io->allowed, names->v[i]);
+	pthread_mutex_unlock(&io->mu);
+}
+
 char *jobio_resume(struct jobio *io, bool first, struct tc_err *err)
 {
 	const struct spec *s = io->c.s;
@@ -465,6 +480,31 @@ char *jobio_resume(struct jobio *io, bool first, struct tc_err *err)
 	if (ckpt_rows(io, &rows, &n, &e2)) {
 		tell(io, "warning: checkpoints: %s", e2.msg);
 		n = 0;
+	}
+	if (io->restricted) {
+		/* every node must have it: the others are left out of the choice */
+		size_t k = 0;
+		for (size_t i = 0; i < n; i++) {
+			bool ok = false;
+			for (size_t a = 0; a < io->allowed.nr && !ok; a++)
+				ok = !strcmp(io->allowed.v[a], rows[i].name);
+			if (ok) {
+				struct store_ckpt t = rows[k];
+				rows[k++] = rows[i];
+				rows[i] = t;
+			} else {
+				tell(io, "checkpoint %s (step %lld) is not on every node: not resumed from",
+				     rows[i].name, rows[i].step);
+			}
+		}
+		for (size_t i = k; i < n; i++) { /* their strings; the array goes below */
+			free(rows[i].name);
+			free(rows[i].dir);
+			free(rows[i].checksum);
+			free(rows[i].files_json);
+			free(rows[i].state);
+		}
+		n = k;
 	}
 	struct sbuf report = SBUF_INIT;
 	int idx = choose(io->sink, io, io->c.job_id, rows, n, &report);
@@ -511,6 +551,7 @@ void jobio_end(struct jobio *io)
 	if (io->own_sink)
 		sink_close(io->sink);
 	store_ckpt_free(io->mem, io->nmem);
+	strvec_clear(&io->allowed);
 	store_close(io->st);
 	strvec_clear(&io->recorded);
 	free(io->upload_url);

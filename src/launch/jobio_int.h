@@ -21,6 +21,7 @@
 
 #include "core/err.h"
 #include "core/sbuf.h"
+#include "core/strvec.h"
 #include "hub/sink.h"
 #include "spec/spec.h"
 #include "store/store.h"
@@ -49,6 +50,11 @@ int jobio_begin(const struct jobio_ctx *c, struct store *st, struct jobio **out,
 int jobio_start(struct jobio *io, struct tc_err *err);
 /* Heap path for TRAINCTL_RESUME_FROM, or NULL; first = before the first attempt. */
 char *jobio_resume(struct jobio *io, bool first, struct tc_err *err);
+/*
+ * The next jobio_resume picks only among these checkpoint names (the ones
+ * every node has, when nodes have disks of their own); NULL: any.  Copied.
+ */
+void jobio_restrict(struct jobio *io, const struct strvec *names);
 /* Final checkpoint scan and upload; frees io (NULL is a no-op). */
 void jobio_end(struct jobio *io);
 

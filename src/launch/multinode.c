@@ -22,6 +22,7 @@
 #include "launch/jobio_int.h"
 #include "launch/notify_int.h"
 #include "core/sbuf.h"
+#include "core/strvec.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "jobs/jobs.h"
@@ -279,10 +280,56 @@ static int mn_run_attempt(struct mn *m, bool *failed, bool *stopped, struct tc_e
 	return rc;
 }
 
+/*
+ * The checkpoints every node of the attempt has (nodes that report to a hub
+ * list theirs in node-<n>.json, "ckpts"), into *names; false when no node
+ * listed any (one shared folder: the driver's records are every node's).
+ */
+static bool common_ckpts(struct mn *m, int attempt, struct strvec *names)
+{
+	bool listed = false;
+	for (int n = 0; n < m->s->nodes; n++) {
+		char *path = launch_node_result_path(m->run_dir, attempt, n);
+		json_t *o = json_load_file(path, 0, NULL);
+		free(path);
+		json_t *c = json_object_get(o, "ckpts");
+		if (!json_is_array(c)) {
+			json_decref(o);
+			continue;
+		}
+		struct strvec mine = STRVEC_INIT;
+		for (size_t i = 0; i < json_array_size(c); i++)
+			if (json_is_string(json_array_get(c, i)))
+				strvec_push(&mine, json_string_value(json_array_get(c, i)));
+		if (!listed) {
+			for (size_t i = 0; i < mine.nr; i++)
+				strvec_push(names, mine.v[i]);
+			listed = true;
+		} else {
+			struct strvec both = STRVEC_INIT;
+			for (size_t i = 0; i < names->nr; i++)
+				for (size_t k = 0; k < mine.nr; k++)
+					if (!strcmp(names->v[i], mine.v[k])) {
+						strvec_push(&both, names->v[i]);
+						break;
+					}
+			strvec_clear(names);
+			*names = both;
+		}
+		strvec_clear(&mine);
+		json_decref(o);
+	}
+	return listed;
+}
+
 /* Some node failed with restarts left: record it and pick the next resume point. */
 static int mn_restart(struct mn *m, const char *cause, struct tc_err *err)
 {
 	m->restarts++;
+	struct strvec common = STRVEC_INIT;
+	bool listed = m->remote && common_ckpts(m, m->attempt, &common);
+	jobio_restrict(m->io, listed ? &common : NULL);
+	strvec_clear(&common);
 	free(m->resume);
 	m->resume = jobio_resume(m->io, false, err);
 	tc_err_release(err); /* no checkpoint to resume from is not fatal */

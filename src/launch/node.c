@@ -9,6 +9,7 @@
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "ckpt/ckpt.h"
 #include "hub/hub.h"
 #include "jobs/jobs.h"
 
@@ -86,6 +87,23 @@ static int node_result(struct sup *sp, enum job_state state, const char *cause,
 	const char *slurm_node = getenv("SLURMD_NODENAME");
 	if (slurm_node && *slurm_node)
 		json_object_set_new(o, "node_name", json_string(slurm_node));
+	if (sp->o->sink) {
+		/*
+		 * The complete checkpoints this node has: on node-local disks a
+		 * restart resumes from the newest one every node has (multinode.c).
+		 */
+		struct ckpt_set set;
+		struct tc_err e2 = TC_ERR_INIT;
+		json_t *names = json_array();
+		if (ckpt_scan(sp->ckpt_dir, 0, true, &set, &e2) == 0) {
+			for (size_t i = 0; i < set.nr; i++)
+				if (set.v[i].complete)
+					json_array_append_new(names, json_string(set.v[i].name));
+			ckpt_set_release(&set);
+		}
+		tc_err_release(&e2);
+		json_object_set_new(o, "ckpts", names);
+	}
 	char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
 	if (sp->o->sink) {
 		/*
