@@ -16,6 +16,7 @@
 #include "core/xalloc.h"
 #include "hub/hub.h"
 #include "launch/launch.h"
+#include "report/report.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -246,6 +247,12 @@ static void say(const char *fmt, ...)
 	va_end(ap);
 }
 
+static void report_warn(void *ctx, const char *msg)
+{
+	(void)ctx;
+	say("%s", msg);
+}
+
 /* Is the job over: ended in the store and Slurm done with it (or unable to say)? */
 static bool job_over(struct store *st, const char *job_id)
 {
@@ -303,6 +310,8 @@ int slurm_hub_main(const char *home, const char *job_id, struct tc_err *err)
 		if (job_over(st, job_id))
 			break;
 	}
+	if (job_over(st, job_id))
+		report_job_end(st, job_id, NULL, report_warn, NULL); /* the driver had no database */
 	say("hub: job %s: over", job_id);
 out:
 	hub_daemon_stop(d);
