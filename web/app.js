@@ -290,10 +290,29 @@
         <dt>exit code</dt><dd>${j.ended ? j.exit_code : "-"}</dd><dt>restarts</dt><dd>${j.restarts}</dd>
         <dt>run folder</dt><dd>${esc(j.run_dir)}</dd></dl></div>
       ${j.root_cause ? `<div class="card"><h2>Root cause</h2><pre>${esc(j.root_cause)}</pre></div>` : ""}
+      ${diagCard(j.diagnostics)}
       <div class="card"><h2>State history</h2><div class="scroll"><table><thead><tr><th>Time</th><th>State</th><th>Reason</th></tr></thead><tbody>
         ${j.events.map(e => `<tr><td>${fmtTime(e.time)}</td><td>${stateBadge(e.state)}</td><td class="wrap">${esc(e.reason)}</td></tr>`).join("")}
       </tbody></table></div></div>
       <div class="card"><h2>Spec</h2><pre>${esc(JSON.stringify(j.spec, null, 2))}</pre></div>`;
+  }
+  // the watchdog's findings (docs/diagnostics.md): step time per rank, stragglers, hangs
+  function diagCard(d) {
+    if (!d || !d.ranks) return "";
+    const slow = new Map((d.stragglers || []).map(s => [s.rank, s]));
+    const secs = v => v == null ? "-" : (v < 1 ? (v * 1000).toPrecision(3) + " ms" : v.toPrecision(3) + " s");
+    const rows = d.ranks.map(r => {
+      const s = slow.get(r.rank);
+      return `<tr class="${s ? "straggler" : ""}" data-rank="${r.rank}"><td>${r.rank}</td><td>${r.steps}</td>` +
+        `<td class="step-time">${secs(r.step_time)}</td><td>${s ? `straggler: ${Math.round(s.slower_percent)}% slower than the median` : ""}</td></tr>`;
+    }).join("");
+    const hangs = (d.hangs || []).map(hg => `<p class="hang">hang in attempt ${hg.attempt}: no progress for ${hg.silent_seconds.toFixed(1)} s` +
+      `${hg.culprit != null ? `; likely culprit rank ${hg.culprit}` : ""} (${esc(hg.why)})</p>`).join("");
+    return `<div class="card" id="diag"><h2>Step time per rank</h2>
+      <p class="muted">median step time ${secs(d.median_step_time)}${d.hang_timeout ? ` · hang timeout ${Math.round(d.hang_timeout)} s` : ""}
+        · stragglers: more than ${d.straggler_percent}% slower over ${d.straggler_steps} steps</p>
+      <div class="scroll"><table><thead><tr><th>Rank</th><th>Steps</th><th>Step time</th><th></th></tr></thead><tbody>${rows}</tbody></table></div>
+      ${hangs}</div>`;
   }
   function tabLogs(j, el) {
     const ranks = Array.from({ length: Math.max(1, j.device_count) }, (_, i) => i);

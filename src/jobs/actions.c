@@ -41,6 +41,21 @@ static json_t *deliveries_json(const struct store_delivery *d, size_t n)
 	return a;
 }
 
+json_t *jobs_diagnostics(const char *run_dir)
+{
+	if (!run_dir)
+		return NULL;
+	struct sbuf path = SBUF_INIT;
+	sbuf_addf(&path, "%s/diagnostics.json", run_dir);
+	json_t *o = json_load_file(path.buf, 0, NULL);
+	sbuf_release(&path);
+	if (o && !json_is_object(o)) {
+		json_decref(o);
+		o = NULL;
+	}
+	return o;
+}
+
 int jobs_show(struct store *st, const char *ref, bool reconcile, json_t **out,
 	      struct tc_err *err)
 {
@@ -84,6 +99,9 @@ int jobs_show(struct store *st, const char *ref, bool reconcile, json_t **out,
 		trial_row_release(&tr);
 	}
 	tc_err_release(&e2);
+	json_t *diag = jobs_diagnostics(j.run_dir);
+	if (diag)
+		json_object_set_new(o, "diagnostics", diag);
 	*out = o;
 out:
 	if (have_ms)

@@ -251,6 +251,9 @@ void job_history_json(json_t *o, const struct event_row *ev, size_t nev,
 		json_object_set_new(e, "time", json_real(ev[i].time));
 		json_object_set_new(e, "state", json_string(job_state_name(ev[i].state)));
 		json_object_set_new(e, "reason", json_string_or_null(ev[i].reason));
+		enum job_note note = job_note_of_reason(ev[i].reason);
+		if (note != JOB_NOTE_NONE)
+			json_object_set_new(e, "kind", json_string(job_note_name(note)));
 		json_array_append_new(events, e);
 	}
 	json_object_set_new(o, "events", events);

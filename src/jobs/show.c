@@ -129,6 +129,75 @@ static void lines_notifications(struct sbuf *out, json_t *list)
 	}
 }
 
+static double real(json_t *o, const char *key)
+{
+	json_t *v = get(o, key);
+	return json_is_number(v) ? json_number_value(v) : -1;
+}
+
+/* An indented copy of text (a stack). */
+static void indented(struct sbuf *out, const char *text, const char *pad)
+{
+	for (const char *p = text; *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t n = nl ? (size_t)(nl - p) : strlen(p);
+		sbuf_adds(out, pad);
+		sbuf_add(out, p, n);
+		sbuf_addch(out, '\n');
+		p += n + (nl != NULL);
+	}
+}
+
+/* The watchdog's findings (docs/diagnostics.md): step times, stragglers, hangs. */
+static void lines_diagnostics(struct sbuf *out, json_t *d)
+{
+	size_t i, k;
+	json_t *r, *h, *s;
+	sbuf_adds(out, "\ndiagnostics:\n");
+	if (real(d, "median_step_time") >= 0)
+		sbuf_addf(out, "  median step time %.3g s", real(d, "median_step_time"));
+	else
+		sbuf_adds(out, "  no step times yet");
+	if (real(d, "hang_timeout") > 0)
+		sbuf_addf(out, ", hang timeout %.0f s", real(d, "hang_timeout"));
+	sbuf_addch(out, '\n');
+	sbuf_addf(out, "  %-5s %-8s %s\n", "RANK", "STEPS", "STEP TIME (median of its last steps)");
+	json_array_foreach(get(d, "ranks"), i, r) {
+		sbuf_addf(out, "  %-5lld %-8lld ", num(r, "rank"), num(r, "steps"));
+		if (real(r, "step_time") >= 0)
+			sbuf_addf(out, "%.3g s\n", real(r, "step_time"));
+		else
+			sbuf_adds(out, "-\n");
+	}
+	json_array_foreach(get(d, "stragglers"), i, s)
+		sbuf_addf(out, "  straggler: rank %lld is %.0f%% slower than the median (over its last %lld "
+			       "steps; threshold %.0f%%)\n", num(s, "rank"), real(s, "slower_percent"),
+			  num(d, "straggler_steps"), real(d, "straggler_percent"));
+	json_array_foreach(get(d, "log_matches"), i, s)
+		sbuf_addf(out, "  on_log: attempt %lld rank %lld: '%s' (%s): %s\n", num(s, "attempt"),
+			  num(s, "rank"), str(s, "pattern", ""), str(s, "action", ""), str(s, "line", ""));
+	if (json_is_object(get(d, "resume_mismatch")))
+		sbuf_addf(out, "  resume: %s\n", str(get(d, "resume_mismatch"), "message", ""));
+	json_array_foreach(get(d, "hangs"), i, h) {
+		sbuf_addf(out, "  hang in attempt %lld: no progress for %.1f s (timeout %.0f s); ",
+			  num(h, "attempt"), real(h, "silent_seconds"), real(h, "timeout"));
+		if (json_is_integer(get(h, "culprit")))
+			sbuf_addf(out, "likely culprit rank %lld: ", num(h, "culprit"));
+		sbuf_addf(out, "%s", str(h, "why", ""));
+		if (real(h, "device_utilization") >= 0)
+			sbuf_addf(out, "; device utilisation %.0f%%", real(h, "device_utilization"));
+		sbuf_addch(out, '\n');
+		json_array_foreach(get(h, "stacks"), k, s) {
+			if (!json_is_string(get(s, "stack"))) {
+				sbuf_addf(out, "    rank %lld: no stack\n", num(s, "rank"));
+				continue;
+			}
+			sbuf_addf(out, "    rank %lld:\n", num(s, "rank"));
+			indented(out, str(s, "stack", ""), "      ");
+		}
+	}
+}
+
 void jobs_show_text(json_t *o, struct sbuf *out)
 {
 	bool managed = json_is_true(get(o, "managed"));
@@ -163,6 +232,8 @@ void jobs_show_text(json_t *o, struct sbuf *out)
 	lines_spec(out, get(o, "spec"));
 	lines_events(out, get(o, "events"));
 	lines_workers(out, get(o, "workers_history"));
+	if (json_is_object(get(o, "diagnostics")))
+		lines_diagnostics(out, get(o, "diagnostics"));
 	lines_notifications(out, get(o, "notifications"));
 	sbuf_addch(out, '\n');
 	metrics_job_summary_text(get(o, "metrics"), out);

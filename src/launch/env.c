@@ -132,8 +132,23 @@ void env_common(const struct env_plan *p, struct strvec *out)
 		env_setf(out, "TRAINCTL_MICRO_BATCH", "%d", s->parallel.micro_batch);
 		env_set(out, "TRAINCTL_PIPELINE_PARTITION", s->parallel.partition);
 	}
-	for (size_t i = 0; i < s->nenv; i++)
+	const char *pypath = getenv("PYTHONPATH");
+	for (size_t i = 0; i < s->nenv; i++) {
 		env_set(out, s->env[i].key, s->env[i].val);
+		if (!strcmp(s->env[i].key, "PYTHONPATH"))
+			pypath = s->env[i].val;
+	}
+	if (p->site_dir && p->stack_dir) {
+		/* the stack dump hook first; the path the job had stays after it */
+		struct sbuf pp = SBUF_INIT;
+		sbuf_adds(&pp, p->site_dir);
+		if (pypath && *pypath)
+			sbuf_addf(&pp, ":%s", pypath);
+		env_set(out, "PYTHONPATH", pp.buf);
+		sbuf_release(&pp);
+		env_set(out, "TRAINCTL_STACK_DIR", p->stack_dir);
+		env_setf(out, "TRAINCTL_STACK_SIGNAL", "%d", p->stack_signal);
+	}
 }
 
 void env_rank(const struct env_plan *p, int local_rank, struct strvec *out)

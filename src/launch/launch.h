@@ -174,6 +174,13 @@ struct env_plan {
 	int restart_count;
 	const char *rank_table;   /* npu: path of hccl.json, else NULL */
 	const int *extra_ports;   /* paddle: one endpoint port per rank, else NULL */
+	/*
+	 * Stack dumps of a watched job (docs/diagnostics.md): site_dir goes
+	 * first on PYTHONPATH (its sitecustomize.py), TRAINCTL_STACK_DIR and
+	 * TRAINCTL_STACK_SIGNAL are set; NULL: none of that.
+	 */
+	const char *site_dir, *stack_dir;
+	int stack_signal;
 };
 
 /* Variables every worker of the node shares, in a stable order. */

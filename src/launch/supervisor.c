@@ -318,6 +318,7 @@ static void metrics_start(struct sup *sp)
 		.files = (const char *const *)files.v, .nfiles = files.nr, .nranks = sp->n,
 		.warn = metrics_warn, .warn_ctx = sp, .write = metrics_write, .write_ctx = sp,
 		.world = sp->o->node ? sp->o->node->nnodes * sp->n : 0,
+		.step = sp->watch ? sup_watch_step : NULL, .step_ctx = sp,
 	};
 	sp->mi = metrics_ingest_new(&mo);
 	strvec_clear(&files);
@@ -403,7 +404,9 @@ static int run_one_attempt(struct sup *sp, struct attempts *a, struct tc_err *er
 		.master_port = port, .node_rank = 0, .nnodes = 1,
 		.restart_count = sp->attempt, .rank_table = a->rank_table, .extra_ports = a->ports,
 	};
-	int rc = sup_start_workers(sp, &plan, "job.env", err);
+	int rc = sup_watch_attempt(sp, a->resume, &plan, err);
+	if (!rc)
+		rc = sup_start_workers(sp, &plan, "job.env", err);
 	if (rc)
 		return rc;
 	struct sbuf why = SBUF_INIT;
@@ -464,9 +467,18 @@ static int record_failed(struct sup *sp, struct attempts *a, bool *again, struct
 {
 	struct sbuf cause = SBUF_INIT, why = SBUF_INIT;
 	int rc;
-	sbuf_addf(&cause, "rank %d ", sp->fail_rank);
-	proc_describe_exit(&cause, sp->fail_status);
-	*again = sp->attempt < sp->s->max_restarts;
+	/* restart.policy first_step: an exit before any progress is no reason to try again */
+	bool early = !sp->fail_why.len && sp->watch && !sup_watch_progressed(sp) &&
+		     spec_restart_policy(sp->s) == RESTART_POLICY_FIRST_STEP;
+	if (early)
+		sbuf_adds(&cause, "failed before its first step: ");
+	if (sp->fail_why.len) {
+		sbuf_add(&cause, sp->fail_why.buf, sp->fail_why.len);
+	} else {
+		sbuf_addf(&cause, "rank %d ", sp->fail_rank);
+		proc_describe_exit(&cause, sp->fail_status);
+	}
+	*again = !early && !sp->fail_final && sp->attempt < sp->s->max_restarts;
 	if (*again) {
 		free(a->resume);
 		a->resume = jobio_resume(sp->io, false, err);
@@ -480,7 +492,12 @@ static int record_failed(struct sup *sp, struct attempts *a, bool *again, struct
 		*again = !rc;
 	} else {
 		sbuf_addf(&why, "%s", cause.buf);
-		if (sp->s->max_restarts)
+		if (early && sp->attempt < sp->s->max_restarts)
+			sbuf_addf(&why, " (restart.policy first_step: no restart for a failure before "
+					"the first step)");
+		else if (sp->fail_final && sp->attempt < sp->s->max_restarts)
+			sbuf_adds(&why, " (no restart: the on_log action says so)");
+		else if (sp->s->max_restarts)
 			sbuf_addf(&why, " (after %d restarts)", sp->attempt);
 		size_t brief = why.len; /* the webhook gets the cause, not the log tail */
 		sup_failure_detail(sp, &why, sp->fail_rank);
@@ -662,6 +679,7 @@ int sup_workers_up(struct sup *sp, struct tc_err *err)
 static void sup_release(struct sup *sp)
 {
 	sup_notify_end(sp);
+	sup_watch_end(sp); /* its last diagnostics.json names the workers' ranks */
 	sup_lease_end(sp);
 	sup_health_end(sp);
 	watchdog_stop(sp);
@@ -676,6 +694,7 @@ static void sup_release(struct sup *sp)
 	free(sp->w);
 	if (sp->suplog_fd >= 0)
 		close(sp->suplog_fd);
+	sbuf_release(&sp->fail_why);
 	sbuf_release(&sp->console);
 	sbuf_release(&sp->result);
 	if (sp->late) {
@@ -708,6 +727,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	*job_id = NULL;
 	sbuf_init(&sp.console, 0);
 	sbuf_init(&sp.result, 0);
+	sbuf_init(&sp.fail_why, 0);
 
 	if (o->sink && o->node && o->job_id) {
 		sp.sink = o->sink; /* a node reporting to its hub: no database here */
@@ -749,7 +769,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	sup_say(&sp, "job %s (%s): %d %s worker%s, run folder %s", sp.job_id, s->name, sp.n,
 	    s->device_type, sp.n == 1 ? "" : "s", sp.run_dir);
 	if ((rc = one_node_only(&sp, err)) || (rc = setup_signals(&sp, err)) ||
-	    (rc = watchdog_start(&sp, err))) {
+	    (rc = watchdog_start(&sp, err)) || (rc = sup_watch_begin(&sp, err))) {
 		struct tc_err e2 = TC_ERR_INIT;
 		if (!o->node && !sup_record_late(&sp, &e2))
 			sink_finish(sp.sink, sp.job_id, JOB_FAILED, 3, err->msg, err->msg, &e2);
@@ -772,6 +792,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		rc = run_attempts(&sp, exit_status, err);
 	jobio_end(sp.io); /* the final upload, whatever the outcome */
 	metrics_end(&sp);
+	sup_watch_end(&sp); /* the last diagnostics.json, which the report reads */
 	if (rc && sp.st && !o->node) {
 		/* record why, so the job does not look alive forever */
 		struct tc_err e2 = TC_ERR_INIT;

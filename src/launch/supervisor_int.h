@@ -7,7 +7,9 @@
  *   workers.c     one attempt's workers: start them, copy their output
  *                 line by line, stop and reap them (sup_attempt_loop);
  *   node.c        the single attempt of one node of a multi-node job;
- *   lease.c       the devices of a `trainctl run` job, leased in the store.
+ *   lease.c       the devices of a `trainctl run` job, leased in the store;
+ *   watch.c       the progress watchdog, stragglers, on_log:, the resume
+ *                 check and diagnostics.json (docs/diagnostics.md).
  *
  * struct sup is owned by launch_run, on its stack, for the job's life; the
  * workers' pipe ends and log fds are owned by their struct worker.
@@ -80,6 +82,10 @@ struct sup {
 	struct report_sampler *rsamp; /* device telemetry, from sup_workers_up */
 	struct launch_notify *ln;     /* the job's webhooks, or NULL (notify_hook.c) */
 	struct health_watch *hw;      /* device health between checks (health_hook.c) */
+	/* watch.c: NULL unless the spec has watchdog:, on_log: or restart.policy first_step */
+	struct watch *watch;
+	struct sbuf fail_why; /* the attempt's failure when it is not a rank's exit (hang, log_match) */
+	bool fail_final;      /* ... and it must not restart (on_log action fail) */
 };
 
 /* ---- supervisor.c ---- */
@@ -160,6 +166,31 @@ void sup_notify(struct sup *sp, enum notify_event e, const char *state, const ch
 		int exit_code);
 /* At the job's end: what is in flight gets a few seconds, then the notifier goes. */
 void sup_notify_end(struct sup *sp);
+/* ---- watch.c ---- */
+
+/* Set up for a spec that wants it (sp->watch; else nothing): the stack dump hook's folders. */
+int sup_watch_begin(struct sup *sp, struct tc_err *err);
+/* Write diagnostics.json a last time and free sp->watch. */
+void sup_watch_end(struct sup *sp);
+/*
+ * A new attempt resuming from resume (NULL: none): clears the attempt's
+ * failure (fail_why) and progress, makes its stack folder and sets the
+ * plan's stack fields.
+ */
+int sup_watch_attempt(struct sup *sp, const char *resume, struct env_plan *plan,
+		      struct tc_err *err);
+/* Whole lines rank printed: on_log: and progress_pattern. */
+void sup_watch_lines(struct sup *sp, int rank, const char *data, size_t len);
+/* The metrics reader's step callback (ingest.h; ctx is the struct sup). */
+void sup_watch_step(void *ctx, int rank, long long epoch, long long iter, double own, double wall);
+/*
+ * The watchdog's checks due at now (now_mono_ms()); a hang starts the
+ * stack dumps, and once they are in, records it and stops the workers.
+ * Returns the ms until it wants to run again, or -1.
+ */
+int sup_watch_tick(struct sup *sp, int64_t now);
+/* Did this attempt make progress (a step record or a progress_pattern line)? */
+bool sup_watch_progressed(const struct sup *sp);
 
 /* ---- health_hook.c ---- */
 

@@ -43,6 +43,7 @@ static void emit_lines(struct sup *sp, struct worker *w, const char *data, size_
 	if (write_all(w->logfd, data, len) < 0)
 		sup_say(sp, "warning: cannot write rank %d log: %s", w->rank, strerror(errno));
 	metrics_ingest_lines(sp->mi, w->rank, data, len);
+	sup_watch_lines(sp, w->rank, data, len);
 	if (sp->o->quiet)
 		return;
 	struct sbuf *c = &sp->console;
@@ -437,6 +438,9 @@ void sup_attempt_loop(struct sup *sp)
 		}
 		int64_t now = now_mono_ms();
 		int timeout = sp->mi ? metrics_ingest_tick(sp->mi, now) : -1;
+		int wt = sup_watch_tick(sp, now);
+		if (wt >= 0 && (timeout < 0 || wt < timeout))
+			timeout = wt;
 		if (sp->kill_at && (timeout < 0 || sp->kill_at - now < timeout))
 			timeout = sp->kill_at > now ? (int)(sp->kill_at - now) : 0;
 		if (drain_until) {

@@ -33,6 +33,7 @@ enum { W_STORE = 1, W_DROP = 2, W_TB = 4, W_FILE = 8 };
 
 struct rank_st {
 	bool used, dirty, tb_failed;
+	bool fresh; /* a new attempt: its next point record is a step for the callback */
 	long long seq;
 	struct sbuf last_step;
 	long long lines, records, malformed;
@@ -72,6 +73,8 @@ struct metrics_ingest {
 	int64_t retry_at;   /* after a failed write: no write before this */
 	void (*warn)(void *, const char *);
 	void *warn_ctx;
+	void (*step)(void *, int, long long, long long, double, double);
+	void *step_ctx;
 	unsigned warned;
 	long long lines, records, malformed;
 	struct sbuf tmp;
@@ -197,6 +200,24 @@ static const char *value_text(struct sbuf *sb, const struct metric_rec *r)
 	return sb->buf;
 }
 
+/* A new step of rank: the step callback, with the step time the line reports if any. */
+static void tell_step(struct metrics_ingest *mi, int rank, const struct metric_rec *r,
+		      const struct metric_rec *recs, size_t n, double now)
+{
+	double own = NAN;
+	for (size_t i = 0; i < n; i++) {
+		if (!recs[i].has_value || recs[i].kind != METRICS_POINT)
+			continue;
+		if (!strcmp(recs[i].name, "step_time"))
+			own = recs[i].unit && !strcmp(recs[i].unit, "ms") ? recs[i].value / 1000
+									  : recs[i].value;
+		else if (!strcmp(recs[i].name, "per_step_time"))
+			own = recs[i].value / 1000;
+	}
+	mi->step(mi->step_ctx, rank, r->epoch, r->iter, own,
+		 isfinite(r->wall_time) ? r->wall_time : now);
+}
+
 static void one_line(struct metrics_ingest *mi, int wrank, const char *line, size_t len,
 		     double now)
 {
@@ -240,11 +261,17 @@ static void one_line(struct metrics_ingest *mi, int wrank, const char *line, siz
 	for (size_t i = 0; i < n; i++)
 		if (recs[i].kind == METRICS_POINT) {
 			const char *step = recs[i].step;
+			bool fresh = rs->fresh;
+			rs->fresh = false;
 			if (!rs->seq || strcmp(step, rs->last_step.buf)) {
 				rs->seq++;
 				sbuf_reset(&rs->last_step);
 				sbuf_adds(&rs->last_step, step);
+			} else if (!fresh) {
+				break;
 			}
+			if (mi->step)
+				tell_step(mi, rank, &recs[i], recs, n, now);
 			break;
 		}
 	for (size_t i = 0; i < n; i++) {
@@ -280,6 +307,12 @@ static void one_line(struct metrics_ingest *mi, int wrank, const char *line, siz
 }
 
 static void flush(struct metrics_ingest *mi);
+
+void metrics_ingest_mark_attempt(struct metrics_ingest *mi)
+{
+	for (size_t i = 0; mi && i < mi->nr; i++)
+		mi->r[i].fresh = true;
+}
 
 void metrics_ingest_lines(struct metrics_ingest *mi, int rank, const char *data, size_t len)
 {
@@ -420,6 +453,8 @@ struct metrics_ingest *metrics_ingest_new(const struct metrics_ingest_opts *o)
 	mi->flush_ms = o->flush_ms > 0 ? o->flush_ms : 500;
 	mi->warn = o->warn;
 	mi->warn_ctx = o->warn_ctx;
+	mi->step = o->step;
+	mi->step_ctx = o->step_ctx;
 	sbuf_init(&mi->tmp, 0);
 	/* the world size: the job's record knows it for every node of a
 	 * multi-node job; nranks counts this supervisor's workers */

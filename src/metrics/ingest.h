@@ -60,6 +60,15 @@ struct metrics_ingest_opts {
 	int flush_ms;              /* 0: 500 */
 	void (*warn)(void *ctx, const char *msg);
 	void *warn_ctx;
+	/*
+	 * NULL, or called for every new step record (a rank's seq grows, note
+	 * 2): the rank, the record's epoch and iteration (-1: none), the step
+	 * time it reports itself (a "step_time" metric in seconds, or
+	 * MindFormers' "per_step_time" in ms; NaN: none) and its wall time.
+	 * The progress watchdog (launch/watch.c) lives on this.
+	 */
+	void (*step)(void *ctx, int rank, long long epoch, long long iter, double own, double wall);
+	void *step_ctx;
 };
 
 struct metrics_ingest;
@@ -76,6 +85,12 @@ void metrics_ingest_lines(struct metrics_ingest *mi, int rank, const char *data,
  * called again (>= 0).
  */
 int metrics_ingest_tick(struct metrics_ingest *mi, int64_t now_ms);
+/*
+ * A new attempt of the workers: the next point record of every rank goes
+ * to the step callback even when it repeats the step of the rank's last
+ * line (a restart resuming there), seq unchanged (note 2).
+ */
+void metrics_ingest_mark_attempt(struct metrics_ingest *mi);
 /* Read followed files to their end, flush, close event files. */
 void metrics_ingest_finish(struct metrics_ingest *mi);
 /* Lines, records and malformed lines seen so far (all ranks). */

@@ -36,6 +36,8 @@ struct report_sampler {
 	double util_sum;
 	size_t util_n;
 	const char *util_source;
+	double util_last; /* the latest sample, NaN before one; read under mu (report_sampler_last_util) */
+	const char *util_last_source;
 	double power_sum, power_peak, energy, power_t, power_last;
 	size_t power_n;
 	unsigned long long cpu_busy, cpu_total;
@@ -92,8 +94,13 @@ static void sample(struct report_sampler *s)
 		if (!proc_stat(&busy, &total))
 			return;
 		if (s->cpu_have && total > s->cpu_total) {
-			s->util_sum += 100.0 * (double)(busy - s->cpu_busy) / (double)(total - s->cpu_total);
+			double u = 100.0 * (double)(busy - s->cpu_busy) / (double)(total - s->cpu_total);
+			s->util_sum += u;
 			s->util_n++;
+			pthread_mutex_lock(&s->mu);
+			s->util_last = u;
+			s->util_last_source = "proc_stat";
+			pthread_mutex_unlock(&s->mu);
 			s->util_source = "proc_stat";
 		}
 		s->cpu_busy = busy;
@@ -122,6 +129,10 @@ static void sample(struct report_sampler *s)
 	if (nu) {
 		s->util_sum += util / nu;
 		s->util_n++;
+		pthread_mutex_lock(&s->mu);
+		s->util_last = util / nu;
+		s->util_last_source = s->util_source;
+		pthread_mutex_unlock(&s->mu);
 	}
 	if (np) {
 		if (s->power_n)
@@ -172,6 +183,7 @@ struct report_sampler *report_sampler_start(const char *device_type, const int *
 		interval_ms = env && parse_long(env, 10, 3600000, &ms) ? (int)ms : 1000;
 	s->interval_ms = interval_ms;
 	s->type = xstrdup(device_type ? device_type : "cpu");
+	s->util_last = NAN;
 	s->n = n > 0 ? n : 0;
 	s->ids = xcalloc((size_t)s->n + 1, sizeof(int));
 	for (int i = 0; i < s->n; i++)
@@ -187,6 +199,21 @@ struct report_sampler *report_sampler_start(const char *device_type, const int *
 		return NULL;
 	}
 	return s;
+}
+
+double report_sampler_last_util(struct report_sampler *s, const char **source)
+{
+	double u = NAN;
+	if (source)
+		*source = NULL;
+	if (!s)
+		return u;
+	pthread_mutex_lock(&s->mu);
+	u = s->util_last;
+	if (source)
+		*source = s->util_last_source;
+	pthread_mutex_unlock(&s->mu);
+	return u;
 }
 
 int report_sampler_stop(struct report_sampler *s, const char *run_dir, struct tc_err *err)
@@ -350,6 +377,17 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
 	json_object_set_new(r, "state", json_string(job_state_name(job->state)));
 	json_object_set_new(r, "exit_code", job->ended > 0 ? json_integer(job->exit_code) : json_null());
 	json_object_set_new(r, "restarts", json_integer(job->restarts));
+	/* a watched job's stragglers and hangs (docs/diagnostics.md): diagnostics.json */
+	sbuf_addf(&tp, "%s/diagnostics.json", job->run_dir);
+	json_t *diag = json_load_file(tp.buf, 0, NULL);
+	sbuf_release(&tp);
+	if (json_is_object(diag)) {
+		json_t *sg = json_object_get(diag, "stragglers");
+		json_object_set_new(r, "stragglers", json_is_array(sg) ? json_incref(sg) : json_array());
+		json_object_set_new(r, "hangs", json_integer((json_int_t)json_array_size(
+							 json_object_get(diag, "hangs"))));
+	}
+	json_decref(diag);
 	json_object_set_new(r, "ranksize", json_integer(world));
 	json_object_set_new(r, "servers_count", json_integer(nodes));
 	json_object_set_new(r, "mode", json_string(single_server ? "single-server" : "cluster"));

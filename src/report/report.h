@@ -37,6 +37,11 @@ struct report_sampler;
 struct report_sampler *report_sampler_start(const char *device_type, const int *ids, int n,
 					    int interval_ms);
 /*
+ * The latest utilisation sample (percent; NaN before the first or for a
+ * NULL s) and its source ("nvml", "proc_stat", ...; static).  Any thread.
+ */
+double report_sampler_last_util(struct report_sampler *s, const char **source);
+/*
  * Stop the thread and write run_dir/telemetry.json (averages, peak power,
  * energy, and "finished": now).  NULL s writes only "finished"; NULL
  * run_dir stops and frees s and writes nothing.

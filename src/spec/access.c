@@ -146,6 +146,41 @@ static void take_metrics(struct spec *s, json_t *m)
 	take_strvec(json_object_get(m, "files"), &s->metrics_files);
 }
 
+static void take_real(json_t *o, const char *key, double *out)
+{
+	json_t *v = json_object_get(o, key);
+	if (json_is_number(v))
+		*out = json_number_value(v);
+}
+
+static void take_diag(struct spec *s, json_t *wd, json_t *on_log)
+{
+	if (json_is_object(wd)) {
+		s->watchdog.on = true;
+		take_str(wd, "progress_pattern", &s->watchdog.progress_pattern);
+		take_int(wd, "warmup_steps", &s->watchdog.warmup_steps);
+		take_real(wd, "min_seconds", &s->watchdog.min_seconds);
+		take_real(wd, "factor", &s->watchdog.factor);
+		take_real(wd, "startup_seconds", &s->watchdog.startup_seconds);
+		take_real(wd, "straggler_percent", &s->watchdog.straggler_percent);
+		take_int(wd, "straggler_steps", &s->watchdog.straggler_steps);
+		take_real(wd, "dump_seconds", &s->watchdog.dump_seconds);
+	}
+	size_t i;
+	json_t *v;
+	s->on_log = xcalloc(json_array_size(on_log) + 1, sizeof(*s->on_log));
+	json_array_foreach(on_log, i, v) {
+		const char *p = json_string_value(json_object_get(v, "pattern"));
+		const char *a = json_string_value(json_object_get(v, "action"));
+		if (!p || !a)
+			continue;
+		s->on_log[s->non_log].pattern = xstrdup(p);
+		s->on_log[s->non_log++].action = !strcmp(a, "fail")	 ? LOG_ACTION_FAIL
+						 : !strcmp(a, "restart") ? LOG_ACTION_RESTART
+									 : LOG_ACTION_EXCLUDE_NODE;
+	}
+}
+
 int spec_from_json(const char *text, struct spec **out, struct tc_err *err)
 {
 	json_error_t je;
@@ -173,6 +208,10 @@ int spec_from_json(const char *text, struct spec **out, struct tc_err *err)
 	json_t *r = json_object_get(o, "restart");
 	take_int(r, "max_restarts", &s->max_restarts);
 	take_int(r, "grace_seconds", &s->grace_seconds);
+	const char *pol = json_string_value(json_object_get(r, "policy"));
+	if (pol)
+		s->restart_policy = !strcmp(pol, "always") ? RESTART_POLICY_ALWAYS
+							   : RESTART_POLICY_FIRST_STEP;
 	take_checkpoint(s, json_object_get(o, "checkpoint"));
 	take_int(o, "priority", &s->priority);
 	s->preemptible = json_is_true(json_object_get(o, "preemptible"));
@@ -182,6 +221,7 @@ int spec_from_json(const char *text, struct spec **out, struct tc_err *err)
 	if (json_is_object(json_object_get(o, "overrides")))
 		s->overrides = take_kv(json_object_get(o, "overrides"), &s->noverrides);
 	spec_notify_take(s, json_object_get(o, "notify"));
+	take_diag(s, json_object_get(o, "watchdog"), json_object_get(o, "on_log"));
 	json_decref(o);
 	*out = s;
 	return 0;

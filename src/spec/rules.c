@@ -10,6 +10,8 @@
 #include "storage/storage.h"
 
 #include <limits.h>
+#include <math.h>
+#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -154,9 +156,22 @@ static int r_grace(struct walk *w, yaml_node_t *n, const char *key)
 	return walk_int(w, n, key, 0, 86400, &w->s->grace_seconds);
 }
 
+static int r_restart_policy(struct walk *w, yaml_node_t *n, const char *key)
+{
+	static const char *const names[] = { "first_step", "always", NULL };
+	char *v = NULL;
+	int rc = walk_enum(w, n, key, names, &v);
+	if (!rc)
+		w->s->restart_policy = !strcmp(v, "always") ? RESTART_POLICY_ALWAYS
+							    : RESTART_POLICY_FIRST_STEP;
+	free(v);
+	return rc;
+}
+
 static const struct rule restart_rules[] = {
 	{ "max_restarts", r_max_restarts, NULL },
 	{ "grace_seconds", r_grace, NULL },
+	{ "policy", r_restart_policy, NULL },
 	{ NULL, NULL, NULL },
 };
 
@@ -164,6 +179,157 @@ static int r_restart(struct walk *w, yaml_node_t *n, const char *key)
 {
 	(void)key;
 	return walk_map(w, n, "restart.", restart_rules);
+}
+
+/* ---- watchdog: and on_log: (docs/diagnostics.md) ---- */
+
+/* A number of seconds (or a factor) in [min, max]. */
+static int walk_seconds(struct walk *w, yaml_node_t *n, const char *key, double min, double max,
+			double *out)
+{
+	double v;
+	if (n->type != YAML_SCALAR_NODE || is_null(n) || !parse_double(scalar(n), &v) ||
+	    !isfinite(v) || v < min || v > max)
+		return walk_fail(w, n, key, "must be a number from %g to %g", min, max);
+	*out = v;
+	return 0;
+}
+
+/* A POSIX extended regex, compiled once here so that a bad one fails the load. */
+static int walk_regex(struct walk *w, yaml_node_t *n, const char *key, char **out)
+{
+	int rc = walk_string(w, n, key, out);
+	if (rc)
+		return rc;
+	if (!**out)
+		return walk_fail(w, n, key, "is empty");
+	regex_t re;
+	int e = regcomp(&re, *out, REG_EXTENDED | REG_NOSUB);
+	if (e) {
+		char msg[256];
+		regerror(e, &re, msg, sizeof(msg));
+		return walk_fail(w, n, key, "'%s' is not a regular expression: %s", *out, msg);
+	}
+	regfree(&re);
+	return 0;
+}
+
+static int r_wd_pattern(struct walk *w, yaml_node_t *n, const char *key)
+{
+	free(w->s->watchdog.progress_pattern);
+	w->s->watchdog.progress_pattern = NULL;
+	return walk_regex(w, n, key, &w->s->watchdog.progress_pattern);
+}
+
+static int r_wd_warmup(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_int(w, n, key, 0, 1000000, &w->s->watchdog.warmup_steps);
+}
+
+static int r_wd_min(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_seconds(w, n, key, 0.1, 7 * 86400, &w->s->watchdog.min_seconds);
+}
+
+static int r_wd_factor(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_seconds(w, n, key, 1, 1000, &w->s->watchdog.factor);
+}
+
+static int r_wd_startup(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_seconds(w, n, key, 0, 7 * 86400, &w->s->watchdog.startup_seconds);
+}
+
+static int r_wd_sg_percent(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_seconds(w, n, key, 1, 10000, &w->s->watchdog.straggler_percent);
+}
+
+static int r_wd_sg_steps(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_int(w, n, key, 2, 100000, &w->s->watchdog.straggler_steps);
+}
+
+static int r_wd_dump(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_seconds(w, n, key, 0, 600, &w->s->watchdog.dump_seconds);
+}
+
+static const struct rule watchdog_rules[] = {
+	{ "progress_pattern", r_wd_pattern, NULL },
+	{ "warmup_steps", r_wd_warmup, NULL },
+	{ "min_seconds", r_wd_min, NULL },
+	{ "factor", r_wd_factor, NULL },
+	{ "startup_seconds", r_wd_startup, NULL },
+	{ "straggler_percent", r_wd_sg_percent, NULL },
+	{ "straggler_steps", r_wd_sg_steps, NULL },
+	{ "dump_seconds", r_wd_dump, NULL },
+	{ NULL, NULL, NULL },
+};
+
+/* watchdog: {keys} turns it on with those; watchdog: true / false */
+static int r_watchdog(struct walk *w, yaml_node_t *n, const char *key)
+{
+	w->watchdog_line = line_of(n);
+	if (n->type == YAML_SCALAR_NODE) {
+		const char *v = scalar(n);
+		if (!strcmp(v, "true") || !strcmp(v, "false")) {
+			w->s->watchdog.on = !strcmp(v, "true");
+			if (!w->s->watchdog.on)
+				w->watchdog_line = 0;
+			return 0;
+		}
+		return walk_fail(w, n, key, "must be a mapping of its keys, true or false");
+	}
+	w->s->watchdog.on = true;
+	return walk_map(w, n, "watchdog.", watchdog_rules);
+}
+
+static int r_on_log(struct walk *w, yaml_node_t *n, const char *key)
+{
+	static const char *const actions[] = { "fail", "restart", "exclude_node", NULL };
+	w->on_log_line = line_of(n);
+	if (n->type != YAML_SEQUENCE_NODE)
+		return walk_fail(w, n, key, "must be a list of {pattern, action}");
+	for (yaml_node_item_t *i = n->data.sequence.items.start; i < n->data.sequence.items.top; i++) {
+		yaml_node_t *item = yaml_document_get_node(w->doc, *i);
+		if (!item || item->type != YAML_MAPPING_NODE)
+			return walk_fail(w, item ? item : n, key, "items must be {pattern, action}");
+		char *pattern = NULL, *action = NULL;
+		int rc = 0;
+		for (yaml_node_pair_t *p = item->data.mapping.pairs.start;
+		     !rc && p < item->data.mapping.pairs.top; p++) {
+			yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
+			yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
+			const char *kn = k && k->type == YAML_SCALAR_NODE ? scalar(k) : "";
+			if (!v)
+				rc = walk_fail(w, item, key, "items must be {pattern, action}");
+			else if (!strcmp(kn, "pattern") && !pattern)
+				rc = walk_regex(w, v, "on_log.pattern", &pattern);
+			else if (!strcmp(kn, "action") && !action)
+				rc = walk_enum(w, v, "on_log.action", actions, &action);
+			else
+				rc = walk_fail(w, k ? k : item, key, "unknown or repeated key '%s' (pattern, action)", kn);
+		}
+		if (!rc && (!pattern || !action))
+			rc = walk_fail(w, item, key, "each item needs pattern: and action:");
+		if (!rc) {
+			w->s->on_log = xrealloc(w->s->on_log, (w->s->non_log + 1) * sizeof(*w->s->on_log));
+			w->s->on_log[w->s->non_log++] = (struct spec_on_log){
+				.pattern = pattern,
+				.action = !strcmp(action, "fail")      ? LOG_ACTION_FAIL
+					  : !strcmp(action, "restart") ? LOG_ACTION_RESTART
+								       : LOG_ACTION_EXCLUDE_NODE,
+			};
+			pattern = NULL;
+		}
+		free(pattern);
+		free(action);
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 /* ---- checkpoint: ---- */
@@ -535,5 +701,7 @@ const struct rule spec_top_rules[] = {
 	{ "slurm", r_slurm, NULL },
 	{ "overrides", r_overrides, NULL },
 	{ "notify", spec_r_notify, NULL },
+	{ "watchdog", r_watchdog, NULL },
+	{ "on_log", r_on_log, NULL },
 	{ NULL, NULL, NULL },
 };

@@ -73,6 +73,9 @@ static json_t *spec_json(const struct spec *s)
 	json_t *r = json_object();
 	json_object_set_new(r, "max_restarts", json_integer(s->max_restarts));
 	json_object_set_new(r, "grace_seconds", json_integer(s->grace_seconds));
+	if (s->restart_policy != RESTART_POLICY_DEFAULT)
+		json_object_set_new(r, "policy", json_string(s->restart_policy == RESTART_POLICY_ALWAYS
+								     ? "always" : "first_step"));
 	json_object_set_new(o, "restart", r);
 	json_t *c = json_object();
 	json_object_set_new(c, "dir", json_string(s->ckpt_dir));
@@ -130,6 +133,29 @@ static json_t *spec_json(const struct spec *s)
 		json_object_set_new(o, "overrides", kv_json(s->overrides, s->noverrides));
 	if (s->notify_given)
 		json_object_set_new(o, "notify", spec_notify_json(s));
+	/* written only when set, so that specs without them read as before */
+	if (s->watchdog.on) {
+		const struct spec_watchdog *wd = &s->watchdog;
+		json_t *x = json_object();
+		if (wd->progress_pattern)
+			json_object_set_new(x, "progress_pattern", json_string(wd->progress_pattern));
+		json_object_set_new(x, "warmup_steps", json_integer(wd->warmup_steps));
+		json_object_set_new(x, "min_seconds", json_real(wd->min_seconds));
+		json_object_set_new(x, "factor", json_real(wd->factor));
+		json_object_set_new(x, "startup_seconds", json_real(wd->startup_seconds));
+		json_object_set_new(x, "straggler_percent", json_real(wd->straggler_percent));
+		json_object_set_new(x, "straggler_steps", json_integer(wd->straggler_steps));
+		json_object_set_new(x, "dump_seconds", json_real(wd->dump_seconds));
+		json_object_set_new(o, "watchdog", x);
+	}
+	if (s->non_log) {
+		json_t *a = json_array();
+		for (size_t i = 0; i < s->non_log; i++)
+			json_array_append_new(a, json_pack("{s:s, s:s}", "pattern", s->on_log[i].pattern,
+							   "action",
+							   spec_log_action_name(s->on_log[i].action)));
+		json_object_set_new(o, "on_log", a);
+	}
 	return o;
 }
 

@@ -40,6 +40,34 @@ void spec_init(struct spec *s)
 	s->metrics_files = (struct strvec)STRVEC_INIT;
 	s->slurm.extra = (struct strvec)STRVEC_INIT;
 	s->priority = 100;
+	/* docs/diagnostics.md says why these */
+	s->watchdog.warmup_steps = 10;
+	s->watchdog.min_seconds = 900;
+	s->watchdog.factor = 5;
+	s->watchdog.straggler_percent = 20;
+	s->watchdog.straggler_steps = 20;
+	s->watchdog.dump_seconds = 10;
+}
+
+enum spec_restart_policy spec_restart_policy(const struct spec *s)
+{
+	if (s->restart_policy != RESTART_POLICY_DEFAULT)
+		return s->restart_policy;
+	/* without a watchdog a job keeps the rule it had before the key existed */
+	return s->watchdog.on ? RESTART_POLICY_FIRST_STEP : RESTART_POLICY_ALWAYS;
+}
+
+const char *spec_log_action_name(enum spec_log_action a)
+{
+	switch (a) {
+	case LOG_ACTION_FAIL:
+		return "fail";
+	case LOG_ACTION_RESTART:
+		return "restart";
+	case LOG_ACTION_EXCLUDE_NODE:
+		return "exclude_node";
+	}
+	return "?";
 }
 
 static const char *const reserved_env[] = {
@@ -52,7 +80,7 @@ static const char *const reserved_env[] = {
 	"TRAINCTL_DP", "TRAINCTL_TP", "TRAINCTL_PP", "TRAINCTL_MICRO_BATCH", "TRAINCTL_PIPELINE_PARTITION",
 	"RANK_ID", "RANK_SIZE", "DEVICE_ID", "RANK_TABLE_FILE",
 	"PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "PADDLE_TRAINER_ENDPOINTS",
-	"PADDLE_CURRENT_ENDPOINT", NULL,
+	"PADDLE_CURRENT_ENDPOINT", "TRAINCTL_STACK_DIR", "TRAINCTL_STACK_SIGNAL", NULL,
 };
 
 bool spec_env_reserved(const char *key)
@@ -140,6 +168,11 @@ static int finish_walk(struct walk *w, yaml_node_t *root, const char *backend)
 	if (s->nodes > 1 && strcmp(s->backend, "slurm") != 0)
 		return tc_error(w->err, TC_ESPEC, "%s:%d: nodes: %d nodes need backend: slurm", name,
 				w->nodes_line, s->nodes);
+	if (s->nodes > 1 && (w->watchdog_line || w->on_log_line))
+		return tc_error(w->err, TC_ESPEC,
+				"%s:%d: %s: is for one-node jobs for now (docs/diagnostics.md)", name,
+				w->watchdog_line ? w->watchdog_line : w->on_log_line,
+				w->watchdog_line ? "watchdog" : "on_log");
 	if (w->slurm_line && strcmp(s->backend, "slurm") != 0)
 		return tc_error(w->err, TC_ESPEC,
 				"%s:%d: slurm: is for backend: slurm (backend is %s)", name,
@@ -248,7 +281,7 @@ static int parse_text(const char *text, size_t len, const char *name, const char
 	}
 	have_doc = true;
 	yaml_node_t *root = yaml_document_get_root_node(&doc);
-	struct walk w = { &doc, name, base, s, err, 1, 0, 1, false, false, 1, 0, 0, 1, 1 };
+	struct walk w = { &doc, name, base, s, err, 1, 0, 1, false, false, 1, 0, 0, 0, 0, 1, 1 };
 	if (!root) {
 		rc = tc_error(err, TC_ESPEC, "%s:1: the spec is empty", name);
 		goto out;
@@ -400,5 +433,9 @@ void spec_free(struct spec *s)
 	free(s->metrics_accuracy);
 	strvec_clear(&s->metrics_files);
 	free_kv(s->overrides, s->noverrides);
+	free(s->watchdog.progress_pattern);
+	for (size_t i = 0; i < s->non_log; i++)
+		free(s->on_log[i].pattern);
+	free(s->on_log);
 	free(s);
 }

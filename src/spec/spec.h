@@ -89,6 +89,32 @@ struct spec {
 	int priority;      /* 1..1000, higher first; default 100 */
 	bool preemptible;  /* may give its devices to a non-preemptible job */
 	bool device_ids_given; /* devices.ids was in the spec (the server must use exactly those) */
+	/*
+	 * watchdog:, restart.policy and on_log: (docs/diagnostics.md).  The
+	 * watchdog is on when the key is given; its numbers have defaults
+	 * either way (spec_init) and are written back only when it is on.
+	 */
+	struct spec_watchdog {
+		bool on;
+		char *progress_pattern;   /* POSIX extended regex on log lines, or NULL */
+		int warmup_steps;         /* steps before the hang rule applies */
+		double min_seconds;       /* the timeout is at least this */
+		double factor;            /* ... and at least factor x the median step time */
+		double startup_seconds;   /* before the first step; 0 = off */
+		double straggler_percent; /* a rank this much slower than the median */
+		int straggler_steps;      /* ... over its last this many steps */
+		double dump_seconds;      /* how long to wait for the stacks of a hang */
+	} watchdog;
+	enum spec_restart_policy {
+		RESTART_POLICY_DEFAULT = 0, /* first_step with a watchdog, always without */
+		RESTART_POLICY_FIRST_STEP,  /* a failure before the attempt's first step ends the job */
+		RESTART_POLICY_ALWAYS,      /* every failure spends the budget */
+	} restart_policy;
+	struct spec_on_log {
+		char *pattern; /* POSIX extended regex, checked at load */
+		enum spec_log_action { LOG_ACTION_FAIL, LOG_ACTION_RESTART, LOG_ACTION_EXCLUDE_NODE } action;
+	} *on_log;
+	size_t non_log;
 	/* slurm: (backend: slurm, docs/slurm.md); NULL = not given */
 	struct spec_slurm {
 		char *partition, *account, *qos;
@@ -189,6 +215,10 @@ char *spec_to_yaml(const struct spec *s);
  * holding only notify:, checked as a spec's notify: is.  Heap array of n.
  */
 int spec_notify_load(const char *path, struct notify_hook **out, size_t *n, struct tc_err *err);
+/* The restart policy in effect (RESTART_POLICY_DEFAULT resolved). */
+enum spec_restart_policy spec_restart_policy(const struct spec *s);
+/* "fail", "restart", "exclude_node" */
+const char *spec_log_action_name(enum spec_log_action a);
 
 /* Contract variables a spec's env: may not set (trainctl owns them). */
 bool spec_env_reserved(const char *key);

@@ -422,6 +422,15 @@ static int set_state(struct store *st, const char *id, enum job_state state, int
 	return txn_end(st, own, rc, err);
 }
 
+int store_job_event(struct store *st, const char *id, const char *reason, struct tc_err *err)
+{
+	/* the job's state as it is: an event that is not a change of state */
+	return run_stmt(st, err,
+			"INSERT INTO events (job_id, time, state, reason)"
+			" SELECT id, ?, state, ? FROM jobs WHERE id=?",
+			"dss", now_wall(), reason ? reason : "", id);
+}
+
 int store_job_set_state(struct store *st, const char *id, enum job_state state,
 			const char *reason, struct tc_err *err)
 {

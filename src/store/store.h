@@ -100,6 +100,11 @@ int store_job_set_state(struct store *st, const char *id, enum job_state state,
  */
 int store_job_finish(struct store *st, const char *id, enum job_state state, int exit_code,
 		     const char *root_cause, const char *reason, struct tc_err *err);
+/*
+ * An event row that is not a change of state (jobs_note): the job's
+ * current state with reason.  Nothing is written for an unknown job.
+ */
+int store_job_event(struct store *st, const char *id, const char *reason, struct tc_err *err);
 int store_job_set_restarts(struct store *st, const char *id, int restarts, struct tc_err *err);
 int store_job_set_supervisor(struct store *st, const char *id, pid_t pid,
 			     unsigned long long ticks, struct tc_err *err);
