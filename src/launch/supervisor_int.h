@@ -181,6 +181,8 @@ int sup_watch_attempt(struct sup *sp, const char *resume, struct env_plan *plan,
 		      struct tc_err *err);
 /* Whole lines rank printed: on_log: and progress_pattern. */
 void sup_watch_lines(struct sup *sp, int rank, const char *data, size_t len);
+/* A worker ended (ok: exit 0): a finished rank is progress, and the attempt is ending. */
+void sup_watch_exit(struct sup *sp, bool ok);
 /* The metrics reader's step callback (ingest.h; ctx is the struct sup). */
 void sup_watch_step(void *ctx, int rank, long long epoch, long long iter, double own, double wall);
 /*

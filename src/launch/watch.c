@@ -36,6 +36,7 @@
 #define WRITE_MS 5000       /* diagnostics.json is rewritten at most this often */
 #define LINE_SHOWN 300      /* characters of a matching log line kept */
 #define MAX_STACK (1u << 20) /* bytes of one process's dump read */
+#define FINISH_SECONDS 60   /* the least timeout once a rank has exited 0 */
 
 enum phase { WATCHING, DUMPING, DONE };
 
@@ -61,6 +62,7 @@ struct watch {
 	enum phase phase;
 	int64_t progress_ms;      /* monotonic time of the last progress (or the attempt's start) */
 	bool progressed;
+	bool finishing;           /* a rank exited 0: the others are tearing down */
 	long long *attempt_steps; /* per local rank */
 	long long attempt_max;
 	long long resume_step;    /* -1: not resumed */
@@ -188,6 +190,7 @@ int sup_watch_attempt(struct sup *sp, const char *resume, struct env_plan *plan,
 	w->phase = WATCHING;
 	w->progress_ms = now_mono_ms();
 	w->progressed = false;
+	w->finishing = false;
 	memset(w->attempt_steps, 0, (size_t)sp->n * sizeof(long long));
 	memset(w->sg_flag, 0, (size_t)sp->n * sizeof(bool));
 	memset(w->sg_noted, 0, (size_t)sp->n * sizeof(bool));
@@ -286,6 +289,20 @@ void sup_watch_step(void *ctx, int rank, long long epoch, long long iter, double
 			sbuf_release(&t);
 		}
 	}
+}
+
+void sup_watch_exit(struct sup *sp, bool ok)
+{
+	struct watch *w = sp->watch;
+	if (!w || !ok)
+		return;
+	/*
+	 * A rank that finished its training is progress, and the others now
+	 * tear down (destroy_process_group, the interpreter's exit), which on
+	 * a loaded machine takes seconds that are no step.
+	 */
+	w->finishing = true;
+	w->progress_ms = now_mono_ms();
 }
 
 /* ---- log lines: on_log and progress_pattern ---- */
@@ -628,6 +645,8 @@ int sup_watch_tick(struct sup *sp, int64_t now)
 		}
 	}
 	double to = diag_hang_timeout(&w->rule, w->attempt_max, w->cached_median);
+	if (to > 0 && w->finishing && to < FINISH_SECONDS)
+		to = FINISH_SECONDS;
 	int64_t next = w->next_check;
 	if (to > 0) {
 		int64_t deadline = w->progress_ms + (int64_t)(to * 1000);

@@ -340,6 +340,7 @@ static void reap(struct sup *sp)
 			sup_say(sp, "warning: %s", e2.msg);
 		tc_err_release(&e2);
 		bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+		sup_watch_exit(sp, ok);
 		if (!ok && !sp->failed && !sp->user_signal) {
 			sp->failed = true;
 			sp->fail_rank = w->rank;

@@ -3,7 +3,8 @@ check (docs/diagnostics.md), on real gloo jobs.
 
 Every wait is on a condition or a process's end; the timings asserted are
 the supervisor's own (the silence it measured), with room for a loaded
-machine."""
+machine: the timeouts (5-6 s) are well above what a step of these jobs
+takes even on a 2-core machine with a load of 13."""
 import json
 import os
 import sys
@@ -49,7 +50,7 @@ watchdog: {watchdog}
 
 def test_hang_detected_stacks_culprit_restart_and_resume(run_tc, home, tmp_path, torch_available):
     s = gloo_job(tmp_path, {"HANG_AT": "8", "STEPS": "14"},
-                 "{warmup_steps: 3, min_seconds: 3, factor: 5}")
+                 "{warmup_steps: 3, min_seconds: 6, factor: 5}")
     p = run_tc("run", "-q", s)
     assert p.returncode == 0, p.stderr
     assert "hang detected: no progress for" in p.stderr
@@ -69,8 +70,8 @@ def test_hang_detected_stacks_culprit_restart_and_resume(run_tc, home, tmp_path,
     # the poll loop's wake-up on a loaded machine
     d = job["diagnostics"]
     h = d["hangs"][0]
-    assert h["culprit"] == 1 and h["timeout"] == 3
-    assert 3 <= h["silent_seconds"] < 3 + 10, h
+    assert h["culprit"] == 1 and h["timeout"] == 6
+    assert 6 <= h["silent_seconds"] < 6 + 10, h
     assert "device_utilization" in h
     # both stacks, every thread: in the ranks' logs and in show
     log0, log1 = rank_log(job, 0), rank_log(job, 1)
@@ -91,7 +92,7 @@ def test_hang_detected_stacks_culprit_restart_and_resume(run_tc, home, tmp_path,
 def test_hang_without_restarts_fails_with_hang_root_cause(run_tc, home, tmp_path,
                                                           torch_available):
     s = gloo_job(tmp_path, {"HANG_AT": "4", "HANG_RANK": "0"},
-                 "{warmup_steps: 2, min_seconds: 2, factor: 3}", restart="{max_restarts: 0}")
+                 "{warmup_steps: 2, min_seconds: 5, factor: 3}", restart="{max_restarts: 0}")
     p = run_tc("run", "-q", s)
     assert p.returncode == 1
     job = show(run_tc, "gloo")
