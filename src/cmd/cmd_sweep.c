@@ -445,7 +445,7 @@ static int run_here(const char *home, const char *file, bool as_json, struct cmd
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
-	struct sweep_ops ops = { local_launch, local_poll, local_stop, &l };
+	struct sweep_ops ops = { .launch = local_launch, .poll = local_poll, .stop = local_stop, .arg = &l };
 	bool done = false;
 	while (!rc && !done) {
 		if (got_signal) {
@@ -456,10 +456,17 @@ static int run_here(const char *home, const char *file, bool as_json, struct cmd
 			for (size_t i = 0; i < l.nkids; i++)
 				if (l.kids[i].live) {
 					int status;
-					(void)proc_wait(&l.kids[i].p, &status, err);
+					struct tc_err e1 = TC_ERR_INIT;
+					(void)proc_wait(&l.kids[i].p, &status, &e1);
+					tc_err_release(&e1);
+					proc_clear(&l.kids[i].p);
+					l.kids[i].live = false;
 				}
+			/* record their ends, start nothing */
+			struct sweep_ops rec = ops;
 			struct tc_err e2 = TC_ERR_INIT;
-			(void)sweep_tick(l.st, sw.id, &ops, &done, &e2); /* record their ends */
+			rec.record_only = true;
+			(void)sweep_tick(l.st, sw.id, &rec, &done, &e2);
 			tc_err_release(&e2);
 			rc = store_sweep_set_state(l.st, sw.id, "stopped", "stopped by a signal", true, err);
 			if (!rc)

@@ -123,7 +123,7 @@ void srv_sweeps(struct srv *s)
 		tc_err_release(&err);
 		return;
 	}
-	struct sweep_ops ops = { srv_trial_launch, NULL, srv_trial_stop, s };
+	struct sweep_ops ops = { .launch = srv_trial_launch, .stop = srv_trial_stop, .arg = s };
 	for (size_t i = 0; i < n; i++) {
 		bool done = false;
 		if (sweep_tick(s->st, v[i].id, &ops, &done, &err)) {

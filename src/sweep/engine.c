@@ -163,6 +163,8 @@ int sweep_tick(struct store *st, const char *sweep_id, const struct sweep_ops *o
 	}
 	if (rc)
 		goto out;
+	if (ops->record_only)
+		goto out;
 	if (d->stop.rule != SWEEP_RULE_NONE)
 		early_stopping(st, d, ops, t, n, vals, nv);
 	for (size_t i = 0; i < n; i++) {

@@ -177,6 +177,8 @@ struct sweep_ops {
 	/* Stop a running trial's job (early stopping). */
 	int (*stop)(void *arg, const struct trial_row *t, const char *why, struct tc_err *err);
 	void *arg;
+	/* a driver that is stopping: bring the trials up to date, start and stop nothing */
+	bool record_only;
 };
 
 /* One round of the loop (note 5): *done when the sweep has ended. */
