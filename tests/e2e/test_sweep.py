@@ -3,7 +3,8 @@ docs/sweeps.md run here (4 jobs, 2 at a time, the best one checked against
 the jobs' own logged accuracy) and through the server with a SIGKILL of the
 server mid-sweep; a failed trial that the sweep goes on after; a random
 search whose median rule stops at least one trial; compare with many jobs
-and --sweep.  The digits trials run 2 epochs."""
+and --sweep; SIGINT stopping a sweep; no more trials at once than the
+machine's GPUs hold (fake ones).  The digits trials run 2 epochs."""
 import json
 import os
 import re
@@ -200,3 +201,50 @@ def test_grid_through_the_server_survives_sigkill(torch_available, trainctl, tmp
     st, lst = srv.call("GET", "/api/v1/sweeps")
     assert st == 200 and [x["id"] for x in lst["sweeps"]] == [sid]
     srv.stop()
+
+
+def test_sigint_stops_the_trials_and_the_sweep(tmp_path):
+    home = tmp_path / "home"
+    f = toy(tmp_path, "  args.x: [1, 2, 3]\n  args.steps: [3000]\n", "parallel: 2\n")
+    e = dict(os.environ, TRAINCTL_HOME=str(home))
+    e.pop("TRAINCTL_SERVER", None)
+    p = subprocess.Popen([str(trainctl_path()), "sweep", str(f)], env=e, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        def two_jobs():
+            r = _tc(home, "sweep", "show", "toy", "--json")
+            return r.returncode == 0 and sum(1 for t in json.loads(r.stdout)["trials"] if t["job"]) == 2
+        wait_until(two_jobs, 120, "two trials with jobs")
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 1 and "stopped by a signal" in err, out + err
+    s = show(home, "toy")
+    assert s["state"] == "stopped", s
+    states = sorted(t["state"] for t in s["trials"])
+    assert states == ["killed", "killed", "pending"], s["trials"]
+    for t in s["trials"]:
+        if t["job"]:
+            assert json.loads(_tc(home, "show", t["job"], "--json").stdout)["state"] == "killed"
+
+
+def test_accelerators_cap_parallel(tmp_path):
+    """Each trial leases its devices as `trainctl run` does: 2 GPUs, one per trial, so 2 at a time."""
+    home = tmp_path / "home"
+    (tmp_path / "toy.py").write_text(TOY)
+    f = tmp_path / "gpu.yaml"
+    f.write_text("name: gpus\n"
+                 "spec: {command: [/usr/bin/python3, toy.py], args: {x: 1, steps: 5},"
+                 " devices: {type: gpu, per_node: 1}}\n"
+                 "parameters:\n  args.x: [1, 2, 3]\nobjective: {metric: loss}\nparallel: 4\n")
+    r = _tc(home, "sweep", f, env={"TRAINCTL_FAKE_DEVICES": "gpu:2"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "parallel: 2 trials of 1 gpu each fit this machine's 2 (not 4)" in r.stdout
+    s = show(home, "gpus")
+    assert all(t["state"] == "succeeded" for t in s["trials"]), s["trials"]
+    spans = sorted((t["started"], t["ended"]) for t in s["trials"])
+    for start, _ in spans:
+        assert sum(1 for a, b in spans if a <= start < b) <= 2, spans
