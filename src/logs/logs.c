@@ -47,7 +47,8 @@ static int find_ranks(const char *dir, int **out, size_t *nr)
 		free(num);
 	}
 	closedir(d);
-	qsort(*out, *nr, sizeof(int), cmp_int);
+	if (*nr) /* qsort(NULL, 0) is undefined behaviour (UBSan aborts on it) */
+		qsort(*out, *nr, sizeof(int), cmp_int);
 	return 0;
 }
 
