@@ -219,6 +219,11 @@ unsigned api_submit_parse(const char *body, size_t len, struct api_submit *out, 
 		sbuf_adds(why, "'base', 'file' and 'name' must be strings");
 	} else if (b && b[0] != '/') {
 		sbuf_adds(why, "'base' must be an absolute path");
+	} else if (json_is_string(name) && *json_string_value(name) &&
+		   (strlen(json_string_value(name)) != json_string_length(name) ||
+		    !spec_name_ok(json_string_value(name)))) {
+		/* the same rule as the spec's name: it is printed by ps and show */
+		sbuf_adds(why, "name: must be 1 to 128 letters, digits, '.', '_' and '-'");
 	} else if (!json_is_string(spec) && !json_is_object(spec)) {
 		sbuf_adds(why, "'spec' must be the spec text (YAML or JSON) or a JSON object");
 	} else if (json_is_string(spec) && strlen(json_string_value(spec)) != json_string_length(spec)) {

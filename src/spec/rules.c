@@ -25,11 +25,20 @@ static int r_name(struct walk *w, yaml_node_t *n, const char *key)
 	const char *v = w->s->name;
 	if (!*v || strlen(v) > 128)
 		return walk_fail(w, n, key, "must be 1 to 128 characters");
+	if (!spec_name_ok(v))
+		return walk_fail(w, n, key, "may hold only letters, digits, '.', '_' and '-'");
+	return 0;
+}
+
+bool spec_name_ok(const char *v)
+{
+	if (!*v || strlen(v) > 128)
+		return false;
 	for (; *v; v++)
 		if (!(*v == '-' || *v == '_' || *v == '.' || (*v >= '0' && *v <= '9') ||
 		      (*v >= 'a' && *v <= 'z') || (*v >= 'A' && *v <= 'Z')))
-			return walk_fail(w, n, key, "may hold only letters, digits, '.', '_' and '-'");
-	return 0;
+			return false;
+	return true;
 }
 
 static int r_command(struct walk *w, yaml_node_t *n, const char *key)

@@ -196,6 +196,8 @@ void spec_free(struct spec *s);
  * program is this machine's question, asked where the workers will run.
  */
 int spec_check_command(const struct spec *s, struct tc_err *err);
+/* Is v a job name: 1 to 128 letters, digits, '.', '_' and '-' (the spec's name: rule)? */
+bool spec_name_ok(const char *v);
 
 /* The resolved spec as JSON text (for job.yaml, show --json); heap string. */
 char *spec_to_json(const struct spec *s);
