@@ -98,6 +98,10 @@ int main(int argc, char **argv)
 	opterr = 0; /* the commands name a refused flag themselves (cmd_bad_option) */
 
 	char *home = trainctl_home();
+	if (!home) {
+		fprintf(stderr, "trainctl: no state folder: set TRAINCTL_HOME or HOME\n");
+		return 2;
+	}
 	struct cmd_ctx ctx = { home, 0 };
 	struct tc_err err = TC_ERR_INIT;
 	int rc = cmd->fn(argc - 1, argv + 1, &ctx, &err);

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,8 +270,18 @@ char *trainctl_home(void)
 	if (h && *h)
 		return path_absolute(h, NULL);
 	const char *home = getenv("HOME");
+	if (!home || !*home) {
+		/*
+		 * never a shared folder such as /tmp: another user could create
+		 * it first; the account's own home, else none
+		 */
+		struct passwd *pw = getpwuid(getuid());
+		home = pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : NULL;
+	}
+	if (!home)
+		return NULL;
 	struct sbuf sb = SBUF_INIT;
-	sbuf_addf(&sb, "%s/.trainctl", home && *home ? home : "/tmp");
+	sbuf_addf(&sb, "%s/.trainctl", home);
 	return sbuf_detach(&sb);
 }
 

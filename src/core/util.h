@@ -50,7 +50,10 @@ char *which(const char *prog);
 /* The absolute path of this process's own binary (/proc/self/exe); heap string, or NULL with errno. */
 char *path_self_exe(void);
 
-/* $TRAINCTL_HOME or ~/.trainctl; heap string. */
+/*
+ * $TRAINCTL_HOME, else ~/.trainctl ($HOME, else the account's home in
+ * passwd); heap string, or NULL when there is no home at all.
+ */
 char *trainctl_home(void);
 
 /* Levenshtein distance, for "did you mean" hints. */

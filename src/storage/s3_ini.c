@@ -16,6 +16,8 @@ static char *config_path(void)
 	if (e && *e)
 		return xstrdup(e);
 	char *home = trainctl_home();
+	if (!home)
+		return NULL;
 	struct sbuf sb = SBUF_INIT;
 	sbuf_addf(&sb, "%s/storage.conf", home);
 	free(home);
@@ -119,7 +121,7 @@ int s3_config_load(const char *url, bool obs, struct s3 **out, struct tc_err *er
 	const char *section = obs ? "obs" : "s3";
 	struct sbuf text = SBUF_INIT;
 	char *cpath = config_path();
-	bool have_file = read_file(cpath, &text, NULL) == 0;
+	bool have_file = cpath && read_file(cpath, &text, NULL) == 0;
 	const struct sbuf *t = have_file ? &text : NULL;
 	struct s3 *s = xcalloc(1, sizeof(*s));
 	s->access = conf_value(t, section, "AWS_ACCESS_KEY_ID", "access_key_id");
@@ -140,7 +142,7 @@ int s3_config_load(const char *url, bool obs, struct s3 **out, struct tc_err *er
 		rc = tc_error(err, TC_EINPUT,
 			      "%s: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
 			      "access_key_id and secret_access_key under [%s] in %s",
-			      url, section, cpath);
+			      url, section, cpath ? cpath : "$TRAINCTL_STORAGE_CONFIG");
 	} else if (strncmp(s->endpoint, "http://", 7) && strncmp(s->endpoint, "https://", 8)) {
 		rc = tc_error(err, TC_EINPUT, "%s: endpoint '%s' must start with http:// or https://",
 			      url, s->endpoint);
