@@ -35,6 +35,7 @@ int reply_raw(struct MHD_Connection *con, unsigned status, const char *type, con
 		return MHD_NO;
 	MHD_add_response_header(r, "Content-Type", type);
 	MHD_add_response_header(r, "Cache-Control", "no-store");
+	api_page_headers(r);
 	int ret = MHD_queue_response(con, status, r);
 	MHD_destroy_response(r);
 	return ret;
@@ -52,6 +53,7 @@ int reply_owned(struct MHD_Connection *con, unsigned status, const char *type,
 	}
 	MHD_add_response_header(r, "Content-Type", type);
 	MHD_add_response_header(r, "Cache-Control", "no-store");
+	api_page_headers(r);
 	int ret = MHD_queue_response(con, status, r);
 	MHD_destroy_response(r);
 	return ret;

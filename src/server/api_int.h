@@ -161,5 +161,8 @@ void sse_state_event(struct sbuf *out, const struct store_event *ev);
 
 /* assets.c: the web UI, embedded at build time */
 int serve_asset(struct MHD_Connection *con, const char *url);
+struct MHD_Response;
+/* CSP, X-Frame-Options, nosniff, Referrer-Policy: on every answer (finding 16). */
+void api_page_headers(struct MHD_Response *r);
 
 #endif
