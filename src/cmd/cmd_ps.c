@@ -6,6 +6,7 @@
  */
 #include "backend/backend.h"
 #include "cmd/cmd.h"
+#include "core/enc.h"
 #include "jobs/jobs.h"
 #include "server/server.h"
 #include "core/sbuf.h"
@@ -301,7 +302,11 @@ static void ps_print(json_t *jobs, enum ps_format fmt, const size_t *cols, size_
 		for (size_t c = 0; c < ncols; c++) {
 			struct sbuf *cell = &cells[(r + 1) * ncols + c];
 			sbuf_init(cell, 0);
-			columns[cols[c]].fn(j, &x, cell);
+			struct sbuf raw = SBUF_INIT;
+			columns[cols[c]].fn(j, &x, &raw);
+			/* names and root causes are job-written: no escape sequences reach the terminal */
+			term_escape(cell, raw.buf, raw.len, false);
+			sbuf_release(&raw);
 			if (fmt == PS_TABLE && !cell->len)
 				sbuf_addch(cell, '-'); /* nothing to say, as ps(1) says it */
 			if (cell->len > width[c])

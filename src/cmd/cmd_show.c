@@ -8,6 +8,8 @@
 
 #include <getopt.h>
 #include <jansson.h>
+#include "core/enc.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -23,10 +25,12 @@ void show_print(json_t *job, bool as_json)
 		fputc('\n', stdout);
 		return;
 	}
-	struct sbuf text = SBUF_INIT;
+	struct sbuf text = SBUF_INIT, safe = SBUF_INIT;
 	jobs_show_text(job, &text);
-	fwrite(text.buf, 1, text.len, stdout);
+	term_escape(&safe, text.buf, text.len, true); /* names, root causes: job-written text */
+	fwrite(safe.buf, 1, safe.len, stdout);
 	sbuf_release(&text);
+	sbuf_release(&safe);
 }
 
 int cmd_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)

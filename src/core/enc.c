@@ -69,3 +69,23 @@ size_t varint_put(unsigned char *out, uint64_t v)
 	out[n++] = (unsigned char)v;
 	return n;
 }
+
+void term_escape(struct sbuf *sb, const char *s, size_t len, bool keep_newline)
+{
+	static const char hex[] = "0123456789abcdef";
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		bool c1 = c == 0xc2 && i + 1 < len && (unsigned char)s[i + 1] >= 0x80 &&
+			  (unsigned char)s[i + 1] <= 0x9f;
+		if (c1) {
+			unsigned char d = (unsigned char)s[++i];
+			sbuf_addf(sb, "\\x%c%c", hex[d >> 4], hex[d & 15]);
+		} else if ((c < 0x20 && c != '\t' && !(c == '\n' && keep_newline)) || c == 0x7f) {
+			sbuf_adds(sb, "\\x");
+			sbuf_addch(sb, hex[c >> 4]);
+			sbuf_addch(sb, hex[c & 15]);
+		} else {
+			sbuf_addch(sb, (char)c);
+		}
+	}
+}

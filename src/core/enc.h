@@ -27,6 +27,14 @@ int hex_digit(char c);
 void utf8_add(struct sbuf *sb, unsigned long cp);
 
 /*
+ * Append len bytes of s for a terminal: control characters (C0, DEL and
+ * the C1 range U+0080..U+009F in UTF-8) become \xNN, so text from a job
+ * (a name, a root cause) cannot move the cursor or clear the screen.
+ * '\n' stays when keep_newline, '\t' always.
+ */
+void term_escape(struct sbuf *sb, const char *s, size_t len, bool keep_newline);
+
+/*
  * Write v as a base-128 varint (protobuf, LEB128: low groups first, the top
  * bit set on all bytes but the last) into out; returns the bytes written,
  * 1 to VARINT_MAX.
