@@ -12,7 +12,10 @@
 #include "jobs/jobs.h"
 
 #include <jansson.h>
+#include <pwd.h>
 #include <stdlib.h>
+#include <sys/fsuid.h>
+#include <unistd.h>
 #include <string.h>
 
 /* ---- jobs ---- */
@@ -47,6 +50,40 @@ static char *write_job_yaml(const char *run_dir, const char *yaml, struct tc_err
 	return sbuf_detach(&path);
 }
 
+/*
+ * While a root server reads the files a non-admin's spec names
+ * (parallel.cluster, ...), this request thread's filesystem ids are the
+ * caller's account (setfsuid/setfsgid are per thread on Linux), so a
+ * root-only file reads as "permission denied" rather than giving away
+ * whether it exists or what it holds (issue 13, finding 14).  Returns
+ * false when it cannot (the request is refused).
+ */
+struct fs_ids { bool changed; uid_t uid; gid_t gid; };
+
+static bool fs_as_caller(const struct who *w, struct fs_ids *save)
+{
+	memset(save, 0, sizeof(*save));
+	if (geteuid() != 0 || w->admin || w->local)
+		return true;
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	if (getpwnam_r(w->user, &pw, buf, sizeof(buf), &res) != 0 || !res || res->pw_uid == 0)
+		return false;
+	save->gid = (gid_t)setfsgid(res->pw_gid);
+	save->uid = (uid_t)setfsuid(res->pw_uid);
+	save->changed = true;
+	/* setfsuid says the old id whatever happens: ask again to know it took */
+	return (uid_t)setfsuid((uid_t)-1) == res->pw_uid && (gid_t)setfsgid((gid_t)-1) == res->pw_gid;
+}
+
+static void fs_restore(const struct fs_ids *save)
+{
+	if (!save->changed)
+		return;
+	setfsuid(save->uid);
+	setfsgid(save->gid);
+}
+
 /* Queue a spec (text, YAML or JSON) for user; 201 with the job. */
 static int submit_spec(struct srv *s, struct MHD_Connection *con, const struct who *w,
 		       const char *text, const char *file, const char *base, const char *name_override,
@@ -55,7 +92,14 @@ static int submit_spec(struct srv *s, struct MHD_Connection *con, const struct w
 	struct spec *sp = NULL;
 	struct tc_err err = TC_ERR_INIT;
 	int ret;
-	if (spec_parse_set(text, strlen(text), file, base, s->o.backend, sets, &sp, &err)) {
+	struct fs_ids ids;
+	if (!fs_as_caller(w, &ids)) {
+		fs_restore(&ids);
+		return reply_err(con, 403, "user '%s' has no account to read the spec's files as", w->user);
+	}
+	int prc = spec_parse_set(text, strlen(text), file, base, s->o.backend, sets, &sp, &err);
+	fs_restore(&ids);
+	if (prc) {
 		ret = reply_tc(con, &err);
 		tc_err_release(&err);
 		return ret;

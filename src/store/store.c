@@ -630,13 +630,40 @@ unsigned store_terminal_states(void)
 	return set;
 }
 
+/* query_jobs with ?2 bound to user, or NULL (SQL NULL: "anyone's") */
+static int query_jobs_of(struct store *st, const char *sql, const char *arg, const char *user,
+			 struct job_row **out, size_t *nr, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	*out = NULL;
+	*nr = 0;
+	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "prepare");
+	if (sqlite3_bind_text(q, 1, arg, -1, SQLITE_TRANSIENT) != SQLITE_OK ||
+	    (user ? sqlite3_bind_text(q, 2, user, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(q, 2)) !=
+		    SQLITE_OK) {
+		sqlite3_finalize(q);
+		return db_fail(st, err, "read jobs");
+	}
+	int rc = store_query_jobs(st, q, out, nr, err);
+	sqlite3_finalize(q);
+	return rc;
+}
+
 int store_job_get(struct store *st, const char *ref, struct job_row *out, struct tc_err *err)
+{
+	return store_job_get_of(st, ref, NULL, out, err);
+}
+
+int store_job_get_of(struct store *st, const char *ref, const char *user, struct job_row *out,
+		     struct tc_err *err)
 {
 	struct job_row *v = NULL;
 	size_t n = 0;
 	int rc;
 	if (!*ref)
 		return tc_error(err, TC_EUSAGE, "empty job reference");
+	/* a whole id is anyone's (the caller says 403 for another user's) */
 	rc = query_jobs(st, "SELECT " STORE_JOB_COLS " FROM jobs WHERE id = ?1", ref, &v, &n, err);
 	if (!rc && n == 0) {
 		struct sbuf pat = SBUF_INIT;
@@ -647,8 +674,10 @@ int store_job_get(struct store *st, const char *ref, struct job_row *out, struct
 			sbuf_addch(&pat, *c);
 		}
 		sbuf_addch(&pat, '%');
-		rc = query_jobs(st, "SELECT " STORE_JOB_COLS " FROM jobs WHERE id LIKE ?1 ESCAPE '\\'"
-				" ORDER BY id DESC LIMIT 2", pat.buf, &v, &n, err);
+		/* prefixes and names only among user's jobs: nobody learns another's ids */
+		rc = query_jobs_of(st, "SELECT " STORE_JOB_COLS " FROM jobs WHERE id LIKE ?1 ESCAPE '\\'"
+				   " AND (?2 IS NULL OR user = ?2) ORDER BY id DESC LIMIT 2",
+				   pat.buf, user, &v, &n, err);
 		sbuf_release(&pat);
 		if (!rc && n > 1) {
 			rc = tc_error(err, TC_EUSAGE, "job '%s' is ambiguous: %s, %s, ...", ref, v[0].id,
@@ -657,8 +686,9 @@ int store_job_get(struct store *st, const char *ref, struct job_row *out, struct
 		}
 	}
 	if (!rc && n == 0)
-		rc = query_jobs(st, "SELECT " STORE_JOB_COLS " FROM jobs WHERE name = ?1 ORDER BY id DESC"
-			       " LIMIT 1", ref, &v, &n, err);
+		rc = query_jobs_of(st, "SELECT " STORE_JOB_COLS " FROM jobs WHERE name = ?1"
+				   " AND (?2 IS NULL OR user = ?2) ORDER BY id DESC LIMIT 1",
+				   ref, user, &v, &n, err);
 	if (!rc && n == 0)
 		rc = tc_error(err, TC_ENOTFOUND, "no job '%s'", ref);
 	if (!rc) {

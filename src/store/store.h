@@ -143,6 +143,13 @@ int store_commit(struct store *st, int rc, struct tc_err *err);
  * Returns TC_ENOTFOUND (or TC_EUSAGE for an ambiguous prefix).
  */
 int store_job_get(struct store *st, const char *ref, struct job_row *out, struct tc_err *err);
+/*
+ * store_job_get among user's jobs for prefixes and names (a whole id is
+ * found whoever owns it); user NULL: everyone's.  Ambiguity errors then
+ * name only user's ids.
+ */
+int store_job_get_of(struct store *st, const char *ref, const char *user, struct job_row *out,
+		     struct tc_err *err);
 /* Newest first; all=false keeps jobs that are not finished plus the 20 newest. */
 int store_job_list(struct store *st, bool all, struct job_row **out, size_t *nr,
 		   struct tc_err *err);
@@ -414,6 +421,14 @@ int store_token_add(struct store *st, const char *hash, const char *user, bool a
 int store_token_find(struct store *st, const char *hash, char **user, bool *admin,
 		     struct tc_err *err);
 int store_token_count(struct store *st, long long *n, struct tc_err *err);
+/* Every token (its hash, never the token), oldest first; fn's nonzero stops and is returned. */
+int store_token_each(struct store *st,
+		     int (*fn)(void *arg, const char *hash, const char *user, bool admin,
+			       double created),
+		     void *arg, struct tc_err *err);
+/* Delete the tokens whose hash starts with prefix, or (prefix NULL) all of user's; *n deleted. */
+int store_token_revoke(struct store *st, const char *prefix, const char *user, long long *n,
+		       struct tc_err *err);
 
 int store_usage_add(struct store *st, const char *id, double t, double cpu, double mem,
 		    const char *dev_json, struct tc_err *err);
