@@ -9,7 +9,6 @@
   let routeGen = 0;   // bumped on every route: a page whose await outlived it stops
 
   // ---- helpers ----
-  function token() { return localStorage.getItem("trainctl-token") || ""; }
   function esc(s) {
     return String(s == null ? "" : s).replace(/[&<>"']/g, c =>
       ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
@@ -36,12 +35,15 @@
   async function api(path, opts) {
     opts = opts || {};
     const headers = Object.assign({ "Accept": "application/json" }, opts.headers || {});
-    if (token()) headers["Authorization"] = "Bearer " + token();
     if (opts.body && typeof opts.body !== "string") {
       opts.body = JSON.stringify(opts.body); headers["Content-Type"] = "application/json";
     }
-    const r = await fetch("/api/v1" + path, Object.assign({}, opts, { headers }));
-    if (r.status === 401) { askToken("This server needs a token (trainctl token create --user NAME)."); throw new Error("a token is required"); }
+    // the session cookie (HttpOnly, SameSite=Strict) goes with every same-origin request
+    const r = await fetch("/api/v1" + path, Object.assign({ credentials: "same-origin" }, opts, { headers }));
+    if (r.status === 401) {
+      banner("Not logged in: open the login URL the server printed (or run `trainctl token login`), or use Token.");
+      throw new Error("not logged in");
+    }
     const type = r.headers.get("Content-Type") || "";
     const body = type.includes("json") ? await r.json() : await r.text();
     if (!r.ok) throw new Error((body && body.error) || ("HTTP " + r.status));
@@ -50,15 +52,19 @@
   // handlers: event name -> fn(parsed data); "open" runs each time the stream
   // (re)connects, so a page can re-read what changed before it was listening
   function stream(path, handlers) {
-    const sep = path.includes("?") ? "&" : "?";
-    const es = new EventSource("/api/v1" + path + (token() ? sep + "token=" + encodeURIComponent(token()) : ""));
+    // the cookie authenticates the stream: no token in the URL (browser history, proxy logs)
+    const es = new EventSource("/api/v1" + path);
     for (const [ev, fn] of Object.entries(handlers)) es.addEventListener(ev, e => fn(e.data ? JSON.parse(e.data) : null));
     cleanup.push(() => es.close());
     return es;
   }
-  function askToken(why) {
-    const t = prompt((why ? why + "\n\n" : "") + "Bearer token:", token());
-    if (t !== null) { localStorage.setItem("trainctl-token", t.trim()); location.reload(); }
+  // a token is exchanged once for a session cookie; the page never keeps it
+  async function askToken(why) {
+    const t = prompt((why ? why + "\n\n" : "") + "Bearer token (trainctl token create --user NAME):", "");
+    if (!t) return;
+    const r = await fetch("/api/v1/session", { method: "POST", credentials: "same-origin",
+      headers: { "Authorization": "Bearer " + t.trim(), "Content-Type": "application/json" }, body: "{}" });
+    if (r.ok) location.reload(); else banner("The token was not accepted (HTTP " + r.status + ").");
   }
   document.getElementById("token-btn").onclick = () => askToken("");
   function stateBadge(s) { return `<span class="state ${esc(s)}">${esc(s)}</span>`; }
@@ -328,7 +334,7 @@
       if (es) es.close();
       lines = []; pre.textContent = "";
       const r = sel.value;
-      dl.href = `/api/v1/jobs/${encodeURIComponent(j.id)}/logs?rank=${r}&download=1${token() ? "&token=" + encodeURIComponent(token()) : ""}`;
+      dl.href = `/api/v1/jobs/${encodeURIComponent(j.id)}/logs?rank=${r}&download=1`;
       es = stream(`/jobs/${encodeURIComponent(j.id)}/logs?follow=1&tail=2000&rank=${r}`, {
         message: d => {
           lines.push(d.line);

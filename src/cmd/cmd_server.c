@@ -11,6 +11,10 @@
 #include "server/server.h"
 #include "spec/spec.h"
 #include "store/store.h"
+#include "core/strvec.h"
+
+#include <jansson.h>
+#include <stdint.h>
 
 #include <getopt.h>
 #include <pwd.h>
@@ -22,8 +26,14 @@
 static const char server_usage[] =
 	"usage: trainctl server [--listen HOST:PORT] [--state DIR] [options]\n"
 	"\n"
-	"  -l, --listen HOST:PORT  where the API and web UI listen (default 127.0.0.1:8470);\n"
-	"                          beyond loopback only once tokens exist (trainctl token create)\n"
+	"  -l, --listen HOST:PORT  where the API and web UI listen (default 127.0.0.1:8470)\n"
+	"      --socket PATH       the Unix socket of local clients (default STATE/server.sock)\n"
+	"      --host-name NAME    a name clients reach the server by (Host header; repeatable)\n"
+	"      --pass-env NAME     a variable of the server's environment jobs inherit, beyond\n"
+	"                          the allowlist of docs/security.md (repeatable)\n"
+	"      --max-connections N       TCP connections in all (default 512)\n"
+	"      --max-client-connections N  TCP connections of one address (default 32)\n"
+	"      --header-seconds S  a request's headers must arrive within S (default 10)\n"
 	"      --state DIR         state folder: trainctl.db and runs/ (default $TRAINCTL_HOME)\n"
 	"      --cpu-slots N       cpu jobs' workers that may run at once (default: cores)\n"
 	"      --quota USER=N      at most N devices held by USER's jobs (USER * = everyone else)\n"
@@ -45,10 +55,17 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "backend", required_argument, NULL, 'b' },
 		{ "notify-file", required_argument, NULL, 'N' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "socket", required_argument, NULL, 'U' },
+		{ "host-name", required_argument, NULL, 'H' },
+		{ "pass-env", required_argument, NULL, 'E' },
+		{ "max-connections", required_argument, NULL, 'M' },
+		{ "max-client-connections", required_argument, NULL, 'C' },
+		{ "header-seconds", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct server_opts o = { .home = ctx->home, .listen = TC_SERVER_DEFAULT_LISTEN };
+	struct strvec hosts = STRVEC_INIT, pass = STRVEC_INIT;
 	struct server_quota *q = NULL;
 	struct notify_hook *hooks = NULL;
 	size_t nhooks = 0;
@@ -104,6 +121,25 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			o.nnotify = nhooks;
 			break;
 		case 'q': o.quiet = true; break;
+		case 'U': o.socket = optarg; break;
+		case 'H': strvec_push(&hosts, optarg); break;
+		case 'E': strvec_push(&pass, optarg); break;
+		case 'M':
+		case 'C':
+			if (!parse_long(optarg, 1, 100000, &v)) {
+				rc = tc_error(err, TC_EUSAGE, "server: --%s must be 1..100000",
+					      c == 'M' ? "max-connections" : "max-client-connections");
+				goto out;
+			}
+			*(c == 'M' ? &o.max_connections : &o.max_per_client) = (unsigned)v;
+			break;
+		case 'T':
+			if (!parse_double(optarg, &o.header_seconds) || o.header_seconds < 0.5 ||
+			    o.header_seconds > 3600) {
+				rc = tc_error(err, TC_EUSAGE, "server: --header-seconds must be 0.5..3600");
+				goto out;
+			}
+			break;
 		case 'h': fputs(server_usage, stdout); goto out;
 		default: rc = cmd_bad_option("server", "l:qh", argc, argv, opts, err); goto out;
 		}
@@ -118,6 +154,8 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		goto out;
 	}
 	o.exe = exe;
+	o.host_names = (const char *const *)hosts.v;
+	o.pass_env = (const char *const *)pass.v;
 	o.quotas = q;
 	o.nquotas = (int)nq;
 	rc = server_run(&o, err);
@@ -127,6 +165,65 @@ out:
 		free(q[i].user);
 	free(q);
 	notify_hooks_free(hooks, nhooks);
+	strvec_clear(&hosts);
+	strvec_clear(&pass);
+	return rc;
+}
+
+static const char token_usage[] =
+	"usage: trainctl token create --user NAME [--admin] [--state DIR]\n"
+	"       trainctl token list [--state DIR]\n"
+	"       trainctl token revoke ID | --user NAME [--state DIR]\n"
+	"       trainctl token login [--server URL]\n"
+	"\n"
+	"create prints a new bearer token once; the server keeps only its SHA-256.\n"
+	"list shows each token's ID (the start of its hash), user, admin and age.\n"
+	"revoke deletes a token by ID (a unique start of one), or all of a user's.\n"
+	"login asks the server for a one-time login URL for the web UI, as you.\n";
+
+static int token_row(void *arg, const char *hash, const char *user, bool admin, double created)
+{
+	(void)arg;
+	struct sbuf t = SBUF_INIT;
+	format_time_utc(&t, created);
+	printf("%-12.12s  %-16s  %-5s  %s\n", hash, user, admin ? "yes" : "no", t.buf);
+	sbuf_release(&t);
+	return 0;
+}
+
+static int count_prefix(void *arg, const char *hash, const char *user, bool admin, double created)
+{
+	(void)user;
+	(void)admin;
+	(void)created;
+	const char **p = arg;
+	if (!strncmp(hash, p[0], strlen(p[0])))
+		p[1]++; /* a counter in a pointer slot: how many match */
+	return 0;
+}
+
+static int token_login(const char *server, struct tc_err *err)
+{
+	struct client *c = NULL;
+	struct sbuf resp = SBUF_INIT;
+	int rc = client_open(server, &c, err);
+	if (!rc)
+		rc = client_json(c, "POST", "/api/v1/login", "{}", &resp, err);
+	if (!rc) {
+		json_t *o = json_loadb(resp.buf, resp.len, 0, NULL);
+		const char *path = json_string_value(json_object_get(o, "path"));
+		const char *url = server && *server ? server : getenv("TRAINCTL_SERVER");
+		size_t n = strlen(url);
+		while (n && url[n - 1] == '/')
+			n--;
+		if (path)
+			printf("%.*s%s\n", (int)n, url, path);
+		else
+			rc = tc_error(err, TC_EBACKEND, "token login: the server sent no login path");
+		json_decref(o);
+	}
+	client_close(c);
+	sbuf_release(&resp);
 	return rc;
 }
 
@@ -136,10 +233,11 @@ int cmd_token(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "user", required_argument, NULL, 'u' },
 		{ "admin", no_argument, NULL, 'a' },
 		{ "state", required_argument, NULL, 'S' },
+		{ "server", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *user = NULL, *home = ctx->home;
+	const char *user = NULL, *home = ctx->home, *server = NULL;
 	bool admin = false;
 	int c;
 	optind = 1;
@@ -148,23 +246,54 @@ int cmd_token(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		case 'u': user = optarg; break;
 		case 'a': admin = true; break;
 		case 'S': home = optarg; break;
-		case 'h':
-			fputs("usage: trainctl token create --user NAME [--admin] [--state DIR]\n"
-			      "\nPrints a new bearer token once; the server keeps only its SHA-256.\n",
-			      stdout);
-			return 0;
+		case 's': server = optarg; break;
+		case 'h': fputs(token_usage, stdout); return 0;
 		default: return cmd_bad_option("token", "u:h", argc, argv, opts, err);
 		}
 	}
-	if (optind + 1 != argc || strcmp(argv[optind], "create") != 0)
-		return tc_error(err, TC_EUSAGE, "token: usage: trainctl token create --user NAME [--admin]");
-	if (!user)
-		return tc_error(err, TC_EUSAGE, "token: --user is required");
-	char *tok = NULL;
-	int rc = server_token_create(home, user, admin, &tok, err);
-	if (!rc)
-		printf("%s\n", tok);
-	free(tok);
+	const char *verb = optind < argc ? argv[optind] : "";
+	int nargs = argc - optind - 1;
+	if (!strcmp(verb, "create") && nargs == 0) {
+		if (!user)
+			return tc_error(err, TC_EUSAGE, "token: --user is required");
+		char *tok = NULL;
+		int rc = server_token_create(home, user, admin, &tok, err);
+		if (!rc)
+			printf("%s\n", tok);
+		free(tok);
+		return rc;
+	}
+	if (!strcmp(verb, "login") && nargs == 0)
+		return token_login(server, err);
+	if ((strcmp(verb, "list") || nargs != 0) &&
+	    (strcmp(verb, "revoke") || nargs != (user ? 0 : 1)))
+		return tc_error(err, TC_EUSAGE, "token: usage: trainctl token create|list|revoke|login"
+				" (see trainctl token --help)");
+	struct store *st = NULL;
+	int rc = store_open(home, &st, err);
+	if (!rc && !strcmp(verb, "list")) {
+		printf("%-12s  %-16s  %-5s  %s\n", "ID", "USER", "ADMIN", "CREATED");
+		rc = store_token_each(st, token_row, NULL, err);
+	} else if (!rc) {
+		const char *id = user ? NULL : argv[optind + 1];
+		const char *match[2] = { id, NULL };
+		long long n = 0;
+		if (id && (strlen(id) < 6 || strspn(id, "0123456789abcdef") != strlen(id)))
+			rc = tc_error(err, TC_EUSAGE, "token: revoke takes an ID of 6 or more hex digits"
+				      " (trainctl token list), or --user NAME");
+		else if (id && !(rc = store_token_each(st, count_prefix, match, err)) && match[1] &&
+			 (uintptr_t)match[1] > 1)
+			rc = tc_error(err, TC_EUSAGE, "token: ID %s names %lu tokens: give more digits",
+				      id, (unsigned long)(uintptr_t)match[1]);
+		if (!rc)
+			rc = store_token_revoke(st, id, user, &n, err);
+		if (!rc && n == 0)
+			rc = tc_error(err, TC_ENOTFOUND, "token: no token %s%s", id ? id : "of user ",
+				      id ? "" : user);
+		if (!rc)
+			printf("revoked %lld token%s\n", n, n == 1 ? "" : "s");
+	}
+	store_close(st);
 	return rc;
 }
 
@@ -225,12 +354,31 @@ int cmd_supervise(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err
 	}
 	struct launch_opts lo = { .home = ctx->home, .quiet = true, .job_id = j.id,
 				  .resume_newest = resume };
-	/* a root server runs a user's job as the account of that name, when there is one */
+	/*
+	 * A root server runs a user's job as the account of that name; the API
+	 * refuses tokens of names without one (finding 2), and here a job of
+	 * such a name (a database from before) fails rather than run as root.
+	 * Only root's own jobs (its socket, its login URL) run as root.
+	 */
 	struct passwd *pw = getuid() == 0 && *j.user ? getpwnam(j.user) : NULL;
+	if (getuid() == 0 && strcmp(j.user, "root") != 0 && (!pw || pw->pw_uid == 0)) {
+		rc = tc_error(err, TC_EUSAGE, "supervise: job %s's user '%s' %s", j.id, j.user,
+			      pw ? "maps to root" : "has no account on this machine");
+		goto out;
+	}
 	if (pw && pw->pw_uid != 0) {
 		lo.run_as_uid = pw->pw_uid;
 		lo.run_as_gid = pw->pw_gid;
 	}
+	/* the job's account, not the server's; the state folder is not the job's business */
+	if (!pw)
+		pw = getpwuid(getuid());
+	if (pw && (setenv("HOME", pw->pw_dir, 1) || setenv("USER", pw->pw_name, 1) ||
+		   setenv("LOGNAME", pw->pw_name, 1))) {
+		rc = tc_error_errno(err, TC_ESYS, "supervise: setenv");
+		goto out;
+	}
+	unsetenv("TRAINCTL_HOME");
 	char *id = NULL;
 	rc = launch_run(s, &lo, &id, &ctx->exit_status, err);
 	free(id);

@@ -110,7 +110,8 @@ CURLcode tc_curl_easy_getinfo(CURL *h, CURLINFO info, ...)
 static const char *const mhd_names[] = {
 	"MHD_start_daemon_va", "MHD_stop_daemon", "MHD_add_response_header",
 	"MHD_create_response_from_buffer", "MHD_create_response_from_callback",
-	"MHD_destroy_response", "MHD_lookup_connection_value", "MHD_queue_response", NULL,
+	"MHD_destroy_response", "MHD_lookup_connection_value", "MHD_queue_response",
+	"MHD_get_connection_info", NULL,
 };
 static struct {
 	struct MHD_Daemon *(*start_daemon_va)(unsigned int, uint16_t, MHD_AcceptPolicyCallback,
@@ -127,6 +128,8 @@ static struct {
 					       const char *);
 	enum MHD_Result (*queue_response)(struct MHD_Connection *, unsigned int,
 					  struct MHD_Response *);
+	const union MHD_ConnectionInfo *(*get_connection_info)(struct MHD_Connection *,
+							       enum MHD_ConnectionInfoType, ...);
 } mh;
 static struct lib mhd_lib = { "libmicrohttpd.so.12", "libmicrohttpd12", mhd_names, (void **)&mh,
 			      PTHREAD_ONCE_INIT };
@@ -176,6 +179,12 @@ enum MHD_Result tc_MHD_queue_response(struct MHD_Connection *c, unsigned int sta
 {
 	MHD_READY();
 	return mh.queue_response(c, status, r);
+}
+const union MHD_ConnectionInfo *tc_MHD_get_connection_info(struct MHD_Connection *c,
+							   enum MHD_ConnectionInfoType t)
+{
+	MHD_READY();
+	return mh.get_connection_info(c, t);
 }
 
 /* ---- libcrypto ---- */

@@ -50,6 +50,9 @@ const char *tc_MHD_lookup_connection_value(struct MHD_Connection *c, enum MHD_Va
 					   const char *key);
 enum MHD_Result tc_MHD_queue_response(struct MHD_Connection *c, unsigned int status,
 				      struct MHD_Response *r);
+/* only the info types that take no further argument (fd, address, socket context) */
+const union MHD_ConnectionInfo *tc_MHD_get_connection_info(struct MHD_Connection *c,
+							   enum MHD_ConnectionInfoType t);
 
 int tc_EVP_Digest(const void *data, size_t n, unsigned char *md, unsigned int *size,
 		  const EVP_MD *type, ENGINE *impl);
@@ -82,6 +85,7 @@ int tc_EVP_DigestFinal_ex(EVP_MD_CTX *c, unsigned char *md, unsigned int *s);
 #define MHD_destroy_response tc_MHD_destroy_response
 #define MHD_lookup_connection_value tc_MHD_lookup_connection_value
 #define MHD_queue_response tc_MHD_queue_response
+#define MHD_get_connection_info tc_MHD_get_connection_info
 #define EVP_Digest tc_EVP_Digest
 #define EVP_sha256 tc_EVP_sha256
 #define EVP_md5 tc_EVP_md5

@@ -17,6 +17,11 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <jansson.h>
 #include "core/lazylib.h"
 #include <stdio.h>
@@ -152,25 +157,41 @@ static int token_lookup(void *arg, const char *token, char **user, bool *admin)
 	return rc;
 }
 
+static int session_lookup(void *arg, const char *sid, struct who *w)
+{
+	struct srv *s = arg;
+	return sessions_use(s->sessions, SESS_COOKIE, sid, w);
+}
+
+static char *uid_name(void *arg, uid_t uid)
+{
+	(void)arg;
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || !res || !res->pw_name)
+		return NULL;
+	return xstrdup(res->pw_name);
+}
+
+static int account_of(void *arg, const char *user)
+{
+	(void)arg;
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	if (getpwnam_r(user, &pw, buf, sizeof(buf), &res) != 0 || !res)
+		return 1;
+	return res->pw_uid == 0 ? 2 : 0;
+}
+
 /* 0 with who filled, or an HTTP status (401, 403) */
 static unsigned authenticate(struct srv *s, struct MHD_Connection *con, enum route_need need,
-			     struct who *w)
+			     long peer_uid, struct who *w)
 {
-	struct auth_req a = { .need = need, .os_user = s->os_user, .lookup = token_lookup, .arg = s };
-	if (need != NEED_NONE) {
-		pthread_mutex_lock(&s->mu);
-		double now = now_wall();
-		if (now - s->tokens_at > 1.0) {
-			struct tc_err err = TC_ERR_INIT;
-			if (store_token_count(s->st, &s->ntokens, &err) == 0)
-				s->tokens_at = now;
-			tc_err_release(&err);
-		}
-		a.ntokens = s->ntokens;
-		pthread_mutex_unlock(&s->mu);
-		a.authorization = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization");
-		a.token_arg = arg_of(con, "token");
-	}
+	struct auth_req a = { .need = need, .peer_uid = peer_uid, .server_uid = geteuid(),
+			      .lookup = token_lookup, .session_lookup = session_lookup,
+			      .uid_name = uid_name, .account = account_of, .arg = s };
+	a.authorization = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization");
+	a.session = MHD_lookup_connection_value(con, MHD_COOKIE_KIND, API_SESSION_COOKIE);
 	return server_auth_decide(&a, w);
 }
 
@@ -189,7 +210,7 @@ static int find_job(struct srv *s, struct MHD_Connection *con, const struct who 
 	}
 	struct tc_err err = TC_ERR_INIT;
 	pthread_mutex_lock(&s->mu);
-	int rc = store_job_get(s->st, ref, out, &err);
+	int rc = store_job_get_of(s->st, ref, w->admin ? NULL : w->user, out, &err);
 	pthread_mutex_unlock(&s->mu);
 	if (rc) {
 		*ret = rc == TC_ENOTFOUND ? reply_err(con, 404, "no job '%s'", ref) : reply_tc(con, &err);
@@ -209,6 +230,8 @@ static int find_job(struct srv *s, struct MHD_Connection *con, const struct who 
 struct req {
 	struct sbuf body;
 	bool too_big, answered;
+	long peer_uid;        /* the Unix socket's peer, or -1 */
+	struct gconn *gc;     /* its connection, for the header deadline (guard.c) */
 };
 
 /* One request being answered: what a route's handler gets. */
@@ -344,6 +367,104 @@ static int r_sweep_stop(struct api_call *c)
 	return h_sweep_stop(c->s, c->con, &c->w, c->sweep);
 }
 
+/* Set-Cookie for a session secret, or (NULL) one that ends it. */
+static int reply_cookie(struct MHD_Connection *con, unsigned status, const char *location,
+			const char *secret, const char *json)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(json), (void *)json,
+								  MHD_RESPMEM_MUST_COPY);
+	if (!r)
+		return MHD_NO;
+	struct sbuf ck = SBUF_INIT;
+	/* HttpOnly: no script reads it; SameSite=Strict: no other site's page sends it */
+	sbuf_addf(&ck, "%s=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%d", API_SESSION_COOKIE,
+		  secret ? secret : "", secret ? API_SESSION_SECONDS : 0);
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	MHD_add_response_header(r, "Set-Cookie", ck.buf);
+	if (location)
+		MHD_add_response_header(r, "Location", location);
+	api_page_headers(r);
+	int ret = MHD_queue_response(con, status, r);
+	MHD_destroy_response(r);
+	sbuf_release(&ck);
+	return ret;
+}
+
+/* A session cookie for w: 0 with the reply queued in *ret. */
+static int start_session(struct api_call *c, const struct who *w, unsigned status,
+			 const char *location)
+{
+	char *secret = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	int ret;
+	if (sessions_add(c->s->sessions, SESS_COOKIE, w, API_SESSION_SECONDS, &secret, &err)) {
+		ret = reply_tc(c->con, &err);
+	} else {
+		struct sbuf b = SBUF_INIT;
+		api_whoami_json(&b, w);
+		ret = reply_cookie(c->con, status, location, secret, b.buf);
+		sbuf_release(&b);
+	}
+	free(secret);
+	tc_err_release(&err);
+	return ret;
+}
+
+/*
+ * GET /login?ticket=T: a one-time ticket (printed at start, or from POST
+ * /api/v1/login) becomes a session cookie, then the UI.  A link on another
+ * site may not log a browser in (login CSRF).
+ */
+static int r_login(struct api_call *c)
+{
+	const char *t = arg_of(c->con, "ticket");
+	const char *site = MHD_lookup_connection_value(c->con, MHD_HEADER_KIND, "Sec-Fetch-Site");
+	struct who w = { 0 };
+	if (site && !strcmp(site, "cross-site"))
+		return reply_err(c->con, 403, "a login link must be opened directly, not from another site");
+	if (!t || sessions_use(c->s->sessions, SESS_TICKET, t, &w) != 0)
+		return reply_err(c->con, 403, "this login link was used already or has expired:"
+				 " `trainctl token login` on the server's machine prints a new one");
+	int ret = start_session(c, &w, 303, "/");
+	free(w.user);
+	return ret;
+}
+
+/* POST /api/v1/session: the caller's credentials (a token) become a cookie, for the UI. */
+static int r_session_new(struct api_call *c)
+{
+	return start_session(c, &c->w, 200, NULL);
+}
+
+/* DELETE /api/v1/session: log out. */
+static int r_session_end(struct api_call *c)
+{
+	const char *sid = MHD_lookup_connection_value(c->con, MHD_COOKIE_KIND, API_SESSION_COOKIE);
+	if (sid)
+		sessions_drop(c->s->sessions, sid);
+	return reply_cookie(c->con, 200, NULL, NULL, "{\"ok\":true}");
+}
+
+/* POST /api/v1/login: a one-time login URL for the caller, valid 5 minutes. */
+static int r_login_ticket(struct api_call *c)
+{
+	char *t = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	int ret;
+	if (sessions_add(c->s->sessions, SESS_TICKET, &c->w, 300, &t, &err)) {
+		ret = reply_tc(c->con, &err);
+	} else {
+		struct sbuf b = SBUF_INIT;
+		sbuf_addf(&b, "{\"path\":\"/login?ticket=%s\",\"expires_in\":300}", t);
+		ret = reply_json(c->con, 201, b.buf);
+		sbuf_release(&b);
+	}
+	free(t);
+	tc_err_release(&err);
+	return ret;
+}
+
 static int r_no_resource(struct api_call *c)
 {
 	return reply_err(c->con, 404, "no such resource: %s", c->url);
@@ -365,6 +486,9 @@ const struct route api_routes[] = {
 	/* the server's Slurm jobs report here: the job's secret, checked by the hub */
 	{ ROUTE_POST, "/api/v1/hub/{hubjob}/events", r_hub_events, NEED_NONE },
 	{ ROUTE_GET, "/api/v1/hub/{hubjob}/status", r_hub_status, NEED_NONE },
+	{ ROUTE_POST, "/api/v1/session", r_session_new, NEED_USER },
+	{ ROUTE_DELETE, "/api/v1/session", r_session_end, NEED_USER },
+	{ ROUTE_POST, "/api/v1/login", r_login_ticket, NEED_USER },
 	{ ROUTE_GET, "/api/v1/info", r_info, NEED_USER },
 	{ ROUTE_GET, "/api/v1/devices", r_devices, NEED_USER },
 	{ ROUTE_GET, "/api/v1/events", r_events, NEED_USER },
@@ -391,6 +515,7 @@ const struct route api_routes[] = {
 	/* the rest of the API: a stranger learns nothing of its shape without a token */
 	{ ROUTE_ANY, "/api/v1/**", r_no_resource, NEED_USER },
 	{ ROUTE_ANY, "/api/**", r_no_version, NEED_NONE },
+	{ ROUTE_GET, "/login", r_login, NEED_NONE },
 	/* the web UI's files and its own routes (#/job/..., /devices) */
 	{ ROUTE_GET, "/**", r_asset, NEED_NONE },
 };
@@ -425,9 +550,11 @@ static int dispatch(struct srv *s, struct MHD_Connection *con, const char *url,
 	const char *job = route_param(&m, "job");
 	bool have_job = false;
 	int ret;
-	unsigned st = authenticate(s, con, r ? r->need : NEED_NONE, &c.w);
+	unsigned st = authenticate(s, con, r ? r->need : NEED_NONE, rq->peer_uid, &c.w);
 	if (st == 401) {
 		ret = reply_401(con);
+	} else if (st && c.w.refusal) {
+		ret = reply_err(con, st, "user '%s' %s", c.w.user ? c.w.user : "?", c.w.refusal);
 	} else if (st) {
 		ret = reply_err(con, st, "%s: only an admin may do this", c.w.user);
 	} else if (job && find_job(s, con, &c.w, job, &c.job, &ret) != 0) {
@@ -457,17 +584,113 @@ static size_t body_limit(const char *url)
 	return strncmp(url, "/api/v1/hub/", 12) ? TC_SERVER_MAX_BODY : HUB_MAX_BODY;
 }
 
+/* 503 with Retry-After: the server is full; the client should come back. */
+static int reply_503(struct MHD_Connection *con)
+{
+	static const char body[] = "{\"error\":\"the server has too many connections (from you, or in"
+				   " all): try again shortly\",\"status\":503}";
+	struct MHD_Response *r = MHD_create_response_from_buffer(sizeof(body) - 1, (void *)body,
+								  MHD_RESPMEM_PERSISTENT);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	MHD_add_response_header(r, "Retry-After", "2");
+	MHD_add_response_header(r, "Connection", "close");
+	api_page_headers(r);
+	int ret = MHD_queue_response(con, 503, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* The Unix socket's peer uid (SO_PEERCRED), or -1. */
+static long peer_uid_of(struct MHD_Connection *con)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	if (!ci || getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
+		return -1;
+	return (long)cr.uid;
+}
+
+/*
+ * What is refused before the caller is even asked for (guard.c), on the
+ * headers alone: 0, or the reply is queued and *ret holds MHD's answer.
+ */
+static unsigned precheck(const struct api_listener *l, struct MHD_Connection *con,
+			 const char *url, const char *method, struct req *rq, int *ret)
+{
+	struct srv *s = l->s;
+	const char *host = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Host");
+	if (guard_full(s->guard, rq->gc)) {
+		*ret = reply_503(con);
+		return 503;
+	}
+	/*
+	 * DNS rebinding: a name the attacker controls resolves to us; the socket
+	 * has no names, and the hub's routes answer only a job's own secret
+	 * (its nodes may call us by any name: TRAINCTL_HUB_ADVERTISE)
+	 */
+	bool hub = !strncmp(url, "/api/v1/hub/", 12);
+	if (!l->unix_ && !hub && !api_host_ok(host, s->port, s->o.host_names)) {
+		*ret = reply_err(con, 403, "Host '%s' does not name this server (trainctl server"
+				 " --host-name NAME adds a name)", host ? host : "");
+		return 403;
+	}
+	if (MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "token")) {
+		*ret = reply_err(con, 400, "a token goes in the Authorization header (Bearer TOKEN),"
+				 " never in the URL");
+		return 400;
+	}
+	if (!api_method_changes(method))
+		return 0;
+	/* cross-site forgery: a page elsewhere may send requests, never with our Origin */
+	const char *origin = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Origin");
+	const char *site = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Sec-Fetch-Site");
+	if (!api_origin_ok(origin, host) || (site && !strcmp(site, "cross-site"))) {
+		*ret = reply_err(con, 403, "a request from another origin (%s) may not change anything",
+				 origin ? origin : site);
+		return 403;
+	}
+	/* an HTML form cannot send JSON: a body must say it is JSON */
+	const char *ctype = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Type");
+	const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length");
+	const char *te = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Transfer-Encoding");
+	bool body = (cl && strcmp(cl, "0") != 0) || te;
+	if ((body || ctype) && !api_json_type_ok(ctype)) {
+		*ret = reply_err(con, 415, "a request body must be JSON (Content-Type: application/json)");
+		return 415;
+	}
+	return 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
 {
-	struct srv *s = cls;
+	const struct api_listener *l = cls;
+	struct srv *s = l->s;
 	(void)version;
 	struct req *rq = *con_cls;
 	if (!rq) {
 		rq = xcalloc(1, sizeof(*rq));
 		sbuf_init(&rq->body, 0);
 		*con_cls = rq;
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+		rq->gc = ci ? ci->socket_context : NULL;
+		guard_busy(s->guard, rq->gc, true); /* its headers are in: the deadline is met */
+		rq->peer_uid = l->unix_ ? peer_uid_of(con) : -1;
+		if (l->unix_ && rq->peer_uid < 0) {
+			rq->answered = true;
+			return reply_err(con, 403, "cannot tell who is on the other end of the socket") ==
+					       MHD_YES ? MHD_YES : MHD_NO;
+		}
+		int ret;
+		if (precheck(l, con, url, method, rq, &ret)) {
+			rq->answered = true;
+			return ret == MHD_YES ? MHD_YES : MHD_NO;
+		}
 		const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length");
 		long n;
 		/*
@@ -503,14 +726,33 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 static void on_done(void *cls, struct MHD_Connection *con, void **con_cls,
 		    enum MHD_RequestTerminationCode toe)
 {
-	(void)cls;
+	const struct api_listener *l = cls;
 	(void)con;
 	(void)toe;
 	struct req *rq = *con_cls;
 	if (rq) {
+		guard_busy(l->s->guard, rq->gc, false); /* the next request's headers: a new deadline */
 		sbuf_release(&rq->body);
 		free(rq);
 		*con_cls = NULL;
+	}
+}
+
+/* Connections in and out, for the limits and the header deadline (guard.c). */
+static void on_connection(void *cls, struct MHD_Connection *con, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	const struct api_listener *l = cls;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *fd =
+			MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
+		const union MHD_ConnectionInfo *ad =
+			l->unix_ ? NULL : MHD_get_connection_info(con, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		*socket_context = guard_open(l->s->guard, fd ? fd->connect_fd : -1,
+					     ad ? ad->client_addr : NULL);
+	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		guard_close(l->s->guard, *socket_context);
+		*socket_context = NULL;
 	}
 }
 
@@ -530,13 +772,67 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	sbuf_release(&sb);
 }
 
-int api_start(struct srv *s, struct tc_err *err)
+/*
+ * The Unix socket for the local CLI: 0660 and group trainctl when that
+ * group exists, else 0600 (only the server's account and root).  A socket
+ * left by a server that is gone is replaced; one that answers is another
+ * server's.
+ */
+static int open_unix(struct srv *s, struct tc_err *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	const char *path = s->socket_path;
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return tc_error(err, TC_EUSAGE, "server: the socket path %s is over %zu bytes (--socket PATH)",
+				path, sizeof(sa.sun_path) - 1);
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return tc_error_errno(err, TC_ESYS, "server: socket");
+	struct stat st;
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			close(fd);
+			return tc_error(err, TC_EUSAGE, "server: %s exists and is not a socket", path);
+		}
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			close(fd);
+			return tc_error(err, TC_EUSAGE, "server: another server answers on %s", path);
+		}
+		unlink(path);
+	}
+	struct group gr, *g = NULL;
+	char buf[4096];
+	if (getgrnam_r("trainctl", &gr, buf, sizeof(buf), &g) != 0)
+		g = NULL;
+	mode_t old = umask(0177); /* no moment with a wider mode */
+	int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (rc == 0 && g && (chown(path, (uid_t)-1, g->gr_gid) != 0 || chmod(path, 0660) != 0))
+		rc = -1;
+	if (rc == 0)
+		rc = listen(fd, 64);
+	if (rc != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return tc_error_errno(err, TC_ESYS, "server: cannot listen on %s", path);
+	}
+	s->unix_fd = fd;
+	s->unix_made = true;
+	return 0;
+}
+
+int api_start(struct srv *s, char **login, struct tc_err *err)
 {
 	const char *listen = s->o.listen;
 	const char *colon = strrchr(listen, ':');
 	long port;
+	*login = NULL;
+	s->unix_fd = -1;
 	if (!colon || !parse_long(colon + 1, 1, 65535, &port))
 		return tc_error(err, TC_EUSAGE, "server: --listen must be HOST:PORT, not '%s'", listen);
+	s->port = port;
 	struct sbuf host = SBUF_INIT;
 	sbuf_add(&host, listen, (size_t)(colon - listen));
 	if (!strcmp(host.buf, "localhost")) {
@@ -550,14 +846,30 @@ int api_start(struct srv *s, struct tc_err *err)
 		return rc;
 	}
 	sbuf_release(&host);
+	unsigned max_total = s->o.max_connections ? s->o.max_connections : 512;
+	unsigned max_client = s->o.max_per_client ? s->o.max_per_client : 32;
+	s->guard = guard_new(max_total, max_client, s->o.header_seconds > 0 ? s->o.header_seconds : 10);
+	s->sessions = sessions_new();
+	s->lis_tcp = (struct api_listener){ s, false };
+	s->lis_unix = (struct api_listener){ s, true };
+	if (guard_start(s->guard))
+		return tc_error(err, TC_ESYS, "server: cannot start a thread");
+	/*
+	 * One thread per connection (event streams block in their readers).
+	 * libmicrohttpd's own limits sit above ours: up to them a connection
+	 * gets a 503 with Retry-After rather than a silent close, and one
+	 * client's connections cannot take the others' places.
+	 */
 	s->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
 					  MHD_USE_ERROR_LOG,
-				  (uint16_t)port, NULL, NULL, on_request, s,
-				  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-				  MHD_OPTION_NOTIFY_COMPLETED, on_done, s,
-				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
-				  MHD_OPTION_CONNECTION_LIMIT, (unsigned int)512,
+				  (uint16_t)port, NULL, NULL, on_request, &s->lis_tcp,
 				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+				  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+				  MHD_OPTION_NOTIFY_COMPLETED, on_done, &s->lis_tcp,
+				  MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s->lis_tcp,
+				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
+				  MHD_OPTION_CONNECTION_LIMIT, max_total + 64,
+				  MHD_OPTION_PER_IP_CONNECTION_LIMIT, max_client + 8,
 				  MHD_OPTION_END);
 	if (!s->mhd && errno == EADDRINUSE)
 		return tc_error(err, TC_ESYS,
@@ -565,6 +877,36 @@ int api_start(struct srv *s, struct tc_err *err)
 				" --listen HOST:PORT picks another)", listen);
 	if (!s->mhd)
 		return tc_error_errno(err, TC_ESYS, "server: cannot listen on %s", listen);
+	struct sbuf sp = SBUF_INIT;
+	if (s->o.socket)
+		sbuf_adds(&sp, s->o.socket);
+	else
+		sbuf_addf(&sp, "%s/" TC_SERVER_SOCKET, s->home);
+	s->socket_path = sbuf_detach(&sp);
+	int rc = open_unix(s, err);
+	if (rc)
+		return rc;
+	s->mhd_unix = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+					       MHD_USE_ERROR_LOG,
+				       0, NULL, NULL, on_request, &s->lis_unix,
+				       MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+				       MHD_OPTION_LISTEN_SOCKET, s->unix_fd,
+				       MHD_OPTION_NOTIFY_COMPLETED, on_done, &s->lis_unix,
+				       MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s->lis_unix,
+				       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
+				       MHD_OPTION_CONNECTION_LIMIT, (unsigned int)256,
+				       MHD_OPTION_END);
+	if (!s->mhd_unix)
+		return tc_error_errno(err, TC_ESYS, "server: cannot serve %s", s->socket_path);
+	/* the operator's one-time login URL (like Jupyter's): the server's own account, admin */
+	struct who op = { .user = s->os_user, .admin = true, .local = true };
+	char *t = NULL;
+	if ((rc = sessions_add(s->sessions, SESS_TICKET, &op, 0, &t, err)))
+		return rc;
+	struct sbuf u = SBUF_INIT;
+	sbuf_addf(&u, "/login?ticket=%s", t);
+	free(t);
+	*login = sbuf_detach(&u);
 	return 0;
 }
 
@@ -577,4 +919,21 @@ void api_stop(struct srv *s)
 	hub_free(api_hub);
 	api_hub = NULL;
 	pthread_mutex_unlock(&api_hub_mu);
+	if (s->mhd_unix) {
+		MHD_stop_daemon(s->mhd_unix); /* closes the listening socket it was given */
+		s->unix_fd = -1;
+	}
+	s->mhd_unix = NULL;
+	if (s->unix_fd >= 0)
+		close(s->unix_fd);
+	if (s->socket_path && s->unix_made)
+		unlink(s->socket_path);
+	s->unix_made = false;
+	s->unix_fd = -1;
+	free(s->socket_path);
+	s->socket_path = NULL;
+	guard_free(s->guard);
+	s->guard = NULL;
+	sessions_free(s->sessions);
+	s->sessions = NULL;
 }

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "server/route.h"
 #include "backend/names.h"
@@ -18,10 +19,20 @@
 struct MHD_Connection;
 struct json_t;
 
-/* The caller of a request: token's user, or the local admin without tokens. */
+#define API_SESSION_COOKIE "trainctl_session"
+#define API_SESSION_SECONDS (7 * 24 * 3600)
+
+/* How a caller proved who they are. */
+enum auth_via { AUTH_VIA_NONE, AUTH_VIA_TOKEN, AUTH_VIA_SESSION, AUTH_VIA_PEER };
+
+/* The caller of a request: a token's user, a session's, or the Unix socket's peer. */
 struct who {
 	char *user;
 	bool admin;
+	bool local;            /* the server's operator: the socket's root or own account, or the
+				* login URL printed at start (their sessions too) */
+	enum auth_via via;
+	const char *refusal;   /* with a 403 from server_auth_decide: why (static text) */
 };
 
 /* ---- auth.c: who is asking, and what they may see (pure) ---- */
@@ -29,22 +40,69 @@ struct who {
 /* What a request carries and what the server knows, for server_auth_decide. */
 struct auth_req {
 	enum route_need need;
-	long long ntokens;         /* tokens in the store */
-	const char *os_user;       /* the caller while there are no tokens (the local admin) */
 	const char *authorization; /* the Authorization header, or NULL */
-	const char *token_arg;     /* ?token= (EventSource cannot set headers), or NULL */
+	const char *session;       /* the trainctl_session cookie, or NULL */
+	long peer_uid;             /* the Unix socket's peer (SO_PEERCRED), or -1 over TCP */
+	uid_t server_uid;          /* the server's effective uid */
 	/* 0 with *user (heap) and *admin for a known token, nonzero for an unknown one */
 	int (*lookup)(void *arg, const char *token, char **user, bool *admin);
+	/* 0 with w's user (heap), admin and local for a live session, nonzero otherwise */
+	int (*session_lookup)(void *arg, const char *sid, struct who *w);
+	/* the account name of uid (heap), or NULL */
+	char *(*uid_name)(void *arg, uid_t uid);
+	/* 0: user has an account that is not root; 1: no account; 2: it is root */
+	int (*account)(void *arg, const char *user);
 	void *arg;
 };
 /*
- * 0 with w filled, or the status to answer: 401 (no token, or an unknown
- * one) or 403 (an admin is needed; w says who asked).  w->user is a heap
- * copy the caller frees (NULL for NEED_NONE and on 401).  Without tokens
- * everyone is the local admin, as the server then listens on loopback
- * only (server_run).
+ * 0 with w filled, or the status to answer: 401 (no credentials, or
+ * unknown ones) or 403 (w->refusal says why when it is not "an admin is
+ * needed"; w says who asked).  w->user is a heap copy the caller frees
+ * (NULL for NEED_NONE and on 401).  The credentials, in order: a bearer
+ * token in the Authorization header (never the URL), the session cookie,
+ * the Unix socket's peer.  There is no mode without them: how many tokens
+ * exist changes nothing (finding 10).
  */
 unsigned server_auth_decide(const struct auth_req *a, struct who *w);
+/* Letters, digits, '.', '_', '-'; 1 to 64 (a token's --user). */
+bool server_user_name_ok(const char *user);
+
+/* Sessions (a cookie) and one-time tickets (the login URL), in memory. */
+enum sess_kind { SESS_COOKIE, SESS_TICKET };
+struct sessions;
+struct sessions *sessions_new(void);
+void sessions_free(struct sessions *ss);
+/* A new secret (64 hex digits, heap) for w, valid ttl s (0: until used or the server stops). */
+int sessions_add(struct sessions *ss, enum sess_kind kind, const struct who *w, double ttl,
+		 char **secret, struct tc_err *err);
+/* 0 with w's user (heap), admin and local, or -1; a ticket is used up. */
+int sessions_use(struct sessions *ss, enum sess_kind kind, const char *secret, struct who *w);
+void sessions_drop(struct sessions *ss, const char *secret);
+
+/* ---- guard.c: checks before the caller is asked for (pure) and connection limits ---- */
+
+/* Does a Host header name this server (listen port; names: --host-name, NULL-terminated)? */
+bool api_host_ok(const char *host_header, long listen_port, const char *const *names);
+/* Is a request with this Origin (or none) same-origin with Host? */
+bool api_origin_ok(const char *origin, const char *host_header);
+/* Is a Content-Type application/json or application/x-ndjson (parameters allowed)? */
+bool api_json_type_ok(const char *ctype);
+/* POST, PUT, PATCH, DELETE, ...: not GET, HEAD or OPTIONS. */
+bool api_method_changes(const char *method);
+struct guard;
+struct gconn;
+struct sockaddr;
+struct guard *guard_new(unsigned max_total, unsigned max_client, double header_deadline);
+int guard_start(struct guard *g);
+void guard_free(struct guard *g);
+/* A connection opened (sa NULL or not IP: the Unix socket, never counted) / closed. */
+struct gconn *guard_open(struct guard *g, int fd, const struct sockaddr *sa);
+void guard_close(struct guard *g, struct gconn *c);
+/* A request's headers are in (busy) / it was answered (waiting for the next one's). */
+void guard_busy(struct guard *g, struct gconn *c, bool busy);
+/* Over the limits: answer 503 with Retry-After. */
+bool guard_full(struct guard *g, struct gconn *c);
+
 /* May w see and act on a job owned by owner?  Admins may, users their own. */
 bool server_may_see(const struct who *w, const char *owner);
 

@@ -3,15 +3,50 @@
 #include "core/http.h"
 #include "core/xalloc.h"
 
+#include "core/util.h"
+
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct client {
 	char *url;   /* without a trailing '/' */
 	char *auth;  /* "Authorization: Bearer ..." or NULL */
+	char *sock;  /* the local server's Unix socket, or NULL: TCP */
 	CURL *h;
 };
+
+/*
+ * The Unix socket of a server on this machine: $TRAINCTL_SOCKET (empty:
+ * none), else the state folder's server.sock, for a loopback URL only.
+ * Over it the server knows the caller's account from the kernel, so the
+ * CLI needs no token (docs/security.md).
+ */
+static char *local_socket(const char *url)
+{
+	const char *e = getenv("TRAINCTL_SOCKET");
+	if (e)
+		return *e ? xstrdup(e) : NULL;
+	const char *host = strstr(url, "://");
+	host = host ? host + 3 : url;
+	if (strncmp(host, "127.", 4) && strncmp(host, "localhost:", 10) && strcmp(host, "localhost") &&
+	    strncmp(host, "[::1]", 5))
+		return NULL;
+	char *home = trainctl_home();
+	if (!home)
+		return NULL;
+	struct sbuf p = SBUF_INIT;
+	sbuf_addf(&p, "%s/server.sock", home);
+	free(home);
+	struct stat st;
+	if (stat(p.buf, &st) != 0 || !S_ISSOCK(st.st_mode) || access(p.buf, R_OK | W_OK) != 0) {
+		sbuf_release(&p);
+		return NULL;
+	}
+	return sbuf_detach(&p);
+}
 
 bool client_configured(int argc, char **argv)
 {
@@ -42,6 +77,7 @@ int client_open(const char *url, struct client **out, struct tc_err *err)
 	while (n && url[n - 1] == '/')
 		n--;
 	c->url = xstrndup(url, n);
+	c->sock = local_socket(c->url);
 	const char *tok = getenv("TRAINCTL_TOKEN");
 	if (tok && *tok) {
 		struct sbuf a = SBUF_INIT;
@@ -64,6 +100,7 @@ void client_close(struct client *c)
 	if (c->h)
 		curl_easy_cleanup(c->h);
 	free(c->url);
+	free(c->sock);
 	if (c->auth) {
 		/* the token leaves memory with the client */
 		memset(c->auth, 0, strlen(c->auth));
@@ -93,7 +130,8 @@ static int setup(struct client *c, const char *method, const char *path, const c
 		 curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, *hdrs) == CURLE_OK &&
 		 curl_easy_setopt(c->h, CURLOPT_CUSTOMREQUEST, method) == CURLE_OK &&
 		 curl_easy_setopt(c->h, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
-		 curl_easy_setopt(c->h, CURLOPT_CONNECTTIMEOUT, 10L) == CURLE_OK;
+		 curl_easy_setopt(c->h, CURLOPT_CONNECTTIMEOUT, 10L) == CURLE_OK &&
+		 (!c->sock || curl_easy_setopt(c->h, CURLOPT_UNIX_SOCKET_PATH, c->sock) == CURLE_OK);
 	if (ok && body)
 		ok = curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, body) == CURLE_OK &&
 		     curl_easy_setopt(c->h, CURLOPT_POSTFIELDSIZE, (long)strlen(body)) == CURLE_OK;
@@ -134,7 +172,8 @@ static int answer_error(const struct client *c, long status, const struct sbuf *
 		return tc_error(err, TC_EUSAGE, "server %s: %s (HTTP 401)", c->url,
 				c->auth ? "the token in TRAINCTL_TOKEN was not accepted"
 					: "a token is required: set TRAINCTL_TOKEN (`trainctl token create"
-					  " --user NAME` on the server's machine makes one)");
+					  " --user NAME` on the server's machine makes one), or use the server's"
+					  " Unix socket (its state folder's server.sock, or $TRAINCTL_SOCKET)");
 	json_t *o = json_loadb(body->buf, body->len, 0, NULL);
 	const char *msg = json_string_value(json_object_get(o, "error"));
 	int code = status == 404 ? TC_ENOTFOUND : status >= 500 ? TC_EBACKEND : TC_EUSAGE;

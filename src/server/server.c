@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+extern char **environ;
+
 #define TICK_MS 200
 /*
  * Rounds woken by requests (a submission, a stop) come at most this often:
@@ -266,9 +268,8 @@ static pid_t spawn_supervisor(struct srv *s, struct sjob *j, const char *devices
 	strvec_push(&p.args, devices);
 	if (j->ran)
 		strvec_push(&p.args, "--resume");
-	proc_env_inherit(&p.env);
-	while (env_get(&p.env, "TRAINCTL_HOME"))
-		env_unset(&p.env, "TRAINCTL_HOME");
+	/* an allowlist of ours, never our credentials (jobenv.c); supervise drops TRAINCTL_HOME */
+	srv_job_env(environ, s->o.pass_env, &p.env);
 	env_set(&p.env, "TRAINCTL_HOME", s->home);
 	p.default_sigs = PROC_SIGS_CLASSIC;
 	sbuf_addf(&logdir, "%s/logs", j->run_dir);
@@ -951,6 +952,7 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	int rc = 0;
 	s->o = *o;
 	s->lock_fd = -1;
+	s->unix_fd = -1;
 	s->self_ticks = proc_start_ticks(getpid());
 	s->home = path_absolute(o->home, NULL);
 	s->exe = xstrdup(o->exe);
@@ -965,16 +967,6 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	if ((rc = lock_state(s, err)) || (rc = store_open(s->home, &s->st, err)) ||
 	    (rc = store_keep_pages(s->st, 64, err)))
 		goto out;
-	long long ntok = 0;
-	if ((rc = store_token_count(s->st, &ntok, err)))
-		goto out;
-	if (!s->loopback && ntok == 0) {
-		rc = tc_error(err, TC_EUSAGE,
-			      "server: refusing to listen on %s without tokens: create one with"
-			      " `trainctl token create --user NAME`, or listen on 127.0.0.1",
-			      o->listen);
-		goto out;
-	}
 	load_devices(s);
 	if ((rc = load_jobs(s, err)))
 		goto out;
@@ -985,11 +977,17 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	srv_notify_start(s);
-	if ((rc = api_start(s, err)))
+	char *login = NULL;
+	if ((rc = api_start(s, &login, err))) {
+		api_stop(s);
 		goto out;
+	}
 	server_hub_url(s);
-	logf_(s, "listening on http://%s/ (state %s, %zu devices, %zu active jobs%s)", o->listen,
-	      s->home, s->ndevs, s->njobs, ntok ? ", tokens required" : ", no tokens: open to loopback");
+	logf_(s, "listening on http://%s/ and %s (state %s, %zu devices, %zu active jobs)", o->listen,
+	      s->socket_path, s->home, s->ndevs, s->njobs);
+	/* like Jupyter's token URL: one use, for the operator who reads this log */
+	fprintf(stderr, "trainctl server: open the web UI (one use): http://%s%s\n", o->listen, login);
+	free(login);
 	double period = o->sample_seconds > 0 ? o->sample_seconds : 5;
 	pthread_mutex_lock(&s->mu);
 	while (!got_signal) {

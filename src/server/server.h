@@ -20,6 +20,10 @@
  *      TC_SERVER_MAX_BODY get 413, malformed JSON or wrong types 400,
  *      unknown jobs 404, another user's job 403; no input crashes the server.
  *  (5) Tokens are stored as SHA-256 hashes and never logged.
+ *  (6) Every /api/v1 request proves who sends it (a bearer token, the
+ *      session cookie, or the Unix socket's peer), whatever the number of
+ *      tokens; Host, Origin and Content-Type are checked before that
+ *      (docs/security.md).
  */
 #ifndef TC_SERVER_H
 #define TC_SERVER_H
@@ -31,6 +35,7 @@
 
 #define TC_SERVER_MAX_BODY (1u << 20)
 #define TC_SERVER_DEFAULT_LISTEN "127.0.0.1:8470"
+#define TC_SERVER_SOCKET "server.sock" /* in the state folder, unless --socket */
 
 struct notify_hook;
 
@@ -52,6 +57,12 @@ struct server_opts {
 	/* webhooks of jobs whose spec has no notify: (--notify-file, docs/server.md) */
 	const struct notify_hook *notify;
 	size_t nnotify;
+	const char *const *pass_env; /* more server variables jobs inherit (NULL-terminated) */
+	const char *socket;    /* the Unix socket for local clients; NULL: $home/server.sock */
+	const char *const *host_names; /* names the Host header may give (--host-name), NULL-terminated */
+	unsigned max_connections;      /* TCP connections in all; 0: 512 */
+	unsigned max_per_client;       /* TCP connections of one client address; 0: 32 */
+	double header_seconds;         /* a request's headers must be in within; 0: 10 */
 };
 
 /* Run until SIGINT or SIGTERM (jobs keep running).  */

@@ -66,6 +66,14 @@ struct srv {
 	bool loopback;
 	volatile sig_atomic_t stopping;
 	struct MHD_Daemon *mhd;
+	struct MHD_Daemon *mhd_unix;    /* the Unix socket's daemon: local accounts (SO_PEERCRED) */
+	struct api_listener { struct srv *s; bool unix_; } lis_tcp, lis_unix;
+	int unix_fd;
+	bool unix_made;                 /* we made socket_path: unlinked at the end */
+	char *socket_path;
+	long port;                      /* of --listen: the Host check's */
+	struct sessions *sessions;      /* cookies and one-time login tickets (auth.c) */
+	struct guard *guard;            /* connection limits, header deadline (guard.c) */
 
 	pthread_mutex_t mu;
 	pthread_cond_t wake;
@@ -87,8 +95,6 @@ struct srv {
 	double next_sample;
 	double next_sweeps;         /* the next round of the running sweeps (api_sweeps.c) */
 	char *devices_json;         /* the latest telemetry of every device */
-	long long ntokens;          /* tokens in the store, re-read every second */
-	double tokens_at;
 	long long submitted, requests;
 	double sched_ns_total;      /* time spent deciding, for /metrics */
 	long long sched_calls;
@@ -146,8 +152,17 @@ int srv_resume_job(struct srv *s, struct sjob *j, struct tc_err *err);
 /* api_sweeps.c: a round of every running sweep of the server (mu held) */
 void srv_sweeps(struct srv *s);
 
-/* api.c */
-int api_start(struct srv *s, struct tc_err *err);
+/*
+ * jobenv.c: the server environment a job inherits (docs/security.md):
+ * PATH, LANG, LC_*, TZ, accelerator runtimes' variables, trainctl's own
+ * knobs and the names in extra (--pass-env); never credentials.
+ */
+bool srv_env_passes(const char *entry, const char *const *extra);
+/* The entries of environ_ that pass, appended to out. */
+void srv_job_env(char *const *environ_, const char *const *extra, struct strvec *out);
+
+/* api.c: both listeners; *login (heap) is the one-time login URL's path and query */
+int api_start(struct srv *s, char **login, struct tc_err *err);
 void api_stop(struct srv *s);
 
 /* telemetry.c: sample every running job and device (mu held) */

@@ -285,7 +285,7 @@ static ssize_t events_cb(void *cls, uint64_t pos, char *buf, size_t max)
 			tc_err_release(&err);
 			nev = 0;
 		}
-		const struct who w = { e->user, e->admin };
+		const struct who w = { .user = e->user, .admin = e->admin };
 		for (size_t i = 0; i < nev; i++) {
 			e->after = ev[i].id;
 			if (server_may_see(&w, ev[i].user))

@@ -463,6 +463,46 @@ int store_token_count(struct store *st, long long *n, struct tc_err *err)
 	return rc;
 }
 
+int store_token_each(struct store *st,
+		     int (*fn)(void *arg, const char *hash, const char *user, bool admin,
+			       double created),
+		     void *arg, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db, "SELECT hash, user, admin, created FROM tokens ORDER BY created, hash",
+			       -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "read tokens");
+	int rc = 0, r;
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		const char *h = (const char *)sqlite3_column_text(q, 0);
+		const char *u = (const char *)sqlite3_column_text(q, 1);
+		if ((rc = fn(arg, h ? h : "", u ? u : "", sqlite3_column_int(q, 2) != 0,
+			     sqlite3_column_double(q, 3))))
+			break;
+	}
+	if (!rc && r != SQLITE_DONE)
+		rc = db_fail(st, err, "read tokens");
+	sqlite3_finalize(q);
+	return rc;
+}
+
+int store_token_revoke(struct store *st, const char *prefix, const char *user, long long *n,
+		       struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	*n = 0;
+	const char *sql = prefix ? "DELETE FROM tokens WHERE substr(hash, 1, length(?1)) = ?1"
+				 : "DELETE FROM tokens WHERE user = ?1";
+	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "revoke tokens");
+	int rc = bind_text(q, 1, prefix ? prefix : user) == SQLITE_OK && sqlite3_step(q) == SQLITE_DONE
+			 ? 0 : db_fail(st, err, "revoke tokens");
+	if (!rc)
+		*n = sqlite3_changes(st->db);
+	sqlite3_finalize(q);
+	return rc;
+}
+
 /* ---- resource telemetry ---- */
 
 int store_usage_add(struct store *st, const char *id, double t, double cpu, double mem,

@@ -68,6 +68,11 @@ static const struct example {
 	{ "DELETE", "/api/v1/whoami/x", ROUTE_ANY, "/api/v1/**", NULL },
 	{ "GET", "/api/v2/jobs", ROUTE_ANY, "/api/**", NULL },
 	{ "POST", "/api/", ROUTE_ANY, "/api/**", NULL },
+	/* sessions and the login URL (docs/security.md) */
+	{ "POST", "/api/v1/session", ROUTE_POST, "/api/v1/session", NULL },
+	{ "DELETE", "/api/v1/session", ROUTE_DELETE, "/api/v1/session", NULL },
+	{ "POST", "/api/v1/login", ROUTE_POST, "/api/v1/login", NULL },
+	{ "GET", "/login", ROUTE_GET, "/login", NULL },
 	/* the web UI */
 	{ "GET", "/", ROUTE_GET, "/**", NULL },
 	{ "GET", "/app.js", ROUTE_GET, "/**", NULL },
@@ -295,27 +300,52 @@ static int fake_lookup(void *arg, const char *token, char **user, bool *admin)
 	return -1;
 }
 
-static unsigned decide(enum route_need need, long long ntokens, const char *header,
-		       const char *arg, struct who *w)
+/* Sessions of the tests: "s_bob" is bob's; accounts: alice, bob exist, ghost does not. */
+static int fake_session(void *arg, const char *sid, struct who *w)
 {
-	struct auth_req a = { need, ntokens, "osuser", header, arg, fake_lookup, NULL };
+	(void)arg;
+	if (strcmp(sid, "s_bob") != 0)
+		return -1;
+	w->user = strdup("bob");
+	w->admin = false;
+	return 0;
+}
+
+static char *fake_uid_name(void *arg, uid_t uid)
+{
+	(void)arg;
+	return uid == 0 ? strdup("root") : uid == 1000 ? strdup("alice") : uid == 4242 ? strdup("srv") : NULL;
+}
+
+static int fake_account(void *arg, const char *user)
+{
+	(void)arg;
+	return !strcmp(user, "root") ? 2 : (!strcmp(user, "alice") || !strcmp(user, "bob")) ? 0 : 1;
+}
+
+static unsigned decide_as(enum route_need need, const char *header, const char *session,
+			  long peer, uid_t server_uid, struct who *w)
+{
+	struct auth_req a = { .need = need, .authorization = header, .session = session,
+			      .peer_uid = peer, .server_uid = server_uid, .lookup = fake_lookup,
+			      .session_lookup = fake_session, .uid_name = fake_uid_name,
+			      .account = fake_account, .arg = NULL };
 	return server_auth_decide(&a, w);
 }
 
-TEST(auth_without_tokens_everyone_is_the_local_admin)
+/* A server running unprivileged (uid 4242): every job runs as its account. */
+static unsigned decide(enum route_need need, const char *header, struct who *w)
 {
+	return decide_as(need, header, NULL, -1, 4242, w);
+}
+
+TEST(auth_no_credentials_no_access_whatever_the_tokens)
+{
+	/* finding 10: there is no "no tokens, everyone is admin" any more */
 	struct who w;
 	for (int need = NEED_USER; need <= NEED_ADMIN; need++) {
-		lookups = 0;
-		CHECK_INT(decide(need, 0, NULL, NULL, &w), 0);
-		CHECK_STR(w.user, "osuser");
-		CHECK(w.admin);
-		free(w.user);
-		/* a token sent anyway is not even looked at */
-		CHECK_INT(decide(need, 0, "Bearer tc_nobody", NULL, &w), 0);
-		CHECK_STR(w.user, "osuser");
-		free(w.user);
-		CHECK_INT(lookups, 0);
+		CHECK_INT(decide(need, NULL, &w), 401);
+		CHECK(w.user == NULL && !w.admin);
 	}
 }
 
@@ -323,9 +353,9 @@ TEST(auth_open_routes_need_nothing)
 {
 	struct who w;
 	lookups = 0;
-	CHECK_INT(decide(NEED_NONE, 3, NULL, NULL, &w), 0);
+	CHECK_INT(decide(NEED_NONE, NULL, &w), 0);
 	CHECK(w.user == NULL && !w.admin);
-	CHECK_INT(decide(NEED_NONE, 3, "Bearer tc_bogus", NULL, &w), 0);
+	CHECK_INT(decide(NEED_NONE, "Bearer tc_bogus", &w), 0);
 	CHECK(w.user == NULL);
 	CHECK_INT(lookups, 0);
 }
@@ -334,48 +364,148 @@ TEST(auth_with_tokens)
 {
 	struct who w;
 	/* absent, empty, unknown: 401 */
-	CHECK_INT(decide(NEED_USER, 2, NULL, NULL, &w), 401);
+	CHECK_INT(decide(NEED_USER, "Bearer ", &w), 401);
 	CHECK(w.user == NULL);
-	CHECK_INT(decide(NEED_USER, 2, "Bearer ", NULL, &w), 401);
-	CHECK_INT(decide(NEED_USER, 2, NULL, "", &w), 401);
-	CHECK_INT(decide(NEED_USER, 2, "Bearer tc_bogus", NULL, &w), 401);
+	CHECK_INT(decide(NEED_USER, "Bearer tc_bogus", &w), 401);
 	CHECK(w.user == NULL && !w.admin);
-	CHECK_INT(decide(NEED_USER, 2, "Basic dXNlcjpwdw==", NULL, &w), 401);
-	/* a known token, in the header (any case of "Bearer") or as ?token= */
-	CHECK_INT(decide(NEED_USER, 2, "Bearer tc_alice", NULL, &w), 0);
+	CHECK_INT(decide(NEED_USER, "Basic dXNlcjpwdw==", &w), 401);
+	/* a known token, in the header (any case of "Bearer") */
+	CHECK_INT(decide(NEED_USER, "Bearer tc_alice", &w), 0);
+	CHECK_STR(w.user, "alice");
+	CHECK(!w.admin && w.via == AUTH_VIA_TOKEN);
+	free(w.user);
+	CHECK_INT(decide(NEED_USER, "bearer tc_alice", &w), 0);
+	free(w.user);
+	/* a token wins over the cookie and the socket's peer; a bad one is not passed over */
+	CHECK_INT(decide_as(NEED_USER, "Bearer tc_alice", "s_bob", 0, 4242, &w), 0);
+	CHECK_STR(w.user, "alice");
+	free(w.user);
+	CHECK_INT(decide_as(NEED_USER, "Bearer tc_bogus", "s_bob", 0, 4242, &w), 401);
+}
+
+TEST(auth_sessions_and_peers)
+{
+	struct who w;
+	CHECK_INT(decide_as(NEED_USER, NULL, "s_bob", -1, 4242, &w), 0);
+	CHECK_STR(w.user, "bob");
+	CHECK(w.via == AUTH_VIA_SESSION);
+	free(w.user);
+	CHECK_INT(decide_as(NEED_USER, NULL, "s_stale", -1, 4242, &w), 401);
+	/* the socket: root and the server's own account are admins, others users */
+	CHECK_INT(decide_as(NEED_ADMIN, NULL, NULL, 0, 4242, &w), 0);
+	CHECK_STR(w.user, "root");
+	CHECK(w.admin && w.via == AUTH_VIA_PEER);
+	free(w.user);
+	CHECK_INT(decide_as(NEED_ADMIN, NULL, NULL, 4242, 4242, &w), 0);
+	CHECK(w.admin);
+	free(w.user);
+	CHECK_INT(decide_as(NEED_USER, NULL, NULL, 1000, 0, &w), 0);
 	CHECK_STR(w.user, "alice");
 	CHECK(!w.admin);
 	free(w.user);
-	CHECK_INT(decide(NEED_USER, 2, "bearer tc_alice", NULL, &w), 0);
+	CHECK_INT(decide_as(NEED_USER, NULL, NULL, 7, 0, &w), 403); /* no name */
+	CHECK(w.refusal != NULL);
 	free(w.user);
-	CHECK_INT(decide(NEED_USER, 2, NULL, "tc_alice", &w), 0);
-	CHECK_STR(w.user, "alice");
+}
+
+TEST(auth_root_server_refuses_tokens_without_accounts)
+{
+	/* finding 2: on a root server a token's user is a real account, not root */
+	struct who w;
+	CHECK_INT(decide_as(NEED_USER, "Bearer tc_alice", NULL, -1, 0, &w), 0);
 	free(w.user);
-	CHECK_INT(decide(NEED_USER, 2, "Basic x", "tc_alice", &w), 0);
+	CHECK_INT(decide_as(NEED_USER, "Bearer tc_root", NULL, -1, 0, &w), 403);
+	CHECK(w.refusal && strstr(w.refusal, "root"));
 	free(w.user);
-	/* the header wins over ?token= */
-	CHECK_INT(decide(NEED_USER, 2, "Bearer tc_root", "tc_alice", &w), 0);
-	CHECK_STR(w.user, "root");
-	CHECK(w.admin);
+	lookups = 0;
+	/* unprivileged: any name, every job runs as the server's account */
+	CHECK_INT(decide_as(NEED_USER, "Bearer tc_root", NULL, -1, 4242, &w), 0);
 	free(w.user);
-	CHECK_INT(decide(NEED_USER, 2, "Bearer tc_bogus", "tc_alice", &w), 401);
 }
 
 TEST(auth_admin_routes)
 {
 	struct who w;
-	CHECK_INT(decide(NEED_ADMIN, 2, "Bearer tc_alice", NULL, &w), 403);
+	CHECK_INT(decide(NEED_ADMIN, "Bearer tc_alice", &w), 403);
 	CHECK_STR(w.user, "alice"); /* the answer may say who asked */
+	CHECK(w.refusal == NULL);
 	free(w.user);
-	CHECK_INT(decide(NEED_ADMIN, 2, "Bearer tc_root", NULL, &w), 0);
+	CHECK_INT(decide(NEED_ADMIN, "Bearer tc_root", &w), 0);
 	CHECK(w.admin);
 	free(w.user);
-	CHECK_INT(decide(NEED_ADMIN, 2, NULL, NULL, &w), 401);
+	CHECK_INT(decide(NEED_ADMIN, NULL, &w), 401);
+}
+
+TEST(guard_host)
+{
+	static const char *const names[] = { "trainctl.example.org", NULL };
+	CHECK(api_host_ok("127.0.0.1:8470", 8470, NULL));
+	CHECK(api_host_ok("localhost:8470", 8470, NULL));
+	CHECK(api_host_ok("LOCALHOST", 8470, NULL));
+	CHECK(api_host_ok("[::1]:8470", 8470, NULL));
+	CHECK(api_host_ok("10.1.2.3:8470", 8470, NULL));
+	CHECK(!api_host_ok("127.0.0.1:8471", 8470, NULL));
+	CHECK(!api_host_ok("attacker.example:8470", 8470, NULL));
+	CHECK(!api_host_ok("localhost.attacker.example:8470", 8470, NULL));
+	CHECK(!api_host_ok("", 8470, NULL));
+	CHECK(!api_host_ok(NULL, 8470, NULL));
+	CHECK(!api_host_ok("127.0.0.1:x", 8470, NULL));
+	CHECK(api_host_ok("trainctl.example.org", 8470, names));
+	CHECK(api_host_ok("TrainCtl.Example.org:443", 8470, names));
+	CHECK(!api_host_ok("example.org", 8470, names));
+}
+
+TEST(guard_origin_and_type)
+{
+	CHECK(api_origin_ok(NULL, "127.0.0.1:8470"));
+	CHECK(api_origin_ok("http://127.0.0.1:8470", "127.0.0.1:8470"));
+	CHECK(api_origin_ok("https://t.example.org", "t.example.org"));
+	CHECK(!api_origin_ok("http://evil.example", "127.0.0.1:8470"));
+	CHECK(!api_origin_ok("null", "127.0.0.1:8470"));
+	CHECK(!api_origin_ok("http://127.0.0.1:8471", "127.0.0.1:8470"));
+	CHECK(!api_origin_ok("http://127.0.0.1:8470", NULL));
+	CHECK(api_json_type_ok("application/json"));
+	CHECK(api_json_type_ok("Application/JSON; charset=utf-8"));
+	CHECK(!api_json_type_ok("text/plain"));
+	CHECK(!api_json_type_ok("application/x-www-form-urlencoded"));
+	CHECK(!api_json_type_ok("multipart/form-data; boundary=x"));
+	CHECK(!api_json_type_ok("application/jsonp"));
+	CHECK(!api_json_type_ok(NULL));
+	CHECK(api_method_changes("POST") && api_method_changes("DELETE") && api_method_changes("PUT"));
+	CHECK(!api_method_changes("GET") && !api_method_changes("HEAD"));
+}
+
+TEST(auth_sessions_store)
+{
+	struct sessions *ss = sessions_new();
+	struct who op = { .user = "ops", .admin = true, .local = true }, w = { 0 };
+	char *t = NULL, *c = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(sessions_add(ss, SESS_TICKET, &op, 0, &t, &err), 0);
+	CHECK_INT(sessions_add(ss, SESS_COOKIE, &op, 60, &c, &err), 0);
+	CHECK_INT((int)strlen(t), 64);
+	/* a ticket is not a cookie, and is used once */
+	CHECK_INT(sessions_use(ss, SESS_COOKIE, t, &w), -1);
+	CHECK_INT(sessions_use(ss, SESS_TICKET, t, &w), 0);
+	CHECK_STR(w.user, "ops");
+	CHECK(w.admin && w.local);
+	free(w.user);
+	CHECK_INT(sessions_use(ss, SESS_TICKET, t, &w), -1);
+	CHECK_INT(sessions_use(ss, SESS_COOKIE, c, &w), 0);
+	free(w.user);
+	CHECK_INT(sessions_use(ss, SESS_COOKIE, c, &w), 0); /* a cookie lasts */
+	free(w.user);
+	sessions_drop(ss, c);
+	CHECK_INT(sessions_use(ss, SESS_COOKIE, c, &w), -1);
+	free(t);
+	free(c);
+	sessions_free(ss);
 }
 
 TEST(auth_owner)
 {
-	struct who alice = { "alice", false }, root = { "root", true }, nobody = { NULL, false };
+	struct who alice = { .user = "alice" }, root = { .user = "root", .admin = true },
+		   nobody = { .user = NULL };
 	CHECK(server_may_see(&alice, "alice"));
 	CHECK(!server_may_see(&alice, "bob"));
 	CHECK(!server_may_see(&alice, "alice2"));
@@ -420,11 +550,11 @@ TEST(answer_status_of_codes)
 TEST(answer_whoami)
 {
 	struct sbuf b = SBUF_INIT;
-	struct who w = { "alice", false };
+	struct who w = { .user = "alice" };
 	api_whoami_json(&b, &w);
 	CHECK_STR(b.buf, "{\"user\":\"alice\",\"admin\":false}");
 	sbuf_reset(&b);
-	w = (struct who){ "r\"oot", true };
+	w = (struct who){ .user = "r\"oot", .admin = true };
 	api_whoami_json(&b, &w);
 	CHECK_STR(b.buf, "{\"user\":\"r\\\"oot\",\"admin\":true}");
 	sbuf_release(&b);
