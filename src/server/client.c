@@ -18,9 +18,29 @@ struct client {
 	CURL *h;
 };
 
+/* Does a server.lock ("PID HOST:PORT\n") name the server of host (the URL after "://")? */
+static bool lock_names(const char *text, const char *host)
+{
+	const char *a = strchr(text, ' ');
+	if (!a)
+		return false;
+	a++;
+	size_t alen = strcspn(a, "\n"), hlen = strcspn(host, "/");
+	const char *hp = host;
+	/* localhost and 127.0.0.1 are one address to the server (api_start) */
+	if (alen > 10 && !strncmp(a, "localhost:", 10)) {
+		if (hlen > 10 && !strncmp(hp, "127.0.0.1:", 10))
+			return alen - 10 == hlen - 10 && !strncmp(a + 10, hp + 10, alen - 10);
+	}
+	if (hlen > 10 && !strncmp(hp, "localhost:", 10) && alen > 10 && !strncmp(a, "127.0.0.1:", 10))
+		return alen - 10 == hlen - 10 && !strncmp(a + 10, hp + 10, alen - 10);
+	return alen == hlen && !strncmp(a, hp, alen);
+}
+
 /*
  * The Unix socket of a server on this machine: $TRAINCTL_SOCKET (empty:
- * none), else the state folder's server.sock, for a loopback URL only.
+ * none), else the state folder's server.sock when the folder's server
+ * listens at the URL's loopback address (its server.lock says so).
  * Over it the server knows the caller's account from the kernel, so the
  * CLI needs no token (docs/security.md).
  */
@@ -37,9 +57,18 @@ static char *local_socket(const char *url)
 	char *home = trainctl_home();
 	if (!home)
 		return NULL;
-	struct sbuf p = SBUF_INIT;
+	/* the state folder's server must be the URL's: its lock file names its address */
+	struct sbuf p = SBUF_INIT, lock = SBUF_INIT;
+	sbuf_addf(&p, "%s/server.lock", home);
+	bool same = read_file(p.buf, &lock, NULL) == 0 && lock_names(lock.buf, host);
+	sbuf_release(&lock);
+	sbuf_reset(&p);
 	sbuf_addf(&p, "%s/server.sock", home);
 	free(home);
+	if (!same) {
+		sbuf_release(&p);
+		return NULL;
+	}
 	struct stat st;
 	if (stat(p.buf, &st) != 0 || !S_ISSOCK(st.st_mode) || access(p.buf, R_OK | W_OK) != 0) {
 		sbuf_release(&p);

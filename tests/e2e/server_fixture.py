@@ -5,15 +5,21 @@ test_auth.py, test_ui.py).
     srv = start_server(trainctl, state_dir, fake="gpu:2")
     srv.call("POST", "/api/v1/jobs", {"spec": {...}})  -> (status, body)
     srv.cli("ps")                                      -> CompletedProcess
+
+Without a token, call() and cli() reach the server through its Unix socket
+(STATE/server.sock), where the kernel says who calls: the test's account,
+root, is the server's admin.  With a token (token=, or srv.token) they use
+TCP and the Authorization header, as a remote client would.
 """
+import contextlib
 import glob
+import http.client
 import json
+import re
 import os
 import signal
 import socket
 import subprocess
-import urllib.error
-import urllib.request
 
 from conftest import poll
 
@@ -29,6 +35,20 @@ def wait_for(pred, timeout=60, step=0.1):
     return poll(pred, timeout, step)
 
 
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP over a Unix socket (the server's local listener)."""
+
+    def __init__(self, path, host, timeout=90):
+        super().__init__(host, timeout=timeout)
+        self.sock_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.sock_path)
+        self.sock = s
+
+
 class Server:
     def __init__(self, trainctl, state, port, env, args):
         self.trainctl, self.state, self.port, self.env, self.args = trainctl, state, port, env, args
@@ -36,6 +56,7 @@ class Server:
         self.log_path = os.path.join(state, f"server-{port}.log")
         self.proc = None
         self.token = None
+        self.socket = os.path.join(state, "server.sock")
 
     def start(self):
         os.makedirs(self.state, exist_ok=True)
@@ -52,11 +73,19 @@ class Server:
     def _up(self):
         if self.proc.poll() is not None:
             raise AssertionError(f"server exited {self.proc.returncode}:\n{self.log()}")
+        if not os.path.exists(self.socket):
+            return False
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                 return True
         except OSError:
             return False
+
+    def login_url(self):
+        """The one-time login URL the server printed at start (like Jupyter's)."""
+        m = re.findall(r"open the web UI \(one use\): (\S+)", self.log())
+        assert m, f"no login URL in the server's log:\n{self.log()[-2000:]}"
+        return m[-1]
 
     def log(self):
         try:
@@ -96,26 +125,41 @@ class Server:
         reports = self.sanitizer_reports()
         assert not reports, "sanitizer reports:\n" + "\n".join(reports)
 
-    def call(self, method, path, body=None, token=None, raw=None, headers=None):
+    def call(self, method, path, body=None, token=None, raw=None, headers=None, unix=None):
+        """One request: over TCP with a token (token=, else srv.token), else over
+        the Unix socket as the test's own account (unix=False forces TCP)."""
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        req = urllib.request.Request(self.url + path, data=data, method=method)
         tok = token if token is not None else self.token
+        hdrs = {}
         if tok:
-            req.add_header("Authorization", "Bearer " + tok)
+            hdrs["Authorization"] = "Bearer " + tok
         if data is not None:
-            req.add_header("Content-Type", "application/json")
-        for k, v in (headers or {}).items():
-            req.add_header(k, v)
+            hdrs["Content-Type"] = "application/json"
+        hdrs.update(headers or {})
+        if unix is None:
+            unix = not tok and token is None
+        if unix:
+            con = UnixHTTPConnection(self.socket, f"127.0.0.1:{self.port}")
+        else:
+            con = http.client.HTTPConnection("127.0.0.1", self.port, timeout=90)
         try:
-            with urllib.request.urlopen(req, timeout=90) as r:
-                text = r.read().decode()
-                status = r.status
-                ctype = r.headers.get("Content-Type", "")
-        except urllib.error.HTTPError as e:
-            text = e.read().decode()
-            status = e.code
-            ctype = e.headers.get("Content-Type", "")
+            con.request(method, path, body=data, headers=hdrs)
+            r = con.getresponse()
+            text = r.read().decode()
+            status = r.status
+            ctype = r.headers.get("Content-Type", "")
+        finally:
+            con.close()
         return status, (json.loads(text) if "json" in ctype and text else text)
+
+    def stream(self, path, timeout=120):
+        """A GET whose answer is read as it comes (an event stream), over the
+        Unix socket as the test's account; close() it when done."""
+        con = UnixHTTPConnection(self.socket, f"127.0.0.1:{self.port}", timeout=timeout)
+        con.request("GET", path)
+        r = con.getresponse()
+        r.connection_ = con
+        return r
 
     def submit(self, spec, **kw):
         st, body = self.call("POST", "/api/v1/jobs", {"spec": spec}, **kw)
@@ -170,6 +214,42 @@ def start_server(trainctl, state, fake=None, args=(), env=None):
     for k, v in (env or {}).items():
         e[k] = v
     return Server(trainctl, str(state), free_port(), e, args).start()
+
+
+@contextlib.contextmanager
+def unix_accounts(*roles):
+    """Real unprivileged accounts for a root server's token users (useradd,
+    each with its own home), yielded as {role: name}; removed afterwards
+    (userdel -r), even when the test fails.  Names are unique per call so
+    that tests running side by side never share one."""
+    if os.geteuid() != 0:
+        import pytest
+        pytest.skip("creating accounts needs root")
+    tag = os.urandom(3).hex()
+    names = {r: f"tc{tag}{r}"[:32] for r in roles}
+    made = []
+    try:
+        for n in names.values():
+            p = subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", n],
+                               capture_output=True, text=True)
+            assert p.returncode == 0, f"useradd {n}: {p.stderr}"
+            made.append(n)
+        yield names
+    finally:
+        for n in made:
+            # --force: even while a job of it is still ending
+            subprocess.run(["userdel", "--force", "--remove", n], capture_output=True)
+
+
+def token_for(trainctl, state, user, admin=False):
+    """A new token of user in the state folder (trainctl token create)."""
+    env = dict(os.environ, TRAINCTL_HOME=str(state))
+    p = subprocess.run([str(trainctl), "token", "create", "--user", user] + (["--admin"] if admin else []),
+                       env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    t = p.stdout.strip()
+    assert t.startswith("tc_") and len(t) > 40
+    return t
 
 
 def held(release, name="held", **extra):

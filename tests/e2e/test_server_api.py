@@ -2,7 +2,6 @@
 server-sent events, /metrics, and the CLI verbs through the server."""
 import json
 import os
-import urllib.request
 
 import pytest
 
@@ -41,7 +40,7 @@ def test_submit_list_detail_logs_metrics(srv, tmp_path, PYTHON):
     st, body = srv.call("GET", f"/api/v1/jobs/{job}/logs?format=json&tail=3")
     assert body["ranks"][0]["rank"] == 0 and body["ranks"][0]["text"].splitlines()[-1] == "done"
     # follow on a finished job: the tail, then the end event
-    with urllib.request.urlopen(srv.url + f"/api/v1/jobs/{job}/logs?follow=1&tail=5", timeout=60) as r:
+    with srv.stream(f"/api/v1/jobs/{job}/logs?follow=1&tail=5", timeout=60) as r:
         assert r.headers["Content-Type"] == "text/event-stream"
         events = r.read().decode()
     assert events.count("data: {\"rank\":0") == 5 and "event: end" in events
@@ -147,8 +146,7 @@ def test_actions_and_errors(srv, tmp_path):
 
 
 def test_event_stream(srv):
-    req = urllib.request.Request(srv.url + "/api/v1/events")
-    with urllib.request.urlopen(req, timeout=120) as r:
+    with srv.stream("/api/v1/events", timeout=120) as r:
         assert r.headers["Content-Type"] == "text/event-stream"
         job = srv.submit(sleeper(0.2, name="ev"))
         seen = []

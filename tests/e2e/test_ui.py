@@ -2,7 +2,8 @@
 tests/ui/ui_test.js): the distributed form offers the server's backends and
 says why one cannot be used; submit a job with the form, watch it reach
 running and succeeded, see the loss chart with points drawn, stop another job
-with its button.  Screenshots are kept in build/test-artifacts/ui/ (failure.png is the
+with its button, after logging in with the server's one-time login URL; a
+page from another origin cannot submit a job.  Screenshots are kept in build/test-artifacts/ui/ (failure.png is the
 page at the moment a check failed).
 
 Robust on a loaded machine: ui_test.js waits on conditions with generous
@@ -53,7 +54,8 @@ def test_browser(trainctl, tmp_path):
         srv.wait_state(sl, "running", timeout=120)
         (out / "failure.png").unlink(missing_ok=True)
         try:
-            p = subprocess.run([node, str(ui / "ui_test.js"), srv.url, str(out), str(tmp_path), sl],
+            p = subprocess.run([node, str(ui / "ui_test.js"), srv.url, str(out), str(tmp_path), sl,
+                                srv.login_url()],
                                capture_output=True, text=True, timeout=900)
         except subprocess.TimeoutExpired as e:
             pytest.fail(f"ui_test.js ran past 900 s\nstdout: {e.stdout}\nstderr: {e.stderr}\n"
@@ -69,6 +71,15 @@ def test_browser(trainctl, tmp_path):
                     f"\nstderr: {p.stderr[-2000:]}\nserver log:\n{srv.log()[-3000:]}")
 
         assert p.returncode == 0 and "error" not in r, why()
+        # the cookie login (docs/security.md): nothing before, the operator after, one use
+        assert r["before_login"] == 401, why()
+        assert r["cookie"] == {"httpOnly": True, "sameSite": "Strict"}, why()
+        assert r["whoami"]["admin"] is True, why()
+        assert r["login_again"] == 403, why()
+        # the page from another origin submitted nothing (issue 13, finding 1)
+        assert "another origin" in r["csrf_answer"], why()
+        st, listed = srv.call("GET", "/api/v1/jobs?limit=1000")
+        assert not [j for j in listed["jobs"] if j["name"].startswith("csrf")], why()
         assert "running" in r["states"] and r["states"][-1] == "succeeded", why()
         assert r["metric"] == "loss" and r["painted"] > 500, why()
         assert r["sleeper"] == "killed", why()

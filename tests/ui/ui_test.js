@@ -3,7 +3,9 @@
 // server's backends (and says why one cannot be used), submit a job with the
 // form, watch it run and succeed, check the loss chart has points drawn, stop
 // another job with its button, and keep screenshots.  Used by tests/e2e/test_ui.py:
-//   node tests/ui/ui_test.js BASE_URL ARTIFACT_DIR WORKDIR SLEEPER_JOB_ID
+//   node tests/ui/ui_test.js BASE_URL ARTIFACT_DIR WORKDIR SLEEPER_JOB_ID LOGIN_URL
+// It first logs in with the server's one-time LOGIN_URL (a session cookie),
+// and at the end checks that a page from another origin cannot submit a job.
 // Prints one JSON line with what it saw; exits non-zero on a failed check.
 //
 // Every wait is on a condition with a generous deadline (the test machine
@@ -17,7 +19,7 @@ const { chromium } = require("playwright-core");
 const fs = require("fs");
 const path = require("path");
 
-const [base, out, workdir, sleeper] = process.argv.slice(2);
+const [base, out, workdir, sleeper, login] = process.argv.slice(2);
 const SCALE = Number(process.env.UI_TIMEOUT_SCALE || "1");
 const T = ms => ms * SCALE;
 const shotPath = name => path.join(out, name + ".png");
@@ -83,6 +85,17 @@ async function pageState(page) {
     page.setDefaultTimeout(T(30000));
     page.setDefaultNavigationTimeout(T(60000));
     page.on("pageerror", e => { result.pageerrors = (result.pageerrors || []).concat(String(e)); });
+
+    begin("login: without the cookie nothing, with the one-time URL a session");
+    await page.goto(base + "/");
+    result.before_login = await page.evaluate(() => fetch("/api/v1/whoami").then(r => r.status));
+    await page.goto(login);
+    await page.waitForURL(u => !String(u).includes("/login"), { timeout: T(30000) });
+    const cookie = (await page.context().cookies()).find(c => c.name === "trainctl_session");
+    result.cookie = cookie ? { httpOnly: cookie.httpOnly, sameSite: cookie.sameSite } : null;
+    result.whoami = await page.evaluate(() => fetch("/api/v1/whoami").then(r => r.json()));
+    // the link is used up: a second visit logs nobody in
+    result.login_again = await page.evaluate(u => fetch(u, { redirect: "manual" }).then(r => r.status), login);
 
     begin("distributed form: the server's backends, and why not");
     // the real server, whatever it has: each backend a distributed job cannot
@@ -208,8 +221,25 @@ async function pageState(page) {
     await page.waitForSelector("#devs tbody tr", { timeout: T(30000) });
     await shot(page, "devices");
 
+    begin("a page from another origin cannot submit a job");
+    // a "simple" fetch and a text/plain form, as any site the user visits could send
+    const evil = `<!doctype html><form id="f" method="POST" action="${base}/api/v1/jobs" enctype="text/plain">
+      <input name='{"spec":{"name":"csrf-form","command":"id","x":"' value='"}}'></form>
+      <script>
+      fetch("${base}/api/v1/jobs", { method: "POST", mode: "no-cors", credentials: "include",
+        headers: { "Content-Type": "text/plain" },
+        body: JSON.stringify({ spec: { name: "csrf-fetch", command: "id" } }) })
+        .catch(() => null).finally(() => { document.title = "sent"; document.getElementById("f").submit(); });
+      </script>`;
+    await page.route("http://evil.test/**", r => r.fulfill({ contentType: "text/html", body: evil }));
+    await page.goto("http://evil.test/");
+    await page.waitForURL(u => String(u).startsWith(base), { timeout: T(30000) });
+    result.csrf_answer = (await page.evaluate(() => document.body.innerText)).slice(0, 300);
+    await page.unroute("http://evil.test/**");
+
     begin("phone width");
     const phone = await browser.newPage({ viewport: { width: 390, height: 844 } });
+    await phone.context().addCookies(await page.context().cookies());
     current = phone;
     phone.setDefaultTimeout(T(30000));
     phone.on("pageerror", e => { result.pageerrors = (result.pageerrors || []).concat(String(e)); });
