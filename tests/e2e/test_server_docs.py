@@ -3,7 +3,8 @@
 A ```sh block whose first line is `# example: NAME` runs with bash -euo
 pipefail in a shared folder, with `trainctl` (the binary under test) first
 on PATH, TRAINCTL_SERVER set to the server and TRAINCTL_HOME to its state
-folder (so `trainctl token create` reaches it).  It must exit 0, and each
+folder (so `trainctl token create` reaches it, and the CLI and curl its Unix
+socket, STATE/server.sock).  It must exit 0, and each
 `# expect: TEXT` line names text its output must contain."""
 import os
 import re
@@ -25,7 +26,7 @@ def examples():
 def test_docs_have_examples():
     names = [n for n, _ in examples()]
     assert len(names) >= 10 and len(set(names)) == len(names), names
-    # once a token exists every request needs one: the tokens example is last
+    # the tokens example makes an account's token: it comes last
     assert names[-1] == "tokens", names
 
 
@@ -35,11 +36,22 @@ def live(tmp_path_factory):
     if not os.access(path, os.X_OK):
         pytest.fail(f"trainctl binary not found at {path}: run `make` or set TRAINCTL", pytrace=False)
     base = tmp_path_factory.mktemp("server-docs")
-    srv = start_server(path, base / "state", fake="gpu:2", args=["--cpu-slots", "2", "--sample-seconds", "1"])
-    work = base / "work"
-    work.mkdir()
-    yield srv, work
-    srv.stop()
+    # the tokens example's user is an account of this machine (a root server
+    # refuses tokens of names without one): made here when missing, and removed
+    made = False
+    if subprocess.run(["getent", "passwd", "alice"], capture_output=True).returncode != 0:
+        p = subprocess.run(["useradd", "--no-create-home", "alice"], capture_output=True, text=True)
+        assert p.returncode == 0, f"useradd alice: {p.stderr}"
+        made = True
+    try:
+        srv = start_server(path, base / "state", fake="gpu:2", args=["--cpu-slots", "2", "--sample-seconds", "1"])
+        work = base / "work"
+        work.mkdir()
+        yield srv, work
+        srv.stop()
+    finally:
+        if made:
+            subprocess.run(["userdel", "--force", "alice"], capture_output=True)
 
 
 @pytest.mark.parametrize("name,body", examples(), ids=[n for n, _ in examples()])
