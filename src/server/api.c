@@ -854,6 +854,28 @@ int api_start(struct srv *s, char **login, struct tc_err *err)
 	s->lis_unix = (struct api_listener){ s, true };
 	if (guard_start(s->guard))
 		return tc_error(err, TC_ESYS, "server: cannot start a thread");
+	/* the socket first: once TCP answers, local clients find it */
+	struct sbuf sp = SBUF_INIT;
+	if (s->o.socket)
+		sbuf_adds(&sp, s->o.socket);
+	else
+		sbuf_addf(&sp, "%s/" TC_SERVER_SOCKET, s->home);
+	s->socket_path = sbuf_detach(&sp);
+	int rc = open_unix(s, err);
+	if (rc)
+		return rc;
+	s->mhd_unix = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+					       MHD_USE_ERROR_LOG,
+				       0, NULL, NULL, on_request, &s->lis_unix,
+				       MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+				       MHD_OPTION_LISTEN_SOCKET, s->unix_fd,
+				       MHD_OPTION_NOTIFY_COMPLETED, on_done, &s->lis_unix,
+				       MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s->lis_unix,
+				       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
+				       MHD_OPTION_CONNECTION_LIMIT, (unsigned int)256,
+				       MHD_OPTION_END);
+	if (!s->mhd_unix)
+		return tc_error_errno(err, TC_ESYS, "server: cannot serve %s", s->socket_path);
 	/*
 	 * One thread per connection (event streams block in their readers).
 	 * libmicrohttpd's own limits sit above ours: up to them a connection
@@ -877,27 +899,6 @@ int api_start(struct srv *s, char **login, struct tc_err *err)
 				" --listen HOST:PORT picks another)", listen);
 	if (!s->mhd)
 		return tc_error_errno(err, TC_ESYS, "server: cannot listen on %s", listen);
-	struct sbuf sp = SBUF_INIT;
-	if (s->o.socket)
-		sbuf_adds(&sp, s->o.socket);
-	else
-		sbuf_addf(&sp, "%s/" TC_SERVER_SOCKET, s->home);
-	s->socket_path = sbuf_detach(&sp);
-	int rc = open_unix(s, err);
-	if (rc)
-		return rc;
-	s->mhd_unix = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-					       MHD_USE_ERROR_LOG,
-				       0, NULL, NULL, on_request, &s->lis_unix,
-				       MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-				       MHD_OPTION_LISTEN_SOCKET, s->unix_fd,
-				       MHD_OPTION_NOTIFY_COMPLETED, on_done, &s->lis_unix,
-				       MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s->lis_unix,
-				       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
-				       MHD_OPTION_CONNECTION_LIMIT, (unsigned int)256,
-				       MHD_OPTION_END);
-	if (!s->mhd_unix)
-		return tc_error_errno(err, TC_ESYS, "server: cannot serve %s", s->socket_path);
 	/* the operator's one-time login URL (like Jupyter's): the server's own account, admin */
 	struct who op = { .user = s->os_user, .admin = true, .local = true };
 	char *t = NULL;
