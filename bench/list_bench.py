@@ -31,6 +31,31 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+
+# A server of this tree wants credentials on TCP: the benchmarks talk to it
+# through its Unix socket (STATE/server.sock) as the local account, and to
+# an older binary (no socket) over TCP as before.
+SOCKET_OF_PORT = {}
+
+
+class _UnixConn(http.client.HTTPConnection):
+    def __init__(self, path, port, timeout):
+        super().__init__("127.0.0.1", port, timeout=timeout)
+        self.sock_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.sock_path)
+        self.sock = s
+
+
+def connect(port, timeout):
+    path = SOCKET_OF_PORT.get(port)
+    if path and os.path.exists(path):
+        return _UnixConn(path, port, timeout)
+    return http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -51,6 +76,7 @@ def request(conn, method, path, body=None):
 def start_server(tc, state, devices):
     port = free_port()
     env = dict(os.environ, TRAINCTL_HOME=str(state), TRAINCTL_FAKE_DEVICES=devices)
+    SOCKET_OF_PORT[port] = str(state / "server.sock")
     env.pop("TRAINCTL_SERVER", None)
     env.pop("TRAINCTL_TOKEN", None)
     log = open(state.parent / f"server-{port}.log", "w")
@@ -93,7 +119,7 @@ def cpu_ms(pid):
 
 
 def submitter(port, n, q):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn = connect(port, 60)
     spec = {"spec": {"name": "queued", "command": "true", "devices": {"type": "gpu", "per_node": 1}}}
     bad = []
     for _ in range(n):
@@ -108,7 +134,7 @@ def submitter(port, n, q):
 def fill(tc, state, jobs):
     p, port = start_server(tc, state, "gpu:1")
     try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        conn = connect(port, 120)
         st, body = request(conn, "POST", "/api/v1/jobs", {"spec": {
             "name": "holder", "command": "sleep 3600", "devices": {"type": "gpu", "per_node": 1}}})
         assert st == 201, body
@@ -146,7 +172,7 @@ def main():
             state = tmp / k / "state"
             shutil.copytree(seed, state, ignore=shutil.ignore_patterns("runs"))
             servers[k] = (state,) + start_server(tc, state, "")
-        conns = {k: http.client.HTTPConnection("127.0.0.1", v[2], timeout=120) for k, v in servers.items()}
+        conns = {k: connect(v[2], 120) for k, v in servers.items()}
         cases = [("GET /api/v1/jobs?limit=ALL", f"/api/v1/jobs?limit={a.jobs + 1}"),
                  ("GET ?state=queued&offset=5000", "/api/v1/jobs?state=queued&limit=100&offset=5000"),
                  ("GET /api/v1/jobs (page of 100)", "/api/v1/jobs")]

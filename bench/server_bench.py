@@ -38,6 +38,31 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+
+# A server of this tree wants credentials on TCP: the benchmarks talk to it
+# through its Unix socket (STATE/server.sock) as the local account, and to
+# an older binary (no socket) over TCP as before.
+SOCKET_OF_PORT = {}
+
+
+class _UnixConn(http.client.HTTPConnection):
+    def __init__(self, path, port, timeout):
+        super().__init__("127.0.0.1", port, timeout=timeout)
+        self.sock_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.sock_path)
+        self.sock = s
+
+
+def connect(port, timeout):
+    path = SOCKET_OF_PORT.get(port)
+    if path and os.path.exists(path):
+        return _UnixConn(path, port, timeout)
+    return http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -56,7 +81,7 @@ def request(conn, method, path, body=None):
 
 
 def submitter(port, n, start, q):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn = connect(port, 60)
     spec = {"spec": {"name": "queued", "command": "true", "devices": {"type": "gpu", "per_node": 1}}}
     start.wait()
     t0 = time.perf_counter()
@@ -113,6 +138,7 @@ def main():
     tmp = Path(tempfile.mkdtemp(prefix="server-bench-"))
     port = free_port()
     env = dict(os.environ, TRAINCTL_HOME=str(tmp / "state"), TRAINCTL_FAKE_DEVICES="gpu:1")
+    SOCKET_OF_PORT[port] = str(tmp / "state" / "server.sock")
     env.pop("TRAINCTL_SERVER", None)
     env.pop("TRAINCTL_TOKEN", None)
     log = open(tmp / "server.log", "w")
@@ -126,7 +152,7 @@ def main():
                 break
             except OSError:
                 time.sleep(0.05)
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        conn = connect(port, 120)
         # the job that holds the gpu from start to end
         st, body = request(conn, "POST", "/api/v1/jobs", {"spec": {
             "name": "holder", "command": "sleep 3600", "devices": {"type": "gpu", "per_node": 1}}})
