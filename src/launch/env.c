@@ -200,3 +200,16 @@ char *env_file_text(const struct env_plan *p)
 	strvec_clear(&common);
 	return sbuf_detach(&sb);
 }
+
+void env_drop_supervisor_only(struct strvec *env)
+{
+	const char *only = env_get(env, "TRAINCTL_SUPERVISOR_ONLY");
+	if (!only)
+		return;
+	char *list = xstrdup(only);
+	for (char *save = NULL, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save))
+		while (env_get(env, name))
+			env_unset(env, name);
+	free(list);
+	env_unset(env, "TRAINCTL_SUPERVISOR_ONLY");
+}

@@ -190,6 +190,11 @@ void env_rank(const struct env_plan *p, int local_rank, struct strvec *out);
 /* job.env text: common exports, then each rank's own as comments. */
 char *env_file_text(const struct env_plan *p);
 /* Does the framework profile need one endpoint port per rank? */
+/*
+ * Remove from env the variables TRAINCTL_SUPERVISOR_ONLY names (a server's
+ * webhook secrets: the supervisor's, never the job's), and that list.
+ */
+void env_drop_supervisor_only(struct strvec *env);
 bool env_needs_rank_ports(const char *framework);
 
 /* ---- Ascend rank table (ranktable.c) ---- */

@@ -223,6 +223,7 @@ static int spawn_workers(struct sup *sp, const struct env_plan *plan, struct tc_
 	int rc = 0;
 	build_argv(sp->s, &argv);
 	proc_env_inherit(&common);
+	env_drop_supervisor_only(&common);
 	env_common(plan, &common);
 	for (int i = 0; i < sp->n; i++) {
 		struct worker *w = &sp->w[i];

@@ -8,6 +8,9 @@
  */
 #include "server/server_int.h"
 
+#include "core/sbuf.h"
+#include "notify/notify.h"
+
 #include <string.h>
 
 /* Whole names the job may inherit. */
@@ -25,7 +28,7 @@ static const char *const pass_prefixes[] = {
 /* trainctl variables that name the server's secrets or its state: never passed. */
 static const char *const never[] = {
 	"TRAINCTL_TOKEN", "TRAINCTL_HOME", "TRAINCTL_STORAGE_CONFIG", "TRAINCTL_SERVER",
-	"TRAINCTL_SOCKET", NULL,
+	"TRAINCTL_SOCKET", "TRAINCTL_SUPERVISOR_ONLY", NULL,
 };
 
 static bool named(const char *entry, size_t klen, const char *const *names)
@@ -57,4 +60,33 @@ void srv_job_env(char *const *environ_, const char *const *extra, struct strvec 
 	for (char *const *e = environ_; e && *e; e++)
 		if (srv_env_passes(*e, extra))
 			strvec_push(out, *e);
+}
+
+void srv_supervisor_env(char *const *environ_, const char *const *extra,
+			const struct notify_hook *hooks, size_t nhooks, struct strvec *out)
+{
+	srv_job_env(environ_, extra, out);
+	/*
+	 * The secrets of the server's own webhooks (--notify-file) are read by
+	 * the supervisor, which signs the deliveries; its workers never get them
+	 * (launch: env_drop_supervisor_only).
+	 */
+	struct sbuf only = SBUF_INIT;
+	for (size_t i = 0; i < nhooks; i++) {
+		const char *name = hooks[i].secret_env;
+		size_t n = name ? strlen(name) : 0;
+		if (!n)
+			continue;
+		for (char *const *e = environ_; e && *e; e++) {
+			if (strncmp(*e, name, n) || (*e)[n] != '=')
+				continue;
+			if (!env_get(out, name))
+				strvec_push(out, *e);
+			sbuf_addf(&only, "%s%s", only.len ? "," : "", name);
+			break;
+		}
+	}
+	if (only.len)
+		env_set(out, "TRAINCTL_SUPERVISOR_ONLY", only.buf);
+	sbuf_release(&only);
 }

@@ -269,7 +269,7 @@ static pid_t spawn_supervisor(struct srv *s, struct sjob *j, const char *devices
 	if (j->ran)
 		strvec_push(&p.args, "--resume");
 	/* an allowlist of ours, never our credentials (jobenv.c); supervise drops TRAINCTL_HOME */
-	srv_job_env(environ, s->o.pass_env, &p.env);
+	srv_supervisor_env(environ, s->o.pass_env, s->o.notify, s->o.nnotify, &p.env);
 	env_set(&p.env, "TRAINCTL_HOME", s->home);
 	p.default_sigs = PROC_SIGS_CLASSIC;
 	sbuf_addf(&logdir, "%s/logs", j->run_dir);

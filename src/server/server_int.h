@@ -160,6 +160,14 @@ void srv_sweeps(struct srv *s);
 bool srv_env_passes(const char *entry, const char *const *extra);
 /* The entries of environ_ that pass, appended to out. */
 void srv_job_env(char *const *environ_, const char *const *extra, struct strvec *out);
+struct notify_hook;
+/*
+ * srv_job_env plus the variables of the server's webhooks' secrets
+ * (secret_env), which the supervisor reads and its workers never get:
+ * they are named in TRAINCTL_SUPERVISOR_ONLY.
+ */
+void srv_supervisor_env(char *const *environ_, const char *const *extra,
+			const struct notify_hook *hooks, size_t nhooks, struct strvec *out);
 
 /* api.c: both listeners; *login (heap) is the one-time login URL's path and query */
 int api_start(struct srv *s, char **login, struct tc_err *err);
