@@ -160,7 +160,26 @@ static int token_lookup(void *arg, const char *token, char **user, bool *admin)
 static int session_lookup(void *arg, const char *sid, struct who *w)
 {
 	struct srv *s = arg;
-	return sessions_use(s->sessions, SESS_COOKIE, sid, w);
+	if (sessions_use(s->sessions, SESS_COOKIE, sid, w))
+		return -1;
+	if (!w->token_hash[0])
+		return 0;
+	/* made from a token: the session ends with it (trainctl token revoke) */
+	char *user = NULL;
+	bool admin = false;
+	struct tc_err err = TC_ERR_INIT;
+	pthread_mutex_lock(&s->mu);
+	int rc = store_token_find(s->st, w->token_hash, &user, &admin, &err);
+	pthread_mutex_unlock(&s->mu);
+	tc_err_release(&err);
+	free(user);
+	if (rc) {
+		sessions_drop(s->sessions, sid);
+		free(w->user);
+		w->user = NULL;
+		return -1;
+	}
+	return 0;
 }
 
 static char *uid_name(void *arg, uid_t uid)
@@ -434,6 +453,13 @@ static int r_login(struct api_call *c)
 /* POST /api/v1/session: the caller's credentials (a token) become a cookie, for the UI. */
 static int r_session_new(struct api_call *c)
 {
+	const char *a = MHD_lookup_connection_value(c->con, MHD_HEADER_KIND, "Authorization");
+	if (c->w.via == AUTH_VIA_TOKEN && a && strlen(a) > 7) {
+		struct sbuf h = SBUF_INIT;
+		server_token_hash(a + 7, &h);
+		snprintf(c->w.token_hash, sizeof(c->w.token_hash), "%s", h.buf);
+		sbuf_release(&h);
+	}
 	return start_session(c, &c->w, 200, NULL);
 }
 

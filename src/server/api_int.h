@@ -33,6 +33,7 @@ struct who {
 				* login URL printed at start (their sessions too) */
 	enum auth_via via;
 	const char *refusal;   /* with a 403 from server_auth_decide: why (static text) */
+	char token_hash[65];   /* the token a session was made from ("" for none): revoking it ends it */
 };
 
 /* ---- auth.c: who is asking, and what they may see (pure) ---- */
@@ -72,10 +73,13 @@ enum sess_kind { SESS_COOKIE, SESS_TICKET };
 struct sessions;
 struct sessions *sessions_new(void);
 void sessions_free(struct sessions *ss);
-/* A new secret (64 hex digits, heap) for w, valid ttl s (0: until used or the server stops). */
+/*
+ * A new secret (64 hex digits, heap) for w, valid ttl s (0: until used or
+ * the server stops); w->token_hash goes with it.
+ */
 int sessions_add(struct sessions *ss, enum sess_kind kind, const struct who *w, double ttl,
 		 char **secret, struct tc_err *err);
-/* 0 with w's user (heap), admin and local, or -1; a ticket is used up. */
+/* 0 with w's user (heap), admin, local and token_hash, or -1; a ticket is used up. */
 int sessions_use(struct sessions *ss, enum sess_kind kind, const char *secret, struct who *w);
 void sessions_drop(struct sessions *ss, const char *secret);
 

@@ -112,6 +112,7 @@ unsigned server_auth_decide(const struct auth_req *a, struct who *w)
 			return 403;
 		}
 		w->admin = a->peer_uid == 0 || (uid_t)a->peer_uid == a->server_uid;
+		w->local = w->admin; /* root or the server's account: the operator */
 		w->via = AUTH_VIA_PEER;
 	} else {
 		return 401;
@@ -152,6 +153,7 @@ struct sess {
 	enum sess_kind kind;
 	char *user;
 	bool admin, local;
+	char token_hash[65];
 	double expires; /* wall time; 0: never (a ticket printed at start, until used) */
 };
 
@@ -217,6 +219,8 @@ int sessions_add(struct sessions *ss, enum sess_kind kind, const struct who *w, 
 	e->user = xstrdup(w->user);
 	e->admin = w->admin;
 	e->local = w->local;
+	memcpy(e->token_hash, w->token_hash, sizeof(e->token_hash));
+	e->token_hash[sizeof(e->token_hash) - 1] = '\0';
 	e->expires = ttl > 0 ? now + ttl : 0;
 	pthread_mutex_unlock(&ss->mu);
 	sbuf_release(&hash);
@@ -237,6 +241,7 @@ int sessions_use(struct sessions *ss, enum sess_kind kind, const char *secret, s
 		w->user = xstrdup(ss->v[i].user);
 		w->admin = ss->v[i].admin;
 		w->local = ss->v[i].local;
+		memcpy(w->token_hash, ss->v[i].token_hash, sizeof(w->token_hash));
 		if (kind == SESS_TICKET)
 			sess_remove(ss, i); /* one use */
 		rc = 0;

@@ -99,9 +99,21 @@ def test_token_list_and_revoke(trainctl, tmp_path):
             gone, kept = ((t1, t2) if srv.call("GET", "/api/v1/whoami", token=t1)[0] == 401 else (t2, t1))
             assert srv.call("GET", "/api/v1/whoami", token=gone)[0] == 401
             assert srv.call("GET", "/api/v1/whoami", token=kept)[0] == 200
+            # a session cookie made from the kept token (the UI's Token button)
+            c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+            c.request("POST", "/api/v1/session", body="{}",
+                      headers={"Authorization": "Bearer " + kept, "Content-Type": "application/json"})
+            r = c.getresponse()
+            r.read()
+            assert r.status == 200, r.status
+            cookie = r.headers["Set-Cookie"].split(";")[0]
+            assert "HttpOnly" in r.headers["Set-Cookie"] and "SameSite=Strict" in r.headers["Set-Cookie"]
+            assert srv.call("GET", "/api/v1/whoami", token="", headers={"Cookie": cookie})[0] == 200
             p = subprocess.run([str(trainctl), "token", "revoke", "--user", u["alice"]], env=env,
                                capture_output=True, text=True)
             assert p.returncode == 0, p.stderr
+            # revoking the token ends the sessions made from it
+            assert srv.call("GET", "/api/v1/whoami", token="", headers={"Cookie": cookie})[0] == 401
             # no tokens left: still nobody gets in without credentials
             for tok in ("", kept):
                 st, body = srv.call("GET", "/api/v1/whoami", token=tok)
