@@ -48,7 +48,8 @@ def test_compare_view(trainctl, tmp_path):
     assert wait_for(lambda: srv.call("GET", f"/api/v1/sweeps/{sid}")[1]["state"] == "done", timeout=300), srv.log()
     try:
         p = subprocess.run([node, str(ui / "compare_test.js"), srv.url, str(out), sid] + jobs,
-                           capture_output=True, text=True, timeout=600)
+                           capture_output=True, text=True, timeout=600,
+                           env=dict(os.environ, UI_LOGIN_URL=srv.login_url()))
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"compare_test.js ran past 600 s\nstdout: {e.stdout}\nstderr: {e.stderr}", pytrace=False)
     lines = p.stdout.strip().splitlines()

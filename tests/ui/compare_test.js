@@ -54,6 +54,8 @@ const charts = page => page.evaluate(() => [...document.querySelectorAll(".compa
     page.on("pageerror", e => { result.pageerrors = (result.pageerrors || []).concat(String(e)); });
 
     begin("tick the jobs and compare");
+    // the server's one-time login URL leaves the session cookie (docs/security.md)
+    if (process.env.UI_LOGIN_URL) await page.goto(process.env.UI_LOGIN_URL);
     await page.goto(base + "/#/jobs");
     for (const id of jobs) {
       const box = page.locator(`tr[data-id="${id}"] input.pick`);
