@@ -248,3 +248,18 @@ def test_accelerators_cap_parallel(tmp_path):
     spans = sorted((t["started"], t["ended"]) for t in s["trials"])
     for start, _ in spans:
         assert sum(1 for a, b in spans if a <= start < b) <= 2, spans
+
+
+def test_random_search_successive_halving(tmp_path):
+    home = tmp_path / "home"
+    f = toy(tmp_path, "  args.x: {uniform: [0, 1]}\n  args.steps: [30]\n",
+            "count: 4\nseed: 3\nparallel: 1\n"
+            "early_stopping: {rule: halving, budget: 30, eta: 2, min_steps: 5}\n")
+    r = _tc(home, "sweep", f)
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = show(home, "toy")
+    stopped = [t for t in s["trials"] if t["state"] == "stopped"]
+    assert stopped, s["trials"]
+    for t in stopped:
+        assert "successive halving" in t["note"] and 5 <= t["steps"] < 30, t
+    assert s["trials"][0]["state"] == "succeeded"
