@@ -6,6 +6,7 @@
  *   {"seq":N,"ev":"mark","state":"running","why":"..."}
  *   {"seq":N,"ev":"finish","state":"failed","exit":1,"cause":"...","why":"..."}
  *   {"seq":N,"ev":"restarts","n":2}
+ *   {"seq":N,"ev":"note","reason":"hang: ..."}   (jobs_note: "<kind>: <text>")
  *   {"seq":N,"ev":"started","attempt":0,"why":"...","w":[[rank,local,pid,started],...]}
  *   {"seq":N,"ev":"wend","attempt":0,"rank":3,"exit":-1,"sig":9}
  *   {"seq":N,"ev":"metrics","b":"<base64 of store_mbatch_pack>"}
@@ -168,6 +169,29 @@ int hub_ev_restarts(struct hub_remote *r, const char *job, int restarts, struct 
 	sbuf_adds(&sb, "\"ev\":\"restarts\"");
 	add_num(&sb, "n", restarts);
 	return send_ev(r, &sb, err);
+}
+
+int hub_ev_note(struct hub_remote *r, const char *job, enum job_note n, const char *text,
+		struct tc_err *err)
+{
+	int rc = wrong_job(r, job, err);
+	if (rc)
+		return rc;
+	struct sbuf reason = SBUF_INIT, sb = SBUF_INIT;
+	sbuf_addf(&reason, "%s: %s", job_note_name(n), text);
+	sbuf_adds(&sb, "\"ev\":\"note\"");
+	add_str(&sb, "reason", reason.buf);
+	sbuf_release(&reason);
+	return send_ev(r, &sb, err);
+}
+
+/* A note's reason back through jobs_note, the one writer of notes. */
+static int apply_note(struct store *st, const char *job, const char *reason, struct tc_err *err)
+{
+	enum job_note n = job_note_of_reason(reason);
+	if (n == JOB_NOTE_NONE)
+		return tc_error(err, TC_EUSAGE, "hub: a note event without a known kind");
+	return jobs_note(st, job, n, reason + strlen(job_note_name(n)) + 2, err);
 }
 
 int hub_ev_started(struct hub_remote *r, const struct store_start *s, struct tc_err *err)
@@ -492,6 +516,8 @@ int hub_apply_line(struct store *st, const char *job, struct store_mbatch **mb,
 		rc = state_of(o, &state) ? jobs_finish(st, job, state, (int)i_of(o, "exit", 1),
 						       s_of(o, "cause"), s_of(o, "why"), err)
 					 : bad(err, ev);
+	} else if (!strcmp(ev, "note")) {
+		rc = apply_note(st, job, s_of(o, "reason"), err);
 	} else if (!strcmp(ev, "restarts")) {
 		rc = store_job_set_restarts(st, job, (int)i_of(o, "n", 0), err);
 	} else if (!strcmp(ev, "started")) {

@@ -22,6 +22,8 @@ int hub_ev_mark(struct hub_remote *r, const char *job, enum job_state state, con
 int hub_ev_finish(struct hub_remote *r, const char *job, enum job_state end, int exit_code,
 		  const char *root_cause, const char *why, struct tc_err *err);
 int hub_ev_restarts(struct hub_remote *r, const char *job, int restarts, struct tc_err *err);
+int hub_ev_note(struct hub_remote *r, const char *job, enum job_note n, const char *text,
+		struct tc_err *err);
 int hub_ev_started(struct hub_remote *r, const struct store_start *s, struct tc_err *err);
 int hub_ev_worker_end(struct hub_remote *r, const char *job, int attempt, int rank,
 		      int exit_code, int signal, struct tc_err *err);

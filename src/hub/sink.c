@@ -69,6 +69,14 @@ int sink_restarts(struct sink *k, const char *job, int restarts, struct tc_err *
 	return store_job_set_restarts(k->st, job, restarts, err);
 }
 
+int sink_note(struct sink *k, const char *job, enum job_note n, const char *text,
+	      struct tc_err *err)
+{
+	if (k->r)
+		return hub_ev_note(k->r, job, n, text, err);
+	return jobs_note(k->st, job, n, text, err);
+}
+
 int sink_started(struct sink *k, const struct store_start *s, struct tc_err *err)
 {
 	if (k->r)

@@ -51,6 +51,9 @@ int sink_mark(struct sink *k, const char *job, enum job_state state, const char 
 int sink_finish(struct sink *k, const char *job, enum job_state end, int exit_code,
 		const char *root_cause, const char *why, struct tc_err *err);
 int sink_restarts(struct sink *k, const char *job, int restarts, struct tc_err *err);
+/* An event that is no change of state (jobs_note: a hang, an on_log match, ...). */
+int sink_note(struct sink *k, const char *job, enum job_note n, const char *text,
+	      struct tc_err *err);
 /* Workers up (jobs_mark_started); s->create must be NULL for a remote sink. */
 int sink_started(struct sink *k, const struct store_start *s, struct tc_err *err);
 int sink_worker_end(struct sink *k, const char *job, int attempt, int rank, int exit_code,

@@ -68,23 +68,7 @@ int jobs_launch(struct store *st, const char *id, const char *devices, pid_t pid
 int jobs_requeue(struct store *st, const char *id, enum job_state to, bool count_restart,
 		 const char *why, struct tc_err *err);
 
-/*
- * Events that are not changes of state (docs/diagnostics.md): a row of
- * the events table with the job's current state and the reason
- * "<name>: text", where name is job_note_name's.  The JSON form of such
- * an event carries "kind": name.  No reason of a change of state starts
- * so ("hang detected: ..." is the restart's and the failure's).
- */
-enum job_note {
-	JOB_NOTE_NONE = 0,
-	JOB_NOTE_HANG,            /* "hang": no progress past the watchdog's timeout */
-	JOB_NOTE_STRAGGLER,       /* "straggler": a rank slower than the others, persistently */
-	JOB_NOTE_LOG_MATCH,       /* "log_match": an on_log: pattern matched */
-	JOB_NOTE_RESUME_MISMATCH, /* "resume_mismatch": the first step after a resume is not ckpt + 1 */
-};
-const char *job_note_name(enum job_note n);
-/* The note a reason text is, JOB_NOTE_NONE for a change of state's. */
-enum job_note job_note_of_reason(const char *reason);
+/* An event that is no change of state (state.h: enum job_note), the job's current state with it. */
 int jobs_note(struct store *st, const char *id, enum job_note n, const char *text,
 	      struct tc_err *err);
 

@@ -108,3 +108,28 @@ enum job_state job_stop_state(enum job_stop why)
 	return why == JOB_STOP_PAUSED ? JOB_PAUSED : why == JOB_STOP_PREEMPTED ? JOB_PREEMPTED
 									    : JOB_KILLED;
 }
+
+/* ---- notes: events that are no change of state (state.h) ---- */
+
+static const char *const note_names[] = {
+	[JOB_NOTE_NONE] = "",
+	[JOB_NOTE_HANG] = "hang",
+	[JOB_NOTE_STRAGGLER] = "straggler",
+	[JOB_NOTE_LOG_MATCH] = "log_match",
+	[JOB_NOTE_RESUME_MISMATCH] = "resume_mismatch",
+};
+
+const char *job_note_name(enum job_note n)
+{
+	return (size_t)n < sizeof(note_names) / sizeof(note_names[0]) ? note_names[n] : "";
+}
+
+enum job_note job_note_of_reason(const char *reason)
+{
+	for (size_t i = 1; reason && i < sizeof(note_names) / sizeof(note_names[0]); i++) {
+		size_t n = strlen(note_names[i]);
+		if (!strncmp(reason, note_names[i], n) && reason[n] == ':' && reason[n + 1] == ' ')
+			return (enum job_note)i;
+	}
+	return JOB_NOTE_NONE;
+}

@@ -88,4 +88,22 @@ enum job_stop job_stop_parse(const char *name);
 /* The state a supervisor stopped for why records (killed, paused, preempted). */
 enum job_state job_stop_state(enum job_stop why);
 
+/*
+ * Events that are not changes of state (docs/diagnostics.md): a row of
+ * the events table with the job's current state and the reason
+ * "<name>: text", where name is job_note_name's.  The JSON form of such
+ * an event carries "kind": name.  No reason of a change of state starts
+ * so ("hang detected: ..." is the restart's and the failure's).
+ */
+enum job_note {
+	JOB_NOTE_NONE = 0,
+	JOB_NOTE_HANG,            /* "hang": no progress past the watchdog's timeout */
+	JOB_NOTE_STRAGGLER,       /* "straggler": a rank slower than the others, persistently */
+	JOB_NOTE_LOG_MATCH,       /* "log_match": an on_log: pattern matched */
+	JOB_NOTE_RESUME_MISMATCH, /* "resume_mismatch": the first step after a resume is not ckpt + 1 */
+};
+const char *job_note_name(enum job_note n);
+/* The note a reason text is, JOB_NOTE_NONE for a change of state's. */
+enum job_note job_note_of_reason(const char *reason);
+
 #endif

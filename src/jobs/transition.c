@@ -76,29 +76,6 @@ int jobs_requeue(struct store *st, const char *id, enum job_state to, bool count
 	return store_job_requeue(st, id, to, count_restart, why, err);
 }
 
-static const char *const note_names[] = {
-	[JOB_NOTE_NONE] = "",
-	[JOB_NOTE_HANG] = "hang",
-	[JOB_NOTE_STRAGGLER] = "straggler",
-	[JOB_NOTE_LOG_MATCH] = "log_match",
-	[JOB_NOTE_RESUME_MISMATCH] = "resume_mismatch",
-};
-
-const char *job_note_name(enum job_note n)
-{
-	return (size_t)n < sizeof(note_names) / sizeof(note_names[0]) ? note_names[n] : "";
-}
-
-enum job_note job_note_of_reason(const char *reason)
-{
-	for (size_t i = 1; reason && i < sizeof(note_names) / sizeof(note_names[0]); i++) {
-		size_t n = strlen(note_names[i]);
-		if (!strncmp(reason, note_names[i], n) && reason[n] == ':' && reason[n + 1] == ' ')
-			return (enum job_note)i;
-	}
-	return JOB_NOTE_NONE;
-}
-
 int jobs_note(struct store *st, const char *id, enum job_note n, const char *text,
 	      struct tc_err *err)
 {

@@ -16,6 +16,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "diag/diag.h"
+#include "hub/sink.h"
 #include "jobs/jobs.h"
 #include "metrics/ingest.h"
 #include "report/report.h"
@@ -243,7 +244,7 @@ static void progress(struct watch *w, int local)
 static void note(struct sup *sp, enum job_note n, const char *text)
 {
 	struct tc_err e = TC_ERR_INIT;
-	if (jobs_note(sp->st, sp->job_id, n, text, &e))
+	if (sink_note(sp->sink, sp->job_id, n, text, &e))
 		sup_say(sp, "warning: %s", e.msg);
 	tc_err_release(&e);
 	if (n == JOB_NOTE_HANG || n == JOB_NOTE_LOG_MATCH) {

@@ -187,6 +187,34 @@ TEST(hub_applies_each_sequence_number_once)
 	store_close(st);
 }
 
+TEST(hub_applies_notes_through_jobs_note)
+{
+	const char *home = test_tmpdir();
+	struct store *st = job_store(home);
+	struct hub *h = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(hub_new(home, &h, &err), 0);
+	post(h, SECRET, "node0.a0",
+	     "{\"seq\":1,\"ev\":\"mark\",\"state\":\"running\",\"why\":\"up\"}\n"
+	     "{\"seq\":2,\"ev\":\"note\",\"reason\":\"hang: no progress for 9 s\"}\n"
+	     "{\"seq\":3,\"ev\":\"note\",\"reason\":\"not a note\"}\n", 200, 3);
+	struct event_row *ev = NULL;
+	size_t n = 0;
+	CHECK_INT(store_events(st, JOB, &ev, &n, &err), 0);
+	int notes = 0;
+	for (size_t i = 0; i < n; i++)
+		if (job_note_of_reason(ev[i].reason) == JOB_NOTE_HANG) {
+			notes++;
+			CHECK_STR(ev[i].reason, "hang: no progress for 9 s");
+			CHECK_INT(ev[i].state, JOB_RUNNING); /* the state the job had */
+		}
+	CHECK_INT(notes, 1);
+	event_rows_free(ev, n);
+	tc_err_release(&err);
+	hub_free(h);
+	store_close(st);
+}
+
 static int count_lines(const char *path)
 {
 	struct sbuf sb = SBUF_INIT;
