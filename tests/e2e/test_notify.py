@@ -307,3 +307,38 @@ def test_server_defaults_queued_and_preempted(trainctl, tmp_path, receiver):
         assert "notifications" not in srv.job(quiet)
     finally:
         srv.stop()
+
+
+def test_log_policy_match_and_hang_are_sent(run_tc, home, tmp_path, receiver):
+    """The watchdog's events reach the hooks: an on_log match (then the
+    failure it causes) and a hang before the first step (startup_seconds)."""
+    r = receiver()
+    job = write_spec(tmp_path, f"""
+name: oom
+command: ["sh", "-c", "echo 'RuntimeError: CUDA out of memory'; sleep 300"]
+on_log:
+  - {{pattern: "CUDA out of memory", action: fail}}
+notify:
+  - url: {r.url}
+    events: [log_match, failed]
+""")
+    p = run_tc("run", job)
+    assert p.returncode == 1, p.stderr
+    wait_until(lambda: r.events() == ["log_match", "failed"],
+               what=lambda: f"log_match then failed, got {r.events()}")
+    match = json.loads(r.requests[0][1])
+    assert match["reason"].startswith("log_match: ") and "CUDA out of memory" in match["reason"]
+    r2 = receiver()
+    job = write_spec(tmp_path, f"""
+name: stuck
+command: ["sh", "-c", "sleep 300"]
+watchdog: {{startup_seconds: 1}}
+notify:
+  - url: {r2.url}
+    events: [hang, failed]
+""", "stuck.yaml")
+    p = run_tc("run", job)
+    assert p.returncode == 1, p.stderr
+    wait_until(lambda: r2.events() == ["hang", "failed"],
+               what=lambda: f"hang then failed, got {r2.events()}")
+    assert json.loads(r2.requests[0][1])["reason"].startswith("hang: ")
