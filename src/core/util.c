@@ -108,11 +108,50 @@ out:
 	return rc;
 }
 
+int open_regular_nofollow(const char *path, int flags, mode_t mode)
+{
+	int fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -1;
+	struct stat sb;
+	int e = fstat(fd, &sb) < 0 ? errno : 0;
+	if (!e && (!S_ISREG(sb.st_mode) || sb.st_nlink != 1))
+		e = EINVAL;
+	if (e) {
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+		e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+static int read_fd(int fd, const char *path, struct sbuf *out, struct tc_err *err);
+
 int read_file(const char *path, struct sbuf *out, struct tc_err *err)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return tc_error_errno(err, TC_ENOTFOUND, "cannot open '%s'", path);
+	return read_fd(fd, path, out, err);
+}
+
+int read_file_nofollow(const char *path, struct sbuf *out, struct tc_err *err)
+{
+	int fd = open_regular_nofollow(path, O_RDONLY, 0);
+	if (fd < 0)
+		return tc_error_errno(err, TC_ENOTFOUND, "cannot open '%s'", path);
+	return read_fd(fd, path, out, err);
+}
+
+static int read_fd(int fd, const char *path, struct sbuf *out, struct tc_err *err)
+{
 	for (;;) {
 		sbuf_grow(out, 65536);
 		ssize_t n = read(fd, out->buf + out->len, out->alloc - out->len - 1);

@@ -30,6 +30,17 @@ int mkdir_p(const char *path, struct tc_err *err);
 /* Read a whole file into out (appending). */
 int read_file(const char *path, struct sbuf *out, struct tc_err *err);
 /*
+ * open(2) for a file in a folder the job's user can write (its logs): the
+ * last component is never followed through a symlink (O_NOFOLLOW), a FIFO
+ * cannot block the open (O_NONBLOCK, cleared after), and anything but a
+ * regular file with one link is refused (a hard link would be another
+ * file's name).  O_CLOEXEC is added.  fd, or -1 with errno (ELOOP for a
+ * symlink, EINVAL for a non-regular or multiply linked file).
+ */
+int open_regular_nofollow(const char *path, int flags, mode_t mode);
+/* read_file through open_regular_nofollow. */
+int read_file_nofollow(const char *path, struct sbuf *out, struct tc_err *err);
+/*
  * Write data to path atomically (temp file + rename): readers see the old
  * file or the whole new one, never a part.  No fsync: run-folder files are
  * re-creatable, and an fsync costs tens of ms on some disks, which would

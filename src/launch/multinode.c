@@ -188,7 +188,7 @@ static int mn_open(struct mn *m, struct tc_err *err)
 		if ((rc = mkdir_p(dirs[i], err)))
 			return rc;
 	sbuf_addf(&path, "%s/supervisor.log", m->log_dir);
-	m->logfd = open(path.buf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	m->logfd = open_regular_nofollow(path.buf, O_WRONLY | O_CREAT | O_APPEND, 0644);
 	sbuf_release(&path);
 	if (m->logfd < 0)
 		return tc_error_errno(err, TC_ESYS, "cannot open %s/supervisor.log", m->log_dir);

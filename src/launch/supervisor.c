@@ -194,16 +194,23 @@ static int make_run_folder(struct sup *sp, struct tc_err *err)
 	sp->tb_dir = sup_join(sp->output_dir, "tensorboard");
 	sp->ckpt_dir = sp->s->ckpt_dir[0] == '/' ? xstrdup(sp->s->ckpt_dir)
 						  : sup_join(sp->output_dir, sp->s->ckpt_dir);
-	const char *dirs[] = { sp->log_dir, sp->output_dir, sp->data_dir, sp->tb_dir, sp->ckpt_dir };
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		if ((rc = mkdir_p(dirs[i], err)))
+	/*
+	 * Workers running as another account write their outputs here: root
+	 * hands over only what it creates now (userdir.c), never a folder or
+	 * a link the user put in its way.
+	 */
+	if ((rc = mkdir_p(sp->run_dir, err)))
+		return rc;
+	size_t rl = strlen(sp->run_dir);
+	const char *inside = !strncmp(sp->ckpt_dir, sp->run_dir, rl) && sp->ckpt_dir[rl] == '/'
+				     ? sp->ckpt_dir + rl + 1
+				     : NULL;
+	const char *rels[] = { "logs", "output", "data", "output/tensorboard", inside };
+	for (size_t i = 0; i < sizeof(rels) / sizeof(rels[0]); i++)
+		if (rels[i] && (rc = sup_user_dir(sp, sp->run_dir, rels[i], err)))
 			return rc;
-		/* workers running as another account write their outputs here */
-		if (sp->o->run_as_uid &&
-		    chown(dirs[i], (uid_t)sp->o->run_as_uid, (gid_t)sp->o->run_as_gid) < 0)
-			return tc_error_errno(err, TC_ESYS, "cannot hand %s to uid %u", dirs[i],
-					      sp->o->run_as_uid);
-	}
+	if (!inside && (rc = sup_user_dir_outside(sp, sp->ckpt_dir, err)))
+		return rc;
 	/* a node of a multi-node job runs the job.yaml its submitter wrote */
 	char *yaml = sp->o->node ? NULL : spec_to_yaml(sp->s);
 	rc = yaml ? sup_write_text(sp->run_dir, "job.yaml", yaml, err) : 0;
@@ -217,7 +224,8 @@ static int make_run_folder(struct sup *sp, struct tc_err *err)
 		sbuf_adds(&sln, "supervisor.log");
 	char *sl = sup_join(sp->log_dir, sln.buf);
 	sbuf_release(&sln);
-	sp->suplog_fd = open(sl, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	/* logs/ belongs to the job's user: never follow what it put there */
+	sp->suplog_fd = open_regular_nofollow(sl, O_WRONLY | O_CREAT | O_APPEND, 0644);
 	free(sl);
 	if (sp->suplog_fd < 0)
 		return tc_error_errno(err, TC_ESYS, "cannot open supervisor log");
@@ -230,7 +238,7 @@ static void append_log_tail(struct sup *sp, struct sbuf *out, int rank)
 {
 	struct sbuf path = SBUF_INIT, text = SBUF_INIT;
 	sbuf_addf(&path, "%s/rank-%d.log", sp->log_dir, rank);
-	if (read_file(path.buf, &text, NULL) == 0 && text.len) {
+	if (read_file_nofollow(path.buf, &text, NULL) == 0 && text.len) {
 		sbuf_rtrim(&text);
 		size_t start = text.len;
 		int lines = 0;
@@ -254,7 +262,12 @@ static void append_error_file(struct sup *sp, struct sbuf *out, int rank)
 {
 	struct sbuf path = SBUF_INIT;
 	sbuf_addf(&path, "%s/error-rank-%d.json", sp->log_dir, rank);
-	json_t *root = json_load_file(path.buf, 0, NULL);
+	/* the job's user writes logs/: read its file, never one a link points at */
+	struct sbuf text = SBUF_INIT;
+	json_t *root = read_file_nofollow(path.buf, &text, NULL) == 0
+			       ? json_loadb(text.buf, text.len, 0, NULL)
+			       : NULL;
+	sbuf_release(&text);
 	if (root) {
 		json_t *m = json_object_get(root, "message");
 		const char *stack = NULL, *msg = NULL;

@@ -139,16 +139,12 @@ int sup_watch_begin(struct sup *sp, struct tc_err *err)
 	w->stack_signal = SIGRTMIN + 6;
 	w->site_dir = sup_join(sp->run_dir, "diag");
 	w->stack_root = sup_join(sp->log_dir, "stacks");
-	const char *dirs[] = { w->site_dir, w->stack_root };
-	for (int i = 0; i < 2; i++) {
-		int rc = mkdir_p(dirs[i], err);
-		if (rc)
-			return rc;
-		if (sp->o->run_as_uid &&
-		    chown(dirs[i], (uid_t)sp->o->run_as_uid, (gid_t)sp->o->run_as_gid) < 0)
-			return tc_error_errno(err, TC_ESYS, "cannot hand %s to uid %u", dirs[i],
-					      sp->o->run_as_uid);
-	}
+	/* handed to the user only when made now (userdir.c) */
+	int rc = sup_user_dir(sp, sp->run_dir, "diag", err);
+	if (!rc)
+		rc = sup_user_dir(sp, sp->log_dir, "stacks", err);
+	if (rc)
+		return rc;
 	return sup_write_text(w->site_dir, "sitecustomize.py", diag_sitecustomize_py(), err);
 }
 
@@ -211,11 +207,8 @@ int sup_watch_attempt(struct sup *sp, const char *resume, struct env_plan *plan,
 	struct sbuf d = SBUF_INIT;
 	sbuf_addf(&d, "%s/attempt-%d", w->stack_root, sp->attempt);
 	w->stack_dir = sbuf_detach(&d);
-	int rc = mkdir_p(w->stack_dir, err);
-	if (!rc && sp->o->run_as_uid &&
-	    chown(w->stack_dir, (uid_t)sp->o->run_as_uid, (gid_t)sp->o->run_as_gid) < 0)
-		rc = tc_error_errno(err, TC_ESYS, "cannot hand %s to uid %u", w->stack_dir,
-				    sp->o->run_as_uid);
+	/* logs/stacks is the user's: a link planted there is refused, not followed */
+	int rc = sup_user_dir(sp, w->stack_root, path_basename(w->stack_dir), err);
 	if (rc)
 		return rc;
 	plan->site_dir = w->site_dir;

@@ -236,7 +236,8 @@ static int spawn_workers(struct sup *sp, const struct env_plan *plan, struct tc_
 			unlink(ef);
 		struct sbuf lp = SBUF_INIT;
 		sbuf_addf(&lp, "%s/rank-%d.log", sp->log_dir, w->rank);
-		w->logfd = open(lp.buf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		/* logs/ belongs to the job's user: a symlink there must not aim root's writes */
+		w->logfd = open_regular_nofollow(lp.buf, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		sbuf_release(&lp);
 		if (w->logfd < 0)
 			rc = tc_error_errno(err, TC_ESYS, "cannot start rank %d", w->rank);

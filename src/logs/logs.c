@@ -131,7 +131,7 @@ int logs_print(const struct logs_opts *o, FILE *out, struct tc_err *err)
 		struct sbuf p = SBUF_INIT;
 		sbuf_addf(&p, "%s/rank-%d.log", o->log_dir, ranks[i]);
 		src[i].rank = ranks[i];
-		src[i].fd = open(p.buf, O_RDONLY | O_CLOEXEC);
+		src[i].fd = open_regular_nofollow(p.buf, O_RDONLY, 0);
 		sbuf_init(&src[i].partial, 0);
 		if (src[i].fd < 0 && !(o->follow && errno == ENOENT)) {
 			rc = tc_error_errno(err, TC_ENOTFOUND, "cannot open '%s'", p.buf);
@@ -159,7 +159,7 @@ int logs_print(const struct logs_opts *o, FILE *out, struct tc_err *err)
 			if (src[i].fd < 0) {
 				struct sbuf p = SBUF_INIT;
 				sbuf_addf(&p, "%s/rank-%d.log", o->log_dir, ranks[i]);
-				src[i].fd = open(p.buf, O_RDONLY | O_CLOEXEC);
+				src[i].fd = open_regular_nofollow(p.buf, O_RDONLY, 0);
 				sbuf_release(&p);
 			}
 			if (src[i].fd >= 0)

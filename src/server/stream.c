@@ -113,7 +113,7 @@ static bool read_rank(struct sse *e, int r)
 {
 	struct sbuf path = SBUF_INIT;
 	sbuf_addf(&path, "%s/rank-%d.log", e->log_dir, r);
-	int fd = open(path.buf, O_RDONLY | O_CLOEXEC);
+	int fd = open_regular_nofollow(path.buf, O_RDONLY, 0); /* never through a link */
 	sbuf_release(&path);
 	if (fd < 0)
 		return false;
@@ -146,7 +146,7 @@ static void seek_tail(struct sse *e, int r, long tail)
 {
 	struct sbuf path = SBUF_INIT;
 	sbuf_addf(&path, "%s/rank-%d.log", e->log_dir, r);
-	int fd = open(path.buf, O_RDONLY | O_CLOEXEC);
+	int fd = open_regular_nofollow(path.buf, O_RDONLY, 0); /* never through a link */
 	sbuf_release(&path);
 	e->off[r] = 0;
 	if (fd < 0 || tail < 0) {

@@ -1,0 +1,152 @@
+"""File-level security of a root `trainctl server` (docs/security.md): a
+real root server, real unprivileged accounts (useradd, removed afterwards,
+also on failure), and one regression test per file finding of the audit
+(issue 13); each failed against the server before its fix.
+
+    4  symlinked rank logs: root wrote and read through them   test_log_symlink_*
+    3  root chowned an absolute checkpoint.dir to the user      test_checkpoint_dir_*
+
+The state folder lives in a folder the accounts can traverse (0711), as it
+would on a shared machine, so that jobs reach their run folder.
+"""
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from server_fixture import start_server
+
+SECRET = "root-only-secret-4711"
+
+
+@contextlib.contextmanager
+def accounts(*roles):
+    """Real accounts {role: name}, removed afterwards even on failure."""
+    if os.geteuid() != 0:
+        pytest.skip("creating accounts needs root")
+    tag = os.urandom(3).hex()
+    names = {r: f"tf{tag}{r}"[:32] for r in roles}
+    made = []
+    try:
+        for n in names.values():
+            p = subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", n],
+                               capture_output=True, text=True)
+            assert p.returncode == 0, f"useradd {n}: {p.stderr}"
+            made.append(n)
+        yield names
+    finally:
+        for n in made:
+            subprocess.run(["userdel", "--force", "--remove", n], capture_output=True)
+
+
+def make_token(trainctl, state, user):
+    env = dict(os.environ, TRAINCTL_HOME=str(state))
+    p = subprocess.run([str(trainctl), "token", "create", "--user", user],
+                       env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def fsec(trainctl):
+    base = tempfile.mkdtemp(prefix="tc-secfiles-", dir="/tmp")
+    os.chmod(base, 0o711)
+    state = os.path.join(base, "state")
+    try:
+        with accounts("alice") as u:
+            tok = make_token(trainctl, state, u["alice"])
+            srv = start_server(trainctl, state, fake="gpu:2")
+            srv.token = tok
+            try:
+                yield srv, u, base
+            finally:
+                srv.stop()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def root_file(base, name, text=SECRET):
+    """A root-owned 0600 file in a folder the accounts cannot enter."""
+    d = os.path.join(base, "rootonly-" + name)
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    os.chmod(d, 0o700)
+    p = os.path.join(d, name)
+    with open(p, "w") as f:
+        f.write(text)
+    os.chmod(p, 0o600)
+    return p
+
+
+def job_spec(command, **extra):
+    spec = {"command": command, "workdir": "/tmp", "devices": {"type": "gpu", "per_node": 1}}
+    spec.update(extra)
+    return spec
+
+
+def ended(srv, job):
+    return srv.wait_state(job, ["succeeded", "failed", "killed", "lost"], timeout=120)
+
+
+# ---- finding 4: symlinked log files ----
+
+def test_log_symlink_write(fsec):
+    """Attempt 0 swaps rank-0.log for a link to a root file; attempt 1's
+    output was appended to that file by root."""
+    srv, u, base = fsec
+    target = root_file(base, "target", "untouched\n")
+    # a world-traversable link target would do too; this one is root-only
+    os.chmod(os.path.dirname(target), 0o711)
+    cmd = (f'if [ ! -e "$TRAINCTL_LOG_DIR/once" ]; then touch "$TRAINCTL_LOG_DIR/once"; '
+           f'rm -f "$TRAINCTL_LOG_DIR/rank-0.log"; ln -s {target} "$TRAINCTL_LOG_DIR/rank-0.log"; exit 1; fi; '
+           f'echo WRITTEN-BY-ATTEMPT-1')
+    job = srv.submit(job_spec(cmd, restart={"max_restarts": 1}))
+    ended(srv, job)
+    assert open(target).read() == "untouched\n"
+    assert os.stat(target).st_uid == 0
+
+
+def test_log_symlink_read(fsec):
+    """A job replaces its rank-0.log with a link to a root-only file; the
+    server's log readers (plain, json, follow) returned its contents."""
+    srv, u, base = fsec
+    secret = root_file(base, "secret")
+    cmd = f'echo hello; rm -f "$TRAINCTL_LOG_DIR/rank-0.log"; ln -s {secret} "$TRAINCTL_LOG_DIR/rank-0.log"'
+    job = srv.submit(job_spec(cmd))
+    ended(srv, job)
+    assert os.path.islink(os.path.join(srv.state, "runs", job, "logs", "rank-0.log")), srv.run_logs(job)
+    for q in ("", "?rank=0", "?format=json", "?rank=0&follow=1"):
+        st, body = srv.call("GET", f"/api/v1/jobs/{job}/logs{q}")
+        assert SECRET not in str(body), (q, st, body)
+    # the job's failure detail (the tail of its log) is not read through it either
+    assert SECRET not in str(srv.job(job))
+
+
+# ---- finding 3: an absolute checkpoint.dir ----
+
+def test_checkpoint_dir_of_root_is_not_handed_over(fsec):
+    """checkpoint.dir naming a root-owned 0700 folder: root chowned it to
+    the user, whose job then renamed a root-only file in it."""
+    srv, u, base = fsec
+    victim_file = root_file(base, "victim")
+    victim = os.path.dirname(victim_file)
+    job = srv.submit(job_spec(f"mv {victim_file} {victim}/moved", checkpoint={"dir": victim}))
+    row = ended(srv, job)
+    assert os.stat(victim).st_uid == 0 and os.stat(victim).st_mode & 0o777 == 0o700
+    assert os.path.exists(victim_file)
+    assert row["state"] in ("failed", "lost"), row
+    assert "checkpoint.dir" in str(row) + srv.run_logs(job), (row, srv.run_logs(job))
+
+
+def test_checkpoint_dir_of_the_user_is_fine(fsec):
+    """An absolute checkpoint.dir the user may create is made as the user."""
+    srv, u, base = fsec
+    home = os.path.expanduser("~" + u["alice"])
+    ck = os.path.join(home, "ckpts", "a")
+    job = srv.submit(job_spec('test -w "$TRAINCTL_CKPT_DIR" && echo ok', checkpoint={"dir": ck}))
+    row = ended(srv, job)
+    assert row["state"] == "succeeded", (row, srv.run_logs(job))
+    import pwd
+    assert os.stat(ck).st_uid == pwd.getpwnam(u["alice"]).pw_uid
