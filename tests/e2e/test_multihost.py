@@ -5,14 +5,19 @@ started once for the module and deleted at its end, also when a test fails.
 
 Needs root (namespaces); a machine where it cannot run fails the module
 with the reason (scripts/install-deps.sh installs what it needs)."""
+import json
 import os
+import re
+import signal
 import subprocess
+import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, poll
+from conftest import DIGITS, ENV_DUMP, REPO, wait_until
 from mhost_cluster import (COMPUTE, HOSTS, MultiHostCluster, TRAINCTL_HOME, _netns_list,
                            cleanup_leftovers, have_multihost)
 
@@ -94,3 +99,278 @@ def test_teardown_leaves_nothing(trainctl):
         c.stop()
     assert not c.leftovers(), c.leftovers()
     cleanup_leftovers()
+
+
+# ---- jobs across the hosts, through the hub (the foreground `trainctl run` on login) ----
+
+
+ENDED = ("succeeded", "failed", "killed", "lost")
+
+
+def hub_env(mhost):
+    """where the foreground `trainctl run` on login listens for the nodes"""
+    return {"TRAINCTL_HUB_LISTEN": mhost.addr("login")}
+
+
+def digits_spec(mhost, name, epochs, restarts=0, extra=""):
+    return mhost.write("login", f"/tmp/home/specs/{name}.yaml", f"""
+name: {name}
+command: '/usr/bin/python3 {ENV_DUMP} && exec /usr/bin/python3 {DIGITS}/train.py "$@"'
+args: {{epochs: {epochs}, sleep-per-step: 0.05, seed: 1234}}
+devices: {{type: cpu, per_node: 2}}
+env: {{OMP_NUM_THREADS: "1", ENV_DUMP_DIR: /tmp/env/{name}}}
+nodes: 2
+backend: slurm
+restart: {{max_restarts: {restarts}, grace_seconds: 5}}
+{extra}""")
+
+
+def submit(mhost, spec):
+    """`trainctl run` on login, in the background (its pid is trainctl's own)"""
+    return mhost.popen("login", [mhost.trainctl, "run", "--quiet", spec], env=hub_env(mhost))
+
+
+def show(mhost, job):
+    p = mhost.tc("login", "show", job, "--json", timeout=120)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def try_show(mhost, job):
+    p = mhost.tc("login", "show", job, "--json", timeout=120)
+    return json.loads(p.stdout) if p.returncode == 0 else None
+
+
+def node_file(mhost, job, host, rel):
+    """a file of the job's run folder on host's own disk (None while it is not there)"""
+    j = try_show(mhost, job)
+    if not j:
+        return None
+    f = mhost.path(host, f"{j['run_dir']}/{rel}")
+    return f if f.exists() else None
+
+
+def ns_pids(mhost, host):
+    p = subprocess.run(["ip", "netns", "pids", mhost.ns(host)], capture_output=True, text=True)
+    return [int(x) for x in p.stdout.split()]
+
+
+def proc_file(pid, name):
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def assert_hub_private(mhost, job):
+    """The job's secret reaches the nodes through the environment only (not argv, not the
+    batch script); the hub listens on login's address only."""
+    secrets = {v.split(b"=", 1)[1] for h in COMPUTE for pid in ns_pids(mhost, h)
+               for v in proc_file(pid, "environ") if v.startswith(b"TRAINCTL_HUB_SECRET=")}
+    assert len(secrets) == 1, f"one secret for the job's supervisors, not {len(secrets)}"
+    secret = secrets.pop()
+    for h in HOSTS:
+        for pid in ns_pids(mhost, h):
+            assert not any(secret in a for a in proc_file(pid, "cmdline")), (h, pid)
+    sbatch = node_file(mhost, job, "login", "job.sbatch")
+    assert sbatch and secret.decode() not in sbatch.read_text()
+    ss = mhost.run("login", ["ss", "-Hltnp"], check=True).stdout
+    hub = [l for l in ss.splitlines() if '"trainctl"' in l]
+    assert hub and all(l.split()[3].startswith(mhost.addr("login") + ":") for l in hub), ss
+
+
+def host_of(rank):
+    return COMPUTE[rank // 2]
+
+
+def rank_pid(mhost, rank):
+    """the pid of the python worker of global rank `rank`, on its host"""
+    for pid in ns_pids(mhost, host_of(rank)):
+        cmd, env = proc_file(pid, "cmdline"), proc_file(pid, "environ")
+        if f"RANK={rank}".encode() in env and any(a.endswith(b"train.py") for a in cmd) \
+                and b"python" in cmd[0]:
+            return pid
+    return None
+
+
+def log_points(text, rank):
+    """the metric points a worker printed (its DLLL lines), as trainctl records them"""
+    points = Counter()
+    for line in text.splitlines():
+        if not line.startswith("DLLL "):
+            continue
+        rec = json.loads(line[5:])
+        if rec.get("type") != "LOG" or not isinstance(rec.get("step"), list):
+            continue
+        for k, v in rec["data"].items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                points[(rank, k, tuple(rec["step"]), round(float(v), 9))] += 1
+    return points
+
+
+def worker_points(mhost, job):
+    """every point of every rank, read from the rank logs on the nodes' own disks"""
+    total = Counter()
+    for r in range(4):
+        f = node_file(mhost, job, host_of(r), f"logs/rank-{r}.log")
+        assert f, f"no rank-{r}.log on {host_of(r)}"
+        total += log_points(f.read_text(), r)
+    return total
+
+
+def db_points(mhost, job):
+    p = mhost.tc("login", "metrics", job, "--format", "json", timeout=120)
+    assert p.returncode == 0, p.stderr
+    return Counter((m["rank"], m["metric"], tuple(json.loads(m["step"])), round(float(m["value"]), 9))
+                   for m in json.loads(p.stdout))
+
+
+def assert_exactly_once(mhost, job):
+    """every point the workers printed is in the database once, and nothing else"""
+    want, got = worker_points(mhost, job), db_points(mhost, job)
+    missing, extra = want - got, got - want
+    assert not missing and not extra, (f"{sum(want.values())} points printed, {sum(got.values())} "
+                                       f"recorded; missing {list(missing)[:5]}, extra {list(extra)[:5]}")
+    # checkpoint records: one per file rank 0 wrote (on c1's disk), each once
+    files = sorted(int(m.group(1)) for n in os.listdir(node_file(mhost, job, "c1", "output/checkpoints"))
+                   if (m := re.fullmatch(r"epoch-(\d+)\.pt", n)))
+    listed = mhost.tc("login", "ckpt", "list", job, check=True).stdout.splitlines()[1:]
+    steps = [int(l.split()[0]) for l in listed]
+    assert steps == files, (steps, files)
+
+
+def assert_db_only_on_login(mhost):
+    assert mhost.path("login", f"{TRAINCTL_HOME}/trainctl.db").exists()
+    for h in COMPUTE:
+        home = mhost.path(h, TRAINCTL_HOME)
+        dbs = [str(p) for p in home.rglob("*.db*")]
+        assert not dbs, (h, dbs)
+
+
+def ended(mhost, job):
+    j = try_show(mhost, job)
+    return j if j and j["state"] in ENDED else None
+
+
+def while_running(proc, pred):
+    """pred() while the foreground run is alive; its failure, at once, when it is gone"""
+    def check():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"trainctl run ended ({proc.returncode}) first: {err[-3000:]}")
+        return pred()
+    return check
+
+
+def wait_end(mhost, proc, timeout=400):
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def test_digits_across_hosts_restart_and_resume(mhost, torch_available):
+    """test 1: 2 hosts x 2 ranks over gloo; rank 3 (c2) killed after a checkpoint; every
+    node restarts and resumes; login sees everything, logs -f included"""
+    job = "digits-mh"
+    proc = submit(mhost, digits_spec(mhost, job, epochs=4, restarts=1))
+    # follow the logs from login while it runs
+    wait_until(while_running(proc, lambda: try_show(mhost, job)), 120, "the job recorded on login")
+    follow = mhost.popen("login", [mhost.trainctl, "logs", job, "-f"])
+    pid = wait_until(while_running(proc, lambda: node_file(mhost, job, "c1", "output/checkpoints/epoch-1.pt")
+                             and rank_pid(mhost, 3)), 300,
+                     lambda: "a checkpoint and rank 3: " + mhost.logs())
+    assert_hub_private(mhost, job)
+    os.kill(pid, signal.SIGKILL)
+    rc, out, err = wait_end(mhost, proc)
+    assert rc == 0, err + mhost.logs()
+    fout, ferr = follow.communicate(timeout=120)  # -f ends with the job
+    assert follow.returncode == 0, ferr
+    j = show(mhost, job)
+    assert j["state"] == "succeeded" and j["restarts"] == 1, j
+    restart = [e for e in j["events"] if e["state"] == "restarting"]
+    assert len(restart) == 1 and "node 1" in restart[0]["reason"] \
+        and "rank 3 was killed by signal 9" in restart[0]["reason"], restart
+    running = [e["reason"] for e in j["events"] if e["state"] == "running"]
+    assert any("restart 1 of 1" in r and "resuming from" in r for r in running), running
+    # rendezvous through Slurm/the hub: every rank met c1's address, each on its own host
+    for r in range(4):
+        env = json.loads(mhost.path(host_of(r), f"/tmp/env/{job}/rank-{r}.json").read_text())
+        assert env["MASTER_ADDR"] == mhost.addr("c1") and env["SLURMD_NODENAME"] == host_of(r)
+    # everything of both nodes, seen from login: logs (also -f), metrics, checkpoints
+    for r in range(4):
+        text = mhost.tc("login", "logs", job, "--rank", r, check=True).stdout
+        assert re.search(r"resumed from \S+ at epoch [1-9]", text), (r, text[-500:])
+        assert f"[{r}] DLLL " in fout, r
+    assert_exactly_once(mhost, job)
+    assert_db_only_on_login(mhost)
+
+
+def test_hub_killed_and_restarted(mhost, torch_available):
+    """test 2: the hub (the foreground run) SIGKILLed mid-job, then started again: every
+    state change, point and checkpoint record in the database exactly once"""
+    job = "digits-hubkill"
+    proc = submit(mhost, digits_spec(mhost, job, epochs=5))
+    wait_until(while_running(proc, lambda: try_show(mhost, job) and sum(db_points(mhost, job).values())),
+               300, lambda: "points on login: " + mhost.logs())
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    # the job goes on without its hub: a checkpoint is written while it is down
+    wait_until(lambda: node_file(mhost, job, "c1", "output/checkpoints/epoch-2.pt"), 300,
+               "epoch 2 on c1 while the hub is down")
+    hub = mhost.popen("login", [mhost.trainctl, "hub", job], env=hub_env(mhost))
+    try:
+        j = wait_until(lambda: ended(mhost, job), 400, lambda: "the job's end: " + mhost.logs())
+        assert j["state"] == "succeeded", j
+        hub.communicate(timeout=120)  # it exits once the job is final and every node acked
+    finally:
+        if hub.poll() is None:
+            hub.kill()
+            hub.communicate()
+    states = [e["state"] for e in j["events"]]
+    assert states.count("running") == 1 and states.count("succeeded") == 1, states
+    assert_exactly_once(mhost, job)
+
+
+def test_compute_link_down_10s(mhost, torch_available):
+    """test 3: c2's cable out for 10 s mid-job: the job survives, nothing lost or doubled"""
+    job = "digits-linkdown"
+    proc = submit(mhost, digits_spec(mhost, job, epochs=5, restarts=1))
+    wait_until(while_running(proc, lambda: node_file(mhost, job, "c1", "output/checkpoints/epoch-1.pt")),
+               300, lambda: "epoch 1: " + mhost.logs())
+    mhost.link("c2", False)
+    try:
+        time.sleep(10)  # the outage itself is what is tested, not a wait for something
+    finally:
+        mhost.link("c2", True)
+    rc, out, err = wait_end(mhost, proc)
+    assert rc == 0, err + mhost.logs()
+    j = show(mhost, job)
+    assert j["state"] == "succeeded", j
+    assert_exactly_once(mhost, job)
+
+
+def test_terminal_closed_job_completes(mhost, torch_available):
+    """test 4: `trainctl run --backend slurm` killed; the job finishes; later ps and show on
+    login report it complete with all its metrics"""
+    job = "digits-noterm"
+    proc = submit(mhost, digits_spec(mhost, job, epochs=3))
+    wait_until(while_running(proc, lambda: rank_pid(mhost, 0) and rank_pid(mhost, 3)), 300,
+               lambda: "the workers: " + mhost.logs())
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+
+    def done_on_nodes():
+        for r in range(4):
+            f = node_file(mhost, job, host_of(r), f"logs/rank-{r}.log")
+            if not f or '"train.time"' not in f.read_text():
+                return False
+        return True
+
+    wait_until(done_on_nodes, 400, "every worker's last record on its node")
+    ps = mhost.tc("login", "ps", check=True).stdout
+    assert job in ps, ps
+    j = wait_until(lambda: ended(mhost, job), 300, lambda: "the end on login: " + mhost.logs())
+    assert j["state"] == "succeeded", j
+    ps = mhost.tc("login", "ps", check=True).stdout
+    assert re.search(rf"{job}.*succeeded|succeeded.*{job}", ps), ps
+    assert_exactly_once(mhost, job)
