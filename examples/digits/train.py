@@ -97,6 +97,8 @@ def parse_args(argv=None):
     opt("--log-every", type=int, default=5, help="iterations between train LOG records")
     opt("--device", choices=["auto", "cpu", "cuda"], default="auto")
     opt("--sleep-per-step", type=float, default=0.0, help="seconds (tests: make a run last)")
+    opt("--ckpt-every-node", action="store_true",
+        help="local rank 0 of every node writes the checkpoint (node-local disks)")
     opt("--fail-rank", type=int, default=None, help="this rank fails at the end of epoch 1")
     opt("--fail-code", type=int, default=1, help="exit code of the failing rank")
     opt("--fail-raise", action="store_true",
@@ -268,7 +270,7 @@ def main(argv=None):
                 win_samples, win_t0 = 0, now
         ddp.eval()
         acc = evaluate(model, val_set, rank, world, device)
-        if rank == 0 and ckpt_dir:
+        if ckpt_dir and (rank == 0 or (args.ckpt_every_node and local_rank == 0)):
             save_checkpoint(ckpt_dir, epoch, model, optimizer)
         epoch_loss = loss_sum / max(loss_n, 1)  # this rank's mean over the epoch
         log.log([epoch], {"val.accuracy": acc, "train.loss": epoch_loss})

@@ -112,11 +112,11 @@ def hub_env(mhost):
     return {"TRAINCTL_HUB_LISTEN": mhost.addr("login")}
 
 
-def digits_spec(mhost, name, epochs, restarts=0, extra=""):
+def digits_spec(mhost, name, epochs, restarts=0, sleep=0.05, args="", extra=""):
     return mhost.write("login", f"/tmp/home/specs/{name}.yaml", f"""
 name: {name}
 command: '/usr/bin/python3 {ENV_DUMP} && exec /usr/bin/python3 {DIGITS}/train.py "$@"'
-args: {{epochs: {epochs}, sleep-per-step: 0.05, seed: 1234}}
+args: {{epochs: {epochs}, sleep-per-step: {sleep}, seed: 1234{args}}}
 devices: {{type: cpu, per_node: 2}}
 env: {{OMP_NUM_THREADS: "1", ENV_DUMP_DIR: /tmp/env/{name}}}
 nodes: 2
@@ -272,15 +272,25 @@ def test_digits_across_hosts_restart_and_resume(mhost, torch_available):
     """test 1: 2 hosts x 2 ranks over gloo; rank 3 (c2) killed after a checkpoint; every
     node restarts and resumes; login sees everything, logs -f included"""
     job = "digits-mh"
-    proc = submit(mhost, digits_spec(mhost, job, epochs=4, restarts=1))
+    # every node keeps its own copy of each checkpoint (disks are the nodes' own);
+    # an epoch lasts ~4 s, so that rank 3 dies while both nodes have epoch 1 only
+    proc = submit(mhost, digits_spec(mhost, job, epochs=4, restarts=1, sleep=0.3,
+                                     args=", ckpt-every-node: null"))
     # follow the logs from login while it runs
     wait_until(while_running(proc, lambda: try_show(mhost, job)), 120, "the job recorded on login")
     follow = mhost.popen("login", [mhost.trainctl, "logs", job, "-f"])
-    pid = wait_until(while_running(proc, lambda: node_file(mhost, job, "c1", "output/checkpoints/epoch-1.pt")
-                             and rank_pid(mhost, 3)), 300,
-                     lambda: "a checkpoint and rank 3: " + mhost.logs())
+
+    def ckpts(host):
+        d = node_file(mhost, job, host, "output/checkpoints")
+        return sorted(n for n in os.listdir(d) if n.endswith(".pt")) if d else []
+
+    pid = wait_until(while_running(proc, lambda: all(ckpts(h) == ["epoch-1.pt"] for h in COMPUTE)
+                                   and rank_pid(mhost, 3)), 300,
+                     lambda: f"epoch 1 on both nodes, rank 3: {ckpts('c1')} {ckpts('c2')}"
+                     + mhost.logs())
     assert_hub_private(mhost, job)
     os.kill(pid, signal.SIGKILL)
+    assert ckpts("c1") == ckpts("c2") == ["epoch-1.pt"]  # still: the kill came in epoch 2
     rc, out, err = wait_end(mhost, proc)
     assert rc == 0, err + mhost.logs()
     fout, ferr = follow.communicate(timeout=120)  # -f ends with the job
