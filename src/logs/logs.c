@@ -113,6 +113,33 @@ static void drain(struct source *s, bool prefix, FILE *out, bool final)
 		put_lines(s, NULL, 0, prefix, out, true);
 }
 
+/*
+ * Following every rank: a rank whose log appears later (a worker not started
+ * yet, a node's log the hub has not received yet) joins, read from its start.
+ */
+static void add_new_ranks(const char *dir, int **ranks, struct source **src, size_t *nr)
+{
+	int *now = NULL;
+	size_t nn = 0;
+	if (find_ranks(dir, &now, &nn) < 0)
+		return;
+	for (size_t k = 0; k < nn; k++) {
+		bool known = false;
+		for (size_t i = 0; i < *nr && !known; i++)
+			known = (*ranks)[i] == now[k];
+		if (known)
+			continue;
+		*ranks = xrealloc(*ranks, (*nr + 1) * sizeof(**ranks));
+		*src = xrealloc(*src, (*nr + 1) * sizeof(**src));
+		(*ranks)[*nr] = now[k];
+		(*src)[*nr].rank = now[k];
+		(*src)[*nr].fd = -1; /* opened by the follow loop */
+		sbuf_init(&(*src)[*nr].partial, 0);
+		(*nr)++;
+	}
+	free(now);
+}
+
 int logs_print(const struct logs_opts *o, FILE *out, struct tc_err *err)
 {
 	int *ranks = NULL;
@@ -155,6 +182,8 @@ int logs_print(const struct logs_opts *o, FILE *out, struct tc_err *err)
 			rc = tc_error(err, TC_ESYS, "cannot write the log");
 			goto out;
 		}
+		if (o->rank < 0)
+			add_new_ranks(o->log_dir, &ranks, &src, &nr);
 		for (size_t i = 0; i < nr; i++) {
 			if (src[i].fd < 0) {
 				struct sbuf p = SBUF_INIT;
