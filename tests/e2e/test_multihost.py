@@ -115,7 +115,8 @@ def hub_env(mhost):
 def digits_spec(mhost, name, epochs, restarts=0, sleep=0.05, args="", extra=""):
     return mhost.write("login", f"/tmp/home/specs/{name}.yaml", f"""
 name: {name}
-command: '/usr/bin/python3 {ENV_DUMP} && exec /usr/bin/python3 {DIGITS}/train.py "$@"'
+command: 'mkdir -p "$ENV_DUMP_DIR" && /usr/bin/python3 {ENV_DUMP} && exec /usr/bin/python3 {DIGITS}/train.py "$@"'
+workdir: {DIGITS}
 args: {{epochs: {epochs}, sleep-per-step: {sleep}, seed: 1234{args}}}
 devices: {{type: cpu, per_node: 2}}
 env: {{OMP_NUM_THREADS: "1", ENV_DUMP_DIR: /tmp/env/{name}}}
@@ -310,7 +311,7 @@ def test_digits_across_hosts_restart_and_resume(mhost, torch_available):
     for r in range(4):
         text = mhost.tc("login", "logs", job, "--rank", r, check=True).stdout
         assert re.search(r"resumed from \S+ at epoch [1-9]", text), (r, text[-500:])
-        assert f"[{r}] DLLL " in fout, r
+        assert f"[{r}] DLLL " in fout, (r, fout[-2000:], ferr[-2000:])
     assert_exactly_once(mhost, job)
     assert_db_only_on_login(mhost)
 
