@@ -176,6 +176,11 @@ def assert_hub_private(mhost, job):
             assert not any(secret in a for a in proc_file(pid, "cmdline")), (h, pid)
     sbatch = node_file(mhost, job, "login", "job.sbatch")
     assert sbatch and secret.decode() not in sbatch.read_text()
+    # nor in any file: journals, run folders, the database (which keeps its hash)
+    for h in HOSTS:
+        for f in mhost.path(h, TRAINCTL_HOME).rglob("*"):
+            if f.is_file():
+                assert secret not in f.read_bytes(), (h, f)
     ss = mhost.run("login", ["ss", "-Hltnp"], check=True).stdout
     hub = [l for l in ss.splitlines() if '"trainctl"' in l]
     assert hub and all(l.split()[3].startswith(mhost.addr("login") + ":") for l in hub), ss
