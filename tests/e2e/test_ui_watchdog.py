@@ -2,7 +2,8 @@
 (docs/diagnostics.md), in a real browser (tests/ui/ui_watchdog.js), as
 tests/e2e/test_ui.py does: a job of 2 CPU ranks (the server's CPUs may be
 no more) where rank 1 takes twice as long a step, submitted through the
-server: 33% slower than the median of the two."""
+server: 33% slower than the median of the two.  The browser logs in with
+the server's one-time login URL first."""
 import json
 import os
 import shutil
@@ -39,7 +40,7 @@ def test_job_page_shows_step_time_per_rank(trainctl, tmp_path):
         srv.wait_state(job, "succeeded", timeout=300)
         d = srv.job(job)["diagnostics"]
         assert [s["rank"] for s in d["stragglers"]] == [1], d
-        p = subprocess.run([node, str(ui / "ui_watchdog.js"), srv.url, str(out), job],
+        p = subprocess.run([node, str(ui / "ui_watchdog.js"), srv.url, str(out), job, srv.login_url()],
                            capture_output=True, text=True, timeout=600)
         lines = p.stdout.strip().splitlines()
         assert lines, f"ui_watchdog.js printed nothing (exit {p.returncode})\nstderr: {p.stderr}"
