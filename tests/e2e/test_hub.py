@@ -140,3 +140,47 @@ backend: slurm
     assert p.returncode == 0, p.stderr + cluster.logs()
     assert rows(home, "SELECT COUNT(*) FROM hub_jobs") == [(0,)]
     assert points(home) == 2
+
+
+def test_server_is_the_hub_and_catches_up_after_sigkill(trainctl, home, tmp_path, cluster):
+    """A job submitted to `trainctl server` reports to the server; the server is
+    SIGKILLed mid-job and started again on its port: nothing lost, nothing twice."""
+    from server_fixture import start_server
+    script = tmp_path / "counter.py"
+    script.write_text(COUNTER.replace("STEPS", str(STEPS)))
+    go = tmp_path / "go"
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"""
+name: srv-counted
+command: ["/usr/bin/python3", "{script}", "{go}"]
+devices: {{type: cpu, per_node: 1}}
+nodes: 2
+backend: slurm
+""")
+    srv = start_server(trainctl, home, env={"SLURM_CONF": str(cluster.conf)})
+    try:
+        p = srv.cli("submit", str(spec))
+        assert p.returncode == 0, p.stderr
+        job_id = p.stdout.strip()
+        wait_until(lambda: points(home) == 2 * STEPS, timeout=240,
+                   what=lambda: f"{2 * STEPS} points through the server, have {points(home)}: "
+                   + srv.log()[-2000:])
+        url = rows(home, "SELECT url FROM hub_jobs")[0][0]
+        assert url == srv.url, (url, srv.url)
+        srv.stop(signal.SIGKILL)
+        go.write_text("go")
+        run_dir = rows(home, f"SELECT run_dir FROM jobs WHERE id = '{job_id}'")[0][0]
+        logs = os.path.join(run_dir, "logs")
+        wait_until(lambda: all(os.path.exists(os.path.join(logs, f"rank-{r}.log")) and
+                               "done" in open(os.path.join(logs, f"rank-{r}.log")).read()
+                               for r in range(2)), timeout=120, what="both ranks done")
+        assert points(home) == 2 * STEPS
+        srv.start()  # the same port: the nodes' senders find it again
+        job = srv.wait_state(job_id, ["succeeded", "failed", "killed", "lost"], timeout=240)
+        assert job["state"] == "succeeded", (job["state"], srv.log()[-3000:])
+        assert points(home) == 4 * STEPS
+        assert sorted(rows(home, "SELECT attempt, rank FROM workers")) == [(0, 0), (0, 1)]
+        ev = [s for (s,) in rows(home, "SELECT state FROM events ORDER BY rowid")]
+        assert ev.count("running") == 1 and ev.count("succeeded") == 1, ev
+    finally:
+        srv.stop()
