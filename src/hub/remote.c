@@ -13,6 +13,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -21,14 +22,26 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #define WARN_SEND 1u
 #define WARN_JOURNAL 2u
 
+/* A journal left by a process of this job that is gone (note 3's stream is its own). */
+struct orphan {
+	char *path, *url;
+	int fd;   /* flock'ed: nobody else sends it */
+	off_t off, size;
+};
+
 struct hub_remote {
 	char *url, *auth, *job, *path;
+	char *base;          /* {url}/api/v1/hub/{job}/events?stream= */
+	struct orphan *orph; /* the sender's own: adopted at its start */
+	size_t norph;
 	int fd;
 	int wait_s, max_batch;
 	void (*warn)(void *, const char *);
@@ -105,9 +118,9 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
 	return size * n;
 }
 
-/* POST body; 0 and *acked, or an error (err says why). */
-static int post(struct hub_remote *r, CURL *h, const struct sbuf *body, long long *acked,
-		struct tc_err *err)
+/* POST body to url; 0 and *acked, or an error (err says why). */
+static int post(struct hub_remote *r, CURL *h, const char *url, const struct sbuf *body,
+		long long *acked, struct tc_err *err)
 {
 	struct sbuf resp = SBUF_INIT;
 	struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/x-ndjson");
@@ -115,7 +128,7 @@ static int post(struct hub_remote *r, CURL *h, const struct sbuf *body, long lon
 	hdrs = curl_slist_append(hdrs, "Expect:");
 	int rc = 0;
 	long status = 0;
-	if (curl_easy_setopt(h, CURLOPT_URL, r->url) != CURLE_OK ||
+	if (curl_easy_setopt(h, CURLOPT_URL, url) != CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs) != CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_POST, 1L) != CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body->buf) != CURLE_OK ||
@@ -163,9 +176,9 @@ static long long line_seq(const char *p, const char *end)
 	return v;
 }
 
-/* Read whole lines from the journal at off, max bytes or at least one line. */
-static int read_batch(struct hub_remote *r, off_t off, off_t end, struct sbuf *out,
-		      struct tc_err *err)
+/* Read whole lines from a journal at off, max bytes or at least one line. */
+static int read_batch(struct hub_remote *r, int fd, const char *path, off_t off, off_t end,
+		      struct sbuf *out, struct tc_err *err)
 {
 	size_t want = (size_t)(end - off);
 	if (want > (size_t)r->max_batch)
@@ -173,9 +186,9 @@ static int read_batch(struct hub_remote *r, off_t off, off_t end, struct sbuf *o
 	for (;;) {
 		sbuf_reset(out);
 		sbuf_grow(out, want);
-		ssize_t got = pread(r->fd, out->buf, want, off);
+		ssize_t got = pread(fd, out->buf, want, off);
 		if (got < 0)
-			return tc_error_errno(err, TC_ESYS, "hub: cannot read the journal %s", r->path);
+			return tc_error_errno(err, TC_ESYS, "hub: cannot read the journal %s", path);
 		out->len = (size_t)got;
 		out->buf[out->len] = '\0';
 		char *nl = memrchr(out->buf, '\n', out->len);
@@ -184,7 +197,7 @@ static int read_batch(struct hub_remote *r, off_t off, off_t end, struct sbuf *o
 			return 0;
 		}
 		if ((off_t)want >= end - off)
-			return tc_error(err, TC_ESYS, "hub: the journal %s ends inside a line", r->path);
+			return tc_error(err, TC_ESYS, "hub: the journal %s ends inside a line", path);
 		want *= 2; /* one line longer than a batch */
 		if ((off_t)want > end - off)
 			want = (size_t)(end - off);
@@ -207,6 +220,90 @@ static size_t acked_prefix(const struct sbuf *body, long long acked)
 	return (size_t)(p - body->buf);
 }
 
+/* A journal that reached its end at the hub: kept, renamed, so that nobody adopts it again. */
+static void retire(const char *path)
+{
+	struct sbuf done = SBUF_INIT;
+	sbuf_addf(&done, "%s.done", path);
+	if (rename(path, done.buf) < 0)
+		errno = 0; /* it is sent either way; a later adopter resends, the hub skips it */
+	sbuf_release(&done);
+}
+
+/*
+ * The journals of this job in dir that no live process holds (a supervisor
+ * killed before the hub took everything): their streams are sent on from
+ * here, under their own names, so the hub's dedup keeps them exactly once.
+ */
+static void adopt(struct hub_remote *r, const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	size_t alloc = 0;
+	while (d && (e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		if (n <= 6 || strcmp(e->d_name + n - 6, ".jsonl"))
+			continue;
+		struct sbuf p = SBUF_INIT;
+		sbuf_addf(&p, "%s/%s", dir, e->d_name);
+		if (!strcmp(p.buf, r->path)) {
+			sbuf_release(&p);
+			continue;
+		}
+		int fd = open(p.buf, O_RDONLY | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0 || fstat(fd, &st) < 0) {
+			if (fd >= 0)
+				close(fd);
+			sbuf_release(&p);
+			continue;
+		}
+		XGROW(r->orph, r->norph + 1, alloc);
+		struct sbuf u = SBUF_INIT;
+		sbuf_addf(&u, "%s%.*s", r->base, (int)(n - 6), e->d_name);
+		r->orph[r->norph++] = (struct orphan){ sbuf_detach(&p), sbuf_detach(&u), fd, 0,
+						       st.st_size };
+	}
+	if (d)
+		closedir(d);
+}
+
+static void orphan_drop(struct hub_remote *r, bool sent)
+{
+	struct orphan *o = &r->orph[0];
+	if (sent)
+		retire(o->path);
+	close(o->fd);
+	free(o->path);
+	free(o->url);
+	memmove(r->orph, r->orph + 1, (r->norph - 1) * sizeof(*r->orph));
+	r->norph--;
+}
+
+/* One batch of the first adopted journal; false when it failed (back off). */
+static bool orphan_batch(struct hub_remote *r, CURL *h, struct sbuf *body)
+{
+	struct orphan *o = &r->orph[0];
+	struct tc_err err = TC_ERR_INIT;
+	long long acked = 0;
+	int rc = o->off < o->size ? read_batch(r, o->fd, o->path, o->off, o->size, body, &err) : 0;
+	if (!rc && o->off < o->size)
+		rc = post(r, h, o->url, body, &acked, &err);
+	if (rc == TC_ESYS) { /* a torn journal: what it holds up to there went */
+		orphan_drop(r, false);
+		tc_err_release(&err);
+		return true;
+	}
+	tc_err_release(&err);
+	if (rc)
+		return false;
+	size_t adv = o->off < o->size ? acked_prefix(body, acked) : 0;
+	o->off += (off_t)adv;
+	if (o->off >= o->size)
+		orphan_drop(r, true);
+	return adv > 0 || o->off >= o->size;
+}
+
 static void *sender(void *arg)
 {
 	struct hub_remote *r = arg;
@@ -217,7 +314,23 @@ static void *sender(void *arg)
 	double deadline = 0;
 	for (;;) {
 		pthread_mutex_lock(&r->mu);
-		while (!r->stop && r->mark == r->end) {
+		bool stop = r->stop, idle = r->mark == r->end;
+		pthread_mutex_unlock(&r->mu);
+		if (stop && !deadline)
+			deadline = now_wall() + r->wait_s;
+		if (h && r->norph && idle) {
+			/* our own records first; journals of processes gone when there are none */
+			if (orphan_batch(r, h, &body)) {
+				fails = 0;
+			} else {
+				if (stop && now_wall() >= deadline)
+					break;
+				http_sleep_ms(http_backoff_ms(&bo, ++fails));
+			}
+			continue;
+		}
+		pthread_mutex_lock(&r->mu);
+		while (!r->stop && r->mark == r->end && !(h && r->norph)) {
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_sec += 1;
@@ -225,7 +338,8 @@ static void *sender(void *arg)
 		}
 		if (r->stop && !deadline)
 			deadline = now_wall() + r->wait_s;
-		bool done = r->mark == r->end || (r->stop && now_wall() >= deadline);
+		bool done = (r->mark == r->end && (!r->norph || !h)) ||
+			    (r->stop && now_wall() >= deadline);
 		off_t off = r->mark, end = r->end;
 		pthread_mutex_unlock(&r->mu);
 		if (done)
@@ -237,9 +351,9 @@ static void *sender(void *arg)
 			warn_once(r, WARN_JOURNAL, "hub: cannot sync the journal %s: %s", r->path,
 				  strerror(errno));
 		if (!rc)
-			rc = read_batch(r, off, end, &body, &err);
+			rc = read_batch(r, r->fd, r->path, off, end, &body, &err);
 		if (!rc)
-			rc = post(r, h, &body, &acked, &err);
+			rc = post(r, h, r->url, &body, &acked, &err);
 		if (rc) {
 			warn_once(r, WARN_SEND, "%s (the journal keeps every record; resending)", err.msg);
 			tc_err_release(&err);
@@ -276,6 +390,11 @@ void hub_remote_close(struct hub_remote *r)
 		pthread_mutex_unlock(&r->mu);
 		pthread_join(r->thread, NULL);
 	}
+	while (r->norph)
+		orphan_drop(r, false);
+	free(r->orph);
+	if (r->fd >= 0 && r->mark == r->end && r->end > 0)
+		retire(r->path);
 	if (r->mark < r->end && r->warn) {
 		struct sbuf sb = SBUF_INIT;
 		sbuf_addf(&sb, "warning: hub %s did not acknowledge records %lld..%lld in %d s;"
@@ -295,6 +414,7 @@ void hub_remote_close(struct hub_remote *r)
 	}
 	free(r->job);
 	free(r->path);
+	free(r->base);
 	free(r);
 }
 
@@ -328,7 +448,9 @@ int sink_remote_open(const struct hub_remote_opts *o, struct sink **out, struct 
 	size_t bl = strlen(base);
 	while (bl && base[bl - 1] == '/')
 		bl--;
-	sbuf_addf(&sb, "%.*s/api/v1/hub/%s/events?stream=%s", (int)bl, base, o->job_id, o->stream);
+	sbuf_addf(&sb, "%.*s/api/v1/hub/%s/events?stream=", (int)bl, base, o->job_id);
+	r->base = xstrdup(sb.buf);
+	sbuf_adds(&sb, o->stream);
 	r->url = sbuf_detach(&sb);
 	sbuf_addf(&sb, "X-Trainctl-Hub-Secret: %s", o->secret);
 	r->auth = sbuf_detach(&sb);
@@ -344,11 +466,13 @@ int sink_remote_open(const struct hub_remote_opts *o, struct sink **out, struct 
 	pthread_cond_init(&r->progress, NULL);
 	/* a new stream each process (note 3): a journal left by a namesake is replaced */
 	r->fd = open(r->path, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
-	if (r->fd < 0) {
+	if (r->fd < 0 || flock(r->fd, LOCK_EX | LOCK_NB) < 0) {
 		rc = tc_error_errno(err, TC_ESYS, "hub: cannot create the journal %s", r->path);
 		hub_remote_close(r);
 		return rc;
 	}
+	/* held while we live: a later process of the job adopts it only once we are gone */
+	adopt(r, o->journal_dir);
 	/*
 	 * The sender takes no signals: they are the supervisor's (its signalfd),
 	 * and one delivered here (SIGUSR1 from Slurm) would end the process.

@@ -116,12 +116,13 @@ backend: slurm
     assert ev.count("running") == 1 and ev.count("succeeded") == 1, ev
     show = json.loads(tc(trainctl, home, cluster, "show", "counted", "--json").stdout)
     assert show["state"] == "succeeded"
-    # every stream was acknowledged to its last record
+    # every stream was acknowledged to its last record (its journal then retired: .done)
     acked = dict(rows(home, "SELECT stream, acked FROM hub_streams"))
     journal = os.path.join(home, "journal", job[0])
     for name in os.listdir(journal):
+        assert name.endswith(".jsonl.done"), name
         lines = open(os.path.join(journal, name)).read().splitlines()
-        assert acked[name[:-len(".jsonl")]] == len(lines), (name, acked)
+        assert acked[name[:-len(".jsonl.done")]] == len(lines), (name, acked)
     # the revived hub leaves once the job is over
     assert poll(lambda: "over" in open(os.path.join(logs, "hub.out")).read(), timeout=60)
 

@@ -285,7 +285,7 @@ TEST(hub_remote_sink_survives_a_hub_restart_exactly_once)
 	CHECK_INT(nevents(st, JOB_RUNNING), 1);
 	CHECK_INT(nevents(st, JOB_SUCCEEDED), 1);
 	struct sbuf jpath = SBUF_INIT;
-	sbuf_addf(&jpath, "%s/node0.a0.jsonl", jdir.buf);
+	sbuf_addf(&jpath, "%s/node0.a0.jsonl.done", jdir.buf); /* sent to its end: retired */
 	CHECK_INT(count_lines(jpath.buf), 6);
 	long long acked = 0;
 	CHECK_INT(store_hub_acked(st, JOB, "node0.a0", &acked, &err), 0);
@@ -346,5 +346,61 @@ TEST(hub_files_reach_the_hubs_run_folder_and_stay_inside_it)
 	sbuf_release(&rd);
 	hub_free(h);
 	store_close(st2);
+	store_close(st);
+}
+
+TEST(hub_journal_of_a_process_gone_is_sent_by_the_next_one)
+{
+	const char *home = test_tmpdir();
+	struct store *st = job_store(home);
+	struct hub *h = NULL;
+	struct hub_daemon *d = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	int port = 0;
+	CHECK_INT(hub_new(home, &h, &err), 0);
+	/* a port nothing listens on yet: the first process gives up after 1 s */
+	CHECK_INT(hub_daemon_start(h, "127.0.0.1", 0, &d, &port, &err), 0);
+	hub_daemon_stop(d);
+	struct sbuf url = SBUF_INIT, jdir = SBUF_INIT;
+	sbuf_addf(&url, "http://127.0.0.1:%d", port);
+	sbuf_addf(&jdir, "%s/journal/" JOB, home);
+	struct hub_remote_opts o = { .url = url.buf, .secret = SECRET, .job_id = JOB,
+				     .stream = "node1.a0.1", .journal_dir = jdir.buf, .wait_s = 1,
+				     .warn = warn_quiet };
+	struct sink *k = NULL;
+	CHECK_INT(sink_remote_open(&o, &k, &err), 0);
+	CHECK_INT(sink_mark(k, JOB, JOB_RUNNING, "up", &err), 0);
+	CHECK_INT(sink_restarts(k, JOB, 1, &err), 0);
+	sink_close(k); /* not acknowledged: the journal stays */
+	struct sbuf left = SBUF_INIT;
+	sbuf_addf(&left, "%s/node1.a0.1.jsonl", jdir.buf);
+	CHECK(path_exists(left.buf));
+	/* the next process of the job on this host, the hub back */
+	CHECK_INT(hub_daemon_start(h, "127.0.0.1", port, &d, &port, &err), 0);
+	o.stream = "node1.a1.2";
+	o.wait_s = 30;
+	CHECK_INT(sink_remote_open(&o, &k, &err), 0);
+	CHECK_INT(sink_worker_end(k, JOB, 1, 0, 0, 0, &err), 0);
+	sink_close(k);
+	long long a1 = 0, a2 = 0;
+	CHECK_INT(store_hub_acked(st, JOB, "node1.a0.1", &a1, &err), 0);
+	CHECK_INT(store_hub_acked(st, JOB, "node1.a1.2", &a2, &err), 0);
+	CHECK_INT(a1, 2);
+	CHECK_INT(a2, 1);
+	CHECK_INT(nevents(st, JOB_RUNNING), 1);
+	struct job_row j = { 0 };
+	CHECK_INT(store_job_get(st, JOB, &j, &err), 0);
+	CHECK_INT(j.restarts, 1);
+	job_row_release(&j);
+	/* both sent to their end: retired, and nobody sends them again */
+	CHECK(!path_exists(left.buf));
+	sbuf_addch(&left, '.');
+	sbuf_adds(&left, "done");
+	CHECK(path_exists(left.buf));
+	sbuf_release(&left);
+	hub_daemon_stop(d);
+	hub_free(h);
+	sbuf_release(&url);
+	sbuf_release(&jdir);
 	store_close(st);
 }
