@@ -52,6 +52,7 @@ struct hub_remote {
 	long long acked;    /* last acknowledged by the hub */
 	off_t end;          /* journal bytes appended */
 	off_t mark;         /* offset of the first unacknowledged line */
+	off_t punched;      /* the journal's blocks before this are freed (release_acked) */
 	bool stop, thread_on;
 	unsigned warned;
 	pthread_t thread;
@@ -230,6 +231,24 @@ static void retire(const char *path)
 	sbuf_release(&done);
 }
 
+/* The first line start at or after from (from itself when a line ends just before it). */
+static off_t line_start(int fd, off_t from, off_t size)
+{
+	char buf[65536];
+	if (from <= 0)
+		return 0;
+	for (off_t at = from - 1; at < size;) {
+		ssize_t n = pread(fd, buf, sizeof(buf), at);
+		if (n <= 0)
+			break;
+		char *nl = memchr(buf, '\n', (size_t)n);
+		if (nl)
+			return at + (nl - buf) + 1;
+		at += n;
+	}
+	return size;
+}
+
 /*
  * The journals of this job in dir that no live process holds (a supervisor
  * killed before the hub took everything): their streams are sent on from
@@ -258,10 +277,15 @@ static void adopt(struct hub_remote *r, const char *dir)
 			sbuf_release(&p);
 			continue;
 		}
+		/* past the hole of what was acknowledged (release_acked), at a line's start */
+		off_t from = lseek(fd, 0, SEEK_DATA);
+		if (from < 0)
+			from = st.st_size; /* all hole, or empty: nothing left to send */
+		from = line_start(fd, from, st.st_size);
 		XGROW(r->orph, r->norph + 1, alloc);
 		struct sbuf u = SBUF_INIT;
 		sbuf_addf(&u, "%s%.*s", r->base, (int)(n - 6), e->d_name);
-		r->orph[r->norph++] = (struct orphan){ sbuf_detach(&p), sbuf_detach(&u), fd, 0,
+		r->orph[r->norph++] = (struct orphan){ sbuf_detach(&p), sbuf_detach(&u), fd, from,
 						       st.st_size };
 	}
 	if (d)
@@ -302,6 +326,22 @@ static bool orphan_batch(struct hub_remote *r, CURL *h, struct sbuf *body)
 	if (o->off >= o->size)
 		orphan_drop(r, true);
 	return adv > 0 || o->off >= o->size;
+}
+
+/*
+ * What the hub acknowledged need not take disk space: a long job's journal
+ * would grow by its every metric.  Its blocks are freed (a hole, the offsets
+ * stay), every 1 MiB; adopt() starts after the hole.
+ */
+static void release_acked(struct hub_remote *r, off_t mark)
+{
+	off_t upto = mark & ~(off_t)4095;
+	if (upto - r->punched < (1 << 20))
+		return;
+	/* where holes are not supported the journal just keeps its blocks */
+	if (fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, upto) < 0)
+		errno = 0;
+	r->punched = upto;
 }
 
 static void *sender(void *arg)
@@ -370,6 +410,7 @@ static void *sender(void *arg)
 		r->mark = off + (off_t)adv;
 		pthread_cond_broadcast(&r->progress);
 		pthread_mutex_unlock(&r->mu);
+		release_acked(r, off + (off_t)adv);
 		if (!adv) /* the hub took none of it: not at once again */
 			http_sleep_ms(http_backoff_ms(&bo, 1));
 	}

@@ -12,6 +12,7 @@
 #include "store/store.h"
 
 #include <math.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define JOB "20261126-000000-000-abcd"
@@ -398,6 +399,78 @@ TEST(hub_journal_of_a_process_gone_is_sent_by_the_next_one)
 	sbuf_adds(&left, "done");
 	CHECK(path_exists(left.buf));
 	sbuf_release(&left);
+	hub_daemon_stop(d);
+	hub_free(h);
+	sbuf_release(&url);
+	sbuf_release(&jdir);
+	store_close(st);
+}
+
+TEST(hub_journal_frees_what_was_acknowledged_and_is_adopted_past_it)
+{
+	const char *home = test_tmpdir();
+	struct store *st = job_store(home);
+	struct hub *h = NULL;
+	struct hub_daemon *d = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	int port = 0;
+	CHECK_INT(hub_new(home, &h, &err), 0);
+	CHECK_INT(hub_daemon_start(h, "127.0.0.1", 0, &d, &port, &err), 0);
+	struct sbuf url = SBUF_INIT, jdir = SBUF_INIT;
+	sbuf_addf(&url, "http://127.0.0.1:%d", port);
+	sbuf_addf(&jdir, "%s/journal/" JOB, home);
+	struct hub_remote_opts o = { .url = url.buf, .secret = SECRET, .job_id = JOB,
+				     .stream = "s1", .journal_dir = jdir.buf, .wait_s = 1,
+				     .max_batch = 256 << 10, .warn = warn_quiet };
+	struct sink *k = NULL;
+	CHECK_INT(sink_remote_open(&o, &k, &err), 0);
+	/* 3 MiB of events the hub takes: their blocks are freed behind it */
+	struct store_mbatch *b = store_mbatch_new(JOB);
+	int rounds = 0;
+	long long app = 0, ack = 0;
+	do {
+		for (int i = 0; i < 2000; i++) {
+			struct store_mpoint p = { .kind = STORE_MPOINT, .seq = rounds * 2000 + i,
+						  .epoch = -1, .iter = -1, .step = "a longer step text",
+						  .value = i, .wall_time = 1 };
+			store_mbatch_point(b, i % 4, "loss", &p);
+		}
+		CHECK_INT(sink_metrics(k, b, &err), 0);
+		rounds++;
+	} while (rounds < 60);
+	for (int t = 0; t < 3000; t++) {
+		sink_remote_counts(k, &app, &ack);
+		if (ack == app)
+			break;
+		usleep(10000);
+	}
+	CHECK_INT(ack, app);
+	/* then the hub is gone: the last event stays in the journal */
+	hub_daemon_stop(d);
+	CHECK_INT(sink_mark(k, JOB, JOB_RUNNING, "late", &err), 0);
+	sink_close(k);
+	struct sbuf jp = SBUF_INIT;
+	sbuf_addf(&jp, "%s/s1.jsonl", jdir.buf);
+	struct stat sb;
+	CHECK(stat(jp.buf, &sb) == 0);
+	if (getenv("TEST_HUB_SAY"))
+		fprintf(stderr, "journal %lld bytes, %lld on disk\n", (long long)sb.st_size,
+			(long long)sb.st_blocks * 512);
+	sbuf_release(&jp);
+	/* the next process adopts it from past the hole; nothing twice */
+	CHECK_INT(hub_daemon_start(h, "127.0.0.1", port, &d, &port, &err), 0);
+	o.stream = "s2";
+	o.wait_s = 30;
+	CHECK_INT(sink_remote_open(&o, &k, &err), 0);
+	sink_close(k);
+	long long a1 = 0;
+	CHECK_INT(store_hub_acked(st, JOB, "s1", &a1, &err), 0);
+	CHECK_INT(a1, app + 1);
+	CHECK_INT(npoints(st, "loss", 0) + npoints(st, "loss", 1) + npoints(st, "loss", 2) +
+			  npoints(st, "loss", 3),
+		  rounds * 2000);
+	CHECK_INT(nevents(st, JOB_RUNNING), 1);
+	store_mbatch_free(b);
 	hub_daemon_stop(d);
 	hub_free(h);
 	sbuf_release(&url);
