@@ -477,3 +477,34 @@ TEST(hub_journal_frees_what_was_acknowledged_and_is_adopted_past_it)
 	sbuf_release(&jdir);
 	store_close(st);
 }
+
+TEST(hub_watchdog_notes_and_deliveries_arrive_as_the_direct_ones_write_them)
+{
+	const char *home = test_tmpdir();
+	struct store *st = job_store(home);
+	struct hub *h = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(hub_new(home, &h, &err), 0);
+	const char *body =
+		"{\"seq\":1,\"ev\":\"note\",\"kind\":\"hang\",\"text\":\"no progress for 60 s\"}\n"
+		"{\"seq\":2,\"ev\":\"note\",\"kind\":\"nonsense\",\"text\":\"x\"}\n"
+		"{\"seq\":3,\"ev\":\"delivery\",\"time\":5,\"event\":\"failed\",\"url\":\"https://h/x\","
+		"\"ok\":1,\"tries\":2,\"status\":200}\n";
+	post(h, SECRET, "n", body, 200, 3);
+	struct event_row *ev = NULL;
+	size_t n = 0;
+	CHECK_INT(store_events(st, JOB, &ev, &n, &err), 0);
+	bool hang = false;
+	for (size_t i = 0; i < n; i++)
+		hang = hang || (ev[i].reason && !strcmp(ev[i].reason, "hang: no progress for 60 s"));
+	CHECK(hang);
+	event_rows_free(ev, n);
+	struct store_delivery *d = NULL;
+	size_t nd = 0;
+	CHECK_INT(store_deliveries(st, JOB, &d, &nd, &err), 0);
+	CHECK_INT(nd, 1);
+	CHECK_INT(d[0].tries, 2);
+	store_deliveries_free(d, nd);
+	hub_free(h);
+	store_close(st);
+}
