@@ -119,8 +119,10 @@ backend: slurm
     # every stream was acknowledged to its last record (its journal then retired: .done)
     acked = dict(rows(home, "SELECT stream, acked FROM hub_streams"))
     journal = os.path.join(home, "journal", job[0])
+    # a supervisor retires its journal once its last ack is in, a moment after the hub has it
+    wait_until(lambda: all(n.endswith(".jsonl.done") for n in os.listdir(journal)), timeout=60,
+               what=lambda: f"every journal sent to its end: {os.listdir(journal)}")
     for name in os.listdir(journal):
-        assert name.endswith(".jsonl.done"), name
         lines = open(os.path.join(journal, name)).read().splitlines()
         assert acked[name[:-len(".jsonl.done")]] == len(lines), (name, acked)
     # the revived hub leaves once the job is over
