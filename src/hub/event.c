@@ -295,19 +295,6 @@ int hub_ev_slurm(struct hub_remote *r, const char *job, const char *slurm_job,
 	return send_ev(r, &sb, err);
 }
 
-int hub_ev_note(struct hub_remote *r, const char *job, enum job_note n, const char *text,
-		struct tc_err *err)
-{
-	int rc = wrong_job(r, job, err);
-	if (rc)
-		return rc;
-	struct sbuf sb = SBUF_INIT;
-	sbuf_adds(&sb, "\"ev\":\"note\"");
-	add_str(&sb, "kind", job_note_name(n));
-	add_str(&sb, "text", text);
-	return send_ev(r, &sb, err);
-}
-
 int hub_ev_delivery(struct hub_remote *r, const char *job, const struct store_delivery *d,
 		    struct tc_err *err)
 {
@@ -555,14 +542,6 @@ int hub_apply_line(struct store *st, const char *job, struct store_mbatch **mb,
 	} else if (!strcmp(ev, "ckst")) {
 		const char *name = s_of(o, "name"), *s = s_of(o, "state");
 		rc = name && s ? store_ckpt_set_state(st, job, name, s, err) : bad(err, ev);
-	} else if (!strcmp(ev, "note")) {
-		/* the kind by its word, as jobs.h reads it back from a reason */
-		const char *kind = s_of(o, "kind"), *text = s_of(o, "text");
-		struct sbuf r = SBUF_INIT;
-		sbuf_addf(&r, "%s: ", kind ? kind : "");
-		enum job_note n = job_note_of_reason(r.buf);
-		sbuf_release(&r);
-		rc = n != JOB_NOTE_NONE && text ? jobs_note(st, job, n, text, err) : bad(err, ev);
 	} else if (!strcmp(ev, "delivery")) {
 		json_t *t = json_object_get(o, "time");
 		struct store_delivery d = {

@@ -35,8 +35,6 @@ int hub_ev_ckpt_state(struct hub_remote *r, const char *job, const char *name,
 int hub_ev_slurm(struct hub_remote *r, const char *job, const char *slurm_job,
 		 const char *nodes, const char *slurm_state, struct tc_err *err);
 
-int hub_ev_note(struct hub_remote *r, const char *job, enum job_note n, const char *text,
-		struct tc_err *err);
 int hub_ev_delivery(struct hub_remote *r, const char *job, const struct store_delivery *d,
 		    struct tc_err *err);
 int hub_ev_file(struct hub_remote *r, const char *job, const char *rel, long long off,

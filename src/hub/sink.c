@@ -123,14 +123,6 @@ int sink_slurm(struct sink *k, const char *job, const char *slurm_job, const cha
 	return store_slurm_set(k->st, job, slurm_job, nodes, slurm_state, err);
 }
 
-int sink_note(struct sink *k, const char *job, enum job_note n, const char *text,
-	      struct tc_err *err)
-{
-	if (k->r)
-		return hub_ev_note(k->r, job, n, text, err);
-	return jobs_note(k->st, job, n, text, err);
-}
-
 int sink_delivery(struct sink *k, const char *job, const struct store_delivery *d,
 		  struct tc_err *err)
 {

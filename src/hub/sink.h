@@ -32,7 +32,6 @@
 #include <stdbool.h>
 
 #include "core/err.h"
-#include "jobs/jobs.h"
 #include "jobs/state.h"
 #include "store/store.h"
 
@@ -69,9 +68,6 @@ int sink_ckpt_state(struct sink *k, const char *job, const char *name, const cha
 int sink_slurm(struct sink *k, const char *job, const char *slurm_job, const char *nodes,
 	       const char *slurm_state, struct tc_err *err);
 
-/* A watchdog's event of the job, "<kind>: text" (jobs_note). */
-int sink_note(struct sink *k, const char *job, enum job_note n, const char *text,
-	      struct tc_err *err);
 /* A webhook delivery of the job (store_delivery_add). */
 int sink_delivery(struct sink *k, const char *job, const struct store_delivery *d,
 		  struct tc_err *err);

@@ -486,8 +486,8 @@ TEST(hub_watchdog_notes_and_deliveries_arrive_as_the_direct_ones_write_them)
 	struct tc_err err = TC_ERR_INIT;
 	CHECK_INT(hub_new(home, &h, &err), 0);
 	const char *body =
-		"{\"seq\":1,\"ev\":\"note\",\"kind\":\"hang\",\"text\":\"no progress for 60 s\"}\n"
-		"{\"seq\":2,\"ev\":\"note\",\"kind\":\"nonsense\",\"text\":\"x\"}\n"
+		"{\"seq\":1,\"ev\":\"note\",\"reason\":\"hang: no progress for 60 s\"}\n"
+		"{\"seq\":2,\"ev\":\"note\",\"reason\":\"nonsense: x\"}\n"
 		"{\"seq\":3,\"ev\":\"delivery\",\"time\":5,\"event\":\"failed\",\"url\":\"https://h/x\","
 		"\"ok\":1,\"tries\":2,\"status\":200}\n";
 	post(h, SECRET, "n", body, 200, 3);
