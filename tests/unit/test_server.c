@@ -7,6 +7,9 @@
 #include "server/route.h"
 #include "core/sbuf.h"
 #include "core/version.h"
+#include "core/strvec.h"
+#include "launch/launch.h"
+#include "notify/notify.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -682,4 +685,46 @@ TEST(info_json)
 	CHECK_STR(json_string_value(json_object_get(slurm, "why")), "sbatch is not on the server's PATH");
 	json_decref(o);
 	sbuf_release(&s);
+}
+
+/* ---- the job's environment (jobenv.c, finding 7 of issue 13) ---- */
+
+TEST(jobenv_allowlist)
+{
+	static const char *const extra[] = { "MY_SITE_VAR", NULL };
+	CHECK(srv_env_passes("PATH=/usr/bin", NULL));
+	CHECK(srv_env_passes("LC_ALL=C", NULL));
+	CHECK(srv_env_passes("NCCL_DEBUG=INFO", NULL));
+	CHECK(srv_env_passes("TRAINCTL_FAKE_DEVICES=gpu:2", NULL));
+	CHECK(!srv_env_passes("AWS_SECRET_ACCESS_KEY=x", NULL));
+	CHECK(!srv_env_passes("HOME=/root", NULL));
+	CHECK(!srv_env_passes("TRAINCTL_HOME=/srv/tc", NULL));
+	CHECK(!srv_env_passes("TRAINCTL_TOKEN=tc_x", NULL));
+	CHECK(!srv_env_passes("TRAINCTL_STORAGE_CONFIG=/etc/s3", NULL));
+	CHECK(!srv_env_passes("PATHX=1", NULL));
+	CHECK(!srv_env_passes("MY_SITE_VAR=1", NULL));
+	CHECK(srv_env_passes("MY_SITE_VAR=1", extra));
+	CHECK(!srv_env_passes("MY_SITE=1", extra));
+	char *env[] = { "PATH=/bin", "AWS_ACCESS_KEY_ID=a", "HOOK_SECRET=s", "LANG=C", NULL };
+	struct strvec out = STRVEC_INIT;
+	srv_job_env(env, NULL, &out);
+	CHECK_INT((int)out.nr, 2);
+	CHECK_STR(env_get(&out, "LANG"), "C");
+	strvec_clear(&out);
+}
+
+TEST(jobenv_hook_secrets_are_the_supervisors)
+{
+	struct notify_hook h = { .secret_env = "HOOK_SECRET" };
+	char *env[] = { "PATH=/bin", "HOOK_SECRET=s", NULL };
+	struct strvec out = STRVEC_INIT;
+	srv_supervisor_env(env, NULL, &h, 1, &out);
+	CHECK_STR(env_get(&out, "HOOK_SECRET"), "s");
+	CHECK_STR(env_get(&out, "TRAINCTL_SUPERVISOR_ONLY"), "HOOK_SECRET");
+	/* the workers' environment, made from the supervisor's */
+	env_drop_supervisor_only(&out);
+	CHECK(env_get(&out, "HOOK_SECRET") == NULL);
+	CHECK(env_get(&out, "TRAINCTL_SUPERVISOR_ONLY") == NULL);
+	CHECK_STR(env_get(&out, "PATH"), "/bin");
+	strvec_clear(&out);
 }
