@@ -190,10 +190,21 @@ ssize_t write_all(int fd, const void *buf, size_t len)
 
 int write_file_atomic(const char *path, const void *data, size_t len, struct tc_err *err)
 {
+	return write_file_atomic_mode(path, data, len, 0644, err);
+}
+
+int write_file_atomic_mode(const char *path, const void *data, size_t len, mode_t mode,
+			   struct tc_err *err)
+{
 	struct sbuf tmp = SBUF_INIT;
 	int rc = 0;
 	sbuf_addf(&tmp, "%s.tmp.%ld", path, (long)getpid());
-	int fd = open(tmp.buf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* a new file, never one (or a link) someone put under the temp name */
+	if (unlink(tmp.buf) < 0 && errno != ENOENT) {
+		rc = tc_error_errno(err, TC_ESYS, "cannot create '%s'", tmp.buf);
+		goto out;
+	}
+	int fd = open(tmp.buf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 	if (fd < 0) {
 		rc = tc_error_errno(err, TC_ESYS, "cannot create '%s'", tmp.buf);
 		goto out;

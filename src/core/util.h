@@ -47,6 +47,9 @@ int read_file_nofollow(const char *path, struct sbuf *out, struct tc_err *err);
  * come straight out of a job's start and end.
  */
 int write_file_atomic(const char *path, const void *data, size_t len, struct tc_err *err);
+/* The same with the new file's mode (0600 for job.yaml, job.env). */
+int write_file_atomic_mode(const char *path, const void *data, size_t len, mode_t mode,
+			   struct tc_err *err);
 /* write(2) until done, retrying on EINTR/partial writes; -1 on error. */
 ssize_t write_all(int fd, const void *buf, size_t len);
 bool path_exists(const char *path);

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -181,6 +182,14 @@ int sup_write_text(const char *dir, const char *name, const char *text, struct t
 	return rc;
 }
 
+int sup_write_private(const char *dir, const char *name, const char *text, struct tc_err *err)
+{
+	char *path = sup_join(dir, name);
+	int rc = write_file_atomic_mode(path, text, strlen(text), 0600, err);
+	free(path);
+	return rc;
+}
+
 static int make_run_folder(struct sup *sp, struct tc_err *err)
 {
 	int rc;
@@ -201,6 +210,9 @@ static int make_run_folder(struct sup *sp, struct tc_err *err)
 	 */
 	if ((rc = mkdir_p(sp->run_dir, err)))
 		return rc;
+	/* other accounts may pass through to their own folders, not list ours */
+	if (sp->o->run_as_uid && chmod(sp->run_dir, 0711) < 0)
+		return tc_error_errno(err, TC_ESYS, "cannot set the mode of %s", sp->run_dir);
 	size_t rl = strlen(sp->run_dir);
 	const char *inside = !strncmp(sp->ckpt_dir, sp->run_dir, rl) && sp->ckpt_dir[rl] == '/'
 				     ? sp->ckpt_dir + rl + 1
@@ -213,7 +225,7 @@ static int make_run_folder(struct sup *sp, struct tc_err *err)
 		return rc;
 	/* a node of a multi-node job runs the job.yaml its submitter wrote */
 	char *yaml = sp->o->node ? NULL : spec_to_yaml(sp->s);
-	rc = yaml ? sup_write_text(sp->run_dir, "job.yaml", yaml, err) : 0;
+	rc = yaml ? sup_write_private(sp->run_dir, "job.yaml", yaml, err) : 0; /* its env: secrets */
 	free(yaml);
 	if (rc)
 		return rc;

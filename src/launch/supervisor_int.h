@@ -104,6 +104,8 @@ void sup_result(struct sup *sp, const char *fmt, ...) TC_PRINTF(2, 3);
 char *sup_join(const char *a, const char *b);
 /* Write dir/name atomically. */
 int sup_write_text(const char *dir, const char *name, const char *text, struct tc_err *err);
+/* The same, mode 0600: job.yaml and job.env hold the spec's env values. */
+int sup_write_private(const char *dir, const char *name, const char *text, struct tc_err *err);
 /*
  * userdir.c: make base/rel for the job's user.  With run_as_uid, each
  * component is made or checked from a folder fd with O_NOFOLLOW and

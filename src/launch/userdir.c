@@ -42,7 +42,8 @@ static int step(struct sup *sp, int dfd, const char *name, const char *whole, st
 		return tc_error_errno(err, TC_ESYS, "cannot stat '%s'", whole);
 	}
 	if ((made || ours) && sb.st_uid == geteuid()) {
-		if (fchown(fd, uid, (gid_t)sp->o->run_as_gid) < 0) {
+		/* the user's alone: 0700 keeps other accounts out of its logs and outputs */
+		if (fchown(fd, uid, (gid_t)sp->o->run_as_gid) < 0 || fchmod(fd, 0700) < 0) {
 			close(fd);
 			return tc_error_errno(err, TC_ESYS, "cannot hand %s to uid %u", whole, (unsigned)uid);
 		}

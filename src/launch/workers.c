@@ -272,7 +272,7 @@ int sup_start_workers(struct sup *sp, const struct env_plan *plan, const char *e
 		      struct tc_err *err)
 {
 	char *envtext = env_file_text(plan);
-	int rc = sup_write_text(sp->run_dir, env_file, envtext, err);
+	int rc = sup_write_private(sp->run_dir, env_file, envtext, err);
 	free(envtext);
 	if (rc)
 		return rc;

@@ -5,12 +5,14 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -218,6 +220,41 @@ static int migrate(struct store *st, struct tc_err *err)
 	return rc;
 }
 
+/*
+ * The state folder and the database are ours alone (issue 13): the folder
+ * 0700, or 0711 for root, whose server runs jobs as other accounts that
+ * must pass through to their run folders (runs/ID/logs, owned by them);
+ * trainctl.db 0600, and SQLite gives its -wal and -shm the database's
+ * mode.  Folders and files of older versions are tightened; one owned by
+ * another account is left as it is (chmod fails and is not an error).
+ */
+static int store_private_files(const char *home, const char *db, struct tc_err *err)
+{
+	struct stat sb;
+	mode_t want = geteuid() == 0 ? 0711 : 0700;
+	if (stat(home, &sb) == 0 && sb.st_uid == geteuid() && (sb.st_mode & 0777 & ~want))
+		(void)chmod(home, sb.st_mode & 0777 & want);
+	/* created 0600 here, before SQLite would create it 0644 */
+	int fd = open(db, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == ELOOP)
+		return tc_error_errno(err, TC_ESTORE, "database '%s' is a link: refused", db);
+	if (fd >= 0) {
+		if (fstat(fd, &sb) == 0 && sb.st_uid == geteuid() && (sb.st_mode & 077))
+			(void)fchmod(fd, 0600);
+		close(fd);
+	}
+	static const char *const side[] = { "-wal", "-shm" };
+	for (size_t i = 0; i < 2; i++) {
+		struct sbuf p = SBUF_INIT;
+		sbuf_addf(&p, "%s%s", db, side[i]);
+		if (lstat(p.buf, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == geteuid() &&
+		    (sb.st_mode & 077))
+			(void)chmod(p.buf, 0600);
+		sbuf_release(&p);
+	}
+	return 0;
+}
+
 int store_open(const char *home, struct store **out, struct tc_err *err)
 {
 	struct sbuf path = SBUF_INIT;
@@ -226,6 +263,8 @@ int store_open(const char *home, struct store **out, struct tc_err *err)
 	if (rc)
 		goto fail;
 	sbuf_addf(&path, "%s/trainctl.db", home);
+	if ((rc = store_private_files(home, path.buf, err)))
+		goto fail;
 	if (sqlite3_open_v2(path.buf, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
 	    SQLITE_OK) {
 		rc = tc_error(err, TC_ESTORE, "cannot open database '%s': %s", path.buf,

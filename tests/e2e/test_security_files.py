@@ -5,6 +5,7 @@ also on failure), and one regression test per file finding of the audit
 
     4  symlinked rank logs: root wrote and read through them   test_log_symlink_*
     3  root chowned an absolute checkpoint.dir to the user      test_checkpoint_dir_*
+    8  no file-level separation between users                  test_file_modes, test_cross_user_files
 
 The state folder lives in a folder the accounts can traverse (0711), as it
 would on a shared machine, so that jobs reach their run folder.
@@ -56,10 +57,11 @@ def fsec(trainctl):
     os.chmod(base, 0o711)
     state = os.path.join(base, "state")
     try:
-        with accounts("alice") as u:
+        with accounts("alice", "bob") as u:
             tok = make_token(trainctl, state, u["alice"])
             srv = start_server(trainctl, state, fake="gpu:2")
             srv.token = tok
+            srv.bob = make_token(trainctl, state, u["bob"])
             try:
                 yield srv, u, base
             finally:
@@ -150,3 +152,48 @@ def test_checkpoint_dir_of_the_user_is_fine(fsec):
     assert row["state"] == "succeeded", (row, srv.run_logs(job))
     import pwd
     assert os.stat(ck).st_uid == pwd.getpwnam(u["alice"]).pw_uid
+
+
+# ---- finding 8: file modes ----
+
+def test_file_modes(fsec):
+    """The state folder, the database and a job's files were 0644/0755."""
+    srv, u, base = fsec
+    job = srv.submit(job_spec("echo hi", env={"ALICE_SECRET": "a-secret"}))
+    assert ended(srv, job)["state"] == "succeeded", srv.run_logs(job)
+    mode = lambda p: os.stat(p).st_mode & 0o777
+    assert mode(srv.state) == 0o711        # root: others pass through to their run folders
+    for f in ("trainctl.db", "trainctl.db-wal", "trainctl.db-shm"):
+        p = os.path.join(srv.state, f)
+        if os.path.exists(p):
+            assert mode(p) == 0o600, f
+    run = os.path.join(srv.state, "runs", job)
+    assert mode(run) == 0o711
+    assert mode(os.path.join(run, "job.yaml")) == 0o600
+    assert mode(os.path.join(run, "job.env")) == 0o600
+    import pwd
+    uid = pwd.getpwnam(u["alice"]).pw_uid
+    for d in ("logs", "output", "data"):
+        st = os.stat(os.path.join(run, d))
+        assert st.st_uid == uid and st.st_mode & 0o777 == 0o700, d
+
+
+def test_cross_user_files(fsec):
+    """bob's job read alice's job.yaml, job.env, logs and the database."""
+    srv, u, base = fsec
+    job = srv.submit(job_spec("echo alice-log-line-77", env={"ALICE_SECRET": "env-secret-88"}))
+    assert ended(srv, job)["state"] == "succeeded", srv.run_logs(job)
+    run = os.path.join(srv.state, "runs", job)
+    cmd = (f"cat {run}/job.yaml {run}/job.env {run}/logs/rank-0.log 2>&1; "
+           f"head -c 15 {srv.state}/trainctl.db 2>&1; ls {run}/logs {srv.state} 2>&1; true")
+    spy = srv.submit(job_spec(cmd), token=srv.bob)
+    saved, srv.token = srv.token, srv.bob
+    try:
+        assert ended(srv, spy)["state"] == "succeeded", srv.run_logs(spy)
+        st, text = srv.call("GET", f"/api/v1/jobs/{spy}/logs")
+    finally:
+        srv.token = saved
+    assert st == 200, text
+    # file contents, and the names a listing of logs/ or the state folder shows
+    for leak in ("env-secret-88", "alice-log-line-77", "SQLite format", "supervisor.log", "server-"):
+        assert leak not in text, (leak, text)
