@@ -10,45 +10,15 @@ also on failure), and one regression test per file finding of the audit
 The state folder lives in a folder the accounts can traverse (0711), as it
 would on a shared machine, so that jobs reach their run folder.
 """
-import contextlib
 import os
 import shutil
-import subprocess
 import tempfile
 
 import pytest
 
-from server_fixture import start_server
+from server_fixture import start_server, token_for, unix_accounts
 
 SECRET = "root-only-secret-4711"
-
-
-@contextlib.contextmanager
-def accounts(*roles):
-    """Real accounts {role: name}, removed afterwards even on failure."""
-    if os.geteuid() != 0:
-        pytest.skip("creating accounts needs root")
-    tag = os.urandom(3).hex()
-    names = {r: f"tf{tag}{r}"[:32] for r in roles}
-    made = []
-    try:
-        for n in names.values():
-            p = subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", n],
-                               capture_output=True, text=True)
-            assert p.returncode == 0, f"useradd {n}: {p.stderr}"
-            made.append(n)
-        yield names
-    finally:
-        for n in made:
-            subprocess.run(["userdel", "--force", "--remove", n], capture_output=True)
-
-
-def make_token(trainctl, state, user):
-    env = dict(os.environ, TRAINCTL_HOME=str(state))
-    p = subprocess.run([str(trainctl), "token", "create", "--user", user],
-                       env=env, capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
-    return p.stdout.strip()
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +27,11 @@ def fsec(trainctl):
     os.chmod(base, 0o711)
     state = os.path.join(base, "state")
     try:
-        with accounts("alice", "bob") as u:
-            tok = make_token(trainctl, state, u["alice"])
+        with unix_accounts("alice", "bob") as u:
+            tok = token_for(trainctl, state, u["alice"])
             srv = start_server(trainctl, state, fake="gpu:2")
             srv.token = tok
-            srv.bob = make_token(trainctl, state, u["bob"])
+            srv.bob = token_for(trainctl, state, u["bob"])
             try:
                 yield srv, u, base
             finally:
