@@ -808,6 +808,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		.s = s, .home = o->home, .job_id = sp.job_id, .run_dir = sp.run_dir,
 		.data_dir = sp.data_dir, .output_dir = sp.output_dir, .ckpt_dir = sp.ckpt_dir,
 		.world = sp.n, .say = jobio_say, .say_arg = &sp, .event = jobio_event,
+		.run_as_uid = o->run_as_uid, .run_as_gid = o->run_as_gid,
 	};
 	/* a node of a multi-node job: its driver stages, watches and uploads */
 	rc = o->node ? 0 : jobio_begin(&ioc, sp.st, &sp.io, err);

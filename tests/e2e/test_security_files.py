@@ -5,6 +5,7 @@ also on failure), and one regression test per file finding of the audit
 
     4  symlinked rank logs: root wrote and read through them   test_log_symlink_*
     3  root chowned an absolute checkpoint.dir to the user      test_checkpoint_dir_*
+    5  inputs copied by root (from, to)                         test_input_*
     8  no file-level separation between users                  test_file_modes, test_cross_user_files
 
 The state folder lives in a folder the accounts can traverse (0711), as it
@@ -167,3 +168,41 @@ def test_cross_user_files(fsec):
     # file contents, and the names a listing of logs/ or the state folder shows
     for leak in ("env-secret-88", "alice-log-line-77", "SQLite format", "supervisor.log", "server-"):
         assert leak not in text, (leak, text)
+
+
+# ---- finding 5: inputs copied by root ----
+
+def test_input_from_a_root_only_file(fsec):
+    """inputs[].from a root-only file: root copied it into data/ (0644)."""
+    srv, u, base = fsec
+    secret = root_file(base, "insecret")
+    job = srv.submit(job_spec('cat "$TRAINCTL_DATA_DIR"/* 2>&1; ls -R "$TRAINCTL_DATA_DIR"',
+                              inputs=[{"from": secret}]))
+    row = ended(srv, job)
+    assert row["state"] != "succeeded", row
+    run = os.path.join(srv.state, "runs", job)
+    for root, _, files in os.walk(os.path.join(run, "data")):
+        for f in files:
+            assert SECRET not in open(os.path.join(root, f), errors="replace").read()
+    st, text = srv.call("GET", f"/api/v1/jobs/{job}/logs")
+    assert SECRET not in str(text)
+
+
+def test_input_to_outside_the_run_folder(fsec):
+    """inputs[].to an absolute root folder: root wrote into it."""
+    srv, u, base = fsec
+    rootdir = os.path.dirname(root_file(base, "indir", "x"))
+    job = srv.submit(job_spec("true", inputs=[{"from": "/etc/hostname", "to": rootdir + "/"}]))
+    row = ended(srv, job)
+    assert row["state"] != "succeeded", row
+    assert sorted(os.listdir(rootdir)) == ["indir"]
+
+
+def test_input_the_user_may_read(fsec):
+    """A file the user may read is staged (as the user) and the job reads it."""
+    srv, u, base = fsec
+    job = srv.submit(job_spec('ls -R "$TRAINCTL_DATA_DIR"', inputs=[{"from": "/etc/hostname"}]))
+    row = ended(srv, job)
+    assert row["state"] == "succeeded", (row, srv.run_logs(job))
+    st, text = srv.call("GET", f"/api/v1/jobs/{job}/logs")
+    assert "hostname" in str(text), text
