@@ -114,6 +114,16 @@ static int submit_spec(struct srv *s, struct MHD_Connection *con, const struct w
 	if (!be)
 		be = &backend_local;
 	bool own_queue = be->submit != NULL;
+	/* sbatch options that name paths or accounts are an admin's (docs/slurm.md) */
+	const char *extra = w->admin || w->local ? NULL : spec_slurm_extra_refused(sp);
+	if (extra) {
+		ret = reply_err(con, 403,
+				"slurm.extra '%s': only an admin may give this sbatch option (see the allowlist "
+				"in docs/slurm.md)",
+				extra);
+		spec_free(sp);
+		return ret;
+	}
 	/* local jobs run here: their program must be here (slurm's run on its nodes) */
 	if (!own_queue && spec_check_command(sp, &err)) {
 		ret = reply_tc(con, &err);

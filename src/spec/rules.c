@@ -665,6 +665,39 @@ static int r_sl_extra(struct walk *w, yaml_node_t *n, const char *key)
 	return 0;
 }
 
+/*
+ * What a non-admin's slurm.extra may say through a server: options that ask
+ * for resources or placement.  Everything else (--chdir, --output, --error,
+ * --input, --export, --uid, --gid, --get-user-env, --container, --wrap, ...)
+ * names paths, accounts or the environment, and is an admin's.
+ */
+static const char *const extra_allowed[] = {
+	"--exclusive", "--nodes", "-N", "--ntasks-per-node", "--cpus-per-task", "-c", "--mem",
+	"--mem-per-cpu", "--mem-per-gpu", "--gpus", "-G", "--gpus-per-node", "--gpus-per-task",
+	"--cpus-per-gpu", "--constraint", "-C", "--nodelist", "-w", "--exclude", "-x", "--qos", "-q",
+	"--reservation", "--comment", "--hint", "--switches", "--begin", "--deadline", "--requeue",
+	"--no-requeue", "--contiguous", "--tmp", "--mail-type", "--job-name", "-J", "--time-min",
+	"--distribution", "-m", "--overcommit", "-O", "--spread-job", "--threads-per-core",
+	"--cores-per-socket", "--sockets-per-node", "--gres-flags", "--licenses", "-L", "--network",
+};
+
+const char *spec_slurm_extra_refused(const struct spec *s)
+{
+	for (size_t i = 0; i < s->slurm.extra.nr; i++) {
+		const char *v = s->slurm.extra.v[i];
+		/* "--mem=4G", "--mem 4G", "-N2", "-N 2": the option is the name before '=' or ' ' */
+		size_t n = strcspn(v, "= \t");
+		if (v[1] != '-' && n > 2)
+			n = 2;
+		bool ok = false;
+		for (size_t k = 0; !ok && k < sizeof(extra_allowed) / sizeof(extra_allowed[0]); k++)
+			ok = strlen(extra_allowed[k]) == n && !strncmp(extra_allowed[k], v, n);
+		if (!ok)
+			return v;
+	}
+	return NULL;
+}
+
 static const struct rule slurm_rules[] = {
 	{ "partition", r_sl_partition, NULL },
 	{ "account", r_sl_account, NULL },

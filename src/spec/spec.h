@@ -196,6 +196,12 @@ void spec_free(struct spec *s);
  * program is this machine's question, asked where the workers will run.
  */
 int spec_check_command(const struct spec *s, struct tc_err *err);
+/*
+ * The first slurm.extra option that is not on the allowlist of options a
+ * non-admin may give a server (docs/slurm.md: resources and placement,
+ * never paths, accounts or the environment), or NULL.
+ */
+const char *spec_slurm_extra_refused(const struct spec *s);
 /* Is v a job name: 1 to 128 letters, digits, '.', '_' and '-' (the spec's name: rule)? */
 bool spec_name_ok(const char *v);
 

@@ -234,14 +234,20 @@ static int store_private_files(const char *home, const char *db, struct tc_err *
 	mode_t want = geteuid() == 0 ? 0711 : 0700;
 	if (stat(home, &sb) == 0 && sb.st_uid == geteuid() && (sb.st_mode & 0777 & ~want))
 		(void)chmod(home, sb.st_mode & 0777 & want);
-	/* created 0600 here, before SQLite would create it 0644 */
-	int fd = open(db, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0 && errno == ELOOP)
-		return tc_error_errno(err, TC_ESTORE, "database '%s' is a link: refused", db);
-	if (fd >= 0) {
-		if (fstat(fd, &sb) == 0 && sb.st_uid == geteuid() && (sb.st_mode & 077))
-			(void)fchmod(fd, 0600);
-		close(fd);
+	/*
+	 * Never open() and close() a database this process may have open
+	 * already: closing any fd of a file drops the process's POSIX locks
+	 * on it, SQLite's included.  So: create it (0600) only when missing,
+	 * and tighten an existing one by name.
+	 */
+	if (lstat(db, &sb) < 0) {
+		int fd = open(db, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			close(fd);
+	} else if (S_ISLNK(sb.st_mode)) {
+		return tc_error(err, TC_ESTORE, "database '%s' is a link: refused", db);
+	} else if (S_ISREG(sb.st_mode) && sb.st_uid == geteuid() && (sb.st_mode & 077)) {
+		(void)chmod(db, 0600);
 	}
 	static const char *const side[] = { "-wal", "-shm" };
 	for (size_t i = 0; i < 2; i++) {

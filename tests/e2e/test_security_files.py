@@ -6,6 +6,7 @@ also on failure), and one regression test per file finding of the audit
     4  symlinked rank logs: root wrote and read through them   test_log_symlink_*
     3  root chowned an absolute checkpoint.dir to the user      test_checkpoint_dir_*
     5  inputs copied by root (from, to)                         test_input_*
+    6  slurm.extra written verbatim                            test_slurm_extra_is_an_allowlist
     8  no file-level separation between users                  test_file_modes, test_cross_user_files
 
 The state folder lives in a folder the accounts can traverse (0711), as it
@@ -206,3 +207,21 @@ def test_input_the_user_may_read(fsec):
     assert row["state"] == "succeeded", (row, srv.run_logs(job))
     st, text = srv.call("GET", f"/api/v1/jobs/{job}/logs")
     assert "hostname" in str(text), text
+
+
+# ---- finding 6: slurm.extra ----
+
+def test_slurm_extra_is_an_allowlist(fsec):
+    """slurm.extra values were written verbatim into job.sbatch (--chdir,
+    --output: paths of the server's account); a non-admin gets resources
+    and placement options only."""
+    srv, u, base = fsec
+    for bad in ("--chdir=/root", "--output=/root/x", "-o /root/x", "--export=ALL", "--uid=0"):
+        st, body = srv.call("POST", "/api/v1/jobs",
+                            {"spec": job_spec("true", backend="slurm", slurm={"extra": [bad]})})
+        assert st == 403 and "slurm.extra" in body["error"], (bad, st, body)
+    st, body = srv.call("POST", "/api/v1/jobs",
+                        {"spec": job_spec("true", backend="slurm", slurm={"extra": ["--exclusive", "--mem=4G"]})})
+    assert st != 403, body
+    if st == 201:
+        srv.call("POST", f"/api/v1/jobs/{body['id']}/stop", {})
