@@ -244,7 +244,8 @@ static void scan_record(struct jobio *io, bool all_stable)
 
 static int upload(struct jobio *io, const char *why)
 {
-	struct sync_opts o = { .jobs = 8 };
+	/* output/ is the user's: root uploads its files, never what a link there names */
+	struct sync_opts o = { .jobs = 8, .no_links = io->c.run_as_uid != 0 };
 	struct sync_stats stats;
 	struct tc_err err = TC_ERR_INIT;
 	int rc = storage_sync(io->c.output_dir, io->upload_url, &o, &stats, &err);

@@ -252,11 +252,13 @@ static int push_dir(struct liter *it, struct tc_err *err)
 			continue;
 		}
 		bool dir = de->d_type == DT_DIR;
+		if (st->no_links && de->d_type == DT_LNK)
+			continue;
 		if (de->d_type == DT_UNKNOWN || de->d_type == DT_LNK) {
 			struct stat sb;
 			sbuf_setlen(&it->path, base_len);
 			sbuf_addf(&it->path, "/%s", nm);
-			if (stat(it->path.buf, &sb) < 0)
+			if ((st->no_links ? lstat : stat)(it->path.buf, &sb) < 0)
 				continue; /* dangling link or raced away */
 			dir = S_ISDIR(sb.st_mode);
 			if (!dir && !S_ISREG(sb.st_mode))
@@ -299,7 +301,11 @@ static int l_next(struct storage_iter *base, struct storage_obj *obj, struct tc_
 			return 0;
 		it->single_done = true;
 		char *p = local_path(st, st->priv);
-		int rc = stat(p, &sb);
+		int rc = (st->no_links ? lstat : stat)(p, &sb);
+		if (!rc && st->no_links && !S_ISREG(sb.st_mode)) {
+			free(p);
+			return 0; /* a link: nothing */
+		}
 		free(p);
 		if (rc < 0)
 			return tc_error_errno(err, TC_ESTORAGE, "cannot read '%s'", st->url);
@@ -328,8 +334,8 @@ static int l_next(struct storage_iter *base, struct storage_obj *obj, struct tc_
 		}
 		sbuf_reset(&it->path);
 		sbuf_addf(&it->path, "%s/%s", st->root, it->key.buf);
-		if (stat(it->path.buf, &sb) < 0 || !S_ISREG(sb.st_mode))
-			continue; /* removed while we listed */
+		if ((st->no_links ? lstat : stat)(it->path.buf, &sb) < 0 || !S_ISREG(sb.st_mode))
+			continue; /* removed (or made a link) while we listed */
 		goto fill;
 	}
 	return 0;
@@ -422,7 +428,7 @@ int local_open_for_read(struct storage *st, const char *key, int *fd, struct tc_
 	if (krc)
 		return krc;
 	char *p = local_path(st, key);
-	*fd = open(p, O_RDONLY | O_CLOEXEC);
+	*fd = open(p, O_RDONLY | O_CLOEXEC | (st->no_links ? O_NOFOLLOW : 0));
 	int rc = *fd < 0 ? tc_error_errno(err, TC_ESTORAGE, "cannot open '%s'", p) : 0;
 	free(p);
 	return rc;

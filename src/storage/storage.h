@@ -110,6 +110,9 @@ struct sync_opts {
 	bool dry_run;     /* say what would happen, change nothing */
 	bool progress;    /* a progress line on stderr (a terminal) */
 	bool verbose;     /* one line per action on stdout */
+	/* a local source's symbolic links are skipped and its files opened
+	 * with O_NOFOLLOW: a root supervisor uploading a user's output/ */
+	bool no_links;
 	/* called from the sync thread before each copy; may be NULL */
 	void (*on_action)(void *arg, const char *what, const char *key);
 	/* called from the sync thread for each refused key (why: see

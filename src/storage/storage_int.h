@@ -88,6 +88,7 @@ struct storage {
 	char *root;  /* local: absolute folder or file path; s3: key prefix ("" or ending in '/') */
 	char *bucket;/* s3 */
 	bool single; /* the URL names one file/object, not a folder */
+	bool no_links; /* local source: never through a symbolic link (sync_opts.no_links) */
 	void *priv;  /* the scheme's state */
 };
 

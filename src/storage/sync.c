@@ -438,6 +438,7 @@ int storage_sync(const char *src, const char *dst, const struct sync_opts *o,
 	int rc = storage_open(src, &s.src, err);
 	if (rc)
 		goto out;
+	s.src->no_links = o->no_links;
 	syncer_start(&s, o);
 	if (s.src->single) {
 		rc = sync_single(&s, dst, err);

@@ -5,7 +5,7 @@ also on failure), and one regression test per file finding of the audit
 
     4  symlinked rank logs: root wrote and read through them   test_log_symlink_*
     3  root chowned an absolute checkpoint.dir to the user      test_checkpoint_dir_*
-    5  inputs copied by root (from, to)                         test_input_*
+    5  inputs and outputs copied by root (from, to, links)     test_input_*, test_upload_*
     6  slurm.extra written verbatim                            test_slurm_extra_is_an_allowlist
     8  no file-level separation between users                  test_file_modes, test_cross_user_files
 
@@ -225,3 +225,22 @@ def test_slurm_extra_is_an_allowlist(fsec):
     assert st != 403, body
     if st == 201:
         srv.call("POST", f"/api/v1/jobs/{body['id']}/stop", {})
+
+
+def test_upload_does_not_follow_links(fsec):
+    """outputs.upload_to plus a link in output/ to a root-only file: root
+    uploaded the file's contents."""
+    srv, u, base = fsec
+    secret = root_file(base, "upsecret")
+    dest = os.path.join(base, "uploads")
+    os.makedirs(dest, exist_ok=True)
+    cmd = f'ln -s {secret} "$TRAINCTL_OUTPUT_DIR/leak"; echo mine > "$TRAINCTL_OUTPUT_DIR/mine.txt"'
+    job = srv.submit(job_spec(cmd, outputs={"upload_to": dest + "/{job_id}"}))
+    assert ended(srv, job)["state"] == "succeeded", srv.run_logs(job)
+    up = os.path.join(dest, job)
+    found = []
+    for root, _, files in os.walk(up):
+        for f in files:
+            found.append(f)
+            assert SECRET not in open(os.path.join(root, f), errors="replace").read(), f
+    assert "mine.txt" in found, (found, srv.run_logs(job))
