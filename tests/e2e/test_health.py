@@ -159,18 +159,29 @@ def test_server_schedules_around_an_unhealthy_gpu(trainctl, tmp_path, nvml):
         srv.wait_state(a, "running")
         assert srv.job(a)["devices"] == "0"
         b = srv.submit(held(str(release), name="b"))
-        st, devs = srv.call("GET", "/api/v1/devices")
-        assert st == 200
-        gpu1 = [d for d in devs["devices"] if d["type"] == "gpu" and d["id"] == 1][0]
-        assert gpu1["unhealthy"] == "row remapping pending (reset the GPU)"
+
+        def gpu1_health():
+            st, devs = srv.call("GET", "/api/v1/devices")
+            assert st == 200
+            return [d for d in devs["devices"] if d["type"] == "gpu" and d["id"] == 1][0]["unhealthy"]
+        # the server's log and devices page come from its own health rounds:
+        # wait for them, never assume one has already happened
+        wait_until(lambda: gpu1_health() == "row remapping pending (reset the GPU)",
+                   what=lambda: f"gpu 1 shown unhealthy, got {gpu1_health()!r}")
+        wait_until(lambda: "gpu 1 is unhealthy (row remapping pending" in srv.log(),
+                   what=lambda: f"the server's warning, log:\n{srv.log()[-2000:]}")
         # gpu 1 is free but unhealthy: b waits
         holds_for(lambda: srv.job(b)["state"] == "queued", 2, "b queued while gpu 1 is unhealthy")
-        assert "gpu 1 is unhealthy (row remapping pending" in srv.log()
-        # the GPU was reset: b gets it
-        conf.write_text("count 2\n")
+        # the GPU was reset: b gets it.  The fake NVML rereads the file at
+        # every call (the server's rounds and b's supervisor): replace it
+        # whole, so that no reader sees it half written
+        tmp = conf.with_name(conf.name + ".new")
+        tmp.write_text("count 2\n")
+        os.replace(tmp, conf)
         srv.wait_state(b, "running")
         assert srv.job(b)["devices"] == "1"
-        assert "gpu 1 passes its health check again" in srv.log()
+        wait_until(lambda: "gpu 1 passes its health check again" in srv.log(),
+                   what=lambda: f"the server's note, log:\n{srv.log()[-2000:]}")
         release.touch()
         srv.wait_state(a, "succeeded")
         srv.wait_state(b, "succeeded")
