@@ -132,7 +132,8 @@ int store_job_launch(struct store *st, const char *id, const char *devices, pid_
 	sqlite3_stmt *q;
 	if (sqlite3_prepare_v2(st->db,
 			       "UPDATE jobs SET state=?, devices=?, sup_pid=?, sup_ticks=?,"
-			       " stop_reason=NULL, exit_code=-1, ended=NULL, root_cause=NULL WHERE id=?",
+			       " stop_reason=NULL, exit_code=-1, ended=NULL, root_cause=NULL"
+			       " WHERE id=? AND ended IS NULL",
 			       -1, &q, NULL) != SQLITE_OK)
 		return end(st, db_fail(st, err, "launch"), err);
 	const char *starting = job_state_name(JOB_STARTING);
@@ -142,6 +143,13 @@ int store_job_launch(struct store *st, const char *id, const char *devices, pid_
 		 bind_text(q, 5, id) == SQLITE_OK;
 	rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "launch");
 	sqlite3_finalize(q);
+	/*
+	 * A supervisor that failed at once (input staging, say) may have
+	 * recorded its end before the server gets here: that end stays, and
+	 * nothing of the launch is written over it.
+	 */
+	if (!rc && sqlite3_changes(st->db) == 0)
+		return end(st, 0, err);
 	/* its leases (the server took them) are the supervisor's from now on */
 	if (!rc && sqlite3_prepare_v2(st->db, "UPDATE leases SET pid=?, ticks=? WHERE job_id=?", -1, &q,
 				      NULL) != SQLITE_OK)

@@ -167,3 +167,23 @@ TEST(lease_handed_to_the_supervisor_at_launch)
 	store_leases_free(v, n);
 	store_close(st);
 }
+
+TEST(launch_keeps_an_end_the_supervisor_recorded_first)
+{
+	struct store *st = open_store();
+	struct tc_err err = TC_ERR_INIT;
+	struct job_row row = { .id = "F", .name = "f", .run_dir = "/tmp", .spec_json = "{}",
+			       .created = 1.0, .world_size = 1, .user = "u", .priority = 100,
+			       .device_type = "cpu", .device_count = 1, .backend = "local" };
+	CHECK_INT(store_job_submit(st, &row, &err), 0);
+	/* the supervisor fails in staging before the server records its launch */
+	CHECK_INT(store_job_finish(st, "F", JOB_FAILED, 3, "input missing", "staging failed", &err), 0);
+	CHECK_INT(store_job_launch(st, "F", "0", getpid(), proc_start_ticks(getpid()), "scheduled", &err), 0);
+	struct job_row j = { 0 };
+	CHECK_INT(store_job_get(st, "F", &j, &err), 0);
+	CHECK_STR(job_state_name(j.state), "failed");
+	CHECK_STR(j.root_cause, "input missing");
+	CHECK(j.ended > 0);
+	job_row_release(&j);
+	store_close(st);
+}
