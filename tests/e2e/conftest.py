@@ -7,6 +7,7 @@ Nothing here skips a test: a missing binary or a missing torch is a failure
 with a message saying what to build or install.
 """
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -129,3 +130,49 @@ def repo_fixture():
 @pytest.fixture(name="torchrun_cmd")
 def torchrun_cmd_fixture():
     return torchrun_cmd
+
+
+def _leftover_trainctl(root):
+    """pids of trainctl processes (supervisors, drivers, node supervisors)
+    whose TRAINCTL_HOME lies under root."""
+    root = os.path.realpath(str(root)) + os.sep
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                argv0 = f.read().split(b"\0", 1)[0]
+            if os.path.basename(argv0) != b"trainctl":
+                continue
+            with open(f"/proc/{name}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        for kv in env:
+            if kv.startswith(b"TRAINCTL_HOME="):
+                home = os.path.realpath(kv[len(b"TRAINCTL_HOME="):].decode(errors="replace"))
+                if (home + os.sep).startswith(root):
+                    found.append(int(name))
+                break
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_jobs(tmp_path):
+    """A test that fails midway may leave a server's supervisors (detached by
+    design) running its jobs; end them, so one failure does not load the
+    machine under the tests that follow.  Runs after the test's own
+    fixtures have stopped their servers."""
+    yield
+    pids = _leftover_trainctl(tmp_path)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        if not poll(lambda: not _leftover_trainctl(tmp_path), timeout=15):
+            pids = _leftover_trainctl(tmp_path)
+        else:
+            break
