@@ -50,6 +50,14 @@ int cmd_pause(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_resume(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_clone(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_delete(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+/*
+ * cmd_jobs.c, for submit and sweep --server: POST FILE's text to the server
+ * at `path` as {KEY: text, "file": FILE, "base": FILE's folder} plus the
+ * fields of `extra` (may be NULL; its reference is taken), then print the
+ * answer: whole with as_json, else its "id".
+ */
+int cmd_post_file(const char *server, const char *path, const char *key, const char *file,
+		  const char *text, size_t len, json_t *extra, bool as_json, struct tc_err *err);
 /* ps, show and logs through the server when one is configured (client_configured) */
 /* the server's jobs as job_to_json's brief objects (a new reference in *out) */
 int remote_ps_list(const char *server, bool all, const char *state, const char *user,

@@ -70,48 +70,56 @@ int cmd_submit(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		json_decref(sets);
 		return tc_error(err, TC_EUSAGE, "submit: give one spec file");
 	}
-	struct sbuf text = SBUF_INIT, resp = SBUF_INIT;
-	struct client *cl = NULL;
+	struct sbuf text = SBUF_INIT;
 	rc = read_file(argv[optind], &text, err);
 	if (rc) {
 		rc = tc_error(err, TC_ESPEC, "%s", err->msg);
 		goto out;
 	}
-	char *abs = path_absolute(argv[optind], NULL);
-	char *base = path_dirname(abs);
-	json_t *body = json_pack("{s:s%, s:s, s:s}", "spec", text.buf, text.len, "file", argv[optind],
-				 "base", base);
+	json_t *extra = json_object();
 	if (name)
-		json_object_set_new(body, "name", json_string(name));
+		json_object_set_new(extra, "name", json_string(name));
 	if (json_array_size(sets))
-		json_object_set(body, "set", sets);
+		json_object_set(extra, "set", sets);
+	rc = cmd_post_file(server, "/api/v1/jobs", "spec", argv[optind], text.buf, text.len, extra,
+			   as_json, err);
+out:
+	json_decref(sets);
+	sbuf_release(&text);
+	return rc;
+}
+
+int cmd_post_file(const char *server, const char *path, const char *key, const char *file,
+		  const char *text, size_t len, json_t *extra, bool as_json, struct tc_err *err)
+{
+	struct sbuf resp = SBUF_INIT;
+	struct client *cl = NULL;
+	char *abs = path_absolute(file, NULL);
+	char *base = path_dirname(abs);
+	json_t *body = json_pack("{s:s%, s:s, s:s}", key, text, len, "file", file, "base", base);
+	if (body && extra)
+		json_object_update(body, extra);
+	json_decref(extra);
 	char *b = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	json_decref(body);
 	free(abs);
 	free(base);
-	if (!b) {
-		rc = tc_error(err, TC_ESPEC, "%s: not UTF-8 text", argv[optind]);
-		goto out;
-	}
-	rc = client_open(server, &cl, err);
+	if (!b)
+		return tc_error(err, TC_ESPEC, "%s: not UTF-8 text", file);
+	int rc = client_open(server, &cl, err);
 	if (!rc)
-		rc = client_json(cl, "POST", "/api/v1/jobs", b, &resp, err);
+		rc = client_json(cl, "POST", path, b, &resp, err);
 	free(b);
-	if (rc)
-		goto out;
-	if (as_json) {
+	if (!rc && as_json) {
 		fwrite(resp.buf, 1, resp.len, stdout);
 		fputc('\n', stdout);
-	} else {
+	} else if (!rc) {
 		json_t *o = json_loadb(resp.buf, resp.len, 0, NULL);
 		const char *id = json_string_value(json_object_get(o, "id"));
 		printf("%s\n", id ? id : "?");
 		json_decref(o);
 	}
-out:
-	json_decref(sets);
 	client_close(cl);
-	sbuf_release(&text);
 	sbuf_release(&resp);
 	return rc;
 }

@@ -526,8 +526,7 @@ out:
 
 static int submit_remote(const char *server, const char *file, bool as_json, struct tc_err *err)
 {
-	struct sbuf text = SBUF_INIT, resp = SBUF_INIT;
-	struct client *cl = NULL;
+	struct sbuf text = SBUF_INIT;
 	struct sweep_def *d = NULL;
 	/* checked here first: errors name this file's lines */
 	int rc = sweep_load(file, &d, err);
@@ -535,41 +534,13 @@ static int submit_remote(const char *server, const char *file, bool as_json, str
 		goto out;
 	if ((rc = read_file(file, &text, err)))
 		goto out;
-	char *abs = path_absolute(file, NULL);
-	char *base = path_dirname(abs);
-	json_t *body = json_pack("{s:s%, s:s, s:s}", "sweep", text.buf, text.len, "file", file,
-				 "base", base);
 	/* a spec file beside it travels inline, as the server may not read this folder */
-	if (body && d->spec_path)
-		json_object_set_new(body, "spec", json_string(d->spec_text));
-	char *b = body ? json_dumps(body, JSON_COMPACT) : NULL;
-	json_decref(body);
-	free(abs);
-	free(base);
-	if (!b) {
-		rc = tc_error(err, TC_ESPEC, "%s: not UTF-8 text", file);
-		goto out;
-	}
-	rc = client_open(server, &cl, err);
-	if (!rc)
-		rc = client_json(cl, "POST", "/api/v1/sweeps", b, &resp, err);
-	free(b);
-	if (rc)
-		goto out;
-	if (as_json) {
-		fwrite(resp.buf, 1, resp.len, stdout);
-		fputc('\n', stdout);
-	} else {
-		json_t *o = json_loadb(resp.buf, resp.len, 0, NULL);
-		const char *id = json_string_value(json_object_get(o, "id"));
-		printf("%s\n", id ? id : "?");
-		json_decref(o);
-	}
+	json_t *extra = d->spec_path ? json_pack("{s:s}", "spec", d->spec_text) : NULL;
+	rc = cmd_post_file(server, "/api/v1/sweeps", "sweep", file, text.buf, text.len, extra,
+			   as_json, err);
 out:
 	sweep_def_free(d);
-	client_close(cl);
 	sbuf_release(&text);
-	sbuf_release(&resp);
 	return rc;
 }
 
