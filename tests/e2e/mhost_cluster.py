@@ -49,6 +49,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import REPO, poll, trainctl_path  # noqa: E402
+from slurm_cluster import common_conf  # noqa: E402
 
 PREFIX = "tcmh"
 SUBNET = "10.87.0"
@@ -231,30 +232,7 @@ AuthInfo=socket={MUNGE_SOCKET}
 CryptoType=crypto/munge
 SlurmUser=root
 SlurmdUser=root
-StateSaveLocation={d}/state
-SlurmdSpoolDir={d}/spool/%n
-SlurmctldPidFile={d}/slurmctld.pid
-SlurmdPidFile={d}/slurmd-%n.pid
-SlurmctldLogFile={d}/log/slurmctld.log
-SlurmdLogFile={d}/log/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/backfill
-SchedulerParameters=sched_interval=1
-SlurmdParameters=config_overrides
-ReturnToService=2
-MpiDefault=none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SwitchType=switch/none
-KillWait={self.kill_wait}
-MinJobAge=600
-InactiveLimit=0
-SlurmctldTimeout=10
-SlurmdTimeout=60
+{common_conf(d, self.kill_wait)}SlurmdTimeout=60
 MessageTimeout=10
 {nodes}PartitionName=debug Nodes={','.join(COMPUTE)} Default=YES MaxTime=INFINITE State=UP
 """)

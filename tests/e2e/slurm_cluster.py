@@ -29,6 +29,36 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def common_conf(folder, kill_wait):
+    """The slurm.conf lines both test clusters (this one and mhost_cluster.py)
+    share: Slurm's state, pid and log files under `folder`, and plugins that
+    need no daemon or kernel feature of their own."""
+    return f"""StateSaveLocation={folder}/state
+SlurmdSpoolDir={folder}/spool/%n
+SlurmctldPidFile={folder}/slurmctld.pid
+SlurmdPidFile={folder}/slurmd-%n.pid
+SlurmctldLogFile={folder}/log/slurmctld.log
+SlurmdLogFile={folder}/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=1
+SlurmdParameters=config_overrides
+ReturnToService=2
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SwitchType=switch/none
+KillWait={kill_wait}
+MinJobAge=600
+InactiveLimit=0
+SlurmctldTimeout=10
+"""
+
+
 def have_slurm():
     return all(shutil.which(p) for p in ("slurmctld", "slurmd", "munged", "sbatch", "srun"))
 
@@ -56,30 +86,7 @@ AuthInfo=socket={r}/munge/munge.socket
 CryptoType=crypto/munge
 SlurmUser={os.environ.get("USER", "root") if os.getuid() else "root"}
 SlurmdUser=root
-StateSaveLocation={r}/state
-SlurmdSpoolDir={r}/spool/%n
-SlurmctldPidFile={r}/slurmctld.pid
-SlurmdPidFile={r}/slurmd-%n.pid
-SlurmctldLogFile={r}/log/slurmctld.log
-SlurmdLogFile={r}/log/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/backfill
-SchedulerParameters=sched_interval=1
-SlurmdParameters=config_overrides
-ReturnToService=2
-MpiDefault=none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SwitchType=switch/none
-KillWait={self.kill_wait}
-MinJobAge=600
-InactiveLimit=0
-SlurmctldTimeout=10
-SlurmdTimeout=30
+{common_conf(r, self.kill_wait)}SlurmdTimeout=30
 MessageTimeout=5
 NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port={self.node_ports[0]} CPUs={self.cpus} State=UNKNOWN
 NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port={self.node_ports[1]} CPUs={self.cpus} State=UNKNOWN
