@@ -17,7 +17,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -91,21 +90,10 @@ static int remote_spec(const char *run_dir, struct spec **s, struct tc_err *err)
 	return rc;
 }
 
-static void say(const char *fmt, ...) TC_PRINTF(1, 2);
-
-/* A message of the driver or a node on the batch output, as supervisors write them. */
-static void say(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	launch_vsay(-1, fmt, ap);
-	va_end(ap);
-}
-
 static void hub_warn(void *ctx, const char *msg)
 {
 	(void)ctx;
-	say("%s", msg);
+	launch_say("%s", msg);
 }
 
 /* This process's stream name (hub.h note 3): role, Slurm job, requeue count, pid. */
@@ -172,7 +160,7 @@ static void node_results(struct batch *b, int fd)
 					char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
 					struct tc_err e = TC_ERR_INIT;
 					if (mkdir_p(dir, &e) || write_file_atomic(path, text, strlen(text), &e))
-						say("warning: %s", e.msg);
+						launch_say("warning: %s", e.msg);
 					tc_err_release(&e);
 					free(text);
 					free(dir);

@@ -22,7 +22,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,21 +235,10 @@ out:
 	free(home);
 }
 
-static void say(const char *fmt, ...) TC_PRINTF(1, 2);
-
-/* The detached hub's few lines, into logs/hub.out, as supervisors write theirs. */
-static void say(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	launch_vsay(-1, fmt, ap);
-	va_end(ap);
-}
-
 static void report_warn(void *ctx, const char *msg)
 {
 	(void)ctx;
-	say("%s", msg);
+	launch_say("%s", msg);
 }
 
 /* Is the job over: ended in the store and Slurm done with it (or unable to say)? */
@@ -303,7 +291,7 @@ int slurm_hub_main(const char *home, const char *job_id, struct tc_err *err)
 	}
 	if ((rc = hub_new(home, &h, err)) || (rc = hub_daemon_start(h, addr, port, &d, &port, err)))
 		goto out;
-	say("hub: job %s: listening on %s", job_id, url);
+	launch_say("hub: job %s: listening on %s", job_id, url);
 	/* the backlog comes in while the job runs; the end of the job and of Slurm's step ends us */
 	for (int64_t t0 = now_mono_ms(); now_mono_ms() - t0 < 48LL * 3600 * 1000;) {
 		http_sleep_ms(1000);
@@ -312,7 +300,7 @@ int slurm_hub_main(const char *home, const char *job_id, struct tc_err *err)
 	}
 	if (job_over(st, job_id))
 		report_job_end(st, job_id, NULL, report_warn, NULL); /* the driver had no database */
-	say("hub: job %s: over", job_id);
+	launch_say("hub: job %s: over", job_id);
 out:
 	hub_daemon_stop(d);
 	hub_free(h);

@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,17 +23,6 @@
 #define QUERY_MS 500
 
 /* ---- `trainctl run` in the foreground ---- */
-
-static void say(const char *fmt, ...) TC_PRINTF(1, 2);
-
-/* A message of `trainctl run` on its console, as the local supervisor writes them. */
-static void say(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	launch_vsay(-1, fmt, ap);
-	va_end(ap);
-}
 
 static volatile sig_atomic_t fg_signals;
 
@@ -178,7 +166,7 @@ static int fg_submit(struct fg *g, struct tc_err *err)
 static void warn_if(int failed, const struct tc_err *e)
 {
 	if (failed)
-		say("warning: %s", e->msg);
+		launch_say("warning: %s", e->msg);
 }
 
 /* SIGINT or SIGTERM: the first stops the job within its grace time, another cancels it. */
@@ -188,14 +176,14 @@ static void fg_on_signals(struct fg *g, int64_t now)
 	if (fg_signals > g->handled) {
 		g->handled = fg_signals;
 		if (g->handled == 1) {
-			say("stopping Slurm job %s (SIGTERM to its supervisors, %d s grace)", g->slurm_job,
-			    g->s->grace_seconds);
+			launch_say("stopping Slurm job %s (SIGTERM to its supervisors, %d s grace)",
+			    g->slurm_job, g->s->grace_seconds);
 			warn_if(store_job_set_stop_reason(g->st, g->id, JOB_STOP_STOPPED, &e) ||
 					slurm_scancel(g->slurm_job, "TERM", &e),
 				&e);
 			g->hard_at = now + (int64_t)g->s->grace_seconds * 1000 + 10000;
 		} else {
-			say("cancelling Slurm job %s now", g->slurm_job);
+			launch_say("cancelling Slurm job %s now", g->slurm_job);
 			warn_if(slurm_scancel(g->slurm_job, NULL, &e), &e);
 			g->hard_at = 0;
 		}
@@ -243,7 +231,7 @@ static void fg_follow(struct fg *g)
 static void report_warn(void *ctx, const char *msg)
 {
 	(void)ctx;
-	say("%s", msg);
+	launch_say("%s", msg);
 }
 
 /* The end as the store has it: exit status 0 for succeeded, 1 otherwise. */
@@ -255,10 +243,10 @@ static int fg_outcome(struct fg *g, int *exit_status, struct tc_err *err)
 		return rc;
 	*exit_status = j.state == JOB_SUCCEEDED ? 0 : 1;
 	if (*exit_status)
-		say("job %s %s%s%s", g->id, job_state_name(j.state), j.root_cause ? ": " : "",
-		    j.root_cause ? j.root_cause : "");
+		launch_say("job %s %s%s%s", g->id, job_state_name(j.state),
+		    j.root_cause ? ": " : "", j.root_cause ? j.root_cause : "");
 	else
-		say("job %s %s", g->id, job_state_name(j.state));
+		launch_say("job %s %s", g->id, job_state_name(j.state));
 	job_row_release(&j);
 	return 0;
 }
@@ -283,8 +271,8 @@ int slurm_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	if ((rc = store_open(o->home, &g.st, err)) || (rc = fg_record(&g, err)) ||
 	    (rc = fg_submit(&g, err)))
 		goto out;
-	say("job %s (%s): %d nodes x %d %s workers, Slurm job %s, run folder %s", g.id, s->name,
-	    s->nodes, s->per_node, s->device_type, g.slurm_job, g.run_dir);
+	launch_say("job %s (%s): %d nodes x %d %s workers, Slurm job %s, run folder %s", g.id,
+	    s->name, s->nodes, s->per_node, s->device_type, g.slurm_job, g.run_dir);
 	g.f = xcalloc((size_t)g.world, sizeof(*g.f));
 	for (int r = 0; r < g.world; r++) {
 		g.f[r].fd = -1;

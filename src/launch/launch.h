@@ -226,6 +226,8 @@ int launch_free_port(void);
  * time-stamped line in the log file logfd (when >= 0).
  */
 void launch_vsay(int logfd, const char *fmt, va_list ap);
+/* launch_vsay on stderr only: the console lines of Slurm's driver, nodes and hub. */
+void launch_say(const char *fmt, ...) TC_PRINTF(1, 2);
 
 /*
  * Multi-node rank tables: each node writes its part (server_id, device ids

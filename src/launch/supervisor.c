@@ -61,6 +61,14 @@ void launch_vsay(int logfd, const char *fmt, va_list ap)
 	sbuf_release(&msg);
 }
 
+void launch_say(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	launch_vsay(-1, fmt, ap);
+	va_end(ap);
+}
+
 void sup_say(struct sup *sp, const char *fmt, ...)
 {
 	struct sbuf msg = SBUF_INIT;
