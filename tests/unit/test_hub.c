@@ -57,6 +57,45 @@ static size_t npoints(struct store *st, const char *metric, int rank)
 	return pts;
 }
 
+/*
+ * One test's set-up: a store in its own home holding JOB, the hub over it
+ * and, when serving, the hub's daemon on a free port at url.  fx_close
+ * undoes all of it (a daemon a test stopped is NULL).
+ */
+struct fx {
+	const char *home;
+	struct store *st;
+	struct hub *h;
+	struct hub_daemon *d;
+	int port;
+	struct sbuf url;  /* http://127.0.0.1:PORT when serving */
+	struct sbuf jdir; /* JOB's journal folder under home */
+	struct tc_err err;
+};
+
+static void fx_open(struct fx *f, bool serve)
+{
+	*f = (struct fx){ .home = test_tmpdir(), .url = SBUF_INIT, .jdir = SBUF_INIT,
+			  .err = TC_ERR_INIT };
+	f->st = job_store(f->home);
+	CHECK_INT(hub_new(f->home, &f->h, &f->err), 0);
+	sbuf_addf(&f->jdir, "%s/journal/" JOB, f->home);
+	if (serve) {
+		CHECK_INT(hub_daemon_start(f->h, "127.0.0.1", 0, &f->d, &f->port, &f->err), 0);
+		sbuf_addf(&f->url, "http://127.0.0.1:%d", f->port);
+	}
+}
+
+static void fx_close(struct fx *f)
+{
+	hub_daemon_stop(f->d);
+	hub_free(f->h);
+	store_close(f->st);
+	sbuf_release(&f->url);
+	sbuf_release(&f->jdir);
+	tc_err_release(&f->err);
+}
+
 TEST(hub_base64_round_trip)
 {
 	for (size_t n = 0; n < 70; n++) {
@@ -137,71 +176,63 @@ static void post(struct hub *h, const char *secret, const char *stream, const ch
 
 TEST(hub_applies_each_sequence_number_once)
 {
-	const char *home = test_tmpdir();
-	struct store *st = job_store(home);
-	struct hub *h = NULL;
-	struct tc_err err = TC_ERR_INIT;
-	CHECK_INT(hub_new(home, &h, &err), 0);
+	struct fx f;
+	fx_open(&f, false);
 	const char *body =
 		"{\"seq\":1,\"ev\":\"mark\",\"state\":\"running\",\"why\":\"up\"}\n"
 		"{\"seq\":2,\"ev\":\"started\",\"attempt\":0,\"why\":null,\"w\":[[2,0,100,1.5],[3,1,101,1.5]]}\n"
 		"{\"seq\":3,\"ev\":\"wend\",\"attempt\":0,\"rank\":3,\"exit\":-1,\"sig\":9}\n";
-	post(h, SECRET, "node1.a0", body, 200, 3);
-	post(h, SECRET, "node1.a0", body, 200, 3); /* resent after a lost answer: nothing twice */
-	CHECK_INT(nevents(st, JOB_RUNNING), 1);
+	post(f.h, SECRET, "node1.a0", body, 200, 3);
+	post(f.h, SECRET, "node1.a0", body, 200, 3); /* resent after a lost answer: nothing twice */
+	CHECK_INT(nevents(f.st, JOB_RUNNING), 1);
 	struct worker_row *w = NULL;
 	size_t nw = 0;
-	CHECK_INT(store_workers(st, JOB, &w, &nw, &err), 0);
+	CHECK_INT(store_workers(f.st, JOB, &w, &nw, &f.err), 0);
 	CHECK_INT(nw, 2);
 	CHECK_INT(w[1].signal, 9);
 	free(w);
 	/* another stream counts on its own */
-	post(h, SECRET, "driver.1", "{\"seq\":1,\"ev\":\"restarts\",\"n\":2}\n", 200, 1);
+	post(f.h, SECRET, "driver.1", "{\"seq\":1,\"ev\":\"restarts\",\"n\":2}\n", 200, 1);
 	/* a gap waits for the resend; what is before it applies */
-	post(h, SECRET, "driver.1",
+	post(f.h, SECRET, "driver.1",
 	     "{\"seq\":2,\"ev\":\"mark\",\"state\":\"restarting\",\"why\":\"r\"}\n"
 	     "{\"seq\":4,\"ev\":\"mark\",\"state\":\"running\",\"why\":\"x\"}\n", 200, 2);
-	CHECK_INT(nevents(st, JOB_RESTARTING), 1);
-	CHECK_INT(nevents(st, JOB_RUNNING), 1);
+	CHECK_INT(nevents(f.st, JOB_RESTARTING), 1);
+	CHECK_INT(nevents(f.st, JOB_RUNNING), 1);
 	/* an event that never applies does not hold up the rest */
-	post(h, SECRET, "driver.1",
+	post(f.h, SECRET, "driver.1",
 	     "{\"seq\":3,\"ev\":\"nonsense\"}\n"
 	     "{\"seq\":4,\"ev\":\"finish\",\"state\":\"succeeded\",\"exit\":0,\"why\":\"done\"}\n",
 	     200, 4);
-	CHECK_INT(nevents(st, JOB_SUCCEEDED), 1);
+	CHECK_INT(nevents(f.st, JOB_SUCCEEDED), 1);
 	struct job_row j = { 0 };
-	CHECK_INT(store_job_get(st, JOB, &j, &err), 0);
+	CHECK_INT(store_job_get(f.st, JOB, &j, &f.err), 0);
 	CHECK_INT(j.restarts, 2);
 	CHECK_INT(j.state, JOB_SUCCEEDED);
 	job_row_release(&j);
 	/* the secret, the job, the stream */
-	post(h, "nope", "node1.a0", body, 401, 0);
-	post(h, NULL, "node1.a0", body, 401, 0);
-	post(h, SECRET, NULL, body, 400, 0);
-	post(h, SECRET, "node1.a0", "garbage\n", 400, 0);
+	post(f.h, "nope", "node1.a0", body, 401, 0);
+	post(f.h, NULL, "node1.a0", body, 401, 0);
+	post(f.h, SECRET, NULL, body, 400, 0);
+	post(f.h, SECRET, "node1.a0", "garbage\n", 400, 0);
 	int status = 0;
 	long long acked = 0;
-	hub_receive(h, "20261126-000000-000-ffff", "s", SECRET, "", 0, &status, &acked, &err);
+	hub_receive(f.h, "20261126-000000-000-ffff", "s", SECRET, "", 0, &status, &acked, &f.err);
 	CHECK_INT(status, 404);
-	tc_err_release(&err);
-	hub_free(h);
-	store_close(st);
+	fx_close(&f);
 }
 
 TEST(hub_applies_notes_through_jobs_note)
 {
-	const char *home = test_tmpdir();
-	struct store *st = job_store(home);
-	struct hub *h = NULL;
-	struct tc_err err = TC_ERR_INIT;
-	CHECK_INT(hub_new(home, &h, &err), 0);
-	post(h, SECRET, "node0.a0",
+	struct fx f;
+	fx_open(&f, false);
+	post(f.h, SECRET, "node0.a0",
 	     "{\"seq\":1,\"ev\":\"mark\",\"state\":\"running\",\"why\":\"up\"}\n"
 	     "{\"seq\":2,\"ev\":\"note\",\"reason\":\"hang: no progress for 9 s\"}\n"
 	     "{\"seq\":3,\"ev\":\"note\",\"reason\":\"not a note\"}\n", 200, 3);
 	struct event_row *ev = NULL;
 	size_t n = 0;
-	CHECK_INT(store_events(st, JOB, &ev, &n, &err), 0);
+	CHECK_INT(store_events(f.st, JOB, &ev, &n, &f.err), 0);
 	int notes = 0;
 	for (size_t i = 0; i < n; i++)
 		if (job_note_of_reason(ev[i].reason) == JOB_NOTE_HANG) {
@@ -211,9 +242,7 @@ TEST(hub_applies_notes_through_jobs_note)
 		}
 	CHECK_INT(notes, 1);
 	event_rows_free(ev, n);
-	tc_err_release(&err);
-	hub_free(h);
-	store_close(st);
+	fx_close(&f);
 }
 
 static int count_lines(const char *path)
@@ -237,33 +266,24 @@ static void warn_quiet(void *ctx, const char *msg)
 
 TEST(hub_remote_sink_survives_a_hub_restart_exactly_once)
 {
-	const char *home = test_tmpdir();
-	struct store *st = job_store(home);
-	struct hub *h = NULL;
-	struct hub_daemon *d = NULL;
-	struct tc_err err = TC_ERR_INIT;
-	int port = 0;
-	CHECK_INT(hub_new(home, &h, &err), 0);
-	CHECK_INT(hub_daemon_start(h, "127.0.0.1", 0, &d, &port, &err), 0);
-	struct sbuf url = SBUF_INIT, jdir = SBUF_INIT;
-	sbuf_addf(&url, "http://127.0.0.1:%d", port);
-	sbuf_addf(&jdir, "%s/journal/" JOB, home);
-	struct hub_remote_opts o = { .url = url.buf, .secret = SECRET, .job_id = JOB,
-				     .stream = "node0.a0", .journal_dir = jdir.buf, .wait_s = 30,
+	struct fx f;
+	fx_open(&f, true);
+	struct hub_remote_opts o = { .url = f.url.buf, .secret = SECRET, .job_id = JOB,
+				     .stream = "node0.a0", .journal_dir = f.jdir.buf, .wait_s = 30,
 				     .warn = warn_quiet };
 	struct sink *k = NULL;
-	CHECK_INT(sink_remote_open(&o, &k, &err), 0);
+	CHECK_INT(sink_remote_open(&o, &k, &f.err), 0);
 	CHECK(sink_store(k) == NULL);
-	CHECK_INT(sink_mark(k, JOB, JOB_RUNNING, "up", &err), 0);
+	CHECK_INT(sink_mark(k, JOB, JOB_RUNNING, "up", &f.err), 0);
 	/* a record of another job is refused */
-	CHECK(sink_mark(k, "other", JOB_RUNNING, "up", &err) < 0);
-	tc_err_release(&err);
+	CHECK(sink_mark(k, "other", JOB_RUNNING, "up", &f.err) < 0);
+	tc_err_release(&f.err);
 	struct store_mbatch *b = store_mbatch_new(JOB);
 	for (int round = 0; round < 4; round++) {
 		if (round == 2) {
 			/* the hub goes away (as a SIGKILL would leave it: nothing more answered) */
-			hub_daemon_stop(d);
-			d = NULL;
+			hub_daemon_stop(f.d);
+			f.d = NULL;
 		}
 		for (int i = 0; i < 250; i++) {
 			struct store_mpoint p = { .kind = STORE_MPOINT, .seq = round * 250 + i,
@@ -271,53 +291,46 @@ TEST(hub_remote_sink_survives_a_hub_restart_exactly_once)
 						  .value = i, .wall_time = 1 };
 			store_mbatch_point(b, 0, "loss", &p);
 		}
-		CHECK_INT(sink_metrics(k, b, &err), 0);
-		CHECK_INT(sink_commit(k, 0, &err), 0);
+		CHECK_INT(sink_metrics(k, b, &f.err), 0);
+		CHECK_INT(sink_commit(k, 0, &f.err), 0);
 	}
-	CHECK_INT(sink_finish(k, JOB, JOB_SUCCEEDED, 0, NULL, "done", &err), 0);
+	CHECK_INT(sink_finish(k, JOB, JOB_SUCCEEDED, 0, NULL, "done", &f.err), 0);
 	long long app = 0, ack = 0;
 	sink_remote_counts(k, &app, &ack);
 	CHECK_INT(app, 6);
 	CHECK(ack < 6);
 	/* back on the same port: the sender resends from the last acknowledged record */
-	CHECK_INT(hub_daemon_start(h, "127.0.0.1", port, &d, &port, &err), 0);
+	CHECK_INT(hub_daemon_start(f.h, "127.0.0.1", f.port, &f.d, &f.port, &f.err), 0);
 	sink_close(k); /* waits for the acknowledgements */
-	CHECK_INT(npoints(st, "loss", 0), 1000);
-	CHECK_INT(nevents(st, JOB_RUNNING), 1);
-	CHECK_INT(nevents(st, JOB_SUCCEEDED), 1);
+	CHECK_INT(npoints(f.st, "loss", 0), 1000);
+	CHECK_INT(nevents(f.st, JOB_RUNNING), 1);
+	CHECK_INT(nevents(f.st, JOB_SUCCEEDED), 1);
 	struct sbuf jpath = SBUF_INIT;
-	sbuf_addf(&jpath, "%s/node0.a0.jsonl.done", jdir.buf); /* sent to its end: retired */
+	sbuf_addf(&jpath, "%s/node0.a0.jsonl.done", f.jdir.buf); /* sent to its end: retired */
 	CHECK_INT(count_lines(jpath.buf), 6);
 	long long acked = 0;
-	CHECK_INT(store_hub_acked(st, JOB, "node0.a0", &acked, &err), 0);
+	CHECK_INT(store_hub_acked(f.st, JOB, "node0.a0", &acked, &f.err), 0);
 	CHECK_INT(acked, 6);
 	sbuf_release(&jpath);
 	store_mbatch_free(b);
-	hub_daemon_stop(d);
-	hub_free(h);
-	sbuf_release(&url);
-	sbuf_release(&jdir);
-	store_close(st);
+	fx_close(&f);
 }
 
 TEST(hub_files_reach_the_hubs_run_folder_and_stay_inside_it)
 {
-	const char *home = test_tmpdir();
-	struct store *st = job_store(home);
-	struct hub *h = NULL;
-	struct tc_err err = TC_ERR_INIT;
-	CHECK_INT(hub_new(home, &h, &err), 0);
+	struct fx f;
+	fx_open(&f, false);
 	/* the job's run folder is /tmp/x (job_store); point it here instead */
 	struct sbuf rd = SBUF_INIT;
-	sbuf_addf(&rd, "%s/run", home);
+	sbuf_addf(&rd, "%s/run", f.home);
 	struct store *st2 = NULL;
-	CHECK_INT(store_open(home, &st2, &err), 0);
+	CHECK_INT(store_open(f.home, &st2, &f.err), 0);
 	struct job_row j = { .id = "20261126-000000-000-abce", .name = "f", .state = JOB_RUNNING,
 			     .run_dir = rd.buf, .spec_json = "{}", .created = now_wall() };
-	CHECK_INT(store_job_create(st2, &j, &err), 0);
+	CHECK_INT(store_job_create(st2, &j, &f.err), 0);
 	struct sbuf sha = SBUF_INIT;
 	hub_secret_hash(SECRET, &sha);
-	CHECK_INT(store_hub_job_set(st2, j.id, sha.buf, NULL, &err), 0);
+	CHECK_INT(store_hub_job_set(st2, j.id, sha.buf, NULL, &f.err), 0);
 	/* two pieces, the second sent twice (a resend): the file is whole once */
 	const char *body =
 		"{\"seq\":1,\"ev\":\"file\",\"path\":\"logs/rank-2.log\",\"off\":0,\"b\":\"aGVsbG8K\"}\n"
@@ -327,70 +340,61 @@ TEST(hub_files_reach_the_hubs_run_folder_and_stay_inside_it)
 		"{\"seq\":5,\"ev\":\"file\",\"path\":\"logs/../../x\",\"off\":0,\"b\":\"eAo=\"}\n";
 	int status = 0;
 	long long acked = 0;
-	hub_receive(h, j.id, "n", SECRET, body, strlen(body), &status, &acked, &err);
+	hub_receive(f.h, j.id, "n", SECRET, body, strlen(body), &status, &acked, &f.err);
 	CHECK_INT(status, 200);
 	CHECK_INT(acked, 5);
 	const char *again =
 		"{\"seq\":2,\"ev\":\"file\",\"path\":\"logs/rank-2.log\",\"off\":6,\"b\":\"d29ybGQK\"}\n";
-	hub_receive(h, j.id, "n2", SECRET, again, strlen(again), &status, &acked, &err);
+	hub_receive(f.h, j.id, "n2", SECRET, again, strlen(again), &status, &acked, &f.err);
 	CHECK_INT(status, 200);
 	struct sbuf p = SBUF_INIT, text = SBUF_INIT;
 	sbuf_addf(&p, "%s/logs/rank-2.log", rd.buf);
-	CHECK_INT(read_file(p.buf, &text, &err), 0);
+	CHECK_INT(read_file(p.buf, &text, &f.err), 0);
 	CHECK_STR(text.buf, "hello\nworld\n");
 	sbuf_reset(&p);
-	sbuf_addf(&p, "%s/escape", home);
+	sbuf_addf(&p, "%s/escape", f.home);
 	CHECK(!path_exists(p.buf));
 	sbuf_release(&p);
 	sbuf_release(&text);
 	sbuf_release(&sha);
 	sbuf_release(&rd);
-	hub_free(h);
 	store_close(st2);
-	store_close(st);
+	fx_close(&f);
 }
 
 TEST(hub_journal_of_a_process_gone_is_sent_by_the_next_one)
 {
-	const char *home = test_tmpdir();
-	struct store *st = job_store(home);
-	struct hub *h = NULL;
-	struct hub_daemon *d = NULL;
-	struct tc_err err = TC_ERR_INIT;
-	int port = 0;
-	CHECK_INT(hub_new(home, &h, &err), 0);
+	struct fx f;
+	fx_open(&f, true);
 	/* a port nothing listens on yet: the first process gives up after 1 s */
-	CHECK_INT(hub_daemon_start(h, "127.0.0.1", 0, &d, &port, &err), 0);
-	hub_daemon_stop(d);
-	struct sbuf url = SBUF_INIT, jdir = SBUF_INIT;
-	sbuf_addf(&url, "http://127.0.0.1:%d", port);
-	sbuf_addf(&jdir, "%s/journal/" JOB, home);
-	struct hub_remote_opts o = { .url = url.buf, .secret = SECRET, .job_id = JOB,
-				     .stream = "node1.a0.1", .journal_dir = jdir.buf, .wait_s = 1,
+	hub_daemon_stop(f.d);
+	f.d = NULL;
+	struct hub_remote_opts o = { .url = f.url.buf, .secret = SECRET, .job_id = JOB,
+				     .stream = "node1.a0.1", .journal_dir = f.jdir.buf, .wait_s = 1,
 				     .warn = warn_quiet };
 	struct sink *k = NULL;
-	CHECK_INT(sink_remote_open(&o, &k, &err), 0);
-	CHECK_INT(sink_mark(k, JOB, JOB_RUNNING, "up", &err), 0);
-	CHECK_INT(sink_restarts(k, JOB, 1, &err), 0);
+	CHECK_INT(sink_remote_open(&o, &k, &f.err), 0);
+	CHECK_INT(sink_mark(k, JOB, JOB_RUNNING, "up", &f.err), 0);
+	CHECK_INT(sink_restarts(k, JOB, 1, &f.err), 0);
 	sink_close(k); /* not acknowledged: the journal stays */
 	struct sbuf left = SBUF_INIT;
-	sbuf_addf(&left, "%s/node1.a0.1.jsonl", jdir.buf);
+	sbuf_addf(&left, "%s/node1.a0.1.jsonl", f.jdir.buf);
 	CHECK(path_exists(left.buf));
 	/* the next process of the job on this host, the hub back */
-	CHECK_INT(hub_daemon_start(h, "127.0.0.1", port, &d, &port, &err), 0);
+	CHECK_INT(hub_daemon_start(f.h, "127.0.0.1", f.port, &f.d, &f.port, &f.err), 0);
 	o.stream = "node1.a1.2";
 	o.wait_s = 30;
-	CHECK_INT(sink_remote_open(&o, &k, &err), 0);
-	CHECK_INT(sink_worker_end(k, JOB, 1, 0, 0, 0, &err), 0);
+	CHECK_INT(sink_remote_open(&o, &k, &f.err), 0);
+	CHECK_INT(sink_worker_end(k, JOB, 1, 0, 0, 0, &f.err), 0);
 	sink_close(k);
 	long long a1 = 0, a2 = 0;
-	CHECK_INT(store_hub_acked(st, JOB, "node1.a0.1", &a1, &err), 0);
-	CHECK_INT(store_hub_acked(st, JOB, "node1.a1.2", &a2, &err), 0);
+	CHECK_INT(store_hub_acked(f.st, JOB, "node1.a0.1", &a1, &f.err), 0);
+	CHECK_INT(store_hub_acked(f.st, JOB, "node1.a1.2", &a2, &f.err), 0);
 	CHECK_INT(a1, 2);
 	CHECK_INT(a2, 1);
-	CHECK_INT(nevents(st, JOB_RUNNING), 1);
+	CHECK_INT(nevents(f.st, JOB_RUNNING), 1);
 	struct job_row j = { 0 };
-	CHECK_INT(store_job_get(st, JOB, &j, &err), 0);
+	CHECK_INT(store_job_get(f.st, JOB, &j, &f.err), 0);
 	CHECK_INT(j.restarts, 1);
 	job_row_release(&j);
 	/* both sent to their end: retired, and nobody sends them again */
@@ -399,31 +403,18 @@ TEST(hub_journal_of_a_process_gone_is_sent_by_the_next_one)
 	sbuf_adds(&left, "done");
 	CHECK(path_exists(left.buf));
 	sbuf_release(&left);
-	hub_daemon_stop(d);
-	hub_free(h);
-	sbuf_release(&url);
-	sbuf_release(&jdir);
-	store_close(st);
+	fx_close(&f);
 }
 
 TEST(hub_journal_frees_what_was_acknowledged_and_is_adopted_past_it)
 {
-	const char *home = test_tmpdir();
-	struct store *st = job_store(home);
-	struct hub *h = NULL;
-	struct hub_daemon *d = NULL;
-	struct tc_err err = TC_ERR_INIT;
-	int port = 0;
-	CHECK_INT(hub_new(home, &h, &err), 0);
-	CHECK_INT(hub_daemon_start(h, "127.0.0.1", 0, &d, &port, &err), 0);
-	struct sbuf url = SBUF_INIT, jdir = SBUF_INIT;
-	sbuf_addf(&url, "http://127.0.0.1:%d", port);
-	sbuf_addf(&jdir, "%s/journal/" JOB, home);
-	struct hub_remote_opts o = { .url = url.buf, .secret = SECRET, .job_id = JOB,
-				     .stream = "s1", .journal_dir = jdir.buf, .wait_s = 1,
+	struct fx f;
+	fx_open(&f, true);
+	struct hub_remote_opts o = { .url = f.url.buf, .secret = SECRET, .job_id = JOB,
+				     .stream = "s1", .journal_dir = f.jdir.buf, .wait_s = 1,
 				     .max_batch = 256 << 10, .warn = warn_quiet };
 	struct sink *k = NULL;
-	CHECK_INT(sink_remote_open(&o, &k, &err), 0);
+	CHECK_INT(sink_remote_open(&o, &k, &f.err), 0);
 	/* 3 MiB of events the hub takes: their blocks are freed behind it */
 	struct store_mbatch *b = store_mbatch_new(JOB);
 	int rounds = 0;
@@ -435,7 +426,7 @@ TEST(hub_journal_frees_what_was_acknowledged_and_is_adopted_past_it)
 						  .value = i, .wall_time = 1 };
 			store_mbatch_point(b, i % 4, "loss", &p);
 		}
-		CHECK_INT(sink_metrics(k, b, &err), 0);
+		CHECK_INT(sink_metrics(k, b, &f.err), 0);
 		rounds++;
 	} while (rounds < 60);
 	for (int t = 0; t < 3000; t++) {
@@ -446,11 +437,12 @@ TEST(hub_journal_frees_what_was_acknowledged_and_is_adopted_past_it)
 	}
 	CHECK_INT(ack, app);
 	/* then the hub is gone: the last event stays in the journal */
-	hub_daemon_stop(d);
-	CHECK_INT(sink_mark(k, JOB, JOB_RUNNING, "late", &err), 0);
+	hub_daemon_stop(f.d);
+	f.d = NULL;
+	CHECK_INT(sink_mark(k, JOB, JOB_RUNNING, "late", &f.err), 0);
 	sink_close(k);
 	struct sbuf jp = SBUF_INIT;
-	sbuf_addf(&jp, "%s/s1.jsonl", jdir.buf);
+	sbuf_addf(&jp, "%s/s1.jsonl", f.jdir.buf);
 	struct stat sb;
 	CHECK(stat(jp.buf, &sb) == 0);
 	if (getenv("TEST_HUB_SAY"))
@@ -458,42 +450,35 @@ TEST(hub_journal_frees_what_was_acknowledged_and_is_adopted_past_it)
 			(long long)sb.st_blocks * 512);
 	sbuf_release(&jp);
 	/* the next process adopts it from past the hole; nothing twice */
-	CHECK_INT(hub_daemon_start(h, "127.0.0.1", port, &d, &port, &err), 0);
+	CHECK_INT(hub_daemon_start(f.h, "127.0.0.1", f.port, &f.d, &f.port, &f.err), 0);
 	o.stream = "s2";
 	o.wait_s = 30;
-	CHECK_INT(sink_remote_open(&o, &k, &err), 0);
+	CHECK_INT(sink_remote_open(&o, &k, &f.err), 0);
 	sink_close(k);
 	long long a1 = 0;
-	CHECK_INT(store_hub_acked(st, JOB, "s1", &a1, &err), 0);
+	CHECK_INT(store_hub_acked(f.st, JOB, "s1", &a1, &f.err), 0);
 	CHECK_INT(a1, app + 1);
-	CHECK_INT(npoints(st, "loss", 0) + npoints(st, "loss", 1) + npoints(st, "loss", 2) +
-			  npoints(st, "loss", 3),
+	CHECK_INT(npoints(f.st, "loss", 0) + npoints(f.st, "loss", 1) + npoints(f.st, "loss", 2) +
+			  npoints(f.st, "loss", 3),
 		  rounds * 2000);
-	CHECK_INT(nevents(st, JOB_RUNNING), 1);
+	CHECK_INT(nevents(f.st, JOB_RUNNING), 1);
 	store_mbatch_free(b);
-	hub_daemon_stop(d);
-	hub_free(h);
-	sbuf_release(&url);
-	sbuf_release(&jdir);
-	store_close(st);
+	fx_close(&f);
 }
 
 TEST(hub_watchdog_notes_and_deliveries_arrive_as_the_direct_ones_write_them)
 {
-	const char *home = test_tmpdir();
-	struct store *st = job_store(home);
-	struct hub *h = NULL;
-	struct tc_err err = TC_ERR_INIT;
-	CHECK_INT(hub_new(home, &h, &err), 0);
+	struct fx f;
+	fx_open(&f, false);
 	const char *body =
 		"{\"seq\":1,\"ev\":\"note\",\"reason\":\"hang: no progress for 60 s\"}\n"
 		"{\"seq\":2,\"ev\":\"note\",\"reason\":\"nonsense: x\"}\n"
 		"{\"seq\":3,\"ev\":\"delivery\",\"time\":5,\"event\":\"failed\",\"url\":\"https://h/x\","
 		"\"ok\":1,\"tries\":2,\"status\":200}\n";
-	post(h, SECRET, "n", body, 200, 3);
+	post(f.h, SECRET, "n", body, 200, 3);
 	struct event_row *ev = NULL;
 	size_t n = 0;
-	CHECK_INT(store_events(st, JOB, &ev, &n, &err), 0);
+	CHECK_INT(store_events(f.st, JOB, &ev, &n, &f.err), 0);
 	bool hang = false;
 	for (size_t i = 0; i < n; i++)
 		hang = hang || (ev[i].reason && !strcmp(ev[i].reason, "hang: no progress for 60 s"));
@@ -501,10 +486,9 @@ TEST(hub_watchdog_notes_and_deliveries_arrive_as_the_direct_ones_write_them)
 	event_rows_free(ev, n);
 	struct store_delivery *d = NULL;
 	size_t nd = 0;
-	CHECK_INT(store_deliveries(st, JOB, &d, &nd, &err), 0);
+	CHECK_INT(store_deliveries(f.st, JOB, &d, &nd, &f.err), 0);
 	CHECK_INT(nd, 1);
 	CHECK_INT(d[0].tries, 2);
 	store_deliveries_free(d, nd);
-	hub_free(h);
-	store_close(st);
+	fx_close(&f);
 }
