@@ -117,6 +117,7 @@ static const char *const note_names[] = {
 	[JOB_NOTE_STRAGGLER] = "straggler",
 	[JOB_NOTE_LOG_MATCH] = "log_match",
 	[JOB_NOTE_RESUME_MISMATCH] = "resume_mismatch",
+	[JOB_NOTE_UNHEALTHY] = "unhealthy",
 };
 
 const char *job_note_name(enum job_note n)

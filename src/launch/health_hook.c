@@ -79,6 +79,25 @@ int sup_health_check(struct sup *sp, bool first, bool *changed, struct tc_err *e
 		if (why[i])
 			sbuf_addf(&list, "%s%s %d failed its health check: %s", list.len ? "; " : "",
 				  s->device_type, cand[i], why[i]);
+	if (bad && !sp->st && sp->sink) {
+		/*
+		 * A node that reports to a hub has no store of its own: the
+		 * device_health table is the hub host's, so the job records it
+		 * as a note, with the node it was found on (show, the API).
+		 */
+		struct sbuf text = SBUF_INIT;
+		const char *name = getenv("SLURMD_NODENAME");
+		if (sp->o->node)
+			sbuf_addf(&text, "node %d%s%s%s: ", sp->o->node->node_rank,
+				  name && *name ? " (" : "", name && *name ? name : "",
+				  name && *name ? ")" : "");
+		sbuf_adds(&text, list.buf);
+		struct tc_err e2 = TC_ERR_INIT;
+		if (sink_note(sp->sink, sp->job_id, JOB_NOTE_UNHEALTHY, text.buf, &e2))
+			sup_say(sp, "warning: %s", e2.msg);
+		tc_err_release(&e2);
+		sbuf_release(&text);
+	}
 	int min = s->min_per_node ? s->min_per_node : sp->n;
 	int rc = 0;
 	if (nkeep < min) {

@@ -13,6 +13,7 @@
 #include "core/xalloc.h"
 #include "devices/devices.h"
 #include "launch/launch.h"
+#include "report/report.h"
 #include "spec/spec.h"
 
 #include <errno.h>
@@ -469,6 +470,27 @@ static void settle_add(struct srv *s, const struct sjob *j)
 	s->settling[s->nsettling++] = (struct settle){ xstrdup(j->id), j->be, now + 1, now + 600 };
 }
 
+static void report_warn(void *ctx, const char *msg)
+{
+	logf_(ctx, "%s", msg);
+}
+
+/*
+ * A job whose hub this server is (its nodes reported here; no database on
+ * them): the server writes its report.json once Slurm is done with it, as
+ * the foreground run and `trainctl hub` do for theirs.
+ */
+static void settled_report(struct srv *s, const char *id)
+{
+	char *sha = NULL, *url = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	if (store_hub_job_get(s->st, id, &sha, &url, &err) == 0)
+		report_job_end(s->st, id, NULL, report_warn, s);
+	free(sha);
+	free(url);
+	tc_err_release(&err);
+}
+
 static void settle_jobs(struct srv *s, double now)
 {
 	for (size_t i = 0; i < s->nsettling;) {
@@ -494,6 +516,7 @@ static void settle_jobs(struct srv *s, double now)
 			i++;
 			continue;
 		}
+		settled_report(s, x->id);
 		free(x->id);
 		s->settling[i] = s->settling[--s->nsettling];
 	}

@@ -230,5 +230,12 @@ slurm: {gres: none, extra: ["--nodes=2"]}
         assert len(restarting) == 1 and "gpu 0 failed its health check" in restarting[0], events
         assert "node 0 (n1): its devices failed their health check" in log
         assert "ran on n2" in open(os.path.join(run_dir, "logs", "rank-0.log")).read()
+        # the node reported to the job's hub: its finding is the job's, with the node's name
+        notes = [r for s, r in events if r.startswith("unhealthy: ")]
+        assert len(notes) == 1 and notes[0].startswith(
+            "unhealthy: node 0 (n1): gpu 0 failed its health check"), events
+        j = json.loads(subprocess.run([str(trainctl), "show", "sick-node", "--json"], env=full,
+                                      capture_output=True, text=True, check=True).stdout)
+        assert [e["kind"] for e in j["events"] if e.get("kind")] == ["unhealthy"], j["events"]
     finally:
         cluster.stop()

@@ -185,5 +185,13 @@ backend: slurm
         assert sorted(rows(home, "SELECT attempt, rank FROM workers")) == [(0, 0), (0, 1)]
         ev = [s for (s,) in rows(home, "SELECT state FROM events ORDER BY rowid")]
         assert ev.count("running") == 1 and ev.count("succeeded") == 1, ev
+        # the server, the job's hub, writes its report once Slurm is done with it
+        report = os.path.join(run_dir, "report.json")
+        wait_until(lambda: os.path.exists(report), timeout=120,
+                   what=lambda: "report.json of the server's Slurm job: " + srv.log()[-2000:])
+        st, body = srv.call("GET", f"/api/v1/jobs/{job_id}/report")
+        assert st == 200 and body["job"] == job_id and body["restarts"] == 0, (st, body)
+        p = srv.cli("report", job_id, "--json")
+        assert p.returncode == 0 and json.loads(p.stdout)["job"] == job_id, p.stdout + p.stderr
     finally:
         srv.stop()
