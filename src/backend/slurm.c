@@ -369,6 +369,16 @@ static int slurm_reconcile(struct store *st, struct job_row *j, struct tc_err *e
 		return 0;
 	/* its supervisors report to a hub that is gone (the terminal of run closed): a new one */
 	slurm_hub_revive(st, j);
+	/*
+	 * That hub follows Slurm itself: it pulls what the nodes left in their
+	 * journals before it records Slurm's end (slurm_hub.c: follow_slurm).
+	 */
+	char *runs = path_dirname(j->run_dir), *home = path_dirname(runs);
+	bool held = slurm_hub_held(home, j->id);
+	free(runs);
+	free(home);
+	if (held)
+		return 0;
 	return ask_slurm(st, j, &final, err);
 }
 

@@ -222,6 +222,9 @@ void slurm_hub_revive(struct store *st, const struct job_row *j)
 	/* a hub that cannot bind (another took over, or the address is not this host's) just exits */
 	if (proc_start_detached(&p, &err))
 		tc_err_release(&err);
+	else /* until it holds the job (slurm_reconcile leaves Slurm's end to it), 3 s at most */
+		for (int i = 0; i < 60 && !slurm_hub_held(home, j->id); i++)
+			http_sleep_ms(50);
 	if (fd >= 0)
 		close(fd);
 	proc_clear(&p);
@@ -241,27 +244,125 @@ static void report_warn(void *ctx, const char *msg)
 	launch_say("%s", msg);
 }
 
-/* Is the job over: ended in the store and Slurm done with it (or unable to say)? */
-static bool job_over(struct store *st, const char *job_id)
+/*
+ * Take what the job's nodes left in their journals: a supervisor waits
+ * TRAINCTL_HUB_WAIT at most for its hub, then exits with the rest on its
+ * node's disk.  `trainctl hub JOB --flush` on every node of the job (one
+ * srun, a new small allocation) sends those journals here; a new secret
+ * authenticates it, as this hub never knew the first (it keeps its hash).
+ */
+static void pull_journals(struct store *st, struct hub *h, const char *job_id, const char *url)
 {
 	struct job_row j = { 0 };
 	struct tc_err err = TC_ERR_INIT;
-	bool over = false;
-	if (store_job_get(st, job_id, &j, &err) == 0 && job_state_terminal(j.state)) {
-		struct slurm_jobinfo sj;
-		over = true;
-		if (j.slurm_job && slurm_jobinfo_query(j.slurm_job, &sj, &err) == 0 && sj.state) {
-			enum job_state ignored;
-			bool final = false;
-			slurm_state_map(sj.state, &ignored, &final);
-			over = final;
-		}
-		if (j.slurm_job)
-			slurm_jobinfo_release(&sj);
+	char *secret = NULL, *exe = NULL;
+	struct proc p = PROC_INIT;
+	struct sbuf out = SBUF_INIT, sb = SBUF_INIT;
+	if (store_job_get(st, job_id, &j, &err) || !j.slurm_nodes || !*j.slurm_nodes)
+		goto out; /* it never ran on a node: nothing to pull */
+	if (hub_secret_new(&secret, &err) || hub_rekey(h, job_id, secret, url, &err))
+		goto out;
+	if (!(exe = path_self_exe())) {
+		tc_error(&err, TC_ESYS, "cannot find trainctl's own binary");
+		goto out;
 	}
-	tc_err_release(&err);
+	const char *wait = getenv("TRAINCTL_HUB_PULL_WAIT");
+	strvec_push(&p.args, "srun");
+	sbuf_addf(&sb, "--job-name=trainctl-flush-%s", job_id);
+	strvec_push(&p.args, sb.buf);
+	sbuf_reset(&sb);
+	sbuf_addf(&sb, "--nodelist=%s", j.slurm_nodes);
+	strvec_push(&p.args, sb.buf);
+	strvec_push(&p.args, "--ntasks-per-node=1");
+	strvec_push(&p.args, "--time=15");
+	strvec_push(&p.args, "--export=ALL");
+	strvec_push(&p.args, exe);
+	strvec_push(&p.args, "hub");
+	strvec_push(&p.args, job_id);
+	strvec_push(&p.args, "--flush");
+	/* the environment only, as for the job itself (hub.h note 4) */
+	proc_env_inherit(&p.env);
+	env_set(&p.env, "TRAINCTL_HUB_URL", url);
+	env_set(&p.env, "TRAINCTL_HUB_SECRET", secret);
+	env_set(&p.env, "TRAINCTL_HUB_WAIT", wait && *wait ? wait : "120");
+	p.in.how = PROC_IO_NULL;
+	p.err.how = PROC_IO_STDOUT;
+	launch_say("hub: job %s: taking what its nodes (%s) left in their journals", job_id, j.slurm_nodes);
+	struct proc_capture c = { .out = &out, .max = 16384, .timeout_ms = 20 * 60 * 1000 };
+	if (!proc_capture(&p, &c, &err)) {
+		sbuf_rtrim(&out);
+		launch_say("hub: job %s: the nodes' journals: %s%s%s", job_id,
+		    proc_exit_ok(c.status) ? "taken" : "not all taken", out.len ? "\n" : "", out.buf);
+	}
+out:
+	if (err.msg)
+		launch_say("hub: job %s: cannot take the nodes' journals: %s", job_id, err.msg);
+	if (secret) {
+		memset(secret, 0, strlen(secret));
+		free(secret);
+	}
+	for (size_t i = 0; i < p.env.nr; i++)
+		memset(p.env.v[i], 0, strlen(p.env.v[i]));
+	proc_clear(&p);
+	free(exe);
+	sbuf_release(&out);
+	sbuf_release(&sb);
 	job_row_release(&j);
+	tc_err_release(&err);
+}
+
+/*
+ * One look at Slurm for the hub's loop: its moves recorded (queued,
+ * requeued, paused); once it is done with the job, the nodes' journals
+ * pulled (once) before its end is recorded.  True when the job is over.
+ */
+static bool follow_slurm(struct store *st, struct hub *h, const char *job_id, const char *url,
+			 bool *pulled)
+{
+	struct job_row j = { 0 };
+	struct slurm_jobinfo sj = { 0 };
+	struct tc_err err = TC_ERR_INIT;
+	bool over = false, final = false, queried = false;
+	if (store_job_get(st, job_id, &j, &err))
+		goto out;
+	if (!j.slurm_job) {
+		over = job_state_terminal(j.state);
+		goto out;
+	}
+	if (slurm_jobinfo_query(j.slurm_job, &sj, &err))
+		goto out; /* Slurm did not answer: ask again */
+	queried = true;
+	enum job_state ignored;
+	bool slurm_final = !sj.state;
+	if (sj.state)
+		slurm_state_map(sj.state, &ignored, &slurm_final);
+	if (slurm_final && !*pulled) {
+		pull_journals(st, h, job_id, url);
+		*pulled = true;
+	}
+	if (slurm_sync_state(st, job_id, j.slurm_job, &sj, &final, &err) == 0)
+		over = final;
+	else
+		launch_say("hub: job %s: %s", job_id, err.msg);
+out:
+	if (queried)
+		slurm_jobinfo_release(&sj);
+	job_row_release(&j);
+	tc_err_release(&err);
 	return over;
+}
+
+bool slurm_hub_held(const char *home, const char *job_id)
+{
+	struct sbuf lock = SBUF_INIT;
+	sbuf_addf(&lock, "%s/hub/%s.lock", home, job_id);
+	int fd = open(lock.buf, O_RDONLY | O_CLOEXEC);
+	sbuf_release(&lock);
+	if (fd < 0)
+		return false;
+	bool held = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+	close(fd);
+	return held;
 }
 
 int slurm_hub_main(const char *home, const char *job_id, struct tc_err *err)
@@ -292,13 +393,19 @@ int slurm_hub_main(const char *home, const char *job_id, struct tc_err *err)
 	if ((rc = hub_new(home, &h, err)) || (rc = hub_daemon_start(h, addr, port, &d, &port, err)))
 		goto out;
 	launch_say("hub: job %s: listening on %s", job_id, url);
-	/* the backlog comes in while the job runs; the end of the job and of Slurm's step ends us */
-	for (int64_t t0 = now_mono_ms(); now_mono_ms() - t0 < 48LL * 3600 * 1000;) {
+	/*
+	 * The backlog comes in while the job runs; once Slurm is done with it,
+	 * what its supervisors could not deliver in their TRAINCTL_HUB_WAIT is
+	 * pulled from the nodes' journals, then Slurm's end is recorded (unless
+	 * the driver's came in) and we are done.  Meanwhile this process, not
+	 * ps or show, follows the job's Slurm state (slurm_reconcile).
+	 */
+	bool pulled = false, over = false;
+	for (int64_t t0 = now_mono_ms(); !over && now_mono_ms() - t0 < 48LL * 3600 * 1000;) {
 		http_sleep_ms(1000);
-		if (job_over(st, job_id))
-			break;
+		over = follow_slurm(st, h, job_id, url, &pulled);
 	}
-	if (job_over(st, job_id))
+	if (over)
 		report_job_end(st, job_id, NULL, report_warn, NULL); /* the driver had no database */
 	launch_say("hub: job %s: over", job_id);
 out:

@@ -72,6 +72,8 @@ const char *slurm_server_hub(void);
 void slurm_hub_stop(struct slurm_hub *sh);
 /* j has not ended and its hub does not answer: start `trainctl hub JOB` detached. */
 void slurm_hub_revive(struct store *st, const struct job_row *j);
+/* Does a `trainctl hub` of this host hold job_id (it follows the job's Slurm state itself)? */
+bool slurm_hub_held(const char *home, const char *job_id);
 
 /* scancel [--signal=signal_name] id */
 int slurm_scancel(const char *id, const char *signal_name, struct tc_err *err);

@@ -2,14 +2,18 @@
  * cmd_slurm.c -- the hidden subcommands of backend: slurm (backend.h):
  * `trainctl slurm-batch JOB` is the body of job.sbatch, and
  * `trainctl supervise-node JOB --attempt N --master ADDR:PORT [--resume P]`
- * is what srun starts on every node.  Neither is typed by users.
+ * is what srun starts on every node; `trainctl hub JOB [--flush]` is a
+ * job's hub once its terminal is gone, and (--flush) what that hub runs on
+ * the job's nodes to take the journals they left.  None is typed by users.
  */
 #include "backend/backend.h"
 #include "cmd/cmd.h"
 #include "core/util.h"
+#include "hub/hub.h"
 
 #include <getopt.h>
 #include <stdio.h>
+#include <string.h>
 
 int cmd_slurm_batch(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
@@ -20,6 +24,16 @@ int cmd_slurm_batch(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *e
 
 int cmd_hub(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
+	if (argc == 3 && !strcmp(argv[2], "--flush")) {
+		/* on a node, run by a hub that came back after the job (slurm_hub.c) */
+		int left = 0;
+		int rc = hub_flush_main(ctx->home, argv[1], &left, err);
+		if (!rc)
+			printf("hub --flush: job %s: %d journal%s left\n", argv[1], left,
+			       left == 1 ? "" : "s");
+		ctx->exit_status = !rc && left ? 1 : ctx->exit_status;
+		return rc;
+	}
 	if (argc != 2)
 		return tc_error(err, TC_EUSAGE, "usage: trainctl hub JOB (ps, show and logs start it)");
 	return slurm_hub_main(ctx->home, argv[1], err);

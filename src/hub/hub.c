@@ -61,6 +61,23 @@ void hub_free(struct hub *h)
 	free(h);
 }
 
+int hub_rekey(struct hub *h, const char *job, const char *secret, const char *url,
+	      struct tc_err *err)
+{
+	struct sbuf sha = SBUF_INIT;
+	hub_secret_hash(secret, &sha);
+	pthread_mutex_lock(&h->mu);
+	int rc = store_hub_job_set(h->st, job, sha.buf, url, err);
+	for (size_t i = 0; !rc && i < h->njobs; i++)
+		if (!strcmp(h->jobs[i].id, job)) {
+			free(h->jobs[i].sha);
+			h->jobs[i].sha = xstrdup(sha.buf);
+		}
+	pthread_mutex_unlock(&h->mu);
+	sbuf_release(&sha);
+	return rc;
+}
+
 /* The job's entry, its secret's hash read once; NULL with *status 404 or 503. */
 static struct hub_job *job_entry(struct hub *h, const char *job, int *status, struct tc_err *err)
 {

@@ -26,8 +26,10 @@
  *     (TRAINCTL_HUB_SECRET) or a 0600 file, never in argv.  The hub keeps
  *     only its SHA-256 (store: hub_jobs) and compares in constant time.
  * (5) A sink's close waits for the hub to acknowledge everything, at most
- *     wait_s seconds (TRAINCTL_HUB_WAIT, default 3600): a hub that comes
- *     back in that time catches up; the journal stays on the node either way.
+ *     wait_s seconds (TRAINCTL_HUB_WAIT, default 180): a hub that comes
+ *     back in that time catches up; the journal stays on the node either
+ *     way, and a hub that comes back later pulls it (hub_flush_main, run
+ *     on the job's nodes by slurm_hub.c).
  */
 #ifndef TC_HUB_H
 #define TC_HUB_H
@@ -46,11 +48,13 @@ struct hub_remote_opts {
 	const char *job_id;
 	const char *stream;      /* unique per process (note 3): "node1.a0", "driver.123" */
 	const char *journal_dir; /* created when missing */
-	int wait_s;              /* note 5; <= 0: 3600 */
+	int wait_s;              /* note 5; <= 0: HUB_WAIT_DEFAULT */
 	int max_batch;           /* bytes per POST; <= 0: 4 MiB */
 	void (*warn)(void *ctx, const char *msg); /* each kind of trouble once; may be NULL */
 	void *warn_ctx;
 };
+
+#define HUB_WAIT_DEFAULT 180 /* seconds (note 5) */
 
 int sink_remote_open(const struct hub_remote_opts *o, struct sink **out, struct tc_err *err);
 /* Counters of a remote sink (tests, benchmarks): events appended and acknowledged. */
@@ -63,6 +67,14 @@ void sink_remote_counts(const struct sink *k, long long *appended, long long *ac
 int sink_from_env(const char *home, const char *job_id, const char *stream,
 		  void (*warn)(void *, const char *), void *warn_ctx, struct sink **out,
 		  struct tc_err *err);
+
+/*
+ * `trainctl hub JOB --flush`, run on a node by a hub that came back after
+ * the job ended: send every journal of the job that no live process holds
+ * (home/journal/<job>/) to the hub of the environment, waiting at most
+ * TRAINCTL_HUB_WAIT seconds; *left: how many journals were not taken whole.
+ */
+int hub_flush_main(const char *home, const char *job_id, int *left, struct tc_err *err);
 
 /*
  * Ask the hub of the environment (TRAINCTL_HUB_URL, the secret) what the
@@ -122,6 +134,14 @@ int hub_http_answer(struct hub *h, struct MHD_Connection *con, const char *job,
 		    const char *body, size_t len);
 /* Answer GET /api/v1/hub/{job}/status on con (see hub_job_status). */
 int hub_http_status(struct hub *h, struct MHD_Connection *con, const char *job);
+
+/*
+ * The job's secret becomes secret (its hash stored, url kept): a hub that
+ * pulls what the job's nodes left behind (slurm_hub.c) hands a new one to
+ * the processes it starts, as it never knew the first.
+ */
+int hub_rekey(struct hub *h, const char *job, const char *secret, const char *url,
+	      struct tc_err *err);
 
 /* A standalone hub: an HTTP listener on addr:port (0: any) that only takes events. */
 struct hub_daemon;

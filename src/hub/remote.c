@@ -14,6 +14,7 @@
 #include "core/xalloc.h"
 
 #include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -436,6 +437,8 @@ void hub_remote_close(struct hub_remote *r)
 	free(r->orph);
 	if (r->fd >= 0 && r->mark == r->end && r->end > 0)
 		retire(r->path);
+	else if (r->fd >= 0 && r->end == 0 && unlink(r->path) < 0)
+		errno = 0; /* nothing was ever in it: nothing to keep (a flush's own) */
 	if (r->mark < r->end && r->warn) {
 		struct sbuf sb = SBUF_INIT;
 		sbuf_addf(&sb, "warning: hub %s did not acknowledge records %lld..%lld in %d s;"
@@ -498,7 +501,7 @@ int sink_remote_open(const struct hub_remote_opts *o, struct sink **out, struct 
 	r->job = xstrdup(o->job_id);
 	sbuf_addf(&sb, "%s/%s.jsonl", o->journal_dir, o->stream);
 	r->path = sbuf_detach(&sb);
-	r->wait_s = o->wait_s > 0 ? o->wait_s : 3600;
+	r->wait_s = o->wait_s > 0 ? o->wait_s : HUB_WAIT_DEFAULT;
 	r->max_batch = o->max_batch > 0 ? o->max_batch : 4 << 20;
 	r->warn = o->warn;
 	r->warn_ctx = o->warn_ctx;
@@ -589,6 +592,46 @@ int sink_from_env(const char *home, const char *job_id, const char *stream,
 	int rc = sink_remote_open(&o, out, err);
 	memset(secret, 0, strlen(secret));
 	free(secret);
+	sbuf_release(&dir);
+	return rc;
+}
+
+/* Journals of the job in dir still to send (*.jsonl). */
+static int journals_left(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+	while (d && (e = readdir(d))) {
+		size_t l = strlen(e->d_name);
+		n += l > 6 && !strcmp(e->d_name + l - 6, ".jsonl");
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+int hub_flush_main(const char *home, const char *job_id, int *left, struct tc_err *err)
+{
+	struct sbuf stream = SBUF_INIT, dir = SBUF_INIT;
+	char host[64] = "";
+	if (gethostname(host, sizeof(host) - 1) < 0)
+		host[0] = '\0';
+	for (char *p = host; *p; p++)
+		if (!isalnum((unsigned char)*p) && *p != '-')
+			*p = '-';
+	sbuf_addf(&stream, "flush.%s.%ld", *host ? host : "host", (long)getpid());
+	sbuf_addf(&dir, "%s/journal/%s", home, job_id);
+	struct sink *k = NULL;
+	*left = 0;
+	int rc = sink_from_env(home, job_id, stream.buf, NULL, NULL, &k, err);
+	if (!rc && !k)
+		rc = tc_error(err, TC_EUSAGE, "hub --flush: TRAINCTL_HUB_URL is not set");
+	/* adopted at the open; the close sends them, within TRAINCTL_HUB_WAIT */
+	sink_close(k);
+	if (!rc)
+		*left = journals_left(dir.buf);
+	sbuf_release(&stream);
 	sbuf_release(&dir);
 	return rc;
 }

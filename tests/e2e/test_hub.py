@@ -129,6 +129,69 @@ backend: slurm
     assert poll(lambda: "over" in open(os.path.join(logs, "hub.out")).read(), timeout=60)
 
 
+def test_hub_down_at_the_end_pulls_what_the_nodes_left(trainctl, home, tmp_path, cluster):
+    """The hub is gone when the job ends: each supervisor waits TRAINCTL_HUB_WAIT (here 2 s)
+    and exits, its journal left on its node, and Slurm frees the nodes.  A later `ps` starts
+    a hub, which runs `trainctl hub JOB --flush` on the job's nodes: nothing lost, nothing
+    twice, and the end is the driver's own."""
+    script = tmp_path / "counter.py"
+    script.write_text(COUNTER.replace("STEPS", str(STEPS)))
+    go = tmp_path / "go"
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"""
+name: left
+command: ["/usr/bin/python3", "{script}", "{go}"]
+devices: {{type: cpu, per_node: 1}}
+nodes: 2
+backend: slurm
+""")
+    env = dict(os.environ, TRAINCTL_HOME=str(home), SLURM_CONF=str(cluster.conf),
+               TRAINCTL_HUB_LISTEN="127.0.0.1", TRAINCTL_HUB_WAIT="2")
+    run = subprocess.Popen([str(trainctl), "run", "--quiet", str(spec)], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: points(home) == 2 * STEPS, timeout=240,
+               what=lambda: f"{2 * STEPS} points through the hub, have {points(home)}; "
+               + (run.poll() is not None and run.communicate()[1] or ""))
+    run.send_signal(signal.SIGKILL)
+    run.communicate(timeout=30)
+    go.write_text("go")
+    job_id, run_dir, slurm_job = rows(home, "SELECT id, run_dir, slurm_job FROM jobs WHERE name = 'left'")[0]
+    # Slurm is done with the job while nobody listens: the supervisors gave up waiting
+    def slurm_done():
+        p = subprocess.run(["squeue", "-h", "-j", slurm_job], env=env, capture_output=True, text=True)
+        return p.returncode == 0 and not p.stdout.strip()
+    wait_until(slurm_done, timeout=240, what=lambda: f"Slurm job {slurm_job} over")
+    journal = os.path.join(home, "journal", job_id)
+    left = [n for n in os.listdir(journal) if n.endswith(".jsonl")]
+    assert left, os.listdir(journal)  # what the hub never acknowledged stays on the node
+    assert points(home) == 2 * STEPS
+    assert rows(home, f"SELECT state FROM jobs WHERE id = '{job_id}'")[0][0] == "running"
+    # later, on the submit host
+    p = tc(trainctl, home, cluster, "ps")
+    assert p.returncode == 0, p.stderr
+    out = os.path.join(run_dir, "logs", "hub.out")
+
+    def why():
+        return "the job's end: " + str(rows(home, "SELECT state FROM jobs")) + \
+            (open(out).read() if os.path.exists(out) else " (no hub.out)")
+
+    wait_until(lambda: rows(home, f"SELECT state FROM jobs WHERE id = '{job_id}'")[0][0] != "running",
+               timeout=240, what=why)
+    (state, cause), = rows(home, f"SELECT state, root_cause FROM jobs WHERE id = '{job_id}'")
+    assert state == "succeeded", why()
+    assert points(home) == 4 * STEPS
+    assert sorted(rows(home, f"SELECT attempt, rank FROM workers WHERE job_id = '{job_id}'")) == [(0, 0), (0, 1)]
+    ev = rows(home, f"SELECT state, reason FROM events WHERE job_id = '{job_id}' ORDER BY rowid")
+    states = [s for s, _ in ev]
+    assert states.count("running") == 1 and states.count("succeeded") == 1, ev
+    assert ev[-1][1] == "every worker on every node exited 0", ev  # the driver's, not Slurm's
+    assert "taking what its nodes" in open(out).read()
+    assert all(n.endswith(".jsonl.done") for n in os.listdir(journal)), os.listdir(journal)
+    assert poll(lambda: "over" in open(out).read(), timeout=60)
+    p = tc(trainctl, home, cluster, "report", job_id, "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["job"] == job_id, p.stderr
+
+
 def test_without_a_hub_nodes_write_the_shared_database(trainctl, home, tmp_path, cluster):
     """TRAINCTL_HUB=off: today's shared-filesystem behaviour, nodes write the database."""
     spec = tmp_path / "job.yaml"
