@@ -39,6 +39,7 @@ static const struct command {
 	{ "resume", cmd_resume, "put a paused job back in the queue (server)" },
 	{ "clone", cmd_clone, "submit a copy of a job (server)" },
 	{ "delete", cmd_delete, "delete a finished job and its run folder (server)" },
+	{ "exec", cmd_exec, "run a command inside a running job's environment (as kubectl exec)" },
 	{ "token", cmd_token, "create a bearer token for the server's API" },
 	{ "completion", cmd_completion, "print the bash or zsh completion script" },
 	{ "supervise", cmd_supervise, NULL }, /* started by the server, not typed */

@@ -88,6 +88,14 @@ int cmd_dashdash(int argc, char **argv);
 int cmd_bad_option(const char *cmd, const char *shorts, int argc, char **argv,
 		   const struct option *opts, struct tc_err *err);
 const char *cmd_nearest(const char *word, const char *const *names, size_t n);
+/* cmd_exec.c: `trainctl exec`; cmd_ssh.c: `trainctl ssh` and the ssh endpoint's helpers (not typed) */
+int cmd_exec(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+/*
+ * The JSON form of job ref (jobs_show, or the server's GET /api/v1/jobs/REF
+ * when client_configured(argc, argv)); a new reference in *out.
+ */
+int cmd_job_json(int argc, char **argv, const char *server, const char *home, const char *ref,
+		 json_t **out, struct tc_err *err);
 /* cmd_completion.c: `trainctl completion bash|zsh` */
 int cmd_completion(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 /* main.c: each command a user types (hidden ones left out), in the table's order */
