@@ -251,6 +251,14 @@ static void pass_on(int sig)
 	errno = saved;
 }
 
+/* Is the watched process there (a zombie is gone: it only waits to be reaped)? */
+static bool watched_alive(const struct exec_opts *o)
+{
+	struct proc_stat ps;
+	return proc_alive(o->watch_pid, o->watch_ticks) && proc_stat_read(o->watch_pid, &ps) == 0 &&
+	       ps.state != 'Z';
+}
+
 /* Wait for p, polling watch (every 200 ms) when it is set. */
 static int wait_watching(struct proc *p, const struct exec_opts *o, int *status,
 			 struct tc_err *err)
@@ -266,7 +274,7 @@ static int wait_watching(struct proc *p, const struct exec_opts *o, int *status,
 		}
 		if (r < 0 && errno != EINTR)
 			return tc_error_errno(err, TC_ESYS, "exec: cannot wait for the command");
-		if (gone_at < 0 && !proc_alive(o->watch_pid, o->watch_ticks)) {
+		if (gone_at < 0 && !watched_alive(o)) {
 			gone_at = now_mono_ms();
 			kill(p->pid, SIGHUP);
 		} else if (gone_at >= 0 && now_mono_ms() - gone_at > 2000) {

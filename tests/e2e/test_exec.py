@@ -1,0 +1,165 @@
+"""`trainctl exec JOB [--rank R] -- CMD` (docs/exec.md): a command run in a
+running job's environment, for real.
+
+* a local `trainctl run` job: the rank's own variables (RANK,
+  TRAINCTL_JOB_ID), its working folder, none of the caller's variables,
+  stdin passed through, the command's exit status and signal passed back;
+  a rank out of range, an unknown job and an ended job are refused (exit 2);
+* a root server's job of a real unprivileged account: its owner enters it as
+  itself, root enters it as the owner (never as root), an admin account
+  that is not the owner is refused, and another user does not even find it.
+"""
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import wait_until
+from server_fixture import start_server, token_for, unix_accounts
+
+HOLD = 'echo ready $RANK; while [ ! -e "{release}" ]; do sleep 0.05; done'
+
+
+def start_run(trainctl, home, workdir, release, nproc=2):
+    """`trainctl run` of a job that holds until release exists (Popen)."""
+    env = dict(os.environ, TRAINCTL_HOME=str(home))
+    env.pop("TRAINCTL_SERVER", None)
+    return subprocess.Popen([str(trainctl), "run", "-q", "--nproc", str(nproc), "--name", "held", "--",
+                             "sh", "-c", HOLD.format(release=release)],
+                            cwd=str(workdir), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def wait_ready(run_tc, nproc=2):
+    """Every rank's worker runs (its row is there and it printed 'ready')."""
+    def up():
+        p = run_tc("exec", "held", "--rank", str(nproc - 1), "--", "true")
+        return p.returncode == 0
+    wait_until(up, timeout=120, what="the job's workers to run")
+
+
+@pytest.fixture
+def local_job(trainctl, home, tmp_path, run_tc):
+    work = tmp_path / "work"
+    work.mkdir()
+    release = tmp_path / "release"
+    proc = start_run(trainctl, home, work, release)
+    try:
+        wait_ready(run_tc)
+        yield work, release, proc
+    finally:
+        release.touch()
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_exec_runs_in_the_ranks_environment(run_tc, local_job):
+    work, _, _ = local_job
+    jid = run_tc("ps", "--format", "csv", "-o", "id").stdout.split()[1]
+    p = run_tc("exec", "held", "--rank", "1", "--",
+               "sh", "-c", 'echo "$RANK $TRAINCTL_JOB_ID ${CALLER_ONLY:-unset}"; pwd; id -u',
+               env={"CALLER_ONLY": "leaked"})
+    assert p.returncode == 0, p.stderr
+    rank, job, caller, cwd, uid = p.stdout.split()
+    assert (rank, job, caller) == ("1", jid, "unset")
+    assert os.path.realpath(cwd) == os.path.realpath(work)
+    assert uid == str(os.getuid())
+    # rank 0 by default; stdin is passed through
+    p = run_tc("exec", jid, "--", "sh", "-c", 'echo "$RANK $(cat)"', input="from-stdin\n")
+    assert p.returncode == 0 and p.stdout.strip() == "0 from-stdin", p.stderr
+
+
+def test_exec_exit_status_passes_through(run_tc, local_job):
+    assert run_tc("exec", "held", "--", "sh", "-c", "exit 7").returncode == 7
+    assert run_tc("exec", "held", "--", "sh", "-c", "kill -TERM $$").returncode == 128 + 15
+    p = run_tc("exec", "held", "--", "no-such-command-here")
+    assert p.returncode == 127 and "no-such-command-here" in p.stderr
+
+
+def test_exec_refusals(run_tc, local_job):
+    p = run_tc("exec", "held", "--rank", "2", "--", "true")
+    assert p.returncode == 2 and "has ranks 0-1 (not 2)" in p.stderr, p.stderr
+    p = run_tc("exec", "no-such-job", "--", "true")
+    assert p.returncode == 2 and "no-such-job" in p.stderr, p.stderr
+    p = run_tc("exec", "held", "--", )
+    assert p.returncode == 2 and "give the command after --" in p.stderr, p.stderr
+    p = run_tc("exec", "held", "--rnak", "1", "--", "true")
+    assert p.returncode == 2 and "--rank" in p.stderr, p.stderr
+
+
+def test_exec_refused_once_the_job_ended(run_tc, local_job):
+    _, release, proc = local_job
+    release.touch()
+    assert proc.wait(timeout=120) == 0
+    p = run_tc("exec", "held", "--", "true")
+    assert p.returncode == 2 and "has ended (succeeded)" in p.stderr, p.stderr
+
+
+# ---- a root server's job of an unprivileged account ----
+
+@pytest.fixture(scope="module")
+def users_srv(trainctl):
+    """A root server, the accounts alice, bob and the admin ops (real
+    accounts, not root), in a folder the accounts can traverse."""
+    base = tempfile.mkdtemp(prefix="tc-exec-", dir="/tmp")
+    os.chmod(base, 0o711)
+    state = os.path.join(base, "state")
+    try:
+        with unix_accounts("alice", "bob", "ops") as u:
+            toks = {r: token_for(trainctl, state, n, admin=(r == "ops")) for r, n in u.items()}
+            srv = start_server(trainctl, state, fake="gpu:2")
+            try:
+                yield srv, u, toks, base
+            finally:
+                srv.stop()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def as_user(trainctl, srv, name, token, *args):
+    """trainctl run by account name (its own uid, groups and home), with token."""
+    home = subprocess.run(["getent", "passwd", name], capture_output=True, text=True).stdout.split(":")[5]
+    return subprocess.run(["setpriv", f"--reuid={name}", f"--regid={name}", "--init-groups", "env", "-i",
+                           "PATH=/usr/bin:/bin", f"HOME={home}", f"TRAINCTL_SERVER={srv.url}",
+                           f"TRAINCTL_TOKEN={token}", str(trainctl)] + [str(a) for a in args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_exec_as_the_jobs_user(trainctl, users_srv):
+    srv, u, toks, base = users_srv
+    release = os.path.join(base, "release-user")
+    spec = {"name": "held", "command": HOLD.format(release=release), "workdir": "/tmp",
+            "devices": {"type": "gpu", "per_node": 1}}
+    job = srv.submit(spec, token=toks["alice"])
+    alice_uid = subprocess.run(["id", "-u", u["alice"]], capture_output=True, text=True).stdout.strip()
+    try:
+        srv.wait_state(job, "running")
+        show = "echo $RANK $TRAINCTL_JOB_ID; pwd; id -u"
+
+        def alice_exec():
+            return as_user(trainctl, srv, u["alice"], toks["alice"], "exec", job, "--", "sh", "-c", show)
+        wait_until(lambda: alice_exec().returncode == 0, timeout=120, what="alice's exec to work")
+        p = alice_exec()
+        assert p.stdout.split() == ["0", job, "/tmp", alice_uid], p.stderr
+        # root (the server's admin, over its socket) enters as alice, never as root
+        p = srv.cli("exec", job, "--", "sh", "-c", "id -u; id -G")
+        assert p.returncode == 0, p.stderr
+        uid, groups = p.stdout.splitlines()
+        assert uid == alice_uid and "0" not in groups.split(), p.stdout
+        # an admin account sees the job, but is not alice: refused here
+        p = as_user(trainctl, srv, u["ops"], toks["ops"], "exec", job, "--", "id", "-u")
+        assert p.returncode == 2, (p.stdout, p.stderr)
+        assert f"runs as uid {alice_uid}: only that user or root may exec into it" in p.stderr
+        # bob does not even find it
+        p = as_user(trainctl, srv, u["bob"], toks["bob"], "exec", job, "--", "id", "-u")
+        assert p.returncode == 2 and p.stdout == "", (p.stdout, p.stderr)
+    finally:
+        open(release, "w").close()
+    srv.wait_state(job, ["succeeded", "failed", "killed", "lost"])
+    p = as_user(trainctl, srv, u["alice"], toks["alice"], "exec", job, "--", "true")
+    assert p.returncode == 2 and "has ended" in p.stderr, p.stderr
