@@ -40,12 +40,15 @@ static const struct command {
 	{ "clone", cmd_clone, "submit a copy of a job (server)" },
 	{ "delete", cmd_delete, "delete a finished job and its run folder (server)" },
 	{ "exec", cmd_exec, "run a command inside a running job's environment (as kubectl exec)" },
+	{ "ssh", cmd_ssh, "log in to a running job through its ssh endpoint" },
 	{ "token", cmd_token, "create a bearer token for the server's API" },
 	{ "completion", cmd_completion, "print the bash or zsh completion script" },
 	{ "supervise", cmd_supervise, NULL }, /* started by the server, not typed */
 	{ "slurm-batch", cmd_slurm_batch, NULL },       /* job.sbatch runs it (backend: slurm) */
 	{ "supervise-node", cmd_supervise_node, NULL }, /* srun starts it on every node */
-	{ "hub", cmd_hub, NULL },                       /* a Slurm job's hub, after run's terminal closed */
+	{ "hub", cmd_hub, NULL },
+	{ "ssh-serve", cmd_ssh_serve, NULL },     /* an ssh endpoint's sidecar (endpoint/ssh.h) */
+	{ "ssh-session", cmd_ssh_session, NULL }, /* its sshd's ForceCommand */                       /* a Slurm job's hub, after run's terminal closed */
 };
 
 void cmd_each(void (*fn)(void *arg, const char *name, const char *help), void *arg)

@@ -90,6 +90,9 @@ int cmd_bad_option(const char *cmd, const char *shorts, int argc, char **argv,
 const char *cmd_nearest(const char *word, const char *const *names, size_t n);
 /* cmd_exec.c: `trainctl exec`; cmd_ssh.c: `trainctl ssh` and the ssh endpoint's helpers (not typed) */
 int cmd_exec(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_ssh(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_ssh_serve(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_ssh_session(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 /*
  * The JSON form of job ref (jobs_show, or the server's GET /api/v1/jobs/REF
  * when client_configured(argc, argv)); a new reference in *out.
