@@ -12,7 +12,8 @@ python3-torch python3-sklearn python3-pytest python3-numpy \
 libcurl4-openssl-dev libssl-dev rclone curl jq \
 libmicrohttpd-dev chromium chromium-driver \
 slurm-wlm munge iproute2 zsh \
-clang libclang-rt-dev"
+clang libclang-rt-dev \
+openssh-server openssh-client"
 # s3rver (tests/s3) needs node and npm; a node from elsewhere that brings its
 # own npm is fine, and Debian's npm would conflict with it
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
@@ -27,4 +28,21 @@ SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 echo "installing:$missing"
 $SUDO apt-get update -qq
+# openssh-server is for the ssh endpoint's own sshd (docs/exec.md): the
+# system's ssh service must not start (no port 22 nobody asked for), so
+# services are held off during the install and ssh's is disabled after it
+policy=""
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+	printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+	$SUDO chmod 755 /usr/sbin/policy-rc.d
+	policy=1
+	trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+if [ -n "$policy" ]; then
+	$SUDO rm -f /usr/sbin/policy-rc.d
+	trap - EXIT
+fi
+if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+	$SUDO systemctl disable --now ssh.service ssh.socket >/dev/null 2>&1 || true
+fi
