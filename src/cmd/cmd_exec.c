@@ -91,7 +91,7 @@ int cmd_exec(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		goto out;
 	}
 	const char *id = json_string_value(json_object_get(job, "id"));
-	if (!(rc = exec_pick_worker(job, rank, &pid, err)) &&
+	if (!(rc = exec_pick_worker(job, rank, &pid, NULL, err)) &&
 	    !(rc = exec_target_read(pid, id, (int)rank, &t, err)))
 		rc = exec_run(&t, argv + dashdash + 1, NULL, &ctx->exit_status, err);
 out:

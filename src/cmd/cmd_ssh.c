@@ -108,7 +108,7 @@ int cmd_ssh(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	struct strvec args = STRVEC_INIT;
 	pid_t pid;
 	int rc = cmd_job_json(argc, argv, server, ctx->home, argv[optind], &job, err);
-	if (rc || (rc = exec_pick_worker(job, rank, &pid, err)))
+	if (rc || (rc = exec_pick_worker(job, rank, &pid, NULL, err)))
 		goto out;
 	const char *id = json_string_value(json_object_get(job, "id"));
 	const char *run_dir = json_string_value(json_object_get(job, "run_dir"));

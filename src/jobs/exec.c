@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-int exec_pick_worker(json_t *job, long rank, pid_t *pid, struct tc_err *err)
+int exec_pick_worker(json_t *job, long rank, pid_t *pid, int *attempt, struct tc_err *err)
 {
 	const char *id = json_string_value(json_object_get(job, "id"));
 	const char *state = json_string_value(json_object_get(job, "state"));
@@ -56,6 +56,8 @@ int exec_pick_worker(json_t *job, long rank, pid_t *pid, struct tc_err *err)
 				"exec: job %s is %s: rank %ld has no running worker now (try again once it runs)",
 				id, state, rank);
 	*pid = (pid_t)json_integer_value(json_object_get(best, "pid"));
+	if (attempt)
+		*attempt = (int)best_attempt;
 	return 0;
 }
 

@@ -50,11 +50,12 @@ struct exec_target {
 
 /*
  * The pid of rank's worker of the current attempt in job (the JSON form:
- * id, state, workers, workers_history).  rank < 0 means 0.  TC_EUSAGE
- * naming the reason when the job has ended, has not started its workers,
- * has no such rank, or the rank is between attempts.
+ * id, state, workers, workers_history), and that attempt's number when
+ * attempt is not NULL.  rank < 0 means 0.  TC_EUSAGE naming the reason
+ * when the job has ended, has not started its workers, has no such rank,
+ * or the rank is between attempts.
  */
-int exec_pick_worker(json_t *job, long rank, pid_t *pid, struct tc_err *err);
+int exec_pick_worker(json_t *job, long rank, pid_t *pid, int *attempt, struct tc_err *err);
 
 /*
  * Read the worker pid of job_id's rank into t (after EXEC_TARGET_INIT):

@@ -24,11 +24,13 @@ TEST(pick_worker_newest_attempt)
 			" {\"attempt\":1,\"rank\":0,\"pid\":21,\"ended\":null}]");
 	struct tc_err err = TC_ERR_INIT;
 	pid_t pid = -1;
-	CHECK_INT(exec_pick_worker(j, 1, &pid, &err), 0);
+	int attempt = -1;
+	CHECK_INT(exec_pick_worker(j, 1, &pid, &attempt, &err), 0);
 	CHECK_INT(pid, 22);
-	CHECK_INT(exec_pick_worker(j, -1, &pid, &err), 0); /* rank 0 by default */
+	CHECK_INT(attempt, 1);
+	CHECK_INT(exec_pick_worker(j, -1, &pid, NULL, &err), 0); /* rank 0 by default */
 	CHECK_INT(pid, 21);
-	CHECK_INT(exec_pick_worker(j, 2, &pid, &err), TC_EUSAGE);
+	CHECK_INT(exec_pick_worker(j, 2, &pid, NULL, &err), TC_EUSAGE);
 	CHECK_CONTAINS(err.msg, "has ranks 0-1 (not 2)");
 	json_decref(j);
 	tc_err_release(&err);
@@ -39,19 +41,19 @@ TEST(pick_worker_refusals)
 	struct tc_err err = TC_ERR_INIT;
 	pid_t pid = -1;
 	json_t *j = job("succeeded", 1, "[{\"attempt\":0,\"rank\":0,\"pid\":11,\"ended\":5.0}]");
-	CHECK_INT(exec_pick_worker(j, 0, &pid, &err), TC_EUSAGE);
+	CHECK_INT(exec_pick_worker(j, 0, &pid, NULL, &err), TC_EUSAGE);
 	CHECK_CONTAINS(err.msg, "has ended (succeeded)");
 	json_decref(j);
 	/* between attempts: the newest row of the rank has ended */
 	j = job("restarting", 1, "[{\"attempt\":0,\"rank\":0,\"pid\":11,\"ended\":5.0}]");
-	CHECK_INT(exec_pick_worker(j, 0, &pid, &err), TC_EUSAGE);
+	CHECK_INT(exec_pick_worker(j, 0, &pid, NULL, &err), TC_EUSAGE);
 	CHECK_CONTAINS(err.msg, "rank 0 has no running worker now");
 	json_decref(j);
 	j = job("starting", 1, "[]");
-	CHECK_INT(exec_pick_worker(j, 0, &pid, &err), TC_EUSAGE);
+	CHECK_INT(exec_pick_worker(j, 0, &pid, NULL, &err), TC_EUSAGE);
 	json_decref(j);
 	j = job("running", 1, "[]");
-	CHECK_INT(exec_pick_worker(j, 3, &pid, &err), TC_EUSAGE);
+	CHECK_INT(exec_pick_worker(j, 3, &pid, NULL, &err), TC_EUSAGE);
 	CHECK_CONTAINS(err.msg, "has one rank, 0 (not 3)");
 	json_decref(j);
 	tc_err_release(&err);
