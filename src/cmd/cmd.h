@@ -40,6 +40,8 @@ int cmd_zoo(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_token(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_supervise(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+/* cmd_secret.c: trainctl secret set|list|rm (local store, or the server's) */
+int cmd_secret(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 /* cmd_slurm.c: backend: slurm's batch driver and node supervisor (not typed) */
 int cmd_slurm_batch(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_supervise_node(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);

@@ -8,6 +8,7 @@
 #include "core/xalloc.h"
 #include "launch/launch.h"
 #include "notify/notify.h"
+#include "secret/secret.h"
 #include "server/server.h"
 #include "spec/spec.h"
 #include "store/store.h"
@@ -379,9 +380,14 @@ int cmd_supervise(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err
 		goto out;
 	}
 	unsetenv("TRAINCTL_HOME");
+	/* the secrets the server handed over: a server job never reads a local store */
+	struct strvec secrets = STRVEC_INIT;
+	secret_take_env(&secrets);
+	lo.secrets = &secrets;
 	char *id = NULL;
 	rc = launch_run(s, &lo, &id, &ctx->exit_status, err);
 	free(id);
+	strvec_clear(&secrets);
 out:
 	spec_free(s);
 	sbuf_release(&path);

@@ -134,9 +134,16 @@ void env_common(const struct env_plan *p, struct strvec *out)
 	}
 	const char *pypath = getenv("PYTHONPATH");
 	for (size_t i = 0; i < s->nenv; i++) {
-		env_set(out, s->env[i].key, s->env[i].val);
+		const char *v = s->env[i].val;
+		if (s->env[i].from != ENV_FROM_VALUE) {
+			/* a secret's value is the resolved one; unresolved (job.env): never written */
+			v = p->secret_env ? env_get(p->secret_env, s->env[i].key) : NULL;
+			if (!v)
+				v = "***";
+		}
+		env_set(out, s->env[i].key, v);
 		if (!strcmp(s->env[i].key, "PYTHONPATH"))
-			pypath = s->env[i].val;
+			pypath = v;
 	}
 	if (p->site_dir && p->stack_dir) {
 		/* the stack dump hook first; the path the job had stays after it */
@@ -173,7 +180,9 @@ char *env_file_text(const struct env_plan *p)
 {
 	struct sbuf sb = SBUF_INIT;
 	struct strvec common = STRVEC_INIT;
-	env_common(p, &common);
+	struct env_plan redacted = *p;
+	redacted.secret_env = NULL; /* job.env is a file: secrets and files' values stay out of it */
+	env_common(&redacted, &common);
 	sbuf_addf(&sb, "# trainctl job %s: the environment trainctl gives every worker\n"
 		       "# (on top of the environment trainctl itself was started with).\n",
 		  p->job_id);

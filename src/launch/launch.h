@@ -57,6 +57,12 @@ struct launch_opts {
 	 * records go there and it opens no database.  NULL: the store of home.
 	 */
 	struct sink *sink;
+	/*
+	 * The {secret:} values a server handed this job ("NAME=VALUE",
+	 * secret.h: secret_take_env); NULL: secrets come from the local store
+	 * of home (`trainctl run`).
+	 */
+	const struct strvec *secrets;
 };
 
 /*
@@ -181,13 +187,18 @@ struct env_plan {
 	 */
 	const char *site_dir, *stack_dir;
 	int stack_signal;
+	/*
+	 * The env: values resolved from secrets and files ("KEY=VALUE",
+	 * secret.h); NULL: none resolved.  Workers get them; job.env never.
+	 */
+	const struct strvec *secret_env;
 };
 
 /* Variables every worker of the node shares, in a stable order. */
 void env_common(const struct env_plan *p, struct strvec *out);
 /* The variables of one local rank (appended after the common ones). */
 void env_rank(const struct env_plan *p, int local_rank, struct strvec *out);
-/* job.env text: common exports, then each rank's own as comments. */
+/* job.env text: common exports (secret and file values as '***'), then each rank's own as comments. */
 char *env_file_text(const struct env_plan *p);
 /* Does the framework profile need one endpoint port per rank? */
 /*

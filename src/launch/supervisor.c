@@ -436,6 +436,7 @@ static int run_one_attempt(struct sup *sp, struct attempts *a, struct tc_err *er
 		.tb_dir = sp->tb_dir, .resume_from = a->resume, .master_addr = "127.0.0.1",
 		.master_port = port, .node_rank = 0, .nnodes = 1,
 		.restart_count = sp->attempt, .rank_table = a->rank_table, .extra_ports = a->ports,
+		.secret_env = &sp->secrets.env,
 	};
 	int rc = sup_watch_attempt(sp, a->resume, &plan, err);
 	if (!rc)
@@ -728,6 +729,7 @@ static void sup_release(struct sup *sp)
 	if (sp->suplog_fd >= 0)
 		close(sp->suplog_fd);
 	sbuf_release(&sp->fail_why);
+	secret_vals_release(&sp->secrets);
 	sbuf_release(&sp->console);
 	sbuf_release(&sp->result);
 	if (sp->late) {
@@ -802,7 +804,8 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	sup_say(&sp, "job %s (%s): %d %s worker%s, run folder %s", sp.job_id, s->name, sp.n,
 	    s->device_type, sp.n == 1 ? "" : "s", sp.run_dir);
 	if ((rc = one_node_only(&sp, err)) || (rc = setup_signals(&sp, err)) ||
-	    (rc = watchdog_start(&sp, err)) || (rc = sup_watch_begin(&sp, err))) {
+	    (rc = watchdog_start(&sp, err)) || (rc = sup_watch_begin(&sp, err)) ||
+	    (rc = sup_resolve_secrets(&sp, err))) {
 		struct tc_err e2 = TC_ERR_INIT;
 		if (!o->node && !sup_record_late(&sp, &e2))
 			sink_finish(sp.sink, sp.job_id, JOB_FAILED, 3, err->msg, err->msg, &e2);

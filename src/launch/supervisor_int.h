@@ -26,6 +26,7 @@
 #include "core/sbuf.h"
 #include "launch/launch.h"
 #include "launch/notify_int.h"
+#include "secret/secret.h"
 #include "spec/spec.h"
 #include "hub/sink.h"
 #include "store/store.h"
@@ -86,6 +87,8 @@ struct sup {
 	struct watch *watch;
 	struct sbuf fail_why; /* the attempt's failure when it is not a rank's exit (hang, log_match) */
 	bool fail_final;      /* ... and it must not restart (on_log action fail) */
+	/* the env: values from secrets and files (secret.h), resolved at the start; masked in logs */
+	struct secret_vals secrets;
 };
 
 /* ---- supervisor.c ---- */
@@ -146,6 +149,12 @@ int *sup_rank_ports(struct sup *sp);
  */
 int sup_start_workers(struct sup *sp, const struct env_plan *plan, const char *env_file,
 		      struct tc_err *err);
+/*
+ * Resolve the job's {secret:} and {file:} env values into sp->secrets, as
+ * the job's user (secret_resolve): before the first attempt, so that a
+ * missing one fails the job (TC_ESTORAGE) before any worker starts.
+ */
+int sup_resolve_secrets(struct sup *sp, struct tc_err *err);
 /* SIGTERM every group, SIGKILL after the spec's grace_seconds. */
 void sup_begin_stop(struct sup *sp);
 /* Run the attempt to its end: every worker reaped, every pipe drained. */

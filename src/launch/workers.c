@@ -36,10 +36,24 @@
 
 /* ---- output: whole lines to the rank log and the console ---- */
 
+static void emit_masked(struct sup *sp, struct worker *w, const char *data, size_t len);
+
 static void emit_lines(struct sup *sp, struct worker *w, const char *data, size_t len)
 {
 	if (!len)
 		return;
+	/* a secret's value printed by the job is *** in every copy of its output */
+	struct sbuf masked = SBUF_INIT;
+	if (secret_mask(&sp->secrets.mask, data, len, &masked)) {
+		data = masked.buf;
+		len = masked.len;
+	}
+	emit_masked(sp, w, data, len);
+	sbuf_release(&masked);
+}
+
+static void emit_masked(struct sup *sp, struct worker *w, const char *data, size_t len)
+{
 	if (write_all(w->logfd, data, len) < 0)
 		sup_say(sp, "warning: cannot write rank %d log: %s", w->rank, strerror(errno));
 	metrics_ingest_lines(sp->mi, w->rank, data, len);
@@ -255,6 +269,16 @@ static int spawn_workers(struct sup *sp, const struct env_plan *plan, struct tc_
 	}
 	strvec_clear(&argv);
 	strvec_clear(&common);
+	return rc;
+}
+
+int sup_resolve_secrets(struct sup *sp, struct tc_err *err)
+{
+	char *local = sp->o->secrets ? NULL : secret_local_dir(sp->o->home);
+	struct secret_src src = { .given = sp->o->secrets, .local_dir = local,
+				  .uid = (uid_t)sp->o->run_as_uid, .gid = (gid_t)sp->o->run_as_gid };
+	int rc = secret_resolve(sp->s, &src, &sp->secrets, err);
+	free(local);
 	return rc;
 }
 

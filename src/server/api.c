@@ -262,6 +262,7 @@ struct api_call {
 	struct who w;          /* the caller, for routes that need one */
 	struct job_row job;    /* the path's {job}, found and visible to w */
 	const char *sweep;     /* the path's {sweep}, as given */
+	const char *secret;    /* the path's {secret}, as given */
 };
 
 void api_whoami_json(struct sbuf *out, const struct who *w)
@@ -384,6 +385,20 @@ static int r_sweep_detail(struct api_call *c)
 static int r_sweep_stop(struct api_call *c)
 {
 	return h_sweep_stop(c->s, c->con, &c->w, c->sweep);
+}
+static int r_secrets(struct api_call *c)
+{
+	return h_secret_list(c->s, c->con, &c->w);
+}
+static int r_secret_put(struct api_call *c)
+{
+	if (c->rq->too_big)
+		return reply_err(c->con, 413, "the body is over %u bytes", TC_SERVER_MAX_BODY);
+	return h_secret_put(c->s, c->con, &c->w, c->secret, &c->rq->body);
+}
+static int r_secret_delete(struct api_call *c)
+{
+	return h_secret_delete(c->s, c->con, &c->w, c->secret);
 }
 
 /* Set-Cookie for a session secret, or (NULL) one that ends it. */
@@ -535,6 +550,10 @@ const struct route api_routes[] = {
 	{ ROUTE_POST, "/api/v1/sweeps", r_sweep_submit, NEED_USER },
 	{ ROUTE_GET, "/api/v1/sweeps/{sweep}", r_sweep_detail, NEED_USER },
 	{ ROUTE_POST, "/api/v1/sweeps/{sweep}/stop", r_sweep_stop, NEED_USER },
+	/* the caller's own secrets, whoever it is (names only are ever answered) */
+	{ ROUTE_GET, "/api/v1/secrets", r_secrets, NEED_USER },
+	{ ROUTE_POST, "/api/v1/secrets/{secret}", r_secret_put, NEED_USER },
+	{ ROUTE_DELETE, "/api/v1/secrets/{secret}", r_secret_delete, NEED_USER },
 	/* catch-alls, after what they stand behind: unknown parts of a job */
 	{ ROUTE_ANY, "/api/v1/jobs/{job}/*", r_no_resource, NEED_USER },
 	{ ROUTE_ANY, "/api/v1/jobs/{job}/*/*", r_no_resource, NEED_USER },
@@ -571,7 +590,7 @@ static int dispatch(struct srv *s, struct MHD_Connection *con, const char *url,
 	struct route_match m;
 	route_match(api_routes, api_nroutes, method, url, &m);
 	struct api_call c = { .s = s, .con = con, .url = url, .rq = rq,
-			      .sweep = route_param(&m, "sweep") };
+			      .sweep = route_param(&m, "sweep"), .secret = route_param(&m, "secret") };
 	const struct route *r = m.route ? m.route : m.resource;
 	const char *job = route_param(&m, "job");
 	bool have_job = false;

@@ -207,6 +207,12 @@ int h_sweep_list(struct srv *s, struct MHD_Connection *con, const struct who *w)
 int h_sweep_detail(struct srv *s, struct MHD_Connection *con, const struct who *w, const char *ref);
 int h_sweep_stop(struct srv *s, struct MHD_Connection *con, const struct who *w, const char *ref);
 int h_prometheus(struct srv *s, struct MHD_Connection *con);
+/* api_secrets.c: the caller's own secrets (names only ever listed) */
+int h_secret_list(struct srv *s, struct MHD_Connection *con, const struct who *w);
+int h_secret_put(struct srv *s, struct MHD_Connection *con, const struct who *w, const char *name,
+		 const struct sbuf *body);
+int h_secret_delete(struct srv *s, struct MHD_Connection *con, const struct who *w,
+		    const char *name);
 
 /* The route table (api.c): every endpoint, in matching order (route.h). */
 extern const struct route api_routes[];

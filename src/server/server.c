@@ -275,7 +275,8 @@ static pid_t spawn_supervisor(struct srv *s, struct sjob *j, const char *devices
 	p.default_sigs = PROC_SIGS_CLASSIC;
 	sbuf_addf(&logdir, "%s/logs", j->run_dir);
 	pid_t result = -1;
-	if (mkdir_p(logdir.buf, err))
+	/* the job's {secret:} values, from its user's store: the supervisor takes them out at once */
+	if (srv_secrets_handover(s, j->id, &p.env, err) || mkdir_p(logdir.buf, err))
 		goto out;
 	sbuf_addf(&out, "%s/supervisor.out", logdir.buf);
 	int fd = open(out.buf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

@@ -169,6 +169,17 @@ struct notify_hook;
 void srv_supervisor_env(char *const *environ_, const char *const *extra,
 			const struct notify_hook *hooks, size_t nhooks, struct strvec *out);
 
+/*
+ * api_secrets.c: a spec's {secret:} values at submit (each must be in
+ * user's store; TC_EINPUT naming the missing) and their handover to the
+ * supervisor of job_id when it starts (SECRET_ENV_VAR in env; TC_ESTORAGE
+ * when one is gone since).
+ */
+struct spec;
+int srv_secrets_check(struct srv *s, const char *user, const struct spec *sp, bool own_queue,
+		      struct tc_err *err);
+int srv_secrets_handover(struct srv *s, const char *job_id, struct strvec *env, struct tc_err *err);
+
 /* api.c: both listeners; *login (heap) is the one-time login URL's path and query */
 int api_start(struct srv *s, char **login, struct tc_err *err);
 void api_stop(struct srv *s);

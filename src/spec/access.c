@@ -46,6 +46,13 @@ static struct spec_kv *take_kv(json_t *o, size_t *n)
 	json_object_foreach(o, k, v) {
 		kv[*n].key = xstrdup(k);
 		kv[*n].val = json_is_string(v) ? xstrdup(json_string_value(v)) : NULL;
+		/* env: {secret: NAME} or {file: PATH} (serialize.c) */
+		const char *sec = json_string_value(json_object_get(v, "secret"));
+		const char *file = json_string_value(json_object_get(v, "file"));
+		if (sec || file) {
+			kv[*n].from = sec ? ENV_FROM_SECRET : ENV_FROM_FILE;
+			kv[*n].val = xstrdup(sec ? sec : file);
+		}
 		(*n)++;
 	}
 	return kv;

@@ -24,7 +24,7 @@
 static const char *workers_path(const struct spec *s)
 {
 	for (size_t i = 0; i < s->nenv; i++)
-		if (!strcmp(s->env[i].key, "PATH"))
+		if (!strcmp(s->env[i].key, "PATH") && s->env[i].from == ENV_FROM_VALUE)
 			return s->env[i].val ? s->env[i].val : "";
 	const char *p = getenv("PATH");
 	return p ? p : DEFAULT_PATH;

@@ -7,6 +7,7 @@
 #include "backend/names.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "secret/secret.h"
 #include "storage/storage.h"
 
 #include <limits.h>
@@ -92,11 +93,54 @@ static int r_args(struct walk *w, yaml_node_t *n, const char *key)
 	return get_kv_map(w, n, key, &w->s->args, &w->s->nargs, true);
 }
 
+/*
+ * An env: value that is a mapping: {secret: NAME} or {file: PATH} (a
+ * relative PATH starts at the spec's folder; the file is read when the
+ * job starts, as its user, never here).
+ */
+static int env_source(struct walk *w, yaml_node_t *v, const char *key, const char *name,
+		      struct spec_kv *kv)
+{
+	yaml_node_pair_t *p = v->data.mapping.pairs.start;
+	yaml_node_t *k = p + 1 == v->data.mapping.pairs.top ? yaml_document_get_node(w->doc, p->key) : NULL;
+	yaml_node_t *x = k ? yaml_document_get_node(w->doc, p->value) : NULL;
+	bool secret = k && k->type == YAML_SCALAR_NODE && !strcmp(scalar(k), "secret");
+	bool file = k && k->type == YAML_SCALAR_NODE && !strcmp(scalar(k), "file");
+	if (!(secret || file) || !x || x->type != YAML_SCALAR_NODE || is_null(x) || !*scalar(x))
+		return walk_fail(w, v, key, "'%s' must be a single value, {secret: NAME} or {file: PATH}",
+				 name);
+	if (secret && !secret_name_ok(scalar(x)))
+		return walk_fail(w, x, key, "'%s': '%s' is not a secret name (letters, digits, '.', '_'"
+				 " and '-', not starting with '.')", name, scalar(x));
+	kv->from = secret ? ENV_FROM_SECRET : ENV_FROM_FILE;
+	kv->val = secret ? xstrdup(scalar(x)) : path_absolute(scalar(x), w->base);
+	return 0;
+}
+
 static int r_env(struct walk *w, yaml_node_t *n, const char *key)
 {
-	int rc = get_kv_map(w, n, key, &w->s->env, &w->s->nenv, false);
-	if (rc)
-		return rc;
+	if (n->type != YAML_MAPPING_NODE)
+		return walk_fail(w, n, key, "must be a mapping");
+	size_t alloc = 0;
+	for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
+		yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
+		if (!k || !v || k->type != YAML_SCALAR_NODE || !*scalar(k))
+			return walk_fail(w, k ? k : n, key, "keys must be plain names");
+		struct spec_kv kv = { 0 };
+		if (v->type == YAML_MAPPING_NODE) {
+			int rc = env_source(w, v, key, scalar(k), &kv);
+			if (rc)
+				return rc;
+		} else if (v->type != YAML_SCALAR_NODE || is_null(v)) {
+			return walk_fail(w, v, key, "'%s' must be a single value", scalar(k));
+		} else {
+			kv.val = xstrdup(scalar(v));
+		}
+		kv.key = xstrdup(scalar(k));
+		XGROW(w->s->env, w->s->nenv + 1, alloc);
+		w->s->env[w->s->nenv++] = kv;
+	}
 	for (size_t i = 0; i < w->s->nenv; i++) {
 		const char *k = w->s->env[i].key;
 		/* one pair per entry: its nodes, so that a --set's error names the override */
@@ -110,7 +154,8 @@ static int r_env(struct walk *w, yaml_node_t *n, const char *key)
 						 "'%s' is not a valid variable name", k);
 		if (!strcmp(k, "MASTER_PORT")) {
 			long port;
-			if (!parse_long(w->s->env[i].val, 1, 65535, &port))
+			if (w->s->env[i].from != ENV_FROM_VALUE ||
+			    !parse_long(w->s->env[i].val, 1, 65535, &port))
 				return walk_fail(w, from_set(vn) ? vn : n, key,
 						 "MASTER_PORT must be a port number (1-65535)");
 			w->s->master_port = (int)port;

@@ -35,7 +35,15 @@ static json_t *spec_json(const struct spec *s)
 	}
 	json_object_set_new(o, "args", kv_json(s->args, s->nargs));
 	json_object_set_new(o, "workdir", json_string(s->workdir));
-	json_object_set_new(o, "env", kv_json(s->env, s->nenv));
+	json_t *env = json_object();
+	/* a secret or a file is written as its source, never its value (which the spec never holds) */
+	for (size_t i = 0; i < s->nenv; i++)
+		json_object_set_new(env, s->env[i].key,
+				    s->env[i].from == ENV_FROM_VALUE
+					    ? json_string_or_null(s->env[i].val)
+					    : json_pack("{s:s}", s->env[i].from == ENV_FROM_SECRET ? "secret" : "file",
+							s->env[i].val));
+	json_object_set_new(o, "env", env);
 	json_object_set_new(o, "framework", json_string(s->framework));
 	json_t *d = json_object();
 	json_object_set_new(d, "type", json_string(s->device_type));

@@ -22,9 +22,17 @@
 
 struct notify_hook;
 
+/* Where an env: value comes from (docs/formats.md); args: are always values. */
+enum spec_env_from {
+	ENV_FROM_VALUE = 0, /* val is the value */
+	ENV_FROM_SECRET,    /* {secret: NAME}: val is NAME, resolved when the job starts (secret.h) */
+	ENV_FROM_FILE,      /* {file: PATH}: val is the absolute PATH, read as the job's user */
+};
+
 struct spec_kv {
 	char *key;
 	char *val; /* NULL for a bare flag (args: {verbose: null}) */
+	enum spec_env_from from;
 };
 
 enum spec_resume { RESUME_AUTO, RESUME_NEVER, RESUME_PATH };
