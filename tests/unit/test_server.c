@@ -60,6 +60,10 @@ static const struct example {
 	{ "POST", "/api/v1/sweeps", ROUTE_POST, "/api/v1/sweeps", NULL },
 	{ "GET", "/api/v1/sweeps/s-1", ROUTE_GET, "/api/v1/sweeps/{sweep}", NULL },
 	{ "POST", "/api/v1/sweeps/s-1/stop", ROUTE_POST, "/api/v1/sweeps/{sweep}/stop", NULL },
+	/* the caller's own secrets */
+	{ "GET", "/api/v1/secrets", ROUTE_GET, "/api/v1/secrets", NULL },
+	{ "POST", "/api/v1/secrets/hf_token", ROUTE_POST, "/api/v1/secrets/{secret}", NULL },
+	{ "DELETE", "/api/v1/secrets/hf_token", ROUTE_DELETE, "/api/v1/secrets/{secret}", NULL },
 	/* the catch-alls: a job's unknown parts (the job is looked up first) */
 	{ "GET", "/api/v1/jobs/j-1/nothing", ROUTE_ANY, "/api/v1/jobs/{job}/*", "j-1" },
 	{ "PUT", "/api/v1/jobs/j-1/logs/x", ROUTE_ANY, "/api/v1/jobs/{job}/*/*", "j-1" },
