@@ -28,7 +28,7 @@ static const char *const pass_prefixes[] = {
 /* trainctl variables that name the server's secrets or its state: never passed. */
 static const char *const never[] = {
 	"TRAINCTL_TOKEN", "TRAINCTL_HOME", "TRAINCTL_STORAGE_CONFIG", "TRAINCTL_SERVER",
-	"TRAINCTL_SOCKET", "TRAINCTL_SUPERVISOR_ONLY", NULL,
+	"TRAINCTL_SOCKET", "TRAINCTL_SUPERVISOR_ONLY", "TRAINCTL_SECRETS", NULL,
 };
 
 static bool named(const char *entry, size_t klen, const char *const *names)

@@ -45,6 +45,8 @@ def test_docs_have_examples():
 def test_doc_example(run_tc, home, tmp_path, doc, name, content, expect):
     (tmp_path / "hccn.conf").write_text("address_4=192.168.100.105\naddress_5=192.168.100.106\n")
     (tmp_path / name).write_text(content)
+    # the secret the secrets example names (docs/spec.md)
+    assert run_tc("secret", "set", "hf_token", input="hf_docs_example_0815\n").returncode == 0
     p = run_tc("run", name, cwd=str(tmp_path), env={"TRAINCTL_FAKE_DEVICES": "npu:8"})
     if expect is None:
         assert p.returncode == 0, p.stderr
