@@ -310,8 +310,10 @@ static void append_error_file(struct sup *sp, struct sbuf *out, int rank)
 
 void sup_failure_detail(struct sup *sp, struct sbuf *out, int rank)
 {
+	size_t from = out->len;
 	append_error_file(sp, out, rank);
 	append_log_tail(sp, out, rank);
+	sup_mask_secrets(sp, out, from); /* the root cause is shown and stored: the error file is the job's */
 }
 
 /* jobio's messages (from its thread too: sup_say() writes each line at once) */

@@ -155,6 +155,8 @@ int sup_start_workers(struct sup *sp, const struct env_plan *plan, const char *e
  * missing one fails the job (TC_ESTORAGE) before any worker starts.
  */
 int sup_resolve_secrets(struct sup *sp, struct tc_err *err);
+/* The secrets' values in sb from byte from on replaced by "***" (secret_mask). */
+void sup_mask_secrets(struct sup *sp, struct sbuf *sb, size_t from);
 /* SIGTERM every group, SIGKILL after the spec's grace_seconds. */
 void sup_begin_stop(struct sup *sp);
 /* Run the attempt to its end: every worker reaped, every pipe drained. */

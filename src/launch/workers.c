@@ -282,6 +282,16 @@ int sup_resolve_secrets(struct sup *sp, struct tc_err *err)
 	return rc;
 }
 
+void sup_mask_secrets(struct sup *sp, struct sbuf *sb, size_t from)
+{
+	struct sbuf m = SBUF_INIT;
+	if (from < sb->len && secret_mask(&sp->secrets.mask, sb->buf + from, sb->len - from, &m)) {
+		sbuf_setlen(sb, from);
+		sbuf_add(sb, m.buf, m.len);
+	}
+	sbuf_release(&m);
+}
+
 int *sup_rank_ports(struct sup *sp)
 {
 	if (!env_needs_rank_ports(sp->s->framework))

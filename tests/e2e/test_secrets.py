@@ -239,3 +239,17 @@ def test_server_file_read_as_the_user(ssec):
     assert j["state"] == "succeeded", (j, srv.run_logs(job))
     with open(os.path.join(srv.state, "runs", job, "output", "tok")) as f:
         assert f.read() == "alice-own-0815"
+
+
+def test_root_cause_is_masked(run_tc, home, tmp_path):
+    """A failing job's root cause quotes its error file and log tail: masked too."""
+    assert run_tc("secret", "set", "tok", input=VALUE).returncode == 0
+    cmd = ('printf \'{"message": {"message": "bad token %s"}}\' "$TOK" > "$TORCHELASTIC_ERROR_FILE";'
+           ' echo "failing with $TOK" >&2; exit 1')
+    (tmp_path / "job.yaml").write_text(spec_text({"TOK": {"secret": "tok"}}, cmd=cmd))
+    p = run_tc("run", "-q", str(tmp_path / "job.yaml"))
+    assert p.returncode == 1 and VALUE not in p.stdout + p.stderr, p.stderr
+    job = json.loads(run_tc("ps", "-a", "--json").stdout)
+    job = job[0] if isinstance(job, list) else job["jobs"][0]
+    shown = run_tc("show", "--json", job["id"]).stdout
+    assert "bad token ***" in shown and "failing with ***" in shown and VALUE not in shown, shown
