@@ -40,6 +40,15 @@ struct backend_env {
 	const char *home;
 	void (*say)(void *arg, const char *line);
 	void *say_arg;
+	/*
+	 * A server's job (docs/security.md): the commands that submit and stop
+	 * it (sbatch, scancel) get exactly env (the server's allowlist,
+	 * server/jobenv.c) instead of our environment, and run as the job's
+	 * account `user` (its uid, gid and groups) when we are root and it is
+	 * another account.  NULL: ours, as we are (the CLI).
+	 */
+	const struct strvec *env;
+	const char *user;
 };
 void backend_say(const struct backend_env *env, const char *fmt, ...) TC_PRINTF(2, 3);
 

@@ -55,7 +55,9 @@
 #include "core/xalloc.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <jansson.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,12 +66,57 @@
 
 /* ---- running Slurm's commands ---- */
 
-static int command_env(const char *const *argv, const char *const *env_add, const char *input,
-		       struct sbuf *out, struct sbuf *errout, int *status, struct tc_err *err)
+/*
+ * Run the command as be says (backend.h: a server's job gets its allowlist
+ * and runs as its account); gids is where the account's groups are kept
+ * until the command has run.
+ */
+static int as_job_user(const struct backend_env *be, struct proc *p, gid_t **gids,
+		       struct tc_err *err)
+{
+	if (!be || !be->env) {
+		proc_env_inherit(&p->env);
+		return 0;
+	}
+	strvec_pushv(&p->env, (const char *const *)be->env->v);
+	if (!be->user || geteuid() != 0 || !strcmp(be->user, "root"))
+		return 0;
+	struct passwd *pw = getpwnam(be->user);
+	if (!pw || pw->pw_uid == 0)
+		return tc_error(err, TC_EBACKEND, "slurm: job user '%s' %s", be->user,
+				pw ? "maps to root" : "has no account on this machine");
+	int n = 64;
+	*gids = xcalloc((size_t)n, sizeof(gid_t));
+	if (getgrouplist(pw->pw_name, pw->pw_gid, *gids, &n) < 0) {
+		free(*gids);
+		*gids = xcalloc((size_t)n, sizeof(gid_t));
+		if (getgrouplist(pw->pw_name, pw->pw_gid, *gids, &n) < 0)
+			n = 1, (*gids)[0] = pw->pw_gid;
+	}
+	p->set_groups = p->set_gid = p->set_uid = true;
+	p->groups = *gids;
+	p->ngroups = (size_t)n;
+	p->gid = pw->pw_gid;
+	p->uid = pw->pw_uid;
+	/* the job is the account's: so are its home and names (Slurm passes them on) */
+	env_set(&p->env, "HOME", pw->pw_dir);
+	env_set(&p->env, "USER", pw->pw_name);
+	env_set(&p->env, "LOGNAME", pw->pw_name);
+	p->cwd = "/";
+	return 0;
+}
+
+static int command_env(const struct backend_env *be, const char *const *argv,
+		       const char *const *env_add, const char *input, struct sbuf *out,
+		       struct sbuf *errout, int *status, struct tc_err *err)
 {
 	struct proc p = PROC_INIT;
+	gid_t *gids = NULL;
 	strvec_pushv(&p.args, argv);
-	proc_env_inherit(&p.env);
+	if (as_job_user(be, &p, &gids, err)) {
+		proc_clear(&p);
+		return TC_EBACKEND;
+	}
 	for (size_t i = 0; env_add && env_add[i]; i++) {
 		const char *eq = strchr(env_add[i], '=');
 		if (!eq)
@@ -91,13 +138,14 @@ static int command_env(const char *const *argv, const char *const *env_add, cons
 				    p.exec_errno == ENOENT ? " (is Slurm installed? Debian: slurm-client)" : "");
 	}
 	proc_clear(&p);
+	free(gids);
 	return rc;
 }
 
 int slurm_command(const char *const *argv, const char *input, struct sbuf *out,
 		  struct sbuf *errout, int *status, struct tc_err *err)
 {
-	return command_env(argv, NULL, input, out, errout, status, err);
+	return command_env(NULL, argv, NULL, input, out, errout, status, err);
 }
 
 /* Slurm's message as one line: trimmed lines joined with "; ". */
@@ -440,6 +488,14 @@ int slurm_submit(const struct backend_env *env, struct store *st, const struct s
 	/* the server is the job's hub: its supervisors report to it */
 	struct strvec add = STRVEC_INIT;
 	int rc = slurm_hub_register(st, job_id, s, hub, &add, err);
+	if (!rc && env->user) {
+		/* the account cannot write the server's state folder: its journal goes in its run folder */
+		char *home_abs = path_absolute(env->home, NULL);
+		char *rd = slurm_run_dir_of(home_abs, job_id);
+		strvec_pushf(&add, "TRAINCTL_HUB_JOURNAL=%s/journal", rd);
+		free(rd);
+		free(home_abs);
+	}
 	if (!rc)
 		rc = slurm_submit_env(env, (const char *const *)add.v, st, s, job_id, err);
 	for (size_t i = 0; i < add.nr; i++)
@@ -481,7 +537,7 @@ int slurm_submit_env(const struct backend_env *env, const char *const *env_add,
 		argv[2] = outopt.buf;
 		argv[3] = path.buf;
 	}
-	if ((rc = command_env(argv, env_add, NULL, &o, &e, &status, err)))
+	if ((rc = command_env(env, argv, env_add, NULL, &o, &e, &status, err)))
 		goto out;
 	if (!slurm_exited_ok(status)) {
 		rc = command_error("sbatch", status, &o, &e, err);
@@ -521,6 +577,12 @@ out:
 
 int slurm_scancel(const char *id, const char *signal_name, struct tc_err *err)
 {
+	return slurm_scancel_as(NULL, id, signal_name, err);
+}
+
+int slurm_scancel_as(const struct backend_env *be, const char *id, const char *signal_name,
+		     struct tc_err *err)
+{
 	struct sbuf sig = SBUF_INIT, o = SBUF_INIT, e = SBUF_INIT;
 	const char *argv[4] = { "scancel", id, NULL, NULL };
 	if (signal_name) {
@@ -529,7 +591,7 @@ int slurm_scancel(const char *id, const char *signal_name, struct tc_err *err)
 		argv[2] = id;
 	}
 	int status = 0;
-	int rc = slurm_command(argv, NULL, &o, &e, &status, err);
+	int rc = command_env(be, argv, NULL, NULL, &o, &e, &status, err);
 	if (!rc && !slurm_exited_ok(status))
 		rc = command_error("scancel", status, &o, &e, err);
 	sbuf_release(&sig);
@@ -584,13 +646,13 @@ static int slurm_stop(const struct backend_env *env, struct store *st, const str
 		return rc;
 	backend_say(env, "stopping %s (Slurm job %s: SIGTERM to its supervisors, %d s grace)", j->id,
 		    j->slurm_job, grace);
-	if ((rc = slurm_scancel(j->slurm_job, "TERM", err)))
+	if ((rc = slurm_scancel_as(env, j->slurm_job, "TERM", err)))
 		return rc;
 	double deadline = now_wall() + (double)grace + 10;
 	while (now_wall() < deadline && !slurm_done(j->slurm_job))
 		usleep(250 * 1000);
 	if (!slurm_done(j->slurm_job))
-		rc = slurm_scancel(j->slurm_job, NULL, err);
+		rc = slurm_scancel_as(env, j->slurm_job, NULL, err);
 	return rc;
 }
 

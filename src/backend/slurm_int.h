@@ -77,6 +77,9 @@ bool slurm_hub_held(const char *home, const char *job_id);
 
 /* scancel [--signal=signal_name] id */
 int slurm_scancel(const char *id, const char *signal_name, struct tc_err *err);
+/* The same for a job of be (backend.h: a server's job, as its account). */
+int slurm_scancel_as(const struct backend_env *be, const char *id, const char *signal_name,
+		     struct tc_err *err);
 
 /* slurm_run.c: backend_slurm.run */
 int slurm_run(const struct spec *s, const struct launch_opts *o, char **job_id,

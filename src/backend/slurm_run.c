@@ -144,7 +144,7 @@ static int fg_record(struct fg *g, struct tc_err *err)
 static int fg_submit(struct fg *g, struct tc_err *err)
 {
 	struct job_row j = { 0 };
-	struct backend_env env = { g->o->home, NULL, NULL }; /* run says it itself */
+	struct backend_env env = { .home = g->o->home, .say = NULL, .say_arg = NULL }; /* run says it itself */
 	int rc = 0;
 	if (slurm_hub_wanted())
 		rc = slurm_hub_start(g->st, g->o->home, g->id, g->s, &g->hub, &g->env_add, err);

@@ -136,7 +136,7 @@ static void print_line(void *arg, const char *line)
 /* `trainctl stop` without a server: through the job's backend, here. */
 static int stop_here(const char *home, const char *ref, struct tc_err *err)
 {
-	struct backend_env env = { home, print_line, NULL };
+	struct backend_env env = { .home = home, .say = print_line, .say_arg = NULL };
 	struct store *st = NULL;
 	struct job_row j = { 0 };
 	int rc = store_open(home, &st, err);

@@ -296,7 +296,7 @@ static void local_poll(void *arg, const struct sweep_row *sw, const struct trial
 static int local_stop(void *arg, const struct trial_row *t, const char *why, struct tc_err *err)
 {
 	struct local *l = arg;
-	struct backend_env env = { l->home, NULL, NULL };
+	struct backend_env env = { .home = l->home, .say = NULL, .say_arg = NULL };
 	struct job_row j = { 0 };
 	(void)why;
 	int rc = store_job_get(l->st, t->job_id, &j, err);

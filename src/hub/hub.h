@@ -61,7 +61,8 @@ int sink_remote_open(const struct hub_remote_opts *o, struct sink **out, struct 
 void sink_remote_counts(const struct sink *k, long long *appended, long long *acked);
 /*
  * The remote sink the environment names (TRAINCTL_HUB_URL, TRAINCTL_HUB_SECRET
- * or TRAINCTL_HUB_SECRET_FILE), journalled under home/journal/<job>/; *out
+ * or TRAINCTL_HUB_SECRET_FILE), journalled under home/journal/<job>/ (or in
+ * $TRAINCTL_HUB_JOURNAL: a root server's job of another account); *out
  * stays NULL when TRAINCTL_HUB_URL is not set.
  */
 int sink_from_env(const char *home, const char *job_id, const char *stream,

@@ -585,7 +585,12 @@ int sink_from_env(const char *home, const char *job_id, const char *stream,
 	if (w && !parse_long(w, 1, 7L * 24 * 3600, &wait))
 		wait = 0;
 	struct sbuf dir = SBUF_INIT;
-	sbuf_addf(&dir, "%s/journal/%s", home, job_id);
+	/* a root server's job of another account journals in its own run folder (slurm.c) */
+	const char *jd = getenv("TRAINCTL_HUB_JOURNAL");
+	if (jd && *jd)
+		sbuf_adds(&dir, jd);
+	else
+		sbuf_addf(&dir, "%s/journal/%s", home, job_id);
 	struct hub_remote_opts o = { .url = url, .secret = secret, .job_id = job_id,
 				     .stream = stream, .journal_dir = dir.buf, .wait_s = (int)wait,
 				     .warn = warn, .warn_ctx = warn_ctx };

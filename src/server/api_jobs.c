@@ -431,7 +431,7 @@ static int with_store(struct srv *s, const struct job_row *x,
 
 static int stop_outside(struct srv *s, struct store *st, struct job_row *j, struct tc_err *err)
 {
-	struct backend_env env = { s->home, srv_say, s };
+	struct backend_env env = { .home = s->home, .say = srv_say, .say_arg = s };
 	return jobs_stop(&env, st, j, JOB_STOP_STOPPED, err);
 }
 

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -420,6 +421,45 @@ static int start_job(struct srv *s, struct sjob *j, const int *ids)
 }
 
 /*
+ * A root server's Slurm job runs as its account from the batch script on
+ * (sbatch as the user), and its driver and nodes write in its run folder:
+ * the folder and the subfolders we just made are handed to the account
+ * (opened O_NOFOLLOW, each checked to be ours first).  Nothing to do for
+ * root's own jobs or an unprivileged server.
+ */
+static int hand_run_dir(struct srv *s, const struct sjob *j, const char *const *sub, size_t nsub,
+			struct tc_err *err)
+{
+	(void)s;
+	struct passwd *pw = geteuid() == 0 && strcmp(j->user, "root") ? getpwnam(j->user) : NULL;
+	if (!pw || pw->pw_uid == 0)
+		return 0;
+	int rc = 0;
+	struct sbuf p = SBUF_INIT;
+	for (size_t i = 0; i <= nsub && !rc; i++) {
+		sbuf_reset(&p);
+		sbuf_adds(&p, j->run_dir);
+		if (i < nsub)
+			sbuf_addf(&p, "/%s", sub[i]);
+		int fd = open(p.buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		struct stat sb;
+		if (fd < 0 || fstat(fd, &sb) < 0)
+			rc = tc_error_errno(err, TC_ESYS, "cannot hand %s to %s", p.buf, j->user);
+		else if (sb.st_uid == pw->pw_uid) /* handed already (submitted again) */
+			;
+		else if (sb.st_uid != 0)
+			rc = tc_error(err, TC_ESYS, "%s belongs to uid %u: not handed to %s", p.buf,
+				      (unsigned)sb.st_uid, j->user);
+		else if (fchown(fd, pw->pw_uid, pw->pw_gid) < 0 || fchmod(fd, 0700) < 0)
+			rc = tc_error_errno(err, TC_ESYS, "cannot hand %s to %s", p.buf, j->user);
+		if (fd >= 0)
+			close(fd);
+	}
+	sbuf_release(&p);
+	return rc;
+}
+
+/*
  * A backend with a queue of its own (slurm) gets the queued job j (sbatch of
  * job.sbatch in its run folder); from then on it decides where and when the
  * job runs and poll_external follows it.  A refused submission ends the job
@@ -427,7 +467,11 @@ static int start_job(struct srv *s, struct sjob *j, const int *ids)
  */
 static void submit_external(struct srv *s, struct sjob *j)
 {
-	struct backend_env env = { s->home, srv_say, s };
+	/* sbatch runs as the job's account, with our allowlist and never our credentials (jobenv.c) */
+	struct strvec jenv = STRVEC_INIT;
+	srv_job_env(environ, s->o.pass_env, &jenv);
+	struct backend_env env = { .home = s->home, .say = srv_say, .say_arg = s, .env = &jenv,
+				   .user = j->user };
 	struct tc_err err = TC_ERR_INIT;
 	struct spec *sp = NULL;
 	struct sbuf p = SBUF_INIT;
@@ -442,6 +486,8 @@ static void submit_external(struct srv *s, struct sjob *j)
 	sbuf_addf(&p, "%s/job.yaml", j->run_dir);
 	if (!rc)
 		rc = spec_load(p.buf, &sp, &err);
+	if (!rc)
+		rc = hand_run_dir(s, j, sub, sizeof(sub) / sizeof(sub[0]), &err);
 	if (!rc)
 		rc = j->be->submit(&env, s->st, sp, j->id, &err);
 	if (!rc) {
@@ -459,6 +505,7 @@ static void submit_external(struct srv *s, struct sjob *j)
 	spec_free(sp);
 	sbuf_release(&p);
 	tc_err_release(&err);
+	strvec_clear(&jenv);
 }
 
 /* Follow an ended job's backend record for a while (backend_ops.settle). */
@@ -555,13 +602,18 @@ int srv_stop_job(struct srv *s, struct sjob *j, enum job_stop why, struct tc_err
 	if (!waiting && srv_external(j) && why != JOB_STOP_PAUSED)
 		return tc_error(err, TC_EUSAGE, "job %s is stopped through its backend (%s)", j->id,
 				backend_name(j->be));
-	struct backend_env env = { s->home, srv_say, s };
+	/* scancel as the job's account (backend.h), like its sbatch */
+	struct strvec jenv = STRVEC_INIT;
+	srv_job_env(environ, s->o.pass_env, &jenv);
+	struct backend_env env = { .home = s->home, .say = srv_say, .say_arg = s, .env = &jenv,
+				   .user = j->user };
 	struct job_row r = { 0 };
 	int rc = store_job_get(s->st, j->id, &r, err);
 	if (!rc)
 		rc = why == JOB_STOP_PAUSED ? jobs_pause(&env, s->st, &r, err)
 					    : jobs_stop(&env, s->st, &r, why, err);
 	job_row_release(&r);
+	strvec_clear(&jenv);
 	if (waiting) {
 		/* nothing ran: jobs.h recorded the end (stop) or the hold (pause) itself */
 		if (rc)
@@ -591,7 +643,7 @@ int srv_stop_job(struct srv *s, struct sjob *j, enum job_stop why, struct tc_err
 
 int srv_resume_job(struct srv *s, struct sjob *j, struct tc_err *err)
 {
-	struct backend_env env = { s->home, srv_say, s };
+	struct backend_env env = { .home = s->home, .say = srv_say, .say_arg = s };
 	struct job_row r = { 0 };
 	int rc = store_job_get(s->st, j->id, &r, err);
 	if (!rc)

@@ -405,7 +405,7 @@ TEST(actions_checks)
 	struct store *st = open_store();
 	struct tc_err err = TC_ERR_INIT;
 	struct sbuf said = SBUF_INIT;
-	struct backend_env env = { test_tmpdir(), collect, &said };
+	struct backend_env env = { .home = test_tmpdir(), .say = collect, .say_arg = &said };
 	create(st, "A", JOB_QUEUED);
 	struct job_row j = get(st, "A");
 	/* without a server nothing can stop a queued job */

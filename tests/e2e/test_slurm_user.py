@@ -1,0 +1,88 @@
+"""Slurm jobs of a root server run as their user (issue 13, finding 6,
+docs/security.md): sbatch and scancel run with the account's uid, gid and
+groups, and in an allowlist of the server's environment plus the hub's
+variables, never the server's credentials.
+
+A real localhost Slurm cluster (slurm_cluster.py) in a folder the account
+can read (its slurm.conf and munge socket), a real root server, a real
+account (useradd, removed afterwards)."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import wait_until
+from server_fixture import start_server, token_for, unix_accounts
+from slurm_cluster import Cluster, have_slurm
+
+CANARY = "canary-of-the-server-4711"
+
+
+@pytest.fixture(scope="module")
+def suser(trainctl):
+    if not have_slurm():
+        pytest.fail("Slurm is not installed (apt install slurm-wlm munge; scripts/install-deps.sh)",
+                    pytrace=False)
+    base = tempfile.mkdtemp(prefix="tc-slurmuser-", dir="/tmp")
+    os.chmod(base, 0o711)
+    croot = os.path.join(base, "slurm")
+    os.makedirs(croot)
+    os.chmod(croot, 0o755)
+    state = os.path.join(base, "state")
+    cluster = None
+    try:
+        cluster = Cluster(croot).start()
+        with unix_accounts("alice") as u:
+            tok = token_for(trainctl, state, u["alice"])
+            srv = start_server(trainctl, state, env={"SLURM_CONF": str(cluster.conf),
+                                                     "TC_CANARY": CANARY,
+                                                     "AWS_SECRET_ACCESS_KEY": CANARY})
+            srv.token = tok
+            try:
+                yield srv, u, cluster
+            finally:
+                srv.stop()
+                subprocess.run(["scancel", "--full", "--user", u["alice"]], env=cluster.env,
+                               capture_output=True, timeout=30)
+    finally:
+        if cluster:
+            cluster.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_slurm_job_runs_as_its_user(suser):
+    srv, u, cluster = suser
+    spec = {"name": "as-user", "workdir": "/tmp", "backend": "slurm", "nodes": 1,
+            "command": 'echo "user=$(id -un) canary=${TC_CANARY:-none} aws=${AWS_SECRET_ACCESS_KEY:-none}"',
+            "devices": {"type": "cpu", "per_node": 1}}
+    job = srv.submit(spec)
+    j = srv.wait_state(job, ["succeeded", "failed", "killed", "lost"], timeout=240)
+    assert j["state"] == "succeeded", "\n".join([json.dumps(j, indent=1)[:4000], srv.log()[-3000:], cluster.logs(), srv.run_logs(job)])
+    sid = j["slurm"]["job"]
+    # Slurm has the job as the account's
+    p = subprocess.run(["scontrol", "-o", "show", "job", str(sid)], env=cluster.env, capture_output=True,
+                       text=True)
+    assert f"UserId={u['alice']}(" in p.stdout, p.stdout + p.stderr
+    # its processes ran as the account, without the server's variables
+    st, logs = srv.call("GET", f"/api/v1/jobs/{job}/logs")
+    text = logs if isinstance(logs, str) else json.dumps(logs)
+    assert f"user={u['alice']} canary=none aws=none" in text, text
+    assert CANARY not in text
+
+
+def test_slurm_stop_as_its_user(suser):
+    srv, u, cluster = suser
+    spec = {"name": "held", "workdir": "/tmp", "backend": "slurm", "nodes": 1,
+            "command": "echo started; sleep 300",
+            "devices": {"type": "cpu", "per_node": 1}}
+    job = srv.submit(spec)
+    srv.wait_state(job, ["running"], timeout=240)
+    st, body = srv.call("POST", f"/api/v1/jobs/{job}/stop", {})
+    assert st == 200, body
+    j = srv.wait_state(job, ["killed", "failed", "succeeded", "lost"], timeout=120)
+    assert j["state"] == "killed", j
+    # scancel ran as the account: the server's log names no refusal
+    assert "Access/permission denied" not in srv.log()
