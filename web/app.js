@@ -313,7 +313,8 @@
         `<td class="step-time">${secs(r.step_time)}</td><td>${s ? `straggler: ${Math.round(s.slower_percent)}% slower than the median` : ""}</td></tr>`;
     }).join("");
     const hangs = (d.hangs || []).map(hg => `<p class="hang">hang in attempt ${hg.attempt}: no progress for ${hg.silent_seconds.toFixed(1)} s` +
-      `${hg.culprit != null ? `; likely culprit rank ${hg.culprit}` : ""} (${esc(hg.why)})</p>`).join("");
+      `${hg.culprit != null ? `; likely culprit rank ${hg.culprit}` : ""}` +
+      `${hg.culprit_node != null ? ` on node ${hg.culprit_node}${hg.culprit_node_name ? ` (${esc(hg.culprit_node_name)})` : ""}` : ""} (${esc(hg.why)})</p>`).join("");
     return `<div class="card" id="diag"><h2>Step time per rank</h2>
       <p class="muted">median step time ${secs(d.median_step_time)}${d.hang_timeout ? ` · hang timeout ${Math.round(d.hang_timeout)} s` : ""}
         · stragglers: more than ${d.straggler_percent}% slower over ${d.straggler_steps} steps</p>

@@ -131,14 +131,78 @@ static bool slurm_ends_it(const char *id)
 	return ends;
 }
 
+/* Write a node's report o where the driver's run folder keeps it. */
+static void node_report_write(json_t *o, const char *path)
+{
+	char *dir = path_dirname(path);
+	char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
+	struct tc_err e = TC_ERR_INIT;
+	if (!text || mkdir_p(dir, &e) || write_file_atomic(path, text, strlen(text), &e))
+		launch_say("warning: %s", e.msg ? e.msg : "cannot write a node's report");
+	tc_err_release(&e);
+	free(text);
+	free(dir);
+}
+
+/* The parts of the nodes' hang reports (launch.h: LAUNCH_NODE_HANG_TAG) being joined. */
+struct hang_parts {
+	struct sbuf *text; /* per node */
+	long long *next;   /* the part expected next, per node */
+	size_t n;
+};
+
+/* One part of a node's hang report; the last one writes attempts/<k>/hang-node-<n>.json. */
+static void hang_part(struct batch *b, struct hang_parts *hp, json_t *o)
+{
+	json_t *node = json_object_get(o, "node"), *att = json_object_get(o, "attempt");
+	json_t *text = json_object_get(o, "text");
+	long long part = json_integer_value(json_object_get(o, "part"));
+	long long parts = json_integer_value(json_object_get(o, "parts"));
+	if (!json_is_integer(node) || !json_is_integer(att) || !json_is_string(text) || part < 0 ||
+	    part >= parts || json_integer_value(node) < 0 || json_integer_value(node) >= 100000)
+		return;
+	size_t k = (size_t)json_integer_value(node);
+	if (k >= hp->n) {
+		hp->text = xrealloc(hp->text, (k + 1) * sizeof(*hp->text));
+		hp->next = xrealloc(hp->next, (k + 1) * sizeof(*hp->next));
+		for (size_t i = hp->n; i <= k; i++) {
+			sbuf_init(&hp->text[i], 0);
+			hp->next[i] = 0;
+		}
+		hp->n = k + 1;
+	}
+	if (part == 0) {
+		sbuf_reset(&hp->text[k]);
+		hp->next[k] = 0;
+	}
+	if (part != hp->next[k])
+		return; /* a part missing: this report is lost, the rank logs still have the stacks */
+	sbuf_add(&hp->text[k], json_string_value(text), json_string_length(text));
+	hp->next[k]++;
+	if (part + 1 < parts)
+		return;
+	json_t *whole = json_loadb(hp->text[k].buf, hp->text[k].len, 0, NULL);
+	if (json_is_object(whole)) {
+		char *path = launch_node_hang_path(b->run_dir, (int)json_integer_value(att), (int)k);
+		node_report_write(whole, path);
+		free(path);
+	}
+	json_decref(whole);
+	sbuf_reset(&hp->text[k]);
+	hp->next[k] = 0;
+}
+
 /*
  * srun's output, to its end: the nodes' outcome lines (LAUNCH_NODE_RESULT_TAG)
- * become attempts/<k>/node-<n>.json here, the rest goes on to our stdout.
+ * become attempts/<k>/node-<n>.json here, their hang reports (sent as soon as
+ * a node has dumped its ranks, LAUNCH_NODE_HANG_TAG) attempts/<k>/hang-node-<n>.json;
+ * the rest goes on to our stdout.
  */
 static void node_results(struct batch *b, int fd)
 {
-	static const char tag[] = LAUNCH_NODE_RESULT_TAG;
+	static const char tag[] = LAUNCH_NODE_RESULT_TAG, htag[] = LAUNCH_NODE_HANG_TAG;
 	struct sbuf in = SBUF_INIT;
+	struct hang_parts hp = { 0 };
 	char buf[65536];
 	for (;;) {
 		ssize_t n = read(fd, buf, sizeof(buf));
@@ -156,16 +220,13 @@ static void node_results(struct batch *b, int fd)
 				if (json_is_integer(node) && json_is_integer(att)) {
 					char *path = launch_node_result_path(b->run_dir, (int)json_integer_value(att),
 									     (int)json_integer_value(node));
-					char *dir = path_dirname(path);
-					char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
-					struct tc_err e = TC_ERR_INIT;
-					if (mkdir_p(dir, &e) || write_file_atomic(path, text, strlen(text), &e))
-						launch_say("warning: %s", e.msg);
-					tc_err_release(&e);
-					free(text);
-					free(dir);
+					node_report_write(o, path);
 					free(path);
 				}
+				json_decref(o);
+			} else if (len > sizeof(htag) - 1 && !memcmp(in.buf, htag, sizeof(htag) - 1)) {
+				json_t *o = json_loadb(in.buf + sizeof(htag) - 1, len - sizeof(htag), 0, NULL);
+				hang_part(b, &hp, o);
 				json_decref(o);
 			} else if (write_all(STDOUT_FILENO, in.buf, len) < 0) {
 				errno = 0; /* the batch output is best effort */
@@ -176,6 +237,10 @@ static void node_results(struct batch *b, int fd)
 	if (in.len && write_all(STDOUT_FILENO, in.buf, in.len) < 0)
 		errno = 0;
 	sbuf_release(&in);
+	for (size_t i = 0; i < hp.n; i++)
+		sbuf_release(&hp.text[i]);
+	free(hp.text);
+	free(hp.next);
 }
 
 static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed, bool *stopped,

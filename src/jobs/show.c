@@ -182,17 +182,29 @@ static void lines_diagnostics(struct sbuf *out, json_t *d)
 		sbuf_addf(out, "  hang in attempt %lld: no progress for %.1f s (timeout %.0f s); ",
 			  num(h, "attempt"), real(h, "silent_seconds"), real(h, "timeout"));
 		if (json_is_integer(get(h, "culprit")))
-			sbuf_addf(out, "likely culprit rank %lld: ", num(h, "culprit"));
+			sbuf_addf(out, "likely culprit rank %lld", num(h, "culprit"));
+		if (json_is_integer(get(h, "culprit_node"))) /* a multi-node job's */
+			sbuf_addf(out, " on node %lld%s%s%s", num(h, "culprit_node"),
+				  get(h, "culprit_node_name") ? " (" : "", str(h, "culprit_node_name", ""),
+				  get(h, "culprit_node_name") ? ")" : "");
+		if (json_is_integer(get(h, "culprit")))
+			sbuf_adds(out, ": ");
 		sbuf_addf(out, "%s", str(h, "why", ""));
 		if (real(h, "device_utilization") >= 0)
 			sbuf_addf(out, "; device utilisation %.0f%%", real(h, "device_utilization"));
 		sbuf_addch(out, '\n');
 		json_array_foreach(get(h, "stacks"), k, s) {
-			if (!json_is_string(get(s, "stack"))) {
-				sbuf_addf(out, "    rank %lld: no stack\n", num(s, "rank"));
+			struct sbuf who = SBUF_INIT;
+			sbuf_addf(&who, "rank %lld", num(s, "rank"));
+			if (json_is_integer(get(s, "node")))
+				sbuf_addf(&who, " (node %lld)", num(s, "node"));
+			if (!json_is_string(get(s, "stack")))
+				sbuf_addf(out, "    %s: no stack\n", who.buf);
+			else
+				sbuf_addf(out, "    %s:\n", who.buf);
+			sbuf_release(&who);
+			if (!json_is_string(get(s, "stack")))
 				continue;
-			}
-			sbuf_addf(out, "    rank %lld:\n", num(s, "rank"));
 			indented(out, str(s, "stack", ""), "      ");
 		}
 	}

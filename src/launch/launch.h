@@ -113,6 +113,12 @@ int launch_record_delivery(const char *home, const char *job_id,
 
 /* <run_dir>/attempts/<attempt>/node-<n>.json: one node's outcome (heap). */
 char *launch_node_result_path(const char *run_dir, int attempt, int node_rank);
+/*
+ * <run_dir>/attempts/<attempt>/hang-node-<n>.json: the hang a node's
+ * watchdog found, with its ranks' stacks (heap); the driver compares every
+ * node's and names the job's likely culprit (docs/diagnostics.md).
+ */
+char *launch_node_hang_path(const char *run_dir, int attempt, int node_rank);
 
 /*
  * What a multi-node backend does for launch_multinode: start one attempt on
@@ -157,6 +163,16 @@ int launch_multinode(const struct spec *s, const char *home, const char *job_id,
  * srun's output, writes it to launch_node_result_path in its own run folder.
  */
 #define LAUNCH_NODE_RESULT_TAG "trainctl-node-result: "
+/*
+ * The same for a node's hang report (launch_node_hang_path), sent as soon
+ * as the node has dumped its ranks, in parts: each line is this tag, then
+ * {"node", "attempt", "part", "parts", "text"}, text being at most
+ * LAUNCH_NODE_PART bytes of the report's ASCII JSON; the parts of one node
+ * come in order.  (Slurm forwards a longer line in pieces, and the nodes
+ * report at about the same moment.)
+ */
+#define LAUNCH_NODE_HANG_TAG "trainctl-node-hang: "
+#define LAUNCH_NODE_PART 400
 /*
  * The same for a driver that reports to the job's hub through sink
  * (borrowed) and opens no database: the run folder is home/runs/<job>,

@@ -26,6 +26,8 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "jobs/jobs.h"
+#include "diag/diag.h"
+#include "hub/hub.h"
 #include "hub/sink.h"
 #include "report/report.h"
 #include "store/store.h"
@@ -34,6 +36,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,13 +61,23 @@ struct mn {
 	char *resume;  /* TRAINCTL_RESUME_FROM of the next attempt, or NULL */
 	struct sbuf result; /* the job's outcome, said after the final upload's lines */
 	struct launch_notify *ln; /* the job's webhooks (notify_int.h), or NULL */
-	struct sbuf exclude;      /* hosts whose devices failed their health check: "n1,n3" */
+	struct sbuf exclude;      /* nodes left out of the next attempts (health, on_log): "n1,n3" */
+	/* the job's diagnostics.json (docs/diagnostics.md), from the nodes' reports */
+	json_t *hangs, *matches;
+	size_t diag_len; /* bytes of the last one written: a rewrite is padded to at least that */
 };
 
 char *launch_node_result_path(const char *run_dir, int attempt, int node_rank)
 {
 	struct sbuf sb = SBUF_INIT;
 	sbuf_addf(&sb, "%s/attempts/%d/node-%d.json", run_dir, attempt, node_rank);
+	return sbuf_detach(&sb);
+}
+
+char *launch_node_hang_path(const char *run_dir, int attempt, int node_rank)
+{
+	struct sbuf sb = SBUF_INIT;
+	sbuf_addf(&sb, "%s/attempts/%d/hang-node-%d.json", run_dir, attempt, node_rank);
 	return sbuf_detach(&sb);
 }
 
@@ -103,15 +116,74 @@ static int attempts_made(const char *run_dir)
 	return n;
 }
 
+/* A node's name as the scheduler knows it (SLURMD_NODENAME), else its host name; NULL: none. */
+static const char *node_name(json_t *o)
+{
+	const char *name = json_string_value(json_object_get(o, "node_name"));
+	if (!name)
+		name = json_string_value(json_object_get(o, "hostname"));
+	return name && *name && !strchr(name, ',') ? name : NULL;
+}
+
+/* Leave node name out of the next attempts (launch.h: launch_attempt.exclude); false: already. */
+static bool exclude_node(struct mn *m, const char *name)
+{
+	for (const char *p = m->exclude.buf; p && (p = strstr(p, name)); p++)
+		if ((p == m->exclude.buf || p[-1] == ',') &&
+		    (p[strlen(name)] == ',' || !p[strlen(name)]))
+			return false;
+	sbuf_addf(&m->exclude, "%s%s", m->exclude.len ? "," : "", name);
+	return true;
+}
+
 /*
- * The attempt's root cause: the earliest failure any node reported, with
- * its error file and log tail in detail.  Nodes that were only stopped
- * because another failed are not blamed.
+ * A node's on_log match (node-<n>.json "on_log"): the job's webhooks hear
+ * it here (a node has none), the matches go into the job's diagnostics, and
+ * exclude_node leaves the node out of the next attempts, an event of its own.
+ */
+static void node_log_match(struct mn *m, int n, json_t *o, const char *action)
+{
+	json_t *lm = json_object_get(json_object_get(o, "diagnostics"), "log_matches"), *x;
+	size_t i;
+	json_array_foreach(lm, i, x) {
+		if (json_integer_value(json_object_get(x, "attempt")) != m->attempt)
+			continue;
+		json_t *c = json_deep_copy(x);
+		json_object_set_new(c, "node", json_integer(n));
+		json_array_append_new(m->matches, c);
+	}
+	const char *cause = json_string_value(json_object_get(o, "cause"));
+	struct sbuf r = SBUF_INIT;
+	sbuf_addf(&r, "%s: node %d: %s", job_note_name(JOB_NOTE_LOG_MATCH), n, cause ? cause : action);
+	launch_notify(m->ln, NOTIFY_LOG_MATCH, job_state_name(JOB_RUNNING), r.buf, m->attempt, -1);
+	sbuf_release(&r);
+	const char *name = node_name(o);
+	if (strcmp(action, "exclude_node") != 0 || !name || !exclude_node(m, name))
+		return;
+	struct sbuf t = SBUF_INIT;
+	sbuf_addf(&t, "node %d (%s): on_log action exclude_node: the next attempts leave it out when "
+		      "the allocation has a node to spare", n, name);
+	struct tc_err e = TC_ERR_INIT;
+	if (sink_note(m->sink, m->job_id, JOB_NOTE_NODE_EXCLUDED, t.buf, &e))
+		say(m, "warning: %s", e.msg);
+	tc_err_release(&e);
+	say(m, "%s", t.buf);
+	sbuf_release(&t);
+}
+
+/*
+ * The attempt's root cause: a failure the watchdog or on_log named (an
+ * on_log match, a failure before the first step; *final when the job must
+ * not restart), else the earliest failure any node reported, with its error
+ * file and log tail in detail.  Nodes that were only stopped because
+ * another failed are not blamed.
  */
 static void attempt_cause(struct mn *m, int attempt, int nodes, struct sbuf *cause,
-			  struct sbuf *detail)
+			  struct sbuf *detail, bool *final)
 {
 	double best = 0;
+	int best_prio = -1;
+	*final = false;
 	for (int n = 0; n < nodes; n++) {
 		char *path = launch_node_result_path(m->run_dir, attempt, n);
 		json_t *o = json_load_file(path, 0, NULL);
@@ -120,25 +192,21 @@ static void attempt_cause(struct mn *m, int attempt, int nodes, struct sbuf *cau
 		enum job_state state;
 		bool failed = word && job_state_parse(word, strlen(word), &state) && state == JOB_FAILED;
 		double t = json_number_value(json_object_get(o, "time"));
-		const char *sick = json_string_value(json_object_get(o, "node_name"));
-		if (!sick)
-			sick = json_string_value(json_object_get(o, "hostname"));
-		if (json_is_true(json_object_get(o, "unhealthy")) && sick && *sick &&
-		    !strchr(sick, ',')) {
+		const char *sick = node_name(o);
+		if (json_is_true(json_object_get(o, "unhealthy")) && sick && exclude_node(m, sick))
 			/* left out of the next attempts when the allocation allows (launch.h) */
-			bool listed = false;
-			for (const char *p = m->exclude.buf; p && (p = strstr(p, sick)); p++)
-				listed = listed || ((p == m->exclude.buf || p[-1] == ',') &&
-						    (p[strlen(sick)] == ',' || !p[strlen(sick)]));
-			if (!listed) {
-				sbuf_addf(&m->exclude, "%s%s", m->exclude.len ? "," : "", sick);
-				say(m, "node %d (%s): its devices failed their health check; the next "
-				    "attempts leave it out when the allocation has a node to spare",
-				    n, sick);
-			}
-		}
-		if (failed && (!cause->len || t < best)) {
+			say(m, "node %d (%s): its devices failed their health check; the next "
+			    "attempts leave it out when the allocation has a node to spare", n, sick);
+		const char *action = json_string_value(json_object_get(o, "on_log"));
+		if (failed && action)
+			node_log_match(m, n, o, action);
+		bool fin = failed && ((action && !strcmp(action, "fail")) ||
+				      json_is_true(json_object_get(o, "final")));
+		*final = *final || fin;
+		int prio = failed && (action || fin) ? 1 : 0;
+		if (failed && (prio > best_prio || (prio == best_prio && t < best))) {
 			best = t;
+			best_prio = prio;
 			sbuf_reset(cause);
 			sbuf_reset(detail);
 			const char *host = json_string_value(json_object_get(o, "hostname"));
@@ -154,6 +222,205 @@ static void attempt_cause(struct mn *m, int attempt, int nodes, struct sbuf *cau
 	if (!cause->len)
 		sbuf_addf(cause, "a node ended without reporting its workers' outcome"
 				 " (see logs/supervisor-node*.log in %s)", m->run_dir);
+}
+
+/*
+ * The nodes' hang reports of the attempt (attempts/<k>/hang-node-<n>.json,
+ * watch.c): every rank's stack compared across the nodes names the job's
+ * likely culprit, with its node; recorded as the job's hang event, and the
+ * attempt's cause ("hang detected: ...").  False: no node found a hang.
+ */
+static bool attempt_hang(struct mn *m, int attempt, struct sbuf *cause)
+{
+	int nodes = m->s->nodes, world = m->world;
+	json_t **rep = xcalloc((size_t)nodes, sizeof(json_t *));
+	struct sbuf *text = xcalloc((size_t)world, sizeof(struct sbuf));
+	int *node_of = xcalloc((size_t)world, sizeof(int));
+	int first = -1;
+	double util = NAN;
+	const char *usrc = NULL;
+	struct sbuf missing = SBUF_INIT;
+	for (int r = 0; r < world; r++) {
+		sbuf_init(&text[r], 0);
+		node_of[r] = r / (m->s->per_node > 0 ? m->s->per_node : 1);
+	}
+	for (int n = 0; n < nodes; n++) {
+		char *path = launch_node_hang_path(m->run_dir, attempt, n);
+		json_t *o = json_load_file(path, 0, NULL);
+		free(path);
+		if (!json_is_object(o)) {
+			json_decref(o);
+			sbuf_addf(&missing, "%s%d", missing.len ? ", " : "", n);
+			continue;
+		}
+		rep[n] = o;
+		double t = json_number_value(json_object_get(o, "time"));
+		if (first < 0 || t < json_number_value(json_object_get(rep[first], "time")))
+			first = n;
+		json_t *u = json_object_get(o, "device_utilization");
+		if (json_is_number(u) && (!isfinite(util) || json_number_value(u) > util)) {
+			util = json_number_value(u);
+			usrc = json_string_value(json_object_get(o, "utilization_source"));
+		}
+		json_t *st;
+		size_t i;
+		json_array_foreach(json_object_get(o, "stacks"), i, st) {
+			json_int_t r = json_integer_value(json_object_get(st, "rank"));
+			const char *txt = json_string_value(json_object_get(st, "stack"));
+			if (r < 0 || r >= world)
+				continue;
+			node_of[r] = n;
+			if (txt)
+				sbuf_adds(&text[r], txt);
+		}
+	}
+	if (first >= 0) {
+		struct diag_stack *stacks = xcalloc((size_t)world, sizeof(struct diag_stack));
+		const struct diag_stack **sv = xcalloc((size_t)world, sizeof(*sv));
+		for (int r = 0; r < world; r++)
+			if (text[r].len) {
+				diag_stack_parse(text[r].buf, text[r].len, &stacks[r]);
+				sv[r] = &stacks[r];
+			}
+		struct sbuf why = SBUF_INIT, msg = SBUF_INIT;
+		int culprit = diag_culprit(sv, world, &why);
+		const char *base = json_string_value(json_object_get(rep[first], "message"));
+		sbuf_addf(&msg, "%s", base ? base : "no progress");
+		if (nodes > 1)
+			sbuf_addf(&msg, ", seen first on node %d", first);
+		const char *cname = NULL;
+		if (culprit >= 0) {
+			int cn = node_of[culprit];
+			cname = rep[cn] ? node_name(rep[cn]) : NULL;
+			sbuf_addf(&msg, "; likely culprit rank %d on node %d%s%s%s (%s)", culprit, cn,
+				  cname ? " (" : "", cname ? cname : "", cname ? ")" : "", why.buf);
+		} else {
+			sbuf_addf(&msg, "; %s", why.buf);
+		}
+		if (missing.len)
+			sbuf_addf(&msg, "; no stacks from node %s (its ranks ended before it found the "
+					"hang)", missing.buf);
+		if (isfinite(util))
+			sbuf_addf(&msg, "; device utilisation %.0f%% (%s)", util, usrc ? usrc : "telemetry");
+		struct tc_err e = TC_ERR_INIT;
+		if (sink_note(m->sink, m->job_id, JOB_NOTE_HANG, msg.buf, &e))
+			say(m, "warning: %s", e.msg);
+		tc_err_release(&e);
+		struct sbuf r = SBUF_INIT;
+		sbuf_addf(&r, "%s: %s", job_note_name(JOB_NOTE_HANG), msg.buf);
+		launch_notify(m->ln, NOTIFY_HANG, job_state_name(JOB_RUNNING), r.buf, attempt, -1);
+		sbuf_release(&r);
+		json_t *jst = json_array();
+		for (int rk = 0; rk < world; rk++)
+			json_array_append_new(jst, json_pack("{s:i, s:i, s:s?}", "rank", rk, "node",
+							     node_of[rk], "stack",
+							     text[rk].len ? text[rk].buf : NULL));
+		json_t *h0 = rep[first];
+		json_array_append_new(
+			m->hangs,
+			json_pack("{s:i, s:O, s:O, s:O, s:o, s:o, s:s?, s:s, s:o, s:s?, s:o}", "attempt",
+				  attempt, "time", json_object_get(h0, "time"), "silent_seconds",
+				  json_object_get(h0, "silent_seconds"), "timeout",
+				  json_object_get(h0, "timeout"), "culprit",
+				  culprit >= 0 ? json_integer(culprit) : json_null(), "culprit_node",
+				  culprit >= 0 ? json_integer(node_of[culprit]) : json_null(),
+				  "culprit_node_name", cname, "why", why.buf, "device_utilization",
+				  isfinite(util) ? json_real(util) : json_null(), "utilization_source", usrc,
+				  "stacks", jst));
+		sbuf_addf(cause, "hang detected: %s", msg.buf);
+		sbuf_release(&why);
+		sbuf_release(&msg);
+		for (int rk = 0; rk < world; rk++)
+			diag_stack_release(&stacks[rk]);
+		free(stacks);
+		free(sv);
+	}
+	for (int n = 0; n < nodes; n++)
+		json_decref(rep[n]);
+	for (int r = 0; r < world; r++)
+		sbuf_release(&text[r]);
+	free(rep);
+	free(text);
+	free(node_of);
+	sbuf_release(&missing);
+	return first >= 0;
+}
+
+/*
+ * The job's diagnostics.json, after each attempt of a watched job: every
+ * node's step times and stragglers (node-<n>.json "diagnostics"), the job's
+ * hangs and on_log matches.  The hub's copy of a run folder that is not
+ * shared is written at offsets (hub.h), so a rewrite is sent whole and
+ * padded with blanks to the length of the one before.
+ */
+static void mn_diagnostics(struct mn *m, int attempt)
+{
+	const struct spec *s = m->s;
+	if (!s->watchdog.on && !s->non_log)
+		return;
+	json_t *o = json_object(), *ranks = json_array(), *sg = json_array(), *per = json_array();
+	double med = NAN, to = NAN;
+	long long steps = 0;
+	for (int n = 0; n < s->nodes; n++) {
+		char *path = launch_node_result_path(m->run_dir, attempt, n);
+		json_t *r = json_load_file(path, 0, NULL);
+		free(path);
+		json_t *d = json_object_get(r, "diagnostics"), *x;
+		size_t i;
+		if (json_is_object(d)) {
+			json_array_extend(ranks, json_object_get(d, "ranks"));
+			json_array_foreach(json_object_get(d, "stragglers"), i, x) {
+				json_t *c = json_deep_copy(x);
+				json_object_set_new(c, "node", json_integer(n));
+				json_array_append_new(sg, c);
+			}
+			steps += json_integer_value(json_object_get(d, "steps"));
+			double dm = json_number_value(json_object_get(d, "median_step_time"));
+			double dt = json_number_value(json_object_get(d, "hang_timeout"));
+			if (json_is_number(json_object_get(d, "median_step_time")) && !(dm <= med))
+				med = dm;
+			if (json_is_number(json_object_get(d, "hang_timeout")) && !(dt <= to))
+				to = dt;
+			json_array_append_new(per, json_pack("{s:i, s:s?, s:O, s:O}", "node", n,
+							     "node_name", node_name(r),
+							     "median_step_time",
+							     json_object_get(d, "median_step_time"),
+							     "hang_timeout", json_object_get(d, "hang_timeout")));
+		}
+		json_decref(r);
+	}
+	json_object_set_new(o, "attempt", json_integer(attempt));
+	json_object_set_new(o, "steps", json_integer(steps));
+	json_object_set_new(o, "median_step_time", isfinite(med) ? json_real(med) : json_null());
+	if (s->watchdog.on)
+		json_object_set_new(o, "hang_timeout", isfinite(to) ? json_real(to) : json_null());
+	json_object_set_new(o, "straggler_percent", json_real(s->watchdog.straggler_percent));
+	json_object_set_new(o, "straggler_steps", json_integer(s->watchdog.straggler_steps));
+	json_object_set_new(o, "ranks", ranks);
+	json_object_set_new(o, "stragglers", sg);
+	json_object_set_new(o, "nodes", per);
+	json_object_set_new(o, "hangs", json_incref(m->hangs));
+	json_object_set_new(o, "log_matches", json_incref(m->matches));
+	char *text = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	if (!text)
+		return;
+	struct sbuf t = SBUF_INIT;
+	sbuf_adds(&t, text);
+	free(text);
+	while (t.len < m->diag_len)
+		sbuf_addch(&t, t.len + 1 == m->diag_len ? '\n' : ' ');
+	m->diag_len = t.len;
+	struct sbuf path = SBUF_INIT;
+	sbuf_addf(&path, "%s/diagnostics.json", m->run_dir);
+	struct tc_err e = TC_ERR_INIT;
+	if (write_file_atomic(path.buf, t.buf, t.len, &e) ||
+	    (m->remote && !hub_run_dir_shared(m->run_dir) &&
+	     sink_file(m->sink, m->job_id, "diagnostics.json", 0, t.buf, t.len, &e)))
+		say(m, "warning: %s", e.msg);
+	tc_err_release(&e);
+	sbuf_release(&path);
+	sbuf_release(&t);
 }
 
 /* The job's record, run folder and supervisor log. */
@@ -345,13 +612,18 @@ static int mn_restart(struct mn *m, const char *cause, struct tc_err *err)
 	return rc;
 }
 
-/* Some node failed and the budget is spent: the job failed, with its root cause. */
-static int mn_record_failure(struct mn *m, const char *cause, const char *detail,
+/*
+ * Some node failed and the budget is spent, or final (an on_log action
+ * fail, a failure before the first step): the job failed, with its root cause.
+ */
+static int mn_record_failure(struct mn *m, const char *cause, const char *detail, bool final,
 			     struct tc_err *err)
 {
 	struct sbuf full = SBUF_INIT;
 	sbuf_addf(&full, "%s", cause);
-	if (m->s->max_restarts)
+	if (final && m->restarts < m->s->max_restarts)
+		sbuf_adds(&full, " (no restart: the on_log action or restart.policy first_step says so)");
+	else if (m->s->max_restarts)
 		sbuf_addf(&full, " (after %d restarts)", m->restarts);
 	sbuf_adds(&full, detail);
 	int rc = sink_finish(m->sink, m->job_id, JOB_FAILED, 1, full.buf, cause, err);
@@ -368,6 +640,8 @@ static void mn_release(struct mn *m)
 	free(m->resume);
 	sbuf_release(&m->result);
 	sbuf_release(&m->exclude);
+	json_decref(m->hangs);
+	json_decref(m->matches);
 	free(m->log_dir);
 	free(m->output_dir);
 	free(m->data_dir);
@@ -385,7 +659,8 @@ int launch_multinode(const struct spec *s, const char *home, const char *job_id,
 		     const struct launch_backend_ops *ops, int *exit_status, struct tc_err *err)
 {
 	struct mn m = { .s = s, .home = home, .job_id = job_id, .ops = ops, .logfd = -1,
-			.result = SBUF_INIT, .exclude = SBUF_INIT };
+			.result = SBUF_INIT, .exclude = SBUF_INIT, .hangs = json_array(),
+			.matches = json_array() };
 	return mn_main(&m, exit_status, err);
 }
 
@@ -394,7 +669,8 @@ int launch_multinode_remote(const struct spec *s, const char *home, const char *
 			    int *exit_status, struct tc_err *err)
 {
 	struct mn m = { .s = s, .home = home, .job_id = job_id, .ops = ops, .logfd = -1,
-			.result = SBUF_INIT, .exclude = SBUF_INIT, .sink = sink, .remote = true, .restarts = restarts };
+			.result = SBUF_INIT, .exclude = SBUF_INIT, .sink = sink, .remote = true,
+			.restarts = restarts, .hangs = json_array(), .matches = json_array() };
 	return mn_main(&m, exit_status, err);
 }
 
@@ -421,6 +697,8 @@ static int mn_main(struct mn *mp, int *exit_status, struct tc_err *err)
 			*exit_status = 143;
 			goto out;
 		}
+		if (!failed)
+			mn_diagnostics(&m, m.attempt);
 		if (!failed) {
 			rc = sink_finish(m.sink, job_id, JOB_SUCCEEDED, 0, NULL,
 					 "every worker on every node exited 0", err);
@@ -430,11 +708,19 @@ static int mn_main(struct mn *mp, int *exit_status, struct tc_err *err)
 			*exit_status = 0;
 			goto out;
 		}
-		struct sbuf cause = SBUF_INIT, detail = SBUF_INIT;
-		attempt_cause(&m, m.attempt, s->nodes, &cause, &detail);
-		bool restart = m.restarts < s->max_restarts;
+		struct sbuf cause = SBUF_INIT, detail = SBUF_INIT, hang = SBUF_INIT;
+		bool final = false;
+		attempt_cause(&m, m.attempt, s->nodes, &cause, &detail, &final);
+		if (attempt_hang(&m, m.attempt, &hang)) {
+			/* a hang stalls every rank: the job's cause, whichever node stopped first */
+			sbuf_reset(&cause);
+			sbuf_add(&cause, hang.buf, hang.len);
+		}
+		sbuf_release(&hang);
+		mn_diagnostics(&m, m.attempt);
+		bool restart = !final && m.restarts < s->max_restarts;
 		rc = restart ? mn_restart(&m, cause.buf, err)
-			     : mn_record_failure(&m, cause.buf, detail.buf, err);
+			     : mn_record_failure(&m, cause.buf, detail.buf, final, err);
 		sbuf_release(&cause);
 		sbuf_release(&detail);
 		if (!restart)

@@ -61,20 +61,104 @@ static int node_rank_table(struct sup *sp, char **path, struct tc_err *err)
 	return rc;
 }
 
+/* Who this node is, in what it tells the driver: node, attempt, host, hostname, node_name. */
+static void node_identity(struct sup *sp, json_t *o)
+{
+	const struct launch_node *nd = sp->o->node;
+	char *host = host_ipv4();
+	char hostname[256] = "";
+	if (gethostname(hostname, sizeof(hostname) - 1) < 0)
+		hostname[0] = '\0';
+	json_object_set_new(o, "node", json_integer(nd->node_rank));
+	json_object_set_new(o, "attempt", json_integer(nd->attempt));
+	json_object_set_new(o, "host", json_string(host));
+	json_object_set_new(o, "hostname", json_string(hostname));
+	/* the scheduler's name of this node (several slurmd may share a host) */
+	const char *slurm_node = getenv("SLURMD_NODENAME");
+	if (slurm_node && *slurm_node)
+		json_object_set_new(o, "node_name", json_string(slurm_node));
+	free(host);
+}
+
+/*
+ * o for the driver: at path, and, for a node that reports to a hub (whose
+ * run folder may be its own), as one line on stdout (tag not NULL): tag, then o's JSON;
+ * the driver, reading its srun's output, writes it at the same path of its
+ * run folder.
+ */
+static int node_tell(struct sup *sp, json_t *o, const char *tag, const char *path,
+		     struct tc_err *err)
+{
+	if (sp->o->sink && tag) {
+		char *line = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+		struct sbuf sb = SBUF_INIT;
+		sbuf_addf(&sb, "%s%s\n", tag, line ? line : "{}");
+		if (write_all(STDOUT_FILENO, sb.buf, sb.len) < 0)
+			sup_say(sp, "warning: cannot tell the driver: %s", strerror(errno));
+		sbuf_release(&sb);
+		free(line);
+	}
+	char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
+	char *dir = path_dirname(path);
+	int rc = mkdir_p(dir, err);
+	if (!rc)
+		rc = write_file_atomic(path, text, strlen(text), err);
+	free(dir);
+	free(text);
+	return rc;
+}
+
+/*
+ * o on stdout in lines of less than 1 KiB (launch.h: LAUNCH_NODE_HANG_TAG):
+ * Slurm passes a longer line on in pieces, and every node reports its hang
+ * at about the same moment, so another node's pieces could come between.
+ */
+static void node_tell_parts(struct sup *sp, json_t *o)
+{
+	const struct launch_node *nd = sp->o->node;
+	char *text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
+	size_t len = text ? strlen(text) : 0;
+	size_t parts = len ? (len + LAUNCH_NODE_PART - 1) / LAUNCH_NODE_PART : 0;
+	struct sbuf sb = SBUF_INIT;
+	for (size_t i = 0; i < parts; i++) {
+		size_t n = len - i * LAUNCH_NODE_PART;
+		json_t *p = json_pack("{s:i, s:i, s:I, s:I, s:s%}", "node", nd->node_rank, "attempt",
+				      nd->attempt, "part", (json_int_t)i, "parts", (json_int_t)parts,
+				      "text", text + i * LAUNCH_NODE_PART,
+				      n < LAUNCH_NODE_PART ? n : (size_t)LAUNCH_NODE_PART);
+		char *line = json_dumps(p, JSON_COMPACT | JSON_ENSURE_ASCII);
+		sbuf_addf(&sb, "%s%s\n", LAUNCH_NODE_HANG_TAG, line ? line : "{}");
+		free(line);
+		json_decref(p);
+	}
+	if (sb.len && write_all(STDOUT_FILENO, sb.buf, sb.len) < 0)
+		sup_say(sp, "warning: cannot tell the driver of the hang: %s", strerror(errno));
+	sbuf_release(&sb);
+	free(text);
+}
+
+void sup_node_hang(struct sup *sp, json_t *h)
+{
+	const struct launch_node *nd = sp->o->node;
+	node_identity(sp, h);
+	if (sp->o->sink)
+		node_tell_parts(sp, h);
+	char *path = launch_node_hang_path(sp->run_dir, nd->attempt, nd->node_rank);
+	struct tc_err e = TC_ERR_INIT;
+	if (node_tell(sp, h, NULL, path, &e))
+		sup_say(sp, "warning: %s", e.msg);
+	tc_err_release(&e);
+	free(path);
+}
+
 /* The attempt's outcome for the driver: attempts/<a>/node-<n>.json. */
 static int node_result(struct sup *sp, enum job_state state, const char *cause,
 		       const char *detail, bool unhealthy, struct tc_err *err)
 {
 	const struct launch_node *nd = sp->o->node;
 	char *path = launch_node_result_path(sp->run_dir, nd->attempt, nd->node_rank);
-	char *dir = path_dirname(path);
-	char *host = host_ipv4();
-	char hostname[256] = "";
-	if (gethostname(hostname, sizeof(hostname) - 1) < 0)
-		hostname[0] = '\0';
-	json_t *o = json_pack("{s:i, s:i, s:s, s:s, s:s, s:f}", "node", nd->node_rank, "attempt",
-			      nd->attempt, "state", job_state_name(state), "host", host, "hostname",
-			      hostname, "time", now_wall());
+	json_t *o = json_pack("{s:s, s:f}", "state", job_state_name(state), "time", now_wall());
+	node_identity(sp, o);
 	if (cause)
 		json_object_set_new(o, "cause", json_string(cause));
 	if (detail)
@@ -83,10 +167,16 @@ static int node_result(struct sup *sp, enum job_state state, const char *cause,
 		json_object_set_new(o, "rank", json_integer(sp->fail_rank));
 	if (unhealthy) /* a device failed its health check: the driver may exclude this node */
 		json_object_set_new(o, "unhealthy", json_true());
-	/* the scheduler's name of this node (several slurmd may share a host) */
-	const char *slurm_node = getenv("SLURMD_NODENAME");
-	if (slurm_node && *slurm_node)
-		json_object_set_new(o, "node_name", json_string(slurm_node));
+	/* the watchdog's: what the driver decides the job's restart and diagnostics from */
+	int action = sup_watch_log_action(sp);
+	if (state == JOB_FAILED && action >= 0)
+		json_object_set_new(o, "on_log",
+				    json_string(spec_log_action_name((enum spec_log_action)action)));
+	if (state == JOB_FAILED && sp->fail_final && action < 0)
+		json_object_set_new(o, "final", json_true());
+	json_t *diag = sup_watch_summary(sp);
+	if (diag)
+		json_object_set_new(o, "diagnostics", diag);
 	if (sp->o->sink) {
 		/*
 		 * The complete checkpoints this node has: on node-local disks a
@@ -104,29 +194,9 @@ static int node_result(struct sup *sp, enum job_state state, const char *cause,
 		tc_err_release(&e2);
 		json_object_set_new(o, "ckpts", names);
 	}
-	char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
-	if (sp->o->sink) {
-		/*
-		 * A node that reports to a hub may have a run folder of its own:
-		 * the driver reads the outcome from srun's output instead
-		 * (LAUNCH_NODE_RESULT_TAG, one line).
-		 */
-		char *line = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
-		struct sbuf sb = SBUF_INIT;
-		sbuf_addf(&sb, "%s%s\n", LAUNCH_NODE_RESULT_TAG, line);
-		if (write_all(STDOUT_FILENO, sb.buf, sb.len) < 0)
-			sup_say(sp, "warning: cannot tell the driver this node's outcome: %s",
-				strerror(errno));
-		sbuf_release(&sb);
-		free(line);
-	}
+	/* LAUNCH_NODE_RESULT_TAG: a node that reports to a hub may have a run folder of its own */
+	int rc = node_tell(sp, o, LAUNCH_NODE_RESULT_TAG, path, err);
 	json_decref(o);
-	int rc = mkdir_p(dir, err);
-	if (!rc)
-		rc = write_file_atomic(path, text, strlen(text), err);
-	free(text);
-	free(host);
-	free(dir);
 	free(path);
 	return rc;
 }
@@ -166,8 +236,19 @@ static int node_outcome(struct sup *sp, int *exit_status, struct tc_err *err)
 		*exit_status = 128 + sp->user_signal;
 	} else if (sp->failed) {
 		state = JOB_FAILED;
-		sbuf_addf(&cause, "rank %d ", sp->fail_rank);
-		proc_describe_exit(&cause, sp->fail_status);
+		/* restart.policy first_step: an exit before any progress is no reason to try again */
+		bool early = !sp->fail_why.len && sp->watch && !sup_watch_progressed(sp) &&
+			     spec_restart_policy(sp->s) == RESTART_POLICY_FIRST_STEP;
+		if (early) {
+			sbuf_adds(&cause, "failed before its first step: ");
+			sp->fail_final = true;
+		}
+		if (sp->fail_why.len) { /* a hang or an on_log match (watch.c) */
+			sbuf_add(&cause, sp->fail_why.buf, sp->fail_why.len);
+		} else {
+			sbuf_addf(&cause, "rank %d ", sp->fail_rank);
+			proc_describe_exit(&cause, sp->fail_status);
+		}
 		sup_failure_detail(sp, &detail, sp->fail_rank);
 		*exit_status = 1;
 	} else {
@@ -218,7 +299,10 @@ int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
 		sbuf_addf(&envname, "job-node%d.env", nd->node_rank);
 	else
 		sbuf_adds(&envname, "job.env");
-	rc = sup_start_workers(sp, &plan, envname.buf, err);
+	/* this node's ranks are watched here (watch.c); the driver decides for the job */
+	rc = sup_watch_attempt(sp, nd->resume_from, &plan, err);
+	if (!rc)
+		rc = sup_start_workers(sp, &plan, envname.buf, err);
 	/*
 	 * A run folder of this host's own: its files reach the hub's copy as
 	 * they grow (rank logs live, for logs -f) and at the end of the attempt.

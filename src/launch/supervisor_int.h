@@ -216,6 +216,14 @@ void sup_watch_step(void *ctx, int rank, long long epoch, long long iter, double
 int sup_watch_tick(struct sup *sp, int64_t now);
 /* Did this attempt make progress (a step record or a progress_pattern line)? */
 bool sup_watch_progressed(const struct sup *sp);
+/* The action (enum spec_log_action) of this attempt's on_log match, or -1. */
+int sup_watch_log_action(const struct sup *sp);
+/*
+ * A node's diagnostics for its driver: diagnostics.json without the hangs
+ * (a new reference), or NULL when nothing is watched.
+ */
+struct json_t;
+struct json_t *sup_watch_summary(struct sup *sp);
 
 /* ---- health_hook.c ---- */
 
@@ -235,5 +243,11 @@ void sup_health_end(struct sup *sp);
 
 /* The one attempt of a node of a multi-node job (sp->o->node). */
 int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err);
+/*
+ * The node's hang report h (watch.c; borrowed, gains node, host and
+ * node_name) for its driver, at once: attempts/<a>/hang-node-<n>.json, and
+ * on stdout (LAUNCH_NODE_HANG_TAG) for a node that reports to a hub.
+ */
+void sup_node_hang(struct sup *sp, struct json_t *h);
 
 #endif

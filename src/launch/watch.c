@@ -38,8 +38,17 @@
 #define LINE_SHOWN 300      /* characters of a matching log line kept */
 #define MAX_STACK (1u << 20) /* bytes of one process's dump read */
 #define FINISH_SECONDS 60   /* the least timeout once a rank has exited 0 */
+#define HOLD_MIN_S 5        /* a node's hold after its dump (hold_ms) */
+#define HOLD_MAX_S 120
+#define REPORT_STACK 65536  /* bytes of a rank's stack in a node's hang report */
 
-enum phase { WATCHING, DUMPING, DONE };
+/*
+ * A node of a multi-node job holds its workers for a while after dumping
+ * them (HOLDING), so that the other nodes, which find the same hang on
+ * their own clocks, dump theirs before this node's stop breaks their
+ * collectives.
+ */
+enum phase { WATCHING, DUMPING, HOLDING, DONE };
 
 struct target {
 	int widx; /* index in sp->w */
@@ -72,6 +81,8 @@ struct watch {
 	struct target *t;
 	size_t nt;
 	double silent_s, timeout_s, median_s;
+	int64_t hold_until;       /* HOLDING: stop the workers then */
+	int log_action;           /* the on_log action of the attempt's match, or -1 */
 	bool dirty;               /* diagnostics changed since written */
 	bool *sg_flag, *sg_noted;
 	long long *sg_since;
@@ -194,6 +205,7 @@ int sup_watch_attempt(struct sup *sp, const char *resume, struct env_plan *plan,
 	w->attempt_max = 0;
 	w->resume_step = resume ? diag_ckpt_step(resume) : -1;
 	w->resume_checked = false;
+	w->log_action = -1;
 	w->next_check = 0;
 	for (size_t i = 0; i < w->nt; i++)
 		free(w->t[i].path);
@@ -222,6 +234,22 @@ bool sup_watch_progressed(const struct sup *sp)
 	return sp->watch && sp->watch->progressed;
 }
 
+static json_t *diagnostics_json(struct sup *sp);
+
+int sup_watch_log_action(const struct sup *sp)
+{
+	return sp->watch ? sp->watch->log_action : -1;
+}
+
+json_t *sup_watch_summary(struct sup *sp)
+{
+	if (!sp->watch)
+		return NULL;
+	json_t *o = diagnostics_json(sp);
+	json_object_del(o, "hangs"); /* the stacks went with the hang report */
+	return o;
+}
+
 /* ---- progress ---- */
 
 static void progress(struct watch *w, int local)
@@ -237,6 +265,9 @@ static void progress(struct watch *w, int local)
 static void note(struct sup *sp, enum job_note n, const char *text)
 {
 	struct tc_err e = TC_ERR_INIT;
+	/* a node's hang is one node's view: the driver records the job's (multinode.c) */
+	if (sp->o->node && n == JOB_NOTE_HANG)
+		return;
 	if (sink_note(sp->sink, sp->job_id, n, text, &e))
 		sup_say(sp, "warning: %s", e.msg);
 	tc_err_release(&e);
@@ -324,8 +355,13 @@ static void log_match(struct sup *sp, int rank, size_t i, const char *line)
 	sbuf_addf(&sp->fail_why, "on_log match: rank %d printed a line matching pattern '%s' "
 				 "(action %s): %s", rank, p->pattern, spec_log_action_name(p->action),
 		  shown.buf);
-	/* a local job has no other node to move to: exclude_node ends it like fail */
+	/*
+	 * A local job has no other node to move to: exclude_node ends it like
+	 * fail.  A node of a multi-node job tells its driver the action
+	 * (node-<n>.json), which decides for the job.
+	 */
 	sp->fail_final = p->action != LOG_ACTION_RESTART;
+	w->log_action = (int)p->action;
 	sup_event(sp, "%s; stopping the workers", sp->fail_why.buf);
 	sup_begin_stop(sp);
 	sbuf_release(&shown);
@@ -408,9 +444,16 @@ static void write_diagnostics(struct sup *sp)
 	char *text = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	struct tc_err e = TC_ERR_INIT;
-	if (text && sup_write_text(sp->run_dir, "diagnostics.json", text, &e))
+	/* a node's own: the job's diagnostics.json is its driver's (multinode.c) */
+	struct sbuf name = SBUF_INIT;
+	if (sp->o->node)
+		sbuf_addf(&name, "diagnostics-node%d.json", sp->o->node->node_rank);
+	else
+		sbuf_adds(&name, "diagnostics.json");
+	if (text && sup_write_text(sp->run_dir, name.buf, text, &e))
 		sup_say(sp, "warning: %s", e.msg);
 	tc_err_release(&e);
+	sbuf_release(&name);
 	free(text);
 	w->dirty = false;
 }
@@ -515,6 +558,60 @@ static bool dumps_done(struct watch *w)
 	return done;
 }
 
+/* The hang's timeout and silence, as the hang event and the root cause say them. */
+static void hang_text(struct sup *sp, struct sbuf *m)
+{
+	struct watch *w = sp->watch;
+	sbuf_addf(m, "no progress for %.1f s (timeout %.0f s: the larger of min_seconds %g and %g x "
+		     "the median step time", w->silent_s, w->timeout_s, sp->s->watchdog.min_seconds,
+		  sp->s->watchdog.factor);
+	if (isfinite(w->median_s))
+		sbuf_addf(m, " %.3g s", w->median_s);
+	sbuf_adds(m, ")");
+}
+
+/*
+ * A node of a multi-node job found a hang and dumped its ranks (their logs
+ * have the stacks): its report goes to the driver now (sup_node_hang), not
+ * at the attempt's end, since a node may be killed once another stops;
+ * the driver compares every node's stacks and records the job's hang.  The
+ * workers are held for hold seconds, so that the other nodes dump theirs.
+ */
+static void node_hang(struct sup *sp, const struct sbuf *text, double util, const char *src)
+{
+	struct watch *w = sp->watch;
+	struct sbuf m = SBUF_INIT;
+	hang_text(sp, &m);
+	json_t *stacks = json_array();
+	for (int i = 0; i < sp->n; i++) {
+		json_t *st = text[i].len ? json_stringn_nocheck(text[i].buf, text[i].len < REPORT_STACK
+									? text[i].len
+									: REPORT_STACK)
+					 : json_null();
+		json_array_append_new(stacks, json_pack("{s:i, s:o}", "rank", sp->w[i].rank, "stack", st));
+	}
+	json_t *h = json_pack("{s:i, s:f, s:f, s:f, s:o, s:s?, s:s, s:o}", "attempt", sp->attempt,
+			      "time", now_wall(), "silent_seconds", w->silent_s, "timeout", w->timeout_s,
+			      "device_utilization", isfinite(util) ? json_real(util) : json_null(),
+			      "utilization_source", src, "message", m.buf, "stacks", stacks);
+	sup_node_hang(sp, h);
+	json_object_set_new(h, "culprit", json_null());
+	json_object_set_new(h, "why", json_string("the job's driver compares the stacks of every node"));
+	json_array_append_new(w->hangs, h);
+	w->dirty = true;
+	write_diagnostics(sp);
+	sbuf_reset(&sp->fail_why);
+	sbuf_addf(&sp->fail_why, "hang detected: %s", m.buf);
+	double hold = w->timeout_s / 10;
+	hold = hold < HOLD_MIN_S ? HOLD_MIN_S : hold > HOLD_MAX_S ? HOLD_MAX_S : hold;
+	w->phase = HOLDING;
+	w->hold_until = now_mono_ms() + (int64_t)(hold * 1000);
+	sup_event(sp, "hang detected on node %d: the stacks of ranks %d-%d are in their logs and sent "
+		      "to the job's driver; stopping the workers in %.0f s (the other nodes dump theirs "
+		      "meanwhile)", sp->o->node->node_rank, sp->w[0].rank, sp->w[sp->n - 1].rank, hold);
+	sbuf_release(&m);
+}
+
 static void finish_hang(struct sup *sp)
 {
 	struct watch *w = sp->watch;
@@ -558,19 +655,18 @@ static void finish_hang(struct sup *sp)
 						     text[i].len ? text[i].buf : NULL));
 		sbuf_release(&head);
 	}
-	struct sbuf why = SBUF_INIT;
+	const char *src = NULL;
+	double util = report_sampler_last_util(sp->rsamp, &src);
+	struct sbuf why = SBUF_INIT, m = SBUF_INIT;
+	if (sp->o->node) {
+		json_decref(jst); /* the report carries the stacks (node_hang) */
+		node_hang(sp, text, util, src);
+		goto out;
+	}
 	int culprit = diag_culprit(sv, sp->n, &why);
 	/* diag names local indexes; the job names global ranks */
 	int crank = culprit >= 0 ? sp->w[culprit].rank : -1;
-	const char *src = NULL;
-	double util = report_sampler_last_util(sp->rsamp, &src);
-	struct sbuf m = SBUF_INIT;
-	sbuf_addf(&m, "no progress for %.1f s (timeout %.0f s: the larger of min_seconds %g and %g x "
-		      "the median step time", w->silent_s, w->timeout_s, sp->s->watchdog.min_seconds,
-		  sp->s->watchdog.factor);
-	if (isfinite(w->median_s))
-		sbuf_addf(&m, " %.3g s", w->median_s);
-	sbuf_adds(&m, ")");
+	hang_text(sp, &m);
 	if (crank >= 0)
 		sbuf_addf(&m, "; likely culprit rank %d (%s)", crank, why.buf);
 	else
@@ -601,6 +697,7 @@ static void finish_hang(struct sup *sp)
 			sup_event(sp, "hang detected; stopping the workers");
 		sup_begin_stop(sp);
 	}
+out:
 	sbuf_release(&m);
 	sbuf_release(&why);
 	for (int i = 0; i < sp->n; i++) {
@@ -620,12 +717,26 @@ int sup_watch_tick(struct sup *sp, int64_t now)
 	if (w->phase == DUMPING) {
 		if (now >= w->dump_until || (now >= w->next_dump_poll && dumps_done(w))) {
 			finish_hang(sp);
-			return -1;
+			return w->phase == HOLDING ? sup_watch_tick(sp, now) : -1;
 		}
 		if (now >= w->next_dump_poll)
 			w->next_dump_poll = now + DUMP_POLL_MS;
 		int64_t t = w->next_dump_poll < w->dump_until ? w->next_dump_poll : w->dump_until;
 		return (int)(t - now);
+	}
+	if (w->phase == HOLDING) {
+		if (now < w->hold_until && !sp->stopping)
+			return (int)(w->hold_until - now);
+		/* held long enough (or the workers are ending anyway, another node stopped) */
+		w->phase = DONE;
+		if (!sp->failed) {
+			sp->failed = true;
+			sp->fail_rank = sp->w[0].rank;
+			sp->fail_status = 0;
+			sup_event(sp, "hang detected; stopping the workers");
+			sup_begin_stop(sp);
+		}
+		return -1;
 	}
 	if (w->phase == DONE || sp->stopping || sp->failed || !sp->up)
 		return -1;

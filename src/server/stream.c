@@ -263,6 +263,12 @@ void sse_state_event(struct sbuf *out, const struct store_event *ev)
 	json_add_str(out, job_state_name(ev->state));
 	sbuf_adds(out, ",\"reason\":");
 	json_add_str(out, ev->reason);
+	/* an event that is no change of state says which (as job_history_json does) */
+	enum job_note note = job_note_of_reason(ev->reason);
+	if (note != JOB_NOTE_NONE) {
+		sbuf_adds(out, ",\"kind\":");
+		json_add_str(out, job_note_name(note));
+	}
 	sbuf_adds(out, ",\"user\":");
 	json_add_str(out, ev->user);
 	sbuf_addf(out, ",\"time\":%.3f}\n\n", ev->time);

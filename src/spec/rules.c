@@ -325,13 +325,10 @@ static const struct rule watchdog_rules[] = {
 /* watchdog: {keys} turns it on with those; watchdog: true / false */
 static int r_watchdog(struct walk *w, yaml_node_t *n, const char *key)
 {
-	w->watchdog_line = line_of(n);
 	if (n->type == YAML_SCALAR_NODE) {
 		const char *v = scalar(n);
 		if (!strcmp(v, "true") || !strcmp(v, "false")) {
 			w->s->watchdog.on = !strcmp(v, "true");
-			if (!w->s->watchdog.on)
-				w->watchdog_line = 0;
 			return 0;
 		}
 		return walk_fail(w, n, key, "must be a mapping of its keys, true or false");
@@ -343,7 +340,6 @@ static int r_watchdog(struct walk *w, yaml_node_t *n, const char *key)
 static int r_on_log(struct walk *w, yaml_node_t *n, const char *key)
 {
 	static const char *const actions[] = { "fail", "restart", "exclude_node", NULL };
-	w->on_log_line = line_of(n);
 	if (n->type != YAML_SEQUENCE_NODE)
 		return walk_fail(w, n, key, "must be a list of {pattern, action}");
 	for (yaml_node_item_t *i = n->data.sequence.items.start; i < n->data.sequence.items.top; i++) {

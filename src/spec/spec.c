@@ -168,11 +168,6 @@ static int finish_walk(struct walk *w, yaml_node_t *root, const char *backend)
 	if (s->nodes > 1 && strcmp(s->backend, "slurm") != 0)
 		return tc_error(w->err, TC_ESPEC, "%s:%d: nodes: %d nodes need backend: slurm", name,
 				w->nodes_line, s->nodes);
-	if (s->nodes > 1 && (w->watchdog_line || w->on_log_line))
-		return tc_error(w->err, TC_ESPEC,
-				"%s:%d: %s: is for one-node jobs for now (docs/diagnostics.md)", name,
-				w->watchdog_line ? w->watchdog_line : w->on_log_line,
-				w->watchdog_line ? "watchdog" : "on_log");
 	if (w->slurm_line && strcmp(s->backend, "slurm") != 0)
 		return tc_error(w->err, TC_ESPEC,
 				"%s:%d: slurm: is for backend: slurm (backend is %s)", name,
@@ -281,7 +276,7 @@ static int parse_text(const char *text, size_t len, const char *name, const char
 	}
 	have_doc = true;
 	yaml_node_t *root = yaml_document_get_root_node(&doc);
-	struct walk w = { &doc, name, base, s, err, 1, 0, 1, false, false, 1, 0, 0, 0, 0, 1, 1 };
+	struct walk w = { &doc, name, base, s, err, 1, 0, 1, false, false, 1, 0, 0, 1, 1 };
 	if (!root) {
 		rc = tc_error(err, TC_ESPEC, "%s:1: the spec is empty", name);
 		goto out;

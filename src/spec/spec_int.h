@@ -32,7 +32,6 @@ struct walk {
 	bool per_node_all, per_node_set;
 	int parallel_line; /* where parallel: is, for the planner's errors */
 	int nodes_line, slurm_line; /* for "nodes > 1 needs backend: slurm" */
-	int watchdog_line, on_log_line; /* one-node jobs only, for now */
 	int key_line;     /* the key whose handler runs (walk_map) */
 	int devices_line; /* where devices: is, for the device count's errors */
 };

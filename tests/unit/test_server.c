@@ -600,7 +600,15 @@ TEST(answer_sse_events)
 	json_t *o = json_loadb(data, strlen(data) - 2, 0, NULL);
 	CHECK(json_is_object(o));
 	CHECK_STR(json_string_value(json_object_get(o, "user")), "alice");
+	CHECK(!json_object_get(o, "kind")); /* a change of state has no kind */
 	json_decref(o);
+	/* an event that is no change of state carries its kind, still as event: state */
+	sbuf_reset(&b);
+	struct store_event hang = { 43, "j-1", JOB_RUNNING, "hang: no progress for 3.0 s", "alice",
+				    1700000001.5 };
+	sse_state_event(&b, &hang);
+	CHECK_CONTAINS(b.buf, "event: state\n");
+	CHECK_CONTAINS(b.buf, "\"reason\":\"hang: no progress for 3.0 s\",\"kind\":\"hang\",\"user\"");
 	sbuf_release(&b);
 }
 

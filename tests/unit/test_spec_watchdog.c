@@ -126,6 +126,10 @@ TEST(watchdog_errors)
 		       "on_log: must be a list of {pattern, action}");
 	CHECK_CONTAINS(parse_err("command: [true]\non_log: [{pattern: '(', action: fail}]\n"),
 		       "is not a regular expression");
-	CHECK_CONTAINS(parse_err("command: [true]\nnodes: 2\nbackend: slurm\nwatchdog: {}\n"),
-		       "job.yaml:4: watchdog: is for one-node jobs for now");
+	/* multi-node jobs are watched too: every node watches its ranks (docs/diagnostics.md) */
+	struct spec *mn = parse_ok("command: [true]\nnodes: 2\nbackend: slurm\nwatchdog: {}\n"
+				   "on_log: [{pattern: ECC, action: exclude_node}]\n");
+	CHECK(mn->watchdog.on);
+	CHECK_INT((int)mn->non_log, 1);
+	spec_free(mn);
 }
