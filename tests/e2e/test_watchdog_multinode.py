@@ -179,3 +179,53 @@ def test_sse_event_carries_the_kind(trainctl, tmp_path):
             assert any(l == "event: state\n" for l in seen)
     finally:
         srv.stop()
+
+
+# ---- without a shared folder: the multi-host cluster (mhost_cluster.py, root only) ----
+
+
+@pytest.fixture(scope="module")
+def mhost(trainctl):
+    from mhost_cluster import MultiHostCluster, have_multihost
+    why = have_multihost()
+    if why:
+        pytest.fail(f"the multi-host cluster cannot run here: {why}", pytrace=False)
+    c = MultiHostCluster(trainctl).start()
+    try:
+        yield c
+    finally:
+        c.stop()
+    assert not c.leftovers(), c.leftovers()
+
+
+def test_hang_across_hosts_that_share_no_folder(mhost, torch_available):
+    # the nodes' hang reports reach the driver through srun's output, its diagnostics.json and
+    # the ranks' logs (with their stacks) reach login through the hub
+    import test_multihost as mh
+    spec = mhost.write("login", "/tmp/home/specs/gloo-mh.yaml", f"""
+name: gloo-mh
+command: ["{PYTHON}", "{WORKER}"]
+workdir: {REPO / "tests" / "e2e"}
+devices: {{type: cpu, per_node: 1}}
+env: {{OMP_NUM_THREADS: "1", HANG_AT: "6", HANG_RANK: "1", STEPS: "10"}}
+nodes: 2
+backend: slurm
+restart: {{max_restarts: 1, grace_seconds: 5}}
+watchdog: {{warmup_steps: 2, min_seconds: 6, factor: 5}}
+""")
+    proc = mh.submit(mhost, spec)
+    rc, out, err = mh.wait_end(mhost, proc)
+    assert rc == 0, err + mhost.logs()
+    job = mh.show(mhost, "gloo-mh")
+    assert job["state"] == "succeeded" and job["restarts"] == 1, job["events"]
+    hang = notes(job, "hang")
+    assert len(hang) == 1 and "likely culprit rank 1 on node 1 (c2)" in hang[0]["reason"], \
+        job["events"]
+    h = job["diagnostics"]["hangs"][0]
+    assert (h["culprit"], h["culprit_node"], h["culprit_node_name"]) == (1, 1, "c2"), h
+    stacks = {x["rank"]: x["stack"] for x in h["stacks"]}
+    assert "all_reduce" in stacks[0] and "stuck_in_step" in stacks[1]
+    for r in range(2):
+        text = mhost.tc("login", "logs", "gloo-mh", "--rank", r, check=True).stdout
+        assert f"trainctl: hang: the stack of rank {r}" in text, (r, text[-2000:])
+    mh.assert_db_only_on_login(mhost)
