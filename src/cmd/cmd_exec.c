@@ -11,6 +11,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char exec_usage[] =
 	"usage: trainctl exec JOB [--rank R] [--server URL] -- CMD [ARG...]\n"
@@ -85,15 +86,22 @@ int cmd_exec(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	int rc = cmd_job_json(argc, argv, server, ctx->home, ref, &job, err);
 	if (rc)
 		goto out;
-	json_t *spec = json_object_get(job, "spec");
-	if (json_object_get(spec, "image")) {
-		rc = tc_error(err, TC_EUSAGE, "exec into container jobs: not supported yet");
-		goto out;
-	}
+	char *const *cmd = argv + dashdash + 1;
 	const char *id = json_string_value(json_object_get(job, "id"));
-	if (!(rc = exec_pick_worker(job, rank, &pid, NULL, err)) &&
-	    !(rc = exec_target_read(pid, id, (int)rank, &t, err)))
-		rc = exec_run(&t, argv + dashdash + 1, NULL, &ctx->exit_status, err);
+	if ((rc = exec_pick_worker(job, rank, &pid, NULL, err)))
+		goto out;
+	if (json_object_get(json_object_get(job, "spec"), "image")) {
+		/* a job in an image: the runtime's exec into the rank's container */
+		struct strvec full = STRVEC_INIT;
+		rc = exec_container_client(pid, id, (int)rank, isatty(STDIN_FILENO) && isatty(STDOUT_FILENO),
+					   &t, &full, err);
+		strvec_pushv(&full, (const char *const *)cmd);
+		if (!rc)
+			rc = exec_run(&t, full.v, NULL, &ctx->exit_status, err);
+		strvec_clear(&full);
+	} else if (!(rc = exec_target_read(pid, id, (int)rank, &t, err))) {
+		rc = exec_run(&t, cmd, NULL, &ctx->exit_status, err);
+	}
 out:
 	exec_target_release(&t);
 	json_decref(job);

@@ -255,9 +255,15 @@ int cmd_ssh_session(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *e
 	struct exec_target t = EXEC_TARGET_INIT;
 	struct strvec cmd = STRVEC_INIT, extra = STRVEC_INIT;
 	pid_t pid;
+	struct strvec runtime = STRVEC_INIT; /* a job in an image: the runtime's exec first */
+	struct tc_err e2 = TC_ERR_INIT;
 	int rc = exec_find_child(sup, job, (int)rank, &pid, err);
-	if (!rc)
+	if (!rc) {
 		rc = exec_target_read(pid, job, (int)rank, &t, err);
+	} else if (!exec_find_container_child(sup, job, (int)rank, &pid, &e2)) {
+		rc = exec_container_client(pid, job, (int)rank, isatty(STDIN_FILENO), &t, &runtime, err);
+	}
+	tc_err_release(&e2);
 	if (rc)
 		goto out;
 	/* the session's own variables go over the worker's */
@@ -271,7 +277,9 @@ int cmd_ssh_session(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *e
 	struct passwd *pw = getpwuid(getuid());
 	const char *shell = pw && pw->pw_shell && *pw->pw_shell ? pw->pw_shell : "/bin/sh";
 	const char *remote = getenv("SSH_ORIGINAL_COMMAND");
-	strvec_push(&cmd, shell);
+	strvec_pushv(&cmd, (const char *const *)runtime.v);
+	/* in a container, its user's shell is unknown here: sh */
+	strvec_push(&cmd, runtime.nr ? "/bin/sh" : shell);
 	if (remote) {
 		strvec_push(&cmd, "-c");
 		strvec_push(&cmd, remote);
@@ -282,6 +290,7 @@ int cmd_ssh_session(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *e
 	rc = exec_run(&t, cmd.v, &o, &ctx->exit_status, err);
 out:
 	exec_target_release(&t);
+	strvec_clear(&runtime);
 	strvec_clear(&cmd);
 	strvec_clear(&extra);
 	return rc;

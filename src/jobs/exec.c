@@ -242,6 +242,145 @@ int exec_find_child(pid_t parent, const char *job_id, int rank, pid_t *pid, stru
 	return 0;
 }
 
+/* pid's command line, one argument per entry (empty when it cannot be read) */
+static void read_cmdline(pid_t pid, struct strvec *args)
+{
+	struct sbuf path = SBUF_INIT, text = SBUF_INIT;
+	struct tc_err ignored = TC_ERR_INIT;
+	sbuf_addf(&path, "/proc/%d/cmdline", (int)pid);
+	if (!read_file(path.buf, &text, &ignored))
+		for (size_t off = 0; off < text.len;) {
+			const char *arg = text.buf + off;
+			strvec_push(args, arg);
+			off += strnlen(arg, text.len - off) + 1;
+		}
+	tc_err_release(&ignored);
+	sbuf_release(&path);
+	sbuf_release(&text);
+}
+
+/* Is arg "--name=" and the container name of job_id's rank (container.h's scheme), any attempt? */
+static const char *container_arg(const char *arg, const char *job_id, int rank)
+{
+	static const char pre[] = "--name=trainctl-";
+	size_t jl = strlen(job_id);
+	if (strncmp(arg, pre, sizeof(pre) - 1) || strncmp(arg + sizeof(pre) - 1, job_id, jl))
+		return NULL;
+	const char *p = arg + sizeof(pre) - 1 + jl, *q;
+	if (strncmp(p, "-a", 2))
+		return NULL;
+	for (q = p + 2; *q >= '0' && *q <= '9'; q++)
+		;
+	long r;
+	if (q == p + 2 || strncmp(q, "-r", 2) || !parse_long(q + 2, 0, INT_MAX, &r) || r != rank)
+		return NULL;
+	return arg + 7; /* the name */
+}
+
+/* The argument of args that starts with prefix, past it, or NULL. */
+static const char *arg_value(const struct strvec *args, const char *prefix)
+{
+	size_t n = strlen(prefix);
+	for (size_t i = 1; i < args->nr; i++)
+		if (!strncmp(args->v[i], prefix, n))
+			return args->v[i] + n;
+	return NULL;
+}
+
+static const char *container_of(const struct strvec *args, const char *job_id, int rank)
+{
+	const char *name = NULL;
+	for (size_t i = 1; !name && i < args->nr; i++)
+		name = container_arg(args->v[i], job_id, rank);
+	/* the client: `RUNTIME run ... --name=...` */
+	return args->nr > 1 && !strcmp(args->v[1], "run") ? name : NULL;
+}
+
+int exec_find_container_child(pid_t parent, const char *job_id, int rank, pid_t *pid,
+			      struct tc_err *err)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return tc_error_errno(err, TC_ESYS, "exec: cannot list /proc");
+	*pid = -1;
+	for (struct dirent *e; *pid < 0 && (e = readdir(d));) {
+		long p;
+		struct proc_stat ps;
+		if (!parse_long(e->d_name, 1, INT_MAX, &p) || proc_stat_read((pid_t)p, &ps) ||
+		    ps.ppid != parent || ps.state == 'Z')
+			continue;
+		struct strvec args = STRVEC_INIT;
+		read_cmdline((pid_t)p, &args);
+		if (container_of(&args, job_id, rank))
+			*pid = (pid_t)p;
+		strvec_clear(&args);
+	}
+	closedir(d);
+	if (*pid < 0)
+		return tc_error(err, TC_EUSAGE, "rank %d of job %s has no running container on this host now",
+				rank, job_id);
+	return 0;
+}
+
+int exec_container_client(pid_t pid, const char *job_id, int rank, bool tty,
+			  struct exec_target *t, struct strvec *argv, struct tc_err *err)
+{
+	struct strvec args = STRVEC_INIT;
+	struct sbuf path = SBUF_INIT, text = SBUF_INIT;
+	struct tc_err ignored = TC_ERR_INIT;
+	const char *name = NULL;
+	int rc = 0;
+	t->job_id = xstrdup(job_id);
+	t->rank = rank;
+	t->pid = pid;
+	read_cmdline(pid, &args);
+	if (read_account(pid, t, &ignored) || !(name = container_of(&args, job_id, rank))) {
+		rc = tc_error(err, TC_EUSAGE,
+			      "exec: rank %d of job %s: pid %d is not the client of its container on this "
+			      "host: exec works on the job's host only",
+			      rank, job_id, (int)pid);
+		goto out;
+	}
+	/* (1): the client runs as the supervisor's account, whose containers they are */
+	if (getuid() != 0 && t->uid != getuid()) {
+		rc = tc_error(err, TC_EUSAGE,
+			      "exec: rank %d of job %s runs in a container of uid %u's runtime: only that "
+			      "user or root may exec into it",
+			      rank, job_id, (unsigned)t->uid);
+		goto out;
+	}
+	sbuf_addf(&path, "/proc/%d/environ", (int)pid);
+	if ((rc = read_file(path.buf, &text, err)))
+		goto out;
+	for (size_t off = 0; off < text.len;) {
+		const char *kv = text.buf + off;
+		size_t n = strnlen(kv, text.len - off);
+		if (n && strchr(kv, '='))
+			strvec_push(&t->env, kv);
+		off += n + 1;
+	}
+	const char *user = arg_value(&args, "--user="), *wd = arg_value(&args, "--workdir=");
+	strvec_push(argv, args.v[0]);
+	strvec_push(argv, "exec");
+	strvec_push(argv, "-i");
+	if (tty)
+		strvec_push(argv, "-t");
+	/* inside, the container's user: the job's (a rootless one: the client's own) */
+	if (user)
+		strvec_pushf(argv, "--user=%s", user);
+	else
+		strvec_pushf(argv, "--user=%u:%u", (unsigned)t->uid, (unsigned)t->gid);
+	if (wd)
+		strvec_pushf(argv, "--workdir=%s", wd);
+	strvec_push(argv, name);
+out:
+	tc_err_release(&ignored);
+	strvec_clear(&args);
+	sbuf_release(&path);
+	sbuf_release(&text);
+	return rc;
+}
+
 /* The running command, for the handlers that pass signals on. */
 static volatile sig_atomic_t child_pid;
 

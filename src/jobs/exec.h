@@ -73,6 +73,26 @@ int exec_target_read(pid_t pid, const char *job_id, int rank, struct exec_target
  */
 int exec_find_child(pid_t parent, const char *job_id, int rank, pid_t *pid, struct tc_err *err);
 
+/*
+ * A job in a container image (docs/containers.md): the worker process is
+ * the container runtime's client, whose command line names the container
+ * (--name=trainctl-JOB-aATTEMPT-rRANK), its user (--user=UID:GID, none for
+ * a rootless one: the client's own) and its workdir.
+ *
+ * exec_container_client checks that pid is the client of job_id's rank,
+ * that the caller may use that client's runtime (root, or the client's own
+ * account: its containers are that account's), and fills t with the
+ * client's environment and account (the runtime's exec runs as them) and
+ * argv with `RUNTIME exec -i [-t] --user=U:G --workdir=W NAME` from the
+ * client's own command line (-t when tty).  The command that follows gets
+ * the container's environment, the worker's.  TC_EUSAGE when pid is not
+ * such a client (exec_find_container_child: no child of parent is).
+ */
+int exec_container_client(pid_t pid, const char *job_id, int rank, bool tty,
+			  struct exec_target *t, struct strvec *argv, struct tc_err *err);
+int exec_find_container_child(pid_t parent, const char *job_id, int rank, pid_t *pid,
+			      struct tc_err *err);
+
 struct exec_opts {
 	/* the environment's additions, "K=V" (replacing the worker's K); NULL: none */
 	const char *const *extra_env;

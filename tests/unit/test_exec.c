@@ -150,3 +150,68 @@ TEST(run_watch_ends_the_command)
 	end(w);
 	tc_err_release(&err);
 }
+
+/* A process whose command line reads as a runtime's client: `/bin/sh run --name=... ...` */
+static pid_t fake_client(const char *dir, const char *name_arg)
+{
+	struct sbuf script = SBUF_INIT;
+	sbuf_addf(&script, "%s/run", dir);
+	FILE *f = fopen(script.buf, "w");
+	CHECK(f);
+	fputs("sleep 30\n", f);
+	CHECK(fclose(f) == 0);
+	struct proc p = PROC_INIT;
+	struct tc_err err = TC_ERR_INIT;
+	strvec_pushv(&p.args, (const char *const[]){ "/bin/sh", "run", name_arg, "--user=5:6",
+						     "--workdir=/w", "IMAGE", NULL });
+	strvec_push(&p.env, "PATH=/bin:/usr/bin");
+	strvec_push(&p.env, "CONTAINERS_CONF=/x.conf");
+	p.cwd = dir;
+	p.group = PROC_GROUP_NEW; /* its sleep goes with it */
+	p.wait_exec = true;
+	CHECK_INT(proc_start(&p, &err), 0);
+	pid_t pid = p.pid;
+	p.pid = -1;
+	proc_clear(&p);
+	sbuf_release(&script);
+	return pid;
+}
+
+TEST(container_client)
+{
+	char dir[] = "/tmp/tc-exec-XXXXXX";
+	CHECK(mkdtemp(dir));
+	pid_t c = fake_client(dir, "--name=trainctl-J1-a12-r1"), got = -1;
+	usleep(100 * 1000); /* sh reads its script: its command line stays */
+	struct exec_target t = EXEC_TARGET_INIT;
+	struct strvec argv = STRVEC_INIT;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(exec_find_container_child(getpid(), "J1", 1, &got, &err), 0);
+	CHECK_INT(got, c);
+	CHECK_INT(exec_find_container_child(getpid(), "J1", 0, &got, &err), TC_EUSAGE);
+	CHECK_INT(exec_find_container_child(getpid(), "J", 1, &got, &err), TC_EUSAGE);
+	CHECK_INT(exec_container_client(c, "J1", 1, true, &t, &argv, &err), 0);
+	CHECK_INT(argv.nr, 7);
+	CHECK_STR(argv.v[0], "/bin/sh");
+	CHECK_STR(argv.v[1], "exec");
+	CHECK_STR(argv.v[2], "-i");
+	CHECK_STR(argv.v[3], "-t");
+	CHECK_STR(argv.v[4], "--user=5:6");
+	CHECK_STR(argv.v[5], "--workdir=/w");
+	CHECK_STR(argv.v[6], "trainctl-J1-a12-r1");
+	CHECK_STR(env_get(&t.env, "CONTAINERS_CONF"), "/x.conf");
+	exec_target_release(&t);
+	strvec_clear(&argv);
+	CHECK_INT(exec_container_client(c, "J1", 2, false, &t, &argv, &err), TC_EUSAGE);
+	CHECK_CONTAINS(err.msg, "is not the client of its container");
+	exec_target_release(&t);
+	strvec_clear(&argv);
+	kill(-c, SIGKILL);
+	end(c);
+	struct sbuf p = SBUF_INIT;
+	sbuf_addf(&p, "%s/run", dir);
+	unlink(p.buf);
+	rmdir(dir);
+	sbuf_release(&p);
+	tc_err_release(&err);
+}
