@@ -25,7 +25,9 @@ int db_fail(struct store *st, struct tc_err *err, const char *what);
 	" preemptible, device_type, device_count, device_want, devices, stop_reason, managed,"    \
 	" backend, slurm_job, slurm_nodes, slurm_state"
 
-/* The same for a listing: spec_json is not read (NULL), the rest is the same. */
+/* The same for a listing: spec_json is not read (NULL), the rest is the same.
+ * Index jobs_list (migration 18) holds exactly these columns, so that a
+ * listing reads no table row: a column added here goes into it too. */
 #define STORE_JOB_COLS_BRIEF                                                                   \
 	"id, name, state, run_dir, NULL, created, COALESCE(started,0), COALESCE(ended,0),"       \
 	" exit_code, root_cause, restarts, world_size, sup_pid, sup_ticks, user, priority,"       \

@@ -1,11 +1,12 @@
 /* test_store.c -- src/store/: the start of a job written in one transaction
  * (store_job_started), writes grouped by store_begin/store_commit, the
- * listing handed over row by row (store_job_each) and the index it uses. */
+ * listing handed over row by row (store_job_each) and the indexes it uses. */
 #include "test.h"
 
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "store/store.h"
+#include "store/store_int.h"
 
 #include <sqlite3.h>
 #include <string.h>
@@ -194,6 +195,38 @@ TEST(listing_by_state_needs_no_sort)
 	CHECK(strstr(plan.buf, "jobs_state_id") != NULL);
 	CHECK(strstr(plan.buf, "TEMP B-TREE") == NULL);
 	sbuf_release(&plan);
+	sbuf_release(&path);
+}
+
+/* The whole listing (store_job_each's query) reads the covering index jobs_list
+ * alone: no row of the table, no sort; a filtered one keeps its own index. */
+TEST(listing_reads_only_its_covering_index)
+{
+	struct store *st = open_store();
+	store_close(st);
+	struct sbuf path = SBUF_INIT;
+	sbuf_addf(&path, "%s/trainctl.db", test_tmpdir());
+	sqlite3 *db = NULL;
+	CHECK_INT(sqlite3_open(path.buf, &db), SQLITE_OK);
+	const char *where[] = { "", " AND state IN ('queued')", " AND user = 'u'" };
+	const char *want[] = { "COVERING INDEX jobs_list", "jobs_state_id", "jobs_user" };
+	for (int i = 0; i < 3; i++) {
+		struct sbuf sql = SBUF_INIT, plan = SBUF_INIT;
+		sbuf_addf(&sql, "EXPLAIN QUERY PLAN SELECT " STORE_JOB_COLS_BRIEF " FROM jobs WHERE 1%s"
+			  " ORDER BY id DESC LIMIT 100 OFFSET 0", where[i]);
+		sqlite3_stmt *q = NULL;
+		CHECK_INT(sqlite3_prepare_v2(db, sql.buf, -1, &q, NULL), SQLITE_OK);
+		while (sqlite3_step(q) == SQLITE_ROW)
+			sbuf_addf(&plan, "%s\n", (const char *)sqlite3_column_text(q, 3));
+		sqlite3_finalize(q);
+		if (!strstr(plan.buf, want[i]) || strstr(plan.buf, "TEMP B-TREE"))
+			fprintf(stderr, "plan of%s: %s", where[i], plan.buf);
+		CHECK(strstr(plan.buf, want[i]) != NULL);
+		CHECK(strstr(plan.buf, "TEMP B-TREE") == NULL);
+		sbuf_release(&sql);
+		sbuf_release(&plan);
+	}
+	sqlite3_close(db);
 	sbuf_release(&path);
 }
 
