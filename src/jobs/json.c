@@ -11,6 +11,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,15 +133,29 @@ static void add_int(struct sbuf *out, long long v)
 	put(out, p, (size_t)(b + sizeof(b) - p));
 }
 
+/* Are 8 bytes written by JSON as they are?  Each term has a byte's top bit
+ * set iff some byte is below 0x20, is '"', is '\' (zero after the xor) or is
+ * not ASCII (exact as a yes or no, if not as to which byte). */
+static inline bool plain8(uint64_t x)
+{
+	const uint64_t ones = 0x0101010101010101ULL, tops = 0x8080808080808080ULL;
+	uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+	return !((((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b) | x) & tops);
+}
+
 /* Does JSON write these n bytes as they are (printable ASCII, no '"' or '\')? */
 static bool plain(const char *s, size_t n)
 {
-	unsigned bad = 0;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		bad |= (c < 0x20) | (c >= 0x80) | (c == '"') | (c == '\\');
+	uint64_t x;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		memcpy(&x, s + i, 8);
+		if (!plain8(x))
+			return false;
 	}
-	return !bad;
+	x = 0x2020202020202020ULL; /* the rest, padded with spaces */
+	memcpy(&x, s + i, n - i);
+	return plain8(x);
 }
 
 /* json_add_str of the first n bytes of s, copied whole when nothing needs escaping. */

@@ -2,6 +2,7 @@
  * as the same JSON as job_to_json(JOB_JSON_BRIEF) for every kind of row. */
 #include "test.h"
 
+#include "core/json.h"
 #include "core/sbuf.h"
 #include "jobs/jobs.h"
 
@@ -83,6 +84,37 @@ TEST(brief_text_reads_as_the_tree)
 	same_as_tree(&s);
 	s.slurm_job = NULL;
 	same_as_tree(&s);
+}
+
+/* Strings are copied whole when nothing in them needs escaping (tested 8
+ * bytes at a time): the text is json_add_str's, byte for byte, whatever
+ * byte sits wherever in a string of any length. */
+TEST(brief_text_strings_as_json_add_str)
+{
+	const char *odd[] = { "\"", "\\", "\n", "\x01", "\x1f", "\x7f", " ", "~", "\xc3\xa9",
+			      "\xe6\x97\xa5", "\xff", "\xc3" };
+	for (size_t len = 0; len < 20; len++)
+		for (size_t at = 0; at <= len; at++)
+			for (size_t k = 0; k < sizeof(odd) / sizeof(odd[0]); k++) {
+				struct sbuf name = SBUF_INIT, text = SBUF_INIT, want = SBUF_INIT;
+				for (size_t i = 0; i < len; i++)
+					sbuf_adds(&name, i == at ? odd[k] : "a");
+				if (at == len)
+					sbuf_adds(&name, odd[k]);
+				struct job_row j = { .id = "e", .name = name.buf, .state = JOB_QUEUED,
+						     .run_dir = "/r" };
+				job_json_brief_text(&j, &text);
+				sbuf_adds(&want, "\"name\":");
+				json_add_str(&want, name.buf);
+				sbuf_addch(&want, ',');
+				if (!strstr(text.buf, want.buf))
+					fprintf(stderr, "%s: want %s\n", text.buf, want.buf);
+				CHECK(strstr(text.buf, want.buf) != NULL);
+				CHECK_INT(strlen(text.buf), text.len);
+				sbuf_release(&name);
+				sbuf_release(&text);
+				sbuf_release(&want);
+			}
 }
 
 /* The listing writes times of day without printf: the text must be %.17g's
