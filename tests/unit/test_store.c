@@ -208,11 +208,11 @@ TEST(listing_reads_only_its_covering_index)
 	sbuf_addf(&path, "%s/trainctl.db", test_tmpdir());
 	sqlite3 *db = NULL;
 	CHECK_INT(sqlite3_open(path.buf, &db), SQLITE_OK);
-	const char *where[] = { "", " AND state IN ('queued')", " AND user = 'u'" };
+	const char *where[] = { "", " WHERE state IN ('queued')", " WHERE user = 'u'" };
 	const char *want[] = { "COVERING INDEX jobs_list", "jobs_state_id", "jobs_user" };
 	for (int i = 0; i < 3; i++) {
 		struct sbuf sql = SBUF_INIT, plan = SBUF_INIT;
-		sbuf_addf(&sql, "EXPLAIN QUERY PLAN SELECT " STORE_JOB_COLS_BRIEF " FROM jobs WHERE 1%s"
+		sbuf_addf(&sql, "EXPLAIN QUERY PLAN SELECT " STORE_JOB_COLS_BRIEF " FROM jobs%s"
 			  " ORDER BY id DESC LIMIT 100 OFFSET 0", where[i]);
 		sqlite3_stmt *q = NULL;
 		CHECK_INT(sqlite3_prepare_v2(db, sql.buf, -1, &q, NULL), SQLITE_OK);
