@@ -383,9 +383,9 @@ int h_list(struct srv *s, struct MHD_Connection *con, const struct who *w)
 	struct tc_err err = TC_ERR_INIT;
 	long long total = 0;
 	sbuf_adds(&lo.body, "{\"jobs\":[");
-	pthread_mutex_lock(&s->mu);
-	int rc = store_job_each(s->st, &f, list_row, &lo, &total, &err);
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_lock(&s->list_mu);
+	int rc = store_job_each(s->list_st, &f, list_row, &lo, &total, &err);
+	pthread_mutex_unlock(&s->list_mu);
 	int ret;
 	if (rc) {
 		ret = reply_tc(con, &err);

@@ -1036,12 +1036,15 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	struct passwd *pw = getpwuid(getuid());
 	s->os_user = xstrdup(pw && pw->pw_name ? pw->pw_name : "local");
 	pthread_mutex_init(&s->mu, NULL);
+	pthread_mutex_init(&s->list_mu, NULL);
 	pthread_cond_init(&s->wake, NULL);
 	s->quotas = xcalloc((size_t)o->nquotas + 1, sizeof(*s->quotas));
 	for (int i = 0; i < o->nquotas; i++)
 		s->quotas[s->nquotas++] = (struct sched_quota){ o->quotas[i].user, o->quotas[i].max_devices };
 	if ((rc = lock_state(s, err)) || (rc = store_open(s->home, &s->st, err)) ||
-	    (rc = store_keep_pages(s->st, 64, err)))
+	    (rc = store_keep_pages(s->st, 64, err)) ||
+	    (rc = store_open_unlocked(s->home, &s->list_st, err)) ||
+	    (rc = store_keep_pages(s->list_st, 64, err)))
 		goto out;
 	load_devices(s);
 	if ((rc = load_jobs(s, err)))
@@ -1105,6 +1108,7 @@ out:
 	srv_notify_end(s);
 	srv_health_end(s);
 	store_close(s->st);
+	store_close(s->list_st);
 	for (size_t i = 0; i < s->njobs; i++)
 		sjob_release(&s->jobs[i]);
 	free(s->jobs);
@@ -1122,6 +1126,7 @@ out:
 	free(s->exe);
 	free(s->os_user);
 	pthread_mutex_destroy(&s->mu);
+	pthread_mutex_destroy(&s->list_mu);
 	pthread_cond_destroy(&s->wake);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd); /* the next server may start */

@@ -269,7 +269,8 @@ static int store_private_files(const char *home, const char *db, struct tc_err *
 	return 0;
 }
 
-int store_open(const char *home, struct store **out, struct tc_err *err)
+/* store_open with SQLite's open flags: SQLITE_OPEN_NOMUTEX or 0. */
+static int open_db(const char *home, int flags, struct store **out, struct tc_err *err)
 {
 	struct sbuf path = SBUF_INIT;
 	struct store *st = xcalloc(1, sizeof(*st));
@@ -279,8 +280,8 @@ int store_open(const char *home, struct store **out, struct tc_err *err)
 	sbuf_addf(&path, "%s/trainctl.db", home);
 	if ((rc = store_private_files(home, path.buf, err)))
 		goto fail;
-	if (sqlite3_open_v2(path.buf, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
-	    SQLITE_OK) {
+	if (sqlite3_open_v2(path.buf, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | flags,
+			    NULL) != SQLITE_OK) {
 		rc = tc_error(err, TC_ESTORE, "cannot open database '%s': %s", path.buf,
 			      st->db ? sqlite3_errmsg(st->db) : "out of memory");
 		goto fail;
@@ -309,6 +310,16 @@ fail:
 	sbuf_release(&path);
 	store_close(st);
 	return rc;
+}
+
+int store_open(const char *home, struct store **out, struct tc_err *err)
+{
+	return open_db(home, 0, out, err);
+}
+
+int store_open_unlocked(const char *home, struct store **out, struct tc_err *err)
+{
+	return open_db(home, SQLITE_OPEN_NOMUTEX, out, err);
 }
 
 int store_keep_pages(struct store *st, int mib, struct tc_err *err)
