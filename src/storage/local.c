@@ -613,28 +613,70 @@ int local_wpart_from_fd(struct wtx *tx, int src_fd, uint64_t off, uint64_t len,
 	return rc;
 }
 
+/*
+ * A download's sink.  libcurl hands a body over 16 KiB at a time (its most
+ * per call), so the sink gathers up to DL_BUF bytes for one pwrite: 64
+ * writes per MiB were most of a small-file download's system calls.  Not
+ * more: with 1 MiB the system time grew by half (the data left the cache
+ * before it was written).
+ */
+#define DL_BUF ((size_t)128 << 10)
+
 struct dl_sink {
 	int fd;
 	uint64_t base;
 	const uint64_t *done; /* the reader's count: data goes to base + *done */
+	char *buf;            /* DL_BUF bytes, once needed */
+	size_t len;           /* gathered, for the file at `at` */
+	uint64_t at;
 };
+
+static int dl_flush(struct dl_sink *s)
+{
+	struct pw_sink w = { s->fd, s->at };
+	size_t n = s->len;
+	s->len = 0;
+	return n ? pwrite_sink(&w, s->buf, n) : 0;
+}
 
 static int dl_sink_write(void *arg, const void *data, size_t len)
 {
 	struct dl_sink *s = arg;
-	struct pw_sink w = { s->fd, s->base + *s->done };
-	return pwrite_sink(&w, data, len);
+	uint64_t pos = s->base + *s->done;
+	/* a retry that starts over moves *done back: what is gathered goes first */
+	if (s->len && (s->at + s->len != pos || s->len + len > DL_BUF) && dl_flush(s) < 0)
+		return -1;
+	if (len >= DL_BUF) {
+		struct pw_sink w = { s->fd, pos };
+		return pwrite_sink(&w, data, len);
+	}
+	if (!s->buf)
+		s->buf = xmalloc(DL_BUF);
+	if (!s->len)
+		s->at = pos;
+	memcpy(s->buf + s->len, data, len);
+	s->len += len;
+	return 0;
 }
 
 int local_wtx_sink(struct wtx *tx, uint64_t off, const uint64_t *done, sink_fn *fn, void **arg)
 {
-	struct dl_sink *s = xmalloc(sizeof(*s));
+	struct dl_sink *s = xcalloc(1, sizeof(*s));
 	s->fd = tx->fd;
 	s->base = off;
 	s->done = done;
 	*fn = dl_sink_write;
 	*arg = s;
 	return 0;
+}
+
+int local_wtx_sink_end(struct wtx *tx, void *arg, struct tc_err *err)
+{
+	struct dl_sink *s = arg;
+	int rc = dl_flush(s) < 0 ? tc_error_errno(err, TC_ESTORAGE, "cannot write '%s'", tx->tmp) : 0;
+	free(s->buf);
+	free(s);
+	return rc;
 }
 
 static int l_wcommit(struct wtx *tx, struct tc_err *err)

@@ -108,10 +108,12 @@ int local_wpart_from_fd(struct wtx *tx, int src_fd, uint64_t off, uint64_t len,
 			struct tc_err *err);
 /*
  * A sink writing into the wtx at off + *done, where *done is the count the
- * reader keeps (so a retry that starts over rewrites the same bytes); free
- * *arg with free().
+ * reader keeps (so a retry that starts over rewrites the same bytes).  It
+ * gathers data for fewer writes: local_wtx_sink_end writes the rest and
+ * frees *arg (its error is the write's, when the read went well).
  */
 int local_wtx_sink(struct wtx *tx, uint64_t off, const uint64_t *done, sink_fn *fn, void **arg);
+int local_wtx_sink_end(struct wtx *tx, void *arg, struct tc_err *err);
 bool local_is_tmp_name(const char *name);
 /* the absolute path of key, for messages and reads (writes use openat) */
 char *local_path(struct storage *st, const char *key);

@@ -209,7 +209,11 @@ static int copy_part(struct xfer *x, int idx, struct tc_err *err)
 		struct counting_sink cs = { NULL, NULL, &done, 0, x };
 		local_wtx_sink(x->tx, off, &done, &cs.fn, &cs.arg);
 		rc = x->src->ops->read(x->src, x->src_key, off, len, cs_write, &cs, &done, err);
-		free(cs.arg);
+		if (!rc)
+			return local_wtx_sink_end(x->tx, cs.arg, err);
+		struct tc_err later = TC_ERR_INIT; /* the read's error is the one to report */
+		(void)local_wtx_sink_end(x->tx, cs.arg, &later);
+		tc_err_release(&later);
 		return rc;
 	}
 	if (is_local(x->src)) {

@@ -1,9 +1,11 @@
-/* test_storage.c -- part sizes, local listing order, local sync and its skip rule */
+/* test_storage.c -- part sizes, local listing order, local sync and its skip
+ * rule, the download sink's gathered writes */
 #include "test.h"
 
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "storage/storage.h"
+#include "storage/storage_int.h"
 
 #include <stdio.h>
 #include <sys/stat.h>
@@ -135,4 +137,52 @@ TEST(byte_counts_are_binary_units)
 	format_bytes(&sb, 1536);
 	CHECK_STR(sb.buf, "1.5 KiB");
 	sbuf_release(&sb);
+}
+
+/* The download sink gathers curl's 16 KiB pieces for fewer writes: the file
+ * is the same, also when a retry starts over (*done back to 0) half way,
+ * and with pieces larger than what it gathers. */
+TEST(download_sink_gathers_and_starts_over)
+{
+	struct storage *st = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	struct sbuf dir = SBUF_INIT, path = SBUF_INIT, got = SBUF_INIT;
+	sbuf_addf(&dir, "%s/dl", test_tmpdir());
+	CHECK_INT(storage_open(dir.buf, &st, &err), 0);
+	enum { N = 3 << 20 };
+	char *data = malloc(N);
+	CHECK(data != NULL);
+	for (size_t i = 0; i < N; i++)
+		data[i] = (char)(i * 7 + i / 4099);
+	struct wtx *tx = NULL;
+	CHECK_INT(st->ops->wbegin(st, "a/b.bin", N, 0, 1, &tx, &err), 0);
+	uint64_t done = 0;
+	sink_fn fn;
+	void *arg;
+	CHECK_INT(local_wtx_sink(tx, 0, &done, &fn, &arg), 0);
+	/* a first try cut off after 1.5 MiB of wrong bytes, then the whole again */
+	char junk[16384];
+	memset(junk, 'x', sizeof(junk));
+	while (done < (3u << 19)) {
+		CHECK_INT(fn(arg, junk, sizeof(junk)), 0);
+		done += sizeof(junk);
+	}
+	done = 0;
+	const size_t piece[] = { 16384, 1, 16383, 300000, 5, 16384 };
+	for (size_t k = 0; done < N; k++) {
+		size_t n = piece[k % 6] < N - done ? piece[k % 6] : N - done;
+		CHECK_INT(fn(arg, data + done, n), 0);
+		done += n;
+	}
+	CHECK_INT(local_wtx_sink_end(tx, arg, &err), 0);
+	CHECK_INT(st->ops->wcommit(tx, &err), 0);
+	sbuf_addf(&path, "%s/a/b.bin", dir.buf);
+	CHECK_INT(read_file(path.buf, &got, &err), 0);
+	CHECK_INT(got.len, N);
+	CHECK(!memcmp(got.buf, data, N));
+	free(data);
+	sbuf_release(&got);
+	sbuf_release(&path);
+	sbuf_release(&dir);
+	storage_close(st);
 }
