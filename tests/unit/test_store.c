@@ -174,51 +174,47 @@ TEST(listing_row_by_row)
 	store_close(st);
 }
 
-TEST(listing_by_state_needs_no_sort)
+/* The plan SQLite makes for sql (EXPLAIN QUERY PLAN, one step a line) in a new store. */
+static void plan_of(const char *sql, struct sbuf *plan)
 {
-	struct store *st = open_store();
-	store_close(st);
-	/* the plan of the filtered listing, read with SQLite itself */
-	struct sbuf path = SBUF_INIT;
+	struct sbuf path = SBUF_INIT, q_sql = SBUF_INIT;
 	sbuf_addf(&path, "%s/trainctl.db", test_tmpdir());
+	if (!path_exists(path.buf))
+		store_close(open_store());
 	sqlite3 *db = NULL;
 	CHECK_INT(sqlite3_open(path.buf, &db), SQLITE_OK);
+	sbuf_addf(&q_sql, "EXPLAIN QUERY PLAN %s", sql);
 	sqlite3_stmt *q = NULL;
-	CHECK_INT(sqlite3_prepare_v2(db, "EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE 1 AND state IN"
-				     " ('queued') ORDER BY id DESC LIMIT 100 OFFSET 5000", -1, &q,
-				     NULL), SQLITE_OK);
-	struct sbuf plan = SBUF_INIT;
+	CHECK_INT(sqlite3_prepare_v2(db, q_sql.buf, -1, &q, NULL), SQLITE_OK);
 	while (sqlite3_step(q) == SQLITE_ROW)
-		sbuf_addf(&plan, "%s\n", (const char *)sqlite3_column_text(q, 3));
+		sbuf_addf(plan, "%s\n", (const char *)sqlite3_column_text(q, 3));
 	sqlite3_finalize(q);
 	sqlite3_close(db);
+	sbuf_release(&q_sql);
+	sbuf_release(&path);
+}
+
+TEST(listing_by_state_needs_no_sort)
+{
+	struct sbuf plan = SBUF_INIT;
+	plan_of("SELECT id FROM jobs WHERE 1 AND state IN ('queued') ORDER BY id DESC LIMIT 100"
+		" OFFSET 5000", &plan);
 	CHECK(strstr(plan.buf, "jobs_state_id") != NULL);
 	CHECK(strstr(plan.buf, "TEMP B-TREE") == NULL);
 	sbuf_release(&plan);
-	sbuf_release(&path);
 }
 
 /* The whole listing (store_job_each's query) reads the covering index jobs_list
  * alone: no row of the table, no sort; a filtered one keeps its own index. */
 TEST(listing_reads_only_its_covering_index)
 {
-	struct store *st = open_store();
-	store_close(st);
-	struct sbuf path = SBUF_INIT;
-	sbuf_addf(&path, "%s/trainctl.db", test_tmpdir());
-	sqlite3 *db = NULL;
-	CHECK_INT(sqlite3_open(path.buf, &db), SQLITE_OK);
 	const char *where[] = { "", " WHERE state IN ('queued')", " WHERE user = 'u'" };
 	const char *want[] = { "COVERING INDEX jobs_list", "jobs_state_id", "jobs_user" };
 	for (int i = 0; i < 3; i++) {
 		struct sbuf sql = SBUF_INIT, plan = SBUF_INIT;
-		sbuf_addf(&sql, "EXPLAIN QUERY PLAN SELECT " STORE_JOB_COLS_BRIEF " FROM jobs%s"
-			  " ORDER BY id DESC LIMIT 100 OFFSET 0", where[i]);
-		sqlite3_stmt *q = NULL;
-		CHECK_INT(sqlite3_prepare_v2(db, sql.buf, -1, &q, NULL), SQLITE_OK);
-		while (sqlite3_step(q) == SQLITE_ROW)
-			sbuf_addf(&plan, "%s\n", (const char *)sqlite3_column_text(q, 3));
-		sqlite3_finalize(q);
+		sbuf_addf(&sql, "SELECT " STORE_JOB_COLS_BRIEF " FROM jobs%s ORDER BY id DESC LIMIT 100"
+			  " OFFSET 0", where[i]);
+		plan_of(sql.buf, &plan);
 		if (!strstr(plan.buf, want[i]) || strstr(plan.buf, "TEMP B-TREE"))
 			fprintf(stderr, "plan of%s: %s", where[i], plan.buf);
 		CHECK(strstr(plan.buf, want[i]) != NULL);
@@ -226,8 +222,6 @@ TEST(listing_reads_only_its_covering_index)
 		sbuf_release(&sql);
 		sbuf_release(&plan);
 	}
-	sqlite3_close(db);
-	sbuf_release(&path);
 }
 
 static int cmp_str(const void *a, const void *b)
