@@ -1,6 +1,9 @@
 /* runner.c -- runs every registered TEST in its own process; see test.h. */
 #include "test.h"
 
+#include "core/sbuf.h"
+#include "core/util.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -39,6 +42,20 @@ const char *test_tmpdir(void)
 		}
 	}
 	return tmpdir;
+}
+
+void test_put_file(const char *dir, const char *rel, const char *text)
+{
+	struct sbuf p = SBUF_INIT;
+	sbuf_addf(&p, "%s/%s", dir, rel);
+	char *d = path_dirname(p.buf);
+	CHECK(mkdir_p(d, NULL) == 0);
+	free(d);
+	FILE *f = fopen(p.buf, "w");
+	CHECK(f != NULL);
+	fputs(text, f);
+	CHECK(fclose(f) == 0);
+	sbuf_release(&p);
 }
 
 static void cleanup_tmpdir(void)

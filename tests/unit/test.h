@@ -64,5 +64,7 @@ void test_register(const char *name, test_fn fn);
 
 /* A fresh empty directory for this test (removed by the runner). */
 const char *test_tmpdir(void);
+/* Write text to dir/rel, making its folders; any failure fails the test. */
+void test_put_file(const char *dir, const char *rel, const char *text);
 
 #endif

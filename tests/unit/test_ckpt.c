@@ -11,32 +11,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static void put(const char *dir, const char *rel, const char *text)
-{
-	struct sbuf p = SBUF_INIT;
-	sbuf_addf(&p, "%s/%s", dir, rel);
-	char *d = path_dirname(p.buf);
-	CHECK(mkdir_p(d, NULL) == 0);
-	free(d);
-	FILE *f = fopen(p.buf, "w");
-	CHECK(f != NULL);
-	fputs(text, f);
-	CHECK(fclose(f) == 0);
-	sbuf_release(&p);
-}
-
 TEST(flat_ranked_and_folder_checkpoints)
 {
 	char dir[512];
 	snprintf(dir, sizeof(dir), "%s/ck", test_tmpdir());
-	put(dir, "epoch-1.pt", "one");
-	put(dir, "epoch-2.pt", "two");
-	put(dir, ".epoch-3.pt.tmp.77", "saving");
-	put(dir, "model_rank_0_step_10.bin", "r0");
-	put(dir, "model_rank_1_step_10.bin", "r1");
-	put(dir, "model_rank_0_step_20.bin", "r0 only");
-	put(dir, "checkpoint-500/model.safetensors", "m");
-	put(dir, "checkpoint-500/optimizer.pt", "o");
+	test_put_file(dir, "epoch-1.pt", "one");
+	test_put_file(dir, "epoch-2.pt", "two");
+	test_put_file(dir, ".epoch-3.pt.tmp.77", "saving");
+	test_put_file(dir, "model_rank_0_step_10.bin", "r0");
+	test_put_file(dir, "model_rank_1_step_10.bin", "r1");
+	test_put_file(dir, "model_rank_0_step_20.bin", "r0 only");
+	test_put_file(dir, "checkpoint-500/model.safetensors", "m");
+	test_put_file(dir, "checkpoint-500/optimizer.pt", "o");
 	struct ckpt_set set;
 	struct tc_err err = TC_ERR_INIT;
 	CHECK_INT(ckpt_scan(dir, 2, true, &set, &err), 0);
@@ -63,8 +49,8 @@ TEST(verify_and_fall_back)
 {
 	char dir[512];
 	snprintf(dir, sizeof(dir), "%s/ck2", test_tmpdir());
-	put(dir, "step-1.bin", "first checkpoint");
-	put(dir, "step-2.bin", "second checkpoint");
+	test_put_file(dir, "step-1.bin", "first checkpoint");
+	test_put_file(dir, "step-2.bin", "second checkpoint");
 	struct ckpt_set set;
 	struct tc_err err = TC_ERR_INIT;
 	CHECK_INT(ckpt_scan(dir, 1, true, &set, &err), 0);
@@ -82,7 +68,7 @@ TEST(verify_and_fall_back)
 	ckpt_release(&rec);
 	struct sbuf report = SBUF_INIT;
 	CHECK_INT(ckpt_choose(dir, set.v, set.nr, NULL, &report), 1);
-	put(dir, "step-2.bin", "second"); /* truncated */
+	test_put_file(dir, "step-2.bin", "second"); /* truncated */
 	CHECK_INT(ckpt_choose(dir, set.v, set.nr, NULL, &report), 0);
 	CHECK_CONTAINS(report.buf, "step-2.bin (step 2) is damaged: step-2.bin has 6 bytes, 17 recorded");
 	sbuf_release(&report);
@@ -96,13 +82,13 @@ TEST(mindformers_meta_minimum)
 	for (int r = 0; r < 2; r++) {
 		char rel[128], meta[256];
 		snprintf(rel, sizeof(rel), "rank_%d/llama_rank_%d-1_10.ckpt", r, r);
-		put(dir, rel, "a");
+		test_put_file(dir, rel, "a");
 		snprintf(rel, sizeof(rel), "rank_%d/llama_rank_%d-1_20.ckpt", r, r);
-		put(dir, rel, "b");
+		test_put_file(dir, rel, "b");
 		snprintf(rel, sizeof(rel), "rank_%d/meta.json", r);
 		snprintf(meta, sizeof(meta), "{\"last_epoch\": 1, \"last_step\": %d, \"last_ckpt_file\": \"x\"}",
 			 r ? 10 : 20);
-		put(dir, rel, meta);
+		test_put_file(dir, rel, meta);
 	}
 	struct ckpt_set set;
 	struct tc_err err = TC_ERR_INIT;
@@ -219,9 +205,9 @@ TEST(transform_runs_long_short_and_gathered)
 		sbuf_addf(&p, "%s/src/rank_%d/model.safetensors", dir, r);
 		write_st(p.buf, t, 3, 0, 1, r, 4);
 	}
-	put(dir, "s4.json", "{\"world\": 4, \"tensors\": {\"*\": {\"dim\": 1}}}");
-	put(dir, "one.json", "{\"world\": 1, \"tensors\": {}}");
-	put(dir, "s2.json", "{\"world\": 2, \"tensors\": {\"*\": {\"dim\": 1}}}");
+	test_put_file(dir, "s4.json", "{\"world\": 4, \"tensors\": {\"*\": {\"dim\": 1}}}");
+	test_put_file(dir, "one.json", "{\"world\": 1, \"tensors\": {}}");
+	test_put_file(dir, "s2.json", "{\"world\": 2, \"tensors\": {\"*\": {\"dim\": 1}}}");
 	struct sbuf a = SBUF_INIT, b = SBUF_INIT, c = SBUF_INIT, d = SBUF_INIT, e = SBUF_INIT;
 	sbuf_addf(&a, "%s/src", dir);
 	sbuf_addf(&b, "%s/s4.json", dir);

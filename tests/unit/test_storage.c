@@ -11,20 +11,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static void put(const char *dir, const char *rel, const char *text)
-{
-	struct sbuf p = SBUF_INIT;
-	sbuf_addf(&p, "%s/%s", dir, rel);
-	char *d = path_dirname(p.buf);
-	CHECK(mkdir_p(d, NULL) == 0);
-	free(d);
-	FILE *f = fopen(p.buf, "w");
-	CHECK(f != NULL);
-	fputs(text, f);
-	CHECK(fclose(f) == 0);
-	sbuf_release(&p);
-}
-
 TEST(part_size_stays_within_10000_parts)
 {
 	uint64_t mib = 1u << 20;
@@ -39,11 +25,11 @@ TEST(local_listing_is_in_byte_order)
 {
 	char dir[512];
 	snprintf(dir, sizeof(dir), "%s/tree", test_tmpdir());
-	put(dir, "a/b", "1");
-	put(dir, "a-b/z", "2");
-	put(dir, "a.txt", "3");
-	put(dir, "b", "4");
-	put(dir, ".tc-part-x-999999-1", "in progress");
+	test_put_file(dir, "a/b", "1");
+	test_put_file(dir, "a-b/z", "2");
+	test_put_file(dir, "a.txt", "3");
+	test_put_file(dir, "b", "4");
+	test_put_file(dir, ".tc-part-x-999999-1", "in progress");
 	struct storage *st;
 	struct storage_iter *it;
 	struct storage_obj o;
@@ -65,8 +51,8 @@ TEST(local_sync_copies_then_skips)
 	char src[512], dst[512];
 	snprintf(src, sizeof(src), "%s/src", test_tmpdir());
 	snprintf(dst, sizeof(dst), "%s/dst", test_tmpdir());
-	put(src, "x/y.txt", "hello");
-	put(src, "empty", "");
+	test_put_file(src, "x/y.txt", "hello");
+	test_put_file(src, "empty", "");
 	struct sync_opts o = { .jobs = 2 };
 	struct sync_stats st;
 	struct tc_err err = TC_ERR_INIT;
@@ -75,7 +61,7 @@ TEST(local_sync_copies_then_skips)
 	CHECK_INT(storage_sync(src, dst, &o, &st, &err), 0);
 	CHECK_INT(st.copied, 0);
 	CHECK_INT(st.skipped, 2);
-	put(dst, "extra", "x");
+	test_put_file(dst, "extra", "x");
 	o.delete_extra = true;
 	o.dry_run = true;
 	CHECK_INT(storage_sync(src, dst, &o, &st, &err), 0);
