@@ -21,7 +21,6 @@
 Prints one line per measure and the machine's load average before each.
 """
 import argparse
-import http.client
 import json
 import multiprocessing as mp
 import os
@@ -36,48 +35,12 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-
-# A server of this tree wants credentials on TCP: the benchmarks talk to it
-# through its Unix socket (STATE/server.sock) as the local account, and to
-# an older binary (no socket) over TCP as before.
-SOCKET_OF_PORT = {}
-
-
-class _UnixConn(http.client.HTTPConnection):
-    def __init__(self, path, port, timeout):
-        super().__init__("127.0.0.1", port, timeout=timeout)
-        self.sock_path = path
-
-    def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect(self.sock_path)
-        self.sock = s
-
-
-def connect(port, timeout):
-    path = SOCKET_OF_PORT.get(port)
-    if path and os.path.exists(path):
-        return _UnixConn(path, port, timeout)
-    return http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, str(REPO / "bench"))
+from serverlib import SOCKET_OF_PORT, connect, free_port, loadavg, request  # noqa: E402
 
 
 def load():
-    return "load %s" % " ".join(open("/proc/loadavg").read().split()[:3])
-
-
-def request(conn, method, path, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
-    r = conn.getresponse()
-    return r.status, r.read()
+    return "load %s" % loadavg()
 
 
 def submitter(port, n, start, q):
