@@ -6,6 +6,7 @@
 #include "cmd/cmd.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "hub/hub.h"
 #include "launch/launch.h"
 #include "notify/notify.h"
 #include "secret/secret.h"
@@ -14,6 +15,8 @@
 #include "store/store.h"
 #include "core/strvec.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdint.h>
 
@@ -22,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char server_usage[] =
@@ -298,10 +302,39 @@ int cmd_token(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	return rc;
 }
 
+/* The supervisor's output: logs/supervisor.out of its run folder (its own). */
+static int supervise_output(const char *run_dir, struct tc_err *err)
+{
+	struct sbuf p = SBUF_INIT;
+	sbuf_addf(&p, "%s/logs", run_dir);
+	int rc = 0;
+	if (mkdir(p.buf, 0700) < 0 && errno != EEXIST)
+		rc = tc_error_errno(err, TC_ESYS, "supervise: cannot create %s", p.buf);
+	sbuf_adds(&p, "/supervisor.out");
+	int fd = rc ? -1 : open_regular_nofollow(p.buf, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	if (!rc && fd < 0)
+		rc = tc_error_errno(err, TC_ESYS, "supervise: cannot open %s", p.buf);
+	if (fd >= 0 && (dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0))
+		rc = tc_error_errno(err, TC_ESYS, "supervise: dup2");
+	if (fd > STDERR_FILENO)
+		close(fd);
+	sbuf_release(&p);
+	return rc;
+}
+
+static void supervise_warn(void *ctx, const char *msg)
+{
+	(void)ctx;
+	fprintf(stderr, "trainctl: %s\n", msg);
+}
+
 /*
  * `trainctl supervise JOB --devices IDS [--resume]`: the supervisor of a
- * job the server created (state queued, spec in runs/JOB/job.yaml).  The
- * server starts it detached; it is not meant to be typed.
+ * job the server created and started (server/privsep.c), already as the
+ * job's account.  It opens no database: its spec (TRAINCTL_JOB_SPEC) and
+ * run folder (TRAINCTL_RUN_DIR) come from the server, and its records go
+ * to the server's hub (TRAINCTL_HUB_URL, TRAINCTL_HUB_SOCKET and the job's
+ * secret).  It is not meant to be typed.
  */
 int cmd_supervise(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
@@ -323,18 +356,20 @@ int cmd_supervise(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err
 	}
 	if (optind + 1 != argc || !devices)
 		return tc_error(err, TC_EUSAGE, "supervise: usage: trainctl supervise JOB --devices IDS");
-	struct store *st = NULL;
-	struct job_row j = { 0 };
+	const char *job = argv[optind];
+	const char *run_dir = getenv("TRAINCTL_RUN_DIR");
+	const char *spec_json = getenv("TRAINCTL_JOB_SPEC");
+	const char *hub = getenv("TRAINCTL_HUB_URL");
+	if (!run_dir || *run_dir != '/' || !spec_json || !hub || !*hub)
+		return tc_error(err, TC_EUSAGE, "supervise: started by `trainctl server` only"
+				" (TRAINCTL_RUN_DIR, TRAINCTL_JOB_SPEC and TRAINCTL_HUB_URL)");
 	struct spec *s = NULL;
-	struct sbuf path = SBUF_INIT;
-	int rc = store_open(ctx->home, &st, err);
-	if (!rc)
-		rc = store_job_get(st, argv[optind], &j, err);
-	store_close(st);
+	struct sink *k = NULL;
+	/* without it the output goes nowhere; the run folder's trouble reaches the hub below */
+	if (supervise_output(run_dir, err))
+		tc_err_release(err);
+	int rc = spec_from_json(spec_json, &s, err);
 	if (rc)
-		goto out;
-	sbuf_addf(&path, "%s/job.yaml", j.run_dir);
-	if ((rc = spec_load(path.buf, &s, err)))
 		goto out;
 	/* the devices the scheduler allocated */
 	int n = 0;
@@ -353,44 +388,27 @@ int cmd_supervise(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err
 		rc = tc_error(err, TC_EUSAGE, "supervise: --devices '%s' is not %d ids", devices, s->per_node);
 		goto out;
 	}
-	struct launch_opts lo = { .home = ctx->home, .quiet = true, .job_id = j.id,
-				  .resume_newest = resume };
-	/*
-	 * A root server runs a user's job as the account of that name; the API
-	 * refuses tokens of names without one (finding 2), and here a job of
-	 * such a name (a database from before) fails rather than run as root.
-	 * Only root's own jobs (its socket, its login URL) run as root.
-	 */
-	struct passwd *pw = getuid() == 0 && *j.user ? getpwnam(j.user) : NULL;
-	if (getuid() == 0 && strcmp(j.user, "root") != 0 && (!pw || pw->pw_uid == 0)) {
-		rc = tc_error(err, TC_EUSAGE, "supervise: job %s's user '%s' %s", j.id, j.user,
-			      pw ? "maps to root" : "has no account on this machine");
+	/* one stream per process (hub.h note 3); a predecessor's journal is adopted */
+	struct sbuf stream = SBUF_INIT;
+	sbuf_addf(&stream, "sup.%ld", (long)getpid());
+	rc = sink_from_env(run_dir, job, stream.buf, supervise_warn, NULL, &k, err);
+	sbuf_release(&stream);
+	if (!rc && !k)
+		rc = tc_error(err, TC_EUSAGE, "supervise: no hub to report to");
+	if (rc)
 		goto out;
-	}
-	if (pw && pw->pw_uid != 0) {
-		lo.run_as_uid = pw->pw_uid;
-		lo.run_as_gid = pw->pw_gid;
-	}
-	/* the job's account, not the server's; the state folder is not the job's business */
-	if (!pw)
-		pw = getpwuid(getuid());
-	if (pw && (setenv("HOME", pw->pw_dir, 1) || setenv("USER", pw->pw_name, 1) ||
-		   setenv("LOGNAME", pw->pw_name, 1))) {
-		rc = tc_error_errno(err, TC_ESYS, "supervise: setenv");
-		goto out;
-	}
-	unsetenv("TRAINCTL_HOME");
+	(void)ctx;
 	/* the secrets the server handed over: a server job never reads a local store */
 	struct strvec secrets = STRVEC_INIT;
 	secret_take_env(&secrets);
-	lo.secrets = &secrets;
+	struct launch_opts lo = { .quiet = true, .job_id = job, .resume_newest = resume,
+				  .sink = k, .run_dir = run_dir, .secrets = &secrets };
 	char *id = NULL;
 	rc = launch_run(s, &lo, &id, &ctx->exit_status, err);
 	free(id);
 	strvec_clear(&secrets);
 out:
+	sink_close(k); /* what the hub has not taken yet: waited for, bounded (hub.h note 5) */
 	spec_free(s);
-	sbuf_release(&path);
-	job_row_release(&j);
 	return rc;
 }

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 struct hub_job {
@@ -223,6 +225,31 @@ out:
 	pthread_mutex_unlock(&h->mu);
 }
 
+/* ,"ckpts":[...]: the job's complete checkpoints (a supervisor resumes from them) */
+static int ckpts_json(struct store *st, const char *job, struct sbuf *out, struct tc_err *err)
+{
+	struct store_ckpt *v = NULL;
+	size_t n = 0;
+	int rc = store_ckpt_list(st, job, false, &v, &n, err);
+	if (rc)
+		return rc;
+	json_t *a = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(
+			a, json_pack("{s:s,s:s,s:I,s:I,s:i,s:I,s:I,s:s?,s:s?,s:f,s:s}", "name", v[i].name,
+				     "dir", v[i].dir, "step", (json_int_t)v[i].step, "epoch",
+				     (json_int_t)v[i].epoch, "layout", v[i].layout, "nfiles",
+				     (json_int_t)v[i].nfiles, "bytes", (json_int_t)v[i].bytes,
+				     "checksum", v[i].checksum, "files", v[i].files_json, "created",
+				     v[i].created, "state", v[i].state));
+	char *text = json_dumps(a, JSON_COMPACT);
+	sbuf_addf(out, ",\"ckpts\":%s", text ? text : "[]");
+	free(text);
+	json_decref(a);
+	store_ckpt_free(v, n);
+	return 0;
+}
+
 static void status_json(struct hub *h, const char *job, const char *secret, int *status,
 			struct sbuf *out, struct tc_err *err)
 {
@@ -235,8 +262,11 @@ static void status_json(struct hub *h, const char *job, const char *secret, int 
 		} else {
 			sbuf_adds(out, "{\"stop\":");
 			json_add_str(out, job_stop_name(r.stop_reason));
-			sbuf_addf(out, ",\"restarts\":%d,\"state\":\"%s\"}", r.restarts,
+			sbuf_addf(out, ",\"restarts\":%d,\"state\":\"%s\"", r.restarts,
 				  job_state_name(r.state));
+			if (ckpts_json(h->st, job, out, err))
+				*status = 503;
+			sbuf_addch(out, '}');
 		}
 	}
 	job_row_release(&r);
@@ -383,6 +413,56 @@ static void on_done(void *cls, struct MHD_Connection *con, void **con_cls,
 	}
 }
 
+/* Serve hub routes on the listening socket fd (taken: closed on failure too). */
+static int daemon_on(struct hub *h, int fd, struct hub_daemon **out, struct tc_err *err)
+{
+	struct hub_daemon *d = xcalloc(1, sizeof(*d));
+	d->h = h;
+	d->fd = fd;
+	d->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, on_request, d,
+				  MHD_OPTION_LISTEN_SOCKET, fd,
+				  MHD_OPTION_NOTIFY_COMPLETED, on_done, d,
+				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
+				  MHD_OPTION_CONNECTION_LIMIT, (unsigned int)1024,
+				  MHD_OPTION_END);
+	if (!d->mhd) {
+		int rc = tc_error_errno(err, TC_ESYS, "hub: cannot start the HTTP listener");
+		close(fd);
+		free(d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}
+
+int hub_daemon_start_unix(struct hub *h, const char *path, struct hub_daemon **out,
+			  struct tc_err *err)
+{
+	*out = NULL;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return tc_error(err, TC_EUSAGE, "hub: the socket path %s is over %zu bytes", path,
+				sizeof(sa.sun_path) - 1);
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return tc_error_errno(err, TC_ESYS, "hub: socket");
+	struct stat st;
+	/* ours from a server that is gone (the state folder is locked by the caller) */
+	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+		unlink(path);
+	/* any account may connect: each request proves its job by the job's secret */
+	mode_t old = umask(0);
+	int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (rc < 0 || listen(fd, 128) < 0) {
+		rc = tc_error_errno(err, TC_ESYS, "hub: cannot listen on %s", path);
+		close(fd);
+		return rc;
+	}
+	return daemon_on(h, fd, out, err);
+}
+
 int hub_daemon_start(struct hub *h, const char *addr, int port, struct hub_daemon **out,
 		     int *bound_port, struct tc_err *err)
 {
@@ -402,24 +482,10 @@ int hub_daemon_start(struct hub *h, const char *addr, int port, struct hub_daemo
 		close(fd);
 		return rc;
 	}
-	struct hub_daemon *d = xcalloc(1, sizeof(*d));
-	d->h = h;
-	d->fd = fd;
-	d->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, on_request, d,
-				  MHD_OPTION_LISTEN_SOCKET, fd,
-				  MHD_OPTION_NOTIFY_COMPLETED, on_done, d,
-				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
-				  MHD_OPTION_CONNECTION_LIMIT, (unsigned int)1024,
-				  MHD_OPTION_END);
-	if (!d->mhd) {
-		int rc = tc_error_errno(err, TC_ESYS, "hub: cannot start the HTTP listener");
-		close(fd);
-		free(d);
-		return rc;
-	}
-	*bound_port = ntohs(sa.sin_port);
-	*out = d;
-	return 0;
+	int rc = daemon_on(h, fd, out, err);
+	if (!rc)
+		*bound_port = ntohs(sa.sin_port);
+	return rc;
 }
 
 void hub_daemon_stop(struct hub_daemon *d)

@@ -34,6 +34,7 @@
 #ifndef TC_HUB_H
 #define TC_HUB_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "core/err.h"
@@ -48,6 +49,7 @@ struct hub_remote_opts {
 	const char *job_id;
 	const char *stream;      /* unique per process (note 3): "node1.a0", "driver.123" */
 	const char *journal_dir; /* created when missing */
+	const char *unix_path;   /* the hub's Unix socket (url is then http://localhost), or NULL */
 	int wait_s;              /* note 5; <= 0: HUB_WAIT_DEFAULT */
 	int max_batch;           /* bytes per POST; <= 0: 4 MiB */
 	void (*warn)(void *ctx, const char *msg); /* each kind of trouble once; may be NULL */
@@ -61,7 +63,8 @@ int sink_remote_open(const struct hub_remote_opts *o, struct sink **out, struct 
 void sink_remote_counts(const struct sink *k, long long *appended, long long *acked);
 /*
  * The remote sink the environment names (TRAINCTL_HUB_URL, TRAINCTL_HUB_SECRET
- * or TRAINCTL_HUB_SECRET_FILE), journalled under home/journal/<job>/ (or in
+ * or TRAINCTL_HUB_SECRET_FILE, and TRAINCTL_HUB_SOCKET when the hub is
+ * reached over a Unix socket), journalled under home/journal/<job>/ (or in
  * $TRAINCTL_HUB_JOURNAL: a root server's job of another account); *out
  * stays NULL when TRAINCTL_HUB_URL is not set.
  */
@@ -85,6 +88,12 @@ int hub_flush_main(const char *home, const char *job_id, int *left, struct tc_er
  */
 int hub_job_status(const char *job, int timeout_s, enum job_stop *stop, int *restarts,
 		   struct tc_err *err);
+/*
+ * The whole answer (*out, the caller's): the members above, and "ckpts",
+ * the job's complete checkpoint records, oldest step first (the members of
+ * struct store_ckpt), for a supervisor that resumes a job run before.
+ */
+int hub_job_status_json(const char *job, int timeout_s, json_t **out, struct tc_err *err);
 
 /* A new secret: 64 hex digits (heap). */
 int hub_secret_new(char **out, struct tc_err *err);
@@ -148,6 +157,13 @@ int hub_rekey(struct hub *h, const char *job, const char *secret, const char *ur
 struct hub_daemon;
 int hub_daemon_start(struct hub *h, const char *addr, int port, struct hub_daemon **out,
 		     int *bound_port, struct tc_err *err);
+/*
+ * The same on a Unix socket at path (mode 0777: any local account may
+ * connect, each request proves its job by the job's secret): how
+ * `trainctl server` hears the supervisors it starts on its own host.
+ */
+int hub_daemon_start_unix(struct hub *h, const char *path, struct hub_daemon **out,
+			  struct tc_err *err);
 void hub_daemon_stop(struct hub_daemon *d);
 
 #endif

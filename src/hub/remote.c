@@ -41,6 +41,7 @@ struct orphan {
 struct hub_remote {
 	char *url, *auth, *job, *path;
 	char *base;          /* {url}/api/v1/hub/{job}/events?stream= */
+	char *unix_path;     /* the hub's Unix socket (hub_remote_opts.unix_path), or NULL */
 	struct orphan *orph; /* the sender's own: adopted at its start */
 	size_t norph;
 	int fd;
@@ -131,6 +132,7 @@ static int post(struct hub_remote *r, CURL *h, const char *url, const struct sbu
 	int rc = 0;
 	long status = 0;
 	if (curl_easy_setopt(h, CURLOPT_URL, url) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, r->unix_path) != CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs) != CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_POST, 1L) != CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body->buf) != CURLE_OK ||
@@ -459,6 +461,7 @@ void hub_remote_close(struct hub_remote *r)
 	free(r->job);
 	free(r->path);
 	free(r->base);
+	free(r->unix_path);
 	free(r);
 }
 
@@ -499,6 +502,7 @@ int sink_remote_open(const struct hub_remote_opts *o, struct sink **out, struct 
 	sbuf_addf(&sb, "X-Trainctl-Hub-Secret: %s", o->secret);
 	r->auth = sbuf_detach(&sb);
 	r->job = xstrdup(o->job_id);
+	r->unix_path = o->unix_path && *o->unix_path ? xstrdup(o->unix_path) : NULL;
 	sbuf_addf(&sb, "%s/%s.jsonl", o->journal_dir, o->stream);
 	r->path = sbuf_detach(&sb);
 	r->wait_s = o->wait_s > 0 ? o->wait_s : HUB_WAIT_DEFAULT;
@@ -593,6 +597,7 @@ int sink_from_env(const char *home, const char *job_id, const char *stream,
 		sbuf_addf(&dir, "%s/journal/%s", home, job_id);
 	struct hub_remote_opts o = { .url = url, .secret = secret, .job_id = job_id,
 				     .stream = stream, .journal_dir = dir.buf, .wait_s = (int)wait,
+				     .unix_path = getenv("TRAINCTL_HUB_SOCKET"),
 				     .warn = warn, .warn_ctx = warn_ctx };
 	int rc = sink_remote_open(&o, out, err);
 	memset(secret, 0, strlen(secret));
@@ -670,11 +675,9 @@ void hub_secret_hash(const char *secret, struct sbuf *out)
 	sbuf_add(out, hex, 2 * n);
 }
 
-int hub_job_status(const char *job, int timeout_s, enum job_stop *stop, int *restarts,
-		   struct tc_err *err)
+int hub_job_status_json(const char *job, int timeout_s, json_t **out, struct tc_err *err)
 {
-	*stop = JOB_STOP_NONE;
-	*restarts = 0;
+	*out = NULL;
 	const char *url = getenv("TRAINCTL_HUB_URL");
 	if (!url || !*url)
 		return tc_error(err, TC_EUSAGE, "hub: TRAINCTL_HUB_URL is not set");
@@ -693,7 +696,9 @@ int hub_job_status(const char *job, int timeout_s, enum job_stop *stop, int *res
 	sbuf_addf(&auth, "X-Trainctl-Hub-Secret: %s", secret);
 	struct curl_slist *hdrs = curl_slist_append(NULL, auth.buf);
 	long status = 0;
+	const char *sock = getenv("TRAINCTL_HUB_SOCKET");
 	if (!rc && (curl_easy_setopt(h, CURLOPT_URL, u.buf) != CURLE_OK ||
+		    curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, sock && *sock ? sock : NULL) != CURLE_OK ||
 		    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs) != CURLE_OK ||
 		    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
 		    curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)(timeout_s > 0 ? timeout_s : 5)) != CURLE_OK ||
@@ -710,12 +715,12 @@ int hub_job_status(const char *job, int timeout_s, enum job_stop *stop, int *res
 	}
 	if (!rc) {
 		json_t *o = json_loadb(resp.buf ? resp.buf : "", resp.len, 0, NULL);
-		*stop = job_stop_parse(json_string_value(json_object_get(o, "stop")));
-		json_t *r = json_object_get(o, "restarts");
-		*restarts = json_is_integer(r) ? (int)json_integer_value(r) : 0;
-		if (!json_is_object(o))
+		if (!json_is_object(o)) {
+			json_decref(o);
 			rc = tc_error(err, TC_EBACKEND, "hub %s: not a status", url);
-		json_decref(o);
+		} else {
+			*out = o;
+		}
 	}
 	curl_slist_free_all(hdrs);
 	if (h)
@@ -726,5 +731,21 @@ int hub_job_status(const char *job, int timeout_s, enum job_stop *stop, int *res
 	sbuf_release(&resp);
 	memset(secret, 0, strlen(secret));
 	free(secret);
+	return rc;
+}
+
+int hub_job_status(const char *job, int timeout_s, enum job_stop *stop, int *restarts,
+		   struct tc_err *err)
+{
+	*stop = JOB_STOP_NONE;
+	*restarts = 0;
+	json_t *o = NULL;
+	int rc = hub_job_status_json(job, timeout_s, &o, err);
+	if (!rc) {
+		*stop = job_stop_parse(json_string_value(json_object_get(o, "stop")));
+		json_t *r = json_object_get(o, "restarts");
+		*restarts = json_is_integer(r) ? (int)json_integer_value(r) : 0;
+	}
+	json_decref(o);
 	return rc;
 }

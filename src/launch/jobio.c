@@ -117,6 +117,15 @@ static void mem_put(struct jobio *io, const struct store_ckpt *c)
 	ckpt_copy(&io->mem[io->nmem++], c);
 }
 
+void jobio_known(struct jobio *io, const struct store_ckpt *c)
+{
+	if (!io || !io->remote)
+		return;
+	pthread_mutex_lock(&io->mu);
+	mem_put(io, c);
+	pthread_mutex_unlock(&io->mu);
+}
+
 static int ckpt_step_cmp(const void *a, const void *b)
 {
 	const struct store_ckpt *x = a, *y = b;

@@ -57,6 +57,12 @@ char *jobio_resume(struct jobio *io, bool first, struct tc_err *err);
  * every node has, when nodes have disks of their own); NULL: any.  Copied.
  */
 void jobio_restrict(struct jobio *io, const struct strvec *names);
+/*
+ * A checkpoint an earlier supervisor of the job recorded (copied), for a
+ * remote sink's jobio, which keeps its rows itself: jobio_resume chooses
+ * among them too.  Nothing for a store's.
+ */
+void jobio_known(struct jobio *io, const struct store_ckpt *c);
 /* Final checkpoint scan and upload; frees io (NULL is a no-op). */
 void jobio_end(struct jobio *io);
 

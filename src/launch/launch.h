@@ -53,8 +53,11 @@ struct launch_opts {
 	/* one node of a multi-node job (see struct launch_node); NULL: one machine */
 	const struct launch_node *node;
 	/*
-	 * A node that reports to its job's hub (hub/sink.h, borrowed): its
-	 * records go there and it opens no database.  NULL: the store of home.
+	 * A node, or a server's supervisor (job_id set), that reports to its
+	 * job's hub (hub/sink.h, borrowed): its records go there and it opens
+	 * no database; what it would read there (a stop's reason, the
+	 * checkpoints to resume from) it asks the hub (hub_job_status_json).
+	 * NULL: the store of home.
 	 */
 	struct sink *sink;
 	/*
@@ -63,6 +66,8 @@ struct launch_opts {
 	 * of home (`trainctl run`).
 	 */
 	const struct strvec *secrets;
+	/* the run folder (a server's supervisor: TRAINCTL_RUN_DIR); NULL: home/runs/<job> */
+	const char *run_dir;
 };
 
 /*

@@ -80,7 +80,7 @@ struct launch_notify *launch_notify_open(const struct spec *s, const char *home,
 	if (!s->nnotify)
 		return NULL;
 	struct launch_notify *ln = xcalloc(1, sizeof(*ln));
-	*ln = (struct launch_notify){ .s = s, .home = xstrdup(home), .job_id = xstrdup(job_id),
+	*ln = (struct launch_notify){ .s = s, .home = home ? xstrdup(home) : NULL, .job_id = xstrdup(job_id),
 				      .say = say, .ctx = ctx };
 	struct notify_opts no = { .record = on_record, .warn = on_warn, .ctx = ln };
 	struct tc_err err = TC_ERR_INIT;
@@ -134,6 +134,9 @@ void sup_notify_begin(struct sup *sp)
 {
 	if (!sp->ln)
 		sp->ln = launch_notify_open(sp->s, sp->o->home, sp->job_id, sup_warn, sp);
+	/* without a store (a hub's job), its deliveries are the hub's to record */
+	if (!sp->st)
+		launch_notify_sink(sp->ln, sp->sink);
 }
 
 void sup_notify(struct sup *sp, enum notify_event e, const char *state, const char *reason,

@@ -11,6 +11,7 @@
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "hub/hub.h"
 #include "jobs/jobs.h"
 #include "metrics/ingest.h"
 #include "report/report.h"
@@ -201,10 +202,14 @@ int sup_write_private(const char *dir, const char *name, const char *text, struc
 static int make_run_folder(struct sup *sp, struct tc_err *err)
 {
 	int rc;
-	struct sbuf runs = SBUF_INIT;
-	sbuf_addf(&runs, "%s/runs", sp->o->home);
-	sp->run_dir = sup_join(runs.buf, sp->job_id);
-	sbuf_release(&runs);
+	if (sp->o->run_dir) {
+		sp->run_dir = xstrdup(sp->o->run_dir);
+	} else {
+		struct sbuf runs = SBUF_INIT;
+		sbuf_addf(&runs, "%s/runs", sp->o->home);
+		sp->run_dir = sup_join(runs.buf, sp->job_id);
+		sbuf_release(&runs);
+	}
 	sp->log_dir = sup_join(sp->run_dir, "logs");
 	sp->output_dir = sup_join(sp->run_dir, "output");
 	sp->data_dir = sup_join(sp->run_dir, "data");
@@ -229,6 +234,15 @@ static int make_run_folder(struct sup *sp, struct tc_err *err)
 	for (size_t i = 0; i < sizeof(rels) / sizeof(rels[0]); i++)
 		if (rels[i] && (rc = sup_user_dir(sp, sp->run_dir, rels[i], err)))
 			return rc;
+	/* a server's job, already its account's: its logs and outputs are its alone */
+	for (size_t i = 0; sp->o->run_dir && i < 3; i++) {
+		char *d = sup_join(sp->run_dir, rels[i]);
+		int bad = chmod(d, 0700);
+		free(d);
+		if (bad < 0)
+			return tc_error_errno(err, TC_ESYS, "cannot set the mode of %s/%s", sp->run_dir,
+					      rels[i]);
+	}
 	if (!inside && (rc = sup_user_dir_outside(sp, sp->ckpt_dir, err)))
 		return rc;
 	/* a node of a multi-node job runs the job.yaml its submitter wrote */
@@ -473,7 +487,10 @@ static int record_stopped(struct sup *sp, struct tc_err *err)
 {
 	enum job_stop asked = JOB_STOP_NONE;
 	struct tc_err e3 = TC_ERR_INIT;
-	if (sp->o->job_id && store_job_stop_reason(sp->st, sp->job_id, &asked, &e3))
+	int restarts = 0;
+	/* a server's job: the server recorded why it stopped us (its hub says, without a store) */
+	if (sp->o->job_id && (sp->st ? store_job_stop_reason(sp->st, sp->job_id, &asked, &e3)
+				     : hub_job_status(sp->job_id, 10, &asked, &restarts, &e3)))
 		sup_say(sp, "warning: %s", e3.msg);
 	tc_err_release(&e3);
 	struct sbuf why = SBUF_INIT;
@@ -598,6 +615,44 @@ static int run_attempts(struct sup *sp, int *exit_status, struct tc_err *err)
 	return rc;
 }
 
+/*
+ * A server's job that ran before (preempted, paused, lost, restarted): the
+ * checkpoints its earlier supervisors recorded, from the hub, so that the
+ * resume rule (jobio_resume) chooses among them as it would from the store.
+ */
+static int known_checkpoints(struct sup *sp, struct tc_err *err)
+{
+	if (!sp->o->resume_newest)
+		return 0;
+	json_t *o = NULL;
+	int rc = hub_job_status_json(sp->job_id, 30, &o, err);
+	if (rc) {
+		tc_error_prefix(err, "cannot ask the hub for the job's checkpoints");
+		return rc;
+	}
+	json_t *a = json_object_get(o, "ckpts"), *c;
+	size_t i;
+	json_array_foreach(a, i, c) {
+		struct store_ckpt row = {
+			.name = (char *)json_string_value(json_object_get(c, "name")),
+			.dir = (char *)json_string_value(json_object_get(c, "dir")),
+			.step = json_integer_value(json_object_get(c, "step")),
+			.epoch = json_integer_value(json_object_get(c, "epoch")),
+			.layout = (int)json_integer_value(json_object_get(c, "layout")),
+			.nfiles = json_integer_value(json_object_get(c, "nfiles")),
+			.bytes = json_integer_value(json_object_get(c, "bytes")),
+			.checksum = (char *)json_string_value(json_object_get(c, "checksum")),
+			.files_json = (char *)json_string_value(json_object_get(c, "files")),
+			.created = json_number_value(json_object_get(c, "created")),
+			.state = (char *)json_string_value(json_object_get(c, "state")),
+		};
+		if (row.name && row.dir && row.state)
+			jobio_known(sp->io, &row);
+	}
+	json_decref(o);
+	return 0;
+}
+
 /* More than one node is the slurm backend's (backend.h), never one supervisor's. */
 static int one_node_only(struct sup *sp, struct tc_err *err)
 {
@@ -630,8 +685,10 @@ static int record_job(struct sup *sp, struct tc_err *err)
 		/* the server created the job; this supervisor takes it over */
 		struct sbuf why = SBUF_INIT;
 		sbuf_addf(&why, "supervisor started (pid %ld)", (long)getpid());
-		rc = store_job_set_supervisor(sp->st, sp->job_id, getpid(), proc_start_ticks(getpid()),
-					      err);
+		/* (a supervisor without a store was recorded by the server that started it) */
+		rc = sp->st ? store_job_set_supervisor(sp->st, sp->job_id, getpid(),
+						       proc_start_ticks(getpid()), err)
+			    : 0;
 		if (!rc)
 			rc = sink_mark(sp->sink, sp->job_id, JOB_STARTING, why.buf, err);
 		sbuf_release(&why);
@@ -766,8 +823,8 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	sbuf_init(&sp.result, 0);
 	sbuf_init(&sp.fail_why, 0);
 
-	if (o->sink && o->node && o->job_id) {
-		sp.sink = o->sink; /* a node reporting to its hub: no database here */
+	if (o->sink && o->job_id) {
+		sp.sink = o->sink; /* a node or a server's job reporting to its hub: no database here */
 	} else {
 		if ((rc = store_open(o->home, &sp.st, err)))
 			goto out;
@@ -783,7 +840,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		struct tc_err e2 = TC_ERR_INIT;
 		/* the server's job exists: it ends here; a run's is refused before it exists */
 		if (o->job_id && !o->node)
-			jobs_finish(sp.st, sp.job_id, JOB_FAILED, tc_exit_status(rc), err->msg, err->msg,
+			sink_finish(sp.sink, sp.job_id, JOB_FAILED, tc_exit_status(rc), err->msg, err->msg,
 				    &e2);
 		tc_err_release(&e2);
 		goto out;
@@ -822,9 +879,12 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		.data_dir = sp.data_dir, .output_dir = sp.output_dir, .ckpt_dir = sp.ckpt_dir,
 		.world = sp.n, .say = jobio_say, .say_arg = &sp, .event = jobio_event,
 		.run_as_uid = o->run_as_uid, .run_as_gid = o->run_as_gid,
+		.sink = sp.st ? NULL : sp.sink,
 	};
 	/* a node of a multi-node job: its driver stages, watches and uploads */
 	rc = o->node ? 0 : jobio_begin(&ioc, sp.st, &sp.io, err);
+	if (!rc && !o->node && !sp.st)
+		rc = known_checkpoints(&sp, err);
 	if (!o->node)
 		sup_notify_begin(&sp);
 	if (!rc)
@@ -832,7 +892,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	jobio_end(sp.io); /* the final upload, whatever the outcome */
 	metrics_end(&sp);
 	sup_watch_end(&sp); /* the last diagnostics.json, which the report reads */
-	if (rc && sp.st && !o->node) {
+	if (rc && !o->node) {
 		/* record why, so the job does not look alive forever */
 		struct tc_err e2 = TC_ERR_INIT;
 		if (!sup_record_late(&sp, &e2))
@@ -843,8 +903,15 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 			   tc_exit_status(rc));
 	}
 	/* report.json and the Ais-Bench files: a warning at worst, never the job's result */
-	if (!o->node)
+	if (!o->node && sp.st) {
 		report_job_end(sp.st, sp.job_id, sp.rsamp, jobio_say, &sp);
+	} else if (!o->node) {
+		/* telemetry.json here; report.json is the hub's to build (it has the records) */
+		struct tc_err e2 = TC_ERR_INIT;
+		if (report_sampler_stop(sp.rsamp, sp.run_dir, &e2))
+			sup_say(&sp, "warning: report: %s", e2.msg);
+		tc_err_release(&e2);
+	}
 	/* the outcome comes last, after the final upload's and checkpoints' lines */
 	if (sp.result.len)
 		say_text(sp.suplog_fd, true, sp.result.buf);

@@ -96,8 +96,14 @@ int sup_user_dir(struct sup *sp, const char *base, const char *rel, struct tc_er
 
 int sup_user_dir_outside(struct sup *sp, const char *path, struct tc_err *err)
 {
-	if (!sp->o->run_as_uid)
-		return mkdir_p(path, err);
+	if (!sp->o->run_as_uid) {
+		int rc = mkdir_p(path, err);
+		/* as the job's own account (a server's job): one it cannot use is no checkpoint folder */
+		if (!rc && sp->o->run_dir && access(path, W_OK | X_OK) < 0)
+			rc = tc_error_errno(err, TC_ESPEC, "checkpoint.dir '%s': the job's user cannot"
+					    " write to it: refused", path);
+		return rc;
+	}
 	/* made as the user: what it cannot make or reach, the job does not get */
 	struct proc p = PROC_INIT;
 	gid_t gid = (gid_t)sp->o->run_as_gid;

@@ -944,6 +944,14 @@ int api_start(struct srv *s, char **login, struct tc_err *err)
 				" --listen HOST:PORT picks another)", listen);
 	if (!s->mhd)
 		return tc_error_errno(err, TC_ESYS, "server: cannot listen on %s", listen);
+	/* the supervisors this server starts report here (privsep.c), whatever their account */
+	struct hub *h = hub_of(s, err);
+	if (!h)
+		return err->code;
+	sbuf_addf(&sp, "%s/" TC_SERVER_HUB_SOCKET, s->home);
+	s->hub_sock = sbuf_detach(&sp);
+	if ((rc = hub_daemon_start_unix(h, s->hub_sock, &s->hub_unix, err)))
+		return rc;
 	/* the operator's one-time login URL (like Jupyter's): the server's own account, admin */
 	struct who op = { .user = s->os_user, .admin = true, .local = true };
 	char *t = NULL;
@@ -961,6 +969,12 @@ void api_stop(struct srv *s)
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd);
 	s->mhd = NULL;
+	hub_daemon_stop(s->hub_unix);
+	s->hub_unix = NULL;
+	if (s->hub_sock)
+		unlink(s->hub_sock);
+	free(s->hub_sock);
+	s->hub_sock = NULL;
 	pthread_mutex_lock(&api_hub_mu);
 	hub_free(api_hub);
 	api_hub = NULL;

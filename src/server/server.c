@@ -256,49 +256,27 @@ static struct sjob *load_job(struct srv *s, const struct job_row *r)
 /*
  * Start `trainctl supervise JOB --devices IDS` detached (proc.h:
  * proc_start_detached), so the supervisor is nobody's child here
- * (invariant 2); its stdout and stderr go to logs/supervisor.out.
+ * (invariant 2), as the job's account and reporting to our hub
+ * (privsep.c); it sends its own output to logs/supervisor.out.
  */
 static pid_t spawn_supervisor(struct srv *s, struct sjob *j, const char *devices,
 			      struct tc_err *err)
 {
 	struct proc p = PROC_INIT;
-	struct sbuf out = SBUF_INIT, logdir = SBUF_INIT;
-	strvec_push(&p.args, s->exe);
-	strvec_push(&p.args, "supervise");
-	strvec_push(&p.args, j->id);
-	strvec_push(&p.args, "--devices");
-	strvec_push(&p.args, devices);
-	if (j->ran)
-		strvec_push(&p.args, "--resume");
-	/* an allowlist of ours, never our credentials (jobenv.c); supervise drops TRAINCTL_HOME */
-	srv_supervisor_env(environ, s->o.pass_env, s->o.notify, s->o.nnotify, &p.env);
-	env_set(&p.env, "TRAINCTL_HOME", s->home);
-	p.default_sigs = PROC_SIGS_CLASSIC;
-	sbuf_addf(&logdir, "%s/logs", j->run_dir);
+	gid_t *groups = NULL;
 	pid_t result = -1;
 	/* the job's {secret:} values, from its user's store: the supervisor takes them out at once */
-	if (srv_secrets_handover(s, j->id, &p.env, err) || mkdir_p(logdir.buf, err))
-		goto out;
-	sbuf_addf(&out, "%s/supervisor.out", logdir.buf);
-	int fd = open(out.buf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		tc_error_errno(err, TC_ESYS, "cannot open %s", out.buf);
-		goto out;
-	}
-	p.in.how = PROC_IO_NULL;
-	p.out = (struct proc_io){ PROC_IO_FD, fd };
-	p.err.how = PROC_IO_STDOUT;
-	int rc = proc_start_detached(&p, err);
-	close(fd);
-	if (rc) {
+	int rc = srv_supervisor_proc(s, j, devices, &p, &groups, err);
+	if (!rc)
+		rc = srv_secrets_handover(s, j->id, &p.env, err);
+	if (!rc)
+		rc = proc_start_detached(&p, err);
+	if (rc)
 		tc_error_prefix(err, "cannot start the supervisor of %s", j->id);
-		goto out;
-	}
-	result = p.pid;
-out:
+	else
+		result = p.pid;
 	proc_clear(&p);
-	sbuf_release(&out);
-	sbuf_release(&logdir);
+	free(groups);
 	return result;
 }
 
@@ -1105,6 +1083,7 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	logf_(s, "%s: stopping (jobs keep running)", strsignal(got_signal));
 	api_stop(s);
 out:
+	srv_privsep_end(s);
 	srv_notify_end(s);
 	srv_health_end(s);
 	store_close(s->st);

@@ -36,6 +36,7 @@
 #define TC_SERVER_MAX_BODY (1u << 20)
 #define TC_SERVER_DEFAULT_LISTEN "127.0.0.1:8470"
 #define TC_SERVER_SOCKET "server.sock" /* in the state folder, unless --socket */
+#define TC_SERVER_HUB_SOCKET "hub.sock" /* in the state folder: its supervisors report here */
 
 struct notify_hook;
 

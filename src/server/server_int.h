@@ -17,6 +17,7 @@
 
 #include "core/sbuf.h"
 #include "core/strvec.h"
+#include "core/proc.h"
 #include "jobs/state.h"
 #include "sched/sched.h"
 #include "server/server.h"
@@ -71,6 +72,14 @@ struct srv {
 	int unix_fd;
 	bool unix_made;                 /* we made socket_path: unlinked at the end */
 	char *socket_path;
+	/*
+	 * The hub of the supervisors it starts (hub/hub.h): hub routes only,
+	 * on $home/hub.sock, which any account may connect to (each request
+	 * carries its job's secret); NULL when it could not start.
+	 */
+	struct hub_daemon *hub_unix;
+	char *hub_sock;
+	char *hub_key;              /* hex key the jobs' secrets are derived from (privsep.c) */
 	long port;                      /* of --listen: the Host check's */
 	struct sessions *sessions;      /* cookies and one-time login tickets (auth.c) */
 	struct guard *guard;            /* connection limits, header deadline (guard.c) */
@@ -186,6 +195,16 @@ int srv_secrets_check(struct srv *s, const char *user, const struct spec *sp, bo
 int srv_secrets_handover(struct srv *s, const char *job_id, struct strvec *env, struct tc_err *err);
 
 /* api.c: both listeners; *login (heap) is the one-time login URL's path and query */
+/*
+ * privsep.c: fill p (PROC_INIT) to start the supervisor of j on devices as
+ * j's account, reporting to this server's hub; *groups (heap, the caller
+ * frees it after the start) backs p->groups.  Refused: the job's user has
+ * no account or maps to root on a root server; its run folder is not ours.
+ */
+int srv_supervisor_proc(struct srv *s, const struct sjob *j, const char *devices,
+			struct proc *p, gid_t **groups, struct tc_err *err);
+void srv_privsep_end(struct srv *s);
+
 int api_start(struct srv *s, char **login, struct tc_err *err);
 void api_stop(struct srv *s);
 

@@ -20,6 +20,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 
 from conftest import poll
 
@@ -202,7 +203,25 @@ class Server:
                               capture_output=True, text=True, timeout=timeout)
 
 
+def reachable_state(state):
+    """A root server starts each job's supervisor as the job's account, which
+    must reach its run folder in the state folder (docs/security.md): on a
+    shared machine the state folder lies in folders everyone may pass
+    through.  The test's temporary folders (pytest's are 0700) get o+x, no
+    more: nobody may list them."""
+    if os.geteuid() != 0:
+        return
+    tmp = os.path.realpath(tempfile.gettempdir())
+    p = os.path.dirname(os.path.realpath(str(state)))
+    while p.startswith(tmp + os.sep):
+        st = os.stat(p)
+        if st.st_uid == 0 and not st.st_mode & 0o001:
+            os.chmod(p, (st.st_mode & 0o7777) | 0o001)
+        p = os.path.dirname(p)
+
+
 def start_server(trainctl, state, fake=None, args=(), env=None):
+    reachable_state(state)
     e = dict(os.environ)
     e.pop("TRAINCTL_SERVER", None)
     e.pop("TRAINCTL_TOKEN", None)

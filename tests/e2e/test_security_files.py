@@ -234,6 +234,8 @@ def test_upload_does_not_follow_links(fsec):
     secret = root_file(base, "upsecret")
     dest = os.path.join(base, "uploads")
     os.makedirs(dest, exist_ok=True)
+    import pwd
+    os.chown(dest, pwd.getpwnam(u["alice"]).pw_uid, -1)  # the upload runs as alice
     cmd = f'ln -s {secret} "$TRAINCTL_OUTPUT_DIR/leak"; echo mine > "$TRAINCTL_OUTPUT_DIR/mine.txt"'
     job = srv.submit(job_spec(cmd, outputs={"upload_to": dest + "/{job_id}"}))
     assert ended(srv, job)["state"] == "succeeded", srv.run_logs(job)
