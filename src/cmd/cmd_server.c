@@ -10,6 +10,7 @@
 #include "launch/launch.h"
 #include "notify/notify.h"
 #include "secret/secret.h"
+#include "report/report.h"
 #include "server/server.h"
 #include "spec/spec.h"
 #include "store/store.h"
@@ -388,6 +389,17 @@ int cmd_supervise(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err
 		rc = tc_error(err, TC_EUSAGE, "supervise: --devices '%s' is not %d ids", devices, s->per_node);
 		goto out;
 	}
+	/*
+	 * Storage credentials are the job's, never the server's (docs/security.md):
+	 * the spec's env: values for s3:// and obs:// (AWS_*, OBS_*), else the
+	 * account's own ~/.trainctl/storage.conf (HOME is the account's).
+	 */
+	for (size_t i = 0; i < s->nenv; i++)
+		if (s->env[i].val && (!strncmp(s->env[i].key, "AWS_", 4) || !strncmp(s->env[i].key, "OBS_", 4)) &&
+		    setenv(s->env[i].key, s->env[i].val, 1) < 0) {
+			rc = tc_error_errno(err, TC_ESYS, "supervise: setenv");
+			goto out;
+		}
 	/* one stream per process (hub.h note 3); a predecessor's journal is adopted */
 	struct sbuf stream = SBUF_INIT;
 	sbuf_addf(&stream, "sup.%ld", (long)getpid());
@@ -407,6 +419,18 @@ int cmd_supervise(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err
 	rc = launch_run(s, &lo, &id, &ctx->exit_status, err);
 	free(id);
 	strvec_clear(&secrets);
+	/*
+	 * report.json: once the hub has every record (the close waits for it),
+	 * built by the hub, written here as the job's account.
+	 */
+	sink_close(k);
+	k = NULL;
+	json_t *rep = NULL;
+	struct tc_err e2 = TC_ERR_INIT;
+	if (hub_job_report(job, 60, &rep, &e2) || report_write(rep, run_dir, &e2))
+		fprintf(stderr, "trainctl: warning: report: %s\n", e2.msg ? e2.msg : "failed");
+	json_decref(rep);
+	tc_err_release(&e2);
 out:
 	sink_close(k); /* what the hub has not taken yet: waited for, bounded (hub.h note 5) */
 	spec_free(s);

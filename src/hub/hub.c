@@ -9,6 +9,7 @@
 #include "core/lazylib.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "report/report.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -273,6 +274,28 @@ static void status_json(struct hub *h, const char *job, const char *secret, int 
 	pthread_mutex_unlock(&h->mu);
 }
 
+/* The job's report.json (report/report.h), built from what the hub recorded. */
+static void report_json(struct hub *h, const char *job, const char *secret, int *status,
+			struct sbuf *out, struct tc_err *err)
+{
+	*status = 200;
+	pthread_mutex_lock(&h->mu);
+	struct job_row r = { 0 };
+	json_t *rep = NULL;
+	if (authorized(h, job, secret, status, err)) {
+		if (store_job_get(h->st, job, &r, err) || report_build(h->st, &r, false, &rep, err)) {
+			*status = 503;
+		} else {
+			char *t = json_dumps_shortest(rep, JSON_COMPACT | JSON_PRESERVE_ORDER);
+			sbuf_adds(out, t ? t : "{}");
+			free(t);
+		}
+	}
+	json_decref(rep);
+	job_row_release(&r);
+	pthread_mutex_unlock(&h->mu);
+}
+
 /* ---- the standalone listener ---- */
 
 #define HUB_MAX_BODY (64u << 20)
@@ -324,14 +347,17 @@ int hub_http_answer(struct hub *h, struct MHD_Connection *con, const char *job,
 	return ret;
 }
 
-int hub_http_status(struct hub *h, struct MHD_Connection *con, const char *job)
+static int http_get(struct hub *h, struct MHD_Connection *con, const char *job, bool report)
 {
 	const char *secret = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
 							 "X-Trainctl-Hub-Secret");
 	int status = 0;
 	struct sbuf out = SBUF_INIT;
 	struct tc_err err = TC_ERR_INIT;
-	status_json(h, job, secret, &status, &out, &err);
+	if (report)
+		report_json(h, job, secret, &status, &out, &err);
+	else
+		status_json(h, job, secret, &status, &out, &err);
 	if (status != 200) {
 		sbuf_reset(&out);
 		sbuf_adds(&out, "{\"error\":");
@@ -342,6 +368,11 @@ int hub_http_status(struct hub *h, struct MHD_Connection *con, const char *job)
 	int ret = answer(con, status, out.buf);
 	sbuf_release(&out);
 	return ret;
+}
+
+int hub_http_status(struct hub *h, struct MHD_Connection *con, const char *job)
+{
+	return http_get(h, con, job, false);
 }
 
 /* "/api/v1/hub/JOB/<post>" -> JOB (heap), else NULL */
@@ -383,8 +414,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 	char *job = route_job(url, "/events");
 	enum MHD_Result ret;
 	char *sjob = job ? NULL : route_job(url, "/status");
+	char *rjob = job || sjob ? NULL : route_job(url, "/report");
 	if (sjob && !strcmp(method, "GET"))
 		ret = hub_http_status(d->h, con, sjob) == MHD_YES ? MHD_YES : MHD_NO;
+	else if (rjob && !strcmp(method, "GET"))
+		ret = http_get(d->h, con, rjob, true) == MHD_YES ? MHD_YES : MHD_NO;
 	else if (!job)
 		ret = answer(con, 404, "{\"error\":\"this hub answers POST /api/v1/hub/JOB/events\"}");
 	else if (strcmp(method, "POST") != 0)
@@ -396,6 +430,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 			      == MHD_YES ? MHD_YES : MHD_NO;
 	free(job);
 	free(sjob);
+	free(rjob);
 	return ret;
 }
 

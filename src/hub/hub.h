@@ -94,6 +94,12 @@ int hub_job_status(const char *job, int timeout_s, enum job_stop *stop, int *res
  * struct store_ckpt), for a supervisor that resumes a job run before.
  */
 int hub_job_status_json(const char *job, int timeout_s, json_t **out, struct tc_err *err);
+/*
+ * GET {url}/api/v1/hub/{job}/report: the job's report (report/report.h:
+ * report_build) from the hub's records, for a supervisor with no database
+ * to write report.json (a hub on a Unix socket of `trainctl server` only).
+ */
+int hub_job_report(const char *job, int timeout_s, json_t **out, struct tc_err *err);
 
 /* A new secret: 64 hex digits (heap). */
 int hub_secret_new(char **out, struct tc_err *err);

@@ -675,7 +675,21 @@ void hub_secret_hash(const char *secret, struct sbuf *out)
 	sbuf_add(out, hex, 2 * n);
 }
 
+static int hub_get(const char *job, const char *what, int timeout_s, json_t **out,
+		   struct tc_err *err);
+
 int hub_job_status_json(const char *job, int timeout_s, json_t **out, struct tc_err *err)
+{
+	return hub_get(job, "status", timeout_s, out, err);
+}
+
+int hub_job_report(const char *job, int timeout_s, json_t **out, struct tc_err *err)
+{
+	return hub_get(job, "report", timeout_s, out, err);
+}
+
+static int hub_get(const char *job, const char *what, int timeout_s, json_t **out,
+		   struct tc_err *err)
 {
 	*out = NULL;
 	const char *url = getenv("TRAINCTL_HUB_URL");
@@ -692,7 +706,7 @@ int hub_job_status_json(const char *job, int timeout_s, json_t **out, struct tc_
 	size_t bl = strlen(url);
 	while (bl && url[bl - 1] == '/')
 		bl--;
-	sbuf_addf(&u, "%.*s/api/v1/hub/%s/status", (int)bl, url, job);
+	sbuf_addf(&u, "%.*s/api/v1/hub/%s/%s", (int)bl, url, job, what);
 	sbuf_addf(&auth, "X-Trainctl-Hub-Secret: %s", secret);
 	struct curl_slist *hdrs = curl_slist_append(NULL, auth.buf);
 	long status = 0;

@@ -6,6 +6,7 @@
 #include "jobs/jobs.h"
 #include "backend/backend.h"
 #include "core/json.h"
+#include "core/util.h"
 #include "metrics/query.h"
 
 #include <errno.h>
@@ -47,7 +48,12 @@ json_t *jobs_diagnostics(const char *run_dir)
 		return NULL;
 	struct sbuf path = SBUF_INIT;
 	sbuf_addf(&path, "%s/diagnostics.json", run_dir);
-	json_t *o = json_load_file(path.buf, 0, NULL);
+	/* the job's account owns its run folder: never a file its link points at */
+	struct sbuf text = SBUF_INIT;
+	json_t *o = read_file_nofollow(path.buf, &text, NULL) == 0
+			    ? json_loadb(text.buf, text.len, 0, NULL)
+			    : NULL;
+	sbuf_release(&text);
 	sbuf_release(&path);
 	if (o && !json_is_object(o)) {
 		json_decref(o);

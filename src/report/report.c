@@ -339,6 +339,16 @@ static json_t *jcopy(json_t *v)
 	return v ? json_incref(v) : json_null();
 }
 
+/* A JSON file of the run folder, which the job's account owns: never one a link points at. */
+static json_t *load_nofollow(const char *path)
+{
+	struct sbuf text = SBUF_INIT;
+	json_t *o = read_file_nofollow(path, &text, NULL) == 0 ? json_loadb(text.buf, text.len, 0, NULL)
+							       : NULL;
+	sbuf_release(&text);
+	return o;
+}
+
 int report_build(struct store *st, const struct job_row *job, bool single_server,
 		 json_t **out, struct tc_err *err)
 {
@@ -360,7 +370,7 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
 		tc_err_release(&spec_err); /* a report without the spec's part is still a report */
 	struct sbuf tp = SBUF_INIT;
 	sbuf_addf(&tp, "%s/telemetry.json", job->run_dir);
-	json_t *tel = json_load_file(tp.buf, 0, NULL);
+	json_t *tel = load_nofollow(tp.buf);
 	sbuf_release(&tp);
 	int nodes = spec ? spec->nodes : 1;
 	if (nodes < 1)
@@ -379,7 +389,7 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
 	json_object_set_new(r, "restarts", json_integer(job->restarts));
 	/* a watched job's stragglers and hangs (docs/diagnostics.md): diagnostics.json */
 	sbuf_addf(&tp, "%s/diagnostics.json", job->run_dir);
-	json_t *diag = json_load_file(tp.buf, 0, NULL);
+	json_t *diag = load_nofollow(tp.buf);
 	sbuf_release(&tp);
 	if (json_is_object(diag)) {
 		json_t *sg = json_object_get(diag, "stragglers");

@@ -257,7 +257,8 @@ int h_report(struct MHD_Connection *con, const struct job_row *x)
 	struct sbuf path = SBUF_INIT, text = SBUF_INIT;
 	sbuf_addf(&path, "%s/report.json", x->run_dir);
 	int ret;
-	if (read_file(path.buf, &text, NULL) == 0)
+	/* the job's account owns its run folder: never a file its link points at */
+	if (read_file_nofollow(path.buf, &text, NULL) == 0)
 		ret = reply_json(con, 200, text.buf);
 	else
 		ret = reply_err(con, 404, "job %s has no report.json", x->id);
