@@ -232,6 +232,13 @@ int srv_supervisor_proc(struct srv *s, const struct sjob *j, const char *devices
 	env_set(&p->env, "TRAINCTL_HUB_JOURNAL", sb.buf);
 	env_set(&p->env, "TRAINCTL_RUN_DIR", r.run_dir);
 	env_set(&p->env, "TRAINCTL_JOB_SPEC", r.spec_json ? r.spec_json : "{}");
+	/*
+	 * At its end a supervisor waits for this server to take its journal: a
+	 * server restarted within a day gets every event (hub.h note 5), rather
+	 * than finding the job's supervisor gone without its end.
+	 */
+	if (!env_get(&p->env, "TRAINCTL_HUB_WAIT"))
+		env_set(&p->env, "TRAINCTL_HUB_WAIT", "86400");
 	while (env_get(&p->env, "TRAINCTL_HUB_SECRET_FILE"))
 		env_unset(&p->env, "TRAINCTL_HUB_SECRET_FILE");
 	for (size_t i = 0; i < sizeof(hubvars) / sizeof(hubvars[0]); i++)
