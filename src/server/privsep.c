@@ -223,7 +223,7 @@ int srv_supervisor_proc(struct srv *s, const struct sjob *j, const char *devices
 	/* what it reports through and runs; its workers get none of it (env_drop_supervisor_only) */
 	static const char *const hubvars[] = {
 		"TRAINCTL_HUB_URL", "TRAINCTL_HUB_SOCKET", "TRAINCTL_HUB_SECRET", "TRAINCTL_HUB_JOURNAL",
-		"TRAINCTL_RUN_DIR", "TRAINCTL_JOB_SPEC", "TRAINCTL_HUB_SECRET_FILE",
+		"TRAINCTL_RUN_DIR", "TRAINCTL_JOB_SPEC", "TRAINCTL_HUB_SECRET_FILE", "TRAINCTL_HUB_WAIT",
 	};
 	env_set(&p->env, "TRAINCTL_HUB_URL", "http://localhost");
 	env_set(&p->env, "TRAINCTL_HUB_SOCKET", s->hub_sock);
