@@ -7,12 +7,37 @@ Nothing here skips a test: a missing binary or a missing torch is a failure
 with a message saying what to build or install.
 """
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
+
+
+_OWN_BASETEMP = None
+
+
+def pytest_configure(config):
+    """A root server starts each job's supervisor as the job's account, which
+    must reach its run folder (docs/security.md). As root, the session's
+    temporary folders therefore live in a folder of their own under /tmp that
+    others may pass through (server_fixture.reachable_state opens the way to
+    a state folder), not in /tmp/pytest-of-root, which every new pytest
+    session, another terminal's too, resets to 0700."""
+    global _OWN_BASETEMP
+    if os.geteuid() == 0 and not config.option.basetemp:
+        _OWN_BASETEMP = tempfile.mkdtemp(prefix="tc-e2e-", dir="/tmp")
+        os.chmod(_OWN_BASETEMP, 0o711)
+        config.option.basetemp = os.path.join(_OWN_BASETEMP, "t")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # kept when something failed, for a look at the run folders
+    if _OWN_BASETEMP and exitstatus == 0:
+        shutil.rmtree(_OWN_BASETEMP, ignore_errors=True)
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = "/usr/bin/python3"  # Debian's python3-torch / python3-sklearn live here
