@@ -389,17 +389,6 @@ int cmd_supervise(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err
 		rc = tc_error(err, TC_EUSAGE, "supervise: --devices '%s' is not %d ids", devices, s->per_node);
 		goto out;
 	}
-	/*
-	 * Storage credentials are the job's, never the server's (docs/security.md):
-	 * the spec's env: values for s3:// and obs:// (AWS_*, OBS_*), else the
-	 * account's own ~/.trainctl/storage.conf (HOME is the account's).
-	 */
-	for (size_t i = 0; i < s->nenv; i++)
-		if (s->env[i].val && (!strncmp(s->env[i].key, "AWS_", 4) || !strncmp(s->env[i].key, "OBS_", 4)) &&
-		    setenv(s->env[i].key, s->env[i].val, 1) < 0) {
-			rc = tc_error_errno(err, TC_ESYS, "supervise: setenv");
-			goto out;
-		}
 	/* one stream per process (hub.h note 3); a predecessor's journal is adopted */
 	struct sbuf stream = SBUF_INIT;
 	sbuf_addf(&stream, "sup.%ld", (long)getpid());

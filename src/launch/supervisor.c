@@ -653,6 +653,36 @@ static int known_checkpoints(struct sup *sp, struct tc_err *err)
 	return 0;
 }
 
+/*
+ * A server's supervisor is the job's account and stages, watches and
+ * uploads with the job's storage credentials, never the server's
+ * (docs/security.md): the spec's env: values of AWS_* and OBS_* (a
+ * {secret:} or {file:} one resolved), else the account's own
+ * ~/.trainctl/storage.conf, which the storage code reads by itself.
+ */
+static int storage_credentials(struct sup *sp, struct tc_err *err)
+{
+	const struct spec *s = sp->s;
+	struct strvec set = STRVEC_INIT;
+	for (size_t i = 0; i < s->nenv; i++)
+		if (s->env[i].val && s->env[i].from == ENV_FROM_VALUE)
+			env_set(&set, s->env[i].key, s->env[i].val);
+	for (size_t i = 0; i < sp->secrets.env.nr; i++)
+		strvec_push(&set, sp->secrets.env.v[i]);
+	int rc = 0;
+	for (size_t i = 0; !rc && i < set.nr; i++) {
+		const char *kv = set.v[i], *eq = strchr(kv, '=');
+		if (!eq || (strncmp(kv, "AWS_", 4) && strncmp(kv, "OBS_", 4)))
+			continue;
+		char *key = xstrndup(kv, (size_t)(eq - kv));
+		if (setenv(key, eq + 1, 1) < 0)
+			rc = tc_error_errno(err, TC_ESYS, "setenv %s", key);
+		free(key);
+	}
+	strvec_clear(&set);
+	return rc;
+}
+
 /* More than one node is the slurm backend's (backend.h), never one supervisor's. */
 static int one_node_only(struct sup *sp, struct tc_err *err)
 {
@@ -874,6 +904,8 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	/* a followed file's lines from before the job are not the job's: note where they end now */
 	if (s->metrics_files.nr)
 		metrics_start(&sp);
+	if (o->run_dir && (rc = storage_credentials(&sp, err)))
+		goto out;
 	struct jobio_ctx ioc = {
 		.s = s, .home = o->home, .job_id = sp.job_id, .run_dir = sp.run_dir,
 		.data_dir = sp.data_dir, .output_dir = sp.output_dir, .ckpt_dir = sp.ckpt_dir,
