@@ -14,6 +14,8 @@
  *    "bytes":..,"sum":..,"files":"<json text>","created":..,"state":..}
  *   {"seq":N,"ev":"ckst","name":..,"state":..}
  *   {"seq":N,"ev":"slurm","job":..,"nodes":..,"state":..}
+ *   {"seq":N,"ev":"endpoint","name":..,"kind":..,"host":..,"port":..,"state":..,"pid":..,
+ *    "secret":..,"note":..,"updated":..}
  *
  * seq is the journal's (remote.c); the job is the URL's.
  */
@@ -313,6 +315,26 @@ int hub_ev_delivery(struct hub_remote *r, const char *job, const struct store_de
 	return send_ev(r, &sb, err);
 }
 
+int hub_ev_endpoint(struct hub_remote *r, const char *job, const struct store_endpoint *e,
+		    struct tc_err *err)
+{
+	int rc = wrong_job(r, job, err);
+	if (rc)
+		return rc;
+	struct sbuf sb = SBUF_INIT;
+	sbuf_adds(&sb, "\"ev\":\"endpoint\"");
+	add_str(&sb, "name", e->name);
+	add_str(&sb, "kind", e->kind);
+	add_str(&sb, "host", e->host);
+	add_num(&sb, "port", e->port);
+	add_str(&sb, "state", e->state);
+	add_num(&sb, "pid", e->pid);
+	add_str(&sb, "secret", e->secret);
+	add_str(&sb, "note", e->note);
+	add_real(&sb, "updated", e->updated);
+	return send_ev(r, &sb, err);
+}
+
 int hub_ev_file(struct hub_remote *r, const char *job, const char *rel, long long off,
 		const void *data, size_t len, struct tc_err *err)
 {
@@ -551,6 +573,17 @@ int hub_apply_line(struct store *st, const char *job, struct store_mbatch **mb,
 			.status = (long)i_of(o, "status", 0), .error = (char *)s_of(o, "error"),
 		};
 		rc = d.event && d.url ? store_delivery_add(st, job, &d, err) : bad(err, ev);
+	} else if (!strcmp(ev, "endpoint")) {
+		json_t *up = json_object_get(o, "updated");
+		struct store_endpoint e = {
+			.name = (char *)s_of(o, "name"), .kind = (char *)s_of(o, "kind"),
+			.host = (char *)s_of(o, "host"), .port = (int)i_of(o, "port", 0),
+			.state = (char *)s_of(o, "state"), .pid = (long)i_of(o, "pid", 0),
+			.secret = (char *)s_of(o, "secret"), .note = (char *)s_of(o, "note"),
+			.updated = json_is_number(up) ? json_number_value(up) : now_wall(),
+		};
+		rc = e.name && e.kind && e.state ? store_endpoint_put(st, job, &e, err)
+						 : bad(err, ev);
 	} else if (!strcmp(ev, "file")) {
 		rc = apply_file(st, job, o, err);
 	} else if (!strcmp(ev, "slurm")) {

@@ -37,6 +37,8 @@ int hub_ev_slurm(struct hub_remote *r, const char *job, const char *slurm_job,
 
 int hub_ev_delivery(struct hub_remote *r, const char *job, const struct store_delivery *d,
 		    struct tc_err *err);
+int hub_ev_endpoint(struct hub_remote *r, const char *job, const struct store_endpoint *e,
+		    struct tc_err *err);
 int hub_ev_file(struct hub_remote *r, const char *job, const char *rel, long long off,
 		const void *data, size_t len, struct tc_err *err);
 

@@ -131,6 +131,14 @@ int sink_delivery(struct sink *k, const char *job, const struct store_delivery *
 	return store_delivery_add(k->st, job, d, err);
 }
 
+int sink_endpoint(struct sink *k, const char *job, const struct store_endpoint *e,
+		  struct tc_err *err)
+{
+	if (k->r)
+		return hub_ev_endpoint(k->r, job, e, err);
+	return store_endpoint_put(k->st, job, e, err);
+}
+
 int sink_file(struct sink *k, const char *job, const char *rel, long long off,
 	      const void *data, size_t len, struct tc_err *err)
 {

@@ -71,6 +71,9 @@ int sink_slurm(struct sink *k, const char *job, const char *slurm_job, const cha
 /* A webhook delivery of the job (store_delivery_add). */
 int sink_delivery(struct sink *k, const char *job, const struct store_delivery *d,
 		  struct tc_err *err);
+/* A job's endpoint, its whole row (store_endpoint_put; endpoint/endpoint.h). */
+int sink_endpoint(struct sink *k, const char *job, const struct store_endpoint *e,
+		  struct tc_err *err);
 /*
  * len bytes at off of the run folder's file rel (relative, no ".."): a
  * remote sink sends them for the hub's copy of the run folder (hub.h:

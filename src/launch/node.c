@@ -330,6 +330,7 @@ int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
 		tc_err_release(&e2);
 		sup_workers_up(sp, &e2); /* no jobio on a node: nothing to fail */
 		tc_err_release(&e2);
+		sup_endpoints_start(sp, &plan);
 		sup_say(sp, "job %s node %d of %d, attempt %d: ranks %d-%d started (master %s:%d)%s%s",
 			sp->job_id, nd->node_rank, nd->nnodes, nd->attempt, sp->w[0].rank,
 			sp->w[sp->n - 1].rank, nd->master_addr, nd->master_port,

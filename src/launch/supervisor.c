@@ -476,6 +476,8 @@ static int run_one_attempt(struct sup *sp, struct attempts *a, struct tc_err *er
 	sbuf_release(&why);
 	if (!rc)
 		rc = sup_workers_up(sp, err);
+	if (!rc)
+		sup_endpoints_start(sp, &plan); /* once: they live as long as the job */
 	if (rc)
 		sup_begin_stop(sp);
 	sup_attempt_loop(sp);
@@ -801,6 +803,7 @@ int sup_workers_up(struct sup *sp, struct tc_err *err)
 
 static void sup_release(struct sup *sp)
 {
+	sup_endpoints_stop(sp);
 	sup_notify_end(sp);
 	sup_watch_end(sp); /* its last diagnostics.json names the workers' ranks */
 	sup_lease_end(sp);
@@ -921,6 +924,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		sup_notify_begin(&sp);
 	if (!rc)
 		rc = run_attempts(&sp, exit_status, err);
+	sup_endpoints_stop(&sp); /* they live as long as the job's attempts */
 	jobio_end(sp.io); /* the final upload, whatever the outcome */
 	metrics_end(&sp);
 	sup_watch_end(&sp); /* the last diagnostics.json, which the report reads */

@@ -89,6 +89,8 @@ struct sup {
 	bool fail_final;      /* ... and it must not restart (on_log action fail) */
 	/* the env: values from secrets and files (secret.h), resolved at the start; masked in logs */
 	struct secret_vals secrets;
+	struct endpoint_set *eps; /* the running endpoints, or NULL (endpoint_hook.c) */
+	bool eps_started;         /* sup_endpoints_start ran */
 };
 
 /* ---- supervisor.c ---- */
@@ -189,6 +191,17 @@ void sup_notify(struct sup *sp, enum notify_event e, const char *state, const ch
 		int exit_code);
 /* At the job's end: what is in flight gets a few seconds, then the notifier goes. */
 void sup_notify_end(struct sup *sp);
+/* ---- endpoint_hook.c: the job's endpoints (endpoint/endpoint.h) ---- */
+
+/* Start them, once per job, with plan's environment (the first workers are up). */
+void sup_endpoints_start(struct sup *sp, const struct env_plan *plan);
+/* A child reaped by the attempt loop: true when it was an endpoint's. */
+bool sup_endpoints_reaped(struct sup *sp, pid_t pid, int status);
+/* Tell the watchdog their groups again (after it was told none is left). */
+void sup_endpoints_watch(struct sup *sp);
+/* Stop them (the job ends); a no-op when none runs. */
+void sup_endpoints_stop(struct sup *sp);
+
 /* ---- watch.c ---- */
 
 /* Set up for a spec that wants it (sp->watch; else nothing): the stack dump hook's folders. */

@@ -358,6 +358,8 @@ static void reap(struct sup *sp)
 			sup_say(sp, "warning: the watchdog process ended early");
 			continue;
 		}
+		if (sup_endpoints_reaped(sp, pid, status))
+			continue;
 		struct worker *w = NULL;
 		for (int i = 0; i < sp->n; i++)
 			if (sp->w[i].pid == pid && !sp->w[i].reaped)
@@ -509,6 +511,7 @@ void sup_attempt_loop(struct sup *sp)
 		sp->w[i].logfd = -1;
 	}
 	sup_watchdog_tell(sp, 0);
+	sup_endpoints_watch(sp); /* they outlive the attempt */
 	free(pfd);
 	free(which);
 	free(owner);

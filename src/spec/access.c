@@ -228,6 +228,7 @@ int spec_from_json(const char *text, struct spec **out, struct tc_err *err)
 	if (json_is_object(json_object_get(o, "overrides")))
 		s->overrides = take_kv(json_object_get(o, "overrides"), &s->noverrides);
 	spec_notify_take(s, json_object_get(o, "notify"));
+	spec_endpoints_take(s, json_object_get(o, "endpoints"));
 	take_diag(s, json_object_get(o, "watchdog"), json_object_get(o, "on_log"));
 	json_decref(o);
 	*out = s;

@@ -786,5 +786,6 @@ const struct rule spec_top_rules[] = {
 	{ "notify", spec_r_notify, NULL },
 	{ "watchdog", r_watchdog, NULL },
 	{ "on_log", r_on_log, NULL },
+	{ "endpoints", spec_r_endpoints, NULL },
 	{ NULL, NULL, NULL },
 };

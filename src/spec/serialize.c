@@ -141,6 +141,8 @@ static json_t *spec_json(const struct spec *s)
 		json_object_set_new(o, "overrides", kv_json(s->overrides, s->noverrides));
 	if (s->notify_given)
 		json_object_set_new(o, "notify", spec_notify_json(s));
+	if (s->nendpoints)
+		json_object_set_new(o, "endpoints", spec_endpoints_json(s));
 	/* written only when set, so that specs without them read as before */
 	if (s->watchdog.on) {
 		const struct spec_watchdog *wd = &s->watchdog;

@@ -406,6 +406,7 @@ void spec_free(struct spec *s)
 	free(s->hccn_conf);
 	free(s->backend);
 	notify_hooks_free(s->notify, s->nnotify);
+	spec_endpoints_free(s->endpoints, s->nendpoints);
 	free(s->slurm.partition);
 	free(s->slurm.account);
 	free(s->slurm.qos);

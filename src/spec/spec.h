@@ -37,6 +37,15 @@ struct spec_kv {
 
 enum spec_resume { RESUME_AUTO, RESUME_NEVER, RESUME_PATH };
 
+/* endpoints: one entry (docs/endpoints.md, endpoint/endpoint.h) */
+struct spec_endpoint {
+	char *name;       /* unique in the job; letters, digits, '_' and '-' (a URL segment) */
+	char *kind;       /* a row of endpoint/endpoint.c's kind table: jupyter, tensorboard, ... */
+	char *command;    /* generic: a /bin/sh command ($PORT is its port), else NULL */
+	int port;         /* generic: a fixed port; 0 = a free one */
+	char *public_key; /* ssh: a public key's text or a file, else NULL */
+};
+
 /* inputs: one entry (docs/storage.md) */
 struct spec_input {
 	char *from; /* s3://, obs:// URL or an absolute local path */
@@ -145,6 +154,9 @@ struct spec {
 	bool notify_given;  /* notify: was written (even []: the server's defaults do not apply) */
 	/* devices.min_per_node: the fewest healthy devices the job may run on; 0 = per_node */
 	int min_per_node;
+	/* endpoints: services beside the workers (spec/endpoint_rules.c, docs/endpoints.md) */
+	struct spec_endpoint *endpoints;
+	size_t nendpoints;
 };
 
 /* Fill defaults; name and command stay unset. */

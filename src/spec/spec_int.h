@@ -99,6 +99,12 @@ int spec_r_notify(struct walk *w, yaml_node_t *n, const char *key);
 json_t *spec_notify_json(const struct spec *s);
 void spec_notify_take(struct spec *s, json_t *a);
 
+/* endpoint_rules.c: endpoints: (services beside the workers) and their JSON form both ways */
+int spec_r_endpoints(struct walk *w, yaml_node_t *n, const char *key);
+json_t *spec_endpoints_json(const struct spec *s);
+void spec_endpoints_take(struct spec *s, json_t *a);
+void spec_endpoints_free(struct spec_endpoint *v, size_t n);
+
 /* placement.c: devices: and parallel: */
 int spec_r_devices(struct walk *w, yaml_node_t *n, const char *key);
 int spec_r_parallel(struct walk *w, yaml_node_t *n, const char *key);

@@ -163,6 +163,13 @@ static const char *const migrations[] = {
 	" exit_code, root_cause, restarts, world_size, sup_pid, sup_ticks, user, priority,"
 	" preemptible, device_type, device_count, device_want, devices, stop_reason, managed,"
 	" backend, slurm_job, slurm_nodes, slurm_state);",
+	/* 13: endpoints (store_endpoint.c): a job's sidecar services, their ports and states */
+	"CREATE TABLE job_endpoints ("
+	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	" name TEXT NOT NULL, kind TEXT NOT NULL, host TEXT, port INTEGER NOT NULL DEFAULT 0,"
+	" state TEXT NOT NULL, pid INTEGER NOT NULL DEFAULT 0, secret TEXT, note TEXT,"
+	" updated REAL NOT NULL,"
+	" PRIMARY KEY (job_id, name));",
 };
 
 int db_fail(struct store *st, struct tc_err *err, const char *what)

@@ -1,0 +1,403 @@
+/*
+ * endpoint.c -- the kinds of endpoint (the table) and the sidecars of one
+ * job: started, reaped, stopped and recorded (endpoint.h).
+ */
+#include "endpoint/endpoint.h"
+#include "core/proc.h"
+#include "core/sbuf.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+#include "hub/sink.h"
+#include "spec/spec.h"
+#include "store/store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- the kinds ---- */
+
+/*
+ * Jupyter Notebook (Debian's jupyter-notebook, 6.x): on 127.0.0.1 under the
+ * proxy's path; its token comes from the environment (argv is public in
+ * ps) and the proxy presents it, so its XSRF and origin checks see a
+ * token-authenticated caller.
+ */
+static int build_jupyter(const struct endpoint_ctx *c, struct endpoint_cmd *cmd,
+			 struct tc_err *err)
+{
+	(void)err;
+	strvec_push(&cmd->argv, "jupyter-notebook");
+	strvec_push(&cmd->argv, "--no-browser");
+	strvec_push(&cmd->argv, "--ip=127.0.0.1");
+	strvec_pushf(&cmd->argv, "--port=%d", c->port);
+	strvec_push(&cmd->argv, "--port-retries=0");
+	strvec_pushf(&cmd->argv, "--NotebookApp.base_url=%s", c->base_path);
+	strvec_pushf(&cmd->argv, "--notebook-dir=%s", c->workdir);
+	env_set(&cmd->env, "JUPYTER_TOKEN", c->secret);
+	/* its connection files: in the job's logs/, which the job's user owns */
+	env_setf(&cmd->env, "JUPYTER_RUNTIME_DIR", "%s/logs/endpoint-%s.d", c->run_dir, c->ep->name);
+	return 0;
+}
+
+/* TensorBoard over the job's own event files (metrics/ingest.h writes them). */
+static int build_tensorboard(const struct endpoint_ctx *c, struct endpoint_cmd *cmd,
+			     struct tc_err *err)
+{
+	(void)err;
+	size_t n = strlen(c->base_path);
+	strvec_push(&cmd->argv, "tensorboard");
+	strvec_pushf(&cmd->argv, "--logdir=%s", c->tb_dir);
+	strvec_push(&cmd->argv, "--host=127.0.0.1");
+	strvec_pushf(&cmd->argv, "--port=%d", c->port);
+	/* its prefix has no trailing slash */
+	strvec_pushf(&cmd->argv, "--path_prefix=%.*s", (int)(n > 1 ? n - 1 : n), c->base_path);
+	return 0;
+}
+
+/* Anything else: the user's command through /bin/sh, its port in $PORT. */
+static int build_generic(const struct endpoint_ctx *c, struct endpoint_cmd *cmd,
+			 struct tc_err *err)
+{
+	if (!c->ep->command)
+		return tc_error(err, TC_ESPEC, "endpoint %s: a generic endpoint needs command",
+				c->ep->name);
+	strvec_push(&cmd->argv, "/bin/sh");
+	strvec_push(&cmd->argv, "-c");
+	strvec_push(&cmd->argv, c->ep->command);
+	return 0;
+}
+
+static const struct endpoint_kind kinds[] = {
+	{ .name = "jupyter", .http = true, .auth_header = "Authorization",
+	  .auth_value = "token %s", .build = build_jupyter },
+	{ .name = "tensorboard", .http = true, .build = build_tensorboard },
+	{ .name = "generic", .keys = ENDPOINT_KEY_COMMAND | ENDPOINT_KEY_PORT,
+	  .needs = ENDPOINT_KEY_COMMAND, .http = true, .strip_prefix = true,
+	  .build = build_generic },
+	/* the ssh row: sshd on the port, the user's key (src/endpoint/ssh.c) */
+	{ .name = "ssh", .keys = ENDPOINT_KEY_PUBLIC_KEY, .http = false,
+	  .not_yet = "ssh endpoints are not built yet" },
+};
+#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
+
+const struct endpoint_kind *endpoint_kind_find(const char *name)
+{
+	for (size_t i = 0; name && i < NKINDS; i++)
+		if (!strcmp(kinds[i].name, name))
+			return &kinds[i];
+	return NULL;
+}
+
+const char *endpoint_kind_names(void)
+{
+	static char names[256];
+	static bool made;
+	if (!made) {
+		size_t off = 0;
+		for (size_t i = 0; i < NKINDS; i++)
+			if (!kinds[i].not_yet)
+				off += (size_t)snprintf(names + off, sizeof(names) - off, "%s%s",
+							off ? ", " : "", kinds[i].name);
+		made = true;
+	}
+	return names;
+}
+
+int endpoint_build(const struct endpoint_ctx *c, struct endpoint_cmd *cmd, struct tc_err *err)
+{
+	const struct endpoint_kind *k = endpoint_kind_find(c->ep->kind);
+	if (!k || k->not_yet || !k->build)
+		return tc_error(err, TC_ESPEC, "endpoint %s: kind '%s' %s", c->ep->name, c->ep->kind,
+				k && k->not_yet ? k->not_yet : "is unknown");
+	return k->build(c, cmd, err);
+}
+
+void endpoint_cmd_clear(struct endpoint_cmd *cmd)
+{
+	strvec_clear(&cmd->argv);
+	strvec_clear(&cmd->env);
+}
+
+int endpoint_free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int got = -1;
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		got = ntohs(a.sin_port);
+	close(fd);
+	return got;
+}
+
+char *endpoint_base_path(const char *job_id, const char *name)
+{
+	struct sbuf sb = SBUF_INIT;
+	sbuf_addf(&sb, "/jobs/%s/endpoints/%s/", job_id, name);
+	return sbuf_detach(&sb);
+}
+
+/* ---- the sidecars of one job ---- */
+
+struct sidecar {
+	const struct spec_endpoint *ep; /* the spec's, which outlives the set */
+	struct store_endpoint row;      /* what is recorded (its strings ours) */
+	pid_t pid;                      /* -1: not running (never started, or reaped) */
+};
+
+struct endpoint_set {
+	struct endpoint_opts o; /* pointers borrowed from the supervisor, which outlives us */
+	char *job_id;
+	struct sidecar *sc;
+	size_t n;
+};
+
+static void say(const struct endpoint_set *es, const char *fmt, ...) TC_PRINTF(2, 3);
+static void say(const struct endpoint_set *es, const char *fmt, ...)
+{
+	if (!es->o.say)
+		return;
+	struct sbuf sb = SBUF_INIT;
+	va_list ap;
+	va_start(ap, fmt);
+	sbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	es->o.say(es->o.say_ctx, sb.buf);
+	sbuf_release(&sb);
+}
+
+static int record(struct endpoint_set *es, struct sidecar *c, const char *state,
+		  const char *note, struct tc_err *err)
+{
+	free(c->row.state);
+	c->row.state = xstrdup(state);
+	if (note) {
+		free(c->row.note);
+		c->row.note = xstrdup(note);
+	}
+	c->row.pid = c->pid > 0 ? c->pid : 0;
+	c->row.updated = now_wall();
+	return es->o.sink ? sink_endpoint(es->o.sink, es->job_id, &c->row, err) : 0;
+}
+
+/* 32 hex digits from /dev/urandom, or NULL. */
+static char *new_secret(void)
+{
+	unsigned char b[16];
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	ssize_t r = fd >= 0 ? read(fd, b, sizeof(b)) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (r != (ssize_t)sizeof(b))
+		return NULL;
+	struct sbuf sb = SBUF_INIT;
+	for (size_t i = 0; i < sizeof(b); i++)
+		sbuf_addf(&sb, "%02x", b[i]);
+	return sbuf_detach(&sb);
+}
+
+/* Start c: 0, or why not in err (then the caller records it failed). */
+static int start_one(struct endpoint_set *es, struct sidecar *c, struct tc_err *err)
+{
+	const struct endpoint_opts *o = &es->o;
+	const struct endpoint_kind *k = endpoint_kind_find(c->ep->kind);
+	c->row.port = c->ep->port ? c->ep->port : endpoint_free_port();
+	if (c->row.port <= 0)
+		return tc_error_errno(err, TC_ESYS, "no free port");
+	if (k && k->auth_header && !(c->row.secret = new_secret()))
+		return tc_error_errno(err, TC_ESYS, "cannot read /dev/urandom");
+	char *base = endpoint_base_path(es->job_id, c->ep->name);
+	struct endpoint_ctx ctx = { .ep = c->ep, .job_id = es->job_id, .port = c->row.port,
+				    .base_path = base, .run_dir = o->run_dir, .tb_dir = o->tb_dir,
+				    .workdir = o->s->workdir, .secret = c->row.secret };
+	struct endpoint_cmd cmd = { STRVEC_INIT, STRVEC_INIT };
+	int rc = endpoint_build(&ctx, &cmd, err);
+	struct proc p = PROC_INIT;
+	int logfd = -1;
+	if (!rc) {
+		struct sbuf lp = SBUF_INIT;
+		sbuf_addf(&lp, "%s/endpoint-%s.log", o->log_dir, c->ep->name);
+		/* logs/ belongs to the job's user: never follow a link there */
+		logfd = open_regular_nofollow(lp.buf, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (logfd < 0)
+			rc = tc_error_errno(err, TC_ESYS, "cannot open %s", lp.buf);
+		sbuf_release(&lp);
+	}
+	if (!rc) {
+		strvec_pushv(&p.args, (const char *const *)cmd.argv.v);
+		if (o->env)
+			strvec_pushv(&p.env, (const char *const *)o->env->v);
+		env_setf(&p.env, "PORT", "%d", c->row.port);
+		env_setf(&p.env, "TRAINCTL_ENDPOINT_PORT", "%d", c->row.port);
+		env_set(&p.env, "TRAINCTL_ENDPOINT_NAME", c->ep->name);
+		env_set(&p.env, "TRAINCTL_ENDPOINT_BASE", base);
+		for (size_t i = 0; i < cmd.env.nr; i++) {
+			const char *eq = strchr(cmd.env.v[i], '=');
+			char *key = xstrndup(cmd.env.v[i], (size_t)(eq - cmd.env.v[i]));
+			env_set(&p.env, key, eq + 1);
+			free(key);
+		}
+		p.cwd = o->s->workdir;
+		p.group = PROC_GROUP_NEW;
+		p.death_sig = SIGKILL; /* and the watchdog, for a child of another account */
+		p.default_sigs = PROC_SIG(SIGPIPE);
+		p.in.how = PROC_IO_NULL;
+		p.out.how = PROC_IO_FD;
+		p.out.fd = logfd;
+		p.err.how = PROC_IO_STDOUT;
+		p.wait_exec = true; /* a missing program is said now, by name */
+		gid_t gid = o->gid;
+		if (o->set_ids) {
+			p.set_groups = p.set_gid = p.set_uid = true;
+			p.groups = &gid;
+			p.ngroups = 1;
+			p.gid = gid;
+			p.uid = o->uid;
+		}
+		rc = proc_start(&p, err);
+		if (!rc)
+			c->pid = p.pid;
+	}
+	if (logfd >= 0)
+		close(logfd);
+	proc_clear(&p);
+	endpoint_cmd_clear(&cmd);
+	free(base);
+	if (!rc && o->watch)
+		o->watch(o->watch_ctx, c->pid);
+	return rc;
+}
+
+int endpoint_start_all(const struct endpoint_opts *o, struct endpoint_set **out,
+		       struct tc_err *err)
+{
+	*out = NULL;
+	if (!o->s->nendpoints)
+		return 0;
+	struct endpoint_set *es = xcalloc(1, sizeof(*es));
+	es->o = *o;
+	es->job_id = xstrdup(o->job_id);
+	es->n = o->s->nendpoints;
+	es->sc = xcalloc(es->n, sizeof(*es->sc));
+	int rc = 0;
+	for (size_t i = 0; i < es->n && !rc; i++) {
+		struct sidecar *c = &es->sc[i];
+		c->ep = &o->s->endpoints[i];
+		c->pid = -1;
+		c->row.name = xstrdup(c->ep->name);
+		c->row.kind = xstrdup(c->ep->kind);
+		c->row.host = xstrdup("127.0.0.1");
+		struct tc_err e2 = TC_ERR_INIT;
+		if (start_one(es, c, &e2)) {
+			/* never the job's failure: said and recorded */
+			say(es, "warning: endpoint %s (%s) did not start: %s", c->ep->name, c->ep->kind,
+			    e2.msg);
+			rc = record(es, c, "failed", e2.msg, err);
+		} else {
+			say(es, "endpoint %s (%s) on 127.0.0.1:%d, pid %ld", c->ep->name, c->ep->kind,
+			    c->row.port, (long)c->pid);
+			rc = record(es, c, "running", NULL, err);
+		}
+		tc_err_release(&e2);
+	}
+	es->o.env = NULL; /* the caller's, for the start only */
+	*out = es;
+	return rc;
+}
+
+size_t endpoint_groups(const struct endpoint_set *es, pid_t *out, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; es && i < es->n && n < max; i++)
+		if (es->sc[i].pid > 0)
+			out[n++] = es->sc[i].pid;
+	return n;
+}
+
+static void ended(struct endpoint_set *es, struct sidecar *c, int status, const char *state)
+{
+	struct sbuf why = SBUF_INIT;
+	proc_describe_exit(&why, status);
+	/* what the group left behind goes with its leader */
+	kill(-c->pid, SIGKILL);
+	c->pid = -1;
+	struct tc_err e2 = TC_ERR_INIT;
+	if (record(es, c, state, why.buf, &e2))
+		say(es, "warning: %s", e2.msg);
+	tc_err_release(&e2);
+	if (!strcmp(state, "exited"))
+		say(es, "warning: endpoint %s %s (logs/endpoint-%s.log)", c->ep->name, why.buf,
+		    c->ep->name);
+	sbuf_release(&why);
+}
+
+bool endpoint_reaped(struct endpoint_set *es, pid_t pid, int status)
+{
+	for (size_t i = 0; es && i < es->n; i++)
+		if (es->sc[i].pid == pid) {
+			ended(es, &es->sc[i], status, "exited");
+			return true;
+		}
+	return false;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+void endpoint_stop_all(struct endpoint_set *es, int grace_seconds)
+{
+	if (!es)
+		return;
+	for (size_t i = 0; i < es->n; i++)
+		if (es->sc[i].pid > 0)
+			kill(-es->sc[i].pid, SIGTERM);
+	int64_t kill_at = now_mono_ms() + (int64_t)grace_seconds * 1000;
+	bool killed = false;
+	for (;;) {
+		bool left = false;
+		for (size_t i = 0; i < es->n; i++) {
+			struct sidecar *c = &es->sc[i];
+			int status;
+			if (c->pid <= 0)
+				continue;
+			pid_t r = waitpid(c->pid, &status, WNOHANG);
+			if (r == c->pid || (r < 0 && errno == ECHILD)) {
+				ended(es, c, r == c->pid ? status : 0, "stopped");
+				continue;
+			}
+			left = true;
+		}
+		if (!left)
+			break;
+		if (!killed && now_mono_ms() >= kill_at) {
+			for (size_t i = 0; i < es->n; i++)
+				if (es->sc[i].pid > 0)
+					kill(-es->sc[i].pid, SIGKILL);
+			killed = true;
+		}
+		sleep_ms(20);
+	}
+	for (size_t i = 0; i < es->n; i++)
+		store_endpoint_release(&es->sc[i].row);
+	free(es->sc);
+	free(es->job_id);
+	free(es);
+}

@@ -1,0 +1,139 @@
+/*
+ * endpoint.h -- a job's endpoints (docs/endpoints.md): services that run
+ * beside its workers (Jupyter, TensorBoard, a command of the user's) and
+ * that `trainctl server` proxies under /jobs/JOB/endpoints/NAME/.
+ *
+ * NOTES ON THE DESIGN
+ * (1) A kind is one row of a table (endpoint_kinds, endpoint.c): how its
+ *     command line is made from the port, the base path and the job's
+ *     folders, and how the proxy talks to it.  A new kind is a new row (and
+ *     its build function, in its own file when it is long: ssh.c).  The
+ *     spec's endpoints: key (spec/endpoint_rules.c) checks kinds and keys
+ *     against the table, so a kind without a row is refused by name.
+ * (2) Each endpoint is a sidecar: one child started through core/proc by
+ *     the job's supervisor, in its own process group, as the job's user,
+ *     with the workers' environment (less the per-rank variables) and cwd.
+ *     It listens on 127.0.0.1 only, on a port trainctl picks
+ *     (endpoint_free_port).  The proxy is the way in; a kind that can
+ *     check a token is given one (secret, in its environment, never its
+ *     argv) and the proxy presents it, so other local accounts that reach
+ *     the port get nothing.
+ * (3) It lives as long as the job, across restarts: started with the
+ *     first attempt's workers, stopped (SIGTERM to its group, SIGKILL after
+ *     the job's grace_seconds) when the job ends.  If the supervisor is
+ *     killed, its watchdog kills the group, like the workers'.
+ * (4) Where it listens and in what state is one row of job_endpoints
+ *     (store.h: struct store_endpoint), written through the job's sink
+ *     (hub/sink.h: sink_endpoint), so a supervisor that reports to a hub
+ *     never opens the database.
+ *
+ * Ownership: struct endpoint_set owns its children's records and strings;
+ * endpoint_set_free(NULL) is a no-op.  Nothing here prints: messages go to
+ * the say callback.
+ */
+#ifndef TC_ENDPOINT_H
+#define TC_ENDPOINT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "core/err.h"
+#include "core/strvec.h"
+
+struct spec;
+struct spec_endpoint;
+struct sink;
+
+/* What a kind's build function knows of the endpoint it makes. */
+struct endpoint_ctx {
+	const struct spec_endpoint *ep; /* the spec's entry (name, kind, command, ...) */
+	const char *job_id;
+	int port;               /* where it must listen, on 127.0.0.1 */
+	const char *base_path;  /* "/jobs/JOB/endpoints/NAME/" (with both slashes) */
+	const char *run_dir;    /* the job's run folder */
+	const char *tb_dir;     /* its TensorBoard folder (metrics/ingest.h writes there) */
+	const char *workdir;    /* the workers' cwd */
+	const char *secret;     /* 32 hex digits when the kind takes a token, else NULL */
+};
+
+/* The process a build function describes: argv and what it adds to the job's environment. */
+struct endpoint_cmd {
+	struct strvec argv;
+	struct strvec env; /* "K=V", set over the job's environment */
+};
+
+/* Keys of a spec entry besides name and kind (spec/endpoint_rules.c). */
+enum {
+	ENDPOINT_KEY_COMMAND = 1,    /* command: (a shell command; $PORT is the port) */
+	ENDPOINT_KEY_PORT = 2,       /* port: a fixed port instead of a free one */
+	ENDPOINT_KEY_PUBLIC_KEY = 4, /* public_key: (ssh) */
+};
+
+struct endpoint_kind {
+	const char *name;
+	unsigned keys;          /* ENDPOINT_KEY_* an entry of this kind may give */
+	unsigned needs;         /* ... and must give */
+	bool http;              /* proxied by the server (ssh is a TCP service: false) */
+	bool strip_prefix;      /* the proxy sends "/rest", not "/jobs/J/endpoints/N/rest" */
+	/* the request header the proxy presents the secret in, printf form of the
+	 * value ("token %s"), NULL: the kind takes no token */
+	const char *auth_header, *auth_value;
+	const char *not_yet;    /* non-NULL: refused with this reason (not built yet) */
+	/* Fill cmd for c; 0 or a negative TC_E* with err set. */
+	int (*build)(const struct endpoint_ctx *c, struct endpoint_cmd *cmd, struct tc_err *err);
+};
+
+/* The row of kind name, or NULL. */
+const struct endpoint_kind *endpoint_kind_find(const char *name);
+/* "jupyter, tensorboard, generic": the kinds with a row that is built, for messages. */
+const char *endpoint_kind_names(void);
+/* Build cmd for c through its kind's row (argv unit-tested per kind). */
+int endpoint_build(const struct endpoint_ctx *c, struct endpoint_cmd *cmd, struct tc_err *err);
+void endpoint_cmd_clear(struct endpoint_cmd *cmd);
+/* A free TCP port on 127.0.0.1, or -1. */
+int endpoint_free_port(void);
+/* "/jobs/JOB/endpoints/NAME/" (heap). */
+char *endpoint_base_path(const char *job_id, const char *name);
+
+/* ---- the sidecars of one job (the supervisor's side) ---- */
+
+struct endpoint_opts {
+	const struct spec *s;
+	const char *job_id, *run_dir, *log_dir, *tb_dir;
+	const struct strvec *env; /* the job's environment (the workers' common part) */
+	bool set_ids;             /* run as uid:gid (a root supervisor's user job) */
+	uid_t uid;
+	gid_t gid;
+	struct sink *sink;        /* where the rows go */
+	void (*say)(void *ctx, const char *msg); /* warnings and news, one line each */
+	void *say_ctx;
+	/* a new process group to kill should the supervisor die (its watchdog) */
+	void (*watch)(void *ctx, pid_t pgid);
+	void *watch_ctx;
+};
+
+struct endpoint_set;
+
+/*
+ * Start every endpoint of o->s (none: *out is NULL).  One that cannot
+ * start (its program missing, no port) is recorded failed and said, never
+ * the job's failure; so this fails only when the store does.  Each child's
+ * log is logs/endpoint-NAME.log.
+ */
+int endpoint_start_all(const struct endpoint_opts *o, struct endpoint_set **out,
+		       struct tc_err *err);
+/* The process groups of the running sidecars, for a watchdog; n returned. */
+size_t endpoint_groups(const struct endpoint_set *es, pid_t *out, size_t max);
+/*
+ * A child the supervisor reaped (waitpid(-1)): true when it was one of
+ * ours, which is recorded exited with status.
+ */
+bool endpoint_reaped(struct endpoint_set *es, pid_t pid, int status);
+/*
+ * Stop them all: SIGTERM to each group, SIGKILL after grace_seconds, every
+ * child reaped, each recorded stopped.  Then free es.
+ */
+void endpoint_stop_all(struct endpoint_set *es, int grace_seconds);
+
+#endif
