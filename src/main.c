@@ -22,6 +22,7 @@ static const struct command {
 	{ "ps", cmd_ps, "list jobs on this machine, newest first" },
 	{ "show", cmd_show, "show a job: spec, states, workers, root cause" },
 	{ "logs", cmd_logs, "print or follow a job's logs" },
+	{ "endpoints", cmd_endpoints, "list a job's endpoints (Jupyter, TensorBoard, ...) and their URLs" },
 	{ "devices", cmd_devices, "list the accelerators and CPUs of this machine" },
 	{ "plan", cmd_plan, "search parallel strategies and pipeline partitions" },
 	{ "metrics", cmd_metrics, "list a job's metrics points (table, csv, json)" },

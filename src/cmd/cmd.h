@@ -36,6 +36,7 @@ int cmd_compare(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_sweep(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_report(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_zoo(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_endpoints(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 /* cmd_server.c, cmd_jobs.c: trainctl server and the verbs that use it */
 int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_token(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);

@@ -111,7 +111,8 @@ static const char *const mhd_names[] = {
 	"MHD_start_daemon_va", "MHD_stop_daemon", "MHD_add_response_header",
 	"MHD_create_response_from_buffer", "MHD_create_response_from_callback",
 	"MHD_destroy_response", "MHD_lookup_connection_value", "MHD_queue_response",
-	"MHD_get_connection_info", NULL,
+	"MHD_get_connection_info", "MHD_get_connection_values", "MHD_create_response_for_upgrade",
+	"MHD_upgrade_action", NULL,
 };
 static struct {
 	struct MHD_Daemon *(*start_daemon_va)(unsigned int, uint16_t, MHD_AcceptPolicyCallback,
@@ -130,6 +131,11 @@ static struct {
 					  struct MHD_Response *);
 	const union MHD_ConnectionInfo *(*get_connection_info)(struct MHD_Connection *,
 							       enum MHD_ConnectionInfoType, ...);
+	int (*get_connection_values)(struct MHD_Connection *, enum MHD_ValueKind,
+				     MHD_KeyValueIterator, void *);
+	struct MHD_Response *(*create_response_for_upgrade)(MHD_UpgradeHandler, void *);
+	enum MHD_Result (*upgrade_action)(struct MHD_UpgradeResponseHandle *, enum MHD_UpgradeAction,
+					  ...);
 } mh;
 static struct lib mhd_lib = { "libmicrohttpd.so.12", "libmicrohttpd12", mhd_names, (void **)&mh,
 			      PTHREAD_ONCE_INIT };
@@ -185,6 +191,24 @@ const union MHD_ConnectionInfo *tc_MHD_get_connection_info(struct MHD_Connection
 {
 	MHD_READY();
 	return mh.get_connection_info(c, t);
+}
+int tc_MHD_get_connection_values(struct MHD_Connection *c, enum MHD_ValueKind k,
+				 MHD_KeyValueIterator it, void *it_cls)
+{
+	MHD_READY();
+	return mh.get_connection_values(c, k, it, it_cls);
+}
+struct MHD_Response *tc_MHD_create_response_for_upgrade(MHD_UpgradeHandler h, void *cls)
+{
+	MHD_READY();
+	return mh.create_response_for_upgrade(h, cls);
+}
+/* The actions without arguments (close, and the cork ones take one: not used). */
+enum MHD_Result tc_MHD_upgrade_action(struct MHD_UpgradeResponseHandle *urh,
+				      enum MHD_UpgradeAction a)
+{
+	MHD_READY();
+	return mh.upgrade_action(urh, a);
 }
 
 /* ---- libcrypto ---- */

@@ -53,6 +53,12 @@ enum MHD_Result tc_MHD_queue_response(struct MHD_Connection *c, unsigned int sta
 /* only the info types that take no further argument (fd, address, socket context) */
 const union MHD_ConnectionInfo *tc_MHD_get_connection_info(struct MHD_Connection *c,
 							   enum MHD_ConnectionInfoType t);
+int tc_MHD_get_connection_values(struct MHD_Connection *c, enum MHD_ValueKind k,
+				 MHD_KeyValueIterator it, void *it_cls);
+struct MHD_Response *tc_MHD_create_response_for_upgrade(MHD_UpgradeHandler h, void *cls);
+/* only the actions that take no further argument (MHD_UPGRADE_ACTION_CLOSE) */
+enum MHD_Result tc_MHD_upgrade_action(struct MHD_UpgradeResponseHandle *urh,
+				      enum MHD_UpgradeAction a);
 
 int tc_EVP_Digest(const void *data, size_t n, unsigned char *md, unsigned int *size,
 		  const EVP_MD *type, ENGINE *impl);
@@ -86,6 +92,9 @@ int tc_EVP_DigestFinal_ex(EVP_MD_CTX *c, unsigned char *md, unsigned int *s);
 #define MHD_lookup_connection_value tc_MHD_lookup_connection_value
 #define MHD_queue_response tc_MHD_queue_response
 #define MHD_get_connection_info tc_MHD_get_connection_info
+#define MHD_get_connection_values tc_MHD_get_connection_values
+#define MHD_create_response_for_upgrade tc_MHD_create_response_for_upgrade
+#define MHD_upgrade_action tc_MHD_upgrade_action
 #define EVP_Digest tc_EVP_Digest
 #define EVP_sha256 tc_EVP_sha256
 #define EVP_md5 tc_EVP_md5

@@ -12,6 +12,7 @@
 #include "store/store.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -149,6 +150,38 @@ char *endpoint_base_path(const char *job_id, const char *name)
 	struct sbuf sb = SBUF_INIT;
 	sbuf_addf(&sb, "/jobs/%s/endpoints/%s/", job_id, name);
 	return sbuf_detach(&sb);
+}
+
+json_t *endpoint_list_json(const char *job_id, const struct store_endpoint *v, size_t n,
+			   const char *base_url, bool with_secret)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; i < n; i++) {
+		const struct store_endpoint *e = &v[i];
+		const struct endpoint_kind *k = endpoint_kind_find(e->kind);
+		bool http = k && k->http;
+		char *path = http ? endpoint_base_path(job_id, e->name) : NULL;
+		struct sbuf url = SBUF_INIT;
+		if (http && base_url) {
+			size_t bl = strlen(base_url);
+			sbuf_add(&url, base_url, bl && base_url[bl - 1] == '/' ? bl - 1 : bl);
+			sbuf_adds(&url, path);
+		} else if (e->port > 0) {
+			sbuf_addf(&url, "%s://%s:%d%s", http ? "http" : "tcp",
+				  e->host ? e->host : "127.0.0.1", e->port,
+				  !http ? "" : k->strip_prefix ? "/" : path);
+			if (http && with_secret && e->secret && k->auth_header)
+				sbuf_addf(&url, "?token=%s", e->secret);
+		}
+		json_t *o = json_pack("{s:s, s:s, s:s, s:s?, s:i, s:s?, s:s?, s:s?, s:f}", "name",
+				      e->name, "kind", e->kind, "state", e->state, "host", e->host,
+				      "port", e->port, "path", path, "url", url.len ? url.buf : NULL,
+				      "note", e->note, "updated", e->updated);
+		json_array_append_new(a, o);
+		sbuf_release(&url);
+		free(path);
+	}
+	return a;
 }
 
 /* ---- the sidecars of one job ---- */
@@ -336,7 +369,8 @@ static void ended(struct endpoint_set *es, struct sidecar *c, int status, const 
 	kill(-c->pid, SIGKILL);
 	c->pid = -1;
 	struct tc_err e2 = TC_ERR_INIT;
-	if (record(es, c, state, why.buf, &e2))
+	/* stopped with the job: how it took the signal is no news */
+	if (record(es, c, state, strcmp(state, "stopped") ? why.buf : NULL, &e2))
 		say(es, "warning: %s", e2.msg);
 	tc_err_release(&e2);
 	if (!strcmp(state, "exited"))

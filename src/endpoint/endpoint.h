@@ -96,6 +96,18 @@ int endpoint_free_port(void);
 /* "/jobs/JOB/endpoints/NAME/" (heap). */
 char *endpoint_base_path(const char *job_id, const char *name);
 
+/*
+ * A job's endpoints (store rows) as JSON for the API and the CLI: an array
+ * of {name, kind, state, host, port, path, url, note}; path is the proxy's
+ * ("/jobs/JOB/endpoints/NAME/", null for a kind that is not HTTP).  url:
+ * base_url + path when base_url is given (a server's), else the local
+ * address (http://127.0.0.1:PORT/..., with the kind's token as Jupyter
+ * takes it when with_secret).  Secrets appear only so.  New reference.
+ */
+struct store_endpoint;
+struct json_t *endpoint_list_json(const char *job_id, const struct store_endpoint *v, size_t n,
+				  const char *base_url, bool with_secret);
+
 /* ---- the sidecars of one job (the supervisor's side) ---- */
 
 struct endpoint_opts {

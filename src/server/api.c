@@ -249,6 +249,8 @@ static int find_job(struct srv *s, struct MHD_Connection *con, const struct who 
 struct req {
 	struct sbuf body;
 	bool too_big, answered;
+	bool started;         /* on_request has seen it (uri_log made it) */
+	char *raw_uri;        /* the request target as sent, for the endpoint proxy */
 	long peer_uid;        /* the Unix socket's peer, or -1 */
 	struct gconn *gc;     /* its connection, for the header deadline (guard.c) */
 };
@@ -263,6 +265,8 @@ struct api_call {
 	struct job_row job;    /* the path's {job}, found and visible to w */
 	const char *sweep;     /* the path's {sweep}, as given */
 	const char *secret;    /* the path's {secret}, as given */
+	const char *endpoint;  /* the path's {ep}, as given */
+	const char *method;
 };
 
 void api_whoami_json(struct sbuf *out, const struct who *w)
@@ -370,6 +374,7 @@ static int r_metric_list(struct api_call *c) { return h_metric_list(c->s, c->con
 static int r_metric_points(struct api_call *c) { return h_metric_points(c->s, c->con, &c->job); }
 static int r_usage(struct api_call *c) { return h_usage(c->s, c->con, &c->job); }
 static int r_report(struct api_call *c) { return h_report(c->con, &c->job); }
+static int r_endpoint_list(struct api_call *c) { return proxy_list(c->s, c->con, &c->job); }
 
 static int r_sweeps(struct api_call *c) { return h_sweep_list(c->s, c->con, &c->w); }
 static int r_sweep_submit(struct api_call *c)
@@ -506,6 +511,17 @@ static int r_login_ticket(struct api_call *c)
 	return ret;
 }
 
+/* /jobs/{job}/endpoints/{ep}/...: the job's endpoint (proxy.c) */
+static int r_endpoint(struct api_call *c)
+{
+	if (c->rq->too_big)
+		return reply_err(c->con, 413, "the body is over %u bytes", TC_SERVER_MAX_BODY);
+	struct proxy_req r = { .job = &c->job, .name = c->endpoint, .raw_uri = c->rq->raw_uri,
+			       .method = c->method, .body = c->rq->body.buf, .body_len = c->rq->body.len,
+			       .gc = c->rq->gc };
+	return proxy_answer(c->s, c->con, &r);
+}
+
 static int r_no_resource(struct api_call *c)
 {
 	return reply_err(c->con, 404, "no such resource: %s", c->url);
@@ -546,6 +562,7 @@ const struct route api_routes[] = {
 	{ ROUTE_GET, "/api/v1/jobs/{job}/metrics/points", r_metric_points, NEED_USER },
 	{ ROUTE_GET, "/api/v1/jobs/{job}/usage", r_usage, NEED_USER },
 	{ ROUTE_GET, "/api/v1/jobs/{job}/report", r_report, NEED_USER },
+	{ ROUTE_GET, "/api/v1/jobs/{job}/endpoints", r_endpoint_list, NEED_USER },
 	{ ROUTE_GET, "/api/v1/sweeps", r_sweeps, NEED_USER },
 	{ ROUTE_POST, "/api/v1/sweeps", r_sweep_submit, NEED_USER },
 	{ ROUTE_GET, "/api/v1/sweeps/{sweep}", r_sweep_detail, NEED_USER },
@@ -561,6 +578,8 @@ const struct route api_routes[] = {
 	{ ROUTE_ANY, "/api/v1/**", r_no_resource, NEED_USER },
 	{ ROUTE_ANY, "/api/**", r_no_version, NEED_NONE },
 	{ ROUTE_GET, "/login", r_login, NEED_NONE },
+	/* a job's endpoints (docs/endpoints.md): its owner or an admin, through the proxy */
+	{ ROUTE_ANY, "/jobs/{job}/endpoints/{ep}/**", r_endpoint, NEED_USER },
 	/* the web UI's files and its own routes (#/job/..., /devices) */
 	{ ROUTE_GET, "/**", r_asset, NEED_NONE },
 };
@@ -590,7 +609,8 @@ static int dispatch(struct srv *s, struct MHD_Connection *con, const char *url,
 	struct route_match m;
 	route_match(api_routes, api_nroutes, method, url, &m);
 	struct api_call c = { .s = s, .con = con, .url = url, .rq = rq,
-			      .sweep = route_param(&m, "sweep"), .secret = route_param(&m, "secret") };
+			      .sweep = route_param(&m, "sweep"), .secret = route_param(&m, "secret"),
+			      .endpoint = route_param(&m, "ep"), .method = method };
 	const struct route *r = m.route ? m.route : m.resource;
 	const char *job = route_param(&m, "job");
 	bool have_job = false;
@@ -702,7 +722,9 @@ static unsigned precheck(const struct api_listener *l, struct MHD_Connection *co
 	const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length");
 	const char *te = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Transfer-Encoding");
 	bool body = (cl && strcmp(cl, "0") != 0) || te;
-	if ((body || ctype) && !api_json_type_ok(ctype)) {
+	/* an endpoint's own forms and uploads are its business (the Origin check above stands) */
+	bool endpoint = !strncmp(url, "/jobs/", 6) && strstr(url, "/endpoints/");
+	if (!endpoint && (body || ctype) && !api_json_type_ok(ctype)) {
 		*ret = reply_err(con, 415, "a request body must be JSON (Content-Type: application/json)");
 		return 415;
 	}
@@ -717,10 +739,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 	struct srv *s = l->s;
 	(void)version;
 	struct req *rq = *con_cls;
-	if (!rq) {
-		rq = xcalloc(1, sizeof(*rq));
-		sbuf_init(&rq->body, 0);
-		*con_cls = rq;
+	if (!rq || !rq->started) {
+		if (!rq) {
+			rq = xcalloc(1, sizeof(*rq));
+			sbuf_init(&rq->body, 0);
+			*con_cls = rq;
+		}
+		rq->started = true;
 		const union MHD_ConnectionInfo *ci =
 			MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 		rq->gc = ci ? ci->socket_context : NULL;
@@ -778,9 +803,21 @@ static void on_done(void *cls, struct MHD_Connection *con, void **con_cls,
 	if (rq) {
 		guard_busy(l->s->guard, rq->gc, false); /* the next request's headers: a new deadline */
 		sbuf_release(&rq->body);
+		free(rq->raw_uri);
 		free(rq);
 		*con_cls = NULL;
 	}
+}
+
+/* Each request's target as sent (before libmicrohttpd decodes it): the proxy forwards it. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *con)
+{
+	(void)cls;
+	(void)con;
+	struct req *rq = xcalloc(1, sizeof(*rq));
+	sbuf_init(&rq->body, 0);
+	rq->raw_uri = xstrdup(uri ? uri : "");
+	return rq;
 }
 
 /* Connections in and out, for the limits and the header deadline (guard.c). */
@@ -910,11 +947,12 @@ int api_start(struct srv *s, char **login, struct tc_err *err)
 	if (rc)
 		return rc;
 	s->mhd_unix = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-					       MHD_USE_ERROR_LOG,
+					       MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE,
 				       0, NULL, NULL, on_request, &s->lis_unix,
 				       MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
 				       MHD_OPTION_LISTEN_SOCKET, s->unix_fd,
 				       MHD_OPTION_NOTIFY_COMPLETED, on_done, &s->lis_unix,
+				       MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
 				       MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s->lis_unix,
 				       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
 				       MHD_OPTION_CONNECTION_LIMIT, (unsigned int)256,
@@ -928,11 +966,12 @@ int api_start(struct srv *s, char **login, struct tc_err *err)
 	 * client's connections cannot take the others' places.
 	 */
 	s->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-					  MHD_USE_ERROR_LOG,
+					  MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE,
 				  (uint16_t)port, NULL, NULL, on_request, &s->lis_tcp,
 				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
 				  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_done, &s->lis_tcp,
+				  MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
 				  MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s->lis_tcp,
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
 				  MHD_OPTION_CONNECTION_LIMIT, max_total + 64,
@@ -966,6 +1005,7 @@ int api_start(struct srv *s, char **login, struct tc_err *err)
 
 void api_stop(struct srv *s)
 {
+	proxy_stop_all(); /* a pumped WebSocket would hold its connection's thread */
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd);
 	s->mhd = NULL;

@@ -106,6 +106,32 @@ void guard_close(struct guard *g, struct gconn *c);
 void guard_busy(struct guard *g, struct gconn *c, bool busy);
 /* Over the limits: answer 503 with Retry-After. */
 bool guard_full(struct guard *g, struct gconn *c);
+/* The connection is a stream now (an upgraded WebSocket): no header deadline for it. */
+void guard_forget(struct guard *g, struct gconn *c);
+
+/* ---- proxy.c: /jobs/{job}/endpoints/{name}/... into a job's endpoint ---- */
+
+struct proxy_req {
+	const struct job_row *job; /* found, and the caller may see it */
+	const char *name;          /* the path's endpoint name */
+	const char *raw_uri;       /* the request target as sent (not decoded), with its query */
+	const char *method;
+	const char *body;          /* the request's body (read whole, up to the API's limit) */
+	size_t body_len;
+	struct gconn *gc;          /* its connection (guard.c) */
+};
+/* Answer r through the job's endpoint (HTTP, or a WebSocket pumped until it closes). */
+int proxy_answer(struct srv *s, struct MHD_Connection *con, const struct proxy_req *r);
+/* GET /api/v1/jobs/{job}/endpoints: {"endpoints": [...]} (endpoint_list_json, no secrets). */
+int proxy_list(struct srv *s, struct MHD_Connection *con, const struct job_row *job);
+/* Shut down every pumped WebSocket (the server stops). */
+void proxy_stop_all(void);
+/* "/jobs/J/endpoints/N/rest?q" -> "/rest?q" (heap, "" for none); -1 when not such a path. */
+int proxy_split_uri(const char *raw, char **rest);
+/* Request headers that never reach an endpoint: hop-by-hop ones and the caller's credentials. */
+bool proxy_header_dropped(const char *name);
+/* A Cookie header less trainctl's session cookie, appended to out. */
+void proxy_cookie_filter(const char *cookie, struct sbuf *out);
 
 /* May w see and act on a job owned by owner?  Admins may, users their own. */
 bool server_may_see(const struct who *w, const char *owner);

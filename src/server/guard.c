@@ -198,6 +198,15 @@ void guard_busy(struct guard *g, struct gconn *c, bool busy)
 	pthread_mutex_unlock(&g->mu);
 }
 
+void guard_forget(struct guard *g, struct gconn *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&g->mu);
+	c->fd = -1; /* the reaper shuts down only connections with an fd */
+	pthread_mutex_unlock(&g->mu);
+}
+
 bool guard_full(struct guard *g, struct gconn *c)
 {
 	if (!c || !c->client[0])

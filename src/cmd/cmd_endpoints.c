@@ -1,0 +1,162 @@
+/*
+ * cmd_endpoints.c -- `trainctl endpoints JOB [--json] [--server URL]`: a
+ * job's endpoints and where to open them (docs/endpoints.md).  Through a
+ * server: its proxy's URLs; else the local addresses of this machine's
+ * store (with Jupyter's token, which only the job's own store holds).
+ */
+#include "cmd/cmd.h"
+#include "core/enc.h"
+#include "core/sbuf.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+#include "endpoint/endpoint.h"
+#include "server/server.h"
+#include "store/store.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+	"usage: trainctl endpoints JOB [--json] [--server URL]\n"
+	"\n"
+	"List a job's endpoints (spec key endpoints:): name, kind, state and URL.\n"
+	"  --json        print them as JSON\n"
+	"  --server URL  ask this server (default $TRAINCTL_SERVER): its proxy's URLs\n";
+
+/* a job's text (names, notes) never reaches the terminal as control characters */
+static void cell(const char *v, int width)
+{
+	struct sbuf s = SBUF_INIT;
+	term_escape(&s, v ? v : "-", strlen(v ? v : "-"), false);
+	printf("%-*s", width, s.buf);
+	sbuf_release(&s);
+}
+
+static void print_list(json_t *a)
+{
+	if (!json_array_size(a)) {
+		printf("no endpoints (the spec's endpoints: key opens them)\n");
+		return;
+	}
+	printf("%-16s %-12s %-9s %s\n", "NAME", "KIND", "STATE", "URL");
+	size_t i;
+	json_t *o;
+	json_array_foreach(a, i, o) {
+		cell(json_string_value(json_object_get(o, "name")), 16);
+		putchar(' ');
+		cell(json_string_value(json_object_get(o, "kind")), 12);
+		putchar(' ');
+		cell(json_string_value(json_object_get(o, "state")), 9);
+		putchar(' ');
+		const char *url = json_string_value(json_object_get(o, "url"));
+		const char *note = json_string_value(json_object_get(o, "note"));
+		cell(url, 0);
+		if (note && strcmp(json_string_value(json_object_get(o, "state")), "running")) {
+			fputs(" (", stdout);
+			cell(note, 0);
+			putchar(')');
+		}
+		putchar('\n');
+	}
+}
+
+static int print_out(json_t *a, const char *job, bool as_json, struct tc_err *err)
+{
+	if (as_json) {
+		json_t *o = json_pack("{s:s, s:O}", "job", job, "endpoints", a);
+		char *t = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		json_decref(o);
+		if (!t)
+			return tc_error(err, TC_ESYS, "endpoints: cannot encode JSON");
+		puts(t);
+		free(t);
+	} else {
+		print_list(a);
+	}
+	return 0;
+}
+
+static int remote(const char *server, const char *ref, bool as_json, struct tc_err *err)
+{
+	struct sbuf path = SBUF_INIT, resp = SBUF_INIT;
+	sbuf_adds(&path, "/api/v1/jobs/");
+	url_encode(&path, ref, false);
+	sbuf_adds(&path, "/endpoints");
+	struct client *cl = NULL;
+	int rc = client_open(server, &cl, err);
+	if (!rc)
+		rc = client_json(cl, "GET", path.buf, NULL, &resp, err);
+	json_t *o = rc ? NULL : json_loadb(resp.buf, resp.len, 0, NULL);
+	if (!rc && !json_is_object(o))
+		rc = tc_error(err, TC_EBACKEND, "endpoints: the server's answer is not JSON");
+	if (!rc) {
+		/* the server gives paths: the URLs are the server's as we reach it */
+		const char *base = server ? server : getenv("TRAINCTL_SERVER");
+		size_t bl = base ? strlen(base) : 0;
+		json_t *a = json_object_get(o, "endpoints"), *e;
+		size_t i;
+		json_array_foreach(a, i, e) {
+			const char *p = json_string_value(json_object_get(e, "path"));
+			if (p && bl) {
+				struct sbuf u = SBUF_INIT;
+				sbuf_add(&u, base, base[bl - 1] == '/' ? bl - 1 : bl);
+				sbuf_adds(&u, p);
+				json_object_set_new(e, "url", json_string(u.buf));
+				sbuf_release(&u);
+			}
+		}
+		const char *job = json_string_value(json_object_get(o, "job"));
+		rc = print_out(a, job ? job : ref, as_json, err);
+	}
+	json_decref(o);
+	client_close(cl);
+	sbuf_release(&path);
+	sbuf_release(&resp);
+	return rc;
+}
+
+int cmd_endpoints(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "server", required_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *server = NULL;
+	bool as_json = false;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j': as_json = true; break;
+		case 'S': server = optarg; break;
+		case 'h': fputs(usage, stdout); return 0;
+		default: return cmd_bad_option("endpoints", "h", argc, argv, opts, err);
+		}
+	}
+	if (optind + 1 != argc)
+		return tc_error(err, TC_EUSAGE, "endpoints: give one job");
+	if (server || client_configured(argc, argv))
+		return remote(server, argv[optind], as_json, err);
+	struct store *st = NULL;
+	struct job_row j = { 0 };
+	struct store_endpoint *v = NULL;
+	size_t n = 0;
+	int rc = store_open(ctx->home, &st, err);
+	if (!rc)
+		rc = store_job_get(st, argv[optind], &j, err);
+	if (!rc)
+		rc = store_endpoints(st, j.id, &v, &n, err);
+	if (!rc) {
+		json_t *a = endpoint_list_json(j.id, v, n, NULL, true);
+		rc = print_out(a, j.id, as_json, err);
+		json_decref(a);
+	}
+	store_endpoints_free(v, n);
+	job_row_release(&j);
+	store_close(st);
+	return rc;
+}
