@@ -42,6 +42,8 @@ static int build_jupyter(const struct endpoint_ctx *c, struct endpoint_cmd *cmd,
 	strvec_push(&cmd->argv, "--ip=127.0.0.1");
 	strvec_pushf(&cmd->argv, "--port=%d", c->port);
 	strvec_push(&cmd->argv, "--port-retries=0");
+	/* it runs as the job's user, whoever that is (root's own jobs run as root) */
+	strvec_push(&cmd->argv, "--allow-root");
 	strvec_pushf(&cmd->argv, "--NotebookApp.base_url=%s", c->base_path);
 	strvec_pushf(&cmd->argv, "--notebook-dir=%s", c->workdir);
 	env_set(&cmd->env, "JUPYTER_TOKEN", c->secret);
