@@ -47,8 +47,6 @@ static int build_jupyter(const struct endpoint_ctx *c, struct endpoint_cmd *cmd,
 	strvec_pushf(&cmd->argv, "--NotebookApp.base_url=%s", c->base_path);
 	strvec_pushf(&cmd->argv, "--notebook-dir=%s", c->workdir);
 	env_set(&cmd->env, "JUPYTER_TOKEN", c->secret);
-	/* its connection files: in the job's logs/, which the job's user owns */
-	env_setf(&cmd->env, "JUPYTER_RUNTIME_DIR", "%s/logs/endpoint-%s.d", c->run_dir, c->ep->name);
 	return 0;
 }
 
