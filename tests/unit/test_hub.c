@@ -492,3 +492,39 @@ TEST(hub_watchdog_notes_and_deliveries_arrive_as_the_direct_ones_write_them)
 	store_deliveries_free(d, nd);
 	fx_close(&f);
 }
+
+/* An endpoint's row from a remote supervisor: each event replaces it, as store_endpoint_put does. */
+TEST(hub_endpoint_rows_arrive_as_the_direct_ones_write_them)
+{
+	const char *home = test_tmpdir();
+	struct store *st = job_store(home);
+	struct hub *h = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(hub_new(home, &h, &err), 0);
+	const char *body =
+		"{\"seq\":1,\"ev\":\"endpoint\",\"name\":\"nb\",\"kind\":\"jupyter\",\"host\":\"127.0.0.1\","
+		"\"port\":8888,\"state\":\"running\",\"pid\":42,\"secret\":\"s\",\"updated\":5}\n"
+		"{\"seq\":2,\"ev\":\"endpoint\",\"name\":\"nb\",\"kind\":\"jupyter\",\"host\":\"127.0.0.1\","
+		"\"port\":8888,\"state\":\"stopped\",\"pid\":0,\"secret\":\"s\",\"updated\":6}\n"
+		"{\"seq\":3,\"ev\":\"endpoint\",\"name\":\"web\",\"kind\":\"generic\",\"port\":9,"
+		"\"state\":\"failed\",\"note\":\"no free port\",\"updated\":7}\n";
+	post(h, SECRET, "n", body, 200, 3);
+	struct store_endpoint *v = NULL;
+	size_t n = 0;
+	CHECK_INT(store_endpoints(st, JOB, &v, &n, &err), 0);
+	CHECK_INT(n, 2);
+	CHECK_STR(v[0].name, "nb");
+	CHECK_STR(v[0].state, "stopped");
+	CHECK_INT(v[0].port, 8888);
+	CHECK_INT(v[0].pid, 0);
+	CHECK_STR(v[0].secret, "s");
+	CHECK_STR(v[1].state, "failed");
+	CHECK_STR(v[1].note, "no free port");
+	CHECK(v[1].host == NULL);
+	store_endpoints_free(v, n);
+	struct store_endpoint e;
+	CHECK_INT(store_endpoint_get(st, JOB, "none", &e, &err), TC_ENOTFOUND);
+	tc_err_release(&err);
+	hub_free(h);
+	store_close(st);
+}

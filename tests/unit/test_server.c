@@ -56,6 +56,7 @@ static const struct example {
 	  "j-1" },
 	{ "GET", "/api/v1/jobs/j-1/usage", ROUTE_GET, "/api/v1/jobs/{job}/usage", "j-1" },
 	{ "GET", "/api/v1/jobs/j-1/report", ROUTE_GET, "/api/v1/jobs/{job}/report", "j-1" },
+	{ "GET", "/api/v1/jobs/j-1/endpoints", ROUTE_GET, "/api/v1/jobs/{job}/endpoints", "j-1" },
 	{ "GET", "/api/v1/sweeps", ROUTE_GET, "/api/v1/sweeps", NULL },
 	{ "POST", "/api/v1/sweeps", ROUTE_POST, "/api/v1/sweeps", NULL },
 	{ "GET", "/api/v1/sweeps/s-1", ROUTE_GET, "/api/v1/sweeps/{sweep}", NULL },
@@ -80,6 +81,11 @@ static const struct example {
 	{ "DELETE", "/api/v1/session", ROUTE_DELETE, "/api/v1/session", NULL },
 	{ "POST", "/api/v1/login", ROUTE_POST, "/api/v1/login", NULL },
 	{ "GET", "/login", ROUTE_GET, "/login", NULL },
+	/* a job's endpoints through the proxy: any method, any depth, the job looked up */
+	{ "GET", "/jobs/j-1/endpoints/jupyter", ROUTE_ANY, "/jobs/{job}/endpoints/{ep}/**", "j-1" },
+	{ "GET", "/jobs/j-1/endpoints/jupyter/", ROUTE_ANY, "/jobs/{job}/endpoints/{ep}/**", "j-1" },
+	{ "PUT", "/jobs/nb/endpoints/jupyter/api/contents/a/b.ipynb", ROUTE_ANY,
+	  "/jobs/{job}/endpoints/{ep}/**", "nb" },
 	/* the web UI */
 	{ "GET", "/", ROUTE_GET, "/**", NULL },
 	{ "GET", "/app.js", ROUTE_GET, "/**", NULL },
@@ -143,7 +149,8 @@ TEST(route_table_is_well_formed)
 		 * the API wants a caller; /metrics, the version check, the UI and
 		 * the hub's routes (the job's secret: hub/hub.h) do not
 		 */
-		bool api = !strncmp(r->pattern, "/api/v1/", 8) && strncmp(r->pattern, "/api/v1/hub/", 12);
+		bool api = (!strncmp(r->pattern, "/api/v1/", 8) && strncmp(r->pattern, "/api/v1/hub/", 12)) ||
+			   !strncmp(r->pattern, "/jobs/", 6); /* a job's endpoints */
 		CHECK_INT(r->need, api ? NEED_USER : NEED_NONE);
 	}
 }
@@ -739,4 +746,59 @@ TEST(jobenv_hook_secrets_are_the_supervisors)
 	CHECK(env_get(&out, "TRAINCTL_SUPERVISOR_ONLY") == NULL);
 	CHECK_STR(env_get(&out, "PATH"), "/bin");
 	strvec_clear(&out);
+}
+
+/* ---- the endpoint proxy's pure parts (proxy.c) ---- */
+
+TEST(proxy_split_uri)
+{
+	static const struct {
+		const char *raw, *rest;
+	} v[] = {
+		{ "/jobs/j-1/endpoints/jupyter", "" },
+		{ "/jobs/j-1/endpoints/jupyter/", "/" },
+		{ "/jobs/j-1/endpoints/jupyter?x=1", "?x=1" },
+		{ "/jobs/nb/endpoints/web/a%20b/c.txt?q=%2F", "/a%20b/c.txt?q=%2F" },
+		{ "/jobs/nb/endpoints/web/api/kernels/k/channels?session_id=s", "/api/kernels/k/channels?session_id=s" },
+	};
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		char *rest = NULL;
+		CHECK_INT(proxy_split_uri(v[i].raw, &rest), 0);
+		CHECK_STR(rest, v[i].rest);
+		free(rest);
+	}
+	char *rest = NULL;
+	CHECK_INT(proxy_split_uri("/jobs/j-1/endpoints", &rest), -1);
+	CHECK_INT(proxy_split_uri("/jobs//endpoints/x/", &rest), -1);
+	CHECK_INT(proxy_split_uri("jobs/j/endpoints/x/", &rest), -1);
+	CHECK(rest == NULL);
+}
+
+/* The caller's credentials never reach an endpoint; its own headers do. */
+TEST(proxy_headers_and_cookies)
+{
+	const char *dropped[] = { "Authorization", "authorization", "Cookie", "Host", "Origin",
+				  "Connection", "Upgrade", "Content-Length", "Transfer-Encoding",
+				  "Proxy-Authorization", "X-Forwarded-For" };
+	for (size_t i = 0; i < sizeof(dropped) / sizeof(dropped[0]); i++)
+		CHECK(proxy_header_dropped(dropped[i]));
+	const char *kept[] = { "Accept", "Content-Type", "Sec-WebSocket-Key", "Sec-WebSocket-Version",
+			       "X-XSRFToken", "User-Agent" };
+	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
+		CHECK(!proxy_header_dropped(kept[i]));
+	static const struct {
+		const char *in, *out;
+	} v[] = {
+		{ "trainctl_session=abc", "" },
+		{ "_xsrf=1; trainctl_session=abc; username-x=2", "_xsrf=1; username-x=2" },
+		{ "trainctl_session=abc;a=b", "a=b" },
+		{ "trainctl_sessionx=1; a=b", "trainctl_sessionx=1; a=b" },
+		{ "a=b", "a=b" },
+	};
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		struct sbuf out = SBUF_INIT;
+		proxy_cookie_filter(v[i].in, &out);
+		CHECK_STR(out.len ? out.buf : "", v[i].out);
+		sbuf_release(&out);
+	}
 }
