@@ -297,10 +297,23 @@
         <dt>run folder</dt><dd>${esc(j.run_dir)}</dd></dl></div>
       ${j.root_cause ? `<div class="card"><h2>Root cause</h2><pre>${esc(j.root_cause)}</pre></div>` : ""}
       ${diagCard(j.diagnostics)}
+      <div id="endpoints"></div>
       <div class="card"><h2>State history</h2><div class="scroll"><table><thead><tr><th>Time</th><th>State</th><th>Reason</th></tr></thead><tbody>
         ${j.events.map(e => `<tr><td>${fmtTime(e.time)}</td><td>${stateBadge(e.state)}</td><td class="wrap">${esc(e.reason)}</td></tr>`).join("")}
       </tbody></table></div></div>
       <div class="card"><h2>Spec</h2><pre>${esc(JSON.stringify(j.spec, null, 2))}</pre></div>`;
+    if (j.spec && j.spec.endpoints && j.spec.endpoints.length) endpointsCard(j);
+  }
+  // the job's endpoints (docs/endpoints.md): Jupyter, TensorBoard, ... through the server's proxy
+  async function endpointsCard(j) {
+    let r;
+    try { r = await api(`/jobs/${encodeURIComponent(j.id)}/endpoints`); } catch (e) { return; }
+    const el = document.getElementById("endpoints");
+    if (!el || view.dataset.job !== j.id) return;
+    const rows = r.endpoints.map(e => `<tr><td>${esc(e.name)}</td><td>${esc(e.kind)}</td><td>${esc(e.state)}</td><td>${
+      e.url && e.state === "running" ? `<a href="${esc(e.url)}" target="_blank" rel="noopener">${esc(e.url)}</a>` : esc(e.note || "")}</td></tr>`).join("");
+    el.innerHTML = `<div class="card"><h2>Endpoints</h2><div class="scroll"><table><thead><tr><th>Name</th><th>Kind</th><th>State</th><th>Open</th></tr></thead>
+      <tbody>${rows || `<tr><td colspan="4" class="muted">none yet (they start with the first workers)</td></tr>`}</tbody></table></div></div>`;
   }
   // the watchdog's findings (docs/diagnostics.md): step time per rank, stragglers, hangs
   function diagCard(d) {

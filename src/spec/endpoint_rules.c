@@ -76,7 +76,7 @@ static int r_public_key(struct walk *w, yaml_node_t *n, const char *key)
 	return rc;
 }
 
-static const struct rule entry_rules[] = {
+static const struct rule endpoint_rules[] = {
 	{ "name", r_name, NULL },
 	{ "kind", r_kind, NULL },
 	{ "command", r_command, NULL },
@@ -158,7 +158,7 @@ int spec_r_endpoints(struct walk *w, yaml_node_t *n, const char *key)
 			if (!rc)
 				cur(w)->kind = xstrdup(v);
 		} else if (item->type == YAML_MAPPING_NODE) {
-			rc = walk_map(w, item, "endpoints[].", entry_rules);
+			rc = walk_map(w, item, "endpoints[].", endpoint_rules);
 		} else {
 			rc = walk_fail(w, item, key, "items must be kinds (%s) or mappings",
 				       endpoint_kind_names());

@@ -1,4 +1,5 @@
-"""The examples of docs/spec.md, docs/environment.md and docs/diagnostics.md, run for real.
+"""The examples of docs/spec.md, docs/environment.md, docs/diagnostics.md and
+docs/endpoints.md, run for real.
 
 A fenced block whose first line is `# example: NAME` must run to success
 under `trainctl run`; `# bad example: NAME` must fail with exit status 2 and
@@ -10,7 +11,7 @@ import pytest
 
 from conftest import REPO
 
-DOCS = ["spec.md", "environment.md", "diagnostics.md"]
+DOCS = ["spec.md", "environment.md", "diagnostics.md", "endpoints.md"]
 BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.S)
 
 
@@ -62,7 +63,8 @@ def rule_keys():
     prefix = {"spec_top_rules": "", "device_rules": "devices.", "restart_rules": "restart.",
               "ckpt_rules": "checkpoint.", "input_rules": "inputs[].", "output_rules": "outputs.",
               "metrics_rules": "metrics.", "parallel_rules": "parallel.", "slurm_rules": "slurm.",
-              "hook_rules": "notify[].", "file_rules": "", "watchdog_rules": "watchdog."}
+              "hook_rules": "notify[].", "file_rules": "", "watchdog_rules": "watchdog.",
+              "endpoint_rules": "endpoints[]."}
     keys = []
     for m in _re.finditer(r"(?:static )?const struct rule (\w+)\[\] = \{(.*?)\n\};", src, _re.S):
         assert m.group(1) in prefix, f"new rule table {m.group(1)}: teach this test its prefix"
