@@ -13,7 +13,8 @@ libcurl4-openssl-dev libssl-dev rclone curl jq \
 libmicrohttpd-dev chromium chromium-driver \
 slurm-wlm munge iproute2 zsh \
 clang libclang-rt-dev \
-openssh-server openssh-client"
+openssh-server openssh-client \
+jupyter-notebook python3-ipykernel python3-websocket"
 # s3rver (tests/s3) needs node and npm; a node from elsewhere that brings its
 # own npm is fine, and Debian's npm would conflict with it
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
