@@ -163,6 +163,12 @@ endpoints:
     assert not alive(pid)
 
 
+def listener(port):
+    """What ss says listens on port (for failure messages)."""
+    return subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True,
+                          text=True).stdout.strip()
+
+
 def port_owner(port):
     """The pid listening on 127.0.0.1:port (ss), for /proc checks."""
     out = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True,
@@ -313,16 +319,30 @@ def test_jupyter_through_the_proxy(trainctl, tmp_path, websocket):
             ports = [e["port"] for e in eps]
             srv.token = None
 
+            # a WebSocket left open does not hold the server when it stops; a
+            # server started again proxies the job's endpoints as before
+            keep = websocket.create_connection(url, timeout=60,
+                                               header=[f"Authorization: Bearer {own}"])
+            srv.stop()
+            with pytest.raises((websocket.WebSocketConnectionClosedException, OSError)):
+                while True:
+                    keep.recv()
+            keep.close()
+            srv.start()
+            assert run_cell(websocket, url, own, "print(6*7)") == "42\n"
+
             # stopped with the job: ports closed, Jupyter, its kernel and the rest gone
             assert pids_of_job(job)
             st, body = srv.call("POST", f"/api/v1/jobs/{job}/stop", {})
             assert st == 200, body
             srv.wait_state(job, "killed")
-            wait_until(lambda: not pids_of_job(job), timeout=120,
-                       what=lambda: f"the job's processes to end: {pids_of_job(job)}")
-            assert not any(port_open(p) for p in ports)
-            st, body = srv.call("GET", f"/api/v1/jobs/{job}/endpoints")
-            assert [e["state"] for e in body["endpoints"]] == ["stopped", "stopped"], body
+            wait_until(lambda: not pids_of_job(job) and not any(port_open(p) for p in ports),
+                       timeout=120, what=lambda: f"the job's processes to end: {pids_of_job(job)}, "
+                       f"its ports to close: {[(p, listener(p)) for p in ports if port_open(p)]}")
+            def states():
+                st, body = srv.call("GET", f"/api/v1/jobs/{job}/endpoints")
+                return [e["state"] for e in body["endpoints"]]
+            wait_until(lambda: states() == ["stopped", "stopped"], what=lambda: states())
             st, body = srv.call("GET", f"{base}/web/hello.txt", token=own)
             assert st == 503, body
         finally:
