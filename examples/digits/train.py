@@ -151,6 +151,29 @@ def find_checkpoint(path):
     raise FileNotFoundError(f"TRAINCTL_RESUME_FROM={path}: no such file or directory")
 
 
+def load_resume(resume, rank, world, device):
+    """(path, state, copied) of TRAINCTL_RESUME_FROM.  Where nodes have disks of
+    their own and only rank 0 saves, the file is not on the other nodes: a rank
+    that lacks it gets rank 0's copy (every rank takes part when any lacks it)."""
+    try:
+        path, missing = find_checkpoint(resume), None
+    except FileNotFoundError as e:
+        path, missing = resume, e
+    state = torch.load(path, map_location=device) if path and not missing else None
+    copied = False
+    if world > 1:
+        lacking = torch.tensor([1 if missing else 0], device=device)
+        dist.all_reduce(lacking)
+        if lacking.item():
+            box = [torch.load(path, map_location="cpu") if rank == 0 and state is not None else None]
+            dist.broadcast_object_list(box, src=0)
+            if missing and box[0] is not None:
+                state, copied, missing = box[0], True, None
+    if missing:
+        raise missing
+    return path, state, copied
+
+
 def save_checkpoint(ckpt_dir, epoch, model, optimizer):
     os.makedirs(ckpt_dir, exist_ok=True)
     path = os.path.join(ckpt_dir, f"epoch-{epoch}.pt")
@@ -225,13 +248,13 @@ def main(argv=None):
     start_epoch = 1
     resume = os.environ.get("TRAINCTL_RESUME_FROM", "")
     if resume:
-        path = find_checkpoint(resume)
-        if path:
-            state = torch.load(path, map_location=device)
+        path, state, copied = load_resume(resume, rank, world, device)
+        if state is not None:
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
             start_epoch = int(state["epoch"]) + 1
-            print(f"resumed from {path} at epoch {int(state['epoch'])}", flush=True)
+            print(f"resumed from {path} at epoch {int(state['epoch'])}"
+                  + (" (rank 0's copy: not on this node's disk)" if copied else ""), flush=True)
         else:
             print(f"no epoch-*.pt in {resume}: starting from epoch 1", file=sys.stderr, flush=True)
     ddp = DDP(model, device_ids=[local_rank] if use_cuda else None)

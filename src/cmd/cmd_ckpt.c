@@ -6,11 +6,13 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 static const char usage[] =
 	"usage: trainctl ckpt list JOB|DIR\n"
+	"   or: trainctl ckpt list --nodes JOB   (each node's own disk: multi-node jobs via a hub)\n"
 	"   or: trainctl ckpt inspect [--json] FILE.safetensors\n"
 	"   or: trainctl ckpt transform --src DIR --src-strategy S.json --dst DIR --dst-strategy D.json\n"
 	"                               [--threads N] [--quiet]\n";
@@ -72,6 +74,38 @@ static int list_job(const char *home, const char *ref, struct tc_err *err)
 			printf("job %s has recorded no complete checkpoint\n", job.id);
 	}
 	store_ckpt_free(rows, n);
+	job_row_release(&job);
+	store_close(st);
+	return rc;
+}
+
+/* --nodes: what each node recorded of its own disk (store_ckpt_node_list). */
+static int list_nodes(const char *home, const char *ref, struct tc_err *err)
+{
+	struct store *st = NULL;
+	struct job_row job = { 0 };
+	struct store_ckpt *rows = NULL;
+	int *nodes = NULL;
+	size_t n = 0;
+	int rc = store_open(home, &st, err);
+	if (!rc)
+		rc = store_job_get(st, ref, &job, err);
+	if (!rc)
+		rc = store_ckpt_node_list(st, job.id, &rows, &nodes, &n, err);
+	if (!rc) {
+		printf("%-5s %-10s %-6s %-9s %5s %14s %-8s  %s\n", "NODE", "STEP", "EPOCH", "STATE",
+		       "FILES", "BYTES", "CRC32C", "PATH");
+		for (size_t i = 0; i < n; i++) {
+			char eb[24];
+			printf("%-5d %-10lld %-6s %-9s %5lld %14lld %-8s  %s/%s\n", nodes[i], rows[i].step,
+			       epoch_cell(rows[i].epoch, eb), rows[i].state, rows[i].nfiles, rows[i].bytes,
+			       rows[i].checksum, rows[i].dir, rows[i].name);
+		}
+		if (!n)
+			printf("job %s: no node recorded a checkpoint of its own disk\n", job.id);
+	}
+	store_ckpt_free(rows, n);
+	free(nodes);
 	job_row_release(&job);
 	store_close(st);
 	return rc;
@@ -188,6 +222,8 @@ int cmd_ckpt(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	}
 	const char *sub = argv[1];
 	if (!strcmp(sub, "list")) {
+		if (argc == 4 && !strcmp(argv[2], "--nodes"))
+			return list_nodes(ctx->home, argv[3], err);
 		if (argc != 3)
 			return tc_error(err, TC_EUSAGE, "ckpt list: give a job or a folder");
 		return is_dir(argv[2]) ? list_dir(argv[2], err) : list_job(ctx->home, argv[2], err);

@@ -13,6 +13,7 @@
  *   {"seq":N,"ev":"ckpt","name":..,"dir":..,"step":..,"epoch":..,"layout":..,"nfiles":..,
  *    "bytes":..,"sum":..,"files":"<json text>","created":..,"state":..}
  *   {"seq":N,"ev":"ckst","name":..,"state":..}
+ *   (both with "node":N when they are node N's own disk's: store_ckpt_node_put)
  *   {"seq":N,"ev":"slurm","job":..,"nodes":..,"state":..}
  *   {"seq":N,"ev":"endpoint","name":..,"kind":..,"host":..,"port":..,"state":..,"pid":..,
  *    "secret":..,"note":..,"updated":..}
@@ -248,7 +249,7 @@ int hub_ev_metrics(struct hub_remote *r, struct store_mbatch *b, struct tc_err *
 	return send_ev(r, &sb, err);
 }
 
-int hub_ev_ckpt_put(struct hub_remote *r, const char *job, const struct store_ckpt *c,
+int hub_ev_ckpt_put(struct hub_remote *r, const char *job, int node, const struct store_ckpt *c,
 		    struct tc_err *err)
 {
 	int rc = wrong_job(r, job, err);
@@ -256,6 +257,8 @@ int hub_ev_ckpt_put(struct hub_remote *r, const char *job, const struct store_ck
 		return rc;
 	struct sbuf sb = SBUF_INIT;
 	sbuf_adds(&sb, "\"ev\":\"ckpt\"");
+	if (node >= 0)
+		add_num(&sb, "node", node);
 	add_str(&sb, "name", c->name);
 	add_str(&sb, "dir", c->dir);
 	add_num(&sb, "step", c->step);
@@ -270,7 +273,7 @@ int hub_ev_ckpt_put(struct hub_remote *r, const char *job, const struct store_ck
 	return send_ev(r, &sb, err);
 }
 
-int hub_ev_ckpt_state(struct hub_remote *r, const char *job, const char *name,
+int hub_ev_ckpt_state(struct hub_remote *r, const char *job, int node, const char *name,
 		      const char *state, struct tc_err *err)
 {
 	int rc = wrong_job(r, job, err);
@@ -278,6 +281,8 @@ int hub_ev_ckpt_state(struct hub_remote *r, const char *job, const char *name,
 		return rc;
 	struct sbuf sb = SBUF_INIT;
 	sbuf_adds(&sb, "\"ev\":\"ckst\"");
+	if (node >= 0)
+		add_num(&sb, "node", node);
 	add_str(&sb, "name", name);
 	add_str(&sb, "state", state);
 	return send_ev(r, &sb, err);
@@ -560,10 +565,18 @@ int hub_apply_line(struct store *st, const char *job, struct store_mbatch **mb,
 			.created = json_is_number(cr) ? json_number_value(cr) : now_wall(),
 			.state = (char *)s_of(o, "state"),
 		};
-		rc = c.name && c.dir && c.state ? store_ckpt_put(st, job, &c, err) : bad(err, ev);
+		int node = json_is_integer(json_object_get(o, "node")) ? (int)i_of(o, "node", 0) : -1;
+		if (!c.name || !c.dir || !c.state || (node < 0 && json_object_get(o, "node")))
+			rc = bad(err, ev);
+		else
+			rc = node < 0 ? store_ckpt_put(st, job, &c, err)
+				      : store_ckpt_node_put(st, job, node, &c, err);
 	} else if (!strcmp(ev, "ckst")) {
 		const char *name = s_of(o, "name"), *s = s_of(o, "state");
-		rc = name && s ? store_ckpt_set_state(st, job, name, s, err) : bad(err, ev);
+		int node = json_is_integer(json_object_get(o, "node")) ? (int)i_of(o, "node", 0) : -1;
+		rc = !name || !s ? bad(err, ev)
+		     : node < 0	 ? store_ckpt_set_state(st, job, name, s, err)
+				 : store_ckpt_node_set_state(st, job, node, name, s, err);
 	} else if (!strcmp(ev, "delivery")) {
 		json_t *t = json_object_get(o, "time");
 		struct store_delivery d = {

@@ -28,9 +28,10 @@ int hub_ev_started(struct hub_remote *r, const struct store_start *s, struct tc_
 int hub_ev_worker_end(struct hub_remote *r, const char *job, int attempt, int rank,
 		      int exit_code, int signal, struct tc_err *err);
 int hub_ev_metrics(struct hub_remote *r, struct store_mbatch *b, struct tc_err *err);
-int hub_ev_ckpt_put(struct hub_remote *r, const char *job, const struct store_ckpt *c,
+/* node < 0: the job's record; else node's own ("node" in the event) */
+int hub_ev_ckpt_put(struct hub_remote *r, const char *job, int node, const struct store_ckpt *c,
 		    struct tc_err *err);
-int hub_ev_ckpt_state(struct hub_remote *r, const char *job, const char *name,
+int hub_ev_ckpt_state(struct hub_remote *r, const char *job, int node, const char *name,
 		      const char *state, struct tc_err *err);
 int hub_ev_slurm(struct hub_remote *r, const char *job, const char *slurm_job,
 		 const char *nodes, const char *slurm_state, struct tc_err *err);

@@ -103,7 +103,7 @@ int sink_ckpt_put(struct sink *k, const char *job, const struct store_ckpt *c,
 		  struct tc_err *err)
 {
 	if (k->r)
-		return hub_ev_ckpt_put(k->r, job, c, err);
+		return hub_ev_ckpt_put(k->r, job, -1, c, err);
 	return store_ckpt_put(k->st, job, c, err);
 }
 
@@ -111,8 +111,24 @@ int sink_ckpt_state(struct sink *k, const char *job, const char *name, const cha
 		    struct tc_err *err)
 {
 	if (k->r)
-		return hub_ev_ckpt_state(k->r, job, name, state, err);
+		return hub_ev_ckpt_state(k->r, job, -1, name, state, err);
 	return store_ckpt_set_state(k->st, job, name, state, err);
+}
+
+int sink_ckpt_node_put(struct sink *k, const char *job, int node, const struct store_ckpt *c,
+		       struct tc_err *err)
+{
+	if (k->r)
+		return hub_ev_ckpt_put(k->r, job, node < 0 ? 0 : node, c, err);
+	return store_ckpt_node_put(k->st, job, node, c, err);
+}
+
+int sink_ckpt_node_state(struct sink *k, const char *job, int node, const char *name,
+			 const char *state, struct tc_err *err)
+{
+	if (k->r)
+		return hub_ev_ckpt_state(k->r, job, node < 0 ? 0 : node, name, state, err);
+	return store_ckpt_node_set_state(k->st, job, node, name, state, err);
 }
 
 int sink_slurm(struct sink *k, const char *job, const char *slurm_job, const char *nodes,

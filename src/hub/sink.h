@@ -64,6 +64,11 @@ int sink_ckpt_put(struct sink *k, const char *job, const struct store_ckpt *c,
 		  struct tc_err *err);
 int sink_ckpt_state(struct sink *k, const char *job, const char *name, const char *state,
 		    struct tc_err *err);
+/* The same for node node's own disk (store_ckpt_node_put: nodes with disks of their own). */
+int sink_ckpt_node_put(struct sink *k, const char *job, int node, const struct store_ckpt *c,
+		       struct tc_err *err);
+int sink_ckpt_node_state(struct sink *k, const char *job, int node, const char *name,
+			 const char *state, struct tc_err *err);
 /* store_slurm_set: NULL leaves a column as is. */
 int sink_slurm(struct sink *k, const char *job, const char *slurm_job, const char *nodes,
 	       const char *slurm_state, struct tc_err *err);

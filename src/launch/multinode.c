@@ -547,10 +547,29 @@ static int mn_run_attempt(struct mn *m, bool *failed, bool *stopped, struct tc_e
 	return rc;
 }
 
+/* Has node n listed or written a checkpoint in any attempt up to this one? */
+static bool ckpt_writer(struct mn *m, int attempt, int n)
+{
+	bool wrote = false;
+	for (int a = 0; a <= attempt && !wrote; a++) {
+		char *path = launch_node_result_path(m->run_dir, a, n);
+		json_t *o = json_load_file(path, 0, NULL);
+		free(path);
+		wrote = json_is_true(json_object_get(o, "ckpt_writer")) ||
+			json_array_size(json_object_get(o, "ckpts")) > 0;
+		json_decref(o);
+	}
+	return wrote;
+}
+
 /*
- * The checkpoints every node of the attempt has (nodes that report to a hub
- * list theirs in node-<n>.json, "ckpts"), into *names; false when no node
- * listed any (one shared folder: the driver's records are every node's).
+ * The checkpoints every node of the attempt that writes checkpoints has
+ * (nodes that report to a hub list theirs in node-<n>.json, "ckpts"), into
+ * *names; false when no node listed any (one shared folder: the driver's
+ * records are every node's).  A node that has never written one in this
+ * job (only rank 0 saves, and it is elsewhere) does not count: its ranks
+ * resume from what the others have (a rank whose disk lacks the file gets
+ * it from rank 0, as examples/digits does).
  */
 static bool common_ckpts(struct mn *m, int attempt, struct strvec *names)
 {
@@ -560,7 +579,7 @@ static bool common_ckpts(struct mn *m, int attempt, struct strvec *names)
 		json_t *o = json_load_file(path, 0, NULL);
 		free(path);
 		json_t *c = json_object_get(o, "ckpts");
-		if (!json_is_array(c)) {
+		if (!json_is_array(c) || !ckpt_writer(m, attempt, n)) {
 			json_decref(o);
 			continue;
 		}

@@ -5,6 +5,7 @@
  * (multinode.c), which records the job's states itself.
  */
 #include "launch/supervisor_int.h"
+#include "launch/nodeckpt_int.h"
 #include "core/proc.h"
 #include "core/sbuf.h"
 #include "core/util.h"
@@ -151,9 +152,27 @@ void sup_node_hang(struct sup *sp, json_t *h)
 	free(path);
 }
 
-/* The attempt's outcome for the driver: attempts/<a>/node-<n>.json. */
+/* The complete checkpoints of a node's folder (one the driver's host shares). */
+static void scan_ckpts(const char *dir, struct strvec *names)
+{
+	struct ckpt_set set;
+	struct tc_err e2 = TC_ERR_INIT;
+	if (ckpt_scan(dir, 0, true, &set, &e2) == 0) {
+		for (size_t i = 0; i < set.nr; i++)
+			if (set.v[i].complete)
+				strvec_push(names, set.v[i].name);
+		ckpt_set_release(&set);
+	}
+	tc_err_release(&e2);
+}
+
+/*
+ * The attempt's outcome for the driver: attempts/<a>/node-<n>.json.  nck:
+ * the watch on this node's own checkpoints (NULL: none), consumed here.
+ */
 static int node_result(struct sup *sp, enum job_state state, const char *cause,
-		       const char *detail, bool unhealthy, struct tc_err *err)
+		       const char *detail, bool unhealthy, struct node_ckpts *nck,
+		       struct tc_err *err)
 {
 	const struct launch_node *nd = sp->o->node;
 	char *path = launch_node_result_path(sp->run_dir, nd->attempt, nd->node_rank);
@@ -179,26 +198,37 @@ static int node_result(struct sup *sp, enum job_state state, const char *cause,
 		json_object_set_new(o, "diagnostics", diag);
 	if (sp->o->sink) {
 		/*
-		 * The complete checkpoints this node has: on node-local disks a
-		 * restart resumes from the newest one every node has (multinode.c).
+		 * The complete checkpoints this node has (on its own disk: those
+		 * still whole as recorded), and whether it writes any: a restart
+		 * resumes from the newest one every node that writes them has
+		 * (multinode.c).
 		 */
-		struct ckpt_set set;
-		struct tc_err e2 = TC_ERR_INIT;
-		json_t *names = json_array();
-		if (ckpt_scan(sp->ckpt_dir, 0, true, &set, &e2) == 0) {
-			for (size_t i = 0; i < set.nr; i++)
-				if (set.v[i].complete)
-					json_array_append_new(names, json_string(set.v[i].name));
-			ckpt_set_release(&set);
-		}
-		tc_err_release(&e2);
-		json_object_set_new(o, "ckpts", names);
+		struct strvec names = STRVEC_INIT;
+		bool wrote = false;
+		if (nck)
+			node_ckpts_stop(nck, &names, &wrote);
+		else
+			scan_ckpts(sp->ckpt_dir, &names);
+		json_t *a = json_array();
+		for (size_t i = 0; i < names.nr; i++)
+			json_array_append_new(a, json_string(names.v[i]));
+		json_object_set_new(o, "ckpts", a);
+		json_object_set_new(o, "ckpt_writer", json_boolean(wrote || names.nr));
+		strvec_clear(&names);
+	} else {
+		node_ckpts_stop(nck, NULL, NULL);
 	}
 	/* LAUNCH_NODE_RESULT_TAG: a node that reports to a hub may have a run folder of its own */
 	int rc = node_tell(sp, o, LAUNCH_NODE_RESULT_TAG, path, err);
 	json_decref(o);
 	free(path);
 	return rc;
+}
+
+/* nodeckpt.c's lines (from its thread too: sup_say() writes each line at once) */
+static void node_say(void *ctx, const char *msg)
+{
+	sup_say(ctx, "%s", msg);
 }
 
 /*
@@ -222,7 +252,8 @@ static int late_stop_signal(struct sup *sp, int ms)
 }
 
 /* How the attempt ended, for the driver (node_result) and our exit status. */
-static int node_outcome(struct sup *sp, int *exit_status, struct tc_err *err)
+static int node_outcome(struct sup *sp, int *exit_status, struct node_ckpts *nck,
+			struct tc_err *err)
 {
 	const struct launch_node *nd = sp->o->node;
 	if (!sp->user_signal && sp->failed && WIFSIGNALED(sp->fail_status) &&
@@ -257,7 +288,7 @@ static int node_outcome(struct sup *sp, int *exit_status, struct tc_err *err)
 	sup_say(sp, "node %d: %s%s%s", nd->node_rank, job_state_name(state), cause.len ? ": " : "",
 		cause.buf);
 	int rc = node_result(sp, state, cause.len ? cause.buf : NULL, detail.len ? detail.buf : NULL,
-			     false, err);
+			     false, nck, err);
 	sbuf_release(&cause);
 	sbuf_release(&detail);
 	return rc;
@@ -274,14 +305,14 @@ int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
 	if ((rc = sup_health_check(sp, true, &changed, err))) {
 		struct tc_err e2 = TC_ERR_INIT;
 		sup_say(sp, "node %d: %s", nd->node_rank, err->msg);
-		node_result(sp, JOB_FAILED, err->msg, NULL, true, &e2);
+		node_result(sp, JOB_FAILED, err->msg, NULL, true, NULL, &e2);
 		tc_err_release(&e2);
 		*exit_status = 1;
 		return 0; /* the driver decides: the attempt failed on this node */
 	}
 	if ((rc = node_rank_table(sp, &rank_table, err))) {
 		struct tc_err e2 = TC_ERR_INIT;
-		node_result(sp, JOB_FAILED, err->msg, NULL, false, &e2);
+		node_result(sp, JOB_FAILED, err->msg, NULL, false, NULL, &e2);
 		tc_err_release(&e2);
 		return rc;
 	}
@@ -308,7 +339,11 @@ int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
 	 * they grow (rank logs live, for logs -f) and at the end of the attempt.
 	 */
 	struct hub_ship *ship = NULL;
+	struct node_ckpts *nck = NULL;
 	if (!rc && sp->o->sink && !hub_run_dir_shared(sp->run_dir)) {
+		/* and its checkpoints, on this disk only, reach the hub with the node's index */
+		nck = node_ckpts_start(sp->o->sink, sp->job_id, nd->node_rank, sp->ckpt_dir,
+				       node_say, sp);
 		ship = hub_ship_start(sp->o->sink, sp->job_id, sp->run_dir, 1000);
 		struct sbuf rel = SBUF_INIT;
 		for (int i = 0; i < sp->n; i++) {
@@ -337,8 +372,10 @@ int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
 			nd->resume_from ? ", resuming from " : "",
 			nd->resume_from ? nd->resume_from : "");
 		sup_attempt_loop(sp);
-		rc = node_outcome(sp, exit_status, err);
+		rc = node_outcome(sp, exit_status, nck, err);
+		nck = NULL;
 	}
+	node_ckpts_stop(nck, NULL, NULL); /* workers that never started: nothing to say */
 	hub_ship_stop(ship); /* the last of the attempt's files */
 	free(ports);
 	free(rank_table);

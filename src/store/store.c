@@ -170,6 +170,16 @@ static const char *const migrations[] = {
 	" state TEXT NOT NULL, pid INTEGER NOT NULL DEFAULT 0, secret TEXT, note TEXT,"
 	" updated REAL NOT NULL,"
 	" PRIMARY KEY (job_id, name));",
+	/* 17 (in order of landing): each node's own checkpoints, for nodes whose
+	 * disks are their own (store_ckpt.c); checkpoints stays the job's view */
+	"CREATE TABLE checkpoint_nodes ("
+	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	" node INTEGER NOT NULL, name TEXT NOT NULL, dir TEXT NOT NULL, step INTEGER NOT NULL,"
+	" epoch INTEGER NOT NULL DEFAULT -1, layout INTEGER NOT NULL,"
+	" nfiles INTEGER NOT NULL, bytes INTEGER NOT NULL, checksum TEXT NOT NULL,"
+	" files_json TEXT NOT NULL, created REAL NOT NULL,"
+	" state TEXT NOT NULL DEFAULT 'complete',"
+	" PRIMARY KEY (job_id, node, name));",
 };
 
 int db_fail(struct store *st, struct tc_err *err, const char *what)

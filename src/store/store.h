@@ -349,6 +349,18 @@ int store_ckpt_set_state(struct store *st, const char *job, const char *name, co
 int store_ckpt_list(struct store *st, const char *job, bool all, struct store_ckpt **out,
 		    size_t *nr, struct tc_err *err);
 void store_ckpt_free(struct store_ckpt *v, size_t nr);
+/*
+ * Node node's own record of a checkpoint on its disk (a multi-node job
+ * whose nodes do not share a folder): table checkpoint_nodes, one row per
+ * (job, node, name); the job's rows above stay the driver's view.
+ */
+int store_ckpt_node_put(struct store *st, const char *job, int node, const struct store_ckpt *c,
+			struct tc_err *err);
+int store_ckpt_node_set_state(struct store *st, const char *job, int node, const char *name,
+			      const char *state, struct tc_err *err);
+/* Every node's rows of a job, by node then step; (*nodes)[i] is row i's node. */
+int store_ckpt_node_list(struct store *st, const char *job, struct store_ckpt **out, int **nodes,
+			 size_t *nr, struct tc_err *err);
 
 /* ---- trainctl server (store_server.c) ----
  *

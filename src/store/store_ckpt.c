@@ -6,14 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-int store_ckpt_put(struct store *st, const char *job, const struct store_ckpt *c,
-		   struct tc_err *err)
+/* node < 0: the job's row (checkpoints), else node's own (checkpoint_nodes). */
+static int ckpt_put(struct store *st, const char *job, int node, const struct store_ckpt *c,
+		    struct tc_err *err)
 {
 	sqlite3_stmt *q;
 	if (sqlite3_prepare_v2(st->db,
-			       "INSERT OR REPLACE INTO checkpoints (job_id, name, dir, step, epoch, layout,"
-			       " nfiles, bytes, checksum, files_json, created, state)"
-			       " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+			       node < 0
+				       ? "INSERT OR REPLACE INTO checkpoints (job_id, name, dir, step, epoch,"
+					 " layout, nfiles, bytes, checksum, files_json, created, state)"
+					 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+				       : "INSERT OR REPLACE INTO checkpoint_nodes (job_id, name, dir, step,"
+					 " epoch, layout, nfiles, bytes, checksum, files_json, created, state,"
+					 " node) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
 			       -1, &q, NULL) != SQLITE_OK)
 		return db_fail(st, err, "record checkpoint");
 	int ok = sqlite3_bind_text(q, 1, job, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
@@ -28,8 +33,40 @@ int store_ckpt_put(struct store *st, const char *job, const struct store_ckpt *c
 		 sqlite3_bind_text(q, 10, c->files_json, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
 		 sqlite3_bind_double(q, 11, c->created) == SQLITE_OK &&
 		 sqlite3_bind_text(q, 12, c->state ? c->state : "complete", -1, SQLITE_TRANSIENT) ==
-			 SQLITE_OK;
+			 SQLITE_OK &&
+		 (node < 0 || sqlite3_bind_int(q, 13, node) == SQLITE_OK);
 	int rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "record checkpoint");
+	sqlite3_finalize(q);
+	return rc;
+}
+
+int store_ckpt_put(struct store *st, const char *job, const struct store_ckpt *c,
+		   struct tc_err *err)
+{
+	return ckpt_put(st, job, -1, c, err);
+}
+
+int store_ckpt_node_put(struct store *st, const char *job, int node, const struct store_ckpt *c,
+			struct tc_err *err)
+{
+	return ckpt_put(st, job, node < 0 ? 0 : node, c, err);
+}
+
+static int ckpt_set_state(struct store *st, const char *job, int node, const char *name,
+			  const char *state, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db,
+			       node < 0 ? "UPDATE checkpoints SET state = ? WHERE job_id = ? AND name = ?"
+					: "UPDATE checkpoint_nodes SET state = ? WHERE job_id = ? AND name = ?"
+					  " AND node = ?",
+			       -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "update checkpoint");
+	int ok = sqlite3_bind_text(q, 1, state, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
+		 sqlite3_bind_text(q, 2, job, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
+		 sqlite3_bind_text(q, 3, name, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
+		 (node < 0 || sqlite3_bind_int(q, 4, node) == SQLITE_OK);
+	int rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "update checkpoint");
 	sqlite3_finalize(q);
 	return rc;
 }
@@ -37,16 +74,13 @@ int store_ckpt_put(struct store *st, const char *job, const struct store_ckpt *c
 int store_ckpt_set_state(struct store *st, const char *job, const char *name, const char *state,
 			 struct tc_err *err)
 {
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db, "UPDATE checkpoints SET state = ? WHERE job_id = ? AND name = ?",
-			       -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "update checkpoint");
-	int ok = sqlite3_bind_text(q, 1, state, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
-		 sqlite3_bind_text(q, 2, job, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
-		 sqlite3_bind_text(q, 3, name, -1, SQLITE_TRANSIENT) == SQLITE_OK;
-	int rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "update checkpoint");
-	sqlite3_finalize(q);
-	return rc;
+	return ckpt_set_state(st, job, -1, name, state, err);
+}
+
+int store_ckpt_node_set_state(struct store *st, const char *job, int node, const char *name,
+			      const char *state, struct tc_err *err)
+{
+	return ckpt_set_state(st, job, node < 0 ? 0 : node, name, state, err);
 }
 
 static char *text(sqlite3_stmt *q, int i)
@@ -55,29 +89,38 @@ static char *text(sqlite3_stmt *q, int i)
 	return xstrdup(t ? (const char *)t : "");
 }
 
-int store_ckpt_list(struct store *st, const char *job, bool all, struct store_ckpt **out,
-		    size_t *nr, struct tc_err *err)
+static int ckpt_list(struct store *st, const char *job, bool all, struct store_ckpt **out,
+		     int **nodes, size_t *nr, struct tc_err *err)
 {
 	sqlite3_stmt *q;
 	*out = NULL;
 	*nr = 0;
-	if (sqlite3_prepare_v2(st->db,
-			       all ? "SELECT name, dir, step, epoch, layout, nfiles, bytes, checksum,"
-				     " files_json, created, state FROM checkpoints WHERE job_id = ?"
-				     " ORDER BY step, name"
-				   : "SELECT name, dir, step, epoch, layout, nfiles, bytes, checksum,"
-				     " files_json, created, state FROM checkpoints WHERE job_id = ?"
-				     " AND state = 'complete' ORDER BY step, name",
-			       -1, &q, NULL) != SQLITE_OK)
+	if (nodes)
+		*nodes = NULL;
+	const char *sql =
+		nodes ? "SELECT name, dir, step, epoch, layout, nfiles, bytes, checksum,"
+			" files_json, created, state, node FROM checkpoint_nodes WHERE job_id = ?"
+			" ORDER BY node, step, name"
+		: all ? "SELECT name, dir, step, epoch, layout, nfiles, bytes, checksum,"
+			" files_json, created, state FROM checkpoints WHERE job_id = ?"
+			" ORDER BY step, name"
+		      : "SELECT name, dir, step, epoch, layout, nfiles, bytes, checksum,"
+			" files_json, created, state FROM checkpoints WHERE job_id = ?"
+			" AND state = 'complete' ORDER BY step, name";
+	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
 		return db_fail(st, err, "list checkpoints");
 	if (sqlite3_bind_text(q, 1, job, -1, SQLITE_TRANSIENT) != SQLITE_OK) {
 		sqlite3_finalize(q);
 		return db_fail(st, err, "list checkpoints");
 	}
-	size_t alloc = 0;
+	size_t alloc = 0, nalloc = 0;
 	int r;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		XGROW(*out, *nr + 1, alloc);
+		if (nodes) {
+			XGROW(*nodes, *nr + 1, nalloc);
+			(*nodes)[*nr] = sqlite3_column_int(q, 11);
+		}
 		struct store_ckpt *c = &(*out)[(*nr)++];
 		c->name = text(q, 0);
 		c->dir = text(q, 1);
@@ -96,9 +139,25 @@ int store_ckpt_list(struct store *st, const char *job, bool all, struct store_ck
 		store_ckpt_free(*out, *nr);
 		*out = NULL;
 		*nr = 0;
+		if (nodes) {
+			free(*nodes);
+			*nodes = NULL;
+		}
 		return db_fail(st, err, "list checkpoints");
 	}
 	return 0;
+}
+
+int store_ckpt_list(struct store *st, const char *job, bool all, struct store_ckpt **out,
+		    size_t *nr, struct tc_err *err)
+{
+	return ckpt_list(st, job, all, out, NULL, nr, err);
+}
+
+int store_ckpt_node_list(struct store *st, const char *job, struct store_ckpt **out, int **nodes,
+			 size_t *nr, struct tc_err *err)
+{
+	return ckpt_list(st, job, true, out, nodes, nr, err);
 }
 
 void store_ckpt_free(struct store_ckpt *v, size_t nr)

@@ -390,3 +390,97 @@ def test_terminal_closed_job_completes(mhost, torch_available):
     ps = mhost.tc("login", "ps", check=True).stdout
     assert re.search(rf"{job}.*succeeded|succeeded.*{job}", ps), ps
     assert_exactly_once(mhost, job)
+
+
+# ---- checkpoints on the nodes' own disks: every node's records reach the hub ----
+
+
+def node_ckpts(mhost, job):
+    """`ckpt list --nodes` on login: {(node, step): state} ({} before the job is recorded)"""
+    p = mhost.tc("login", "ckpt", "list", "--nodes", job, timeout=120)
+    rows = {}
+    if p.returncode != 0:
+        assert "no job" in p.stderr, p.stderr
+        return rows
+    for line in p.stdout.splitlines()[1:]:
+        cells = line.split()
+        if len(cells) >= 8 and cells[0].isdigit():
+            rows[(int(cells[0]), int(cells[1]))] = cells[3]
+    return rows
+
+
+def ckpt_files(mhost, job, host):
+    d = node_file(mhost, job, host, "output/checkpoints")
+    return sorted(n for n in os.listdir(d) if n.endswith(".pt")) if d else []
+
+
+def resumed_from(j):
+    running = [e["reason"] for e in j["events"] if e["state"] == "running"]
+    r = [x for x in running if "restart 1 of 1" in x]
+    assert len(r) == 1 and "resuming from " in r[0], running
+    return r[0].split("resuming from ", 1)[1]
+
+
+def test_only_rank0_saves_and_every_node_resumes(mhost, torch_available):
+    """digits as it comes: rank 0 alone saves, on c1's disk; c2 writes no checkpoint, so it
+    does not count against the resume (only nodes that write checkpoints do): the restart
+    resumes from c1's newest, and c2's ranks get rank 0's copy"""
+    job = "digits-rank0"
+    proc = submit(mhost, digits_spec(mhost, job, epochs=3, restarts=1, sleep=0.3))
+    pid = wait_until(while_running(proc, lambda: ckpt_files(mhost, job, "c1") == ["epoch-1.pt"]
+                                   and rank_pid(mhost, 3)), 300,
+                     lambda: f"epoch 1 on c1, rank 3: {ckpt_files(mhost, job, 'c1')}" + mhost.logs())
+    wait_until(while_running(proc, lambda: node_ckpts(mhost, job).get((0, 1)) == "complete"), 120,
+               lambda: f"node 0's record of epoch 1 on login: {node_ckpts(mhost, job)}")
+    os.kill(pid, signal.SIGKILL)
+    rc, out, err = wait_end(mhost, proc)
+    assert rc == 0, err + mhost.logs()
+    j = show(mhost, job)
+    assert j["state"] == "succeeded" and j["restarts"] == 1, j
+    assert resumed_from(j).endswith("/epoch-1.pt"), j["events"]
+    assert ckpt_files(mhost, job, "c2") == []
+    for r in range(4):
+        text = mhost.tc("login", "logs", job, "--rank", r, check=True).stdout
+        line = re.search(r"resumed from \S+epoch-1\.pt at epoch 1(.*)", text)
+        assert line, (r, text[-500:])
+        assert ("rank 0's copy" in line.group(1)) == (host_of(r) == "c2"), (r, line.group(0))
+    # the hub has node 0's records of its own disk, and none of node 1's
+    nodes = node_ckpts(mhost, job)
+    assert {n for n, _ in nodes} == {0} and nodes[(0, 1)] == "complete", nodes
+    assert_exactly_once(mhost, job)
+
+
+def test_a_nodes_damaged_newest_resumes_from_the_older_common_step(mhost, torch_available):
+    """both nodes save (disks of their own); c2's newest checkpoint is truncated on its disk
+    after it was recorded: the hub marks node 1's copy damaged, and the restart resumes from
+    the newest step every node has whole, the older one"""
+    job = "digits-trunc"
+    # ~13 steps of 1 s an epoch: room to truncate and kill within epoch 3
+    proc = submit(mhost, digits_spec(mhost, job, epochs=3, restarts=1, sleep=1.0,
+                                     args=", ckpt-every-node: null"))
+    wait_until(while_running(proc, lambda: node_ckpts(mhost, job).get((1, 2)) == "complete"
+                             and node_ckpts(mhost, job).get((0, 2)) == "complete"), 400,
+               lambda: f"epoch 2 recorded for both nodes: {node_ckpts(mhost, job)}" + mhost.logs())
+    pid = rank_pid(mhost, 3)
+    assert pid and ckpt_files(mhost, job, "c2") == ["epoch-1.pt", "epoch-2.pt"]
+    f = node_file(mhost, job, "c2", "output/checkpoints/epoch-2.pt")
+    os.truncate(f, f.stat().st_size // 2)
+    wait_until(while_running(proc, lambda: node_ckpts(mhost, job).get((1, 2)) == "damaged"), 120,
+               lambda: f"node 1's epoch 2 damaged on login: {node_ckpts(mhost, job)}")
+    assert "epoch-3.pt" not in ckpt_files(mhost, job, "c1")  # still in epoch 3
+    os.kill(pid, signal.SIGKILL)
+    rc, out, err = wait_end(mhost, proc)
+    assert rc == 0, err + mhost.logs()
+    j = show(mhost, job)
+    assert j["state"] == "succeeded" and j["restarts"] == 1, j
+    assert resumed_from(j).endswith("/epoch-1.pt"), j["events"]
+    for r in range(4):
+        text = mhost.tc("login", "logs", job, "--rank", r, check=True).stdout
+        assert re.search(r"resumed from \S+epoch-1\.pt at epoch 1", text), (r, text[-500:])
+        assert "rank 0's copy" not in text
+    # node 1 saved epoch 2 again after the resume: its record is whole again
+    nodes = node_ckpts(mhost, job)
+    assert all(nodes.get((n, s)) == "complete" for n in (0, 1) for s in (1, 2, 3)), nodes
+    sup = node_file(mhost, job, "login", "logs/supervisor-node1.log").read_text()
+    assert "checkpoint epoch-2.pt (step 2) changed on this node's disk" in sup, sup[-2000:]
+    assert_exactly_once(mhost, job)

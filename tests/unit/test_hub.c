@@ -528,3 +528,41 @@ TEST(hub_endpoint_rows_arrive_as_the_direct_ones_write_them)
 	hub_free(h);
 	store_close(st);
 }
+
+TEST(hub_node_checkpoints_are_kept_per_node_apart_from_the_jobs)
+{
+	struct fx f;
+	fx_open(&f, true);
+	struct hub_remote_opts o = { .url = f.url.buf, .secret = SECRET, .job_id = JOB,
+				     .stream = "node1.a0", .journal_dir = f.jdir.buf, .wait_s = 30,
+				     .warn = warn_quiet };
+	struct sink *k = NULL;
+	CHECK_INT(sink_remote_open(&o, &k, &f.err), 0);
+	struct store_ckpt c = { .name = "epoch-1.pt", .dir = "/d1", .step = 1, .epoch = -1,
+				.nfiles = 1, .bytes = 10, .checksum = "0000abcd",
+				.files_json = "[]", .created = 1, .state = "complete" };
+	CHECK_INT(sink_ckpt_node_put(k, JOB, 1, &c, &f.err), 0);
+	c.dir = "/d0";
+	CHECK_INT(sink_ckpt_node_put(k, JOB, 0, &c, &f.err), 0);
+	CHECK_INT(sink_ckpt_node_state(k, JOB, 1, "epoch-1.pt", "damaged", &f.err), 0);
+	CHECK_INT(sink_ckpt_put(k, JOB, &c, &f.err), 0); /* the driver's: the job's own row */
+	sink_close(k);
+	struct store_ckpt *rows = NULL;
+	int *nodes = NULL;
+	size_t n = 0;
+	CHECK_INT(store_ckpt_node_list(f.st, JOB, &rows, &nodes, &n, &f.err), 0);
+	CHECK_INT(n, 2);
+	CHECK_INT(nodes[0], 0);
+	CHECK_STR(rows[0].dir, "/d0");
+	CHECK_STR(rows[0].state, "complete");
+	CHECK_INT(nodes[1], 1);
+	CHECK_STR(rows[1].state, "damaged");
+	store_ckpt_free(rows, n);
+	free(nodes);
+	CHECK_INT(store_ckpt_list(f.st, JOB, true, &rows, &n, &f.err), 0);
+	CHECK_INT(n, 1);
+	CHECK_STR(rows[0].dir, "/d0");
+	CHECK_STR(rows[0].state, "complete");
+	store_ckpt_free(rows, n);
+	fx_close(&f);
+}

@@ -1,0 +1,271 @@
+/*
+ * nodeckpt.c -- the checkpoints on one node's own disk (nodeckpt_int.h).
+ * A thread scans the node's checkpoint folder every second, as the
+ * driver's jobio does on its host, and records each newly complete
+ * checkpoint, with its checksum and the node's index, through the sink
+ * (the hub's table checkpoint_nodes).  At the end of the attempt it says
+ * which of them are still whole there: the driver resumes from the newest
+ * step every node that writes checkpoints has (multinode.c).
+ */
+#include "launch/nodeckpt_int.h"
+#include "ckpt/ckpt.h"
+#include "core/sbuf.h"
+#include "core/strvec.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define NODE_CKPT_TICK_MS 1000
+
+struct node_rec {
+	char *name;
+	char *files;     /* ckpt_files_json: the sizes it had when recorded */
+	long long step;
+	uint64_t bytes;  /* when recorded */
+	uint64_t ino;    /* its files' inode numbers, summed: a new save is new files */
+	bool gone;       /* no longer in the folder, or found damaged */
+};
+
+struct node_ckpts {
+	struct sink *k; /* borrowed; thread-safe */
+	char *job, *dir;
+	int node;
+	void (*say)(void *, const char *);
+	void *say_arg;
+	struct node_rec *v;
+	size_t nr, alloc;
+	pthread_mutex_t mu;  /* v and the scans */
+	pthread_mutex_t wmu; /* the thread's wake-up */
+	pthread_cond_t wake;
+	bool stop, thread_on;
+	pthread_t thread;
+};
+
+static void tell(struct node_ckpts *w, const char *fmt, ...) TC_PRINTF(2, 3);
+
+static void tell(struct node_ckpts *w, const char *fmt, ...)
+{
+	struct sbuf sb = SBUF_INIT;
+	va_list ap;
+	va_start(ap, fmt);
+	sbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	if (w->say)
+		w->say(w->say_arg, sb.buf);
+	sbuf_release(&sb);
+}
+
+static struct node_rec *find(struct node_ckpts *w, const char *name)
+{
+	for (size_t i = 0; i < w->nr; i++)
+		if (!strcmp(w->v[i].name, name))
+			return &w->v[i];
+	return NULL;
+}
+
+static void set_state(struct node_ckpts *w, struct node_rec *r, const char *state)
+{
+	struct tc_err err = TC_ERR_INIT;
+	r->gone = true;
+	if (sink_ckpt_node_state(w->k, w->job, w->node, r->name, state, &err))
+		tell(w, "warning: checkpoints: %s", err.msg);
+	tc_err_release(&err);
+}
+
+/* The sum of c's files' inode numbers (0 when one cannot be read). */
+static uint64_t inodes(const char *dir, const struct ckpt *c)
+{
+	uint64_t sum = 0;
+	struct sbuf p = SBUF_INIT;
+	for (size_t i = 0; i < c->nfiles; i++) {
+		struct stat sb;
+		sbuf_reset(&p);
+		sbuf_addf(&p, "%s/%s", dir, c->files[i].path);
+		if (stat(p.buf, &sb) < 0) {
+			sum = 0;
+			break;
+		}
+		sum += (uint64_t)sb.st_ino;
+	}
+	sbuf_release(&p);
+	return sum;
+}
+
+/*
+ * Record what became complete; mark what left the folder.  A recorded
+ * checkpoint whose files changed size in place (same inodes: truncated,
+ * overwritten half) is damaged; one saved again (new files, as an atomic
+ * save makes them) is recorded again.  Caller holds w->mu.
+ */
+static void scan(struct node_ckpts *w, bool all_stable)
+{
+	struct ckpt_set set;
+	struct tc_err err = TC_ERR_INIT;
+	if (ckpt_scan(w->dir, 0, all_stable, &set, &err)) {
+		tc_err_release(&err); /* no folder yet: nothing saved */
+		return;
+	}
+	for (size_t i = 0; i < set.nr; i++) {
+		struct ckpt *c = &set.v[i];
+		struct node_rec *known = find(w, c->name);
+		if (!c->complete)
+			continue;
+		uint64_t ino = inodes(w->dir, c);
+		if (known && ino == known->ino) {
+			if (!known->gone && c->bytes != known->bytes) {
+				tell(w, "node %d: checkpoint %s (step %lld) changed on this node's disk "
+					"after it was complete: damaged", w->node, known->name, known->step);
+				set_state(w, known, "damaged");
+			}
+			continue;
+		}
+		if (ckpt_checksum(w->dir, c, &err)) {
+			tc_err_release(&err); /* replaced while we read: the next scan sees the truth */
+			continue;
+		}
+		char *files = ckpt_files_json(c);
+		struct store_ckpt row = {
+			.name = c->name, .dir = w->dir, .step = c->step, .epoch = c->epoch,
+			.layout = (int)c->layout, .nfiles = (long long)c->nfiles,
+			.bytes = (long long)c->bytes, .checksum = c->checksum, .files_json = files,
+			.created = now_wall(), .state = "complete",
+		};
+		if (sink_ckpt_node_put(w->k, w->job, w->node, &row, &err)) {
+			tell(w, "warning: checkpoints: %s", err.msg);
+			tc_err_release(&err);
+			free(files);
+			continue;
+		}
+		tell(w, "node %d: checkpoint %s complete on this node's disk: step %lld, crc32c %s",
+		     w->node, c->name, c->step, c->checksum);
+		if (known) { /* saved again under the same name */
+			free(known->files);
+			known->files = files;
+			known->step = c->step;
+			known->bytes = c->bytes;
+			known->ino = ino;
+			known->gone = false;
+		} else {
+			XGROW(w->v, w->nr + 1, w->alloc);
+			w->v[w->nr++] = (struct node_rec){ xstrdup(c->name), files, c->step, c->bytes,
+							   ino, false };
+		}
+	}
+	for (size_t i = 0; i < w->nr; i++) {
+		bool there = false;
+		for (size_t k = 0; k < set.nr && !there; k++)
+			there = !strcmp(set.v[k].name, w->v[i].name);
+		if (!there && !w->v[i].gone)
+			set_state(w, &w->v[i], "removed");
+	}
+	ckpt_set_release(&set);
+}
+
+static void *thread_main(void *arg)
+{
+	struct node_ckpts *w = arg;
+	for (;;) {
+		pthread_mutex_lock(&w->wmu);
+		if (!w->stop) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += NODE_CKPT_TICK_MS / 1000;
+			pthread_cond_timedwait(&w->wake, &w->wmu, &ts);
+		}
+		bool stop = w->stop;
+		pthread_mutex_unlock(&w->wmu);
+		if (stop)
+			break;
+		pthread_mutex_lock(&w->mu);
+		scan(w, false);
+		pthread_mutex_unlock(&w->mu);
+	}
+	return NULL;
+}
+
+struct node_ckpts *node_ckpts_start(struct sink *k, const char *job, int node, const char *dir,
+				    void (*say)(void *, const char *), void *say_arg)
+{
+	struct node_ckpts *w = xcalloc(1, sizeof(*w));
+	w->k = k;
+	w->job = xstrdup(job);
+	w->dir = xstrdup(dir);
+	w->node = node;
+	w->say = say;
+	w->say_arg = say_arg;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_mutex_init(&w->wmu, NULL);
+	pthread_cond_init(&w->wake, NULL);
+	w->thread_on = pthread_create(&w->thread, NULL, thread_main, w) == 0;
+	if (!w->thread_on)
+		tell(w, "warning: node %d: cannot watch its checkpoints while it runs; "
+			"they are recorded at the end of the attempt", node);
+	return w;
+}
+
+/* Are c's files still there with the sizes recorded (a truncated or half-deleted copy is not)? */
+static bool still_whole(const char *dir, const struct node_rec *r)
+{
+	struct ckpt c = { 0 };
+	struct tc_err err = TC_ERR_INIT;
+	bool ok = ckpt_files_from_json(r->files, &c, &err) == 0;
+	struct sbuf p = SBUF_INIT;
+	for (size_t i = 0; ok && i < c.nfiles; i++) {
+		struct stat sb;
+		sbuf_reset(&p);
+		sbuf_addf(&p, "%s/%s", dir, c.files[i].path);
+		ok = stat(p.buf, &sb) == 0 && (uint64_t)sb.st_size == c.files[i].size;
+	}
+	sbuf_release(&p);
+	ckpt_release(&c);
+	tc_err_release(&err);
+	return ok;
+}
+
+void node_ckpts_stop(struct node_ckpts *w, struct strvec *whole, bool *wrote)
+{
+	if (wrote)
+		*wrote = false;
+	if (!w)
+		return;
+	if (w->thread_on) {
+		pthread_mutex_lock(&w->wmu);
+		w->stop = true;
+		pthread_cond_signal(&w->wake);
+		pthread_mutex_unlock(&w->wmu);
+		pthread_join(w->thread, NULL);
+	}
+	pthread_mutex_lock(&w->mu);
+	scan(w, true); /* every worker is gone: what is there is final */
+	for (size_t i = 0; i < w->nr; i++) {
+		struct node_rec *r = &w->v[i];
+		if (!r->gone && !still_whole(w->dir, r)) {
+			tell(w, "node %d: checkpoint %s (step %lld) is no longer whole on this node's disk",
+			     w->node, r->name, r->step);
+			set_state(w, r, "damaged");
+		}
+		if (!r->gone && whole)
+			strvec_push(whole, r->name);
+	}
+	if (wrote)
+		*wrote = w->nr > 0;
+	pthread_mutex_unlock(&w->mu);
+	for (size_t i = 0; i < w->nr; i++) {
+		free(w->v[i].name);
+		free(w->v[i].files);
+	}
+	free(w->v);
+	pthread_mutex_destroy(&w->mu);
+	pthread_mutex_destroy(&w->wmu);
+	pthread_cond_destroy(&w->wake);
+	free(w->job);
+	free(w->dir);
+	free(w);
+}

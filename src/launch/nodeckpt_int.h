@@ -1,0 +1,31 @@
+/*
+ * nodeckpt_int.h -- private to src/launch/: the checkpoints on one node's
+ * own disk (nodeckpt.c), for a node of a multi-node job that reports to
+ * its hub and shares no run folder with the driver.
+ *
+ *   node_ckpts_start  a thread that records each newly complete checkpoint
+ *                     of dir through the sink with the node's index
+ *                     (sink_ckpt_node_put; the hub's checkpoint_nodes);
+ *   node_ckpts_stop   a last scan once the workers are gone; the names of
+ *                     the checkpoints still whole on this disk (the sizes
+ *                     recorded) into *whole, and whether this node ever
+ *                     recorded one (either may be NULL); frees w (NULL:
+ *                     nothing, *wrote false).
+ *
+ * The sink is borrowed and must outlive w; say may be called from the thread.
+ */
+#ifndef TC_LAUNCH_NODECKPT_INT_H
+#define TC_LAUNCH_NODECKPT_INT_H
+
+#include <stdbool.h>
+
+#include "core/strvec.h"
+#include "hub/sink.h"
+
+struct node_ckpts;
+
+struct node_ckpts *node_ckpts_start(struct sink *k, const char *job, int node, const char *dir,
+				    void (*say)(void *, const char *), void *say_arg);
+void node_ckpts_stop(struct node_ckpts *w, struct strvec *whole, bool *wrote);
+
+#endif
