@@ -176,6 +176,7 @@
         <label for="s-nodes" class="dist">Nodes</label><input id="s-nodes" class="dist" name="nodes" type="number" min="1" value="2">
         <label for="s-cmd">Command</label><textarea id="s-cmd" name="command" required placeholder="python3 train.py --epochs 3"></textarea>
         <span class="hint">run with /bin/sh -c in the working directory, one process per device</span>
+        <label for="s-image">Image</label><input id="s-image" name="image" placeholder="container image (empty: runs on the host)">
         <label for="s-workdir">Working directory</label><input id="s-workdir" name="workdir" placeholder="/path/to/code (absolute)">
         <label for="s-env">Environment</label><textarea id="s-env" name="env" placeholder="KEY=value, one per line"></textarea>
         <label for="s-restarts">Max restarts</label><input id="s-restarts" name="restarts" type="number" min="0" max="1000" value="0">
@@ -213,6 +214,7 @@
       if (kind.value === "distributed") spec.nodes = Number(v.nodes);
       if (v.backend) spec.backend = v.backend;
       if (v.workdir) spec.workdir = v.workdir;
+      if (v.image) spec.image = v.image.trim();
       const env = {};
       for (const line of (v.env || "").split("\n")) {
         const l = line.trim(); if (!l) continue;
@@ -294,7 +296,7 @@
         <dt>state</dt><dd>${stateBadge(j.state)}</dd><dt>created</dt><dd>${fmtTime(j.created)}</dd>
         <dt>started</dt><dd>${fmtTime(j.started)}</dd><dt>ended</dt><dd>${fmtTime(j.ended)}</dd>
         <dt>exit code</dt><dd>${j.ended ? j.exit_code : "-"}</dd><dt>restarts</dt><dd>${j.restarts}</dd>
-        <dt>run folder</dt><dd>${esc(j.run_dir)}</dd></dl></div>
+        <dt>run folder</dt><dd>${esc(j.run_dir)}</dd>${j.spec && j.spec.image ? `<dt>image</dt><dd id="j-image">${esc(j.spec.image)}</dd>` : ""}</dl></div>
       ${j.root_cause ? `<div class="card"><h2>Root cause</h2><pre>${esc(j.root_cause)}</pre></div>` : ""}
       ${diagCard(j.diagnostics)}
       <div id="endpoints"></div>

@@ -220,6 +220,10 @@ void jobs_show_text(json_t *o, struct sbuf *out)
 	if (managed)
 		lines_managed(out, o);
 	sbuf_addf(out, "%-10s %s\n", "run dir", str(o, "run_dir", "?"));
+	/* image: jobs (docs/containers.md) */
+	const char *image = str(get(o, "spec"), "image", NULL);
+	if (image)
+		sbuf_addf(out, "%-10s %s\n", "image", image);
 	json_t *slurm = get(o, "slurm");
 	if (slurm)
 		sbuf_addf(out, "%-10s %s (%s) on %s\n", "slurm job", str(slurm, "job", "?"),

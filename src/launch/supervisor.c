@@ -809,6 +809,7 @@ static void sup_release(struct sup *sp)
 	sup_lease_end(sp);
 	sup_health_end(sp);
 	watchdog_stop(sp);
+	sup_container_end(sp);
 	if (sp->sigfd >= 0) {
 		close(sp->sigfd);
 		sigprocmask(SIG_SETMASK, &sp->old_mask, NULL);
@@ -896,8 +897,8 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	sup_say(&sp, "job %s (%s): %d %s worker%s, run folder %s", sp.job_id, s->name, sp.n,
 	    s->device_type, sp.n == 1 ? "" : "s", sp.run_dir);
 	if ((rc = one_node_only(&sp, err)) || (rc = setup_signals(&sp, err)) ||
-	    (rc = watchdog_start(&sp, err)) || (rc = sup_watch_begin(&sp, err)) ||
-	    (rc = sup_resolve_secrets(&sp, err))) {
+	    (rc = watchdog_start(&sp, err)) || (rc = sup_container_begin(&sp, err)) ||
+	    (rc = sup_watch_begin(&sp, err)) || (rc = sup_resolve_secrets(&sp, err))) {
 		struct tc_err e2 = TC_ERR_INIT;
 		if (!o->node && !sup_record_late(&sp, &e2))
 			sink_finish(sp.sink, sp.job_id, JOB_FAILED, 3, err->msg, err->msg, &e2);

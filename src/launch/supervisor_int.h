@@ -91,6 +91,7 @@ struct sup {
 	struct secret_vals secrets;
 	struct endpoint_set *eps; /* the running endpoints, or NULL (endpoint_hook.c) */
 	bool eps_started;         /* sup_endpoints_start ran */
+	struct sup_ctr *ctr;  /* image: jobs (container_hook.c); NULL on the host */
 };
 
 /* ---- supervisor.c ---- */
@@ -163,6 +164,23 @@ void sup_mask_secrets(struct sup *sp, struct sbuf *sb, size_t from);
 void sup_begin_stop(struct sup *sp);
 /* Run the attempt to its end: every worker reaped, every pipe drained. */
 void sup_attempt_loop(struct sup *sp);
+
+/* ---- container_hook.c: image: jobs (docs/containers.md) ---- */
+
+struct proc;
+/*
+ * Before any worker: find the runtime, check (or pull) the image, start
+ * the reaper (a child holding a pipe from us that removes the job's
+ * containers when the pipe closes without "done": we were killed).
+ * TC_EBACKEND with the runtime's message when the runtime or the image is
+ * missing (exit 3, never a host fallback).  Nothing for a host job.
+ */
+int sup_container_begin(struct sup *sp, struct tc_err *err);
+void sup_container_end(struct sup *sp);
+/* p (the worker's argv and env) becomes the runtime's client running it in its container. */
+int sup_container_wrap(struct sup *sp, struct worker *w, struct proc *p, struct tc_err *err);
+/* After an attempt: remove the containers whose client was killed (their monitor keeps them). */
+void sup_container_attempt_end(struct sup *sp);
 
 /* ---- lease.c ---- */
 

@@ -218,7 +218,9 @@ static int start_worker(struct sup *sp, struct worker *w, const struct strvec *a
 		p.gid = gid;
 		p.uid = (uid_t)sp->o->run_as_uid;
 	}
-	int rc = proc_start(&p, err);
+	int rc = sp->ctr ? sup_container_wrap(sp, w, &p, err) : 0;
+	if (!rc)
+		rc = proc_start(&p, err);
 	if (!rc) {
 		w->pid = p.pid;
 		w->out.fd = p.out.fd;
@@ -510,6 +512,7 @@ void sup_attempt_loop(struct sup *sp)
 			close(sp->w[i].logfd);
 		sp->w[i].logfd = -1;
 	}
+	sup_container_attempt_end(sp);
 	sup_watchdog_tell(sp, 0);
 	sup_endpoints_watch(sp); /* they outlive the attempt */
 	free(pfd);

@@ -124,6 +124,16 @@ static int submit_spec(struct srv *s, struct MHD_Connection *con, const struct w
 		spec_free(sp);
 		return ret;
 	}
+	/* runtime options that give privileges, devices or mounts are an admin's (docs/containers.md) */
+	extra = w->admin || w->local ? NULL : spec_container_extra_refused(sp);
+	if (extra) {
+		ret = reply_err(con, 403,
+				"container.extra '%s': only an admin may give this runtime option (see the "
+				"allowlist in docs/containers.md)",
+				extra);
+		spec_free(sp);
+		return ret;
+	}
 	/* local jobs run here: their program must be here (slurm's run on its nodes) */
 	if (srv_secrets_check(s, w->user, sp, own_queue, &err) ||
 	    (!own_queue && spec_check_command(sp, &err))) {

@@ -212,6 +212,7 @@ int spec_from_json(const char *text, struct spec **out, struct tc_err *err)
 	take_int(o, "nodes", &s->nodes);
 	take_str(o, "backend", &s->backend);
 	take_slurm(s, json_object_get(o, "slurm"));
+	spec_container_take(s, o);
 	json_t *r = json_object_get(o, "restart");
 	take_int(r, "max_restarts", &s->max_restarts);
 	take_int(r, "grace_seconds", &s->grace_seconds);

@@ -96,6 +96,8 @@ int spec_check_command(const struct spec *s, struct tc_err *err)
 {
 	if (!s->argv.nr || s->shell)
 		return 0; /* a string runs under /bin/sh -c: its words are the shell's */
+	if (s->container.image)
+		return 0; /* the program is the image's, not this machine's */
 	const char *prog = s->argv.v[0];
 	struct sbuf where = SBUF_INIT, cand = SBUF_INIT, hint = SBUF_INIT;
 	if (s->command_set)

@@ -787,5 +787,7 @@ const struct rule spec_top_rules[] = {
 	{ "watchdog", r_watchdog, NULL },
 	{ "on_log", r_on_log, NULL },
 	{ "endpoints", spec_r_endpoints, NULL },
+	{ "image", spec_r_image, NULL },
+	{ "container", spec_r_container, NULL },
 	{ NULL, NULL, NULL },
 };

@@ -59,6 +59,7 @@ static json_t *spec_json(const struct spec *s)
 	json_object_set_new(o, "devices", d);
 	json_object_set_new(o, "nodes", json_integer(s->nodes));
 	json_object_set_new(o, "backend", json_string(s->backend));
+	spec_container_json(s, o);
 	if (!strcmp(s->backend, "slurm")) {
 		json_t *sl = json_object();
 		const char *const kv[][2] = { { "partition", s->slurm.partition },

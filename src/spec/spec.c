@@ -39,6 +39,7 @@ void spec_init(struct spec *s)
 	s->metrics_format = NULL; /* auto; left unallocated so stack specs need no free */
 	s->metrics_files = (struct strvec)STRVEC_INIT;
 	s->slurm.extra = (struct strvec)STRVEC_INIT;
+	s->container.extra = (struct strvec)STRVEC_INIT;
 	s->priority = 100;
 	/* docs/diagnostics.md says why these */
 	s->watchdog.warmup_steps = 10;
@@ -172,6 +173,9 @@ static int finish_walk(struct walk *w, yaml_node_t *root, const char *backend)
 		return tc_error(w->err, TC_ESPEC,
 				"%s:%d: slurm: is for backend: slurm (backend is %s)", name,
 				w->slurm_line, s->backend);
+	if (w->container_line && !s->container.image)
+		return tc_error(w->err, TC_ESPEC, "%s:%d: container: needs image:", name,
+				w->container_line);
 	if (!s->workdir)
 		s->workdir = xstrdup(w->base);
 	if (!s->name) {
@@ -276,7 +280,7 @@ static int parse_text(const char *text, size_t len, const char *name, const char
 	}
 	have_doc = true;
 	yaml_node_t *root = yaml_document_get_root_node(&doc);
-	struct walk w = { &doc, name, base, s, err, 1, 0, 1, false, false, 1, 0, 0, 1, 1 };
+	struct walk w = { &doc, name, base, s, err, 1, 0, 1, false, false, 1, 0, 0, 1, 1, 0 };
 	if (!root) {
 		rc = tc_error(err, TC_ESPEC, "%s:1: the spec is empty", name);
 		goto out;
@@ -414,6 +418,7 @@ void spec_free(struct spec *s)
 	free(s->slurm.signal);
 	free(s->slurm.gres);
 	strvec_clear(&s->slurm.extra);
+	spec_container_free(s);
 	free(s->ckpt_dir);
 	free(s->resume_path);
 	free(s->parallel.model);

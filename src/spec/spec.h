@@ -141,6 +141,24 @@ struct spec {
 		struct strvec extra; /* more sbatch options, one #SBATCH line each */
 	} slurm;
 	/*
+	 * image: and container: (docs/containers.md).  image NULL: the job
+	 * runs on the host and the rest is unset.
+	 */
+	struct spec_container {
+		char *image;
+		char *runtime;       /* podman | docker; NULL: whichever is installed (podman first) */
+		struct spec_mount {
+			char *src, *dst; /* absolute */
+			bool ro;
+		} *mounts;           /* besides the run, data, output, checkpoint folders and workdir */
+		size_t nmounts;
+		char *pull;          /* never | missing | always; NULL: missing */
+		char *network;       /* host | none | bridge; NULL: host */
+		char *user;          /* "UID[:GID]" or a name; NULL: the job's user (no other may be asked) */
+		char *shm_size;      /* --shm-size (a private /dev/shm); NULL: the host's IPC */
+		struct strvec extra; /* more runtime options (spec_container_extra_refused) */
+	} container;
+	/*
 	 * The record of --set (spec_load_set): each dotted key an override set,
 	 * with its value as given, in order.  Already applied to the fields
 	 * above; written back as "overrides" (show, job.yaml) and read as a
@@ -222,6 +240,12 @@ int spec_check_command(const struct spec *s, struct tc_err *err);
  * never paths, accounts or the environment), or NULL.
  */
 const char *spec_slurm_extra_refused(const struct spec *s);
+/*
+ * The first container.extra option that is not on the allowlist of options
+ * a non-admin may give a server (docs/containers.md: resource limits,
+ * never privileges, devices, mounts or namespaces), or NULL.
+ */
+const char *spec_container_extra_refused(const struct spec *s);
 /* Is v a job name: 1 to 128 letters, digits, '.', '_' and '-' (the spec's name: rule)? */
 bool spec_name_ok(const char *v);
 

@@ -34,6 +34,7 @@ struct walk {
 	int nodes_line, slurm_line; /* for "nodes > 1 needs backend: slurm" */
 	int key_line;     /* the key whose handler runs (walk_map) */
 	int devices_line; /* where devices: is, for the device count's errors */
+	int container_line; /* where container: is ("needs image:") */
 };
 
 typedef int (*rule_fn)(struct walk *w, yaml_node_t *n, const char *key);
@@ -104,6 +105,13 @@ int spec_r_endpoints(struct walk *w, yaml_node_t *n, const char *key);
 json_t *spec_endpoints_json(const struct spec *s);
 void spec_endpoints_take(struct spec *s, json_t *a);
 void spec_endpoints_free(struct spec_endpoint *v, size_t n);
+
+/* container_rules.c: image: and container: (docs/containers.md), JSON both ways */
+int spec_r_image(struct walk *w, yaml_node_t *n, const char *key);
+int spec_r_container(struct walk *w, yaml_node_t *n, const char *key);
+void spec_container_json(const struct spec *s, json_t *o);
+void spec_container_take(struct spec *s, json_t *o);
+void spec_container_free(struct spec *s);
 
 /* placement.c: devices: and parallel: */
 int spec_r_devices(struct walk *w, yaml_node_t *n, const char *key);

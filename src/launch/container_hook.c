@@ -1,0 +1,247 @@
+/*
+ * container_hook.c -- a job with image: (supervisor_int.h): the runtime
+ * and the image are checked before any worker starts, each worker's
+ * process becomes the runtime's client running it in its own container
+ * (container/container.h), and containers whose client was killed, or
+ * whose supervisor was, are removed.
+ */
+#include "launch/supervisor_int.h"
+#include "container/container.h"
+#include "core/proc.h"
+#include "core/util.h"
+#include "core/xalloc.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct sup_ctr {
+	struct container_runtime rt;
+	struct strvec dirs; /* mounted at their own paths */
+	bool rootless;
+	int reaper_fd;      /* the write end of the reaper's stdin, or -1 */
+	pid_t reaper_pid;
+};
+
+/*
+ * The reaper: a shell whose stdin is a pipe from us.  EOF without "done"
+ * means we are gone (SIGKILL too): it execs the removal of every container
+ * labelled with the job.  Its own group, deaf to the terminal's signals,
+ * so that a Ctrl-C meant for us does not end it first.
+ */
+static int reaper_start(struct sup *sp, struct sup_ctr *c, struct tc_err *err)
+{
+	struct proc p = PROC_INIT;
+	strvec_pushv(&p.args, (const char *const[]){ "/bin/sh", "-c",
+		     "read -r x; [ \"$x\" = done ] && exit 0; exec \"$@\"", "trainctl-reaper", NULL });
+	container_reap_argv(&c->rt, sp->job_id, &p.args);
+	container_client_env(&p.env);
+	p.group = PROC_GROUP_NEW;
+	p.ignore_sigs = PROC_SIG(SIGINT) | PROC_SIG(SIGTERM) | PROC_SIG(SIGHUP) | PROC_SIG(SIGQUIT);
+	p.in.how = PROC_IO_PIPE;
+	p.out.how = p.err.how = PROC_IO_NULL;
+	int rc = proc_start(&p, err);
+	if (!rc) {
+		c->reaper_fd = p.in.fd;
+		c->reaper_pid = p.pid;
+		p.in.fd = -1;
+	}
+	proc_clear(&p);
+	return rc;
+}
+
+static bool path_exists_cb(const char *path)
+{
+	return path_exists(path);
+}
+
+static bool under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0');
+}
+
+static void add_dir(struct sup_ctr *c, const char *dir)
+{
+	if (!dir || dir[0] != '/')
+		return;
+	for (size_t i = 0; i < c->dirs.nr; i++)
+		if (under(dir, c->dirs.v[i]))
+			return;
+	strvec_push(&c->dirs, dir);
+}
+
+/*
+ * A root client mounts what root can reach: a folder the job's user could
+ * not open (inside a 0700 one, say) must not reach the user through a
+ * mount.  Asked as the user, as userdir.c makes the user's folders.
+ */
+static int user_can_read(struct sup *sp, const char *what, const char *path, struct tc_err *err)
+{
+	if (!sp->o->run_as_uid)
+		return 0;
+	struct proc p = PROC_INIT;
+	gid_t gid = (gid_t)sp->o->run_as_gid;
+	strvec_pushv(&p.args, (const char *const[]){ "test", "-r", path, NULL });
+	strvec_push(&p.env, "PATH=/usr/bin:/bin");
+	p.set_groups = p.set_gid = p.set_uid = true;
+	p.groups = &gid;
+	p.ngroups = 1;
+	p.gid = gid;
+	p.uid = (uid_t)sp->o->run_as_uid;
+	p.in.how = PROC_IO_NULL;
+	p.out.how = p.err.how = PROC_IO_NULL;
+	struct proc_capture c = { 0 };
+	int rc = proc_capture(&p, &c, err);
+	proc_clear(&p);
+	if (!rc && !proc_exit_ok(c.status))
+		rc = tc_error(err, TC_ESPEC, "%s '%s': the job's user cannot read it, so it is not mounted "
+			      "into the job's containers", what, path);
+	return rc;
+}
+
+int sup_container_begin(struct sup *sp, struct tc_err *err)
+{
+	const struct spec *s = sp->s;
+	if (!s->container.image)
+		return 0;
+	struct sup_ctr *c = xcalloc(1, sizeof(*c));
+	c->dirs = (struct strvec)STRVEC_INIT;
+	c->reaper_fd = -1;
+	c->reaper_pid = -1;
+	sp->ctr = c;
+	int rc = container_runtime_find(s->container.runtime, &c->rt, err);
+	if (!rc) {
+		sup_say(sp, "image %s: checking it with %s (pull: %s)", s->container.image, c->rt.name,
+			s->container.pull ? s->container.pull : "missing");
+		rc = container_image_ready(&c->rt, s->container.image, s->container.pull, err);
+	}
+	if (rc)
+		return rc;
+	if ((rc = user_can_read(sp, "workdir", s->workdir, err)))
+		return rc;
+	for (size_t i = 0; i < s->container.nmounts; i++)
+		if ((rc = user_can_read(sp, "container.mounts", s->container.mounts[i].src, err)))
+			return rc;
+	/* a client that root runs (the server) runs the container as the job's user */
+	c->rootless = !sp->o->run_as_uid && getuid() != 0;
+	if ((rc = reaper_start(sp, c, err)))
+		return rc;
+	add_dir(c, sp->run_dir);
+	add_dir(c, sp->data_dir);
+	add_dir(c, sp->output_dir);
+	add_dir(c, sp->ckpt_dir);
+	add_dir(c, sp->log_dir);
+	add_dir(c, sp->tb_dir);
+	return 0;
+}
+
+void sup_container_end(struct sup *sp)
+{
+	struct sup_ctr *c = sp->ctr;
+	if (!c)
+		return;
+	if (c->reaper_fd >= 0) {
+		/* every attempt removed its containers: the reaper ends without a removal */
+		if (write_all(c->reaper_fd, "done\n", 5) < 0)
+			sup_say(sp, "warning: the container reaper ended early");
+		close(c->reaper_fd);
+		/* it exits at once; init reaps it if it is not quick (as the watchdog) */
+		while (waitpid(c->reaper_pid, NULL, WNOHANG) < 0 && errno == EINTR)
+			;
+	}
+	container_runtime_release(&c->rt);
+	strvec_clear(&c->dirs);
+	free(c);
+	sp->ctr = NULL;
+}
+
+int sup_container_wrap(struct sup *sp, struct worker *w, struct proc *p, struct tc_err *err)
+{
+	struct sup_ctr *c = sp->ctr;
+	const struct spec *s = sp->s;
+	struct strvec dirs = STRVEC_INIT, dropped = STRVEC_INIT;
+	strvec_pushv(&dirs, (const char *const *)c->dirs.v);
+	/* a checkpoint to resume from may live outside the job's folders */
+	const char *resume = env_get(&p->env, "TRAINCTL_RESUME_FROM");
+	if (resume && resume[0] == '/') {
+		char *d = path_dirname(resume);
+		bool have = false;
+		for (size_t i = 0; i < dirs.nr; i++)
+			have = have || under(d, dirs.v[i]);
+		if (!have && is_dir(d))
+			strvec_push(&dirs, d);
+		free(d);
+	}
+	struct container_worker cw = {
+		.s = s, .rt = &c->rt, .job_id = sp->job_id, .attempt = sp->attempt, .rank = w->rank,
+		.uid = sp->o->run_as_uid ? (uid_t)sp->o->run_as_uid : getuid(),
+		.gid = sp->o->run_as_uid ? (gid_t)sp->o->run_as_gid : getgid(),
+		.rootless = c->rootless, .dirs = (const char *const *)dirs.v,
+		.device_ids = s->device_ids, .ndevices = s->per_node, .exists = path_exists_cb,
+	};
+	/* the worker's environment goes in through a private file, never on argv (ps shows argv) */
+	struct sbuf name = SBUF_INIT, ef = SBUF_INIT;
+	sbuf_addf(&name, "container-rank-%d.env", w->rank);
+	sbuf_addf(&ef, "%s/%s", sp->run_dir, name.buf);
+	cw.env_file = ef.buf;
+	char *text = container_env_file(&cw, &p->env, &dropped);
+	int rc = sup_write_private(sp->run_dir, name.buf, text, err);
+	free(text);
+	if (!rc && dropped.nr && w->local_rank == 0 && sp->attempt == 0)
+		sup_say(sp, "warning: %zu environment variable%s with a newline in %s value cannot "
+			"reach the container (%s%s)", dropped.nr, dropped.nr == 1 ? "" : "s",
+			dropped.nr == 1 ? "its" : "their", dropped.v[0], dropped.nr > 1 ? ", ..." : "");
+	if (!rc)
+		rc = container_wrapper(&cw, &p->wrapper, err);
+	if (!rc) {
+		/* the client runs with its own environment and as us: the container is the user's */
+		strvec_clear(&p->env);
+		container_client_env(&p->env);
+		p->set_groups = p->set_gid = p->set_uid = false;
+	}
+	sbuf_release(&name);
+	sbuf_release(&ef);
+	strvec_clear(&dirs);
+	strvec_clear(&dropped);
+	return rc;
+}
+
+void sup_container_attempt_end(struct sup *sp)
+{
+	struct sup_ctr *c = sp->ctr;
+	if (!c)
+		return;
+	/*
+	 * A client killed by a signal (SIGKILL after the grace period) leaves
+	 * its container running: the runtime's monitor holds it.  One rm for
+	 * all of them.
+	 */
+	struct strvec names = STRVEC_INIT, argv = STRVEC_INIT;
+	struct sbuf nm = SBUF_INIT;
+	/* the env files hold the workers' values (secrets too): read by now, kept no longer */
+	for (int i = 0; i < sp->n; i++) {
+		sbuf_reset(&nm);
+		sbuf_addf(&nm, "%s/container-rank-%d.env", sp->run_dir, sp->w[i].rank);
+		if (unlink(nm.buf) < 0 && errno != ENOENT)
+			sup_say(sp, "warning: cannot remove %s: %s", nm.buf, strerror(errno));
+	}
+	for (int i = 0; i < sp->n; i++)
+		if (WIFSIGNALED(sp->w[i].status) || !sp->w[i].reaped) {
+			container_name(&nm, sp->job_id, sp->attempt, sp->w[i].rank);
+			strvec_push(&names, nm.buf);
+		}
+	if (names.nr) {
+		struct tc_err e = TC_ERR_INIT;
+		container_rm_argv(&c->rt, (const char *const *)names.v, names.nr, &argv);
+		if (container_run(&argv, 60000, &e))
+			sup_say(sp, "warning: %s", e.msg);
+		tc_err_release(&e);
+	}
+	sbuf_release(&nm);
+	strvec_clear(&names);
+	strvec_clear(&argv);
+}
