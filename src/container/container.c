@@ -234,7 +234,7 @@ int container_wrapper(const struct container_worker *cw, struct strvec *out, str
 	strvec_pushf(out, "--network=%s", c->network ? c->network : "host");
 	if (c->shm_size)
 		strvec_pushf(out, "--shm-size=%s", c->shm_size);
-	else
+	else if (!cw->private_ipc)
 		strvec_push(out, "--ipc=host"); /* NCCL/HCCL share memory across ranks' containers */
 	strvec_pushf(out, "--env-file=%s", cw->env_file);
 	strvec_pushf(out, "--workdir=%s", s->workdir);

@@ -89,6 +89,7 @@ struct container_worker {
 	const char *const *dirs;   /* folders mounted read-write at their own paths (NULL-ended) */
 	const int *device_ids;     /* this node's devices of the job, and how many */
 	int ndevices;
+	bool private_ipc;          /* no --ipc=host (rootless podman on a host without /dev/mqueue) */
 	/* which host paths exist (the device table's optional ones); NULL: all do (tests) */
 	bool (*exists)(const char *path);
 };

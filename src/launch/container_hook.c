@@ -81,8 +81,13 @@ static void add_dir(struct sup_ctr *c, const char *dir)
  */
 static int user_can_read(struct sup *sp, const char *what, const char *path, struct tc_err *err)
 {
-	if (!sp->o->run_as_uid)
-		return 0;
+	if (!sp->o->run_as_uid) {
+		/* we are the job's account (a server's supervisor, a user's run): ask ourselves */
+		if (access(path, R_OK) == 0)
+			return 0;
+		return tc_error(err, TC_ESPEC, "%s '%s': the job's user cannot read it, so it is not "
+				"mounted into the job's containers", what, path);
+	}
 	struct proc p = PROC_INIT;
 	gid_t gid = (gid_t)sp->o->run_as_gid;
 	strvec_pushv(&p.args, (const char *const[]){ "test", "-r", path, NULL });
@@ -182,6 +187,8 @@ int sup_container_wrap(struct sup *sp, struct worker *w, struct proc *p, struct 
 		.gid = sp->o->run_as_uid ? (gid_t)sp->o->run_as_gid : getgid(),
 		.rootless = c->rootless, .dirs = (const char *const *)dirs.v,
 		.device_ids = s->device_ids, .ndevices = s->per_node, .exists = path_exists_cb,
+		/* rootless podman binds the host's /dev/mqueue for --ipc=host: none, no host IPC */
+		.private_ipc = c->rootless && !is_dir("/dev/mqueue"),
 	};
 	/* the worker's environment goes in through a private file, never on argv (ps shows argv) */
 	struct sbuf name = SBUF_INIT, ef = SBUF_INIT;

@@ -52,10 +52,51 @@ def image_name():
 
 
 def containers_conf(directory):
-    """Write the tests' containers.conf into directory; its path."""
+    """Write the tests' containers.conf into directory; its path (readable by
+    every account: a root server's supervisors run as the job's)."""
     p = Path(directory) / "containers.conf"
     p.write_text(CONTAINERS_CONF_TEXT)
+    os.chmod(directory, 0o755)
+    os.chmod(p, 0o644)
     return p
+
+
+def tiny_rootfs_tar(out, progs=("sh", "id", "tr", "touch", "cat", "ls", "sleep", "true")):
+    """A few MB root file system of this host's own programs and their
+    libraries, for a job account's rootless podman (whose image storage is
+    its own, and vfs: the 2 GB test image would be copied per container)."""
+    import tarfile
+    files = set()
+    for p in progs:
+        path = shutil.which(p)
+        files.add(path)
+        out_ldd = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
+        files.update(tok for line in out_ldd.splitlines() for tok in line.split() if tok.startswith("/"))
+    with tarfile.open(out, "w", dereference=True) as t:
+        for d in ("tmp", "etc", "proc", "sys", "dev", "run", "bin", "usr/bin"):
+            ti = tarfile.TarInfo(d)
+            ti.type, ti.mode = tarfile.DIRTYPE, 0o1777 if d == "tmp" else 0o755
+            t.addfile(ti)
+        names = set()
+        for f in sorted(files):
+            for name in {f.lstrip("/"), os.path.realpath(f).lstrip("/")}:
+                if name not in names:
+                    names.add(name)
+                    t.add(f, arcname=name)
+        for p in progs:
+            for name in ("bin/" + p, "usr/bin/" + p):
+                if name not in names:
+                    names.add(name)
+                    t.add(shutil.which(p), arcname=name)
+    os.chmod(out, 0o644)
+    return out
+
+
+def import_as(user, tar, name, conf):
+    """podman import tar as name into user's own (rootless) storage."""
+    r = subprocess.run(["su", user, "-c", f"cd ~ && CONTAINERS_CONF={conf} podman import -q {tar} {name}"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
 
 
 def podman_env(conf):

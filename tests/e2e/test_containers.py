@@ -7,9 +7,12 @@ CI installs it (scripts/install-deps.sh), so there they run.
 import json
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -23,9 +26,14 @@ def podman(tmp_path_factory):
     why = image_fixture.podman_usable()
     if why:
         pytest.skip(f"podman cannot be installed here: {why}")
-    conf = image_fixture.containers_conf(tmp_path_factory.mktemp("containers"))
-    image = image_fixture.ensure_image(conf)
-    return image, {"CONTAINERS_CONF": str(conf)}
+    # a folder of its own, readable by the job accounts a root server's supervisors run as
+    d = tempfile.mkdtemp(prefix="tc-containers-", dir="/tmp")
+    try:
+        conf = image_fixture.containers_conf(d)
+        image = image_fixture.ensure_image(conf)
+        yield image, {"CONTAINERS_CONF": str(conf)}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def containers(env, job_id=None):
@@ -283,6 +291,10 @@ def test_server_job_in_an_image(trainctl, tmp_path, podman, no_containers_left):
 def server_job_as_user(trainctl, tmp_path, image, env, user):
     from server_fixture import start_server, token_for
     import pwd
+    # a root server's supervisor runs as the account: its podman is rootless, its images its own
+    tar = image_fixture.tiny_rootfs_tar(str(Path(env["CONTAINERS_CONF"]).parent / "tiny.tar"))
+    image = "localhost/trainctl-tiny:1"
+    image_fixture.import_as(user, tar, image, env["CONTAINERS_CONF"])
     # the runtime's settings reach a server's jobs only when the admin passes them
     srv = start_server(trainctl, tmp_path / "state", env=env, args=["--pass-env", "CONTAINERS_CONF"])
     try:
@@ -315,6 +327,7 @@ def server_job_as_user(trainctl, tmp_path, image, env, user):
         job = srv.wait_state(body["id"], ["succeeded", "failed", "killed", "lost"], timeout=180)
         assert job["state"] == "failed", job
         assert "container.mounts '/root': the job's user cannot read it" in job["root_cause"], job
+        assert containers(env) == []
         st, js = srv.call("GET", "/app.js")
         assert st == 200 and 'id="s-image"' in js and "spec.image" in js
         text = srv.cli("show", jid).stdout
