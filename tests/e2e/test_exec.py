@@ -81,6 +81,12 @@ def test_exec_exit_status_passes_through(run_tc, local_job):
     assert p.returncode == 127 and "no-such-command-here" in p.stderr
 
 
+def test_exec_completes_job_names(trainctl, run_tc, home, local_job):
+    from test_overrides import bash_complete
+    assert bash_complete(trainctl, home, ["exec", "hel"]) == ["held"]
+    assert bash_complete(trainctl, home, ["exec", "held", "--r"]) == ["--rank"]
+
+
 def test_exec_refusals(run_tc, local_job):
     p = run_tc("exec", "held", "--rank", "2", "--", "true")
     assert p.returncode == 2 and "has ranks 0-1 (not 2)" in p.stderr, p.stderr
