@@ -140,7 +140,7 @@ static const char zsh_script[] =
 	"\t\treturn\n"
 	"\tfi\n"
 	"\tcase $cmd in\n"
-	"\tshow|logs|metrics|export|report|compare|stop|pause|resume|clone|delete|endpoints | exec | ssh)\n"
+	"\tshow|logs|metrics|export|report|compare|stop|pause|resume|clone|delete|endpoints|exec|ssh)\n"
 	"\t\tjobs=(${(f)\"$(_trainctl_jobs)\"})\n"
 	"\t\tcompadd -a jobs ;;\n"
 	"\tcompletion) compadd bash zsh ;;\n"
