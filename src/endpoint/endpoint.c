@@ -87,7 +87,7 @@ static const struct endpoint_kind kinds[] = {
 	  .build = build_generic },
 	/* the ssh row: sshd on the port, the user's key (src/endpoint/ssh.c) */
 	{ .name = "ssh", .keys = ENDPOINT_KEY_PUBLIC_KEY, .http = false,
-	  .not_yet = "ssh endpoints are not built yet" },
+	  .build = endpoint_build_ssh },
 };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 
@@ -256,7 +256,8 @@ static int start_one(struct endpoint_set *es, struct sidecar *c, struct tc_err *
 	char *base = endpoint_base_path(es->job_id, c->ep->name);
 	struct endpoint_ctx ctx = { .ep = c->ep, .job_id = es->job_id, .port = c->row.port,
 				    .base_path = base, .run_dir = o->run_dir, .tb_dir = o->tb_dir,
-				    .workdir = o->s->workdir, .secret = c->row.secret };
+				    .workdir = o->s->workdir, .secret = c->row.secret,
+				    .set_ids = o->set_ids, .uid = o->uid, .gid = o->gid };
 	struct endpoint_cmd cmd = { STRVEC_INIT, STRVEC_INIT };
 	int rc = endpoint_build(&ctx, &cmd, err);
 	struct proc p = PROC_INIT;

@@ -55,6 +55,9 @@ struct endpoint_ctx {
 	const char *tb_dir;     /* its TensorBoard folder (metrics/ingest.h writes there) */
 	const char *workdir;    /* the workers' cwd */
 	const char *secret;     /* 32 hex digits when the kind takes a token, else NULL */
+	bool set_ids;           /* the child runs as uid:gid (a root supervisor's user job) */
+	uid_t uid;
+	gid_t gid;
 };
 
 /* The process a build function describes: argv and what it adds to the job's environment. */
@@ -83,6 +86,8 @@ struct endpoint_kind {
 	/* Fill cmd for c; 0 or a negative TC_E* with err set. */
 	int (*build)(const struct endpoint_ctx *c, struct endpoint_cmd *cmd, struct tc_err *err);
 };
+/* The ssh row's build (endpoint/ssh.c, endpoint/ssh.h). */
+int endpoint_build_ssh(const struct endpoint_ctx *c, struct endpoint_cmd *cmd, struct tc_err *err);
 
 /* The row of kind name, or NULL. */
 const struct endpoint_kind *endpoint_kind_find(const char *name);

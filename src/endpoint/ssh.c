@@ -7,8 +7,11 @@
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "endpoint/endpoint.h"
+#include "spec/spec.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -300,4 +303,53 @@ void ssh_client_argv(const char *dir, const struct ssh_where *w, int rank, char 
 	strvec_pushf(argv, "%s@%s", w->user, w->host);
 	for (; i < nargs; i++)
 		strvec_push(argv, args[i]);
+}
+
+/* RUN_DIR/endpoints/NAME: made by the supervisor, handed to the job's user when it is another */
+static int endpoint_dir(const struct endpoint_ctx *c, struct sbuf *dir, struct tc_err *err)
+{
+	sbuf_addf(dir, "%s/endpoints", c->run_dir);
+	/* 0711: the user reaches its own folder below, and lists nothing */
+	if (mkdir(dir->buf, 0711) < 0 && errno != EEXIST)
+		return tc_error_errno(err, TC_ESYS, "ssh endpoint: cannot make %s", dir->buf);
+	sbuf_addf(dir, "/%s", c->ep->name);
+	if (mkdir(dir->buf, 0700) < 0 && errno != EEXIST)
+		return tc_error_errno(err, TC_ESYS, "ssh endpoint: cannot make %s", dir->buf);
+	if (!c->set_ids)
+		return 0;
+	int fd = open(dir->buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int rc = 0;
+	if (fd < 0 || fchown(fd, c->uid, c->gid) < 0 || fchmod(fd, 0700) < 0)
+		rc = tc_error_errno(err, TC_ESYS, "ssh endpoint: cannot hand %s to uid %u", dir->buf,
+				    (unsigned)c->uid);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+int endpoint_build_ssh(const struct endpoint_ctx *c, struct endpoint_cmd *cmd, struct tc_err *err)
+{
+	struct sbuf dir = SBUF_INIT;
+	char *self = NULL;
+	int rc = endpoint_dir(c, &dir, err);
+	if (!rc && !(self = path_self_exe()))
+		rc = tc_error_errno(err, TC_ESYS, "ssh endpoint: cannot find the trainctl program");
+	if (!rc) {
+		/* the sidecar: ssh-serve, as the job's user, makes the files and runs sshd */
+		strvec_pushv(&cmd->argv, (const char *const[]){ self, "ssh-serve", "--dir", dir.buf,
+								"--listen", "127.0.0.1", "--job",
+								c->job_id, NULL });
+		strvec_push(&cmd->argv, "--port");
+		strvec_pushf(&cmd->argv, "%d", c->port);
+		/* we are the supervisor: the workers' parent, whose end ends the sessions */
+		strvec_push(&cmd->argv, "--supervisor");
+		strvec_pushf(&cmd->argv, "%ld:%llu", (long)getpid(), proc_start_ticks(getpid()));
+		if (c->ep->public_key) {
+			strvec_push(&cmd->argv, "--public-key");
+			strvec_push(&cmd->argv, c->ep->public_key);
+		}
+	}
+	free(self);
+	sbuf_release(&dir);
+	return rc;
 }

@@ -400,6 +400,26 @@ static bool watched_alive(const struct exec_opts *o)
 	       ps.state != 'Z';
 }
 
+/*
+ * Signal every process of our group but us: the command and what it
+ * started (an ssh session's command runs in the session's group, which it
+ * must keep: the terminal's foreground group is that one).
+ */
+static void signal_our_group(int sig)
+{
+	DIR *d = opendir("/proc");
+	pid_t me = getpid(), grp = getpgrp();
+	for (struct dirent *e; d && (e = readdir(d));) {
+		long p;
+		struct proc_stat ps;
+		if (parse_long(e->d_name, 1, INT_MAX, &p) && (pid_t)p != me &&
+		    proc_stat_read((pid_t)p, &ps) == 0 && ps.pgrp == grp)
+			kill((pid_t)p, sig);
+	}
+	if (d)
+		closedir(d);
+}
+
 /* Wait for p, polling watch (every 200 ms) when it is set. */
 static int wait_watching(struct proc *p, const struct exec_opts *o, int *status,
 			 struct tc_err *err)
@@ -418,8 +438,10 @@ static int wait_watching(struct proc *p, const struct exec_opts *o, int *status,
 		if (gone_at < 0 && !watched_alive(o)) {
 			gone_at = now_mono_ms();
 			kill(p->pid, SIGHUP);
+			signal_our_group(SIGHUP);
 		} else if (gone_at >= 0 && now_mono_ms() - gone_at > 2000) {
 			kill(p->pid, SIGKILL);
+			signal_our_group(SIGKILL);
 		}
 		struct timespec ts = { 0, 200 * 1000 * 1000 };
 		nanosleep(&ts, NULL);

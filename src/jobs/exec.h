@@ -97,9 +97,10 @@ struct exec_opts {
 	/* the environment's additions, "K=V" (replacing the worker's K); NULL: none */
 	const char *const *extra_env;
 	/*
-	 * When set, the command is ended (SIGHUP to it, then SIGKILL after two
-	 * seconds) once this process (pid and /proc start ticks) is gone: an
-	 * ssh session ends with its job.
+	 * When set, the command is ended (SIGHUP to it and every other process
+	 * of our process group, then SIGKILL after two seconds) once this
+	 * process (pid and /proc start ticks) is gone: an ssh session, whose
+	 * group is its own, ends with its job.
 	 */
 	pid_t watch_pid;
 	unsigned long long watch_ticks;

@@ -9,6 +9,7 @@ running job's environment, for real.
   itself, root enters it as the owner (never as root), an admin account
   that is not the owner is refused, and another user does not even find it.
 """
+import json
 import os
 import shutil
 import subprocess
@@ -168,4 +169,46 @@ def test_exec_as_the_jobs_user(trainctl, users_srv):
         open(release, "w").close()
     srv.wait_state(job, ["succeeded", "failed", "killed", "lost"])
     p = as_user(trainctl, srv, u["alice"], toks["alice"], "exec", job, "--", "true")
+    assert p.returncode == 2 and "has ended" in p.stderr, p.stderr
+
+
+# ---- a job in a container image ----
+
+def test_exec_into_a_container_job(trainctl, home, tmp_path, run_tc):
+    image_fixture = pytest.importorskip("image_fixture")
+    why = image_fixture.podman_usable()
+    if why:
+        pytest.skip(f"podman cannot be installed here: {why}")
+    conf = image_fixture.containers_conf(tmp_path)
+    image = image_fixture.ensure_image(conf)
+    work = tmp_path / "work"
+    work.mkdir()
+    release = work / "release"  # the workdir is mounted in the container
+    spec = tmp_path / "ctr.json"
+    spec.write_text(json.dumps({"name": "held", "image": image, "command": HOLD.format(release=release),
+                                "workdir": str(work), "devices": {"type": "cpu", "per_node": 2}}))
+    env = dict(os.environ, TRAINCTL_HOME=str(home), CONTAINERS_CONF=str(conf))
+    env.pop("TRAINCTL_SERVER", None)
+    proc = subprocess.Popen([str(trainctl), "run", "-q", str(spec)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_ready(run_tc)
+        # the container's environment (podman's /run/.containerenv), its workdir, the rank's variables
+        p = run_tc("exec", "held", "--rank", "1", "--", "sh", "-c",
+                   'test -e /run/.containerenv && echo "$RANK $TRAINCTL_JOB_ID"; pwd; exit 4',
+                   env={"CONTAINERS_CONF": None})
+        assert p.returncode == 4, p.stderr
+        jid = run_tc("ps", "--format", "csv", "-o", "id").stdout.split()[1]
+        assert p.stdout.split() == ["1", jid, str(work)], p.stdout
+        p = run_tc("exec", "held", "--", "cat", input="through-stdin\n")
+        assert p.returncode == 0 and p.stdout == "through-stdin\n", p.stderr
+    finally:
+        release.touch()
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, proc.stderr.read()
+    p = run_tc("exec", "held", "--", "true")
     assert p.returncode == 2 and "has ended" in p.stderr, p.stderr

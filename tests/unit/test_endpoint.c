@@ -63,7 +63,7 @@ TEST(kind_command_lines)
 
 TEST(kind_table)
 {
-	CHECK_STR(endpoint_kind_names(), "jupyter, tensorboard, generic");
+	CHECK_STR(endpoint_kind_names(), "jupyter, tensorboard, generic, ssh");
 	CHECK(endpoint_kind_find("jupyter")->http);
 	CHECK(endpoint_kind_find("jupyter")->auth_header != NULL);
 	CHECK(!endpoint_kind_find("jupyter")->strip_prefix);

@@ -130,7 +130,8 @@ TEST(find_child_of_parent)
 
 TEST(run_watch_ends_the_command)
 {
-	/* the watched process goes: the command is ended (SIGHUP) */
+	/* the watched process goes: the command is ended (SIGHUP), and our group's other processes */
+	CHECK(setpgid(0, 0) == 0); /* not the runner's group */
 	pid_t w = fake_worker("0");
 	struct exec_target t = EXEC_TARGET_INIT;
 	struct tc_err err = TC_ERR_INIT;
