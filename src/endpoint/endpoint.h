@@ -91,7 +91,7 @@ int endpoint_build_ssh(const struct endpoint_ctx *c, struct endpoint_cmd *cmd, s
 
 /* The row of kind name, or NULL. */
 const struct endpoint_kind *endpoint_kind_find(const char *name);
-/* "jupyter, tensorboard, generic": the kinds with a row that is built, for messages. */
+/* "jupyter, tensorboard, generic, ssh": the kinds with a row that is built, for messages. */
 const char *endpoint_kind_names(void);
 /* Build cmd for c through its kind's row (argv unit-tested per kind). */
 int endpoint_build(const struct endpoint_ctx *c, struct endpoint_cmd *cmd, struct tc_err *err);

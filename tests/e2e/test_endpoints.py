@@ -71,7 +71,7 @@ def write_spec(path, text):
 # ---- the spec ----
 
 @pytest.mark.parametrize("entries,message", [
-    ("  - jupyterr\n", "job.yaml:4: endpoints[]: unknown kind 'jupyterr' (jupyter, tensorboard, generic)"),
+    ("  - jupyterr\n", "job.yaml:4: endpoints[]: unknown kind 'jupyterr' (jupyter, tensorboard, generic, ssh)"),
     ("  - jupyter\n  - jupyter\n", "job.yaml:5: endpoints[].name: 'jupyter' is given twice"),
     ("  - kind: generic\n    name: web\n", "kind generic needs command"),
     ("  - {kind: jupyter, port: 8888}\n", "kind jupyter takes no port"),
