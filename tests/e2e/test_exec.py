@@ -18,7 +18,7 @@ import tempfile
 import pytest
 
 from conftest import wait_until
-from server_fixture import start_server, token_for, unix_accounts
+from server_fixture import reachable_state, start_server, token_for, unix_accounts
 
 HOLD = 'echo ready $RANK; while [ ! -e "{release}" ]; do sleep 0.05; done'
 
@@ -212,3 +212,47 @@ def test_exec_into_a_container_job(trainctl, home, tmp_path, run_tc):
     assert proc.returncode == 0, proc.stderr.read()
     p = run_tc("exec", "held", "--", "true")
     assert p.returncode == 2 and "has ended" in p.stderr, p.stderr
+
+
+def test_exec_into_a_root_servers_container_job(trainctl, tmp_path):
+    """A root server's job in an image runs rootless podman as the job's
+    account: that account execs into its container, and root does too (as
+    the account); the command runs in the container as the account."""
+    image_fixture = pytest.importorskip("image_fixture")
+    why = image_fixture.podman_usable()
+    if why:
+        pytest.skip(f"podman cannot be installed here: {why}")
+    reachable_state(tmp_path / "state")  # the account reads the runtime's settings and the image here
+    conf = image_fixture.containers_conf(tmp_path)
+    with unix_accounts("u") as names:
+        user = names["u"]
+        pw = subprocess.run(["getent", "passwd", user], capture_output=True, text=True).stdout.split(":")
+        uid, gid, home = pw[2], pw[3], pw[5]
+        image = "localhost/trainctl-tiny:1"
+        image_fixture.import_as(user, image_fixture.tiny_rootfs_tar(str(tmp_path / "tiny.tar")), image, conf)
+        state = tmp_path / "state"
+        srv = start_server(trainctl, state, env={"CONTAINERS_CONF": str(conf)},
+                           args=["--pass-env", "CONTAINERS_CONF"])
+        release = os.path.join(home, "release")  # the workdir is mounted in the container
+        try:
+            tok = token_for(trainctl, state, user)
+            job = srv.submit({"name": "held", "image": image, "workdir": home,
+                              "command": HOLD.format(release=release),
+                              "devices": {"type": "cpu", "per_node": 1}}, token=tok)
+            srv.wait_state(job, "running", timeout=180)
+            show = 'test -e /run/.containerenv && echo "$RANK $TRAINCTL_JOB_ID"; id -u; pwd'
+
+            def user_exec():
+                return as_user(trainctl, srv, user, tok, "exec", job, "--", "sh", "-c", show)
+            wait_until(lambda: user_exec().returncode == 0, timeout=120,
+                       what=lambda: f"the account's exec: {user_exec().stderr}")
+            assert user_exec().stdout.split() == ["0", job, uid, home]
+            p = srv.cli("exec", job, "--", "sh", "-c", "id -u; id -g")
+            assert p.returncode == 0 and p.stdout.split() == [uid, gid], (p.stdout, p.stderr)
+        finally:
+            subprocess.run(["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups",
+                            "touch", release])
+            try:
+                srv.wait_state(job, ["succeeded", "failed", "killed", "lost"], timeout=180)
+            finally:
+                srv.stop()
