@@ -179,10 +179,18 @@ def port_owner(port):
     return int(m.group(1))
 
 
-def test_sigkill_of_the_supervisor_leaves_no_endpoint(trainctl, run_tc, home, tmp_path):
+@pytest.mark.parametrize("restart", [False, True], ids=["first-attempt", "after-a-restart"])
+def test_sigkill_of_the_supervisor_leaves_no_endpoint(trainctl, run_tc, home, tmp_path, restart):
+    """The endpoint's command (sh, then python) is a group the supervisor's
+    watchdog kills; it lives across the workers' restart, and so does the
+    watchdog's hold on it."""
+    first = tmp_path / "first"
+    command = f"if [ ! -e '{first}' ]; then touch '{first}'; exit 1; fi; sleep 600" if restart \
+        else "sleep 600"
     spec = write_spec(tmp_path / "job.yaml", f"""
 name: killed-ep
-command: "sleep 600"
+command: "{command}"
+restart: {{max_restarts: 1}}
 endpoints:
   - name: web
     command: "{HTTP_SERVER}"
@@ -194,7 +202,16 @@ endpoints:
                          what=lambda: (tmp_path / "run.log").read_text())
         port = eps["port"]
         wait_until(lambda: port_open(port), what="the endpoint's port")
+        server = port_owner(port)
         job = json.loads(run_tc("show", "killed-ep", "--json").stdout)["id"]
+        if restart:
+            def restarted():
+                j = json.loads(run_tc("show", job, "--json").stdout)
+                return j["restarts"] == 1 and j["state"] == "running"
+            wait_until(restarted, what=lambda: (tmp_path / "run.log").read_text())
+            # the same endpoint, never restarted with the workers
+            assert port_owner(port) == server
+            assert endpoints_json(run_tc, job)[0]["state"] == "running"
         assert pids_of_job(job)
         p.send_signal(signal.SIGKILL)
         p.wait()
