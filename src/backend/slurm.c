@@ -49,6 +49,7 @@
 #include "backend/slurm_int.h"
 #include "core/proc.h"
 #include "jobs/jobs.h"
+#include "secret/secret.h"
 #include "core/sbuf.h"
 #include "core/strvec.h"
 #include "core/util.h"
@@ -495,6 +496,20 @@ int slurm_submit(const struct backend_env *env, struct store *st, const struct s
 		strvec_pushf(&add, "TRAINCTL_HUB_JOURNAL=%s/journal", rd);
 		free(rd);
 		free(home_abs);
+		/*
+		 * The job's secrets, from its user's store on the server: with the
+		 * hub's variables, in sbatch's environment only (the nodes'
+		 * supervisors take them out of theirs, secret.h)
+		 */
+		char *dir = secret_user_dir(env->home, env->user);
+		char *text = NULL;
+		rc = secret_handover(s, dir, &text, err);
+		if (!rc && *text)
+			strvec_pushf(&add, "%s=%s", SECRET_ENV_VAR, text);
+		if (text)
+			explicit_bzero(text, strlen(text));
+		free(text);
+		free(dir);
 	}
 	if (!rc)
 		rc = slurm_submit_env(env, (const char *const *)add.v, st, s, job_id, err);

@@ -13,6 +13,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "hub/hub.h"
+#include "secret/secret.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -556,9 +557,13 @@ int slurm_node_main(const struct slurm_node_args *a, int *exit_status, struct tc
 			      s->nodes, nd.nnodes);
 		goto out;
 	}
+	/* a server's job: its secrets came with sbatch's environment (slurm.c), never a store here */
+	struct strvec secrets = STRVEC_INIT;
+	bool handed = secret_take_env(&secrets);
 	struct launch_opts lo = { .home = a->home, .quiet = true, .job_id = a->job_id, .node = &nd,
-				  .sink = sink };
+				  .sink = sink, .secrets = handed ? &secrets : NULL };
 	rc = launch_run(s, &lo, &id, exit_status, err);
+	strvec_clear(&secrets);
 out:
 	sink_close(sink); /* waits for the hub to take everything (hub.h note 5) */
 	free(id);

@@ -86,3 +86,37 @@ def test_slurm_stop_as_its_user(suser):
     assert j["state"] == "killed", j
     # scancel ran as the account: the server's log names no refusal
     assert "Access/permission denied" not in srv.log()
+
+
+def test_slurm_job_gets_its_secrets(suser):
+    """A secret goes with sbatch's environment to the nodes' supervisors,
+    never to disk; a file is read on the node as the account."""
+    srv, u, cluster = suser
+    value, filed = "slurm-secret-VALUE-0815", "slurm-file-VALUE-4711"
+    st, body = srv.call("POST", "/api/v1/secrets/tok", {"value": value})
+    assert st == 201, body
+    base = os.path.dirname(os.path.dirname(str(cluster.conf)))
+    mine = os.path.join(base, "alice-key.txt")
+    with open(mine, "w") as f:
+        f.write(filed + "\n")
+    uid = int(subprocess.run(["id", "-u", u["alice"]], capture_output=True, text=True).stdout)
+    os.chown(mine, uid, -1)
+    os.chmod(mine, 0o600)
+    spec = {"name": "secrets", "workdir": "/tmp", "backend": "slurm", "nodes": 1,
+            "env": {"TOK": {"secret": "tok"}, "F": {"file": mine}},
+            "command": 'printf %s "$TOK" > "$TRAINCTL_OUTPUT_DIR/tok"; echo "tok=$TOK f=$F"',
+            "devices": {"type": "cpu", "per_node": 1}}
+    job = srv.submit(spec)
+    j = srv.wait_state(job, ["succeeded", "failed", "killed", "lost"], timeout=240)
+    assert j["state"] == "succeeded", "\n".join([json.dumps(j, indent=1)[:4000], srv.log()[-3000:]])
+    with open(os.path.join(j["run_dir"], "output", "tok")) as f:
+        assert f.read() == value
+    st, logs = srv.call("GET", f"/api/v1/jobs/{job}/logs")
+    text = logs if isinstance(logs, str) else json.dumps(logs)
+    assert "tok=*** f=***" in text and value not in text and filed not in text, text
+    for root, dirs, files in os.walk(j["run_dir"]):
+        dirs[:] = [d for d in dirs if d != "output"]
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                data = f.read().decode(errors="replace")
+            assert value not in data and filed not in data, os.path.join(root, name)
