@@ -54,10 +54,16 @@ static int open_store(const char *dir, bool create, int *dfd, struct tc_err *err
 {
 	*dfd = -1;
 	if (create) {
-		char *parent = path_dirname(dir);
-		int r = mkdir(parent, 0700);
+		/* its parent (the state folder, or user-secrets/) private too when we make it */
+		char *parent = path_dirname(dir), *above = path_dirname(parent);
+		struct tc_err e2 = TC_ERR_INIT;
+		int r = mkdir_p(above, &e2) ? -1 : mkdir(parent, 0700);
+		if (r < 0 && !e2.code && errno == EEXIST)
+			r = 0;
+		tc_err_release(&e2);
+		free(above);
 		free(parent);
-		if ((r < 0 && errno != EEXIST) || (mkdir(dir, 0700) < 0 && errno != EEXIST))
+		if (r < 0 || (mkdir(dir, 0700) < 0 && errno != EEXIST))
 			return tc_error_errno(err, TC_ESTORAGE, "cannot make the secret store %s", dir);
 	}
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -58,6 +58,15 @@ TEST(store_round_trip)
 	CHECK_INT(secret_remove(dir.buf, "b", &err), TC_ENOTFOUND);
 	CHECK(!secret_exists(dir.buf, "b"));
 	CHECK_INT(secret_put(dir.buf, "../x", "v", 1, &err), TC_EINPUT);
+	/* a first use: the state folder made on the way, private */
+	struct sbuf deep = SBUF_INIT;
+	sbuf_addf(&deep, "%s/new/state/secrets", test_tmpdir());
+	CHECK_INT(secret_put(deep.buf, "a", "v", 1, &err), 0);
+	sbuf_reset(&deep);
+	sbuf_addf(&deep, "%s/new/state", test_tmpdir());
+	CHECK_INT(stat(deep.buf, &sb), 0);
+	CHECK_INT(sb.st_mode & 0777, 0700);
+	sbuf_release(&deep);
 	CHECK_INT(secret_put(dir.buf, "n", "a\0b", 3, &err), TC_EINPUT);
 	/* a link planted in the store is not followed */
 	struct sbuf target = SBUF_INIT, link = SBUF_INIT;
