@@ -17,7 +17,7 @@ With --reps N every case runs N times per tool, the tools in rotating
 order, and medians are printed; --baseline adds another trainctl binary to
 the rotation (before and after a change, side by side).  Prints one line
 per case: seconds for each tool and rclone/trainctl (> 1: trainctl is
-faster).
+faster), and each tool's own CPU time (user + system; s3rver's is not in it).
 """
 import argparse
 import os
@@ -60,9 +60,17 @@ def bucket(port):
     return name
 
 
-def timed(cmd, env):
+CPU = {}  # tool -> CPU seconds (user + system) of each run, from wait4
+
+
+def timed(cmd, env, tool=None):
     t = time.perf_counter()
-    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise subprocess.CalledProcessError(os.waitstatus_to_exitcode(status), cmd)
+    if tool:
+        CPU.setdefault(tool, []).append(ru.ru_utime + ru.ru_stime)
     return time.perf_counter() - t
 
 
@@ -147,15 +155,19 @@ def main():
             label = f"{a.small_files}x{a.small_size >> 10}KiB" if name == "small" else f"1x{a.big_size >> 20}MiB"
             for case in [c for c in ("up", "down", "local") if c in a.cases.split(",")]:
                 times = {t: [] for t in tools}
+                CPU.clear()
                 for n in range(a.reps):
                     for t in tools[n % len(tools):] + tools[:n % len(tools)]:
-                        times[t].append(timed(argv(t, case, src, n), env))
+                        times[t].append(timed(argv(t, case, src, n), env, t))
                         shutil.rmtree(tmp / f"{t}-{case}-{n}", ignore_errors=True)
                 med = {t: statistics.median(v) for t, v in times.items()}
                 print(f"{label + ' ' + case:<22}" + "".join(f"{med[t]:>12.2f}" for t in tools) +
                       "".join(f"{med['rclone'] / med[t]:>18.2f}" for t in tcs) +
                       f"   ({total / med['trainctl'] / 1e6:.0f} vs {total / med['rclone'] / 1e6:.0f} MB/s;"
                       f" load {os.getloadavg()[0]:.1f})", flush=True)
+                # the tools' own CPU (the server's is not counted): less tied to the load
+                print(f"{'  CPU s, median':<22}" + "".join(f"{statistics.median(CPU[t]):>12.2f}" for t in tools),
+                      flush=True)
                 if a.reps > 1:  # on a loaded machine the best of N says more than the median
                     best = {t: min(v) for t, v in times.items()}
                     print(f"{'  best of ' + str(a.reps):<22}" + "".join(f"{best[t]:>12.2f}" for t in tools) +
