@@ -795,8 +795,8 @@ int sup_workers_up(struct sup *sp, struct tc_err *err)
 		return 0;
 	sp->up = true;
 	metrics_start(sp);
-	/* device telemetry for report.json (report/report.h) */
-	if (!sp->o->node)
+	/* device telemetry for report.json (report/report.h); a node's, for its hang report */
+	if (!sp->o->node || sp->s->watchdog.on)
 		sp->rsamp = report_sampler_start(sp->s->device_type, sp->s->device_ids, sp->n, 0);
 	return sp->io ? jobio_start(sp->io, err) : 0;
 }
@@ -947,6 +947,10 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		struct tc_err e2 = TC_ERR_INIT;
 		if (report_sampler_stop(sp.rsamp, sp.run_dir, &e2))
 			sup_say(&sp, "warning: report: %s", e2.msg);
+		tc_err_release(&e2);
+	} else if (sp.rsamp) {
+		struct tc_err e2 = TC_ERR_INIT;
+		report_sampler_stop(sp.rsamp, NULL, &e2); /* the driver's report: nothing written */
 		tc_err_release(&e2);
 	}
 	/* the outcome comes last, after the final upload's and checkpoints' lines */

@@ -82,6 +82,8 @@ watchdog: {{warmup_steps: 3, min_seconds: 6, factor: 5}}
     h = d["hangs"][0]
     assert (h["culprit"], h["culprit_node"], h["culprit_node_name"]) == (3, 1, "n2"), h
     assert h["timeout"] == 6 and 6 <= h["silent_seconds"] < 6 + 10, h
+    # the nodes' telemetry at the time (CPU jobs: /proc/stat)
+    assert h["device_utilization"] is not None and "device utilisation" in hang[0]["reason"]
     stacks = {x["rank"]: x for x in h["stacks"]}
     assert sorted(stacks) == [0, 1, 2, 3]
     assert [stacks[r]["node"] for r in range(4)] == [0, 0, 1, 1]
