@@ -218,6 +218,9 @@ int sup_watch_attempt(struct sup *sp, const char *resume, struct env_plan *plan,
 	free(w->stack_dir);
 	struct sbuf d = SBUF_INIT;
 	sbuf_addf(&d, "%s/attempt-%d", w->stack_root, sp->attempt);
+	/* a node's own: in a shared run folder another host's pid is no process of ours */
+	if (sp->o->node)
+		sbuf_addf(&d, "-node%d", sp->o->node->node_rank);
 	w->stack_dir = sbuf_detach(&d);
 	/* logs/stacks is the user's: a link planted there is refused, not followed */
 	int rc = sup_user_dir(sp, w->stack_root, path_basename(w->stack_dir), err);
@@ -558,6 +561,45 @@ static bool dumps_done(struct watch *w)
 	return done;
 }
 
+/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+	size_t len = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3
+		     : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+	if (!len || len > n || (len == 2 && s[0] < 0xc2) || (len == 4 && s[0] > 0xf4))
+		return 0;
+	for (size_t i = 1; i < len; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	if ((len == 3 && s[0] == 0xe0 && s[1] < 0xa0) || (len == 3 && s[0] == 0xed && s[1] >= 0xa0) ||
+	    (len == 4 && s[0] == 0xf0 && s[1] < 0x90) || (len == 4 && s[0] == 0xf4 && s[1] >= 0x90))
+		return 0; /* overlong, surrogate, past U+10FFFF */
+	return len;
+}
+
+/*
+ * A stack dump as a JSON string: a path in it may be any bytes, a JSON
+ * string must be UTF-8 (and NUL-free), so other bytes become '?'.
+ */
+static json_t *stack_string(const char *text, size_t len)
+{
+	struct sbuf sb = SBUF_INIT;
+	const unsigned char *p = (const unsigned char *)text;
+	for (size_t i = 0; i < len;) {
+		size_t k = p[i] ? utf8_seq(p + i, len - i) : 0;
+		if (k) {
+			sbuf_add(&sb, text + i, k);
+			i += k;
+		} else {
+			sbuf_addch(&sb, '?');
+			i++;
+		}
+	}
+	json_t *j = json_stringn(sb.buf ? sb.buf : "", sb.len);
+	sbuf_release(&sb);
+	return j;
+}
+
 /* The hang's timeout and silence, as the hang event and the root cause say them. */
 static void hang_text(struct sup *sp, struct sbuf *m)
 {
@@ -584,9 +626,9 @@ static void node_hang(struct sup *sp, const struct sbuf *text, double util, cons
 	hang_text(sp, &m);
 	json_t *stacks = json_array();
 	for (int i = 0; i < sp->n; i++) {
-		json_t *st = text[i].len ? json_stringn_nocheck(text[i].buf, text[i].len < REPORT_STACK
-									? text[i].len
-									: REPORT_STACK)
+		json_t *st = text[i].len ? stack_string(text[i].buf, text[i].len < REPORT_STACK
+									  ? text[i].len
+									  : REPORT_STACK)
 					 : json_null();
 		json_array_append_new(stacks, json_pack("{s:i, s:o}", "rank", sp->w[i].rank, "stack", st));
 	}
@@ -651,8 +693,9 @@ static void finish_hang(struct sup *sp)
 		}
 		if (wk->logfd >= 0 && write_all(wk->logfd, head.buf, head.len) < 0)
 			sup_say(sp, "warning: cannot write rank %d log: %s", wk->rank, strerror(errno));
-		json_array_append_new(jst, json_pack("{s:i, s:s?}", "rank", wk->rank, "stack",
-						     text[i].len ? text[i].buf : NULL));
+		json_array_append_new(jst, json_pack("{s:i, s:o}", "rank", wk->rank, "stack",
+						     text[i].len ? stack_string(text[i].buf, text[i].len)
+								 : json_null()));
 		sbuf_release(&head);
 	}
 	const char *src = NULL;
