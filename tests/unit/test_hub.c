@@ -529,6 +529,54 @@ TEST(hub_endpoint_rows_arrive_as_the_direct_ones_write_them)
 	store_close(st);
 }
 
+TEST(hub_on_a_unix_socket_answers_events_status_with_checkpoints_and_report)
+{
+	/* how `trainctl server` hears its own supervisors (server/privsep.c) */
+	struct fx f;
+	fx_open(&f, false);
+	struct sbuf sock = SBUF_INIT;
+	sbuf_addf(&sock, "%s/hub.sock", f.home);
+	CHECK_INT(hub_daemon_start_unix(f.h, sock.buf, &f.d, &f.err), 0);
+	struct stat sb;
+	CHECK(stat(sock.buf, &sb) == 0 && S_ISSOCK(sb.st_mode) && (sb.st_mode & 0777) == 0777);
+	struct hub_remote_opts o = { .url = "http://localhost", .unix_path = sock.buf,
+				     .secret = SECRET, .job_id = JOB, .stream = "sup.1",
+				     .journal_dir = f.jdir.buf, .wait_s = 30, .warn = warn_quiet };
+	struct sink *k = NULL;
+	CHECK_INT(sink_remote_open(&o, &k, &f.err), 0);
+	CHECK_INT(sink_mark(k, JOB, JOB_STARTING, "supervisor started", &f.err), 0);
+	struct store_ckpt c = { .name = "step_10", .dir = "/tmp/x/output/checkpoints", .step = 10,
+				.epoch = -1, .nfiles = 1, .bytes = 3, .checksum = "abcd",
+				.files_json = "[]", .created = 1, .state = "complete" };
+	CHECK_INT(sink_ckpt_put(k, JOB, &c, &f.err), 0);
+	sink_close(k); /* waits for the hub's acknowledgement */
+	CHECK_INT(nevents(f.st, JOB_STARTING), 1);
+	/* what a supervisor without a database asks its hub */
+	setenv("TRAINCTL_HUB_URL", "http://localhost", 1);
+	setenv("TRAINCTL_HUB_SOCKET", sock.buf, 1);
+	setenv("TRAINCTL_HUB_SECRET", SECRET, 1);
+	json_t *st = NULL;
+	CHECK_INT(hub_job_status_json(JOB, 10, &st, &f.err), 0);
+	json_t *ck = json_array_get(json_object_get(st, "ckpts"), 0);
+	CHECK_STR(json_string_value(json_object_get(ck, "name")), "step_10");
+	CHECK_INT(json_integer_value(json_object_get(ck, "step")), 10);
+	CHECK_STR(json_string_value(json_object_get(st, "state")), "starting");
+	json_decref(st);
+	json_t *rep = NULL;
+	CHECK_INT(hub_job_report(JOB, 10, &rep, &f.err), 0);
+	CHECK_STR(json_string_value(json_object_get(rep, "job")), JOB);
+	json_decref(rep);
+	/* a wrong secret gets nothing */
+	setenv("TRAINCTL_HUB_SECRET", "f123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", 1);
+	CHECK(hub_job_status_json(JOB, 10, &st, &f.err) != 0 && !st);
+	tc_err_release(&f.err);
+	unsetenv("TRAINCTL_HUB_URL");
+	unsetenv("TRAINCTL_HUB_SOCKET");
+	unsetenv("TRAINCTL_HUB_SECRET");
+	sbuf_release(&sock);
+	fx_close(&f);
+}
+
 TEST(hub_node_checkpoints_are_kept_per_node_apart_from_the_jobs)
 {
 	struct fx f;
