@@ -117,6 +117,8 @@ def test_supervisor_is_the_account_and_opens_no_database(ps):
     fds = [os.readlink(os.path.join(f"/proc/{pid}/fd", fd)) for fd in os.listdir(f"/proc/{pid}/fd")]
     assert not [f for f in fds if f.startswith(db)], fds
     # the workers: the job's own account, none of the supervisor's variables
+    # (the hub records the workers' start a moment after they run)
+    wait_until(lambda: srv.job(job)["workers_history"], timeout=60, what="the workers' record")
     worker = srv.job(job)["workers_history"][0]["pid"]
     with open(f"/proc/{worker}/environ", "rb") as f:
         wenv = f.read()
