@@ -123,8 +123,10 @@ static void release_devices(struct srv *s, struct sjob *j)
 {
 	int idx = (int)(j - s->jobs);
 	for (size_t i = 0; i < s->ndevs; i++)
-		if (s->devs[i].owner == idx)
+		if (s->devs[i].owner == idx) {
 			s->devs[i].owner = SCHED_FREE;
+			s->devs_moved = true;
+		}
 	if (j->ids && strcmp(j->type, "cpu") != 0) {
 		struct tc_err err = TC_ERR_INIT;
 		if (store_lease_drop(s->st, j->id, &err))
@@ -1057,6 +1059,11 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 			srv_health_refresh(s);
 			telemetry_sample(s);
 			s->next_sample = now_wall() + period;
+			s->devs_moved = false;
+		} else if (s->devs_moved) {
+			/* the devices page (telemetry.c) names no holder a job has let go */
+			telemetry_sample(s);
+			s->devs_moved = false;
 		}
 		struct timespec ts, gap;
 		clock_gettime(CLOCK_REALTIME, &ts);

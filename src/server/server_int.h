@@ -98,6 +98,7 @@ struct srv {
 	struct settle *settling;
 	size_t nsettling, settling_alloc;
 	bool dirty;                 /* the queue order must be rebuilt */
+	bool devs_moved;            /* a device changed hands: the devices page is redone now */
 	size_t *queue;              /* queued job indices in order */
 	size_t nqueue, queue_alloc;
 	struct sched_dev *devs;     /* the node's devices (owner = index into jobs) */
