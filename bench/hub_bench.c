@@ -236,6 +236,7 @@ static int ranks_main(const char *url, const char *home, const char *job, const 
 	long long seen = 0, acked_seen = 0;
 	double c0 = cpu_self();
 	char buf[65536];
+	int64_t rest_until = 0; /* as the supervisor's loop (workers.c, COALESCE_MS): reads rest 10 ms */
 	for (bool eof = false; !eof;) {
 		int wait = metrics_ingest_tick(mi, now_mono_ms());
 		long long app = 0, ack = 0;
@@ -246,10 +247,18 @@ static int ranks_main(const char *url, const char *home, const char *job, const 
 		}
 		/* an acknowledgement is waited for in 2 ms steps: the lag's resolution */
 		int cap = seen > acked_seen ? 2 : 50;
+		int64_t now_ms = now_mono_ms();
+		int nfds = 1;
+		if (rest_until > now_ms) {
+			nfds = 0;
+			if (rest_until - now_ms < cap)
+				cap = (int)(rest_until - now_ms);
+		}
 		struct pollfd pf = { 0, POLLIN, 0 };
-		int pr = poll(&pf, 1, wait < cap ? wait : cap);
+		int pr = poll(&pf, (nfds_t)nfds, wait < cap ? wait : cap);
 		if (pr > 0) {
 			ssize_t n = read(0, buf, sizeof(buf));
+			rest_until = n == (ssize_t)sizeof(buf) ? 0 : now_mono_ms() + 10;
 			if (n <= 0) {
 				eof = true;
 			} else {

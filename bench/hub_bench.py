@@ -16,6 +16,11 @@ measures, each next to its alternative:
 
 CPU times are getrusage's; on a loaded machine compare them, not wall times.
     python3 bench/hub_bench.py [--points N] [--nodes N] [--seconds S]
+                               [--only throughput|fanin|overhead] [--baseline OLD] [--rounds N]
+
+--baseline OLD: a checkout built before (OLD/build/libtc.a); the overhead is
+then measured for both, alternating, --rounds times each (the median), and
+their ratio printed: this bench's source against the old library.
 """
 import argparse
 import os
@@ -29,16 +34,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = "20261126-000000-000-beef"
 
 
-def build():
-    exe = os.path.join(REPO, "build", "hub_bench")
+def build(root=REPO):
+    exe = os.path.join(root, "build", "hub_bench")
     src = os.path.join(REPO, "bench", "hub_bench.c")
-    lib = os.path.join(REPO, "build", "libtc.a")
+    lib = os.path.join(root, "build", "libtc.a")
     if not os.path.exists(lib):
-        sys.exit("build/libtc.a is missing: run `make build` first")
+        sys.exit(f"{lib} is missing: run `make build` there first")
     if not os.path.exists(exe) or os.path.getmtime(exe) < max(os.path.getmtime(src), os.path.getmtime(lib)):
         libs = subprocess.run(["pkg-config", "--libs", "jansson", "sqlite3", "yaml-0.1"],
                               capture_output=True, text=True, check=True).stdout.split()
-        subprocess.run(["cc", "-O2", "-std=c17", "-D_GNU_SOURCE", "-I" + os.path.join(REPO, "src"),
+        subprocess.run(["cc", "-O2", "-std=c17", "-D_GNU_SOURCE", "-I" + os.path.join(root, "src"),
                         src, lib, *libs, "-ldl", "-lm", "-lpthread", "-o", exe], check=True)
     return exe
 
@@ -84,6 +89,39 @@ def node_runs(exe, urls, home, ranks, period_ms, seconds):
     return out
 
 
+def overhead(exe, tmp, tag, seconds):
+    """one node at 10k points/s: (cpu % through the hub, cpu % writing its own store, points/s)"""
+    home = os.path.join(tmp, f"overhead-{tag}-d")
+    os.makedirs(home)
+    dd = node_runs(exe, ["direct"], home, 8, 1.6, seconds)[0]
+    home = os.path.join(tmp, f"overhead-{tag}-h")
+    os.makedirs(home)
+    hub = Hub(exe, home)
+    rr = node_runs(exe, [hub.url], home, 8, 1.6, seconds)[0]
+    hub.stop()
+    return 100 * rr["cpu"] / seconds, 100 * dd["cpu"] / seconds, 2 * rr["lines"] / seconds, rr
+
+
+def compare(exe, old, tmp, seconds, rounds):
+    """the overhead of this tree's library and OLD's, alternating, median of rounds"""
+    import statistics
+    res = {"new": [], "old": []}
+    for i in range(rounds):
+        for tag, e in (("new", exe), ("old", old)):
+            res[tag].append(overhead(e, tmp, f"{tag}{i}", seconds))
+    print(f"\noverhead: one node, 8 ranks, 10,000 points/s, {seconds} s x {rounds} rounds each, "
+          "median of the node process's cpu (% of one core)")
+    print(f"  {'library':10} {'through the hub':>16} {'own store':>10}")
+    med = {}
+    for tag in ("old", "new"):
+        h = statistics.median(r[0] for r in res[tag])
+        d = statistics.median(r[1] for r in res[tag])
+        med[tag] = (h, d)
+        print(f"  {tag:10} {h:15.2f}% {d:9.2f}%")
+    print(f"  new / old: through the hub {med['new'][0] / max(med['old'][0], 1e-9):.2f},"
+          f" own store {med['new'][1] / max(med['old'][1], 1e-9):.2f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--points", type=int, default=2_000_000)
@@ -91,11 +129,26 @@ def main():
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--period-ms", type=float, default=100)
     ap.add_argument("--seconds", type=int, default=20)
+    ap.add_argument("--only", choices=["throughput", "fanin", "overhead"])
+    ap.add_argument("--baseline", help="a checkout built before: OLD/build/libtc.a")
+    ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     exe = build()
     tmp = tempfile.mkdtemp(prefix="hub-bench-")
     try:
         print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cpus)")
+        if a.baseline:
+            compare(exe, build(os.path.abspath(a.baseline)), tmp, a.seconds, a.rounds)
+            print(f"\nload average after: {os.getloadavg()[0]:.2f}")
+            return
+        if a.only == "overhead":
+            h, d, pps, rr = overhead(exe, tmp, "only", a.seconds)
+            print(f"\noverhead: one node, 8 ranks, {pps:.0f} points/s for {a.seconds} s")
+            print(f"  node process cpu through the hub: {h:.2f}% of one core"
+                  f" (lag mean {rr['lag_avg_ms']:.1f} ms)")
+            print(f"  node process cpu writing its own store: {d:.2f}% of one core")
+            print(f"\nload average after: {os.getloadavg()[0]:.2f}")
+            return
         # throughput
         home = os.path.join(tmp, "direct")
         os.makedirs(home)

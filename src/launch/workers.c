@@ -33,6 +33,13 @@
 #define MAX_LINE (1u << 20)  /* a longer line is written in 1 MiB pieces */
 #define READ_CHUNK (1u << 16)
 #define DRAIN_MS 2000        /* how long pipes may stay open after all workers died */
+/*
+ * After a round of reads the pipes rest this long: ranks printing steps
+ * every few ms would otherwise wake the supervisor once per line (its CPU
+ * at 10,000 points/s, docs/PERFORMANCE.md).  A pipe that filled a whole
+ * read is read again at once.
+ */
+#define COALESCE_MS 10
 
 /* ---- output: whole lines to the rank log and the console ---- */
 
@@ -106,25 +113,29 @@ static void stream_feed(struct sup *sp, struct worker *w, struct stream *s, cons
 		sbuf_release(&s->partial);
 }
 
-static void stream_read(struct sup *sp, struct worker *w, struct stream *s)
+/* Read what s has; true when a read filled the whole buffer (a busy writer). */
+static bool stream_read(struct sup *sp, struct worker *w, struct stream *s)
 {
 	char buf[READ_CHUNK];
+	bool full = false;
 	for (int rounds = 0; rounds < 16; rounds++) {
 		ssize_t r = read(s->fd, buf, sizeof(buf));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0 && errno == EAGAIN)
-			return;
+			return full;
 		if (r <= 0) {
 			stream_feed(sp, w, s, NULL, 0, true);
 			close(s->fd);
 			s->fd = -1;
-			return;
+			return full;
 		}
 		stream_feed(sp, w, s, buf, (size_t)r, false);
 		if ((size_t)r < sizeof(buf))
-			return;
+			return full;
+		full = true;
 	}
+	return full;
 }
 
 /* ---- spawning ---- */
@@ -452,7 +463,7 @@ void sup_attempt_loop(struct sup *sp)
 	struct pollfd *pfd = xcalloc((size_t)sp->n * 2 + 1, sizeof(*pfd));
 	struct stream **which = xcalloc((size_t)sp->n * 2 + 1, sizeof(*which));
 	struct worker **owner = xcalloc((size_t)sp->n * 2 + 1, sizeof(*owner));
-	int64_t drain_until = 0;
+	int64_t drain_until = 0, rest_until = 0;
 	for (;;) {
 		bool reaped_all = all_reaped(sp);
 		int np = 0;
@@ -488,17 +499,29 @@ void sup_attempt_loop(struct sup *sp)
 			int t = drain_until > now ? (int)(drain_until - now) : 0;
 			timeout = timeout < 0 || t < timeout ? t : timeout;
 		}
-		int r = poll(pfd, (nfds_t)np, timeout);
+		/* the pipes rest (COALESCE_MS) while the workers run; signals never wait */
+		int nfds = np;
+		if (rest_until > now && !reaped_all && !drain_until) {
+			nfds = 1;
+			int t = (int)(rest_until - now);
+			timeout = timeout < 0 || t < timeout ? t : timeout;
+		}
+		int r = poll(pfd, (nfds_t)nfds, timeout);
 		if (r < 0 && errno != EINTR)
 			break;
 		if (r > 0 && (pfd[0].revents & POLLIN)) {
 			read_signals(sp);
 			reap(sp);
 		}
-		for (int i = 1; r > 0 && i < np; i++)
-			if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
-				stream_read(sp, owner[i], which[i]);
+		bool got = false, busy = false;
+		for (int i = 1; r > 0 && i < nfds; i++)
+			if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+				got = true;
+				busy |= stream_read(sp, owner[i], which[i]);
+			}
 		now = now_mono_ms();
+		if (got)
+			rest_until = busy ? 0 : now + COALESCE_MS;
 		if (sp->kill_at && now >= sp->kill_at) {
 			signal_groups(sp, SIGKILL);
 			sp->kill_at = 0;

@@ -11,7 +11,9 @@
 
 void jscan_ws(struct jscan *j)
 {
-	while (j->s < j->end && (*j->s == ' ' || *j->s == '\t' || *j->s == '\n' || *j->s == '\r'))
+	/* every character above ' ' is no white space: one compare for most */
+	while (j->s < j->end && (unsigned char)*j->s <= ' ' &&
+	       (*j->s == ' ' || *j->s == '\t' || *j->s == '\n' || *j->s == '\r'))
 		j->s++;
 }
 
@@ -48,6 +50,11 @@ bool jscan_str(struct jscan *j, struct sbuf *scratch, struct jspan *out)
 	const char *a = ++j->s, *q = a;
 	bool esc = false;
 	while (q < j->end && *q != '"') {
+		/* the common case first: a plain character */
+		if ((unsigned char)*q >= 0x20 && *q != '\\') {
+			q++;
+			continue;
+		}
 		if (*q == '\\') {
 			/* check escapes here, so decoding later cannot fail */
 			if (j->end - q < 2 || !strchr("\"\\/bfnrtu", q[1]) || !q[1])
@@ -112,17 +119,21 @@ bool jscan_str(struct jscan *j, struct sbuf *scratch, struct jspan *out)
 
 bool jscan_number(struct jscan *j, double *out)
 {
-	if (jscan_lit(j, "NaN")) {
-		*out = NAN;
-		return true;
-	}
-	if (jscan_lit(j, "Infinity")) {
-		*out = INFINITY;
-		return true;
-	}
-	if (jscan_lit(j, "-Infinity")) {
-		*out = -INFINITY;
-		return true;
+	/* the three words only where their first letters are (most numbers are digits) */
+	char c0 = j->s < j->end ? *j->s : '\0';
+	if (c0 == 'N' || c0 == 'I' || (c0 == '-' && j->end - j->s > 1 && j->s[1] == 'I')) {
+		if (jscan_lit(j, "NaN")) {
+			*out = NAN;
+			return true;
+		}
+		if (jscan_lit(j, "Infinity")) {
+			*out = INFINITY;
+			return true;
+		}
+		if (jscan_lit(j, "-Infinity")) {
+			*out = -INFINITY;
+			return true;
+		}
 	}
 	const char *a = j->s, *q = a;
 #define DIGITS(q)                                                        \
