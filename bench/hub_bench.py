@@ -20,7 +20,8 @@ CPU times are getrusage's; on a loaded machine compare them, not wall times.
 
 --baseline OLD: a checkout built before (OLD/build/libtc.a); the overhead is
 then measured for both, alternating, --rounds times each (the median), and
-their ratio printed: this bench's source against the old library.
+their ratio printed.  Each side is built from its own tree's bench/hub_bench.c
+and library, so each runs its own supervisor's read loop (workers.c).
 """
 import argparse
 import os
@@ -36,7 +37,7 @@ JOB = "20261126-000000-000-beef"
 
 def build(root=REPO):
     exe = os.path.join(root, "build", "hub_bench")
-    src = os.path.join(REPO, "bench", "hub_bench.c")
+    src = os.path.join(root, "bench", "hub_bench.c")  # the tree's own model of its supervisor
     lib = os.path.join(root, "build", "libtc.a")
     if not os.path.exists(lib):
         sys.exit(f"{lib} is missing: run `make build` there first")
@@ -111,7 +112,7 @@ def compare(exe, old, tmp, seconds, rounds):
             res[tag].append(overhead(e, tmp, f"{tag}{i}", seconds))
     print(f"\noverhead: one node, 8 ranks, 10,000 points/s, {seconds} s x {rounds} rounds each, "
           "median of the node process's cpu (% of one core)")
-    print(f"  {'library':10} {'through the hub':>16} {'own store':>10}")
+  XX
     med = {}
     for tag in ("old", "new"):
         h = statistics.median(r[0] for r in res[tag])
