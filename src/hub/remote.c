@@ -631,7 +631,11 @@ int hub_flush_main(const char *home, const char *job_id, int *left, struct tc_er
 		if (!isalnum((unsigned char)*p) && *p != '-')
 			*p = '-';
 	sbuf_addf(&stream, "flush.%s.%ld", *host ? host : "host", (long)getpid());
-	sbuf_addf(&dir, "%s/journal/%s", home, job_id);
+	const char *jd = getenv("TRAINCTL_HUB_JOURNAL"); /* where sink_from_env journals */
+	if (jd && *jd)
+		sbuf_adds(&dir, jd);
+	else
+		sbuf_addf(&dir, "%s/journal/%s", home, job_id);
 	struct sink *k = NULL;
 	*left = 0;
 	int rc = sink_from_env(home, job_id, stream.buf, NULL, NULL, &k, err);
