@@ -112,7 +112,7 @@ def compare(exe, old, tmp, seconds, rounds):
             res[tag].append(overhead(e, tmp, f"{tag}{i}", seconds))
     print(f"\noverhead: one node, 8 ranks, 10,000 points/s, {seconds} s x {rounds} rounds each, "
           "median of the node process's cpu (% of one core)")
-  XX
+    print(f"  {'build':10} {'through the hub':>16} {'own store':>10}")
     med = {}
     for tag in ("old", "new"):
         h = statistics.median(r[0] for r in res[tag])
