@@ -3,6 +3,7 @@
 
 #include "core/sbuf.h"
 #include "core/util.h"
+#include "spec/spec.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -56,6 +57,18 @@ void test_put_file(const char *dir, const char *rel, const char *text)
 	fputs(text, f);
 	CHECK(fclose(f) == 0);
 	sbuf_release(&p);
+}
+
+struct spec *test_spec_ok(const char *text)
+{
+	struct spec *s = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	int rc = spec_parse(text, strlen(text), "job.yaml", "/tmp", &s, &err);
+	if (rc)
+		fprintf(stderr, "unexpected error: %s\n", err.msg);
+	CHECK_INT(rc, 0);
+	tc_err_release(&err);
+	return s;
 }
 
 static void cleanup_tmpdir(void)

@@ -66,5 +66,9 @@ void test_register(const char *name, test_fn fn);
 const char *test_tmpdir(void);
 /* Write text to dir/rel, making its folders; any failure fails the test. */
 void test_put_file(const char *dir, const char *rel, const char *text);
+/* Parse job.yaml text (base dir /tmp) that must parse; an error fails the
+ * test after printing its message.  The caller frees the spec. */
+struct spec;
+struct spec *test_spec_ok(const char *text);
 
 #endif

@@ -6,18 +6,6 @@
 #include "container/container.h"
 #include "spec/spec.h"
 
-static struct spec *parse_ok(const char *text)
-{
-	struct spec *s = NULL;
-	struct tc_err err = TC_ERR_INIT;
-	int rc = spec_parse(text, strlen(text), "job.yaml", "/tmp", &s, &err);
-	if (rc)
-		fprintf(stderr, "unexpected error: %s\n", err.msg);
-	CHECK_INT(rc, 0);
-	tc_err_release(&err);
-	return s;
-}
-
 static const char *parse_err(const char *text)
 {
 	static char msg[4096];
@@ -43,7 +31,7 @@ static const struct container_runtime docker = { CONTAINER_DOCKER, "docker", "/u
 
 TEST(no_image_no_keys)
 {
-	struct spec *s = parse_ok("command: [true]\n");
+	struct spec *s = test_spec_ok("command: [true]\n");
 	CHECK(!s->container.image);
 	char *json = spec_to_json(s);
 	CHECK(!strstr(json, "image") && !strstr(json, "container"));
@@ -53,7 +41,7 @@ TEST(no_image_no_keys)
 
 TEST(keys_and_json_round_trip)
 {
-	struct spec *s = parse_ok("command: [python3, train.py]\n"
+	struct spec *s = test_spec_ok("command: [python3, train.py]\n"
 				  "image: localhost/train:1\n"
 				  "container:\n"
 				  "  runtime: podman\n"
@@ -119,11 +107,11 @@ TEST(key_errors)
 
 TEST(extra_allowlist)
 {
-	struct spec *s = parse_ok("command: [true]\nimage: x\n"
+	struct spec *s = test_spec_ok("command: [true]\nimage: x\n"
 				  "container: {extra: [--cpus=2, -m=4g, '--memory 4g', --privileged]}\n");
 	CHECK_STR(spec_container_extra_refused(s), "--privileged");
 	spec_free(s);
-	s = parse_ok("command: [true]\nimage: x\ncontainer: {extra: [--cpus=2, --cap-add=SYS_ADMIN]}\n");
+	s = test_spec_ok("command: [true]\nimage: x\ncontainer: {extra: [--cpus=2, --cap-add=SYS_ADMIN]}\n");
 	CHECK_STR(spec_container_extra_refused(s), "--cap-add=SYS_ADMIN");
 	spec_free(s);
 }
@@ -131,7 +119,7 @@ TEST(extra_allowlist)
 static char *wrapper_of(const char *yaml, const struct container_runtime *rt, int rank,
 			const int *ids, int n, int *rc_out)
 {
-	struct spec *s = parse_ok(yaml);
+	struct spec *s = test_spec_ok(yaml);
 	static const char *const dirs[] = { "/home/u/runs/J", "/ckpt", NULL };
 	struct container_worker cw = {
 		.s = s, .rt = rt, .job_id = "J", .attempt = 2, .rank = rank, .uid = 1000, .gid = 100,
@@ -271,7 +259,7 @@ TEST(devices_optional_paths_and_other_rows)
 TEST(env_file)
 {
 	setenv("TRAINCTL_FAKE_DEVICES", "gpu:4", 1);
-	struct spec *s = parse_ok("command: [true]\nimage: i\ndevices: {type: gpu, per_node: 2}\n");
+	struct spec *s = test_spec_ok("command: [true]\nimage: i\ndevices: {type: gpu, per_node: 2}\n");
 	struct container_worker cw = { .s = s };
 	struct strvec env = STRVEC_INIT, dropped = STRVEC_INIT;
 	strvec_push(&env, "RANK=1");

@@ -10,18 +10,6 @@
 
 #include <stdlib.h>
 
-static struct spec *parse_ok(const char *text)
-{
-	struct spec *s = NULL;
-	struct tc_err err = TC_ERR_INIT;
-	int rc = spec_parse(text, strlen(text), "job.yaml", "/tmp", &s, &err);
-	if (rc)
-		fprintf(stderr, "unexpected error: %s\n", err.msg);
-	CHECK_INT(rc, 0);
-	tc_err_release(&err);
-	return s;
-}
-
 static void parse_err(const char *text, const char *want)
 {
 	struct spec *s = NULL;
@@ -34,7 +22,7 @@ static void parse_err(const char *text, const char *want)
 
 TEST(spec_slurm_keys)
 {
-	struct spec *s = parse_ok("command: [x]\nnodes: 2\nbackend: slurm\n"
+	struct spec *s = test_spec_ok("command: [x]\nnodes: 2\nbackend: slurm\n"
 				  "slurm: {partition: debug, account: ml, qos: high, time: '1-02:00:00',\n"
 				  "        signal: USR1@120, gres: 'gpu:a100:2', extra: [--exclusive, '--constraint=ib']}\n");
 	CHECK_INT(s->nodes, 2);
@@ -49,7 +37,7 @@ TEST(spec_slurm_keys)
 	CHECK_STR(s->slurm.extra.v[1], "--constraint=ib");
 	/* the resolved spec loads again (job.yaml is what every node reads) */
 	char *yaml = spec_to_yaml(s);
-	struct spec *again = parse_ok(yaml);
+	struct spec *again = test_spec_ok(yaml);
 	CHECK_STR(again->slurm.time, "1-02:00:00");
 	CHECK_INT(again->slurm.extra.nr, 2);
 	CHECK_INT(again->nodes, 2);
@@ -74,7 +62,7 @@ TEST(spec_slurm_errors)
 TEST(sbatch_script)
 {
 	/* a cpu spec (gpu specs need gpus on this machine); gres given explicitly */
-	struct spec *s = parse_ok("name: big\ncommand: [x]\nnodes: 4\nbackend: slurm\n"
+	struct spec *s = test_spec_ok("name: big\ncommand: [x]\nnodes: 4\nbackend: slurm\n"
 				  "devices: {type: cpu, per_node: 2}\n"
 				  "slurm: {partition: debug, time: '30', gres: 'gpu:2', extra: [--exclusive]}\n");
 	struct slurm_script_in in = { s, "J1", "/shared/tc home", "/shared/tc home/runs/J1",

@@ -6,18 +6,6 @@
 
 #include <stdlib.h>
 
-static struct spec *parse_ok(const char *text)
-{
-	struct spec *s = NULL;
-	struct tc_err err = TC_ERR_INIT;
-	int rc = spec_parse(text, strlen(text), "job.yaml", "/tmp", &s, &err);
-	if (rc)
-		fprintf(stderr, "unexpected error: %s\n", err.msg);
-	CHECK_INT(rc, 0);
-	tc_err_release(&err);
-	return s;
-}
-
 /* spec_to_json(spec_from_json(spec_to_json(s))) is spec_to_json(s). */
 static struct spec *round_trip(const struct spec *s)
 {
@@ -35,7 +23,7 @@ static struct spec *round_trip(const struct spec *s)
 TEST(stored_spec_reads_back)
 {
 	setenv("TRAINCTL_FAKE_DEVICES", "gpu:8", 1);
-	struct spec *s = parse_ok(
+	struct spec *s = test_spec_ok(
 		"name: full\ncommand: 'python train.py'\nargs: {lr: 0.1, verbose: null}\n"
 		"env: {A: '1'}\nframework: pytorch\ndevices: {type: gpu, per_node: 8}\n"
 		"restart: {max_restarts: 3, grace_seconds: 12}\n"
@@ -72,7 +60,7 @@ TEST(stored_spec_reads_back)
 	spec_free(b);
 	spec_free(s);
 
-	s = parse_ok("command: [a, b]\nnodes: 2\nbackend: slurm\ndevices: {type: cpu, per_node: 2}\n"
+	s = test_spec_ok("command: [a, b]\nnodes: 2\nbackend: slurm\ndevices: {type: cpu, per_node: 2}\n"
 		     "checkpoint: {resume: 's3://b/ck/step-10'}\n"
 		     "slurm: {partition: debug, time: '10', extra: [--exclusive]}\n");
 	b = round_trip(s);

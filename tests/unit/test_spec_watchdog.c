@@ -5,18 +5,6 @@
 
 #include "spec/spec.h"
 
-static struct spec *parse_ok(const char *text)
-{
-	struct spec *s = NULL;
-	struct tc_err err = TC_ERR_INIT;
-	int rc = spec_parse(text, strlen(text), "job.yaml", "/tmp", &s, &err);
-	if (rc)
-		fprintf(stderr, "unexpected error: %s\n", err.msg);
-	CHECK_INT(rc, 0);
-	tc_err_release(&err);
-	return s;
-}
-
 static const char *parse_err(const char *text)
 {
 	static char msg[4096];
@@ -30,7 +18,7 @@ static const char *parse_err(const char *text)
 
 TEST(watchdog_off_by_default)
 {
-	struct spec *s = parse_ok("command: [true]\n");
+	struct spec *s = test_spec_ok("command: [true]\n");
 	CHECK(!s->watchdog.on);
 	CHECK_INT(s->non_log, 0);
 	CHECK_INT(spec_restart_policy(s), RESTART_POLICY_ALWAYS);
@@ -42,7 +30,7 @@ TEST(watchdog_off_by_default)
 
 TEST(watchdog_keys)
 {
-	struct spec *s = parse_ok("command: [true]\n"
+	struct spec *s = test_spec_ok("command: [true]\n"
 				  "watchdog: {progress_pattern: 'iter [0-9]+', warmup_steps: 3,\n"
 				  "  min_seconds: 2.5, factor: 4, startup_seconds: 60,\n"
 				  "  straggler_percent: 30, straggler_steps: 8, dump_seconds: 5}\n"
@@ -75,7 +63,7 @@ TEST(watchdog_keys)
 	CHECK_STR(json2, json);
 	/* job.yaml loads again as the same spec */
 	char *yaml = spec_to_yaml(s);
-	struct spec *c = parse_ok(yaml);
+	struct spec *c = test_spec_ok(yaml);
 	char *json3 = spec_to_json(c);
 	CHECK_STR(json3, json);
 	free(json);
@@ -89,7 +77,7 @@ TEST(watchdog_keys)
 
 TEST(watchdog_defaults_and_policy)
 {
-	struct spec *s = parse_ok("command: [true]\nwatchdog: {}\n");
+	struct spec *s = test_spec_ok("command: [true]\nwatchdog: {}\n");
 	CHECK(s->watchdog.on);
 	CHECK_INT(s->watchdog.warmup_steps, 10);
 	CHECK(s->watchdog.min_seconds == 900 && s->watchdog.factor == 5);
@@ -97,10 +85,10 @@ TEST(watchdog_defaults_and_policy)
 	/* with a watchdog, a failure before the first step ends the job */
 	CHECK_INT(spec_restart_policy(s), RESTART_POLICY_FIRST_STEP);
 	spec_free(s);
-	s = parse_ok("command: [true]\nwatchdog: true\n");
+	s = test_spec_ok("command: [true]\nwatchdog: true\n");
 	CHECK(s->watchdog.on);
 	spec_free(s);
-	s = parse_ok("command: [true]\nwatchdog: false\nrestart: {policy: first_step}\n");
+	s = test_spec_ok("command: [true]\nwatchdog: false\nrestart: {policy: first_step}\n");
 	CHECK(!s->watchdog.on);
 	CHECK_INT(spec_restart_policy(s), RESTART_POLICY_FIRST_STEP);
 	spec_free(s);
@@ -127,7 +115,7 @@ TEST(watchdog_errors)
 	CHECK_CONTAINS(parse_err("command: [true]\non_log: [{pattern: '(', action: fail}]\n"),
 		       "is not a regular expression");
 	/* multi-node jobs are watched too: every node watches its ranks (docs/diagnostics.md) */
-	struct spec *mn = parse_ok("command: [true]\nnodes: 2\nbackend: slurm\nwatchdog: {}\n"
+	struct spec *mn = test_spec_ok("command: [true]\nnodes: 2\nbackend: slurm\nwatchdog: {}\n"
 				   "on_log: [{pattern: ECC, action: exclude_node}]\n");
 	CHECK(mn->watchdog.on);
 	CHECK_INT((int)mn->non_log, 1);
