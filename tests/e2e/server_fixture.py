@@ -17,6 +17,7 @@ import http.client
 import json
 import re
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -267,6 +268,32 @@ def token_for(trainctl, state, user, admin=False):
     t = p.stdout.strip()
     assert t.startswith("tc_") and len(t) > 40
     return t
+
+
+@contextlib.contextmanager
+def root_server(trainctl, prefix, *roles):
+    """A root server (fake gpu:2) with real accounts, yielded as (srv, {role:
+    name}, base).  The state folder lives in base, a folder the accounts can
+    traverse (0711), as on a shared machine, so that jobs reach their run
+    folder.  srv.token is the first role's token; each further role's token is
+    srv.<role>.  Server, accounts and base are removed afterwards, also on
+    failure."""
+    base = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+    os.chmod(base, 0o711)
+    state = os.path.join(base, "state")
+    try:
+        with unix_accounts(*roles) as u:
+            tok = token_for(trainctl, state, u[roles[0]])
+            srv = start_server(trainctl, state, fake="gpu:2")
+            srv.token = tok
+            for r in roles[1:]:
+                setattr(srv, r, token_for(trainctl, state, u[r]))
+            try:
+                yield srv, u, base
+            finally:
+                srv.stop()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def held(release, name="held", **extra):

@@ -9,16 +9,14 @@ would on a shared machine, so that jobs reach their run folder.
 """
 import os
 import pwd
-import shutil
 import signal
 import sqlite3
-import tempfile
 
 import pytest
 
 from conftest import wait_until
 from s3_fixture import ACCESS, SECRET as S3_SECRET, s3  # noqa: F401  (the fixture)
-from server_fixture import start_server, token_for, unix_accounts
+from server_fixture import root_server
 
 STEPS = 30  # metric points before the wait, and as many after
 
@@ -42,20 +40,8 @@ echo done
 
 @pytest.fixture(scope="module")
 def ps(trainctl):
-    base = tempfile.mkdtemp(prefix="tc-privsep-", dir="/tmp")
-    os.chmod(base, 0o711)
-    state = os.path.join(base, "state")
-    try:
-        with unix_accounts("alice") as u:
-            tok = token_for(trainctl, state, u["alice"])
-            srv = start_server(trainctl, state, fake="gpu:2")
-            srv.token = tok
-            try:
-                yield srv, u, base
-            finally:
-                srv.stop()
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    with root_server(trainctl, "tc-privsep-", "alice") as t:
+        yield t
 
 
 def ended(srv, job, timeout=120):

@@ -9,14 +9,12 @@ user can neither list, read nor use another's; a file value is read as the
 job's user, so a file that user cannot read fails the job naming it."""
 import json
 import os
-import shutil
 import stat
 import subprocess
-import tempfile
 
 import pytest
 
-from server_fixture import start_server, token_for, unix_accounts
+from server_fixture import root_server
 
 VALUE = "hf_s3cr3t-VALUE-4711"
 
@@ -127,21 +125,8 @@ def test_bad_env_forms_exit_2(run_tc, tmp_path):
 
 @pytest.fixture(scope="module")
 def ssec(trainctl):
-    base = tempfile.mkdtemp(prefix="tc-secrets-", dir="/tmp")
-    os.chmod(base, 0o711)
-    state = os.path.join(base, "state")
-    try:
-        with unix_accounts("alice", "bob") as u:
-            tok = token_for(trainctl, state, u["alice"])
-            srv = start_server(trainctl, state, fake="gpu:2")
-            srv.token = tok
-            srv.bob = token_for(trainctl, state, u["bob"])
-            try:
-                yield srv, u, base
-            finally:
-                srv.stop()
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    with root_server(trainctl, "tc-secrets-", "alice", "bob") as t:
+        yield t
 
 
 def cli(srv, token, *args, input=None):

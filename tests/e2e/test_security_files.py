@@ -13,33 +13,18 @@ The state folder lives in a folder the accounts can traverse (0711), as it
 would on a shared machine, so that jobs reach their run folder.
 """
 import os
-import shutil
-import tempfile
 
 import pytest
 
-from server_fixture import start_server, token_for, unix_accounts
+from server_fixture import root_server
 
 SECRET = "root-only-secret-4711"
 
 
 @pytest.fixture(scope="module")
 def fsec(trainctl):
-    base = tempfile.mkdtemp(prefix="tc-secfiles-", dir="/tmp")
-    os.chmod(base, 0o711)
-    state = os.path.join(base, "state")
-    try:
-        with unix_accounts("alice", "bob") as u:
-            tok = token_for(trainctl, state, u["alice"])
-            srv = start_server(trainctl, state, fake="gpu:2")
-            srv.token = tok
-            srv.bob = token_for(trainctl, state, u["bob"])
-            try:
-                yield srv, u, base
-            finally:
-                srv.stop()
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    with root_server(trainctl, "tc-secfiles-", "alice", "bob") as t:
+        yield t
 
 
 def root_file(base, name, text=SECRET):
