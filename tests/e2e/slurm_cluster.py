@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import poll
 
 
@@ -198,6 +200,26 @@ def _alive(pid):
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (FileNotFoundError, IndexError):
         return False
+
+
+# The fixtures a test module gets by importing them (`from slurm_cluster import
+# cluster, slurm_tc`): one cluster per module, stopped at its end, and run_tc
+# with SLURM_CONF pointing at it.
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if not have_slurm():
+        pytest.fail("Slurm is not installed (apt install slurm-wlm munge; scripts/install-deps.sh)",
+                    pytrace=False)
+    c = Cluster(tmp_path_factory.mktemp("slurm")).start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def slurm_tc(run_tc, cluster):
+    def run(*args, env=None, **kw):
+        return run_tc(*args, env=dict(env or {}, SLURM_CONF=cluster.conf), **kw)
+    return run
 
 
 if __name__ == "__main__":

@@ -11,10 +11,8 @@ import signal
 import sqlite3
 import subprocess
 
-import pytest
-
 from conftest import poll, wait_until
-from slurm_cluster import Cluster, have_slurm
+from slurm_cluster import cluster  # noqa: F401  (the fixture)
 
 STEPS = 40  # per rank before the hub dies, and as many after
 
@@ -34,16 +32,6 @@ for i in range(STEPS, 2 * STEPS):
     step(i)
 print("done", rank, flush=True)
 '''
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    if not have_slurm():
-        pytest.fail("Slurm is not installed (apt install slurm-wlm munge; scripts/install-deps.sh)",
-                    pytrace=False)
-    c = Cluster(tmp_path_factory.mktemp("slurm")).start()
-    yield c
-    c.stop()
 
 
 def rows(home, sql):

@@ -9,30 +9,11 @@ import sqlite3
 import subprocess
 import time
 
-import pytest
-
 from conftest import DIGITS, REPO, poll, wait_until
 from server_fixture import start_server
-from slurm_cluster import Cluster, have_slurm, _alive
+from slurm_cluster import cluster, slurm_tc, have_slurm, _alive  # noqa: F401  (the fixtures)
 
 GOLDEN = REPO / "tests" / "e2e" / "golden"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    if not have_slurm():
-        pytest.fail("Slurm is not installed (apt install slurm-wlm munge; scripts/install-deps.sh)",
-                    pytrace=False)
-    c = Cluster(tmp_path_factory.mktemp("slurm")).start()
-    yield c
-    c.stop()
-
-
-@pytest.fixture
-def slurm_tc(run_tc, cluster):
-    def run(*args, env=None, **kw):
-        return run_tc(*args, env=dict(env or {}, SLURM_CONF=cluster.conf), **kw)
-    return run
 
 
 def write_spec(tmp_path, text, name="job.yaml"):

@@ -11,40 +11,10 @@ import pytest
 
 from conftest import PYTHON, REPO, poll
 from server_fixture import start_server
-from slurm_cluster import Cluster, have_slurm
+from slurm_cluster import cluster, slurm_tc  # noqa: F401  (the fixtures)
+from test_watchdog import notes, rank_log, show
 
 WORKER = REPO / "tests" / "e2e" / "hang_worker.py"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    if not have_slurm():
-        pytest.fail("Slurm is not installed (apt install slurm-wlm munge; scripts/install-deps.sh)",
-                    pytrace=False)
-    c = Cluster(tmp_path_factory.mktemp("slurm")).start()
-    yield c
-    c.stop()
-
-
-@pytest.fixture
-def slurm_tc(run_tc, cluster):
-    def run(*args, env=None, **kw):
-        return run_tc(*args, env=dict(env or {}, SLURM_CONF=cluster.conf), **kw)
-    return run
-
-
-def show(tc, job):
-    p = tc("show", "--json", job)
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
-
-
-def notes(job, kind):
-    return [e for e in job["events"] if e.get("kind") == kind]
-
-
-def rank_log(job, rank):
-    return open(os.path.join(job["run_dir"], "logs", f"rank-{rank}.log")).read()
 
 
 def node_result(job, attempt, node):
