@@ -32,6 +32,15 @@ def free_port():
         return s.getsockname()[1]
 
 
+def port_open(port):
+    """Something listens on 127.0.0.1:port."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
 def wait_for(pred, timeout=60, step=0.1):
     """pred()'s first truthy value, or None after timeout s (conftest.poll)."""
     return poll(pred, timeout, step)
@@ -294,6 +303,15 @@ def root_server(trainctl, prefix, *roles):
                 srv.stop()
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def as_user(trainctl, srv, name, token, *args):
+    """trainctl run by account name (its own uid, groups and home), with token."""
+    home = subprocess.run(["getent", "passwd", name], capture_output=True, text=True).stdout.split(":")[5]
+    return subprocess.run(["setpriv", f"--reuid={name}", f"--regid={name}", "--init-groups", "env", "-i",
+                           "PATH=/usr/bin:/bin", f"HOME={home}", f"TRAINCTL_SERVER={srv.url}",
+                           f"TRAINCTL_TOKEN={token}", str(trainctl)] + [str(a) for a in args],
+                          capture_output=True, text=True, timeout=120)
 
 
 def held(release, name="held", **extra):

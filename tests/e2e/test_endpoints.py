@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,17 +24,9 @@ import uuid
 import pytest
 
 from conftest import wait_until
-from server_fixture import start_server, token_for, unix_accounts
+from server_fixture import port_open, start_server, token_for, unix_accounts
 
 HTTP_SERVER = "python3 -m http.server --bind 127.0.0.1 $PORT"
-
-
-def port_open(port):
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def alive(pid):

@@ -18,7 +18,7 @@ import tempfile
 import pytest
 
 from conftest import wait_until
-from server_fixture import reachable_state, start_server, token_for, unix_accounts
+from server_fixture import as_user, reachable_state, start_server, token_for, unix_accounts
 
 HOLD = 'echo ready $RANK; while [ ! -e "{release}" ]; do sleep 0.05; done'
 
@@ -126,15 +126,6 @@ def users_srv(trainctl):
                 srv.stop()
     finally:
         shutil.rmtree(base, ignore_errors=True)
-
-
-def as_user(trainctl, srv, name, token, *args):
-    """trainctl run by account name (its own uid, groups and home), with token."""
-    home = subprocess.run(["getent", "passwd", name], capture_output=True, text=True).stdout.split(":")[5]
-    return subprocess.run(["setpriv", f"--reuid={name}", f"--regid={name}", "--init-groups", "env", "-i",
-                           "PATH=/usr/bin:/bin", f"HOME={home}", f"TRAINCTL_SERVER={srv.url}",
-                           f"TRAINCTL_TOKEN={token}", str(trainctl)] + [str(a) for a in args],
-                          capture_output=True, text=True, timeout=120)
 
 
 def test_exec_as_the_jobs_user(trainctl, users_srv):

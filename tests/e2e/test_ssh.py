@@ -11,14 +11,13 @@
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 
 import pytest
 
 from conftest import wait_until
-from server_fixture import start_server, token_for, unix_accounts
+from server_fixture import as_user, port_open, start_server, token_for, unix_accounts
 
 SSH = shutil.which("ssh")
 SSHD = "/usr/sbin/sshd"
@@ -48,14 +47,6 @@ def sshd_pids(config):
         except OSError:
             pass
     return found
-
-
-def port_open(port):
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def endpoint_dir(home, job, name="ssh"):
@@ -181,14 +172,6 @@ def test_ssh_ends_with_the_job(trainctl, run_tc, home, tmp_path, ssh_job):
 
 
 # ---- a root server's job of an unprivileged account ----
-
-def as_user(trainctl, srv, name, token, *args):
-    home = subprocess.run(["getent", "passwd", name], capture_output=True, text=True).stdout.split(":")[5]
-    return subprocess.run(["setpriv", f"--reuid={name}", f"--regid={name}", "--init-groups", "env", "-i",
-                           "PATH=/usr/bin:/bin", f"HOME={home}", f"TRAINCTL_SERVER={srv.url}",
-                           f"TRAINCTL_TOKEN={token}", str(trainctl)] + [str(a) for a in args],
-                          capture_output=True, text=True, timeout=120)
-
 
 def test_ssh_as_the_jobs_user(trainctl):
     base = tempfile.mkdtemp(prefix="tc-ssh-", dir="/tmp")
