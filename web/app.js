@@ -117,16 +117,20 @@
     // the jobs ticked for Compare, kept across reloads of the table
     const picked = new Set();
     const cmp = document.getElementById("cmp");
+    const jobsBody = view.querySelector("#jobs tbody"), paging = document.getElementById("paging");
     function pickedChanged() { cmp.disabled = picked.size < 2; cmp.textContent = picked.size ? `Compare (${picked.size})` : "Compare"; }
     cmp.onclick = () => { location.hash = "#/compare?jobs=" + [...picked].map(encodeURIComponent).join(","); };
     async function load() {
+      if (!jobsBody.isConnected) return; /* a page left behind: no more fetches */
       const p = new URLSearchParams({ limit, offset });
       if (fs.value) p.set("state", fs.value);
       if (fu.value) p.set("user", fu.value);
       let r;
       try { r = await api("/jobs?" + p); } catch (e) { banner(e.message); return; }
-      const tb = view.querySelector("#jobs tbody");
-      if (!tb) return; /* the user went to another page meanwhile */
+      /* this page's own table: a later render of the page (the login redirect and the
+         hash change can both render it) must not get rows bound to this closure's picks */
+      if (!jobsBody.isConnected) return; /* the user went to another page meanwhile */
+      const tb = jobsBody;
       tb.innerHTML = r.jobs.map(j => `<tr data-id="${esc(j.id)}">
         <td class="pick"><input type="checkbox" class="pick" aria-label="compare ${esc(j.name)}" ${picked.has(j.id) ? "checked" : ""}></td>
         <td><a href="#/job/${esc(j.id)}">${esc(j.name)}</a><div class="muted">${esc(j.id)}</div></td>
@@ -141,7 +145,7 @@
         if (c.checked) picked.add(id); else picked.delete(id);
         pickedChanged();
       });
-      const pg = document.getElementById("paging");
+      const pg = paging;
       pg.innerHTML = `${r.total} jobs · ${r.total ? offset + 1 : 0}–${Math.min(offset + limit, r.total)}
         <button id="prev" ${offset ? "" : "disabled"}>‹ Newer</button><button id="next" ${offset + limit < r.total ? "" : "disabled"}>Older ›</button>`;
       pg.querySelector("#prev").onclick = () => { offset = Math.max(0, offset - limit); load(); };
