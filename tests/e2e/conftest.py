@@ -159,7 +159,9 @@ def torchrun_cmd_fixture():
 
 def _leftover_trainctl(root):
     """pids of trainctl processes (supervisors, drivers, node supervisors)
-    whose TRAINCTL_HOME lies under root."""
+    whose TRAINCTL_HOME or TRAINCTL_RUN_DIR lies under root (a server's
+    supervisor runs as the job's account with no TRAINCTL_HOME, and waits for
+    its hub at exit long after a test's server has stopped)."""
     root = os.path.realpath(str(root)) + os.sep
     found = []
     for name in os.listdir("/proc"):
@@ -175,12 +177,27 @@ def _leftover_trainctl(root):
         except OSError:
             continue  # gone meanwhile, or not ours to read
         for kv in env:
-            if kv.startswith(b"TRAINCTL_HOME="):
-                home = os.path.realpath(kv[len(b"TRAINCTL_HOME="):].decode(errors="replace"))
-                if (home + os.sep).startswith(root):
+            key, _, val = kv.partition(b"=")
+            if key in (b"TRAINCTL_HOME", b"TRAINCTL_RUN_DIR"):
+                where = os.path.realpath(val.decode(errors="replace"))
+                if (where + os.sep).startswith(root):
                     found.append(int(name))
-                break
+                    break
     return found
+
+
+def _end_leftovers(root):
+    pids = _leftover_trainctl(root)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        if not poll(lambda: not _leftover_trainctl(root), timeout=15):
+            pids = _leftover_trainctl(root)
+        else:
+            break
 
 
 @pytest.fixture(autouse=True)
@@ -190,14 +207,12 @@ def no_leftover_jobs(tmp_path):
     machine under the tests that follow.  Runs after the test's own
     fixtures have stopped their servers."""
     yield
-    pids = _leftover_trainctl(tmp_path)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except OSError:
-                pass
-        if not poll(lambda: not _leftover_trainctl(tmp_path), timeout=15):
-            pids = _leftover_trainctl(tmp_path)
-        else:
-            break
+    _end_leftovers(tmp_path)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_leftover_jobs_at_the_end(tmp_path_factory):
+    """The same for servers of module-scoped fixtures, whose folders are not
+    under any one test's tmp_path: nothing of the suite outlives it."""
+    yield
+    _end_leftovers(tmp_path_factory.getbasetemp())
