@@ -179,18 +179,8 @@ static const char *const extra_allowed[] = {
 
 const char *spec_container_extra_refused(const struct spec *s)
 {
-	for (size_t i = 0; i < s->container.extra.nr; i++) {
-		const char *v = s->container.extra.v[i];
-		size_t n = strcspn(v, "= \t");
-		if (v[1] != '-' && n > 2)
-			n = 2;
-		bool ok = false;
-		for (size_t k = 0; !ok && k < sizeof(extra_allowed) / sizeof(extra_allowed[0]); k++)
-			ok = strlen(extra_allowed[k]) == n && !strncmp(extra_allowed[k], v, n);
-		if (!ok)
-			return v;
-	}
-	return NULL;
+	return spec_extra_refused(&s->container.extra, extra_allowed,
+				  sizeof(extra_allowed) / sizeof(extra_allowed[0]));
 }
 
 static const struct rule container_rules[] = {

@@ -724,15 +724,21 @@ static const char *const extra_allowed[] = {
 
 const char *spec_slurm_extra_refused(const struct spec *s)
 {
-	for (size_t i = 0; i < s->slurm.extra.nr; i++) {
-		const char *v = s->slurm.extra.v[i];
+	return spec_extra_refused(&s->slurm.extra, extra_allowed,
+				  sizeof(extra_allowed) / sizeof(extra_allowed[0]));
+}
+
+const char *spec_extra_refused(const struct strvec *extra, const char *const *allowed, size_t nallowed)
+{
+	for (size_t i = 0; i < extra->nr; i++) {
+		const char *v = extra->v[i];
 		/* "--mem=4G", "--mem 4G", "-N2", "-N 2": the option is the name before '=' or ' ' */
 		size_t n = strcspn(v, "= \t");
 		if (v[1] != '-' && n > 2)
 			n = 2;
 		bool ok = false;
-		for (size_t k = 0; !ok && k < sizeof(extra_allowed) / sizeof(extra_allowed[0]); k++)
-			ok = strlen(extra_allowed[k]) == n && !strncmp(extra_allowed[k], v, n);
+		for (size_t k = 0; !ok && k < nallowed; k++)
+			ok = strlen(allowed[k]) == n && !strncmp(allowed[k], v, n);
 		if (!ok)
 			return v;
 	}

@@ -132,4 +132,7 @@ struct dev_where {
 int spec_finish_devices(struct spec *s, const struct dev_where *dw, bool per_node_all,
 			struct tc_err *err);
 
+/* The first of extra's options whose name is not in allowed (NULL: all are). */
+const char *spec_extra_refused(const struct strvec *extra, const char *const *allowed, size_t nallowed);
+
 #endif
