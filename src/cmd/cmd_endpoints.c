@@ -1,7 +1,8 @@
 /*
  * cmd_endpoints.c -- `trainctl endpoints JOB [--json] [--server URL]`: a
  * job's endpoints and where to open them (docs/endpoints.md).  Through a
- * server: its proxy's URLs; else the local addresses of this machine's
+ * server: its proxy's URLs (which send a browser on to the endpoint's own
+ * origin when the server has --endpoint-ports); else the local addresses of this machine's
  * store (with Jupyter's token, which only the job's own store holds).
  */
 #include "cmd/cmd.h"
@@ -109,6 +110,14 @@ static int remote(const char *server, const char *ref, bool as_json, struct tc_e
 		}
 		const char *job = json_string_value(json_object_get(o, "job"));
 		rc = print_out(a, job ? job : ref, as_json, err);
+		/* where a browser that opens a URL lands (docs/endpoints.md) */
+		const char *origin = json_string_value(json_object_get(o, "origin"));
+		if (!rc && !as_json && json_array_size(a) && origin && !strcmp(origin, "own"))
+			printf("(a browser that opens a URL is sent on to the endpoint's own origin,"
+			       " a port of the server's --endpoint-ports)\n");
+		else if (!rc && !as_json && json_array_size(a) && origin && !strcmp(origin, "server"))
+			printf("(the server shows these pages in a browser to the job's owner only:"
+			       " `trainctl server --endpoint-ports LO-HI` gives each its own origin)\n");
 	}
 	json_decref(o);
 	client_close(cl);

@@ -40,6 +40,9 @@ static const char server_usage[] =
 	"      --max-connections N       TCP connections in all (default 512)\n"
 	"      --max-client-connections N  TCP connections of one address (default 32)\n"
 	"      --header-seconds S  a request's headers must arrive within S (default 10)\n"
+	"      --endpoint-ports LO-HI  serve each job endpoint a browser opens on its own\n"
+	"                          origin, a port of this range (docs/endpoints.md); without\n"
+	"                          it endpoints are served to their job's owner only\n"
 	"      --state DIR         state folder: trainctl.db and runs/ (default $TRAINCTL_HOME)\n"
 	"      --cpu-slots N       cpu jobs' workers that may run at once (default: cores)\n"
 	"      --quota USER=N      at most N devices held by USER's jobs (USER * = everyone else)\n"
@@ -67,6 +70,7 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "max-connections", required_argument, NULL, 'M' },
 		{ "max-client-connections", required_argument, NULL, 'C' },
 		{ "header-seconds", required_argument, NULL, 'T' },
+		{ "endpoint-ports", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -143,6 +147,14 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			if (!parse_double(optarg, &o.header_seconds) || o.header_seconds < 0.5 ||
 			    o.header_seconds > 3600) {
 				rc = tc_error(err, TC_EUSAGE, "server: --header-seconds must be 0.5..3600");
+				goto out;
+			}
+			break;
+		case 'P':
+			if (!server_parse_endpoint_ports(optarg, &o.endpoint_port_lo,
+							 &o.endpoint_port_hi)) {
+				rc = tc_error(err, TC_EUSAGE, "server: --endpoint-ports takes LO-HI, two"
+					      " ports of 1024..65535 (say 20000-20099), not '%s'", optarg);
 				goto out;
 			}
 			break;

@@ -519,6 +519,19 @@ static int r_endpoint(struct api_call *c)
 	struct proxy_req r = { .job = &c->job, .name = c->endpoint, .raw_uri = c->rq->raw_uri,
 			       .method = c->method, .body = c->rq->body.buf, .body_len = c->rq->body.len,
 			       .gc = c->rq->gc };
+	/* a browser never runs a job's pages in this origin (eporigin.c) */
+	bool owner = c->w.user && c->job.user && !strcmp(c->w.user, c->job.user);
+	switch (eporigin_decide(eporigin_on(c->s), c->w.via, owner)) {
+	case EP_REDIRECT:
+		return eporigin_redirect(c->s, c->con, &c->w, &r);
+	case EP_REFUSE:
+		return reply_err(c->con, 403, "job %s is %s's: without its own origin an endpoint's"
+				 " pages run with your session, so the server serves them to their"
+				 " owner only (trainctl server --endpoint-ports LO-HI gives each"
+				 " endpoint its own origin)", c->job.id, c->job.user);
+	case EP_PROXY:
+		break;
+	}
 	return proxy_answer(c->s, c->con, &r);
 }
 
@@ -712,7 +725,7 @@ static unsigned precheck(const struct api_listener *l, struct MHD_Connection *co
 	/* cross-site forgery: a page elsewhere may send requests, never with our Origin */
 	const char *origin = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Origin");
 	const char *site = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Sec-Fetch-Site");
-	if (!api_origin_ok(origin, host) || (site && !strcmp(site, "cross-site"))) {
+	if (!api_origin_ok(origin, host) || !api_fetch_site_ok(site)) {
 		*ret = reply_err(con, 403, "a request from another origin (%s) may not change anything",
 				 origin ? origin : site);
 		return 403;
@@ -936,6 +949,9 @@ int api_start(struct srv *s, char **login, struct tc_err *err)
 	s->lis_unix = (struct api_listener){ s, true };
 	if (guard_start(s->guard))
 		return tc_error(err, TC_ESYS, "server: cannot start a thread");
+	int rc = eporigin_start(s, &sa, err);
+	if (rc)
+		return rc;
 	/* the socket first: once TCP answers, local clients find it */
 	struct sbuf sp = SBUF_INIT;
 	if (s->o.socket)
@@ -943,7 +959,7 @@ int api_start(struct srv *s, char **login, struct tc_err *err)
 	else
 		sbuf_addf(&sp, "%s/" TC_SERVER_SOCKET, s->home);
 	s->socket_path = sbuf_detach(&sp);
-	int rc = open_unix(s, err);
+	rc = open_unix(s, err);
 	if (rc)
 		return rc;
 	s->mhd_unix = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
@@ -1032,6 +1048,7 @@ void api_stop(struct srv *s)
 	s->unix_fd = -1;
 	free(s->socket_path);
 	s->socket_path = NULL;
+	eporigin_stop(s); /* after the API's threads, which may be opening a listener */
 	guard_free(s->guard);
 	s->guard = NULL;
 	sessions_free(s->sessions);

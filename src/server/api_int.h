@@ -89,6 +89,8 @@ void sessions_drop(struct sessions *ss, const char *secret);
 bool api_host_ok(const char *host_header, long listen_port, const char *const *names);
 /* Is a request with this Origin (or none) same-origin with Host? */
 bool api_origin_ok(const char *origin, const char *host_header);
+/* Is a state-changing request's Sec-Fetch-Site (or none) our own origin's or the user's own? */
+bool api_fetch_site_ok(const char *site);
 /* Is a Content-Type application/json or application/x-ndjson (parameters allowed)? */
 bool api_json_type_ok(const char *ctype);
 /* POST, PUT, PATCH, DELETE, ...: not GET, HEAD or OPTIONS. */
@@ -119,6 +121,7 @@ struct proxy_req {
 	const char *body;          /* the request's body (read whole, up to the API's limit) */
 	size_t body_len;
 	struct gconn *gc;          /* its connection (guard.c) */
+	int origin_port;           /* the endpoint origin's port it came in on, 0: the API's */
 };
 /* Answer r through the job's endpoint (HTTP, or a WebSocket pumped until it closes). */
 int proxy_answer(struct srv *s, struct MHD_Connection *con, const struct proxy_req *r);
@@ -130,8 +133,51 @@ void proxy_stop_all(void);
 int proxy_split_uri(const char *raw, char **rest);
 /* Request headers that never reach an endpoint: hop-by-hop ones and the caller's credentials. */
 bool proxy_header_dropped(const char *name);
-/* A Cookie header less trainctl's session cookie, appended to out. */
+/* A Cookie header less trainctl's own cookies (the session's, an endpoint's), appended to out. */
 void proxy_cookie_filter(const char *cookie, struct sbuf *out);
+
+/*
+ * Is job's endpoint (r) one the proxy would answer (recorded, an HTTP
+ * service, running on this host, its job not ended)?  0, or the refusal
+ * is queued in *ret (404, 400, 503, 502).
+ */
+int proxy_endpoint_ready(struct srv *s, struct MHD_Connection *con, const struct proxy_req *r,
+			 int *ret);
+/* Shut down the WebSockets that came in on an endpoint origin's port (it closes, eporigin.c). */
+void proxy_stop_port(int port);
+
+/* ---- eporigin.c: one origin per endpoint (--endpoint-ports LO-HI) ---- */
+
+#define EPORIGIN_COOKIE "trainctl_endpoint"
+#define EPORIGIN_KEY_BYTES 32
+#define EPORIGIN_TICKET_SECONDS 60          /* a ticket's life: the redirect's */
+#define EPORIGIN_COOKIE_SECONDS (12 * 3600) /* an endpoint cookie's */
+
+/* How the API origin answers /jobs/J/endpoints/N/... */
+enum ep_route {
+	EP_PROXY,    /* proxied here: a script's token or socket, or the owner's browser without
+		      * --endpoint-ports */
+	EP_REDIRECT, /* a browser, with --endpoint-ports: on to the endpoint's own origin */
+	EP_REFUSE,   /* a browser of an admin who is not the owner, without --endpoint-ports */
+};
+enum ep_route eporigin_decide(bool own_origins, enum auth_via via, bool owner);
+/* The cookie's value (HEX(user).ADMIN.EXPIRES.MAC) for job's endpoint name on port, to out. */
+void eporigin_cookie_make(const unsigned char *key, const char *user, bool admin,
+			  long long expires, const char *job, const char *name, int port,
+			  struct sbuf *out);
+/* 0 with *user (heap) and *admin when value is a live cookie of this endpoint and port, or -1. */
+int eporigin_cookie_check(const unsigned char *key, const char *value, const char *job,
+			  const char *name, int port, double now, char **user, bool *admin);
+/* http://HOST:port/.trainctl/enter?ticket=T, HOST from the request's Host header. */
+void eporigin_location(const char *host_header, int port, const char *ticket, struct sbuf *out);
+struct sockaddr_in;
+/* With o.endpoint_port_lo: the key and the reaper (listeners open when first needed). */
+int eporigin_start(struct srv *s, const struct sockaddr_in *addr, struct tc_err *err);
+void eporigin_stop(struct srv *s);
+bool eporigin_on(const struct srv *s);
+/* A browser's GET of r on the API origin: 302 to the endpoint's origin with a new ticket. */
+int eporigin_redirect(struct srv *s, struct MHD_Connection *con, const struct who *w,
+		      const struct proxy_req *r);
 
 /* May w see and act on a job owned by owner?  Admins may, users their own. */
 bool server_may_see(const struct who *w, const char *owner);

@@ -88,6 +88,12 @@ bool api_origin_ok(const char *origin, const char *host_header)
 	return rest && !strcasecmp(rest, host_header);
 }
 
+bool api_fetch_site_ok(const char *site)
+{
+	/* another port of this host is "same-site" (an endpoint's origin): as foreign as cross-site */
+	return !site || !strcmp(site, "same-origin") || !strcmp(site, "none");
+}
+
 /* application/json, or the hub's application/x-ndjson: no HTML form can send either */
 bool api_json_type_ok(const char *ctype)
 {

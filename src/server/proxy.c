@@ -4,7 +4,8 @@
  *
  * The route runs behind the API's own checks (guard.c: Host, Origin; auth:
  * a token, the session cookie or the Unix socket's peer; find_job: the
- * job's owner or an admin).  Then, here:
+ * job's owner or an admin; eporigin_decide: which browsers), or on an
+ * endpoint's own origin behind its cookie (eporigin.c).  Then, here:
  *  - the endpoint must be recorded running on this host and its job not
  *    ended (a port a dead endpoint left may be someone else's by now);
  *  - the request goes to 127.0.0.1:PORT with the caller's credentials
@@ -79,17 +80,24 @@ bool proxy_header_dropped(const char *name)
 	return false;
 }
 
+/* Does a "name=value" start with cookie name? */
+static bool cookie_is(const char *p, const char *name)
+{
+	size_t nl = strlen(name);
+	return !strncmp(p, name, nl) && (p[nl] == '=' || p[nl] == ' ');
+}
+
 void proxy_cookie_filter(const char *cookie, struct sbuf *out)
 {
 	const char *p = cookie;
-	size_t nl = strlen(API_SESSION_COOKIE);
 	while (p && *p) {
 		while (*p == ' ' || *p == ';')
 			p++;
 		size_t n = strcspn(p, ";");
 		if (!n)
 			break;
-		bool ours = !strncmp(p, API_SESSION_COOKIE, nl) && (p[nl] == '=' || p[nl] == ' ');
+		/* the caller's session, and the endpoint cookie that let them in here */
+		bool ours = cookie_is(p, API_SESSION_COOKIE) || cookie_is(p, EPORIGIN_COOKIE);
 		if (!ours) {
 			if (out->len)
 				sbuf_adds(out, "; ");
@@ -241,13 +249,12 @@ static void add_header(void *ctx, const char *name, const char *value)
 	for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
 		if (!strcasecmp(name, skip[i]))
 			return;
-	/* an endpoint may not set (or end) the caller's trainctl session */
-	size_t nl = strlen(API_SESSION_COOKIE);
+	/* an endpoint may not set (or end) the caller's trainctl session, nor its own cookie */
 	if (!strcasecmp(name, "Set-Cookie")) {
 		const char *v = value;
 		while (*v == ' ')
 			v++;
-		if (!strncmp(v, API_SESSION_COOKIE, nl) && (v[nl] == '=' || v[nl] == ' '))
+		if (cookie_is(v, API_SESSION_COOKIE) || cookie_is(v, EPORIGIN_COOKIE))
 			return;
 	}
 	if (MHD_add_response_header(r, name, value) != MHD_YES)
@@ -296,12 +303,13 @@ struct pump {
 	int down;        /* the caller's (libmicrohttpd's: shut down, never closed here) */
 	char *pre;       /* the endpoint's bytes read after its 101 */
 	size_t npre;
+	int origin_port; /* the endpoint origin's listener (proxy_stop_port), 0 on the API's */
 	struct gconn *gc;
 	struct guard *guard;
 };
 
 static pthread_mutex_t pumps_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct pump pumps = { &pumps, &pumps, -1, -1, NULL, 0, NULL, NULL };
+static struct pump pumps = { &pumps, &pumps, -1, -1, NULL, 0, 0, NULL, NULL };
 
 void proxy_stop_all(void)
 {
@@ -310,6 +318,17 @@ void proxy_stop_all(void)
 		shutdown(p->up, SHUT_RDWR);
 		shutdown(p->down, SHUT_RDWR);
 	}
+	pthread_mutex_unlock(&pumps_mu);
+}
+
+void proxy_stop_port(int port)
+{
+	pthread_mutex_lock(&pumps_mu);
+	for (struct pump *p = pumps.next; p != &pumps; p = p->next)
+		if (p->origin_port == port) {
+			shutdown(p->up, SHUT_RDWR);
+			shutdown(p->down, SHUT_RDWR);
+		}
 	pthread_mutex_unlock(&pumps_mu);
 }
 
@@ -392,7 +411,9 @@ int proxy_list(struct srv *s, struct MHD_Connection *con, const struct job_row *
 			else
 				json_object_del(o, "url");
 		}
-		ret = reply_jsont(con, 200, json_pack("{s:s, s:o}", "job", job->id, "endpoints", a));
+		/* where a browser sees the pages: their own origins, or ours (owner only) */
+		ret = reply_jsont(con, 200, json_pack("{s:s, s:o, s:s}", "job", job->id, "endpoints", a,
+						      "origin", eporigin_on(s) ? "own" : "server"));
 	}
 	store_endpoints_free(v, n);
 	tc_err_release(&err);
@@ -438,6 +459,16 @@ static int find_endpoint(struct srv *s, struct MHD_Connection *con, const struct
 		return 0;
 	store_endpoint_release(e);
 	return -1;
+}
+
+int proxy_endpoint_ready(struct srv *s, struct MHD_Connection *con, const struct proxy_req *r,
+			 int *ret)
+{
+	struct store_endpoint e;
+	if (find_endpoint(s, con, r, &e, ret))
+		return -1;
+	store_endpoint_release(&e);
+	return 0;
 }
 
 /* "/jobs/J/endpoints/N/rest?q" for the endpoint: its own path, or the rest alone (strip_prefix). */
@@ -542,6 +573,7 @@ int proxy_answer(struct srv *s, struct MHD_Connection *con, const struct proxy_r
 		p->pre = p->npre ? memdup(a.head.buf + a.body_off, p->npre) : NULL;
 		p->gc = r->gc;
 		p->guard = s->guard;
+		p->origin_port = r->origin_port;
 		resp = MHD_create_response_for_upgrade(on_upgrade, p);
 		if (!resp) {
 			free(p->pre);

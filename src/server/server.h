@@ -64,7 +64,14 @@ struct server_opts {
 	unsigned max_connections;      /* TCP connections in all; 0: 512 */
 	unsigned max_per_client;       /* TCP connections of one client address; 0: 32 */
 	double header_seconds;         /* a request's headers must be in within; 0: 10 */
+	/* --endpoint-ports LO-HI: each endpoint a browser opens gets its own origin
+	 * (a listener on a port of the range); 0: none, endpoints are served on the
+	 * server's origin to their job's owner only (docs/endpoints.md) */
+	int endpoint_port_lo, endpoint_port_hi;
 };
+
+/* --endpoint-ports "LO-HI", 1024 <= LO <= HI <= 65535 (eporigin.c). */
+bool server_parse_endpoint_ports(const char *text, int *lo, int *hi);
 
 /* Run until SIGINT or SIGTERM (jobs keep running).  */
 int server_run(const struct server_opts *o, struct tc_err *err);

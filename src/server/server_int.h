@@ -83,6 +83,7 @@ struct srv {
 	long port;                      /* of --listen: the Host check's */
 	struct sessions *sessions;      /* cookies and one-time login tickets (auth.c) */
 	struct guard *guard;            /* connection limits, header deadline (guard.c) */
+	struct eporigin *eporigin;      /* one origin per endpoint (eporigin.c), or NULL */
 	/* listings (api_jobs.c) read through their own connection, opened without
 	 * SQLite's per-call lock, so one listing at a time under list_mu, and
 	 * without mu: the scheduler and other requests do not wait for them */

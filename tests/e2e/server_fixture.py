@@ -280,9 +280,9 @@ def token_for(trainctl, state, user, admin=False):
 
 
 @contextlib.contextmanager
-def root_server(trainctl, prefix, *roles):
+def root_server(trainctl, prefix, *roles, args=(), env=None):
     """A root server (fake gpu:2) with real accounts, yielded as (srv, {role:
-    name}, base).  The state folder lives in base, a folder the accounts can
+    name}, base); args and env go to start_server.  The state folder lives in base, a folder the accounts can
     traverse (0711), as on a shared machine, so that jobs reach their run
     folder.  srv.token is the first role's token; each further role's token is
     srv.<role>.  Server, accounts and base are removed afterwards, also on
@@ -293,7 +293,7 @@ def root_server(trainctl, prefix, *roles):
     try:
         with unix_accounts(*roles) as u:
             tok = token_for(trainctl, state, u[roles[0]])
-            srv = start_server(trainctl, state, fake="gpu:2")
+            srv = start_server(trainctl, state, fake="gpu:2", args=args, env=env)
             srv.token = tok
             for r in roles[1:]:
                 setattr(srv, r, token_for(trainctl, state, u[r]))

@@ -229,9 +229,11 @@ def websocket():
     return ws
 
 
-def run_cell(ws_mod, url, token, code):
-    """Run code in a Jupyter kernel over its channels WebSocket; its stdout."""
-    ws = ws_mod.create_connection(url, timeout=120, header=[f"Authorization: Bearer {token}"])
+def run_cell(ws_mod, url, token, code, **kw):
+    """Run code in a Jupyter kernel over its channels WebSocket; its stdout.
+    token: a bearer token, or None (kw: create_connection's cookie=, origin=)."""
+    ws = ws_mod.create_connection(url, timeout=120,
+                                  header=[f"Authorization: Bearer {token}"] if token else [], **kw)
     try:
         msg_id = uuid.uuid4().hex
         ws.send(json.dumps({

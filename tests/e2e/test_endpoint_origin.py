@@ -1,0 +1,301 @@
+"""One origin per endpoint (docs/endpoints.md#one-origin-per-endpoint,
+docs/security.md): a root server with real accounts.
+
+With `--endpoint-ports LO-HI`:
+  - a browser's session on the API origin is sent on (302) to the
+    endpoint's own origin, a port of the range, with a one-time ticket; the
+    ticket becomes an HttpOnly cookie of that endpoint alone, used up at
+    once, and dead after its seconds;
+  - the endpoint cookie opens nothing of the API, and the API's cookie or
+    token nothing of the endpoint origin (and never reaches the endpoint);
+  - a page of the endpoint origin cannot change anything through the API
+    with the admin's cookie (Origin / Sec-Fetch-Site), nor read it (no
+    CORS); another origin cannot change anything in the endpoint;
+  - an admin opening a user's endpoint lands on the endpoint's origin too;
+  - Jupyter works there, its kernel's WebSocket included;
+  - the listener closes with the job.
+Without it: the owner's browser is served on the API origin, an admin's
+gets 403 naming the option; scripts (tokens) are proxied as before.
+"""
+import http.client
+import json
+import os
+import random
+import time
+import urllib.parse
+
+import pytest
+
+from conftest import wait_until
+from server_fixture import port_open, root_server, token_for
+from test_endpoints import jupyter_ok, run_cell, websocket  # noqa: F401 (a fixture)
+
+# the endpoint: what it was sent, as JSON (path, method, headers, body)
+ECHO = r'''
+import http.server, json, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def answer(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = json.dumps({"path": self.path, "method": self.command,
+                           "headers": {k.lower(): v for k, v in self.headers.items()},
+                           "body": self.rfile.read(n).decode()}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    do_GET = do_POST = answer
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+'''
+
+
+def port_range():
+    """20 ports somewhere high; the server skips any that another program holds."""
+    lo = random.randrange(20000, 60000, 20)
+    return lo, lo + 19
+
+
+def request(port, method, path, cookie=None, headers=None, body=None):
+    """One request to 127.0.0.1:port, redirects not followed: (status, headers, body)."""
+    con = http.client.HTTPConnection("127.0.0.1", port, timeout=90)
+    hdrs = dict(headers or {})
+    if cookie:
+        hdrs["Cookie"] = cookie
+    data = json.dumps(body).encode() if body is not None else None
+    if data is not None:
+        hdrs.setdefault("Content-Type", "application/json")
+    try:
+        con.request(method, path, body=data, headers=hdrs)
+        r = con.getresponse()
+        text = r.read().decode()
+        return r.status, r.headers, (json.loads(text) if "json" in r.headers.get("Content-Type", "")
+                                     and text else text)
+    finally:
+        con.close()
+
+
+def session(srv, token):
+    """A browser's session cookie ("trainctl_session=..."), from a token."""
+    st, hdrs, body = request(srv.port, "POST", "/api/v1/session",
+                             headers={"Authorization": f"Bearer {token}"}, body={})
+    assert st == 200, body
+    return hdrs["Set-Cookie"].split(";")[0]
+
+
+def redirect(srv, cookie, path):
+    """The API origin's answer to a browser: (endpoint port, enter path)."""
+    st, hdrs, body = request(srv.port, "GET", path, cookie=cookie)
+    assert st == 302, (st, body)
+    u = urllib.parse.urlsplit(hdrs["Location"])
+    assert u.scheme == "http" and u.hostname == "127.0.0.1", hdrs["Location"]
+    assert u.path == "/.trainctl/enter" and u.query.startswith("ticket="), hdrs["Location"]
+    return u.port, f"{u.path}?{u.query}"
+
+
+def enter(port, enter_path):
+    """Use a ticket: (the endpoint cookie "trainctl_endpoint=...", its attributes, Location)."""
+    st, hdrs, body = request(port, "GET", enter_path)
+    assert st == 303, (st, body)
+    parts = [p.strip() for p in hdrs["Set-Cookie"].split(";")]
+    return parts[0], parts[1:], hdrs["Location"]
+
+
+def open_endpoint(srv, cookie, path):
+    """The whole browser's way in: (port, endpoint cookie, where it lands)."""
+    port, ticket = redirect(srv, cookie, path)
+    ep_cookie, _, loc = enter(port, ticket)
+    return port, ep_cookie, loc
+
+
+def echo_job(srv, u, name="epo"):
+    home = f"/home/{u['own']}"
+    with open(f"{home}/echo.py", "w") as f:
+        f.write(ECHO)
+    os.chmod(f"{home}/echo.py", 0o644)
+    spec = {"name": name, "command": "sleep 600", "workdir": home,
+            "endpoints": [{"name": "web", "command": f"python3 {home}/echo.py $PORT"}]}
+    job = srv.submit(spec)  # srv.token: the owner's
+    srv.wait_state(job, "running")
+
+    def up():
+        st, body = srv.call("GET", f"/api/v1/jobs/{job}/endpoints")
+        e = body["endpoints"][0]
+        return e["state"] == "running" and port_open(e["port"])
+    wait_until(up, what=lambda: srv.run_logs(job))
+    return job
+
+
+def stop(srv, job):
+    st, body = srv.call("POST", f"/api/v1/jobs/{job}/stop", {})
+    assert st == 200, body
+    srv.wait_state(job, "killed")
+
+
+def test_own_origin(trainctl):
+    lo, hi = port_range()
+    with root_server(trainctl, "tc-epo-", "own", "adm", "oth",
+                     args=["--endpoint-ports", f"{lo}-{hi}"],
+                     env={"TRAINCTL_ENDPOINT_TICKET_SECONDS": "3"}) as (srv, u, _):
+        admin = token_for(trainctl, srv.state, u["adm"], admin=True)
+        job = echo_job(srv, u)
+        base = f"/jobs/{job}/endpoints/web"
+        own_ck = session(srv, srv.token)
+        adm_ck = session(srv, admin)
+
+        # the owner's browser: sent on to a port of the range, with a ticket
+        port, ticket = redirect(srv, own_ck, f"{base}/a/b.txt?x=1")
+        assert lo <= port <= hi and port != srv.port
+        ep_ck, attrs, loc = enter(port, ticket)
+        assert ep_ck.startswith("trainctl_endpoint=")
+        assert f"Path={base}" in attrs and "HttpOnly" in attrs and "SameSite=Strict" in attrs
+        assert loc == f"{base}/a/b.txt?x=1"
+        # the ticket is used up
+        st, _, body = request(port, "GET", ticket)
+        assert st == 403 and "used already or has expired" in body["error"], body
+
+        # the endpoint, with the API's cookie and a token beside its own: neither reaches it
+        st, _, e = request(port, "GET", loc, cookie=f"a=1; {own_ck}; {ep_ck}; b=2",
+                           headers={"Authorization": f"Bearer {srv.token}"})
+        assert st == 200, e
+        assert e["path"] == "/a/b.txt?x=1"  # a generic endpoint: the prefix taken off
+        assert e["headers"]["cookie"] == "a=1; b=2", e
+        assert "authorization" not in e["headers"], e
+
+        # the endpoint origin takes no API credential, and serves nothing else
+        for cookie, hdrs in ((own_ck, {}), (adm_ck, {}), (None, {"Authorization": f"Bearer {admin}"})):
+            st, _, body = request(port, "GET", f"{base}/", cookie=cookie, headers=hdrs)
+            assert st == 401 and "one-time" in body["error"], (st, body)
+        for path in ("/api/v1/whoami", "/", "/jobs/other/endpoints/web/", f"/jobs/{job}/endpoints/webx/"):
+            st, _, body = request(port, "GET", path, cookie=ep_ck)
+            assert st == 404, (path, st, body)
+        # ... and the API takes no endpoint cookie
+        st, _, body = request(srv.port, "GET", "/api/v1/whoami", cookie=ep_ck)
+        assert st == 401, body
+        st, _, body = request(srv.port, "GET", f"{base}/", cookie=ep_ck)
+        assert st == 401, body
+
+        # a ticket expires (3 s here): one left unused is refused afterwards
+        port2, ticket = redirect(srv, own_ck, f"{base}/")
+        t0 = time.monotonic()
+        assert port2 == port  # one listener per endpoint
+        wait_until(lambda: time.monotonic() - t0 > 3.5, timeout=30, what="the ticket's 3 s")
+        st, _, body = request(port, "GET", ticket)
+        assert st == 403 and "expired" in body["error"], body
+
+        # an admin opening the user's endpoint: its own origin too, as the admin
+        aport, a_ck, aloc = open_endpoint(srv, adm_ck, f"{base}/")
+        assert aport == port and a_ck != ep_ck
+        st, _, e = request(aport, "GET", aloc, cookie=f"{adm_ck}; {a_ck}")
+        assert st == 200 and "cookie" not in e["headers"], e
+        # another user: nothing
+        oth_ck = session(srv, token_for(trainctl, srv.state, u["oth"]))
+        st, _, body = request(srv.port, "GET", f"{base}/", cookie=oth_ck)
+        assert st in (403, 404), body
+
+        # a page of the endpoint origin, with the admin's cookie (a browser sends it: cookies
+        # ignore ports, SameSite too): it changes nothing through the API ...
+        page = f"http://127.0.0.1:{port}"
+        before = len(srv.call("GET", "/api/v1/jobs?limit=1000", token="", unix=True)[1]["jobs"])
+        for hdrs in ({"Origin": page, "Sec-Fetch-Site": "same-site"}, {"Origin": page},
+                     {"Sec-Fetch-Site": "same-site"}):
+            st, _, body = request(srv.port, "POST", "/api/v1/jobs", cookie=adm_ck, headers=hdrs,
+                                  body={"spec": {"name": "forged", "command": "true"}})
+            assert st == 403 and "another origin" in body["error"], (hdrs, st, body)
+            st, _, body = request(srv.port, "POST", f"/api/v1/jobs/{job}/stop", cookie=adm_ck,
+                                  headers=hdrs, body={})
+            assert st == 403, (hdrs, st, body)
+        assert len(srv.call("GET", "/api/v1/jobs?limit=1000", token="", unix=True)[1]["jobs"]) == before
+        assert srv.job(job)["state"] == "running"
+        # ... and reads nothing: no CORS header lets its script see an answer
+        st, hdrs, _ = request(srv.port, "GET", "/api/v1/jobs", cookie=adm_ck,
+                              headers={"Origin": page, "Sec-Fetch-Site": "same-site"})
+        assert not [h for h in hdrs if h.lower().startswith("access-control-")], hdrs
+        # the API origin's browser WebSocket and POSTs go to the endpoint's origin, not here
+        st, _, body = request(srv.port, "POST", f"{base}/x", cookie=own_ck, body={})
+        assert st == 403 and "its own origin" in body["error"], body
+
+        # in the endpoint origin: its own pages may POST, another origin's may not
+        st, _, e = request(port, "POST", f"{base}/form", cookie=ep_ck,
+                           headers={"Origin": page, "Sec-Fetch-Site": "same-origin",
+                                    "Content-Type": "text/plain"}, body={"k": 1})
+        assert st == 200 and e["method"] == "POST" and json.loads(e["body"]) == {"k": 1}, e
+        for hdrs in ({"Origin": srv.url}, {"Origin": f"http://127.0.0.1:{srv.port + 1}"},
+                     {"Origin": page, "Sec-Fetch-Site": "same-site"}):
+            st, _, body = request(port, "POST", f"{base}/form", cookie=ep_ck, headers=hdrs, body={})
+            assert st == 403, (hdrs, st, body)
+
+        # the CLI: the server's URLs, which send a browser on
+        r = srv.cli("endpoints", job)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines()[1].split() == ["web", "generic", "running", f"{srv.url}{base}/"]
+        assert "own origin" in r.stdout
+
+        # the listener closes with the job
+        stop(srv, job)
+        wait_until(lambda: not port_open(port), timeout=60, what="the endpoint origin's port to close")
+
+
+def test_fallback_owner_only(trainctl):
+    with root_server(trainctl, "tc-epf-", "own", "adm") as (srv, u, _):
+        admin = token_for(trainctl, srv.state, u["adm"], admin=True)
+        job = echo_job(srv, u, name="epf")
+        base = f"/jobs/{job}/endpoints/web"
+        # the owner's browser: on the server's origin, as before
+        st, _, e = request(srv.port, "GET", f"{base}/x", cookie=session(srv, srv.token))
+        assert st == 200 and e["path"] == "/x", e
+        # an admin's browser: refused, naming the way out
+        st, _, body = request(srv.port, "GET", f"{base}/x", cookie=session(srv, admin))
+        assert st == 403 and "--endpoint-ports" in body["error"], body
+        # a script (a token; the socket's root) is no browser: proxied
+        st, _, e = request(srv.port, "GET", f"{base}/x", headers={"Authorization": f"Bearer {admin}"})
+        assert st == 200, e
+        st, e = srv.call("GET", f"{base}/x", token="", unix=True)
+        assert st == 200, e
+        r = srv.cli("endpoints", job)
+        assert r.returncode == 0 and "owner only" in r.stdout, r.stdout + r.stderr
+        stop(srv, job)
+
+
+def test_jupyter_on_its_own_origin(trainctl, websocket):  # noqa: F811 (the fixture)
+    if not jupyter_ok():
+        pytest.fail("jupyter-notebook is missing (scripts/install-deps.sh)", pytrace=False)
+    lo, hi = port_range()
+    with root_server(trainctl, "tc-epj-", "own", args=["--endpoint-ports", f"{lo}-{hi}"]) as (srv, u, _):
+        home = f"/home/{u['own']}"
+        job = srv.submit({"name": "nb", "command": "sleep 600", "workdir": home,
+                          "endpoints": ["jupyter"]})
+        srv.wait_state(job, "running")
+        base = f"/jobs/{job}/endpoints/jupyter"
+
+        def running():
+            st, body = srv.call("GET", f"/api/v1/jobs/{job}/endpoints")
+            return body["endpoints"][0]["state"] == "running"
+        wait_until(running, what=lambda: srv.run_logs(job))
+        port, ck, loc = open_endpoint(srv, session(srv, srv.token), f"{base}/tree")
+        assert loc == f"{base}/tree"
+        page = f"http://127.0.0.1:{port}"
+
+        def status():
+            st, _, body = request(port, "GET", f"{base}/api/status", cookie=ck)
+            return body if st == 200 else None
+        wait_until(status, timeout=180, what=lambda: open(
+            f"{srv.state}/runs/{job}/logs/endpoint-jupyter.log").read()[-3000:])
+        st, _, body = request(port, "GET", f"{base}/tree", cookie=ck)
+        assert st == 200 and "<html" in body.lower(), body[:500]
+        st, _, k = request(port, "POST", f"{base}/api/kernels", cookie=ck,
+                           headers={"Origin": page}, body={"name": "python3"})
+        assert st == 201, k
+        url = f"ws://127.0.0.1:{port}{base}/api/kernels/{k['id']}/channels"
+        assert run_cell(websocket, url, None, "print(6*7)", cookie=ck, origin=page) == "42\n"
+        # a WebSocket from another origin (the API's page, another endpoint's) is refused
+        with pytest.raises(websocket.WebSocketBadStatusException) as e:
+            run_cell(websocket, url, None, "print(1)", cookie=ck, origin=srv.url)
+        assert e.value.status_code == 403
+        # without the cookie: nothing
+        with pytest.raises(websocket.WebSocketBadStatusException) as e:
+            run_cell(websocket, url, srv.token, "print(1)", origin=page)
+        assert e.value.status_code == 401
+        stop(srv, job)
+        wait_until(lambda: not port_open(port), timeout=60, what="the endpoint origin's port to close")
