@@ -516,12 +516,8 @@ static int ep_enter(struct eplis *l, struct MHD_Connection *con)
 	/* no Max-Age beyond the MAC's expiry; the path keeps it to this endpoint */
 	sbuf_addf(&ck, "; Path=%s; HttpOnly; SameSite=Strict; Max-Age=%d", l->base,
 		  EPORIGIN_COOKIE_SECONDS);
-	sbuf_addf(&loc, "%s%s%s", l->base, t.next[0] == '/' || t.next[0] == '?' ? "" : "/", t.next);
-	if (loc.buf[strlen(l->base)] == '?') {
-		/* the root is a folder: its relative links need the slash */
-		sbuf_reset(&loc);
-		sbuf_addf(&loc, "%s/%s", l->base, t.next);
-	}
+	/* the page asked for; the root is a folder ("" or "?q" gets the slash its links need) */
+	sbuf_addf(&loc, "%s%s%s", l->base, t.next[0] == '/' ? "" : "/", t.next);
 	ticket_free(&t);
 	int ret = MHD_NO;
 	struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);

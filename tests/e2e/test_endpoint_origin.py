@@ -185,10 +185,14 @@ def test_own_origin(trainctl):
         assert st == 403 and "expired" in body["error"], body
 
         # an admin opening the user's endpoint: its own origin too, as the admin
-        aport, a_ck, aloc = open_endpoint(srv, adm_ck, f"{base}/")
+        aport, a_ck, aloc = open_endpoint(srv, adm_ck, f"{base}?q=1")
         assert aport == port and a_ck != ep_ck
+        assert aloc == f"{base}/?q=1"  # the root is a folder: its slash
         st, _, e = request(aport, "GET", aloc, cookie=f"{adm_ck}; {a_ck}")
-        assert st == 200 and "cookie" not in e["headers"], e
+        assert st == 200 and "cookie" not in e["headers"] and e["path"] == "/?q=1", e
+        # the value alone, under another name, is nothing
+        st, _, body = request(aport, "GET", aloc, cookie=a_ck.replace("trainctl_endpoint=", "x="))
+        assert st == 401, body
         # another user: nothing
         oth_ck = session(srv, token_for(trainctl, srv.state, u["oth"]))
         st, _, body = request(srv.port, "GET", f"{base}/", cookie=oth_ck)
