@@ -55,9 +55,10 @@ void container_client_env(struct strvec *env)
 		"http_proxy", "https_proxy", "no_proxy",
 	};
 	/*
-	 * A root supervisor (a root server's) has the job's account's HOME:
-	 * a root client must not read that user's containers.conf or auth
-	 * files, so root's own home replaces it and the per-user places go.
+	 * A root client (root's own `trainctl run`, say under `sudo -E`) may
+	 * have another account's HOME: it must not read that user's
+	 * containers.conf or auth files, so root's own home replaces it and
+	 * the per-user places go.
 	 */
 	static const char *const user_owned[] = { "HOME", "USER", "LOGNAME", "XDG_RUNTIME_DIR",
 						  "XDG_CONFIG_HOME", "XDG_DATA_HOME", "DOCKER_CONFIG",

@@ -256,8 +256,7 @@ static int start_one(struct endpoint_set *es, struct sidecar *c, struct tc_err *
 	char *base = endpoint_base_path(es->job_id, c->ep->name);
 	struct endpoint_ctx ctx = { .ep = c->ep, .job_id = es->job_id, .port = c->row.port,
 				    .base_path = base, .run_dir = o->run_dir, .tb_dir = o->tb_dir,
-				    .workdir = o->s->workdir, .secret = c->row.secret,
-				    .set_ids = o->set_ids, .uid = o->uid, .gid = o->gid };
+				    .workdir = o->s->workdir, .secret = c->row.secret };
 	struct endpoint_cmd cmd = { STRVEC_INIT, STRVEC_INIT };
 	int rc = endpoint_build(&ctx, &cmd, err);
 	struct proc p = PROC_INIT;
@@ -287,21 +286,13 @@ static int start_one(struct endpoint_set *es, struct sidecar *c, struct tc_err *
 		}
 		p.cwd = o->s->workdir;
 		p.group = PROC_GROUP_NEW;
-		p.death_sig = SIGKILL; /* and the watchdog, for a child of another account */
+		p.death_sig = SIGKILL; /* and the supervisor's watchdog */
 		p.default_sigs = PROC_SIG(SIGPIPE);
 		p.in.how = PROC_IO_NULL;
 		p.out.how = PROC_IO_FD;
 		p.out.fd = logfd;
 		p.err.how = PROC_IO_STDOUT;
 		p.wait_exec = true; /* a missing program is said now, by name */
-		gid_t gid = o->gid;
-		if (o->set_ids) {
-			p.set_groups = p.set_gid = p.set_uid = true;
-			p.groups = &gid;
-			p.ngroups = 1;
-			p.gid = gid;
-			p.uid = o->uid;
-		}
 		rc = proc_start(&p, err);
 		if (!rc)
 			c->pid = p.pid;

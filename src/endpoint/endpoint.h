@@ -55,9 +55,6 @@ struct endpoint_ctx {
 	const char *tb_dir;     /* its TensorBoard folder (metrics/ingest.h writes there) */
 	const char *workdir;    /* the workers' cwd */
 	const char *secret;     /* 32 hex digits when the kind takes a token, else NULL */
-	bool set_ids;           /* the child runs as uid:gid (a root supervisor's user job) */
-	uid_t uid;
-	gid_t gid;
 };
 
 /* The process a build function describes: argv and what it adds to the job's environment. */
@@ -119,9 +116,6 @@ struct endpoint_opts {
 	const struct spec *s;
 	const char *job_id, *run_dir, *log_dir, *tb_dir;
 	const struct strvec *env; /* the job's environment (the workers' common part) */
-	bool set_ids;             /* run as uid:gid (a root supervisor's user job) */
-	uid_t uid;
-	gid_t gid;
 	struct sink *sink;        /* where the rows go */
 	void (*say)(void *ctx, const char *msg); /* warnings and news, one line each */
 	void *say_ctx;

@@ -305,7 +305,7 @@ void ssh_client_argv(const char *dir, const struct ssh_where *w, int rank, char 
 		strvec_push(argv, args[i]);
 }
 
-/* RUN_DIR/endpoints/NAME: made by the supervisor, handed to the job's user when it is another */
+/* RUN_DIR/endpoints/NAME: made by the supervisor, which runs as the job's user */
 static int endpoint_dir(const struct endpoint_ctx *c, struct sbuf *dir, struct tc_err *err)
 {
 	sbuf_addf(dir, "%s/endpoints", c->run_dir);
@@ -315,16 +315,7 @@ static int endpoint_dir(const struct endpoint_ctx *c, struct sbuf *dir, struct t
 	sbuf_addf(dir, "/%s", c->ep->name);
 	if (mkdir(dir->buf, 0700) < 0 && errno != EEXIST)
 		return tc_error_errno(err, TC_ESYS, "ssh endpoint: cannot make %s", dir->buf);
-	if (!c->set_ids)
-		return 0;
-	int fd = open(dir->buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	int rc = 0;
-	if (fd < 0 || fchown(fd, c->uid, c->gid) < 0 || fchmod(fd, 0700) < 0)
-		rc = tc_error_errno(err, TC_ESYS, "ssh endpoint: cannot hand %s to uid %u", dir->buf,
-				    (unsigned)c->uid);
-	if (fd >= 0)
-		close(fd);
-	return rc;
+	return 0;
 }
 
 int endpoint_build_ssh(const struct endpoint_ctx *c, struct endpoint_cmd *cmd, struct tc_err *err)

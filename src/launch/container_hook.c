@@ -75,37 +75,15 @@ static void add_dir(struct sup_ctr *c, const char *dir)
 }
 
 /*
- * A root client mounts what root can reach: a folder the job's user could
- * not open (inside a 0700 one, say) must not reach the user through a
- * mount.  Asked as the user, as userdir.c makes the user's folders.
+ * We are the job's account (a server starts its supervisors as the job's
+ * user, server/privsep.c): a folder we cannot read is not mounted.
  */
-static int user_can_read(struct sup *sp, const char *what, const char *path, struct tc_err *err)
+static int user_can_read(const char *what, const char *path, struct tc_err *err)
 {
-	if (!sp->o->run_as_uid) {
-		/* we are the job's account (a server's supervisor, a user's run): ask ourselves */
-		if (access(path, R_OK) == 0)
-			return 0;
-		return tc_error(err, TC_ESPEC, "%s '%s': the job's user cannot read it, so it is not "
-				"mounted into the job's containers", what, path);
-	}
-	struct proc p = PROC_INIT;
-	gid_t gid = (gid_t)sp->o->run_as_gid;
-	strvec_pushv(&p.args, (const char *const[]){ "test", "-r", path, NULL });
-	strvec_push(&p.env, "PATH=/usr/bin:/bin");
-	p.set_groups = p.set_gid = p.set_uid = true;
-	p.groups = &gid;
-	p.ngroups = 1;
-	p.gid = gid;
-	p.uid = (uid_t)sp->o->run_as_uid;
-	p.in.how = PROC_IO_NULL;
-	p.out.how = p.err.how = PROC_IO_NULL;
-	struct proc_capture c = { 0 };
-	int rc = proc_capture(&p, &c, err);
-	proc_clear(&p);
-	if (!rc && !proc_exit_ok(c.status))
-		rc = tc_error(err, TC_ESPEC, "%s '%s': the job's user cannot read it, so it is not mounted "
-			      "into the job's containers", what, path);
-	return rc;
+	if (access(path, R_OK) == 0)
+		return 0;
+	return tc_error(err, TC_ESPEC, "%s '%s': the job's user cannot read it, so it is not "
+			"mounted into the job's containers", what, path);
 }
 
 int sup_container_begin(struct sup *sp, struct tc_err *err)
@@ -126,13 +104,13 @@ int sup_container_begin(struct sup *sp, struct tc_err *err)
 	}
 	if (rc)
 		return rc;
-	if ((rc = user_can_read(sp, "workdir", s->workdir, err)))
+	if ((rc = user_can_read("workdir", s->workdir, err)))
 		return rc;
 	for (size_t i = 0; i < s->container.nmounts; i++)
-		if ((rc = user_can_read(sp, "container.mounts", s->container.mounts[i].src, err)))
+		if ((rc = user_can_read("container.mounts", s->container.mounts[i].src, err)))
 			return rc;
-	/* a client that root runs (the server) runs the container as the job's user */
-	c->rootless = !sp->o->run_as_uid && getuid() != 0;
+	/* root's own `trainctl run` runs its containers as root (--user=0:0) */
+	c->rootless = getuid() != 0;
 	if ((rc = reaper_start(sp, c, err)))
 		return rc;
 	add_dir(c, sp->run_dir);
@@ -183,8 +161,7 @@ int sup_container_wrap(struct sup *sp, struct worker *w, struct proc *p, struct 
 	}
 	struct container_worker cw = {
 		.s = s, .rt = &c->rt, .job_id = sp->job_id, .attempt = sp->attempt, .rank = w->rank,
-		.uid = sp->o->run_as_uid ? (uid_t)sp->o->run_as_uid : getuid(),
-		.gid = sp->o->run_as_uid ? (gid_t)sp->o->run_as_gid : getgid(),
+		.uid = getuid(), .gid = getgid(),
 		.rootless = c->rootless, .dirs = (const char *const *)dirs.v,
 		.device_ids = s->device_ids, .ndevices = s->per_node, .exists = path_exists_cb,
 		/* rootless podman binds the host's /dev/mqueue for --ipc=host: none, no host IPC */
@@ -205,10 +182,9 @@ int sup_container_wrap(struct sup *sp, struct worker *w, struct proc *p, struct 
 	if (!rc)
 		rc = container_wrapper(&cw, &p->wrapper, err);
 	if (!rc) {
-		/* the client runs with its own environment and as us: the container is the user's */
+		/* the client runs with its own environment, never the job's */
 		strvec_clear(&p->env);
 		container_client_env(&p->env);
-		p->set_groups = p->set_gid = p->set_uid = false;
 	}
 	sbuf_release(&name);
 	sbuf_release(&ef);

@@ -36,8 +36,7 @@ void sup_endpoints_start(struct sup *sp, const struct env_plan *plan)
 	env_common(plan, &env);
 	struct endpoint_opts o = {
 		.s = sp->s, .job_id = sp->job_id, .run_dir = sp->run_dir, .log_dir = sp->log_dir,
-		.tb_dir = sp->tb_dir, .env = &env, .set_ids = sp->o->run_as_uid != 0,
-		.uid = (uid_t)sp->o->run_as_uid, .gid = (gid_t)sp->o->run_as_gid, .sink = sp->sink,
+		.tb_dir = sp->tb_dir, .env = &env, .sink = sp->sink,
 		.say = ep_say, .say_ctx = sp, .watch = ep_watch, .watch_ctx = sp,
 	};
 	struct tc_err err = TC_ERR_INIT;

@@ -4,7 +4,6 @@
  * src/storage and src/ckpt; this file only decides when to call it.
  */
 #include "ckpt/ckpt.h"
-#include "core/proc.h"
 #include "core/sbuf.h"
 #include "core/strvec.h"
 #include "core/util.h"
@@ -253,8 +252,7 @@ static void scan_record(struct jobio *io, bool all_stable)
 
 static int upload(struct jobio *io, const char *why)
 {
-	/* output/ is the user's: root uploads its files, never what a link there names */
-	struct sync_opts o = { .jobs = 8, .no_links = io->c.run_as_uid != 0 };
+	struct sync_opts o = { .jobs = 8 };
 	struct sync_stats stats;
 	struct tc_err err = TC_ERR_INIT;
 	int rc = storage_sync(io->c.output_dir, io->upload_url, &o, &stats, &err);
@@ -313,70 +311,6 @@ static void *thread_main(void *arg)
 
 /* ---- inputs ---- */
 
-/*
- * A job of another account (a root server) stages only into its run
- * folder: a relative `to` (under data/) or an absolute one inside the run
- * folder, never through "..".
- */
-static int check_input_to(struct jobio *io, const char *to, struct tc_err *err)
-{
-	size_t rl = strlen(io->c.run_dir);
-	bool inside = to[0] != '/' || (!strncmp(to, io->c.run_dir, rl) && to[rl] == '/');
-	for (const char *p = to; inside && (p = strstr(p, "..")); p += 2)
-		if ((p == to || p[-1] == '/') && (p[2] == '/' || !p[2]))
-			inside = false;
-	if (!inside)
-		return tc_error(err, TC_ESPEC,
-				"inputs[].to '%s' is outside the job's run folder: a job of another account "
-				"stages into its run folder only",
-				to);
-	return 0;
-}
-
-static bool is_local_url(const char *u)
-{
-	return !strstr(u, "://") || !strncmp(u, "file://", 7);
-}
-
-/*
- * A local input of another account's job is copied by `trainctl sync`
- * running as that account (core/proc): it reads exactly what the user may
- * read, through links as the user would, and writes into the user's own
- * data/; root never reads it.  Remote inputs stay here (the server's
- * storage credentials must not reach a process of the user).
- */
-static int sync_as_user(struct jobio *io, const char *from, const char *to, struct tc_err *err)
-{
-	char *self = path_self_exe();
-	if (!self)
-		return tc_error_errno(err, TC_ESYS, "cannot find trainctl's own binary");
-	struct proc p = PROC_INIT;
-	gid_t gid = (gid_t)io->c.run_as_gid;
-	strvec_push(&p.args, self);
-	strvec_push(&p.args, "sync");
-	strvec_push(&p.args, from);
-	strvec_push(&p.args, to);
-	strvec_push(&p.env, "PATH=/usr/bin:/bin");
-	p.set_groups = p.set_gid = p.set_uid = true;
-	p.groups = &gid;
-	p.ngroups = 1;
-	p.gid = gid;
-	p.uid = (uid_t)io->c.run_as_uid;
-	p.in.how = PROC_IO_NULL;
-	p.out.how = PROC_IO_NULL;
-	struct sbuf msg = SBUF_INIT;
-	struct proc_capture c = { .err = &msg, .max = 4096 };
-	int rc = proc_capture(&p, &c, err);
-	proc_clear(&p);
-	free(self);
-	if (!rc && !proc_exit_ok(c.status)) {
-		sbuf_rtrim(&msg);
-		rc = tc_error(err, TC_ESTORAGE, "copied as the job's user: %s", msg.len ? msg.buf : "failed");
-	}
-	sbuf_release(&msg);
-	return rc;
-}
-
 static int stage_inputs(struct jobio *io, struct store *st, struct tc_err *err)
 {
 	const struct spec *s = io->c.s;
@@ -392,14 +326,7 @@ static int stage_inputs(struct jobio *io, struct store *st, struct tc_err *err)
 		tell(io, "staging input %s -> %s", in->from, to);
 		struct sync_opts o = { .jobs = 16 };
 		struct sync_stats stats = { 0 };
-		bool as_user = io->c.run_as_uid && is_local_url(in->from);
-		if (io->c.run_as_uid && (rc = check_input_to(io, to, err))) {
-			free(to);
-			return rc;
-		}
-		if (as_user)
-			stats.listed = 1; /* `trainctl sync` says itself when nothing is there */
-		rc = as_user ? sync_as_user(io, in->from, to, err) : storage_sync(in->from, to, &o, &stats, err);
+		rc = storage_sync(in->from, to, &o, &stats, err);
 		if (!rc && !stats.listed)
 			rc = tc_error(err, TC_ESTORAGE, "nothing found at %s", in->from);
 		if (rc) {
@@ -407,8 +334,6 @@ static int stage_inputs(struct jobio *io, struct store *st, struct tc_err *err)
 			if (err->code != TC_ESTORAGE)
 				err->code = rc = TC_ESTORAGE;
 			rc = TC_ESTORAGE;
-		} else if (as_user) {
-			tell(io, "staged %s as the job's user", in->from);
 		} else {
 			tell(io, "staged %s: %llu files, %.1f MB in %.1f s", in->from,
 			     (unsigned long long)stats.listed, stats.bytes / 1e6, stats.seconds);

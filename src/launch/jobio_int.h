@@ -39,8 +39,6 @@ struct jobio_ctx {
 	 * through the thread's own connection (a direct sink over it).
 	 */
 	struct sink *sink;
-	/* the job's account on a root server (0: ours): local inputs are copied as it */
-	unsigned run_as_uid, run_as_gid;
 };
 
 struct jobio;

@@ -48,8 +48,6 @@ struct launch_opts {
 	 */
 	const char *job_id;
 	bool resume_newest;
-	/* workers run as this account (server as root); run_as_uid 0 = ours */
-	unsigned run_as_uid, run_as_gid;
 	/* one node of a multi-node job (see struct launch_node); NULL: one machine */
 	const struct launch_node *node;
 	/*

@@ -216,16 +216,8 @@ static int make_run_folder(struct sup *sp, struct tc_err *err)
 	sp->tb_dir = sup_join(sp->output_dir, "tensorboard");
 	sp->ckpt_dir = sp->s->ckpt_dir[0] == '/' ? xstrdup(sp->s->ckpt_dir)
 						  : sup_join(sp->output_dir, sp->s->ckpt_dir);
-	/*
-	 * Workers running as another account write their outputs here: root
-	 * hands over only what it creates now (userdir.c), never a folder or
-	 * a link the user put in its way.
-	 */
 	if ((rc = mkdir_p(sp->run_dir, err)))
 		return rc;
-	/* other accounts may pass through to their own folders, not list ours */
-	if (sp->o->run_as_uid && chmod(sp->run_dir, 0711) < 0)
-		return tc_error_errno(err, TC_ESYS, "cannot set the mode of %s", sp->run_dir);
 	size_t rl = strlen(sp->run_dir);
 	const char *inside = !strncmp(sp->ckpt_dir, sp->run_dir, rl) && sp->ckpt_dir[rl] == '/'
 				     ? sp->ckpt_dir + rl + 1
@@ -914,7 +906,6 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		.s = s, .home = o->home, .job_id = sp.job_id, .run_dir = sp.run_dir,
 		.data_dir = sp.data_dir, .output_dir = sp.output_dir, .ckpt_dir = sp.ckpt_dir,
 		.world = sp.n, .say = jobio_say, .say_arg = &sp, .event = jobio_event,
-		.run_as_uid = o->run_as_uid, .run_as_gid = o->run_as_gid,
 		.sink = sp.st ? NULL : sp.sink,
 	};
 	/* a node of a multi-node job: its driver stages, watches and uploads */

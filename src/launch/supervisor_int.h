@@ -113,14 +113,12 @@ int sup_write_text(const char *dir, const char *name, const char *text, struct t
 /* The same, mode 0600: job.yaml and job.env hold the spec's env values. */
 int sup_write_private(const char *dir, const char *name, const char *text, struct tc_err *err);
 /*
- * userdir.c: make base/rel for the job's user.  With run_as_uid, each
- * component is made or checked from a folder fd with O_NOFOLLOW and
- * chowned only when this mkdir created it; an existing one must belong to
- * the user or to us (".." is refused).  Without, mkdir_p.
+ * userdir.c: make base/rel (mkdir -p).  The supervisor runs as the job's
+ * account, so what it makes is the user's.
  */
 int sup_user_dir(struct sup *sp, const char *base, const char *rel, struct tc_err *err);
-/* A folder outside the run folder (an absolute checkpoint.dir): made by a
- * child running as the job's user, and then it must be the user's. */
+/* A folder outside the run folder (an absolute checkpoint.dir): made, and
+ * for a server's job it must be writable by its account. */
 int sup_user_dir_outside(struct sup *sp, const char *path, struct tc_err *err);
 /* Tell the watchdog a worker group to kill if we die (pid), or that none is left (0). */
 void sup_watchdog_tell(struct sup *sp, int32_t msg);

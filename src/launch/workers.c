@@ -211,7 +211,6 @@ static int start_worker(struct sup *sp, struct worker *w, const struct strvec *a
 			struct strvec *env, struct tc_err *err)
 {
 	struct proc p = PROC_INIT;
-	gid_t gid = (gid_t)sp->o->run_as_gid;
 	strvec_pushv(&p.args, (const char *const *)argv->v);
 	p.env = *env; /* taken over: proc_clear frees it */
 	*env = (struct strvec)STRVEC_INIT;
@@ -221,14 +220,6 @@ static int start_worker(struct sup *sp, struct worker *w, const struct strvec *a
 	p.default_sigs = PROC_SIG(SIGPIPE); /* we ignore it; exec would keep that */
 	p.in.how = PROC_IO_NULL;
 	p.out.how = p.err.how = PROC_IO_PIPE;
-	if (sp->o->run_as_uid) {
-		/* a root server runs a user's job as that user's account */
-		p.set_groups = p.set_gid = p.set_uid = true;
-		p.groups = &gid;
-		p.ngroups = 1;
-		p.gid = gid;
-		p.uid = (uid_t)sp->o->run_as_uid;
-	}
 	int rc = sp->ctr ? sup_container_wrap(sp, w, &p, err) : 0;
 	if (!rc)
 		rc = proc_start(&p, err);
@@ -288,8 +279,7 @@ static int spawn_workers(struct sup *sp, const struct env_plan *plan, struct tc_
 int sup_resolve_secrets(struct sup *sp, struct tc_err *err)
 {
 	char *local = sp->o->secrets ? NULL : secret_local_dir(sp->o->home);
-	struct secret_src src = { .given = sp->o->secrets, .local_dir = local,
-				  .uid = (uid_t)sp->o->run_as_uid, .gid = (gid_t)sp->o->run_as_gid };
+	struct secret_src src = { .given = sp->o->secrets, .local_dir = local };
 	int rc = secret_resolve(sp->s, &src, &sp->secrets, err);
 	free(local);
 	return rc;

@@ -4,7 +4,6 @@
  */
 #include "secret/secret.h"
 #include "core/enc.h"
-#include "core/proc.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "spec/spec.h"
@@ -238,66 +237,15 @@ void secret_vals_release(struct secret_vals *v)
 	strvec_clear(&v->mask);
 }
 
-/* In a child running as the job's user: the file on stdout; exit 0 or errno. */
-static int cat_child(void *arg)
+/* path's bytes, appended to out (we are the job's account); a message in err when it cannot be. */
+static int read_value(const char *path, struct sbuf *out, struct tc_err *err)
 {
-	int fd = open((const char *)arg, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0)
-		return errno & 0xff;
-	char buf[4096];
-	for (;;) {
-		ssize_t r = read(fd, buf, sizeof(buf));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return errno & 0xff;
-		if (r == 0)
-			return 0;
-		for (ssize_t off = 0; off < r;) {
-			ssize_t w = write(1, buf + off, (size_t)(r - off));
-			if (w < 0 && errno != EINTR)
-				return errno & 0xff;
-			if (w > 0)
-				off += w;
-		}
-	}
-}
-
-/* path's bytes read as src's account, appended to out; a message in err when it cannot be. */
-static int read_as(const struct secret_src *src, const char *path, struct sbuf *out,
-		   struct tc_err *err)
-{
-	if (!src->uid || geteuid() != 0) {
-		/* we are the job's account already */
-		struct tc_err e2 = TC_ERR_INIT;
-		int rc = read_file(path, out, &e2);
-		if (rc)
-			rc = tc_error(err, TC_ESTORAGE, "%s", e2.msg);
-		tc_err_release(&e2);
-		return rc;
-	}
-	struct proc p = PROC_INIT;
-	gid_t gid = src->gid;
-	p.fn = cat_child;
-	p.fn_arg = (void *)path;
-	p.set_groups = p.set_gid = p.set_uid = true;
-	p.groups = &gid;
-	p.ngroups = 1;
-	p.gid = gid;
-	p.uid = src->uid;
-	p.in.how = PROC_IO_NULL;
-	p.err.how = PROC_IO_NULL;
-	struct proc_capture c = { .out = out, .max = SECRET_VALUE_MAX + 1, .timeout_ms = 30000 };
-	int rc = proc_capture(&p, &c, err);
-	proc_clear(&p);
+	struct tc_err e2 = TC_ERR_INIT;
+	int rc = read_file(path, out, &e2);
 	if (rc)
-		return rc;
-	struct proc_exit ex = proc_exit_of(c.status);
-	if (!ex.exited || ex.code != 0)
-		return tc_error(err, TC_ESTORAGE, "cannot read %s as uid %u: %s", path,
-				(unsigned)src->uid,
-				ex.exited ? strerror(ex.code) : "the reader was killed");
-	return 0;
+		rc = tc_error(err, TC_ESTORAGE, "%s", e2.msg);
+	tc_err_release(&e2);
+	return rc;
 }
 
 /* Each line of value (and value) of SECRET_MASK_MIN bytes or more, to mask. */
@@ -345,7 +293,7 @@ int secret_resolve(const struct spec *s, const struct secret_src *src, struct se
 			tc_err_release(&e2);
 		} else {
 			struct tc_err e2 = TC_ERR_INIT;
-			if (read_as(src, kv->val, &v, &e2))
+			if (read_value(kv->val, &v, &e2))
 				rc = tc_error(err, TC_ESTORAGE, "env %s: {file: %s}: %s", kv->key, kv->val,
 					      e2.msg);
 			else if (v.len > SECRET_VALUE_MAX || memchr(v.buf, '\0', v.len))

@@ -18,8 +18,8 @@
  *   The supervisor resolves its spec's secret and file values when the job
  *   starts, before any worker: secrets from the values its server handed it
  *   (a server job: struct secret_src.given), else from the local store;
- *   files as the job's user (src.uid: a child running as that account reads
- *   them when we are root), never as root.  The resolved values live only
+ *   files as the job's user (the supervisor runs as the job's account),
+ *   never as root.  The resolved values live only
  *   in memory and in the workers' environments; a missing secret or an
  *   unreadable file fails the job with TC_ESTORAGE (exit 3) naming the key.
  *
@@ -85,8 +85,6 @@ struct secret_src {
 	/* the server's: "NAME=VALUE" for the secrets it handed over; NULL: the local store */
 	const struct strvec *given;
 	const char *local_dir;  /* the local store (given == NULL) */
-	uid_t uid;              /* files are read as this account (0: as we are) */
-	gid_t gid;
 };
 
 /* A job's resolved values: env as "KEY=VALUE", mask the values to hide in its output. */
