@@ -335,6 +335,38 @@ static int supervise_output(const char *run_dir, struct tc_err *err)
 	return rc;
 }
 
+#define SUPERVISE_SPEC_MAX (64u << 20) /* far above any spec the API takes */
+
+/* The spec on stdin, to its end; stdin is /dev/null after, so no worker inherits it. */
+static int supervise_spec(struct sbuf *out, struct tc_err *err)
+{
+	char buf[65536];
+	ssize_t n;
+	int rc = 0;
+	while ((n = read(STDIN_FILENO, buf, sizeof(buf))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = tc_error_errno(err, TC_ESYS, "supervise: cannot read the spec on stdin");
+			break;
+		}
+		if (out->len + (size_t)n > SUPERVISE_SPEC_MAX) {
+			rc = tc_error(err, TC_EUSAGE, "supervise: the spec on stdin is over %u bytes",
+				      SUPERVISE_SPEC_MAX);
+			break;
+		}
+		sbuf_add(out, buf, (size_t)n);
+	}
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || dup2(fd, STDIN_FILENO) < 0)
+		errno = 0; /* the spec is read; a stdin left as it is harms nothing */
+	if (fd > STDIN_FILENO)
+		close(fd);
+	if (!rc && !out->len)
+		rc = tc_error(err, TC_EUSAGE, "supervise: no spec on stdin (started by `trainctl server` only)");
+	return rc;
+}
+
 static void supervise_warn(void *ctx, const char *msg)
 {
 	(void)ctx;
@@ -344,7 +376,7 @@ static void supervise_warn(void *ctx, const char *msg)
 /*
  * `trainctl supervise JOB --devices IDS [--resume]`: the supervisor of a
  * job the server created and started (server/privsep.c), already as the
- * job's account.  It opens no database: its spec (TRAINCTL_JOB_SPEC) and
+ * job's account.  It opens no database: its spec (JSON on its stdin) and
  * run folder (TRAINCTL_RUN_DIR) come from the server, and its records go
  * to the server's hub (TRAINCTL_HUB_URL, TRAINCTL_HUB_SOCKET and the job's
  * secret).  It is not meant to be typed.
@@ -371,17 +403,21 @@ int cmd_supervise(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err
 		return tc_error(err, TC_EUSAGE, "supervise: usage: trainctl supervise JOB --devices IDS");
 	const char *job = argv[optind];
 	const char *run_dir = getenv("TRAINCTL_RUN_DIR");
-	const char *spec_json = getenv("TRAINCTL_JOB_SPEC");
 	const char *hub = getenv("TRAINCTL_HUB_URL");
-	if (!run_dir || *run_dir != '/' || !spec_json || !hub || !*hub)
+	if (!run_dir || *run_dir != '/' || !hub || !*hub)
 		return tc_error(err, TC_EUSAGE, "supervise: started by `trainctl server` only"
-				" (TRAINCTL_RUN_DIR, TRAINCTL_JOB_SPEC and TRAINCTL_HUB_URL)");
+				" (TRAINCTL_RUN_DIR and TRAINCTL_HUB_URL)");
 	struct spec *s = NULL;
 	struct sink *k = NULL;
+	/* the spec first, whole, before stdin is anything else (privsep.c: spec_memfd) */
+	struct sbuf spec_json = SBUF_INIT;
+	int rc = supervise_spec(&spec_json, err);
 	/* without it the output goes nowhere; the run folder's trouble reaches the hub below */
 	if (supervise_output(run_dir, err))
 		tc_err_release(err);
-	int rc = spec_from_json(spec_json, &s, err);
+	if (!rc)
+		rc = spec_from_json(spec_json.buf, &s, err);
+	sbuf_release(&spec_json);
 	if (rc)
 		goto out;
 	/* the devices the scheduler allocated */

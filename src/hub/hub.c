@@ -226,6 +226,44 @@ out:
 	pthread_mutex_unlock(&h->mu);
 }
 
+int hub_apply_local(struct hub *h, const char *job, const char *stream, const char *body,
+		    size_t len, long long *acked, struct tc_err *err)
+{
+	*acked = 0;
+	pthread_mutex_lock(&h->mu);
+	int status = 0;
+	struct hub_job *j = job_entry(h, job, &status, err);
+	int rc = j ? 0 : err->code ? err->code : TC_ENOTFOUND;
+	long long a = 0;
+	if (!rc) {
+		rc = store_begin(h->st, err);
+		if (!rc)
+			rc = store_hub_acked(h->st, job, stream, &a, err);
+		long long before = a;
+		if (!rc)
+			rc = apply_body(h, j, body, len, &a, err);
+		if (!rc && a != before)
+			rc = store_hub_set_acked(h->st, job, stream, a, err);
+		rc = store_commit(h->st, rc, err);
+		if (rc) {
+			store_mbatch_free(j->mb);
+			j->mb = NULL;
+		}
+	}
+	if (!rc)
+		*acked = a;
+	pthread_mutex_unlock(&h->mu);
+	return rc;
+}
+
+int hub_job_event(struct hub *h, const char *job, const char *reason, struct tc_err *err)
+{
+	pthread_mutex_lock(&h->mu);
+	int rc = store_job_event(h->st, job, reason, err);
+	pthread_mutex_unlock(&h->mu);
+	return rc;
+}
+
 /* ,"ckpts":[...]: the job's complete checkpoints (a supervisor resumes from them) */
 static int ckpts_json(struct store *st, const char *job, struct sbuf *out, struct tc_err *err)
 {

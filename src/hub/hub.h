@@ -36,6 +36,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "core/err.h"
 #include "core/sbuf.h"
@@ -158,6 +159,25 @@ int hub_http_status(struct hub *h, struct MHD_Connection *con, const char *job);
  */
 int hub_rekey(struct hub *h, const char *job, const char *secret, const char *url,
 	      struct tc_err *err);
+
+/*
+ * A hub on the supervisor's own host (`trainctl server`) takes what a gone
+ * supervisor of job left in runs/<job>/journal/ (ingest.c): each
+ * <stream>.jsonl no live process holds, from its first unacknowledged line,
+ * applied as the job's stream with the dedup of note 2.  runs_fd is the
+ * hub's own runs/ folder; the run folder is owner's and untrusted: a name
+ * that is a link, a file not owner's or not regular, more than max_bytes
+ * to read, a line no supervisor of this host writes (a file record, a
+ * record naming another job, a gap) make the journal refused: a job event
+ * says why and it is renamed <name>.refused (what came before the bad line
+ * is applied).  One taken whole is renamed <name>.done.  Errors: the store
+ * (the journals stay for a later look).
+ */
+struct hub_ingest_result {
+	int taken, refused, busy; /* journals: read whole, refused, held by a live process */
+};
+int hub_ingest_journals(struct hub *h, int runs_fd, const char *job, uid_t owner,
+			long long max_bytes, struct hub_ingest_result *res, struct tc_err *err);
 
 /* A standalone hub: an HTTP listener on addr:port (0: any) that only takes events. */
 struct hub_daemon;

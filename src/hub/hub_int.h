@@ -10,6 +10,7 @@
 #include "hub/sink.h"
 #include "store/store.h"
 
+struct hub;
 struct hub_remote;
 
 /* ---- sink.c ---- */
@@ -55,6 +56,17 @@ int hub_apply_mark(struct store *st, const char *job, enum job_state state, cons
  */
 int hub_apply_line(struct store *st, const char *job, struct store_mbatch **mb,
 		   const char *line, size_t len, struct tc_err *err);
+
+/* ---- hub.c, for ingest.c ---- */
+/*
+ * hub_receive without a secret, for a body the hub's own process read
+ * (a journal it took from a run folder): applied as job's stream, with the
+ * same checks and dedup; *acked is the stream's acknowledged seq after it.
+ */
+int hub_apply_local(struct hub *h, const char *job, const char *stream, const char *body,
+		    size_t len, long long *acked, struct tc_err *err);
+/* An event row of job that is no change of state (store_job_event). */
+int hub_job_event(struct hub *h, const char *job, const char *reason, struct tc_err *err);
 
 /* ---- remote.c ---- */
 /* The remote's job id (events of other jobs are refused). */

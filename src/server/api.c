@@ -302,6 +302,11 @@ static struct hub *hub_of(struct srv *s, struct tc_err *err)
 	return h;
 }
 
+struct hub *srv_hub(struct srv *s, struct tc_err *err)
+{
+	return hub_of(s, err);
+}
+
 /* "/api/v1/hub/JOB/..." -> JOB (heap) */
 static char *hub_job_of(const char *url)
 {

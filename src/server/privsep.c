@@ -38,6 +38,7 @@
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -151,6 +152,28 @@ static bool reachable(const char *path, uid_t uid, const gid_t *gids, int ngids,
 	return ok;
 }
 
+/*
+ * The job's spec in a sealed memfd at offset 0 (*fd, the caller's): the
+ * supervisor's stdin, read whole before anything else (cmd_supervise).
+ * Not a pipe, whose writer would block on a spec over the pipe's buffer
+ * until the supervisor reads it; not a file, so no path the account could
+ * swap while root writes it.
+ */
+static int spec_memfd(const char *spec, int *fd, struct tc_err *err)
+{
+	*fd = memfd_create("trainctl-spec", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (*fd < 0)
+		return tc_error_errno(err, TC_ESYS, "cannot make the spec's memfd");
+	if (write_all(*fd, spec, strlen(spec)) < 0 || lseek(*fd, 0, SEEK_SET) != 0 ||
+	    fcntl(*fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+		int rc = tc_error_errno(err, TC_ESYS, "cannot write the spec's memfd");
+		close(*fd);
+		*fd = -1;
+		return rc;
+	}
+	return 0;
+}
+
 /* The account a job runs as: its user's on a root server (refused: none, or root's uid). */
 static int job_account(struct srv *s, const char *user, struct passwd *out, char **buf,
 		       struct tc_err *err)
@@ -231,14 +254,15 @@ int srv_supervisor_proc(struct srv *s, const struct sjob *j, const char *devices
 	sbuf_addf(&sb, "%s/journal", r.run_dir);
 	env_set(&p->env, "TRAINCTL_HUB_JOURNAL", sb.buf);
 	env_set(&p->env, "TRAINCTL_RUN_DIR", r.run_dir);
-	env_set(&p->env, "TRAINCTL_JOB_SPEC", r.spec_json ? r.spec_json : "{}");
+	while (env_get(&p->env, "TRAINCTL_JOB_SPEC"))
+		env_unset(&p->env, "TRAINCTL_JOB_SPEC");
 	/*
-	 * At its end a supervisor waits for this server to take its journal: a
-	 * server restarted within a day gets every event (hub.h note 5), rather
-	 * than finding the job's supervisor gone without its end.
+	 * At its end a supervisor waits a little for this server to take its
+	 * journal (hub.h note 5); a server that comes back later reads what is
+	 * left from the run folder (srv_ingest_journals), so nobody waits long.
 	 */
 	if (!env_get(&p->env, "TRAINCTL_HUB_WAIT"))
-		env_set(&p->env, "TRAINCTL_HUB_WAIT", "86400");
+		env_set(&p->env, "TRAINCTL_HUB_WAIT", SRV_SUPERVISOR_WAIT);
 	while (env_get(&p->env, "TRAINCTL_HUB_SECRET_FILE"))
 		env_unset(&p->env, "TRAINCTL_HUB_SECRET_FILE");
 	for (size_t i = 0; i < sizeof(hubvars) / sizeof(hubvars[0]); i++)
@@ -273,10 +297,15 @@ int srv_supervisor_proc(struct srv *s, const struct sjob *j, const char *devices
 		p->gid = pw.pw_gid;
 		p->uid = pw.pw_uid;
 	}
+	/* the spec on its stdin: no size cap (an environment string has one), no path */
+	if ((rc = spec_memfd(r.spec_json ? r.spec_json : "{}", &p->in.fd, err)))
+		goto out;
+	p->in.how = PROC_IO_FD;
+	/* a binary the account cannot run fails the job at once, naming why (start_job) */
+	p->wait_exec = true;
 	/* a folder it may enter as its account; its own output goes to logs/supervisor.out */
 	p->cwd = "/";
 	p->default_sigs = PROC_SIGS_CLASSIC;
-	p->in.how = PROC_IO_NULL;
 	p->out.how = PROC_IO_NULL;
 	p->err.how = PROC_IO_NULL;
 out:
@@ -288,6 +317,43 @@ out:
 	sbuf_release(&sb);
 	sbuf_release(&only);
 	free(pwbuf);
+	return rc;
+}
+
+#define INGEST_MAX_DEFAULT (256L << 20)
+
+int srv_ingest_journals(struct srv *s, const struct sjob *j, struct hub_ingest_result *res,
+			struct tc_err *err)
+{
+	memset(res, 0, sizeof(*res));
+	struct passwd pw;
+	char *pwbuf = NULL;
+	/* the account its supervisor ran as; none: no supervisor of it ever ran */
+	int rc = job_account(s, j->user, &pw, &pwbuf, err);
+	if (rc) {
+		free(pwbuf);
+		tc_err_release(err);
+		return 0;
+	}
+	uid_t uid = pw.pw_uid;
+	free(pwbuf);
+	long max = INGEST_MAX_DEFAULT;
+	const char *m = getenv("TRAINCTL_HUB_INGEST_MAX");
+	if (m && *m && !parse_long(m, 1, 1L << 40, &max))
+		max = INGEST_MAX_DEFAULT;
+	struct hub *h = srv_hub(s, err);
+	if (!h)
+		return err->code ? err->code : TC_ESYS;
+	struct sbuf runs = SBUF_INIT;
+	sbuf_addf(&runs, "%s/runs", s->home);
+	int dfd = open(runs.buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		rc = tc_error_errno(err, TC_ESYS, "cannot open %s", runs.buf);
+	else
+		rc = hub_ingest_journals(h, dfd, j->id, uid, max, res, err);
+	if (dfd >= 0)
+		close(dfd);
+	sbuf_release(&runs);
 	return rc;
 }
 

@@ -6,6 +6,7 @@
  * See server.h for the invariants.
  */
 #include "server/server_int.h"
+#include "hub/hub.h"
 #include "backend/backend.h"
 #include "core/proc.h"
 #include "core/util.h"
@@ -277,6 +278,8 @@ static pid_t spawn_supervisor(struct srv *s, struct sjob *j, const char *devices
 		tc_error_prefix(err, "cannot start the supervisor of %s", j->id);
 	else
 		result = p.pid;
+	if (p.in.how == PROC_IO_FD && p.in.fd >= 0)
+		close(p.in.fd); /* the spec's memfd: the supervisor has its own */
 	proc_clear(&p);
 	free(groups);
 	return result;
@@ -731,6 +734,26 @@ void srv_catch_up(struct srv *s)
 	apply_events(s);
 }
 
+/*
+ * The journals j's gone supervisor left (it waits only a short while for a
+ * server that is down, privsep.c): read before the job is called lost.
+ * true when any was read.
+ */
+static bool took_journals(struct srv *s, const struct sjob *j)
+{
+	struct hub_ingest_result res;
+	struct tc_err err = TC_ERR_INIT;
+	if (srv_ingest_journals(s, j, &res, &err))
+		logf_(s, "warning: job %s: its supervisor's journal: %s", j->id, err.msg);
+	if (res.taken)
+		logf_(s, "job %s: took %d journal(s) its supervisor left", j->id, res.taken);
+	if (res.refused)
+		logf_(s, "job %s: refused %d journal(s) its supervisor left (see its events)", j->id,
+		      res.refused);
+	tc_err_release(&err);
+	return res.taken || res.refused;
+}
+
 /* Supervisors that vanished without recording an end (invariant 1). */
 static void check_alive(struct srv *s)
 {
@@ -744,6 +767,15 @@ static void check_alive(struct srv *s)
 		if (store_job_get(s->st, j->id, &r, &err)) {
 			tc_err_release(&err);
 			continue;
+		}
+		if (!job_state_terminal(r.state) && r.state != JOB_PREEMPTED && r.state != JOB_PAUSED &&
+		    took_journals(s, j)) {
+			/* what it left in its journal may hold its end */
+			job_row_release(&r);
+			if (store_job_get(s->st, j->id, &r, &err)) {
+				tc_err_release(&err);
+				continue;
+			}
 		}
 		if (job_state_terminal(r.state) || r.state == JOB_PREEMPTED || r.state == JOB_PAUSED) {
 			/* it recorded its end (or hold); the event is on its way */

@@ -200,12 +200,26 @@ int srv_secrets_handover(struct srv *s, const char *job_id, struct strvec *env, 
 /*
  * privsep.c: fill p (PROC_INIT) to start the supervisor of j on devices as
  * j's account, reporting to this server's hub; *groups (heap, the caller
- * frees it after the start) backs p->groups.  Refused: the job's user has
- * no account or maps to root on a root server; its run folder is not ours.
+ * frees it after the start) backs p->groups, and p->in.fd (the spec, a
+ * memfd; -1 on failure) is the caller's to close after the start.  Refused:
+ * the job's user has no account or maps to root on a root server; its run
+ * folder is not ours.
  */
 int srv_supervisor_proc(struct srv *s, const struct sjob *j, const char *devices,
 			struct proc *p, gid_t **groups, struct tc_err *err);
 void srv_privsep_end(struct srv *s);
+/*
+ * privsep.c: the journals j's gone supervisor left in its run folder, read
+ * by the hub as untrusted input (hub.h: hub_ingest_journals), at most
+ * TRAINCTL_HUB_INGEST_MAX bytes each (server's environment; default 256 MiB).
+ */
+struct hub_ingest_result;
+int srv_ingest_journals(struct srv *s, const struct sjob *j, struct hub_ingest_result *res,
+			struct tc_err *err);
+/* api.c: the hub of this server's supervisors (its own store connection); NULL: err says why */
+struct hub *srv_hub(struct srv *s, struct tc_err *err);
+/* Seconds a supervisor waits at its end for the hub (TRAINCTL_HUB_WAIT unless the server's env sets it). */
+#define SRV_SUPERVISOR_WAIT "60"
 
 int api_start(struct srv *s, char **login, struct tc_err *err);
 void api_stop(struct srv *s);
