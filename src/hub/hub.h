@@ -29,7 +29,8 @@
  *     wait_s seconds (TRAINCTL_HUB_WAIT, default 180): a hub that comes
  *     back in that time catches up; the journal stays on the node either
  *     way, and a hub that comes back later pulls it (hub_flush_main, run
- *     on the job's nodes by slurm_hub.c).
+ *     on the job's nodes by slurm_hub.c) or, on its own host (`trainctl
+ *     server`), reads it from the run folder (hub_ingest_journals).
  */
 #ifndef TC_HUB_H
 #define TC_HUB_H

@@ -11,7 +11,10 @@
 #include "jobs/jobs.h"
 #include "store/store.h"
 
+#include <fcntl.h>
 #include <math.h>
+#include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -612,5 +615,122 @@ TEST(hub_node_checkpoints_are_kept_per_node_apart_from_the_jobs)
 	CHECK_STR(rows[0].dir, "/d0");
 	CHECK_STR(rows[0].state, "complete");
 	store_ckpt_free(rows, n);
+	fx_close(&f);
+}
+
+/* The events of JOB whose reason starts with prefix. */
+static size_t nreasons(struct store *st, const char *prefix)
+{
+	struct event_row *ev = NULL;
+	size_t n = 0, k = 0;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(store_events(st, JOB, &ev, &n, &err), 0);
+	for (size_t i = 0; i < n; i++)
+		k += ev[i].reason && !strncmp(ev[i].reason, prefix, strlen(prefix));
+	event_rows_free(ev, n);
+	return k;
+}
+
+static void put(const char *dir, const char *name, const char *text)
+{
+	struct sbuf p = SBUF_INIT;
+	struct tc_err err = TC_ERR_INIT;
+	sbuf_addf(&p, "%s/%s", dir, name);
+	CHECK_INT(write_file_atomic_mode(p.buf, text, strlen(text), 0600, &err), 0);
+	sbuf_release(&p);
+}
+
+static bool there(const char *dir, const char *name)
+{
+	struct sbuf p = SBUF_INIT;
+	sbuf_addf(&p, "%s/%s", dir, name);
+	struct stat sb;
+	bool ok = lstat(p.buf, &sb) == 0;
+	sbuf_release(&p);
+	return ok;
+}
+
+TEST(hub_ingests_journals_left_in_a_run_folder_as_untrusted_input)
+{
+	struct fx f;
+	fx_open(&f, false);
+	struct sbuf runs = SBUF_INIT, jd = SBUF_INIT, p = SBUF_INIT;
+	sbuf_addf(&runs, "%s/runs", f.home);
+	sbuf_addf(&jd, "%s/" JOB "/journal", runs.buf);
+	CHECK_INT(mkdir_p(jd.buf, &f.err), 0);
+	int runs_fd = open(runs.buf, O_RDONLY | O_DIRECTORY);
+	CHECK(runs_fd >= 0);
+	/* the hub had seq 1 of sup.1 before it went down */
+	post(f.h, SECRET, "sup.1", "{\"seq\":1,\"ev\":\"mark\",\"state\":\"running\",\"why\":\"up\"}\n",
+	     200, 1);
+	put(jd.buf, "sup.1.jsonl",
+	    "{\"seq\":1,\"ev\":\"mark\",\"state\":\"running\",\"why\":\"up\"}\n"
+	    "{\"seq\":2,\"ev\":\"wend\",\"attempt\":0,\"rank\":0,\"exit\":0,\"sig\":0}\n"
+	    "{\"seq\":3,\"ev\":\"finish\",\"state\":\"succeeded\",\"exit\":0,\"why\":\"done\"}\n"
+	    "{\"seq\":4,\"ev\":\"no"); /* torn: its writer was killed inside the append */
+	put(jd.buf, "sup.2.jsonl", "{\"seq\":1,\"ev\":\"restarts\",\"n\":7,\"job\":\"20261126-000000-000-ffff\"}\n");
+	put(jd.buf, "sup.3.jsonl", "{\"seq\":1,\"ev\":\"file\",\"path\":\"x\",\"off\":0,\"b\":\"eA==\"}\n");
+	put(jd.buf, "sup.4.jsonl", "{\"seq\":1,\"ev\":\"restarts\",\"n\":8}\n{\"seq\":3,\"ev\":\"restarts\",\"n\":9}\n");
+	struct sbuf big = SBUF_INIT;
+	for (int i = 1; i <= 10; i++)
+		sbuf_addf(&big, "{\"seq\":%d,\"ev\":\"restarts\",\"n\":9}\n", i); /* 321 bytes */
+	put(jd.buf, "sup.5.jsonl", big.buf);
+	sbuf_release(&big);
+	put(jd.buf, "sup.6.jsonl", "{\"seq\":1,\"ev\":\"restarts\",\"n\":6}\n");
+	put(jd.buf, "bad name!.jsonl", "{\"seq\":1,\"ev\":\"restarts\",\"n\":5}\n");
+	sbuf_addf(&p, "%s/sup.1.jsonl", jd.buf);
+	struct sbuf link = SBUF_INIT;
+	sbuf_addf(&link, "%s/sup.7.jsonl", jd.buf);
+	CHECK_INT(symlink(p.buf, link.buf), 0);
+	/* sup.6 is held by a live process: it sends it itself */
+	sbuf_reset(&p);
+	sbuf_addf(&p, "%s/sup.6.jsonl", jd.buf);
+	int held = open(p.buf, O_RDONLY);
+	CHECK(held >= 0 && flock(held, LOCK_EX) == 0);
+	struct hub_ingest_result res;
+	CHECK_INT(hub_ingest_journals(f.h, runs_fd, JOB, getuid(), 230, &res, &f.err), 0);
+	CHECK_INT(res.taken, 1);
+	CHECK_INT(res.busy, 1);
+	CHECK_INT(res.refused, 5); /* another job's, a file, a gap, over 200 bytes, a link */
+	struct job_row j = { 0 };
+	CHECK_INT(store_job_get(f.st, JOB, &j, &f.err), 0);
+	CHECK_INT(j.state, JOB_SUCCEEDED);
+	CHECK_INT(j.restarts, 8); /* sup.4's first line, before its gap */
+	job_row_release(&j);
+	CHECK_INT(nreasons(f.st, "journal refused: runs/" JOB "/journal/sup.2.jsonl: a record of another job"), 1);
+	CHECK_INT(nreasons(f.st, "journal refused: runs/" JOB "/journal/sup.3.jsonl: a file record"), 1);
+	CHECK_INT(nreasons(f.st, "journal refused: runs/" JOB "/journal/sup.4.jsonl: the records after 1"), 1);
+	CHECK_INT(nreasons(f.st, "journal refused: runs/" JOB "/journal/sup.5.jsonl: 321 bytes to read,"
+			      " over the limit of 230"), 1);
+	CHECK_INT(nreasons(f.st, "journal refused: runs/" JOB "/journal/sup.7.jsonl: a symbolic link"), 1);
+	CHECK_INT(nreasons(f.st, "journal refused"), 5);
+	CHECK_INT(nevents(f.st, JOB_SUCCEEDED) >= 1, 1);
+	CHECK(there(jd.buf, "sup.1.jsonl.done") && !there(jd.buf, "sup.1.jsonl"));
+	CHECK(there(jd.buf, "sup.7.jsonl.refused") && there(jd.buf, "sup.6.jsonl"));
+	CHECK(there(jd.buf, "bad name!.jsonl"));
+	/* read again: nothing new (what is set aside is not taken twice) */
+	close(held);
+	CHECK_INT(hub_ingest_journals(f.h, runs_fd, JOB, getuid(), 230, &res, &f.err), 0);
+	CHECK_INT(res.taken, 1); /* sup.6, released */
+	CHECK_INT(res.refused, 0);
+	CHECK_INT(store_job_get(f.st, JOB, &j, &f.err), 0);
+	CHECK_INT(j.restarts, 6);
+	job_row_release(&j);
+	/* a journal folder that is a link is not followed */
+	sbuf_reset(&p);
+	sbuf_addf(&p, "%s/elsewhere", runs.buf);
+	CHECK_INT(rename(jd.buf, p.buf), 0);
+	CHECK_INT(symlink(p.buf, jd.buf), 0);
+	put(p.buf, "sup.8.jsonl", "{\"seq\":1,\"ev\":\"restarts\",\"n\":5}\n");
+	CHECK_INT(hub_ingest_journals(f.h, runs_fd, JOB, getuid(), 230, &res, &f.err), 0);
+	CHECK_INT(res.refused, 1);
+	CHECK_INT(res.taken, 0);
+	CHECK_INT(nreasons(f.st, "journal refused: runs/" JOB "/journal is not a folder"), 1);
+	CHECK(there(p.buf, "sup.8.jsonl"));
+	close(runs_fd);
+	sbuf_release(&link);
+	sbuf_release(&p);
+	sbuf_release(&jd);
+	sbuf_release(&runs);
 	fx_close(&f);
 }
