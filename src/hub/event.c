@@ -26,12 +26,14 @@
 #include "core/xalloc.h"
 #include "jobs/jobs.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- base64 ---- */
 
@@ -461,6 +463,51 @@ static bool rel_ok(const char *rel)
 	return true;
 }
 
+/*
+ * Open (creating) run_dir/rel for writing, following no link on the way:
+ * the run folder may be the job's account's and the hub root (a root
+ * server's job), so each folder is opened with O_NOFOLLOW from the one
+ * above it and the file must be a regular file with one link.  -1, errno.
+ */
+static int open_in_run_dir(const char *run_dir, const char *rel)
+{
+	int dfd = open(run_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0 && errno == ENOENT) {
+		/* the hub's own copy of a run folder it never made (its path is the store's) */
+		struct tc_err e2 = TC_ERR_INIT;
+		if (!mkdir_p(run_dir, &e2))
+			dfd = open(run_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		tc_err_release(&e2);
+	}
+	char *copy = xstrdup(rel);
+	char *name = copy, *slash;
+	while (dfd >= 0 && (slash = strchr(name, '/'))) {
+		*slash = '\0';
+		if (mkdirat(dfd, name, 0755) < 0 && errno != EEXIST) {
+			close(dfd);
+			dfd = -1;
+			break;
+		}
+		int next = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(dfd);
+		dfd = next;
+		name = slash + 1;
+	}
+	int fd = dfd < 0 ? -1 : openat(dfd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+	int e = errno;
+	struct stat sb;
+	if (fd >= 0 && (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_nlink != 1)) {
+		close(fd);
+		fd = -1;
+		e = EPERM;
+	}
+	if (dfd >= 0)
+		close(dfd);
+	free(copy);
+	errno = e;
+	return fd;
+}
+
 /* The bytes at off of the job's run folder file rel: idempotent, so a resend changes nothing. */
 static int apply_file(struct store *st, const char *job, json_t *o, struct tc_err *err)
 {
@@ -475,18 +522,16 @@ static int apply_file(struct store *st, const char *job, json_t *o, struct tc_er
 		return rc;
 	struct sbuf raw = SBUF_INIT, path = SBUF_INIT;
 	sbuf_addf(&path, "%s/%s", j.run_dir, rel);
-	char *dir = path_dirname(path.buf);
 	if (!hub_b64_decode(&raw, json_string_value(b), json_string_length(b))) {
 		rc = bad(err, "file");
-	} else if (!(rc = mkdir_p(dir, err))) {
-		int fd = open(path.buf, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	} else {
+		int fd = open_in_run_dir(j.run_dir, rel);
 		if (fd < 0 || pwrite(fd, raw.buf, raw.len, (off_t)off) != (ssize_t)raw.len)
 			/* not a store error: the batch goes on (the file is only a copy) */
 			rc = tc_error_errno(err, TC_ESYS, "hub: cannot write %s", path.buf);
 		if (fd >= 0)
 			close(fd);
 	}
-	free(dir);
 	sbuf_release(&raw);
 	sbuf_release(&path);
 	job_row_release(&j);

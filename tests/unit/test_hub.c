@@ -357,6 +357,32 @@ TEST(hub_files_reach_the_hubs_run_folder_and_stay_inside_it)
 	sbuf_reset(&p);
 	sbuf_addf(&p, "%s/escape", f.home);
 	CHECK(!path_exists(p.buf));
+	/*
+	 * The run folder is the job's account's (a root server's job): a link
+	 * put in it, as a folder on the way or as the file, is not followed.
+	 */
+	struct sbuf out = SBUF_INIT, ln = SBUF_INIT;
+	sbuf_addf(&out, "%s/outside", f.home);
+	CHECK_INT(mkdir_p(out.buf, &f.err), 0);
+	sbuf_addf(&ln, "%s/sneaky", rd.buf);
+	CHECK_INT(symlink(out.buf, ln.buf), 0);
+	sbuf_reset(&ln);
+	sbuf_addf(&ln, "%s/logs/rank-3.log", rd.buf);
+	sbuf_reset(&p);
+	sbuf_addf(&p, "%s/victim", out.buf);
+	CHECK_INT(symlink(p.buf, ln.buf), 0);
+	const char *links =
+		"{\"seq\":1,\"ev\":\"file\",\"path\":\"sneaky/x\",\"off\":0,\"b\":\"eAo=\"}\n"
+		"{\"seq\":2,\"ev\":\"file\",\"path\":\"logs/rank-3.log\",\"off\":0,\"b\":\"eAo=\"}\n";
+	hub_receive(f.h, j.id, "n3", SECRET, links, strlen(links), &status, &acked, &f.err);
+	CHECK_INT(status, 200);
+	CHECK_INT(acked, 2);
+	CHECK(!path_exists(p.buf));
+	sbuf_reset(&p);
+	sbuf_addf(&p, "%s/x", out.buf);
+	CHECK(!path_exists(p.buf));
+	sbuf_release(&out);
+	sbuf_release(&ln);
 	sbuf_release(&p);
 	sbuf_release(&text);
 	sbuf_release(&sha);
