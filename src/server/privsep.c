@@ -10,7 +10,13 @@
  *    over $home/hub.sock with the job's secret, and asks the hub what it
  *    would have read (a stop's reason, the checkpoints to resume from);
  *  - with a clean environment: jobenv.c's allowlist, the account's HOME,
- *    USER and LOGNAME, and trainctl's own variables, never TRAINCTL_HOME.
+ *    USER and LOGNAME, and trainctl's own variables, never TRAINCTL_HOME;
+ *    its spec comes on its stdin (a sealed memfd: no size cap, no path);
+ *  - started only once its exec succeeded (proc: wait_exec), so a binary
+ *    the account cannot run fails the job with the reason, not `lost`;
+ *  - waiting briefly at its end for a server that is down: the server
+ *    that comes back reads what is left of its journal from the run folder
+ *    as untrusted input (srv_ingest_journals, hub/ingest.c).
  *
  * The only file work root does for it is what only root may do: hand the
  * run folder it made at submission (in runs/, which only it can write) to
