@@ -1,5 +1,6 @@
 /* backend.c -- the backend table and backend: local (backend.h). */
 #include "backend/backend.h"
+#include "container/container.h"
 #include "core/util.h"
 #include "jobs/jobs.h"
 
@@ -20,6 +21,14 @@ void backend_say(const struct backend_env *env, const char *fmt, ...)
 	va_end(ap);
 	env->say(env->say_arg, sb.buf);
 	sbuf_release(&sb);
+}
+
+int backend_prepare(const struct backend_ops *be, struct spec *s, struct tc_err *err)
+{
+	/* slurm: pyxis, else the local runtime under srun, else refused (docs/containers.md#slurm) */
+	if (be == &backend_slurm)
+		return container_slurm_runtime(s, "srun", err);
+	return 0;
 }
 
 /* ---- backend: local ---- */

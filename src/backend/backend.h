@@ -101,6 +101,14 @@ struct backend_ops {
 extern const struct backend_ops backend_local;
 extern const struct backend_ops backend_slurm;
 
+/*
+ * What a backend decides about a spec on the submit host, before the job
+ * is recorded: for slurm, the container runtime of an image: job
+ * (container_slurm_runtime, written into s; TC_ESPEC when there is none).
+ * Nothing for local.
+ */
+int backend_prepare(const struct backend_ops *be, struct spec *s, struct tc_err *err);
+
 /* By name ("local", "slurm"); NULL for an unknown name. */
 const struct backend_ops *backend_find(const char *name);
 /* The backend of a stored job (its backend column). */

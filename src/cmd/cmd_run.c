@@ -178,6 +178,8 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		sbuf_release(&names);
 	} else if (adhoc && be != &backend_local) {
 		rc = tc_error(err, TC_EUSAGE, "run: backend %s needs a spec file", backend_name(be));
+	} else if ((rc = backend_prepare(be, s, err))) {
+		/* refused before anything is recorded or submitted */
 	} else if (be != &backend_local || !(rc = spec_check_command(s, err))) {
 		/* slurm: the program is the nodes' question, not this machine's */
 		rc = be->run(s, &lo, &job_id, &ctx->exit_status, err);

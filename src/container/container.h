@@ -173,4 +173,62 @@ int container_run(const struct strvec *argv, int timeout_ms, struct tc_err *err)
  */
 bool container_srun_has_pyxis(const char *srun);
 
+/* ---- Slurm: pyxis (pyxis.c) ----
+ *
+ * With container.runtime: pyxis each worker is a one-task Slurm step of the
+ * job on its supervisor's node, `srun --overlap ... --container-image=IMG
+ * -- ARGV`: the srun client is the worker process (it passes signals on,
+ * exits with the task's status, and Slurm ends the step of a client that
+ * is killed).  The supervisor stays on the host.
+ */
+
+/* Does s run its workers through pyxis (image: and container.runtime: pyxis)? */
+bool container_is_pyxis(const struct spec *s);
+/*
+ * enroot's form of an image reference (heap): a registry's reference
+ * "registry/path:tag" is "registry#path:tag" (a first component with '.'
+ * or ':', or "localhost", names a registry, as docker says); a Docker Hub
+ * reference, a path (/..., ./..., ../...) or one with '#' stays as it is.
+ */
+char *container_pyxis_image(const char *image);
+
+/* One worker's step. */
+struct container_pyxis {
+	const struct spec *s;     /* image, container.mounts, workdir */
+	const char *srun;         /* absolute */
+	const char *job_id;       /* trainctl's: the step's and the container's names */
+	const char *slurm_job;    /* SLURM_JOB_ID of the supervisor */
+	const char *node;         /* SLURMD_NODENAME: the step runs on our node */
+	int attempt, rank;
+	int cpus;                 /* --cpus-per-task (the node's CPUs of the job); 0: Slurm's default */
+	const char *const *dirs;  /* folders mounted read-write at their own paths (NULL-ended) */
+};
+/*
+ * The srun command line up to and including "--" (the worker's argv
+ * follows): --overlap --nodes=1 --ntasks=1 --jobid --nodelist
+ * --container-image (container_pyxis_image) --container-name=trainctl-<job>
+ * (one unpacked image per job and node) --container-mounts (the dirs, the
+ * workdir, container.mounts) --container-workdir --no-container-mount-home.
+ * TC_EBACKEND for a path pyxis cannot mount (',' or ':' in it).
+ */
+int container_pyxis_wrapper(const struct container_pyxis *px, struct strvec *out,
+			    struct tc_err *err);
+/*
+ * The srun client's environment from the worker's (appended to out): the
+ * supervisor step's SLURM_* are left out (they would shape the new step;
+ * SLURM_CONF stays).  srun --export=ALL hands the rest to the task.
+ */
+void container_pyxis_env(const struct strvec *worker_env, struct strvec *out);
+/*
+ * A Slurm job's runtime, chosen on the submit host before anything is
+ * recorded and written into s (so show and the nodes see it): the given
+ * podman or docker as they are; pyxis when srun (a path or a name on PATH)
+ * lists --container-image and the job needs nothing pyxis cannot do
+ * (container.extra, network, shm_size, devices other than cpu and gpu),
+ * else podman, else docker found here.  TC_ESPEC (exit 2) naming what is
+ * missing when none is, or when runtime: pyxis is given and cannot be used.
+ * A job without image: is left as it is.
+ */
+int container_slurm_runtime(struct spec *s, const char *srun, struct tc_err *err);
+
 #endif

@@ -222,7 +222,11 @@ void jobs_show_text(json_t *o, struct sbuf *out)
 	sbuf_addf(out, "%-10s %s\n", "run dir", str(o, "run_dir", "?"));
 	/* image: jobs (docs/containers.md) */
 	const char *image = str(get(o, "spec"), "image", NULL);
-	if (image)
+	/* the runtime when the spec has one (a Slurm job's is chosen at submission) */
+	const char *runtime = str(get(get(o, "spec"), "container"), "runtime", NULL);
+	if (image && runtime)
+		sbuf_addf(out, "%-10s %s (%s)\n", "image", image, runtime);
+	else if (image)
 		sbuf_addf(out, "%-10s %s\n", "image", image);
 	json_t *slurm = get(o, "slurm");
 	if (slurm)

@@ -24,7 +24,14 @@ struct sup_ctr {
 	bool rootless;
 	int reaper_fd;      /* the write end of the reaper's stdin, or -1 */
 	pid_t reaper_pid;
+	struct pyxis_node *pyxis; /* runtime: pyxis: each worker a Slurm step (below); else NULL */
 };
+
+struct pyxis_node;
+static int pyxis_begin(struct sup *sp, struct sup_ctr *c, struct tc_err *err);
+static int pyxis_wrap(struct sup *sp, struct worker *w, struct proc *p, const struct strvec *dirs,
+		      struct tc_err *err);
+static void pyxis_end(struct sup_ctr *c);
 
 /*
  * The reaper: a shell whose stdin is a pipe from us.  EOF without "done"
@@ -96,8 +103,9 @@ int sup_container_begin(struct sup *sp, struct tc_err *err)
 	c->reaper_fd = -1;
 	c->reaper_pid = -1;
 	sp->ctr = c;
-	int rc = container_runtime_find(s->container.runtime, &c->rt, err);
-	if (!rc) {
+	bool pyxis = container_is_pyxis(s);
+	int rc = pyxis ? pyxis_begin(sp, c, err) : container_runtime_find(s->container.runtime, &c->rt, err);
+	if (!rc && !pyxis) {
 		sup_say(sp, "image %s: checking it with %s (pull: %s)", s->container.image, c->rt.name,
 			s->container.pull ? s->container.pull : "missing");
 		rc = container_image_ready(&c->rt, s->container.image, s->container.pull, err);
@@ -111,7 +119,8 @@ int sup_container_begin(struct sup *sp, struct tc_err *err)
 			return rc;
 	/* root's own `trainctl run` runs its containers as root (--user=0:0) */
 	c->rootless = getuid() != 0;
-	if ((rc = reaper_start(sp, c, err)))
+	/* pyxis: Slurm ends the step of a killed srun client, no container is left to reap */
+	if (!pyxis && (rc = reaper_start(sp, c, err)))
 		return rc;
 	add_dir(c, sp->run_dir);
 	add_dir(c, sp->data_dir);
@@ -137,6 +146,7 @@ void sup_container_end(struct sup *sp)
 			;
 	}
 	container_runtime_release(&c->rt);
+	pyxis_end(c);
 	strvec_clear(&c->dirs);
 	free(c);
 	sp->ctr = NULL;
@@ -158,6 +168,11 @@ int sup_container_wrap(struct sup *sp, struct worker *w, struct proc *p, struct 
 		if (!have && is_dir(d))
 			strvec_push(&dirs, d);
 		free(d);
+	}
+	if (c->pyxis) {
+		int prc = pyxis_wrap(sp, w, p, &dirs, err);
+		strvec_clear(&dirs);
+		return prc;
 	}
 	struct container_worker cw = {
 		.s = s, .rt = &c->rt, .job_id = sp->job_id, .attempt = sp->attempt, .rank = w->rank,
@@ -196,8 +211,8 @@ int sup_container_wrap(struct sup *sp, struct worker *w, struct proc *p, struct 
 void sup_container_attempt_end(struct sup *sp)
 {
 	struct sup_ctr *c = sp->ctr;
-	if (!c)
-		return;
+	if (!c || c->pyxis)
+		return; /* pyxis: Slurm ends the step of a killed srun client */
 	/*
 	 * A client killed by a signal (SIGKILL after the grace period) leaves
 	 * its container running: the runtime's monitor holds it.  One rm for
@@ -227,4 +242,66 @@ void sup_container_attempt_end(struct sup *sp)
 	sbuf_release(&nm);
 	strvec_clear(&names);
 	strvec_clear(&argv);
+}
+
+/* ---- runtime: pyxis (container.h: each worker a Slurm step in the image) ---- */
+
+struct pyxis_node {
+	char *srun, *slurm_job, *node;
+	int cpus;
+};
+
+static int pyxis_begin(struct sup *sp, struct sup_ctr *c, struct tc_err *err)
+{
+	(void)sp;
+	const char *job = getenv("SLURM_JOB_ID"), *node = getenv("SLURMD_NODENAME");
+	if (!job || !node)
+		return tc_error(err, TC_EBACKEND, "container.runtime pyxis: this supervisor is not in a "
+				"Slurm job (no SLURM_JOB_ID or SLURMD_NODENAME)");
+	char *srun = which("srun");
+	if (!srun)
+		return tc_error(err, TC_EBACKEND, "container.runtime pyxis: srun is not on this node's PATH");
+	struct pyxis_node *px = xcalloc(1, sizeof(*px));
+	px->srun = srun;
+	px->slurm_job = xstrdup(job);
+	px->node = xstrdup(node);
+	long cpus = 0;
+	/* the workers' steps may use all the node's CPUs of the job, as host workers do */
+	const char *v = getenv("SLURM_CPUS_ON_NODE");
+	if (v && parse_long(v, 1, 1 << 20, &cpus))
+		px->cpus = (int)cpus;
+	c->pyxis = px;
+	return 0;
+}
+
+static int pyxis_wrap(struct sup *sp, struct worker *w, struct proc *p, const struct strvec *dirs,
+		      struct tc_err *err)
+{
+	struct pyxis_node *n = sp->ctr->pyxis;
+	struct container_pyxis px = {
+		.s = sp->s, .srun = n->srun, .job_id = sp->job_id, .slurm_job = n->slurm_job,
+		.node = n->node, .attempt = sp->attempt, .rank = w->rank, .cpus = n->cpus,
+		.dirs = (const char *const *)dirs->v,
+	};
+	int rc = container_pyxis_wrapper(&px, &p->wrapper, err);
+	if (!rc) {
+		/* the worker's environment reaches the task through srun --export=ALL */
+		struct strvec env = STRVEC_INIT;
+		container_pyxis_env(&p->env, &env);
+		strvec_clear(&p->env);
+		p->env = env;
+		/* srun runs as the job's user (as the worker would): its step is the user's */
+	}
+	return rc;
+}
+
+static void pyxis_end(struct sup_ctr *c)
+{
+	if (!c->pyxis)
+		return;
+	free(c->pyxis->srun);
+	free(c->pyxis->slurm_job);
+	free(c->pyxis->node);
+	free(c->pyxis);
+	c->pyxis = NULL;
 }

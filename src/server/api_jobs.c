@@ -135,7 +135,7 @@ static int submit_spec(struct srv *s, struct MHD_Connection *con, const struct w
 		return ret;
 	}
 	/* local jobs run here: their program must be here (slurm's run on its nodes) */
-	if (srv_secrets_check(s, w->user, sp, own_queue, &err) ||
+	if (backend_prepare(be, sp, &err) || srv_secrets_check(s, w->user, sp, own_queue, &err) ||
 	    (!own_queue && spec_check_command(sp, &err))) {
 		ret = reply_tc(con, &err);
 		tc_err_release(&err);

@@ -45,7 +45,8 @@ int spec_r_image(struct walk *w, yaml_node_t *n, const char *key)
 
 static int r_runtime(struct walk *w, yaml_node_t *n, const char *key)
 {
-	static const char *const names[] = { "podman", "docker", NULL };
+	static const char *const names[] = { "podman", "docker", "pyxis", NULL };
+	w->runtime_line = line_of(n); /* pyxis needs backend: slurm (spec.c) */
 	return walk_enum(w, n, key, names, &ctr(w)->runtime);
 }
 

@@ -146,7 +146,7 @@ struct spec {
 	 */
 	struct spec_container {
 		char *image;
-		char *runtime;       /* podman | docker; NULL: whichever is installed (podman first) */
+		char *runtime;       /* podman | docker | pyxis (slurm only); NULL: whichever is installed */
 		struct spec_mount {
 			char *src, *dst; /* absolute */
 			bool ro;

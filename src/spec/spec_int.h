@@ -35,6 +35,7 @@ struct walk {
 	int key_line;     /* the key whose handler runs (walk_map) */
 	int devices_line; /* where devices: is, for the device count's errors */
 	int container_line; /* where container: is ("needs image:") */
+	int runtime_line;   /* where container.runtime is (pyxis needs backend: slurm) */
 };
 
 typedef int (*rule_fn)(struct walk *w, yaml_node_t *n, const char *key);
