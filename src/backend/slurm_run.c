@@ -273,6 +273,13 @@ int slurm_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		goto out;
 	launch_say("job %s (%s): %d nodes x %d %s workers, Slurm job %s, run folder %s", g.id,
 	    s->name, s->nodes, s->per_node, s->device_type, g.slurm_job, g.run_dir);
+	/* the runtime chosen at submission (backend_prepare) */
+	if (s->container.image && s->container.runtime && !strcmp(s->container.runtime, "pyxis"))
+		launch_say("image %s: pyxis (each worker a Slurm step, srun --container-image)",
+			   s->container.image);
+	else if (s->container.image && s->container.runtime)
+		launch_say("image %s: %s under srun on each node", s->container.image,
+			   s->container.runtime);
 	g.f = xcalloc((size_t)g.world, sizeof(*g.f));
 	for (int r = 0; r < g.world; r++) {
 		g.f[r].fd = -1;

@@ -308,6 +308,10 @@ int container_exec_prefix(const struct spec *s, const char *job_id, int attempt,
 {
 	if (!s->container.image)
 		return tc_error(err, TC_EUSAGE, "job %s does not run in a container (no image:)", job_id);
+	if (container_is_pyxis(s))
+		return tc_error(err, TC_EUSAGE, "job %s runs its workers as pyxis steps: trainctl cannot "
+				"enter them (srun --jobid --overlap --container-name=trainctl-%s starts a "
+				"new process in the job's image)", job_id, job_id);
 	struct container_runtime rt;
 	int rc = container_runtime_find(s->container.runtime, &rt, err);
 	if (rc)

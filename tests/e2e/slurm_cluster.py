@@ -66,10 +66,11 @@ def have_slurm():
 
 
 class Cluster:
-    def __init__(self, root, cpus=2, kill_wait=5):
+    def __init__(self, root, cpus=2, kill_wait=5, plugstack=None):
         self.root = Path(root)
         self.cpus = cpus
         self.kill_wait = kill_wait
+        self.plugstack = plugstack  # a plugstack.conf (SPANK plugins: the fake pyxis), or None
         self.procs = []
         self.conf = self.root / "slurm.conf"
         self.env = dict(os.environ, SLURM_CONF=str(self.conf))
@@ -94,6 +95,8 @@ NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port={self.node_ports[0]} 
 NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port={self.node_ports[1]} CPUs={self.cpus} State=UNKNOWN
 PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
 """
+        if self.plugstack:
+            lines += f"PlugStackConfig={self.plugstack}\n"
         self.conf.write_text(lines)
 
     # ---- start / stop ----
