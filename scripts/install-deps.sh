@@ -11,7 +11,7 @@ PKGS="build-essential cmake pkg-config libyaml-dev libjansson-dev libsqlite3-dev
 python3-torch python3-sklearn python3-pytest python3-numpy \
 libcurl4-openssl-dev libssl-dev rclone curl jq \
 libmicrohttpd-dev chromium chromium-driver \
-slurm-wlm munge iproute2 zsh \
+slurm-wlm munge libslurm-dev iproute2 zsh \
 podman runc uidmap mmdebstrap \
 clang libclang-rt-dev \
 openssh-server openssh-client \
