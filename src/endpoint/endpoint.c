@@ -325,7 +325,7 @@ int endpoint_start_all(const struct endpoint_opts *o, struct endpoint_set **out,
 		c->pid = -1;
 		c->row.name = xstrdup(c->ep->name);
 		c->row.kind = xstrdup(c->ep->kind);
-		c->row.host = xstrdup("127.0.0.1");
+		c->row.host = xstrdup(o->host ? o->host : "127.0.0.1");
 		struct tc_err e2 = TC_ERR_INIT;
 		if (start_one(es, c, &e2)) {
 			/* never the job's failure: said and recorded */
@@ -369,6 +369,20 @@ static void ended(struct endpoint_set *es, struct sidecar *c, int status, const 
 		say(es, "warning: endpoint %s %s (logs/endpoint-%s.log)", c->ep->name, why.buf,
 		    c->ep->name);
 	sbuf_release(&why);
+}
+
+size_t endpoint_http_running(const struct endpoint_set *es, const char **names, int *ports,
+			     size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; es && i < es->n && n < max; i++) {
+		const struct endpoint_kind *k = endpoint_kind_find(es->sc[i].ep->kind);
+		if (es->sc[i].pid > 0 && k && k->http) {
+			names[n] = es->sc[i].ep->name;
+			ports[n++] = es->sc[i].row.port;
+		}
+	}
+	return n;
 }
 
 bool endpoint_reaped(struct endpoint_set *es, pid_t pid, int status)

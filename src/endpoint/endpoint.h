@@ -117,6 +117,9 @@ struct endpoint_opts {
 	const char *job_id, *run_dir, *log_dir, *tb_dir;
 	const struct strvec *env; /* the job's environment (the workers' common part) */
 	struct sink *sink;        /* where the rows go */
+	/* the host its rows name: NULL for "127.0.0.1" (the server's own); a node's name
+	 * when the server reaches it through the node's relay (endpoint/relay.h) */
+	const char *host;
 	void (*say)(void *ctx, const char *msg); /* warnings and news, one line each */
 	void *say_ctx;
 	/* a new process group to kill should the supervisor die (its watchdog) */
@@ -136,6 +139,12 @@ int endpoint_start_all(const struct endpoint_opts *o, struct endpoint_set **out,
 		       struct tc_err *err);
 /* The process groups of the running sidecars, for a watchdog; n returned. */
 size_t endpoint_groups(const struct endpoint_set *es, pid_t *out, size_t max);
+/*
+ * The running endpoints that are HTTP services: their names (es's) and
+ * ports, at most max; how many.
+ */
+size_t endpoint_http_running(const struct endpoint_set *es, const char **names, int *ports,
+			     size_t max);
 /*
  * A child the supervisor reaped (waitpid(-1)): true when it was one of
  * ours, which is recorded exited with status.

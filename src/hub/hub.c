@@ -133,6 +133,16 @@ static struct hub_job *authorized(struct hub *h, const char *job, const char *se
 	return j;
 }
 
+int hub_check_secret(struct hub *h, const char *job, const char *secret, int *status,
+		     struct tc_err *err)
+{
+	*status = 200;
+	pthread_mutex_lock(&h->mu);
+	struct hub_job *j = authorized(h, job, secret, status, err);
+	pthread_mutex_unlock(&h->mu);
+	return j ? 0 : -1;
+}
+
 static long long seq_of(const char *p, const char *end, const char **rest)
 {
 	static const char pre[] = "{\"seq\":";

@@ -180,6 +180,15 @@ struct hub_ingest_result {
 int hub_ingest_journals(struct hub *h, int runs_fd, const char *job, uid_t owner,
 			long long max_bytes, struct hub_ingest_result *res, struct tc_err *err);
 
+/*
+ * Does secret open job's hub routes?  0, or -1 with *status (401, 404,
+ * 503) and err: the relay route of `trainctl server` (server/relay.h).
+ */
+int hub_check_secret(struct hub *h, const char *job, const char *secret, int *status,
+		     struct tc_err *err);
+/* The job's secret from the environment (TRAINCTL_HUB_SECRET or _FILE), heap; NULL: err. */
+char *hub_env_secret(struct tc_err *err);
+
 /* A standalone hub: an HTTP listener on addr:port (0: any) that only takes events. */
 struct hub_daemon;
 int hub_daemon_start(struct hub *h, const char *addr, int port, struct hub_daemon **out,

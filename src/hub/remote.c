@@ -767,3 +767,8 @@ int hub_job_status(const char *job, int timeout_s, enum job_stop *stop, int *res
 	json_decref(o);
 	return rc;
 }
+
+char *hub_env_secret(struct tc_err *err)
+{
+	return secret_from_env(err);
+}

@@ -3,14 +3,21 @@
  * supervisor: started with the first attempt's workers, as their user,
  * with their environment and cwd; reaped by the attempt loop; watched by
  * the supervisor's watchdog; stopped when the job ends.  A node of a
- * multi-node job runs them on node 0 only.
+ * multi-node job runs them on node 0 only; when that node reports to a
+ * `trainctl server` over TCP (a Slurm job), the rows name the node and the
+ * server reaches them through node 0's relay (endpoint/relay.h).
  */
 #include "launch/supervisor_int.h"
 #include "core/proc.h"
 #include "core/xalloc.h"
 #include "endpoint/endpoint.h"
+#include "endpoint/relay.h"
+#include "hub/hub.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 static void ep_say(void *ctx, const char *msg)
 {
@@ -20,6 +27,41 @@ static void ep_say(void *ctx, const char *msg)
 static void ep_watch(void *ctx, pid_t pgid)
 {
 	sup_watchdog_tell(ctx, (int32_t)pgid);
+}
+
+/*
+ * A node of a multi-node job whose hub is reached over TCP (not the Unix
+ * socket of a server on this host): its endpoints are relayed.
+ */
+static bool relayed(const struct sup *sp)
+{
+	const char *url = getenv("TRAINCTL_HUB_URL");
+	const char *sock = getenv("TRAINCTL_HUB_SOCKET");
+	return sp->o->node && url && !strncmp(url, "http://", 7) && !(sock && *sock);
+}
+
+static void relay_start(struct sup *sp)
+{
+	const char *names[64];
+	int ports[64];
+	struct ep_relay_target t[64];
+	size_t n = endpoint_http_running(sp->eps, names, ports, 64);
+	if (!n)
+		return;
+	for (size_t i = 0; i < n; i++)
+		t[i] = (struct ep_relay_target){ names[i], ports[i] };
+	struct tc_err err = TC_ERR_INIT;
+	char *secret = hub_env_secret(&err);
+	struct ep_relay_opts o = { .url = getenv("TRAINCTL_HUB_URL"), .secret = secret,
+				   .job_id = sp->job_id, .targets = t, .ntargets = n,
+				   .say = ep_say, .say_ctx = sp };
+	if (!secret || ep_relay_start(&o, &sp->eprelay, &err))
+		sup_say(sp, "warning: endpoints: the server cannot reach them: %s", err.msg);
+	if (secret) {
+		memset(secret, 0, strlen(secret));
+		free(secret);
+	}
+	tc_err_release(&err);
 }
 
 void sup_endpoints_start(struct sup *sp, const struct env_plan *plan)
@@ -34,15 +76,22 @@ void sup_endpoints_start(struct sup *sp, const struct env_plan *plan)
 	proc_env_inherit(&env);
 	env_drop_supervisor_only(&env);
 	env_common(plan, &env);
+	bool relay = relayed(sp);
+	char host[256] = "";
+	if (relay && gethostname(host, sizeof(host) - 1) < 0)
+		snprintf(host, sizeof(host), "node0");
 	struct endpoint_opts o = {
 		.s = sp->s, .job_id = sp->job_id, .run_dir = sp->run_dir, .log_dir = sp->log_dir,
 		.tb_dir = sp->tb_dir, .env = &env, .sink = sp->sink,
+		.host = relay ? host : NULL,
 		.say = ep_say, .say_ctx = sp, .watch = ep_watch, .watch_ctx = sp,
 	};
 	struct tc_err err = TC_ERR_INIT;
 	if (endpoint_start_all(&o, &sp->eps, &err))
 		sup_say(sp, "warning: endpoints: %s", err.msg);
 	tc_err_release(&err);
+	if (relay)
+		relay_start(sp);
 	strvec_clear(&env);
 }
 
@@ -61,6 +110,9 @@ void sup_endpoints_watch(struct sup *sp)
 
 void sup_endpoints_stop(struct sup *sp)
 {
+	/* the connections first: no request reaches an endpoint that is stopping */
+	ep_relay_stop(sp->eprelay);
+	sp->eprelay = NULL;
 	endpoint_stop_all(sp->eps, sp->s->grace_seconds);
 	sp->eps = NULL;
 }

@@ -91,6 +91,7 @@ struct sup {
 	struct secret_vals secrets;
 	struct endpoint_set *eps; /* the running endpoints, or NULL (endpoint_hook.c) */
 	bool eps_started;         /* sup_endpoints_start ran */
+	struct ep_relay *eprelay; /* node 0's connections to a server elsewhere (endpoint/relay.h) */
 	struct sup_ctr *ctr;  /* image: jobs (container_hook.c); NULL on the host */
 };
 

@@ -14,6 +14,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "hub/hub.h"
+#include "server/relay.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -349,6 +350,15 @@ static int r_hub_status(struct api_call *c)
 	return ret;
 }
 
+/* A node parks a connection for its endpoint (server/relay.h). */
+static int r_hub_relay(struct api_call *c)
+{
+	char *job = hub_job_of(c->url);
+	int ret = relay_answer(c->s, c->con, job, c->endpoint, c->rq->gc);
+	free(job);
+	return ret;
+}
+
 static int r_submit(struct api_call *c)
 {
 	if (c->rq->too_big)
@@ -561,6 +571,7 @@ const struct route api_routes[] = {
 	/* the server's Slurm jobs report here: the job's secret, checked by the hub */
 	{ ROUTE_POST, "/api/v1/hub/{hubjob}/events", r_hub_events, NEED_NONE },
 	{ ROUTE_GET, "/api/v1/hub/{hubjob}/status", r_hub_status, NEED_NONE },
+	{ ROUTE_GET, "/api/v1/hub/{hubjob}/relay/{ep}", r_hub_relay, NEED_NONE },
 	{ ROUTE_POST, "/api/v1/session", r_session_new, NEED_USER },
 	{ ROUTE_DELETE, "/api/v1/session", r_session_end, NEED_USER },
 	{ ROUTE_POST, "/api/v1/login", r_login_ticket, NEED_USER },
@@ -1027,6 +1038,7 @@ int api_start(struct srv *s, char **login, struct tc_err *err)
 void api_stop(struct srv *s)
 {
 	proxy_stop_all(); /* a pumped WebSocket would hold its connection's thread */
+	relay_stop_all(); /* and so would a parked relay connection */
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd);
 	s->mhd = NULL;

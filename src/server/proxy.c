@@ -6,9 +6,11 @@
  * a token, the session cookie or the Unix socket's peer; find_job: the
  * job's owner or an admin; eporigin_decide: which browsers), or on an
  * endpoint's own origin behind its cookie (eporigin.c).  Then, here:
- *  - the endpoint must be recorded running on this host and its job not
- *    ended (a port a dead endpoint left may be someone else's by now);
- *  - the request goes to 127.0.0.1:PORT with the caller's credentials
+ *  - the endpoint must be recorded running and its job not ended (a port
+ *    a dead endpoint left may be someone else's by now);
+ *  - the request goes to 127.0.0.1:PORT, or for an endpoint recorded on
+ *    another host (node 0 of a Slurm job) into a connection its node
+ *    parked here (relay.h), with the caller's credentials
  *    taken out (Authorization, the trainctl_session cookie, Origin) and,
  *    for a kind that takes a token, the endpoint's own in their place;
  *  - the answer comes back as it is read (a callback response), less the
@@ -26,6 +28,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "endpoint/endpoint.h"
+#include "server/relay.h"
 #include "store/store.h"
 
 #include <arpa/inet.h>
@@ -290,7 +293,7 @@ static ssize_t read_body(void *cls, uint64_t pos, char *buf, size_t max)
 static void free_body(void *cls)
 {
 	struct body_src *b = cls;
-	close(b->fd);
+	relay_close(b->fd);
 	free(b->pre);
 	free(b);
 }
@@ -380,7 +383,7 @@ static void on_upgrade(void *cls, struct MHD_Connection *con, void *con_cls, con
 	p->next->prev = p->prev;
 	pthread_mutex_unlock(&pumps_mu);
 	shutdown(p->up, SHUT_RDWR);
-	close(p->up);
+	relay_close(p->up);
 	free(p->pre);
 	free(p);
 	MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
@@ -452,9 +455,8 @@ static int find_endpoint(struct srv *s, struct MHD_Connection *con, const struct
 		*ret = reply_err(con, 503, "endpoint %s is %s%s%s", e->name,
 				 r->job->ended > 0 ? "gone: its job has ended" : e->state,
 				 e->note ? ": " : "", e->note && !(r->job->ended > 0) ? e->note : "");
-	else if (!e->host || strcmp(e->host, "127.0.0.1") || e->port <= 0)
-		*ret = reply_err(con, 502, "endpoint %s runs on another host (%s): not proxied yet",
-				 e->name, e->host ? e->host : "?");
+	else if (!e->host || e->port <= 0)
+		*ret = reply_err(con, 502, "endpoint %s has no address", e->name);
 	else
 		return 0;
 	store_endpoint_release(e);
@@ -548,8 +550,17 @@ int proxy_answer(struct srv *s, struct MHD_Connection *con, const struct proxy_r
 	else
 		sbuf_addf(&req, "Connection: close\r\nContent-Length: %zu\r\n", r->body_len);
 	sbuf_adds(&req, "\r\n");
-	struct answer a = { .fd = connect_local(e.port), .length = -1 };
+	/* on another host: a connection its node parked here (relay.h), else none in time */
+	bool remote = strcmp(e.host, "127.0.0.1") != 0;
+	struct answer a = { .fd = remote ? relay_take(r->job->id, e.name) : connect_local(e.port),
+			    .length = -1 };
 	sbuf_init(&a.head, 0);
+	if (a.fd < 0 && remote) {
+		ret = reply_err(con, 502, "endpoint %s runs on %s: its node has no relay connection"
+				" to this server within %d s (is the job's supervisor there running,"
+				" and does it reach this server?)", e.name, e.host, RELAY_WAIT_MS / 1000);
+		goto out;
+	}
 	if (a.fd < 0) {
 		ret = reply_err(con, 502, "endpoint %s does not answer on its port yet (%s)", e.name,
 				strerror(errno));
@@ -606,8 +617,7 @@ int proxy_answer(struct srv *s, struct MHD_Connection *con, const struct proxy_r
 	ret = MHD_queue_response(con, a.status, resp);
 	MHD_destroy_response(resp);
 out:
-	if (a.fd >= 0)
-		close(a.fd);
+	relay_close(a.fd);
 	sbuf_release(&a.head);
 	sbuf_release(&req);
 	store_endpoint_release(&e);
