@@ -468,7 +468,7 @@ int ep_relay_start(const struct ep_relay_opts *o, struct ep_relay **out, struct 
 	r->secret = xstrdup(o->secret);
 	r->job = xstrdup(o->job_id);
 	r->pool = o->pool > 0 ? o->pool : 2;
-	r->max = o->max > 0 ? o->max : 16;
+	r->max = o->max > 0 ? o->max : 8;
 	if (r->max < r->pool)
 		r->max = r->pool;
 	r->say = o->say;

@@ -45,7 +45,7 @@ struct ep_relay_opts {
 	const struct ep_relay_target *targets;
 	size_t ntargets;
 	int pool; /* parked per endpoint; <= 0: 2 */
-	int max;  /* connections per endpoint, parked and in use; <= 0: 16 */
+	int max;  /* connections per endpoint, parked and in use; <= 0: 8 */
 	void (*say)(void *ctx, const char *msg);
 	void *say_ctx;
 };

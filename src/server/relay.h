@@ -36,7 +36,7 @@
 #include <stddef.h>
 
 #define RELAY_PARK_MAX 4   /* parked per (job, endpoint) */
-#define RELAY_JOB_MAX 32   /* parked or in use per job */
+#define RELAY_JOB_MAX 16   /* parked or in use per job (a node has --max-client-connections, 32) */
 #define RELAY_WAIT_MS 5000 /* how long a request waits for a parked connection */
 #define RELAY_UPGRADE "trainctl-relay"
 
