@@ -11,13 +11,20 @@ cache for every tool.
 
     bench/sync_bench.py [--small-files 1000] [--small-size 1048576] [--big-size 2147483648]
                         [--trainctl build/trainctl] [--baseline OLD/trainctl]
-                        [--only small|big] [--reps 1] [--cases up,down,local]
+                        [--only small|big] [--reps 1] [--cases up,down,local] [--each]
 
 With --reps N every case runs N times per tool, the tools in rotating
 order, and medians are printed; --baseline adds another trainctl binary to
 the rotation (before and after a change, side by side).  Prints one line
 per case: seconds for each tool and rclone/trainctl (> 1: trainctl is
-faster), and each tool's own CPU time (user + system; s3rver's is not in it).
+faster), each tool's own CPU time (user + system) and s3rver's CPU time
+during that tool's runs.
+
+Before every timed run the run's source is read once more into the page
+cache: rclone's local backend drops what it reads from the cache
+(POSIX_FADV_DONTNEED), so without this whichever tool ran next after
+rclone read its source from the disk (the 512 MiB local copy took 1.3 s
+instead of 0.4 s for the tool that followed rclone).
 """
 import argparse
 import os
@@ -61,17 +68,40 @@ def bucket(port):
 
 
 CPU = {}  # tool -> CPU seconds (user + system) of each run, from wait4
+SERVER_CPU = {}  # tool -> s3rver's CPU seconds during each run, from /proc
+SERVER_PID = None
+
+
+def proc_cpu(pid):
+    """User + system seconds of a process so far (all its threads)."""
+    if pid is None:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def warm(path):
+    """Read every file under path, so that the run finds it in the page cache."""
+    for p in sorted(Path(path).rglob("*")):
+        if p.is_file():
+            with open(p, "rb") as f:
+                while f.read(8 << 20):
+                    pass
 
 
 def timed(cmd, env, tool=None):
+    s0 = proc_cpu(SERVER_PID)
     t = time.perf_counter()
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, ru = os.wait4(p.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise subprocess.CalledProcessError(os.waitstatus_to_exitcode(status), cmd)
+    dt = time.perf_counter() - t
     if tool:
         CPU.setdefault(tool, []).append(ru.ru_utime + ru.ru_stime)
-    return time.perf_counter() - t
+        SERVER_CPU.setdefault(tool, []).append(proc_cpu(SERVER_PID) - s0)
+    return dt
 
 
 def make_data(root, nfiles, size, big):
@@ -103,12 +133,15 @@ def main():
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--cases", default="up,down,local", help="which directions (default: all three)")
     ap.add_argument("--dir", default=None, help="scratch folder (default: a temp folder under /tmp)")
+    ap.add_argument("--each", action="store_true", help="print every run (round, tool, seconds, CPU)")
     a = ap.parse_args()
     rclone = shutil.which("rclone")
     if not rclone:
         sys.exit("rclone is not installed (apt install rclone)")
     tmp = Path(tempfile.mkdtemp(prefix="tc-syncbench-", dir=a.dir))
     server, port = start_s3rver(tmp)
+    global SERVER_PID
+    SERVER_PID = server.pid
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         env.update(AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER",
@@ -156,22 +189,41 @@ def main():
             for case in [c for c in ("up", "down", "local") if c in a.cases.split(",")]:
                 times = {t: [] for t in tools}
                 CPU.clear()
+                SERVER_CPU.clear()
+                loads = []
+                # what the run reads: the local source, or the objects in s3rver's folder
+                hot = tmp / "s3data" / down if case == "down" else src
                 for n in range(a.reps):
                     for t in tools[n % len(tools):] + tools[:n % len(tools)]:
+                        warm(hot)
+                        loads.append(os.getloadavg()[0])
                         times[t].append(timed(argv(t, case, src, n), env, t))
+                        if a.each:
+                            print(f"    {case} round {n} {t:<9} {times[t][-1]:6.2f} s, CPU {CPU[t][-1]:5.2f} s,"
+                                  f" s3rver {SERVER_CPU[t][-1]:5.2f} s, load {loads[-1]:.1f}", flush=True)
                         shutil.rmtree(tmp / f"{t}-{case}-{n}", ignore_errors=True)
                 med = {t: statistics.median(v) for t, v in times.items()}
                 print(f"{label + ' ' + case:<22}" + "".join(f"{med[t]:>12.2f}" for t in tools) +
                       "".join(f"{med['rclone'] / med[t]:>18.2f}" for t in tcs) +
                       f"   ({total / med['trainctl'] / 1e6:.0f} vs {total / med['rclone'] / 1e6:.0f} MB/s;"
-                      f" load {os.getloadavg()[0]:.1f})", flush=True)
+                      f" load {min(loads):.1f}-{max(loads):.1f})", flush=True)
                 # the tools' own CPU (the server's is not counted): less tied to the load
                 print(f"{'  CPU s, median':<22}" + "".join(f"{statistics.median(CPU[t]):>12.2f}" for t in tools),
                       flush=True)
+                if case != "local":  # s3rver's CPU while each tool ran: the same requests, the same work?
+                    print(f"{'  s3rver CPU s, median':<22}" +
+                          "".join(f"{statistics.median(SERVER_CPU[t]):>12.2f}" for t in tools), flush=True)
                 if a.reps > 1:  # on a loaded machine the best of N says more than the median
                     best = {t: min(v) for t, v in times.items()}
                     print(f"{'  best of ' + str(a.reps):<22}" + "".join(f"{best[t]:>12.2f}" for t in tools) +
                           "".join(f"{best['rclone'] / best[t]:>18.2f}" for t in tcs), flush=True)
+                    # runs of one round are next to each other in time: their ratio shares the load
+                    rounds = {t: statistics.median(r / x for r, x in zip(times["rclone"], times[t]))
+                              for t in tcs}
+                    print(f"{'  ratio per round, med':<22}" + " " * 12 * len(tools) +
+                          "".join(f"{rounds[t]:>18.2f}" for t in tcs), flush=True)
+                    print(f"{'  spread (min-max)':<22}" +
+                          "".join(f"{min(v):>6.2f}-{max(v):<5.2f}" for v in times.values()), flush=True)
     finally:
         server.terminate()
         server.wait()

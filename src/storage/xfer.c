@@ -8,10 +8,16 @@
  * nothing visible, and no thread ever waits on another.
  *
  * Part data paths (src -> dst):
- *   local -> local  copy_file_range at the part's offset
+ *   local -> local  copy_file_range, the whole file in one task (below)
  *   s3    -> local  ranged GET written with pwrite at the offset
  *   local -> s3     PUT / UploadPart read with pread
  *   s3    -> s3     ranged GET into memory, then PUT / UploadPart
+ *
+ * A local -> local copy is one part whatever its size: buffered writes to
+ * one file take its inode's lock, so parallel parts wait on each other (on
+ * ext4 a third of their CPU went to spinning on that lock, and a 512 MiB
+ * copy took 0.2-0.3 s of system time instead of 0.16-0.18), and a file
+ * system that clones (XFS, btrfs) shares the whole range in one call.
  *
  * Progress: the bytes of a copy are counted as they move (read for an
  * upload, written for a download), into the submitter's `moving` counter;
@@ -33,6 +39,7 @@ struct xfer {
 	struct storage *src, *dst;
 	char *src_key, *dst_key;
 	uint64_t size, part_size;
+	uint64_t step; /* local -> local: the one part is copied (and counted) this much at a time */
 	int64_t mtime_ns;
 	int nparts;
 	struct wtx *tx;
@@ -199,10 +206,15 @@ static int copy_part(struct xfer *x, int idx, struct tc_err *err)
 			int fd;
 			if ((rc = local_open_for_read(x->src, x->src_key, &fd, err)))
 				return rc;
-			rc = local_wpart_from_fd(x->tx, fd, off, len, err);
+			/* in steps, so that a large file's progress moves (copy_file_range says nothing) */
+			for (uint64_t at = 0; at < len && !rc;) {
+				uint64_t n = len - at < x->step ? len - at : x->step;
+				rc = local_wpart_from_fd(x->tx, fd, off + at, n, err);
+				if (!rc)
+					count(x, (long long)n);
+				at += n;
+			}
 			close(fd);
-			if (!rc)
-				count(x, (long long)len); /* copy_file_range: counted per part */
 			return rc;
 		}
 		uint64_t done = 0;
@@ -337,6 +349,11 @@ void xfer_submit(struct pool *pl, struct storage *src, const struct storage_obj 
 		x->part_size = storage_part_size(x->size, min_part);
 		x->nparts = (int)((x->size + x->part_size - 1) / x->part_size);
 	} else {
+		x->part_size = x->size ? x->size : 1;
+		x->nparts = 1;
+	}
+	x->step = x->part_size;
+	if (is_local(src) && is_local(dst)) {
 		x->part_size = x->size ? x->size : 1;
 		x->nparts = 1;
 	}

@@ -1,5 +1,6 @@
 /* test_storage.c -- part sizes, local listing order, local sync and its skip
- * rule, the download sink's gathered writes */
+ * rule, the download sink's gathered writes, a local copy above the
+ * multipart threshold */
 #include "test.h"
 
 #include "core/sbuf.h"
@@ -171,4 +172,42 @@ TEST(download_sink_gathers_and_starts_over)
 	sbuf_release(&path);
 	sbuf_release(&dir);
 	storage_close(st);
+}
+
+TEST(local_copy_above_the_threshold_is_one_part_in_steps)
+{
+	/* above the multipart threshold a local copy is one task copying part-sized steps */
+	setenv("TRAINCTL_MULTIPART_THRESHOLD", "1048576", 1);
+	setenv("TRAINCTL_PART_SIZE", "1048576", 1);
+	struct sbuf src = SBUF_INIT, dst = SBUF_INIT, path = SBUF_INIT, got = SBUF_INIT;
+	sbuf_addf(&src, "%s/big-src", test_tmpdir());
+	sbuf_addf(&dst, "%s/big-dst", test_tmpdir());
+	enum { N = (3 << 20) + 12345 };
+	struct sbuf data = SBUF_INIT;
+	for (size_t i = 0; i < N; i++)
+		sbuf_addch(&data, (char)(i * 13 + i / 4093));
+	CHECK_INT(mkdir(src.buf, 0755), 0);
+	sbuf_addf(&path, "%s/m.bin", src.buf);
+	FILE *f = fopen(path.buf, "wb");
+	CHECK(f != NULL);
+	CHECK_INT(fwrite(data.buf, 1, data.len, f), N);
+	CHECK_INT(fclose(f), 0);
+	struct sync_opts o = { .jobs = 4 };
+	struct sync_stats st;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(storage_sync(src.buf, dst.buf, &o, &st, &err), 0);
+	CHECK_INT(st.copied, 1);
+	CHECK_INT(st.bytes, N);
+	sbuf_reset(&path);
+	sbuf_addf(&path, "%s/m.bin", dst.buf);
+	CHECK_INT(read_file(path.buf, &got, &err), 0);
+	CHECK_INT(got.len, N);
+	CHECK(!memcmp(got.buf, data.buf, N));
+	unsetenv("TRAINCTL_MULTIPART_THRESHOLD");
+	unsetenv("TRAINCTL_PART_SIZE");
+	sbuf_release(&data);
+	sbuf_release(&got);
+	sbuf_release(&path);
+	sbuf_release(&src);
+	sbuf_release(&dst);
 }
