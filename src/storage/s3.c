@@ -286,7 +286,7 @@ static int on_seek(void *arg, curl_off_t off, int origin)
 		return CURL_SEEKFUNC_FAIL;
 	if (rq->md5) {
 		md5_free(rq->md5);
-		rq->md5 = md5_new();
+		rq->md5 = md5_new_lanes();
 	}
 	return CURL_SEEKFUNC_OK;
 }
@@ -382,7 +382,7 @@ static void try_reset(const struct s3 *s, struct s3req *rq, bool *check_get, boo
 		     !rq->range_off;
 	*check_put = rq->rd != NULL && s->verify_etag;
 	if (*check_get || *check_put)
-		rq->md5 = md5_new();
+		rq->md5 = md5_new_lanes();
 }
 
 static bool set_options(CURL *h, const struct s3 *s, struct s3req *rq, const char *url,

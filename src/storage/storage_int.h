@@ -165,11 +165,30 @@ void xfer_submit(struct pool *p, struct storage *src, const struct storage_obj *
 		 void *arg);
 
 /* ---- small helpers ---- */
-/* MD5 of data as 32 lowercase hex chars (libcrypto). */
+/* MD5 of data as 32 lowercase hex chars: libcrypto's, or (md5_new_lanes,
+ * for the bodies of parallel transfers) md5x.c's shared lanes where the
+ * CPU has them. */
 struct md5;
 struct md5 *md5_new(void);
+struct md5 *md5_new_lanes(void);
 void md5_update(struct md5 *m, const void *data, size_t len);
 void md5_final_hex(struct md5 *m, char out[33]); /* frees m */
 void md5_free(struct md5 *m);
+
+/* ---- MD5 of parallel streams (md5x.c) ---- */
+/* Whether md5x_* hash streams side by side (AVX2 on x86-64); without,
+ * md5x_new must not be called. */
+bool md5x_lanes(void);
+/* One stream: its bytes wait in 128 KiB chunks that a thread in
+ * md5x_update or md5x_final hashes with other streams' in lanes; final
+ * and free wait for them (free: a stream given up). Each stream is used
+ * by one thread at a time; streams of different threads are independent. */
+struct md5x;
+struct md5x *md5x_new(void);
+void md5x_update(struct md5x *x, const void *data, size_t len);
+void md5x_final(struct md5x *x, unsigned char out[16]); /* frees x */
+void md5x_free(struct md5x *x);
+/* 64-byte blocks into an MD5 state, one stream, in this thread. */
+void md5x_blocks1(uint32_t st[4], const unsigned char *p, size_t nblocks);
 
 #endif
