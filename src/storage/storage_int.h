@@ -188,6 +188,9 @@ struct md5x *md5x_new(void);
 void md5x_update(struct md5x *x, const void *data, size_t len);
 void md5x_final(struct md5x *x, unsigned char out[16]); /* frees x */
 void md5x_free(struct md5x *x);
+/* Tests: each lane kernel the CPU can run against the one-stream code:
+ * how many ran (0 without lanes), -1 when one disagrees. */
+int md5x_kernels_check(void);
 /* 64-byte blocks into an MD5 state, one stream, in this thread. */
 void md5x_blocks1(uint32_t st[4], const unsigned char *p, size_t nblocks);
 
