@@ -559,7 +559,9 @@
   // ---- devices page ----
   async function pageDevices() {
     view.innerHTML = `<div class="card"><div class="toolbar"><h1>Devices</h1><span class="muted">refreshed every 5 s</span></div>
-      <div class="scroll"><table id="devs"><thead><tr><th>Device</th><th>Name</th><th>Utilisation</th><th>Memory</th><th>Power</th><th>Temp</th><th>Job</th></tr></thead><tbody></tbody></table></div></div>`;
+      <div class="scroll"><table id="devs"><thead><tr><th>Device</th><th>Name</th><th>Utilisation</th><th>Memory</th><th>Power</th><th>Temp</th><th>Job</th></tr></thead><tbody></tbody></table></div>
+      <div id="nodes-sick" hidden><h2>Unhealthy on other nodes</h2><p class="muted">found by the supervisors of multi-node jobs on their own hosts</p>
+      <div class="scroll"><table id="nodedevs"><thead><tr><th>Node</th><th>Device</th><th>Health</th><th>Job</th></tr></thead><tbody></tbody></table></div></div></div>`;
     async function load() {
       let d; try { d = await api("/devices"); } catch (e) { banner(e.message); return; }
       const tb = view.querySelector("#devs tbody");
@@ -569,6 +571,11 @@
         <td>${x.mem_total ? fmtBytes(x.mem_used) + " / " + fmtBytes(x.mem_total) : "-"}</td>
         <td>${x.power == null ? "-" : x.power + " W"}</td><td>${x.temp == null ? "-" : x.temp + " °C"}</td>
         <td>${x.job ? `<a href="#/job/${esc(x.job)}">${esc(x.job)}</a>` : `<span class="muted">free</span>`}</td></tr>`).join("");
+      const nodes = d.nodes || [];
+      view.querySelector("#nodes-sick").hidden = !nodes.length;
+      view.querySelector("#nodedevs tbody").innerHTML = nodes.map(x => `<tr>
+        <td>${esc(x.node)}</td><td>${esc(x.type)} ${x.id}</td><td>${esc(x.unhealthy)}</td>
+        <td>${x.job ? `<a href="#/job/${esc(x.job)}">${esc(x.job)}</a>` : "-"}</td></tr>`).join("");
     }
     await load();
     const t = setInterval(load, 5000); cleanup.push(() => clearInterval(t));

@@ -5,6 +5,8 @@
 
 #include "core/json.h"
 #include "core/sbuf.h"
+#include "core/util.h"
+#include "store/store.h"
 #include "core/xalloc.h"
 
 #include <getopt.h>
@@ -106,6 +108,45 @@ static char **check_health(const struct device_list *l)
 	return out;
 }
 
+/*
+ * Devices the nodes of multi-node jobs found unhealthy on their own hosts
+ * (the hub's device_health rows with a node, docs/devices.md): none when
+ * this state folder has no database.
+ */
+static void node_health(const char *home, struct store_sick **v, size_t *n)
+{
+	struct sbuf db = SBUF_INIT;
+	struct store *st = NULL;
+	struct tc_err e = TC_ERR_INIT;
+	*v = NULL;
+	*n = 0;
+	sbuf_addf(&db, "%s/trainctl.db", home);
+	if (path_exists(db.buf) && store_open(home, &st, &e) == 0 &&
+	    store_devices_unhealthy(st, v, n, &e) == 0) {
+		/* this machine's own rows (node "") are what the list above shows */
+		size_t k = 0;
+		for (size_t i = 0; i < *n; i++) {
+			if ((*v)[i].node && *(*v)[i].node) {
+				struct store_sick t = (*v)[k];
+				(*v)[k++] = (*v)[i];
+				(*v)[i] = t;
+			}
+		}
+		for (size_t i = k; i < *n; i++) {
+			free((*v)[i].type);
+			free((*v)[i].reason);
+			free((*v)[i].node);
+			free((*v)[i].job);
+		}
+		*n = k;
+	}
+	if (e.msg) /* the devices of this machine are the command's answer; say why the rest is not */
+		fprintf(stderr, "trainctl: warning: nodes' device health: %s\n", e.msg);
+	store_close(st);
+	tc_err_release(&e);
+	sbuf_release(&db);
+}
+
 int cmd_devices(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
 	static const struct option opts[] = {
@@ -116,7 +157,6 @@ int cmd_devices(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	};
 	bool as_json = false, health = false;
 	int c;
-	(void)ctx;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
@@ -133,6 +173,9 @@ int cmd_devices(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	struct device_list l = DEVICE_LIST_INIT;
 	devices_discover(&l);
 	char **hl = health ? check_health(&l) : NULL;
+	struct store_sick *nv = NULL;
+	size_t nn = 0;
+	node_health(ctx->home, &nv, &nn);
 	if (as_json) {
 		json_t *arr = json_array();
 		for (size_t i = 0; i < l.nr; i++) {
@@ -148,6 +191,11 @@ int cmd_devices(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 				json_object_set_new(o, "health", json_string_or_null(hl[i]));
 			json_array_append_new(arr, o);
 		}
+		for (size_t i = 0; i < nn; i++)
+			json_array_append_new(arr, json_pack("{s:s, s:i, s:s, s:s, s:f, s:s?}", "type",
+							     nv[i].type, "id", nv[i].id, "node", nv[i].node,
+							     "health", nv[i].reason, "since", nv[i].since,
+							     "job", nv[i].job));
 		json_dumpf(arr, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		fputc('\n', stdout);
 		json_decref(arr);
@@ -156,7 +204,12 @@ int cmd_devices(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		for (size_t i = 0; hl && i < l.nr; i++)
 			printf("%s%s %d: %s\n", i ? "" : "\nhealth:\n", l.v[i].type, l.v[i].id,
 			       hl[i] ? hl[i] : "not checked");
+		for (size_t i = 0; i < nn; i++)
+			printf("%snode %s: %s %d: %s (found by job %s)\n",
+			       i ? "" : "\nunhealthy on other nodes (found by multi-node jobs):\n", nv[i].node,
+			       nv[i].type, nv[i].id, nv[i].reason, nv[i].job ? nv[i].job : "-");
 	}
+	store_sick_free(nv, nn);
 	for (size_t i = 0; hl && i < l.nr; i++)
 		free(hl[i]);
 	free(hl);

@@ -7,6 +7,8 @@
  *   {"seq":N,"ev":"finish","state":"failed","exit":1,"cause":"...","why":"..."}
  *   {"seq":N,"ev":"restarts","n":2}
  *   {"seq":N,"ev":"note","reason":"hang: ..."}   (jobs_note: "<kind>: <text>")
+ *   {"seq":N,"ev":"health","node":"n1","type":"gpu","id":0,"reason":"..."}
+ *    (a node's device checked: store_node_health_set; no "reason": it passed)
  *   {"seq":N,"ev":"started","attempt":0,"why":"...","w":[[rank,local,pid,started],...]}
  *   {"seq":N,"ev":"wend","attempt":0,"rank":3,"exit":-1,"sig":9}
  *   {"seq":N,"ev":"metrics","b":"<base64 of store_mbatch_pack>"}
@@ -187,6 +189,21 @@ int hub_ev_note(struct hub_remote *r, const char *job, enum job_note n, const ch
 	sbuf_adds(&sb, "\"ev\":\"note\"");
 	add_str(&sb, "reason", reason.buf);
 	sbuf_release(&reason);
+	return send_ev(r, &sb, err);
+}
+
+int hub_ev_node_health(struct hub_remote *r, const char *job, const char *node, const char *type,
+		       int id, const char *reason, struct tc_err *err)
+{
+	int rc = wrong_job(r, job, err);
+	if (rc)
+		return rc;
+	struct sbuf sb = SBUF_INIT;
+	sbuf_adds(&sb, "\"ev\":\"health\"");
+	add_str(&sb, "node", node);
+	add_str(&sb, "type", type);
+	add_num(&sb, "id", id);
+	add_str(&sb, "reason", reason); /* none: the device passed */
 	return send_ev(r, &sb, err);
 }
 
@@ -590,6 +607,13 @@ int hub_apply_line(struct store *st, const char *job, struct store_mbatch **mb,
 					 : bad(err, ev);
 	} else if (!strcmp(ev, "note")) {
 		rc = apply_note(st, job, s_of(o, "reason"), err);
+	} else if (!strcmp(ev, "health")) {
+		/* a node's own device, never this host's (node ""): the server schedules on those */
+		const char *node = s_of(o, "node"), *type = s_of(o, "type");
+		rc = node && *node && strlen(node) < 256 && type && json_is_integer(json_object_get(o, "id"))
+			     ? store_node_health_set(st, node, type, (int)i_of(o, "id", 0),
+						     s_of(o, "reason"), job, err)
+			     : bad(err, ev);
 	} else if (!strcmp(ev, "restarts")) {
 		rc = store_job_set_restarts(st, job, (int)i_of(o, "n", 0), err);
 	} else if (!strcmp(ev, "started")) {

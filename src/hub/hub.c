@@ -299,6 +299,34 @@ static int ckpts_json(struct store *st, const char *job, struct sbuf *out, struc
 	return 0;
 }
 
+/*
+ * ,"node_ckpts":[[node,step,"name"],...]: each node's complete checkpoints
+ * on its own disk (checkpoint_nodes), for a node that rotates its copies
+ * and must keep the newest step every node has (nodeckpt.c).
+ */
+static int node_ckpts_json(struct store *st, const char *job, struct sbuf *out,
+			   struct tc_err *err)
+{
+	struct store_ckpt *v = NULL;
+	int *nodes = NULL;
+	size_t n = 0;
+	int rc = store_ckpt_node_list(st, job, &v, &nodes, &n, err);
+	if (rc)
+		return rc;
+	sbuf_adds(out, ",\"node_ckpts\":[");
+	for (size_t i = 0, k = 0; i < n; i++) {
+		if (!v[i].state || strcmp(v[i].state, "complete") != 0)
+			continue;
+		sbuf_addf(out, "%s[%d,%lld,", k++ ? "," : "", nodes[i], v[i].step);
+		json_add_str(out, v[i].name);
+		sbuf_addch(out, ']');
+	}
+	sbuf_addch(out, ']');
+	store_ckpt_free(v, n);
+	free(nodes);
+	return 0;
+}
+
 static void status_json(struct hub *h, const char *job, const char *secret, int *status,
 			struct sbuf *out, struct tc_err *err)
 {
@@ -313,7 +341,7 @@ static void status_json(struct hub *h, const char *job, const char *secret, int 
 			json_add_str(out, job_stop_name(r.stop_reason));
 			sbuf_addf(out, ",\"restarts\":%d,\"state\":\"%s\"", r.restarts,
 				  job_state_name(r.state));
-			if (ckpts_json(h->st, job, out, err))
+			if (ckpts_json(h->st, job, out, err) || node_ckpts_json(h->st, job, out, err))
 				*status = 503;
 			sbuf_addch(out, '}');
 		}

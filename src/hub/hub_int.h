@@ -25,6 +25,8 @@ int hub_ev_finish(struct hub_remote *r, const char *job, enum job_state end, int
 int hub_ev_restarts(struct hub_remote *r, const char *job, int restarts, struct tc_err *err);
 int hub_ev_note(struct hub_remote *r, const char *job, enum job_note n, const char *text,
 		struct tc_err *err);
+int hub_ev_node_health(struct hub_remote *r, const char *job, const char *node, const char *type,
+		       int id, const char *reason, struct tc_err *err);
 int hub_ev_started(struct hub_remote *r, const struct store_start *s, struct tc_err *err);
 int hub_ev_worker_end(struct hub_remote *r, const char *job, int attempt, int rank,
 		      int exit_code, int signal, struct tc_err *err);

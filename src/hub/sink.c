@@ -77,6 +77,14 @@ int sink_note(struct sink *k, const char *job, enum job_note n, const char *text
 	return jobs_note(k->st, job, n, text, err);
 }
 
+int sink_node_health(struct sink *k, const char *job, const char *node, const char *type, int id,
+		     const char *reason, struct tc_err *err)
+{
+	if (k->r)
+		return hub_ev_node_health(k->r, job, node, type, id, reason, err);
+	return store_node_health_set(k->st, node, type, id, reason, job, err);
+}
+
 int sink_started(struct sink *k, const struct store_start *s, struct tc_err *err)
 {
 	if (k->r)

@@ -54,6 +54,13 @@ int sink_restarts(struct sink *k, const char *job, int restarts, struct tc_err *
 /* An event that is no change of state (jobs_note: a hang, an on_log match, ...). */
 int sink_note(struct sink *k, const char *job, enum job_note n, const char *text,
 	      struct tc_err *err);
+/*
+ * A device of node (its host name, never "") checked by the job's node
+ * supervisor: unhealthy for reason, or healthy again (reason NULL); the
+ * hub's device_health rows of that node (store_node_health_set).
+ */
+int sink_node_health(struct sink *k, const char *job, const char *node, const char *type, int id,
+		     const char *reason, struct tc_err *err);
 /* Workers up (jobs_mark_started); s->create must be NULL for a remote sink. */
 int sink_started(struct sink *k, const struct store_start *s, struct tc_err *err);
 int sink_worker_end(struct sink *k, const char *job, int attempt, int rank, int exit_code,

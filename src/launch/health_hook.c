@@ -12,6 +12,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Every device of type this machine lists (heap), or NULL with *n 0. */
 static int *machine_ids(const char *type, int *n)
@@ -25,6 +26,18 @@ static int *machine_ids(const char *type, int *n)
 			v[(*n)++] = l.v[i].id;
 	device_list_release(&l);
 	return v;
+}
+
+/* This node's name as Slurm knows it (SLURMD_NODENAME), else its host name (heap). */
+static char *node_name_of(void)
+{
+	const char *name = getenv("SLURMD_NODENAME");
+	char host[256] = "";
+	if (name && *name)
+		return xstrdup(name);
+	if (gethostname(host, sizeof(host) - 1) < 0 || !*host)
+		return xstrdup("node");
+	return xstrdup(host);
 }
 
 /* The job runs on ids[0..n) from now on (sp->s becomes sp->own, which owns ids). */
@@ -69,6 +82,16 @@ int sup_health_check(struct sup *sp, bool first, bool *changed, struct tc_err *e
 			sup_say(sp, "warning: %s", e2.msg);
 		tc_err_release(&e2);
 	}
+	/* a node that reports to a hub: the hub's rows of this node, by its name */
+	char *node_name = !sp->st && sp->sink && sp->o->node ? node_name_of() : NULL;
+	for (int i = 0; i < nc && node_name; i++) {
+		struct tc_err e2 = TC_ERR_INIT;
+		if (sink_node_health(sp->sink, sp->job_id, node_name, s->device_type, cand[i], why[i],
+				     &e2))
+			sup_say(sp, "warning: %s", e2.msg);
+		tc_err_release(&e2);
+	}
+	free(node_name);
 	int *keep = xcalloc((size_t)nc, sizeof(int));
 	int nkeep = 0;
 	for (int i = 0; i < nc && nkeep < sp->n; i++)

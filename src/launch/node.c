@@ -342,7 +342,15 @@ int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
 	struct node_ckpts *nck = NULL;
 	if (!rc && sp->o->sink && !hub_run_dir_shared(sp->run_dir)) {
 		/* and its checkpoints, on this disk only, reach the hub with the node's index */
-		nck = node_ckpts_start(sp->o->sink, sp->job_id, nd->node_rank, sp->ckpt_dir,
+		/*
+		 * checkpoint.keep here too, unless the driver shares this host's
+		 * folder (its attempts/<k>/master is here): it rotates it itself
+		 */
+		struct sbuf drv = SBUF_INIT;
+		sbuf_addf(&drv, "%s/attempts/%d/master", sp->run_dir, nd->attempt);
+		int keep = path_exists(drv.buf) ? 0 : sp->s->ckpt_keep;
+		sbuf_release(&drv);
+		nck = node_ckpts_start(sp->o->sink, sp->job_id, nd->node_rank, sp->ckpt_dir, keep,
 				       node_say, sp);
 		ship = hub_ship_start(sp->o->sink, sp->job_id, sp->run_dir, 1000);
 		struct sbuf rel = SBUF_INIT;

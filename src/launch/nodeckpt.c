@@ -5,7 +5,9 @@
  * checkpoint, with its checksum and the node's index, through the sink
  * (the hub's table checkpoint_nodes).  At the end of the attempt it says
  * which of them are still whole there: the driver resumes from the newest
- * step every node that writes checkpoints has (multinode.c).
+ * step every node that writes checkpoints has (multinode.c).  With
+ * checkpoint.keep it rotates this disk's copies as the driver rotates its
+ * own (rotate), never the step a restart would resume from.
  */
 #include "launch/nodeckpt_int.h"
 #include "ckpt/ckpt.h"
@@ -13,7 +15,9 @@
 #include "core/strvec.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "hub/hub.h"
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -37,6 +41,7 @@ struct node_ckpts {
 	struct sink *k; /* borrowed; thread-safe */
 	char *job, *dir;
 	int node;
+	int keep; /* checkpoint.keep for this disk; 0: keep all */
 	void (*say)(void *, const char *);
 	void *say_arg;
 	struct node_rec *v;
@@ -98,6 +103,103 @@ static uint64_t inodes(const char *dir, const struct ckpt *c)
 	return sum;
 }
 
+static int rec_step_cmp(const void *a, const void *b)
+{
+	const struct node_rec *x = *(const struct node_rec *const *)a;
+	const struct node_rec *y = *(const struct node_rec *const *)b;
+	if (x->step != y->step)
+		return x->step < y->step ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/*
+ * The step the resume rule would pick as far as the hub knows (multinode.c:
+ * the newest step every node that writes checkpoints has whole): the newest
+ * of ours whole (live[0..n), oldest first) that every other node with
+ * records has complete.  -1: none in common; false: the hub did not answer,
+ * and nothing may be removed on a guess.
+ */
+static bool common_step(struct node_ckpts *w, struct node_rec **live, size_t n, long long *step)
+{
+	json_t *st = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	*step = -1;
+	if (hub_job_status_json(w->job, 5, &st, &err)) {
+		tell(w, "node %d: checkpoint.keep: the hub did not say which steps the other nodes "
+			"have (%s): nothing removed this time", w->node, err.msg);
+		tc_err_release(&err);
+		return false;
+	}
+	json_t *rows = json_object_get(st, "node_ckpts");
+	if (!json_is_array(rows)) {
+		json_decref(st);
+		tell(w, "node %d: checkpoint.keep: the hub does not list the nodes' checkpoints: "
+			"nothing removed", w->node);
+		return false;
+	}
+	/* the other nodes that write checkpoints, and their complete steps */
+	for (size_t i = n; i-- > 0 && *step < 0;) {
+		bool everywhere = true;
+		for (size_t a = 0; a < json_array_size(rows) && everywhere; a++) {
+			json_int_t other = json_integer_value(json_array_get(json_array_get(rows, a), 0));
+			if (other == w->node)
+				continue;
+			bool has = false;
+			for (size_t b = 0; b < json_array_size(rows) && !has; b++) {
+				json_t *r = json_array_get(rows, b);
+				has = json_integer_value(json_array_get(r, 0)) == other &&
+				      json_integer_value(json_array_get(r, 1)) == live[i]->step;
+			}
+			everywhere = has;
+		}
+		if (everywhere)
+			*step = live[i]->step;
+	}
+	json_decref(st);
+	return true;
+}
+
+/*
+ * checkpoint.keep on this disk, the driver's rule (jobio.c): the newest
+ * keep complete checkpoints stay; so does the one a restart would resume
+ * from, the newest step every node has whole, even when it is older.  A
+ * save in progress is never complete, so never listed here.  Caller holds
+ * w->mu.
+ */
+static void rotate(struct node_ckpts *w)
+{
+	struct node_rec **live = xcalloc(w->nr ? w->nr : 1, sizeof(*live));
+	size_t n = 0;
+	for (size_t i = 0; i < w->nr; i++)
+		if (!w->v[i].gone)
+			live[n++] = &w->v[i];
+	long long common = -1;
+	qsort(live, n, sizeof(*live), rec_step_cmp);
+	if (w->keep <= 0 || n <= (size_t)w->keep || !common_step(w, live, n, &common)) {
+		free(live);
+		return;
+	}
+	for (size_t i = 0; i + (size_t)w->keep < n; i++) {
+		struct node_rec *r = live[i];
+		if (r->step == common)
+			continue;
+		struct ckpt c = { 0 };
+		struct tc_err err = TC_ERR_INIT;
+		if (ckpt_files_from_json(r->files, &c, &err) || ckpt_remove(w->dir, &c, &err)) {
+			tell(w, "warning: node %d: checkpoint.keep: %s", w->node, err.msg);
+		} else {
+			set_state(w, r, "removed");
+			tell(w, "node %d: checkpoint %s (step %lld) removed from this node's disk: "
+				"keeping the newest %d%s", w->node, r->name, r->step, w->keep,
+			     common >= 0 && common < live[n - (size_t)w->keep]->step
+				     ? " and the newest step every node has" : "");
+		}
+		ckpt_release(&c);
+		tc_err_release(&err);
+	}
+	free(live);
+}
+
 /*
  * Record what became complete; mark what left the folder.  A recorded
  * checkpoint whose files changed size in place (same inodes: truncated,
@@ -108,6 +210,7 @@ static void scan(struct node_ckpts *w, bool all_stable)
 {
 	struct ckpt_set set;
 	struct tc_err err = TC_ERR_INIT;
+	bool added = false;
 	if (ckpt_scan(w->dir, 0, all_stable, &set, &err)) {
 		tc_err_release(&err); /* no folder yet: nothing saved */
 		return;
@@ -145,6 +248,7 @@ static void scan(struct node_ckpts *w, bool all_stable)
 		}
 		tell(w, "node %d: checkpoint %s complete on this node's disk: step %lld, crc32c %s",
 		     w->node, c->name, c->step, c->checksum);
+		added = true;
 		if (known) { /* saved again under the same name */
 			free(known->files);
 			known->files = files;
@@ -166,6 +270,8 @@ static void scan(struct node_ckpts *w, bool all_stable)
 			set_state(w, &w->v[i], "removed");
 	}
 	ckpt_set_release(&set);
+	if (added)
+		rotate(w);
 }
 
 static void *thread_main(void *arg)
@@ -191,10 +297,11 @@ static void *thread_main(void *arg)
 }
 
 struct node_ckpts *node_ckpts_start(struct sink *k, const char *job, int node, const char *dir,
-				    void (*say)(void *, const char *), void *say_arg)
+				    int keep, void (*say)(void *, const char *), void *say_arg)
 {
 	struct node_ckpts *w = xcalloc(1, sizeof(*w));
 	w->k = k;
+	w->keep = keep;
 	w->job = xstrdup(job);
 	w->dir = xstrdup(dir);
 	w->node = node;

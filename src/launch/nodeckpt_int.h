@@ -6,6 +6,9 @@
  *   node_ckpts_start  a thread that records each newly complete checkpoint
  *                     of dir through the sink with the node's index
  *                     (sink_ckpt_node_put; the hub's checkpoint_nodes);
+ *                     and, keep > 0, removes the older ones beyond keep
+ *                     from dir (never the newest step every node has: the
+ *                     hub says which steps the others have);
  *   node_ckpts_stop   a last scan once the workers are gone; the names of
  *                     the checkpoints still whole on this disk (the sizes
  *                     recorded) into *whole, and whether this node ever
@@ -25,7 +28,7 @@
 struct node_ckpts;
 
 struct node_ckpts *node_ckpts_start(struct sink *k, const char *job, int node, const char *dir,
-				    void (*say)(void *, const char *), void *say_arg);
+				    int keep, void (*say)(void *, const char *), void *say_arg);
 void node_ckpts_stop(struct node_ckpts *w, struct strvec *whole, bool *wrote);
 
 #endif

@@ -275,8 +275,31 @@ int h_devices(struct srv *s, struct MHD_Connection *con)
 	struct sbuf body = SBUF_INIT;
 	sbuf_adds(&body, "{\"devices\":");
 	sbuf_adds(&body, s->devices_json ? s->devices_json : "[]");
-	sbuf_addch(&body, '}');
 	pthread_mutex_unlock(&s->mu);
+	/* devices the nodes of multi-node jobs found unhealthy on their own hosts (hub.md) */
+	struct store_sick *v = NULL;
+	size_t n = 0;
+	struct tc_err err = TC_ERR_INIT;
+	pthread_mutex_lock(&s->list_mu);
+	int rc = store_devices_unhealthy(s->list_st, &v, &n, &err);
+	pthread_mutex_unlock(&s->list_mu);
+	sbuf_adds(&body, ",\"nodes\":[");
+	for (size_t i = 0, k = 0; !rc && i < n; i++) {
+		if (!v[i].node || !*v[i].node)
+			continue; /* this host's: in "devices" */
+		sbuf_adds(&body, k++ ? ",{\"node\":" : "{\"node\":");
+		json_add_str(&body, v[i].node);
+		sbuf_adds(&body, ",\"type\":");
+		json_add_str(&body, v[i].type);
+		sbuf_addf(&body, ",\"id\":%d,\"unhealthy\":", v[i].id);
+		json_add_str(&body, v[i].reason);
+		sbuf_addf(&body, ",\"since\":%.3f,\"job\":", v[i].since);
+		json_add_str(&body, v[i].job);
+		sbuf_addch(&body, '}');
+	}
+	sbuf_adds(&body, "]}");
+	store_sick_free(v, n);
+	tc_err_release(&err);
 	int ret = reply_json(con, 200, body.buf);
 	sbuf_release(&body);
 	return ret;

@@ -180,6 +180,17 @@ static const char *const migrations[] = {
 	" files_json TEXT NOT NULL, created REAL NOT NULL,"
 	" state TEXT NOT NULL DEFAULT 'complete',"
 	" PRIMARY KEY (job_id, node, name));",
+	/* (in order of landing): device_health gains the node a device is on ('': this
+	 * host, the one the server schedules; else a node of a multi-node job, as its
+	 * supervisor found it, and the job that found it) */
+	"CREATE TABLE device_health_nodes ("
+	" node TEXT NOT NULL DEFAULT '', device_type TEXT NOT NULL, device_id INTEGER NOT NULL,"
+	" reason TEXT NOT NULL, since REAL NOT NULL, job_id TEXT,"
+	" PRIMARY KEY (node, device_type, device_id));"
+	"INSERT INTO device_health_nodes (device_type, device_id, reason, since)"
+	" SELECT device_type, device_id, reason, since FROM device_health;"
+	"DROP TABLE device_health;"
+	"ALTER TABLE device_health_nodes RENAME TO device_health;",
 };
 
 int db_fail(struct store *st, struct tc_err *err, const char *what)

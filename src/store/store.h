@@ -563,16 +563,26 @@ int store_endpoint_get(struct store *st, const char *job, const char *name,
 void store_endpoint_release(struct store_endpoint *e);
 void store_endpoints_free(struct store_endpoint *v, size_t nr);
 
-/* A device of this machine that failed its health check (devices/health.h). */
+/*
+ * A device that failed its health check (devices/health.h): one of this
+ * machine's (node "") or one a node of a multi-node job found on its own
+ * host (node: its name, job: the job that found it; hub/sink.h).
+ */
 struct store_sick {
 	char *type;
 	int id;
 	char *reason;
 	double since;
+	char *node; /* "" for this machine */
+	char *job;  /* a node's: the job that found it; else NULL */
 };
-/* Mark a device unhealthy (reason replaces an older one), or healthy again (reason NULL). */
+/* Mark a device of this machine unhealthy (reason replaces an older one), or healthy again (reason NULL). */
 int store_device_health_set(struct store *st, const char *type, int id, const char *reason,
 			    struct tc_err *err);
+/* The same for a device of node (a name, never ""), found by job. */
+int store_node_health_set(struct store *st, const char *node, const char *type, int id,
+			  const char *reason, const char *job, struct tc_err *err);
+/* Every row: this machine's first (node ""), then each node's. */
 int store_devices_unhealthy(struct store *st, struct store_sick **out, size_t *nr,
 			    struct tc_err *err);
 void store_sick_free(struct store_sick *v, size_t nr);

@@ -90,7 +90,8 @@ int store_device_health_set(struct store *st, const char *type, int id, const ch
 	sqlite3_stmt *q;
 	const char *sql = reason ? "INSERT OR REPLACE INTO device_health (device_type, device_id,"
 				   " reason, since) VALUES (?1, ?2, ?3, ?4)"
-				 : "DELETE FROM device_health WHERE device_type=?1 AND device_id=?2";
+				 : "DELETE FROM device_health WHERE device_type=?1 AND device_id=?2"
+				   " AND node=''";
 	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
 		return db_fail(st, err, "prepare");
 	sqlite3_bind_text(q, 1, type, -1, SQLITE_TRANSIENT);
@@ -104,6 +105,32 @@ int store_device_health_set(struct store *st, const char *type, int id, const ch
 	return r == SQLITE_DONE ? 0 : db_fail(st, err, "record a device's health");
 }
 
+int store_node_health_set(struct store *st, const char *node, const char *type, int id,
+			  const char *reason, const char *job, struct tc_err *err)
+{
+	if (!node || !*node)
+		return tc_error(err, TC_EUSAGE, "device health of a node without a name");
+	sqlite3_stmt *q;
+	const char *sql = reason ? "INSERT OR REPLACE INTO device_health (node, device_type,"
+				   " device_id, reason, since, job_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+				 : "DELETE FROM device_health WHERE node=?1 AND device_type=?2"
+				   " AND device_id=?3";
+	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "prepare");
+	sqlite3_bind_text(q, 1, node, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(q, 2, type, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int(q, 3, id);
+	if (reason) {
+		sqlite3_bind_text(q, 4, reason, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_double(q, 5, now_wall());
+		if (job)
+			sqlite3_bind_text(q, 6, job, -1, SQLITE_TRANSIENT);
+	}
+	int r = sqlite3_step(q);
+	sqlite3_finalize(q);
+	return r == SQLITE_DONE ? 0 : db_fail(st, err, "record a node's device health");
+}
+
 int store_devices_unhealthy(struct store *st, struct store_sick **out, size_t *nr,
 			    struct tc_err *err)
 {
@@ -111,8 +138,8 @@ int store_devices_unhealthy(struct store *st, struct store_sick **out, size_t *n
 	*out = NULL;
 	*nr = 0;
 	if (sqlite3_prepare_v2(st->db,
-			       "SELECT device_type, device_id, reason, since FROM device_health"
-			       " ORDER BY device_type, device_id",
+			       "SELECT device_type, device_id, reason, since, node, job_id"
+			       " FROM device_health ORDER BY node, device_type, device_id",
 			       -1, &q, NULL) != SQLITE_OK)
 		return db_fail(st, err, "prepare");
 	size_t alloc = 0;
@@ -124,6 +151,8 @@ int store_devices_unhealthy(struct store *st, struct store_sick **out, size_t *n
 		s->id = sqlite3_column_int(q, 1);
 		s->reason = col_text(q, 2);
 		s->since = sqlite3_column_double(q, 3);
+		s->node = col_text(q, 4);
+		s->job = col_text(q, 5);
 	}
 	sqlite3_finalize(q);
 	if (r != SQLITE_DONE) {
@@ -140,6 +169,8 @@ void store_sick_free(struct store_sick *v, size_t nr)
 	for (size_t i = 0; i < nr; i++) {
 		free(v[i].type);
 		free(v[i].reason);
+		free(v[i].node);
+		free(v[i].job);
 	}
 	free(v);
 }

@@ -758,5 +758,34 @@ TEST(hub_ingests_journals_left_in_a_run_folder_as_untrusted_input)
 	sbuf_release(&p);
 	sbuf_release(&jd);
 	sbuf_release(&runs);
+TEST(hub_node_device_health_is_the_nodes_never_this_hosts)
+{
+	struct fx f;
+	fx_open(&f, false);
+	CHECK_INT(store_device_health_set(f.st, "gpu", 0, "this host's own", &f.err), 0);
+	post(f.h, SECRET, "node1.a0",
+	     "{\"seq\":1,\"ev\":\"health\",\"node\":\"n2\",\"type\":\"gpu\",\"id\":0,\"reason\":\"ecc\"}\n"
+	     "{\"seq\":2,\"ev\":\"health\",\"node\":\"n2\",\"type\":\"gpu\",\"id\":1,\"reason\":\"xid\"}\n"
+	     "{\"seq\":3,\"ev\":\"health\",\"node\":\"n2\",\"type\":\"gpu\",\"id\":1}\n"
+	     /* a node without a name would be this host's row: passed over */
+	     "{\"seq\":4,\"ev\":\"health\",\"node\":\"\",\"type\":\"gpu\",\"id\":0}\n", 200, 4);
+	struct store_sick *v = NULL;
+	size_t n = 0;
+	CHECK_INT(store_devices_unhealthy(f.st, &v, &n, &f.err), 0);
+	CHECK_INT(n, 2);
+	CHECK_STR(v[0].node, "");
+	CHECK_STR(v[0].reason, "this host's own");
+	CHECK(v[0].job == NULL);
+	CHECK_STR(v[1].node, "n2");
+	CHECK_INT(v[1].id, 0);
+	CHECK_STR(v[1].reason, "ecc");
+	CHECK_STR(v[1].job, JOB);
+	store_sick_free(v, n);
+	/* this host's device passes again: the node's row stays */
+	CHECK_INT(store_device_health_set(f.st, "gpu", 0, NULL, &f.err), 0);
+	CHECK_INT(store_devices_unhealthy(f.st, &v, &n, &f.err), 0);
+	CHECK_INT(n, 1);
+	CHECK_STR(v[0].node, "n2");
+	store_sick_free(v, n);
 	fx_close(&f);
 }
