@@ -130,6 +130,26 @@ int backend_reconcile(struct store *st, struct job_row *j, struct tc_err *err);
  * they write the database themselves (a shared state folder).
  */
 void backend_set_hub(const char *url);
+/*
+ * The server's job that reported to it while it was down (docs/hub.md):
+ * its supervisors gave up waiting (TRAINCTL_HUB_WAIT) and left what the
+ * server never acknowledged in their journals on the job's nodes.  Once
+ * its backend is done with it, backend_pull_start starts taking those
+ * journals in the background (slurm: `srun --nodelist=<its nodes>
+ * trainctl hub JOB --flush`, as env->user with exactly env->env, like its
+ * sbatch and scancel, under a new secret of the job that h now expects),
+ * and *out is that pull; *out NULL: nothing to take now, because the
+ * backend still runs the job (*later) or the job never ran on a node.
+ * backend_pull_done: has it ended (then *said: what it did, for the log)?
+ * backend_pull_free: ends one still running (the server stops), frees.
+ */
+struct backend_pull;
+struct hub;
+int backend_pull_start(const struct backend_env *env, struct store *st, struct hub *h,
+		       const char *job_id, bool *later, struct backend_pull **out,
+		       struct tc_err *err);
+bool backend_pull_done(struct backend_pull *p, struct sbuf *said);
+void backend_pull_free(struct backend_pull *p);
 
 /* ---- slurm (slurm.c, sbatch.c) ---- */
 

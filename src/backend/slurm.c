@@ -72,8 +72,8 @@
  * and runs as its account); gids is where the account's groups are kept
  * until the command has run.
  */
-static int as_job_user(const struct backend_env *be, struct proc *p, gid_t **gids,
-		       struct tc_err *err)
+int slurm_as_job_user(const struct backend_env *be, struct proc *p, gid_t **gids,
+		      struct tc_err *err)
 {
 	if (!be || !be->env) {
 		proc_env_inherit(&p->env);
@@ -114,7 +114,7 @@ static int command_env(const struct backend_env *be, const char *const *argv,
 	struct proc p = PROC_INIT;
 	gid_t *gids = NULL;
 	strvec_pushv(&p.args, argv);
-	if (as_job_user(be, &p, &gids, err)) {
+	if (slurm_as_job_user(be, &p, &gids, err)) {
 		proc_clear(&p);
 		return TC_EBACKEND;
 	}

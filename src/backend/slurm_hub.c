@@ -26,7 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define SPEC_ENV_MAX (96u << 10) /* below Linux's 128 KiB for one environment string */
@@ -250,43 +252,79 @@ static void report_warn(void *ctx, const char *msg)
  * node's disk.  `trainctl hub JOB --flush` on every node of the job (one
  * srun, a new small allocation) sends those journals here; a new secret
  * authenticates it, as this hub never knew the first (it keeps its hash).
+ *
+ * flush_proc sets p up for job j: its account's and allowlist's (be, a
+ * server's job: slurm_as_job_user, and the journal in its run folder as
+ * slurm_submit put it) or ours (be NULL); the secret only in p->env.
  */
+static int flush_proc(const struct backend_env *be, struct hub *h, const struct job_row *j,
+		      const char *url, struct proc *p, gid_t **gids, struct tc_err *err)
+{
+	char *secret = NULL, *exe = NULL;
+	struct sbuf sb = SBUF_INIT;
+	int rc = hub_secret_new(&secret, err);
+	if (!rc)
+		rc = hub_rekey(h, j->id, secret, url, err);
+	if (!rc && !(exe = path_self_exe()))
+		rc = tc_error(err, TC_ESYS, "cannot find trainctl's own binary");
+	if (!rc)
+		rc = slurm_as_job_user(be, p, gids, err);
+	if (rc)
+		goto out;
+	const char *wait = getenv("TRAINCTL_HUB_PULL_WAIT");
+	strvec_push(&p->args, "srun");
+	sbuf_addf(&sb, "--job-name=trainctl-flush-%s", j->id);
+	strvec_push(&p->args, sb.buf);
+	sbuf_reset(&sb);
+	sbuf_addf(&sb, "--nodelist=%s", j->slurm_nodes);
+	strvec_push(&p->args, sb.buf);
+	strvec_push(&p->args, "--ntasks-per-node=1");
+	strvec_push(&p->args, "--time=15");
+	strvec_push(&p->args, "--export=ALL");
+	strvec_push(&p->args, exe);
+	strvec_push(&p->args, "hub");
+	strvec_push(&p->args, j->id);
+	strvec_push(&p->args, "--flush");
+	/* the environment only, as for the job itself (hub.h note 4) */
+	env_set(&p->env, "TRAINCTL_HUB_URL", url);
+	env_set(&p->env, "TRAINCTL_HUB_SECRET", secret);
+	env_set(&p->env, "TRAINCTL_HUB_WAIT", wait && *wait ? wait : "120");
+	if (be && be->user) {
+		sbuf_reset(&sb);
+		sbuf_addf(&sb, "%s/journal", j->run_dir);
+		env_set(&p->env, "TRAINCTL_HUB_JOURNAL", sb.buf);
+	}
+	p->in.how = PROC_IO_NULL;
+	p->err.how = PROC_IO_STDOUT;
+out:
+	if (secret) {
+		memset(secret, 0, strlen(secret));
+		free(secret);
+	}
+	free(exe);
+	sbuf_release(&sb);
+	return rc;
+}
+
+/* The secret out of a flush's environment, once it has started. */
+static void flush_proc_clear(struct proc *p)
+{
+	for (size_t i = 0; i < p->env.nr; i++)
+		memset(p->env.v[i], 0, strlen(p->env.v[i]));
+	proc_clear(p);
+}
+
 static void pull_journals(struct store *st, struct hub *h, const char *job_id, const char *url)
 {
 	struct job_row j = { 0 };
 	struct tc_err err = TC_ERR_INIT;
-	char *secret = NULL, *exe = NULL;
 	struct proc p = PROC_INIT;
-	struct sbuf out = SBUF_INIT, sb = SBUF_INIT;
+	struct sbuf out = SBUF_INIT;
+	gid_t *gids = NULL;
 	if (store_job_get(st, job_id, &j, &err) || !j.slurm_nodes || !*j.slurm_nodes)
 		goto out; /* it never ran on a node: nothing to pull */
-	if (hub_secret_new(&secret, &err) || hub_rekey(h, job_id, secret, url, &err))
+	if (flush_proc(NULL, h, &j, url, &p, &gids, &err))
 		goto out;
-	if (!(exe = path_self_exe())) {
-		tc_error(&err, TC_ESYS, "cannot find trainctl's own binary");
-		goto out;
-	}
-	const char *wait = getenv("TRAINCTL_HUB_PULL_WAIT");
-	strvec_push(&p.args, "srun");
-	sbuf_addf(&sb, "--job-name=trainctl-flush-%s", job_id);
-	strvec_push(&p.args, sb.buf);
-	sbuf_reset(&sb);
-	sbuf_addf(&sb, "--nodelist=%s", j.slurm_nodes);
-	strvec_push(&p.args, sb.buf);
-	strvec_push(&p.args, "--ntasks-per-node=1");
-	strvec_push(&p.args, "--time=15");
-	strvec_push(&p.args, "--export=ALL");
-	strvec_push(&p.args, exe);
-	strvec_push(&p.args, "hub");
-	strvec_push(&p.args, job_id);
-	strvec_push(&p.args, "--flush");
-	/* the environment only, as for the job itself (hub.h note 4) */
-	proc_env_inherit(&p.env);
-	env_set(&p.env, "TRAINCTL_HUB_URL", url);
-	env_set(&p.env, "TRAINCTL_HUB_SECRET", secret);
-	env_set(&p.env, "TRAINCTL_HUB_WAIT", wait && *wait ? wait : "120");
-	p.in.how = PROC_IO_NULL;
-	p.err.how = PROC_IO_STDOUT;
 	launch_say("hub: job %s: taking what its nodes (%s) left in their journals", job_id, j.slurm_nodes);
 	struct proc_capture c = { .out = &out, .max = 16384, .timeout_ms = 20 * 60 * 1000 };
 	if (!proc_capture(&p, &c, &err)) {
@@ -297,18 +335,149 @@ static void pull_journals(struct store *st, struct hub *h, const char *job_id, c
 out:
 	if (err.msg)
 		launch_say("hub: job %s: cannot take the nodes' journals: %s", job_id, err.msg);
-	if (secret) {
-		memset(secret, 0, strlen(secret));
-		free(secret);
-	}
-	for (size_t i = 0; i < p.env.nr; i++)
-		memset(p.env.v[i], 0, strlen(p.env.v[i]));
-	proc_clear(&p);
-	free(exe);
+	flush_proc_clear(&p);
+	free(gids);
 	sbuf_release(&out);
-	sbuf_release(&sb);
 	job_row_release(&j);
 	tc_err_release(&err);
+}
+
+/* ---- the same for a job of `trainctl server` (backend.h: backend_pull_*) ---- */
+
+struct backend_pull {
+	struct proc p;
+	gid_t *gids;
+	char *job, *out_path;
+	int fd; /* the flush's output, read at its end */
+};
+
+int backend_pull_start(const struct backend_env *be, struct store *st, struct hub *h,
+		       const char *job_id, bool *later, struct backend_pull **out,
+		       struct tc_err *err)
+{
+	struct job_row j = { 0 };
+	struct slurm_jobinfo sj = { 0 };
+	char *sha = NULL, *url = NULL;
+	struct backend_pull *bp = NULL;
+	*out = NULL;
+	*later = false;
+	int rc = store_job_get(st, job_id, &j, err);
+	if (rc || !j.slurm_job || !j.slurm_nodes || !*j.slurm_nodes)
+		goto out; /* never submitted, or never ran on a node: nothing to pull */
+	if ((rc = store_hub_job_get(st, job_id, &sha, &url, err)))
+		goto out;
+	if (!url || strncmp(url, "http://", 7) != 0)
+		goto out; /* its supervisors report on this host's socket: no nodes */
+	if ((rc = slurm_jobinfo_query(j.slurm_job, &sj, err)))
+		goto out;
+	enum job_state ignored;
+	bool final = !sj.state;
+	if (sj.state)
+		slurm_state_map(sj.state, &ignored, &final);
+	if (!final) {
+		*later = true; /* Slurm still has it: its supervisors may yet deliver themselves */
+		goto out;
+	}
+	bp = xcalloc(1, sizeof(*bp));
+	bp->p = (struct proc)PROC_INIT;
+	bp->fd = -1;
+	bp->job = xstrdup(job_id);
+	/* the flush's output: ours (root's), in the state folder, never the account's run folder */
+	struct sbuf path = SBUF_INIT;
+	sbuf_addf(&path, "%s/hub", be->home);
+	if ((rc = mkdir_p(path.buf, err))) {
+		sbuf_release(&path);
+		goto out;
+	}
+	sbuf_addf(&path, "/%s.pull.out", job_id);
+	bp->out_path = sbuf_detach(&path);
+	bp->fd = open(bp->out_path, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (bp->fd < 0) {
+		rc = tc_error_errno(err, TC_ESYS, "cannot write %s", bp->out_path);
+		goto out;
+	}
+	if ((rc = flush_proc(be, h, &j, url, &bp->p, &bp->gids, err)))
+		goto out;
+	bp->p.out = (struct proc_io){ PROC_IO_FD, bp->fd };
+	bp->p.default_sigs = PROC_SIG(SIGPIPE); /* the server ignores it; exec would keep that */
+	backend_say(be, "job %s: Slurm is done with it: taking what its nodes (%s) left in their "
+		    "journals, as %s", job_id, j.slurm_nodes, be->user ? be->user : "this account");
+	if ((rc = proc_start(&bp->p, err)))
+		goto out;
+	/* the secret lives on only in the child */
+	for (size_t i = 0; i < bp->p.env.nr; i++)
+		memset(bp->p.env.v[i], 0, strlen(bp->p.env.v[i]));
+	*out = bp;
+	bp = NULL;
+out:
+	if (bp) {
+		flush_proc_clear(&bp->p);
+		backend_pull_free(bp);
+	}
+	slurm_jobinfo_release(&sj);
+	free(sha);
+	free(url);
+	job_row_release(&j);
+	return rc;
+}
+
+bool backend_pull_done(struct backend_pull *bp, struct sbuf *said)
+{
+	int status = 0;
+	pid_t r = waitpid(bp->p.pid, &status, WNOHANG);
+	if (r == 0 || (r < 0 && errno == EINTR))
+		return false;
+	bp->p.pid = -1;
+	struct sbuf text = SBUF_INIT;
+	char buf[4096];
+	ssize_t n;
+	if (lseek(bp->fd, 0, SEEK_SET) == 0)
+		while (text.len < 16384 && (n = read(bp->fd, buf, sizeof(buf))) > 0)
+			sbuf_add(&text, buf, (size_t)n);
+	sbuf_rtrim(&text);
+	sbuf_addf(said, "job %s: the nodes' journals: %s", bp->job,
+		  r > 0 && proc_exit_ok(status) ? "taken" : "not all taken");
+	if (r > 0 && !proc_exit_ok(status)) {
+		sbuf_adds(said, " (");
+		proc_describe_exit(said, status);
+		sbuf_adds(said, ")");
+	}
+	if (text.len)
+		sbuf_addf(said, "\n%s", text.buf);
+	sbuf_release(&text);
+	return true;
+}
+
+void backend_pull_free(struct backend_pull *bp)
+{
+	if (!bp)
+		return;
+	if (bp->p.pid > 0) {
+		/* the server stops: srun cancels its step on SIGTERM */
+		kill(bp->p.pid, SIGTERM);
+		int status;
+		bool gone = false;
+		for (int i = 0; i < 100 && !gone; i++) {
+			pid_t r = waitpid(bp->p.pid, &status, WNOHANG);
+			gone = r != 0 && !(r < 0 && errno == EINTR);
+			if (!gone)
+				http_sleep_ms(50);
+		}
+		if (!gone) {
+			kill(bp->p.pid, SIGKILL);
+			while (waitpid(bp->p.pid, &status, 0) < 0 && errno == EINTR)
+				;
+		}
+	}
+	if (bp->fd >= 0)
+		close(bp->fd);
+	if (bp->out_path)
+		unlink(bp->out_path);
+	proc_clear(&bp->p);
+	free(bp->gids);
+	free(bp->out_path);
+	free(bp->job);
+	free(bp);
 }
 
 /*

@@ -12,6 +12,16 @@
 #include "backend/backend.h"
 
 #include <stdbool.h>
+#include <sys/types.h>
+
+/*
+ * A Slurm command p of be's job (backend.h: a server's job gets exactly
+ * be->env and runs as be->user when we are root), else with our own
+ * environment (be NULL); *gids holds the account's groups until p has run.
+ */
+struct proc;
+int slurm_as_job_user(const struct backend_env *be, struct proc *p, gid_t **gids,
+		      struct tc_err *err);
 
 /* A wait status of a Slurm command: exited 0? */
 bool slurm_exited_ok(int status);

@@ -606,7 +606,11 @@ int sink_from_env(const char *home, const char *job_id, const char *stream,
 	return rc;
 }
 
-/* Journals of the job in dir still to send (*.jsonl). */
+/*
+ * Journals of the job in dir still to send (*.jsonl) that nobody sends: one
+ * a live process holds (another node's flush, where nodes share the folder)
+ * is that process's to send.
+ */
 static int journals_left(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -614,7 +618,12 @@ static int journals_left(const char *dir)
 	int n = 0;
 	while (d && (e = readdir(d))) {
 		size_t l = strlen(e->d_name);
-		n += l > 6 && !strcmp(e->d_name + l - 6, ".jsonl");
+		if (l <= 6 || strcmp(e->d_name + l - 6, ".jsonl") != 0)
+			continue;
+		int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		n += fd < 0 || flock(fd, LOCK_SH | LOCK_NB) == 0 || errno != EWOULDBLOCK;
+		if (fd >= 0)
+			close(fd);
 	}
 	if (d)
 		closedir(d);

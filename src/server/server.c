@@ -117,6 +117,7 @@ static void sjob_release(struct sjob *j)
 	free(j->run_dir);
 	free(j->want);
 	free(j->ids);
+	backend_pull_free(j->pulling);
 }
 
 /* Devices of j go back to the pool, and so do its leases (store.h). */
@@ -491,14 +492,59 @@ static void submit_external(struct srv *s, struct sjob *j)
 	strvec_clear(&jenv);
 }
 
+/*
+ * Does the end of job `id` wait for what its nodes left (sjob.pull)?  One
+ * step of the pull: started once its backend is done with the job, as the
+ * job's account with our allowlist (like its sbatch), then followed until
+ * it has ended.  False once there is nothing (more) to wait for.
+ */
+static bool pull_pending(struct srv *s, const char *id, bool *pull, struct backend_pull **p)
+{
+	struct sbuf said = SBUF_INIT;
+	if (*p) {
+		if (!backend_pull_done(*p, &said))
+			return true;
+		logf_(s, "%s", said.buf);
+		sbuf_release(&said);
+		backend_pull_free(*p);
+		*p = NULL;
+		*pull = false;
+		return false;
+	}
+	if (!*pull)
+		return false;
+	struct job_row r = { 0 };
+	struct tc_err err = TC_ERR_INIT;
+	struct strvec jenv = STRVEC_INIT;
+	bool later = false;
+	struct hub *h = srv_hub(s, &err);
+	int rc = h ? store_job_get(s->st, id, &r, &err) : err.code;
+	if (!rc) {
+		srv_job_env(environ, s->o.pass_env, &jenv);
+		struct backend_env env = { .home = s->home, .say = srv_say, .say_arg = s, .env = &jenv,
+					   .user = r.user };
+		rc = backend_pull_start(&env, s->st, h, id, &later, p, &err);
+	}
+	if (rc)
+		logf_(s, "warning: job %s: cannot take what its nodes left: %s", id, err.msg);
+	if (rc || (!*p && !later))
+		*pull = false; /* nothing to take, or no way to: its end as Slurm has it */
+	strvec_clear(&jenv);
+	job_row_release(&r);
+	tc_err_release(&err);
+	return *p != NULL;
+}
+
 /* Follow an ended job's backend record for a while (backend_ops.settle). */
-static void settle_add(struct srv *s, const struct sjob *j)
+static void settle_add(struct srv *s, struct sjob *j)
 {
 	if (!j->be->settle)
 		return;
 	XGROW(s->settling, s->nsettling + 1, s->settling_alloc);
 	double now = now_wall();
-	s->settling[s->nsettling++] = (struct settle){ xstrdup(j->id), j->be, now + 1, now + 600 };
+	s->settling[s->nsettling++] = (struct settle){ xstrdup(j->id), j->be, now + 1, now + 600,
+						       j->pull, j->pulling };
+	j->pulling = NULL; /* the settling entry's now */
 }
 
 static void report_warn(void *ctx, const char *msg)
@@ -542,12 +588,15 @@ static void settle_jobs(struct srv *s, double now)
 		}
 		job_row_release(&r);
 		tc_err_release(&err);
-		if (!done && now < x->until) {
-			x->next = now + 2;
+		/* an end that came while what its nodes left waits on them: that first */
+		if ((!done && now < x->until) ||
+		    (now < x->until + 600 && pull_pending(s, x->id, &x->pull, &x->pulling))) {
+			x->next = now + (x->pulling ? 1 : 2);
 			i++;
 			continue;
 		}
 		settled_report(s, x->id);
+		backend_pull_free(x->pulling);
 		free(x->id);
 		s->settling[i] = s->settling[--s->nsettling];
 	}
@@ -563,6 +612,11 @@ static void poll_external(struct srv *s)
 		if (!srv_external(j) || j->st == SJ_QUEUED || now < j->next_poll)
 			continue;
 		j->next_poll = now + 2;
+		/* its end waits for what its nodes kept while we were away */
+		if (pull_pending(s, j->id, &j->pull, &j->pulling)) {
+			j->next_poll = now + 1;
+			continue;
+		}
 		struct job_row r = { 0 };
 		struct tc_err err = TC_ERR_INIT;
 		if (store_job_get(s->st, j->id, &r, &err) == 0 && backend_reconcile(s->st, &r, &err) == 0)
@@ -921,9 +975,11 @@ static int load_jobs(struct srv *s, struct tc_err *err)
 		return rc;
 	for (size_t i = 0; i < n; i++) {
 		struct sjob *j = load_job(s, &v[i]);
-		if (srv_external(j) && j->st != SJ_QUEUED)
+		if (srv_external(j) && j->st != SJ_QUEUED) {
 			logf_(s, "job %s: %s, followed through %s", j->id, job_state_name(j->state),
 			      backend_name(j->be));
+			j->pull = true; /* its supervisors may have given up on us meanwhile */
+		}
 		else if (j->st == SJ_RUNNING || j->st == SJ_STOPPING)
 			logf_(s, "job %s: %s, supervisor pid %ld %s", j->id, job_state_name(j->state),
 			      (long)j->pid, proc_alive(j->pid, j->ticks) ? "still running" : "is gone");
@@ -1130,8 +1186,10 @@ out:
 	for (size_t i = 0; i < s->njobs; i++)
 		sjob_release(&s->jobs[i]);
 	free(s->jobs);
-	for (size_t i = 0; i < s->nsettling; i++)
+	for (size_t i = 0; i < s->nsettling; i++) {
 		free(s->settling[i].id);
+		backend_pull_free(s->settling[i].pulling);
+	}
 	free(s->settling);
 	free(s->queue);
 	for (size_t i = 0; s->lease_job && i < s->ndevs; i++)

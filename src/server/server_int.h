@@ -47,6 +47,13 @@ struct sjob {
 	 */
 	const struct backend_ops *be;
 	double next_poll;
+	/*
+	 * Found running when this server started: its supervisors may have
+	 * given up on us meanwhile, so what its nodes kept is pulled once
+	 * its backend is done with it (backend_pull_start), before its end.
+	 */
+	bool pull;
+	struct backend_pull *pulling;
 	/* telemetry */
 	unsigned long long cpu_ticks;
 	double cpu_time;
@@ -57,6 +64,8 @@ struct settle {
 	char *id;
 	const struct backend_ops *be;
 	double next, until;
+	bool pull; /* sjob.pull and .pulling, taken over from the job */
+	struct backend_pull *pulling;
 };
 
 struct srv {
@@ -222,6 +231,8 @@ struct hub *srv_hub(struct srv *s, struct tc_err *err);
 #define SRV_SUPERVISOR_WAIT "60"
 
 int api_start(struct srv *s, char **login, struct tc_err *err);
+/* The hub the server is for its jobs' supervisors (api.c: its own store connection). */
+struct hub *srv_hub(struct srv *s, struct tc_err *err);
 void api_stop(struct srv *s);
 
 /* telemetry.c: sample every running job and device (mu held) */
