@@ -29,8 +29,9 @@
  *     wait_s seconds (TRAINCTL_HUB_WAIT, default 180): a hub that comes
  *     back in that time catches up; the journal stays on the node either
  *     way, and a hub that comes back later pulls it (hub_flush_main, run
- *     on the job's nodes by slurm_hub.c) or, on its own host (`trainctl
- *     server`), reads it from the run folder (hub_ingest_journals).
+ *     on the job's nodes by slurm_hub.c, and by a restarted server as the
+ *     job's account: backend.h, backend_pull_start) or, on its own host
+ *     (`trainctl server`), reads it from the run folder (hub_ingest_journals).
  */
 #ifndef TC_HUB_H
 #define TC_HUB_H
@@ -91,9 +92,11 @@ int hub_flush_main(const char *home, const char *job_id, int *left, struct tc_er
 int hub_job_status(const char *job, int timeout_s, enum job_stop *stop, int *restarts,
 		   struct tc_err *err);
 /*
- * The whole answer (*out, the caller's): the members above, and "ckpts",
- * the job's complete checkpoint records, oldest step first (the members of
- * struct store_ckpt), for a supervisor that resumes a job run before.
+ * The whole answer (*out, the caller's): the members above, "ckpts", the
+ * job's complete checkpoint records, oldest step first (the members of
+ * struct store_ckpt), for a supervisor that resumes a job run before, and
+ * "node_ckpts", [[node, step, name], ...], each node's complete records of
+ * its own disk, for a node that rotates its copies (launch/nodeckpt.c).
  */
 int hub_job_status_json(const char *job, int timeout_s, json_t **out, struct tc_err *err);
 /*

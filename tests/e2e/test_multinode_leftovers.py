@@ -243,3 +243,37 @@ slurm: {gres: none}
             srv.stop()
     finally:
         cluster.stop()
+
+
+# ---- checkpoint.keep on every node's own disk (the 3-host cluster) ----
+
+from test_multihost import (COMPUTE, ckpt_files, digits_spec, mhost, node_ckpts,  # noqa: E402,F401
+                            node_file, show, submit, wait_end)
+
+
+def test_every_node_keeps_its_newest_checkpoints(mhost, torch_available):  # noqa: F811
+    """2 hosts x 2 ranks, every node saves on its own disk, keep: 2, 5 epochs: each node
+    ends with the newest 2; node 1's supervisor removed the older ones itself and the hub
+    has them as removed (the driver rotates node 0's disk, its own host's)"""
+    job = "digits-keep"
+    proc = submit(mhost, digits_spec(mhost, job, epochs=5, args=", ckpt-every-node: null",
+                                     extra="checkpoint: {keep: 2}\n"))
+    rc, out, err = wait_end(mhost, proc)
+    assert rc == 0, err + mhost.logs()
+    j = show(mhost, job)
+    assert j["state"] == "succeeded", j
+    for h in COMPUTE:
+        assert ckpt_files(mhost, job, h) == ["epoch-4.pt", "epoch-5.pt"], (h, ckpt_files(mhost, job, h))
+    nodes = node_ckpts(mhost, job)
+    assert [nodes.get((1, s)) for s in range(1, 6)] == ["removed"] * 3 + ["complete"] * 2, nodes
+    # node 0's disk is the driver's: the job's own rows say what it removed (its last
+    # removal may come after node 0's attempt ended, so its own rows can lag)
+    p = mhost.tc("login", "ckpt", "list", job, timeout=120)
+    states = {l.split()[0]: l.split()[2] for l in p.stdout.splitlines()[1:] if l.split()}
+    assert all(states.get(str(s)) == "removed" for s in (1, 2, 3)), p.stdout
+    sup = node_file(mhost, job, "login", "logs/supervisor-node1.log").read_text()
+    assert "node 1: checkpoint epoch-1.pt (step 1) removed from this node's disk: keeping the newest 2" \
+        in sup, sup[-3000:]
+    # the driver's host: rotated by the driver (the job's rows), not twice
+    sup0 = node_file(mhost, job, "login", "logs/supervisor-node0.log").read_text()
+    assert "removed from this node's disk" not in sup0, sup0[-3000:]
