@@ -231,8 +231,6 @@ struct hub *srv_hub(struct srv *s, struct tc_err *err);
 #define SRV_SUPERVISOR_WAIT "60"
 
 int api_start(struct srv *s, char **login, struct tc_err *err);
-/* The hub the server is for its jobs' supervisors (api.c: its own store connection). */
-struct hub *srv_hub(struct srv *s, struct tc_err *err);
 void api_stop(struct srv *s);
 
 /* telemetry.c: sample every running job and device (mu held) */

@@ -758,6 +758,9 @@ TEST(hub_ingests_journals_left_in_a_run_folder_as_untrusted_input)
 	sbuf_release(&p);
 	sbuf_release(&jd);
 	sbuf_release(&runs);
+	fx_close(&f);
+}
+
 TEST(hub_node_device_health_is_the_nodes_never_this_hosts)
 {
 	struct fx f;
