@@ -174,6 +174,12 @@ void container_name(struct sbuf *sb, const char *job_id, int attempt, int rank)
 	sbuf_addf(sb, "trainctl-%s-a%d-r%d", job_id, attempt, rank);
 }
 
+void container_endpoint_name(struct sbuf *sb, const char *job_id, const char *endpoint)
+{
+	sbuf_reset(sb);
+	sbuf_addf(sb, "trainctl-%s-ep-%s", job_id, endpoint);
+}
+
 /* container.user must be the job's own user; the default is. */
 static int check_user(const struct container_worker *cw, struct tc_err *err)
 {
@@ -218,13 +224,19 @@ int container_wrapper(const struct container_worker *cw, struct strvec *out, str
 	int rc = check_user(cw, err);
 	if (rc)
 		return rc;
-	container_name(&name, cw->job_id, cw->attempt, cw->rank);
+	if (cw->endpoint)
+		container_endpoint_name(&name, cw->job_id, cw->endpoint);
+	else
+		container_name(&name, cw->job_id, cw->attempt, cw->rank);
 	strvec_push(out, cw->rt->path);
 	strvec_push(out, "run");
 	strvec_pushv(out, (const char *const[]){ "--rm", "--init", "--pull=never", NULL });
 	strvec_pushf(out, "--name=%s", name.buf);
 	strvec_pushf(out, "--label=trainctl.job=%s", cw->job_id);
-	strvec_pushf(out, "--label=trainctl.rank=%d", cw->rank);
+	if (cw->endpoint)
+		strvec_pushf(out, "--label=trainctl.endpoint=%s", cw->endpoint);
+	else
+		strvec_pushf(out, "--label=trainctl.rank=%d", cw->rank);
 	/* never more than the user has (container.h) */
 	strvec_pushv(out, (const char *const[]){ "--cap-drop=all",
 						 "--security-opt=no-new-privileges", NULL });
@@ -232,7 +244,7 @@ int container_wrapper(const struct container_worker *cw, struct strvec *out, str
 		strvec_push(out, "--userns=keep-id"); /* the user's uid is the user's, not a subuid */
 	else
 		strvec_pushf(out, "--user=%ld:%ld", (long)cw->uid, (long)cw->gid);
-	strvec_pushf(out, "--network=%s", c->network ? c->network : "host");
+	strvec_pushf(out, "--network=%s", c->network && !cw->endpoint ? c->network : "host");
 	if (c->shm_size)
 		strvec_pushf(out, "--shm-size=%s", c->shm_size);
 	else if (!cw->private_ipc)

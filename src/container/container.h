@@ -24,10 +24,13 @@
  *    spec_container_extra_refused()'s allowlist.
  *  - Never a silent host fallback: a runtime, image or device row that is
  *    missing is an error (TC_EBACKEND, exit 3) naming what is missing.
- *  - Names: trainctl-<job>-a<attempt>-r<rank>; every container carries the
- *    label trainctl.job=<job>, by which container_reap_argv removes what
- *    a killed supervisor left running (the runtime's client dying does not
- *    stop its container: conmon or dockerd keeps it).
+ *  - Names: trainctl-<job>-a<attempt>-r<rank> for a worker,
+ *    trainctl-<job>-ep-<name> for an endpoint (docs/endpoints.md: an image
+ *    job's endpoints run in its image too, each in a container of its
+ *    own, built here by the same container_wrapper); every container
+ *    carries the label trainctl.job=<job>, by which container_reap_argv
+ *    removes what a killed supervisor left running (the runtime's client
+ *    dying does not stop its container: conmon or dockerd keeps it).
  *
  * Nothing here prints; strings and vectors are the caller's to free.
  */
@@ -76,12 +79,19 @@ void container_client_env(struct strvec *env);
 int container_image_ready(const struct container_runtime *rt, const char *image, const char *pull,
 			  struct tc_err *err);
 
-/* One worker's container. */
+/* One worker's container, or one endpoint's. */
 struct container_worker {
 	const struct spec *s;      /* image, container:, device type, workdir */
 	const struct container_runtime *rt;
 	const char *job_id;
 	int attempt, rank;
+	/*
+	 * Non-NULL: the container of this endpoint, not of a rank (attempt and
+	 * rank unused): named trainctl-<job>-ep-<endpoint>, labelled
+	 * trainctl.endpoint=<endpoint>, and on the host's network whatever
+	 * container.network says, since its port is the host's 127.0.0.1.
+	 */
+	const char *endpoint;
 	uid_t uid;                 /* the job's user */
 	gid_t gid;
 	bool rootless;             /* the client runs as a user, not root (podman: --userns=keep-id) */
@@ -96,10 +106,12 @@ struct container_worker {
 
 /* "trainctl-<job>-a<attempt>-r<rank>" into sb (reset first). */
 void container_name(struct sbuf *sb, const char *job_id, int attempt, int rank);
+/* "trainctl-<job>-ep-<endpoint>" into sb (reset first). */
+void container_endpoint_name(struct sbuf *sb, const char *job_id, const char *endpoint);
 
 /*
- * The runtime command line that runs one worker, up to and including the
- * image: the worker's argv follows it (proc.h: wrapper).  TC_EBACKEND for
+ * The runtime command line that runs one worker (or endpoint), up to and
+ * including the image: the worker's argv follows it (proc.h: wrapper).  TC_EBACKEND for
  * a device type without a pass-through row, TC_EUSAGE for a
  * container.user that is not the job's user.
  */

@@ -85,8 +85,12 @@ static const struct endpoint_kind kinds[] = {
 	{ .name = "generic", .keys = ENDPOINT_KEY_COMMAND | ENDPOINT_KEY_PORT,
 	  .needs = ENDPOINT_KEY_COMMAND, .http = true, .strip_prefix = true,
 	  .build = build_generic },
-	/* the ssh row: sshd on the port, the user's key (src/endpoint/ssh.c) */
-	{ .name = "ssh", .keys = ENDPOINT_KEY_PUBLIC_KEY, .http = false,
+	/*
+	 * the ssh row: sshd on the port, the user's key (src/endpoint/ssh.c).
+	 * On the host in an image job too: the image needs no sshd, and its
+	 * sessions enter the rank's container as `trainctl exec` does.
+	 */
+	{ .name = "ssh", .keys = ENDPOINT_KEY_PUBLIC_KEY, .http = false, .on_host = true,
 	  .build = endpoint_build_ssh },
 };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
@@ -190,6 +194,8 @@ struct sidecar {
 	const struct spec_endpoint *ep; /* the spec's, which outlives the set */
 	struct store_endpoint row;      /* what is recorded (its strings ours) */
 	pid_t pid;                      /* -1: not running (never started, or reaped) */
+	bool in_image;                  /* its process is the runtime's client (o.wrap) */
+	char *program;                  /* ... and the program looked up in the image, or NULL */
 };
 
 struct endpoint_set {
@@ -243,6 +249,17 @@ static char *new_secret(void)
 	return sbuf_detach(&sb);
 }
 
+/*
+ * In the image, the program is looked up before it runs: one the image
+ * lacks ends the container with 127 and says so, which ended() turns into
+ * the endpoint's failure naming image and program (runc's own message
+ * would be lost: with --init, the init process reports only that its
+ * child could not start).  $0 is the program, the rest its arguments.
+ */
+static const char lookup_script[] =
+	"command -v \"$0\" >/dev/null 2>&1 || "
+	"{ echo \"trainctl: $0: not found in the image\" >&2; exit 127; }; exec \"$0\" \"$@\"";
+
 /* Start c: 0, or why not in err (then the caller records it failed). */
 static int start_one(struct endpoint_set *es, struct sidecar *c, struct tc_err *err)
 {
@@ -270,6 +287,11 @@ static int start_one(struct endpoint_set *es, struct sidecar *c, struct tc_err *
 			rc = tc_error_errno(err, TC_ESYS, "cannot open %s", lp.buf);
 		sbuf_release(&lp);
 	}
+	bool in_image = !rc && o->wrap && k && !k->on_host;
+	if (in_image && !strchr(cmd.argv.v[0], '/')) {
+		strvec_pushv(&p.args, (const char *const[]){ "/bin/sh", "-c", lookup_script, NULL });
+		c->program = xstrdup(cmd.argv.v[0]);
+	}
 	if (!rc) {
 		strvec_pushv(&p.args, (const char *const *)cmd.argv.v);
 		if (o->env)
@@ -293,9 +315,15 @@ static int start_one(struct endpoint_set *es, struct sidecar *c, struct tc_err *
 		p.out.fd = logfd;
 		p.err.how = PROC_IO_STDOUT;
 		p.wait_exec = true; /* a missing program is said now, by name */
-		rc = proc_start(&p, err);
+		if (in_image)
+			rc = o->wrap(o->wrap_ctx, c->ep->name, &p, err);
+		if (!rc)
+			rc = proc_start(&p, err);
 		if (!rc)
 			c->pid = p.pid;
+		c->in_image = in_image;
+		if (rc && in_image && o->gone)
+			o->gone(o->wrap_ctx, c->ep->name, false); /* what wrap left (its env file) */
 	}
 	if (logfd >= 0)
 		close(logfd);
@@ -333,8 +361,9 @@ int endpoint_start_all(const struct endpoint_opts *o, struct endpoint_set **out,
 			    e2.msg);
 			rc = record(es, c, "failed", e2.msg, err);
 		} else {
-			say(es, "endpoint %s (%s) on 127.0.0.1:%d, pid %ld", c->ep->name, c->ep->kind,
-			    c->row.port, (long)c->pid);
+			say(es, "endpoint %s (%s) on 127.0.0.1:%d, pid %ld%s%s", c->ep->name, c->ep->kind,
+			    c->row.port, (long)c->pid, c->in_image ? ", in image " : "",
+			    c->in_image ? o->image : "");
 			rc = record(es, c, "running", NULL, err);
 		}
 		tc_err_release(&e2);
@@ -360,14 +389,28 @@ static void ended(struct endpoint_set *es, struct sidecar *c, int status, const 
 	/* what the group left behind goes with its leader */
 	kill(-c->pid, SIGKILL);
 	c->pid = -1;
+	struct proc_exit pe = proc_exit_of(status);
+	if (c->in_image && !strcmp(state, "exited") && pe.exited && pe.code == 127) {
+		/* the lookup, or the shell of a generic command, found no program (127) */
+		state = "failed";
+		sbuf_reset(&why);
+		if (c->program)
+			sbuf_addf(&why, "program '%s' is not in image '%s' (exit status 127)",
+				  c->program, es->o.image);
+		else
+			sbuf_addf(&why, "exit status 127: a program its command runs is not in image "
+				  "'%s'", es->o.image);
+	}
+	if (c->in_image && es->o.gone)
+		es->o.gone(es->o.wrap_ctx, c->ep->name, pe.sig != 0);
 	struct tc_err e2 = TC_ERR_INIT;
 	/* stopped with the job: how it took the signal is no news */
 	if (record(es, c, state, strcmp(state, "stopped") ? why.buf : NULL, &e2))
 		say(es, "warning: %s", e2.msg);
 	tc_err_release(&e2);
-	if (!strcmp(state, "exited"))
-		say(es, "warning: endpoint %s %s (logs/endpoint-%s.log)", c->ep->name, why.buf,
-		    c->ep->name);
+	if (strcmp(state, "stopped"))
+		say(es, "warning: endpoint %s %s%s (logs/endpoint-%s.log)", c->ep->name,
+		    strcmp(state, "failed") ? "" : "failed: ", why.buf, c->ep->name);
 	sbuf_release(&why);
 }
 
@@ -435,8 +478,10 @@ void endpoint_stop_all(struct endpoint_set *es, int grace_seconds)
 		}
 		sleep_ms(20);
 	}
-	for (size_t i = 0; i < es->n; i++)
+	for (size_t i = 0; i < es->n; i++) {
 		store_endpoint_release(&es->sc[i].row);
+		free(es->sc[i].program);
+	}
 	free(es->sc);
 	free(es->job_id);
 	free(es);

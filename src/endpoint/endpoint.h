@@ -13,6 +13,12 @@
  * (2) Each endpoint is a sidecar: one child started through core/proc by
  *     the job's supervisor, in its own process group, as the job's user,
  *     with the workers' environment (less the per-rank variables) and cwd.
+ *     In a job with image: that child is the runtime's client running the
+ *     endpoint in a container of the image (endpoint_opts.wrap), so it
+ *     gets the image's programs and libraries, as the workers do; a kind
+ *     marked on_host stays on the host (ssh: its sessions enter the rank's
+ *     container themselves).  A program the image lacks is the endpoint's
+ *     failure naming the image and the program, never a host fallback.
  *     It listens on 127.0.0.1 only, on a port trainctl picks
  *     (endpoint_free_port).  The proxy is the way in; a kind that can
  *     check a token is given one (secret, in its environment, never its
@@ -41,6 +47,7 @@
 #include "core/err.h"
 #include "core/strvec.h"
 
+struct proc;
 struct spec;
 struct spec_endpoint;
 struct sink;
@@ -80,6 +87,7 @@ struct endpoint_kind {
 	 * value ("token %s"), NULL: the kind takes no token */
 	const char *auth_header, *auth_value;
 	const char *not_yet;    /* non-NULL: refused with this reason (not built yet) */
+	bool on_host;           /* runs on the host in an image job too (endpoint_opts.wrap) */
 	/* Fill cmd for c; 0 or a negative TC_E* with err set. */
 	int (*build)(const struct endpoint_ctx *c, struct endpoint_cmd *cmd, struct tc_err *err);
 };
@@ -125,6 +133,19 @@ struct endpoint_opts {
 	/* a new process group to kill should the supervisor die (its watchdog) */
 	void (*watch)(void *ctx, pid_t pgid);
 	void *watch_ctx;
+	/*
+	 * A job with image: (NULL: every endpoint runs on the host).  wrap
+	 * makes p (argv, env, cwd) the runtime's client running it in the
+	 * image in a container of the endpoint's own (launch/container_hook.c);
+	 * gone is told when that endpoint's process has ended, and whether it
+	 * was killed (a killed client leaves its container running).  In the
+	 * container the program is looked up first: one the image lacks ends
+	 * it with status 127, recorded failed with image and program named.
+	 */
+	const char *image;
+	int (*wrap)(void *ctx, const char *name, struct proc *p, struct tc_err *err);
+	void (*gone)(void *ctx, const char *name, bool killed);
+	void *wrap_ctx;
 };
 
 struct endpoint_set;

@@ -1,9 +1,10 @@
 /*
  * container_hook.c -- a job with image: (supervisor_int.h): the runtime
  * and the image are checked before any worker starts, each worker's
- * process becomes the runtime's client running it in its own container
- * (container/container.h), and containers whose client was killed, or
- * whose supervisor was, are removed.
+ * process, and each endpoint's (endpoint_hook.c), becomes the runtime's
+ * client running it in its own container (container/container.h), and
+ * containers whose client was killed, or whose supervisor was, are
+ * removed.
  */
 #include "launch/supervisor_int.h"
 #include "container/container.h"
@@ -152,10 +153,49 @@ void sup_container_end(struct sup *sp)
 	sp->ctr = NULL;
 }
 
-int sup_container_wrap(struct sup *sp, struct worker *w, struct proc *p, struct tc_err *err)
+/*
+ * p (argv, env) becomes the runtime's client running it in cw's container
+ * (a rank's or an endpoint's; the job's part of cw is filled here).  Its
+ * environment goes in through envname, a private file in the run folder,
+ * never on argv (ps shows argv); the variables it cannot hold in dropped.
+ */
+static int wrap_in(struct sup *sp, struct container_worker *cw, const char *envname,
+		   struct proc *p, struct strvec *dropped, struct tc_err *err)
 {
 	struct sup_ctr *c = sp->ctr;
 	const struct spec *s = sp->s;
+	cw->s = s;
+	cw->rt = &c->rt;
+	cw->job_id = sp->job_id;
+	cw->uid = getuid();
+	cw->gid = getgid();
+	cw->rootless = c->rootless;
+	cw->device_ids = s->device_ids;
+	cw->ndevices = s->per_node;
+	cw->exists = path_exists_cb;
+	/* rootless podman binds the host's /dev/mqueue for --ipc=host: none, no host IPC */
+	cw->private_ipc = c->rootless && !is_dir("/dev/mqueue");
+	struct sbuf ef = SBUF_INIT;
+	sbuf_addf(&ef, "%s/%s", sp->run_dir, envname);
+	cw->env_file = ef.buf;
+	char *text = container_env_file(cw, &p->env, dropped);
+	int rc = sup_write_private(sp->run_dir, envname, text, err);
+	free(text);
+	if (!rc)
+		rc = container_wrapper(cw, &p->wrapper, err);
+	if (!rc) {
+		/* the client runs with its own environment, never the job's */
+		strvec_clear(&p->env);
+		container_client_env(&p->env);
+	}
+	cw->env_file = NULL;
+	sbuf_release(&ef);
+	return rc;
+}
+
+int sup_container_wrap(struct sup *sp, struct worker *w, struct proc *p, struct tc_err *err)
+{
+	struct sup_ctr *c = sp->ctr;
 	struct strvec dirs = STRVEC_INIT, dropped = STRVEC_INIT;
 	strvec_pushv(&dirs, (const char *const *)c->dirs.v);
 	/* a checkpoint to resume from may live outside the job's folders */
@@ -174,38 +214,70 @@ int sup_container_wrap(struct sup *sp, struct worker *w, struct proc *p, struct 
 		strvec_clear(&dirs);
 		return prc;
 	}
-	struct container_worker cw = {
-		.s = s, .rt = &c->rt, .job_id = sp->job_id, .attempt = sp->attempt, .rank = w->rank,
-		.uid = getuid(), .gid = getgid(),
-		.rootless = c->rootless, .dirs = (const char *const *)dirs.v,
-		.device_ids = s->device_ids, .ndevices = s->per_node, .exists = path_exists_cb,
-		/* rootless podman binds the host's /dev/mqueue for --ipc=host: none, no host IPC */
-		.private_ipc = c->rootless && !is_dir("/dev/mqueue"),
-	};
-	/* the worker's environment goes in through a private file, never on argv (ps shows argv) */
-	struct sbuf name = SBUF_INIT, ef = SBUF_INIT;
+	struct container_worker cw = { .attempt = sp->attempt, .rank = w->rank,
+				       .dirs = (const char *const *)dirs.v };
+	struct sbuf name = SBUF_INIT;
 	sbuf_addf(&name, "container-rank-%d.env", w->rank);
-	sbuf_addf(&ef, "%s/%s", sp->run_dir, name.buf);
-	cw.env_file = ef.buf;
-	char *text = container_env_file(&cw, &p->env, &dropped);
-	int rc = sup_write_private(sp->run_dir, name.buf, text, err);
-	free(text);
+	int rc = wrap_in(sp, &cw, name.buf, p, &dropped, err);
 	if (!rc && dropped.nr && w->local_rank == 0 && sp->attempt == 0)
 		sup_say(sp, "warning: %zu environment variable%s with a newline in %s value cannot "
 			"reach the container (%s%s)", dropped.nr, dropped.nr == 1 ? "" : "s",
 			dropped.nr == 1 ? "its" : "their", dropped.v[0], dropped.nr > 1 ? ", ..." : "");
-	if (!rc)
-		rc = container_wrapper(&cw, &p->wrapper, err);
-	if (!rc) {
-		/* the client runs with its own environment, never the job's */
-		strvec_clear(&p->env);
-		container_client_env(&p->env);
-	}
 	sbuf_release(&name);
-	sbuf_release(&ef);
 	strvec_clear(&dirs);
 	strvec_clear(&dropped);
 	return rc;
+}
+
+bool sup_container_endpoints_in_image(const struct sup *sp)
+{
+	return sp->ctr && !sp->ctr->pyxis;
+}
+
+/* <run folder>/container-ep-NAME.env: an endpoint's environment (its token too). */
+static void endpoint_env_name(struct sbuf *sb, const char *endpoint)
+{
+	sbuf_reset(sb);
+	sbuf_addf(sb, "container-ep-%s.env", endpoint);
+}
+
+int sup_container_wrap_endpoint(struct sup *sp, const char *endpoint, struct proc *p,
+				struct tc_err *err)
+{
+	struct strvec dropped = STRVEC_INIT;
+	struct container_worker cw = { .endpoint = endpoint,
+				       .dirs = (const char *const *)sp->ctr->dirs.v };
+	struct sbuf name = SBUF_INIT;
+	endpoint_env_name(&name, endpoint);
+	/* a variable the env file cannot hold was said for the workers already */
+	int rc = wrap_in(sp, &cw, name.buf, p, &dropped, err);
+	sbuf_release(&name);
+	strvec_clear(&dropped);
+	return rc;
+}
+
+void sup_container_endpoint_gone(struct sup *sp, const char *endpoint, bool killed)
+{
+	struct sup_ctr *c = sp->ctr;
+	struct sbuf nm = SBUF_INIT;
+	endpoint_env_name(&nm, endpoint);
+	char *path = sup_join(sp->run_dir, nm.buf);
+	if (unlink(path) < 0 && errno != ENOENT)
+		sup_say(sp, "warning: cannot remove %s: %s", path, strerror(errno));
+	free(path);
+	if (killed && c) {
+		/* its monitor keeps the container of a killed client running */
+		struct strvec argv = STRVEC_INIT;
+		struct tc_err e = TC_ERR_INIT;
+		container_endpoint_name(&nm, sp->job_id, endpoint);
+		const char *names[] = { nm.buf };
+		container_rm_argv(&c->rt, names, 1, &argv);
+		if (container_run(&argv, 60000, &e))
+			sup_say(sp, "warning: %s", e.msg);
+		tc_err_release(&e);
+		strvec_clear(&argv);
+	}
+	sbuf_release(&nm);
 }
 
 void sup_container_attempt_end(struct sup *sp)

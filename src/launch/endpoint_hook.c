@@ -1,8 +1,9 @@
 /*
  * endpoint_hook.c -- the job's endpoints (endpoint/endpoint.h) in the
  * supervisor: started with the first attempt's workers, as their user,
- * with their environment and cwd; reaped by the attempt loop; watched by
- * the supervisor's watchdog; stopped when the job ends.  A node of a
+ * with their environment and cwd, in the job's image when it has one
+ * (container_hook.c); reaped by the attempt loop; watched by the
+ * supervisor's watchdog; stopped when the job ends.  A node of a
  * multi-node job runs them on node 0 only; when that node reports to a
  * `trainctl server` over TCP (a Slurm job), the rows name the node and the
  * server reaches them through node 0's relay (endpoint/relay.h).
@@ -64,6 +65,16 @@ static void relay_start(struct sup *sp)
 	tc_err_release(&err);
 }
 
+static int ep_wrap(void *ctx, const char *name, struct proc *p, struct tc_err *err)
+{
+	return sup_container_wrap_endpoint(ctx, name, p, err);
+}
+
+static void ep_gone(void *ctx, const char *name, bool killed)
+{
+	sup_container_endpoint_gone(ctx, name, killed);
+}
+
 void sup_endpoints_start(struct sup *sp, const struct env_plan *plan)
 {
 	if (sp->eps_started || !sp->s->nendpoints)
@@ -86,6 +97,16 @@ void sup_endpoints_start(struct sup *sp, const struct env_plan *plan)
 		.host = relay ? host : NULL,
 		.say = ep_say, .say_ctx = sp, .watch = ep_watch, .watch_ctx = sp,
 	};
+	if (sup_container_endpoints_in_image(sp)) {
+		/* an image job's endpoints run in its image, each in its own container */
+		o.image = sp->s->container.image;
+		o.wrap = ep_wrap;
+		o.gone = ep_gone;
+		o.wrap_ctx = sp;
+	} else if (sp->ctr) {
+		sup_say(sp, "warning: endpoints: container.runtime pyxis does not run them in image "
+			"%s yet: they run on the host", sp->s->container.image);
+	}
 	struct tc_err err = TC_ERR_INIT;
 	if (endpoint_start_all(&o, &sp->eps, &err))
 		sup_say(sp, "warning: endpoints: %s", err.msg);

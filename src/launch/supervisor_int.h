@@ -180,6 +180,13 @@ void sup_container_end(struct sup *sp);
 int sup_container_wrap(struct sup *sp, struct worker *w, struct proc *p, struct tc_err *err);
 /* After an attempt: remove the containers whose client was killed (their monitor keeps them). */
 void sup_container_attempt_end(struct sup *sp);
+/* Do the job's endpoints run in its image?  (Not with runtime pyxis yet: they run on the host.) */
+bool sup_container_endpoints_in_image(const struct sup *sp);
+/* The same for an endpoint: its own container, trainctl-<job>-ep-<name> (endpoint.h: wrap). */
+int sup_container_wrap_endpoint(struct sup *sp, const char *endpoint, struct proc *p,
+				struct tc_err *err);
+/* An endpoint's process ended: its env file goes, and its container if its client was killed. */
+void sup_container_endpoint_gone(struct sup *sp, const char *endpoint, bool killed);
 
 /* ---- lease.c ---- */
 

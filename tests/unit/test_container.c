@@ -162,6 +162,36 @@ TEST(wrapper_cpu)
 	free(w);
 }
 
+/* An endpoint's container: the same command line, its own name and label, the host's network. */
+TEST(wrapper_endpoint)
+{
+	struct spec *s = test_spec_ok("command: [true]\nworkdir: /tmp\nimage: localhost/py:1\n"
+				      "container: {network: none, mounts: ['/d:/data:ro']}\n");
+	static const char *const dirs[] = { "/home/u/runs/J", NULL };
+	struct container_worker cw = {
+		.s = s, .rt = &podman, .job_id = "J", .endpoint = "web", .uid = 1000, .gid = 100,
+		.rootless = true, .env_file = "/home/u/runs/J/container-ep-web.env", .dirs = dirs,
+		.device_ids = (const int[]){ 0 }, .ndevices = 1,
+	};
+	struct strvec argv = STRVEC_INIT;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(container_wrapper(&cw, &argv, &err), 0);
+	char *w = joined(&argv);
+	CHECK_STR(w, "/usr/bin/podman run --rm --init --pull=never --name=trainctl-J-ep-web "
+		     "--label=trainctl.job=J --label=trainctl.endpoint=web --cap-drop=all "
+		     "--security-opt=no-new-privileges --userns=keep-id --network=host --ipc=host "
+		     "--env-file=/home/u/runs/J/container-ep-web.env --workdir=/tmp "
+		     "-v /home/u/runs/J:/home/u/runs/J -v /tmp:/tmp -v /d:/data:ro localhost/py:1");
+	free(w);
+	struct sbuf nm = SBUF_INIT;
+	container_endpoint_name(&nm, "J", "web");
+	CHECK_STR(nm.buf, "trainctl-J-ep-web");
+	sbuf_release(&nm);
+	strvec_clear(&argv);
+	tc_err_release(&err);
+	spec_free(s);
+}
+
 TEST(wrapper_user_is_the_jobs)
 {
 	int rc;

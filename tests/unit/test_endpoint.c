@@ -70,6 +70,9 @@ TEST(kind_table)
 	CHECK(endpoint_kind_find("generic")->strip_prefix);
 	CHECK(endpoint_kind_find("generic")->needs & ENDPOINT_KEY_COMMAND);
 	CHECK(endpoint_kind_find("nope") == NULL);
+	/* an image job runs its endpoints in the image, but sshd stays on the host */
+	CHECK(!endpoint_kind_find("jupyter")->on_host && !endpoint_kind_find("tensorboard")->on_host);
+	CHECK(!endpoint_kind_find("generic")->on_host && endpoint_kind_find("ssh")->on_host);
 	/* a kind without its row built is refused by name, never run */
 	const struct endpoint_kind *ssh = endpoint_kind_find("ssh");
 	if (ssh && ssh->not_yet) {
