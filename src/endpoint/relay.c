@@ -397,12 +397,18 @@ static void *work(void *arg)
 			sbuf_release(&pre);
 			if (status == 410)
 				break; /* the job has ended, for the server */
+			if (status == 404) {
+				/* a hub that is not `trainctl server` (trainctl run's): no proxy to serve */
+				say_once(r, SAID_REFUSED, "endpoint relay: the hub at %s has no relay route:"
+					 " the endpoints are reached on this node only", r->hostport);
+				break;
+			}
 			if (status && status != 429 && !stopping(r))
 				say_once(r, SAID_REFUSED, "warning: endpoint relay: the server at %s refused"
 					 " a connection for endpoint %s (HTTP %u; trying again)", r->hostport,
 					 tg->name, status);
-			/* a server without the route (404) or that will not know the job: slower */
-			int cap = status == 404 || status == 401 ? 4 * BACKOFF_MAX_MS : BACKOFF_MAX_MS;
+			/* a server that will not know the job's secret: slower */
+			int cap = status == 401 ? 4 * BACKOFF_MAX_MS : BACKOFF_MAX_MS;
 			backoff = backoff ? (backoff * 2 > cap ? cap : backoff * 2) : 1000;
 			continue;
 		}

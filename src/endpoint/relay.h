@@ -18,6 +18,8 @@
  *     pumping, another is started so that pool stay parked, up to max per
  *     endpoint.  A refused or failed connection is tried again after a
  *     back-off (1 s, up to 10 s): a server that restarts is found again.
+ *     A 404 (a hub that is not `trainctl server`: it has no such route) or
+ *     a 410 (the job has ended) ends the thread.
  * (3) ep_relay_stop shuts every socket down and joins every thread: nothing
  *     is left when the job ends.
  *

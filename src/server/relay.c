@@ -323,6 +323,8 @@ int relay_answer(struct srv *s, struct MHD_Connection *con, const char *job, con
 	int status = 503;
 	if (h && hub_check_secret(h, job, secret, &status, &err) == 0)
 		status = job_gone(s, job) ? 410 : 0;
+	else if (status == 404)
+		status = 410; /* a job the hub no longer knows: the node stops asking (404: no route) */
 	if (!status)
 		status = relay_pool_admit(the_pool(), job, name);
 	int ret;

@@ -21,7 +21,7 @@ from conftest import wait_until
 from mhost_cluster import TRAINCTL_HOME
 from server_fixture import Server, free_port, unix_accounts
 from test_endpoints import jupyter_ok, run_cell, websocket  # noqa: F401  (a fixture)
-from test_multihost import mhost  # noqa: F401  (the fixture)
+from test_multihost import mhost, ns_pids, proc_file  # noqa: F401  (mhost: the fixture)
 
 WWW = "/tmp/relay-www"
 ENDED = ("succeeded", "failed", "killed", "lost")
@@ -169,6 +169,13 @@ def relayed_job(mhost, tok, websocket):  # noqa: F811
         assert st in (404, 410, 503) and "ended" in json.dumps(body), (st, body)
         wait_until(lambda: not login_connections(mhost, srv.port), timeout=60,
                    what=lambda: login_connections(mhost, srv.port))
+
+        # on node 0: the job's supervisor (and its relay threads) and endpoints are gone
+        def job_procs():
+            return [b" ".join(proc_file(p, "cmdline")) for p in ns_pids(mhost, node0)
+                    if job.encode() in b" ".join(proc_file(p, "cmdline"))
+                    or b"http.server" in b" ".join(proc_file(p, "cmdline"))]
+        wait_until(lambda: not job_procs(), timeout=120, what=job_procs)
         assert not port_open_on(mhost, node0, ep["port"])
     finally:
         if job:

@@ -12,6 +12,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -162,6 +164,47 @@ TEST(relay_pool_limits_take_release)
 	relay_pool_free(p);
 }
 
+static int ended_flag;
+
+static bool job_ended(void *ctx, const char *job)
+{
+	(void)ctx;
+	return __atomic_load_n(&ended_flag, __ATOMIC_SEQ_CST) && !strcmp(job, "j");
+}
+
+struct gone_holder {
+	struct relay_pool *p;
+	int fd;
+};
+
+static void *hold_gone(void *arg)
+{
+	struct gone_holder *g = arg;
+	relay_pool_hold(g->p, "j", "web", g->fd, job_ended, NULL);
+	return NULL;
+}
+
+TEST(relay_pool_drops_an_ended_jobs_connections)
+{
+	struct relay_pool *p = relay_pool_new(4, 16);
+	int sv[2];
+	CHECK_INT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	struct gone_holder g = { p, sv[0] };
+	pthread_t t;
+	CHECK_INT(pthread_create(&t, NULL, hold_gone, &g), 0);
+	wait_parked(p, "j", "web", 1);
+	__atomic_store_n(&ended_flag, 1, __ATOMIC_SEQ_CST);
+	/* within a second or two the holder lets it go, and the node sees its end */
+	CHECK_INT(pthread_join(t, NULL), 0);
+	char c;
+	CHECK_INT(read(sv[1], &c, 1), 0);
+	wait_parked(p, "j", "web", 0);
+	close(sv[0]);
+	close(sv[1]);
+	relay_pool_stop(p);
+	relay_pool_free(p);
+}
+
 static int listen_local(int *port)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -235,6 +278,33 @@ TEST(relay_node_parks_pumps_and_stops)
 	close(c2);
 	close(hub);
 	close(ep);
+	sbuf_release(&req);
+	tc_err_release(&err);
+}
+
+TEST(relay_node_stops_at_a_hub_without_the_route)
+{
+	int hub_port;
+	int hub = listen_local(&hub_port);
+	char url[64];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", hub_port);
+	struct ep_relay_target t = { "web", 1 };
+	struct ep_relay_opts o = { .url = url, .secret = "s", .job_id = "j-1", .targets = &t,
+				   .ntargets = 1, .pool = 1 };
+	struct ep_relay *r = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(ep_relay_start(&o, &r, &err), 0);
+	int c = accept(hub, NULL, NULL);
+	struct sbuf req = SBUF_INIT;
+	read_head(c, &req);
+	const char *ans = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+	CHECK_INT(write(c, ans, strlen(ans)), (long long)strlen(ans));
+	close(c);
+	/* `trainctl run`'s hub: no retry (one would come within its 1 s back-off) */
+	struct pollfd pf = { .fd = hub, .events = POLLIN };
+	CHECK_INT(poll(&pf, 1, 2500), 0);
+	ep_relay_stop(r);
+	close(hub);
 	sbuf_release(&req);
 	tc_err_release(&err);
 }
