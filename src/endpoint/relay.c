@@ -309,6 +309,9 @@ static void *work(void *arg);
 /* One more worker for tg (under r->mu); joins the workers that are done. */
 static void spawn_locked(struct ep_relay *r, struct tgt *tg)
 {
+	/* once stopping, the list is ep_relay_stop's to walk */
+	if (r->stopping)
+		return;
 	for (struct worker **pp = &r->workers; *pp;) {
 		struct worker *w = *pp;
 		if (w->done) {
@@ -319,7 +322,7 @@ static void spawn_locked(struct ep_relay *r, struct tgt *tg)
 			pp = &w->next;
 		}
 	}
-	if (r->stopping || tg->nthreads >= r->max)
+	if (tg->nthreads >= r->max)
 		return;
 	struct worker *w = xcalloc(1, sizeof(*w));
 	*w = (struct worker){ .r = r, .tg = tg, .hub_fd = -1, .local_fd = -1 };
