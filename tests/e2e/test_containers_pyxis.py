@@ -211,3 +211,47 @@ def test_runtime_pyxis_needs_backend_slurm(run_tc, tmp_path):
     assert p.returncode == 2
     assert ("local.yaml:4: container.runtime: pyxis runs workers as Slurm steps: it needs "
             "backend: slurm (backend is local)") in p.stderr
+
+
+def test_supervisor_sigkill_leaves_no_step(trainctl, run_tc, home, tmp_path, pyxis):
+    """A killed supervisor's srun clients die with it (their parent-death
+    signal), and Slurm ends the step of a killed srun client."""
+    cluster, image = pyxis
+    token = f"pyxkill{uuid.uuid4().hex[:6]}"
+    spec = _spec(tmp_path, "pyx-kill", image,
+                 f"echo started $RANK; while true; do sleep 0.2; done # {token}")
+    env = dict(os.environ, TRAINCTL_HOME=str(home), SLURM_CONF=str(cluster.conf))
+    fg = subprocess.Popen([str(trainctl), "run", str(spec)], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        wait_until(lambda: len(_procs_with(token)) >= 2, 120, "both workers running")
+        job = json.loads(run_tc("show", "pyx-kill", "--json", env={"SLURM_CONF": cluster.conf}).stdout)
+        sups = [p for p in _procs_with("supervise-node")
+                if _has_arg(p, job["id"]) and _argv0(p).endswith("trainctl")]
+        assert sups, "no supervise-node process of the job"
+        for pid in sups:
+            os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: _procs_with(token) == [], 60, "no worker process left")
+        out, err = fg.communicate(timeout=180)
+        assert fg.returncode != 0
+        wait_until(lambda: _steps(cluster, job["slurm"]["job"]) == [], 60, "no step of the job left")
+    finally:
+        if fg.poll() is None:
+            os.killpg(fg.pid, signal.SIGKILL)
+            fg.wait()
+
+
+def _has_arg(pid, arg):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return arg.encode() in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _argv0(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")[0].decode(errors="replace")
+    except OSError:
+        return ""
