@@ -6,13 +6,13 @@
  * MD5 is one long chain of dependent steps, so one stream cannot go faster
  * than ~5 cycles a byte.  Here a stream's bytes are gathered into chunks
  * of 128 KiB that wait in a shared queue; a thread that must have its
- * hash (md5x_final), or has CAP chunks waiting, leads: it hashes up to
- * eight streams' chunks side by side, one 32-bit lane of an AVX2 register
- * per stream (AVX-512VL where the CPU has it: one instruction per round
- * function and per rotation).  Full lanes give about 3 GB/s here against
+ * hash (md5x_final), or has CAP chunks waiting, leads: it hashes its
+ * own and up to seven other streams' chunks side by side, one 32-bit lane
+ * of an AVX2 register per stream (AVX-512VL where the CPU has it: one
+ * instruction per round function and per rotation).  Full lanes give about 3 GB/s here against
  * libcrypto's 0.5 GB/s for one stream.
  *
- * Invariants: one thread at a time (the leader) runs the lanes, and leads
+ * Invariants: a stream is in at most one leader's lanes; a thread leads
  * only until its own stream has nothing waiting, so no thread hashes for
  * the others while its own transfer stands still; a stream is in the
  * queue exactly when it has chunks waiting and no lane; a stream that
@@ -177,7 +177,8 @@ static blocks8_fn blocks8; /* set once by lanes_check */
  * them; a stream is in the queue when it has chunks and no lane.
  */
 #define GATHER ((size_t)128 << 10)
-enum { CAP = 8 /* chunks a stream may have waiting before its thread drains them */ };
+enum { CAP = 8 /* chunks a stream may have waiting before its thread drains them */,
+       HARD_CAP = 32 /* ... before it waits for another leader to drain them */ };
 
 struct chunk {
 	struct chunk *next;
@@ -201,11 +202,10 @@ static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t changed;
 	struct md5x *head, *tail;
-	bool leading;
 	struct chunk *spare; /* hashed chunks kept for reuse: a fresh 128 KiB is a fresh mapping */
 	int nspare;
 	int live; /* streams not yet final or freed: the spares go with the last */
-} Q = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, false, NULL, 0, 0 };
+} Q = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, NULL, 0, 0 };
 
 enum { SPARE_MAX = 64 };
 
@@ -260,26 +260,46 @@ static void enqueue_back(struct md5x *x)
 	Q.tail = x;
 }
 
+/* Take x (queued) out of the queue.  Q.mu held. */
+static void dequeue(struct md5x *x)
+{
+	struct md5x **pp = &Q.head, *prev = NULL;
+	while (*pp != x) {
+		prev = *pp;
+		pp = &(*pp)->qnext;
+	}
+	*pp = x->qnext;
+	if (Q.tail == x)
+		Q.tail = prev;
+	x->qnext = NULL;
+	x->queued = false;
+}
+
 /*
- * The leader's loop, entered and left with Q.mu held: up to LANES streams
- * side by side, each through its chunks in order.  It leaves once its own
- * stream has nothing waiting, putting the streams still in lanes back at
- * the head of the queue: a waiting thread leads next, so no thread hashes
- * for the others while its own download stands still.
+ * A leader's loop, entered and left with Q.mu held: its own stream (queued,
+ * not in a lane) in the first lane, other queued streams in the rest, side
+ * by side, each through its chunks in order.  It leaves once its own stream
+ * has nothing waiting, putting the streams still in its lanes back at the
+ * head of the queue, so no thread hashes for the others while its own
+ * transfer stands still.  Several threads may lead at once, each with
+ * streams of its own: on a loaded machine a waiting thread must not depend
+ * on one leader that is not running.
  */
 static void lead(struct md5x *own)
 {
 	struct md5x *lane[LANES] = { 0 };
 	uint32_t st[4 * LANES] = { 0 };
+	if (own->queued)
+		dequeue(own);
 	for (;;) {
 		int active = 0;
 		for (int l = 0; l < LANES; l++) {
-			if (!lane[l] && Q.head) {
-				struct md5x *x = Q.head;
-				Q.head = x->qnext;
-				if (!Q.head)
-					Q.tail = NULL;
-				x->queued = false;
+			struct md5x *x = l == 0 && own->head && !own->in_lane ? own
+					 : !lane[l] && Q.head ? Q.head
+							      : NULL;
+			if (!lane[l] && x) {
+				if (x->queued)
+					dequeue(x);
 				x->in_lane = true;
 				lane[l] = x;
 				for (int w = 0; w < 4; w++)
@@ -314,7 +334,7 @@ static void lead(struct md5x *own)
 			x->npending--;
 			chunk_put(c);
 			/* done, or others wait for a lane: a fast producer must not keep one */
-			if (!x->head || Q.head) {
+			if (!x->head || (Q.head && x != own)) {
 				for (int w = 0; w < 4; w++)
 					x->st[w] = st[w * LANES + l];
 				x->in_lane = false;
@@ -342,22 +362,19 @@ static void lead(struct md5x *own)
 			if (!Q.tail)
 				Q.tail = x;
 		}
-		pthread_cond_broadcast(&Q.changed); /* the drained, and the next leader */
+		pthread_cond_broadcast(&Q.changed); /* the drained, and those waiting for a lane */
 		return;
 	}
 }
 
-/* Until x has nothing waiting: lead, or wait for the leader.  Q.mu held. */
+/* Until x has nothing waiting: lead it, or wait while another leader has it.  Q.mu held. */
 static void drain_locked(struct md5x *x)
 {
 	while (x->npending) {
-		if (Q.leading) {
+		if (x->in_lane)
 			pthread_cond_wait(&Q.changed, &Q.mu);
-		} else {
-			Q.leading = true;
+		else
 			lead(x);
-			Q.leading = false;
-		}
 	}
 }
 
@@ -374,7 +391,8 @@ static void submit(struct md5x *x, struct chunk *c)
 	x->npending++;
 	if (!x->queued && !x->in_lane)
 		enqueue_back(x);
-	if (x->npending >= CAP)
+	/* CAP waiting: lead them unless a leader has them; HARD_CAP: wait for that leader too */
+	if ((x->npending >= CAP && !x->in_lane) || x->npending >= HARD_CAP)
 		drain_locked(x);
 	pthread_mutex_unlock(&Q.mu);
 }
