@@ -44,12 +44,29 @@ def containers(env, job_id=None):
     return r.stdout.split()
 
 
+def own_job_ids(root):
+    """The ids of the jobs recorded in every trainctl.db under root (this test's own)."""
+    ids = []
+    for db in Path(root).rglob("trainctl.db"):
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+                ids += [r[0] for r in c.execute("SELECT id FROM jobs")]
+        except sqlite3.Error:
+            pass
+    return ids
+
+
+def own_containers(env, root):
+    """Containers of this test's jobs only: other suites may run containers beside it."""
+    return [n for jid in own_job_ids(root) for n in containers(env, jid)]
+
+
 @pytest.fixture
-def no_containers_left(podman):
+def no_containers_left(podman, tmp_path):
     """Every test ends with none of its containers left, whatever happened."""
     _, env = podman
     yield
-    left = containers(env)
+    left = own_containers(env, tmp_path)
     if left:
         subprocess.run(["podman", "rm", "-f", "--time=0"] + left, env=dict(os.environ, **env),
                        capture_output=True)
@@ -192,7 +209,8 @@ restart: {{grace_seconds: 1}}
     proc = subprocess.Popen([str(trainctl), "run", str(spec)], env=full,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_until(lambda: len(containers(env)) == 1, timeout=120, step=0.2, what="the container")
+        wait_until(lambda: len(own_containers(env, tmp_path)) == 1, timeout=120, step=0.2,
+                   what="the container")
         p = run_tc("stop", "ctr-stubborn", env=env)
         assert p.returncode == 0, p.stderr
         out, err = proc.communicate(timeout=120)
@@ -327,7 +345,7 @@ def server_job_as_user(trainctl, tmp_path, image, env, user):
         job = srv.wait_state(body["id"], ["succeeded", "failed", "killed", "lost"], timeout=180)
         assert job["state"] == "failed", job
         assert "container.mounts '/root': the job's user cannot read it" in job["root_cause"], job
-        assert containers(env) == []
+        assert own_containers(env, tmp_path) == []
         st, js = srv.call("GET", "/app.js")
         assert st == 200 and 'id="s-image"' in js and "spec.image" in js
         text = srv.cli("show", jid).stdout

@@ -121,8 +121,9 @@ def echo_job(srv, u, name="epo"):
 
     def up():
         st, body = srv.call("GET", f"/api/v1/jobs/{job}/endpoints")
-        e = body["endpoints"][0]
-        return e["state"] == "running" and port_open(e["port"])
+        # the supervisor records the endpoint a moment after the job runs
+        eps = body.get("endpoints", []) if st == 200 else []
+        return bool(eps) and eps[0]["state"] == "running" and port_open(eps[0]["port"])
     wait_until(up, what=lambda: srv.run_logs(job))
     return job
 
@@ -275,7 +276,8 @@ def test_jupyter_on_its_own_origin(trainctl, websocket):  # noqa: F811 (the fixt
 
         def running():
             st, body = srv.call("GET", f"/api/v1/jobs/{job}/endpoints")
-            return body["endpoints"][0]["state"] == "running"
+            eps = body.get("endpoints", []) if st == 200 else []
+            return bool(eps) and eps[0]["state"] == "running"
         wait_until(running, what=lambda: srv.run_logs(job))
         port, ck, loc = open_endpoint(srv, session(srv, srv.token), f"{base}/tree")
         assert loc == f"{base}/tree"

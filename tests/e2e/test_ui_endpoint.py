@@ -70,8 +70,9 @@ def test_image_field_and_endpoint_origin(trainctl, tmp_path):
         srv.wait_state(job, "running")
 
         def up():
-            e = srv.call("GET", f"/api/v1/jobs/{job}/endpoints")[1]["endpoints"][0]
-            return e["state"] == "running" and port_open(e["port"])
+            st, body = srv.call("GET", f"/api/v1/jobs/{job}/endpoints")
+            eps = body.get("endpoints", []) if st == 200 else []
+            return bool(eps) and eps[0]["state"] == "running" and port_open(eps[0]["port"])
         wait_until(up, what=lambda: srv.run_logs(job))
         try:
             p = subprocess.run([node, str(ui / "ui_endpoint.js"), srv.url, str(out), srv.login_url(),
