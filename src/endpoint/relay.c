@@ -3,6 +3,7 @@
  * (relay.h).
  */
 #include "endpoint/relay.h"
+#include "core/sock.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 
@@ -245,65 +246,6 @@ static int dial(struct worker *w)
 	return fd;
 }
 
-static int send_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-/* Copy what from has to to: false when from is closed or the write fails. */
-static bool pass(int from, int to)
-{
-	char buf[16384];
-	ssize_t n;
-	do
-		n = recv(from, buf, sizeof(buf), 0);
-	while (n < 0 && errno == EINTR);
-	if (n <= 0)
-		return false;
-	return send_all(to, buf, (size_t)n) == 0;
-}
-
-static void pump(int hub, int local)
-{
-	for (;;) {
-		struct pollfd pf[2] = { { .fd = hub, .events = POLLIN }, { .fd = local, .events = POLLIN } };
-		int rc = poll(pf, 2, -1);
-		if (rc < 0 && errno == EINTR)
-			continue;
-		if (rc < 0)
-			return;
-		if ((pf[0].revents & (POLLIN | POLLHUP | POLLERR)) && !pass(hub, local))
-			return;
-		if ((pf[1].revents & (POLLIN | POLLHUP | POLLERR)) && !pass(local, hub))
-			return;
-	}
-}
-
-static int connect_local(int port)
-{
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		int e = errno;
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
-}
-
 static void *work(void *arg);
 
 /* One more worker for tg (under r->mu); joins the workers that are done. */
@@ -353,7 +295,7 @@ static int park(struct worker *w, struct sbuf *pre, unsigned *status)
 		return -1;
 	struct sbuf req = SBUF_INIT, in = SBUF_INIT;
 	ep_relay_request(&req, r->hostport, r->job, w->tg->name, r->secret);
-	int ok = send_all(fd, req.buf, req.len) == 0 ? 0 : -1;
+	int ok = sock_send_all(fd, req.buf, req.len) == 0 ? 0 : -1;
 	memset(req.buf, 0, req.len); /* the secret */
 	sbuf_release(&req);
 	size_t head = 0;
@@ -436,14 +378,14 @@ static void *work(void *arg)
 			backoff = 200;
 			continue;
 		}
-		int lfd = connect_local(tg->port);
+		int lfd = sock_connect_local(tg->port);
 		if (lfd < 0) {
 			say_once(r, SAID_LOCAL, "warning: endpoint relay: endpoint %s does not answer on"
 				 " 127.0.0.1:%d: %s", tg->name, tg->port, strerror(errno));
 		} else {
 			set_fd(w, &w->local_fd, lfd);
-			if (!pre.len || send_all(lfd, pre.buf, pre.len) == 0)
-				pump(fd, lfd);
+			if (!pre.len || sock_send_all(lfd, pre.buf, pre.len) == 0)
+				sock_pump(fd, lfd);
 			shutdown(lfd, SHUT_RDWR);
 			drop_fd(w, &w->local_fd);
 		}

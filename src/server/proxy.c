@@ -25,6 +25,7 @@
 #include "server/api_int.h"
 #include "core/lazylib.h"
 #include "core/sbuf.h"
+#include "core/sock.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "endpoint/endpoint.h"
@@ -118,36 +119,6 @@ static char *memdup(const char *p, size_t n)
 }
 
 /* ---- the endpoint's socket ---- */
-
-static int connect_local(int port)
-{
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		int e = errno;
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
-}
-
-static int send_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
 
 /* ---- the request upstream ---- */
 
@@ -335,19 +306,6 @@ void proxy_stop_port(int port)
 	pthread_mutex_unlock(&pumps_mu);
 }
 
-/* Copy what one side has to the other: false when it is closed (or the write fails). */
-static bool pass(int from, int to)
-{
-	char buf[16384];
-	ssize_t r;
-	do
-		r = recv(from, buf, sizeof(buf), 0);
-	while (r < 0 && errno == EINTR);
-	if (r <= 0)
-		return false;
-	return send_all(to, buf, (size_t)r) == 0;
-}
-
 static void on_upgrade(void *cls, struct MHD_Connection *con, void *con_cls, const char *extra_in,
 		       size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
 {
@@ -363,21 +321,10 @@ static void on_upgrade(void *cls, struct MHD_Connection *con, void *con_cls, con
 	p->prev->next = p;
 	pumps.prev = p;
 	pthread_mutex_unlock(&pumps_mu);
-	bool ok = (!p->npre || send_all(sock, p->pre, p->npre) == 0) &&
-		  (!extra_in_size || send_all(p->up, extra_in, extra_in_size) == 0);
-	while (ok) {
-		struct pollfd pf[2] = { { .fd = sock, .events = POLLIN },
-					{ .fd = p->up, .events = POLLIN } };
-		int r = poll(pf, 2, -1);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			break;
-		if (pf[0].revents & (POLLIN | POLLHUP | POLLERR))
-			ok = pass(sock, p->up);
-		if (ok && (pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
-			ok = pass(p->up, sock);
-	}
+	bool ok = (!p->npre || sock_send_all(sock, p->pre, p->npre) == 0) &&
+		  (!extra_in_size || sock_send_all(p->up, extra_in, extra_in_size) == 0);
+	if (ok)
+		sock_pump(sock, p->up);
 	pthread_mutex_lock(&pumps_mu);
 	p->prev->next = p->next;
 	p->next->prev = p->prev;
@@ -552,7 +499,7 @@ int proxy_answer(struct srv *s, struct MHD_Connection *con, const struct proxy_r
 	sbuf_adds(&req, "\r\n");
 	/* on another host: a connection its node parked here (relay.h), else none in time */
 	bool remote = strcmp(e.host, "127.0.0.1") != 0;
-	struct answer a = { .fd = remote ? relay_take(r->job->id, e.name) : connect_local(e.port),
+	struct answer a = { .fd = remote ? relay_take(r->job->id, e.name) : sock_connect_local(e.port),
 			    .length = -1 };
 	sbuf_init(&a.head, 0);
 	if (a.fd < 0 && remote) {
@@ -569,7 +516,7 @@ int proxy_answer(struct srv *s, struct MHD_Connection *con, const struct proxy_r
 	struct timeval tv = { READ_SECONDS, 0 };
 	if (setsockopt(a.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0)
 		errno = 0;
-	if (send_all(a.fd, req.buf, req.len) || (r->body_len && send_all(a.fd, r->body, r->body_len)) ||
+	if (sock_send_all(a.fd, req.buf, req.len) || (r->body_len && sock_send_all(a.fd, r->body, r->body_len)) ||
 	    read_head(&a)) {
 		ret = reply_err(con, 502, "endpoint %s gave no answer", e.name);
 		goto out;
