@@ -143,7 +143,7 @@ int hub_check_secret(struct hub *h, const char *job, const char *secret, int *st
 	return j ? 0 : -1;
 }
 
-static long long seq_of(const char *p, const char *end, const char **rest)
+long long hub_line_seq(const char *p, const char *end, const char **rest)
 {
 	static const char pre[] = "{\"seq\":";
 	size_t n = sizeof(pre) - 1;
@@ -155,7 +155,7 @@ static long long seq_of(const char *p, const char *end, const char **rest)
 		v = v * 10 + (*q - '0');
 	if (q == p + n || q >= end || *q != ',')
 		return -1;
-	*rest = q; /* the event is '{' + what follows the comma */
+	*rest = q + 1;
 	return v;
 }
 
@@ -169,7 +169,7 @@ static int apply_body(struct hub *h, struct hub_job *j, const char *body, size_t
 	while (p < end && !rc) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		const char *le = nl ? nl : end, *rest = NULL;
-		long long seq = seq_of(p, le, &rest);
+		long long seq = hub_line_seq(p, le, &rest);
 		if (seq < 0) {
 			rc = tc_error(err, TC_EINPUT, "hub: a line without its sequence number");
 			break;
@@ -178,8 +178,9 @@ static int apply_body(struct hub *h, struct hub_job *j, const char *body, size_t
 			break; /* a gap: what follows waits for the sender's resend */
 		if (seq == *acked + 1) {
 			sbuf_reset(&ev);
+			/* the event is '{' + what follows the seq's comma */
 			sbuf_addch(&ev, '{');
-			sbuf_add(&ev, rest + 1, (size_t)(le - rest - 1));
+			sbuf_add(&ev, rest, (size_t)(le - rest));
 			struct tc_err e2 = TC_ERR_INIT;
 			int arc = hub_apply_line(h->st, j->id, &j->mb, ev.buf, ev.len, &e2);
 			if (arc == TC_ESTORE) {
@@ -200,6 +201,30 @@ static int apply_body(struct hub *h, struct hub_job *j, const char *body, size_t
 	return rc;
 }
 
+/*
+ * One transaction: the lines of body after stream's acked seq, and the new
+ * acked seq (*acked).  On failure what the job's metrics batch took in was
+ * rolled back with the transaction, so the batch goes too.
+ */
+static int apply_stream(struct hub *h, struct hub_job *j, const char *job, const char *stream,
+			const char *body, size_t len, long long *acked, struct tc_err *err)
+{
+	int rc = store_begin(h->st, err);
+	if (!rc)
+		rc = store_hub_acked(h->st, job, stream, acked, err);
+	long long before = *acked;
+	if (!rc)
+		rc = apply_body(h, j, body, len, acked, err);
+	if (!rc && *acked != before)
+		rc = store_hub_set_acked(h->st, job, stream, *acked, err);
+	rc = store_commit(h->st, rc, err);
+	if (rc) {
+		store_mbatch_free(j->mb);
+		j->mb = NULL;
+	}
+	return rc;
+}
+
 void hub_receive(struct hub *h, const char *job, const char *stream, const char *secret,
 		 const char *body, size_t len, int *status, long long *acked, struct tc_err *err)
 {
@@ -215,19 +240,8 @@ void hub_receive(struct hub *h, const char *job, const char *stream, const char 
 	if (!j)
 		goto out;
 	long long a = 0;
-	int rc = store_begin(h->st, err);
-	if (!rc)
-		rc = store_hub_acked(h->st, job, stream, &a, err);
-	long long before = a;
-	if (!rc)
-		rc = apply_body(h, j, body, len, &a, err);
-	if (!rc && a != before)
-		rc = store_hub_set_acked(h->st, job, stream, a, err);
-	rc = store_commit(h->st, rc, err);
+	int rc = apply_stream(h, j, job, stream, body, len, &a, err);
 	if (rc) {
-		/* what the batch of metrics took in was rolled back with it */
-		store_mbatch_free(j->mb);
-		j->mb = NULL;
 		*status = rc == TC_EINPUT ? 400 : 503;
 		goto out;
 	}
@@ -245,21 +259,8 @@ int hub_apply_local(struct hub *h, const char *job, const char *stream, const ch
 	struct hub_job *j = job_entry(h, job, &status, err);
 	int rc = j ? 0 : err->code ? err->code : TC_ENOTFOUND;
 	long long a = 0;
-	if (!rc) {
-		rc = store_begin(h->st, err);
-		if (!rc)
-			rc = store_hub_acked(h->st, job, stream, &a, err);
-		long long before = a;
-		if (!rc)
-			rc = apply_body(h, j, body, len, &a, err);
-		if (!rc && a != before)
-			rc = store_hub_set_acked(h->st, job, stream, a, err);
-		rc = store_commit(h->st, rc, err);
-		if (rc) {
-			store_mbatch_free(j->mb);
-			j->mb = NULL;
-		}
-	}
+	if (!rc)
+		rc = apply_stream(h, j, job, stream, body, len, &a, err);
 	if (!rc)
 		*acked = a;
 	pthread_mutex_unlock(&h->mu);

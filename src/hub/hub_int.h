@@ -46,6 +46,12 @@ int hub_ev_endpoint(struct hub_remote *r, const char *job, const struct store_en
 int hub_ev_file(struct hub_remote *r, const char *job, const char *rel, long long off,
 		const void *data, size_t len, struct tc_err *err);
 
+/*
+ * hub.c: the seq of a journal line ({"seq":N,...) in [p, end), and in *rest
+ * where the event after the seq's comma starts; -1 when the line has none.
+ */
+long long hub_line_seq(const char *p, const char *end, const char **rest);
+
 /* A state that is not an end, through its jobs_* transition (direct sinks and the hub). */
 int hub_apply_mark(struct store *st, const char *job, enum job_state state, const char *why,
 		   struct tc_err *err);

@@ -42,29 +42,12 @@ static bool stream_ok(const char *s, size_t n)
 	return true;
 }
 
-/* The seq of a journal line ({"seq":N,...) and where its event starts, or -1. */
-static long long line_seq(const char *p, const char *end, const char **rest)
-{
-	static const char pre[] = "{\"seq\":";
-	size_t n = sizeof(pre) - 1;
-	if ((size_t)(end - p) <= n || memcmp(p, pre, n))
-		return -1;
-	long long v = 0;
-	const char *q = p + n;
-	for (; q < end && *q >= '0' && *q <= '9' && v < (1LL << 60); q++)
-		v = v * 10 + (*q - '0');
-	if (q == p + n || q >= end || *q != ',')
-		return -1;
-	*rest = q + 1;
-	return v;
-}
-
 /* Could the job's supervisor have written this line?  false: why says what it is. */
 static bool line_ok(const char *job, const char *p, const char *end, long long *seq,
 		    struct sbuf *why)
 {
 	const char *rest = NULL;
-	*seq = line_seq(p, end, &rest);
+	*seq = hub_line_seq(p, end, &rest);
 	if (*seq < 0) {
 		sbuf_adds(why, "a line that is no record");
 		return false;
