@@ -849,18 +849,22 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *con)
 	return rq;
 }
 
+struct gconn *guard_open_con(struct guard *g, struct MHD_Connection *con, bool ip)
+{
+	const union MHD_ConnectionInfo *fd =
+		MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
+	const union MHD_ConnectionInfo *ad =
+		ip ? MHD_get_connection_info(con, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
+	return guard_open(g, fd ? fd->connect_fd : -1, ad ? ad->client_addr : NULL);
+}
+
 /* Connections in and out, for the limits and the header deadline (guard.c). */
 static void on_connection(void *cls, struct MHD_Connection *con, void **socket_context,
 			  enum MHD_ConnectionNotificationCode toe)
 {
 	const struct api_listener *l = cls;
 	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-		const union MHD_ConnectionInfo *fd =
-			MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
-		const union MHD_ConnectionInfo *ad =
-			l->unix_ ? NULL : MHD_get_connection_info(con, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-		*socket_context = guard_open(l->s->guard, fd ? fd->connect_fd : -1,
-					     ad ? ad->client_addr : NULL);
+		*socket_context = guard_open_con(l->s->guard, con, !l->unix_);
 	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
 		guard_close(l->s->guard, *socket_context);
 		*socket_context = NULL;

@@ -416,12 +416,7 @@ static void ep_on_connection(void *cls, struct MHD_Connection *con, void **socke
 {
 	struct eplis *l = cls;
 	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-		const union MHD_ConnectionInfo *fd =
-			MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
-		const union MHD_ConnectionInfo *ad =
-			MHD_get_connection_info(con, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-		*socket_context = guard_open(l->o->s->guard, fd ? fd->connect_fd : -1,
-					     ad ? ad->client_addr : NULL);
+		*socket_context = guard_open_con(l->o->s->guard, con, true);
 	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
 		guard_close(l->o->s->guard, *socket_context);
 		*socket_context = NULL;
