@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "core/err.h"
 #include "core/sbuf.h"
@@ -20,6 +21,8 @@ bool parse_double(const char *s, double *out);
 /* Wall clock in seconds (with fraction) and a monotonic clock in ms. */
 double now_wall(void);
 int64_t now_mono_ms(void);
+/* CLOCK_MONOTONIC ms from now, for pthread_cond_timedwait on a CLOCK_MONOTONIC condvar. */
+struct timespec mono_deadline(int ms);
 /* "2026-11-26T00:58:06Z" style (UTC) into out. */
 void format_time_utc(struct sbuf *out, double t);
 /* A byte count in binary units, "812 B", "286.0 MiB" (the one unit style of trainctl's output). */

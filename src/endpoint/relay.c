@@ -151,14 +151,7 @@ static bool stopping(struct ep_relay *r)
 /* Sleep ms, or less when the relay stops. */
 static void nap(struct ep_relay *r, int ms)
 {
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += ms / 1000;
-	until.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	struct timespec until = mono_deadline(ms);
 	pthread_mutex_lock(&r->mu);
 	while (!r->stopping && pthread_cond_timedwait(&r->cv, &r->mu, &until) != ETIMEDOUT)
 		;

@@ -370,19 +370,6 @@ bool notify_wants(const struct notifier *nf, enum notify_event e)
 	return nf && (nf->wanted & (1u << e));
 }
 
-static struct timespec deadline_in(int ms)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	return ts;
-}
-
 static size_t discard_body(char *p, size_t size, size_t n, void *ctx)
 {
 	(void)p;
@@ -499,7 +486,7 @@ static void deliver(struct notifier *nf, const struct item *it)
 		if (!again || t == nf->o.tries)
 			break;
 		/* the wait ends early when the notifier is aborted */
-		struct timespec until = deadline_in(http_backoff_ms(&bo, t));
+		struct timespec until = mono_deadline(http_backoff_ms(&bo, t));
 		pthread_mutex_lock(&nf->mu);
 		while (!atomic_load(&nf->abort) &&
 		       pthread_cond_timedwait(&nf->cv, &nf->mu, &until) == 0)
@@ -626,7 +613,7 @@ void notify_finish(struct notifier *nf, int wait_ms)
 	if (!nf)
 		return;
 	if (nf->started) {
-		struct timespec until = deadline_in(wait_ms > 0 ? wait_ms : 0);
+		struct timespec until = mono_deadline(wait_ms > 0 ? wait_ms : 0);
 		pthread_mutex_lock(&nf->mu);
 		nf->closing = true;
 		pthread_cond_broadcast(&nf->cv);

@@ -158,14 +158,7 @@ int relay_pool_hold(struct relay_pool *p, const char *job, const char *name, int
 
 int relay_pool_take(struct relay_pool *p, const char *job, const char *name, int wait_ms)
 {
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += wait_ms / 1000;
-	until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	struct timespec until = mono_deadline(wait_ms);
 	int fd = -1;
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
