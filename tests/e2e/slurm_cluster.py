@@ -12,17 +12,20 @@ folder and runs as the current user (root in CI); nothing touches
 The nodes have 2 CPUs each (CPUs=2 whatever the machine has: the tests
 oversubscribe), no gres, and one partition "debug" holding both.
 """
+import contextlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from conftest import poll
+from server_fixture import start_server, token_for, unix_accounts
 
 
 def _free_port():
@@ -223,6 +226,41 @@ def slurm_tc(run_tc, cluster):
     def run(*args, env=None, **kw):
         return run_tc(*args, env=dict(env or {}, SLURM_CONF=cluster.conf), **kw)
     return run
+
+@contextlib.contextmanager
+def root_slurm_server(trainctl, prefix, role, env=None):
+    """A real account, a localhost cluster and a real root server submitting
+    to it (env added to its environment), in a folder the account may pass
+    through (0711; the cluster's folder 0755: its slurm.conf and munge socket):
+    yielded as (srv, {role: name}, cluster, base), srv.token the account's.
+    The account's Slurm jobs, the server, the cluster, the account and base
+    are removed afterwards, also on failure."""
+    if not have_slurm():
+        pytest.fail("Slurm is not installed (apt install slurm-wlm munge; scripts/install-deps.sh)",
+                    pytrace=False)
+    base = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+    os.chmod(base, 0o711)
+    croot = os.path.join(base, "slurm")
+    os.makedirs(croot)
+    os.chmod(croot, 0o755)
+    state = os.path.join(base, "state")
+    cluster = None
+    try:
+        cluster = Cluster(croot).start()
+        with unix_accounts(role) as u:
+            tok = token_for(trainctl, state, u[role])
+            srv = start_server(trainctl, state, env=dict(env or {}, SLURM_CONF=str(cluster.conf)))
+            srv.token = tok
+            try:
+                yield srv, u, cluster, base
+            finally:
+                srv.stop()
+                subprocess.run(["scancel", "--full", "--user", u[role]], env=cluster.env,
+                               capture_output=True, timeout=30)
+    finally:
+        if cluster:
+            cluster.stop()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

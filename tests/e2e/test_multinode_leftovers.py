@@ -15,44 +15,29 @@ real account (server_fixture.py), all removed at the end, also on failure.
 """
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
-import tempfile
 
 import pytest
 
 from conftest import wait_until
-from server_fixture import start_server, token_for, unix_accounts
-from slurm_cluster import Cluster, have_slurm
+from server_fixture import start_server
+from slurm_cluster import Cluster, have_slurm, root_slurm_server
 from test_health import nvml  # noqa: F401  (the fixture)
+from test_hub import COUNTER as HUB_COUNTER
 
 STEPS = 30  # per rank before the server stops, and as many after
 
-# rank 0 saves a checkpoint in the second half, while the server is away
-COUNTER = r'''
-import os, sys, time
-rank = int(os.environ["RANK"])
-go = sys.argv[1]
-def step(i):
-    print('DLLL {"type": "LOG", "step": [0, %d], "data": {"train.loss": %d.5}}' % (i, i), flush=True)
-for i in range(STEPS):
-    step(i)
-    time.sleep(0.01)
-print("half", flush=True)
-while not os.path.exists(go):
-    time.sleep(0.05)
-for i in range(STEPS, 2 * STEPS):
-    step(i)
-if rank == 0:
+# test_hub.py's two-phase counter; rank 0 also saves a checkpoint in the second half,
+# while the server is away
+COUNTER = HUB_COUNTER.replace('print("done", rank', r'''if rank == 0:
     d = os.environ["TRAINCTL_CKPT_DIR"]
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, ".step-%d.tmp" % (2 * STEPS)), "w") as f:
         f.write("weights " * 1000)
     os.rename(os.path.join(d, ".step-%d.tmp" % (2 * STEPS)), os.path.join(d, "step-%d.pt" % (2 * STEPS)))
     time.sleep(3)  # stable for a second, and seen by the driver's scan
-print("done", rank, flush=True)
-'''
+print("done", rank''')
 
 
 def rows(db, sql):
@@ -82,33 +67,9 @@ def rootsrv(trainctl):
     """A root server whose Slurm jobs' supervisors give up on it after 2 s, a
     real account and a localhost cluster, in a folder the account may pass
     through: (srv, user, cluster, base)."""
-    if not have_slurm():
-        pytest.fail("Slurm is not installed (apt install slurm-wlm munge; scripts/install-deps.sh)",
-                    pytrace=False)
-    base = tempfile.mkdtemp(prefix="tc-mnleft-", dir="/tmp")
-    os.chmod(base, 0o711)
-    croot = os.path.join(base, "slurm")
-    os.makedirs(croot)
-    os.chmod(croot, 0o755)
-    state = os.path.join(base, "state")
-    cluster = None
-    try:
-        cluster = Cluster(croot).start()
-        with unix_accounts("bob") as u:
-            tok = token_for(trainctl, state, u["bob"])
-            srv = start_server(trainctl, state, env={"SLURM_CONF": str(cluster.conf),
-                                                     "TRAINCTL_HUB_WAIT": "2"})
-            srv.token = tok
-            try:
-                yield srv, u["bob"], cluster, base
-            finally:
-                srv.stop()
-                subprocess.run(["scancel", "--full", "--user", u["bob"]], env=cluster.env,
-                               capture_output=True, timeout=30)
-    finally:
-        if cluster:
-            cluster.stop()
-        shutil.rmtree(base, ignore_errors=True)
+    with root_slurm_server(trainctl, "tc-mnleft-", "bob",
+                           env={"TRAINCTL_HUB_WAIT": "2"}) as (srv, u, cluster, base):
+        yield srv, u["bob"], cluster, base
 
 
 def test_server_stopped_while_its_slurm_job_ends_pulls_what_the_nodes_left(rootsrv):

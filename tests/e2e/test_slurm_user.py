@@ -8,49 +8,21 @@ can read (its slurm.conf and munge socket), a real root server, a real
 account (useradd, removed afterwards)."""
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 
 import pytest
 
 from conftest import wait_until
-from server_fixture import start_server, token_for, unix_accounts
-from slurm_cluster import Cluster, have_slurm
+from slurm_cluster import root_slurm_server
 
 CANARY = "canary-of-the-server-4711"
 
 
 @pytest.fixture(scope="module")
 def suser(trainctl):
-    if not have_slurm():
-        pytest.fail("Slurm is not installed (apt install slurm-wlm munge; scripts/install-deps.sh)",
-                    pytrace=False)
-    base = tempfile.mkdtemp(prefix="tc-slurmuser-", dir="/tmp")
-    os.chmod(base, 0o711)
-    croot = os.path.join(base, "slurm")
-    os.makedirs(croot)
-    os.chmod(croot, 0o755)
-    state = os.path.join(base, "state")
-    cluster = None
-    try:
-        cluster = Cluster(croot).start()
-        with unix_accounts("alice") as u:
-            tok = token_for(trainctl, state, u["alice"])
-            srv = start_server(trainctl, state, env={"SLURM_CONF": str(cluster.conf),
-                                                     "TC_CANARY": CANARY,
-                                                     "AWS_SECRET_ACCESS_KEY": CANARY})
-            srv.token = tok
-            try:
-                yield srv, u, cluster
-            finally:
-                srv.stop()
-                subprocess.run(["scancel", "--full", "--user", u["alice"]], env=cluster.env,
-                               capture_output=True, timeout=30)
-    finally:
-        if cluster:
-            cluster.stop()
-        shutil.rmtree(base, ignore_errors=True)
+    with root_slurm_server(trainctl, "tc-slurmuser-", "alice",
+                           env={"TC_CANARY": CANARY, "AWS_SECRET_ACCESS_KEY": CANARY}) as (srv, u, cluster, _):
+        yield srv, u, cluster
 
 
 def test_slurm_job_runs_as_its_user(suser):
