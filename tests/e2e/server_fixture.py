@@ -41,6 +41,14 @@ def port_open(port):
         return False
 
 
+def endpoint_up(srv, job):
+    """Is the job's first endpoint running and its port open?  (The supervisor
+    records the endpoint a moment after the job runs: no row yet is False.)"""
+    st, body = srv.call("GET", f"/api/v1/jobs/{job}/endpoints")
+    eps = body.get("endpoints", []) if st == 200 else []
+    return bool(eps) and eps[0]["state"] == "running" and port_open(eps[0]["port"])
+
+
 def wait_for(pred, timeout=60, step=0.1):
     """pred()'s first truthy value, or None after timeout s (conftest.poll)."""
     return poll(pred, timeout, step)

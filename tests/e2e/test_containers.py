@@ -44,6 +44,16 @@ def containers(env, job_id=None):
     return r.stdout.split()
 
 
+def job_id_in(home):
+    """the id of the one job in home's database, None before it is recorded"""
+    try:
+        with sqlite3.connect(os.path.join(home, "trainctl.db")) as c:
+            row = c.execute("SELECT id FROM jobs").fetchone()
+        return row and row[0]
+    except sqlite3.OperationalError:
+        return None
+
+
 def own_job_ids(root):
     """The ids of the jobs recorded in every trainctl.db under root (this test's own)."""
     ids = []
@@ -171,14 +181,7 @@ devices: {{type: cpu, per_node: 2}}
     proc = subprocess.Popen([str(trainctl), "run", "--quiet", str(spec)], env=full,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        def job_id():
-            try:
-                with sqlite3.connect(os.path.join(home, "trainctl.db")) as c:
-                    row = c.execute("SELECT id FROM jobs").fetchone()
-                return row and row[0]
-            except sqlite3.OperationalError:
-                return None
-        jid = wait_until(job_id, timeout=120, what="the job's record")
+        jid = wait_until(lambda: job_id_in(home), timeout=120, what="the job's record")
         wait_until(lambda: len(containers(env, jid)) == 2, timeout=120, step=0.2,
                    what=lambda: f"2 running containers (have {containers(env, jid)})")
         proc.send_signal(signal.SIGKILL)

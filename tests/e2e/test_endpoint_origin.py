@@ -27,7 +27,7 @@ import urllib.parse
 import pytest
 
 from conftest import wait_until
-from server_fixture import port_open, root_server, token_for
+from server_fixture import endpoint_up, port_open, root_server, token_for
 from test_endpoints import jupyter_ok, run_cell, websocket  # noqa: F401 (a fixture)
 
 # the endpoint: what it was sent, as JSON (path, method, headers, body)
@@ -119,12 +119,7 @@ def echo_job(srv, u, name="epo"):
     job = srv.submit(spec)  # srv.token: the owner's
     srv.wait_state(job, "running")
 
-    def up():
-        st, body = srv.call("GET", f"/api/v1/jobs/{job}/endpoints")
-        # the supervisor records the endpoint a moment after the job runs
-        eps = body.get("endpoints", []) if st == 200 else []
-        return bool(eps) and eps[0]["state"] == "running" and port_open(eps[0]["port"])
-    wait_until(up, what=lambda: srv.run_logs(job))
+    wait_until(lambda: endpoint_up(srv, job), what=lambda: srv.run_logs(job))
     return job
 
 

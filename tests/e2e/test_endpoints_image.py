@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import tempfile
 import uuid
@@ -28,6 +27,7 @@ import pytest
 from conftest import wait_until
 import image_fixture
 from server_fixture import port_open, start_server
+from test_containers import job_id_in
 
 TEXT = "served from the image\n"
 
@@ -78,15 +78,6 @@ def remove_containers(env, job_id):
         left = containers(env, job_id)
         if left:
             podman_run(env, "rm", "-f", "--time=0", *left, check=False)
-
-
-def job_id_in(home):
-    try:
-        with sqlite3.connect(os.path.join(home, "trainctl.db")) as c:
-            row = c.execute("SELECT id FROM jobs").fetchone()
-        return row and row[0]
-    except sqlite3.OperationalError:
-        return None
 
 
 def endpoints_json(run_tc, job, env):

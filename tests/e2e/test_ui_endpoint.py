@@ -19,7 +19,7 @@ import subprocess
 import pytest
 
 from conftest import REPO, wait_until
-from server_fixture import port_open, start_server
+from server_fixture import endpoint_up, start_server
 
 IMAGE = "localhost/trainctl-ui-absent:1"
 
@@ -69,11 +69,7 @@ def test_image_field_and_endpoint_origin(trainctl, tmp_path):
         (site / "index.html").write_text(PAGE.replace("%API%", srv.url).replace("%JOB%", job))
         srv.wait_state(job, "running")
 
-        def up():
-            st, body = srv.call("GET", f"/api/v1/jobs/{job}/endpoints")
-            eps = body.get("endpoints", []) if st == 200 else []
-            return bool(eps) and eps[0]["state"] == "running" and port_open(eps[0]["port"])
-        wait_until(up, what=lambda: srv.run_logs(job))
+        wait_until(lambda: endpoint_up(srv, job), what=lambda: srv.run_logs(job))
         try:
             p = subprocess.run([node, str(ui / "ui_endpoint.js"), srv.url, str(out), srv.login_url(),
                                 IMAGE, job], capture_output=True, text=True, timeout=600)
