@@ -24,6 +24,7 @@ import pytest
 from conftest import wait_until
 from server_fixture import root_server
 from test_privsep import ended, points, rows, states
+from test_server_restart import alive
 
 HALF = 30  # metric points (and 3 checkpoints) before the wait, as many after
 
@@ -44,14 +45,6 @@ echo done
 def life(trainctl):
     with root_server(trainctl, "tc-life-", "alice") as t:
         yield t
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def environ(pid):
