@@ -145,14 +145,22 @@ def test_failing_rank_gives_its_exit_code_and_root_cause(run_tc, tmp_path, pyxis
     assert _steps(cluster, job["slurm"]["job"]) == []
 
 
-def test_stop_leaves_no_step_or_process(trainctl, run_tc, home, tmp_path, pyxis):
-    cluster, image = pyxis
-    token = f"pyxstop{uuid.uuid4().hex[:6]}"
-    spec = _spec(tmp_path, "pyx-stop", image,
+def _run_forever(trainctl, home, tmp_path, cluster, image, name, tag):
+    """`trainctl run` (in the foreground, its own session) of a job whose ranks
+    run until stopped, each with a token in its command line to find it by:
+    (token, env, the run's Popen)."""
+    token = f"{tag}{uuid.uuid4().hex[:6]}"
+    spec = _spec(tmp_path, name, image,
                  f"echo started $RANK; while true; do sleep 0.2; done # {token}")
     env = dict(os.environ, TRAINCTL_HOME=str(home), SLURM_CONF=str(cluster.conf))
     fg = subprocess.Popen([str(trainctl), "run", str(spec)], env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return token, env, fg
+
+
+def test_stop_leaves_no_step_or_process(trainctl, run_tc, home, tmp_path, pyxis):
+    cluster, image = pyxis
+    token, env, fg = _run_forever(trainctl, home, tmp_path, cluster, image, "pyx-stop", "pyxstop")
     try:
         def both_started():
             p = run_tc("show", "pyx-stop", "--json", env={"SLURM_CONF": cluster.conf})
@@ -217,12 +225,7 @@ def test_supervisor_sigkill_leaves_no_step(trainctl, run_tc, home, tmp_path, pyx
     """A killed supervisor's srun clients die with it (their parent-death
     signal), and Slurm ends the step of a killed srun client."""
     cluster, image = pyxis
-    token = f"pyxkill{uuid.uuid4().hex[:6]}"
-    spec = _spec(tmp_path, "pyx-kill", image,
-                 f"echo started $RANK; while true; do sleep 0.2; done # {token}")
-    env = dict(os.environ, TRAINCTL_HOME=str(home), SLURM_CONF=str(cluster.conf))
-    fg = subprocess.Popen([str(trainctl), "run", str(spec)], env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, start_new_session=True)
+    token, env, fg = _run_forever(trainctl, home, tmp_path, cluster, image, "pyx-kill", "pyxkill")
     try:
         wait_until(lambda: len(_procs_with(token)) >= 2, 120, "both workers running")
         job = json.loads(run_tc("show", "pyx-kill", "--json", env={"SLURM_CONF": cluster.conf}).stdout)
