@@ -14,13 +14,10 @@ void backend_say(const struct backend_env *env, const char *fmt, ...)
 {
 	if (!env || !env->say)
 		return;
-	struct sbuf sb = SBUF_INIT;
 	va_list ap;
 	va_start(ap, fmt);
-	sbuf_vaddf(&sb, fmt, ap);
+	sbuf_vsay(env->say, env->say_arg, fmt, ap);
 	va_end(ap);
-	env->say(env->say_arg, sb.buf);
-	sbuf_release(&sb);
 }
 
 int backend_prepare(const struct backend_ops *be, struct spec *s, struct tc_err *err)

@@ -136,3 +136,11 @@ void sbuf_release(struct sbuf *sb)
 		free(sb->buf);
 	sbuf_init(sb, 0);
 }
+
+void sbuf_vsay(void (*say)(void *ctx, const char *line), void *ctx, const char *fmt, va_list ap)
+{
+	struct sbuf sb = SBUF_INIT;
+	sbuf_vaddf(&sb, fmt, ap);
+	say(ctx, sb.buf);
+	sbuf_release(&sb);
+}

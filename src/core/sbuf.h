@@ -30,6 +30,8 @@ void sbuf_adds(struct sbuf *sb, const char *s);
 void sbuf_addch(struct sbuf *sb, char c);
 void sbuf_addf(struct sbuf *sb, const char *fmt, ...) TC_PRINTF(2, 3);
 void sbuf_vaddf(struct sbuf *sb, const char *fmt, va_list ap);
+/* fmt as one line handed to say(ctx, line), the callback of modules that print nothing. */
+void sbuf_vsay(void (*say)(void *ctx, const char *line), void *ctx, const char *fmt, va_list ap);
 /* Append s quoted for a POSIX shell ('...' with ' escaped). */
 void sbuf_add_shell_quoted(struct sbuf *sb, const char *s);
 void sbuf_reset(struct sbuf *sb);

@@ -210,13 +210,10 @@ static void say(const struct endpoint_set *es, const char *fmt, ...)
 {
 	if (!es->o.say)
 		return;
-	struct sbuf sb = SBUF_INIT;
 	va_list ap;
 	va_start(ap, fmt);
-	sbuf_vaddf(&sb, fmt, ap);
+	sbuf_vsay(es->o.say, es->o.say_ctx, fmt, ap);
 	va_end(ap);
-	es->o.say(es->o.say_ctx, sb.buf);
-	sbuf_release(&sb);
 }
 
 static int record(struct endpoint_set *es, struct sidecar *c, const char *state,

@@ -131,13 +131,10 @@ static void say_once(struct ep_relay *r, unsigned kind, const char *fmt, ...)
 	pthread_mutex_unlock(&r->mu);
 	if (!first || !r->say)
 		return;
-	struct sbuf sb = SBUF_INIT;
 	va_list ap;
 	va_start(ap, fmt);
-	sbuf_vaddf(&sb, fmt, ap);
+	sbuf_vsay(r->say, r->say_ctx, fmt, ap);
 	va_end(ap);
-	r->say(r->say_ctx, sb.buf);
-	sbuf_release(&sb);
 }
 
 static bool stopping(struct ep_relay *r)

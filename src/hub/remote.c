@@ -67,13 +67,10 @@ static void warn_once(struct hub_remote *r, unsigned bit, const char *fmt, ...)
 	if (!r->warn || (r->warned & bit))
 		return;
 	r->warned |= bit;
-	struct sbuf sb = SBUF_INIT;
 	va_list ap;
 	va_start(ap, fmt);
-	sbuf_vaddf(&sb, fmt, ap);
+	sbuf_vsay(r->warn, r->warn_ctx, fmt, ap);
 	va_end(ap);
-	r->warn(r->warn_ctx, sb.buf);
-	sbuf_release(&sb);
 }
 
 const char *hub_remote_job(const struct hub_remote *r)

@@ -87,13 +87,10 @@ static void warn_once(struct metrics_ingest *mi, unsigned bit, const char *fmt, 
 	if ((mi->warned & bit) || !mi->warn)
 		return;
 	mi->warned |= bit;
-	struct sbuf sb = SBUF_INIT;
 	va_list ap;
 	va_start(ap, fmt);
-	sbuf_vaddf(&sb, fmt, ap);
+	sbuf_vsay(mi->warn, mi->warn_ctx, fmt, ap);
 	va_end(ap);
-	mi->warn(mi->warn_ctx, sb.buf);
-	sbuf_release(&sb);
 }
 
 static int family_of(enum metrics_format f)

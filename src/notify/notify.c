@@ -233,13 +233,10 @@ static void say(struct notifier *nf, const char *fmt, ...)
 {
 	if (!nf->o.warn)
 		return;
-	struct sbuf msg = SBUF_INIT;
 	va_list ap;
 	va_start(ap, fmt);
-	sbuf_vaddf(&msg, fmt, ap);
+	sbuf_vsay(nf->o.warn, nf->o.ctx, fmt, ap);
 	va_end(ap);
-	nf->o.warn(nf->o.ctx, msg.buf);
-	sbuf_release(&msg);
 }
 
 static int read_secret(const struct notify_hook *h, char **out, struct tc_err *err)

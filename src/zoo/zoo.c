@@ -517,13 +517,10 @@ static void say(const struct zoo_test_opts *o, const char *fmt, ...)
 {
 	if (!o->progress)
 		return;
-	struct sbuf sb = SBUF_INIT;
 	va_list ap;
 	va_start(ap, fmt);
-	sbuf_vaddf(&sb, fmt, ap);
+	sbuf_vsay(o->progress, o->progress_ctx, fmt, ap);
 	va_end(ap);
-	o->progress(o->progress_ctx, sb.buf);
-	sbuf_release(&sb);
 }
 
 /* Does the job have a numeric record of metric? */
