@@ -297,6 +297,25 @@ static int store_private_files(const char *home, const char *db, struct tc_err *
 	return 0;
 }
 
+/*
+ * Two processes opening a new database at once (a `run` and a `show`) both
+ * turn it to WAL.  That needs an exclusive lock, and the one that holds a
+ * shared lock while the other escalates gets SQLITE_BUSY at once: SQLite
+ * skips the busy handler there, as waiting would deadlock.  So try again;
+ * once one has switched, the pragma is a no-op for the other.
+ */
+static int wal_mode(struct store *st, struct tc_err *err)
+{
+	for (int tries = 0;; tries++) {
+		if (sqlite3_exec(st->db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL) == SQLITE_OK)
+			return 0;
+		if ((sqlite3_errcode(st->db) & 0xff) != SQLITE_BUSY || tries == 1000)
+			return db_fail(st, err, "switch to WAL");
+		struct timespec nap = { 0, 10 * 1000 * 1000 };
+		nanosleep(&nap, NULL);
+	}
+}
+
 /* store_open with SQLite's open flags: SQLITE_OPEN_NOMUTEX or 0. */
 static int open_db(const char *home, int flags, struct store **out, struct tc_err *err)
 {
@@ -325,8 +344,8 @@ static int open_db(const char *home, int flags, struct store **out, struct tc_er
 			      sqlite3_errmsg(st->db));
 		goto fail;
 	}
-	if ((rc = exec_sql(st, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-			       "PRAGMA foreign_keys=ON;", err)))
+	if ((rc = wal_mode(st, err)) ||
+	    (rc = exec_sql(st, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", err)))
 		goto fail;
 	if ((rc = migrate(st, err)))
 		goto fail;
