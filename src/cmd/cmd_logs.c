@@ -110,8 +110,9 @@ int cmd_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	if ((rc = backend_reconcile(st, &j, err)) || (rc = logs_check_rank(j.id, rank, j.world_size, err)))
 		goto out;
 	bool ended = job_state_terminal(j.state);
-	if ((ended || !follow) && !logs_has_worker_log(j.run_dir, rank)) {
-		rc = logs_explain_none(j.id, job_state_name(j.state), ended, err);
+	int have = ended || !follow ? logs_has_worker_log(j.run_dir, rank, err) : 1;
+	if (have <= 0) {
+		rc = have < 0 ? have : logs_explain_none(j.id, job_state_name(j.state), ended, err);
 		goto out;
 	}
 	struct follow_ctx fc = { st, j.id };

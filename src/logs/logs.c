@@ -94,18 +94,20 @@ int logs_ranks(const char *run_dir, int **ranks, size_t *n, struct tc_err *err)
 	return rc;
 }
 
-bool logs_has_worker_log(const char *run_dir, long rank)
+int logs_has_worker_log(const char *run_dir, long rank, struct tc_err *err)
 {
 	int *ranks = NULL;
 	size_t nr = 0;
-	struct tc_err err = TC_ERR_INIT;
+	int rc = logs_ranks(run_dir, &ranks, &nr, err);
+	if (rc == TC_ENOTFOUND) {
+		tc_err_release(err);
+		rc = 0;
+	}
 	bool found = false;
-	if (logs_ranks(run_dir, &ranks, &nr, &err) == 0)
-		for (size_t i = 0; i < nr && !found; i++)
-			found = rank < 0 || ranks[i] == rank;
+	for (size_t i = 0; !rc && i < nr && !found; i++)
+		found = rank < 0 || ranks[i] == rank;
 	free(ranks);
-	tc_err_release(&err);
-	return found;
+	return rc ? rc : found;
 }
 
 int logs_read_supervisor(const char *run_dir, struct sbuf *out, struct tc_err *err)

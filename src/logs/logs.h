@@ -38,8 +38,12 @@ int logs_print(const struct logs_opts *o, FILE *out, struct tc_err *err);
 /* The ranks with a log in run_dir's logs/, sorted (heap array; none: NULL, 0). */
 int logs_ranks(const char *run_dir, int **ranks, size_t *n, struct tc_err *err);
 
-/* Does run_dir's logs/ hold a worker log: rank's, or any rank's (rank < 0)? */
-bool logs_has_worker_log(const char *run_dir, long rank);
+/*
+ * Does run_dir's logs/ hold a worker log: rank's, or any rank's (rank < 0)?
+ * 1 or 0 (no logs/ yet is 0), or a TC_E* code when logs/ cannot be read
+ * (a link: refused).
+ */
+int logs_has_worker_log(const char *run_dir, long rank, struct tc_err *err);
 
 /*
  * The job's logs/ folder, opened as logs_print does; *owner gets the

@@ -80,7 +80,7 @@ int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 	int rc = logs_print(&lo, f, &err);
 	fclose(f);
 	int ret;
-	if (rc == TC_ENOTFOUND || (!rc && !len && !logs_has_worker_log(x->run_dir, -1))) {
+	if (rc == TC_ENOTFOUND || (!rc && !len && logs_has_worker_log(x->run_dir, -1, &err) == 0)) {
 		/* no worker log (yet): say why, never where the server keeps them */
 		if (!job_state_terminal(x->state))
 			ret = reply_err(con, 404, "job %s is %s: no logs yet", x->id, job_state_name(x->state));
