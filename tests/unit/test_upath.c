@@ -226,7 +226,13 @@ static void *swap_loop(void *arg)
 	while (!atomic_load(&s->stop)) {
 		/* a folder with a file, then the same name as a link to the canary's folder */
 		if (mkdir(tmp.buf, 0700) == 0) {
-			test_put_file(tmp.buf, "f", "x");
+			/* the walk may take it away meanwhile: failures are fine here */
+			struct sbuf f = SBUF_INIT;
+			sbuf_addf(&f, "%s/f", tmp.buf);
+			int fd = open(f.buf, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+			if (fd >= 0)
+				close(fd);
+			sbuf_release(&f);
 			(void)!rename(tmp.buf, s->dir);
 		}
 		(void)!unlink(tmp.buf);
