@@ -71,15 +71,13 @@ static int walk(int dirfd, const char *rel, uid_t owner, bool last_dir, int *out
 	*out = -1;
 	if (!rel || *rel == '/')
 		return tc_error(err, TC_EINPUT, "'%s': not a relative path", rel ? rel : "");
-	int cur = dup(dirfd);
+	/*
+	 * A new open of dirfd rather than a dup: a dup shares its file offset,
+	 * and a listing of it would leave dirfd's at the end for the next one.
+	 */
+	int cur = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (cur < 0)
-		return tc_error_errno(err, TC_ESYS, "dup");
-	/* O_CLOEXEC on the dup too: a child started meanwhile must not inherit it */
-	if (fcntl(cur, F_SETFD, FD_CLOEXEC) < 0) {
-		int rc = tc_error_errno(err, TC_ESYS, "fcntl");
-		close(cur);
-		return rc;
-	}
+		return tc_error_errno(err, TC_ESYS, "cannot open '%s'", rel);
 	struct sbuf comp = SBUF_INIT;
 	int rc = 0;
 	const char *p = rel;
@@ -172,8 +170,8 @@ static int read_capped(int fd, const char *what, size_t cap, struct sbuf *out, s
 	size_t start = out->len;
 	int rc = 0;
 	for (;;) {
-		size_t have = out->len - start;
-		size_t want = cap - have + 1 < 65536 ? cap - have + 1 : 65536;
+		size_t left = cap - (out->len - start); /* one byte past the cap tells "over" */
+		size_t want = left < 65535 ? left + 1 : 65536;
 		sbuf_grow(out, want);
 		ssize_t n = read(fd, out->buf + out->len, want);
 		if (n < 0 && errno == EINTR)

@@ -57,7 +57,7 @@ int upath_base(const char *path, int *fd, struct tc_err *err);
  */
 int upath_run_dir(const char *run_dir, uid_t want, int *fd, uid_t *owner, struct tc_err *err);
 
-/* Folder rel below dirfd ("" or "." is dirfd itself, dup'ed), per (2), (3). */
+/* Folder rel below dirfd ("" or "." is dirfd itself, opened anew), per (2), (3). */
 int upath_dir(int dirfd, const char *rel, uid_t owner, int *fd, struct tc_err *err);
 
 /* Regular file rel below dirfd, opened O_RDONLY (blocking reads), per (2), (3). */

@@ -177,6 +177,11 @@ TEST(list_is_sorted)
 	CHECK_STR(names.v[1], "b");
 	CHECK_STR(names.v[2], "c");
 	strvec_clear(&names);
+	/* again from the same descriptor: a second listing sees everything too */
+	test_put_file(d, "d", "");
+	CHECK_INT(upath_list(b, "", UPATH_ANY, &names, &err), 0);
+	CHECK_INT(names.nr, 4);
+	strvec_clear(&names);
 	close(b);
 	free(d);
 }
