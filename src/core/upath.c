@@ -62,8 +62,8 @@ int upath_base(const char *path, int *fd, struct tc_err *err)
 }
 
 /*
- * Walk rel below dirfd; the last component is opened with last_flags (the
- * folders before it O_DIRECTORY), each checked per upath.h (3).
+ * Walk rel below dirfd: every component a folder (O_DIRECTORY), but the
+ * last a regular file unless last_dir; each checked per upath.h (3).
  */
 static int walk(int dirfd, const char *rel, uid_t owner, bool last_dir, int *out,
 		struct tc_err *err)

@@ -157,7 +157,7 @@ def test_logs_through_a_link_to_another_accounts_logs(psec, trainctl):
     assert st == 200 and MARK in body, (st, body)
 
 
-def test_logs_follow_ends_when_logs_becomes_a_link(psec):
+def test_logs_follow_keeps_the_folder_it_opened(psec):
     """A follow that started on the real logs/ keeps reading that folder;
     it never reads the link's target."""
     srv, u, base = psec
