@@ -14,7 +14,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PYTHON ?= /usr/bin/python3
 
 .PHONY: all build asan deps demo check unit unit-asan e2e soak install clean bench \
-	fuzz-build fuzz fuzz-check
+	fuzz-build fuzz fuzz-check check-paths
 
 all: build
 
@@ -62,7 +62,13 @@ check: deps
 	$(MAKE) unit
 	$(MAKE) unit-asan
 	$(MAKE) fuzz-check
+	$(MAKE) check-paths
 	$(MAKE) e2e
+
+# One door to paths a user can write (docs/security.md): no open/fopen/
+# opendir/nftw/remove/read_file outside core/upath.h in the root's modules.
+check-paths:
+	sh scripts/check-paths.sh
 
 # libFuzzer harnesses (tests/fuzz/, docs/fuzzing.md): clang, ASan + UBSan,
 # the same sources as the binary.  FUZZ_TARGETS picks some ("spec api").

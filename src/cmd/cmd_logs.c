@@ -7,7 +7,6 @@
 #include "logs/logs.h"
 #include "store/store.h"
 
-#include <dirent.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,28 +19,6 @@ const char logs_usage[] =
 	"  -f, --follow      keep printing while the job runs\n"
 	"      --supervisor  the supervisor's own log (not through a server)\n"
 	"      --server URL  the job of this server ($TRAINCTL_SERVER)\n";
-
-/* Does dir hold a worker log: rank's, or any rank's (rank < 0)? */
-static bool has_worker_log(const char *dir, long rank)
-{
-	if (rank >= 0) {
-		struct sbuf p = SBUF_INIT;
-		sbuf_addf(&p, "%s/rank-%ld.log", dir, rank);
-		bool there = path_exists(p.buf);
-		sbuf_release(&p);
-		return there;
-	}
-	DIR *d = opendir(dir);
-	if (!d)
-		return false;
-	bool found = false;
-	for (struct dirent *e; !found && (e = readdir(d));) {
-		size_t n = strlen(e->d_name);
-		found = n > 9 && !strncmp(e->d_name, "rank-", 5) && !strcmp(e->d_name + n - 4, ".log");
-	}
-	closedir(d);
-	return found;
-}
 
 int logs_check_rank(const char *id, long rank, long world, struct tc_err *err)
 {
@@ -116,36 +93,33 @@ int cmd_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		return tc_error(err, TC_EUSAGE, "logs: give one job");
 	struct store *st = NULL;
 	struct job_row j = { 0 };
-	struct sbuf dir = SBUF_INIT;
 	int rc = store_open(ctx->home, &st, err);
 	if (!rc)
 		rc = store_job_get(st, argv[optind], &j, err);
 	if (rc)
 		goto out;
-	sbuf_addf(&dir, "%s/logs", j.run_dir);
 	if (supervisor) {
-		struct sbuf p = SBUF_INIT, text = SBUF_INIT;
-		sbuf_addf(&p, "%s/supervisor.log", dir.buf);
-		rc = read_file(p.buf, &text, err);
+		/* through logs/ of the run folder, never a link the account put there (logs.h) */
+		struct sbuf text = SBUF_INIT;
+		rc = logs_read_supervisor(j.run_dir, &text, err);
 		if (!rc)
 			fwrite(text.buf, 1, text.len, stdout);
-		sbuf_release(&p);
 		sbuf_release(&text);
 		goto out;
 	}
 	if ((rc = backend_reconcile(st, &j, err)) || (rc = logs_check_rank(j.id, rank, j.world_size, err)))
 		goto out;
 	bool ended = job_state_terminal(j.state);
-	if ((ended || !follow) && !has_worker_log(dir.buf, rank)) {
-		rc = logs_explain_none(j.id, job_state_name(j.state), ended, err);
+	int have = ended || !follow ? logs_has_worker_log(j.run_dir, rank, err) : 1;
+	if (have <= 0) {
+		rc = have < 0 ? have : logs_explain_none(j.id, job_state_name(j.state), ended, err);
 		goto out;
 	}
 	struct follow_ctx fc = { st, j.id };
-	struct logs_opts lo = { dir.buf, (int)rank, tail, follow, rank < 0 && j.world_size != 1,
+	struct logs_opts lo = { j.run_dir, (int)rank, tail, follow, rank < 0 && j.world_size != 1,
 				job_alive, &fc };
 	rc = logs_print(&lo, stdout, err);
 out:
-	sbuf_release(&dir);
 	job_row_release(&j);
 	store_close(st);
 	return rc;

@@ -30,7 +30,12 @@ void format_bytes(struct sbuf *out, double bytes);
 
 /* mkdir -p with mode 0755. */
 int mkdir_p(const char *path, struct tc_err *err);
-/* Read a whole file into out (appending). */
+/*
+ * Read a whole file into out (appending): for files of the caller's own
+ * (its spec, its state folder, /proc).  A path a user can write, or a file
+ * a spec names that a server reads, goes through core/upath.h instead
+ * (links refused, FIFOs and devices refused, a size cap).
+ */
 int read_file(const char *path, struct sbuf *out, struct tc_err *err);
 /*
  * open(2) for a file in a folder the job's user can write (its logs): the

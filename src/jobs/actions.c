@@ -6,14 +6,16 @@
 #include "jobs/jobs.h"
 #include "backend/backend.h"
 #include "core/json.h"
+#include "core/upath.h"
 #include "core/util.h"
 #include "metrics/query.h"
 
 #include <errno.h>
-#include <ftw.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static json_t *checkpoints_json(const struct store_ckpt *ck, size_t n)
 {
@@ -152,12 +154,14 @@ int jobs_resume(const struct backend_env *env, struct store *st, const struct jo
 	return be->resume(env, st, j, err);
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+/* The account a job's files belong to: its user's, else ours (a token user with no account). */
+static uid_t job_owner(const struct job_row *j)
 {
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path) < 0 && errno != ENOENT ? -1 : 0;
+	struct passwd pwd, *pw = NULL;
+	char buf[4096]; /* getpwnam_r: the request threads run side by side */
+	if (j->user && *j->user && getpwnam_r(j->user, &pwd, buf, sizeof(buf), &pw) != 0)
+		pw = NULL;
+	return pw ? pw->pw_uid : geteuid();
 }
 
 int jobs_delete(struct store *st, const struct job_row *j, struct tc_err *err)
@@ -165,12 +169,28 @@ int jobs_delete(struct store *st, const struct job_row *j, struct tc_err *err)
 	if (!job_state_terminal(j->state))
 		return tc_error(err, TC_EUSAGE, "only a finished job can be deleted (stop it first)");
 	int rc = store_job_delete(st, j->id, err);
-	if (rc)
+	if (rc || !j->run_dir || !*j->run_dir)
 		return rc;
-	if (j->run_dir && *j->run_dir && nftw(j->run_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 &&
-	    errno != ENOENT)
-		return tc_error_errno(err, TC_ESYS, "deleted %s but not all of %s", j->id, j->run_dir);
-	return 0;
+	/*
+	 * The run folder is the account's: it can swap any folder in it for a
+	 * link while root deletes.  The walk goes from the descriptor of runs/
+	 * (ours) and never follows a link (core/upath.h).
+	 */
+	char *parent = path_dirname(j->run_dir);
+	int base = -1;
+	struct tc_err e2 = TC_ERR_INIT;
+	rc = upath_base(parent, &base, &e2);
+	if (rc == TC_ENOTFOUND)
+		rc = 0;
+	else if (!rc)
+		rc = upath_delete(base, path_basename(j->run_dir), job_owner(j), &e2);
+	if (rc)
+		rc = tc_error(err, rc, "deleted %s but not all of its run folder: %s", j->id, e2.msg);
+	if (base >= 0)
+		close(base);
+	tc_err_release(&e2);
+	free(parent);
+	return rc;
 }
 
 int jobs_clone_spec(const struct job_row *j, char **text, struct tc_err *err)

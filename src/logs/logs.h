@@ -10,12 +10,21 @@
 #include <stdio.h>
 
 #include "core/err.h"
+#include "core/sbuf.h"
+
+#include <sys/types.h>
 
 /* Is the job still running?  Polled while following. */
 typedef bool (*logs_alive_fn)(void *data);
 
 struct logs_opts {
-	const char *log_dir;
+	/*
+	 * The job's run folder.  Its logs/ is the account's: every part is
+	 * opened from the run folder's descriptor with O_NOFOLLOW and checked
+	 * to be the folder owner's (core/upath.h), so a logs/ or a rank log
+	 * swapped for a link is refused, never read through.
+	 */
+	const char *run_dir;
 	int rank;        /* -1: every rank_*.log found */
 	long tail;       /* -1: everything */
 	bool follow;
@@ -25,5 +34,27 @@ struct logs_opts {
 };
 
 int logs_print(const struct logs_opts *o, FILE *out, struct tc_err *err);
+
+/* The ranks with a log in run_dir's logs/, sorted (heap array; none: NULL, 0). */
+int logs_ranks(const char *run_dir, int **ranks, size_t *n, struct tc_err *err);
+
+/*
+ * Does run_dir's logs/ hold a worker log: rank's, or any rank's (rank < 0)?
+ * 1 or 0 (no logs/ yet is 0), or a TC_E* code when logs/ cannot be read
+ * (a link: refused).
+ */
+int logs_has_worker_log(const char *run_dir, long rank, struct tc_err *err);
+
+/*
+ * The job's logs/ folder, opened as logs_print does; *owner gets the
+ * account every file in it must belong to.  fd is the caller's to close.
+ */
+int logs_open_dir(const char *run_dir, int *fd, uid_t *owner, struct tc_err *err);
+
+/* Cap of a whole file read from logs/ in one piece (supervisor.log). */
+#define LOGS_READ_MAX ((size_t)256 << 20)
+
+/* logs/supervisor.log of run_dir, appended to out. */
+int logs_read_supervisor(const char *run_dir, struct sbuf *out, struct tc_err *err);
 
 #endif

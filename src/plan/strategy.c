@@ -10,6 +10,7 @@
 
 #include "core/json.h"
 #include "core/sbuf.h"
+#include "core/upath.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "core/yaml.h"
@@ -141,10 +142,14 @@ static int yload(const char *text, size_t len, const char *path, yaml_document_t
 	return 0;
 }
 
-/* The whole file at path; TC_EINPUT when it cannot be read. */
+/*
+ * The whole file at path; TC_EINPUT when it cannot be read.  A spec names
+ * it and a root server reads it (as the caller): a regular file with a
+ * size cap, never a FIFO that blocks or /dev/zero that never ends.
+ */
 static int slurp(const char *path, struct sbuf *text, struct tc_err *err)
 {
-	if (read_file(path, text, err)) {
+	if (upath_read_path(path, UPATH_SPEC_MAX, text, err)) {
 		err->code = TC_EINPUT;
 		return TC_EINPUT;
 	}

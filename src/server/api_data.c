@@ -6,32 +6,24 @@
 #include "server/server_int.h"
 #include "server/api_int.h"
 #include "core/json.h"
+#include "core/upath.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "logs/logs.h"
 #include "metrics/metrics.h"
 #include "jobs/jobs.h"
 
-#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 #include "core/lazylib.h"
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* report.json is a few KiB; a job that writes more gets no report served */
+#define REPORT_MAX ((size_t)16 << 20)
 
 /* ---- logs ---- */
-
-/* Has any worker written a log in dir (rank-<r>.log)? */
-static bool any_worker_log(const char *dir)
-{
-	DIR *d = opendir(dir);
-	bool found = false;
-	for (struct dirent *e; d && !found && (e = readdir(d));)
-		found = !strncmp(e->d_name, "rank-", 5);
-	if (d)
-		closedir(d);
-	return found;
-}
 
 int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 {
@@ -43,55 +35,52 @@ int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 	const char *follow = arg_of(con, "follow");
 	if (follow && (!strcmp(follow, "1") || !strcmp(follow, "true")))
 		return stream_logs(s, con, x, (int)rank, tail);
-	struct sbuf dir = SBUF_INIT;
-	sbuf_addf(&dir, "%s/logs", x->run_dir);
+	/* logs/ is the job's account's: logs_print opens it from the run folder, links refused */
+	struct tc_err err = TC_ERR_INIT;
 	if (fmt && !strcmp(fmt, "json")) {
+		int *ranks = NULL;
+		size_t nr = 0;
+		int rc = logs_ranks(x->run_dir, &ranks, &nr, &err);
+		if (rc && rc != TC_ENOTFOUND) {
+			int ret = reply_tc(con, &err);
+			tc_err_release(&err);
+			return ret;
+		}
+		tc_err_release(&err);
 		json_t *o = json_object();
-		json_t *ranks = json_array();
-		for (int r = 0; r < 4096; r++) {
+		json_t *jr = json_array();
+		for (size_t i = 0; i < nr; i++) {
+			int r = ranks[i];
 			if (rank >= 0 && r != rank)
 				continue;
-			struct sbuf p = SBUF_INIT;
-			sbuf_addf(&p, "%s/rank-%d.log", dir.buf, r);
-			if (!path_exists(p.buf)) {
-				sbuf_release(&p);
-				if (r > x->device_count + 8)
-					break;
-				continue;
-			}
 			char *buf = NULL;
 			size_t len = 0;
 			FILE *f = open_memstream(&buf, &len);
-			struct logs_opts lo = { dir.buf, r, tail < 0 ? 2000 : tail, false, false, NULL, NULL };
-			struct tc_err err = TC_ERR_INIT;
+			struct logs_opts lo = { x->run_dir, r, tail < 0 ? 2000 : tail, false, false, NULL, NULL };
 			if (f) {
 				if (logs_print(&lo, f, &err))
 					tc_err_release(&err);
 				fclose(f);
 			}
-			json_array_append_new(ranks, json_pack("{s:i, s:s#}", "rank", r, "text",
-							       buf ? buf : "", buf ? len : 0));
+			json_array_append_new(jr, json_pack("{s:i, s:s#}", "rank", r, "text",
+							    buf ? buf : "", buf ? len : 0));
 			free(buf);
-			sbuf_release(&p);
 		}
-		json_object_set_new(o, "ranks", ranks);
-		sbuf_release(&dir);
+		free(ranks);
+		json_object_set_new(o, "ranks", jr);
 		return reply_jsont(con, 200, o);
 	}
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
-	if (!f) {
-		sbuf_release(&dir);
+	if (!f)
 		return reply_err(con, 500, "out of memory");
-	}
-	struct logs_opts lo = { dir.buf, (int)rank, tail, false, rank < 0 && x->device_count != 1,
+	struct logs_opts lo = { x->run_dir, (int)rank, tail, false, rank < 0 && x->device_count != 1,
 				NULL, NULL };
-	struct tc_err err = TC_ERR_INIT;
 	int rc = logs_print(&lo, f, &err);
 	fclose(f);
 	int ret;
-	if (rc == TC_ENOTFOUND || (!rc && !len && !any_worker_log(dir.buf))) {
+	if (rc == TC_ENOTFOUND || (!rc && !len && logs_has_worker_log(x->run_dir, -1, &err) == 0)) {
 		/* no worker log (yet): say why, never where the server keeps them */
 		if (!job_state_terminal(x->state))
 			ret = reply_err(con, 404, "job %s is %s: no logs yet", x->id, job_state_name(x->state));
@@ -116,7 +105,6 @@ int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 	}
 	free(buf);
 	tc_err_release(&err);
-	sbuf_release(&dir);
 	return ret;
 }
 
@@ -254,15 +242,19 @@ int h_usage(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 
 int h_report(struct MHD_Connection *con, const struct job_row *x)
 {
-	struct sbuf path = SBUF_INIT, text = SBUF_INIT;
-	sbuf_addf(&path, "%s/report.json", x->run_dir);
-	int ret;
+	struct sbuf text = SBUF_INIT;
+	struct tc_err err = TC_ERR_INIT;
+	int rd = -1;
+	uid_t owner;
 	/* the job's account owns its run folder: never a file its link points at */
-	if (read_file_nofollow(path.buf, &text, NULL) == 0)
-		ret = reply_json(con, 200, text.buf);
-	else
-		ret = reply_err(con, 404, "job %s has no report.json", x->id);
-	sbuf_release(&path);
+	int rc = upath_run_dir(x->run_dir, UPATH_ANY, &rd, &owner, &err);
+	if (!rc)
+		rc = upath_read(rd, "report.json", owner, REPORT_MAX, &text, &err);
+	int ret = rc ? reply_err(con, 404, "job %s has no report.json", x->id)
+		     : reply_json(con, 200, text.buf);
+	if (rd >= 0)
+		close(rd);
+	tc_err_release(&err);
 	sbuf_release(&text);
 	return ret;
 }

@@ -7,7 +7,9 @@
  */
 #include "server/api_int.h"
 #include "core/json.h"
+#include "core/upath.h"
 #include "core/util.h"
+#include "logs/logs.h"
 #include "core/xalloc.h"
 
 #include <fcntl.h>
@@ -30,10 +32,13 @@ struct sse {
 	int64_t last_send;
 	bool end;              /* send what is pending, then close */
 	/* logs */
-	char *job_id, *log_dir;
+	char *job_id, *run_dir;
+	int logs_fd;           /* the job's logs/ (logs_open_dir), -1 until it is there */
+	uid_t owner;           /* whose files it holds */
+	long tail;
 	int rank;              /* -1: all */
 	int nranks;
-	off_t *off;
+	struct upath_follow *fol; /* one per rank, once logs_fd is open */
 	struct sbuf *partial;
 	/* events */
 	long long after;
@@ -54,10 +59,14 @@ static void sse_free(void *cls)
 	sbuf_release(&e->pending);
 	for (int i = 0; e->partial && i < e->nranks; i++)
 		sbuf_release(&e->partial[i]);
+	for (int i = 0; e->fol && i < e->nranks; i++)
+		upath_follow_release(&e->fol[i]);
 	free(e->partial);
-	free(e->off);
+	free(e->fol);
+	if (e->fol && e->logs_fd >= 0) /* fol: a log stream, whose logs_fd was set */
+		close(e->logs_fd);
 	free(e->job_id);
-	free(e->log_dir);
+	free(e->run_dir);
 	free(e->user);
 	free(e);
 }
@@ -111,19 +120,13 @@ void sse_log_line(struct sbuf *out, int rank, const char *p, size_t n)
 /* Read what rank r's log gained; whole lines become events. */
 static bool read_rank(struct sse *e, int r)
 {
-	struct sbuf path = SBUF_INIT;
-	sbuf_addf(&path, "%s/rank-%d.log", e->log_dir, r);
-	int fd = open_regular_nofollow(path.buf, O_RDONLY, 0); /* never through a link */
-	sbuf_release(&path);
-	if (fd < 0)
-		return false;
 	bool got = false;
 	char buf[65536];
 	for (int rounds = 0; rounds < 64; rounds++) {
-		ssize_t n = pread(fd, buf, sizeof(buf), e->off[r]);
+		/* opened from logs/'s descriptor, O_NOFOLLOW, the account's (core/upath.h) */
+		ssize_t n = upath_follow_read(&e->fol[r], buf, sizeof(buf));
 		if (n <= 0)
 			break;
-		e->off[r] += n;
 		struct sbuf *pp = &e->partial[r];
 		sbuf_add(pp, buf, (size_t)n);
 		size_t start = 0;
@@ -137,45 +140,61 @@ static bool read_rank(struct sse *e, int r)
 		if (e->pending.len > (1u << 20))
 			break;
 	}
-	close(fd);
 	return got;
 }
 
 /* Start at the last `tail` lines of each rank's log (or the start). */
 static void seek_tail(struct sse *e, int r, long tail)
 {
-	struct sbuf path = SBUF_INIT;
-	sbuf_addf(&path, "%s/rank-%d.log", e->log_dir, r);
-	int fd = open_regular_nofollow(path.buf, O_RDONLY, 0); /* never through a link */
-	sbuf_release(&path);
-	e->off[r] = 0;
-	if (fd < 0 || tail < 0) {
-		if (fd >= 0)
-			close(fd);
+	struct upath_follow *f = &e->fol[r];
+	off_t size = upath_follow_size(f);
+	f->off = 0;
+	if (size <= 0 || tail < 0)
 		return;
+	off_t from = size > (off_t)TAIL_WINDOW ? size - (off_t)TAIL_WINDOW : 0;
+	size_t len = (size_t)(size - from);
+	char *buf = xmalloc(len);
+	ssize_t n = pread(f->fd, buf, len, from);
+	off_t at = from;
+	if (n > 0) {
+		long lines = 0;
+		ssize_t i = n - 1;
+		if (buf[i] == '\n')
+			i--;
+		for (; i >= 0; i--)
+			if (buf[i] == '\n' && ++lines >= tail)
+				break;
+		if (i >= 0)
+			at = from + i + 1;
 	}
-	struct stat sb;
-	if (fstat(fd, &sb) == 0 && sb.st_size > 0) {
-		off_t from = sb.st_size > (off_t)TAIL_WINDOW ? sb.st_size - (off_t)TAIL_WINDOW : 0;
-		size_t len = (size_t)(sb.st_size - from);
-		char *buf = xmalloc(len);
-		ssize_t n = pread(fd, buf, len, from);
-		off_t at = from;
-		if (n > 0) {
-			long lines = 0;
-			ssize_t i = n - 1;
-			if (buf[i] == '\n')
-				i--;
-			for (; i >= 0; i--)
-				if (buf[i] == '\n' && ++lines >= tail)
-					break;
-			if (i >= 0)
-				at = from + i + 1;
-		}
-		e->off[r] = tail == 0 ? sb.st_size : at;
-		free(buf);
+	f->off = tail == 0 ? size : at;
+	free(buf);
+}
+
+/*
+ * Open the job's logs/ once it is there (0: open or not yet), and each
+ * rank's follower in it; anything but a missing folder (a link) is an error.
+ */
+static int open_logs(struct sse *e, struct tc_err *err)
+{
+	if (e->logs_fd >= 0)
+		return 0;
+	int rc = logs_open_dir(e->run_dir, &e->logs_fd, &e->owner, err);
+	if (rc == TC_ENOTFOUND) {
+		tc_err_release(err);
+		return 0;
 	}
-	close(fd);
+	if (rc)
+		return rc;
+	struct sbuf name = SBUF_INIT;
+	for (int r = 0; r < e->nranks; r++) {
+		sbuf_reset(&name);
+		sbuf_addf(&name, "rank-%d.log", r);
+		upath_follow_init(&e->fol[r], e->logs_fd, name.buf, e->owner, 0);
+		seek_tail(e, r, e->tail);
+	}
+	sbuf_release(&name);
+	return 0;
 }
 
 static bool job_finished(struct sse *e)
@@ -202,7 +221,19 @@ static ssize_t logs_cb(void *cls, uint64_t pos, char *buf, size_t max)
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		bool finished = job_finished(e);
 		bool got = false;
-		for (int r = 0; r < e->nranks; r++)
+		struct tc_err err = TC_ERR_INIT;
+		if (open_logs(e, &err)) {
+			/* logs/ became a link: say so and end, never read through it */
+			sbuf_adds(&e->pending, "event: error\ndata: ");
+			struct sbuf m = SBUF_INIT;
+			json_add_str(&m, err.msg ? err.msg : "cannot read the logs");
+			sbuf_addf(&e->pending, "{\"error\":%s}\n\n", m.buf);
+			sbuf_release(&m);
+			tc_err_release(&err);
+			e->end = true;
+			continue;
+		}
+		for (int r = 0; e->logs_fd >= 0 && r < e->nranks; r++)
 			if (e->rank < 0 || e->rank == r)
 				got |= read_rank(e, r);
 		if (got)
@@ -234,20 +265,26 @@ int stream_logs(struct srv *s, struct MHD_Connection *con, const struct job_row 
 		return ret;
 	}
 	e->job_id = xstrdup(x->id);
-	struct sbuf d = SBUF_INIT;
-	sbuf_addf(&d, "%s/logs", x->run_dir);
-	e->log_dir = sbuf_detach(&d);
+	e->run_dir = xstrdup(x->run_dir ? x->run_dir : "");
+	e->logs_fd = -1;
+	e->tail = tail;
 	e->rank = rank;
 	e->nranks = x->device_count > 0 ? x->device_count : 1;
 	if (rank >= e->nranks) {
 		sse_free(e);
 		return reply_err(con, 400, "rank %d: the job has %d ranks", rank, x->device_count);
 	}
-	e->off = xcalloc((size_t)e->nranks, sizeof(off_t));
+	e->fol = xcalloc((size_t)e->nranks, sizeof(*e->fol));
 	e->partial = xcalloc((size_t)e->nranks, sizeof(struct sbuf));
 	for (int r = 0; r < e->nranks; r++) {
 		sbuf_init(&e->partial[r], 0);
-		seek_tail(e, r, tail);
+		e->fol[r].fd = -1;
+	}
+	if (open_logs(e, &err)) {
+		int ret = reply_tc(con, &err);
+		tc_err_release(&err);
+		sse_free(e);
+		return ret;
 	}
 	e->last_send = now_mono_ms();
 	return start_stream(con, e, logs_cb);

@@ -12,6 +12,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- devices: ---- */
 
@@ -157,8 +158,12 @@ static int r_par_cluster(struct walk *w, yaml_node_t *n, const char *key)
 	free(w->s->parallel.cluster);
 	w->s->parallel.cluster = path_absolute(v, w->base);
 	free(v);
-	if (!path_exists(w->s->parallel.cluster))
+	/* read later by the planner (with a size cap); a FIFO or a device is refused here */
+	struct stat sb;
+	if (stat(w->s->parallel.cluster, &sb) < 0)
 		return walk_fail(w, n, key, "'%s' does not exist", w->s->parallel.cluster);
+	if (!S_ISREG(sb.st_mode))
+		return walk_fail(w, n, key, "'%s' is not a regular file", w->s->parallel.cluster);
 	return 0;
 }
 
