@@ -18,6 +18,8 @@ send; the `s3` fixture fails the test that made one.
     @both_servers
     def test_x(s3): ...        # runs as test_x[s3rver] and test_x[rgw]
 
+and one that only radosgw can serve says @rgw_only.
+
 The helpers below (bucket, keys, get, put) sign their own requests (a few
 lines of Signature V4, independent of trainctl and of libcurl), so they look
 at what trainctl did the same way on both servers.
@@ -48,6 +50,9 @@ SECRET = "S3RVER"
 REGION = "us-east-1"
 SERVERS = ("s3rver", "rgw")
 both_servers = pytest.mark.parametrize("s3", SERVERS, indirect=True)
+# s3rver answers "500 InternalError" to any ListObjectsV2 page that is not
+# the last one, so what needs more than one page runs on radosgw alone
+rgw_only = pytest.mark.parametrize("s3", ["rgw"], indirect=True)
 
 
 def _free_port():

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import wait_until
 from faulty_proxy import FaultyProxy
-from s3_fixture import both_servers, s3  # noqa: F401  (the fixture)
+from s3_fixture import both_servers, rgw_only, s3  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 MULTIPART = 6 * 1024 * 1024  # threshold used in tests; parts are 5 MiB
@@ -149,9 +149,10 @@ def test_odd_key_names_round_trip(tc, s3, tmp_path):
     assert ODD[0] not in s3.keys(b)
 
 
-@both_servers
+@rgw_only
 def test_listing_past_one_page(tc, s3, tmp_path):
-    """A listing answers 1,000 keys a page: every later page counts too."""
+    """A listing answers 1,000 keys a page: every later page counts too
+    (on radosgw: s3rver fails every page but the last)."""
     src = tmp_path / "src"
     n = 1005
     for i in range(n):
