@@ -16,8 +16,11 @@ one`, and the default pool size 1). A user and its keys come from
 of the test session and is stopped at its end; startup waits on conditions
 (the monitor answering, the OSD up, the port answering), about 20 s in all.
 """
+import ctypes
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import uuid
@@ -25,9 +28,10 @@ from pathlib import Path
 
 from conftest import poll
 
-DAEMONS = ("ceph-mon", "ceph-osd", "radosgw", "radosgw-admin", "ceph", "monmaptool")
+PROGRAMS = ("ceph-mon", "ceph-osd", "radosgw", "radosgw-admin", "ceph", "monmaptool")
 ACCESS = "TRAINCTLRGWTESTKEY01"
 SECRET = "trainctl-rgw-test-secret-not-a-real-one"
+PR_SET_PDEATHSIG = 1
 MS_MODES = ("ms cluster mode", "ms service mode", "ms client mode",
             "ms mon cluster mode", "ms mon service mode", "ms mon client mode")
 
@@ -38,8 +42,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+def _own_session_ended_with_us():
+    """In the child before exec: a session of its own (a ^C at the terminal
+    is pytest's to handle) and SIGTERM when the test session dies, however
+    it dies, so that no daemon outlives it."""
+    os.setsid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+
+
 def missing_programs():
-    return [p for p in DAEMONS if not shutil.which(p)]
+    return [p for p in PROGRAMS if not shutil.which(p)]
 
 
 class Rgw:
@@ -102,7 +116,7 @@ class Rgw:
         log = open(self.dir / "log" / f"{name}.out", "wb")
         self.procs[name] = subprocess.Popen(
             [*argv, "-f", "-c", str(self.dir / "ceph.conf")], stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True)
+            stdin=subprocess.DEVNULL, preexec_fn=_own_session_ended_with_us)
         log.close()
 
     def pids(self):
