@@ -148,7 +148,8 @@ def main():
     ap.add_argument("--cases", default="up,down,local", help="which directions (default: all three)")
     ap.add_argument("--dir", default=None, help="scratch folder (default: a temp folder under /tmp)")
     ap.add_argument("--each", action="store_true", help="print every run (round, tool, seconds, CPU)")
-    ap.add_argument("--server", choices=["s3rver", "rgw"], default=os.environ.get("SYNC_BENCH_SERVER", "s3rver"),
+    ap.add_argument("--server", choices=["s3rver", "rgw"],
+                    default=os.environ.get("SYNC_BENCH_SERVER", "s3rver"),
                     help="the S3 server (default s3rver, or $SYNC_BENCH_SERVER)")
     ap.add_argument("--rgw-memory", type=int, default=8 << 30,
                     help="bytes the radosgw cluster may keep in RAM (default 8 GiB)")
