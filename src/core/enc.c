@@ -89,3 +89,68 @@ void term_escape(struct sbuf *sb, const char *s, size_t len, bool keep_newline)
 		}
 	}
 }
+
+/* ---- base64 ---- */
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+void b64_encode(struct sbuf *out, const void *data, size_t n)
+{
+	const unsigned char *p = data;
+	sbuf_grow(out, (n + 2) / 3 * 4 + 1);
+	char *o = out->buf + out->len;
+	size_t i = 0;
+	for (; i + 3 <= n; i += 3) {
+		unsigned v = (unsigned)p[i] << 16 | (unsigned)p[i + 1] << 8 | p[i + 2];
+		*o++ = b64[v >> 18];
+		*o++ = b64[(v >> 12) & 63];
+		*o++ = b64[(v >> 6) & 63];
+		*o++ = b64[v & 63];
+	}
+	if (i < n) {
+		unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0);
+		*o++ = b64[v >> 18];
+		*o++ = b64[(v >> 12) & 63];
+		*o++ = i + 1 < n ? b64[(v >> 6) & 63] : '=';
+		*o++ = '=';
+	}
+	out->len = (size_t)(o - out->buf);
+	out->buf[out->len] = '\0';
+}
+
+static int b64_val(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+bool b64_decode(struct sbuf *out, const char *text, size_t n)
+{
+	if (n % 4)
+		return false;
+	sbuf_grow(out, n / 4 * 3 + 1);
+	for (size_t i = 0; i < n; i += 4) {
+		int v[4];
+		int pad = 0;
+		for (int k = 0; k < 4; k++) {
+			unsigned char c = (unsigned char)text[i + k];
+			if (c == '=' && i + 4 == n && k >= 2) {
+				v[k] = 0;
+				pad++;
+			} else if (pad || (v[k] = b64_val(c)) < 0) {
+				return false;
+			}
+		}
+		unsigned x = (unsigned)v[0] << 18 | (unsigned)v[1] << 12 | (unsigned)v[2] << 6 |
+			     (unsigned)v[3];
+		unsigned char b[3] = { (unsigned char)(x >> 16), (unsigned char)(x >> 8),
+				       (unsigned char)x };
+		sbuf_add(out, b, (size_t)(3 - pad));
+	}
+	return true;
+}

@@ -1,6 +1,6 @@
 /*
  * enc.h -- byte encodings every module shares: percent-encoding for URLs,
- * hex, UTF-8 and varints.  Pure functions; the sbuf ones only append.
+ * hex, base64, UTF-8 and varints.  Pure functions; the sbuf ones only append.
  */
 #ifndef TC_CORE_ENC_H
 #define TC_CORE_ENC_H
@@ -22,6 +22,12 @@ void url_encode(struct sbuf *sb, const char *s, bool keep_slash);
 void hex_encode(char *out, const void *data, size_t n);
 /* The value of one hex digit (either case), -1 when c is none. */
 int hex_digit(char c);
+
+/* Append n bytes as base64 (RFC 4648, with padding). */
+void b64_encode(struct sbuf *out, const void *data, size_t n);
+/* Append what base64 text decodes to; false (out's new bytes undefined)
+ * for text that is not base64 with padding. */
+bool b64_decode(struct sbuf *out, const char *text, size_t n);
 
 /* Append code point cp as UTF-8; one past U+10FFFF appends U+FFFD instead. */
 void utf8_add(struct sbuf *sb, unsigned long cp);

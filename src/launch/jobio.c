@@ -330,7 +330,17 @@ static int stage_inputs(struct jobio *io, struct store *st, struct tc_err *err)
 		if (!rc && !stats.listed)
 			rc = tc_error(err, TC_ESTORAGE, "nothing found at %s", in->from);
 		if (rc) {
-			tc_error_prefix(err, "staging inputs failed (no worker started): %s", in->from);
+			/* the location once: storage errors name it themselves */
+			size_t fl = strlen(in->from);
+			while (fl > 1 && in->from[fl - 1] == '/')
+				fl--;
+			char *from = xstrndup(in->from, fl);
+			if (err->msg && strstr(err->msg, from))
+				tc_error_prefix(err, "staging inputs failed (no worker started)");
+			else
+				tc_error_prefix(err, "staging inputs failed (no worker started): %s",
+						in->from);
+			free(from);
 			if (err->code != TC_ESTORAGE)
 				err->code = rc = TC_ESTORAGE;
 			rc = TC_ESTORAGE;

@@ -485,10 +485,11 @@ static void wtx_free(struct wtx *tx)
 	free(tx);
 }
 
-static int l_wbegin(struct storage *st, const char *key, uint64_t size, int64_t mtime_ns,
-		    int nparts, struct wtx **out, struct tc_err *err)
+static int l_wbegin(struct storage *st, const char *key, uint64_t size,
+		    const struct wmeta *meta, int nparts, struct wtx **out, struct tc_err *err)
 {
 	(void)nparts;
+	int64_t mtime_ns = meta->mtime_ns;
 	const char *leaf;
 	int dirfd;
 	int rc = open_parent(st, key, true, &dirfd, &leaf, err);

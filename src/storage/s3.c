@@ -111,6 +111,7 @@ static void obj_name(struct storage *st, const char *key, struct sbuf *out)
 
 struct s3req {
 	const char *method;      /* GET PUT POST DELETE HEAD */
+	const char *op;          /* what it does, for messages: "list", "upload part 3" */
 	const char *key;         /* NULL: the bucket itself */
 	bool rooted;             /* key is relative to st->root */
 	const char *query;       /* canonical */
@@ -129,6 +130,8 @@ struct s3req {
 	long status;
 	struct sbuf resp;              /* body of errors and of collected responses */
 	char etag[80];
+	char meta_md5[33];             /* x-amz-meta-md5chksum as hex, or "" */
+	char src_etag[80];             /* x-amz-meta-trainctl-src-etag, or "" */
 	uint64_t content_length;
 	bool have_length;
 	uint64_t total;                /* whole object size from Content-Range */
@@ -221,6 +224,17 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg)
 			rq->total = strtoull(sl + 1, NULL, 10);
 			rq->have_total = true;
 		}
+	} else if (kl == 20 && !strncasecmp(buf, "x-amz-meta-md5chksum", 20)) {
+		/* rclone's: the whole content's MD5, base64 */
+		struct sbuf bin = SBUF_INIT;
+		if (b64_decode(&bin, v, vl) && bin.len == 16)
+			hex_encode(rq->meta_md5, bin.buf, 16);
+		sbuf_release(&bin);
+	} else if (kl == 28 && !strncasecmp(buf, "x-amz-meta-trainctl-src-etag", 28)) {
+		if (vl < sizeof(rq->src_etag)) {
+			memcpy(rq->src_etag, v, vl);
+			rq->src_etag[vl] = '\0';
+		}
 	} else if (kl == 13 && !strncasecmp(buf, "Last-Modified", 13)) {
 		char tmp[64];
 		if (vl < sizeof(tmp)) {
@@ -301,15 +315,6 @@ static int max_attempts(void)
 	return e && parse_long(e, 1, 1L << 30, &v) ? (int)v : 8;
 }
 
-static bool is_md5_hex(const char *s)
-{
-	if (strlen(s) != 32)
-		return false;
-	for (; *s; s++)
-		if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
-			return false;
-	return true;
-}
 
 /* Describe a failed response: "HTTP 403 AccessDenied: message". */
 static void describe_http(struct s3req *rq, struct sbuf *out)
@@ -319,7 +324,7 @@ static void describe_http(struct s3req *rq, struct sbuf *out)
 	if (s3_xml_parse_error(rq->resp.buf, rq->resp.len, &code, &msg)) {
 		if (code)
 			sbuf_addf(out, " %s", code);
-		if (msg)
+		if (msg && *msg)
 			sbuf_addf(out, ": %s", msg);
 	}
 	free(code);
@@ -343,7 +348,14 @@ static struct curl_slist *request_headers(const struct s3 *s, const struct s3req
 		sbuf_addf(&h, "x-amz-security-token: %s", s->token);
 		hdrs = curl_slist_append(hdrs, h.buf);
 	}
-	hdrs = curl_slist_append(hdrs, "Expect:");
+	/*
+	 * No "Expect:" here to keep libcurl from sending "Expect: 100-continue":
+	 * libcurl before 8.3.0 signs such an empty entry although it sends no
+	 * header, and a server that checks SigV4 (AWS, Ceph, MinIO, OBS)
+	 * answers 403 SignatureDoesNotMatch to every request (curl #11664).
+	 * The 100-continue it sends for a body over 1 MiB is not signed, and
+	 * costs one round trip per large part (docs/storage.md).
+	 */
 	/* S3 wants the payload hash header; libcurl signs the value given */
 	hdrs = curl_slist_append(hdrs, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
 	if (ranged) {
@@ -372,6 +384,7 @@ static void try_reset(const struct s3 *s, struct s3req *rq, bool *check_get, boo
 	sbuf_reset(&rq->resp);
 	rq->status = 0;
 	rq->etag[0] = '\0';
+	rq->meta_md5[0] = rq->src_etag[0] = '\0';
 	rq->have_length = false;
 	rq->have_total = false;
 	rq->headers_done = false;
@@ -448,7 +461,7 @@ static void check_answer(struct s3req *rq, bool ranged, bool check_get, bool che
 	} else if (ranged && rq->status != 206) {
 		sbuf_addf(why, "the server ignored the byte range (HTTP %ld)", rq->status);
 		*retry = false;
-	} else if (rq->md5 && rq->etag[0] && is_md5_hex(rq->etag) &&
+	} else if (rq->md5 && rq->etag[0] && storage_etag_is_md5(rq->etag) &&
 		   (check_put || (rq->done && *rq->done == (rq->status == 206
 								? (rq->have_total ? rq->total : 0)
 								: rq->content_length)))) {
@@ -507,8 +520,8 @@ static int try_once(const struct s3 *s, struct s3req *rq, const char *url, const
 	} else {
 		describe_http(rq, why);
 		*retry = http_retryable_status(rq->status);
-		if (rq->status == 404)
-			return tc_error(err, TC_ENOTFOUND, "%s: %s %s", name, rq->method, why->buf);
+		if (rq->status == 404) /* s3_do words it, with the URL */
+			return TC_ENOTFOUND;
 	}
 	return 0;
 }
@@ -522,14 +535,22 @@ static int s3_do(struct storage *st, struct s3req *rq, struct tc_err *err)
 	obj_name(st, rq->key, &name);
 	build_url(st, rq->key, rq->rooted, rq->query, &url);
 	uint64_t start_done = rq->done ? *rq->done : 0;
+	/* messages name the request as "GET http://host/bucket/key", no query */
+	const char *q = strchr(url.buf, '?');
+	int url_len = q ? (int)(q - url.buf) : (int)url.len;
+	const char *op = rq->op ? rq->op : rq->method;
 	for (int attempt = 1;; attempt++) {
 		bool retry;
 		rc = try_once(st->priv, rq, url.buf, name.buf, start_done, &why, &retry, err);
+		if (rc == TC_ENOTFOUND)
+			tc_error(err, TC_ENOTFOUND, "%s: %s: %s (%s %.*s)", name.buf, op, why.buf,
+				 rq->method, url_len, url.buf);
 		if (rc || !why.len)
 			break;
 		if (!retry || attempt >= max) {
-			rc = tc_error(err, TC_ESTORAGE, "%s: %s failed%s: %s", name.buf, rq->method,
-				      attempt > 1 ? " after retries" : "", why.buf);
+			rc = tc_error(err, TC_ESTORAGE, "%s: %s failed%s: %s (%s %.*s)", name.buf, op,
+				      attempt > 1 ? " after retries" : "", why.buf, rq->method, url_len,
+				      url.buf);
 			break;
 		}
 		http_sleep_ms(http_backoff_ms(&s3_backoff, attempt));
@@ -572,7 +593,7 @@ static int fetch_page(struct s3iter *it, struct tc_err *err)
 		sbuf_adds(&q, "&prefix=");
 		url_encode(&q, st->root, false);
 	}
-	struct s3req rq = { .method = "GET", .key = NULL, .query = q.buf };
+	struct s3req rq = { .method = "GET", .op = "list", .key = NULL, .query = q.buf };
 	int rc = s3_do(st, &rq, err);
 	sbuf_release(&q);
 	if (!rc) {
@@ -626,7 +647,7 @@ static int s3_iter_start(struct storage *st, struct storage_iter **out, struct t
 static int s3_stat(struct storage *st, const char *key, struct storage_obj *obj,
 		   struct tc_err *err)
 {
-	struct s3req rq = { .method = "HEAD", .key = key, .rooted = true };
+	struct s3req rq = { .method = "HEAD", .op = "look up", .key = key, .rooted = true };
 	int rc = s3_do(st, &rq, err);
 	if (!rc) {
 		obj->key = key;
@@ -634,6 +655,11 @@ static int s3_stat(struct storage *st, const char *key, struct storage_obj *obj,
 		obj->mtime_ns = rq.last_modified_ns;
 		obj->etag_buf = rq.etag[0] ? xstrdup(rq.etag) : NULL;
 		obj->etag = obj->etag_buf;
+		if (storage_etag_is_md5(rq.etag))
+			obj->md5 = xstrdup(rq.etag);
+		else if (rq.meta_md5[0])
+			obj->md5 = xstrdup(rq.meta_md5);
+		obj->src_etag = rq.src_etag[0] ? xstrdup(rq.src_etag) : NULL;
 	}
 	req_release(&rq);
 	return rc;
@@ -641,7 +667,7 @@ static int s3_stat(struct storage *st, const char *key, struct storage_obj *obj,
 
 static int s3_del(struct storage *st, const char *key, struct tc_err *err)
 {
-	struct s3req rq = { .method = "DELETE", .key = key, .rooted = true };
+	struct s3req rq = { .method = "DELETE", .op = "delete", .key = key, .rooted = true };
 	int rc = s3_do(st, &rq, err);
 	if (rc == TC_ENOTFOUND)
 		rc = 0;
@@ -652,7 +678,7 @@ static int s3_del(struct storage *st, const char *key, struct tc_err *err)
 static int s3_read(struct storage *st, const char *key, uint64_t off, uint64_t len, sink_fn sink,
 		   void *arg, uint64_t *done, struct tc_err *err)
 {
-	struct s3req rq = { .method = "GET", .key = key, .rooted = true, .sink = sink,
+	struct s3req rq = { .method = "GET", .op = "download", .key = key, .rooted = true, .sink = sink,
 			    .sink_arg = arg, .range_off = off, .range_len = len, .done = done };
 	if (len == 0) {
 		/* Range: bytes=0--1 is not a thing; an empty read is a HEAD-less no-op */
@@ -675,33 +701,61 @@ struct wtx {
 	char *upload_id; /* NULL: one PUT */
 	int nparts;
 	char **etags;
-	int64_t mtime_ns;
+	struct sbuf meta; /* the x-amz-meta-* header lines, '\n' after each */
 };
 
-static void mtime_header(struct s3req *rq, int64_t mtime_ns)
+/*
+ * The object's metadata as header lines: its time, as rclone writes it
+ * (seconds with 9 decimals), so that rclone sees the file's time; for a
+ * multipart upload the content's MD5 when known beforehand, under rclone's
+ * name, since its ETag will not say it; the ETag of the source of an S3 to
+ * S3 copy, which lets the next sync know the copy whatever its parts.
+ */
+static void meta_lines(struct sbuf *out, const struct wmeta *m, int nparts)
 {
-	if (mtime_ns <= 0)
-		return;
-	struct sbuf h = SBUF_INIT;
-	/* rclone's convention (seconds with 9 decimals), so that rclone sees the file's time */
-	sbuf_addf(&h, "x-amz-meta-mtime: %lld.%09lld", (long long)(mtime_ns / NS_PER_SEC),
-		  (long long)(mtime_ns % NS_PER_SEC));
-	rq->hdrs = curl_slist_append(rq->hdrs, h.buf);
-	sbuf_release(&h);
+	if (m->mtime_ns > 0)
+		sbuf_addf(out, "x-amz-meta-mtime: %lld.%09lld\n", (long long)(m->mtime_ns / NS_PER_SEC),
+			  (long long)(m->mtime_ns % NS_PER_SEC));
+	if (nparts > 1 && storage_etag_is_md5(m->md5)) {
+		unsigned char bin[16];
+		for (int k = 0; k < 16; k++)
+			bin[k] = (unsigned char)(hex_digit(m->md5[2 * k]) * 16 +
+						 hex_digit(m->md5[2 * k + 1]));
+		sbuf_adds(out, "x-amz-meta-md5chksum: ");
+		b64_encode(out, bin, sizeof(bin));
+		sbuf_addch(out, '\n');
+	}
+	/* an ETag is printable ASCII; anything else is not passed on */
+	bool plain = m->src_etag && *m->src_etag && strlen(m->src_etag) < 80;
+	for (const char *c = m->src_etag; plain && *c; c++)
+		plain = *c > ' ' && *c < 127 && *c != '"';
+	if (plain)
+		sbuf_addf(out, "x-amz-meta-trainctl-src-etag: %s\n", m->src_etag);
 }
 
-static int s3_wbegin(struct storage *st, const char *key, uint64_t size, int64_t mtime_ns,
-		     int nparts, struct wtx **out, struct tc_err *err)
+static void meta_headers(struct s3req *rq, const struct sbuf *meta)
+{
+	for (const char *p = meta->buf, *nl; p && (nl = strchr(p, '\n')); p = nl + 1) {
+		char *line = xstrndup(p, (size_t)(nl - p));
+		rq->hdrs = curl_slist_append(rq->hdrs, line);
+		free(line);
+	}
+}
+
+static int s3_wbegin(struct storage *st, const char *key, uint64_t size,
+		     const struct wmeta *m, int nparts, struct wtx **out, struct tc_err *err)
 {
 	(void)size;
 	struct wtx *tx = xcalloc(1, sizeof(*tx));
 	tx->st = st;
 	tx->key = xstrdup(key);
 	tx->nparts = nparts;
-	tx->mtime_ns = mtime_ns;
+	sbuf_init(&tx->meta, 0);
+	meta_lines(&tx->meta, m, nparts);
 	if (nparts > 1) {
-		struct s3req rq = { .method = "POST", .key = key, .rooted = true, .query = "uploads=" };
-		mtime_header(&rq, mtime_ns);
+		struct s3req rq = { .method = "POST", .op = "start of the multipart upload", .key = key,
+				    .rooted = true, .query = "uploads=" };
+		meta_headers(&rq, &tx->meta);
 		int rc = s3_do(st, &rq, err);
 		char *id = rc ? NULL : s3_xml_upload_id(rq.resp.buf, rq.resp.len);
 		if (!rc && !id)
@@ -709,6 +763,7 @@ static int s3_wbegin(struct storage *st, const char *key, uint64_t size, int64_t
 				      st->bucket, st->root, key);
 		req_release(&rq);
 		if (rc) {
+			sbuf_release(&tx->meta);
 			free(tx->key);
 			free(tx);
 			return rc;
@@ -724,14 +779,17 @@ static int s3_wpart(struct wtx *tx, int part, uint64_t off, uint64_t len, struct
 		    struct tc_err *err)
 {
 	(void)off;
-	struct s3req rq = { .method = "PUT", .key = tx->key, .rooted = true, .rd = rd, .rd_len = len };
-	struct sbuf q = SBUF_INIT;
+	struct s3req rq = { .method = "PUT", .op = "upload", .key = tx->key, .rooted = true, .rd = rd,
+			    .rd_len = len };
+	struct sbuf q = SBUF_INIT, op = SBUF_INIT;
 	if (tx->upload_id) {
+		sbuf_addf(&op, "upload of part %d", part + 1);
+		rq.op = op.buf;
 		sbuf_addf(&q, "partNumber=%d&uploadId=", part + 1);
 		url_encode(&q, tx->upload_id, false);
 		rq.query = q.buf;
 	} else {
-		mtime_header(&rq, tx->mtime_ns);
+		meta_headers(&rq, &tx->meta);
 		rq.hdrs = curl_slist_append(rq.hdrs, "Content-Type: application/octet-stream");
 	}
 	int rc = s3_do(tx->st, &rq, err);
@@ -743,6 +801,7 @@ static int s3_wpart(struct wtx *tx, int part, uint64_t off, uint64_t len, struct
 			tx->etags[part] = xstrdup(rq.etag);
 	}
 	sbuf_release(&q);
+	sbuf_release(&op);
 	req_release(&rq);
 	return rc;
 }
@@ -754,6 +813,7 @@ static void wtx_free(struct wtx *tx)
 	free(tx->etags);
 	free(tx->upload_id);
 	free(tx->key);
+	sbuf_release(&tx->meta);
 	free(tx);
 }
 
@@ -763,7 +823,8 @@ static void s3_wabort(struct wtx *tx)
 		struct sbuf q = SBUF_INIT;
 		sbuf_adds(&q, "uploadId=");
 		url_encode(&q, tx->upload_id, false);
-		struct s3req rq = { .method = "DELETE", .key = tx->key, .rooted = true, .query = q.buf };
+		struct s3req rq = { .method = "DELETE", .op = "abort of the multipart upload",
+				    .key = tx->key, .rooted = true, .query = q.buf };
 		struct tc_err e2 = TC_ERR_INIT;
 		/* best effort: a lifecycle rule cleans up what this misses */
 		if (s3_do(tx->st, &rq, &e2))
@@ -825,8 +886,9 @@ static int s3_wcommit(struct wtx *tx, struct tc_err *err)
 	sbuf_adds(&body, "</CompleteMultipartUpload>");
 	sbuf_adds(&q, "uploadId=");
 	url_encode(&q, tx->upload_id, false);
-	struct s3req rq = { .method = "POST", .key = tx->key, .rooted = true, .query = q.buf,
-			    .body = body.buf, .body_len = body.len };
+	struct s3req rq = { .method = "POST", .op = "completion of the multipart upload",
+			    .key = tx->key, .rooted = true, .query = q.buf, .body = body.buf,
+			    .body_len = body.len };
 	rq.hdrs = curl_slist_append(rq.hdrs, "Content-Type: application/xml");
 	int rc = s3_do(tx->st, &rq, err);
 	req_release(&rq);

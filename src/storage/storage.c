@@ -94,6 +94,7 @@ int storage_iter_start(struct storage *st, struct storage_iter **out, struct tc_
 
 int storage_iter_next(struct storage_iter *it, struct storage_obj *obj, struct tc_err *err)
 {
+	memset(obj, 0, sizeof(*obj)); /* a listing fills no md5 nor src_etag */
 	return it->next(it, obj, err);
 }
 
@@ -109,10 +110,22 @@ int storage_stat(struct storage *st, const char *key, struct storage_obj *obj, s
 	return st->ops->stat(st, key, obj, err);
 }
 
+bool storage_etag_is_md5(const char *etag)
+{
+	if (!etag || strlen(etag) != 32)
+		return false;
+	for (; *etag; etag++)
+		if (!((*etag >= '0' && *etag <= '9') || (*etag >= 'a' && *etag <= 'f')))
+			return false;
+	return true;
+}
+
 void storage_obj_release(struct storage_obj *obj)
 {
 	free(obj->etag_buf);
-	obj->etag_buf = NULL;
+	free(obj->md5);
+	free(obj->src_etag);
+	obj->etag_buf = obj->md5 = obj->src_etag = NULL;
 	obj->etag = NULL;
 }
 

@@ -53,6 +53,16 @@ struct storage_obj {
 	int64_t mtime_ns;
 	const char *etag; /* S3 ETag without quotes, or NULL (local) */
 	char *etag_buf;   /* storage_stat: the heap copy etag points to (see storage_obj_release) */
+	/*
+	 * storage_stat of an object only (a listing leaves both NULL):
+	 * md5, the content's MD5 as 32 hex digits when the object says it (a
+	 * plain ETag, or the x-amz-meta-md5chksum that rclone and trainctl
+	 * write on multipart uploads); src_etag, the ETag of the object a
+	 * trainctl S3-to-S3 copy made it from (x-amz-meta-trainctl-src-etag).
+	 * Both heap strings, freed by storage_obj_release.
+	 */
+	char *md5;
+	char *src_etag;
 };
 
 /*

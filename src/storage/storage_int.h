@@ -55,6 +55,13 @@ struct reader {
 /* An object being written; opaque per scheme. */
 struct wtx;
 
+/* What a new object or file is given besides its bytes. */
+struct wmeta {
+	int64_t mtime_ns;     /* the source's time, 0: unknown */
+	const char *md5;      /* the content's MD5 (hex) known before the upload, or NULL */
+	const char *src_etag; /* S3 to S3: the source's ETag, or NULL */
+};
+
 struct storage_ops {
 	const char *name;
 	int (*open)(struct storage *st, struct tc_err *err);
@@ -72,9 +79,10 @@ struct storage_ops {
 	int (*read)(struct storage *st, const char *key, uint64_t off, uint64_t len,
 		    sink_fn sink, void *arg, uint64_t *done, struct tc_err *err);
 	/* Start writing key of size bytes in nparts parts; a local file gets
-	 * mtime_ns (nanoseconds, 0: now), an object keeps it as metadata. */
-	int (*wbegin)(struct storage *st, const char *key, uint64_t size, int64_t mtime_ns,
-		      int nparts, struct wtx **out, struct tc_err *err);
+	 * meta's mtime_ns (nanoseconds, 0: now), an object keeps all of meta
+	 * as metadata. */
+	int (*wbegin)(struct storage *st, const char *key, uint64_t size,
+		      const struct wmeta *meta, int nparts, struct wtx **out, struct tc_err *err);
 	/* Write part (0-based) from a reader, or (local) from a source file. */
 	int (*wpart)(struct wtx *tx, int part, uint64_t off, uint64_t len, struct reader *rd,
 		     struct tc_err *err);
@@ -165,6 +173,9 @@ void xfer_submit(struct pool *p, struct storage *src, const struct storage_obj *
 		 void *arg);
 
 /* ---- small helpers ---- */
+/* Is an ETag (without quotes) a plain MD5 of the content, 32 lowercase hex
+ * digits?  A multipart upload's is "HEX-PARTS", and says nothing of it. */
+bool storage_etag_is_md5(const char *etag);
 /* MD5 of data as 32 lowercase hex chars: libcrypto's, or (md5_new_lanes,
  * for the bodies of parallel transfers) md5x.c's shared lanes where the
  * CPU has them. */

@@ -41,6 +41,7 @@ struct xfer {
 	uint64_t size, part_size;
 	uint64_t step; /* local -> local: the one part is copied (and counted) this much at a time */
 	int64_t mtime_ns;
+	char *md5, *src_etag; /* struct wmeta's, owned */
 	int nparts;
 	struct wtx *tx;
 	atomic_int left;
@@ -261,7 +262,8 @@ static int redo_whole(struct xfer *x, struct tc_err *err)
 {
 	x->tx = NULL;
 	count(x, -atomic_load(&x->counted)); /* every byte moves again */
-	int rc = x->dst->ops->wbegin(x->dst, x->dst_key, x->size, x->mtime_ns, x->nparts, &x->tx, err);
+	struct wmeta meta = { x->mtime_ns, x->md5, x->src_etag };
+	int rc = x->dst->ops->wbegin(x->dst, x->dst_key, x->size, &meta, x->nparts, &x->tx, err);
 	if (rc)
 		return rc;
 	for (int i = 0; i < x->nparts && !rc; i++)
@@ -296,6 +298,8 @@ static void xfer_finish(struct xfer *x)
 		atomic_fetch_sub(x->moving, atomic_load(&x->counted));
 	pthread_mutex_destroy(&x->mu);
 	free(x->msg);
+	free(x->md5);
+	free(x->src_etag);
 	free(x->src_key);
 	free(x->dst_key);
 	free(x);
@@ -358,11 +362,20 @@ void xfer_submit(struct pool *pl, struct storage *src, const struct storage_obj 
 		x->nparts = 1;
 	}
 	x->mtime_ns = obj->mtime_ns;
+	if (!is_local(src) && obj->etag) {
+		/* what lets the next S3-to-S3 sync know the copy whatever its parts (sync.c) */
+		x->src_etag = xstrdup(obj->etag);
+		if (obj->md5 || storage_etag_is_md5(obj->etag))
+			x->md5 = xstrdup(obj->md5 ? obj->md5 : obj->etag);
+	}
 	struct tc_err err = TC_ERR_INIT;
-	int rc = dst->ops->wbegin(dst, dst_key, x->size, obj->mtime_ns, x->nparts, &x->tx, &err);
+	struct wmeta meta = { x->mtime_ns, x->md5, x->src_etag };
+	int rc = dst->ops->wbegin(dst, dst_key, x->size, &meta, x->nparts, &x->tx, &err);
 	if (rc) {
 		done(arg, dst_key, x->size, rc, err.msg ? err.msg : "cannot start the copy");
 		tc_err_release(&err);
+		free(x->md5);
+		free(x->src_etag);
 		pthread_mutex_destroy(&x->mu);
 		free(x->src_key);
 		free(x->dst_key);

@@ -142,7 +142,8 @@ TEST(download_sink_gathers_and_starts_over)
 	for (size_t i = 0; i < N; i++)
 		data[i] = (char)(i * 7 + i / 4099);
 	struct wtx *tx = NULL;
-	CHECK_INT(st->ops->wbegin(st, "a/b.bin", N, 0, 1, &tx, &err), 0);
+	struct wmeta meta = { 0, NULL, NULL };
+	CHECK_INT(st->ops->wbegin(st, "a/b.bin", N, &meta, 1, &tx, &err), 0);
 	uint64_t done = 0;
 	sink_fn fn;
 	void *arg;
