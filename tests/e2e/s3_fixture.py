@@ -5,7 +5,7 @@ Two servers, each started once per test session on 127.0.0.1 and a free port:
   s3rver   (npm, pinned in tests/s3/package.json, installed with `npm ci` on
            first use) with a temporary data folder; its account is
            S3RVER / S3RVER. It checks Signature V4 but forgives what AWS does
-           not, and it is the one the fault-injecting proxies sit in front of.
+           not; the proxies that fake a listing sit in front of it alone.
   rgw      Ceph's radosgw (rgw_fixture.py), a strict server: what it refuses,
            AWS refuses.
 
