@@ -1,7 +1,8 @@
 """Checkpoints, resume, job inputs/outputs through object storage, safetensors.
 
 Real processes throughout: the digits DDP example (torch, gloo) under
-`trainctl run`, s3rver and radosgw on loopback, numpy as the reference for transforms."""
+`trainctl run`, s3rver and radosgw on loopback, numpy as the reference for
+transforms."""
 import json
 import os
 import re
