@@ -15,7 +15,11 @@ slurm-wlm munge libslurm-dev iproute2 zsh \
 podman runc uidmap mmdebstrap \
 clang libclang-rt-dev \
 openssh-server openssh-client \
-jupyter-notebook python3-ipykernel python3-websocket"
+jupyter-notebook python3-ipykernel python3-websocket \
+ceph-mon ceph-osd radosgw ceph-common python3-boto3"
+# ceph-mon, ceph-osd and radosgw: a real S3 server for the storage tests
+# (tests/e2e/rgw_fixture.py), started by the tests, never as services;
+# boto3 and rclone are the other clients they check trainctl against
 # s3rver (tests/s3) needs node and npm; a node from elsewhere that brings its
 # own npm is fine, and Debian's npm would conflict with it
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"

@@ -1,7 +1,8 @@
 """Checkpoints, resume, job inputs/outputs through object storage, safetensors.
 
 Real processes throughout: the digits DDP example (torch, gloo) under
-`trainctl run`, s3rver on loopback, numpy as the reference for transforms."""
+`trainctl run`, s3rver and radosgw on loopback, numpy as the reference for
+transforms."""
 import json
 import os
 import re
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import DIGITS, PYTHON, poll
-from s3_fixture import s3  # noqa: F401  (the fixture)
+from s3_fixture import both_servers, s3  # noqa: F401  (the fixture)
 
 
 def write_spec(path, **extra):
@@ -159,6 +160,7 @@ def test_checkpoint_keep_and_layouts(run_tc, home, tmp_path):
     assert lst.count("removed") == 2 and lst.count("complete") == 2, lst
 
 
+@both_servers
 def test_inputs_from_s3_outputs_to_s3_periodic(run_tc, trainctl, home, tmp_path, s3):
     b = s3.bucket()
     s3.put(b, "data/x.txt", b"input bytes\n")
@@ -192,6 +194,7 @@ def test_inputs_from_s3_outputs_to_s3_periodic(run_tc, trainctl, home, tmp_path,
     assert "staging input" in err
 
 
+@both_servers
 def test_failed_staging_exits_3_without_workers(run_tc, home, tmp_path, s3):
     spec = tmp_path / "bad.yaml"
     spec.write_text(f"name: bad\ncommand: 'echo should-not-run'\n"
