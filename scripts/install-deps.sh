@@ -12,11 +12,13 @@ python3-torch python3-sklearn python3-pytest python3-numpy \
 libcurl4-openssl-dev libssl-dev rclone curl jq \
 libmicrohttpd-dev chromium chromium-driver \
 slurm-wlm munge libslurm-dev iproute2 zsh \
-podman runc uidmap mmdebstrap \
+podman runc uidmap mmdebstrap catatonit \
 clang libclang-rt-dev \
 openssh-server openssh-client \
 jupyter-notebook python3-ipykernel python3-websocket \
 ceph-mon ceph-osd radosgw ceph-common python3-boto3"
+# catatonit is podman's --init (the container tests' workers run under it);
+# --no-install-recommends leaves it out with podman
 # ceph-mon, ceph-osd and radosgw: a real S3 server for the storage tests
 # (tests/e2e/rgw_fixture.py), started by the tests, never as services;
 # boto3 and rclone are the other clients they check trainctl against
