@@ -14,7 +14,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PYTHON ?= /usr/bin/python3
 
 .PHONY: all build asan deps demo check unit unit-asan e2e soak install clean bench \
-	fuzz-build fuzz fuzz-check
+	fuzz-build fuzz fuzz-check check-web
 
 all: build
 
@@ -58,11 +58,17 @@ soak: asan tests/ui/node_modules/playwright-core
 	TRAINCTL=$(CURDIR)/$(ASAN_BUILD)/trainctl PYTHON=$(PYTHON) scripts/soak.sh
 
 check: deps
+	$(MAKE) check-web
 	$(MAKE) build
 	$(MAKE) unit
 	$(MAKE) unit-asan
 	$(MAKE) fuzz-check
 	$(MAKE) e2e
+
+# the web UI builds no HTML from values: textContent or its one escaping helper
+# (docs/security.md, "The page")
+check-web:
+	$(PYTHON) scripts/check-web-html.py
 
 # libFuzzer harnesses (tests/fuzz/, docs/fuzzing.md): clang, ASan + UBSan,
 # the same sources as the binary.  FUZZ_TARGETS picks some ("spec api").
