@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "core/json.h"
 #include "core/util.h"
+#include "jobs/diagjson.h"
 #include "metrics/query.h"
 
 #include <errno.h>
@@ -55,11 +56,10 @@ json_t *jobs_diagnostics(const char *run_dir)
 			    : NULL;
 	sbuf_release(&text);
 	sbuf_release(&path);
-	if (o && !json_is_object(o)) {
-		json_decref(o);
-		o = NULL;
-	}
-	return o;
+	/* the job wrote it: only the known keys of their types reach show and the page */
+	json_t *typed = diag_json_typed(o);
+	json_decref(o);
+	return typed;
 }
 
 int jobs_show(struct store *st, const char *ref, bool reconcile, json_t **out,

@@ -112,7 +112,9 @@ int jobs_show(struct store *st, const char *ref, bool reconcile, json_t **out,
 /*
  * run_dir/diagnostics.json, which the supervisor of a watched job writes
  * (docs/diagnostics.md: per-rank step times, stragglers, hangs with their
- * stacks, on_log matches), or NULL.  jobs_show adds it as "diagnostics".
+ * stacks, on_log matches), or NULL.  The job wrote it: only its known
+ * keys of their types are kept (diagjson.h).  jobs_show adds it as
+ * "diagnostics".
  */
 json_t *jobs_diagnostics(const char *run_dir);
 /* The text of `trainctl show` from that JSON (appended to out). */
