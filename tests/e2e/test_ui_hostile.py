@@ -48,7 +48,9 @@ d = {"attempt": H, "steps": H, "median_step_time": 0.1, "hang_timeout": H,
                 "stacks": [{"rank": H, "stack": H}]}],
      "log_matches": [{"attempt": 0, "rank": 0, "pattern": H, "action": H, "line": H}],
      "resume_mismatch": {"attempt": 0, "message": H}, H: H}
-with open(os.path.join(os.environ["TRAINCTL_RUN_DIR"], "diagnostics.json"), "w") as f:
+# the run folder: the parent of its logs/ (the job owns both)
+run_dir = os.path.dirname(os.environ["TRAINCTL_LOG_DIR"].rstrip("/"))
+with open(os.path.join(run_dir, "diagnostics.json"), "w") as f:
     json.dump(d, f)
 for s in range(1, 4):
     print("DLLL " + json.dumps({"type": "LOG", "step": s, "data": {"loss": 1.0 / s, H: s}}), flush=True)
@@ -100,7 +102,7 @@ def seed(state, job, user):
                 db.execute("INSERT INTO job_endpoints (job_id, name, kind, host, port, state, pid, note, updated) "
                            "VALUES (?, ?, ?, ?, 1, ?, 0, ?, ?)", (b, name, H, H, st, H, now))
             db.execute("INSERT INTO metric_series (job_id, metric, rank) VALUES (?, ?, 0)", (b, H))
-            db.execute("INSERT INTO device_health_nodes (node, device_type, device_id, reason, since, job_id) "
+            db.execute("INSERT INTO device_health (node, device_type, device_id, reason, since, job_id) "
                        "VALUES (?, 'gpu', 0, ?, ?, ?)", (H, H, now, job))
             sid = "s" + job
             sweep_def = {"name": H, "spec_path": None, "spec_text": "name: x\ncommand: 'true'\n",
@@ -146,7 +148,9 @@ def test_no_element_comes_from_the_data(trainctl, tmp_path):
                           "devices": {"type": "gpu", "per_node": 1}})
         j = srv.wait_state(job, "failed", timeout=300)
         assert j["user"] == u["user"]
-        raw = json.load(open(os.path.join(j["run_dir"], "diagnostics.json")))
+        written = os.path.join(j["run_dir"], "diagnostics.json")
+        assert os.path.exists(written), f"{j}\n{srv.run_logs(job)}"
+        raw = json.load(open(written))
         # the server typed what it serves: text stays only where text belongs
         d = j["diagnostics"]
         numbers_are_numbers(d)
@@ -159,8 +163,8 @@ def test_no_element_comes_from_the_data(trainctl, tmp_path):
             {"hash": f"#/job/{job}/brief", "wait": "#diag p.hang"},
             {"hash": f"#/job/{b}/brief", "wait": "#endpoints table tbody tr"},
             {"hash": f"#/job/{job}/logs", "wait": "#l-text:not(:empty)"},
-            {"hash": f"#/job/{job}/metrics", "wait": "#m-name option"},
-            {"hash": f"#/job/{b}/metrics", "wait": "#m-name option"},
+            {"hash": f"#/job/{job}/metrics", "wait": "#m-info:not(:empty)"},
+            {"hash": f"#/job/{b}/metrics", "wait": "#m-info:not(:empty)"},
             {"hash": f"#/job/{b}/resources", "wait": "#tab .card"},
             {"hash": f"#/job/{b}/checkpoints", "wait": "#tab table"},
             {"hash": f"#/job/{b}/report", "wait": "#tab .card"},
@@ -192,3 +196,6 @@ def test_no_element_comes_from_the_data(trainctl, tmp_path):
             json.dumps({"failed": bad, "error": r.get("error"), "pageerrors": r.get("pageerrors"),
                         "own": r.get("own")}, indent=1) + f"\nstderr: {p.stderr[-2000:]}"
         assert len(r["visits"]) == len(visits)
+        # each page but the form showed the data, as text
+        assert [v["hash"] for v in r["visits"] if not v["shown"]] == ["#/submit"], \
+            json.dumps(r["visits"], indent=1)

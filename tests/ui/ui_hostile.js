@@ -23,6 +23,7 @@ const visits = JSON.parse(fs.readFileSync(visitsFile, "utf8"));
 const T = ms => ms * Number(process.env.UI_TIMEOUT_SCALE || "1");
 const TAGS = ["img", "meta", "script", "iframe", "object", "embed", "base", "link", "style", "form", "svg", "math"];
 const result = { visits: [] };
+if (process.env.UI_SHOTS) fs.mkdirSync(out, { recursive: true });
 
 // what the page holds that it should not: counted against the page's own
 function census(tags) {
@@ -33,7 +34,9 @@ function census(tags) {
   const jslinks = [...document.querySelectorAll("a[href], [src], [action], [formaction]")]
     .filter(e => /^\s*javascript:/i.test(e.getAttribute("href") || e.getAttribute("src") || e.getAttribute("action") || e.getAttribute("formaction") || ""))
     .map(e => e.outerHTML.slice(0, 200));
-  return { count, handlers, jslinks, pwned: window.__pwned === undefined ? null : String(window.__pwned), url: location.href };
+  // the data reached the page, as text (the <select>'s options count: their text is shown)
+  const shown = document.body.textContent.includes("onerror=window.__pwned=1");
+  return { count, handlers, jslinks, shown, pwned: window.__pwned === undefined ? null : String(window.__pwned), url: location.href };
 }
 
 (async () => {
@@ -74,7 +77,7 @@ function census(tags) {
       }
       try {
         await page.goto(`${base}/${v.hash}`);
-        await page.waitForSelector(v.wait, { timeout: T(30000) });
+        await page.waitForSelector(v.wait, { state: "attached", timeout: T(30000) });
         // two frames and a task: a refresh of delay 0 or an onerror has run by then
         await page.evaluate(() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 0)))));
         const c = await page.evaluate(census, TAGS);
@@ -91,7 +94,7 @@ function census(tags) {
       seen.elsewhere = elsewhere.splice(0);
       seen.ok = !seen.error && !Object.keys(seen.extra).length && !seen.handlers.length && !seen.jslinks.length &&
         seen.pwned === null && seen.url.startsWith(base) && !seen.away.length && !seen.elsewhere.length;
-      if (!seen.ok) {
+      if (!seen.ok || process.env.UI_SHOTS) {
         const shot = path.join(out, `hostile-${result.visits.length}.png`);
         await page.screenshot({ path: shot, fullPage: true }).catch(() => {});
         seen.screenshot = shot;
