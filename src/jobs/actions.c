@@ -57,7 +57,7 @@ json_t *jobs_diagnostics(const char *run_dir)
 	sbuf_release(&text);
 	sbuf_release(&path);
 	/* the job wrote it: only the known keys of their types reach show and the page */
-	json_t *typed = diag_json_typed(o);
+	json_t *typed = jobs_diag_typed(o);
 	json_decref(o);
 	return typed;
 }

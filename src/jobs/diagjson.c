@@ -10,8 +10,8 @@
 enum kind {
 	K_INT,   /* a JSON integer */
 	K_NUM,   /* any JSON number */
-	K_TEXT,  /* a string, up to DIAG_TEXT_MAX bytes */
-	K_STACK, /* a string, up to DIAG_STACK_MAX bytes */
+	K_TEXT,  /* a string, up to JOBS_DIAG_TEXT_MAX bytes */
+	K_STACK, /* a string, up to JOBS_DIAG_STACK_MAX bytes */
 	K_LIST,  /* an array of objects of schema sub */
 	K_OBJ,   /* an object of schema sub */
 };
@@ -126,7 +126,7 @@ static json_t *typed_list(const json_t *in, const struct field *schema)
 	size_t i;
 	const json_t *x;
 	json_array_foreach(in, i, x) {
-		if (json_array_size(a) >= DIAG_LIST_MAX)
+		if (json_array_size(a) >= JOBS_DIAG_LIST_MAX)
 			break;
 		if (json_is_object(x))
 			json_array_append_new(a, typed(x, schema));
@@ -147,9 +147,9 @@ static json_t *field_value(const json_t *v, const struct field *f)
 			return json_integer(json_integer_value(v));
 		return json_is_real(v) ? json_real(json_real_value(v)) : NULL;
 	case K_TEXT:
-		return json_is_string(v) ? bounded(v, DIAG_TEXT_MAX) : NULL;
+		return json_is_string(v) ? bounded(v, JOBS_DIAG_TEXT_MAX) : NULL;
 	case K_STACK:
-		return json_is_string(v) ? bounded(v, DIAG_STACK_MAX) : NULL;
+		return json_is_string(v) ? bounded(v, JOBS_DIAG_STACK_MAX) : NULL;
 	case K_LIST:
 		return json_is_array(v) ? typed_list(v, f->sub) : NULL;
 	case K_OBJ:
@@ -170,7 +170,7 @@ static json_t *typed(const json_t *in, const struct field *schema)
 	return o;
 }
 
-json_t *diag_json_typed(const json_t *in)
+json_t *jobs_diag_typed(const json_t *in)
 {
 	return json_is_object(in) ? typed(in, diag_f) : NULL;
 }

@@ -4,7 +4,7 @@
  *
  * The job's account owns its run folder, so diagnostics.json is whatever
  * the job wrote: the server, `show` and the web UI must not take its shape
- * on trust.  diag_json_typed keeps the keys the supervisor and the
+ * on trust.  jobs_diag_typed keeps the keys the supervisor and the
  * multi-node driver write (launch/watch.c, launch/multinode.c), each only
  * with its type: a number is a JSON number (an integer where the writer
  * writes one), text is a string of bounded length (longer ones are cut at a
@@ -21,13 +21,13 @@
 #include <jansson.h>
 
 /* Bytes kept of a text field (a hang's why and message, a log line). */
-#define DIAG_TEXT_MAX 16384
+#define JOBS_DIAG_TEXT_MAX 16384
 /* Bytes kept of one rank's stacks in a hang (watch.c reads up to 1 MiB a process). */
-#define DIAG_STACK_MAX (4u << 20)
+#define JOBS_DIAG_STACK_MAX (4u << 20)
 /* Items kept of a list (ranks, stragglers, hangs, matches, stacks, nodes). */
-#define DIAG_LIST_MAX 65536
+#define JOBS_DIAG_LIST_MAX 65536
 
 /* in's known keys of their types (above), or NULL when in is not an object. */
-json_t *diag_json_typed(const json_t *in);
+json_t *jobs_diag_typed(const json_t *in);
 
 #endif

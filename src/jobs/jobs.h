@@ -10,7 +10,9 @@
  *   actions.c     show, stop, pause, resume, clone and delete, dispatched
  *                 through the job's backend (backend.h);
  *   show.c        the text of `trainctl show`, from the JSON form, so that
- *                 it reads the same with and without a server.
+ *                 it reads the same with and without a server;
+ *   diagjson.c    the types of diagnostics.json, which the job writes,
+ *                 checked before it is shown (diagjson.h).
  *
  * Nothing here prints: progress goes to backend_env.say, errors to tc_err.
  * Every function that takes a store uses the caller's connection (the

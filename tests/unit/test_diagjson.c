@@ -65,7 +65,7 @@ static const char *const GOOD =
 TEST(diag_typed_keeps_what_the_supervisor_writes)
 {
 	json_t *in = parse(GOOD);
-	json_t *out = diag_json_typed(in);
+	json_t *out = jobs_diag_typed(in);
 	CHECK(out != NULL);
 	if (!json_equal(in, out)) {
 		char *a = json_dumps(out, JSON_SORT_KEYS);
@@ -94,7 +94,7 @@ TEST(diag_typed_drops_text_where_numbers_are)
 		  " \"log_matches\": %s, \"resume_mismatch\": [%s]}",
 		  q, q, q, q, q, q, q, q, q, q, q, q, q, q, q, q, q, q, q, q, q, q, q, q, q, q);
 	json_t *in = parse(t.buf);
-	json_t *out = diag_json_typed(in);
+	json_t *out = jobs_diag_typed(in);
 	CHECK(out != NULL);
 	CHECK(!has_text(out, "<meta"));
 	CHECK(!has_text(out, "refresh"));
@@ -125,16 +125,16 @@ TEST(diag_typed_keeps_text_as_text_bounded)
 	struct sbuf big = SBUF_INIT;
 	sbuf_adds(&big, "{\"hangs\": [{\"why\": \"");
 	sbuf_adds(&big, "x");
-	for (size_t i = 0; i < DIAG_TEXT_MAX; i++)
+	for (size_t i = 0; i < JOBS_DIAG_TEXT_MAX; i++)
 		sbuf_adds(&big, "\\u00e9"); /* two bytes each: the cut falls inside one */
 	sbuf_adds(&big, "\", \"culprit_node_name\": \"<img src=x>\"}]}");
 	json_t *in = parse(big.buf);
-	json_t *out = diag_json_typed(in);
+	json_t *out = jobs_diag_typed(in);
 	json_t *hg = json_array_get(json_object_get(out, "hangs"), 0);
 	const char *why = json_string_value(json_object_get(hg, "why"));
 	CHECK(why != NULL);
-	CHECK(json_string_length(json_object_get(hg, "why")) <= DIAG_TEXT_MAX);
-	CHECK_INT(json_string_length(json_object_get(hg, "why")), DIAG_TEXT_MAX - 1);
+	CHECK(json_string_length(json_object_get(hg, "why")) <= JOBS_DIAG_TEXT_MAX);
+	CHECK_INT(json_string_length(json_object_get(hg, "why")), JOBS_DIAG_TEXT_MAX - 1);
 	CHECK_STR(json_string_value(json_object_get(hg, "culprit_node_name")), "<img src=x>");
 	/* still valid UTF-8: dumping it works */
 	char *d = json_dumps(out, 0);
@@ -148,16 +148,16 @@ TEST(diag_typed_keeps_text_as_text_bounded)
 TEST(diag_typed_bounds_lists)
 {
 	json_t *in = json_object(), *ranks = json_array();
-	for (int i = 0; i < DIAG_LIST_MAX + 10; i++)
+	for (int i = 0; i < JOBS_DIAG_LIST_MAX + 10; i++)
 		json_array_append_new(ranks, json_pack("{s:i, s:i}", "rank", i, "steps", 1));
 	json_object_set_new(in, "ranks", ranks);
-	json_t *out = diag_json_typed(in);
-	CHECK_INT(json_array_size(json_object_get(out, "ranks")), DIAG_LIST_MAX);
+	json_t *out = jobs_diag_typed(in);
+	CHECK_INT(json_array_size(json_object_get(out, "ranks")), JOBS_DIAG_LIST_MAX);
 	json_decref(in);
 	json_decref(out);
 	json_t *a = json_array();
-	CHECK(diag_json_typed(a) == NULL);
-	CHECK(diag_json_typed(NULL) == NULL);
+	CHECK(jobs_diag_typed(a) == NULL);
+	CHECK(jobs_diag_typed(NULL) == NULL);
 	json_decref(a);
 }
 
