@@ -13,11 +13,11 @@
   // escaped (text, numbers, anything a server or a job sent), unless it is
   // itself an html`...` (or an array of them).  A value may stand in text or
   // inside a quoted attribute, never where it would name a tag or an
-  // attribute, nor in an on* handler or a style; a URL attribute that a value
-  // starts gets only http(s), a path or a fragment.  put(el, t) and node(t)
-  // turn the result into DOM; everything else is textContent.
-  // scripts/check-web-html.sh fails on any other innerHTML, outerHTML,
-  // insertAdjacentHTML or document.write.
+  // attribute, nor in an on* handler, a style or a srcdoc; a URL attribute
+  // that a value starts gets only http(s), a path or a fragment.  put(el, t)
+  // and node(t) turn the result into DOM; everything else is textContent.
+  // scripts/check-web-html.py fails on any other innerHTML, outerHTML,
+  // insertAdjacentHTML or document.write (docs/security.md, "The page").
   const SAFE = Symbol("html");
   function esc(s) {
     return String(s == null ? "" : s).replace(/[&<>"']/g, c =>
@@ -45,7 +45,7 @@
       const v = vals[i];
       if (inTag && !quote) throw new Error("html: a value outside a quoted attribute, before: " + strings[i + 1]);
       if (quote) {
-        if (attr.startsWith("on") || attr === "style") throw new Error("html: a value in attribute " + attr);
+        if (attr.startsWith("on") || attr === "style" || attr === "srcdoc") throw new Error("html: a value in attribute " + attr);
         let t = v && v[SAFE] ? null : String(v == null ? "" : v);
         if (t === null) throw new Error("html: markup in attribute " + attr);
         if (URL_ATTRS.has(attr) && out.length === attrStart && !URL_OK.test(t.trim())) t = "#";
