@@ -14,7 +14,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PYTHON ?= /usr/bin/python3
 
 .PHONY: all build asan deps demo check unit unit-asan e2e soak install clean bench \
-	fuzz-build fuzz fuzz-check check-web
+	fuzz-build fuzz fuzz-check
 
 all: build
 
@@ -65,11 +65,6 @@ check: deps
 	$(MAKE) fuzz-check
 	$(MAKE) e2e
 
-# the web UI builds no HTML from values: textContent or its one escaping helper
-# (docs/security.md, "The page")
-check-web:
-	$(PYTHON) scripts/check-web-html.py
-
 # libFuzzer harnesses (tests/fuzz/, docs/fuzzing.md): clang, ASan + UBSan,
 # the same sources as the binary.  FUZZ_TARGETS picks some ("spec api").
 fuzz-build: web/node_modules/uplot
@@ -82,6 +77,12 @@ fuzz: fuzz-build
 
 fuzz-check: fuzz-build
 	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_CHECK_SECONDS) check $(FUZZ_TARGETS)
+
+# the web UI builds no HTML from values: textContent or its one escaping helper
+# (docs/security.md, "The page")
+.PHONY: check-web
+check-web:
+	$(PYTHON) scripts/check-web-html.py
 
 bench: build
 	$(PYTHON) bench/launch.py
