@@ -58,6 +58,7 @@ soak: asan tests/ui/node_modules/playwright-core
 	TRAINCTL=$(CURDIR)/$(ASAN_BUILD)/trainctl PYTHON=$(PYTHON) scripts/soak.sh
 
 check: deps
+	$(MAKE) check-web
 	$(MAKE) build
 	$(MAKE) unit
 	$(MAKE) unit-asan
@@ -82,6 +83,12 @@ fuzz: fuzz-build
 
 fuzz-check: fuzz-build
 	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_CHECK_SECONDS) check $(FUZZ_TARGETS)
+
+# the web UI builds no HTML from values: textContent or its one escaping helper
+# (docs/security.md, "The page")
+.PHONY: check-web
+check-web:
+	$(PYTHON) scripts/check-web-html.py
 
 bench: build
 	$(PYTHON) bench/launch.py

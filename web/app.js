@@ -8,12 +8,70 @@
   let cleanup = [];   // what the current page must stop when leaving
   let routeGen = 0;   // bumped on every route: a page whose await outlived it stops
 
-  // ---- helpers ----
+  // ---- the one road from data to the page ----
+  // html`...` is the only way the UI writes markup: every value put into it is
+  // escaped (text, numbers, anything a server or a job sent), unless it is
+  // itself an html`...` (or an array of them).  A value may stand in text or
+  // inside a quoted attribute, never where it would name a tag or an
+  // attribute, nor in an on* handler, a style or a srcdoc; a URL attribute
+  // that a value starts gets only http(s), a path or a fragment.  put(el, t)
+  // and node(t) turn the result into DOM; everything else is textContent.
+  // scripts/check-web-html.py fails on any other innerHTML, outerHTML,
+  // insertAdjacentHTML or document.write (docs/security.md, "The page").
+  const SAFE = Symbol("html");
   function esc(s) {
     return String(s == null ? "" : s).replace(/[&<>"']/g, c =>
       ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
   }
-  function h(html) { const t = document.createElement("template"); t.innerHTML = html.trim(); return t.content.firstChild; }
+  const URL_ATTRS = new Set(["href", "src", "action", "formaction", "xlink:href"]);
+  const URL_OK = /^(?:https?:\/\/|\/|#)/i;
+  function html(strings, ...vals) {
+    let out = "", inTag = false, quote = "", attr = "", attrStart = 0;
+    for (let i = 0; i < strings.length; i++) {
+      const s = strings[i];
+      for (let k = 0; k < s.length; k++) {
+        const c = s[k];
+        if (quote) { if (c === quote) quote = ""; }
+        else if (inTag) {
+          if (c === '"' || c === "'") {
+            quote = c;
+            attr = (/([^\s=]+)\s*=\s*$/.exec(s.slice(0, k)) || ["", ""])[1].toLowerCase();
+            attrStart = out.length + k + 1;
+          } else if (c === ">") inTag = false;
+        } else if (c === "<") inTag = true;
+      }
+      out += s;
+      if (i === vals.length) break;
+      const v = vals[i];
+      if (inTag && !quote) throw new Error("html: a value outside a quoted attribute, before: " + strings[i + 1]);
+      if (quote) {
+        if (attr.startsWith("on") || attr === "style" || attr === "srcdoc") throw new Error("html: a value in attribute " + attr);
+        let t = v && v[SAFE] ? null : String(v == null ? "" : v);
+        if (t === null) throw new Error("html: markup in attribute " + attr);
+        if (URL_ATTRS.has(attr) && out.length === attrStart && !URL_OK.test(t.trim())) t = "#";
+        out += esc(t);
+      } else out += text(v);
+    }
+    // joined with + or .join(), it would lose its escaping's meaning: refuse, loudly
+    return Object.freeze({ [SAFE]: true, s: out, toString() { throw new Error("html: put it in html`` (not + or join)"); } });
+  }
+  function text(v) {
+    if (Array.isArray(v)) return v.map(text).join("");
+    if (v && v[SAFE]) return v.s;
+    return esc(v);
+  }
+  function fragment(t) {
+    if (!t || !t[SAFE]) throw new Error("put: not html`...`");
+    const tp = document.createElement("template");
+    tp.innerHTML = t.s; // html-sink: the one place markup is parsed; t.s comes only from html`...`
+    return tp.content;
+  }
+  // el's children become t's nodes
+  function put(el, t) { el.replaceChildren(fragment(t)); return el; }
+  // t's first element (one element of markup)
+  function node(t) { return fragment(t).firstElementChild; }
+
+  // ---- helpers ----
   function fmtTime(t) { return t ? new Date(t * 1000).toLocaleString() : "-"; }
   function fmtDur(j) {
     const start = j.started || j.created; if (!start) return "-";
@@ -28,6 +86,7 @@
     while (b >= 1024 && i < u.length - 1) { b /= 1024; i++; }
     return b.toFixed(i ? 1 : 0) + " " + u[i];
   }
+  function showError(el, e) { put(el, html`<div class="card error">${e.message}</div>`); }
   function banner(msg) {
     const b = document.getElementById("banner");
     b.hidden = !msg; b.textContent = msg || "";
@@ -67,19 +126,18 @@
     if (r.ok) location.reload(); else banner("The token was not accepted (HTTP " + r.status + ").");
   }
   document.getElementById("token-btn").onclick = () => askToken("");
-  function stateBadge(s) { return `<span class="state ${esc(s)}">${esc(s)}</span>`; }
+  function stateBadge(s) { return html`<span class="state ${s}">${s}</span>`; }
   // not ended: a state the server calls terminal (unknown states count as not ended)
   function live(state) { const s = INFO.states.find(x => x.name === state); return !(s && s.terminal); }
 
   // ---- job actions ----
+  // each button says in data-on whether it applies; bindActions disables the others
   function actionButtons(j) {
     const active = live(j.state);
-    const b = [];
-    b.push(`<button data-act="stop" class="danger" ${active ? "" : "disabled"}>Stop</button>`);
-    b.push(`<button data-act="pause" ${active && j.state !== "paused" ? "" : "disabled"}>Pause</button>`);
-    b.push(`<button data-act="resume" ${j.state === "paused" ? "" : "disabled"}>Resume</button>`);
-    b.push(`<button data-act="clone">Clone</button>`);
-    return b.join(" ");
+    return html`<button data-act="stop" class="danger" data-on="${active}">Stop</button>
+      <button data-act="pause" data-on="${active && j.state !== "paused"}">Pause</button>
+      <button data-act="resume" data-on="${j.state === "paused"}">Resume</button>
+      <button data-act="clone" data-on="true">Clone</button>`;
   }
   async function act(id, what, after) {
     try {
@@ -90,16 +148,19 @@
   }
   // the action buttons inside el act on the job idOf(button) names, then call after
   function bindActions(el, idOf, after) {
-    el.querySelectorAll("button[data-act]").forEach(b => b.onclick = () => act(idOf(b), b.dataset.act, after));
+    el.querySelectorAll("button[data-act]").forEach(b => {
+      b.disabled = b.dataset.on !== "true";
+      b.onclick = () => act(idOf(b), b.dataset.act, after);
+    });
   }
 
   // ---- jobs page ----
   async function pageJobs(params) {
     const q = new URLSearchParams(params);
-    view.innerHTML = `
+    put(view, html`
       <div class="card">
         <div class="toolbar"><h1>Jobs</h1>
-          <select id="f-state"><option value="">all states</option>${INFO.states.map(s => `<option>${esc(s.name)}</option>`).join("")}</select>
+          <select id="f-state"><option value="">all states</option>${INFO.states.map(s => html`<option>${s.name}</option>`)}</select>
           <input id="f-user" placeholder="user" style="width:130px">
           <button id="cmp" disabled title="tick two jobs or more">Compare</button>
           <a class="button" href="#/submit">New job</a>
@@ -109,7 +170,7 @@
           <th>Devices</th><th class="hide-narrow">Created</th><th>Duration</th><th>Actions</th>
         </tr></thead><tbody></tbody></table></div>
         <div class="row muted" id="paging"></div>
-      </div>`;
+      </div>`);
     const fs = document.getElementById("f-state"), fu = document.getElementById("f-user");
     fs.value = q.get("state") || ""; fu.value = q.get("user") || "";
     let offset = Number(q.get("offset") || 0);
@@ -131,23 +192,26 @@
          hash change can both render it) must not get rows bound to this closure's picks */
       if (!jobsBody.isConnected) return; /* the user went to another page meanwhile */
       const tb = jobsBody;
-      tb.innerHTML = r.jobs.map(j => `<tr data-id="${esc(j.id)}">
-        <td class="pick"><input type="checkbox" class="pick" aria-label="compare ${esc(j.name)}" ${picked.has(j.id) ? "checked" : ""}></td>
-        <td><a href="#/job/${esc(j.id)}">${esc(j.name)}</a><div class="muted">${esc(j.id)}</div></td>
-        <td>${stateBadge(j.state)}</td><td class="hide-narrow">${esc(j.user)}</td>
+      put(tb, r.jobs.length ? html`${r.jobs.map(j => html`<tr data-id="${j.id}">
+        <td class="pick"><input type="checkbox" class="pick" aria-label="compare ${j.name}"></td>
+        <td><a href="#/job/${j.id}">${j.name}</a><div class="muted">${j.id}</div></td>
+        <td>${stateBadge(j.state)}</td><td class="hide-narrow">${j.user}</td>
         <td class="hide-narrow">${j.priority}${j.preemptible ? " · preemptible" : ""}</td>
-        <td>${esc(j.device_type)} × ${j.device_count}${j.devices ? ` <span class="muted">[${esc(j.devices)}]</span>` : ""}</td>
+        <td>${j.device_type} × ${j.device_count}${j.devices ? html` <span class="muted">[${j.devices}]</span>` : ""}</td>
         <td class="hide-narrow">${fmtTime(j.created)}</td><td>${fmtDur(j)}</td>
-        <td>${actionButtons(j)}</td></tr>`).join("") || `<tr><td colspan="9" class="muted">no jobs</td></tr>`;
+        <td>${actionButtons(j)}</td></tr>`)}` : html`<tr><td colspan="9" class="muted">no jobs</td></tr>`);
       bindActions(tb, b => b.closest("tr").dataset.id, load);
+      tb.querySelectorAll("input.pick").forEach(c => c.checked = picked.has(c.closest("tr").dataset.id));
       tb.querySelectorAll("input.pick").forEach(c => c.onchange = () => {
         const id = c.closest("tr").dataset.id;
         if (c.checked) picked.add(id); else picked.delete(id);
         pickedChanged();
       });
       const pg = paging;
-      pg.innerHTML = `${r.total} jobs · ${r.total ? offset + 1 : 0}–${Math.min(offset + limit, r.total)}
-        <button id="prev" ${offset ? "" : "disabled"}>‹ Newer</button><button id="next" ${offset + limit < r.total ? "" : "disabled"}>Older ›</button>`;
+      put(pg, html`${r.total} jobs · ${r.total ? offset + 1 : 0}–${Math.min(offset + limit, r.total)}
+        <button id="prev">‹ Newer</button><button id="next">Older ›</button>`);
+      pg.querySelector("#prev").disabled = !offset;
+      pg.querySelector("#next").disabled = !(offset + limit < r.total);
       pg.querySelector("#prev").onclick = () => { offset = Math.max(0, offset - limit); load(); };
       pg.querySelector("#next").onclick = () => { offset += limit; load(); };
     }
@@ -165,17 +229,17 @@
     const gen = routeGen;
     try { const d = await api("/devices"); types = [...new Set(d.devices.map(x => x.type))]; } catch (e) { /* keep cpu */ }
     if (gen !== routeGen) return;
-    view.innerHTML = `
+    put(view, html`
       <div class="card"><div class="toolbar"><h1>Submit a job</h1></div>
       <form class="grid" id="submit">
         <label for="s-name">Job name</label><input id="s-name" name="name" required pattern="[A-Za-z0-9._-]+" placeholder="digits-ddp">
         <label for="s-kind">Job type</label>
         <select id="s-kind" name="kind"><option value="regular">regular (one node)</option><option value="distributed">distributed (nodes × devices)</option></select>
-        <label for="s-backend">Backend</label><select id="s-backend" name="backend">${INFO.backends.map(b => `<option value="${esc(b.name)}">${esc(b.name)}</option>`).join("")}</select>
+        <label for="s-backend">Backend</label><select id="s-backend" name="backend">${INFO.backends.map(b => html`<option value="${b.name}">${b.name}</option>`)}</select>
         <span class="hint" id="s-backend-why"></span>
         <label for="s-pre">Preemptible</label><div class="row"><input type="checkbox" id="s-pre" name="preemptible"><span class="muted">may give its devices to a non-preemptible job (resumes from its checkpoint)</span></div>
         <label for="s-prio">Priority</label><input id="s-prio" name="priority" type="number" min="1" max="1000" value="100">
-        <label for="s-type">Device type</label><select id="s-type" name="type">${types.map(t => `<option>${esc(t)}</option>`).join("")}</select>
+        <label for="s-type">Device type</label><select id="s-type" name="type">${types.map(t => html`<option>${t}</option>`)}</select>
         <label for="s-count">Devices per node</label><input id="s-count" name="count" type="number" min="1" value="1">
         <label for="s-nodes" class="dist">Nodes</label><input id="s-nodes" class="dist" name="nodes" type="number" min="1" value="2">
         <label for="s-cmd">Command</label><textarea id="s-cmd" name="command" required placeholder="python3 train.py --epochs 3"></textarea>
@@ -185,7 +249,7 @@
         <label for="s-env">Environment</label><textarea id="s-env" name="env" placeholder="KEY=value, one per line"></textarea>
         <label for="s-restarts">Max restarts</label><input id="s-restarts" name="restarts" type="number" min="0" max="1000" value="0">
         <span></span><div class="row"><button class="primary" type="submit" id="s-go">Submit</button><span id="s-err" class="error"></span></div>
-      </form></div>`;
+      </form></div>`);
     const f = document.getElementById("submit");
     const kind = document.getElementById("s-kind"), be = document.getElementById("s-backend");
     // the backends this job may use here; the others say why not
@@ -195,7 +259,7 @@
       const why = [];
       for (const b of INFO.backends) {
         const no = !b.available ? b.why : distributed && !b.multi_node ? "runs a job on one node only" : "";
-        const o = be.querySelector(`option[value="${b.name}"]`);
+        const o = [...be.options].find(x => x.value === b.name);
         o.disabled = !!no; o.textContent = b.name + (no ? " (unavailable)" : "");
         if (no) why.push(`${b.name}: ${no}`);
       }
@@ -236,8 +300,8 @@
 
   // ---- charts ----
   function chart(el, title, series, data, opts) {
-    if (!window.uPlot) { el.innerHTML = `<p class="muted">charts need uPlot (npm ci --prefix web, then rebuild)</p>`; return null; }
-    el.innerHTML = "";
+    if (!window.uPlot) { put(el, html`<p class="muted">charts need uPlot (npm ci --prefix web, then rebuild)</p>`); return null; }
+    el.replaceChildren();
     const width = Math.max(260, el.clientWidth || 400);
     const colors = ["#2f6fde", "#e8590c", "#2b8a3e", "#ae3ec9", "#c92a2a", "#1098ad", "#5c940d", "#d6336c"];
     const u = new uPlot(Object.assign({
@@ -265,14 +329,14 @@
     tab = tab || "brief";
     const gen = routeGen;
     let j;
-    try { j = await api("/jobs/" + encodeURIComponent(id)); } catch (e) { if (gen === routeGen) view.innerHTML = `<div class="card error">${esc(e.message)}</div>`; return; }
+    try { j = await api("/jobs/" + encodeURIComponent(id)); } catch (e) { if (gen === routeGen) showError(view, e); return; }
     if (gen !== routeGen) return;
     view.dataset.job = j.id;
-    view.innerHTML = `
+    put(view, html`
       <div class="card" id="job-head"></div>
       <div class="tabs">${["brief", "logs", "metrics", "resources", "checkpoints", "report"].map(t =>
-        `<button data-tab="${t}" class="${t === tab ? "active" : ""}">${t[0].toUpperCase() + t.slice(1)}</button>`).join("")}</div>
-      <div id="tab"></div>`;
+        html`<button data-tab="${t}" class="${t === tab ? "active" : ""}">${t[0].toUpperCase() + t.slice(1)}</button>`)}</div>
+      <div id="tab"></div>`);
     jobHeader(j);
     view.querySelectorAll(".tabs button").forEach(b => b.onclick = () => { location.hash = `#/job/${j.id}/${b.dataset.tab}`; });
     // the stream starts at the newest event: a change between the first read
@@ -286,28 +350,28 @@
   function jobHeader(j) {
     const head = document.getElementById("job-head");
     if (!head || view.dataset.job !== j.id) return; /* the user left this job's page */
-    head.innerHTML = `
-      <div class="toolbar"><h1>${esc(j.name)} ${stateBadge(j.state)}</h1><span id="job-actions">${actionButtons(j)}</span></div>
-      <div class="muted">${esc(j.id)} · ${esc(j.user)} · ${esc(j.device_type)} × ${j.device_count}${j.devices ? " [" + esc(j.devices) + "]" : ""} · priority ${j.priority}${j.preemptible ? " · preemptible" : ""}</div>`;
+    put(head, html`
+      <div class="toolbar"><h1>${j.name} ${stateBadge(j.state)}</h1><span id="job-actions">${actionButtons(j)}</span></div>
+      <div class="muted">${j.id} · ${j.user} · ${j.device_type} × ${j.device_count}${j.devices ? " [" + j.devices + "]" : ""} · priority ${j.priority}${j.preemptible ? " · preemptible" : ""}</div>`);
     bindActions(head, () => j.id, () => route());
   }
   async function refreshHeader(id) {
     try { jobHeader(await api("/jobs/" + encodeURIComponent(id))); } catch (e) { /* next event retries */ }
   }
   function tabBrief(j, el) {
-    el.innerHTML = `
+    put(el, html`
       <div class="card"><dl class="kv">
         <dt>state</dt><dd>${stateBadge(j.state)}</dd><dt>created</dt><dd>${fmtTime(j.created)}</dd>
         <dt>started</dt><dd>${fmtTime(j.started)}</dd><dt>ended</dt><dd>${fmtTime(j.ended)}</dd>
         <dt>exit code</dt><dd>${j.ended ? j.exit_code : "-"}</dd><dt>restarts</dt><dd>${j.restarts}</dd>
-        <dt>run folder</dt><dd>${esc(j.run_dir)}</dd>${j.spec && j.spec.image ? `<dt>image</dt><dd id="j-image">${esc(j.spec.image)}</dd>` : ""}</dl></div>
-      ${j.root_cause ? `<div class="card"><h2>Root cause</h2><pre>${esc(j.root_cause)}</pre></div>` : ""}
+        <dt>run folder</dt><dd>${j.run_dir}</dd>${j.spec && j.spec.image ? html`<dt>image</dt><dd id="j-image">${j.spec.image}</dd>` : ""}</dl></div>
+      ${j.root_cause ? html`<div class="card"><h2>Root cause</h2><pre>${j.root_cause}</pre></div>` : ""}
       ${diagCard(j.diagnostics)}
       <div id="endpoints"></div>
       <div class="card"><h2>State history</h2><div class="scroll"><table><thead><tr><th>Time</th><th>State</th><th>Reason</th></tr></thead><tbody>
-        ${j.events.map(e => `<tr><td>${fmtTime(e.time)}</td><td>${stateBadge(e.state)}</td><td class="wrap">${esc(e.reason)}</td></tr>`).join("")}
+        ${(j.events || []).map(e => html`<tr><td>${fmtTime(e.time)}</td><td>${stateBadge(e.state)}</td><td class="wrap">${e.reason}</td></tr>`)}
       </tbody></table></div></div>
-      <div class="card"><h2>Spec</h2><pre>${esc(JSON.stringify(j.spec, null, 2))}</pre></div>`;
+      <div class="card"><h2>Spec</h2><pre>${JSON.stringify(j.spec, null, 2)}</pre></div>`);
     if (j.spec && j.spec.endpoints && j.spec.endpoints.length) endpointsCard(j);
   }
   // the job's endpoints (docs/endpoints.md): Jupyter, TensorBoard, ... through the server's proxy
@@ -316,37 +380,46 @@
     try { r = await api(`/jobs/${encodeURIComponent(j.id)}/endpoints`); } catch (e) { return; }
     const el = document.getElementById("endpoints");
     if (!el || view.dataset.job !== j.id) return;
-    const rows = r.endpoints.map(e => `<tr><td>${esc(e.name)}</td><td>${esc(e.kind)}</td><td>${esc(e.state)}</td><td>${
-      e.url && e.state === "running" ? `<a href="${esc(e.url)}" target="_blank" rel="noopener">${esc(e.url)}</a>` : esc(e.note || "")}</td></tr>`).join("");
-    el.innerHTML = `<div class="card"><h2>Endpoints</h2><div class="scroll"><table><thead><tr><th>Name</th><th>Kind</th><th>State</th><th>Open</th></tr></thead>
-      <tbody>${rows || `<tr><td colspan="4" class="muted">none yet (they start with the first workers)</td></tr>`}</tbody></table></div></div>`;
+    const rows = r.endpoints.map(e => html`<tr><td>${e.name}</td><td>${e.kind}</td><td>${e.state}</td><td>${
+      e.url && e.state === "running" ? html`<a href="${e.url}" target="_blank" rel="noopener">${e.url}</a>` : e.note || ""}</td></tr>`);
+    put(el, html`<div class="card"><h2>Endpoints</h2><div class="scroll"><table><thead><tr><th>Name</th><th>Kind</th><th>State</th><th>Open</th></tr></thead>
+      <tbody>${rows.length ? rows : html`<tr><td colspan="4" class="muted">none yet (they start with the first workers)</td></tr>`}</tbody></table></div></div>`);
   }
-  // the watchdog's findings (docs/diagnostics.md): step time per rank, stragglers, hangs
+  // the watchdog's findings (docs/diagnostics.md): step time per rank, stragglers, hangs.
+  // The job wrote the file: the server keeps only the fields of their types, and
+  // here too a number is used only where it is one, and all text is escaped.
   function diagCard(d) {
-    if (!d || !d.ranks) return "";
-    const slow = new Map((d.stragglers || []).map(s => [s.rank, s]));
-    const secs = v => v == null ? "-" : (v < 1 ? (v * 1000).toPrecision(3) + " ms" : v.toPrecision(3) + " s");
-    const rows = d.ranks.map(r => {
+    if (!d || !Array.isArray(d.ranks)) return "";
+    const num = v => typeof v === "number" && isFinite(v) ? v : null;
+    const list = v => Array.isArray(v) ? v.filter(x => x && typeof x === "object") : [];
+    const slow = new Map(list(d.stragglers).map(s => [s.rank, s]));
+    const secs = v => num(v) == null ? "-" : (v < 1 ? (v * 1000).toPrecision(3) + " ms" : v.toPrecision(3) + " s");
+    const rows = list(d.ranks).map(r => {
       const s = slow.get(r.rank);
-      return `<tr class="${s ? "straggler" : ""}" data-rank="${r.rank}"><td>${r.rank}</td><td>${r.steps}</td>` +
-        `<td class="step-time">${secs(r.step_time)}</td><td>${s ? `straggler: ${Math.round(s.slower_percent)}% slower than the median` : ""}</td></tr>`;
-    }).join("");
-    const hangs = (d.hangs || []).map(hg => `<p class="hang">hang in attempt ${hg.attempt}: no progress for ${hg.silent_seconds.toFixed(1)} s` +
-      `${hg.culprit != null ? `; likely culprit rank ${hg.culprit}` : ""}` +
-      `${hg.culprit_node != null ? ` on node ${hg.culprit_node}${hg.culprit_node_name ? ` (${esc(hg.culprit_node_name)})` : ""}` : ""} (${esc(hg.why)})</p>`).join("");
-    return `<div class="card" id="diag"><h2>Step time per rank</h2>
-      <p class="muted">median step time ${secs(d.median_step_time)}${d.hang_timeout ? ` · hang timeout ${Math.round(d.hang_timeout)} s` : ""}
+      const pct = s && num(s.slower_percent) != null ? Math.round(s.slower_percent) : "?";
+      return html`<tr class="${s ? "straggler" : ""}" data-rank="${r.rank}"><td>${r.rank}</td><td>${r.steps}</td>
+        <td class="step-time">${secs(r.step_time)}</td><td>${s ? `straggler: ${pct}% slower than the median` : ""}</td></tr>`;
+    });
+    // plain strings: html`` escapes each whole
+    const hangs = list(d.hangs).map(hg => {
+      const t = `hang in attempt ${hg.attempt}: no progress for ${num(hg.silent_seconds) == null ? "?" : hg.silent_seconds.toFixed(1)} s` +
+        `${hg.culprit != null ? `; likely culprit rank ${hg.culprit}` : ""}` +
+        `${hg.culprit_node != null ? ` on node ${hg.culprit_node}${hg.culprit_node_name ? ` (${hg.culprit_node_name})` : ""}` : ""} (${hg.why})`;
+      return html`<p class="hang">${t}</p>`;
+    });
+    return html`<div class="card" id="diag"><h2>Step time per rank</h2>
+      <p class="muted">median step time ${secs(d.median_step_time)}${num(d.hang_timeout) ? ` · hang timeout ${Math.round(d.hang_timeout)} s` : ""}
         · stragglers: more than ${d.straggler_percent}% slower over ${d.straggler_steps} steps</p>
       <div class="scroll"><table><thead><tr><th>Rank</th><th>Steps</th><th>Step time</th><th></th></tr></thead><tbody>${rows}</tbody></table></div>
       ${hangs}</div>`;
   }
   function tabLogs(j, el) {
     const ranks = Array.from({ length: Math.max(1, j.device_count) }, (_, i) => i);
-    el.innerHTML = `<div class="card"><div class="toolbar">
-        <select id="l-rank">${ranks.map(r => `<option value="${r}">rank ${r}</option>`).join("")}</select>
+    put(el, html`<div class="card"><div class="toolbar">
+        <select id="l-rank">${ranks.map(r => html`<option value="${r}">rank ${r}</option>`)}</select>
         <span class="muted">last 2,000 lines, live</span><span style="flex:1"></span>
         <a class="button" id="l-dl" href="#">Download full log</a></div>
-      <pre id="l-text"></pre></div>`;
+      <pre id="l-text"></pre></div>`);
     const pre = document.getElementById("l-text"), sel = document.getElementById("l-rank");
     const dl = document.getElementById("l-dl");
     let es = null, lines = [];
@@ -370,21 +443,22 @@
   }
   async function tabMetrics(j, el) {
     let list;
-    try { list = await api(`/jobs/${encodeURIComponent(j.id)}/metrics`); } catch (e) { el.innerHTML = `<div class="card error">${esc(e.message)}</div>`; return; }
+    try { list = await api(`/jobs/${encodeURIComponent(j.id)}/metrics`); } catch (e) { showError(el, e); return; }
     const names = [...new Set(list.series.map(s => s.metric))];
     const ranks = [...new Set(list.series.map(s => s.rank))].sort((a, b) => a - b);
     if (!names.length) {
-      el.innerHTML = `<div class="card muted">no metrics yet (DLLogger, tcap or MindFormers lines in the workers' output)</div>`;
+      put(el, html`<div class="card muted">no metrics yet (DLLogger, tcap or MindFormers lines in the workers' output)</div>`);
       if (live(j.state)) { const t = setTimeout(() => tabMetrics(j, el), 3000); cleanup.push(() => clearTimeout(t)); }
       return;
     }
     const pick = names.includes("loss") ? "loss" : (names.find(n => /loss/.test(n)) || names[0]);
-    el.innerHTML = `<div class="card"><div class="toolbar">
-        <select id="m-name">${names.map(n => `<option ${n === pick ? "selected" : ""}>${esc(n)}</option>`).join("")}</select>
-        <select id="m-rank"><option value="-1">all ranks</option>${ranks.map(r => `<option value="${r}">rank ${r}</option>`).join("")}</select>
+    put(el, html`<div class="card"><div class="toolbar">
+        <select id="m-name">${names.map(n => html`<option>${n}</option>`)}</select>
+        <select id="m-rank"><option value="-1">all ranks</option>${ranks.map(r => html`<option value="${r}">rank ${r}</option>`)}</select>
         <button id="m-reset">Reset zoom</button><span class="muted" id="m-info"></span></div>
-      <div class="chart" id="m-chart"></div></div>`;
+      <div class="chart" id="m-chart"></div></div>`);
     const nameSel = document.getElementById("m-name"), rankSel = document.getElementById("m-rank");
+    nameSel.value = pick;
     let u = null;
     async function draw(xmin, xmax) {
       const p = new URLSearchParams({ name: nameSel.value, rank: rankSel.value, points: 2000 });
@@ -410,12 +484,12 @@
     await draw();
   }
   async function tabResources(j, el) {
-    el.innerHTML = `<div class="charts"><div class="card chart" id="r-cpu"></div><div class="card chart" id="r-mem"></div>
-      <div class="card chart" id="r-util"></div><div class="card chart" id="r-dmem"></div></div>`;
+    put(el, html`<div class="charts"><div class="card chart" id="r-cpu"></div><div class="card chart" id="r-mem"></div>
+      <div class="card chart" id="r-util"></div><div class="card chart" id="r-dmem"></div></div>`);
     let r;
-    try { r = await api(`/jobs/${encodeURIComponent(j.id)}/usage`); } catch (e) { el.innerHTML = `<div class="card error">${esc(e.message)}</div>`; return; }
+    try { r = await api(`/jobs/${encodeURIComponent(j.id)}/usage`); } catch (e) { showError(el, e); return; }
     const s = r.samples;
-    if (!s.length) { el.innerHTML = `<div class="card muted">no samples yet (taken every few seconds while the job runs)</div>`; return; }
+    if (!s.length) { put(el, html`<div class="card muted">no samples yet (taken every few seconds while the job runs)</div>`); return; }
     const t0 = s[0].time, xs = s.map(x => x.time - t0);
     const o = { scales: { x: { time: false } } };
     chart(document.getElementById("r-cpu"), "CPU % (process tree)", ["cpu %"], [xs, s.map(x => x.cpu)], o);
@@ -425,21 +499,22 @@
       chart(document.getElementById("r-util"), "Device utilisation %", devs, [xs].concat(devs.map((_, i) => s.map(x => (x.devices[i] || {}).util))), o);
       chart(document.getElementById("r-dmem"), "Device memory (MiB)", devs, [xs].concat(devs.map((_, i) => s.map(x => ((x.devices[i] || {}).mem_used || 0) / 1048576))), o);
     } else {
-      document.getElementById("r-util").innerHTML = `<p class="muted">no device telemetry for ${esc(j.device_type)} (NVML or npu-smi report GPUs and NPUs)</p>`;
+      put(document.getElementById("r-util"), html`<p class="muted">no device telemetry for ${j.device_type} (NVML or npu-smi report GPUs and NPUs)</p>`);
       document.getElementById("r-dmem").remove();
     }
   }
   function tabCkpt(j, el) {
-    el.innerHTML = `<div class="card scroll"><table><thead><tr><th>Name</th><th>Step</th><th>Epoch</th><th>Files</th><th>Size</th><th>CRC32C</th><th>State</th><th>Created</th></tr></thead><tbody>
-      ${j.checkpoints.map(c => `<tr><td>${esc(c.name)}</td><td>${c.step}</td><td>${c.epoch < 0 ? "-" : c.epoch}</td><td>${c.files}</td><td>${fmtBytes(c.bytes)}</td><td>${esc(c.checksum)}</td><td>${esc(c.state)}</td><td>${fmtTime(c.created)}</td></tr>`).join("")
-      || `<tr><td colspan="8" class="muted">no checkpoints recorded</td></tr>`}</tbody></table></div>`;
+    const cks = j.checkpoints || [];
+    put(el, html`<div class="card scroll"><table><thead><tr><th>Name</th><th>Step</th><th>Epoch</th><th>Files</th><th>Size</th><th>CRC32C</th><th>State</th><th>Created</th></tr></thead><tbody>
+      ${cks.length ? cks.map(c => html`<tr><td>${c.name}</td><td>${c.step}</td><td>${c.epoch < 0 ? "-" : c.epoch}</td><td>${c.files}</td><td>${fmtBytes(c.bytes)}</td><td>${c.checksum}</td><td>${c.state}</td><td>${fmtTime(c.created)}</td></tr>`)
+      : html`<tr><td colspan="8" class="muted">no checkpoints recorded</td></tr>`}</tbody></table></div>`);
   }
   async function tabReport(j, el) {
     try {
       const r = await api(`/jobs/${encodeURIComponent(j.id)}/report`);
-      el.innerHTML = `<div class="card"><pre>${esc(JSON.stringify(r, null, 2))}</pre></div>`;
+      put(el, html`<div class="card"><pre>${JSON.stringify(r, null, 2)}</pre></div>`);
     } catch (e) {
-      el.innerHTML = `<div class="card"><p class="muted">${esc(e.message)}</p>${j.metrics ? `<pre>${esc(JSON.stringify(j.metrics, null, 2))}</pre>` : ""}</div>`;
+      put(el, html`<div class="card"><p class="muted">${e.message}</p>${j.metrics ? html`<pre>${JSON.stringify(j.metrics, null, 2)}</pre>` : ""}</div>`);
     }
   }
 
@@ -459,20 +534,20 @@
       } else {
         for (const j of jobs) { const d = await api("/jobs/" + encodeURIComponent(j.id)); j.label = d.name; j.id = d.id; }
       }
-    } catch (e) { if (gen === routeGen) view.innerHTML = `<div class="card error">${esc(e.message)}</div>`; return; }
+    } catch (e) { if (gen === routeGen) showError(view, e); return; }
     if (gen !== routeGen) return;
-    view.innerHTML = `<div class="card"><div class="toolbar"><h1>${esc(title)}</h1><span class="muted" id="c-info"></span></div>
-      <div class="muted">${jobs.map((j, i) => `${i ? "" : "reference: "}<a href="#/job/${esc(j.id)}">${esc(j.label)}</a>`).join(" · ") || "no jobs"}</div></div>
-      <div class="charts" id="c-charts"></div>`;
+    put(view, html`<div class="card"><div class="toolbar"><h1>${title}</h1><span class="muted" id="c-info"></span></div>
+      <div class="muted">${jobs.length ? jobs.map((j, i) => html`${i ? " · " : "reference: "}<a href="#/job/${j.id}">${j.label}</a>`) : "no jobs"}</div></div>
+      <div class="charts" id="c-charts"></div>`);
     if (jobs.length < 1) return;
     const lists = await Promise.all(jobs.map(j => api(`/jobs/${encodeURIComponent(j.id)}/metrics`).catch(() => ({ series: [] }))));
     if (gen !== routeGen) return;
     const names = [...new Set(lists.flatMap(l => l.series.map(s => s.metric)))].sort();
     const box = document.getElementById("c-charts");
     document.getElementById("c-info").textContent = `${jobs.length} jobs · ${names.length} metrics`;
-    if (!names.length) { box.innerHTML = `<div class="card muted">no metrics in these jobs</div>`; return; }
+    if (!names.length) { put(box, html`<div class="card muted">no metrics in these jobs</div>`); return; }
     for (const name of names) {
-      const el = h(`<div class="card chart compare-chart" data-metric="${esc(name)}"></div>`);
+      const el = node(html`<div class="card chart compare-chart" data-metric="${name}"></div>`);
       box.appendChild(el);
       const with_ = jobs.filter((_, i) => lists[i].series.some(s => s.metric === name));
       const rs = await Promise.all(with_.map(j => api(`/jobs/${encodeURIComponent(j.id)}/metrics/points?` +
@@ -491,31 +566,31 @@
   async function pageSweeps() {
     let r;
     const gen = routeGen;
-    try { r = await api("/sweeps"); } catch (e) { if (gen === routeGen) view.innerHTML = `<div class="card error">${esc(e.message)}</div>`; return; }
+    try { r = await api("/sweeps"); } catch (e) { if (gen === routeGen) showError(view, e); return; }
     if (gen !== routeGen) return;
-    view.innerHTML = `<div class="card"><div class="toolbar"><h1>Sweeps</h1><span class="muted">trainctl sweep FILE --server URL</span></div>
+    put(view, html`<div class="card"><div class="toolbar"><h1>Sweeps</h1><span class="muted">trainctl sweep FILE --server URL</span></div>
       <div class="scroll"><table id="sweeps"><thead><tr><th>Name</th><th>State</th><th>Created</th><th>Note</th></tr></thead><tbody>
-      ${r.sweeps.map(x => `<tr data-id="${esc(x.id)}"><td><a href="#/sweep/${esc(x.id)}">${esc(x.name)}</a><div class="muted">${esc(x.id)}</div></td>
-        <td>${stateBadge(x.state)}</td><td>${fmtTime(x.created)}</td><td class="wrap">${esc(x.note || "")}</td></tr>`).join("")
-      || `<tr><td colspan="4" class="muted">no sweeps</td></tr>`}</tbody></table></div></div>`;
+      ${r.sweeps.length ? r.sweeps.map(x => html`<tr data-id="${x.id}"><td><a href="#/sweep/${x.id}">${x.name}</a><div class="muted">${x.id}</div></td>
+        <td>${stateBadge(x.state)}</td><td>${fmtTime(x.created)}</td><td class="wrap">${x.note || ""}</td></tr>`)
+      : html`<tr><td colspan="4" class="muted">no sweeps</td></tr>`}</tbody></table></div></div>`);
   }
   function fmtVal(v) { return v == null ? "-" : typeof v === "number" ? String(Number(v.toPrecision(6))) : typeof v === "string" ? v : JSON.stringify(v); }
   async function pageSweep(id) {
     const gen = routeGen;
     let sw;
-    try { sw = await api("/sweeps/" + encodeURIComponent(id)); } catch (e) { if (gen === routeGen) view.innerHTML = `<div class="card error">${esc(e.message)}</div>`; return; }
+    try { sw = await api("/sweeps/" + encodeURIComponent(id)); } catch (e) { if (gen === routeGen) showError(view, e); return; }
     if (gen !== routeGen) return;
     const keys = sw.parameters;
     const best = sw.best;
-    view.innerHTML = `
-      <div class="card"><div class="toolbar"><h1>${esc(sw.name)} ${stateBadge(sw.state)}</h1>
-        <a class="button" href="#/compare?sweep=${esc(sw.id)}">Compare trials</a></div>
-        <div class="muted">${esc(sw.id)} · objective ${esc(sw.metric)} (${esc(sw.mode)}) · ${sw.trials.length} trials${sw.note ? " · " + esc(sw.note) : ""}</div>
-        ${best ? `<p>Best: trial ${best.trial}, ${esc(sw.metric)} ${fmtVal(best.objective)} (<a href="#/job/${esc(best.job || "")}">${esc(best.job || "-")}</a>) · re-run: <code>trainctl clone ${esc(best.job || "")}</code></p>` : ""}</div>
+    put(view, html`
+      <div class="card"><div class="toolbar"><h1>${sw.name} ${stateBadge(sw.state)}</h1>
+        <a class="button" href="#/compare?sweep=${sw.id}">Compare trials</a></div>
+        <div class="muted">${sw.id} · objective ${sw.metric} (${sw.mode}) · ${sw.trials.length} trials${sw.note ? " · " + sw.note : ""}</div>
+        ${best ? html`<p>Best: trial ${best.trial}, ${sw.metric} ${fmtVal(best.objective)} (<a href="#/job/${best.job || ""}">${best.job || "-"}</a>) · re-run: <code>trainctl clone ${best.job || ""}</code></p>` : ""}</div>
       <div class="card scroll"><table id="trials"><thead><tr>
         <th data-sort="trial">Trial</th><th data-sort="state">State</th><th data-sort="objective">Objective</th><th data-sort="steps">Steps</th>
-        ${keys.map(k => `<th data-sort="p:${esc(k)}">${esc(k)}</th>`).join("")}<th>Job</th><th>Note</th></tr></thead><tbody></tbody></table></div>
-      <div class="charts" id="s-plots"></div>`;
+        ${keys.map(k => html`<th data-sort="p:${k}">${k}</th>`)}<th>Job</th><th>Note</th></tr></thead><tbody></tbody></table></div>
+      <div class="charts" id="s-plots"></div>`);
     let sortKey = null, asc = true; // null: the server's order, best first
     const val = (t, k) => k.startsWith("p:") ? t.params[k.slice(2)] : t[k];
     function rows() {
@@ -526,10 +601,10 @@
         const c = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
         return asc ? c : -c;
       });
-      view.querySelector("#trials tbody").innerHTML = v.map(t => `<tr data-trial="${t.trial}">
+      put(view.querySelector("#trials tbody"), html`${v.map(t => html`<tr data-trial="${t.trial}">
         <td>${t.trial}</td><td>${stateBadge(t.state)}</td><td class="objective">${fmtVal(t.objective)}</td><td>${t.steps}</td>
-        ${keys.map(k => `<td>${esc(fmtVal(t.params[k]))}</td>`).join("")}
-        <td>${t.job ? `<a href="#/job/${esc(t.job)}">${esc(t.job)}</a>` : "-"}</td><td class="wrap">${esc(t.note || "")}</td></tr>`).join("");
+        ${keys.map(k => html`<td>${fmtVal(t.params[k])}</td>`)}
+        <td>${t.job ? html`<a href="#/job/${t.job}">${t.job}</a>` : "-"}</td><td class="wrap">${t.note || ""}</td></tr>`)}`);
       view.querySelectorAll("#trials th[data-sort]").forEach(th => th.classList.toggle("sorted", th.dataset.sort === sortKey));
     }
     view.querySelectorAll("#trials th[data-sort]").forEach(th => th.onclick = () => {
@@ -546,7 +621,7 @@
       });
       const cats = [...new Set(pts.filter(p => typeof p.v !== "number").map(p => fmtVal(p.v)))];
       const xy = pts.map(p => [typeof p.v === "number" ? p.v : cats.indexOf(fmtVal(p.v)), p.t.objective]).sort((a, b) => a[0] - b[0]);
-      const el = h(`<div class="card chart scatter" data-param="${esc(k)}"></div>`);
+      const el = node(html`<div class="card chart scatter" data-param="${k}"></div>`);
       box.appendChild(el);
       chart(el, `${sw.metric} by ${k}`, [sw.metric], [xy.map(p => p[0]), xy.map(p => p[1])], {
         series: [{ label: k }, { label: sw.metric, stroke: "#2f6fde", width: 0, paths: () => null, points: { show: true, size: 8, fill: "#2f6fde" } }],
@@ -558,24 +633,24 @@
 
   // ---- devices page ----
   async function pageDevices() {
-    view.innerHTML = `<div class="card"><div class="toolbar"><h1>Devices</h1><span class="muted">refreshed every 5 s</span></div>
+    put(view, html`<div class="card"><div class="toolbar"><h1>Devices</h1><span class="muted">refreshed every 5 s</span></div>
       <div class="scroll"><table id="devs"><thead><tr><th>Device</th><th>Name</th><th>Utilisation</th><th>Memory</th><th>Power</th><th>Temp</th><th>Job</th></tr></thead><tbody></tbody></table></div>
       <div id="nodes-sick" hidden><h2>Unhealthy on other nodes</h2><p class="muted">found by the supervisors of multi-node jobs on their own hosts</p>
-      <div class="scroll"><table id="nodedevs"><thead><tr><th>Node</th><th>Device</th><th>Health</th><th>Job</th></tr></thead><tbody></tbody></table></div></div></div>`;
+      <div class="scroll"><table id="nodedevs"><thead><tr><th>Node</th><th>Device</th><th>Health</th><th>Job</th></tr></thead><tbody></tbody></table></div></div></div>`);
     async function load() {
       let d; try { d = await api("/devices"); } catch (e) { banner(e.message); return; }
       const tb = view.querySelector("#devs tbody");
       if (!tb) return; /* left the page meanwhile */
-      tb.innerHTML = d.devices.map(x => `<tr>
-        <td>${esc(x.type)} ${x.id}</td><td>${esc(x.name || "")}</td><td>${x.util == null ? "-" : x.util + " %"}</td>
+      put(tb, html`${d.devices.map(x => html`<tr>
+        <td>${x.type} ${x.id}</td><td>${x.name || ""}</td><td>${x.util == null ? "-" : x.util + " %"}</td>
         <td>${x.mem_total ? fmtBytes(x.mem_used) + " / " + fmtBytes(x.mem_total) : "-"}</td>
         <td>${x.power == null ? "-" : x.power + " W"}</td><td>${x.temp == null ? "-" : x.temp + " °C"}</td>
-        <td>${x.job ? `<a href="#/job/${esc(x.job)}">${esc(x.job)}</a>` : `<span class="muted">free</span>`}</td></tr>`).join("");
+        <td>${x.job ? html`<a href="#/job/${x.job}">${x.job}</a>` : html`<span class="muted">free</span>`}</td></tr>`)}`);
       const nodes = d.nodes || [];
       view.querySelector("#nodes-sick").hidden = !nodes.length;
-      view.querySelector("#nodedevs tbody").innerHTML = nodes.map(x => `<tr>
-        <td>${esc(x.node)}</td><td>${esc(x.type)} ${x.id}</td><td>${esc(x.unhealthy)}</td>
-        <td>${x.job ? `<a href="#/job/${esc(x.job)}">${esc(x.job)}</a>` : "-"}</td></tr>`).join("");
+      put(view.querySelector("#nodedevs tbody"), html`${nodes.map(x => html`<tr>
+        <td>${x.node}</td><td>${x.type} ${x.id}</td><td>${x.unhealthy}</td>
+        <td>${x.job ? html`<a href="#/job/${x.job}">${x.job}</a>` : "-"}</td></tr>`)}`);
     }
     await load();
     const t = setInterval(load, 5000); cleanup.push(() => clearInterval(t));

@@ -8,6 +8,7 @@
 #include "core/json.h"
 #include "core/upath.h"
 #include "core/util.h"
+#include "jobs/diagjson.h"
 #include "metrics/query.h"
 
 #include <errno.h>
@@ -57,11 +58,10 @@ json_t *jobs_diagnostics(const char *run_dir)
 			    : NULL;
 	sbuf_release(&text);
 	sbuf_release(&path);
-	if (o && !json_is_object(o)) {
-		json_decref(o);
-		o = NULL;
-	}
-	return o;
+	/* the job wrote it: only the known keys of their types reach show and the page */
+	json_t *typed = jobs_diag_typed(o);
+	json_decref(o);
+	return typed;
 }
 
 int jobs_show(struct store *st, const char *ref, bool reconcile, json_t **out,

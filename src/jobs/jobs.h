@@ -10,7 +10,9 @@
  *   actions.c     show, stop, pause, resume, clone and delete, dispatched
  *                 through the job's backend (backend.h);
  *   show.c        the text of `trainctl show`, from the JSON form, so that
- *                 it reads the same with and without a server.
+ *                 it reads the same with and without a server;
+ *   diagjson.c    the types of diagnostics.json, which the job writes,
+ *                 checked before it is shown (diagjson.h).
  *
  * Nothing here prints: progress goes to backend_env.say, errors to tc_err.
  * Every function that takes a store uses the caller's connection (the
@@ -112,7 +114,9 @@ int jobs_show(struct store *st, const char *ref, bool reconcile, json_t **out,
 /*
  * run_dir/diagnostics.json, which the supervisor of a watched job writes
  * (docs/diagnostics.md: per-rank step times, stragglers, hangs with their
- * stacks, on_log matches), or NULL.  jobs_show adds it as "diagnostics".
+ * stacks, on_log matches), or NULL.  The job wrote it: only its known
+ * keys of their types are kept (diagjson.h).  jobs_show adds it as
+ * "diagnostics".
  */
 json_t *jobs_diagnostics(const char *run_dir);
 /* The text of `trainctl show` from that JSON (appended to out). */
