@@ -36,7 +36,6 @@ src/server/privsep.c:hand_run_folder           opens STATE/runs, the server's ow
 src/server/privsep.c:srv_ingest_journals       opens STATE/runs, the server's own, as the base of hub_ingest's openat walk
 src/server/server.c:hand_run_dir               RUN/NAME one level below runs/ (the server's), O_NOFOLLOW, checked root's before fchown
 src/server/api_jobs.c:write_job_yaml           job.yaml in the run folder the submission just made: still the server's
-src/jobs/actions.c:jobs_diagnostics            RUN/diagnostics.json: the run folder's own file, O_NOFOLLOW, regular, one link
 src/hub/event.c:open_in_run_dir                walks RUN with openat and O_NOFOLLOW itself (L2 is to move it here)
 src/hub/remote.c:adopt                         the supervisor's side: its own journal folder, as the job's account
 src/hub/remote.c:sink_remote_open              the supervisor's side: its own journal, as the job's account

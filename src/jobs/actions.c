@@ -49,15 +49,18 @@ json_t *jobs_diagnostics(const char *run_dir)
 {
 	if (!run_dir)
 		return NULL;
-	struct sbuf path = SBUF_INIT;
-	sbuf_addf(&path, "%s/diagnostics.json", run_dir);
-	/* the job's account owns its run folder: never a file its link points at */
+	/* the job's account owns its run folder and writes the file: through
+	 * the user-path door, capped (stacks make it large, never this large) */
 	struct sbuf text = SBUF_INIT;
-	json_t *o = read_file_nofollow(path.buf, &text, NULL) == 0
-			    ? json_loadb(text.buf, text.len, 0, NULL)
-			    : NULL;
+	int fd = -1;
+	uid_t owner;
+	json_t *o = NULL;
+	if (upath_run_dir(run_dir, UPATH_ANY, &fd, &owner, NULL) == 0 &&
+	    upath_read(fd, "diagnostics.json", owner, (size_t)64 << 20, &text, NULL) == 0)
+		o = json_loadb(text.buf, text.len, 0, NULL);
+	if (fd >= 0)
+		close(fd);
 	sbuf_release(&text);
-	sbuf_release(&path);
 	/* the job wrote it: only the known keys of their types reach show and the page */
 	json_t *typed = jobs_diag_typed(o);
 	json_decref(o);
