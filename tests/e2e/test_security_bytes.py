@@ -9,6 +9,7 @@ server before the fix (issue 23, finding H3 and rule 5).
     5   every route refuses on the headers, before the body is sent
                                                     test_refused_on_the_headers
         one memory budget for all request bodies    test_body_budget
+        every listener keeps bodies through it      test_one_door_for_request_bodies
         1,000 hostile connections: the server stays up, small, and answers
         its operator                                test_thousand_hostile_connections
 """
@@ -16,6 +17,8 @@ import concurrent.futures
 import http.client
 import json
 import os
+import pathlib
+import re
 import resource
 import select
 import socket
@@ -159,6 +162,31 @@ def running_job(srv, base):
     job = srv.submit(held(os.path.join(base, "release"), name="bytes"))
     srv.wait_state(job, ["running"])
     return job
+
+
+# ---- rule 5: one door for request bodies ----
+
+def test_one_door_for_request_bodies():
+    """Every libmicrohttpd handler under src/ keeps a body's bytes through
+    core/reqbody (the budget) and never adds them to a buffer of its own,
+    and every daemon polls (a descriptor past FD_SETSIZE is still served):
+    a new listener that buffers on its own fails here."""
+    src = pathlib.Path(__file__).resolve().parents[2] / "src"
+    handlers, wrong = [], []
+    for f in sorted(src.rglob("*.c")):
+        text = f.read_text(errors="replace")
+        name = f.relative_to(src.parent)
+        if "upload_size" in text:
+            handlers.append(name)
+            if "reqbody_add(" not in text:
+                wrong.append(f"{name}: takes request bodies without reqbody_add")
+            for m in re.finditer(r"\b(sbuf_add\w*|memcpy|realloc|xrealloc)\([^;]*\bupload\b", text):
+                wrong.append(f"{name}: keeps upload bytes itself: {m.group(0)}")
+        for m in re.finditer(r"\bMHD_start_daemon\(([^,]*),", text):
+            if not re.search(r"\bMHD_USE_E?POLL(_INTERNAL_THREAD|_INTERNALLY)?\b", m.group(1)):
+                wrong.append(f"{name}: MHD_start_daemon({m.group(1).strip()}) selects")
+    assert len(handlers) >= 3, handlers  # the API, the hub's sockets, the endpoint origins
+    assert not wrong, "\n".join(wrong)
 
 
 # ---- H3: the hub's routes keep no body before the job's secret ----
