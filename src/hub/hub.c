@@ -501,10 +501,15 @@ static void decide(struct hub_daemon *d, struct MHD_Connection *con, const char 
 		struct tc_err err = TC_ERR_INIT;
 		const char *secret = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
 								 "X-Trainctl-Hub-Secret");
-		if (hub_check_secret(d->h, job, secret, &rq->refuse, &err) == 0)
-			rq->refuse = 0;
-		else
+		const char *stream = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "stream");
+		if (hub_check_secret(d->h, job, secret, &rq->refuse, &err) != 0) {
 			rq->msg = xstrdup(err.msg ? err.msg : "hub: refused");
+		} else if (!stream || !*stream) {
+			rq->refuse = 400;
+			rq->msg = xstrdup("hub: the job and ?stream= are required");
+		} else {
+			rq->refuse = 0;
+		}
 		tc_err_release(&err);
 		cap = HUB_MAX_BODY;
 	}

@@ -661,7 +661,7 @@ static size_t body_cap(const struct route *r)
 static const char budget_spent[] = "the server holds as many request bodies as its memory"
 				   " budget allows (--body-memory): try again shortly";
 
-/* A hub route's job secret (the X-Trainctl-Hub-Secret header): 0, or a refusal with *msg. */
+/* A hub batch's headers: the job's secret (X-Trainctl-Hub-Secret), its ?stream=: 0, or a refusal with *msg. */
 static unsigned hub_secret_refusal(struct srv *s, struct MHD_Connection *con,
 				   const struct route_match *m, char **msg)
 {
@@ -670,9 +670,14 @@ static unsigned hub_secret_refusal(struct srv *s, struct MHD_Connection *con,
 	const char *job = route_param(m, "hubjob");
 	const char *secret = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
 							 "X-Trainctl-Hub-Secret");
+	const char *stream = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "stream");
 	int status = 503;
 	if (h && job && hub_check_secret(h, job, secret, &status, &err) == 0)
 		status = 0;
+	if (!status && (!stream || !*stream)) {
+		status = 400;
+		tc_error(&err, TC_EUSAGE, "hub: the job and ?stream= are required");
+	}
 	if (status)
 		*msg = xstrdup(err.msg ? err.msg : "hub: the job's secret is required");
 	tc_err_release(&err);
