@@ -471,6 +471,10 @@ static char *route_job(const char *url, const char *post)
 	return job;
 }
 
+static const char too_big[] = "the batch is too big";
+static const char budget_spent[] = "the hub holds as many request bodies as its memory budget"
+				   " allows: try again shortly";
+
 /* The answer to a request refused on its headers or by its body's size. */
 static enum MHD_Result answer_refused(struct MHD_Connection *con, const struct hub_req *rq)
 {
@@ -523,9 +527,7 @@ static void decide(struct hub_daemon *d, struct MHD_Connection *con, const char 
 		return; /* a short body on a route without one: read and dropped */
 	if (st) {
 		rq->refuse = (int)st;
-		rq->msg = xstrdup(st == 413 ? "the batch is too big"
-					    : "the hub holds as many request bodies as its memory"
-					      " budget allows: try again shortly");
+		rq->msg = xstrdup(st == 413 ? too_big : budget_spent);
 		*now = st == 503 || !cap || declared > 64LL * (long long)cap;
 	}
 }
@@ -555,9 +557,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 			return MHD_NO; /* more than any refusal reads (chunked): the connection ends */
 		if (st) {
 			rq->refuse = (int)st;
-			rq->msg = xstrdup(st == 413 ? "the batch is too big"
-						    : "the hub holds as many request bodies as its"
-						      " memory budget allows: try again shortly");
+			rq->msg = xstrdup(st == 413 ? too_big : budget_spent);
 		}
 		*upload_size = 0;
 		return MHD_YES;
