@@ -1042,17 +1042,23 @@ static int open_unix(struct srv *s, struct tc_err *err)
 }
 
 /*
- * Every connection is a descriptor: the soft limit goes up to the hard
- * one, so that hundreds of hostile connections cannot leave the operator's
- * socket unable to accept (the listeners poll(), so descriptors past
- * FD_SETSIZE serve as well).
+ * Every connection is a descriptor: the soft limit goes up towards the
+ * hard one (at most 65536, which the children inherit too), so that
+ * hundreds of hostile connections cannot leave the operator's socket
+ * unable to accept (the listeners poll(): descriptors past FD_SETSIZE
+ * serve as well).
  */
 static void raise_fd_limit(void)
 {
 	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+	rlim_t want = 65536;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
 		return;
-	rl.rlim_cur = rl.rlim_max;
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want)
+		want = rl.rlim_max;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = want;
 	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
 		errno = 0; /* the limit stays: connections past it wait in the backlog */
 }
