@@ -40,6 +40,7 @@ static const char server_usage[] =
 	"      --max-connections N       TCP connections in all (default 512)\n"
 	"      --max-client-connections N  TCP connections of one address (default 32)\n"
 	"      --header-seconds S  a request's headers must arrive within S (default 10)\n"
+	"      --body-memory MIB   memory all request bodies may hold at once (default 256)\n"
 	"      --endpoint-ports LO-HI  serve each job endpoint a browser opens on its own\n"
 	"                          origin, a port of this range (docs/endpoints.md); without\n"
 	"                          it endpoints are served to their job's owner only\n"
@@ -70,6 +71,7 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "max-connections", required_argument, NULL, 'M' },
 		{ "max-client-connections", required_argument, NULL, 'C' },
 		{ "header-seconds", required_argument, NULL, 'T' },
+		{ "body-memory", required_argument, NULL, 'B' },
 		{ "endpoint-ports", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -149,6 +151,14 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 				rc = tc_error(err, TC_EUSAGE, "server: --header-seconds must be 0.5..3600");
 				goto out;
 			}
+			break;
+		case 'B':
+			if (!parse_long(optarg, 16, 1L << 20, &v)) {
+				rc = tc_error(err, TC_EUSAGE, "server: --body-memory must be 16..1048576"
+					      " (MiB), not '%s'", optarg);
+				goto out;
+			}
+			o.body_memory = (size_t)v << 20;
 			break;
 		case 'P':
 			if (!server_parse_endpoint_ports(optarg, &o.endpoint_port_lo,

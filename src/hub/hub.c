@@ -7,6 +7,7 @@
 #include "hub/hub_int.h"
 #include "core/json.h"
 #include "core/lazylib.h"
+#include "core/reqbody.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "report/report.h"
@@ -383,9 +384,12 @@ struct hub_daemon {
 	int fd;
 };
 
+/* One request; its body is kept only once its job's secret passed on the headers. */
 struct hub_req {
-	struct sbuf body;
-	bool too_big;
+	struct reqbody body;
+	size_t dropped; /* body bytes read and not kept */
+	int refuse;     /* the answer decided on the headers (401, 404, 413, 503), or 0 */
+	char *msg;      /* its message */
 };
 
 static enum MHD_Result answer(struct MHD_Connection *con, int status, const char *text)
@@ -467,6 +471,67 @@ static char *route_job(const char *url, const char *post)
 	return job;
 }
 
+static const char too_big[] = "the batch is too big";
+static const char budget_spent[] = "the hub holds as many request bodies as its memory budget"
+				   " allows: try again shortly";
+
+/* The answer to a request refused on its headers or by its body's size. */
+static enum MHD_Result answer_refused(struct MHD_Connection *con, const struct hub_req *rq)
+{
+	struct sbuf out = SBUF_INIT;
+	sbuf_adds(&out, "{\"error\":");
+	json_add_str(&out, rq->msg ? rq->msg : "refused");
+	sbuf_adds(&out, "}");
+	enum MHD_Result ret = answer(con, rq->refuse, out.buf);
+	sbuf_release(&out);
+	return ret;
+}
+
+/*
+ * On the headers, before a byte of the body is kept: a batch's job secret
+ * and room for it (its cap, the process's budget: reqbody.h).  *now: answer
+ * at once, the body unread, rather than once a short one was dropped.
+ */
+static void decide(struct hub_daemon *d, struct MHD_Connection *con, const char *url,
+		   const char *method, struct hub_req *rq, bool *now)
+{
+	long long declared = reqbody_declared(
+		MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length"),
+		MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Transfer-Encoding"));
+	char *job = route_job(url, "/events");
+	size_t cap = 0;
+	*now = false;
+	if (job && !strcmp(method, "POST")) {
+		struct tc_err err = TC_ERR_INIT;
+		const char *secret = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
+								 "X-Trainctl-Hub-Secret");
+		const char *stream = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "stream");
+		if (hub_check_secret(d->h, job, secret, &rq->refuse, &err) != 0) {
+			rq->msg = xstrdup(err.msg ? err.msg : "hub: refused");
+		} else if (!stream || !*stream) {
+			rq->refuse = 400;
+			rq->msg = xstrdup("hub: the job and ?stream= are required");
+		} else {
+			rq->refuse = 0;
+		}
+		tc_err_release(&err);
+		cap = HUB_MAX_BODY;
+	}
+	free(job);
+	if (rq->refuse) {
+		*now = !reqbody_drains(declared);
+		return;
+	}
+	unsigned st = reqbody_open(&rq->body, cap, declared);
+	if (st == 413 && !cap && reqbody_drains(declared))
+		return; /* a short body on a route without one: read and dropped */
+	if (st) {
+		rq->refuse = (int)st;
+		rq->msg = xstrdup(st == 413 ? too_big : budget_spent);
+		*now = st == 503 || !cap || declared > 64LL * (long long)cap;
+	}
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
@@ -476,18 +541,29 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 	struct hub_req *rq = *con_cls;
 	if (!rq) {
 		rq = xcalloc(1, sizeof(*rq));
-		sbuf_init(&rq->body, 0);
+		rq->body = (struct reqbody)REQBODY_INIT;
 		*con_cls = rq;
-		return MHD_YES;
+		bool now = false;
+		decide(d, con, url, method, rq, &now);
+		return now ? answer_refused(con, rq) : MHD_YES;
 	}
 	if (*upload_size) {
-		if (rq->body.len + *upload_size > HUB_MAX_BODY)
-			rq->too_big = true;
-		else
-			sbuf_add(&rq->body, upload, *upload_size);
+		/* a refused request's body, or one its route does not take, is dropped */
+		bool keep = !rq->refuse && rq->body.cap;
+		unsigned st = keep ? reqbody_add(&rq->body, upload, *upload_size) : 0;
+		if (!keep || st)
+			rq->dropped += *upload_size;
+		if (rq->dropped > 64 * (rq->body.cap ? rq->body.cap : REQBODY_DRAIN_MAX))
+			return MHD_NO; /* more than any refusal reads (chunked): the connection ends */
+		if (st) {
+			rq->refuse = (int)st;
+			rq->msg = xstrdup(st == 413 ? too_big : budget_spent);
+		}
 		*upload_size = 0;
 		return MHD_YES;
 	}
+	if (rq->refuse)
+		return answer_refused(con, rq);
 	char *job = route_job(url, "/events");
 	enum MHD_Result ret;
 	char *sjob = job ? NULL : route_job(url, "/status");
@@ -500,10 +576,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 		ret = answer(con, 404, "{\"error\":\"this hub answers POST /api/v1/hub/JOB/events\"}");
 	else if (strcmp(method, "POST") != 0)
 		ret = answer(con, 405, "{\"error\":\"use POST\"}");
-	else if (rq->too_big)
-		ret = answer(con, 413, "{\"error\":\"the batch is too big\"}");
 	else
-		ret = hub_http_answer(d->h, con, job, rq->body.buf ? rq->body.buf : "", rq->body.len)
+		ret = hub_http_answer(d->h, con, job, rq->body.data.buf, rq->body.data.len)
 			      == MHD_YES ? MHD_YES : MHD_NO;
 	free(job);
 	free(sjob);
@@ -519,7 +593,8 @@ static void on_done(void *cls, struct MHD_Connection *con, void **con_cls,
 	(void)toe;
 	struct hub_req *rq = *con_cls;
 	if (rq) {
-		sbuf_release(&rq->body);
+		reqbody_release(&rq->body);
+		free(rq->msg);
 		free(rq);
 		*con_cls = NULL;
 	}
@@ -531,7 +606,8 @@ static int daemon_on(struct hub *h, int fd, struct hub_daemon **out, struct tc_e
 	struct hub_daemon *d = xcalloc(1, sizeof(*d));
 	d->h = h;
 	d->fd = fd;
-	d->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, on_request, d,
+	/* poll(): a connection's descriptor may lie past FD_SETSIZE in a busy server */
+	d->mhd = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD, 0, NULL, NULL, on_request, d,
 				  MHD_OPTION_LISTEN_SOCKET, fd,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_done, d,
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,

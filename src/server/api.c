@@ -20,11 +20,13 @@
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <jansson.h>
 #include "core/lazylib.h"
+#include "core/reqbody.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,12 +250,20 @@ static int find_job(struct srv *s, struct MHD_Connection *con, const struct who 
 /* ---- routing: the table and its dispatch (route.h) ---- */
 
 struct req {
-	struct sbuf body;
+	struct reqbody body;  /* kept only once the headers passed (decide) */
 	bool too_big, answered;
+	size_t dropped;       /* body bytes read and not kept */
 	bool started;         /* on_request has seen it (uri_log made it) */
 	char *raw_uri;        /* the request target as sent, for the endpoint proxy */
 	long peer_uid;        /* the Unix socket's peer, or -1 */
 	struct gconn *gc;     /* its connection, for the header deadline (guard.c) */
+	/* decided on the headers, before a byte of the body is kept (decide) */
+	bool decided;
+	struct route_match m;
+	struct who w;         /* the caller */
+	unsigned auth;        /* authenticate()'s refusal (401, 403), or 0 */
+	unsigned refuse;      /* another refusal (a hub secret's, 503 for the budget), or 0 */
+	char *refuse_msg;     /* its message */
 };
 
 /* One request being answered: what a route's handler gets. */
@@ -326,8 +336,7 @@ static int r_hub_events(struct api_call *c)
 		ret = reply_err(c->con, 503, "%s", err.msg);
 	} else {
 		char *job = hub_job_of(c->url);
-		ret = hub_http_answer(h, c->con, job, c->rq->body.buf ? c->rq->body.buf : "",
-				      c->rq->body.len);
+		ret = hub_http_answer(h, c->con, job, c->rq->body.data.buf, c->rq->body.data.len);
 		free(job);
 	}
 	tc_err_release(&err);
@@ -363,7 +372,7 @@ static int r_submit(struct api_call *c)
 {
 	if (c->rq->too_big)
 		return reply_err(c->con, 413, "the body is over %u bytes", TC_SERVER_MAX_BODY);
-	return h_submit(c->s, c->con, &c->w, &c->rq->body);
+	return h_submit(c->s, c->con, &c->w, &c->rq->body.data);
 }
 
 /* The handlers keep their own signatures; the table reaches them through these. */
@@ -382,7 +391,7 @@ static int r_clone(struct api_call *c)
 {
 	if (c->rq->too_big)
 		return reply_err(c->con, 413, "the body is over %u bytes", TC_SERVER_MAX_BODY);
-	return h_clone_body(c->s, c->con, &c->w, &c->job, &c->rq->body);
+	return h_clone_body(c->s, c->con, &c->w, &c->job, &c->rq->body.data);
 }
 static int r_logs(struct api_call *c) { return h_logs(c->s, c->con, &c->job); }
 static int r_metric_list(struct api_call *c) { return h_metric_list(c->s, c->con, &c->job); }
@@ -396,7 +405,7 @@ static int r_sweep_submit(struct api_call *c)
 {
 	if (c->rq->too_big)
 		return reply_err(c->con, 413, "the body is over %u bytes", TC_SERVER_MAX_BODY);
-	return h_sweep_submit(c->s, c->con, &c->w, &c->rq->body);
+	return h_sweep_submit(c->s, c->con, &c->w, &c->rq->body.data);
 }
 static int r_sweep_detail(struct api_call *c)
 {
@@ -414,7 +423,7 @@ static int r_secret_put(struct api_call *c)
 {
 	if (c->rq->too_big)
 		return reply_err(c->con, 413, "the body is over %u bytes", TC_SERVER_MAX_BODY);
-	return h_secret_put(c->s, c->con, &c->w, c->secret, &c->rq->body);
+	return h_secret_put(c->s, c->con, &c->w, c->secret, &c->rq->body.data);
 }
 static int r_secret_delete(struct api_call *c)
 {
@@ -532,7 +541,8 @@ static int r_endpoint(struct api_call *c)
 	if (c->rq->too_big)
 		return reply_err(c->con, 413, "the body is over %u bytes", TC_SERVER_MAX_BODY);
 	struct proxy_req r = { .job = &c->job, .name = c->endpoint, .raw_uri = c->rq->raw_uri,
-			       .method = c->method, .body = c->rq->body.buf, .body_len = c->rq->body.len,
+			       .method = c->method, .body = c->rq->body.data.buf,
+			       .body_len = c->rq->body.data.len,
 			       .gc = c->rq->gc };
 	/* a browser never runs a job's pages in this origin (eporigin.c) */
 	bool owner = c->w.user && c->job.user && !strcmp(c->w.user, c->job.user);
@@ -632,34 +642,128 @@ static int reply_401(struct MHD_Connection *con)
 	return ret;
 }
 
+/*
+ * The most bytes of a body a route keeps; 0: it takes none (a short one
+ * is read and dropped, a longer one refused).
+ */
+static size_t body_cap(const struct route *r)
+{
+	if (!r)
+		return 0;
+	if (r->fn == r_hub_events)
+		return HUB_MAX_BODY;
+	if (r->fn == r_submit || r->fn == r_clone || r->fn == r_sweep_submit ||
+	    r->fn == r_secret_put || r->fn == r_endpoint)
+		return TC_SERVER_MAX_BODY;
+	return 0;
+}
+
+static const char budget_spent[] = "the server holds as many request bodies as its memory"
+				   " budget allows (--body-memory): try again shortly";
+
+/* A hub batch's headers: the job's secret (X-Trainctl-Hub-Secret), its ?stream=: 0, or a refusal with *msg. */
+static unsigned hub_secret_refusal(struct srv *s, struct MHD_Connection *con,
+				   const struct route_match *m, char **msg)
+{
+	struct tc_err err = TC_ERR_INIT;
+	struct hub *h = hub_of(s, &err);
+	const char *job = route_param(m, "hubjob");
+	const char *secret = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
+							 "X-Trainctl-Hub-Secret");
+	const char *stream = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "stream");
+	int status = 503;
+	if (h && job && hub_check_secret(h, job, secret, &status, &err) == 0)
+		status = 0;
+	if (!status && (!stream || !*stream)) {
+		status = 400;
+		tc_error(&err, TC_EUSAGE, "hub: the job and ?stream= are required");
+	}
+	if (status)
+		*msg = xstrdup(err.msg ? err.msg : "hub: the job's secret is required");
+	tc_err_release(&err);
+	return (unsigned)status;
+}
+
+/*
+ * On the headers, before a byte of the body is kept: the route, who asks,
+ * a hub route's job secret, and room for the body (its route's cap, the
+ * server's budget: reqbody.h).  A refusal leaves rq->auth or rq->refuse;
+ * *now says to answer it at once, the body unread (a long or unsaid one),
+ * rather than once a short body was read and dropped.
+ */
+static void decide(struct srv *s, struct MHD_Connection *con, const char *url,
+		   const char *method, struct req *rq, bool *now)
+{
+	route_match(api_routes, api_nroutes, method, url, &rq->m);
+	rq->decided = true;
+	const struct route *r = rq->m.route ? rq->m.route : rq->m.resource;
+	long long declared = reqbody_declared(
+		MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length"),
+		MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Transfer-Encoding"));
+	*now = false;
+	rq->auth = authenticate(s, con, r ? r->need : NEED_NONE, rq->peer_uid, &rq->w);
+	if (!rq->auth && !rq->m.status && rq->m.route->fn == r_hub_events)
+		rq->refuse = hub_secret_refusal(s, con, &rq->m, &rq->refuse_msg);
+	if (rq->auth || rq->refuse) {
+		*now = !reqbody_drains(declared);
+		return;
+	}
+	size_t cap = rq->m.status ? 0 : body_cap(rq->m.route);
+	unsigned st = reqbody_open(&rq->body, cap, declared);
+	if (st == 413 && !cap) {
+		/* a route without a body: a short one is read and dropped, a long one refused */
+		rq->too_big = !reqbody_drains(declared);
+		*now = rq->too_big;
+	} else if (st == 413) {
+		/* read and dropped so that the client gets its 413; an absurd one is not read */
+		rq->too_big = true;
+		*now = declared > 64LL * (long long)cap;
+	} else if (st) {
+		rq->refuse = st;
+		rq->refuse_msg = xstrdup(budget_spent);
+		*now = !reqbody_drains(declared);
+	}
+}
+
+/* The answer to a request refused on its headers (decide) or by its body's size. */
+static int reply_refused(struct MHD_Connection *con, const struct req *rq, const char *url)
+{
+	if (rq->auth == 401)
+		return reply_401(con);
+	if (rq->auth && rq->w.refusal)
+		return reply_err(con, rq->auth, "user '%s' %s", rq->w.user ? rq->w.user : "?",
+				 rq->w.refusal);
+	if (rq->auth)
+		return reply_err(con, rq->auth, "%s: only an admin may do this", rq->w.user);
+	if (rq->refuse)
+		return reply_err(con, rq->refuse, "%s", rq->refuse_msg);
+	if (rq->too_big && !body_cap(rq->m.route))
+		return reply_err(con, 413, "%s takes no request body (at most %zu bytes are read and"
+				 " dropped)", url, (size_t)REQBODY_DRAIN_MAX);
+	return reply_err(con, 413, "the body is over %zu bytes", body_cap(rq->m.route));
+}
+
 static int dispatch(struct srv *s, struct MHD_Connection *con, const char *url,
 		    const char *method, struct req *rq)
 {
-	struct route_match m;
-	route_match(api_routes, api_nroutes, method, url, &m);
-	struct api_call c = { .s = s, .con = con, .url = url, .rq = rq,
-			      .sweep = route_param(&m, "sweep"), .secret = route_param(&m, "secret"),
-			      .endpoint = route_param(&m, "ep"), .method = method };
-	const struct route *r = m.route ? m.route : m.resource;
-	const char *job = route_param(&m, "job");
+	const struct route_match *m = &rq->m;
+	if (rq->auth || rq->refuse || (rq->too_big && !body_cap(m->route)))
+		return reply_refused(con, rq, url);
+	struct api_call c = { .s = s, .con = con, .url = url, .rq = rq, .w = rq->w,
+			      .sweep = route_param(m, "sweep"), .secret = route_param(m, "secret"),
+			      .endpoint = route_param(m, "ep"), .method = method };
+	const char *job = route_param(m, "job");
 	bool have_job = false;
 	int ret;
-	unsigned st = authenticate(s, con, r ? r->need : NEED_NONE, rq->peer_uid, &c.w);
-	if (st == 401) {
-		ret = reply_401(con);
-	} else if (st && c.w.refusal) {
-		ret = reply_err(con, st, "user '%s' %s", c.w.user ? c.w.user : "?", c.w.refusal);
-	} else if (st) {
-		ret = reply_err(con, st, "%s: only an admin may do this", c.w.user);
-	} else if (job && find_job(s, con, &c.w, job, &c.job, &ret) != 0) {
+	if (job && find_job(s, con, &c.w, job, &c.job, &ret) != 0) {
 		/* answered: bad id, unknown job, or another user's */
 	} else {
 		have_job = job != NULL;
-		if (!m.status) {
-			ret = m.route->fn(&c);
-		} else if (m.status == 405) {
+		if (!m->status) {
+			ret = m->route->fn(&c);
+		} else if (m->status == 405) {
 			struct sbuf allow = SBUF_INIT;
-			route_allow_text(m.allow, &allow);
+			route_allow_text(m->allow, &allow);
 			ret = reply_err(con, 405, "use %s", allow.buf);
 			sbuf_release(&allow);
 		} else {
@@ -668,14 +772,7 @@ static int dispatch(struct srv *s, struct MHD_Connection *con, const char *url,
 	}
 	if (have_job)
 		job_row_release(&c.job);
-	free(c.w.user);
-	route_match_release(&m);
 	return ret;
-}
-
-static size_t body_limit(const char *url)
-{
-	return strncmp(url, "/api/v1/hub/", 12) ? TC_SERVER_MAX_BODY : HUB_MAX_BODY;
 }
 
 /* 503 with Retry-After: the server is full; the client should come back. */
@@ -771,7 +868,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 	if (!rq || !rq->started) {
 		if (!rq) {
 			rq = xcalloc(1, sizeof(*rq));
-			sbuf_init(&rq->body, 0);
+			rq->body = (struct reqbody)REQBODY_INIT;
 			*con_cls = rq;
 		}
 		rq->started = true;
@@ -790,25 +887,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 			rq->answered = true;
 			return ret == MHD_YES ? MHD_YES : MHD_NO;
 		}
-		const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length");
-		long n;
-		/*
-		 * a body over the limit is read and dropped, so that the client
-		 * gets its 413; only an absurd one is refused before it is sent
-		 */
-		if (cl && parse_long(cl, 0, 1L << 62, &n) && n > 64L * (long)body_limit(url)) {
+		bool now = false;
+		decide(s, con, url, method, rq, &now);
+		if (now) {
 			rq->answered = true;
-			return reply_err(con, 413, "the body is over %u bytes", TC_SERVER_MAX_BODY) == MHD_YES
-				       ? MHD_YES : MHD_NO;
+			return reply_refused(con, rq, url) == MHD_YES ? MHD_YES : MHD_NO;
 		}
 		return MHD_YES;
 	}
 	if (*upload_size) {
-		if (!rq->answered) {
-			if (rq->body.len + *upload_size > body_limit(url))
-				rq->too_big = true;
-			else
-				sbuf_add(&rq->body, upload, *upload_size);
+		/* a refused request's body, or one its route does not take, is dropped */
+		bool keep = !rq->answered && !rq->auth && !rq->refuse && !rq->too_big && rq->body.cap;
+		unsigned st = keep ? reqbody_add(&rq->body, upload, *upload_size) : 0;
+		if (!keep || st)
+			rq->dropped += *upload_size;
+		if (rq->dropped > 64 * (rq->body.cap ? rq->body.cap : REQBODY_DRAIN_MAX))
+			return MHD_NO; /* more than any refusal reads (chunked): the connection ends */
+		if (st == 413)
+			rq->too_big = true;
+		else if (st) {
+			rq->refuse = st;
+			rq->refuse_msg = xstrdup(budget_spent);
 		}
 		*upload_size = 0;
 		return MHD_YES;
@@ -831,7 +930,11 @@ static void on_done(void *cls, struct MHD_Connection *con, void **con_cls,
 	struct req *rq = *con_cls;
 	if (rq) {
 		guard_busy(l->s->guard, rq->gc, false); /* the next request's headers: a new deadline */
-		sbuf_release(&rq->body);
+		reqbody_release(&rq->body);
+		if (rq->decided)
+			route_match_release(&rq->m);
+		free(rq->w.user);
+		free(rq->refuse_msg);
 		free(rq->raw_uri);
 		free(rq);
 		*con_cls = NULL;
@@ -844,7 +947,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *con)
 	(void)cls;
 	(void)con;
 	struct req *rq = xcalloc(1, sizeof(*rq));
-	sbuf_init(&rq->body, 0);
+	rq->body = (struct reqbody)REQBODY_INIT;
 	rq->raw_uri = xstrdup(uri ? uri : "");
 	return rq;
 }
@@ -938,6 +1041,28 @@ static int open_unix(struct srv *s, struct tc_err *err)
 	return 0;
 }
 
+/*
+ * Every connection is a descriptor: the soft limit goes up towards the
+ * hard one (at most 65536, which the children inherit too), so that
+ * hundreds of hostile connections cannot leave the operator's socket
+ * unable to accept (the listeners poll(): descriptors past FD_SETSIZE
+ * serve as well).
+ */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+	rlim_t want = 65536;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want)
+		want = rl.rlim_max;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = want;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		errno = 0; /* the limit stays: connections past it wait in the backlog */
+}
+
 int api_start(struct srv *s, char **login, struct tc_err *err)
 {
 	const char *listen = s->o.listen;
@@ -961,6 +1086,9 @@ int api_start(struct srv *s, char **login, struct tc_err *err)
 		return rc;
 	}
 	sbuf_release(&host);
+	/* the request bodies of all listeners together (reqbody.h) */
+	reqbody_set_budget(s->o.body_memory);
+	raise_fd_limit();
 	unsigned max_total = s->o.max_connections ? s->o.max_connections : 512;
 	unsigned max_client = s->o.max_per_client ? s->o.max_per_client : 32;
 	s->guard = guard_new(max_total, max_client, s->o.header_seconds > 0 ? s->o.header_seconds : 10);
@@ -982,7 +1110,7 @@ int api_start(struct srv *s, char **login, struct tc_err *err)
 	rc = open_unix(s, err);
 	if (rc)
 		return rc;
-	s->mhd_unix = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+	s->mhd_unix = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD |
 					       MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE,
 				       0, NULL, NULL, on_request, &s->lis_unix,
 				       MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
@@ -1001,7 +1129,7 @@ int api_start(struct srv *s, char **login, struct tc_err *err)
 	 * gets a 503 with Retry-After rather than a silent close, and one
 	 * client's connections cannot take the others' places.
 	 */
-	s->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+	s->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD |
 					  MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE,
 				  (uint16_t)port, NULL, NULL, on_request, &s->lis_tcp,
 				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,

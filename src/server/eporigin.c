@@ -41,6 +41,7 @@
 #include "server/api_int.h"
 #include "core/enc.h"
 #include "core/lazylib.h"
+#include "core/reqbody.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "endpoint/endpoint.h"
@@ -379,8 +380,10 @@ void eporigin_stop(struct srv *s)
 /* ---- the listener of one endpoint ---- */
 
 struct eprq {
-	struct sbuf body;
+	struct reqbody body;  /* kept only for a caller its cookie names (reqbody.h) */
 	bool too_big, answered, started;
+	bool stranger;        /* no valid cookie on the headers: the body is dropped */
+	bool busy;            /* the bodies' memory budget is spent: 503 */
 	char *raw_uri;
 	struct gconn *gc;
 };
@@ -390,7 +393,7 @@ static void *ep_on_uri(void *cls, const char *uri, struct MHD_Connection *con)
 	(void)cls;
 	(void)con;
 	struct eprq *rq = xcalloc(1, sizeof(*rq));
-	sbuf_init(&rq->body, 0);
+	rq->body = (struct reqbody)REQBODY_INIT;
 	rq->raw_uri = xstrdup(uri ? uri : "");
 	return rq;
 }
@@ -404,7 +407,7 @@ static void ep_on_done(void *cls, struct MHD_Connection *con, void **con_cls,
 	struct eprq *rq = *con_cls;
 	if (rq) {
 		guard_busy(l->o->s->guard, rq->gc, false);
-		sbuf_release(&rq->body);
+		reqbody_release(&rq->body);
 		free(rq->raw_uri);
 		free(rq);
 		*con_cls = NULL;
@@ -544,6 +547,9 @@ static int ep_dispatch(struct eplis *l, struct MHD_Connection *con, const char *
 				 "(under %s/)", l->name, l->job, l->base);
 	if (rq->too_big)
 		return reply_err(con, 413, "the body is over %u bytes", TC_SERVER_MAX_BODY);
+	if (rq->busy)
+		return reply_err(con, 503, "the server holds as many request bodies as its memory"
+				 " budget allows (--body-memory): try again shortly");
 	struct who w = { 0 };
 	const char *ck = MHD_lookup_connection_value(con, MHD_COOKIE_KIND, EPORIGIN_COOKIE);
 	if (eporigin_cookie_check(l->o->key, ck, l->job, l->name, l->port, now_wall(), &w.user,
@@ -563,7 +569,8 @@ static int ep_dispatch(struct eplis *l, struct MHD_Connection *con, const char *
 		ret = reply_err(con, 403, "job %s belongs to another user", j.id);
 	} else {
 		struct proxy_req r = { .job = &j, .name = l->name, .raw_uri = rq->raw_uri,
-				       .method = method, .body = rq->body.buf, .body_len = rq->body.len,
+				       .method = method, .body = rq->body.data.buf,
+				       .body_len = rq->body.data.len,
 				       .gc = rq->gc, .origin_port = l->port };
 		ret = proxy_answer(s, con, &r);
 	}
@@ -609,14 +616,32 @@ static enum MHD_Result ep_on_request(void *cls, struct MHD_Connection *con, cons
 			return reply_err(con, 413, "the body is over %u bytes", TC_SERVER_MAX_BODY) ==
 					       MHD_YES ? MHD_YES : MHD_NO;
 		}
+		/* the cookie on the headers: a stranger's body is never kept */
+		const char *ck = MHD_lookup_connection_value(con, MHD_COOKIE_KIND, EPORIGIN_COOKIE);
+		char *user = NULL;
+		bool admin = false;
+		rq->stranger = eporigin_cookie_check(l->o->key, ck, l->job, l->name, l->port,
+						     now_wall(), &user, &admin) != 0;
+		free(user);
+		long long declared = reqbody_declared(
+			cl, MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Transfer-Encoding"));
+		if (rq->stranger && !reqbody_drains(declared)) {
+			rq->answered = true; /* its refusal at once, the body unread */
+			return ep_dispatch(l, con, url, method, rq) == MHD_YES ? MHD_YES : MHD_NO;
+		}
+		unsigned st = rq->stranger ? 0 : reqbody_open(&rq->body, TC_SERVER_MAX_BODY, declared);
+		rq->too_big = st == 413;
+		if (st == 503) {
+			rq->busy = rq->answered = true;
+			return ep_dispatch(l, con, url, method, rq) == MHD_YES ? MHD_YES : MHD_NO;
+		}
 		return MHD_YES;
 	}
 	if (*upload_size) {
-		if (!rq->answered) {
-			if (rq->body.len + *upload_size > TC_SERVER_MAX_BODY)
-				rq->too_big = true;
-			else
-				sbuf_add(&rq->body, upload, *upload_size);
+		if (!rq->answered && !rq->stranger && !rq->too_big && !rq->busy) {
+			unsigned st = reqbody_add(&rq->body, upload, *upload_size);
+			rq->too_big = st == 413;
+			rq->busy = st == 503;
 		}
 		*upload_size = 0;
 		return MHD_YES;
@@ -679,7 +704,7 @@ static int listener_of(struct eporigin *o, const char *job, const char *name, in
 	sbuf_addf(&b, "/jobs/%s/endpoints/%s", job, name);
 	l->base = sbuf_detach(&b);
 	l->port = p;
-	l->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+	l->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD |
 					MHD_ALLOW_UPGRADE,
 				0, NULL, NULL, ep_on_request, l,
 				MHD_OPTION_LISTEN_SOCKET, fd,

@@ -64,6 +64,7 @@ struct server_opts {
 	unsigned max_connections;      /* TCP connections in all; 0: 512 */
 	unsigned max_per_client;       /* TCP connections of one client address; 0: 32 */
 	double header_seconds;         /* a request's headers must be in within; 0: 10 */
+	size_t body_memory;            /* bytes all request bodies may hold at once; 0: 256 MiB */
 	/* --endpoint-ports LO-HI: each endpoint a browser opens gets its own origin
 	 * (a listener on a port of the range); 0: none, endpoints are served on the
 	 * server's origin to their job's owner only (docs/endpoints.md) */
