@@ -8,6 +8,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "devices/devices.h"
+#include "jobs/jobs.h"
 #include "metrics/query.h"
 #include "spec/spec.h"
 
@@ -387,10 +388,9 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
 	json_object_set_new(r, "state", json_string(job_state_name(job->state)));
 	json_object_set_new(r, "exit_code", job->ended > 0 ? json_integer(job->exit_code) : json_null());
 	json_object_set_new(r, "restarts", json_integer(job->restarts));
-	/* a watched job's stragglers and hangs (docs/diagnostics.md): diagnostics.json */
-	sbuf_addf(&tp, "%s/diagnostics.json", job->run_dir);
-	json_t *diag = load_nofollow(tp.buf);
-	sbuf_release(&tp);
+	/* a watched job's stragglers and hangs (docs/diagnostics.md): the job
+	 * wrote diagnostics.json, read and typed by the one reader show uses */
+	json_t *diag = jobs_diagnostics(job->run_dir);
 	if (json_is_object(diag)) {
 		json_t *sg = json_object_get(diag, "stragglers");
 		json_object_set_new(r, "stragglers", json_is_array(sg) ? json_incref(sg) : json_array());
