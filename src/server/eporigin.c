@@ -16,10 +16,11 @@
  *        (T: random, one use, EPORIGIN_TICKET_SECONDS, bound to J, N, the
  *        caller and REST; kept here in memory, hashed)
  *   J-N.EPHOST, GET /.trainctl/enter?ticket=T
- *     -> 303 /jobs/J/endpoints/N/REST, Set-Cookie trainctl_endpoint=
- *        HEX(USER).ADMIN.EXPIRES.TOKEN.MAC (host-only, HttpOnly, SameSite=Lax,
- *        Path=/; MAC: HMAC-SHA256 under a key made at start, over those
- *        fields, J, N and the host's label)
+ *     -> 200, a page that goes on to /jobs/J/endpoints/N/REST (not a
+ *        redirect: see ep_enter), Set-Cookie trainctl_endpoint=
+ *        HEX(USER).ADMIN.EXPIRES.TOKEN.MAC (host-only, HttpOnly,
+ *        SameSite=Strict, Path=/; MAC: HMAC-SHA256 under a key made at
+ *        start, over those fields, J, N and the host's label)
  *   J-N.EPHOST, /jobs/J/endpoints/N/... with that cookie
  *     -> proxy.c, as the cookie's user (the owner of J or an admin)
  *
@@ -628,11 +629,29 @@ static int take_ticket(struct eporigin *o, const struct epreq *q, const char *se
 	return rc;
 }
 
+/* text for an HTML attribute: the page asked for may hold anything a client sent */
+static void add_html(struct sbuf *out, const char *t)
+{
+	for (; *t; t++) {
+		switch (*t) {
+		case '&': sbuf_adds(out, "&amp;"); break;
+		case '<': sbuf_adds(out, "&lt;"); break;
+		case '>': sbuf_adds(out, "&gt;"); break;
+		case '"': sbuf_adds(out, "&quot;"); break;
+		case '\'': sbuf_adds(out, "&#39;"); break;
+		default: sbuf_addch(out, *t);
+		}
+	}
+}
+
 /*
- * GET /.trainctl/enter?ticket=T: the ticket becomes this host's cookie.  It
- * comes by a redirect from the API's host, another site as a browser sees
- * it: Sec-Fetch-Site says cross-site, and a SameSite=Strict cookie would
- * not go with the redirect that follows (hence Lax: top-level GETs only).
+ * GET /.trainctl/enter?ticket=T: the ticket becomes this host's cookie, and
+ * a page that goes on to the endpoint.  Not a redirect: a browser counts a
+ * chain of redirects as started by the page that started it (the UI, on the
+ * API's host), so an endpoint's own redirect at its end to another port of
+ * the API's host would take the API's SameSite=Strict cookie along.  The
+ * page's navigation is this host's own: from here on, every request the
+ * endpoint makes the browser send is this host's, another site to the API.
  */
 static int ep_enter(struct eporigin *o, struct MHD_Connection *con, const struct epreq *q)
 {
@@ -642,28 +661,35 @@ static int ep_enter(struct eporigin *o, struct MHD_Connection *con, const struct
 		return reply_err(con, 403, "this endpoint link was used already or has expired: open"
 				 " the endpoint again from the server (its job page, or"
 				 " /jobs/%s/endpoints/%s/ on the server's own name)", q->job, q->name);
-	struct sbuf ck = SBUF_INIT, loc = SBUF_INIT;
+	struct sbuf ck = SBUF_INIT, loc = SBUF_INIT, page = SBUF_INIT;
 	long long expires = (long long)now_wall() + EPORIGIN_COOKIE_SECONDS;
 	sbuf_addf(&ck, "%s=", cookie_name(o));
 	eporigin_cookie_make(o->key, &t.w, expires, q->job, q->name, q->label, &ck);
-	/* no Domain: this host alone; no Max-Age beyond the MAC's expiry */
-	sbuf_addf(&ck, "; Path=/; HttpOnly; SameSite=Lax; Max-Age=%d%s", EPORIGIN_COOKIE_SECONDS,
+	/* no Domain: this host alone; Strict: sent on this host's own navigations only */
+	sbuf_addf(&ck, "; Path=/; HttpOnly; SameSite=Strict; Max-Age=%d%s", EPORIGIN_COOKIE_SECONDS,
 		  o->https ? "; Secure" : "");
 	/* the page asked for; the root is a folder ("" or "?q" gets the slash its links need) */
 	sbuf_addf(&loc, "%s%s%s", q->base, t.next[0] == '/' ? "" : "/", t.next);
 	ticket_free(&t);
+	sbuf_adds(&page, "<!doctype html><meta http-equiv=\"refresh\" content=\"0;url=");
+	add_html(&page, loc.buf);
+	sbuf_adds(&page, "\"><title>endpoint</title><a href=\"");
+	add_html(&page, loc.buf);
+	sbuf_addf(&page, "\">endpoint %s of job %s</a>\n", q->name, q->job);
 	int ret = MHD_NO;
-	struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+	struct MHD_Response *r = MHD_create_response_from_buffer(page.len, page.buf,
+								  MHD_RESPMEM_MUST_COPY);
 	if (r) {
 		MHD_add_response_header(r, "Set-Cookie", ck.buf);
-		MHD_add_response_header(r, "Location", loc.buf);
+		MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
 		MHD_add_response_header(r, "Cache-Control", "no-store");
 		api_page_headers(r);
-		ret = MHD_queue_response(con, 303, r);
+		ret = MHD_queue_response(con, 200, r);
 		MHD_destroy_response(r);
 	}
 	sbuf_release(&ck);
 	sbuf_release(&loc);
+	sbuf_release(&page);
 	return ret;
 }
 
