@@ -336,3 +336,35 @@ def test_login_refuses_same_site(trainctl):
             assert "Set-Cookie" not in hdrs
             st, hdrs, body = request(srv.port, "GET", t["path"], headers={"Sec-Fetch-Site": "none"})
             assert st == 303 and hdrs["Set-Cookie"].startswith("trainctl_session="), (st, body)
+
+
+def test_behind_https_cookies(trainctl):
+    """--behind-https: the session cookie is __Host- and Secure, and only that name is read;
+    endpoint links are https and their cookie __Host- too."""
+    with root_server(trainctl, "tc-sbh-", "own",
+                     args=["--behind-https", "--endpoint-host", "ep.test"]) as (srv, u, _):
+        st, hdrs, body = request(srv.port, "POST", "/api/v1/session",
+                                 headers={"Authorization": f"Bearer {srv.token}"}, body={})
+        assert st == 200, body
+        attrs = [a.strip() for a in hdrs["Set-Cookie"].split(";")]
+        assert attrs[0].startswith("__Host-trainctl_session=") and "Secure" in attrs, attrs
+        assert "Path=/" in attrs and not [a for a in attrs if a.lower().startswith("domain")], attrs
+        ck = attrs[0]
+        st, _, body = request(srv.port, "GET", "/api/v1/whoami", cookie=ck)
+        assert st == 200 and body["user"] == u["own"], body
+        # the unprefixed name, as a plain-http page could set it: nobody
+        st, _, body = request(srv.port, "GET", "/api/v1/whoami",
+                              cookie=ck.replace("__Host-trainctl_session", "trainctl_session"))
+        assert st == 401, body
+        from test_endpoint_origin import echo_job
+        job = echo_job(srv, u, name="hs")
+        st, hdrs, body = request(srv.port, "GET", f"/jobs/{job}/endpoints/web/", cookie=ck)
+        assert st == 302 and hdrs["Location"].startswith(f"https://{job}-web.ep.test:{srv.port}/"), \
+            (st, hdrs.get("Location"), body)
+        enter = urllib.parse.urlsplit(hdrs["Location"])
+        st, hdrs, body = request(srv.port, "GET", f"{enter.path}?{enter.query}", host=f"{job}-web.ep.test")
+        assert st == 200, body
+        attrs = [a.strip() for a in hdrs["Set-Cookie"].split(";")]
+        assert attrs[0].startswith("__Host-trainctl_endpoint=") and "Secure" in attrs, attrs
+        st, _ = srv.call("POST", f"/api/v1/jobs/{job}/stop", {})
+        assert st == 200
