@@ -26,7 +26,10 @@ Over HTTP alone:
     token is revoked: the next request is 401;
   - L1: the proxy drops an endpoint's Set-Cookie of trainctl's names however
     spelt (a TAB before '=', case, __Host-) and any with a Domain;
-  - L4: /login refuses Sec-Fetch-Site same-site as it does cross-site.
+  - L4: /login refuses Sec-Fetch-Site same-site as it does cross-site;
+  - --behind-https: the cookies are __Host- and Secure, endpoint links https.
+And in the sources: one function sets each cookie, one makes sessions (a
+second door fails test_one_door_for_browser_credentials).
 Screenshots go to build/test-artifacts/ui/."""
 import json
 import os
@@ -368,3 +371,26 @@ def test_behind_https_cookies(trainctl):
         assert attrs[0].startswith("__Host-trainctl_endpoint=") and "Secure" in attrs, attrs
         st, _ = srv.call("POST", f"/api/v1/jobs/{job}/stop", {})
         assert st == 200
+
+
+def test_one_door_for_browser_credentials():
+    """One function sets the API's cookie (api.c reply_cookie, for start_session and logout),
+    one the endpoint's (eporigin.c ep_enter), and the proxy passes an endpoint's Set-Cookie
+    through one filter (proxy_set_cookie_ok): a new Set-Cookie or session anywhere else in the
+    sources is a second door, and fails here until it goes through these."""
+    import re
+    doors = {}
+    for path in sorted((REPO / "src").rglob("*.c")):
+        text = path.read_text(errors="replace")
+        rel = str(path.relative_to(REPO))
+        for m in re.finditer(r'MHD_add_response_header\([^;]*"Set-Cookie"', text):
+            fn = re.findall(r"\n(?:static )?[a-z_ ]+\*?\b(\w+)\([^;{]*\)\n\{", text[:m.start()])
+            doors.setdefault("Set-Cookie", []).append((rel, fn[-1] if fn else "?"))
+        for m in re.finditer(r"sessions_add\([^;]*SESS_COOKIE", text):
+            fn = re.findall(r"\n(?:static )?[a-z_ ]+\*?\b(\w+)\([^;{]*\)\n\{", text[:m.start()])
+            doors.setdefault("session", []).append((rel, fn[-1] if fn else "?"))
+    assert sorted(doors.get("Set-Cookie", [])) == [("src/server/api.c", "reply_cookie"),
+                                                   ("src/server/eporigin.c", "ep_enter")], doors
+    assert doors.get("session") == [("src/server/api.c", "start_session")], doors
+    proxy = (REPO / "src" / "server" / "proxy.c").read_text()
+    assert proxy.count('"Set-Cookie"') == 1 and "proxy_set_cookie_ok(value)" in proxy
