@@ -134,7 +134,11 @@ void proxy_cookie_filter(const char *cookie, struct sbuf *out)
 bool proxy_set_cookie_ok(const char *value)
 {
 	size_t n = strcspn(value, ";");
-	if (cookie_ours(value, n))
+	const char *eq = memchr(value, '=', n);
+	size_t lead = strspn(value, " \t");
+	/* a nameless cookie ("=trainctl_session=x", "x"): a browser may send its value alone,
+	 * which reads as any name= on our side */
+	if (!eq || value + lead == eq || cookie_ours(value, n))
 		return false;
 	/* a Domain attribute reaches other hosts (the API's, other endpoints'): host-only alone */
 	for (const char *a = value + n; *a == ';'; a += strcspn(a + 1, ";") + 1) {

@@ -183,7 +183,9 @@ TEST(proxy_set_cookie)
 			      "\ttrainctl_session=x; Path=/", "TRAINCTL_SESSION=x",
 			      "__Host-trainctl_session=x; Path=/; Secure", "trainctl_endpoint=x",
 			      "__host-Trainctl_Endpoint\t=x", "x=1; Domain=127.0.0.1",
-			      "x=1; Path=/;domain=.ep.test", "x=1; \tDOMAIN = ep.test" };
+			      "x=1; Path=/;domain=.ep.test", "x=1; \tDOMAIN = ep.test",
+			      "=trainctl_session=x", " \t=trainctl_session=x; Path=/", "trainctl_session",
+			      "" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		CHECK(!proxy_set_cookie_ok(bad[i]));
 }
