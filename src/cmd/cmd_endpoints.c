@@ -2,7 +2,7 @@
  * cmd_endpoints.c -- `trainctl endpoints JOB [--json] [--server URL]`: a
  * job's endpoints and where to open them (docs/endpoints.md).  Through a
  * server: its proxy's URLs (which send a browser on to the endpoint's own
- * origin when the server has --endpoint-ports); else the local addresses of this machine's
+ * host name when the server has --endpoint-host); else the local addresses of this machine's
  * store (with Jupyter's token, which only the job's own store holds).
  */
 #include "cmd/cmd.h"
@@ -113,11 +113,11 @@ static int remote(const char *server, const char *ref, bool as_json, struct tc_e
 		/* where a browser that opens a URL lands (docs/endpoints.md) */
 		const char *origin = json_string_value(json_object_get(o, "origin"));
 		if (!rc && !as_json && json_array_size(a) && origin && !strcmp(origin, "own"))
-			printf("(a browser that opens a URL is sent on to the endpoint's own origin,"
-			       " a port of the server's --endpoint-ports)\n");
+			printf("(a browser that opens a URL is sent on to the endpoint's own host"
+			       " name, JOB-NAME under the server's --endpoint-host)\n");
 		else if (!rc && !as_json && json_array_size(a) && origin && !strcmp(origin, "server"))
 			printf("(the server shows these pages in a browser to the job's owner only:"
-			       " `trainctl server --endpoint-ports LO-HI` gives each its own origin)\n");
+			       " `trainctl server --endpoint-host NAME` gives each its own host name)\n");
 	}
 	json_decref(o);
 	client_close(cl);

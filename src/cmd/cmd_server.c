@@ -41,9 +41,12 @@ static const char server_usage[] =
 	"      --max-client-connections N  TCP connections of one address (default 32)\n"
 	"      --header-seconds S  a request's headers must arrive within S (default 10)\n"
 	"      --body-memory MIB   memory all request bodies may hold at once (default 256)\n"
-	"      --endpoint-ports LO-HI  serve each job endpoint a browser opens on its own\n"
-	"                          origin, a port of this range (docs/endpoints.md); without\n"
-	"                          it endpoints are served to their job's owner only\n"
+	"      --endpoint-host NAME  serve each job endpoint a browser opens on a host name\n"
+	"                          of its own, JOB-ENDPOINT.NAME (a wildcard DNS name that\n"
+	"                          reaches this server, docs/endpoints.md); without it\n"
+	"                          endpoints are served to their job's owner only\n"
+	"      --behind-https      browsers reach the server over https (a reverse proxy\n"
+	"                          ends TLS): __Host- and Secure cookies, https endpoint links\n"
 	"      --state DIR         state folder: trainctl.db and runs/ (default $TRAINCTL_HOME)\n"
 	"      --cpu-slots N       cpu jobs' workers that may run at once (default: cores)\n"
 	"      --quota USER=N      at most N devices held by USER's jobs (USER * = everyone else)\n"
@@ -73,6 +76,8 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "header-seconds", required_argument, NULL, 'T' },
 		{ "body-memory", required_argument, NULL, 'B' },
 		{ "endpoint-ports", required_argument, NULL, 'P' },
+		{ "endpoint-host", required_argument, NULL, 'D' },
+		{ "behind-https", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -161,13 +166,21 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			o.body_memory = (size_t)v << 20;
 			break;
 		case 'P':
-			if (!server_parse_endpoint_ports(optarg, &o.endpoint_port_lo,
-							 &o.endpoint_port_hi)) {
-				rc = tc_error(err, TC_EUSAGE, "server: --endpoint-ports takes LO-HI, two"
-					      " ports of 1024..65535 (say 20000-20099), not '%s'", optarg);
+			/* ports of one host share its cookies: an endpoint there could take the API's */
+			rc = tc_error(err, TC_EUSAGE, "server: --endpoint-ports is gone: endpoints get"
+				      " host names of their own instead (--endpoint-host NAME, with a"
+				      " wildcard DNS name *.NAME for this server; docs/endpoints.md)");
+			goto out;
+		case 'D':
+			if (!server_endpoint_host_ok(optarg)) {
+				rc = tc_error(err, TC_EUSAGE, "server: --endpoint-host takes a host name in"
+					      " lower case (letters, digits, '-' and dots, say"
+					      " ep.example.org), not '%s'", optarg);
 				goto out;
 			}
+			o.endpoint_host = optarg;
 			break;
+		case 'V': o.behind_https = true; break;
 		case 'h': fputs(server_usage, stdout); goto out;
 		default: rc = cmd_bad_option("server", "l:qh", argc, argv, opts, err); goto out;
 		}

@@ -213,8 +213,15 @@ static unsigned authenticate(struct srv *s, struct MHD_Connection *con, enum rou
 			      .lookup = token_lookup, .session_lookup = session_lookup,
 			      .uid_name = uid_name, .account = account_of, .arg = s };
 	a.authorization = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization");
-	a.session = MHD_lookup_connection_value(con, MHD_COOKIE_KIND, API_SESSION_COOKIE);
+	a.session = MHD_lookup_connection_value(con, MHD_COOKIE_KIND, api_session_cookie(s));
 	return server_auth_decide(&a, w);
+}
+
+const char *api_session_cookie(const struct srv *s)
+{
+	/* behind https the __Host- prefix: the browser keeps it host-only and Secure, and takes
+	 * no cookie of that name that a sibling host set with a Domain (cookie tossing) */
+	return s->o.behind_https ? "__Host-" API_SESSION_COOKIE : API_SESSION_COOKIE;
 }
 
 /* ---- the {job} of a path ---- */
@@ -264,6 +271,7 @@ struct req {
 	unsigned auth;        /* authenticate()'s refusal (401, 403), or 0 */
 	unsigned refuse;      /* another refusal (a hub secret's, 503 for the budget), or 0 */
 	char *refuse_msg;     /* its message */
+	struct epreq *ep;     /* on an endpoint's host name: its request (eporigin.c) */
 };
 
 /* One request being answered: what a route's handler gets. */
@@ -431,17 +439,22 @@ static int r_secret_delete(struct api_call *c)
 }
 
 /* Set-Cookie for a session secret, or (NULL) one that ends it. */
-static int reply_cookie(struct MHD_Connection *con, unsigned status, const char *location,
-			const char *secret, const char *json)
+static int reply_cookie(const struct srv *s, struct MHD_Connection *con, unsigned status,
+			const char *location, const char *secret, const char *json)
 {
 	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(json), (void *)json,
 								  MHD_RESPMEM_MUST_COPY);
 	if (!r)
 		return MHD_NO;
 	struct sbuf ck = SBUF_INIT;
-	/* HttpOnly: no script reads it; SameSite=Strict: no other site's page sends it */
-	sbuf_addf(&ck, "%s=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%d", API_SESSION_COOKIE,
-		  secret ? secret : "", secret ? API_SESSION_SECONDS : 0);
+	/*
+	 * HttpOnly: no script reads it; SameSite=Strict: no other site's page
+	 * sends it; no Domain: this host alone, never an endpoint's host name
+	 * (eporigin.c); Secure behind https (and the __Host- prefix)
+	 */
+	sbuf_addf(&ck, "%s=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%d%s",
+		  api_session_cookie(s), secret ? secret : "", secret ? API_SESSION_SECONDS : 0,
+		  s->o.behind_https ? "; Secure" : "");
 	MHD_add_response_header(r, "Content-Type", "application/json");
 	MHD_add_response_header(r, "Cache-Control", "no-store");
 	MHD_add_response_header(r, "Set-Cookie", ck.buf);
@@ -466,7 +479,7 @@ static int start_session(struct api_call *c, const struct who *w, unsigned statu
 	} else {
 		struct sbuf b = SBUF_INIT;
 		api_whoami_json(&b, w);
-		ret = reply_cookie(c->con, status, location, secret, b.buf);
+		ret = reply_cookie(c->s, c->con, status, location, secret, b.buf);
 		sbuf_release(&b);
 	}
 	free(secret);
@@ -484,8 +497,11 @@ static int r_login(struct api_call *c)
 	const char *t = arg_of(c->con, "ticket");
 	const char *site = MHD_lookup_connection_value(c->con, MHD_HEADER_KIND, "Sec-Fetch-Site");
 	struct who w = { 0 };
-	if (site && !strcmp(site, "cross-site"))
-		return reply_err(c->con, 403, "a login link must be opened directly, not from another site");
+	/* another site, or a job's endpoint host on ours (same-site): it could log you in as
+	 * someone else (login CSRF), so only a link opened directly or from the UI counts */
+	if (!api_fetch_site_ok(site))
+		return reply_err(c->con, 403, "a login link must be opened directly, not from another"
+				 " site or page (Sec-Fetch-Site: %s)", site);
 	if (!t || sessions_use(c->s->sessions, SESS_TICKET, t, &w) != 0)
 		return reply_err(c->con, 403, "this login link was used already or has expired:"
 				 " `trainctl token login` on the server's machine prints a new one");
@@ -497,23 +513,18 @@ static int r_login(struct api_call *c)
 /* POST /api/v1/session: the caller's credentials (a token) become a cookie, for the UI. */
 static int r_session_new(struct api_call *c)
 {
-	const char *a = MHD_lookup_connection_value(c->con, MHD_HEADER_KIND, "Authorization");
-	if (c->w.via == AUTH_VIA_TOKEN && a && strlen(a) > 7) {
-		struct sbuf h = SBUF_INIT;
-		server_token_hash(a + 7, &h);
-		snprintf(c->w.token_hash, sizeof(c->w.token_hash), "%s", h.buf);
-		sbuf_release(&h);
-	}
+	/* c->w.token_hash (server_auth_decide): the session ends with its token */
 	return start_session(c, &c->w, 200, NULL);
 }
 
 /* DELETE /api/v1/session: log out. */
 static int r_session_end(struct api_call *c)
 {
-	const char *sid = MHD_lookup_connection_value(c->con, MHD_COOKIE_KIND, API_SESSION_COOKIE);
+	const char *sid = MHD_lookup_connection_value(c->con, MHD_COOKIE_KIND,
+						      api_session_cookie(c->s));
 	if (sid)
 		sessions_drop(c->s->sessions, sid);
-	return reply_cookie(c->con, 200, NULL, NULL, "{\"ok\":true}");
+	return reply_cookie(c->s, c->con, 200, NULL, NULL, "{\"ok\":true}");
 }
 
 /* POST /api/v1/login: a one-time login URL for the caller, valid 5 minutes. */
@@ -550,10 +561,10 @@ static int r_endpoint(struct api_call *c)
 	case EP_REDIRECT:
 		return eporigin_redirect(c->s, c->con, &c->w, &r);
 	case EP_REFUSE:
-		return reply_err(c->con, 403, "job %s is %s's: without its own origin an endpoint's"
-				 " pages run with your session, so the server serves them to their"
-				 " owner only (trainctl server --endpoint-ports LO-HI gives each"
-				 " endpoint its own origin)", c->job.id, c->job.user);
+		return reply_err(c->con, 403, "job %s is %s's: without a host name of its own an"
+				 " endpoint's pages run with your session, so the server serves them"
+				 " to their owner only (trainctl server --endpoint-host NAME gives each"
+				 " endpoint its own host name)", c->job.id, c->job.user);
 	case EP_PROXY:
 		break;
 	}
@@ -725,6 +736,28 @@ static void decide(struct srv *s, struct MHD_Connection *con, const char *url,
 	}
 }
 
+/*
+ * An endpoint host's request: its cookie passed on the headers
+ * (eporigin_claim), so its body may take room, the server's budget too.
+ * *now as decide's.
+ */
+static void decide_endpoint(struct MHD_Connection *con, struct req *rq, bool *now)
+{
+	long long declared = reqbody_declared(
+		MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length"),
+		MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Transfer-Encoding"));
+	unsigned st = reqbody_open(&rq->body, TC_SERVER_MAX_BODY, declared);
+	*now = false;
+	if (st == 413) {
+		rq->too_big = true;
+		*now = declared > 64LL * (long long)TC_SERVER_MAX_BODY;
+	} else if (st) {
+		rq->refuse = st;
+		rq->refuse_msg = xstrdup(budget_spent);
+		*now = !reqbody_drains(declared);
+	}
+}
+
 /* The answer to a request refused on its headers (decide) or by its body's size. */
 static int reply_refused(struct MHD_Connection *con, const struct req *rq, const char *url)
 {
@@ -883,12 +916,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 					       MHD_YES ? MHD_YES : MHD_NO;
 		}
 		int ret;
-		if (precheck(l, con, url, method, rq, &ret)) {
+		/* a job endpoint's host name: its own checks (eporigin.c), never the API's routes */
+		if ((!l->unix_ && !guard_full(s->guard, rq->gc) &&
+		     eporigin_claim(s, con, url, method, &rq->ep, &ret)) ||
+		    (!rq->ep && precheck(l, con, url, method, rq, &ret))) {
 			rq->answered = true;
 			return ret == MHD_YES ? MHD_YES : MHD_NO;
 		}
 		bool now = false;
-		decide(s, con, url, method, rq, &now);
+		if (rq->ep)
+			decide_endpoint(con, rq, &now);
+		else
+			decide(s, con, url, method, rq, &now);
+		if (now && rq->ep) {
+			rq->answered = true;
+			return (rq->refuse ? reply_err(con, rq->refuse, "%s", rq->refuse_msg)
+					   : reply_err(con, 413, "the body is over %u bytes",
+						       TC_SERVER_MAX_BODY)) == MHD_YES ? MHD_YES : MHD_NO;
+		}
 		if (now) {
 			rq->answered = true;
 			return reply_refused(con, rq, url) == MHD_YES ? MHD_YES : MHD_NO;
@@ -918,6 +963,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 	pthread_mutex_lock(&s->mu);
 	s->requests++;
 	pthread_mutex_unlock(&s->mu);
+	if (rq->ep && rq->refuse)
+		return reply_err(con, rq->refuse, "%s", rq->refuse_msg) == MHD_YES ? MHD_YES : MHD_NO;
+	if (rq->ep)
+		return eporigin_answer(s, con, rq->ep, method, rq->raw_uri, rq->body.data.buf,
+				       rq->body.data.len, rq->too_big, rq->gc) == MHD_YES ? MHD_YES
+											  : MHD_NO;
 	return dispatch(s, con, url, method, rq) == MHD_YES ? MHD_YES : MHD_NO;
 }
 
@@ -936,6 +987,7 @@ static void on_done(void *cls, struct MHD_Connection *con, void **con_cls,
 		free(rq->w.user);
 		free(rq->refuse_msg);
 		free(rq->raw_uri);
+		eporigin_req_free(rq->ep);
 		free(rq);
 		*con_cls = NULL;
 	}
@@ -1097,7 +1149,7 @@ int api_start(struct srv *s, char **login, struct tc_err *err)
 	s->lis_unix = (struct api_listener){ s, true };
 	if (guard_start(s->guard))
 		return tc_error(err, TC_ESYS, "server: cannot start a thread");
-	int rc = eporigin_start(s, &sa, err);
+	int rc = eporigin_start(s, err);
 	if (rc)
 		return rc;
 	/* the socket first: once TCP answers, local clients find it */
@@ -1197,7 +1249,7 @@ void api_stop(struct srv *s)
 	s->unix_fd = -1;
 	free(s->socket_path);
 	s->socket_path = NULL;
-	eporigin_stop(s); /* after the API's threads, which may be opening a listener */
+	eporigin_stop(s); /* after the API's threads, which may be answering an endpoint host */
 	guard_free(s->guard);
 	s->guard = NULL;
 	sessions_free(s->sessions);

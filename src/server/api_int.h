@@ -123,7 +123,7 @@ struct proxy_req {
 	const char *body;          /* the request's body (read whole, up to the API's limit) */
 	size_t body_len;
 	struct gconn *gc;          /* its connection (guard.c) */
-	int origin_port;           /* the endpoint origin's port it came in on, 0: the API's */
+	int origin_id;             /* the endpoint host it came in on (eporigin.c), 0: the API's */
 };
 /* Answer r through the job's endpoint (HTTP, or a WebSocket pumped until it closes). */
 int proxy_answer(struct srv *s, struct MHD_Connection *con, const struct proxy_req *r);
@@ -145,41 +145,66 @@ void proxy_cookie_filter(const char *cookie, struct sbuf *out);
  */
 int proxy_endpoint_ready(struct srv *s, struct MHD_Connection *con, const struct proxy_req *r,
 			 int *ret);
-/* Shut down the WebSockets that came in on an endpoint origin's port (it closes, eporigin.c). */
-void proxy_stop_port(int port);
+/* Shut down the WebSockets that came in on endpoint host id (it is forgotten, eporigin.c). */
+void proxy_stop_origin(int id);
+/* May an endpoint's answer carry this Set-Cookie value?  Not one of trainctl's cookies (its
+ * name compared without case, spaces or TABs), and only one scoped to the endpoint's host. */
+bool proxy_set_cookie_ok(const char *value);
 
-/* ---- eporigin.c: one origin per endpoint (--endpoint-ports LO-HI) ---- */
+/* ---- eporigin.c: one host name per endpoint (--endpoint-host EPHOST) ---- */
 
 #define EPORIGIN_COOKIE "trainctl_endpoint"
 #define EPORIGIN_KEY_BYTES 32
 #define EPORIGIN_TICKET_SECONDS 60          /* a ticket's life: the redirect's */
 #define EPORIGIN_COOKIE_SECONDS (12 * 3600) /* an endpoint cookie's */
 
-/* How the API origin answers /jobs/J/endpoints/N/... */
+/* How the API's host answers /jobs/J/endpoints/N/... */
 enum ep_route {
 	EP_PROXY,    /* proxied here: a script's token or socket, or the owner's browser without
-		      * --endpoint-ports */
-	EP_REDIRECT, /* a browser, with --endpoint-ports: on to the endpoint's own origin */
-	EP_REFUSE,   /* a browser of an admin who is not the owner, without --endpoint-ports */
+		      * --endpoint-host */
+	EP_REDIRECT, /* a browser, with --endpoint-host: on to the endpoint's own host name */
+	EP_REFUSE,   /* a browser of an admin who is not the owner, without --endpoint-host */
 };
 enum ep_route eporigin_decide(bool own_origins, enum auth_via via, bool owner);
-/* The cookie's value (HEX(user).ADMIN.EXPIRES.MAC) for job's endpoint name on port, to out. */
-void eporigin_cookie_make(const unsigned char *key, const char *user, bool admin,
-			  long long expires, const char *job, const char *name, int port,
-			  struct sbuf *out);
-/* 0 with *user (heap) and *admin when value is a live cookie of this endpoint and port, or -1. */
+/* JOB-NAME, the label of job's endpoint name, to out: 0, or -1 when it is no DNS label. */
+int eporigin_label(const char *job, const char *name, struct sbuf *out);
+/* Does the Host header name LABEL.ephost?  1 with the label (lower case) in *label; 0: another
+ * host (the API's); -1: under ephost but no label of ours (a dot in it, a bad port, junk). */
+int eporigin_host_label(const char *host_header, const char *ephost, struct sbuf *label);
+/* The cookie's value (HEX(user).ADMIN.EXPIRES.TOKEN.MAC) of w for job's endpoint name at the
+ * host label, to out.  TOKEN: w's token hash, or "-". */
+void eporigin_cookie_make(const unsigned char *key, const struct who *w, long long expires,
+			  const char *job, const char *name, const char *label, struct sbuf *out);
+/* 0 with w (user heap, admin, token_hash) when value is a live cookie of this endpoint at this
+ * label, or -1. */
 int eporigin_cookie_check(const unsigned char *key, const char *value, const char *job,
-			  const char *name, int port, double now, char **user, bool *admin);
-/* http://HOST:port/.trainctl/enter?ticket=T, HOST from the request's Host header. */
-void eporigin_location(const char *host_header, int port, const char *ticket, struct sbuf *out);
-struct sockaddr_in;
-/* With o.endpoint_port_lo: the key and the reaper (listeners open when first needed). */
-int eporigin_start(struct srv *s, const struct sockaddr_in *addr, struct tc_err *err);
+			  const char *name, const char *label, double now, struct who *w);
+/* http(s)://LABEL.EPHOST[:PORT]/.trainctl/enter?ticket=T, PORT from the request's Host header. */
+void eporigin_location(bool https, const char *label, const char *ephost, const char *host_header,
+		       const char *ticket, struct sbuf *out);
+/* With o.endpoint_host: the key and the reaper (hosts are made when first opened). */
+int eporigin_start(struct srv *s, struct tc_err *err);
 void eporigin_stop(struct srv *s);
 bool eporigin_on(const struct srv *s);
-/* A browser's GET of r on the API origin: 302 to the endpoint's origin with a new ticket. */
+/* A browser's GET of r on the API's host: 302 to the endpoint's host with a new ticket. */
 int eporigin_redirect(struct srv *s, struct MHD_Connection *con, const struct who *w,
 		      const struct proxy_req *r);
+/*
+ * A request whose Host is an endpoint host, checked on its headers alone
+ * (the host, Origin, the path, the endpoint cookie): 0 with *q NULL (not an
+ * endpoint host: the API's checks apply) or *q set (answer it with
+ * eporigin_answer once its body is in, then eporigin_req_free), or 1 with
+ * the refusal queued in *ret.
+ */
+struct epreq;
+int eporigin_claim(struct srv *s, struct MHD_Connection *con, const char *url, const char *method,
+		   struct epreq **q, int *ret);
+int eporigin_answer(struct srv *s, struct MHD_Connection *con, const struct epreq *q,
+		    const char *method, const char *raw_uri, const char *body, size_t body_len,
+		    bool too_big, struct gconn *gc);
+void eporigin_req_free(struct epreq *q);
+/* The API's session cookie's name: __Host-trainctl_session behind https, else trainctl_session. */
+const char *api_session_cookie(const struct srv *s);
 
 /* May w see and act on a job owned by owner?  Admins may, users their own. */
 bool server_may_see(const struct who *w, const char *owner);

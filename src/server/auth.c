@@ -12,6 +12,7 @@
 #include "core/util.h"
 
 #include <pthread.h>
+#include <stdio.h>
 
 #include <fcntl.h>
 #include "core/lazylib.h"
@@ -101,6 +102,11 @@ unsigned server_auth_decide(const struct auth_req *a, struct who *w)
 		if (!*tok || a->lookup(a->arg, tok, &w->user, &w->admin) != 0)
 			goto unknown;
 		w->via = AUTH_VIA_TOKEN;
+		/* what it makes (a session, a login ticket, an endpoint's cookie) ends with it */
+		struct sbuf h = SBUF_INIT;
+		server_token_hash(tok, &h);
+		snprintf(w->token_hash, sizeof(w->token_hash), "%s", h.buf);
+		sbuf_release(&h);
 	} else if (a->session && *a->session) {
 		if (!a->session_lookup || a->session_lookup(a->arg, a->session, w) != 0)
 			goto unknown;

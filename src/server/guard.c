@@ -90,7 +90,8 @@ bool api_origin_ok(const char *origin, const char *host_header)
 
 bool api_fetch_site_ok(const char *site)
 {
-	/* another port of this host is "same-site" (an endpoint's origin): as foreign as cross-site */
+	/* another port of this host, or a job endpoint's host name on our site, is "same-site":
+	 * as foreign as cross-site (state changes here, and /login: api.c) */
 	return !site || !strcmp(site, "same-origin") || !strcmp(site, "none");
 }
 

@@ -84,31 +84,76 @@ bool proxy_header_dropped(const char *name)
 	return false;
 }
 
-/* Does a "name=value" start with cookie name? */
-static bool cookie_is(const char *p, const char *name)
+/*
+ * Is the cookie "name=value..." (a Cookie pair or a Set-Cookie value) one of
+ * trainctl's own, the API's session or an endpoint's?  Its name compared as
+ * browsers read it: spaces and TABs around it dropped, case aside (a
+ * "trainctl_session\t=x" is the session to a browser, issue #23 L1), with or
+ * without the __Host- prefix.
+ */
+static bool cookie_ours(const char *p, size_t len)
 {
-	size_t nl = strlen(name);
-	return !strncmp(p, name, nl) && (p[nl] == '=' || p[nl] == ' ');
+	static const char *const ours[] = { API_SESSION_COOKIE, EPORIGIN_COOKIE };
+	size_t n = 0;
+	while (n < len && p[n] != '=')
+		n++;
+	if (n == len)
+		n = 0; /* a value without a name: a browser takes it as a nameless cookie */
+	size_t a = 0, b = n;
+	while (a < b && (p[a] == ' ' || p[a] == '\t'))
+		a++;
+	while (b > a && (p[b - 1] == ' ' || p[b - 1] == '\t'))
+		b--;
+	if (b - a > 7 && !strncasecmp(p + a, "__Host-", 7))
+		a += 7;
+	for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
+		if (b - a == strlen(ours[i]) && !strncasecmp(p + a, ours[i], b - a))
+			return true;
+	return false;
 }
 
 void proxy_cookie_filter(const char *cookie, struct sbuf *out)
 {
 	const char *p = cookie;
 	while (p && *p) {
-		while (*p == ' ' || *p == ';')
+		while (*p == ' ' || *p == '\t' || *p == ';')
 			p++;
 		size_t n = strcspn(p, ";");
 		if (!n)
 			break;
 		/* the caller's session, and the endpoint cookie that let them in here */
-		bool ours = cookie_is(p, API_SESSION_COOKIE) || cookie_is(p, EPORIGIN_COOKIE);
-		if (!ours) {
+		if (!cookie_ours(p, n)) {
 			if (out->len)
 				sbuf_adds(out, "; ");
 			sbuf_add(out, p, n);
 		}
 		p += n;
 	}
+}
+
+bool proxy_set_cookie_ok(const char *value)
+{
+	size_t n = strcspn(value, ";");
+	const char *eq = memchr(value, '=', n);
+	size_t lead = strspn(value, " \t");
+	/* a nameless cookie ("=trainctl_session=x", "x"): a browser may send its value alone,
+	 * which reads as any name= on our side */
+	if (!eq || value + lead == eq || cookie_ours(value, n))
+		return false;
+	/* a Domain attribute reaches other hosts (the API's, other endpoints'): host-only alone */
+	for (const char *a = value + n; *a == ';'; a += strcspn(a + 1, ";") + 1) {
+		const char *k = a + 1;
+		while (*k == ' ' || *k == '\t')
+			k++;
+		if (!strncasecmp(k, "domain", 6)) {
+			const char *e = k + 6;
+			while (*e == ' ' || *e == '\t')
+				e++;
+			if (*e == '=' || *e == ';' || !*e)
+				return false;
+		}
+	}
+	return true;
 }
 
 static char *memdup(const char *p, size_t n)
@@ -223,14 +268,9 @@ static void add_header(void *ctx, const char *name, const char *value)
 	for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
 		if (!strcasecmp(name, skip[i]))
 			return;
-	/* an endpoint may not set (or end) the caller's trainctl session, nor its own cookie */
-	if (!strcasecmp(name, "Set-Cookie")) {
-		const char *v = value;
-		while (*v == ' ')
-			v++;
-		if (cookie_is(v, API_SESSION_COOKIE) || cookie_is(v, EPORIGIN_COOKIE))
-			return;
-	}
+	/* an endpoint may not set (or end) trainctl's cookies, nor one beyond its own host */
+	if (!strcasecmp(name, "Set-Cookie") && !proxy_set_cookie_ok(value))
+		return;
 	if (MHD_add_response_header(r, name, value) != MHD_YES)
 		errno = 0; /* one header libmicrohttpd refuses is not the answer's end */
 }
@@ -277,7 +317,7 @@ struct pump {
 	int down;        /* the caller's (libmicrohttpd's: shut down, never closed here) */
 	char *pre;       /* the endpoint's bytes read after its 101 */
 	size_t npre;
-	int origin_port; /* the endpoint origin's listener (proxy_stop_port), 0 on the API's */
+	int origin_id;   /* the endpoint host it came in on (proxy_stop_origin), 0: the API's */
 	struct gconn *gc;
 	struct guard *guard;
 };
@@ -295,11 +335,11 @@ void proxy_stop_all(void)
 	pthread_mutex_unlock(&pumps_mu);
 }
 
-void proxy_stop_port(int port)
+void proxy_stop_origin(int id)
 {
 	pthread_mutex_lock(&pumps_mu);
 	for (struct pump *p = pumps.next; p != &pumps; p = p->next)
-		if (p->origin_port == port) {
+		if (id && p->origin_id == id) {
 			shutdown(p->up, SHUT_RDWR);
 			shutdown(p->down, SHUT_RDWR);
 		}
@@ -531,7 +571,7 @@ int proxy_answer(struct srv *s, struct MHD_Connection *con, const struct proxy_r
 		p->pre = p->npre ? memdup(a.head.buf + a.body_off, p->npre) : NULL;
 		p->gc = r->gc;
 		p->guard = s->guard;
-		p->origin_port = r->origin_port;
+		p->origin_id = r->origin_id;
 		resp = MHD_create_response_for_upgrade(on_upgrade, p);
 		if (!resp) {
 			free(p->pre);

@@ -65,14 +65,17 @@ struct server_opts {
 	unsigned max_per_client;       /* TCP connections of one client address; 0: 32 */
 	double header_seconds;         /* a request's headers must be in within; 0: 10 */
 	size_t body_memory;            /* bytes all request bodies may hold at once; 0: 256 MiB */
-	/* --endpoint-ports LO-HI: each endpoint a browser opens gets its own origin
-	 * (a listener on a port of the range); 0: none, endpoints are served on the
-	 * server's origin to their job's owner only (docs/endpoints.md) */
-	int endpoint_port_lo, endpoint_port_hi;
+	/* --endpoint-host EPHOST: each endpoint a browser opens gets a host name of its
+	 * own, JOB-NAME.EPHOST, served by this listener; NULL: none, endpoints are
+	 * served on the server's origin to their job's owner only (docs/endpoints.md) */
+	const char *endpoint_host;
+	/* --behind-https: browsers reach the server over https (a reverse proxy ends
+	 * TLS): cookies get the __Host- prefix and Secure, endpoint links https */
+	bool behind_https;
 };
 
-/* --endpoint-ports "LO-HI", 1024 <= LO <= HI <= 65535 (eporigin.c). */
-bool server_parse_endpoint_ports(const char *text, int *lo, int *hi);
+/* --endpoint-host: a lower-case DNS name of two labels or more, not an IP literal (eporigin.c). */
+bool server_endpoint_host_ok(const char *text);
 
 /* Run until SIGINT or SIGTERM (jobs keep running).  */
 int server_run(const struct server_opts *o, struct tc_err *err);

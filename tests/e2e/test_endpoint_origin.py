@@ -1,33 +1,36 @@
-"""One origin per endpoint (docs/endpoints.md#one-origin-per-endpoint,
+"""One host name per endpoint (docs/endpoints.md#one-host-name-per-endpoint,
 docs/security.md): a root server with real accounts.
 
-With `--endpoint-ports LO-HI`:
-  - a browser's session on the API origin is sent on (302) to the
-    endpoint's own origin, a port of the range, with a one-time ticket; the
-    ticket becomes an HttpOnly cookie of that endpoint alone, used up at
-    once, and dead after its seconds;
+With `--endpoint-host ep.test`:
+  - a browser's session on the API's host is sent on (302) to the
+    endpoint's own host name, JOB-NAME.ep.test on the API's port, with a
+    one-time ticket; the ticket becomes a host-only HttpOnly cookie of that
+    endpoint alone, used up at once, and dead after its seconds;
   - the endpoint cookie opens nothing of the API, and the API's cookie or
-    token nothing of the endpoint origin (and never reaches the endpoint);
-  - a page of the endpoint origin cannot change anything through the API
+    token nothing of the endpoint host (and never reaches the endpoint);
+    the API's cookie has no Domain;
+  - a page of the endpoint host cannot change anything through the API
     with the admin's cookie (Origin / Sec-Fetch-Site), nor read it (no
     CORS); another origin cannot change anything in the endpoint;
-  - an admin opening a user's endpoint lands on the endpoint's origin too;
+  - an admin opening a user's endpoint lands on the endpoint's host too;
   - Jupyter works there, its kernel's WebSocket included;
-  - the listener closes with the job.
-Without it: the owner's browser is served on the API origin, an admin's
+  - the host name is forgotten with the job.
+Without it: the owner's browser is served on the API's host, an admin's
 gets 403 naming the option; scripts (tokens) are proxied as before.
+`--endpoint-ports` is gone: it refuses, naming --endpoint-host.
 """
+import html
 import http.client
 import json
 import os
-import random
+import re
 import time
 import urllib.parse
 
 import pytest
 
 from conftest import wait_until
-from server_fixture import endpoint_up, port_open, root_server, token_for
+from server_fixture import endpoint_up, root_server, token_for
 from test_endpoints import jupyter_ok, run_cell, websocket  # noqa: F401 (a fixture)
 
 # the endpoint: what it was sent, as JSON (path, method, headers, body)
@@ -51,16 +54,16 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 '''
 
 
-def port_range():
-    """20 ports somewhere high; the server skips any that another program holds."""
-    lo = random.randrange(20000, 60000, 20)
-    return lo, lo + 19
+EPHOST = "ep.test"  # the tests send Host: JOB-NAME.ep.test to 127.0.0.1
 
 
-def request(port, method, path, cookie=None, headers=None, body=None):
-    """One request to 127.0.0.1:port, redirects not followed: (status, headers, body)."""
+def request(port, method, path, cookie=None, headers=None, body=None, host=None):
+    """One request to 127.0.0.1:port (Host: host[:port] when given), redirects not followed:
+    (status, headers, body)."""
     con = http.client.HTTPConnection("127.0.0.1", port, timeout=90)
     hdrs = dict(headers or {})
+    if host:
+        hdrs["Host"] = f"{host}:{port}"
     if cookie:
         hdrs["Cookie"] = cookie
     data = json.dumps(body).encode() if body is not None else None
@@ -85,28 +88,32 @@ def session(srv, token):
 
 
 def redirect(srv, cookie, path):
-    """The API origin's answer to a browser: (endpoint port, enter path)."""
+    """The API's answer to a browser: (the endpoint's host name, enter path)."""
     st, hdrs, body = request(srv.port, "GET", path, cookie=cookie)
     assert st == 302, (st, body)
     u = urllib.parse.urlsplit(hdrs["Location"])
-    assert u.scheme == "http" and u.hostname == "127.0.0.1", hdrs["Location"]
+    assert u.scheme == "http" and u.hostname.endswith("." + EPHOST), hdrs["Location"]
+    assert u.port == srv.port, hdrs["Location"]  # the API's own listener
     assert u.path == "/.trainctl/enter" and u.query.startswith("ticket="), hdrs["Location"]
-    return u.port, f"{u.path}?{u.query}"
+    return u.hostname, f"{u.path}?{u.query}"
 
 
-def enter(port, enter_path):
-    """Use a ticket: (the endpoint cookie "trainctl_endpoint=...", its attributes, Location)."""
-    st, hdrs, body = request(port, "GET", enter_path)
-    assert st == 303, (st, body)
+def enter(srv, host, enter_path):
+    """Use a ticket: (the endpoint cookie "trainctl_endpoint=...", its attributes, where its
+    page goes on to).  A page, not a redirect: the endpoint's own navigations start there."""
+    st, hdrs, body = request(srv.port, "GET", enter_path, host=host)
+    assert st == 200 and hdrs["Content-Type"].startswith("text/html"), (st, body)
+    m = re.search(r'<meta http-equiv="refresh" content="0;url=([^"]*)">', body)
+    assert m, body
     parts = [p.strip() for p in hdrs["Set-Cookie"].split(";")]
-    return parts[0], parts[1:], hdrs["Location"]
+    return parts[0], parts[1:], html.unescape(m.group(1))
 
 
 def open_endpoint(srv, cookie, path):
-    """The whole browser's way in: (port, endpoint cookie, where it lands)."""
-    port, ticket = redirect(srv, cookie, path)
-    ep_cookie, _, loc = enter(port, ticket)
-    return port, ep_cookie, loc
+    """The whole browser's way in: (host, endpoint cookie, where it lands)."""
+    host, ticket = redirect(srv, cookie, path)
+    ep_cookie, _, loc = enter(srv, host, ticket)
+    return host, ep_cookie, loc
 
 
 def echo_job(srv, u, name="epo"):
@@ -129,77 +136,89 @@ def stop(srv, job):
     srv.wait_state(job, "killed")
 
 
-def test_own_origin(trainctl):
-    lo, hi = port_range()
+def test_own_host_name(trainctl):
     with root_server(trainctl, "tc-epo-", "own", "adm", "oth",
-                     args=["--endpoint-ports", f"{lo}-{hi}"],
+                     args=["--endpoint-host", EPHOST],
                      env={"TRAINCTL_ENDPOINT_TICKET_SECONDS": "3"}) as (srv, u, _):
         admin = token_for(trainctl, srv.state, u["adm"], admin=True)
         job = echo_job(srv, u)
         base = f"/jobs/{job}/endpoints/web"
         own_ck = session(srv, srv.token)
         adm_ck = session(srv, admin)
+        # the API's cookie is host-only: no Domain, so no endpoint host ever gets it
+        st, hdrs, _ = request(srv.port, "POST", "/api/v1/session",
+                              headers={"Authorization": f"Bearer {srv.token}"}, body={})
+        assert "domain" not in hdrs["Set-Cookie"].lower(), hdrs["Set-Cookie"]
 
-        # the owner's browser: sent on to a port of the range, with a ticket
-        port, ticket = redirect(srv, own_ck, f"{base}/a/b.txt?x=1")
-        assert lo <= port <= hi and port != srv.port
-        ep_ck, attrs, loc = enter(port, ticket)
+        # the owner's browser: sent on to JOB-NAME.EPHOST, the API's port, with a ticket
+        host, ticket = redirect(srv, own_ck, f"{base}/a/b.txt?x=1")
+        assert host == f"{job}-web.{EPHOST}", host
+        ep_ck, attrs, loc = enter(srv, host, ticket)
         assert ep_ck.startswith("trainctl_endpoint=")
-        assert f"Path={base}" in attrs and "HttpOnly" in attrs and "SameSite=Strict" in attrs
+        assert "Path=/" in attrs and "HttpOnly" in attrs and "SameSite=Strict" in attrs, attrs
+        assert not [a for a in attrs if a.lower().startswith("domain")], attrs
         assert loc == f"{base}/a/b.txt?x=1"
         # the ticket is used up
-        st, _, body = request(port, "GET", ticket)
+        st, _, body = request(srv.port, "GET", ticket, host=host)
         assert st == 403 and "used already or has expired" in body["error"], body
 
         # the endpoint, with the API's cookie and a token beside its own: neither reaches it
-        st, _, e = request(port, "GET", loc, cookie=f"a=1; {own_ck}; {ep_ck}; b=2",
+        st, _, e = request(srv.port, "GET", loc, cookie=f"a=1; {own_ck}; {ep_ck}; b=2", host=host,
                            headers={"Authorization": f"Bearer {srv.token}"})
         assert st == 200, e
         assert e["path"] == "/a/b.txt?x=1"  # a generic endpoint: the prefix taken off
         assert e["headers"]["cookie"] == "a=1; b=2", e
         assert "authorization" not in e["headers"], e
 
-        # the endpoint origin takes no API credential, and serves nothing else
+        # the endpoint host takes no API credential, and serves nothing else
         for cookie, hdrs in ((own_ck, {}), (adm_ck, {}), (None, {"Authorization": f"Bearer {admin}"})):
-            st, _, body = request(port, "GET", f"{base}/", cookie=cookie, headers=hdrs)
+            st, _, body = request(srv.port, "GET", f"{base}/", cookie=cookie, headers=hdrs, host=host)
             assert st == 401 and "one-time" in body["error"], (st, body)
-        for path in ("/api/v1/whoami", "/", "/jobs/other/endpoints/web/", f"/jobs/{job}/endpoints/webx/"):
-            st, _, body = request(port, "GET", path, cookie=ep_ck)
+        for path in ("/api/v1/whoami", "/", "/login?ticket=x", "/jobs/other/endpoints/web/",
+                     f"/jobs/{job}/endpoints/webx/"):
+            st, _, body = request(srv.port, "GET", path, cookie=ep_ck, host=host)
             assert st == 404, (path, st, body)
-        # ... and the API takes no endpoint cookie
+        # names under EPHOST that are no endpoint's: nothing
+        for other in (f"x.{host}", f"{job}-webx.{EPHOST}", f"{job}-web_.{EPHOST}"):
+            st, _, body = request(srv.port, "GET", f"{base}/", cookie=ep_ck, host=other)
+            assert st == 404, (other, st, body)
+        # ... and the API takes no endpoint cookie, nor the endpoint domain itself
         st, _, body = request(srv.port, "GET", "/api/v1/whoami", cookie=ep_ck)
         assert st == 401, body
         st, _, body = request(srv.port, "GET", f"{base}/", cookie=ep_ck)
         assert st == 401, body
+        st, _, body = request(srv.port, "GET", "/api/v1/whoami", cookie=own_ck, host=EPHOST)
+        assert st == 403, body
 
         # a ticket expires (3 s here): one left unused is refused afterwards
-        port2, ticket = redirect(srv, own_ck, f"{base}/")
+        host2, ticket = redirect(srv, own_ck, f"{base}/")
         t0 = time.monotonic()
-        assert port2 == port  # one listener per endpoint
+        assert host2 == host  # one host per endpoint
         wait_until(lambda: time.monotonic() - t0 > 3.5, timeout=30, what="the ticket's 3 s")
-        st, _, body = request(port, "GET", ticket)
+        st, _, body = request(srv.port, "GET", ticket, host=host)
         assert st == 403 and "expired" in body["error"], body
 
-        # an admin opening the user's endpoint: its own origin too, as the admin
-        aport, a_ck, aloc = open_endpoint(srv, adm_ck, f"{base}?q=1")
-        assert aport == port and a_ck != ep_ck
+        # an admin opening the user's endpoint: its own host too, as the admin
+        ahost, a_ck, aloc = open_endpoint(srv, adm_ck, f"{base}?q=1")
+        assert ahost == host and a_ck != ep_ck
         assert aloc == f"{base}/?q=1"  # the root is a folder: its slash
-        st, _, e = request(aport, "GET", aloc, cookie=f"{adm_ck}; {a_ck}")
+        st, _, e = request(srv.port, "GET", aloc, cookie=f"{adm_ck}; {a_ck}", host=host)
         assert st == 200 and "cookie" not in e["headers"] and e["path"] == "/?q=1", e
         # the value alone, under another name, is nothing
-        st, _, body = request(aport, "GET", aloc, cookie=a_ck.replace("trainctl_endpoint=", "x="))
+        st, _, body = request(srv.port, "GET", aloc, cookie=a_ck.replace("trainctl_endpoint=", "x="),
+                              host=host)
         assert st == 401, body
         # another user: nothing
         oth_ck = session(srv, token_for(trainctl, srv.state, u["oth"]))
         st, _, body = request(srv.port, "GET", f"{base}/", cookie=oth_ck)
         assert st in (403, 404), body
 
-        # a page of the endpoint origin, with the admin's cookie (a browser sends it: cookies
-        # ignore ports, SameSite too): it changes nothing through the API ...
-        page = f"http://127.0.0.1:{port}"
+        # a page of the endpoint host, with the admin's cookie (a browser of a same-site
+        # deployment would send it): it changes nothing through the API ...
+        page = f"http://{host}:{srv.port}"
         before = len(srv.call("GET", "/api/v1/jobs?limit=1000", token="", unix=True)[1]["jobs"])
         for hdrs in ({"Origin": page, "Sec-Fetch-Site": "same-site"}, {"Origin": page},
-                     {"Sec-Fetch-Site": "same-site"}):
+                     {"Sec-Fetch-Site": "same-site"}, {"Sec-Fetch-Site": "cross-site"}):
             st, _, body = request(srv.port, "POST", "/api/v1/jobs", cookie=adm_ck, headers=hdrs,
                                   body={"spec": {"name": "forged", "command": "true"}})
             assert st == 403 and "another origin" in body["error"], (hdrs, st, body)
@@ -212,29 +231,45 @@ def test_own_origin(trainctl):
         st, hdrs, _ = request(srv.port, "GET", "/api/v1/jobs", cookie=adm_ck,
                               headers={"Origin": page, "Sec-Fetch-Site": "same-site"})
         assert not [h for h in hdrs if h.lower().startswith("access-control-")], hdrs
-        # the API origin's browser WebSocket and POSTs go to the endpoint's origin, not here
+        # the API's browser WebSocket and POSTs go to the endpoint's host, not here
         st, _, body = request(srv.port, "POST", f"{base}/x", cookie=own_ck, body={})
-        assert st == 403 and "its own origin" in body["error"], body
+        assert st == 403 and "its own host name" in body["error"], body
 
-        # in the endpoint origin: its own pages may POST, another origin's may not
-        st, _, e = request(port, "POST", f"{base}/form", cookie=ep_ck,
+        # on the endpoint host: its own pages may POST, another origin's may not
+        st, _, e = request(srv.port, "POST", f"{base}/form", cookie=ep_ck, host=host,
                            headers={"Origin": page, "Sec-Fetch-Site": "same-origin",
                                     "Content-Type": "text/plain"}, body={"k": 1})
         assert st == 200 and e["method"] == "POST" and json.loads(e["body"]) == {"k": 1}, e
-        for hdrs in ({"Origin": srv.url}, {"Origin": f"http://127.0.0.1:{srv.port + 1}"},
+        for hdrs in ({"Origin": srv.url}, {"Origin": f"http://x{host}:{srv.port}"},
                      {"Origin": page, "Sec-Fetch-Site": "same-site"}):
-            st, _, body = request(port, "POST", f"{base}/form", cookie=ep_ck, headers=hdrs, body={})
+            st, _, body = request(srv.port, "POST", f"{base}/form", cookie=ep_ck, headers=hdrs,
+                                  body={}, host=host)
             assert st == 403, (hdrs, st, body)
 
         # the CLI: the server's URLs, which send a browser on
         r = srv.cli("endpoints", job)
         assert r.returncode == 0, r.stderr
         assert r.stdout.splitlines()[1].split() == ["web", "generic", "running", f"{srv.url}{base}/"]
-        assert "own origin" in r.stdout
+        assert "own host name" in r.stdout
 
-        # the listener closes with the job
+        # the host is forgotten with the job
         stop(srv, job)
-        wait_until(lambda: not port_open(port), timeout=60, what="the endpoint origin's port to close")
+
+        def gone():
+            return request(srv.port, "GET", loc, cookie=ep_ck, host=host)[0] == 404
+        wait_until(gone, timeout=60, what="the endpoint's host name to be forgotten")
+
+
+def test_endpoint_ports_is_gone(trainctl, tmp_path):
+    """--endpoint-ports refuses, naming the option that replaced it (exit 2)."""
+    import subprocess
+    for args, want in ((["--endpoint-ports", "20000-20019"], "--endpoint-host"),
+                       (["--endpoint-host", "EP.test"], "--endpoint-host"),
+                       (["--endpoint-host", "10.0.0.1"], "--endpoint-host"),
+                       (["--endpoint-host", "ep.test", "--host-name", "api.ep.test"], "--host-name")):
+        r = subprocess.run([trainctl, "server", "--state", str(tmp_path / "st"), "--listen",
+                            "127.0.0.1:1", *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and want in r.stderr, (args, r.returncode, r.stderr)
 
 
 def test_fallback_owner_only(trainctl):
@@ -247,7 +282,7 @@ def test_fallback_owner_only(trainctl):
         assert st == 200 and e["path"] == "/x", e
         # an admin's browser: refused, naming the way out
         st, _, body = request(srv.port, "GET", f"{base}/x", cookie=session(srv, admin))
-        assert st == 403 and "--endpoint-ports" in body["error"], body
+        assert st == 403 and "--endpoint-host" in body["error"], body
         # a script (a token; the socket's root) is no browser: proxied
         st, _, e = request(srv.port, "GET", f"{base}/x", headers={"Authorization": f"Bearer {admin}"})
         assert st == 200, e
@@ -258,11 +293,10 @@ def test_fallback_owner_only(trainctl):
         stop(srv, job)
 
 
-def test_jupyter_on_its_own_origin(trainctl, websocket):  # noqa: F811 (the fixture)
+def test_jupyter_on_its_own_host_name(trainctl, websocket):  # noqa: F811 (the fixture)
     if not jupyter_ok():
         pytest.fail("jupyter-notebook is missing (scripts/install-deps.sh)", pytrace=False)
-    lo, hi = port_range()
-    with root_server(trainctl, "tc-epj-", "own", args=["--endpoint-ports", f"{lo}-{hi}"]) as (srv, u, _):
+    with root_server(trainctl, "tc-epj-", "own", args=["--endpoint-host", EPHOST]) as (srv, u, _):
         home = f"/home/{u['own']}"
         job = srv.submit({"name": "nb", "command": "sleep 600", "workdir": home,
                           "endpoints": ["jupyter"]})
@@ -274,29 +308,30 @@ def test_jupyter_on_its_own_origin(trainctl, websocket):  # noqa: F811 (the fixt
             eps = body.get("endpoints", []) if st == 200 else []
             return bool(eps) and eps[0]["state"] == "running"
         wait_until(running, what=lambda: srv.run_logs(job))
-        port, ck, loc = open_endpoint(srv, session(srv, srv.token), f"{base}/tree")
+        host, ck, loc = open_endpoint(srv, session(srv, srv.token), f"{base}/tree")
         assert loc == f"{base}/tree"
-        page = f"http://127.0.0.1:{port}"
+        page = f"http://{host}:{srv.port}"
 
         def status():
-            st, _, body = request(port, "GET", f"{base}/api/status", cookie=ck)
+            st, _, body = request(srv.port, "GET", f"{base}/api/status", cookie=ck, host=host)
             return body if st == 200 else None
         wait_until(status, timeout=180, what=lambda: open(
             f"{srv.state}/runs/{job}/logs/endpoint-jupyter.log").read()[-3000:])
-        st, _, body = request(port, "GET", f"{base}/tree", cookie=ck)
+        st, _, body = request(srv.port, "GET", f"{base}/tree", cookie=ck, host=host)
         assert st == 200 and "<html" in body.lower(), body[:500]
-        st, _, k = request(port, "POST", f"{base}/api/kernels", cookie=ck,
+        st, _, k = request(srv.port, "POST", f"{base}/api/kernels", cookie=ck, host=host,
                            headers={"Origin": page}, body={"name": "python3"})
         assert st == 201, k
-        url = f"ws://127.0.0.1:{port}{base}/api/kernels/{k['id']}/channels"
-        assert run_cell(websocket, url, None, "print(6*7)", cookie=ck, origin=page) == "42\n"
+        url = f"ws://127.0.0.1:{srv.port}{base}/api/kernels/{k['id']}/channels"
+        hh = f"{host}:{srv.port}"  # the Host header
+        assert run_cell(websocket, url, None, "print(6*7)", cookie=ck, origin=page,
+                        host=hh) == "42\n"
         # a WebSocket from another origin (the API's page, another endpoint's) is refused
         with pytest.raises(websocket.WebSocketBadStatusException) as e:
-            run_cell(websocket, url, None, "print(1)", cookie=ck, origin=srv.url)
+            run_cell(websocket, url, None, "print(1)", cookie=ck, origin=srv.url, host=hh)
         assert e.value.status_code == 403
         # without the cookie: nothing
         with pytest.raises(websocket.WebSocketBadStatusException) as e:
-            run_cell(websocket, url, srv.token, "print(1)", origin=page)
+            run_cell(websocket, url, srv.token, "print(1)", origin=page, host=hh)
         assert e.value.status_code == 401
         stop(srv, job)
-        wait_until(lambda: not port_open(port), timeout=60, what="the endpoint origin's port to close")

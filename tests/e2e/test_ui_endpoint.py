@@ -1,18 +1,17 @@
 """The web UI in a real browser (tests/ui/ui_endpoint.js, as test_ui.py runs
-ui_test.js), on a server with --endpoint-ports:
+ui_test.js), on a server with --endpoint-host ep.test (chromium maps *.ep.test to 127.0.0.1):
 
   - the submit form's image field reaches the spec: the job page shows it,
     and so does the API's job JSON (the job itself may fail: no podman or
     no such image here; what counts is the field);
-  - the job page's endpoint link opens the endpoint on its own origin (a
-    port of the range, not the server's), through the one-time ticket;
+  - the job page's endpoint link opens the endpoint on its own host name
+    (JOB-web.ep.test, on the server's port), through the one-time ticket;
   - there, the job's page (its script) with the admin's session cookie in
     the browser cannot stop a job or submit one through the API, cannot read
     the API's answers (no CORS), and sees no trainctl cookie.
 Screenshots go to build/test-artifacts/ui/."""
 import json
 import os
-import random
 import shutil
 import subprocess
 
@@ -27,7 +26,7 @@ PAGE = r'''<!doctype html><html><head><title>endpoint</title></head><body><pre i
 const API = "%API%", JOB = "%JOB%";
 (async () => {
   const r = { origin: location.origin, cookies: document.cookie };
-  // with the admin's cookie (the browser sends it: same site, whatever the port)
+  // with the admin's cookie, were the browser to send it
   try {
     await fetch(`${API}/api/v1/jobs/${JOB}/stop`, { method: "POST", mode: "no-cors", credentials: "include" });
     r.stop = "sent";
@@ -56,8 +55,7 @@ def test_image_field_and_endpoint_origin(trainctl, tmp_path):
                     "(scripts/install-deps.sh)", pytrace=False)
     out = REPO / "build" / "test-artifacts" / "ui"
     out.mkdir(parents=True, exist_ok=True)
-    lo = random.randrange(20000, 60000, 20)
-    srv = start_server(trainctl, tmp_path / "state", args=["--endpoint-ports", f"{lo}-{lo + 19}"])
+    srv = start_server(trainctl, tmp_path / "state", args=["--endpoint-host", "ep.test"])
     jobs = []
     try:
         site = tmp_path / "site"
@@ -88,11 +86,10 @@ def test_image_field_and_endpoint_origin(trainctl, tmp_path):
         assert r["image_shown"] == IMAGE and r["image_json"] == IMAGE, why
         assert srv.job(r["job"])["spec"]["image"] == IMAGE, why
 
-        # the endpoint on its own origin: a port of the range
+        # the endpoint on its own host name, served by the server's own port
         assert r["link"] == f"/jobs/{job}/endpoints/web/", why
         origin = r["page"]["origin"]
-        port = int(origin.rsplit(":", 1)[1])
-        assert origin == f"http://127.0.0.1:{port}" and lo <= port <= lo + 19 and port != srv.port, why
+        assert origin == f"http://{job}-web.ep.test:{srv.port}", why
         assert r["endpoint_url"] == f"{origin}/jobs/{job}/endpoints/web/", why
         # its script, with the admin's cookie: no change, no read, no cookie to see
         assert r["page"]["cookies"] == "", why

@@ -1,5 +1,5 @@
 // ui_endpoint.js -- the submit form's image field and a job's endpoint on its
-// own origin, in Debian's chromium (playwright-core), for
+// own host name, in Debian's chromium (playwright-core), for
 // tests/e2e/test_ui_endpoint.py:
 //   node tests/ui/ui_endpoint.js BASE_URL ARTIFACT_DIR LOGIN_URL IMAGE ENDPOINT_JOB
 // 1. logs in (the operator: an admin), submits a job with the form (a name, a
@@ -24,7 +24,8 @@ let step = "start";
     browser = await chromium.launch({
       executablePath: "/usr/bin/chromium", timeout: Math.max(60000, T(60000)),
       args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
+        "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+        "--host-resolver-rules=MAP *.ep.test 127.0.0.1"],
     });
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     page = await context.newPage();
@@ -58,7 +59,7 @@ let step = "start";
     await page.goto(`${base}/#/job/${epJob}/brief`);
     const link = await page.waitForSelector("#endpoints a", { timeout: T(60000) });
     result.link = await link.getAttribute("href");
-    step = "the endpoint opens on its own origin";
+    step = "the endpoint opens on its own host name";
     const [tab] = await Promise.all([context.waitForEvent("page", { timeout: T(30000) }), link.click()]);
     tab.on("pageerror", e => { result.pageerrors = (result.pageerrors || []).concat(String(e)); });
     await tab.waitForSelector("#done", { state: "attached", timeout: T(60000) });
