@@ -68,6 +68,9 @@ struct server_opts {
 	 * (a listener on a port of the range); 0: none, endpoints are served on the
 	 * server's origin to their job's owner only (docs/endpoints.md) */
 	int endpoint_port_lo, endpoint_port_hi;
+	/* --allow-root-jobs: a root server may run a job as root (root's own, the operator's
+	 * login); without it such a job is refused at admission and at start (admit.c) */
+	bool allow_root_jobs;
 };
 
 /* --endpoint-ports "LO-HI", 1024 <= LO <= HI <= 65535 (eporigin.c). */
