@@ -37,8 +37,16 @@ def uid_job(name="whoami", **extra):
     return spec
 
 
+def as_root(srv, job):
+    """The job as the Unix socket's root (an admin) sees it, whoever owns it."""
+    st, j = srv.call("GET", f"/api/v1/jobs/{job}", token="", unix=True)
+    assert st == 200, j
+    return j
+
+
 def worker_uid(srv, job):
-    j = srv.wait_state(job, ENDED)
+    j = wait_until(lambda: (lambda x: x if x["state"] in ENDED else None)(as_root(srv, job)),
+                   120, f"{job} to end")
     assert j["state"] == "succeeded", (j, srv.run_logs(job))
     with open(os.path.join(srv.state, "runs", job, "logs", "rank-0.log")) as f:
         lines = [line for line in f if line.startswith("uid=")]
@@ -79,8 +87,8 @@ def test_sweep_spec_path_is_read_as_the_caller(adm):
     assert first
     st, body = srv.call("POST", "/api/v1/sweeps", sweep_body("/etc/shadow"))
     assert st in (400, 403), body
-    text = json.dumps(body)
-    assert first not in text and first.split(":")[1] not in text.replace('"error"', ""), body
+    # the old door quoted it as a YAML key, less its trailing colons
+    assert first.rstrip(":") not in json.dumps(body), body
     # bob reads his own file, so his sweep of it is taken
     st, body = srv.call("POST", "/api/v1/sweeps", sweep_body(secret), token=srv.bob)
     assert st == 201, body
