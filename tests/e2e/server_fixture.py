@@ -8,7 +8,8 @@ test_auth.py, test_ui.py).
 
 Without a token, call() and cli() reach the server through its Unix socket
 (STATE/server.sock), where the kernel says who calls: the test's account,
-root, is the server's admin.  With a token (token=, or srv.token) they use
+root, is the server's admin, and start_server passes --allow-root-jobs so
+that root's jobs run (root_server does not: its jobs are its accounts').  With a token (token=, or srv.token) they use
 TCP and the Authorization header, as a remote client would.
 """
 import contextlib
