@@ -89,6 +89,19 @@ def test_sweep_spec_path_is_read_as_the_caller(adm):
     assert st in (400, 403), body
     # the old door quoted it as a YAML key, less its trailing colons
     assert first.rstrip(":") not in json.dumps(body), body
+    # in bob's 0700 folder, a file that is there and one that is not read the same
+    hidden = os.path.join(base, "bobs-hidden")
+    os.mkdir(hidden, 0o700)
+    os.chown(hidden, bob.pw_uid, bob.pw_gid)
+    there = os.path.join(hidden, "job.yaml")
+    with open(there, "w") as f:
+        f.write("name: h\ncommand: echo hidden\n")
+    errors = []
+    for path in (there, os.path.join(hidden, "absent.yaml")):
+        st, body = srv.call("POST", "/api/v1/sweeps", sweep_body(path))
+        assert st in (400, 403), body
+        errors.append((st, body["error"].replace(path, "PATH")))
+    assert errors[0] == errors[1], errors
     # bob reads his own file, so his sweep of it is taken
     st, body = srv.call("POST", "/api/v1/sweeps", sweep_body(secret), token=srv.bob)
     assert st == 201, body
