@@ -47,6 +47,8 @@ static const char server_usage[] =
 	"                          endpoints are served to their job's owner only\n"
 	"      --behind-https      browsers reach the server over https (a reverse proxy\n"
 	"                          ends TLS): __Host- and Secure cookies, https endpoint links\n"
+	"      --allow-root-jobs   a root server may run jobs as root (root's own, the\n"
+	"                          operator's login); without it they are refused\n"
 	"      --state DIR         state folder: trainctl.db and runs/ (default $TRAINCTL_HOME)\n"
 	"      --cpu-slots N       cpu jobs' workers that may run at once (default: cores)\n"
 	"      --quota USER=N      at most N devices held by USER's jobs (USER * = everyone else)\n"
@@ -78,6 +80,7 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "endpoint-ports", required_argument, NULL, 'P' },
 		{ "endpoint-host", required_argument, NULL, 'D' },
 		{ "behind-https", no_argument, NULL, 'V' },
+		{ "allow-root-jobs", no_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -138,6 +141,7 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			o.nnotify = nhooks;
 			break;
 		case 'q': o.quiet = true; break;
+		case 'R': o.allow_root_jobs = true; break;
 		case 'U': o.socket = optarg; break;
 		case 'H': strvec_push(&hosts, optarg); break;
 		case 'E': strvec_push(&pass, optarg); break;

@@ -5,6 +5,7 @@
  */
 #include "server/server_int.h"
 #include "server/api_int.h"
+#include "server/admit.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "spec/spec.h"
@@ -14,7 +15,6 @@
 #include <jansson.h>
 #include <pwd.h>
 #include <stdlib.h>
-#include <sys/fsuid.h>
 #include <unistd.h>
 #include <string.h>
 
@@ -30,175 +30,19 @@ bool api_id_ok(const char *id)
 			return false;
 	return true;
 }
-static char *write_job_yaml(const char *run_dir, const char *yaml, struct tc_err *err)
+/* A submit or a clone through the admission door (admit.c): 201 with the job. */
+static int admit_reply(struct srv *s, struct MHD_Connection *con, const struct admit_req *a)
 {
-	struct sbuf path = SBUF_INIT, tmp = SBUF_INIT;
-	sbuf_addf(&path, "%s/job.yaml", run_dir);
-	sbuf_addf(&tmp, "%s/.job.yaml.tmp", run_dir);
-	/* no fsync: the spec is also in the database, and submissions must be cheap */
-	FILE *f = fopen(tmp.buf, "w");
-	int ok = f && fputs(yaml, f) >= 0;
-	if (f && fclose(f) != 0)
-		ok = 0;
-	if (!ok || rename(tmp.buf, path.buf) < 0) {
-		tc_error_errno(err, TC_ESYS, "cannot write %s", path.buf);
-		sbuf_release(&path);
-		sbuf_release(&tmp);
-		return NULL;
-	}
-	sbuf_release(&tmp);
-	return sbuf_detach(&path);
-}
-
-/*
- * While a root server reads the files a non-admin's spec names
- * (parallel.cluster, ...), this request thread's filesystem ids are the
- * caller's account (setfsuid/setfsgid are per thread on Linux), so a
- * root-only file reads as "permission denied" rather than giving away
- * whether it exists or what it holds (issue 13, finding 14).  Returns
- * false when it cannot (the request is refused).
- */
-struct fs_ids { bool changed; uid_t uid; gid_t gid; };
-
-static bool fs_as_caller(const struct who *w, struct fs_ids *save)
-{
-	memset(save, 0, sizeof(*save));
-	if (geteuid() != 0 || w->admin || w->local)
-		return true;
-	struct passwd pw, *res = NULL;
-	char buf[4096];
-	if (getpwnam_r(w->user, &pw, buf, sizeof(buf), &res) != 0 || !res || res->pw_uid == 0)
-		return false;
-	save->gid = (gid_t)setfsgid(res->pw_gid);
-	save->uid = (uid_t)setfsuid(res->pw_uid);
-	save->changed = true;
-	/* setfsuid says the old id whatever happens: ask again to know it took */
-	return (uid_t)setfsuid((uid_t)-1) == res->pw_uid && (gid_t)setfsgid((gid_t)-1) == res->pw_gid;
-}
-
-static void fs_restore(const struct fs_ids *save)
-{
-	if (!save->changed)
-		return;
-	setfsuid(save->uid);
-	setfsgid(save->gid);
-}
-
-/* Queue a spec (text, YAML or JSON) for user; 201 with the job. */
-static int submit_spec(struct srv *s, struct MHD_Connection *con, const struct who *w,
-		       const char *text, const char *file, const char *base, const char *name_override,
-		       const struct strvec *sets)
-{
-	struct spec *sp = NULL;
 	struct tc_err err = TC_ERR_INIT;
+	json_t *brief = NULL;
+	unsigned st = srv_admit(s, a, NULL, &brief, &err);
 	int ret;
-	struct fs_ids ids;
-	if (!fs_as_caller(w, &ids)) {
-		fs_restore(&ids);
-		return reply_err(con, 403, "user '%s' has no account to read the spec's files as", w->user);
-	}
-	int prc = spec_parse_set(text, strlen(text), file, base, s->o.backend, sets, &sp, &err);
-	fs_restore(&ids);
-	if (prc) {
+	if (!st)
+		ret = reply_jsont(con, 201, brief);
+	else if (st >= 500)
 		ret = reply_tc(con, &err);
-		tc_err_release(&err);
-		return ret;
-	}
-	if (name_override) {
-		free(sp->name);
-		sp->name = xstrdup(name_override);
-	}
-	srv_notify_defaults(s, sp);
-	/* a backend with a queue of its own (slurm) allocates its nodes, not this pool */
-	const struct backend_ops *be = backend_find(sp->backend);
-	if (!be)
-		be = &backend_local;
-	bool own_queue = be->submit != NULL;
-	/* sbatch options that name paths or accounts are an admin's (docs/slurm.md) */
-	const char *extra = w->admin || w->local ? NULL : spec_slurm_extra_refused(sp);
-	if (extra) {
-		ret = reply_err(con, 403,
-				"slurm.extra '%s': only an admin may give this sbatch option (see the allowlist "
-				"in docs/slurm.md)",
-				extra);
-		spec_free(sp);
-		return ret;
-	}
-	/* runtime options that give privileges, devices or mounts are an admin's (docs/containers.md) */
-	extra = w->admin || w->local ? NULL : spec_container_extra_refused(sp);
-	if (extra) {
-		ret = reply_err(con, 403,
-				"container.extra '%s': only an admin may give this runtime option (see the "
-				"allowlist in docs/containers.md)",
-				extra);
-		spec_free(sp);
-		return ret;
-	}
-	/* local jobs run here: their program must be here (slurm's run on its nodes) */
-	if (backend_prepare(be, sp, &err) || srv_secrets_check(s, w->user, sp, own_queue, &err) ||
-	    (!own_queue && spec_check_command(sp, &err))) {
-		ret = reply_tc(con, &err);
-		tc_err_release(&err);
-		spec_free(sp);
-		return ret;
-	}
-	/* the pool must be able to hold the job at all, or it would wait forever */
-	size_t have = 0;
-	for (size_t i = 0; i < s->ndevs; i++)
-		if (!strcmp(s->devs[i].type, sp->device_type))
-			have++;
-	if (!own_queue && (size_t)sp->per_node > have) {
-		ret = reply_err(con, 400, "devices: %d %s device%s requested but this server has %zu",
-				sp->per_node, sp->device_type, sp->per_node == 1 ? "" : "s", have);
-		spec_free(sp);
-		return ret;
-	}
-	char *id = store_new_job_id();
-	struct sbuf run_dir = SBUF_INIT;
-	sbuf_addf(&run_dir, "%s/runs/%s", s->home, id);
-	char *yaml = spec_to_yaml(sp);
-	char *json = spec_to_json(sp);
-	char *path = NULL;
-	if (mkdir_p(run_dir.buf, &err) || !(path = write_job_yaml(run_dir.buf, yaml, &err))) {
-		ret = reply_tc(con, &err);
-		goto out;
-	}
-	/* ids the spec named are a requirement; otherwise any free ones */
-	char *want = sp->device_ids_given ? ids_text(sp->device_ids, sp->per_node) : NULL;
-	struct job_row jr = { .id = id, .name = sp->name, .state = JOB_QUEUED, .run_dir = run_dir.buf,
-			      .spec_json = json, .created = now_wall(),
-			      .world_size = sp->per_node * sp->nodes, .exit_code = -1,
-			      .user = (char *)w->user, .priority = sp->priority,
-			      .preemptible = sp->preemptible, .device_type = sp->device_type,
-			      .device_count = sp->per_node, .device_want = want, .managed = true,
-			      .backend = sp->backend };
-	pthread_mutex_lock(&s->mu);
-	int rc = store_job_submit(s->st, &jr, &err);
-	if (!rc) {
-		srv_add_queued(s, id, w->user, sp->name, sp->device_type, sp->per_node,
-			       want ? sp->device_ids : NULL, sp->priority, sp->preemptible, jr.created,
-			       sp->max_restarts, run_dir.buf, be);
-		s->submitted++;
-		srv_wake(s);
-	}
-	pthread_mutex_unlock(&s->mu);
-	if (!rc)
-		srv_notify_queued(s, sp, id, w->user);
-	if (rc) {
-		free(want);
-		ret = reply_tc(con, &err);
-		goto out;
-	}
-	/* the job as the API shows it (as listed: no spec) */
-	ret = reply_jsont(con, 201, job_to_json(&jr, JOB_JSON_BRIEF));
-	free(want);
-out:
-	free(path);
-	free(yaml);
-	free(json);
-	free(id);
-	sbuf_release(&run_dir);
-	spec_free(sp);
+	else
+		ret = reply_err(con, st, "%s", err.msg ? err.msg : "refused");
 	tc_err_release(&err);
 	return ret;
 }
@@ -326,8 +170,12 @@ int h_submit(struct srv *s, struct MHD_Connection *con, const struct who *w,
 		ret = reply_err(con, st, "%s", why.buf);
 	} else {
 		char *cwd = getcwd(NULL, 0);
-		ret = submit_spec(s, con, w, a.text, a.file ? a.file : "spec",
-				  a.base ? a.base : (cwd ? cwd : "/"), a.name, &a.sets);
+		/* the caller's own job, as the caller's account */
+		struct admit_req r = { .owner = w->user, .admin = w->admin || w->local,
+				       .text = a.text, .file = a.file ? a.file : "spec",
+				       .base = a.base ? a.base : (cwd ? cwd : "/"), .name = a.name,
+				       .sets = &a.sets, .preemptible = -1 };
+		ret = admit_reply(s, con, &r);
 		free(cwd);
 	}
 	sbuf_release(&why);
@@ -457,10 +305,19 @@ static int h_clone(struct srv *s, struct MHD_Connection *con, const struct who *
 	char *text = NULL;
 	struct tc_err err = TC_ERR_INIT;
 	int ret;
-	if (jobs_clone_spec(x, &text, &err))
+	if (jobs_clone_spec(x, &text, &err)) {
 		ret = reply_err(con, 409, "%s", err.msg);
-	else
-		ret = submit_spec(s, con, w, text, "spec", x->run_dir, NULL, sets);
+	} else {
+		/*
+		 * A clone is its job's owner's, whoever asks: an admin's clone of
+		 * a user's job runs as that user, its files read as that user.
+		 */
+		bool other = !w->user || !x->user || strcmp(w->user, x->user) != 0;
+		struct admit_req r = { .owner = x->user, .admin = w->admin || w->local,
+				       .owner_reads = other, .text = text, .file = "spec",
+				       .base = x->run_dir, .sets = sets, .preemptible = -1 };
+		ret = admit_reply(s, con, &r);
+	}
 	free(text);
 	tc_err_release(&err);
 	return ret;
@@ -509,12 +366,19 @@ int h_action(struct srv *s, struct MHD_Connection *con, const struct who *w,
 			rc = srv_stop_job(s, j, stop ? JOB_STOP_STOPPED : JOB_STOP_PAUSED, &err);
 		}
 	} else if (!strcmp(action, "resume")) {
+		struct passwd pw;
+		char *pwbuf = NULL;
 		if (!j || j->st != SJ_IDLE) {
 			status = 409;
 			msg = "only a paused job can be resumed";
+		} else if (srv_job_account(s, j->user, &pw, &pwbuf, &err)) {
+			/* a resume keeps its owner, and admission's account decision holds now */
+			status = 403;
+			msg = err.msg;
 		} else {
 			rc = srv_resume_job(s, j, &err);
 		}
+		free(pwbuf);
 	} else if (del) {
 		if (j || !job_state_terminal(x->state)) {
 			status = 409;

@@ -7,6 +7,7 @@
  */
 #include "server/server_int.h"
 #include "server/api_int.h"
+#include "server/admit.h"
 #include "backend/backend.h"
 #include "core/util.h"
 #include "core/xalloc.h"
@@ -23,80 +24,43 @@
 #define SWEEP_ROUND_S 0.5
 
 /*
- * Queue a validated spec for user, as POST /api/v1/jobs does (run folder,
- * job.yaml, the row, the queue in memory); the caller holds s->mu.
+ * A sweep's admission as the stored sweep says it: its owner, and whether
+ * an admin submitted it (the admin-only options its trials may give were
+ * checked against that, as a submit's are).
  */
-static int queue_spec(struct srv *s, const char *user, const struct spec *sp, char **id_out,
-		      struct tc_err *err)
+#define SWEEP_ADMIN_KEY "admitted_by_admin"
+
+/* One trial through the admission door (admit.c), as its sweep's owner. */
+static unsigned admit_trial(struct srv *s, const char *owner, bool admin, const struct sweep_def *d,
+			    const char *params_json, const char *name, bool locked, bool dry,
+			    char **id, struct tc_err *err)
 {
-	const struct backend_ops *be = backend_find(sp->backend);
-	if (!be)
-		be = &backend_local;
-	bool own_queue = be->submit != NULL;
-	if (!own_queue && spec_check_command(sp, err))
-		return TC_ESPEC;
-	size_t have = 0;
-	for (size_t i = 0; i < s->ndevs; i++)
-		if (!strcmp(s->devs[i].type, sp->device_type))
-			have++;
-	if (!own_queue && (size_t)sp->per_node > have)
-		return tc_error(err, TC_EUSAGE, "devices: %d %s device%s requested but this server has %zu",
-				sp->per_node, sp->device_type, sp->per_node == 1 ? "" : "s", have);
-	char *id = store_new_job_id();
-	struct sbuf run_dir = SBUF_INIT, path = SBUF_INIT;
-	sbuf_addf(&run_dir, "%s/runs/%s", s->home, id);
-	sbuf_addf(&path, "%s/job.yaml", run_dir.buf);
-	char *yaml = spec_to_yaml(sp);
-	char *json = spec_to_json(sp);
-	char *want = sp->device_ids_given ? ids_text(sp->device_ids, sp->per_node) : NULL;
-	int rc = mkdir_p(run_dir.buf, err);
-	if (!rc)
-		rc = write_file_atomic(path.buf, yaml, strlen(yaml), err);
-	struct job_row jr = { .id = id, .name = sp->name, .state = JOB_QUEUED, .run_dir = run_dir.buf,
-			      .spec_json = json, .created = now_wall(),
-			      .world_size = sp->per_node * sp->nodes, .exit_code = -1,
-			      .user = (char *)user, .priority = sp->priority,
-			      .preemptible = sp->preemptible, .device_type = sp->device_type,
-			      .device_count = sp->per_node, .device_want = want, .managed = true,
-			      .backend = sp->backend };
-	if (!rc)
-		rc = store_job_submit(s->st, &jr, err);
-	if (!rc) {
-		srv_add_queued(s, id, user, sp->name, sp->device_type, sp->per_node,
-			       want ? sp->device_ids : NULL, sp->priority, sp->preemptible, jr.created,
-			       sp->max_restarts, run_dir.buf, be);
-		s->submitted++;
-		*id_out = id;
-		id = NULL;
-	}
-	free(want);
-	free(yaml);
-	free(json);
-	free(id);
-	sbuf_release(&run_dir);
-	sbuf_release(&path);
-	return rc;
+	struct strvec sets = STRVEC_INIT;
+	sweep_trial_sets(params_json, &sets);
+	struct admit_req r = { .owner = owner, .admin = admin, .text = d->spec_text,
+			       .file = d->spec_path ? d->spec_path : "spec", .base = d->base,
+			       .name = name, .sets = &sets, .priority = d->priority,
+			       .preemptible = d->preemptible, .locked = locked, .dry = dry };
+	unsigned st = srv_admit(s, &r, id, NULL, err);
+	strvec_clear(&sets);
+	return st;
 }
 
 static int srv_trial_launch(void *arg, const struct sweep_row *sw, const struct sweep_def *d,
 			    struct trial_row *t, struct tc_err *err)
 {
 	struct srv *s = arg;
-	struct spec *sp = NULL;
-	int rc = sweep_trial_spec(d, t->params_json, s->o.backend, &sp, err);
-	if (rc)
-		return rc;
-	free(sp->name);
-	sp->name = sweep_trial_name(sw, t->idx);
-	if (d->priority)
-		sp->priority = d->priority;
-	if (d->preemptible >= 0)
-		sp->preemptible = d->preemptible;
+	json_t *def = sw->def_json ? json_loads(sw->def_json, 0, NULL) : NULL;
+	bool admin = json_is_true(json_object_get(def, SWEEP_ADMIN_KEY));
+	json_decref(def);
+	char *name = sweep_trial_name(sw, t->idx);
 	free(t->job_id);
 	t->job_id = NULL;
-	rc = queue_spec(s, sw->user ? sw->user : "", sp, &t->job_id, err);
-	spec_free(sp);
-	return rc;
+	/* the main loop holds s->mu */
+	unsigned st = admit_trial(s, sw->user ? sw->user : "", admin, d, t->params_json, name, true,
+				  false, &t->job_id, err);
+	free(name);
+	return st ? (err->code ? err->code : TC_EUSAGE) : 0;
 }
 
 static int srv_trial_stop(void *arg, const struct trial_row *t, const char *why, struct tc_err *err)
@@ -167,20 +131,47 @@ int h_sweep_submit(struct srv *s, struct MHD_Connection *con, const struct who *
 	struct trial_row *rows = NULL;
 	size_t n = 0;
 	char *cwd = getcwd(NULL, 0);
-	int rc = sweep_parse(text, strlen(text), file ? file : "sweep", base ? base : (cwd ? cwd : "/"),
-			     spec, &d, &err), ret;
-	free(cwd);
-	if (!rc) {
-		trials = sweep_trials(d);
-		rc = sweep_check_trials(d, trials, s->o.backend, &err);
+	/* its spec: path is read as the caller: a file they may not read stays unread */
+	struct fs_ids ids;
+	int rc, ret;
+	if (!srv_fs_as_caller(w, &ids)) {
+		srv_fs_restore(&ids);
+		free(cwd);
+		ret = reply_err(con, 403, "user '%s' has no account to read the sweep's files as", w->user);
+		goto out;
 	}
+	rc = sweep_parse(text, strlen(text), file ? file : "sweep", base ? base : (cwd ? cwd : "/"),
+			 spec, &d, &err);
+	srv_fs_restore(&ids);
+	free(cwd);
 	if (rc) {
 		ret = reply_tc(con, &err);
 		goto out;
 	}
+	/* every trial as a submit of the caller's would be, before anything is stored */
+	trials = sweep_trials(d);
+	bool admin = w->admin || w->local;
+	size_t ti;
+	json_t *tv;
+	json_array_foreach(trials, ti, tv) {
+		char *p = json_dumps(tv, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
+		unsigned st = admit_trial(s, w->user, admin, d, p ? p : "{}", NULL, false, true, NULL,
+					  &err);
+		if (st) {
+			char *txt = sweep_params_text(p ? p : "{}");
+			ret = st >= 500 ? reply_tc(con, &err)
+					: reply_err(con, st, "trial %zu (%s): %s", ti, txt,
+						    err.msg ? err.msg : "refused");
+			free(txt);
+			free(p);
+			goto out;
+		}
+		free(p);
+	}
 	struct sweep_row sw = { .id = store_new_job_id(), .name = d->name, .state = "running",
 				.user = w->user, .managed = true, .created = now_wall() };
 	json_t *dj = sweep_def_to_json(d);
+	json_object_set_new(dj, SWEEP_ADMIN_KEY, json_boolean(admin));
 	sw.def_json = json_dumps(dj, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
 	json_decref(dj);
 	n = json_array_size(trials);

@@ -31,6 +31,7 @@
  * left), with only its SHA-256 in the database (store: hub_jobs).
  */
 #include "server/server_int.h"
+#include "server/admit.h"
 #include "core/enc.h"
 #include "core/proc.h"
 #include "core/util.h"
@@ -180,28 +181,28 @@ static int spec_memfd(const char *spec, int *fd, struct tc_err *err)
 	return 0;
 }
 
-/* The account a job runs as: its user's on a root server (refused: none, or root's uid). */
-static int job_account(struct srv *s, const char *user, struct passwd *out, char **buf,
-		       struct tc_err *err)
+/*
+ * The uid a supervisor of user's job ran as, to read the journal it left:
+ * what srv_job_account decided when it started, without the refusals of
+ * now (a server restarted without --allow-root-jobs still reads what a job
+ * of root left).  false: none could have run.
+ */
+static bool ran_as(const char *user, uid_t *uid)
 {
-	struct passwd *pw = NULL;
+	if (getuid() != 0) {
+		*uid = getuid();
+		return true;
+	}
+	struct passwd pw, *res = NULL;
 	long sz = sysconf(_SC_GETPW_R_SIZE_MAX);
 	size_t n = sz > 0 ? (size_t)sz : 16384;
-	*buf = xmalloc(n);
-	(void)s;
-	if (getuid() != 0) {
-		/* every job runs as the server's account (docs/server.md) */
-		if (getpwuid_r(getuid(), out, *buf, n, &pw) != 0 || !pw)
-			return tc_error(err, TC_ESYS, "the server's account (uid %u) has no name",
-					(unsigned)getuid());
-		return 0;
-	}
-	if (user && *user && getpwnam_r(user, out, *buf, n, &pw) == 0 && pw &&
-	    (pw->pw_uid != 0 || !strcmp(user, "root")))
-		return 0;
-	/* the API refuses such tokens (finding 2); a job of such a name never runs as root */
-	return tc_error(err, TC_EUSAGE, "job's user '%s' %s", user ? user : "",
-			pw ? "maps to root" : "has no account on this machine");
+	char *buf = xmalloc(n);
+	bool ok = user && *user && getpwnam_r(user, &pw, buf, n, &res) == 0 && res &&
+		  (res->pw_uid != 0 || !strcmp(user, "root"));
+	if (ok)
+		*uid = res->pw_uid;
+	free(buf);
+	return ok;
 }
 
 int srv_supervisor_proc(struct srv *s, const struct sjob *j, const char *devices,
@@ -213,7 +214,8 @@ int srv_supervisor_proc(struct srv *s, const struct sjob *j, const char *devices
 	struct job_row r = { 0 };
 	struct sbuf sb = SBUF_INIT, only = SBUF_INIT;
 	*groups = NULL;
-	int rc = job_account(s, j->user, &pw, &pwbuf, err);
+	/* admission's account decision again: no job starts as one it would refuse now */
+	int rc = srv_job_account(s, j->user, &pw, &pwbuf, err);
 	if (!rc)
 		rc = store_job_get(s->st, j->id, &r, err);
 	if (!rc)
@@ -332,17 +334,11 @@ int srv_ingest_journals(struct srv *s, const struct sjob *j, struct hub_ingest_r
 			struct tc_err *err)
 {
 	memset(res, 0, sizeof(*res));
-	struct passwd pw;
-	char *pwbuf = NULL;
-	/* the account its supervisor ran as; none: no supervisor of it ever ran */
-	int rc = job_account(s, j->user, &pw, &pwbuf, err);
-	if (rc) {
-		free(pwbuf);
-		tc_err_release(err);
+	uid_t uid;
+	/* none: no supervisor of it ever ran */
+	if (!ran_as(j->user, &uid))
 		return 0;
-	}
-	uid_t uid = pw.pw_uid;
-	free(pwbuf);
+	int rc;
 	long max = INGEST_MAX_DEFAULT;
 	const char *m = getenv("TRAINCTL_HUB_INGEST_MAX");
 	if (m && *m && !parse_long(m, 1, 1L << 40, &max))

@@ -72,6 +72,9 @@ struct server_opts {
 	/* --behind-https: browsers reach the server over https (a reverse proxy ends
 	 * TLS): cookies get the __Host- prefix and Secure, endpoint links https */
 	bool behind_https;
+	/* --allow-root-jobs: a root server may run a job as root (root's own, the operator's
+	 * login); without it such a job is refused at admission and at start (admit.c) */
+	bool allow_root_jobs;
 };
 
 /* --endpoint-host: a lower-case DNS name of two labels or more, not an IP literal (eporigin.c). */

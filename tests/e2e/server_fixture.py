@@ -8,7 +8,8 @@ test_auth.py, test_ui.py).
 
 Without a token, call() and cli() reach the server through its Unix socket
 (STATE/server.sock), where the kernel says who calls: the test's account,
-root, is the server's admin.  With a token (token=, or srv.token) they use
+root, is the server's admin, and start_server passes --allow-root-jobs so
+that root's jobs run (root_server does not: its jobs are its accounts').  With a token (token=, or srv.token) they use
 TCP and the Authorization header, as a remote client would.
 """
 import contextlib
@@ -238,8 +239,15 @@ def reachable_state(state):
         p = os.path.dirname(p)
 
 
-def start_server(trainctl, state, fake=None, args=(), env=None):
+def start_server(trainctl, state, fake=None, args=(), env=None, root_jobs=True):
+    """A server on a free port.  The suite runs as root, and most tests submit
+    as the test's account over the Unix socket: those servers need
+    --allow-root-jobs (a root server runs no job as root without it,
+    docs/security.md).  root_jobs=False starts one as a shared machine's
+    operator would (root_server)."""
     reachable_state(state)
+    if root_jobs and os.geteuid() == 0 and "--allow-root-jobs" not in args:
+        args = list(args) + ["--allow-root-jobs"]
     e = dict(os.environ)
     e.pop("TRAINCTL_SERVER", None)
     e.pop("TRAINCTL_TOKEN", None)
@@ -301,7 +309,8 @@ def root_server(trainctl, prefix, *roles, args=(), env=None):
     try:
         with unix_accounts(*roles) as u:
             tok = token_for(trainctl, state, u[roles[0]])
-            srv = start_server(trainctl, state, fake="gpu:2", args=args, env=env)
+            # as a shared machine's operator starts it: no job runs as root
+            srv = start_server(trainctl, state, fake="gpu:2", args=args, env=env, root_jobs=False)
             srv.token = tok
             for r in roles[1:]:
                 setattr(srv, r, token_for(trainctl, state, u[r]))

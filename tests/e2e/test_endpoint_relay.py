@@ -45,7 +45,7 @@ class LoginServer(Server):
         with open(self.log_path, "a") as log:
             self.proc = self.mhost.popen(
                 "login", [self.mhost.trainctl, "server", "--listen", self.addr, "--state",
-                          self.inside],
+                          self.inside, "--allow-root-jobs"],  # the test submits as root
                 env={"TRAINCTL_HUB_WAIT": "10"}, stdout=log, stderr=log, start_new_session=True)
         wait_until(self._up, timeout=90, what=lambda: self.log()[-3000:])
         return self

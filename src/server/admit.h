@@ -1,0 +1,76 @@
+/*
+ * admit.h -- private to src/server/: the one door every job of the server
+ * comes in by (docs/security.md, "The admission door").  A submit, a clone,
+ * a sweep's trial: each is srv_admit, which parses the spec with the file
+ * ids of the account the job will run as, applies every check a non-admin
+ * gets, decides that account, and queues the job.  A resume and every start
+ * of a supervisor (a requeue, a server that came back) ask srv_job_account
+ * again, so no job runs as an account admission would refuse now.
+ */
+#ifndef TC_SERVER_ADMIT_H
+#define TC_SERVER_ADMIT_H
+
+#include <pwd.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "core/err.h"
+#include "core/strvec.h"
+
+struct srv;
+struct who;
+struct json_t;
+
+/*
+ * The account user's jobs run as (*out, backed by *buf which the caller
+ * frees): on a root server the user's own, never uid 0 unless the server was
+ * started with --allow-root-jobs; on any other server the server's own.
+ * TC_EPERM-like refusals are TC_EUSAGE with a message naming the option.
+ */
+int srv_job_account(struct srv *s, const char *user, struct passwd *out, char **buf,
+		    struct tc_err *err);
+
+/* A request thread's (or the main loop's) file ids while it reads as an account. */
+struct fs_ids {
+	bool changed;
+	uid_t uid;
+	gid_t gid;
+};
+/*
+ * On a root server: this thread's file ids become uid:gid (setfsuid and
+ * setfsgid are per thread), so what it opens is opened as that account;
+ * false when they could not be set (refuse).  Nothing changes for uid 0 or
+ * a server that is not root.  fs_restore always follows.
+ */
+bool srv_fs_as(uid_t uid, gid_t gid, struct fs_ids *save);
+void srv_fs_restore(const struct fs_ids *save);
+/* srv_fs_as for w's account; an admin or the operator reads as the server. */
+bool srv_fs_as_caller(const struct who *w, struct fs_ids *save);
+
+/* What comes in, however it comes. */
+struct admit_req {
+	const char *owner;        /* whose job it is: the account it runs as (the caller's own
+				   * job, the cloned job's owner, the sweep's submitter) */
+	bool admin;               /* the admin-only options (container.extra, slurm.extra) may be
+				   * given: the caller is an admin or the operator */
+	bool owner_reads;         /* read the spec's files as the owner's account even for an
+				   * admin (the admin acts on another user's job) */
+	const char *text;         /* the spec, YAML or JSON */
+	const char *file, *base;  /* its name in messages, and where its relative paths start */
+	const char *name;         /* replaces the spec's name, or NULL */
+	const struct strvec *sets; /* KEY=VALUE overrides, or NULL */
+	int priority;             /* nonzero: replaces the spec's */
+	int preemptible;          /* 0 or 1: replaces the spec's; -1: the spec's */
+	bool locked;              /* the caller holds s->mu (the main loop: a sweep's round) */
+	bool dry;                 /* check only, queue nothing (a sweep's trials when it comes in) */
+};
+
+/*
+ * Admit a job: 0 with *id (heap; NULL for dry) and *brief (the job as
+ * listed, with its reference; NULL for dry; either may be NULL), or the HTTP
+ * status of the refusal (400, 403, 500) with err saying why.
+ */
+unsigned srv_admit(struct srv *s, const struct admit_req *a, char **id, struct json_t **brief,
+		   struct tc_err *err);
+
+#endif
