@@ -5,13 +5,17 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- events ---- */
 
@@ -239,10 +243,52 @@ static void say(struct notifier *nf, const char *fmt, ...)
 	va_end(ap);
 }
 
-static int read_secret(const struct notify_hook *h, char **out, struct tc_err *err)
+/* path's bytes (a regular file, at most NOTIFY_SECRET_MAX) into text; a FIFO never blocks. */
+static int read_secret_file(const char *path, struct sbuf *text, struct tc_err *err)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return tc_error_errno(err, TC_EUSAGE, "notify: cannot read the secret file %s", path);
+	struct stat sb;
+	int rc = 0;
+	if (fstat(fd, &sb) < 0)
+		rc = tc_error_errno(err, TC_EUSAGE, "notify: cannot read the secret file %s", path);
+	else if (!S_ISREG(sb.st_mode))
+		rc = tc_error(err, TC_EUSAGE, "notify: the secret file %s is not a regular file", path);
+	else if (sb.st_size > NOTIFY_SECRET_MAX)
+		rc = tc_error(err, TC_EUSAGE, "notify: the secret file %s is over %d bytes", path,
+			      NOTIFY_SECRET_MAX);
+	while (!rc) {
+		char buf[4096];
+		ssize_t n = read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = tc_error_errno(err, TC_EUSAGE, "notify: cannot read the secret file %s", path);
+		} else if (n == 0) {
+			break;
+		} else {
+			sbuf_add(text, buf, (size_t)n);
+			if (text->len > NOTIFY_SECRET_MAX) /* it grew since fstat */
+				rc = tc_error(err, TC_EUSAGE, "notify: the secret file %s is over %d bytes",
+					      path, NOTIFY_SECRET_MAX);
+		}
+		explicit_bzero(buf, sizeof(buf));
+	}
+	close(fd);
+	return rc;
+}
+
+int notify_secret_read(const struct notify_hook *h, unsigned flags, char **out,
+		       struct tc_err *err)
 {
 	*out = NULL;
 	if (h->secret_env) {
+		if (flags & NOTIFY_NO_ENV)
+			return tc_error(err, TC_EUSAGE,
+					"notify: secret_env (%s) is not read in a job of a server, whose "
+					"environment is not yours: give secret_file",
+					h->secret_env);
 		const char *v = getenv(h->secret_env);
 		if (!v || !*v)
 			return tc_error(err, TC_EUSAGE, "notify: the secret's variable %s is not set",
@@ -252,20 +298,18 @@ static int read_secret(const struct notify_hook *h, char **out, struct tc_err *e
 	}
 	if (h->secret_file) {
 		struct sbuf text = SBUF_INIT;
-		struct tc_err e2 = TC_ERR_INIT;
-		if (read_file(h->secret_file, &text, &e2)) {
-			int rc = tc_error(err, TC_EUSAGE, "notify: cannot read the secret file: %s",
-					  e2.msg);
-			tc_err_release(&e2);
+		int rc = read_secret_file(h->secret_file, &text, err);
+		while (!rc && text.len &&
+		       (text.buf[text.len - 1] == '\n' || text.buf[text.len - 1] == '\r'))
+			sbuf_setlen(&text, text.len - 1);
+		if (!rc && !text.len)
+			rc = tc_error(err, TC_EUSAGE, "notify: the secret file %s is empty",
+				      h->secret_file);
+		if (rc) {
+			if (text.buf)
+				explicit_bzero(text.buf, text.alloc);
 			sbuf_release(&text);
 			return rc;
-		}
-		while (text.len && (text.buf[text.len - 1] == '\n' || text.buf[text.len - 1] == '\r'))
-			sbuf_setlen(&text, text.len - 1);
-		if (!text.len) {
-			sbuf_release(&text);
-			return tc_error(err, TC_EUSAGE, "notify: the secret file %s is empty",
-					h->secret_file);
 		}
 		*out = sbuf_detach(&text);
 	}
@@ -301,11 +345,12 @@ static void item_release(struct item *it)
 }
 
 /* A hook ready to send: copied, its URL redacted, its secret read. */
-static int hook_ready(struct hook_rt *rt, const struct notify_hook *h, struct tc_err *err)
+static int hook_ready(struct hook_rt *rt, const struct notify_hook *h, unsigned flags,
+		      struct tc_err *err)
 {
 	notify_hook_copy(&rt->h, h);
 	rt->shown = notify_url_shown(h->url);
-	return read_secret(h, &rt->secret, err);
+	return notify_secret_read(h, flags, &rt->secret, err);
 }
 
 static struct notifier *notifier_new(const struct notify_opts *o);
@@ -321,7 +366,7 @@ int notify_start(const struct notify_hook *hooks, size_t n, const struct notify_
 		return 0;
 	struct hook_rt *rt = xcalloc(n, sizeof(*rt));
 	for (size_t i = 0; i < n; i++) {
-		int rc = hook_ready(&rt[i], &hooks[i], err);
+		int rc = hook_ready(&rt[i], &hooks[i], o->flags, err);
 		if (rc) {
 			free_hooks(rt, i + 1);
 			return rc;
@@ -585,7 +630,7 @@ void notify_post(struct notifier *nf, const struct notify_msg *m)
 }
 
 int notify_post_hooks(struct notifier *nf, const struct notify_hook *hooks, size_t n,
-		      const struct notify_msg *m, struct tc_err *err)
+		      const struct notify_msg *m, unsigned flags, struct tc_err *err)
 {
 	if (!nf)
 		return 0;
@@ -598,7 +643,7 @@ int notify_post_hooks(struct notifier *nf, const struct notify_hook *hooks, size
 	int rc = 0;
 	for (size_t i = 0; i < n && !rc; i++)
 		if (hooks[i].events & (1u << m->event))
-			rc = hook_ready(&rt[i], &hooks[i], err);
+			rc = hook_ready(&rt[i], &hooks[i], flags, err);
 	if (!rc)
 		post(nf, rt, n, true, m);
 	free_hooks(rt, n); /* what post() did not take */

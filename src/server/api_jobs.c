@@ -108,7 +108,12 @@ static int submit_spec(struct srv *s, struct MHD_Connection *con, const struct w
 		free(sp->name);
 		sp->name = xstrdup(name_override);
 	}
-	srv_notify_defaults(s, sp);
+	if (srv_notify_check(sp, &err)) {
+		ret = reply_tc(con, &err);
+		tc_err_release(&err);
+		spec_free(sp);
+		return ret;
+	}
 	/* a backend with a queue of its own (slurm) allocates its nodes, not this pool */
 	const struct backend_ops *be = backend_find(sp->backend);
 	if (!be)

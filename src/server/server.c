@@ -1110,6 +1110,7 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	for (int i = 0; i < o->nquotas; i++)
 		s->quotas[s->nquotas++] = (struct sched_quota){ o->quotas[i].user, o->quotas[i].max_devices };
 	if ((rc = lock_state(s, err)) || (rc = store_open(s->home, &s->st, err)) ||
+	    (rc = store_runs_private(s->home, err)) ||
 	    (rc = store_keep_pages(s->st, 64, err)) ||
 	    (rc = store_open_unlocked(s->home, &s->list_st, err)) ||
 	    (rc = store_keep_pages(s->list_st, 64, err)))

@@ -140,8 +140,13 @@ void srv_health_end(struct srv *s);
 struct spec;
 void srv_notify_start(struct srv *s);
 void srv_notify_end(struct srv *s);
-/* The server's default hooks into a spec without notify: of its own. */
-void srv_notify_defaults(struct srv *s, struct spec *sp);
+/*
+ * A spec's hooks as a job of this server may have them: TC_EUSAGE for a
+ * secret_env (a server's environment is not the user's; secret_file is
+ * read as the job's account).  The server's own hooks are never written
+ * into a spec: they stay the server's (notify_srv.c).
+ */
+int srv_notify_check(const struct spec *sp, struct tc_err *err);
 /* The queued event of a job just submitted (never blocks). */
 void srv_notify_queued(struct srv *s, const struct spec *sp, const char *id, const char *user);
 

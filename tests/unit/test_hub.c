@@ -331,6 +331,24 @@ TEST(hub_files_reach_the_hubs_run_folder_and_stay_inside_it)
 	struct job_row j = { .id = "20261126-000000-000-abce", .name = "f", .state = JOB_RUNNING,
 			     .run_dir = rd.buf, .spec_json = "{}", .created = now_wall() };
 	CHECK_INT(store_job_create(st2, &j, &f.err), 0);
+	/* a Slurm job's node sends its files; a supervisor of this host never does (issue 23, L2) */
+	const char *local = "{\"seq\":1,\"ev\":\"file\",\"path\":\"logs/x.log\",\"off\":0,\"b\":\"eAo=\"}\n";
+	struct sbuf sha0 = SBUF_INIT;
+	hub_secret_hash(SECRET, &sha0);
+	CHECK_INT(store_hub_job_set(st2, j.id, sha0.buf, NULL, &f.err), 0);
+	sbuf_release(&sha0);
+	{
+		int st0 = 0;
+		long long a0 = 0;
+		hub_receive(f.h, j.id, "local", SECRET, local, strlen(local), &st0, &a0, &f.err);
+		CHECK_INT(st0, 200);
+		CHECK_INT(a0, 1);
+		struct sbuf lp = SBUF_INIT;
+		sbuf_addf(&lp, "%s/logs/x.log", rd.buf);
+		CHECK(!path_exists(lp.buf));
+		sbuf_release(&lp);
+	}
+	CHECK_INT(store_slurm_set(st2, j.id, NULL, NULL, NULL, &f.err), 0);
 	struct sbuf sha = SBUF_INIT;
 	hub_secret_hash(SECRET, &sha);
 	CHECK_INT(store_hub_job_set(st2, j.id, sha.buf, NULL, &f.err), 0);
@@ -766,6 +784,8 @@ TEST(hub_node_device_health_is_the_nodes_never_this_hosts)
 	struct fx f;
 	fx_open(&f, false);
 	CHECK_INT(store_device_health_set(f.st, "gpu", 0, "this host's own", &f.err), 0);
+	/* the job runs on n1 and n2 (Slurm's node list, as the store has it) */
+	CHECK_INT(store_slurm_set(f.st, JOB, "7", "n[1-2]", "RUNNING", &f.err), 0);
 	post(f.h, SECRET, "node1.a0",
 	     "{\"seq\":1,\"ev\":\"health\",\"node\":\"n2\",\"type\":\"gpu\",\"id\":0,\"reason\":\"ecc\"}\n"
 	     "{\"seq\":2,\"ev\":\"health\",\"node\":\"n2\",\"type\":\"gpu\",\"id\":1,\"reason\":\"xid\"}\n"
@@ -790,5 +810,38 @@ TEST(hub_node_device_health_is_the_nodes_never_this_hosts)
 	CHECK_INT(n, 1);
 	CHECK_STR(v[0].node, "n2");
 	store_sick_free(v, n);
+	/*
+	 * Issue 23, L5: another node's rows are not the job's to add or
+	 * delete, and a "slurm" event does not widen its node list.
+	 */
+	CHECK_INT(store_node_health_set(f.st, "other", "gpu", 3, "broken", NULL, &f.err), 0);
+	post(f.h, SECRET, "node1.a1",
+	     "{\"seq\":1,\"ev\":\"health\",\"node\":\"other\",\"type\":\"gpu\",\"id\":3}\n"
+	     "{\"seq\":2,\"ev\":\"health\",\"node\":\"n3\",\"type\":\"gpu\",\"id\":0,\"reason\":\"x\"}\n"
+	     "{\"seq\":3,\"ev\":\"slurm\",\"job\":\"7\",\"nodes\":\"other,n3\"}\n"
+	     "{\"seq\":4,\"ev\":\"health\",\"node\":\"other\",\"type\":\"gpu\",\"id\":3}\n", 200, 4);
+	CHECK_INT(store_devices_unhealthy(f.st, &v, &n, &f.err), 0);
+	CHECK_INT(n, 2);
+	CHECK_STR(v[0].node, "n2");
+	CHECK_STR(v[1].node, "other");
+	CHECK_STR(v[1].reason, "broken");
+	store_sick_free(v, n);
 	fx_close(&f);
+}
+
+TEST(hub_nodelist_matches_slurm_host_lists)
+{
+	CHECK(hub_nodelist_has("n1", "n1"));
+	CHECK(!hub_nodelist_has("n1", "n10"));
+	CHECK(hub_nodelist_has("n[1-3]", "n2"));
+	CHECK(!hub_nodelist_has("n[1-3]", "n4"));
+	CHECK(hub_nodelist_has("gpu[01-10],cpu3", "gpu07"));
+	CHECK(!hub_nodelist_has("gpu[01-10]", "gpu7"));
+	CHECK(hub_nodelist_has("gpu[01-10],cpu3", "cpu3"));
+	CHECK(hub_nodelist_has("a[1,3-4]b[2-3]", "a4b3"));
+	CHECK(!hub_nodelist_has("a[1,3-4]b[2-3]", "a2b3"));
+	CHECK(hub_nodelist_has("x[8-12]", "x12"));
+	CHECK(!hub_nodelist_has(NULL, "n1"));
+	CHECK(!hub_nodelist_has("n1", ""));
+	CHECK(!hub_nodelist_has("n[1-", "n1"));
 }
