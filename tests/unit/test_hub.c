@@ -13,6 +13,8 @@
 
 #include <fcntl.h>
 #include <math.h>
+#include <pwd.h>
+#include <sys/fsuid.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -406,6 +408,71 @@ TEST(hub_files_reach_the_hubs_run_folder_and_stay_inside_it)
 	sbuf_release(&sha);
 	sbuf_release(&rd);
 	store_close(st2);
+	fx_close(&f);
+}
+
+/*
+ * Issue 23, L2: a root hub writes a Slurm job's files as the run folder's
+ * owner (the job's account): nothing it makes there is root's; a folder
+ * of another account than the job's is refused.
+ */
+TEST(hub_files_are_written_as_the_run_folders_owner)
+{
+	struct passwd *pw = getpwnam("nobody");
+	if (geteuid() != 0 || !pw || !pw->pw_uid) {
+		fprintf(stderr, "skipped: needs root and the account nobody\n");
+		return;
+	}
+	struct fx f;
+	fx_open(&f, false);
+	struct sbuf rd = SBUF_INIT, p = SBUF_INIT;
+	sbuf_addf(&rd, "%s/run", f.home);
+	CHECK_INT(mkdir_p(rd.buf, &f.err), 0);
+	CHECK_INT(chown(f.home, 0, 0), 0);
+	CHECK_INT(chmod(f.home, 0711), 0);
+	CHECK_INT(chown(rd.buf, pw->pw_uid, pw->pw_gid), 0);
+	CHECK_INT(chmod(rd.buf, 0700), 0);
+	struct job_row j = { .id = "20261126-000000-000-abcf", .name = "f", .state = JOB_RUNNING,
+			     .run_dir = rd.buf, .spec_json = "{}", .created = now_wall(),
+			     .user = "nobody" };
+	CHECK_INT(store_job_create(f.st, &j, &f.err), 0);
+	CHECK_INT(store_slurm_set(f.st, j.id, NULL, NULL, NULL, &f.err), 0);
+	struct sbuf sha = SBUF_INIT;
+	hub_secret_hash(SECRET, &sha);
+	CHECK_INT(store_hub_job_set(f.st, j.id, sha.buf, NULL, &f.err), 0);
+	const char *body =
+		"{\"seq\":1,\"ev\":\"file\",\"path\":\"logs/rank-0.log\",\"off\":0,\"b\":\"aGVsbG8K\"}\n"
+		"{\"seq\":2,\"ev\":\"file\",\"path\":\"big\",\"off\":4294967296,\"b\":\"aGVsbG8K\"}\n";
+	int status = 0;
+	long long acked = 0;
+	hub_receive(f.h, j.id, "n", SECRET, body, strlen(body), &status, &acked, &f.err);
+	CHECK_INT(status, 200);
+	CHECK_INT(acked, 2);
+	struct stat sb;
+	sbuf_addf(&p, "%s/logs", rd.buf);
+	CHECK_INT(stat(p.buf, &sb), 0);
+	CHECK_INT((int)sb.st_uid, (int)pw->pw_uid);
+	sbuf_adds(&p, "/rank-0.log");
+	CHECK_INT(stat(p.buf, &sb), 0);
+	CHECK_INT((int)sb.st_uid, (int)pw->pw_uid);
+	/* past the cap: nothing */
+	sbuf_reset(&p);
+	sbuf_addf(&p, "%s/big", rd.buf);
+	CHECK(!path_exists(p.buf));
+	/* the hub's own file ids are back: it still reads its store */
+	CHECK_INT((int)setfsuid((uid_t)-1), 0);
+	/* a run folder of another account than the job's: refused */
+	CHECK_INT(chown(rd.buf, pw->pw_uid + 1, pw->pw_gid), 0);
+	const char *again =
+		"{\"seq\":1,\"ev\":\"file\",\"path\":\"other.log\",\"off\":0,\"b\":\"aGVsbG8K\"}\n";
+	hub_receive(f.h, j.id, "n2", SECRET, again, strlen(again), &status, &acked, &f.err);
+	CHECK_INT(status, 200);
+	sbuf_reset(&p);
+	sbuf_addf(&p, "%s/other.log", rd.buf);
+	CHECK(!path_exists(p.buf));
+	sbuf_release(&sha);
+	sbuf_release(&p);
+	sbuf_release(&rd);
 	fx_close(&f);
 }
 
