@@ -63,6 +63,17 @@ void srv_job_env(char *const *environ_, const char *const *extra, struct strvec 
 			strvec_push(out, *e);
 }
 
+void srv_notify_env(const struct notify_hook *hooks, size_t nhooks, struct strvec *out)
+{
+	unsigned events = 0;
+	for (size_t i = 0; i < nhooks; i++)
+		events |= hooks[i].events;
+	struct sbuf v = SBUF_INIT;
+	sbuf_addf(&v, "%u", events);
+	env_set(out, NOTIFY_SERVER_ENV, v.buf);
+	sbuf_release(&v);
+}
+
 void srv_supervisor_env(char *const *environ_, const char *const *extra,
 			const struct notify_hook *hooks, size_t nhooks, struct strvec *out)
 {
@@ -75,13 +86,7 @@ void srv_supervisor_env(char *const *environ_, const char *const *extra,
 	 * (hub.h: hub_notify_relay).  The variable also tells it that it is a
 	 * server's job: its spec's hooks may not read secret_env.
 	 */
-	unsigned events = 0;
-	for (size_t i = 0; i < nhooks; i++)
-		events |= hooks[i].events;
-	struct sbuf v = SBUF_INIT;
-	sbuf_addf(&v, "%u", events);
-	env_set(out, NOTIFY_SERVER_ENV, v.buf);
-	sbuf_release(&v);
+	srv_notify_env(hooks, nhooks, out);
 	const char *prev = env_get(out, "TRAINCTL_SUPERVISOR_ONLY");
 	struct sbuf only = SBUF_INIT;
 	sbuf_addf(&only, "%s%s" NOTIFY_SERVER_ENV, prev ? prev : "", prev && *prev ? "," : "");

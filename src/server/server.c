@@ -454,6 +454,7 @@ static void submit_external(struct srv *s, struct sjob *j)
 	/* sbatch runs as the job's account, with our allowlist and never our credentials (jobenv.c) */
 	struct strvec jenv = STRVEC_INIT;
 	srv_job_env(environ, s->o.pass_env, &jenv);
+	srv_notify_env(s->o.notify, s->o.nnotify, &jenv); /* the server's hooks: events only */
 	struct backend_env env = { .home = s->home, .say = srv_say, .say_arg = s, .env = &jenv,
 				   .user = j->user };
 	struct tc_err err = TC_ERR_INIT;

@@ -192,9 +192,16 @@ bool srv_env_passes(const char *entry, const char *const *extra);
 void srv_job_env(char *const *environ_, const char *const *extra, struct strvec *out);
 struct notify_hook;
 /*
- * srv_job_env plus the variables of the server's webhooks' secrets
- * (secret_env), which the supervisor reads and its workers never get:
- * they are named in TRAINCTL_SUPERVISOR_ONLY.
+ * NOTIFY_SERVER_ENV (notify/notify.h) into out: which events the server's
+ * own hooks want, which the job's supervisors relay to the hub (never the
+ * hooks' secrets).  srv_supervisor_env does it; a Slurm job's sbatch
+ * environment gets it too.
+ */
+void srv_notify_env(const struct notify_hook *hooks, size_t nhooks, struct strvec *out);
+/*
+ * srv_job_env plus srv_notify_env, named in TRAINCTL_SUPERVISOR_ONLY so
+ * that the workers do not get it.  Never a secret of the server's: not its
+ * webhooks' either (issue 23, M3).
  */
 void srv_supervisor_env(char *const *environ_, const char *const *extra,
 			const struct notify_hook *hooks, size_t nhooks, struct strvec *out);
