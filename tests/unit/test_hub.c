@@ -896,6 +896,22 @@ TEST(hub_node_device_health_is_the_nodes_never_this_hosts)
 	fx_close(&f);
 }
 
+/* found by fuzz_hub_event: a long seq overflowed (signed, undefined) on the root hub */
+TEST(hub_line_seq_of_a_long_number_is_no_seq)
+{
+	static const char *const lines[] = {
+		"{\"seq\":00000010191419536757914496,\"ev\":\"mark\"}",
+		"{\"seq\":99999999999999999999999999,\"ev\":\"mark\"}",
+	};
+	for (size_t i = 0; i < 2; i++) {
+		const char *rest = NULL;
+		CHECK(hub_line_seq(lines[i], lines[i] + strlen(lines[i]), &rest) == -1);
+	}
+	const char *ok = "{\"seq\":1152921504606846976,\"ev\":\"x\"}", *rest = NULL;
+	CHECK(hub_line_seq(ok, ok + strlen(ok), &rest) == 1152921504606846976LL);
+	CHECK(rest && *rest == '"');
+}
+
 TEST(hub_nodelist_matches_slurm_host_lists)
 {
 	CHECK(hub_nodelist_has("n1", "n1"));
