@@ -35,14 +35,13 @@ src/server/privsep.c:hub_key                   STATE/hub.key: the server's own 0
 src/server/privsep.c:hand_run_folder           opens STATE/runs, the server's own, as the base of an openat
 src/server/privsep.c:srv_ingest_journals       opens STATE/runs, the server's own, as the base of hub_ingest's openat walk
 src/server/server.c:hand_run_dir               RUN/NAME one level below runs/ (the server's), O_NOFOLLOW, checked root's before fchown
-src/server/api_jobs.c:write_job_yaml           job.yaml in the run folder the submission just made: still the server's
-src/hub/event.c:open_in_run_dir                walks RUN with openat and O_NOFOLLOW itself (L2 is to move it here)
+src/hub/event.c:open_in_run_dir                a Slurm job's files from other nodes: walks RUN with openat and O_NOFOLLOW itself, as the run folder's owner (setfsuid), making what is missing, which upath does not
+src/hub/event.c:open_run_dir                   a Slurm job's run folder on the hub's host, O_NOFOLLOW, made when missing (its files come from another host), then written as its owner
 src/hub/remote.c:adopt                         the supervisor's side: its own journal folder, as the job's account
 src/hub/remote.c:sink_remote_open              the supervisor's side: its own journal, as the job's account
 src/hub/remote.c:secret_from_env               the supervisor's side: TRAINCTL_HUB_SECRET_FILE of its own environment
 src/hub/remote.c:journals_left                 the supervisor's side: its own journal folder, as the job's account
 src/hub/ship.c:ship_one                        a node's supervisor sends its own run folder's files, as the job's account
-src/notify/notify.c:read_secret                a hook's secret_file: read as the user is M2's (notify/)
 src/spec/command.c:guess_in                    names in a PATH folder for a hint, with the caller's file ids; nothing read
 src/spec/notify_rules.c:spec_notify_load       --notify-file: the operator's own file
 src/spec/spec.c:load_file                      the CLI's spec file (the user's own process) and RUN/job.yaml the server wrote

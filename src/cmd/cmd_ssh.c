@@ -128,6 +128,9 @@ int cmd_ssh(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		tc_err_release(&e2);
 		goto out;
 	}
+	/* the job's account wrote ssh.json: its host, user and port are checked, not trusted */
+	if ((rc = ssh_where_check(&w, id, json_string_value(json_object_get(job, "user")), err)))
+		goto out;
 	int first = dashdash < argc ? dashdash + 1 : argc;
 	ssh_client_argv(dir.buf, &w, (int)rank, argv + first, argc - first, &args);
 	rc = run_ours(&args, &ctx->exit_status, err);

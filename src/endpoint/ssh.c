@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -246,7 +247,10 @@ int ssh_where_read(const char *dir, struct ssh_where *w, struct tc_err *err)
 	struct sbuf p = SBUF_INIT, text = SBUF_INIT;
 	*w = (struct ssh_where){ 0 };
 	sbuf_addf(&p, "%s/ssh.json", dir);
-	int rc = read_file(p.buf, &text, err);
+	/* the job's account wrote it: never through a link, a FIFO or a huge file */
+	int rc = read_file_nofollow(p.buf, &text, err);
+	if (!rc && text.len > 4096)
+		rc = tc_error(err, TC_EBACKEND, "%s: not the ssh endpoint's record (too long)", p.buf);
 	if (!rc) {
 		json_t *o = json_loadb(text.buf, text.len, 0, NULL);
 		const char *host = json_string_value(json_object_get(o, "host"));
@@ -261,6 +265,92 @@ int ssh_where_read(const char *dir, struct ssh_where *w, struct tc_err *err)
 	sbuf_release(&p);
 	sbuf_release(&text);
 	return rc;
+}
+
+/* Is the hex local address of /proc/net/tcp{,6} the loopback or any address? */
+static bool local_addr_ok(const char *hex)
+{
+	size_t n = strlen(hex);
+	if (n == 8) /* IPv4, in the host's byte order: 127.x.x.x or 0.0.0.0 */
+		return !strcmp(hex, "00000000") || !strcasecmp(hex + 6, "7F");
+	if (n != 32)
+		return false;
+	static const char *const ok[] = {
+		"00000000000000000000000000000000", /* :: */
+		"00000000000000000000000001000000", /* ::1 */
+	};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		if (!strcasecmp(hex, ok[i]))
+			return true;
+	/* ::ffff:127.x.x.x */
+	return !strncasecmp(hex, "0000000000000000FFFF0000", 24) && !strcasecmp(hex + 30, "7F");
+}
+
+int ssh_port_owner(int port, uid_t *uid)
+{
+	static const char *const tables[] = { "/proc/net/tcp", "/proc/net/tcp6" };
+	bool found = false;
+	uid_t who = 0;
+	for (size_t t = 0; t < 2; t++) {
+		FILE *f = fopen(tables[t], "re");
+		if (!f)
+			continue;
+		char *line = NULL;
+		size_t cap = 0;
+		while (getline(&line, &cap, f) > 0) {
+			char addr[64];
+			unsigned p = 0, st = 0, u = 0;
+			if (sscanf(line, " %*s %63[0-9A-Fa-f]:%x %*s %x %*s %*s %*s %u", addr, &p, &st,
+				   &u) != 4)
+				continue; /* the header */
+			if (st != 0x0A || (int)p != port || !local_addr_ok(addr))
+				continue; /* not LISTEN on it */
+			if (found && (uid_t)u != who) {
+				free(line);
+				fclose(f);
+				return -1;
+			}
+			found = true;
+			who = (uid_t)u;
+		}
+		free(line);
+		fclose(f);
+	}
+	if (!found)
+		return 1;
+	*uid = who;
+	return 0;
+}
+
+int ssh_where_check(struct ssh_where *w, const char *job_id, const char *job_user,
+		    struct tc_err *err)
+{
+	struct passwd *pw = job_user && *job_user ? getpwnam(job_user) : NULL;
+	if (!pw)
+		return tc_error(err, TC_EUSAGE, "ssh: job %s's user '%s' has no account on this host",
+				job_id, job_user ? job_user : "");
+	if (strcmp(w->host, "127.0.0.1") != 0 && strcmp(w->host, "localhost") != 0)
+		return tc_error(err, TC_EUSAGE,
+				"ssh: job %s's endpoint names host '%s', not this host's 127.0.0.1: refused",
+				job_id, w->host);
+	if (strcmp(w->user, pw->pw_name) != 0)
+		return tc_error(err, TC_EUSAGE,
+				"ssh: job %s's endpoint names user '%s', not the job's account '%s': refused",
+				job_id, w->user, pw->pw_name);
+	if (getuid() != pw->pw_uid) {
+		uid_t owner = 0;
+		int r = ssh_port_owner(w->port, &owner);
+		if (r != 0 || owner != pw->pw_uid)
+			return tc_error(err, TC_EUSAGE,
+					"ssh: port %d %s, not job %s's account '%s': refused", w->port,
+					r > 0	? "has no listener on 127.0.0.1"
+					: r < 0 ? "is listened on by several accounts"
+						: "is another account's",
+					job_id, pw->pw_name);
+	}
+	free(w->host);
+	w->host = xstrdup("127.0.0.1");
+	return 0;
 }
 
 void ssh_where_release(struct ssh_where *w)

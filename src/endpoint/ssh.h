@@ -64,6 +64,25 @@ struct ssh_where {
 };
 int ssh_where_read(const char *dir, struct ssh_where *w, struct tc_err *err);
 void ssh_where_release(struct ssh_where *w);
+/*
+ * May this process connect where w says?  ssh.json is written by the job's
+ * account, so nothing in it is taken on trust (docs/exec.md): the host
+ * must be 127.0.0.1 or localhost (the sidecar listens on the loopback of
+ * the job's node, where `trainctl ssh` runs), the user the job's account
+ * (job_user, the store's), and, for a caller who is not that account
+ * (root, an admin), the port a TCP listener of the account's uid on the
+ * loopback (/proc/net/tcp), so that root never logs in to another
+ * account's sshd or a system one.  w->host becomes "127.0.0.1".  TC_EUSAGE
+ * naming what does not match.
+ */
+int ssh_where_check(struct ssh_where *w, const char *job_id, const char *job_user,
+		    struct tc_err *err);
+/*
+ * The uid owning the TCP listener on the loopback (or any address) at port,
+ * from /proc/net/tcp and tcp6: 0 with *uid, 1 when there is none, -1 when
+ * listeners of two uids share it.
+ */
+int ssh_port_owner(int port, uid_t *uid);
 
 /*
  * The ssh command line into rank of the endpoint in dir: the port, the

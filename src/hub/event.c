@@ -19,88 +19,44 @@
  *   {"seq":N,"ev":"slurm","job":..,"nodes":..,"state":..}
  *   {"seq":N,"ev":"endpoint","name":..,"kind":..,"host":..,"port":..,"state":..,"pid":..,
  *    "secret":..,"note":..,"updated":..}
+ *   {"seq":N,"ev":"notify","event":"started","state":..,"reason":..,"host":..,"attempt":..,
+ *    "exit":..}   (for the server's own webhooks: hub_notify_relay)
+ *   {"seq":N,"ev":"file","path":"logs/rank-3.log","off":N,"b":"<base64>"}
  *
- * seq is the journal's (remote.c); the job is the URL's.
+ * seq is the journal's (remote.c); the job is the URL's.  What a line may
+ * do is limited by what the hub knows of the job, never by the line
+ * (docs/security.md): a job's own supervisor writes them, as its account.
+ *  - health: only for the job's own nodes (the Slurm node list the store
+ *    has; none for a job of this host), and a "slurm" event sets the node
+ *    list only while the store has none;
+ *  - file: only for a Slurm job (a supervisor of this host writes its own
+ *    run folder), written with the run folder's owner's file ids, each
+ *    folder opened from the one above with O_NOFOLLOW, at most
+ *    HUB_FILE_MAX bytes;
+ *  - notify: the job's id, name and user are the store's.
  */
 #include "hub/hub_int.h"
+#include "core/enc.h"
 #include "core/json.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "jobs/jobs.h"
+#include "notify/notify.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
+#include <pwd.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 
-/* ---- base64 ---- */
-
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-void hub_b64_encode(struct sbuf *out, const void *data, size_t n)
-{
-	const unsigned char *p = data;
-	sbuf_grow(out, (n + 2) / 3 * 4 + 1);
-	char *o = out->buf + out->len;
-	size_t i = 0;
-	for (; i + 3 <= n; i += 3) {
-		unsigned v = (unsigned)p[i] << 16 | (unsigned)p[i + 1] << 8 | p[i + 2];
-		*o++ = b64[v >> 18];
-		*o++ = b64[(v >> 12) & 63];
-		*o++ = b64[(v >> 6) & 63];
-		*o++ = b64[v & 63];
-	}
-	if (i < n) {
-		unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0);
-		*o++ = b64[v >> 18];
-		*o++ = b64[(v >> 12) & 63];
-		*o++ = i + 1 < n ? b64[(v >> 6) & 63] : '=';
-		*o++ = '=';
-	}
-	out->len = (size_t)(o - out->buf);
-	out->buf[out->len] = '\0';
-}
-
-static int b64_val(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	return c == '+' ? 62 : c == '/' ? 63 : -1;
-}
-
-bool hub_b64_decode(struct sbuf *out, const char *text, size_t n)
-{
-	if (n % 4)
-		return false;
-	sbuf_grow(out, n / 4 * 3 + 1);
-	for (size_t i = 0; i < n; i += 4) {
-		int v[4];
-		int pad = 0;
-		for (int k = 0; k < 4; k++) {
-			unsigned char c = (unsigned char)text[i + k];
-			if (c == '=' && i + 4 == n && k >= 2) {
-				v[k] = 0;
-				pad++;
-			} else if (pad || (v[k] = b64_val(c)) < 0) {
-				return false;
-			}
-		}
-		unsigned x = (unsigned)v[0] << 18 | (unsigned)v[1] << 12 | (unsigned)v[2] << 6 |
-			     (unsigned)v[3];
-		unsigned char b[3] = { (unsigned char)(x >> 16), (unsigned char)(x >> 8),
-				       (unsigned char)x };
-		sbuf_add(out, b, (size_t)(3 - pad));
-	}
-	return true;
-}
+/* The most bytes a file of the hub's copy of a run folder may reach (off + len). */
+#define HUB_FILE_MAX (4LL << 30)
 
 /* ---- encoding (the remote side) ---- */
 
@@ -262,7 +218,7 @@ int hub_ev_metrics(struct hub_remote *r, struct store_mbatch *b, struct tc_err *
 		return 0;
 	}
 	sbuf_adds(&sb, "\"ev\":\"metrics\",\"b\":\"");
-	hub_b64_encode(&sb, packed.buf, packed.len);
+	b64_encode(&sb, packed.buf, packed.len);
 	sbuf_adds(&sb, "\"");
 	sbuf_release(&packed);
 	return send_ev(r, &sb, err);
@@ -359,6 +315,23 @@ int hub_ev_endpoint(struct hub_remote *r, const char *job, const struct store_en
 	return send_ev(r, &sb, err);
 }
 
+int hub_ev_notify(struct hub_remote *r, const char *job, const struct notify_msg *m,
+		  struct tc_err *err)
+{
+	int rc = wrong_job(r, job, err);
+	if (rc)
+		return rc;
+	struct sbuf sb = SBUF_INIT;
+	sbuf_adds(&sb, "\"ev\":\"notify\"");
+	add_str(&sb, "event", notify_event_name(m->event));
+	add_str(&sb, "state", m->state);
+	add_str(&sb, "reason", m->reason);
+	add_str(&sb, "host", m->host);
+	add_num(&sb, "attempt", m->attempt);
+	add_num(&sb, "exit", m->exit_code);
+	return send_ev(r, &sb, err);
+}
+
 int hub_ev_file(struct hub_remote *r, const char *job, const char *rel, long long off,
 		const void *data, size_t len, struct tc_err *err)
 {
@@ -370,7 +343,7 @@ int hub_ev_file(struct hub_remote *r, const char *job, const char *rel, long lon
 	add_str(&sb, "path", rel);
 	add_num(&sb, "off", off);
 	sbuf_adds(&sb, ",\"b\":\"");
-	hub_b64_encode(&sb, data, len);
+	b64_encode(&sb, data, len);
 	sbuf_adds(&sb, "\"");
 	return send_ev(r, &sb, err);
 }
@@ -481,23 +454,16 @@ static bool rel_ok(const char *rel)
 }
 
 /*
- * Open (creating) run_dir/rel for writing, following no link on the way:
- * the run folder may be the job's account's and the hub root (a root
- * server's job), so each folder is opened with O_NOFOLLOW from the one
- * above it and the file must be a regular file with one link.  -1, errno.
+ * Open (creating) rel for writing below the run folder dfd, following no
+ * link on the way: each folder is opened with O_NOFOLLOW from the one
+ * above it and the file must be a regular file with one link.  The
+ * caller's file ids are the run folder's owner's.  -1, errno.
  */
-static int open_in_run_dir(const char *run_dir, const char *rel)
+static int open_below(int dfd, const char *rel)
 {
-	int dfd = open(run_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0 && errno == ENOENT) {
-		/* the hub's own copy of a run folder it never made (its path is the store's) */
-		struct tc_err e2 = TC_ERR_INIT;
-		if (!mkdir_p(run_dir, &e2))
-			dfd = open(run_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		tc_err_release(&e2);
-	}
 	char *copy = xstrdup(rel);
 	char *name = copy, *slash;
+	dfd = dup(dfd);
 	while (dfd >= 0 && (slash = strchr(name, '/'))) {
 		*slash = '\0';
 		if (mkdirat(dfd, name, 0755) < 0 && errno != EEXIST) {
@@ -525,34 +491,200 @@ static int open_in_run_dir(const char *run_dir, const char *rel)
 	return fd;
 }
 
+/* The job's run folder, opened with O_NOFOLLOW (made when the hub has none: a copy of a folder of another host). */
+static int open_run_dir(const char *run_dir)
+{
+	int dfd = open(run_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0 && errno == ENOENT) {
+		struct tc_err e2 = TC_ERR_INIT;
+		if (!mkdir_p(run_dir, &e2))
+			dfd = open(run_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		tc_err_release(&e2);
+	}
+	return dfd;
+}
+
+/*
+ * raw at off of run_dir/rel, written as the run folder's owner: a root hub
+ * never makes a file or folder of its own in an account's run folder (its
+ * quota, its modes).  A folder owned by another account than the job's is
+ * refused.
+ */
+static int write_in_run_dir(const struct job_row *j, const char *rel, long long off,
+			    const struct sbuf *raw, struct tc_err *err)
+{
+	int dfd = open_run_dir(j->run_dir);
+	if (dfd < 0)
+		return tc_error_errno(err, TC_ESYS, "hub: cannot open the run folder %s", j->run_dir);
+	struct stat sb;
+	int rc = 0;
+	bool as_owner = false, switched = false;
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	if (fstat(dfd, &sb) < 0) {
+		rc = tc_error_errno(err, TC_ESYS, "hub: cannot open the run folder %s", j->run_dir);
+	} else if (sb.st_uid != uid) {
+		/* a root hub: the folder must be the job's account's, and is written as it */
+		struct passwd *pw = j->user && *j->user ? getpwnam(j->user) : NULL;
+		if (uid != 0 || !pw || pw->pw_uid != sb.st_uid)
+			rc = tc_error(err, TC_EUSAGE,
+				      "hub: the run folder %s is owned by uid %u, not by job %s's account",
+				      j->run_dir, (unsigned)sb.st_uid, j->id);
+		else {
+			/* this thread only: fsuid is per thread (setfsuid(2)) */
+			switched = true;
+			setfsgid(pw->pw_gid);
+			setfsuid(sb.st_uid);
+			as_owner = (uid_t)setfsuid((uid_t)-1) == sb.st_uid &&
+				   (gid_t)setfsgid((gid_t)-1) == pw->pw_gid;
+			if (!as_owner)
+				rc = tc_error(err, TC_ESYS, "hub: cannot take the file ids of uid %u",
+					      (unsigned)sb.st_uid);
+		}
+	}
+	if (!rc) {
+		int fd = open_below(dfd, rel);
+		if (fd < 0 || pwrite(fd, raw->buf, raw->len, (off_t)off) != (ssize_t)raw->len)
+			/* not a store error: the batch goes on (the file is only a copy) */
+			rc = tc_error_errno(err, TC_ESYS, "hub: cannot write %s/%s", j->run_dir, rel);
+		if (fd >= 0)
+			close(fd);
+	}
+	if (switched) {
+		setfsuid(uid);
+		setfsgid(gid);
+	}
+	close(dfd);
+	return rc;
+}
+
 /* The bytes at off of the job's run folder file rel: idempotent, so a resend changes nothing. */
 static int apply_file(struct store *st, const char *job, json_t *o, struct tc_err *err)
 {
 	const char *rel = s_of(o, "path");
 	json_t *b = json_object_get(o, "b");
 	long long off = i_of(o, "off", -1);
-	if (!rel_ok(rel) || off < 0 || !json_is_string(b))
+	if (!rel_ok(rel) || off < 0 || off > HUB_FILE_MAX || !json_is_string(b))
 		return bad(err, "file");
 	struct job_row j = { 0 };
 	int rc = store_job_get(st, job, &j, err);
 	if (rc)
 		return rc;
-	struct sbuf raw = SBUF_INIT, path = SBUF_INIT;
-	sbuf_addf(&path, "%s/%s", j.run_dir, rel);
-	if (!hub_b64_decode(&raw, json_string_value(b), json_string_length(b))) {
+	struct sbuf raw = SBUF_INIT;
+	if (!j.backend || strcmp(j.backend, "slurm") != 0)
+		/* a supervisor of this host writes its run folder itself: nothing to copy */
+		rc = tc_error(err, TC_EUSAGE,
+			      "hub: a file record of job %s, whose supervisor writes its own run folder",
+			      job);
+	else if (!b64_decode(&raw, json_string_value(b), json_string_length(b)))
 		rc = bad(err, "file");
-	} else {
-		int fd = open_in_run_dir(j.run_dir, rel);
-		if (fd < 0 || pwrite(fd, raw.buf, raw.len, (off_t)off) != (ssize_t)raw.len)
-			/* not a store error: the batch goes on (the file is only a copy) */
-			rc = tc_error_errno(err, TC_ESYS, "hub: cannot write %s", path.buf);
-		if (fd >= 0)
-			close(fd);
-	}
+	else if ((long long)raw.len > HUB_FILE_MAX - off)
+		rc = tc_error(err, TC_EUSAGE, "hub: a file record past %lld bytes (%s)", HUB_FILE_MAX,
+			      rel);
+	else
+		rc = write_in_run_dir(&j, rel, off, &raw, err);
 	sbuf_release(&raw);
-	sbuf_release(&path);
 	job_row_release(&j);
 	return rc;
+}
+
+/* ---- the job's nodes (health records) ---- */
+
+/* A device health record of node: only one of the job's own nodes (the store's Slurm node list). */
+static int apply_health(struct store *st, const char *job, json_t *o, struct tc_err *err)
+{
+	const char *node = s_of(o, "node"), *type = s_of(o, "type");
+	/* a node's own device, never this host's (node ""): the server schedules on those */
+	if (!node || !*node || strlen(node) >= 256 || !type || strlen(type) >= 64 ||
+	    !json_is_integer(json_object_get(o, "id")))
+		return bad(err, "health");
+	struct job_row j = { 0 };
+	int rc = store_job_get(st, job, &j, err);
+	if (!rc && !hub_nodelist_has(j.slurm_nodes, node))
+		rc = tc_error(err, TC_EUSAGE, "hub: job %s does not run on node '%s'", job, node);
+	if (!rc)
+		rc = store_node_health_set(st, node, type, (int)i_of(o, "id", 0), s_of(o, "reason"),
+					   job, err);
+	job_row_release(&j);
+	return rc;
+}
+
+/* Slurm's ids for the job; its node list only while the store has none (apply_health trusts it). */
+static int apply_slurm(struct store *st, const char *job, json_t *o, struct tc_err *err)
+{
+	const char *nodes = s_of(o, "nodes");
+	struct job_row j = { 0 };
+	int rc = store_job_get(st, job, &j, err);
+	/* store_slurm_set makes a job a Slurm job: never one of this host */
+	if (!rc && (!j.backend || strcmp(j.backend, "slurm") != 0))
+		rc = tc_error(err, TC_EUSAGE, "hub: a slurm record of job %s, which is no Slurm job", job);
+	if (!rc && nodes && j.slurm_nodes && *j.slurm_nodes)
+		nodes = NULL; /* the server's poll of Slurm (backend/slurm.c) keeps it */
+	if (!rc)
+		rc = store_slurm_set(st, job, s_of(o, "job"), nodes, s_of(o, "state"), err);
+	job_row_release(&j);
+	return rc;
+}
+
+/* ---- the server's webhooks ---- */
+
+static struct {
+	pthread_mutex_t mu;
+	void (*fn)(void *ctx, const struct notify_msg *m);
+	void *ctx;
+} relay = { PTHREAD_MUTEX_INITIALIZER, NULL, NULL };
+
+void hub_notify_relay(void (*fn)(void *ctx, const struct notify_msg *m), void *ctx)
+{
+	pthread_mutex_lock(&relay.mu);
+	relay.fn = fn;
+	relay.ctx = ctx;
+	pthread_mutex_unlock(&relay.mu);
+}
+
+/* A string member of at most max bytes, or NULL. */
+static const char *short_str(json_t *o, const char *key, size_t max)
+{
+	json_t *v = json_object_get(o, key);
+	return json_is_string(v) && json_string_length(v) <= max ? json_string_value(v) : NULL;
+}
+
+static int apply_notify(struct store *st, const char *job, json_t *o, struct tc_err *err)
+{
+	const char *ev = s_of(o, "event");
+	int e = ev ? notify_event_parse(ev) : -1;
+	if (e < 0 || e == NOTIFY_QUEUED) /* queued is the server's own */
+		return bad(err, "notify");
+	pthread_mutex_lock(&relay.mu);
+	void (*fn)(void *, const struct notify_msg *) = relay.fn;
+	void *ctx = relay.ctx;
+	pthread_mutex_unlock(&relay.mu);
+	if (!fn)
+		return 0;
+	struct job_row j = { 0 };
+	int rc = store_job_get(st, job, &j, err);
+	if (rc)
+		return rc;
+	/* a job with hooks of its own (even notify: []) takes none of the server's */
+	json_t *spec = j.spec_json ? json_loads(j.spec_json, 0, NULL) : NULL;
+	bool own = json_object_get(spec, "notify") != NULL;
+	json_decref(spec);
+	const char *state = short_str(o, "state", 32);
+	enum job_state js;
+	if (state && !job_state_parse(state, strlen(state), &js))
+		state = NULL;
+	long long attempt = i_of(o, "attempt", -1), code = i_of(o, "exit", -1);
+	struct notify_msg m = {
+		.event = (enum notify_event)e, .job_id = j.id, .job_name = j.name, .state = state,
+		.reason = short_str(o, "reason", 4096), .user = j.user && *j.user ? j.user : NULL,
+		.host = short_str(o, "host", 255),
+		.attempt = attempt >= 0 && attempt < 1000000 ? (int)attempt : -1,
+		.exit_code = code >= 0 && code < 256 ? (int)code : -1, .time = now_wall(),
+	};
+	if (!own)
+		fn(ctx, &m);
+	job_row_release(&j);
+	return 0;
 }
 
 /* base64 text into *mb, written; the metrics event's whole work */
@@ -561,7 +693,7 @@ static int apply_packed(struct store *st, const char *job, struct store_mbatch *
 {
 	struct sbuf raw = SBUF_INIT;
 	int rc;
-	if (!hub_b64_decode(&raw, b64text, n)) {
+	if (!b64_decode(&raw, b64text, n)) {
 		rc = bad(err, "metrics");
 	} else {
 		if (!*mb)
@@ -608,12 +740,7 @@ int hub_apply_line(struct store *st, const char *job, struct store_mbatch **mb,
 	} else if (!strcmp(ev, "note")) {
 		rc = apply_note(st, job, s_of(o, "reason"), err);
 	} else if (!strcmp(ev, "health")) {
-		/* a node's own device, never this host's (node ""): the server schedules on those */
-		const char *node = s_of(o, "node"), *type = s_of(o, "type");
-		rc = node && *node && strlen(node) < 256 && type && json_is_integer(json_object_get(o, "id"))
-			     ? store_node_health_set(st, node, type, (int)i_of(o, "id", 0),
-						     s_of(o, "reason"), job, err)
-			     : bad(err, ev);
+		rc = apply_health(st, job, o, err);
 	} else if (!strcmp(ev, "restarts")) {
 		rc = store_job_set_restarts(st, job, (int)i_of(o, "n", 0), err);
 	} else if (!strcmp(ev, "started")) {
@@ -669,7 +796,9 @@ int hub_apply_line(struct store *st, const char *job, struct store_mbatch **mb,
 	} else if (!strcmp(ev, "file")) {
 		rc = apply_file(st, job, o, err);
 	} else if (!strcmp(ev, "slurm")) {
-		rc = store_slurm_set(st, job, s_of(o, "job"), s_of(o, "nodes"), s_of(o, "state"), err);
+		rc = apply_slurm(st, job, o, err);
+	} else if (!strcmp(ev, "notify")) {
+		rc = apply_notify(st, job, o, err);
 	} else {
 		rc = tc_error(err, TC_EUSAGE, "hub: an unknown event '%s'", ev);
 	}

@@ -152,7 +152,8 @@ long long hub_line_seq(const char *p, const char *end, const char **rest)
 		return -1;
 	long long v = 0;
 	const char *q = p + n;
-	for (; q < end && *q >= '0' && *q <= '9' && v < (1LL << 60); q++)
+	/* at most 2^60: one more digit never overflows (a longer number is no seq) */
+	for (; q < end && *q >= '0' && *q <= '9' && v <= (1LL << 60) / 10; q++)
 		v = v * 10 + (*q - '0');
 	if (q == p + n || q >= end || *q != ',')
 		return -1;

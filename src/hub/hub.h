@@ -132,6 +132,17 @@ bool hub_run_dir_shared(const char *run_dir);
 
 /* ---- the hub's side ---- */
 
+/*
+ * Where the hub hands a job's "notify" events (sink_notify): fn gets the
+ * message, with the job's id, name and user from the store and the rest
+ * from the event, for the server's own hooks (--notify-file), whose
+ * secrets never leave the server.  A job whose stored spec has a notify:
+ * of its own gets none.  fn runs on the applying thread and must not
+ * block; NULL: such events are dropped.
+ */
+struct notify_msg;
+void hub_notify_relay(void (*fn)(void *ctx, const struct notify_msg *m), void *ctx);
+
 struct hub;
 
 /* A hub writing the store of home (its own connection, used under its lock). */

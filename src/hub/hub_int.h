@@ -41,6 +41,8 @@ int hub_ev_slurm(struct hub_remote *r, const char *job, const char *slurm_job,
 
 int hub_ev_delivery(struct hub_remote *r, const char *job, const struct store_delivery *d,
 		    struct tc_err *err);
+int hub_ev_notify(struct hub_remote *r, const char *job, const struct notify_msg *m,
+		  struct tc_err *err);
 int hub_ev_endpoint(struct hub_remote *r, const char *job, const struct store_endpoint *e,
 		    struct tc_err *err);
 int hub_ev_file(struct hub_remote *r, const char *job, const char *rel, long long off,
@@ -65,6 +67,9 @@ int hub_apply_mark(struct store *st, const char *job, enum job_state state, cons
 int hub_apply_line(struct store *st, const char *job, struct store_mbatch **mb,
 		   const char *line, size_t len, struct tc_err *err);
 
+/* Is name one of the nodes of the Slurm host list ("gpu[01-04,07],cpu3")? (event.c) */
+bool hub_nodelist_has(const char *list, const char *name);
+
 /* ---- hub.c, for ingest.c ---- */
 /*
  * hub_receive without a secret, for a body the hub's own process read
@@ -86,9 +91,5 @@ int hub_remote_kick(struct hub_remote *r, struct tc_err *err);
 /* Send what is left (waiting at most the remote's wait time), stop and free. */
 void hub_remote_close(struct hub_remote *r);
 
-/* base64 (RFC 4648, with padding) */
-void hub_b64_encode(struct sbuf *out, const void *data, size_t n);
-/* false for text that is not base64 */
-bool hub_b64_decode(struct sbuf *out, const char *text, size_t n);
 
 #endif

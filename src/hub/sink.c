@@ -155,6 +155,11 @@ int sink_delivery(struct sink *k, const char *job, const struct store_delivery *
 	return store_delivery_add(k->st, job, d, err);
 }
 
+int sink_notify(struct sink *k, const char *job, const struct notify_msg *m, struct tc_err *err)
+{
+	return k->r ? hub_ev_notify(k->r, job, m, err) : 0;
+}
+
 int sink_endpoint(struct sink *k, const char *job, const struct store_endpoint *e,
 		  struct tc_err *err)
 {

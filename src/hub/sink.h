@@ -83,6 +83,14 @@ int sink_slurm(struct sink *k, const char *job, const char *slurm_job, const cha
 /* A webhook delivery of the job (store_delivery_add). */
 int sink_delivery(struct sink *k, const char *job, const struct store_delivery *d,
 		  struct tc_err *err);
+/*
+ * One event for the server's own webhooks (its --notify-file hooks, whose
+ * secrets only the server holds): a remote sink sends it for the hub to
+ * deliver (hub.h: hub_notify_relay); a direct sink has no server and
+ * does nothing.  The hub takes only the event's own fields from it.
+ */
+struct notify_msg;
+int sink_notify(struct sink *k, const char *job, const struct notify_msg *m, struct tc_err *err);
 /* A job's endpoint, its whole row (store_endpoint_put; endpoint/endpoint.h). */
 int sink_endpoint(struct sink *k, const char *job, const struct store_endpoint *e,
 		  struct tc_err *err);

@@ -24,6 +24,7 @@ struct launch_notify {
 	void (*say)(void *ctx, const char *msg);
 	void *ctx;
 	struct sink *sink; /* launch_notify_sink: a hub takes the records (borrowed) */
+	unsigned relay;    /* events of the server's own hooks, sent to its hub (NOTIFY_SERVER_ENV) */
 };
 
 void launch_notify_sink(struct launch_notify *ln, struct sink *k)
@@ -77,15 +78,25 @@ struct launch_notify *launch_notify_open(const struct spec *s, const char *home,
 					 const char *job_id,
 					 void (*say)(void *ctx, const char *msg), void *ctx)
 {
-	if (!s->nnotify)
+	/*
+	 * A server's job: the server's own hooks are the server's to sign and
+	 * send (their secrets never reach us), and the spec's may not read our
+	 * environment, which is the server's allowlist, not the user's.
+	 */
+	const char *srv = getenv(NOTIFY_SERVER_ENV);
+	long mask = 0;
+	if (srv && !s->notify_given && !parse_long(srv, 0, NOTIFY_ALL, &mask))
+		mask = 0;
+	if (!s->nnotify && !mask)
 		return NULL;
 	struct launch_notify *ln = xcalloc(1, sizeof(*ln));
 	*ln = (struct launch_notify){ .s = s, .home = home ? xstrdup(home) : NULL, .job_id = xstrdup(job_id),
-				      .say = say, .ctx = ctx };
-	struct notify_opts no = { .record = on_record, .warn = on_warn, .ctx = ln };
+				      .say = say, .ctx = ctx, .relay = (unsigned)mask };
+	struct notify_opts no = { .record = on_record, .warn = on_warn, .ctx = ln,
+				  .flags = srv ? NOTIFY_NO_ENV : 0 };
 	struct tc_err err = TC_ERR_INIT;
 	/* a webhook never fails the job: without its secret it is a warning */
-	if (notify_start(s->notify, s->nnotify, &no, &ln->nf, &err)) {
+	if (s->nnotify && notify_start(s->notify, s->nnotify, &no, &ln->nf, &err)) {
 		struct sbuf msg = SBUF_INIT;
 		sbuf_addf(&msg, "warning: webhooks off: %s", err.msg);
 		say(ctx, msg.buf);
@@ -98,7 +109,10 @@ struct launch_notify *launch_notify_open(const struct spec *s, const char *home,
 void launch_notify(struct launch_notify *ln, enum notify_event e, const char *state,
 		   const char *reason, int attempt, int exit_code)
 {
-	if (!ln || !notify_wants(ln->nf, e))
+	if (!ln)
+		return;
+	bool own = notify_wants(ln->nf, e), relay = ln->sink && (ln->relay & (1u << e));
+	if (!own && !relay)
 		return;
 	char host[256];
 	if (gethostname(host, sizeof(host)) != 0)
@@ -110,7 +124,17 @@ void launch_notify(struct launch_notify *ln, enum notify_event e, const char *st
 		.reason = reason, .user = pw ? pw->pw_name : NULL, .host = host[0] ? host : NULL,
 		.attempt = attempt, .exit_code = exit_code, .time = now_wall(),
 	};
-	notify_post(ln->nf, &m);
+	if (own)
+		notify_post(ln->nf, &m);
+	struct tc_err err = TC_ERR_INIT;
+	if (relay && sink_notify(ln->sink, ln->job_id, &m, &err)) {
+		struct sbuf msg = SBUF_INIT;
+		sbuf_addf(&msg, "warning: notify: cannot hand %s to the server: %s",
+			  notify_event_name(e), err.msg);
+		ln->say(ln->ctx, msg.buf);
+		sbuf_release(&msg);
+	}
+	tc_err_release(&err);
 }
 
 void launch_notify_close(struct launch_notify *ln)

@@ -2,16 +2,21 @@
 #include "notify/notify.h"
 #include "core/enc.h"
 #include "core/http.h"
+#include "core/upath.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- events ---- */
 
@@ -239,10 +244,32 @@ static void say(struct notifier *nf, const char *fmt, ...)
 	va_end(ap);
 }
 
-static int read_secret(const struct notify_hook *h, char **out, struct tc_err *err)
+/*
+ * path's bytes (a regular file, at most NOTIFY_SECRET_MAX) into text; a FIFO
+ * never blocks.  A file a spec names, read by whoever reads as the job's
+ * account (its supervisor, or the server with the account's file ids): the
+ * user-path door's read of such a file (core/upath.h).
+ */
+static int read_secret_file(const char *path, struct sbuf *text, struct tc_err *err)
+{
+	int rc = upath_read_path(path, NOTIFY_SECRET_MAX, text, err);
+	if (rc) {
+		tc_error_prefix(err, "notify: cannot read the secret file");
+		err->code = rc = TC_EUSAGE;
+	}
+	return rc;
+}
+
+int notify_secret_read(const struct notify_hook *h, unsigned flags, char **out,
+		       struct tc_err *err)
 {
 	*out = NULL;
 	if (h->secret_env) {
+		if (flags & NOTIFY_NO_ENV)
+			return tc_error(err, TC_EUSAGE,
+					"notify: secret_env (%s) is not read in a job of a server, whose "
+					"environment is not yours: give secret_file",
+					h->secret_env);
 		const char *v = getenv(h->secret_env);
 		if (!v || !*v)
 			return tc_error(err, TC_EUSAGE, "notify: the secret's variable %s is not set",
@@ -252,20 +279,18 @@ static int read_secret(const struct notify_hook *h, char **out, struct tc_err *e
 	}
 	if (h->secret_file) {
 		struct sbuf text = SBUF_INIT;
-		struct tc_err e2 = TC_ERR_INIT;
-		if (read_file(h->secret_file, &text, &e2)) {
-			int rc = tc_error(err, TC_EUSAGE, "notify: cannot read the secret file: %s",
-					  e2.msg);
-			tc_err_release(&e2);
+		int rc = read_secret_file(h->secret_file, &text, err);
+		while (!rc && text.len &&
+		       (text.buf[text.len - 1] == '\n' || text.buf[text.len - 1] == '\r'))
+			sbuf_setlen(&text, text.len - 1);
+		if (!rc && !text.len)
+			rc = tc_error(err, TC_EUSAGE, "notify: the secret file %s is empty",
+				      h->secret_file);
+		if (rc) {
+			if (text.buf)
+				explicit_bzero(text.buf, text.alloc);
 			sbuf_release(&text);
 			return rc;
-		}
-		while (text.len && (text.buf[text.len - 1] == '\n' || text.buf[text.len - 1] == '\r'))
-			sbuf_setlen(&text, text.len - 1);
-		if (!text.len) {
-			sbuf_release(&text);
-			return tc_error(err, TC_EUSAGE, "notify: the secret file %s is empty",
-					h->secret_file);
 		}
 		*out = sbuf_detach(&text);
 	}
@@ -301,11 +326,12 @@ static void item_release(struct item *it)
 }
 
 /* A hook ready to send: copied, its URL redacted, its secret read. */
-static int hook_ready(struct hook_rt *rt, const struct notify_hook *h, struct tc_err *err)
+static int hook_ready(struct hook_rt *rt, const struct notify_hook *h, unsigned flags,
+		      struct tc_err *err)
 {
 	notify_hook_copy(&rt->h, h);
 	rt->shown = notify_url_shown(h->url);
-	return read_secret(h, &rt->secret, err);
+	return notify_secret_read(h, flags, &rt->secret, err);
 }
 
 static struct notifier *notifier_new(const struct notify_opts *o);
@@ -321,7 +347,7 @@ int notify_start(const struct notify_hook *hooks, size_t n, const struct notify_
 		return 0;
 	struct hook_rt *rt = xcalloc(n, sizeof(*rt));
 	for (size_t i = 0; i < n; i++) {
-		int rc = hook_ready(&rt[i], &hooks[i], err);
+		int rc = hook_ready(&rt[i], &hooks[i], o->flags, err);
 		if (rc) {
 			free_hooks(rt, i + 1);
 			return rc;
@@ -585,7 +611,7 @@ void notify_post(struct notifier *nf, const struct notify_msg *m)
 }
 
 int notify_post_hooks(struct notifier *nf, const struct notify_hook *hooks, size_t n,
-		      const struct notify_msg *m, struct tc_err *err)
+		      const struct notify_msg *m, unsigned flags, struct tc_err *err)
 {
 	if (!nf)
 		return 0;
@@ -598,7 +624,7 @@ int notify_post_hooks(struct notifier *nf, const struct notify_hook *hooks, size
 	int rc = 0;
 	for (size_t i = 0; i < n && !rc; i++)
 		if (hooks[i].events & (1u << m->event))
-			rc = hook_ready(&rt[i], &hooks[i], err);
+			rc = hook_ready(&rt[i], &hooks[i], flags, err);
 	if (!rc)
 		post(nf, rt, n, true, m);
 	free_hooks(rt, n); /* what post() did not take */

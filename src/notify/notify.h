@@ -20,6 +20,10 @@
  *     secret_file: a file), never the secret; it is read by notify_start and
  *     lives only in the notifier.  Recorded and shown URLs are redacted to
  *     scheme://host[:port]/... (Slack's webhook path is itself a secret).
+ *     A secret file is read with the caller's file ids (a root server sets
+ *     the job's account's first), must be a regular file and holds at most
+ *     NOTIFY_SECRET_MAX bytes; with NOTIFY_NO_ENV (a job of a server, whose
+ *     process environment is not the user's) secret_env is refused.
  * (4) libcrypto's SHA-256 (core/lazylib) is all HMAC needs; the HMAC
  *     construction (RFC 2104) is here, tested against RFC 4231's vectors.
  *
@@ -115,6 +119,17 @@ struct notify_delivery {
 	double time;       /* when it ended (wall seconds) */
 };
 
+/* The most a secret file may hold. */
+#define NOTIFY_SECRET_MAX (64 * 1024)
+/*
+ * In a server's supervisor: the events (a decimal bit mask) the server's
+ * own hooks want, relayed to the hub (sink_notify) for jobs whose spec has
+ * no notify:.  Its presence also means NOTIFY_NO_ENV for the spec's hooks.
+ */
+#define NOTIFY_SERVER_ENV "TRAINCTL_NOTIFY_SERVER"
+/* notify_opts.flags and notify_post_hooks: secret_env is refused (note 3). */
+#define NOTIFY_NO_ENV 1u
+
 struct notify_opts {
 	void (*record)(void *ctx, const struct notify_delivery *d); /* or NULL */
 	void (*warn)(void *ctx, const char *msg);                    /* or NULL */
@@ -122,6 +137,7 @@ struct notify_opts {
 	int tries;        /* 0: 4 */
 	int backoff_ms;   /* the first wait; doubles; 0: 500 */
 	int timeout_s;    /* one try; 0: 10 */
+	unsigned flags;   /* NOTIFY_NO_ENV */
 };
 
 #define NOTIFY_QUEUE_MAX 64
@@ -141,10 +157,20 @@ int notify_start(const struct notify_hook *hooks, size_t n, const struct notify_
 struct notifier *notify_pool(const struct notify_opts *o);
 /*
  * Queue m for those of hooks[0..n) that want its event (copied, secrets
- * read now).  TC_EUSAGE when a secret cannot be read (nothing queued).
+ * read now, with the caller's file ids; flags: NOTIFY_NO_ENV).  TC_EUSAGE
+ * when a secret cannot be read (nothing queued).
  */
 int notify_post_hooks(struct notifier *nf, const struct notify_hook *hooks, size_t n,
-		      const struct notify_msg *m, struct tc_err *err);
+		      const struct notify_msg *m, unsigned flags, struct tc_err *err);
+/*
+ * A hook's secret into *out (heap, NULL when it has none), as
+ * notify_start reads it: secret_env from the environment (TC_EUSAGE with
+ * NOTIFY_NO_ENV), secret_file a regular file of at most NOTIFY_SECRET_MAX
+ * bytes, its trailing newlines dropped.  Errors name the variable or the
+ * file, never the value.
+ */
+int notify_secret_read(const struct notify_hook *h, unsigned flags, char **out,
+		       struct tc_err *err);
 /* Does any hook want e?  (NULL notifier: no.) */
 bool notify_wants(const struct notifier *nf, enum notify_event e);
 /* Queue m for every hook that wants its event; never blocks on the network. */

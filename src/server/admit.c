@@ -184,7 +184,11 @@ unsigned srv_admit(struct srv *s, const struct admit_req *a, char **id, json_t *
 		sp->priority = a->priority;
 	if (a->preemptible >= 0)
 		sp->preemptible = a->preemptible;
-	srv_notify_defaults(s, sp);
+	/* the spec's own hooks: no secret from the server's environment (notify_srv.c) */
+	if (srv_notify_check(sp, err)) {
+		st = api_status_of(err->code);
+		goto out;
+	}
 	/* a backend with a queue of its own (slurm) allocates its nodes, not this pool */
 	const struct backend_ops *be = backend_find(sp->backend);
 	if (!be)

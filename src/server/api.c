@@ -387,7 +387,7 @@ static int r_submit(struct api_call *c)
 static int r_prometheus(struct api_call *c) { return h_prometheus(c->s, c->con); }
 static int r_asset(struct api_call *c) { return serve_asset(c->con, c->url); }
 static int r_info(struct api_call *c) { return h_info(c->s, c->con); }
-static int r_devices(struct api_call *c) { return h_devices(c->s, c->con); }
+static int r_devices(struct api_call *c) { return h_devices(c->s, c->con, &c->w); }
 static int r_events(struct api_call *c) { return stream_events(c->s, c->con, &c->w); }
 static int r_list(struct api_call *c) { return h_list(c->s, c->con, &c->w); }
 static int r_detail(struct api_call *c) { return h_detail(c->s, c->con, &c->job); }

@@ -261,40 +261,65 @@ int h_report(struct MHD_Connection *con, const struct job_row *x)
 
 /* ---- the node ---- */
 
-int h_devices(struct srv *s, struct MHD_Connection *con)
+/*
+ * May w learn which job holds a device?  The job's owner and admins only
+ * (issue 23, L3): a job id is no secret (ids sort by time), but whose job
+ * runs where is.  Called with list_mu held.
+ */
+static bool holder_visible(struct srv *s, const struct who *w, const char *job)
+{
+	if (w->admin || w->local)
+		return true;
+	struct job_row j = { 0 };
+	struct tc_err err = TC_ERR_INIT;
+	bool ok = job && w->user && store_job_get(s->list_st, job, &j, &err) == 0 && j.user &&
+		  !strcmp(j.user, w->user);
+	job_row_release(&j);
+	tc_err_release(&err);
+	return ok;
+}
+
+int h_devices(struct srv *s, struct MHD_Connection *con, const struct who *w)
 {
 	pthread_mutex_lock(&s->mu);
-	struct sbuf body = SBUF_INIT;
-	sbuf_adds(&body, "{\"devices\":");
-	sbuf_adds(&body, s->devices_json ? s->devices_json : "[]");
+	json_t *devs = json_loads(s->devices_json ? s->devices_json : "[]", 0, NULL);
 	pthread_mutex_unlock(&s->mu);
+	if (!json_is_array(devs)) {
+		json_decref(devs);
+		devs = json_array();
+	}
 	/* devices the nodes of multi-node jobs found unhealthy on their own hosts (hub.md) */
 	struct store_sick *v = NULL;
 	size_t n = 0;
 	struct tc_err err = TC_ERR_INIT;
 	pthread_mutex_lock(&s->list_mu);
-	int rc = store_devices_unhealthy(s->list_st, &v, &n, &err);
-	pthread_mutex_unlock(&s->list_mu);
-	sbuf_adds(&body, ",\"nodes\":[");
-	for (size_t i = 0, k = 0; !rc && i < n; i++) {
-		if (!v[i].node || !*v[i].node)
-			continue; /* this host's: in "devices" */
-		sbuf_adds(&body, k++ ? ",{\"node\":" : "{\"node\":");
-		json_add_str(&body, v[i].node);
-		sbuf_adds(&body, ",\"type\":");
-		json_add_str(&body, v[i].type);
-		sbuf_addf(&body, ",\"id\":%d,\"unhealthy\":", v[i].id);
-		json_add_str(&body, v[i].reason);
-		sbuf_addf(&body, ",\"since\":%.3f,\"job\":", v[i].since);
-		json_add_str(&body, v[i].job);
-		sbuf_addch(&body, '}');
+	size_t i;
+	json_t *d;
+	json_array_foreach(devs, i, d) {
+		const char *job = json_string_value(json_object_get(d, "job"));
+		if (job && !holder_visible(s, w, job))
+			json_object_set_new(d, "job", json_null());
 	}
-	sbuf_adds(&body, "]}");
+	int rc = store_devices_unhealthy(s->list_st, &v, &n, &err);
+	json_t *nodes = json_array();
+	for (size_t k = 0; !rc && k < n; k++) {
+		if (!v[k].node || !*v[k].node)
+			continue; /* this host's: in "devices" */
+		json_t *o = json_pack("{s:s, s:s?, s:i, s:s?, s:f}", "node", v[k].node, "type",
+				      v[k].type, "id", v[k].id, "unhealthy", v[k].reason, "since",
+				      v[k].since);
+		if (!o)
+			continue;
+		json_object_set_new(o, "job", v[k].job && holder_visible(s, w, v[k].job)
+						      ? json_string(v[k].job)
+						      : json_null());
+		json_array_append_new(nodes, o);
+	}
+	pthread_mutex_unlock(&s->list_mu);
 	store_sick_free(v, n);
 	tc_err_release(&err);
-	int ret = reply_json(con, 200, body.buf);
-	sbuf_release(&body);
-	return ret;
+	json_t *body = json_pack("{s:o, s:o}", "devices", devs, "nodes", nodes);
+	return reply_jsont(con, 200, body);
 }
 
 int h_prometheus(struct srv *s, struct MHD_Connection *con)

@@ -298,7 +298,7 @@ int h_metric_list(struct srv *s, struct MHD_Connection *con, const struct job_ro
 int h_metric_points(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
 int h_usage(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
 int h_report(struct MHD_Connection *con, const struct job_row *x);
-int h_devices(struct srv *s, struct MHD_Connection *con);
+int h_devices(struct srv *s, struct MHD_Connection *con, const struct who *w);
 /* api_sweeps.c: POST/GET /api/v1/sweeps, GET /api/v1/sweeps/{sweep}, POST .../stop */
 int h_sweep_submit(struct srv *s, struct MHD_Connection *con, const struct who *w,
 		   const struct sbuf *body);

@@ -4,7 +4,8 @@
  * The server's credentials (AWS_*, tokens, $TRAINCTL_STORAGE_CONFIG) and
  * its account's HOME/USER stay with the server; the spec's env: and
  * trainctl's per-job variables are added later by the supervisor
- * (launch/env.c).  docs/security.md lists the allowlist.
+ * (launch/env.c).  docs/security.md lists the allowlist.  No secret of
+ * the server's ever goes in: not its credentials, not its webhooks'.
  */
 #include "server/server_int.h"
 
@@ -28,7 +29,7 @@ static const char *const pass_prefixes[] = {
 /* trainctl variables that name the server's secrets or its state: never passed. */
 static const char *const never[] = {
 	"TRAINCTL_TOKEN", "TRAINCTL_HOME", "TRAINCTL_STORAGE_CONFIG", "TRAINCTL_SERVER",
-	"TRAINCTL_SOCKET", "TRAINCTL_SUPERVISOR_ONLY", "TRAINCTL_SECRETS", NULL,
+	"TRAINCTL_SOCKET", "TRAINCTL_SUPERVISOR_ONLY", "TRAINCTL_SECRETS", NOTIFY_SERVER_ENV, NULL,
 };
 
 static bool named(const char *entry, size_t klen, const char *const *names)
@@ -62,31 +63,33 @@ void srv_job_env(char *const *environ_, const char *const *extra, struct strvec 
 			strvec_push(out, *e);
 }
 
+void srv_notify_env(const struct notify_hook *hooks, size_t nhooks, struct strvec *out)
+{
+	unsigned events = 0;
+	for (size_t i = 0; i < nhooks; i++)
+		events |= hooks[i].events;
+	struct sbuf v = SBUF_INIT;
+	sbuf_addf(&v, "%u", events);
+	env_set(out, NOTIFY_SERVER_ENV, v.buf);
+	sbuf_release(&v);
+}
+
 void srv_supervisor_env(char *const *environ_, const char *const *extra,
 			const struct notify_hook *hooks, size_t nhooks, struct strvec *out)
 {
 	srv_job_env(environ_, extra, out);
 	/*
-	 * The secrets of the server's own webhooks (--notify-file) are read by
-	 * the supervisor, which signs the deliveries; its workers never get them
-	 * (launch: env_drop_supervisor_only).
+	 * The server's own webhooks (--notify-file) stay the server's: their
+	 * secrets never enter a supervisor's environment, which the job can
+	 * read (/proc/PPID/environ).  The supervisor gets only which events
+	 * they want, and relays those to the hub, which signs and sends them
+	 * (hub.h: hub_notify_relay).  The variable also tells it that it is a
+	 * server's job: its spec's hooks may not read secret_env.
 	 */
+	srv_notify_env(hooks, nhooks, out);
+	const char *prev = env_get(out, "TRAINCTL_SUPERVISOR_ONLY");
 	struct sbuf only = SBUF_INIT;
-	for (size_t i = 0; i < nhooks; i++) {
-		const char *name = hooks[i].secret_env;
-		size_t n = name ? strlen(name) : 0;
-		if (!n)
-			continue;
-		for (char *const *e = environ_; e && *e; e++) {
-			if (strncmp(*e, name, n) || (*e)[n] != '=')
-				continue;
-			if (!env_get(out, name))
-				strvec_push(out, *e);
-			sbuf_addf(&only, "%s%s", only.len ? "," : "", name);
-			break;
-		}
-	}
-	if (only.len)
-		env_set(out, "TRAINCTL_SUPERVISOR_ONLY", only.buf);
+	sbuf_addf(&only, "%s%s" NOTIFY_SERVER_ENV, prev ? prev : "", prev && *prev ? "," : "");
+	env_set(out, "TRAINCTL_SUPERVISOR_ONLY", only.buf);
 	sbuf_release(&only);
 }

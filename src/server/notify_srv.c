@@ -1,17 +1,27 @@
 /*
- * notify_srv.c -- the server's part of webhooks (notify/notify.h): its
- * default hooks (server --notify-file) written into the specs of jobs whose
- * own spec has no notify:, and the queued event, the one event before a
- * job's supervisor exists.  Everything later is the supervisor's.
+ * notify_srv.c -- the server's part of webhooks (notify/notify.h):
+ *  - its own hooks (server --notify-file) for jobs whose spec has no
+ *    notify:, sent by the server alone: their secrets are the server's and
+ *    never reach a job (rule: a job's environment holds no secret that is
+ *    not its own).  The queued event is the server's; the later ones are
+ *    the supervisors', relayed through the hub (hub_notify_relay);
+ *  - the queued event of a spec's own hooks, the one event before the
+ *    job's supervisor exists, whose secret_file is read with the job's
+ *    account's file ids and whose secret_env is refused: the server's
+ *    environment is not the user's.  Everything later is the supervisor's.
  */
 #include "server/server_int.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "hub/hub.h"
 #include "launch/launch.h"
 #include "notify/notify.h"
 #include "spec/spec.h"
 
+#include <pwd.h>
 #include <stdlib.h>
+#include <sys/fsuid.h>
+#include <unistd.h>
 
 /* The server stops with deliveries in flight: they get this long. */
 #define SRV_NOTIFY_END_WAIT_MS 2000
@@ -34,27 +44,78 @@ static void on_warn(void *ctx, const char *msg)
 	srv_say(ctx, msg);
 }
 
+static void warn_job(struct srv *s, const char *id, const struct tc_err *err)
+{
+	struct sbuf msg = SBUF_INIT;
+	sbuf_addf(&msg, "warning: job %s: %s", id, err->msg);
+	srv_say(s, msg.buf);
+	sbuf_release(&msg);
+}
+
+/* A supervisor's event for the server's own hooks (the hub calls it; never blocks). */
+static void on_relay(void *ctx, const struct notify_msg *m)
+{
+	struct srv *s = ctx;
+	struct tc_err err = TC_ERR_INIT;
+	if (notify_post_hooks(s->nf, s->o.notify, s->o.nnotify, m, 0, &err))
+		warn_job(s, m->job_id, &err);
+	tc_err_release(&err);
+}
+
 void srv_notify_start(struct srv *s)
 {
 	struct notify_opts no = { .record = on_record, .warn = on_warn, .ctx = s };
 	s->nf = notify_pool(&no);
+	if (s->o.nnotify)
+		hub_notify_relay(on_relay, s);
 }
 
 void srv_notify_end(struct srv *s)
 {
+	hub_notify_relay(NULL, NULL);
 	notify_finish(s->nf, SRV_NOTIFY_END_WAIT_MS);
 	s->nf = NULL;
 }
 
-void srv_notify_defaults(struct srv *s, struct spec *sp)
+int srv_notify_check(const struct spec *sp, struct tc_err *err)
 {
-	if (sp->notify_given || !s->o.nnotify)
-		return;
-	sp->notify = xcalloc(s->o.nnotify, sizeof(*sp->notify));
-	for (size_t i = 0; i < s->o.nnotify; i++)
-		notify_hook_copy(&sp->notify[i], &s->o.notify[i]);
-	sp->nnotify = s->o.nnotify;
-	sp->notify_given = true;
+	for (size_t i = 0; i < sp->nnotify; i++)
+		if (sp->notify[i].secret_env)
+			return tc_error(err, TC_EUSAGE,
+					"notify[%zu].secret_env: a job of the server cannot read a variable "
+					"of the server's environment; give secret_file (read as your account)",
+					i);
+	return 0;
+}
+
+/*
+ * The spec's own hooks, their secret files read as user's account (a root
+ * server; this thread's file ids only) and never from our environment.
+ */
+static int post_as(struct srv *s, const struct spec *sp, const struct notify_msg *m,
+		   const char *user, struct tc_err *err)
+{
+	bool files = false;
+	for (size_t i = 0; i < sp->nnotify; i++)
+		files |= sp->notify[i].secret_file != NULL && (sp->notify[i].events & (1u << m->event));
+	if (!files || geteuid() != 0)
+		return notify_post_hooks(s->nf, sp->notify, sp->nnotify, m, NOTIFY_NO_ENV, err);
+	struct passwd *pw = user ? getpwnam(user) : NULL;
+	if (!pw)
+		return tc_error(err, TC_EUSAGE, "notify: user '%s' has no account to read the secret "
+				"file as", user ? user : "");
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	setfsgid(pw->pw_gid);
+	setfsuid(pw->pw_uid);
+	int rc;
+	if ((uid_t)setfsuid((uid_t)-1) != pw->pw_uid || (gid_t)setfsgid((gid_t)-1) != pw->pw_gid)
+		rc = tc_error(err, TC_ESYS, "notify: cannot take the file ids of %s", user);
+	else
+		rc = notify_post_hooks(s->nf, sp->notify, sp->nnotify, m, NOTIFY_NO_ENV, err);
+	setfsuid(uid);
+	setfsgid(gid);
+	return rc;
 }
 
 void srv_notify_queued(struct srv *s, const struct spec *sp, const char *id, const char *user)
@@ -63,11 +124,9 @@ void srv_notify_queued(struct srv *s, const struct spec *sp, const char *id, con
 				.state = "queued", .reason = "submitted to the server", .user = user,
 				.attempt = -1, .exit_code = -1, .time = now_wall() };
 	struct tc_err err = TC_ERR_INIT;
-	if (notify_post_hooks(s->nf, sp->notify, sp->nnotify, &m, &err)) {
-		struct sbuf msg = SBUF_INIT;
-		sbuf_addf(&msg, "warning: job %s: %s", id, err.msg);
-		srv_say(s, msg.buf);
-		sbuf_release(&msg);
-	}
+	int rc = sp->notify_given ? post_as(s, sp, &m, user, &err)
+				  : notify_post_hooks(s->nf, s->o.notify, s->o.nnotify, &m, 0, &err);
+	if (rc)
+		warn_job(s, id, &err);
 	tc_err_release(&err);
 }

@@ -454,6 +454,7 @@ static void submit_external(struct srv *s, struct sjob *j)
 	/* sbatch runs as the job's account, with our allowlist and never our credentials (jobenv.c) */
 	struct strvec jenv = STRVEC_INIT;
 	srv_job_env(environ, s->o.pass_env, &jenv);
+	srv_notify_env(s->o.notify, s->o.nnotify, &jenv); /* the server's hooks: events only */
 	struct backend_env env = { .home = s->home, .say = srv_say, .say_arg = s, .env = &jenv,
 				   .user = j->user };
 	struct tc_err err = TC_ERR_INIT;
@@ -1110,6 +1111,7 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	for (int i = 0; i < o->nquotas; i++)
 		s->quotas[s->nquotas++] = (struct sched_quota){ o->quotas[i].user, o->quotas[i].max_devices };
 	if ((rc = lock_state(s, err)) || (rc = store_open(s->home, &s->st, err)) ||
+	    (rc = store_runs_private(s->home, err)) ||
 	    (rc = store_keep_pages(s->st, 64, err)) ||
 	    (rc = store_open_unlocked(s->home, &s->list_st, err)) ||
 	    (rc = store_keep_pages(s->list_st, 64, err)))

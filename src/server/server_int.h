@@ -140,8 +140,13 @@ void srv_health_end(struct srv *s);
 struct spec;
 void srv_notify_start(struct srv *s);
 void srv_notify_end(struct srv *s);
-/* The server's default hooks into a spec without notify: of its own. */
-void srv_notify_defaults(struct srv *s, struct spec *sp);
+/*
+ * A spec's hooks as a job of this server may have them: TC_EUSAGE for a
+ * secret_env (a server's environment is not the user's; secret_file is
+ * read as the job's account).  The server's own hooks are never written
+ * into a spec: they stay the server's (notify_srv.c).
+ */
+int srv_notify_check(const struct spec *sp, struct tc_err *err);
 /* The queued event of a job just submitted (never blocks). */
 void srv_notify_queued(struct srv *s, const struct spec *sp, const char *id, const char *user);
 
@@ -187,9 +192,16 @@ bool srv_env_passes(const char *entry, const char *const *extra);
 void srv_job_env(char *const *environ_, const char *const *extra, struct strvec *out);
 struct notify_hook;
 /*
- * srv_job_env plus the variables of the server's webhooks' secrets
- * (secret_env), which the supervisor reads and its workers never get:
- * they are named in TRAINCTL_SUPERVISOR_ONLY.
+ * NOTIFY_SERVER_ENV (notify/notify.h) into out: which events the server's
+ * own hooks want, which the job's supervisors relay to the hub (never the
+ * hooks' secrets).  srv_supervisor_env does it; a Slurm job's sbatch
+ * environment gets it too.
+ */
+void srv_notify_env(const struct notify_hook *hooks, size_t nhooks, struct strvec *out);
+/*
+ * srv_job_env plus srv_notify_env, named in TRAINCTL_SUPERVISOR_ONLY so
+ * that the workers do not get it.  Never a secret of the server's: not its
+ * webhooks' either (issue 23, M3).
  */
 void srv_supervisor_env(char *const *environ_, const char *const *extra,
 			const struct notify_hook *hooks, size_t nhooks, struct strvec *out);

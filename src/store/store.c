@@ -256,6 +256,23 @@ static int migrate(struct store *st, struct tc_err *err)
 	return rc;
 }
 
+int store_runs_private(const char *home, struct tc_err *err)
+{
+	struct sbuf runs = SBUF_INIT;
+	struct stat sb;
+	mode_t want = geteuid() == 0 ? 0711 : 0700;
+	int rc = 0;
+	sbuf_addf(&runs, "%s/runs", home);
+	if (mkdir(runs.buf, want) < 0 && errno != EEXIST)
+		rc = tc_error_errno(err, TC_ESTORE, "cannot make %s", runs.buf);
+	else if (lstat(runs.buf, &sb) < 0 || !S_ISDIR(sb.st_mode))
+		rc = tc_error(err, TC_ESTORE, "%s is not a folder", runs.buf);
+	else if (sb.st_uid == geteuid() && (sb.st_mode & 07777) != want && chmod(runs.buf, want) < 0)
+		rc = tc_error_errno(err, TC_ESTORE, "cannot set the mode of %s", runs.buf);
+	sbuf_release(&runs);
+	return rc;
+}
+
 /*
  * The state folder and the database are ours alone (issue 13): the folder
  * 0700, or 0711 for root, whose server runs jobs as other accounts that

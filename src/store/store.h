@@ -149,6 +149,12 @@ int store_commit(struct store *st, int rc, struct tc_err *err);
  * Find one job by id, unique id prefix, or name (the newest of that name).
  * Returns TC_ENOTFOUND (or TC_EUSAGE for an ambiguous prefix).
  */
+/*
+ * A server's runs/ made (or tightened) to 0711 when root, 0700 otherwise:
+ * job accounts pass through to their own run folders and list nobody's
+ * job ids (issue 23, L3).
+ */
+int store_runs_private(const char *home, struct tc_err *err);
 int store_job_get(struct store *st, const char *ref, struct job_row *out, struct tc_err *err);
 /*
  * store_job_get among user's jobs for prefixes and names (a whole id is

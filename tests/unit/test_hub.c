@@ -7,12 +7,15 @@
 
 #include "core/util.h"
 #include "hub/hub.h"
+#include "core/enc.h"
 #include "hub/hub_int.h"
 #include "jobs/jobs.h"
 #include "store/store.h"
 
 #include <fcntl.h>
 #include <math.h>
+#include <pwd.h>
+#include <sys/fsuid.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -106,18 +109,18 @@ TEST(hub_base64_round_trip)
 		for (size_t i = 0; i < n; i++)
 			raw[i] = (unsigned char)(i * 37 + n);
 		struct sbuf enc = SBUF_INIT, dec = SBUF_INIT;
-		hub_b64_encode(&enc, raw, n);
+		b64_encode(&enc, raw, n);
 		CHECK_INT(enc.len, (n + 2) / 3 * 4);
-		CHECK(hub_b64_decode(&dec, enc.buf, enc.len));
+		CHECK(b64_decode(&dec, enc.buf, enc.len));
 		CHECK_INT(dec.len, n);
 		CHECK(n == 0 || !memcmp(dec.buf, raw, n));
 		sbuf_release(&enc);
 		sbuf_release(&dec);
 	}
 	struct sbuf d = SBUF_INIT;
-	CHECK(!hub_b64_decode(&d, "ab=c", 4));
-	CHECK(!hub_b64_decode(&d, "abc", 3));
-	CHECK(!hub_b64_decode(&d, "a*cd", 4));
+	CHECK(!b64_decode(&d, "ab=c", 4));
+	CHECK(!b64_decode(&d, "abc", 3));
+	CHECK(!b64_decode(&d, "a*cd", 4));
 	sbuf_release(&d);
 }
 
@@ -331,6 +334,24 @@ TEST(hub_files_reach_the_hubs_run_folder_and_stay_inside_it)
 	struct job_row j = { .id = "20261126-000000-000-abce", .name = "f", .state = JOB_RUNNING,
 			     .run_dir = rd.buf, .spec_json = "{}", .created = now_wall() };
 	CHECK_INT(store_job_create(st2, &j, &f.err), 0);
+	/* a Slurm job's node sends its files; a supervisor of this host never does (issue 23, L2) */
+	const char *local = "{\"seq\":1,\"ev\":\"file\",\"path\":\"logs/x.log\",\"off\":0,\"b\":\"eAo=\"}\n";
+	struct sbuf sha0 = SBUF_INIT;
+	hub_secret_hash(SECRET, &sha0);
+	CHECK_INT(store_hub_job_set(st2, j.id, sha0.buf, NULL, &f.err), 0);
+	sbuf_release(&sha0);
+	{
+		int st0 = 0;
+		long long a0 = 0;
+		hub_receive(f.h, j.id, "local", SECRET, local, strlen(local), &st0, &a0, &f.err);
+		CHECK_INT(st0, 200);
+		CHECK_INT(a0, 1);
+		struct sbuf lp = SBUF_INIT;
+		sbuf_addf(&lp, "%s/logs/x.log", rd.buf);
+		CHECK(!path_exists(lp.buf));
+		sbuf_release(&lp);
+	}
+	CHECK_INT(store_slurm_set(st2, j.id, NULL, NULL, NULL, &f.err), 0);
 	struct sbuf sha = SBUF_INIT;
 	hub_secret_hash(SECRET, &sha);
 	CHECK_INT(store_hub_job_set(st2, j.id, sha.buf, NULL, &f.err), 0);
@@ -388,6 +409,71 @@ TEST(hub_files_reach_the_hubs_run_folder_and_stay_inside_it)
 	sbuf_release(&sha);
 	sbuf_release(&rd);
 	store_close(st2);
+	fx_close(&f);
+}
+
+/*
+ * Issue 23, L2: a root hub writes a Slurm job's files as the run folder's
+ * owner (the job's account): nothing it makes there is root's; a folder
+ * of another account than the job's is refused.
+ */
+TEST(hub_files_are_written_as_the_run_folders_owner)
+{
+	struct passwd *pw = getpwnam("nobody");
+	if (geteuid() != 0 || !pw || !pw->pw_uid) {
+		fprintf(stderr, "skipped: needs root and the account nobody\n");
+		return;
+	}
+	struct fx f;
+	fx_open(&f, false);
+	struct sbuf rd = SBUF_INIT, p = SBUF_INIT;
+	sbuf_addf(&rd, "%s/run", f.home);
+	CHECK_INT(mkdir_p(rd.buf, &f.err), 0);
+	CHECK_INT(chown(f.home, 0, 0), 0);
+	CHECK_INT(chmod(f.home, 0711), 0);
+	CHECK_INT(chown(rd.buf, pw->pw_uid, pw->pw_gid), 0);
+	CHECK_INT(chmod(rd.buf, 0700), 0);
+	struct job_row j = { .id = "20261126-000000-000-abcf", .name = "f", .state = JOB_RUNNING,
+			     .run_dir = rd.buf, .spec_json = "{}", .created = now_wall(),
+			     .user = "nobody" };
+	CHECK_INT(store_job_create(f.st, &j, &f.err), 0);
+	CHECK_INT(store_slurm_set(f.st, j.id, NULL, NULL, NULL, &f.err), 0);
+	struct sbuf sha = SBUF_INIT;
+	hub_secret_hash(SECRET, &sha);
+	CHECK_INT(store_hub_job_set(f.st, j.id, sha.buf, NULL, &f.err), 0);
+	const char *body =
+		"{\"seq\":1,\"ev\":\"file\",\"path\":\"logs/rank-0.log\",\"off\":0,\"b\":\"aGVsbG8K\"}\n"
+		"{\"seq\":2,\"ev\":\"file\",\"path\":\"big\",\"off\":4294967296,\"b\":\"aGVsbG8K\"}\n";
+	int status = 0;
+	long long acked = 0;
+	hub_receive(f.h, j.id, "n", SECRET, body, strlen(body), &status, &acked, &f.err);
+	CHECK_INT(status, 200);
+	CHECK_INT(acked, 2);
+	struct stat sb;
+	sbuf_addf(&p, "%s/logs", rd.buf);
+	CHECK_INT(stat(p.buf, &sb), 0);
+	CHECK_INT((int)sb.st_uid, (int)pw->pw_uid);
+	sbuf_adds(&p, "/rank-0.log");
+	CHECK_INT(stat(p.buf, &sb), 0);
+	CHECK_INT((int)sb.st_uid, (int)pw->pw_uid);
+	/* past the cap: nothing */
+	sbuf_reset(&p);
+	sbuf_addf(&p, "%s/big", rd.buf);
+	CHECK(!path_exists(p.buf));
+	/* the hub's own file ids are back: it still reads its store */
+	CHECK_INT((int)setfsuid((uid_t)-1), 0);
+	/* a run folder of another account than the job's: refused */
+	CHECK_INT(chown(rd.buf, pw->pw_uid + 1, pw->pw_gid), 0);
+	const char *again =
+		"{\"seq\":1,\"ev\":\"file\",\"path\":\"other.log\",\"off\":0,\"b\":\"aGVsbG8K\"}\n";
+	hub_receive(f.h, j.id, "n2", SECRET, again, strlen(again), &status, &acked, &f.err);
+	CHECK_INT(status, 200);
+	sbuf_reset(&p);
+	sbuf_addf(&p, "%s/other.log", rd.buf);
+	CHECK(!path_exists(p.buf));
+	sbuf_release(&sha);
+	sbuf_release(&p);
+	sbuf_release(&rd);
 	fx_close(&f);
 }
 
@@ -766,6 +852,8 @@ TEST(hub_node_device_health_is_the_nodes_never_this_hosts)
 	struct fx f;
 	fx_open(&f, false);
 	CHECK_INT(store_device_health_set(f.st, "gpu", 0, "this host's own", &f.err), 0);
+	/* the job runs on n1 and n2 (Slurm's node list, as the store has it) */
+	CHECK_INT(store_slurm_set(f.st, JOB, "7", "n[1-2]", "RUNNING", &f.err), 0);
 	post(f.h, SECRET, "node1.a0",
 	     "{\"seq\":1,\"ev\":\"health\",\"node\":\"n2\",\"type\":\"gpu\",\"id\":0,\"reason\":\"ecc\"}\n"
 	     "{\"seq\":2,\"ev\":\"health\",\"node\":\"n2\",\"type\":\"gpu\",\"id\":1,\"reason\":\"xid\"}\n"
@@ -790,5 +878,54 @@ TEST(hub_node_device_health_is_the_nodes_never_this_hosts)
 	CHECK_INT(n, 1);
 	CHECK_STR(v[0].node, "n2");
 	store_sick_free(v, n);
+	/*
+	 * Issue 23, L5: another node's rows are not the job's to add or
+	 * delete, and a "slurm" event does not widen its node list.
+	 */
+	CHECK_INT(store_node_health_set(f.st, "other", "gpu", 3, "broken", NULL, &f.err), 0);
+	post(f.h, SECRET, "node1.a1",
+	     "{\"seq\":1,\"ev\":\"health\",\"node\":\"other\",\"type\":\"gpu\",\"id\":3}\n"
+	     "{\"seq\":2,\"ev\":\"health\",\"node\":\"n3\",\"type\":\"gpu\",\"id\":0,\"reason\":\"x\"}\n"
+	     "{\"seq\":3,\"ev\":\"slurm\",\"job\":\"7\",\"nodes\":\"other,n3\"}\n"
+	     "{\"seq\":4,\"ev\":\"health\",\"node\":\"other\",\"type\":\"gpu\",\"id\":3}\n", 200, 4);
+	CHECK_INT(store_devices_unhealthy(f.st, &v, &n, &f.err), 0);
+	CHECK_INT(n, 2);
+	CHECK_STR(v[0].node, "n2");
+	CHECK_STR(v[1].node, "other");
+	CHECK_STR(v[1].reason, "broken");
+	store_sick_free(v, n);
 	fx_close(&f);
+}
+
+/* found by fuzz_hub_event: a long seq overflowed (signed, undefined) on the root hub */
+TEST(hub_line_seq_of_a_long_number_is_no_seq)
+{
+	static const char *const lines[] = {
+		"{\"seq\":00000010191419536757914496,\"ev\":\"mark\"}",
+		"{\"seq\":99999999999999999999999999,\"ev\":\"mark\"}",
+	};
+	for (size_t i = 0; i < 2; i++) {
+		const char *rest = NULL;
+		CHECK(hub_line_seq(lines[i], lines[i] + strlen(lines[i]), &rest) == -1);
+	}
+	const char *ok = "{\"seq\":1152921504606846976,\"ev\":\"x\"}", *rest = NULL;
+	CHECK(hub_line_seq(ok, ok + strlen(ok), &rest) == 1152921504606846976LL);
+	CHECK(rest && *rest == '"');
+}
+
+TEST(hub_nodelist_matches_slurm_host_lists)
+{
+	CHECK(hub_nodelist_has("n1", "n1"));
+	CHECK(!hub_nodelist_has("n1", "n10"));
+	CHECK(hub_nodelist_has("n[1-3]", "n2"));
+	CHECK(!hub_nodelist_has("n[1-3]", "n4"));
+	CHECK(hub_nodelist_has("gpu[01-10],cpu3", "gpu07"));
+	CHECK(!hub_nodelist_has("gpu[01-10]", "gpu7"));
+	CHECK(hub_nodelist_has("gpu[01-10],cpu3", "cpu3"));
+	CHECK(hub_nodelist_has("a[1,3-4]b[2-3]", "a4b3"));
+	CHECK(!hub_nodelist_has("a[1,3-4]b[2-3]", "a2b3"));
+	CHECK(hub_nodelist_has("x[8-12]", "x12"));
+	CHECK(!hub_nodelist_has(NULL, "n1"));
+	CHECK(!hub_nodelist_has("n1", ""));
+	CHECK(!hub_nodelist_has("n[1-", "n1"));
 }

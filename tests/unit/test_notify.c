@@ -8,7 +8,11 @@
 #include "spec/spec.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static void hex_of(const unsigned char *mac, char out[65])
 {
@@ -134,6 +138,62 @@ TEST(missing_secret_names_the_variable_not_a_value)
 	h.secret_env = NULL;
 	CHECK(notify_start(&h, 1, &o, &nf, &err) == 0 && !nf);
 	notify_finish(NULL, 0);
+}
+
+/* issue 23, M2: a secret file is a regular file of a bounded size; secret_env can be refused */
+TEST(secret_file_regular_capped_env_refusable)
+{
+	char dir[] = "/tmp/tc-notify-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	struct sbuf p = SBUF_INIT;
+	struct tc_err err = TC_ERR_INIT;
+	char *v = NULL;
+	struct notify_hook h = { .secret_file = dir };
+	/* a folder, then a FIFO (which must not block), are no secret files */
+	CHECK(notify_secret_read(&h, 0, &v, &err) == TC_EUSAGE && !v);
+	CHECK_CONTAINS(err.msg, "not a regular file");
+	tc_err_release(&err);
+	sbuf_addf(&p, "%s/fifo", dir);
+	CHECK(mkfifo(p.buf, 0600) == 0);
+	h.secret_file = p.buf;
+	CHECK(notify_secret_read(&h, 0, &v, &err) == TC_EUSAGE && !v);
+	CHECK_CONTAINS(err.msg, "not a regular file");
+	tc_err_release(&err);
+	unlink(p.buf);
+	/* over the cap: refused, the value never in the message */
+	sbuf_reset(&p);
+	sbuf_addf(&p, "%s/big", dir);
+	FILE *f = fopen(p.buf, "w");
+	CHECK(f != NULL);
+	for (int i = 0; i <= NOTIFY_SECRET_MAX; i++)
+		fputc('k', f);
+	CHECK(fclose(f) == 0);
+	CHECK(notify_secret_read(&h, 0, &v, &err) == TC_EUSAGE && !v);
+	CHECK_CONTAINS(err.msg, "larger than");
+	CHECK(!strstr(err.msg, "kkkk"));
+	tc_err_release(&err);
+	/* a good one: its trailing newline dropped */
+	f = fopen(p.buf, "w");
+	CHECK(f != NULL);
+	fputs("s3cret\n", f);
+	CHECK(fclose(f) == 0);
+	CHECK(notify_secret_read(&h, NOTIFY_NO_ENV, &v, &err) == 0);
+	CHECK_STR(v, "s3cret");
+	free(v);
+	unlink(p.buf);
+	rmdir(dir);
+	/* secret_env with NOTIFY_NO_ENV: refused, naming the variable */
+	setenv("TC_TEST_HOOK_SECRET", "from-the-environment", 1);
+	struct notify_hook e = { .secret_env = "TC_TEST_HOOK_SECRET" };
+	CHECK(notify_secret_read(&e, NOTIFY_NO_ENV, &v, &err) == TC_EUSAGE && !v);
+	CHECK_CONTAINS(err.msg, "TC_TEST_HOOK_SECRET");
+	CHECK(!strstr(err.msg, "from-the-environment"));
+	tc_err_release(&err);
+	CHECK(notify_secret_read(&e, 0, &v, &err) == 0);
+	CHECK_STR(v, "from-the-environment");
+	free(v);
+	unsetenv("TC_TEST_HOOK_SECRET");
+	sbuf_release(&p);
 }
 
 /* a notifier whose thread never started (nothing posted) goes at once */

@@ -733,19 +733,26 @@ TEST(jobenv_allowlist)
 	strvec_clear(&out);
 }
 
-TEST(jobenv_hook_secrets_are_the_supervisors)
+TEST(jobenv_hook_secrets_stay_the_servers)
 {
-	struct notify_hook h = { .secret_env = "HOOK_SECRET" };
-	char *env[] = { "PATH=/bin", "HOOK_SECRET=s", NULL };
+	/* the server's webhooks' secret never reaches a supervisor (issue 23, M3) */
+	struct notify_hook h = { .secret_env = "HOOK_SECRET",
+				 .events = (1u << NOTIFY_STARTED) | (1u << NOTIFY_FAILED) };
+	char *env[] = { "PATH=/bin", "HOOK_SECRET=s", "TRAINCTL_NOTIFY_SERVER=7", NULL };
 	struct strvec out = STRVEC_INIT;
 	srv_supervisor_env(env, NULL, &h, 1, &out);
-	CHECK_STR(env_get(&out, "HOOK_SECRET"), "s");
-	CHECK_STR(env_get(&out, "TRAINCTL_SUPERVISOR_ONLY"), "HOOK_SECRET");
+	CHECK(env_get(&out, "HOOK_SECRET") == NULL);
+	/* only which events the server's hooks want: the supervisor relays them */
+	CHECK_INT(atoi(env_get(&out, NOTIFY_SERVER_ENV)), (int)h.events);
+	CHECK_STR(env_get(&out, "TRAINCTL_SUPERVISOR_ONLY"), NOTIFY_SERVER_ENV);
 	/* the workers' environment, made from the supervisor's */
 	env_drop_supervisor_only(&out);
-	CHECK(env_get(&out, "HOOK_SECRET") == NULL);
-	CHECK(env_get(&out, "TRAINCTL_SUPERVISOR_ONLY") == NULL);
+	CHECK(env_get(&out, NOTIFY_SERVER_ENV) == NULL);
 	CHECK_STR(env_get(&out, "PATH"), "/bin");
+	strvec_clear(&out);
+	/* a server started with the variable set passes none of its own to a job */
+	srv_job_env(env, NULL, &out);
+	CHECK(env_get(&out, NOTIFY_SERVER_ENV) == NULL);
 	strvec_clear(&out);
 }
 
