@@ -160,14 +160,10 @@ static int token_lookup(void *arg, const char *token, char **user, bool *admin)
 	return rc;
 }
 
-static int session_lookup(void *arg, const char *sid, struct who *w)
+bool srv_token_alive(struct srv *s, const struct who *w)
 {
-	struct srv *s = arg;
-	if (sessions_use(s->sessions, SESS_COOKIE, sid, w))
-		return -1;
 	if (!w->token_hash[0])
-		return 0;
-	/* made from a token: the session ends with it (trainctl token revoke) */
+		return true;
 	char *user = NULL;
 	bool admin = false;
 	struct tc_err err = TC_ERR_INIT;
@@ -176,7 +172,16 @@ static int session_lookup(void *arg, const char *sid, struct who *w)
 	pthread_mutex_unlock(&s->mu);
 	tc_err_release(&err);
 	free(user);
-	if (rc) {
+	return rc == 0;
+}
+
+static int session_lookup(void *arg, const char *sid, struct who *w)
+{
+	struct srv *s = arg;
+	if (sessions_use(s->sessions, SESS_COOKIE, sid, w))
+		return -1;
+	/* made from a token: the session ends with it (trainctl token revoke) */
+	if (!srv_token_alive(s, w)) {
 		sessions_drop(s->sessions, sid);
 		free(w->user);
 		w->user = NULL;

@@ -208,6 +208,9 @@ const char *api_session_cookie(const struct srv *s);
 
 /* May w see and act on a job owned by owner?  Admins may, users their own. */
 bool server_may_see(const struct who *w, const char *owner);
+/* Whether the token a session or endpoint cookie was made from is still
+ * there (true for one made without a token): revoking it ends them. */
+bool srv_token_alive(struct srv *s, const struct who *w);
 
 /* Replies return MHD_YES / MHD_NO. */
 int reply_raw(struct MHD_Connection *con, unsigned status, const char *type, const char *body,

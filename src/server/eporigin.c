@@ -508,22 +508,6 @@ static int refuse(struct MHD_Connection *con, int *ret, unsigned status, const c
 	return 1;
 }
 
-/* A token revoked since the cookie was made ends it, as it ends the API's sessions. */
-static bool token_alive(struct srv *s, const struct who *w)
-{
-	if (!w->token_hash[0])
-		return true;
-	char *user = NULL;
-	bool admin = false;
-	struct tc_err err = TC_ERR_INIT;
-	pthread_mutex_lock(&s->mu);
-	int rc = store_token_find(s->st, w->token_hash, &user, &admin, &err);
-	pthread_mutex_unlock(&s->mu);
-	tc_err_release(&err);
-	free(user);
-	return rc == 0;
-}
-
 int eporigin_claim(struct srv *s, struct MHD_Connection *con, const char *url, const char *method,
 		   struct epreq **out, int *ret)
 {
@@ -589,7 +573,7 @@ int eporigin_claim(struct srv *s, struct MHD_Connection *con, const char *url, c
 	/* (1) the credential, on the headers, before any body is read */
 	const char *ck = MHD_lookup_connection_value(con, MHD_COOKIE_KIND, cookie_name(o));
 	if (eporigin_cookie_check(o->key, ck, q->job, q->name, q->label, now_wall(), &q->w) ||
-	    !token_alive(s, &q->w)) {
+	    !srv_token_alive(s, &q->w)) {
 		*ret = reply_err(con, 401, "open this endpoint from its server (the job page, or %s/"
 				 " on the server's own name): it sends you here with a one-time"
 				 " ticket", q->base);
