@@ -128,43 +128,56 @@ static int metric_width(struct store *st, const char *job, const char *name)
 	return w > 200 ? 200 : (int)w;
 }
 
-/* --name matched nothing: the closest name the job has, or what it has */
-static int no_metric(struct store *st, const char *id, const char *name, int rank,
-		     struct tc_err *err)
+/*
+ * --name before any output: 0 when the job has that metric (on that rank),
+ * else a usage error naming the closest name and the names it has.
+ */
+static int check_name(struct store *st, const char *id, const char *name, int rank,
+		      struct tc_err *err)
 {
-	struct sbuf text = SBUF_INIT, hint = SBUF_INIT;
+	struct sbuf text = SBUF_INIT, hint = SBUF_INIT, all = SBUF_INIT;
 	int rc = store_metric_names_json(st, id, &text, err);
 	json_t *o = rc ? NULL : json_loadb(text.buf, text.len, 0, NULL);
 	json_t *series = json_object_get(o, "series"), *one;
-	const char *best = NULL;
+	const char *best = NULL, *prev = NULL;
 	size_t best_d = 4, i, names = 0;
-	bool on_other_rank = false;
+	bool on_other_rank = false, found = false;
 	json_array_foreach(series, i, one) {
 		const char *m = json_string_value(json_object_get(one, "metric"));
 		if (!m)
 			continue;
-		names++;
-		if (!strcmp(m, name))
+		if (!strcmp(m, name)) {
+			int r = (int)json_integer_value(json_object_get(one, "rank"));
+			if (rank < 0 || r == rank)
+				found = true;
 			on_other_rank = true;
+		}
+		if (prev && !strcmp(prev, m))
+			continue; /* series come by metric, then rank */
+		prev = m;
+		sbuf_addf(&all, "%s%s", names++ ? ", " : "", m);
 		size_t d = edit_distance(m, name);
 		if (d < best_d && d <= strlen(name) / 2) {
 			best_d = d;
 			best = m;
 		}
 	}
+	if (rc || found)
+		goto out;
 	if (on_other_rank)
 		sbuf_addf(&hint, " on rank %d", rank);
 	else if (best)
 		sbuf_addf(&hint, " (did you mean '%s'?)", best);
-	else if (!names)
-		sbuf_adds(&hint, " (it has no stored metrics)");
+	if (!names)
+		sbuf_adds(&hint, "; it has no stored metrics (`trainctl show` says why)");
 	else
-		sbuf_addf(&hint, " (`trainctl show %s` lists its metrics)", id);
-	if (!rc)
-		rc = tc_error(err, TC_ENOTFOUND, "metrics: job %s has no metric '%s'%s", id, name, hint.buf);
+		sbuf_addf(&hint, "; it has: %s", all.buf);
+	rc = tc_error(err, TC_EUSAGE, "metrics: job %s has no metric '%s'%s", id, name, hint.buf);
+out:
 	json_decref(o);
 	sbuf_release(&text);
 	sbuf_release(&hint);
+	sbuf_release(&all);
 	return rc;
 }
 
@@ -221,6 +234,8 @@ int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			     ? tc_error(err, TC_EUSAGE, "metrics: job %s has one rank, 0 (not %ld)", j.id, rank)
 			     : tc_error(err, TC_EUSAGE, "metrics: job %s has ranks 0-%d (not %ld)", j.id,
 					j.world_size - 1, rank);
+	if (!rc && name)
+		rc = check_name(st, j.id, name, (int)rank, err);
 	if (rc)
 		goto out;
 	if (o.fmt == F_JSON)
@@ -236,8 +251,6 @@ int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 				err);
 	if (o.fmt == F_JSON)
 		fputs(o.n ? "\n]\n" : "]\n", stdout);
-	if (!rc && !count && name)
-		rc = no_metric(st, j.id, name, (int)rank, err);
 out:
 	sbuf_release(&o.line);
 	job_row_release(&j);

@@ -357,6 +357,7 @@ static void metrics_start(struct sup *sp)
 	struct metrics_ingest_opts mo = {
 		.st = sp->st, .job_id = sp->job_id, .format = fmt, .tb_dir = sp->tb_dir,
 		.files = (const char *const *)files.v, .nfiles = files.nr, .nranks = sp->n,
+		.patterns = sp->s->metrics_patterns, .npatterns = sp->s->metrics_npatterns,
 		.warn = metrics_warn, .warn_ctx = sp, .write = metrics_write, .write_ctx = sp,
 		.world = sp->o->node ? sp->o->node->nnodes * sp->n : 0,
 		.step = sp->watch ? sup_watch_step : NULL, .step_ctx = sp,
@@ -375,6 +376,8 @@ static void metrics_end(struct sup *sp)
 	if (lines || malformed)
 		sup_say(sp, "metrics: %lld lines, %lld records, %lld malformed lines (trainctl show %s)",
 		    lines, records, malformed, sp->job_id);
+	else if (metrics_ingest_hint(sp->mi))
+		sup_say(sp, "metrics: %s", metrics_ingest_hint(sp->mi));
 	metrics_ingest_free(sp->mi);
 	sp->mi = NULL;
 }

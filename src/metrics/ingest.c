@@ -29,10 +29,11 @@
 #define SELF_LAUNCHED_RANKS 1024
 #define RETRY_MS 5000               /* pause after a failed database write */
 
-enum { W_STORE = 1, W_DROP = 2, W_TB = 4, W_FILE = 8 };
+enum { W_STORE = 1, W_DROP = 2, W_TB = 4, W_FILE = 8, W_PAT = 16 };
 
 struct rank_st {
 	bool used, dirty, tb_failed;
+	bool printed; /* printed a line, metrics or not (note 5) */
 	bool fresh; /* a new attempt: its next point record is a step for the callback */
 	long long seq;
 	struct sbuf last_step;
@@ -62,6 +63,7 @@ struct metrics_ingest {
 	char *tb_dir;
 	int family; /* 0: every format */
 	struct metrics_parser *p;
+	struct metrics_matcher *pat; /* metrics.patterns:, or NULL */
 	struct store_mbatch *b;
 	struct rank_st *r;
 	size_t nr;
@@ -77,6 +79,7 @@ struct metrics_ingest {
 	void *step_ctx;
 	unsigned warned;
 	long long lines, records, malformed;
+	long long seen; /* every line fed */
 	struct sbuf tmp;
 };
 
@@ -104,6 +107,8 @@ static int family_of(enum metrics_format f)
 		return 2;
 	case METRICS_FMT_MINDFORMERS:
 		return 3;
+	case METRICS_FMT_PATTERN:
+		return -1; /* the job asked for these: any format */
 	}
 	return 0;
 }
@@ -220,7 +225,19 @@ static void one_line(struct metrics_ingest *mi, int wrank, const char *line, siz
 {
 	const struct metric_rec *recs;
 	size_t n;
+	mi->seen++;
+	if ((size_t)wrank < mi->nr && mi->r[wrank].printed) {
+		/* known: no per-line work */
+	} else {
+		struct rank_st *ws = rank_get(mi, wrank);
+		ws->printed = ws->dirty = true;
+	}
 	enum metrics_result res = metrics_parse_line(mi->p, line, len, &recs, &n);
+	if (res == METRICS_NONE && mi->pat) {
+		/* only lines no built-in format took (note 5) */
+		n = metrics_matcher_match(mi->pat, line, len, &recs);
+		res = n ? METRICS_PARSED : METRICS_NONE;
+	}
 	if (res == METRICS_NONE)
 		return;
 	if (res == METRICS_MALFORMED) {
@@ -232,7 +249,8 @@ static void one_line(struct metrics_ingest *mi, int wrank, const char *line, siz
 		mi->malformed++;
 		return;
 	}
-	if (n && mi->family && family_of(recs[0].format) != mi->family)
+	if (n && mi->family && family_of(recs[0].format) >= 0 &&
+	    family_of(recs[0].format) != mi->family)
 		return;
 	if (n && recs[0].rank >= mi->world && recs[0].rank >= SELF_LAUNCHED_RANKS) {
 		/* a rank the job does not have: an error of this line, not a
@@ -452,6 +470,13 @@ struct metrics_ingest *metrics_ingest_new(const struct metrics_ingest_opts *o)
 	mi->warn_ctx = o->warn_ctx;
 	mi->step = o->step;
 	mi->step_ctx = o->step_ctx;
+	if (o->npatterns) {
+		size_t bad = 0;
+		mi->pat = metrics_matcher_new(o->patterns, o->npatterns, &bad);
+		if (!mi->pat) /* the spec's walk compiled it: not seen in practice */
+			warn_once(mi, W_PAT, "metrics.patterns[%zu] does not compile; patterns not used",
+				  bad);
+	}
 	sbuf_init(&mi->tmp, 0);
 	/* the world size: the job's record knows it for every node of a
 	 * multi-node job; nranks counts this supervisor's workers */
@@ -532,10 +557,16 @@ void metrics_ingest_counts(const struct metrics_ingest *mi, long long *lines, lo
 	*malformed = mi ? mi->malformed : 0;
 }
 
+const char *metrics_ingest_hint(const struct metrics_ingest *mi)
+{
+	return mi && mi->seen && !mi->records && !mi->malformed ? metrics_none_hint : NULL;
+}
+
 void metrics_ingest_free(struct metrics_ingest *mi)
 {
 	if (!mi)
 		return;
+	metrics_matcher_free(mi->pat);
 	for (size_t i = 0; i < mi->nr; i++) {
 		sbuf_release(&mi->r[i].last_step);
 		free(mi->r[i].last_error);

@@ -28,6 +28,10 @@
  *     is tag NAME at step seq, an epoch record tag "epoch/NAME" at step
  *     epoch, a summary record tag "summary/NAME" at step seq; text values
  *     are left out.  metrics_export_tb() writes the same from the store.
+ * (5) The job's own patterns (metrics.patterns:, metrics_matcher) see only
+ *     the lines no built-in format took, whatever metrics.format says.  A
+ *     rank that printed lines gets a counters row even when none was a
+ *     metrics line, so that `show` can say why it has no metrics.
  */
 #ifndef TC_METRICS_INGEST_H
 #define TC_METRICS_INGEST_H
@@ -53,6 +57,8 @@ struct metrics_ingest_opts {
 	int world;                 /* the job's ranks when known (> 0): no need to ask st */
 	const char *job_id;
 	const char *format;        /* auto | dllogger | tcap | mindformers (NULL = auto) */
+	const struct metrics_pattern *patterns; /* metrics.patterns:, compiled once here */
+	size_t npatterns;
 	const char *tb_dir;        /* NULL: no event files */
 	const char *const *files;  /* absolute paths to follow ("{rank}" allowed) */
 	size_t nfiles;
@@ -96,6 +102,11 @@ void metrics_ingest_finish(struct metrics_ingest *mi);
 /* Lines, records and malformed lines seen so far (all ranks). */
 void metrics_ingest_counts(const struct metrics_ingest *mi, long long *lines, long long *records,
 			   long long *malformed);
+/*
+ * At the end: metrics_none_hint when the workers printed lines and none
+ * gave a metric record, else NULL.
+ */
+const char *metrics_ingest_hint(const struct metrics_ingest *mi);
 void metrics_ingest_free(struct metrics_ingest *mi);
 
 /* ---- export (ingest.c: the same event files as live ingestion) --------- */

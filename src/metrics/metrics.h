@@ -10,6 +10,8 @@
  *   "TCAPPDLL {json}"        Tecorigin tcap_dllogger, data = Python-repr string
  *   "TCAPPDLL <time> - ..."  tcap_dllogger stdout form
  *   "... { Epoch:[ e/ E], step:[ s/ S], loss: ..."   MindFormers loss monitor
+ * and, for any other output, the job's own regular expressions
+ * (metrics.patterns:, the matcher at the end of this header).
  *
  * NOTES ON THE DESIGN
  * (1) One entry point, metrics_parse_line(), dispatches through a table of
@@ -66,6 +68,7 @@ enum metrics_format {
 	METRICS_FMT_TCAP_JSON,     /* TCAPPDLL {json} */
 	METRICS_FMT_TCAP_PLAIN,    /* TCAPPDLL ... (stdout form) */
 	METRICS_FMT_MINDFORMERS,   /* { Epoch:[..], step:[..], ... */
+	METRICS_FMT_PATTERN,       /* a line a job's metrics.patterns: matched */
 };
 
 struct metric_rec {
@@ -193,5 +196,44 @@ struct metrics_xy {
  */
 size_t metrics_downsample(const struct metrics_xy *in, size_t n, size_t buckets,
 			  struct metrics_xy *out);
+
+/* ---- the job's own patterns (patterns.c) -------------------------------- */
+
+/*
+ * One entry of metrics.patterns: a POSIX extended regex, the capture group
+ * holding the step (0: none) and, per metric name, the group holding its
+ * value.  The spec owns these (spec/rules.c checks them); the matcher
+ * compiles them once per job.
+ */
+struct metrics_pattern {
+	char *regex;
+	int step;
+	size_t nvalues;
+	char **names;
+	int *groups;
+};
+void metrics_pattern_release(struct metrics_pattern *p);
+
+struct metrics_matcher;
+
+/*
+ * Compile n patterns (copied: p may go after).  NULL when one does not
+ * compile; *bad is then its index.
+ */
+struct metrics_matcher *metrics_matcher_new(const struct metrics_pattern *p, size_t n,
+					    size_t *bad);
+void metrics_matcher_free(struct metrics_matcher *m);
+/*
+ * Every pattern is tried on the line; each that matches gives a POINT
+ * record per value whose group took part (METRICS_FMT_PATTERN, the step as
+ * the step group wrote it, iter = that step when it is an integer; a value
+ * that is not a number is kept as text).  Returns the record count; the
+ * records live until the next call (as metrics_parse_line's, note 2).
+ */
+size_t metrics_matcher_match(struct metrics_matcher *m, const char *line, size_t len,
+			     const struct metric_rec **recs);
+
+/* What a job that printed lines but gave no metric record is told (one line). */
+extern const char metrics_none_hint[];
 
 #endif

@@ -610,8 +610,16 @@ void metrics_job_summary_text(json_t *s, struct sbuf *out)
 {
 	json_t *metrics = json_object_get(s, "metrics"), *ranks = json_object_get(s, "ranks");
 	size_t nmetrics = json_array_size(metrics), nranks = json_array_size(ranks);
-	if (!nmetrics && !nranks) {
-		sbuf_adds(out, "metrics:   none recorded\n");
+	long long got = 0; /* records and malformed lines of every rank */
+	for (size_t i = 0; i < nranks; i++) {
+		json_t *r = json_array_get(ranks, i);
+		got += json_integer_value(json_object_get(r, "records")) +
+		       json_integer_value(json_object_get(r, "malformed"));
+	}
+	if (!nmetrics && !got) {
+		/* a rank row without records: it printed lines, none of them metrics (ingest.h note 5) */
+		sbuf_addf(out, "metrics:   none recorded%s%s\n", nranks ? "; " : "",
+			  nranks ? metrics_none_hint : "");
 		return;
 	}
 	int mw = 24; /* the METRIC column: as wide as the longest name */

@@ -151,6 +151,27 @@ static void take_metrics(struct spec *s, json_t *m)
 	take_int(m, "batch_size", &s->metrics_batch_size);
 	take_str(m, "accuracy", &s->metrics_accuracy);
 	take_strvec(json_object_get(m, "files"), &s->metrics_files);
+	json_t *pats = json_object_get(m, "patterns"), *one;
+	size_t i;
+	if (!json_is_array(pats) || !json_array_size(pats))
+		return;
+	s->metrics_patterns = xcalloc(json_array_size(pats), sizeof(*s->metrics_patterns));
+	json_array_foreach(pats, i, one) {
+		const char *re = json_string_value(json_object_get(one, "regex"));
+		json_t *v = json_object_get(one, "values"), *g;
+		const char *name;
+		if (!re || !json_is_object(v))
+			continue; /* written by serialize.c: not seen */
+		struct metrics_pattern *p = &s->metrics_patterns[s->metrics_npatterns++];
+		p->regex = xstrdup(re);
+		p->step = (int)json_integer_value(json_object_get(one, "step"));
+		p->names = xcalloc(json_object_size(v) + 1, sizeof(*p->names));
+		p->groups = xcalloc(json_object_size(v) + 1, sizeof(*p->groups));
+		json_object_foreach(v, name, g) {
+			p->names[p->nvalues] = xstrdup(name);
+			p->groups[p->nvalues++] = (int)json_integer_value(g);
+		}
+	}
 }
 
 static void take_real(json_t *o, const char *key, double *out)

@@ -5,6 +5,7 @@
  */
 #include "spec/spec_int.h"
 #include "backend/names.h"
+#include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "secret/secret.h"
@@ -592,12 +593,139 @@ static int r_met_files(struct walk *w, yaml_node_t *n, const char *key)
 	return 0;
 }
 
+/* metrics.patterns: [{regex, step, values: {NAME: GROUP}}] (docs/metrics.md) */
+static struct metrics_pattern *cur_pattern(struct walk *w)
+{
+	return &w->s->metrics_patterns[w->s->metrics_npatterns - 1];
+}
+
+static int r_pat_regex(struct walk *w, yaml_node_t *n, const char *key)
+{
+	struct metrics_pattern *p = cur_pattern(w);
+	int rc = walk_string(w, n, key, &p->regex);
+	if (rc)
+		return rc;
+	if (!*p->regex)
+		return walk_fail(w, n, key, "is empty");
+	regex_t re;
+	int e = regcomp(&re, p->regex, REG_EXTENDED);
+	if (e) {
+		char msg[256];
+		regerror(e, &re, msg, sizeof(msg));
+		return walk_fail(w, n, key, "'%s' is not a POSIX extended regular expression: %s",
+				 p->regex, msg);
+	}
+	regfree(&re);
+	return 0;
+}
+
+static int r_pat_step(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_int(w, n, key, 1, 99, &cur_pattern(w)->step);
+}
+
+static int r_pat_values(struct walk *w, yaml_node_t *n, const char *key)
+{
+	struct metrics_pattern *p = cur_pattern(w);
+	if (n->type != YAML_MAPPING_NODE || n->data.mapping.pairs.top == n->data.mapping.pairs.start)
+		return walk_fail(w, n, key, "must be a mapping of metric names to group numbers"
+				 " ({loss: 2})");
+	size_t cnt = (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+	p->names = xcalloc(cnt, sizeof(*p->names));
+	p->groups = xcalloc(cnt, sizeof(*p->groups));
+	struct sbuf sub = SBUF_INIT;
+	int rc = 0;
+	for (yaml_node_pair_t *q = n->data.mapping.pairs.start; !rc && q < n->data.mapping.pairs.top;
+	     q++) {
+		yaml_node_t *k = yaml_document_get_node(w->doc, q->key);
+		yaml_node_t *v = yaml_document_get_node(w->doc, q->value);
+		if (!k || !v || k->type != YAML_SCALAR_NODE || !*scalar(k)) {
+			rc = walk_fail(w, k ? k : n, key, "metric names must be non-empty strings");
+			break;
+		}
+		for (size_t i = 0; i < p->nvalues; i++)
+			if (!strcmp(p->names[i], scalar(k)))
+				rc = walk_fail(w, k, key, "metric '%s' is given twice", scalar(k));
+		if (rc)
+			break;
+		sbuf_reset(&sub);
+		sbuf_addf(&sub, "%s.%s", key, scalar(k));
+		rc = walk_int(w, v, sub.buf, 1, 99, &p->groups[p->nvalues]);
+		if (!rc)
+			p->names[p->nvalues++] = xstrdup(scalar(k));
+	}
+	sbuf_release(&sub);
+	return rc;
+}
+
+static const struct rule pattern_rules[] = {
+	{ "regex", r_pat_regex, NULL },
+	{ "step", r_pat_step, NULL },
+	{ "values", r_pat_values, NULL },
+	{ NULL, NULL, NULL },
+};
+
+/* The groups a pattern names must be groups its regex has. */
+static int check_pattern(struct walk *w, yaml_node_t *item, const struct metrics_pattern *p)
+{
+	if (!p->regex)
+		return walk_fail(w, item, "metrics.patterns[].regex", "is required");
+	if (!p->step)
+		return walk_fail(w, item, "metrics.patterns[].step",
+				 "is required (the group number of the step)");
+	if (!p->nvalues)
+		return walk_fail(w, item, "metrics.patterns[].values",
+				 "is required ({NAME: GROUP, ...})");
+	regex_t re;
+	if (regcomp(&re, p->regex, REG_EXTENDED))
+		return walk_fail(w, item, "metrics.patterns[].regex", "does not compile");
+	size_t nsub = re.re_nsub;
+	regfree(&re);
+	if ((size_t)p->step > nsub)
+		return walk_fail(w, item, "metrics.patterns[].step",
+				 "group %d, but '%s' has %zu group%s", p->step, p->regex, nsub,
+				 nsub == 1 ? "" : "s");
+	for (size_t i = 0; i < p->nvalues; i++)
+		if ((size_t)p->groups[i] > nsub)
+			return walk_fail(w, item, "metrics.patterns[].values",
+					 "%s: group %d, but '%s' has %zu group%s", p->names[i],
+					 p->groups[i], p->regex, nsub, nsub == 1 ? "" : "s");
+	return 0;
+}
+
+static int r_met_patterns(struct walk *w, yaml_node_t *n, const char *key)
+{
+	if (n->type != YAML_SEQUENCE_NODE)
+		return walk_fail(w, n, key, "must be a list of {regex: RE, step: GROUP,"
+				 " values: {NAME: GROUP}}");
+	struct spec *s = w->s;
+	for (size_t i = 0; i < s->metrics_npatterns; i++)
+		metrics_pattern_release(&s->metrics_patterns[i]);
+	free(s->metrics_patterns);
+	s->metrics_npatterns = 0;
+	size_t cnt = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+	s->metrics_patterns = xcalloc(cnt ? cnt : 1, sizeof(*s->metrics_patterns));
+	for (yaml_node_item_t *i = n->data.sequence.items.start; i < n->data.sequence.items.top; i++) {
+		yaml_node_t *item = yaml_document_get_node(w->doc, *i);
+		if (!item)
+			return walk_fail(w, n, key, "items must be mappings");
+		s->metrics_npatterns++;
+		int rc = walk_map(w, item, "metrics.patterns[].", pattern_rules);
+		if (!rc)
+			rc = check_pattern(w, item, cur_pattern(w));
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 static const struct rule metrics_rules[] = {
 	{ "format", r_met_format, NULL },
 	{ "warmup_steps", r_met_warmup, NULL },
 	{ "batch_size", r_met_batch, NULL },
 	{ "accuracy", r_met_accuracy, NULL },
 	{ "files", r_met_files, NULL },
+	{ "patterns", r_met_patterns, NULL },
 	{ NULL, NULL, NULL },
 };
 

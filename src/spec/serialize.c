@@ -137,6 +137,20 @@ static json_t *spec_json(const struct spec *s)
 	for (size_t i = 0; i < s->metrics_files.nr; i++)
 		json_array_append_new(files, json_string(s->metrics_files.v[i]));
 	json_object_set_new(m, "files", files);
+	if (s->metrics_npatterns) {
+		json_t *pats = json_array();
+		for (size_t i = 0; i < s->metrics_npatterns; i++) {
+			const struct metrics_pattern *p = &s->metrics_patterns[i];
+			json_t *x = json_object(), *v = json_object();
+			json_object_set_new(x, "regex", json_string(p->regex));
+			json_object_set_new(x, "step", json_integer(p->step));
+			for (size_t k = 0; k < p->nvalues; k++)
+				json_object_set_new(v, p->names[k], json_integer(p->groups[k]));
+			json_object_set_new(x, "values", v);
+			json_array_append_new(pats, x);
+		}
+		json_object_set_new(m, "patterns", pats);
+	}
 	json_object_set_new(o, "metrics", m);
 	if (s->noverrides)
 		json_object_set_new(o, "overrides", kv_json(s->overrides, s->noverrides));

@@ -439,6 +439,9 @@ void spec_free(struct spec *s)
 	free(s->metrics_format);
 	free(s->metrics_accuracy);
 	strvec_clear(&s->metrics_files);
+	for (size_t i = 0; i < s->metrics_npatterns; i++)
+		metrics_pattern_release(&s->metrics_patterns[i]);
+	free(s->metrics_patterns);
 	free_kv(s->overrides, s->noverrides);
 	free(s->watchdog.progress_pattern);
 	for (size_t i = 0; i < s->non_log; i++)

@@ -19,6 +19,7 @@
 
 #include "core/err.h"
 #include "core/strvec.h"
+#include "metrics/metrics.h"
 
 struct notify_hook;
 
@@ -91,6 +92,8 @@ struct spec {
 	char *metrics_accuracy;    /* metric reported as the job's accuracy, or NULL */
 	struct strvec metrics_files; /* DLLogger JSON files to follow, as written
 					(relative to workdir; "{rank}" expands) */
+	struct metrics_pattern *metrics_patterns; /* metrics.patterns: the job's own regexes */
+	size_t metrics_npatterns;
 	/* parallel: (docs/plan.md): the planner's choice, made at load time */
 	struct spec_parallel {
 		bool on;          /* strategy: auto */

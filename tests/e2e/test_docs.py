@@ -62,7 +62,7 @@ def rule_keys():
     src = "\n".join(f.read_text() for f in sorted((REPO / "src" / "spec").glob("*.c")))
     prefix = {"spec_top_rules": "", "device_rules": "devices.", "restart_rules": "restart.",
               "ckpt_rules": "checkpoint.", "input_rules": "inputs[].", "output_rules": "outputs.",
-              "metrics_rules": "metrics.", "parallel_rules": "parallel.", "slurm_rules": "slurm.",
+              "metrics_rules": "metrics.", "pattern_rules": "metrics.patterns[].", "parallel_rules": "parallel.", "slurm_rules": "slurm.",
               "hook_rules": "notify[].", "file_rules": "", "watchdog_rules": "watchdog.",
               "endpoint_rules": "endpoints[].", "container_rules": "container."}
     keys = []

@@ -549,3 +549,59 @@ TEST(stored_spec_reals_are_shortest)
 	free(yaml);
 	spec_free(s);
 }
+
+/* ---- metrics.patterns (docs/metrics.md) ---- */
+
+TEST(metrics_patterns_parse_and_round_trip)
+{
+	struct spec *s = parse_ok("name: p\ncommand: [\"true\"]\nmetrics:\n  patterns:\n"
+				  "    - {regex: \"^step ([0-9]+) loss ([^ ]+) acc ([^ ]+)\", step: 1,"
+				  " values: {loss: 2, acc: 3}}\n",
+				  "job.yaml");
+	CHECK_INT(s->metrics_npatterns, 1);
+	CHECK_STR(s->metrics_patterns[0].regex, "^step ([0-9]+) loss ([^ ]+) acc ([^ ]+)");
+	CHECK_INT(s->metrics_patterns[0].step, 1);
+	CHECK_INT(s->metrics_patterns[0].nvalues, 2);
+	CHECK_STR(s->metrics_patterns[0].names[1], "acc");
+	CHECK_INT(s->metrics_patterns[0].groups[1], 3);
+	/* the supervisor started by the server reads the stored JSON */
+	char *text = spec_to_json(s);
+	struct spec *back = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(spec_from_json(text, &back, &err), 0);
+	CHECK_INT(back->metrics_npatterns, 1);
+	CHECK_STR(back->metrics_patterns[0].regex, s->metrics_patterns[0].regex);
+	CHECK_INT(back->metrics_patterns[0].step, 1);
+	CHECK_STR(back->metrics_patterns[0].names[0], "loss");
+	CHECK_INT(back->metrics_patterns[0].groups[0], 2);
+	char *again = spec_to_json(back);
+	CHECK_STR(again, text);
+	free(text);
+	free(again);
+	spec_free(back);
+	spec_free(s);
+}
+
+TEST(metrics_patterns_errors_name_file_line_key)
+{
+	const char *head = "name: p\ncommand: [\"true\"]\nmetrics:\n  patterns:\n";
+	char buf[1024];
+	snprintf(buf, sizeof(buf), "%s    - {regex: \"step ([0-9]+ loss\", step: 1, values: {loss: 2}}\n", head);
+	const char *m = parse_err(buf, "job.yaml");
+	CHECK_CONTAINS(m, "job.yaml:5: metrics.patterns[].regex: 'step ([0-9]+ loss' is not a POSIX "
+			  "extended regular expression: ");
+	snprintf(buf, sizeof(buf), "%s    - {regex: \"step ([0-9]+)\", step: 1, values: {loss: 2}}\n", head);
+	CHECK_STR(parse_err(buf, "job.yaml"),
+		  "job.yaml:5: metrics.patterns[].values: loss: group 2, but 'step ([0-9]+)' has 1 group");
+	snprintf(buf, sizeof(buf), "%s    - {regex: \"step ([0-9]+)\", step: 3, values: {loss: 1}}\n", head);
+	CHECK_CONTAINS(parse_err(buf, "job.yaml"), "job.yaml:5: metrics.patterns[].step: group 3");
+	snprintf(buf, sizeof(buf), "%s    - {regex: \"step ([0-9]+)\", values: {loss: 1}}\n", head);
+	CHECK_STR(parse_err(buf, "job.yaml"),
+		  "job.yaml:5: metrics.patterns[].step: is required (the group number of the step)");
+	snprintf(buf, sizeof(buf), "%s    - {regex: \"s ([0-9]+)\", step: 1, value: {loss: 1}}\n", head);
+	CHECK_CONTAINS(parse_err(buf, "job.yaml"), "unknown key 'metrics.patterns[].value' (did you mean");
+	snprintf(buf, sizeof(buf), "%s    - {regex: \"s ([0-9]+)\", step: 1, values: {loss: x}}\n", head);
+	CHECK_CONTAINS(parse_err(buf, "job.yaml"), "metrics.patterns[].values.loss: must be an integer");
+	snprintf(buf, sizeof(buf), "%s    regex: \"s\"\n", head);
+	CHECK_CONTAINS(parse_err(buf, "job.yaml"), "job.yaml:5: metrics.patterns: must be a list");
+}
