@@ -171,7 +171,8 @@ static int check_name(struct store *st, const char *id, const char *name, int ra
 	if (!names)
 		sbuf_adds(&hint, "; it has no stored metrics (`trainctl show` says why)");
 	else
-		sbuf_addf(&hint, "; it has: %s", all.buf);
+		sbuf_addf(&hint, "; it has: %s%s%s%s", all.buf, best ? "" : " (`trainctl show ",
+			  best ? "" : id, best ? "" : "` summarises them)");
 	rc = tc_error(err, TC_EUSAGE, "metrics: job %s has no metric '%s'%s", id, name, hint.buf);
 out:
 	json_decref(o);

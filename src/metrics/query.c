@@ -610,10 +610,11 @@ void metrics_job_summary_text(json_t *s, struct sbuf *out)
 {
 	json_t *metrics = json_object_get(s, "metrics"), *ranks = json_object_get(s, "ranks");
 	size_t nmetrics = json_array_size(metrics), nranks = json_array_size(ranks);
-	long long got = 0; /* records and malformed lines of every rank */
+	long long got = 0; /* metrics lines, records and malformed lines of every rank */
 	for (size_t i = 0; i < nranks; i++) {
 		json_t *r = json_array_get(ranks, i);
-		got += json_integer_value(json_object_get(r, "records")) +
+		got += json_integer_value(json_object_get(r, "lines")) +
+		       json_integer_value(json_object_get(r, "records")) +
 		       json_integer_value(json_object_get(r, "malformed"));
 	}
 	if (!nmetrics && !got) {
