@@ -226,9 +226,8 @@ static void one_line(struct metrics_ingest *mi, int wrank, const char *line, siz
 	const struct metric_rec *recs;
 	size_t n;
 	mi->seen++;
-	if ((size_t)wrank < mi->nr && mi->r[wrank].printed) {
-		/* known: no per-line work */
-	} else {
+	if ((size_t)wrank >= mi->nr || !mi->r[wrank].printed) {
+		/* once per rank: its counters row says it printed (note 5) */
 		struct rank_st *ws = rank_get(mi, wrank);
 		ws->printed = ws->dirty = true;
 	}

@@ -29,9 +29,10 @@
  *     epoch, a summary record tag "summary/NAME" at step seq; text values
  *     are left out.  metrics_export_tb() writes the same from the store.
  * (5) The job's own patterns (metrics.patterns:, metrics_matcher) see only
- *     the lines no built-in format took, whatever metrics.format says.  A
- *     rank that printed lines gets a counters row even when none was a
- *     metrics line, so that `show` can say why it has no metrics.
+ *     the lines no built-in format took, whatever metrics.format says (none
+ *     starts no ingestion at all).  A rank that printed lines gets a
+ *     counters row even when none was a metrics line, so that `show` can
+ *     say why it has no metrics.
  */
 #ifndef TC_METRICS_INGEST_H
 #define TC_METRICS_INGEST_H
