@@ -7,6 +7,8 @@ import json
 import os
 import signal
 
+import pytest
+
 from conftest import holds_for, wait_until
 from server_fixture import start_server, wait_for
 
@@ -46,7 +48,7 @@ def test_sigkill_server_jobs_survive(trainctl, tmp_path, PYTHON):
         srv.wait_state(j, "running")
     pids = [srv.job(j)["supervisor_pid"] for j in jobs]
     for j in jobs:  # half-way, where they wait for the release
-        wait_until(lambda: "line 29" in srv.call("GET", f"/api/v1/jobs/{j}/logs")[1], what=f"line 29 of {j}")
+        srv.wait_job(j, lambda: "line 29" in srv.call("GET", f"/api/v1/jobs/{j}/logs")[1], what=f"line 29 of {j}")
     srv.stop(signal.SIGKILL)
     assert all(alive(p) for p in pids), "supervisors died with the server"
     srv2 = start_server(trainctl, state, fake="gpu:2")
@@ -92,5 +94,39 @@ def test_supervisor_lost_while_server_down_is_requeued(trainctl, tmp_path, PYTHO
         assert "lost" in states and states[states.index("lost") + 1] == "queued", states
         assert j["restarts"] == 1
         # a second loss is beyond the budget: it stays lost
+    finally:
+        srv2.stop()
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_supervisor_of_a_gone_server_stops_waiting_soon(trainctl, tmp_path, PYTHON, how):
+    """A server's supervisor whose job ends while the server is gone (its
+    hub.sock removed by a SIGTERM, or left with nothing listening by a
+    SIGKILL) waits about 5 s for it, not TRAINCTL_HUB_WAIT (60 s), says so
+    in its log, and leaves its journal; the server that comes back takes it."""
+    (tmp_path / "w.py").write_text(WORKER)
+    state = tmp_path / "state"
+    release = tmp_path / "release"
+    srv = start_server(trainctl, state, fake="gpu:1")
+    job = srv.submit({"name": "orphaned", "command": [PYTHON, "w.py", "20", str(release)],
+                      "workdir": str(tmp_path), "devices": {"type": "gpu", "per_node": 1}})
+    srv.wait_state(job, "running")
+    pid = srv.job(job)["supervisor_pid"]
+    srv.wait_job(job, lambda: "line 9" in srv.call("GET", f"/api/v1/jobs/{job}/logs")[1], what=f"line 9 of {job}")
+    srv.stop(getattr(signal, how))
+    assert alive(pid), "the supervisor died with the server"
+    release.touch()
+    # 5 s and a retry's backoff, with room for a loaded machine; the full wait is 60 s
+    wait_until(lambda: not alive(pid), timeout=40,
+               what=lambda: f"supervisor {pid} to give up on the gone server:\n{srv.run_logs(job)}")
+    assert "the server is gone; waiting 5 s for it, not 60" in srv.run_logs(job), srv.run_logs(job)
+    jdir = os.path.join(state, "runs", job, "journal")
+    assert any(n.endswith(".jsonl") for n in os.listdir(jdir)), os.listdir(jdir)
+    srv2 = start_server(trainctl, state, fake="gpu:1")
+    try:
+        row = srv2.wait_state(job, "succeeded", timeout=120)
+        assert row["state"] == "succeeded"
+        st, pts = srv2.call("GET", f"/api/v1/jobs/{job}/metrics/points?name=loss")
+        assert pts["series"][0]["n"] == 20, pts
     finally:
         srv2.stop()
