@@ -75,7 +75,9 @@ def wait_until(pred, timeout=60, what="the condition", step=0.05):
     return v
 
 
-ENDED = ("succeeded", "failed", "killed", "lost")
+# states after which a job does nothing more ("lost" is not one: a server
+# requeues a lost job within its restart budget)
+ENDED = ("succeeded", "failed", "killed")
 
 
 def fail_if_ended(job, what="the condition"):

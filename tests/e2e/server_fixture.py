@@ -230,8 +230,8 @@ class Server:
         row = self.job(ref)
         assert ok and row["state"] in states, \
             (f"{ref}: wanted {states}, saw {seen}"
-             + (f" (ended; exit {row.get('exit_code')}, root cause: {row.get('root_cause')})"
-                if row["state"] in ENDED else "")
+             + (f"; the job ended {row['state']} (exit {row.get('exit_code')}), root cause:"
+                f" {row.get('root_cause')}" if row["state"] in ENDED else "")
              + f"\n{self.log()[-3000:]}\n{self.run_logs(ref)}")
         return row
 

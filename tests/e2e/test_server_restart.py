@@ -6,11 +6,12 @@ requeued within its restart budget."""
 import json
 import os
 import signal
+import time
 
 import pytest
 
 from conftest import holds_for, wait_until
-from server_fixture import start_server, wait_for
+from server_fixture import endpoint_up, start_server, wait_for
 
 # N lines and metric points, 0.1 s apart; with a file name after N, it
 # stops half-way until that file exists
@@ -130,3 +131,23 @@ def test_supervisor_of_a_gone_server_stops_waiting_soon(trainctl, tmp_path, PYTH
         assert pts["series"][0]["n"] == 20, pts
     finally:
         srv2.stop()
+
+
+def test_a_wait_on_an_ended_job_fails_at_once_with_its_root_cause(trainctl, tmp_path):
+    """The tests' waits on something of a job (Server.wait_job, endpoint_up,
+    wait_state) give up as soon as the job has ended without it, naming the
+    job's root cause, instead of waiting out their timeout."""
+    srv = start_server(trainctl, tmp_path / "state", fake="gpu:1")
+    try:
+        job = srv.submit({"name": "broken", "command": "echo cannot-start >&2; exit 7",
+                          "devices": {"type": "gpu", "per_node": 1}})
+        for wait in (lambda: srv.wait_job(job, lambda: False, timeout=120, what="a row never written"),
+                     lambda: wait_until(lambda: endpoint_up(srv, job), timeout=120),
+                     lambda: srv.wait_state(job, "running", timeout=120)):
+            t0 = time.monotonic()
+            with pytest.raises(AssertionError) as e:
+                wait()
+            assert time.monotonic() - t0 < 30, "it waited for a job that had ended"
+            assert "ended failed" in str(e.value) and "rank 0 exited with code 7" in str(e.value), str(e.value)
+    finally:
+        srv.stop()
