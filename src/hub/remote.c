@@ -24,12 +24,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #define WARN_SEND 1u
 #define WARN_JOURNAL 2u
+#define WARN_GONE 4u
+
+/*
+ * Seconds a closing sink still waits once the hub's Unix socket is gone
+ * (its server stopped): a server that comes back reads the journal from
+ * the run folder (ingest.c), so nobody needs the whole wait_s.
+ */
+#define HUB_GONE_WAIT 5
 
 /* A journal left by a process of this job that is gone (note 3's stream is its own). */
 struct orphan {
@@ -344,6 +354,51 @@ static void release_acked(struct hub_remote *r, off_t mark)
 	r->punched = upto;
 }
 
+/*
+ * Is the hub's Unix socket gone: no such file, or nothing listens on it
+ * (a server killed without its cleanup)?  false where there is none or
+ * where it cannot tell: then the whole wait applies.  why: what was seen.
+ */
+static bool socket_gone(const char *path, struct sbuf *why)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	if (!path || strlen(path) >= sizeof(a.sun_path))
+		return false;
+	struct stat sb;
+	if (stat(path, &sb) < 0) {
+		if (errno != ENOENT)
+			return false;
+		sbuf_addf(why, "%s no longer exists", path);
+		return true;
+	}
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	bool gone = connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 && errno == ECONNREFUSED;
+	if (gone)
+		sbuf_addf(why, "nothing listens on %s", path);
+	close(fd);
+	return gone;
+}
+
+/*
+ * A closing sink (stop) whose hub's socket is gone waits at most
+ * HUB_GONE_WAIT more seconds, and says so once.
+ */
+static void shorten_if_gone(struct hub_remote *r, double *deadline)
+{
+	double soon = now_wall() + HUB_GONE_WAIT;
+	struct sbuf why = SBUF_INIT;
+	if (*deadline > soon && socket_gone(r->unix_path, &why)) {
+		*deadline = soon;
+		warn_once(r, WARN_GONE, "hub: %s: the server is gone; waiting %d s for it, not %d"
+			  " (the journal stays in %s for the server that comes back)", why.buf,
+			  HUB_GONE_WAIT, r->wait_s, r->path);
+	}
+	sbuf_release(&why);
+}
+
 static void *sender(void *arg)
 {
 	struct hub_remote *r = arg;
@@ -363,6 +418,8 @@ static void *sender(void *arg)
 			if (orphan_batch(r, h, &body)) {
 				fails = 0;
 			} else {
+				if (stop)
+					shorten_if_gone(r, &deadline);
 				if (stop && now_wall() >= deadline)
 					break;
 				http_sleep_ms(http_backoff_ms(&bo, ++fails));
@@ -397,6 +454,8 @@ static void *sender(void *arg)
 		if (rc) {
 			warn_once(r, WARN_SEND, "%s (the journal keeps every record; resending)", err.msg);
 			tc_err_release(&err);
+			if (deadline)
+				shorten_if_gone(r, &deadline);
 			http_sleep_ms(http_backoff_ms(&bo, ++fails));
 			continue;
 		}

@@ -75,6 +75,44 @@ def wait_until(pred, timeout=60, what="the condition", step=0.05):
     return v
 
 
+# states after which a job does nothing more ("lost" is not one: a server
+# requeues a lost job within its restart budget)
+ENDED = ("succeeded", "failed", "killed")
+
+
+def fail_if_ended(job, what="the condition"):
+    """job: a job's JSON object (job_to_json) or None.  One that has ended
+    fails the test now, naming what was awaited, its state and root cause."""
+    if job and job.get("state") in ENDED:
+        detail = what() if callable(what) else what
+        raise AssertionError(
+            f"job {job.get('id')} ended {job.get('state')} (exit {job.get('exit_code')}) while the"
+            f" test waited for {detail}; its root cause: {job.get('root_cause') or 'none recorded'}")
+
+
+def wait_on_job(pred, job, timeout=60, what="the condition", step=0.05):
+    """wait_until for something of a job (its row, an endpoint, a metric, a
+    log line) that fails at once, with the job's root cause, when the job
+    has ended and the condition has not come, rather than at the timeout.
+
+    job() returns the job's JSON object (job_to_json: state, root_cause,
+    exit_code), or None while there is none yet; it is asked each round
+    after pred().  pred() is asked once more after the end is seen: what the
+    job recorded just before it ended still counts."""
+    def check():
+        v = pred()
+        if v:
+            return v
+        j = job()
+        if j and j.get("state") in ENDED:
+            v = pred()
+            if not v:
+                fail_if_ended(j, what)
+        return v
+
+    return wait_until(check, timeout=timeout, what=what, step=step)
+
+
 def holds_for(pred, seconds, what="the condition"):
     """pred() stays true for `seconds` (a check that something does NOT
     happen, e.g. a job stays queued): asked all along, not once at the end."""

@@ -24,7 +24,7 @@ import socket
 import subprocess
 import tempfile
 
-from conftest import _end_leftovers, poll
+from conftest import ENDED, _end_leftovers, fail_if_ended, poll, wait_on_job
 
 
 def free_port():
@@ -44,10 +44,15 @@ def port_open(port):
 
 def endpoint_up(srv, job):
     """Is the job's first endpoint running and its port open?  (The supervisor
-    records the endpoint a moment after the job runs: no row yet is False.)"""
+    records the endpoint a moment after the job runs: no row yet is False.)
+    A job that has ended without it fails the test at once, with its root
+    cause: the row would never come."""
     st, body = srv.call("GET", f"/api/v1/jobs/{job}/endpoints")
     eps = body.get("endpoints", []) if st == 200 else []
-    return bool(eps) and eps[0]["state"] == "running" and port_open(eps[0]["port"])
+    if eps and eps[0]["state"] == "running" and port_open(eps[0]["port"]):
+        return True
+    fail_if_ended(srv.job_or_none(job), "its endpoint")
+    return False
 
 
 def wait_for(pred, timeout=60, step=0.1):
@@ -199,7 +204,19 @@ class Server:
                 pass
         return text
 
+    def job_or_none(self, ref):
+        """The job's object, or None where the server has none (yet)."""
+        st, body = self.call("GET", f"/api/v1/jobs/{ref}")
+        return body if st == 200 and isinstance(body, dict) else None
+
+    def wait_job(self, ref, pred, timeout=60, what="the condition", step=0.1):
+        """wait_until for something of job ref (conftest.wait_on_job): fails at
+        once with the job's root cause when it ends without pred() coming true."""
+        return wait_on_job(pred, lambda: self.job_or_none(ref), timeout=timeout, what=what,
+                           step=step)
+
     def wait_state(self, ref, states, timeout=120):
+        """Wait for one of states; a job that ends in another fails at once."""
         states = [states] if isinstance(states, str) else states
         seen = []
 
@@ -207,11 +224,16 @@ class Server:
             s = self.job(ref)["state"]
             if not seen or seen[-1] != s:
                 seen.append(s)
-            return s in states
+            return s in states or s in ENDED
 
         ok = wait_for(check, timeout=timeout, step=0.2)
-        assert ok, f"{ref}: wanted {states}, saw {seen}\n{self.log()[-3000:]}\n{self.run_logs(ref)}"
-        return self.job(ref)
+        row = self.job(ref)
+        assert ok and row["state"] in states, \
+            (f"{ref}: wanted {states}, saw {seen}"
+             + (f"; the job ended {row['state']} (exit {row.get('exit_code')}), root cause:"
+                f" {row.get('root_cause')}" if row["state"] in ENDED else "")
+             + f"\n{self.log()[-3000:]}\n{self.run_logs(ref)}")
+        return row
 
     def cli(self, *args, timeout=60):
         env = dict(self.env)

@@ -24,7 +24,7 @@ import uuid
 
 import pytest
 
-from conftest import wait_until
+from conftest import wait_on_job, wait_until
 import image_fixture
 from server_fixture import port_open, start_server
 from test_containers import job_id_in
@@ -85,6 +85,16 @@ def endpoints_json(run_tc, job, env):
     return {e["name"]: e for e in json.loads(r.stdout)["endpoints"]} if r.returncode == 0 else {}
 
 
+def run_job(run_tc, jid, env, p, log_path):
+    """The job of a foreground `trainctl run` (p) as `show --json` has it, for
+    wait_on_job: a run that exited with no job recorded fails the test now."""
+    r = run_tc("show", jid, "--json", env=env) if jid else None
+    if r is not None and r.returncode == 0:
+        return json.loads(r.stdout)
+    assert p.poll() is None, f"trainctl run exited {p.returncode}:\n{open(log_path).read()}"
+    return None
+
+
 def start_run(trainctl, home, spec, env, log):
     return subprocess.Popen([str(trainctl), "run", str(spec)],
                             env=dict(os.environ, TRAINCTL_HOME=str(home), **env),
@@ -111,8 +121,8 @@ def test_generic_endpoint_runs_in_the_image_through_the_proxy(trainctl, tmp_path
         def served():
             st, body = srv.call("GET", f"/jobs/{job}/endpoints/web/hello.txt")
             return body if st == 200 else None
-        body = wait_until(served, timeout=180, step=0.2,
-                          what=lambda: f"the endpoint through the proxy\n{srv.run_logs(job)}")
+        body = srv.wait_job(job, served, timeout=180, step=0.2,
+                            what=lambda: f"the endpoint through the proxy\n{srv.run_logs(job)}")
         # the file exists only in the image: the endpoint ran there, not on the host
         assert body == TEXT
         assert not os.path.exists(marker)
@@ -160,9 +170,12 @@ endpoints:
     with open(tmp_path / "run.log", "w") as log:
         p = start_run(trainctl, home, spec, env, log)
     try:
-        jid = wait_until(lambda: job_id_in(home), timeout=120, what="the job's record")
-        ep = wait_until(lambda: endpoints_json(run_tc, jid, env).get("web"), timeout=120,
-                        what=lambda: (tmp_path / "run.log").read_text())
+        log_path = tmp_path / "run.log"
+        jid = wait_on_job(lambda: job_id_in(home), lambda: run_job(run_tc, None, env, p, log_path),
+                          timeout=120, what="the job's record")
+        ep = wait_on_job(lambda: endpoints_json(run_tc, jid, env).get("web"),
+                         lambda: run_job(run_tc, jid, env, p, log_path), timeout=120,
+                         what=lambda: "its endpoint web\n" + log_path.read_text())
         wait_until(lambda: port_open(ep["port"]), timeout=120, what="the endpoint's port")
         wait_until(lambda: f"trainctl-{jid}-ep-web" in containers(env, jid), timeout=60,
                    what=lambda: f"the endpoint's container (have {containers(env, jid)})")
@@ -201,15 +214,19 @@ endpoints:
     with open(tmp_path / "run.log", "w") as log:
         p = start_run(trainctl, home, spec, env, log)
     try:
-        jid = wait_until(lambda: job_id_in(home), timeout=120, what="the job's record")
+        log_path = tmp_path / "run.log"
+        jid = wait_on_job(lambda: job_id_in(home), lambda: run_job(run_tc, None, env, p, log_path),
+                          timeout=120, what="the job's record")
 
         def both_failed():
             eps = endpoints_json(run_tc, jid, env)
             return eps if all(eps.get(n, {}).get("state") == "failed" for n in ("jupyter", "tool")) \
                 else None
-        eps = wait_until(both_failed, timeout=120, step=0.2,
-                         what=lambda: f"{endpoints_json(run_tc, jid, env)}\n"
-                                      + (tmp_path / "run.log").read_text())
+        # a job that ends (say, its image check failed) never records them: fail at once
+        eps = wait_on_job(both_failed, lambda: run_job(run_tc, jid, env, p, log_path),
+                          timeout=120, step=0.2,
+                          what=lambda: f"both endpoints failed: {endpoints_json(run_tc, jid, env)}\n"
+                                       + log_path.read_text())
         assert eps["jupyter"]["note"] == \
             f"program 'jupyter-notebook' is not in image '{image}' (exit status 127)", eps
         assert eps["tool"]["note"] == \

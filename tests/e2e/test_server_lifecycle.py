@@ -61,8 +61,8 @@ def halted_job(srv, base, go):
     job = srv.submit({"name": "halves", "command": ["/bin/sh", script, str(go)], "workdir": "/tmp",
                       "devices": {"type": "gpu", "per_node": 1}})
     log = os.path.join(srv.state, "runs", job, "logs", "rank-0.log")
-    wait_until(lambda: points(srv, job) == HALF, timeout=120,
-               what=lambda: f"{HALF} points, have {points(srv, job)}: {srv.run_logs(job)}")
+    srv.wait_job(job, lambda: points(srv, job) == HALF, timeout=120,
+                 what=lambda: f"{HALF} points, have {points(srv, job)}: {srv.run_logs(job)}")
     return job, srv.job(job)["supervisor_pid"], log
 
 

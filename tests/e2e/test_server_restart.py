@@ -6,9 +6,12 @@ requeued within its restart budget."""
 import json
 import os
 import signal
+import time
+
+import pytest
 
 from conftest import holds_for, wait_until
-from server_fixture import start_server, wait_for
+from server_fixture import endpoint_up, start_server, wait_for
 
 # N lines and metric points, 0.1 s apart; with a file name after N, it
 # stops half-way until that file exists
@@ -46,7 +49,7 @@ def test_sigkill_server_jobs_survive(trainctl, tmp_path, PYTHON):
         srv.wait_state(j, "running")
     pids = [srv.job(j)["supervisor_pid"] for j in jobs]
     for j in jobs:  # half-way, where they wait for the release
-        wait_until(lambda: "line 29" in srv.call("GET", f"/api/v1/jobs/{j}/logs")[1], what=f"line 29 of {j}")
+        srv.wait_job(j, lambda: "line 29" in srv.call("GET", f"/api/v1/jobs/{j}/logs")[1], what=f"line 29 of {j}")
     srv.stop(signal.SIGKILL)
     assert all(alive(p) for p in pids), "supervisors died with the server"
     srv2 = start_server(trainctl, state, fake="gpu:2")
@@ -94,3 +97,57 @@ def test_supervisor_lost_while_server_down_is_requeued(trainctl, tmp_path, PYTHO
         # a second loss is beyond the budget: it stays lost
     finally:
         srv2.stop()
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_supervisor_of_a_gone_server_stops_waiting_soon(trainctl, tmp_path, PYTHON, how):
+    """A server's supervisor whose job ends while the server is gone (its
+    hub.sock removed by a SIGTERM, or left with nothing listening by a
+    SIGKILL) waits about 5 s for it, not TRAINCTL_HUB_WAIT (60 s), says so
+    in its log, and leaves its journal; the server that comes back takes it."""
+    (tmp_path / "w.py").write_text(WORKER)
+    state = tmp_path / "state"
+    release = tmp_path / "release"
+    srv = start_server(trainctl, state, fake="gpu:1")
+    job = srv.submit({"name": "orphaned", "command": [PYTHON, "w.py", "20", str(release)],
+                      "workdir": str(tmp_path), "devices": {"type": "gpu", "per_node": 1}})
+    srv.wait_state(job, "running")
+    pid = srv.job(job)["supervisor_pid"]
+    srv.wait_job(job, lambda: "line 9" in srv.call("GET", f"/api/v1/jobs/{job}/logs")[1], what=f"line 9 of {job}")
+    srv.stop(getattr(signal, how))
+    assert alive(pid), "the supervisor died with the server"
+    release.touch()
+    # 5 s and a retry's backoff, with room for a loaded machine; the full wait is 60 s
+    wait_until(lambda: not alive(pid), timeout=40,
+               what=lambda: f"supervisor {pid} to give up on the gone server:\n{srv.run_logs(job)}")
+    assert "the server is gone; waiting 5 s for it, not 60" in srv.run_logs(job), srv.run_logs(job)
+    jdir = os.path.join(state, "runs", job, "journal")
+    assert any(n.endswith(".jsonl") for n in os.listdir(jdir)), os.listdir(jdir)
+    srv2 = start_server(trainctl, state, fake="gpu:1")
+    try:
+        row = srv2.wait_state(job, "succeeded", timeout=120)
+        assert row["state"] == "succeeded"
+        st, pts = srv2.call("GET", f"/api/v1/jobs/{job}/metrics/points?name=loss")
+        assert pts["series"][0]["n"] == 20, pts
+    finally:
+        srv2.stop()
+
+
+def test_a_wait_on_an_ended_job_fails_at_once_with_its_root_cause(trainctl, tmp_path):
+    """The tests' waits on something of a job (Server.wait_job, endpoint_up,
+    wait_state) give up as soon as the job has ended without it, naming the
+    job's root cause, instead of waiting out their timeout."""
+    srv = start_server(trainctl, tmp_path / "state", fake="gpu:1")
+    try:
+        job = srv.submit({"name": "broken", "command": "echo cannot-start >&2; exit 7",
+                          "devices": {"type": "gpu", "per_node": 1}})
+        for wait in (lambda: srv.wait_job(job, lambda: False, timeout=120, what="a row never written"),
+                     lambda: wait_until(lambda: endpoint_up(srv, job), timeout=120),
+                     lambda: srv.wait_state(job, "running", timeout=120)):
+            t0 = time.monotonic()
+            with pytest.raises(AssertionError) as e:
+                wait()
+            assert time.monotonic() - t0 < 30, "it waited for a job that had ended"
+            assert "ended failed" in str(e.value) and "rank 0 exited with code 7" in str(e.value), str(e.value)
+    finally:
+        srv.stop()
