@@ -1237,15 +1237,16 @@ void api_stop(struct srv *s)
 		unlink(s->hub_sock);
 	free(s->hub_sock);
 	s->hub_sock = NULL;
-	pthread_mutex_lock(&api_hub_mu);
-	hub_free(api_hub);
-	api_hub = NULL;
-	pthread_mutex_unlock(&api_hub_mu);
 	if (s->mhd_unix) {
 		MHD_stop_daemon(s->mhd_unix); /* closes the listening socket it was given */
 		s->unix_fd = -1;
 	}
 	s->mhd_unix = NULL;
+	/* after every listener: a hub request on server.sock would make a new one */
+	pthread_mutex_lock(&api_hub_mu);
+	hub_free(api_hub);
+	api_hub = NULL;
+	pthread_mutex_unlock(&api_hub_mu);
 	if (s->unix_fd >= 0)
 		close(s->unix_fd);
 	if (s->socket_path && s->unix_made)
