@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -750,4 +751,26 @@ int proc_stat_read(pid_t pid, struct proc_stat *st)
 	st->start_ticks = (unsigned long long)f[22];
 	st->rss_pages = f[24];
 	return 0;
+}
+
+/* ---- a thread's file ids ---- */
+
+bool proc_fs_as(uid_t uid, gid_t gid, struct fs_ids *save)
+{
+	memset(save, 0, sizeof(*save));
+	if (geteuid() != 0 || uid == 0)
+		return true;
+	save->gid = (gid_t)setfsgid(gid);
+	save->uid = (uid_t)setfsuid(uid);
+	save->changed = true;
+	/* setfsuid says the old id whatever happens: ask again to know it took */
+	return (uid_t)setfsuid((uid_t)-1) == uid && (gid_t)setfsgid((gid_t)-1) == gid;
+}
+
+void proc_fs_restore(const struct fs_ids *save)
+{
+	if (!save->changed)
+		return;
+	setfsuid(save->uid);
+	setfsgid(save->gid);
 }

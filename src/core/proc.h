@@ -208,4 +208,20 @@ struct proc_stat {
 /* 0, or -1 when the process is gone or its stat cannot be read. */
 int proc_stat_read(pid_t pid, struct proc_stat *st);
 
+/*
+ * A thread's file ids (the one other change of privileges, per thread):
+ * on a root process, this thread's filesystem uid and gid become uid:gid
+ * (setfsuid and setfsgid are per thread on Linux), so what it opens is
+ * opened as that account, until proc_fs_restore.  false when they could
+ * not be set (refuse what was to follow).  Nothing changes for uid 0 or a
+ * process that is not root.  proc_fs_restore always follows.
+ */
+struct fs_ids {
+	bool changed;
+	uid_t uid;
+	gid_t gid;
+};
+bool proc_fs_as(uid_t uid, gid_t gid, struct fs_ids *save);
+void proc_fs_restore(const struct fs_ids *save);
+
 #endif

@@ -38,6 +38,7 @@
 #include "hub/hub_int.h"
 #include "core/enc.h"
 #include "core/json.h"
+#include "core/proc.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "jobs/jobs.h"
@@ -52,7 +53,6 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/fsuid.h>
 #include <sys/stat.h>
 
 /* The most bytes a file of the hub's copy of a run folder may reach (off + len). */
@@ -518,29 +518,23 @@ static int write_in_run_dir(const struct job_row *j, const char *rel, long long 
 		return tc_error_errno(err, TC_ESYS, "hub: cannot open the run folder %s", j->run_dir);
 	struct stat sb;
 	int rc = 0;
-	bool as_owner = false, switched = false;
+	struct fs_ids ids = { 0 };
 	uid_t uid = geteuid();
-	gid_t gid = getegid();
 	if (fstat(dfd, &sb) < 0) {
 		rc = tc_error_errno(err, TC_ESYS, "hub: cannot open the run folder %s", j->run_dir);
 	} else if (sb.st_uid != uid) {
 		/* a root hub: the folder must be the job's account's, and is written as it */
-		struct passwd *pw = j->user && *j->user ? getpwnam(j->user) : NULL;
-		if (uid != 0 || !pw || pw->pw_uid != sb.st_uid)
+		struct passwd pw, *res = NULL;
+		char buf[4096];
+		if (uid != 0 || !j->user || !*j->user ||
+		    getpwnam_r(j->user, &pw, buf, sizeof(buf), &res) != 0 || !res ||
+		    res->pw_uid != sb.st_uid)
 			rc = tc_error(err, TC_EUSAGE,
 				      "hub: the run folder %s is owned by uid %u, not by job %s's account",
 				      j->run_dir, (unsigned)sb.st_uid, j->id);
-		else {
-			/* this thread only: fsuid is per thread (setfsuid(2)) */
-			switched = true;
-			setfsgid(pw->pw_gid);
-			setfsuid(sb.st_uid);
-			as_owner = (uid_t)setfsuid((uid_t)-1) == sb.st_uid &&
-				   (gid_t)setfsgid((gid_t)-1) == pw->pw_gid;
-			if (!as_owner)
-				rc = tc_error(err, TC_ESYS, "hub: cannot take the file ids of uid %u",
-					      (unsigned)sb.st_uid);
-		}
+		else if (!proc_fs_as(sb.st_uid, pw.pw_gid, &ids)) /* this thread only */
+			rc = tc_error(err, TC_ESYS, "hub: cannot take the file ids of uid %u",
+				      (unsigned)sb.st_uid);
 	}
 	if (!rc) {
 		int fd = open_below(dfd, rel);
@@ -550,10 +544,7 @@ static int write_in_run_dir(const struct job_row *j, const char *rel, long long 
 		if (fd >= 0)
 			close(fd);
 	}
-	if (switched) {
-		setfsuid(uid);
-		setfsgid(gid);
-	}
+	proc_fs_restore(&ids);
 	close(dfd);
 	return rc;
 }

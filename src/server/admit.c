@@ -53,26 +53,6 @@ int srv_job_account(struct srv *s, const char *user, struct passwd *out, char **
 	return 0;
 }
 
-bool srv_fs_as(uid_t uid, gid_t gid, struct fs_ids *save)
-{
-	memset(save, 0, sizeof(*save));
-	if (geteuid() != 0 || uid == 0)
-		return true;
-	save->gid = (gid_t)setfsgid(gid);
-	save->uid = (uid_t)setfsuid(uid);
-	save->changed = true;
-	/* setfsuid says the old id whatever happens: ask again to know it took */
-	return (uid_t)setfsuid((uid_t)-1) == uid && (gid_t)setfsgid((gid_t)-1) == gid;
-}
-
-void srv_fs_restore(const struct fs_ids *save)
-{
-	if (!save->changed)
-		return;
-	setfsuid(save->uid);
-	setfsgid(save->gid);
-}
-
 /*
  * While a root server reads the files a non-admin names (a spec's
  * parallel.cluster, a sweep's spec:), this thread's file ids are the
@@ -88,7 +68,7 @@ bool srv_fs_as_caller(const struct who *w, struct fs_ids *save)
 	char buf[4096];
 	if (getpwnam_r(w->user, &pw, buf, sizeof(buf), &res) != 0 || !res || res->pw_uid == 0)
 		return false;
-	return srv_fs_as(res->pw_uid, res->pw_gid, save);
+	return proc_fs_as(res->pw_uid, res->pw_gid, save);
 }
 
 /* The run folder, its job.yaml and the row; the job joins the queue in memory. */
@@ -163,15 +143,15 @@ unsigned srv_admit(struct srv *s, const struct admit_req *a, char **id, json_t *
 	}
 	/* the spec's files are read as the account that runs it; an admin's own job as the server */
 	struct fs_ids ids = { 0 };
-	if ((!a->admin || a->owner_reads) && !srv_fs_as(pw.pw_uid, pw.pw_gid, &ids)) {
-		srv_fs_restore(&ids);
+	if ((!a->admin || a->owner_reads) && !proc_fs_as(pw.pw_uid, pw.pw_gid, &ids)) {
+		proc_fs_restore(&ids);
 		tc_error(err, TC_EUSAGE, "cannot read the spec's files as user '%s'", a->owner);
 		st = 403;
 		goto out;
 	}
 	int prc = spec_parse_set(a->text, strlen(a->text), a->file ? a->file : "spec",
 				 a->base ? a->base : "/", s->o.backend, a->sets, &sp, err);
-	srv_fs_restore(&ids);
+	proc_fs_restore(&ids);
 	if (prc) {
 		st = api_status_of(err->code);
 		goto out;

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "core/err.h"
+#include "core/proc.h"
 #include "core/strvec.h"
 
 struct srv;
@@ -30,20 +31,8 @@ struct json_t;
 int srv_job_account(struct srv *s, const char *user, struct passwd *out, char **buf,
 		    struct tc_err *err);
 
-/* A request thread's (or the main loop's) file ids while it reads as an account. */
-struct fs_ids {
-	bool changed;
-	uid_t uid;
-	gid_t gid;
-};
-/*
- * On a root server: this thread's file ids become uid:gid (setfsuid and
- * setfsgid are per thread), so what it opens is opened as that account;
- * false when they could not be set (refuse).  Nothing changes for uid 0 or
- * a server that is not root.  fs_restore always follows.
- */
-bool srv_fs_as(uid_t uid, gid_t gid, struct fs_ids *save);
-void srv_fs_restore(const struct fs_ids *save);
+/* The file ids of an account while a thread reads as it: struct fs_ids,
+ * proc_fs_as and proc_fs_restore (core/proc.h). */
 /* srv_fs_as for w's account; an admin or the operator reads as the server. */
 bool srv_fs_as_caller(const struct who *w, struct fs_ids *save);
 

@@ -135,14 +135,14 @@ int h_sweep_submit(struct srv *s, struct MHD_Connection *con, const struct who *
 	struct fs_ids ids;
 	int rc, ret;
 	if (!srv_fs_as_caller(w, &ids)) {
-		srv_fs_restore(&ids);
+		proc_fs_restore(&ids);
 		free(cwd);
 		ret = reply_err(con, 403, "user '%s' has no account to read the sweep's files as", w->user);
 		goto out;
 	}
 	rc = sweep_parse(text, strlen(text), file ? file : "sweep", base ? base : (cwd ? cwd : "/"),
 			 spec, &d, &err);
-	srv_fs_restore(&ids);
+	proc_fs_restore(&ids);
 	free(cwd);
 	if (rc) {
 		ret = reply_tc(con, &err);

@@ -11,6 +11,7 @@
  *    environment is not the user's.  Everything later is the supervisor's.
  */
 #include "server/server_int.h"
+#include "server/admit.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "hub/hub.h"
@@ -20,7 +21,6 @@
 
 #include <pwd.h>
 #include <stdlib.h>
-#include <sys/fsuid.h>
 #include <unistd.h>
 
 /* The server stops with deliveries in flight: they get this long. */
@@ -100,21 +100,19 @@ static int post_as(struct srv *s, const struct spec *sp, const struct notify_msg
 		files |= sp->notify[i].secret_file != NULL && (sp->notify[i].events & (1u << m->event));
 	if (!files || geteuid() != 0)
 		return notify_post_hooks(s->nf, sp->notify, sp->nnotify, m, NOTIFY_NO_ENV, err);
-	struct passwd *pw = user ? getpwnam(user) : NULL;
-	if (!pw)
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	if (!user || getpwnam_r(user, &pw, buf, sizeof(buf), &res) != 0 || !res)
 		return tc_error(err, TC_EUSAGE, "notify: user '%s' has no account to read the secret "
 				"file as", user ? user : "");
-	uid_t uid = geteuid();
-	gid_t gid = getegid();
-	setfsgid(pw->pw_gid);
-	setfsuid(pw->pw_uid);
+	/* the one switch of file ids (admit.c), as the admission door reads a spec's files */
+	struct fs_ids ids;
 	int rc;
-	if ((uid_t)setfsuid((uid_t)-1) != pw->pw_uid || (gid_t)setfsgid((gid_t)-1) != pw->pw_gid)
+	if (!proc_fs_as(pw.pw_uid, pw.pw_gid, &ids))
 		rc = tc_error(err, TC_ESYS, "notify: cannot take the file ids of %s", user);
 	else
 		rc = notify_post_hooks(s->nf, sp->notify, sp->nnotify, m, NOTIFY_NO_ENV, err);
-	setfsuid(uid);
-	setfsgid(gid);
+	proc_fs_restore(&ids);
 	return rc;
 }
 
