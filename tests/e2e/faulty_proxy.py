@@ -25,18 +25,19 @@ import threading
 FAULTS = ("503", "drop", "cutreq", "cutres")
 
 
-class FaultyProxy:
-    def __init__(self, upstream_port, every=5, faults=FAULTS, host="127.0.0.1"):
+class LoopbackProxy:
+    """A TCP proxy on loopback: a thread accepts, _serve(client) each
+    connection in a thread of its own (the subclass's). The plumbing the
+    fault proxy and the signing check (sigcheck_proxy.py) share."""
+
+    def __init__(self, upstream_port, host="127.0.0.1", backlog=64):
         self.upstream = (host, upstream_port)
-        self.every = every
-        self.faults = faults
         self.lock = threading.Lock()
         self.count = 0
-        self.injected = {f: 0 for f in faults}
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((host, 0))
-        self.sock.listen(64)
+        self.sock.listen(backlog)
         self.port = self.sock.getsockname()[1]
         self.stopped = False
         self.thread = threading.Thread(target=self._accept, daemon=True)
@@ -52,6 +53,25 @@ class FaultyProxy:
         except OSError:
             pass
 
+    def _accept(self):
+        while not self.stopped:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, client):
+        raise NotImplementedError
+
+
+class FaultyProxy(LoopbackProxy):
+    def __init__(self, upstream_port, every=5, faults=FAULTS, host="127.0.0.1"):
+        super().__init__(upstream_port, host)
+        self.every = every
+        self.faults = faults
+        self.injected = {f: 0 for f in faults}
+
     def _next_fault(self):
         with self.lock:
             self.count += 1
@@ -60,14 +80,6 @@ class FaultyProxy:
                 self.injected[f] += 1
                 return f
             return None
-
-    def _accept(self):
-        while not self.stopped:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
 
     def _serve(self, client):
         try:

@@ -23,6 +23,8 @@ import sys
 import threading
 import urllib.parse
 
+from faulty_proxy import LoopbackProxy
+
 MAX_HEAD = 64 * 1024
 
 
@@ -50,44 +52,16 @@ def signed_but_not_sent(head):
     return sorted(signed - sent)
 
 
-class SigCheckProxy:
+class SigCheckProxy(LoopbackProxy):
     def __init__(self, upstream_port, host="127.0.0.1"):
-        self.upstream = (host, upstream_port)
-        self.lock = threading.Lock()
-        self.count = 0        # request heads seen
+        super().__init__(upstream_port, host, backlog=128)
         self.violations = []  # "METHOD /path: signed, not sent: a, b"
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, 0))
-        self.sock.listen(128)
-        self.port = self.sock.getsockname()[1]
-        self.stopped = False
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-
-    def start(self):
-        self.thread.start()
-        return self
-
-    def stop(self):
-        self.stopped = True
-        try:
-            self.sock.close()
-        except OSError:
-            pass
 
     def take_violations(self):
         """The violations seen since the last call, and forget them."""
         with self.lock:
             v, self.violations = self.violations, []
             return v
-
-    def _accept(self):
-        while not self.stopped:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
 
     def _serve(self, client):
         try:
