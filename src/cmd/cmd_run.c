@@ -27,6 +27,8 @@ static const char usage[] =
 	"  -q, --quiet           only errors, warnings and the result line on the console\n"
 	"                        (worker output stays in the logs)\n"
 	"      --no-metrics      do not read metrics from the workers' output\n"
+	"      --raw             echo metric lines as printed; on a terminal they are\n"
+	"                        otherwise shown as one progress line per rank\n"
 	"      --backend NAME    local (this machine) or slurm (sbatch + srun; docs/slurm.md)\n"
 	"      --resume JOB      a new run continuing JOB from its newest complete checkpoint\n"
 	"                        (JOB's own spec unless SPEC is given)\n";
@@ -40,6 +42,7 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "max-restarts", required_argument, NULL, 'r' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "no-metrics", no_argument, NULL, 'M' },
+		{ "raw", no_argument, NULL, 'W' },
 		{ "resume", required_argument, NULL, 'R' },
 		{ "backend", required_argument, NULL, 'B' },
 		{ "set", required_argument, NULL, 's' },
@@ -63,6 +66,7 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		case 'r': restarts = optarg; break;
 		case 'q': lo.quiet = lo.brief = true; break;
 		case 'M': lo.no_metrics = true; break;
+		case 'W': lo.raw = true; break;
 		case 'R': resume_job = optarg; break;
 		case 'B': backend = optarg; break;
 		case 's':

@@ -38,6 +38,7 @@ struct launch_opts {
 	bool quiet;       /* no worker output on the console */
 	bool brief;       /* run -q: on the console only warnings, errors and the result line */
 	bool no_metrics;  /* do not read metrics (--no-metrics) */
+	bool raw;         /* run --raw: metric lines echoed as printed, no progress lines */
 	/*
 	 * `trainctl supervise` (started by the server): run the job that
 	 * already exists under this id instead of creating one; its first

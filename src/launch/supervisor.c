@@ -7,6 +7,7 @@
  */
 #include "launch/supervisor_int.h"
 #include "launch/jobio_int.h"
+#include "launch/console_int.h"
 #include "core/proc.h"
 #include "core/sbuf.h"
 #include "core/util.h"
@@ -42,6 +43,8 @@ static void say_text(int logfd, bool console, const char *msg)
 	struct sbuf line = SBUF_INIT;
 	sbuf_addf(&line, "trainctl: %s\n", msg);
 	/* the console copy is best effort: a closed terminal must not stop the job */
+	if (console)
+		console_before_stderr();
 	if (console && write_all(STDERR_FILENO, line.buf, line.len) < 0)
 		errno = 0;
 	if (logfd >= 0) {
@@ -346,6 +349,13 @@ static int metrics_write(void *ctx, struct store_mbatch *b, struct tc_err *err)
 	return sink_metrics(sp->sink, b, err);
 }
 
+static void metrics_took(void *ctx, int rank, const char *line, const struct metric_rec *recs,
+			 size_t n)
+{
+	struct sup *sp = ctx;
+	console_took(sp->con, rank, line, recs, n);
+}
+
 static void metrics_start(struct sup *sp)
 {
 	const char *fmt = sp->s->metrics_format;
@@ -354,6 +364,9 @@ static void metrics_start(struct sup *sp)
 	struct strvec files = STRVEC_INIT;
 	for (size_t i = 0; i < sp->s->metrics_files.nr; i++)
 		strvec_push_nodup(&files, path_absolute(sp->s->metrics_files.v[i], sp->s->workdir));
+	/* a node of a multi-node job or a server's job has no terminal of its own */
+	if (!sp->o->node && !sp->o->job_id)
+		sp->con = console_new(STDOUT_FILENO, sp->o->raw, sp->o->quiet, sp->s->metrics_accuracy);
 	struct metrics_ingest_opts mo = {
 		.st = sp->st, .job_id = sp->job_id, .format = fmt, .tb_dir = sp->tb_dir,
 		.files = (const char *const *)files.v, .nfiles = files.nr, .nranks = sp->n,
@@ -361,6 +374,7 @@ static void metrics_start(struct sup *sp)
 		.warn = metrics_warn, .warn_ctx = sp, .write = metrics_write, .write_ctx = sp,
 		.world = sp->o->node ? sp->o->node->nnodes * sp->n : 0,
 		.step = sp->watch ? sup_watch_step : NULL, .step_ctx = sp,
+		.took = sp->con ? metrics_took : NULL, .took_ctx = sp,
 	};
 	sp->mi = metrics_ingest_new(&mo);
 	strvec_clear(&files);
@@ -371,6 +385,8 @@ static void metrics_end(struct sup *sp)
 	if (!sp->mi)
 		return;
 	metrics_ingest_finish(sp->mi);
+	console_free(sp->con); /* the last progress stays on the screen */
+	sp->con = NULL;
 	long long lines, records, malformed;
 	metrics_ingest_counts(sp->mi, &lines, &records, &malformed);
 	if (lines || malformed)

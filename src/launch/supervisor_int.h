@@ -68,6 +68,7 @@ struct sup {
 	struct sbuf console;
 	struct sbuf result; /* the job's outcome, said last (sup_result) */
 	struct metrics_ingest *mi; /* NULL with --no-metrics or metrics.format none */
+	struct console *con;       /* progress lines on a terminal, or NULL (console_int.h) */
 	struct jobio *io;          /* inputs, checkpoints, uploads (jobio_int.h) */
 	/* lease.c: s points at own when the leased ids differ from the spec's */
 	bool leased;

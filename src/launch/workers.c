@@ -9,6 +9,7 @@
  * drain window has passed after the last worker died).
  */
 #include "launch/supervisor_int.h"
+#include "launch/console_int.h"
 #include "core/proc.h"
 #include "core/sbuf.h"
 #include "core/util.h"
@@ -63,10 +64,15 @@ static void emit_masked(struct sup *sp, struct worker *w, const char *data, size
 {
 	if (write_all(w->logfd, data, len) < 0)
 		sup_say(sp, "warning: cannot write rank %d log: %s", w->rank, strerror(errno));
+	console_expect(sp->con, data, len);
 	metrics_ingest_lines(sp->mi, w->rank, data, len);
 	sup_watch_lines(sp, w->rank, data, len);
 	if (sp->o->quiet)
 		return;
+	if (sp->con) {
+		console_echo(sp->con, w->rank, data, len);
+		return;
+	}
 	struct sbuf *c = &sp->console;
 	sbuf_reset(c);
 	const char *p = data, *end = data + len;
@@ -483,6 +489,9 @@ void sup_attempt_loop(struct sup *sp)
 		int wt = sup_watch_tick(sp, now);
 		if (wt >= 0 && (timeout < 0 || wt < timeout))
 			timeout = wt;
+		int ct = console_tick(sp->con, now);
+		if (ct >= 0 && (timeout < 0 || ct < timeout))
+			timeout = ct;
 		if (sp->kill_at && (timeout < 0 || sp->kill_at - now < timeout))
 			timeout = sp->kill_at > now ? (int)(sp->kill_at - now) : 0;
 		if (drain_until) {

@@ -77,6 +77,8 @@ struct metrics_ingest {
 	void *warn_ctx;
 	void (*step)(void *, int, long long, long long, double, double);
 	void *step_ctx;
+	void (*took)(void *, int, const char *, const struct metric_rec *, size_t);
+	void *took_ctx;
 	unsigned warned;
 	long long lines, records, malformed;
 	long long seen; /* every line fed */
@@ -139,22 +141,22 @@ static struct rank_st *rank_get(struct metrics_ingest *mi, int rank)
 /* ---- TensorBoard ---- */
 
 /* The tag and step of a record (ingest.h note 4); false: not written. */
-static bool tb_tag(struct sbuf *tag, int kind, const char *name, long long seq, long long epoch,
+static bool tb_tag(struct sbuf *tag, const char *name, const struct store_mpoint *p,
 		   int64_t *step)
 {
 	sbuf_reset(tag);
-	switch (kind) {
+	switch (p->kind) {
 	case STORE_MPOINT:
 		sbuf_adds(tag, name);
-		*step = seq;
+		*step = store_mpoint_x(p);
 		return true;
 	case STORE_MEPOCH:
 		sbuf_addf(tag, "epoch/%s", name);
-		*step = epoch;
+		*step = p->epoch;
 		return true;
 	case STORE_MSUMMARY:
 		sbuf_addf(tag, "summary/%s", name);
-		*step = seq;
+		*step = p->seq;
 		return true;
 	}
 	return false;
@@ -167,12 +169,12 @@ static char *rank_dir(const char *dir, int rank)
 	return sbuf_detach(&sb);
 }
 
-static void tb_add(struct metrics_ingest *mi, int rank, struct rank_st *rs, int kind,
-		   const char *name, long long epoch, double value, double wall)
+static void tb_add(struct metrics_ingest *mi, int rank, struct rank_st *rs, const char *name,
+		   const struct store_mpoint *p)
 {
 	struct tc_err err = TC_ERR_INIT;
 	int64_t step;
-	if (!mi->tb_dir || rs->tb_failed || !tb_tag(&mi->tmp, kind, name, rs->seq, epoch, &step))
+	if (!mi->tb_dir || rs->tb_failed || !tb_tag(&mi->tmp, name, p, &step))
 		return;
 	if (!rs->tb) {
 		char *dir = rank_dir(mi->tb_dir, rank);
@@ -182,7 +184,8 @@ static void tb_add(struct metrics_ingest *mi, int rank, struct rank_st *rs, int 
 		}
 		free(dir);
 	}
-	if (rs->tb && tfevents_add_scalar(rs->tb, mi->tmp.buf, step, value, wall, &err) < 0) {
+	if (rs->tb && tfevents_add_scalar(rs->tb, mi->tmp.buf, step, p->value, p->wall_time,
+					  &err) < 0) {
 		rs->tb_failed = true;
 		warn_once(mi, W_TB, "TensorBoard files stopped: %s", err.msg);
 		tfevents_close(rs->tb, NULL);
@@ -316,8 +319,10 @@ static void one_line(struct metrics_ingest *mi, int wrank, const char *line, siz
 		};
 		store_mbatch_point(mi->b, rank, r->name, &pt);
 		if (r->has_value)
-			tb_add(mi, rank, rs, kind, r->name, r->epoch, r->value, wall);
+			tb_add(mi, rank, rs, r->name, &pt);
 	}
+	if (mi->took)
+		mi->took(mi->took_ctx, rank, line, recs, n);
 }
 
 static void flush(struct metrics_ingest *mi);
@@ -469,6 +474,8 @@ struct metrics_ingest *metrics_ingest_new(const struct metrics_ingest_opts *o)
 	mi->warn_ctx = o->warn_ctx;
 	mi->step = o->step;
 	mi->step_ctx = o->step_ctx;
+	mi->took = o->took;
+	mi->took_ctx = o->took_ctx;
 	if (o->npatterns) {
 		size_t bad = 0;
 		mi->pat = metrics_matcher_new(o->patterns, o->npatterns, &bad);
@@ -649,7 +656,7 @@ int metrics_export_tb(struct store *st, const char *job_id, const char *dir, siz
 		for (size_t i = 0; i < nitems && !rc; i++) {
 			const struct store_mpoint *p = items[i].p;
 			int64_t step;
-			if (tb_tag(&tag, p->kind, items[i].metric, p->seq, p->epoch, &step)) {
+			if (tb_tag(&tag, items[i].metric, p, &step)) {
 				rc = tfevents_add_scalar(w, tag.buf, step, p->value, p->wall_time, err);
 				(*npoints)++;
 			}

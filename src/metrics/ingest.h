@@ -14,9 +14,10 @@
  *     database's busy timeout), or dropped once more than 256 MiB waits.
  * (2) seq: each rank counts its step lines (POINT records); a new count
  *     starts when the step text differs from the rank's previous step line.
- *     Epoch and summary records carry the current count.  seq is the x of
- *     charts and the step of TensorBoard scalars, and keeps growing across
- *     restarts of the group.
+ *     Epoch and summary records carry the current count.  seq keeps growing
+ *     across restarts of the group; it is the x of charts and the step of
+ *     TensorBoard scalars where the job logged no single step number
+ *     (store_mpoint_x).
  * (3) Records without a rank of their own get the rank of the worker that
  *     printed them (or of the followed file: rank 0, or the rank in its
  *     name when the path holds "{rank}").  A line naming a rank beyond the
@@ -25,7 +26,7 @@
  *     own, torchrun under one trainctl worker) is malformed: counted, its
  *     reason kept, nothing allocated for that rank.
  * (4) TensorBoard: one folder per rank (tb_dir/rank-<r>/); a point record
- *     is tag NAME at step seq, an epoch record tag "epoch/NAME" at step
+ *     is tag NAME at step store_mpoint_x(), an epoch record tag "epoch/NAME" at step
  *     epoch, a summary record tag "summary/NAME" at step seq; text values
  *     are left out.  metrics_export_tb() writes the same from the store.
  * (5) The job's own patterns (metrics.patterns:, metrics_matcher) see only
@@ -76,6 +77,15 @@ struct metrics_ingest_opts {
 	 */
 	void (*step)(void *ctx, int rank, long long epoch, long long iter, double own, double wall);
 	void *step_ctx;
+	/*
+	 * NULL, or called for every line a reader took (its records queued,
+	 * perhaps none): the rank they went to, the line as it was fed in (a
+	 * pointer into the data of metrics_ingest_lines) and its records,
+	 * valid for the call.  The console's progress lines live on this.
+	 */
+	void (*took)(void *ctx, int rank, const char *line, const struct metric_rec *recs,
+		     size_t n);
+	void *took_ctx;
 };
 
 struct metrics_ingest;

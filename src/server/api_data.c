@@ -153,6 +153,45 @@ static void xy_add(void *arg, double x, double y)
 	k->xy[k->n++] = (struct metrics_xy){ x, y };
 }
 
+struct xy_at {
+	struct metrics_xy xy;
+	size_t at; /* log order */
+};
+
+static int cmp_xy_at(const void *a, const void *b)
+{
+	const struct xy_at *p = a, *q = b;
+	if (p->xy.x != q->xy.x)
+		return p->xy.x < q->xy.x ? -1 : 1;
+	return p->at < q->at ? -1 : p->at > q->at;
+}
+
+/*
+ * A chart's x must go up: a rank whose steps go back (a restarted group
+ * logs again from its checkpoint's step) is sorted by step, and a step
+ * logged twice keeps its last value, as compare does.
+ */
+static void xy_by_step(struct xy_rank *k)
+{
+	size_t i = 1;
+	while (i < k->n && k->xy[i - 1].x < k->xy[i].x)
+		i++;
+	if (i >= k->n)
+		return;
+	struct xy_at *v = xcalloc(k->n, sizeof(*v));
+	for (i = 0; i < k->n; i++)
+		v[i] = (struct xy_at){ k->xy[i], i };
+	qsort(v, k->n, sizeof(*v), cmp_xy_at);
+	size_t m = 0;
+	for (i = 0; i < k->n; i++) {
+		if (m && k->xy[m - 1].x == v[i].xy.x)
+			m--;
+		k->xy[m++] = v[i].xy;
+	}
+	k->n = m;
+	free(v);
+}
+
 static void xy_ranks_release(struct xy_ranks *r)
 {
 	for (size_t i = 0; i < r->n; i++)
@@ -198,7 +237,8 @@ int h_metric_points(struct srv *s, struct MHD_Connection *con, const struct job_
 	size_t buckets = (size_t)points / 4;
 	struct metrics_xy *out = xmalloc((4 * buckets + 1) * sizeof(*out));
 	for (size_t i = 0; i < xr.n; i++) {
-		const struct xy_rank *r = &xr.v[i];
+		struct xy_rank *r = &xr.v[i];
+		xy_by_step(r);
 		size_t o = r->n;
 		const struct metrics_xy *src = r->xy;
 		if (r->n > (size_t)points) {
