@@ -6,7 +6,8 @@ continued with `trainctl run --resume`, which logs 60 to 100.  The resumed
 job's points are at steps 60..100 in `metrics` (table, CSV, JSON), in the
 event files of `export tb` and in the supervisor's live ones, and `compare`
 lines them up with the uninterrupted run's same steps.  DLLogger
-(epoch, iteration) pairs keep the rank's step count (seq) as x.
+(epoch, iteration) pairs keep the rank's step count (seq) as x.  The
+server's chart points carry the logged step as x, always going up.
 """
 import json
 import re
@@ -15,6 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tfevents_reader  # noqa: E402
+from server_fixture import start_server  # noqa: E402
 
 SCRIPT = r"""
 import os, sys, time
@@ -113,3 +115,25 @@ def test_pairs_and_stepless_lines_fall_back_to_seq(run_tc, tmp_path):
     assert pairs == [("[1, 5]", 1, 1), ("[1, 10]", 2, 2), ("[2, 5]", 3, 3), ("[2, 10]", 4, 4)]
     (nostep,) = [p for p in pts if p["metric"] == "nostep"]
     assert nostep["x"] == nostep["seq"]
+
+
+def test_api_points_are_at_logged_steps(trainctl, run_tc, home, tmp_path):
+    """The chart API's x is the logged step; steps logged again (a group
+    restarted from an older checkpoint) keep their last value."""
+    (tmp_path / "again.py").write_text(
+        "for s, l in ((10, 1.0), (20, 0.9), (30, 0.8), (20, 0.2), (30, 0.3), (40, 0.4)):\n"
+        "    print(f'step {s} loss {l}', flush=True)\n")
+    spec = tmp_path / "again.yaml"
+    spec.write_text(f"name: again\ncommand: [\"/usr/bin/python3\", \"again.py\"]\n"
+                    f"workdir: {tmp_path}\nmetrics:\n  patterns:\n    {PATTERN}\n")
+    job = _run(run_tc, spec)
+    srv = start_server(trainctl, home)
+    try:
+        st, body = srv.call("GET", f"/api/v1/jobs/{job}/metrics/points?name=loss")
+        assert st == 200, body
+        (series,) = body["series"]
+        assert series["x"] == [10, 20, 30, 40] and series["y"] == [1.0, 0.2, 0.3, 0.4]
+        st, body = srv.call("GET", f"/api/v1/jobs/{job}/metrics/points?name=loss&xmin=25&xmax=40")
+        assert body["series"][0]["x"] == [30, 40]
+    finally:
+        srv.stop()
