@@ -322,8 +322,7 @@ void console_took(struct console *c, int rank, const char *line, const struct me
 			continue;
 		c->dirty |= r->shown;
 	}
-	draw_if_due(c, now);
-	flush_out(c);
+	/* drawn by console_echo right after, or by the next tick (a followed file's line) */
 	pthread_mutex_unlock(&mu);
 }
 
