@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,7 +295,8 @@ void console_took(struct console *c, int rank, const char *line, const struct me
 	if (!c)
 		return;
 	pthread_mutex_lock(&mu);
-	if (line >= c->lo && line < c->hi) {
+	/* as numbers: line may point anywhere (a followed file's buffer) */
+	if ((uintptr_t)line >= (uintptr_t)c->lo && (uintptr_t)line < (uintptr_t)c->hi) {
 		XGROW(c->taken, c->ntaken + 1, c->ataken);
 		c->taken[c->ntaken++] = line;
 	}

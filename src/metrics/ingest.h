@@ -26,9 +26,9 @@
  *     own, torchrun under one trainctl worker) is malformed: counted, its
  *     reason kept, nothing allocated for that rank.
  * (4) TensorBoard: one folder per rank (tb_dir/rank-<r>/); a point record
- *     is tag NAME at step store_mpoint_x(), an epoch record tag "epoch/NAME" at step
- *     epoch, a summary record tag "summary/NAME" at step seq; text values
- *     are left out.  metrics_export_tb() writes the same from the store.
+ *     is tag NAME at step store_mpoint_x() (the logged step), an epoch
+ *     record tag "epoch/NAME" at step epoch, a summary record tag
+ *     "summary/NAME" at step seq; text values are left out.  metrics_export_tb() writes the same from the store.
  * (5) The job's own patterns (metrics.patterns:, metrics_matcher) see only
  *     the lines no built-in format took, whatever metrics.format says (none
  *     starts no ingestion at all).  A rank that printed lines gets a
