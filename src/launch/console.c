@@ -142,6 +142,7 @@ static void rank_text(struct console *c, size_t i, struct sbuf *sb)
 static void draw(struct console *c, int64_t now)
 {
 	size_t shown = 0, more = 0, cols = (size_t)width_of(c->fd) - 1;
+	long long lo = 0, hi = 0; /* the steps of the ranks counted, not shown */
 	for (size_t i = 0; i < c->nr; i++)
 		shown += c->r[i].shown;
 	size_t room = shown > MAX_SHOWN ? MAX_SHOWN - 1 : shown;
@@ -151,6 +152,8 @@ static void draw(struct console *c, int64_t now)
 		if (!c->r[i].shown)
 			continue;
 		if (room == 0) {
+			lo = more && lo < c->r[i].cur ? lo : c->r[i].cur;
+			hi = more && hi > c->r[i].cur ? hi : c->r[i].cur;
 			more++;
 			continue;
 		}
@@ -163,7 +166,9 @@ static void draw(struct console *c, int64_t now)
 	}
 	if (more) {
 		sbuf_reset(&c->line);
-		sbuf_addf(&c->line, "... and %zu more ranks (trainctl metrics JOB)", more);
+		sbuf_addf(&c->line, "... and %zu more ranks, at step %lld", more, lo);
+		if (hi > lo)
+			sbuf_addf(&c->line, " to %lld", hi);
 		sbuf_add(&c->out, c->line.buf, c->line.len < cols ? c->line.len : cols);
 		sbuf_addch(&c->out, '\n');
 		rows++;
