@@ -101,7 +101,7 @@ def _where(message: str) -> "tuple[Optional[str], Optional[int], Optional[str]]"
         k = _KEY_AFTER_LINE.match(rest)
         if k:
             key = k.group(1)
-    for pat in (_QUOTED_KEY, _SET_KEY):
+    for pat in (_SET_KEY, _QUOTED_KEY):
         if key is None:
             q = pat.search(rest) or pat.search(message)
             if q:

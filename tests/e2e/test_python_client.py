@@ -5,6 +5,7 @@ examples of docs/python.md run."""
 import itertools
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -314,8 +315,10 @@ def test_pip_installs_offline(tmp_path):
     """pip install ./python with no network: the build uses the installed
     setuptools (--no-build-isolation, docs/python.md)."""
     target = tmp_path / "site"
+    src = tmp_path / "python"   # setuptools builds in place: not in the repository
+    shutil.copytree(REPO / "python", src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     p = subprocess.run(["/usr/bin/python3", "-m", "pip", "install", "--no-index", "--no-build-isolation",
-                        "--no-deps", "--target", str(target), str(REPO / "python")],
+                        "--no-deps", "--target", str(target), str(src)],
                        capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1"))
     assert p.returncode == 0, p.stdout + p.stderr
