@@ -7,6 +7,7 @@ when it can import the installed setuptools and wheel (from the
 interpreter's own site folders, which the isolated build hides), and for
 them only when they are not there.
 """
+import importlib
 import os
 import site
 import sys
@@ -26,7 +27,7 @@ def _installed_site_dirs():
 def _meta():
     try:
         import setuptools.build_meta as meta  # provided by pip, or already visible
-        import wheel  # noqa: F401  (setuptools' bdist_wheel needs it)
+        importlib.import_module("wheel")  # setuptools' bdist_wheel needs it
         return meta
     except ImportError:
         pass
@@ -35,7 +36,7 @@ def _meta():
             sys.path.append(d)
     try:
         import setuptools.build_meta as meta
-        import wheel  # noqa: F401
+        importlib.import_module("wheel")
         return meta
     except ImportError:
         return None
