@@ -349,8 +349,10 @@ class Job:
         q: Dict[str, Any] = {"rank": rank, "tail": tail}
         if not follow:
             text = self._c._t.call("GET", self._path + "/logs", q, want="text")
+            # one rank: its lines carry no "[r] " prefix
+            only = rank if rank is not None or int(self.data.get("workers") or 0) != 1 else 0
             for line in text.splitlines():
-                yield _log_line(line, rank)
+                yield _log_line(line, only)
             return
         yield from self._follow(q, rank)
 

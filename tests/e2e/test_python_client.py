@@ -69,7 +69,7 @@ def test_submit_file_wait_logs_metrics(c, tmp_path):
     assert isinstance(job, trainctl.Job) and job.name == "py-lossy"
     assert job.wait(timeout=120) == "succeeded"
     assert job.data["state"] == "succeeded" and job.refresh().data["exit_code"] == 0
-    assert "env.STEPS=6" in str(job.data["spec"].get("overrides"))
+    assert job.data["spec"]["overrides"] == {"env.STEPS": "6"}
     lines = list(job.logs())
     assert lines[-1] == "done" and sum("DLLL" in s for s in lines) == 7
     assert all(line.rank == 0 for line in lines)
@@ -80,7 +80,7 @@ def test_submit_file_wait_logs_metrics(c, tmp_path):
     assert [p.step for p in loss] == [10, 20, 30, 40, 50, 60]
     assert [round(p.value, 6) for p in loss] == [round(1.0 / i, 6) for i in range(1, 7)]
     created = job.data["created"]
-    assert all(created - 5 <= p.time <= time.time() + 5 for p in loss)
+    assert all(created - 5 <= p.time <= time.time() + 5 for p in loss), (created, loss)
     assert loss.name in ("loss", "train.loss") and loss.rank == 0
     acc = job.metrics("val.accuracy")     # epoch records: the step is the epoch
     assert [(p.step, p.value) for p in acc] == [(1, 0.5)]
@@ -268,10 +268,11 @@ def test_env_finds_the_server_like_the_cli(srv, monkeypatch):
         trainctl.Client(url="ftp://x")
 
 
-def test_tcp_with_tokens_and_other_users(trainctl, tmp_path):
+def test_tcp_with_tokens_and_other_users(request):
     """Over TCP with a token, as a remote script: a user's own jobs, and
     another user's refused (403)."""
-    with root_server(trainctl, "tc-pyclient-", "alice", "bob") as (srv, users, base):
+    binary = request.getfixturevalue("trainctl")   # the fixture's name is the package's
+    with root_server(binary, "tc-pyclient-", "alice", "bob") as (srv, users, base):
         alice = trainctl.Client(url=srv.url, token=srv.token, socket=False)
         bob = trainctl.Client(url=srv.url, token=srv.bob, socket=False)
         assert alice.whoami() == {"user": users["alice"], "admin": False}
