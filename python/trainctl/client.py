@@ -14,7 +14,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import (Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Union)
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Union)
 
 from ._http import SSE, Transport, join_sets, read_sse
 from .errors import BadSpec, NotFound, TrainctlError, Unavailable, WaitTimeout
@@ -287,9 +287,9 @@ class Client:
         return Sweep(self, self._t.call("GET", "/api/v1/sweeps/" + _ref(ref)))
 
 
-class Job:
-    """A job of the server.  ``id`` and ``name`` are fixed; ``data`` is the
-    job as last read (``refresh()`` reads it again; ``state`` always asks)."""
+class _Record:
+    """What a job and a sweep share: the client, the id and name, and the
+    record as last read."""
 
     def __init__(self, client: Client, data: Dict[str, Any]) -> None:
         self._c = client
@@ -298,7 +298,37 @@ class Job:
         self.name: Optional[str] = data.get("name")
 
     def __repr__(self) -> str:
-        return f"<trainctl.Job {self.id} ({self.name}) {self.data.get('state')}>"
+        return f"<trainctl.{type(self).__name__} {self.id} ({self.name}) {self.data.get('state')}>"
+
+    def refresh(self) -> Any:
+        raise NotImplementedError
+
+    @property
+    def state(self) -> str:
+        """Its state now."""
+        return str(self.refresh().data["state"])
+
+    def _wait(self, ended: Callable[[str], bool], timeout: Optional[float]) -> str:
+        """Poll the state, from POLL_MIN s doubling to POLL_MAX s, until ended(state)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = POLL_MIN
+        while True:
+            st = self.state
+            if ended(st):
+                return st
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise WaitTimeout(f"{type(self).__name__.lower()} {self.id} is still {st}"
+                                      f" after {timeout:g} s")
+                delay = min(delay, left)
+            time.sleep(delay)
+            delay = min(delay * 2, POLL_MAX)
+
+
+class Job(_Record):
+    """A job of the server.  ``id`` and ``name`` are fixed; ``data`` is the
+    job as last read (``refresh()`` reads it again; ``state`` always asks)."""
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Job) and other.id == self.id
@@ -315,30 +345,13 @@ class Job:
         self.data = self._c._job_json(self.id)
         return self
 
-    @property
-    def state(self) -> str:
-        """The job's state now."""
-        return str(self.refresh().data["state"])
-
     def wait(self, timeout: Optional[float] = None) -> str:
         """Wait until the job has ended and return its final state
         (``succeeded``, ``failed``, ``killed`` or ``lost``); a paused or
         requeued job is waited for too.  Raises WaitTimeout after ``timeout``
         seconds (None: no limit)."""
         terminal = self._c._terminal()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        delay = POLL_MIN
-        while True:
-            st = self.state
-            if st in terminal:
-                return st
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise WaitTimeout(f"job {self.id} is still {st} after {timeout:g} s")
-                delay = min(delay, left)
-            time.sleep(delay)
-            delay = min(delay * 2, POLL_MAX)
+        return self._wait(lambda st: st in terminal, timeout)
 
     def logs(self, follow: bool = False, rank: Optional[int] = None,
              tail: Optional[int] = None) -> Iterator[LogLine]:
@@ -454,45 +467,20 @@ class Trial:
     note: Optional[str]
 
 
-class Sweep:
+class Sweep(_Record):
     """A sweep of the server (docs/sweeps.md).  ``data`` is what ``sweep
-    show --json`` prints, as last read."""
-
-    def __init__(self, client: Client, data: Dict[str, Any]) -> None:
-        self._c = client
-        self.data: Dict[str, Any] = dict(data)
-        self.id: str = str(data["id"])
-        self.name: Optional[str] = data.get("name")
-
-    def __repr__(self) -> str:
-        return f"<trainctl.Sweep {self.id} ({self.name}) {self.data.get('state')}>"
+    show --json`` prints, as last read; its ``state`` is ``running``,
+    ``done`` or ``stopped``."""
 
     def refresh(self) -> "Sweep":
         """Read the sweep again."""
         self.data = self._c._t.call("GET", "/api/v1/sweeps/" + _ref(self.id))
         return self
 
-    @property
-    def state(self) -> str:
-        """``running``, ``done`` or ``stopped``."""
-        return str(self.refresh().data["state"])
-
     def wait(self, timeout: Optional[float] = None) -> str:
         """Wait until no trial runs or will run, and return the sweep's final
         state (``done`` or ``stopped``).  Raises WaitTimeout after ``timeout`` s."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        delay = POLL_MIN
-        while True:
-            st = self.state
-            if st != "running":
-                return st
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise WaitTimeout(f"sweep {self.id} is still running after {timeout:g} s")
-                delay = min(delay, left)
-            time.sleep(delay)
-            delay = min(delay * 2, POLL_MAX)
+        return self._wait(lambda st: st != "running", timeout)
 
     def trials(self) -> List[Trial]:
         """The trials, best first (as ``sweep show`` lists them)."""
