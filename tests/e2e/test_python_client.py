@@ -335,6 +335,20 @@ def test_pip_installs_offline(tmp_path):
     assert q.returncode == 0 and q.stdout.startswith(str(tmp_path / "site")), q.stderr
 
 
+@pytest.mark.parametrize("prefix", ["/usr", "/usr/local"])
+def test_make_install_puts_it_where_the_system_python_looks(tmp_path, prefix):
+    dest = tmp_path / "root"
+    p = subprocess.run(["make", "-s", "-C", str(REPO), "install-python", f"DESTDIR={dest}",
+                        f"PREFIX={prefix}"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    found = sorted(dest.rglob("trainctl/__init__.py"))
+    assert len(found) == 1 and (found[0].parent / "py.typed").exists(), found
+    site = "/" + str(found[0].parent.parent.relative_to(dest))
+    q = subprocess.run(["/usr/bin/python3", "-c", "import sys; print('\\n'.join(sys.path))"],
+                       capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert site in q.stdout.splitlines(), f"{site} is not on the system python's path:\n{q.stdout}"
+
+
 def python_examples():
     text = (REPO / "docs" / "python.md").read_text()
     return re.findall(r"```python\n# example: (\S+)\n(.*?)```", text, re.S)
