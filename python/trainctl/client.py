@@ -10,6 +10,7 @@ stream and sweeps, over the server's HTTP API (docs/server.md).
 """
 from __future__ import annotations
 
+import http.client
 import os
 import socket
 import time
@@ -244,8 +245,8 @@ class Client:
                     yield ev
                 if timeout is not None and time.monotonic() - quiet_since >= timeout:
                     return
-            except (OSError, ValueError):
-                pass  # a broken stream: open it again after the last event
+            except (OSError, ValueError, http.client.HTTPException):
+                pass  # a broken stream (a server gone, even by SIGKILL): open it again after the last event
             finally:
                 con.close()
 
@@ -397,8 +398,8 @@ class Job(_Record):
                         rk = d.get("rank")
                         text = str(d.get("line", ""))
                         yield LogLine(f"[{rk}] {text}" if prefix else text, rk)
-                except (OSError, ValueError) as e:
-                    raise Unavailable(f"job {self.id}: the log stream broke: {e}") from e
+                except (OSError, ValueError, http.client.HTTPException) as e:
+                    raise Unavailable(f"job {self.id}: the log stream broke: {e!r}") from e
                 return
             finally:
                 con.close()

@@ -6,6 +6,7 @@ import itertools
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -208,7 +209,7 @@ def test_events_stream_and_reconnect(srv, c):
     t.start()
     assert first.wait(60) == "succeeded"
     wait_for(lambda: any(e.job == first.id and e.state == "succeeded" for e in seen), timeout=30)
-    srv.stop()
+    srv.stop(signal.SIGKILL)      # the stream breaks mid-answer
     srv.start()
     second = c.submit(cpu_job("py-ev2", "true")).id
     assert done.wait(120), f"no event of {second} after the server came back: {seen[-5:]}"
