@@ -322,8 +322,9 @@ def test_pip_installs_offline(tmp_path):
     offline = ["unshare", "--net"] if os.geteuid() == 0 and shutil.which("unshare") else []
     env = dict(os.environ, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
     venv = tmp_path / "venv"
-    subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True, timeout=120)
-    for cmd in ([str(venv / "bin" / "pip"), "install", str(src)],
+    # a venv without its own pip (the system's pip installs into it): no setuptools in it
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    for cmd in (["/usr/bin/python3", "-m", "pip", "--python", str(venv / "bin" / "python"), "install", str(src)],
                 ["/usr/bin/python3", "-m", "pip", "install", "--target", str(tmp_path / "site"), str(src)]):
         p = subprocess.run(offline + cmd, capture_output=True, text=True, timeout=300, env=env)
         assert p.returncode == 0, p.stdout + p.stderr
