@@ -205,7 +205,8 @@ class Client:
         happen, from after the newest one (or after event id ``after``).
 
         A stream that breaks is opened again from the last event seen
-        (``Last-Event-ID``), so no event is lost or repeated; the iterator
+        (``Last-Event-ID``; from ``after`` when none has come yet), so no
+        event after it is lost or repeated; the iterator
         raises Unavailable once no connection could be made for
         ``reconnect_for`` seconds.  ``timeout``: stop (return) after this
         many seconds without an event."""
