@@ -11,6 +11,7 @@ stream and sweeps, over the server's HTTP API (docs/server.md).
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import socket
 import time
@@ -150,7 +151,9 @@ class Client:
         asked; a server without teams refuses any other value)."""
         body: Dict[str, Any] = {}
         if isinstance(spec, Mapping):
-            body["spec"] = dict(spec)
+            # as JSON text, not a JSON object: the server keeps a number of a text as
+            # written (0.1), where an object's doubles would reach the job as 0.10000000000000001
+            body["spec"] = json.dumps(dict(spec))
             body["base"] = os.getcwd()
         else:
             path = os.fspath(spec)
@@ -258,7 +261,6 @@ class Client:
 
         ``sweep`` is a sweep file's path (its ``spec:`` file, relative to it, is
         read here and sent along) or the sweep as a dict."""
-        import json
         body: Dict[str, Any] = {}
         if isinstance(sweep, Mapping):
             d = dict(sweep)

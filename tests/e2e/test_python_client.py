@@ -139,6 +139,12 @@ def test_pause_resume_clone_stop_delete_and_conflicts(c):
     assert c.job(job.id) == job and c.job(job.id[:-2]).id == job.id
 
 
+def test_dict_spec_numbers_reach_the_job_as_written(c):
+    job = c.submit(cpu_job("py-floats", "echo", args={"lr": 0.1, "wd": 1e-5, "n": 3}))
+    assert job.wait(60) == "succeeded"
+    assert list(job.logs()) == ["--lr 0.1 --wd 1e-05 --n 3"]
+
+
 def test_jobs_filters(c):
     a = c.submit(cpu_job("py-list-a", "true"))
     b = c.submit(cpu_job("py-list-b", "false"))
