@@ -12,8 +12,12 @@ FUZZ_SECONDS ?= 300
 FUZZ_CHECK_SECONDS ?= 20
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PYTHON ?= /usr/bin/python3
+# where `make install` puts the Python package (python/): a folder the system
+# python searches (Debian: /usr/lib/python3/dist-packages for /usr, else
+# PREFIX/lib/pythonX.Y/dist-packages)
+PYTHON_SITE ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/lib/python3/dist-packages,$(PREFIX)/lib/python$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages)
 
-.PHONY: all build asan deps demo check unit unit-asan e2e soak install clean bench \
+.PHONY: all build asan deps demo check unit unit-asan e2e soak install install-python clean bench \
 	fuzz-build fuzz fuzz-check check-paths
 
 all: build
@@ -93,9 +97,13 @@ check-web:
 bench: build
 	$(PYTHON) bench/launch.py
 
-install: build
+install: build install-python
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BUILD)/trainctl $(DESTDIR)$(PREFIX)/bin/trainctl
+
+install-python:
+	install -d $(DESTDIR)$(PYTHON_SITE)/trainctl
+	install -m 0644 python/trainctl/*.py python/trainctl/py.typed $(DESTDIR)$(PYTHON_SITE)/trainctl/
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

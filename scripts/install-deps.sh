@@ -16,7 +16,10 @@ podman runc uidmap mmdebstrap catatonit \
 clang libclang-rt-dev \
 openssh-server openssh-client \
 jupyter-notebook python3-ipykernel python3-websocket \
-ceph-mon ceph-osd radosgw ceph-common python3-boto3"
+ceph-mon ceph-osd radosgw ceph-common python3-boto3 \
+python3-setuptools python3-wheel python3-venv"
+# python3-setuptools and python3-wheel build the Python package offline
+# (python/_build/backend.py); python3-venv: its install test's bare venv
 # catatonit is podman's --init (the container tests' workers run under it);
 # --no-install-recommends leaves it out with podman
 # ceph-mon, ceph-osd and radosgw: a real S3 server for the storage tests
