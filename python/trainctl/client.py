@@ -419,8 +419,8 @@ class Job(_Record):
     def metrics(self, name: str, rank: int = 0) -> MetricSeries:
         """The points of metric ``name`` of one rank (default 0): a list of
         (step, value, time), oldest first, with ``.to_pandas()``.  The step is
-        the one the job logged (the iteration of a DLLogger ``[epoch, iter]``
-        step, the number a pattern's step group took, ...); a metric logged
+        the charts' x: the step the job logged when it is one whole number,
+        else the point's position in its rank; a metric logged
         only per epoch gives its epoch records, the step being the epoch.  A
         name the job has no points of is NotFound, naming the metrics it has."""
         r = self._c._t.call("GET", self._path + "/metrics/records", {"name": name, "rank": rank})

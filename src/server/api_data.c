@@ -424,20 +424,14 @@ struct records {
 };
 
 /*
- * The step the job logged: the iteration of a [epoch, iter] step, else the
- * step as written when it is a whole number ("10" of a pattern), else the
- * rank's own count of its points (seq); an epoch record's is its epoch.
+ * A record's step: a point's is its x on the charts (store_mpoint_x: the
+ * step the job logged, else seq), an epoch record's is its epoch.
  */
 static long long logged_step(const struct store_mpoint *p)
 {
 	if (p->kind == STORE_MEPOCH)
 		return p->epoch >= 0 ? p->epoch : p->seq;
-	if (p->iter >= 0)
-		return p->iter;
-	long v;
-	if (p->step && *p->step && parse_long(p->step, 0, LONG_MAX, &v))
-		return v;
-	return p->seq;
+	return store_mpoint_x(p);
 }
 
 static int records_add(void *arg, const struct store_mpoint *p)
