@@ -263,7 +263,8 @@ static int node_outcome(struct sup *sp, int *exit_status, struct node_ckpts *nck
 	enum job_state state = JOB_SUCCEEDED;
 	if (sp->user_signal) {
 		state = JOB_KILLED;
-		sbuf_addf(&cause, "node %d stopped by %s", nd->node_rank, strsignal(sp->user_signal));
+		sbuf_addf(&cause, "node %d stopped by ", nd->node_rank);
+		proc_describe_stop_signal(&cause, sp->user_signal);
 		*exit_status = 128 + sp->user_signal;
 	} else if (sp->failed) {
 		state = JOB_FAILED;

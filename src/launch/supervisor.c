@@ -278,7 +278,8 @@ static void append_log_tail(struct sup *sp, struct sbuf *out, int rank)
 		}
 		if (text.buf[start] == '\n')
 			start++;
-		sbuf_addf(out, "\n--- last %d lines of rank %d (%s) ---\n", lines < TAIL_LINES ? lines + 1 : TAIL_LINES,
+		int shown = lines < TAIL_LINES ? lines + 1 : TAIL_LINES;
+		sbuf_addf(out, "\n--- last %d line%s of rank %d (%s) ---\n", shown, shown == 1 ? "" : "s",
 			  rank, path.buf);
 		sbuf_add(out, text.buf + start, text.len - start);
 	}
@@ -390,8 +391,9 @@ static void metrics_end(struct sup *sp)
 	long long lines, records, malformed;
 	metrics_ingest_counts(sp->mi, &lines, &records, &malformed);
 	if (lines || malformed)
-		sup_say(sp, "metrics: %lld lines, %lld records, %lld malformed lines (trainctl show %s)",
-		    lines, records, malformed, sp->job_id);
+		sup_say(sp, "metrics: %lld line%s, %lld record%s, %lld malformed line%s (trainctl show %s)",
+		    lines, plural_s(lines), records, plural_s(records), malformed, plural_s(malformed),
+		    sp->job_id);
 	else if (metrics_ingest_hint(sp->mi))
 		sup_say(sp, "metrics: %s", metrics_ingest_hint(sp->mi));
 	metrics_ingest_free(sp->mi);
@@ -509,8 +511,9 @@ static int record_stopped(struct sup *sp, struct tc_err *err)
 	struct sbuf why = SBUF_INIT;
 	int rc;
 	if (asked == JOB_STOP_PREEMPTED || asked == JOB_STOP_PAUSED) {
-		sbuf_addf(&why, "%s by the server (workers stopped by %s)", job_stop_name(asked),
-			  strsignal(sp->user_signal));
+		sbuf_addf(&why, "%s by the server (workers stopped by ", job_stop_name(asked));
+		proc_describe_stop_signal(&why, sp->user_signal);
+		sbuf_addch(&why, ')');
 		rc = sink_mark(sp->sink, sp->job_id, job_stop_state(asked), why.buf, err);
 		if (asked == JOB_STOP_PREEMPTED)
 			sup_notify(sp, NOTIFY_PREEMPTED, job_stop_name(asked), why.buf, -1);
@@ -518,8 +521,10 @@ static int record_stopped(struct sup *sp, struct tc_err *err)
 	} else {
 		if (asked != JOB_STOP_NONE)
 			sbuf_addf(&why, "stopped through the server (%s)", job_stop_name(asked));
-		else
-			sbuf_addf(&why, "stopped by %s", strsignal(sp->user_signal));
+		else {
+			sbuf_adds(&why, "stopped by ");
+			proc_describe_stop_signal(&why, sp->user_signal);
+		}
 		rc = sink_finish(sp->sink, sp->job_id, JOB_KILLED, 1, why.buf, why.buf, err);
 		sup_notify(sp, NOTIFY_KILLED, job_state_name(JOB_KILLED), why.buf, 1);
 		sup_result(sp, "job %s %s (%s)", sp->job_id, job_state_name(JOB_KILLED), why.buf);
@@ -564,7 +569,7 @@ static int record_failed(struct sup *sp, struct attempts *a, bool *again, struct
 		else if (sp->fail_final && sp->attempt < sp->s->max_restarts)
 			sbuf_adds(&why, " (no restart: the on_log action says so)");
 		else if (sp->s->max_restarts)
-			sbuf_addf(&why, " (after %d restarts)", sp->attempt);
+			sbuf_addf(&why, " (after %d restart%s)", sp->attempt, plural_s(sp->attempt));
 		size_t brief = why.len; /* the webhook gets the cause, not the log tail */
 		sup_failure_detail(sp, &why, sp->fail_rank);
 		rc = sink_finish(sp->sink, sp->job_id, JOB_FAILED, 1, why.buf, cause.buf, err);

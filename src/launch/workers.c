@@ -428,13 +428,19 @@ static void read_signals(struct sup *sp)
 			continue;
 		}
 		if (sp->user_signal) {
-			sup_event(sp, "second %s: killing the workers now", strsignal(sig));
+			struct sbuf name = SBUF_INIT;
+			proc_describe_stop_signal(&name, sig);
+			sup_event(sp, "second %s: killing the workers now", name.buf);
+			sbuf_release(&name);
 			sp->kill_at = now_mono_ms();
 			continue;
 		}
 		sp->user_signal = sig;
-		sup_event(sp, "%s received: stopping the workers (SIGKILL in %d s)", strsignal(sig),
+		struct sbuf name = SBUF_INIT;
+		proc_describe_stop_signal(&name, sig);
+		sup_event(sp, "%s received: stopping the workers (SIGKILL in %d s)", name.buf,
 			  sp->s->grace_seconds);
+		sbuf_release(&name);
 		sup_begin_stop(sp);
 	}
 }

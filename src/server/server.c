@@ -1132,8 +1132,9 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 		goto out;
 	}
 	server_hub_url(s);
-	logf_(s, "listening on http://%s/ and %s (state %s, %zu devices, %zu active jobs)", o->listen,
-	      s->socket_path, s->home, s->ndevs, s->njobs);
+	logf_(s, "listening on http://%s/ and %s (state %s, %zu device%s, %zu active job%s)",
+	      o->listen, s->socket_path, s->home, s->ndevs, plural_s((long long)s->ndevs), s->njobs,
+	      plural_s((long long)s->njobs));
 	/* like Jupyter's token URL: one use, for the operator who reads this log */
 	fprintf(stderr, "trainctl server: open the web UI (one use): http://%s%s\n", o->listen, login);
 	free(login);

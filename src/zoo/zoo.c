@@ -626,8 +626,8 @@ static void run_case(const struct zoo_test_opts *o, const struct zoo_case *c, st
 	int status = 1;
 	if (!rc) {
 		struct launch_opts lo = { .home = o->home, .quiet = o->quiet };
-		say(o, "case %s: cd %s && %s %s ... (%d workers)", c->name, c->run_dir, o->python,
-		    c->run_file, c->nproc_per_node);
+		say(o, "case %s: cd %s && %s %s ... (%d worker%s)", c->name, c->run_dir, o->python,
+		    c->run_file, c->nproc_per_node, c->nproc_per_node == 1 ? "" : "s");
 		rc = launch_run(s, &lo, &job_id, &status, &err);
 	}
 	spec_free(s);
