@@ -177,7 +177,7 @@ def log(values: Mapping[str, Any], step: Union[int, Sequence[int], None] = None)
     else:
         st = _step_text(step)
     keys = _keys
-    parts = []
+    body = ""
     for k, v in values.items():
         ek = keys.get(k) or _key(k)
         t = type(v)
@@ -193,13 +193,12 @@ def log(values: Mapping[str, Any], step: Union[int, Sequence[int], None] = None)
             r = _jstr(v)
         else:
             r = _value(k, v)
-        parts.append(ek + r)
-    if not parts:
+        body = body + ", " + ek + r if body else ek + r
+    if not body:
         return
     ns = _time_ns()
     # the time as integer nanoseconds and an exponent: a third of a float's repr
-    ch.buf.append('DLLL {"timestamp": ' + _irepr(ns) + 'e-9, "type": "LOG", "step": ' + st
-                  + ', "data": {' + ", ".join(parts) + "}}\n")
+    ch.buf.append(f'DLLL {{"timestamp": {ns}e-9, "type": "LOG", "step": {st}, "data": {{{body}}}}}\n')
     if ns >= ch.due or len(ch.buf) >= FLUSH_LINES or ns < ch.due - 1_000_000_000:
         ch.flush(ns, wait=False)
 
