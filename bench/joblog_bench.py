@@ -29,7 +29,7 @@ import json, os, sys, time
 sys.path.insert(0, os.environ["PYDIR"])
 from trainctl import job
 mode, n = sys.argv[1], int(sys.argv[2])
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 if mode == "print":
     for s in range(n):
         print("DLLL " + json.dumps({"timestamp": time.time(), "type": "LOG", "step": s,
@@ -39,9 +39,9 @@ else:
     for s in range(n):
         job.log({"train.loss": 1.0 / (s + 1), "lr": 0.001}, step=s)
     job.flush()
-dt = time.perf_counter() - t0
+dt, dc = time.perf_counter() - t0, time.process_time() - c0
 with open(os.environ["BENCH_OUT"], "w") as f:
-    f.write(str(n / dt))
+    f.write(f"{n / dt} {n / dc}")
 '''
 
 
@@ -61,7 +61,8 @@ def one(trainctl, d, mode, n, i):
                        capture_output=True, text=True)
     stored = sum(m["count"] for m in json.loads(s.stdout)["metrics"]["metrics"])
     assert stored == 2 * n, (mode, stored)
-    return float(out.read_text()), wall
+    rate, cpu_rate = (float(x) for x in out.read_text().split())
+    return rate, cpu_rate, wall
 
 
 def main():
@@ -76,18 +77,16 @@ def main():
         for i in range(a.runs):
             for mode in ("print", "log"):
                 res[mode].append(one(a.trainctl, d, mode, a.records, i))
+    med = {m: [statistics.median(x[i] for x in res[m]) for i in range(3)] for m in res}
     for mode, label in (("print", "print(DLLL line)"), ("log", "job.log()")):
-        rates = [r for r, _ in res[mode]]
-        walls = [w for _, w in res[mode]]
-        print(f"{label:18s} in-loop records/s: " + " ".join(f"{r:,.0f}" for r in rates)
-              + f"  median {statistics.median(rates):,.0f};  trainctl run wall s: "
-              + " ".join(f"{w:.2f}" for w in walls) + f"  median {statistics.median(walls):.2f}")
-    r_log = statistics.median(r for r, _ in res["log"])
-    r_print = statistics.median(r for r, _ in res["print"])
-    w_log = statistics.median(w for _, w in res["log"])
-    w_print = statistics.median(w for _, w in res["print"])
-    print(f"job.log / print: {r_log / r_print:.2f}x the records/s in the loop, "
-          f"{w_print / w_log:.2f}x faster end to end ({a.records:,} records, 2 values each)")
+        print(f"{label:18s} in-loop records/s: " + " ".join(f"{x[0]:,.0f}" for x in res[mode])
+              + f" (median {med[mode][0]:,.0f}; per CPU second {med[mode][1]:,.0f});"
+              + "  trainctl run wall s: " + " ".join(f"{x[2]:.2f}" for x in res[mode])
+              + f" (median {med[mode][2]:.2f})")
+    print(f"job.log / print: {med['log'][0] / med['print'][0]:.2f}x the records/s in the loop "
+          f"({med['log'][1] / med['print'][1]:.2f}x per CPU second), "
+          f"{med['print'][2] / med['log'][2]:.2f}x faster end to end "
+          f"({a.records:,} records of 2 values)")
 
 
 if __name__ == "__main__":
