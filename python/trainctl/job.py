@@ -136,7 +136,7 @@ def _value(k: str, v: Any) -> str:
         return _jstr(v)
     try:
         f = float(v)
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, RuntimeError) as e:  # torch: RuntimeError for many elements
         raise TypeError(f"trainctl.job.log: {k!r} is {type(v).__name__}, not a number or a string") from e
     r = _frepr(f)
     return _SPECIAL.get(r, r)
