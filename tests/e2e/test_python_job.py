@@ -310,3 +310,30 @@ def test_the_example_of_docs_python_md(run_tc, tmp_path):
         sorted((r, 1.0 / s) for r in (0, 1) for s in range(1, 51))
     job = json.loads(run_tc("show", "helper-example", "--json").stdout)
     assert os.path.exists(os.path.join(job["run_dir"], "output", "checkpoints", "step-50"))
+
+
+def test_should_stop_at_the_time_limits_warning(trainctl, home, run_tc, tmp_path):
+    """slurm.signal's warning (SIGUSR1 to the supervisor, passed on to the
+    workers): should_stop() turns true, the script saves and ends by itself,
+    and the job succeeds; the signal kills nobody."""
+    script, marks = stopper(tmp_path)
+    spec = spec_file(tmp_path, "warned", [PYTHON, str(script)]).read_text()
+    write(tmp_path / "warned.yaml", spec.replace("env: {", f'env: {{MARKS: "{marks}", '))
+    proc = subprocess.Popen([str(trainctl), "run", "-q", str(tmp_path / "warned.yaml")],
+                            env=dict(os.environ, TRAINCTL_HOME=str(home)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: all((marks / f"rank-{r}.running").exists() for r in (0, 1))
+                   or proc.poll() is not None, timeout=120, what="both ranks at step 5")
+        assert proc.poll() is None, proc.communicate()
+        os.kill(proc.pid, signal.SIGUSR1)
+        out, err = proc.communicate(timeout=100)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    for r in (0, 1):
+        assert (marks / f"rank-{r}").read_text().startswith("stopped at "), r
+    job = json.loads(run_tc("show", "warned", "--json").stdout)
+    assert job["state"] == "succeeded"
+    assert open(os.path.join(job["run_dir"], "stop")).read() == "User defined signal 1\n"
