@@ -115,19 +115,24 @@ def stopper(tmp_path):
     return write(tmp_path / "stopper.py", STOPPER), marks
 
 
-def test_should_stop_before_the_sigkill_of_a_stop(trainctl, home, run_tc, tmp_path):
+def run_stopper(trainctl, home, tmp_path, name, extra=""):
+    """`trainctl run` of STOPPER on 2 ranks, once both are at step 5: (proc, marks)."""
     script, marks = stopper(tmp_path)
-    spec = spec_file(tmp_path, "stopme", [PYTHON, str(script)],
-                     f'restart: {{grace_seconds: 120}}\n').read_text()
-    spec = spec.replace("env: {", f'env: {{MARKS: "{marks}", ')
-    write(tmp_path / "stopme.yaml", spec)
-    proc = subprocess.Popen([str(trainctl), "run", "-q", str(tmp_path / "stopme.yaml")],
+    spec = spec_file(tmp_path, name, [PYTHON, str(script)], extra).read_text()
+    write(tmp_path / f"{name}.yaml", spec.replace("env: {", f'env: {{MARKS: "{marks}", '))
+    proc = subprocess.Popen([str(trainctl), "run", "-q", str(tmp_path / f"{name}.yaml")],
                             env=dict(os.environ, TRAINCTL_HOME=str(home)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: all((marks / f"rank-{r}.running").exists() for r in (0, 1))
+               or proc.poll() is not None, timeout=120, what="both ranks at step 5")
+    if proc.poll() is not None:
+        raise AssertionError(proc.communicate())
+    return proc, marks
+
+
+def test_should_stop_before_the_sigkill_of_a_stop(trainctl, home, run_tc, tmp_path):
+    proc, marks = run_stopper(trainctl, home, tmp_path, "stopme", "restart: {grace_seconds: 120}\n")
     try:
-        wait_until(lambda: all((marks / f"rank-{r}.running").exists() for r in (0, 1))
-                   or proc.poll() is not None, timeout=120, what="both ranks at step 5")
-        assert proc.poll() is None, proc.communicate()
         t0 = time.monotonic()
         p = run_tc("stop", "stopme")
         assert p.returncode == 0, p.stderr
@@ -316,16 +321,8 @@ def test_should_stop_at_the_time_limits_warning(trainctl, home, run_tc, tmp_path
     """slurm.signal's warning (SIGUSR1 to the supervisor, passed on to the
     workers): should_stop() turns true, the script saves and ends by itself,
     and the job succeeds; the signal kills nobody."""
-    script, marks = stopper(tmp_path)
-    spec = spec_file(tmp_path, "warned", [PYTHON, str(script)]).read_text()
-    write(tmp_path / "warned.yaml", spec.replace("env: {", f'env: {{MARKS: "{marks}", '))
-    proc = subprocess.Popen([str(trainctl), "run", "-q", str(tmp_path / "warned.yaml")],
-                            env=dict(os.environ, TRAINCTL_HOME=str(home)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc, marks = run_stopper(trainctl, home, tmp_path, "warned")
     try:
-        wait_until(lambda: all((marks / f"rank-{r}.running").exists() for r in (0, 1))
-                   or proc.poll() is not None, timeout=120, what="both ranks at step 5")
-        assert proc.poll() is None, proc.communicate()
         os.kill(proc.pid, signal.SIGUSR1)
         out, err = proc.communicate(timeout=100)
     finally:
