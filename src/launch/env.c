@@ -114,6 +114,8 @@ void env_common(const struct env_plan *p, struct strvec *out)
 	env_set(out, "TRAINCTL_TENSORBOARD_DIR", p->tb_dir);
 	if (p->resume_from)
 		env_set(out, "TRAINCTL_RESUME_FROM", p->resume_from);
+	if (p->stop_file)
+		env_set(out, "TRAINCTL_STOP_FILE", p->stop_file);
 
 	const struct device_kind *k = device_kind_find(s->device_type);
 	if (k && k->visible_var) {
@@ -168,12 +170,27 @@ void env_rank(const struct env_plan *p, int local_rank, struct strvec *out)
 	sbuf_addf(&ef, "%s/error-rank-%d.json", p->log_dir, rank);
 	env_set(out, "TORCHELASTIC_ERROR_FILE", ef.buf);
 	sbuf_release(&ef);
+	if (p->metrics_channel) {
+		struct sbuf r = SBUF_INIT;
+		sbuf_addf(&r, "%d", rank);
+		char *ch = env_metrics_channel(p->log_dir, r.buf);
+		env_set(out, "TRAINCTL_METRICS_CHANNEL", ch);
+		free(ch);
+		sbuf_release(&r);
+	}
 	const struct device_kind *k = device_kind_find(p->spec->device_type);
 	if (k && k->id_mode == DEVID_PHYSICAL)
 		env_setf(out, "DEVICE_ID", "%d", p->spec->device_ids[local_rank]);
 	const struct framework_profile *f = profile_find(p->spec->framework);
 	if (f->per_rank)
 		f->per_rank(p, local_rank, out);
+}
+
+char *env_metrics_channel(const char *log_dir, const char *rank)
+{
+	struct sbuf sb = SBUF_INIT;
+	sbuf_addf(&sb, "%s/metrics-rank-%s.dlll", log_dir, rank);
+	return sbuf_detach(&sb);
 }
 
 char *env_file_text(const struct env_plan *p)

@@ -212,6 +212,14 @@ struct env_plan {
 	 * secret.h); NULL: none resolved.  Workers get them; job.env never.
 	 */
 	const struct strvec *secret_env;
+	/*
+	 * The job's channels to its in-job helper (docs/python.md): the file
+	 * whose existence says a stop is pending (TRAINCTL_STOP_FILE), and
+	 * whether each rank gets its metrics file (TRAINCTL_METRICS_CHANNEL,
+	 * env_metrics_channel; not when no metrics are read).
+	 */
+	const char *stop_file;
+	bool metrics_channel;
 };
 
 /* Variables every worker of the node shares, in a stable order. */
@@ -220,12 +228,18 @@ void env_common(const struct env_plan *p, struct strvec *out);
 void env_rank(const struct env_plan *p, int local_rank, struct strvec *out);
 /* job.env text: common exports (secret and file values as '***'), then each rank's own as comments. */
 char *env_file_text(const struct env_plan *p);
-/* Does the framework profile need one endpoint port per rank? */
+/*
+ * The metrics channel of rank (its number, or "{rank}" for the supervisor's
+ * follower, metrics/ingest.h): log_dir/metrics-rank-<rank>.dlll, heap.  One
+ * DLLogger line per job.log call of the in-job helper.
+ */
+char *env_metrics_channel(const char *log_dir, const char *rank);
 /*
  * Remove from env the variables TRAINCTL_SUPERVISOR_ONLY names (a server's
  * webhook secrets: the supervisor's, never the job's), and that list.
  */
 void env_drop_supervisor_only(struct strvec *env);
+/* Does the framework profile need one endpoint port per rank? */
 bool env_needs_rank_ports(const char *framework);
 
 /* ---- Ascend rank table (ranktable.c) ---- */

@@ -217,6 +217,12 @@ static int make_run_folder(struct sup *sp, struct tc_err *err)
 	sp->output_dir = sup_join(sp->run_dir, "output");
 	sp->data_dir = sup_join(sp->run_dir, "data");
 	sp->tb_dir = sup_join(sp->output_dir, "tensorboard");
+	struct sbuf stop = SBUF_INIT;
+	if (sp->o->node)
+		sbuf_addf(&stop, "%s/stop-node%d", sp->run_dir, sp->o->node->node_rank);
+	else
+		sbuf_addf(&stop, "%s/stop", sp->run_dir);
+	sp->stop_file = sbuf_detach(&stop);
 	sp->ckpt_dir = sp->s->ckpt_dir[0] == '/' ? xstrdup(sp->s->ckpt_dir)
 						  : sup_join(sp->output_dir, sp->s->ckpt_dir);
 	if ((rc = mkdir_p(sp->run_dir, err)))
@@ -368,7 +374,9 @@ static void metrics_start(struct sup *sp)
 	/* a node of a multi-node job or a server's job has no terminal of its own */
 	if (!sp->o->node && !sp->o->job_id)
 		sp->con = console_new(STDOUT_FILENO, sp->o->raw, sp->o->quiet, sp->s->metrics_accuracy);
+	char *channel = env_metrics_channel(sp->log_dir, "{rank}");
 	struct metrics_ingest_opts mo = {
+		.channel = channel, .first_rank = sp->w[0].rank,
 		.st = sp->st, .job_id = sp->job_id, .format = fmt, .tb_dir = sp->tb_dir,
 		.files = (const char *const *)files.v, .nfiles = files.nr, .nranks = sp->n,
 		.patterns = sp->s->metrics_patterns, .npatterns = sp->s->metrics_npatterns,
@@ -379,6 +387,7 @@ static void metrics_start(struct sup *sp)
 	};
 	sp->mi = metrics_ingest_new(&mo);
 	strvec_clear(&files);
+	free(channel);
 }
 
 static void metrics_end(struct sup *sp)
@@ -465,7 +474,7 @@ static int run_one_attempt(struct sup *sp, struct attempts *a, struct tc_err *er
 		.tb_dir = sp->tb_dir, .resume_from = a->resume, .master_addr = "127.0.0.1",
 		.master_port = port, .node_rank = 0, .nnodes = 1,
 		.restart_count = sp->attempt, .rank_table = a->rank_table, .extra_ports = a->ports,
-		.secret_env = &sp->secrets.env,
+		.secret_env = &sp->secrets.env, .stop_file = sp->stop_file, .metrics_channel = sp->mi != NULL,
 	};
 	int rc = sup_watch_attempt(sp, a->resume, &plan, err);
 	if (!rc)
@@ -855,6 +864,7 @@ static void sup_release(struct sup *sp)
 	free(sp->ckpt_dir);
 	free(sp->data_dir);
 	free(sp->tb_dir);
+	free(sp->stop_file);
 }
 
 int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
@@ -921,9 +931,12 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		tc_err_release(&e2);
 		goto out;
 	}
-	/* a followed file's lines from before the job are not the job's: note where they end now */
-	if (s->metrics_files.nr)
-		metrics_start(&sp);
+	/*
+	 * Before any worker: a followed file's lines from before the job are
+	 * not the job's (note where they end now), and what a worker writes to
+	 * its metrics channel from its first instant is.
+	 */
+	metrics_start(&sp);
 	if (o->run_dir && (rc = storage_credentials(&sp, err)))
 		goto out;
 	struct jobio_ctx ioc = {

@@ -322,6 +322,9 @@ int sup_start_workers(struct sup *sp, const struct env_plan *plan, const char *e
 	sp->failed = false;
 	sp->stopping = false;
 	sp->kill_at = 0;
+	/* the last attempt's stop is not this one's */
+	if (unlink(sp->stop_file) < 0 && errno != ENOENT)
+		sup_say(sp, "warning: cannot remove %s: %s", sp->stop_file, strerror(errno));
 	if ((rc = spawn_workers(sp, plan, err))) {
 		/* those that started are stopped, and recorded, with their ends */
 		struct tc_err e2 = TC_ERR_INIT;
@@ -344,11 +347,25 @@ static void signal_groups(struct sup *sp, int sig)
 			kill(-sp->w[i].pid, sig);
 }
 
+void sup_stop_pending(struct sup *sp, const char *why)
+{
+	/* the run folder is the job's account's, as we are: still, no link is followed */
+	int fd = open_regular_nofollow(sp->stop_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || write_all(fd, why, strlen(why)) < 0 || write_all(fd, "\n", 1) < 0)
+		sup_say(sp, "warning: cannot write %s: %s", sp->stop_file, strerror(errno));
+	if (fd >= 0 && close(fd) < 0)
+		sup_say(sp, "warning: cannot write %s: %s", sp->stop_file, strerror(errno));
+}
+
 void sup_begin_stop(struct sup *sp)
 {
 	if (sp->stopping)
 		return;
 	sp->stopping = true;
+	sup_stop_pending(sp, sp->user_signal  ? strsignal(sp->user_signal)
+			     : sp->fail_why.len ? sp->fail_why.buf
+			     : sp->failed       ? "a rank failed: the group stops"
+						: "the group stops");
 	signal_groups(sp, SIGTERM);
 	sp->kill_at = now_mono_ms() + (int64_t)sp->s->grace_seconds * 1000;
 }
@@ -424,6 +441,7 @@ static void read_signals(struct sup *sp)
 		if (sig == SIGUSR1 || sig == SIGUSR2) {
 			/* e.g. Slurm's --signal warning: the workers checkpoint */
 			sup_event(sp, "%s received: passing it to the workers", strsignal(sig));
+			sup_stop_pending(sp, strsignal(sig)); /* a time limit is near */
 			signal_groups(sp, sig);
 			continue;
 		}

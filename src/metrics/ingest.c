@@ -52,6 +52,7 @@ struct follow {
 	ino_t old_ino;
 	off_t old_size;
 	bool more;           /* the last read stopped at READ_MAX */
+	bool own;            /* the in-job helper's channel (note 6) */
 	struct sbuf partial;
 };
 
@@ -224,7 +225,7 @@ static void tell_step(struct metrics_ingest *mi, int rank, const struct metric_r
 }
 
 static void one_line(struct metrics_ingest *mi, int wrank, const char *line, size_t len,
-		     double now)
+		     double now, bool any_format)
 {
 	const struct metric_rec *recs;
 	size_t n;
@@ -251,7 +252,7 @@ static void one_line(struct metrics_ingest *mi, int wrank, const char *line, siz
 		mi->malformed++;
 		return;
 	}
-	if (n && mi->family && family_of(recs[0].format) >= 0 &&
+	if (n && mi->family && !any_format && family_of(recs[0].format) >= 0 &&
 	    family_of(recs[0].format) != mi->family)
 		return;
 	if (n && recs[0].rank >= mi->world && recs[0].rank >= SELF_LAUNCHED_RANKS) {
@@ -333,7 +334,8 @@ void metrics_ingest_mark_attempt(struct metrics_ingest *mi)
 		mi->r[i].fresh = true;
 }
 
-void metrics_ingest_lines(struct metrics_ingest *mi, int rank, const char *data, size_t len)
+static void ingest_lines(struct metrics_ingest *mi, int rank, const char *data, size_t len,
+			 bool any_format)
 {
 	if (!mi || rank < 0 || rank >= MAX_RANK)
 		return;
@@ -344,12 +346,17 @@ void metrics_ingest_lines(struct metrics_ingest *mi, int rank, const char *data,
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t n = nl ? (size_t)(nl - p) + 1 : (size_t)(end - p);
-		one_line(mi, rank, p, n, now);
+		one_line(mi, rank, p, n, now, any_format);
 		p += n;
 	}
 	if (store_mbatch_pending(mi->b) >= FLUSH_RECORDS &&
 	    (!mi->retry_at || now_mono_ms() >= mi->retry_at))
 		flush(mi);
+}
+
+void metrics_ingest_lines(struct metrics_ingest *mi, int rank, const char *data, size_t len)
+{
+	ingest_lines(mi, rank, data, len, false);
 }
 
 /* ---- flushing ---- */
@@ -425,7 +432,7 @@ static void follow_read(struct metrics_ingest *mi, struct follow *f, bool to_end
 		const char *nl = memrchr(f->partial.buf, '\n', f->partial.len);
 		if (nl) {
 			size_t whole = (size_t)(nl - f->partial.buf) + 1;
-			metrics_ingest_lines(mi, f->rank, f->partial.buf, whole);
+			ingest_lines(mi, f->rank, f->partial.buf, whole, f->own);
 			sbuf_remove_front(&f->partial, whole);
 		}
 		if (!budget)
@@ -433,18 +440,19 @@ static void follow_read(struct metrics_ingest *mi, struct follow *f, bool to_end
 	}
 	if (to_end && f->partial.len) {
 		sbuf_addch(&f->partial, '\n');
-		metrics_ingest_lines(mi, f->rank, f->partial.buf, f->partial.len);
+		ingest_lines(mi, f->rank, f->partial.buf, f->partial.len, f->own);
 		sbuf_reset(&f->partial);
 	}
 }
 
-static void add_follow(struct metrics_ingest *mi, const char *path, int rank)
+static void add_follow(struct metrics_ingest *mi, const char *path, int rank, bool own)
 {
 	mi->f = xrealloc(mi->f, (mi->nf + 1) * sizeof(*mi->f));
 	struct follow *f = &mi->f[mi->nf++];
 	memset(f, 0, sizeof(*f));
 	f->path = xstrdup(path);
 	f->rank = rank;
+	f->own = own;
 	f->fd = -1;
 	sbuf_init(&f->partial, 0);
 	struct stat sb;
@@ -453,6 +461,23 @@ static void add_follow(struct metrics_ingest *mi, const char *path, int rank)
 		f->old_dev = sb.st_dev;
 		f->old_ino = sb.st_ino;
 		f->old_size = sb.st_size;
+	}
+}
+
+/* path, or one follow per rank first .. first+n-1 when it holds "{rank}" */
+static void add_follows(struct metrics_ingest *mi, const char *path, int first, int n, bool own)
+{
+	const char *at = strstr(path, "{rank}");
+	if (!at) {
+		add_follow(mi, path, first, own);
+		return;
+	}
+	for (int r = first; r < first + (n > 0 ? n : 1); r++) {
+		struct sbuf p = SBUF_INIT;
+		sbuf_add(&p, path, (size_t)(at - path));
+		sbuf_addf(&p, "%d%s", r, at + 6);
+		add_follow(mi, p.buf, r, own);
+		sbuf_release(&p);
 	}
 }
 
@@ -499,20 +524,10 @@ struct metrics_ingest *metrics_ingest_new(const struct metrics_ingest_opts *o)
 	int64_t now = now_mono_ms();
 	mi->next_flush = now + mi->flush_ms;
 	mi->next_poll = now;
-	for (size_t i = 0; i < o->nfiles; i++) {
-		const char *at = strstr(o->files[i], "{rank}");
-		if (!at) {
-			add_follow(mi, o->files[i], 0);
-			continue;
-		}
-		for (int r = 0; r < (o->nranks > 0 ? o->nranks : 1); r++) {
-			struct sbuf p = SBUF_INIT;
-			sbuf_add(&p, o->files[i], (size_t)(at - o->files[i]));
-			sbuf_addf(&p, "%d%s", r, at + 6);
-			add_follow(mi, p.buf, r);
-			sbuf_release(&p);
-		}
-	}
+	for (size_t i = 0; i < o->nfiles; i++)
+		add_follows(mi, o->files[i], 0, o->nranks, false);
+	if (o->channel)
+		add_follows(mi, o->channel, o->first_rank, o->nranks, true);
 	return mi;
 }
 

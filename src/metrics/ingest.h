@@ -65,6 +65,14 @@ struct metrics_ingest_opts {
 	const char *const *files;  /* absolute paths to follow ("{rank}" allowed) */
 	size_t nfiles;
 	int nranks;                /* "{rank}" expands to 0 .. nranks-1; the world is at least this */
+	/*
+	 * The in-job helper's channel (launch.h: env_metrics_channel): a path
+	 * with "{rank}", followed like files for ranks first_rank ..
+	 * first_rank+nranks-1 (this node's), its lines kept whatever format
+	 * says (note 6); NULL: none.
+	 */
+	const char *channel;
+	int first_rank;
 	int flush_ms;              /* 0: 500 */
 	void (*warn)(void *ctx, const char *msg);
 	void *warn_ctx;

@@ -188,6 +188,33 @@ TEST(user_env_and_resume)
 	spec_free(s);
 }
 
+TEST(helper_channels)
+{
+	struct spec *s = mkspec("cpu", "pytorch", 2);
+	struct env_plan p = plan_for(s);
+	p.node_rank = 1;
+	p.nnodes = 2;
+	struct strvec env = STRVEC_INIT;
+	env_common(&p, &env);
+	env_rank(&p, 1, &env);
+	/* nothing of them unless the supervisor has them */
+	CHECK(!env_get(&env, "TRAINCTL_STOP_FILE"));
+	CHECK(!env_get(&env, "TRAINCTL_METRICS_CHANNEL"));
+	strvec_clear(&env);
+	p.stop_file = "/r/stop-node1";
+	p.metrics_channel = true;
+	env_common(&p, &env);
+	env_rank(&p, 1, &env);
+	CHECK_STR(env_get(&env, "TRAINCTL_STOP_FILE"), "/r/stop-node1");
+	/* the global rank's channel: the follower's "{rank}" is the same name */
+	CHECK_STR(env_get(&env, "TRAINCTL_METRICS_CHANNEL"), "/r/logs/metrics-rank-3.dlll");
+	char *tmpl = env_metrics_channel("/r/logs", "{rank}");
+	CHECK_STR(tmpl, "/r/logs/metrics-rank-{rank}.dlll");
+	free(tmpl);
+	strvec_clear(&env);
+	spec_free(s);
+}
+
 TEST(rank_table)
 {
 	struct sbuf conf = SBUF_INIT;
