@@ -158,6 +158,10 @@ const struct st_tensor *st_find(const struct st_file *f, const char *name);
 /* `ckpt inspect`: the tensors and metadata as text (or JSON) on out. */
 void st_describe(const struct st_file *f, bool json, struct sbuf *out);
 
+struct json_t;
+/* `ckpt inspect --json`: o indented, then a newline, on out; o is released. */
+void ckpt_json_emit(struct json_t *o, struct sbuf *out);
+
 /* ---- what torch.save writes (torchzip.c) ---- */
 
 enum ckpt_file_kind {

@@ -205,12 +205,11 @@ out:
 		close(fd);
 	free(tail);
 	free(cd);
-	if (rc) {
+	if (rc)
 		ckpt_zip_free(z);
-		return rc;
-	}
-	*out = z;
-	return 0;
+	else
+		*out = z;
+	return rc;
 }
 
 void ckpt_zip_free(struct ckpt_zip *z)
@@ -250,13 +249,7 @@ void ckpt_zip_describe(const struct ckpt_zip *z, bool json, struct sbuf *out)
 							   method_name(z->rec[i].method)));
 		json_object_set_new(o, "records", a);
 		json_object_set_new(o, "note", json_string(zip_note));
-		char *t = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-		json_decref(o);
-		if (!t)
-			xdie_oom(0);
-		sbuf_adds(out, t);
-		sbuf_addch(out, '\n');
-		free(t);
+		ckpt_json_emit(o, out);
 		return;
 	}
 	sbuf_addf(out, "%s: torch.save zip archive, %zu records, %zu tensor storages, %llu bytes of storage data\n",
@@ -285,29 +278,20 @@ enum ckpt_file_kind ckpt_file_kind(const char *path)
 
 int ckpt_inspect(const char *path, bool json, struct sbuf *out, struct tc_err *err)
 {
-	switch (ckpt_file_kind(path)) {
-	case CKPT_FILE_ZIP: {
-		struct ckpt_zip *z = NULL;
-		int rc = ckpt_zip_open(path, &z, err);
-		if (rc)
-			return rc;
-		ckpt_zip_describe(z, json, out);
-		ckpt_zip_free(z);
-		return 0;
-	}
-	case CKPT_FILE_PICKLE:
+	enum ckpt_file_kind kind = ckpt_file_kind(path);
+	if (kind == CKPT_FILE_PICKLE)
 		return tc_error(err, TC_EINPUT,
 				"%s: a pickle (torch.save with _use_new_zipfile_serialization=False); "
 				"ckpt inspect reads safetensors files and torch.save's zip archives",
 				path);
-	case CKPT_FILE_OTHER:
-		break;
-	}
+	struct ckpt_zip *z = NULL;
 	struct st_file *f = NULL;
-	int rc = st_open(path, &f, err);
-	if (rc)
-		return rc;
-	st_describe(f, json, out);
+	int rc = kind == CKPT_FILE_ZIP ? ckpt_zip_open(path, &z, err) : st_open(path, &f, err);
+	if (z)
+		ckpt_zip_describe(z, json, out);
+	if (f)
+		st_describe(f, json, out);
+	ckpt_zip_free(z);
 	st_close(f);
-	return 0;
+	return rc;
 }
