@@ -174,7 +174,7 @@ int ckpt_zip_open(const char *path, struct ckpt_zip **out, struct tc_err *err)
 	if (at >= Z64_LOC_LEN && le32(tail + at - Z64_LOC_LEN) == Z64_LOC_SIG) {
 		unsigned char z64[Z64_EOCD_LEN];
 		uint64_t z64off = le64(tail + at - Z64_LOC_LEN + 8);
-		if (z64off > z->size - Z64_EOCD_LEN) {
+		if (z->size < Z64_EOCD_LEN || z64off > z->size - Z64_EOCD_LEN) {
 			rc = bad(err, path, "zip64 end record lies past the end of the file");
 			goto out;
 		}
@@ -252,8 +252,9 @@ void ckpt_zip_describe(const struct ckpt_zip *z, bool json, struct sbuf *out)
 		ckpt_json_emit(o, out);
 		return;
 	}
-	sbuf_addf(out, "%s: torch.save zip archive, %zu records, %zu tensor storages, %llu bytes of storage data\n",
-		  z->path, z->nrec, z->storages, (unsigned long long)z->storage_bytes);
+	sbuf_addf(out, "%s: torch.save zip archive, %zu record%s, %zu tensor storage%s, %llu bytes of storage data\n",
+		  z->path, z->nrec, z->nrec == 1 ? "" : "s", z->storages, z->storages == 1 ? "" : "s",
+		  (unsigned long long)z->storage_bytes);
 	sbuf_addf(out, "note: %s\n", zip_note);
 	sbuf_addf(out, "%-48s %14s  %s\n", "RECORD", "BYTES", "METHOD");
 	for (size_t i = 0; i < z->nrec; i++)
