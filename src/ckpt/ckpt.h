@@ -194,6 +194,9 @@ struct ckpt_zip {
  * is not a whole zip.  Nothing is decompressed or unpickled.
  */
 int ckpt_zip_open(const char *path, struct ckpt_zip **out, struct tc_err *err);
+/* The same from size bytes in memory, named name in errors. */
+int ckpt_zip_parse(const void *buf, size_t size, const char *name, struct ckpt_zip **out,
+		   struct tc_err *err);
 void ckpt_zip_free(struct ckpt_zip *z);
 /* `ckpt inspect` of a torch zip: its records and what is not read (text or JSON). */
 void ckpt_zip_describe(const struct ckpt_zip *z, bool json, struct sbuf *out);

@@ -51,18 +51,31 @@ static int bad(struct tc_err *err, const char *path, const char *what)
 	return tc_error(err, TC_EINPUT, "%s: a zip archive (torch.save's format) whose %s", path, what);
 }
 
-static int read_at(int fd, void *buf, size_t len, uint64_t off, const char *path,
-		   struct tc_err *err)
+/* Where the archive's bytes come from: a file (pread) or a buffer. */
+struct src {
+	int fd;
+	const unsigned char *buf; /* when fd < 0 */
+	uint64_t size;
+	const char *path;
+};
+
+static int read_at(const struct src *s, void *buf, size_t len, uint64_t off, struct tc_err *err)
 {
+	if (off > s->size || len > s->size - off)
+		return bad(err, s->path, "end is cut short");
+	if (s->fd < 0) {
+		memcpy(buf, s->buf + off, len);
+		return 0;
+	}
 	size_t got = 0;
 	while (got < len) {
-		ssize_t n = pread(fd, (char *)buf + got, len - got, (off_t)(off + got));
+		ssize_t n = pread(s->fd, (char *)buf + got, len - got, (off_t)(off + got));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return tc_error_errno(err, TC_ESTORAGE, "cannot read '%s'", path);
+			return tc_error_errno(err, TC_ESTORAGE, "cannot read '%s'", s->path);
 		if (!n)
-			return bad(err, path, "end is cut short");
+			return bad(err, s->path, "end is cut short");
 		got += (size_t)n;
 	}
 	return 0;
@@ -132,32 +145,20 @@ static int parse_cd(struct ckpt_zip *z, const unsigned char *cd, uint64_t size, 
 	return 0;
 }
 
-int ckpt_zip_open(const char *path, struct ckpt_zip **out, struct tc_err *err)
+static int zip_read(struct ckpt_zip *z, const struct src *src, struct tc_err *err)
 {
-	struct ckpt_zip *z = xcalloc(1, sizeof(*z));
 	unsigned char *tail = NULL, *cd = NULL;
 	int rc = 0;
-	z->path = xstrdup(path);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		rc = tc_error_errno(err, errno == ENOENT ? TC_ENOTFOUND : TC_EINPUT, "cannot open '%s'", path);
-		goto out;
-	}
-	struct stat sb;
-	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-		rc = tc_error(err, TC_EINPUT, "%s: not a regular file", path);
-		goto out;
-	}
-	z->size = (uint64_t)sb.st_size;
+	const char *path = z->path;
+	z->size = src->size;
 	if (z->size < EOCD_LEN) {
 		rc = bad(err, path, "end of central directory is missing (a truncated file?)");
 		goto out;
 	}
 	/* the end record sits in the last 22 + up to 65535 (its comment) bytes */
 	size_t tl = z->size < EOCD_LEN + MAX_COMMENT ? (size_t)z->size : EOCD_LEN + MAX_COMMENT;
-	uint64_t toff = z->size - tl;
 	tail = xmalloc(tl);
-	if ((rc = read_at(fd, tail, tl, toff, path, err)))
+	if ((rc = read_at(src, tail, tl, z->size - tl, err)))
 		goto out;
 	size_t at = tl - EOCD_LEN + 1;
 	bool found = false;
@@ -178,7 +179,7 @@ int ckpt_zip_open(const char *path, struct ckpt_zip **out, struct tc_err *err)
 			rc = bad(err, path, "zip64 end record lies past the end of the file");
 			goto out;
 		}
-		if ((rc = read_at(fd, z64, sizeof(z64), z64off, path, err)))
+		if ((rc = read_at(src, z64, sizeof(z64), z64off, err)))
 			goto out;
 		if (le32(z64) != Z64_EOCD_SIG) {
 			rc = bad(err, path, "zip64 end record is not one");
@@ -197,19 +198,59 @@ int ckpt_zip_open(const char *path, struct ckpt_zip **out, struct tc_err *err)
 		goto out;
 	}
 	cd = xmalloc(cdsize ? (size_t)cdsize : 1);
-	if ((rc = read_at(fd, cd, (size_t)cdsize, cdoff, path, err)))
+	if ((rc = read_at(src, cd, (size_t)cdsize, cdoff, err)))
 		goto out;
 	rc = parse_cd(z, cd, cdsize, n, err);
 out:
-	if (fd >= 0)
-		close(fd);
 	free(tail);
 	free(cd);
+	return rc;
+}
+
+/* z filled from src, or freed with the error returned. */
+static int zip_finish(struct ckpt_zip *z, const struct src *src, struct ckpt_zip **out,
+		      struct tc_err *err)
+{
+	int rc = zip_read(z, src, err);
 	if (rc)
 		ckpt_zip_free(z);
 	else
 		*out = z;
 	return rc;
+}
+
+int ckpt_zip_open(const char *path, struct ckpt_zip **out, struct tc_err *err)
+{
+	struct ckpt_zip *z = xcalloc(1, sizeof(*z));
+	z->path = xstrdup(path);
+	struct src src = { .fd = open(path, O_RDONLY | O_CLOEXEC), .path = z->path };
+	struct stat sb;
+	int rc;
+	if (src.fd < 0)
+		rc = tc_error_errno(err, errno == ENOENT ? TC_ENOTFOUND : TC_EINPUT, "cannot open '%s'", path);
+	else if (fstat(src.fd, &sb) < 0 || !S_ISREG(sb.st_mode))
+		rc = tc_error(err, TC_EINPUT, "%s: not a regular file", path);
+	else
+		rc = 0;
+	if (rc) {
+		if (src.fd >= 0)
+			close(src.fd);
+		ckpt_zip_free(z);
+		return rc;
+	}
+	src.size = (uint64_t)sb.st_size;
+	rc = zip_finish(z, &src, out, err);
+	close(src.fd);
+	return rc;
+}
+
+int ckpt_zip_parse(const void *buf, size_t size, const char *name, struct ckpt_zip **out,
+		   struct tc_err *err)
+{
+	struct ckpt_zip *z = xcalloc(1, sizeof(*z));
+	z->path = xstrdup(name);
+	struct src src = { .fd = -1, .buf = buf, .size = size, .path = z->path };
+	return zip_finish(z, &src, out, err);
 }
 
 void ckpt_zip_free(struct ckpt_zip *z)
