@@ -62,20 +62,14 @@ devices: {{type: npu, ids: [4, 5, 6, 7], hccn_conf: hccn.conf}}
     return s
 
 
-def _show(run_tc, job):
-    p = run_tc("show", "--json", job)
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
-
-
 def test_mindspore_rank_table_mode_physical_ids(run_tc, tmp_path):
     p = run_tc("run", _spec(tmp_path, "ms-4567", "mindspore"), env={"TRAINCTL_FAKE_DEVICES": "npu:8"})
     assert p.returncode == 0, p.stdout + p.stderr
     for r in range(4):
         assert (f"rank {r} npu {4 + r} visible None DEVICE_ID {4 + r} DEVICE_NUM 4 SERVER_ID 0 "
                 f"HCCL hccl.json") in p.stdout, p.stdout
-    job = _show(run_tc, "ms-4567")
-    env = open(os.path.join(job["run_dir"], "job.env")).read()
+    run_dir = json.loads(run_tc("show", "--json", "ms-4567").stdout)["run_dir"]
+    env = open(os.path.join(run_dir, "job.env")).read()
     assert "ASCEND_RT_VISIBLE_DEVICES" not in env, env
 
 
@@ -111,7 +105,8 @@ def _default_route_ipv4():
 def test_server_id_is_the_default_route_address(run_tc, tmp_path):
     p = run_tc("run", _spec(tmp_path, "ms-sid", "mindspore"), env={"TRAINCTL_FAKE_DEVICES": "npu:8"})
     assert p.returncode == 0, p.stdout + p.stderr
-    table = json.load(open(os.path.join(_show(run_tc, "ms-sid")["run_dir"], "hccl.json")))
+    run_dir = json.loads(run_tc("show", "--json", "ms-sid").stdout)["run_dir"]
+    table = json.load(open(os.path.join(run_dir, "hccl.json")))
     sid = table["server_list"][0]["server_id"]
     want = _default_route_ipv4()
     if want:

@@ -8,6 +8,7 @@ import subprocess
 import threading
 
 from conftest import trainctl_path
+from server_fixture import free_port
 
 
 def _env(endpoint, tmp_path):
@@ -23,16 +24,8 @@ def _tc(env, *args):
                           text=True, timeout=120)
 
 
-def _closed_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # nobody listens there now
-    return port
-
-
 def test_connection_refused_names_request(tmp_path):
-    ep = f"http://127.0.0.1:{_closed_port()}"
+    ep = f"http://127.0.0.1:{free_port()}"  # bound, then closed: nobody listens there
     env = _env(ep, tmp_path)
     p = _tc(env, "sync", "s3://bkt/data/", tmp_path / "out")
     assert p.returncode == 3, p.stdout + p.stderr
