@@ -257,8 +257,14 @@ int ranktable_parse_ips(const char *conf, size_t len, const char *name, const in
 /* hccl.json v1.0 text for one server (ranks first_rank .. first_rank+n-1). */
 char *ranktable_json(const char *server_id, const int *ids, char *const *ips, int n,
 		     int first_rank);
-/* This host's address for server_id / MASTER_ADDR defaults; heap string. */
+/*
+ * This host's address for server_id / MASTER_ADDR defaults: the default
+ * route's interface's IPv4 address, else the first non-loopback one, else
+ * 127.0.0.1; heap string.
+ */
 char *host_ipv4(void);
+/* The interface of the default route (lowest metric) in /proc/net/route text; heap, or NULL. */
+char *route_default_iface(const char *route, size_t len);
 /*
  * A port for MASTER_PORT (-1 if none): taken below Linux's ephemeral range
  * (32768 and up), where outgoing connections never land, so that between

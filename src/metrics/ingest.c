@@ -224,17 +224,11 @@ static void tell_step(struct metrics_ingest *mi, int rank, const struct metric_r
 		 isfinite(r->wall_time) ? r->wall_time : now);
 }
 
-static void one_line(struct metrics_ingest *mi, int wrank, const char *line, size_t len,
-		     double now, bool any_format)
+static void one_record(struct metrics_ingest *mi, int wrank, const char *line, size_t len,
+		       double now, bool any_format)
 {
 	const struct metric_rec *recs;
 	size_t n;
-	mi->seen++;
-	if ((size_t)wrank >= mi->nr || !mi->r[wrank].printed) {
-		/* once per rank: its counters row says it printed (note 5) */
-		struct rank_st *ws = rank_get(mi, wrank);
-		ws->printed = ws->dirty = true;
-	}
 	enum metrics_result res = metrics_parse_line(mi->p, line, len, &recs, &n);
 	if (res == METRICS_NONE && mi->pat) {
 		/* only lines no built-in format took (note 5) */
@@ -327,6 +321,28 @@ static void one_line(struct metrics_ingest *mi, int wrank, const char *line, siz
 }
 
 static void flush(struct metrics_ingest *mi);
+
+/*
+ * Workers sharing one stdout run records together ("... imgs/sTCAPPDLL ...
+ * rank : 3 ..."): each record of the line is read alone, so that one
+ * record's "rank" never claims another's.
+ */
+static void one_line(struct metrics_ingest *mi, int wrank, const char *line, size_t len,
+		     double now, bool any_format)
+{
+	mi->seen++;
+	if ((size_t)wrank >= mi->nr || !mi->r[wrank].printed) {
+		/* once per rank: its counters row says it printed (note 5) */
+		struct rank_st *ws = rank_get(mi, wrank);
+		ws->printed = ws->dirty = true;
+	}
+	while (len) {
+		size_t first = metrics_first_record_len(line, len);
+		one_record(mi, wrank, line, first, now, any_format);
+		line += first;
+		len -= first;
+	}
+}
 
 void metrics_ingest_mark_attempt(struct metrics_ingest *mi)
 {
