@@ -14,7 +14,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PYTHON ?= /usr/bin/python3
 
 .PHONY: all build asan deps demo check unit unit-asan e2e soak install clean bench \
-	fuzz-build fuzz fuzz-check check-paths
+	fuzz-build fuzz fuzz-check check-paths man deb
 
 all: build
 
@@ -93,9 +93,20 @@ check-web:
 bench: build
 	$(PYTHON) bench/launch.py
 
-install: build
-	install -d $(DESTDIR)$(PREFIX)/bin
+# man pages from the built binary's --help and docs/spec.md (scripts/man.py)
+man: build
+	$(PYTHON) scripts/man.py $(BUILD)/trainctl $(BUILD)/man docs/spec.md
+
+# trainctl_VERSION_ARCH.deb in $(BUILD) (packaging/deb/build.sh, docs/install.md)
+deb: build
+	packaging/deb/build.sh $(BUILD) $(BUILD)
+
+install: build man
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/man/man5
 	install -m 0755 $(BUILD)/trainctl $(DESTDIR)$(PREFIX)/bin/trainctl
+	install -m 0644 $(BUILD)/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 $(BUILD)/man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

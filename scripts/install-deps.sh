@@ -12,11 +12,12 @@ python3-torch python3-sklearn python3-pytest python3-numpy \
 libcurl4-openssl-dev libssl-dev rclone curl jq \
 libmicrohttpd-dev chromium chromium-driver \
 slurm-wlm munge libslurm-dev iproute2 zsh \
-podman runc uidmap mmdebstrap catatonit \
+podman runc uidmap mmdebstrap catatonit lintian \
 clang libclang-rt-dev \
 openssh-server openssh-client \
 jupyter-notebook python3-ipykernel python3-websocket \
 ceph-mon ceph-osd radosgw ceph-common python3-boto3"
+# lintian checks the Debian package (make deb, tests/e2e/test_deb_package.py)
 # catatonit is podman's --init (the container tests' workers run under it);
 # --no-install-recommends leaves it out with podman
 # ceph-mon, ceph-osd and radosgw: a real S3 server for the storage tests
