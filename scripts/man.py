@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-OPTION = re.compile(r"^ {1,4}(-[A-Za-z0-9], )?(--?[A-Za-z0-9][^ ]*( [^ ]+)*?)( {2,}(.*))?$")
+OPTION = re.compile(r"^ {1,8}(-[A-Za-z0-9], )?(--?[A-Za-z0-9][^ ]*( [^ ]+)*?)( {2,}(.*))?$")
 
 
 def esc(text):

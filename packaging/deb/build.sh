@@ -10,7 +10,8 @@
 # Depends: dpkg-shlibdeps on the binary (its linked libraries), plus the
 # packages of the libraries it dlopen()s (src/core/lazylib.c: libcurl,
 # libmicrohttpd, libcrypto; found with ldconfig and dpkg -S, as
-# dpkg-shlibdeps cannot see a dlopen), plus python3 with the Python package.
+# dpkg-shlibdeps cannot see a dlopen), adduser (postinst: addgroup), plus
+# python3 with the Python package.
 set -eu
 umask 022
 here=$(cd "$(dirname "$0")" && pwd)
@@ -97,7 +98,7 @@ done
 
 size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
 sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@SIZE@/$size/" \
-	-e "s/@DEPENDS@/$shlibs$dl$pydeps/" "$here/control.in" > "$root/DEBIAN/control"
+	-e "s/@DEPENDS@/$shlibs$dl, adduser$pydeps/" "$here/control.in" > "$root/DEBIAN/control"
 
 # md5sums of every file but the conffiles (dpkg keeps theirs itself)
 (cd "$root" && find . -path ./DEBIAN -prune -o -type f -print | sed 's|^\./||' | sort |
