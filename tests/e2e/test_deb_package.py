@@ -65,7 +65,8 @@ def depends(deb):
 
 def fresh_root(deb, into):
     """A minimal Debian root holding the package's Depends, from the cache."""
-    pkgs = sorted(set(depends(deb)) | {"adduser", "init-system-helpers"})
+    # systemd: the units the service's own refers to (sysinit.target, ...), for verify
+    pkgs = sorted(set(depends(deb)) | {"adduser", "init-system-helpers", "systemd"})
     key = hashlib.sha256(f"mmdebstrap --variant=essential {SUITE} {' '.join(pkgs)}".encode()).hexdigest()[:16]
     CACHE.mkdir(parents=True, exist_ok=True)
     tar = CACHE / f"{key}.tar"
@@ -145,10 +146,14 @@ def test_install_run_verify_remove_purge(deb, tmp_path):
     assert sh("chroot", root, "dpkg-query", "-W", "-f", "${Conffiles}", "trainctl").strip() \
         .startswith("/etc/trainctl/server.yaml ")
     # the unit, against the installed root (its ExecStart= binary is there)
-    r = subprocess.run(["systemd-analyze", "verify", f"--root={root}",
+    # (--man=no: man would look on this host; the pages' presence is checked below)
+    r = subprocess.run(["systemd-analyze", "verify", f"--root={root}", "--man=no",
                         "/lib/systemd/system/trainctl-server.service"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "trainctl-server.service" not in r.stderr, r.stderr
+    unit = (root / "lib/systemd/system/trainctl-server.service").read_text()
+    for page in re.findall(r"man:([a-z-]+)\((\d)\)", unit):
+        assert (root / f"usr/share/man/man{page[1]}/{page[0]}.{page[1]}.gz").exists(), page
     # remove keeps the conffile and the group; purge takes them
     sh("chroot", root, "dpkg", "-r", "trainctl")
     assert (root / "etc/trainctl/server.yaml").exists()
