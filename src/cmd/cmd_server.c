@@ -118,12 +118,12 @@ static int server_words(int argc, char **argv, const struct option *opts, struct
 	if (file) {
 		struct srvconf_key *keys = conf_keys(opts);
 		int rc = srvconf_load(file, keys, conf, err);
-		free(keys); /* the words point at opts' names, not at keys */
+		free(keys); /* the words keep opts' names, not keys */
 		if (rc)
 			return rc;
 		*from = xcalloc(conf->n + 1, sizeof(**from));
 		for (size_t i = 0; i < conf->n; i++) {
-			int val = conf->w[i].key->val;
+			int val = conf->w[i].val;
 			if (val > 0 && val < 256 && given[val])
 				continue;
 			strvec_push(av, conf->w[i].arg);

@@ -63,7 +63,7 @@ static void add(struct load *l, const struct srvconf_key *k, const yaml_node_t *
 	sbuf_addf(&sb, "--%s", k->name);
 	if (value)
 		sbuf_addf(&sb, "=%s", value);
-	c->w[c->n++] = (struct srvconf_word){ sbuf_detach(&sb), k, line_of(n) };
+	c->w[c->n++] = (struct srvconf_word){ sbuf_detach(&sb), k->name, k->val, line_of(n) };
 }
 
 /* One scalar value of key k (not a list, a mapping or nothing). */
@@ -249,7 +249,7 @@ void srvconf_blame(const struct srvconf *c, size_t i, struct tc_err *err)
 	if (!strncmp(msg, "server: ", 8))
 		msg += 8; /* the parser's name for itself: the file and key say more */
 	struct sbuf sb = SBUF_INIT;
-	sbuf_addf(&sb, "%s:%d: %s: %s", c->file, c->w[i].line, c->w[i].key->name, msg);
+	sbuf_addf(&sb, "%s:%d: %s: %s", c->file, c->w[i].line, c->w[i].name, msg);
 	tc_error(err, TC_ESPEC, "%s", sb.buf);
 	sbuf_release(&sb);
 }

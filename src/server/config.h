@@ -31,8 +31,9 @@ struct srvconf_key {
 };
 
 struct srvconf_word {
-	char *arg;                    /* "--name" or "--name=VALUE" */
-	const struct srvconf_key *key; /* into the caller's table */
+	char *arg;        /* "--name" or "--name=VALUE" */
+	const char *name; /* the key's name, as the caller's table holds it */
+	int val;          /* the key's val */
 	int line;
 };
 
