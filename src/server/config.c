@@ -79,6 +79,20 @@ static int one_value(struct load *l, const struct srvconf_key *k, const yaml_nod
 	return 0;
 }
 
+/* A word for each value of list v. */
+static int each_value(struct load *l, const struct srvconf_key *k, yaml_node_t *v)
+{
+	for (yaml_node_item_t *i = v->data.sequence.items.start; i < v->data.sequence.items.top; i++) {
+		yaml_node_t *e = yaml_document_get_node(l->doc, *i);
+		const char *s = NULL;
+		int rc = one_value(l, k, e, &s);
+		if (rc)
+			return rc;
+		add(l, k, e, s);
+	}
+	return 0;
+}
+
 static int take(struct load *l, const struct srvconf_key *k, yaml_node_t *v)
 {
 	const char *s = NULL;
@@ -116,24 +130,10 @@ static int take(struct load *l, const struct srvconf_key *k, yaml_node_t *v)
 		}
 		if (v->type != YAML_SEQUENCE_NODE)
 			return fail(l, v, k->name, "must be a value or a list of them, not a mapping");
-		for (yaml_node_item_t *i = v->data.sequence.items.start; i < v->data.sequence.items.top; i++) {
-			yaml_node_t *e = yaml_document_get_node(l->doc, *i);
-			if ((rc = one_value(l, k, e, &s)))
-				return rc;
-			add(l, k, e, s);
-		}
-		return 0;
+		return each_value(l, k, v);
 	case SRVCONF_PAIRS:
-		if (v->type == YAML_SEQUENCE_NODE) {
-			for (yaml_node_item_t *i = v->data.sequence.items.start;
-			     i < v->data.sequence.items.top; i++) {
-				yaml_node_t *e = yaml_document_get_node(l->doc, *i);
-				if ((rc = one_value(l, k, e, &s)))
-					return rc;
-				add(l, k, e, s);
-			}
-			return 0;
-		}
+		if (v->type == YAML_SEQUENCE_NODE)
+			return each_value(l, k, v);
 		if (v->type != YAML_MAPPING_NODE)
 			return fail(l, v, k->name, "must be a mapping (NAME: N) or a list of NAME=N");
 		for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
@@ -202,21 +202,9 @@ int srvconf_load(const char *path, const struct srvconf_key *keys, struct srvcon
 		sbuf_release(&text);
 		return tc_error(err, TC_ESPEC, "%s", err->msg);
 	}
-	yaml_parser_t parser;
 	yaml_document_t doc;
-	if (!yaml_parser_initialize(&parser))
-		xdie_oom(sizeof(parser));
-	yaml_parser_set_input_string(&parser, (const unsigned char *)text.buf, text.len);
-	int rc = 0;
-	if (!yaml_parser_load(&parser, &doc)) {
-		if (tc_yaml_tab_problem(&parser, text.buf, text.len))
-			rc = tc_error(err, TC_ESPEC, "%s:%zu: " TC_YAML_TAB_HINT, path,
-				      parser.problem_mark.line + 1);
-		else
-			rc = tc_error(err, TC_ESPEC, "%s:%zu: syntax error: %s", path,
-				      parser.problem_mark.line + 1,
-				      parser.problem ? parser.problem : "cannot parse");
-		yaml_parser_delete(&parser);
+	int rc = tc_yaml_parse(path, text.buf, text.len, &doc, err);
+	if (rc) {
 		sbuf_release(&text);
 		return rc;
 	}
@@ -227,7 +215,6 @@ int srvconf_load(const char *path, const struct srvconf_key *keys, struct srvcon
 	if (root && !plain_null(root)) /* a file of comments only sets nothing */
 		rc = walk(&l, root, keys);
 	yaml_document_delete(&doc);
-	yaml_parser_delete(&parser);
 	sbuf_release(&text);
 	free(abs);
 	free(base);

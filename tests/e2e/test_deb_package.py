@@ -84,11 +84,12 @@ def fresh_root(deb, into):
 
 
 def tree(root):
-    """Every path under root but /proc, /dev, /sys, /tmp: for the purge check."""
+    """Every path under root but /proc, /dev, /sys, /tmp and /run (a tmpfs on a
+    real system: adduser leaves its lock there): for the purge check."""
     out = set()
     for d, dirs, files in os.walk(root):
         rel = os.path.relpath(d, root)
-        if rel.split(os.sep)[0] in ("proc", "dev", "sys", "tmp"):
+        if rel.split(os.sep)[0] in ("proc", "dev", "sys", "tmp", "run"):
             dirs[:] = []
             continue
         for n in files + dirs:

@@ -9,27 +9,13 @@ a time of its own; elsewhere "TIME trainctl server: text".
 import os
 import re
 import signal
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO, poll
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def listening(port):
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
+from server_fixture import free_port, port_open as listening
 
 
 def check(trainctl, path, *args):
