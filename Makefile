@@ -14,7 +14,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PYTHON ?= /usr/bin/python3
 
 .PHONY: all build asan deps demo check unit unit-asan e2e soak install clean bench \
-	fuzz-build fuzz fuzz-check check-paths man deb
+	fuzz-build fuzz fuzz-check check-paths
 
 all: build
 
@@ -93,20 +93,25 @@ check-web:
 bench: build
 	$(PYTHON) bench/launch.py
 
-# man pages from the built binary's --help and docs/spec.md (scripts/man.py)
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BUILD)/trainctl $(DESTDIR)$(PREFIX)/bin/trainctl
+
+# man pages from the built binary's --help and docs/spec.md (scripts/man.py);
+# make install installs them too
+.PHONY: man deb install-man
 man: build
 	$(PYTHON) scripts/man.py $(BUILD)/trainctl $(BUILD)/man docs/spec.md
+
+install: install-man
+install-man: man
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
+	install -m 0644 $(BUILD)/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 $(BUILD)/man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 
 # trainctl_VERSION_ARCH.deb in $(BUILD) (packaging/deb/build.sh, docs/install.md)
 deb: build
 	packaging/deb/build.sh $(BUILD) $(BUILD)
-
-install: build man
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
-		$(DESTDIR)$(PREFIX)/share/man/man5
-	install -m 0755 $(BUILD)/trainctl $(DESTDIR)$(PREFIX)/bin/trainctl
-	install -m 0644 $(BUILD)/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
-	install -m 0644 $(BUILD)/man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

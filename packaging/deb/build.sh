@@ -53,7 +53,8 @@ install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/ve
 # the Python package (python/trainctl), when the tree has one
 pydeps=""
 if [ -d "$src/python/trainctl" ]; then
-	(cd "$src/python" && find trainctl -name '*.py' -type f) | sort | while read -r f; do
+	(cd "$src/python" && find trainctl -type f ! -path '*/__pycache__/*' ! -name '*.pyc') |
+		sort | while read -r f; do
 		install -D -m 0644 "$src/python/$f" "$root/usr/lib/python3/dist-packages/$f"
 	done
 	pydeps=", python3"
