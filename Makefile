@@ -90,13 +90,6 @@ fuzz-check: fuzz-build
 check-web:
 	$(PYTHON) scripts/check-web-html.py
 
-bench: build
-	$(PYTHON) bench/launch.py
-
-install: build
-	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 $(BUILD)/trainctl $(DESTDIR)$(PREFIX)/bin/trainctl
-
 # man pages from the built binary's --help and docs/spec.md (scripts/man.py);
 # make install installs them too
 .PHONY: man deb install-man
@@ -112,6 +105,13 @@ install-man: man
 # trainctl_VERSION_ARCH.deb in $(BUILD) (packaging/deb/build.sh, docs/install.md)
 deb: build
 	packaging/deb/build.sh $(BUILD) $(BUILD)
+
+bench: build
+	$(PYTHON) bench/launch.py
+
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BUILD)/trainctl $(DESTDIR)$(PREFIX)/bin/trainctl
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
