@@ -94,6 +94,22 @@ fuzz-check: fuzz-build
 check-web:
 	$(PYTHON) scripts/check-web-html.py
 
+# man pages from the built binary's --help and docs/spec.md (scripts/man.py);
+# make install installs them too
+.PHONY: man deb install-man
+man: build
+	$(PYTHON) scripts/man.py $(BUILD)/trainctl $(BUILD)/man docs/spec.md
+
+install: install-man
+install-man: man
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
+	install -m 0644 $(BUILD)/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 $(BUILD)/man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
+
+# trainctl_VERSION_ARCH.deb in $(BUILD) (packaging/deb/build.sh, docs/install.md)
+deb: build
+	packaging/deb/build.sh $(BUILD) $(BUILD)
+
 bench: build
 	$(PYTHON) bench/launch.py
 

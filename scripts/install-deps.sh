@@ -7,12 +7,13 @@ set -eu
 if [ "${1:-}" = soak ]; then
 	PKGS="stress-ng"
 else
+# lintian checks the Debian package (make deb, tests/e2e/test_deb_package.py)
 PKGS="build-essential cmake pkg-config libyaml-dev libjansson-dev libsqlite3-dev \
 python3-torch python3-sklearn python3-pytest python3-numpy \
 libcurl4-openssl-dev libssl-dev rclone curl jq \
 libmicrohttpd-dev chromium chromium-driver \
 slurm-wlm munge libslurm-dev iproute2 zsh \
-podman runc uidmap mmdebstrap catatonit \
+podman runc uidmap mmdebstrap catatonit lintian \
 clang libclang-rt-dev \
 openssh-server openssh-client \
 jupyter-notebook python3-ipykernel python3-websocket \

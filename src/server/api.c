@@ -15,6 +15,7 @@
 #include "core/xalloc.h"
 #include "hub/hub.h"
 #include "server/relay.h"
+#include "server/srvlog.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -107,7 +108,7 @@ int reply_tc(struct MHD_Connection *con, const struct tc_err *err)
 	if (st < 500)
 		return reply_err(con, st, "%s", msg);
 	/* the server's own failure: the details (paths of its state) go to its log */
-	fprintf(stderr, "trainctl server: %s\n", msg);
+	srvlog(SRVLOG_ERR, "%s", msg);
 	return reply_err(con, st, "the server failed (%s): its log says more",
 			 tc_code_name(err->code));
 }
@@ -1037,16 +1038,8 @@ static void on_connection(void *cls, struct MHD_Connection *con, void **socket_c
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	const struct srv *s = cls;
-	if (!s->mhd)
-		return;
-	struct sbuf sb = SBUF_INIT;
-	sbuf_adds(&sb, "trainctl server: ");
-	sbuf_vaddf(&sb, fmt, ap);
-	if (!sb.len || sb.buf[sb.len - 1] != '\n')
-		sbuf_addch(&sb, '\n');
-	if (write_all(STDERR_FILENO, sb.buf, sb.len) < 0)
-		errno = 0;
-	sbuf_release(&sb);
+	if (s->mhd)
+		srvlog_v(SRVLOG_WARNING, fmt, ap);
 }
 
 /*
