@@ -147,7 +147,13 @@ TEST(unknown_key_did_you_mean)
 	free(m);
 	/* a file's own error still names the file */
 	m = set_err("command: x\nfoo: 1\n", (const char *[]){ "args.lr=1", NULL });
-	CHECK_STR(m, "job.yaml:2: unknown key 'foo'");
+	CHECK_STR(m, "job.yaml:2: unknown key 'foo' (did you mean 'args.foo'? the command's"
+		     " arguments go under args)");
+	free(m);
+	/* --set lr=0.1: the script's arguments live under args */
+	m = set_err(base_spec, (const char *[]){ "lr=0.1", NULL });
+	CHECK_STR(m, "--set lr=0.1: unknown key 'lr' (did you mean 'args.lr'? the command's"
+		     " arguments go under args)");
 	free(m);
 }
 
