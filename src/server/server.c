@@ -198,6 +198,7 @@ void srv_add_queued(struct srv *s, const char *id, const char *user, const char 
 	j->priority = priority;
 	j->preemptible = preemptible;
 	j->created = created;
+	j->queued_at = created;
 	j->max_restarts = max_restarts;
 	j->st = SJ_QUEUED;
 }
@@ -228,6 +229,7 @@ static struct sjob *load_job(struct srv *s, const struct job_row *r)
 	j->pid = r->sup_pid;
 	j->ticks = r->sup_ticks;
 	j->ran = r->restarts > 0 || r->state != JOB_QUEUED;
+	j->started_at = job_state_active(r->state) ? r->started : 0;
 	bool asked = r->stop_reason != JOB_STOP_NONE;
 	int *ids = ids_parse(r->devices, &nids);
 	if (r->state == JOB_PAUSED) {
@@ -757,6 +759,7 @@ static void apply_events(struct srv *s)
 		for (size_t i = 0; i < n; i++) {
 			s->last_event = ev[i].id;
 			struct sjob *j = srv_find(s, ev[i].job_id);
+			srv_prom_event(s, &ev[i], j);
 			if (!j)
 				continue;
 			enum job_state st = ev[i].state;
