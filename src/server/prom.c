@@ -374,18 +374,21 @@ static void job_series(struct srv *s, struct sbuf *b, const struct snap *n, long
 		if (metrics_job_summary(s->list_st, &r, &m, &err) == 0) {
 			x->tput = m.throughput;
 			const struct metrics_metric_sum *l = loss_of(&m);
-			long step;
 			if (l) {
 				x->loss = l->last;
 				x->loss_name = xstrdup(l->name);
 			}
-			for (size_t k = 0; k < m.nmetrics; k++)
-				if (m.metrics[k].last_step &&
-				    parse_long(m.metrics[k].last_step, 0, 1L << 62, &step) &&
-				    !(step <= x->step))
-					x->step = (double)step;
 			metrics_job_summary_release(&m);
 		}
+		tc_err_release(&err);
+		/* the step: seq, the count of step lines that charts and TensorBoard use (docs/metrics.md) */
+		struct store_msteps *st = NULL;
+		size_t nst = 0;
+		if (store_metric_steps(s->list_st, r.id, &st, &nst, &err) == 0)
+			for (size_t k = 0; k < nst; k++)
+				if (!(st[k].last_seq <= x->step))
+					x->step = (double)st[k].last_seq;
+		free(st);
 		tc_err_release(&err); /* no metrics yet: its series are left out */
 		job_row_release(&r);
 	}

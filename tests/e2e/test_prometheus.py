@@ -221,7 +221,8 @@ def test_metrics_pass_promtool_and_name_devices_and_jobs(stack):
         labels = f'{{type="gpu",index="{i}",uuid="{u}",node="'
         assert f"trainctl_device_memory_total_bytes{labels}" in text
         assert f"trainctl_device_power_watts{labels}" in text
-        assert re.search(rf'trainctl_device_healthy{re.escape(labels)}[^"]*"\} {0 if i == 3 else 1}\n', text), text
+        healthy = re.search(re.escape("trainctl_device_healthy" + labels) + r'[^"]*"\} (\d)\n', text)
+        assert healthy and healthy.group(1) == ("0" if i == 3 else "1"), text
     # the join series: one per held GPU, running jobs only
     held = re.findall(r'^trainctl_device_allocation_info\{uuid="([^"]+)".*job="([^"]+)".*\} 1$', text, re.M)
     assert sorted(j for _, j in held) == sorted(jobs.values()), held
