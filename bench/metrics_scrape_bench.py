@@ -104,10 +104,11 @@ def main():
     state.mkdir()
     worker = tmp / "worker.py"
     worker.write_text(WORKER)
-    last = None
+    last = None  # the server running now
     try:
         t0 = time.perf_counter()
-        first = last = fill(tools["trainctl"], state, a.jobs, a.devices, worker)
+        first = fill(tools["trainctl"], state, a.jobs, a.devices, worker)
+        last = first[0]
         print(f"# filled with {a.jobs} jobs ({a.devices} running) in {time.perf_counter() - t0:.1f} s",
               flush=True)
         loads = [loadavg()]

@@ -53,7 +53,7 @@ static const char server_usage[] =
 	"      --cpu-slots N       cpu jobs' workers that may run at once (default: cores)\n"
 	"      --quota USER=N      at most N devices held by USER's jobs (USER * = everyone else)\n"
 	"      --sample-seconds S  resource telemetry period (default 5)\n"
-	"      --metrics-job-series N  per-job series of /metrics at most (default 300;\n"
+	"      --metrics-job-series N  per-job series of /metrics at most (default 500;\n"
 	"                          up to 5 per running job, docs/monitoring.md)\n"
 	"      --notify-file FILE  webhooks of jobs whose spec has no notify: (a YAML file\n"
 	"                          holding notify: [...], docs/diagnostics.md)\n"

@@ -35,7 +35,7 @@ static const double wait_le[] = { 1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 
 static const double run_le[] = { 60, 300, 600, 1800, 3600, 7200, 14400, 28800, 86400, 259200, 604800 };
 #define NLE(a) (sizeof(a) / sizeof((a)[0]))
 
-#define JOB_SERIES_DEFAULT 300
+#define JOB_SERIES_DEFAULT 500
 #define JOB_SERIES_EACH 5 /* the most series one running job has */
 
 static void hist_add(struct srv_hist *h, const double *le, size_t n, double v)
@@ -59,6 +59,12 @@ void srv_prom_event(struct srv *s, const struct store_event *ev, struct sjob *j)
 	}
 	if (ev->state == JOB_RESTARTING)
 		p->restarts++;
+	/* a lost job the server queues again has not ended: that is a restart (server.c) */
+	if (ev->state == JOB_LOST && j && !srv_external(j) &&
+	    (j->st == SJ_RUNNING || j->st == SJ_STOPPING) && srv_lost_requeues(j)) {
+		p->restarts++;
+		return;
+	}
 	if (job_state_terminal(ev->state)) {
 		p->ends[ev->state]++;
 		if (j && j->started_at > 0)

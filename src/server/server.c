@@ -701,6 +701,11 @@ int srv_resume_job(struct srv *s, struct sjob *j, struct tc_err *err)
 
 /* ---- what the supervisors did ---- */
 
+bool srv_lost_requeues(const struct sjob *j)
+{
+	return j->stop_reason == JOB_STOP_NONE && j->restarts < j->max_restarts;
+}
+
 /* The supervisor of j is gone: requeue, hold or end it by what was asked. */
 static void requeue_or_end(struct srv *s, struct sjob *j, enum job_state state)
 {
@@ -722,8 +727,7 @@ static void requeue_or_end(struct srv *s, struct sjob *j, enum job_state state)
 		j->ran = true;
 		j->state = JOB_PAUSED;
 		s->dirty = true;
-	} else if (state == JOB_LOST && j->stop_reason == JOB_STOP_NONE &&
-		   j->restarts < j->max_restarts) {
+	} else if (state == JOB_LOST && srv_lost_requeues(j)) {
 		struct sbuf why = SBUF_INIT;
 		sbuf_addf(&why, "requeued after its supervisor was lost (restart %d of %d)",
 			  j->restarts + 1, j->max_restarts);

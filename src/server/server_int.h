@@ -194,6 +194,8 @@ int srv_stop_job(struct srv *s, struct sjob *j, enum job_stop why, struct tc_err
 void srv_say(void *arg, const char *line);
 /* Does j's backend queue and run it itself (it is submitted, then followed)? */
 bool srv_external(const struct sjob *j);
+/* Is j, lost by its supervisor and not asked to stop, queued again (within its restarts)? */
+bool srv_lost_requeues(const struct sjob *j);
 /* Add a job just created in the store to memory (queued). */
 void srv_add_queued(struct srv *s, const char *id, const char *user, const char *name,
 		    const char *type, int count, const int *want, int priority, bool preemptible,
