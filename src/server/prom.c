@@ -26,6 +26,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -353,10 +354,27 @@ static const struct metrics_metric_sum *loss_of(const struct metrics_job_summary
 
 struct jobvals {
 	char *id, *name, *user;
-	int restarts;
-	double step, tput, loss;
+	double restarts, step, tput, loss; /* NaN: not known */
 	char *loss_name;
 };
+
+/* A gauge with a job label: the double at off of each job's values, those that are known. */
+static void job_gauge(struct sbuf *b, const struct jobvals *v, size_t nv, const char *name,
+		      const char *help, size_t off)
+{
+	head(b, name, "gauge", help);
+	for (size_t i = 0; i < nv; i++) {
+		double x;
+		memcpy(&x, (const char *)&v[i] + off, sizeof(x));
+		if (isnan(x))
+			continue;
+		sbuf_adds(b, name);
+		sbuf_addch(b, '{');
+		add_label(b, "job", v[i].id);
+		sbuf_addch(b, '}');
+		add_value(b, x);
+	}
+}
 
 static void job_series(struct srv *s, struct sbuf *b, const struct snap *n, long budget)
 {
@@ -410,29 +428,12 @@ static void job_series(struct srv *s, struct sbuf *b, const struct snap *n, long
 		add_label(b, "user", v[i].user);
 		sbuf_adds(b, ",team=\"\"} 1\n");
 	}
-	head(b, "trainctl_job_restarts", "gauge", "Restarts of a running job so far.");
-	for (size_t i = 0; i < nv; i++) {
-		sbuf_adds(b, "trainctl_job_restarts{");
-		add_label(b, "job", v[i].id);
-		sbuf_addf(b, "} %d\n", v[i].restarts);
-	}
-	head(b, "trainctl_job_step", "gauge", "The last step a running job reported.");
-	for (size_t i = 0; i < nv; i++)
-		if (!isnan(v[i].step)) {
-			sbuf_adds(b, "trainctl_job_step{");
-			add_label(b, "job", v[i].id);
-			sbuf_adds(b, "}");
-			add_value(b, v[i].step);
-		}
-	head(b, "trainctl_job_samples_per_second", "gauge",
-	     "Throughput of a running job, summed over its ranks.");
-	for (size_t i = 0; i < nv; i++)
-		if (!isnan(v[i].tput)) {
-			sbuf_adds(b, "trainctl_job_samples_per_second{");
-			add_label(b, "job", v[i].id);
-			sbuf_adds(b, "}");
-			add_value(b, v[i].tput);
-		}
+	job_gauge(b, v, nv, "trainctl_job_restarts", "Restarts of a running job so far.",
+		  offsetof(struct jobvals, restarts));
+	job_gauge(b, v, nv, "trainctl_job_step", "The step count of a running job (its step lines).",
+		  offsetof(struct jobvals, step));
+	job_gauge(b, v, nv, "trainctl_job_samples_per_second",
+		  "Throughput of a running job, summed over its ranks.", offsetof(struct jobvals, tput));
 	head(b, "trainctl_job_metric", "gauge",
 	     "The last value of a running job's loss-like metric (metric names it).");
 	for (size_t i = 0; i < nv; i++)
