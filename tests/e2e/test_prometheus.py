@@ -264,3 +264,24 @@ def test_every_dashboard_query_has_data_in_prometheus(stack):
                 if not query(pport, expr):
                     empty.append(f"{f.name}: {p['title']!r}: {expr}")
     assert not empty, "queries without data:\n" + "\n".join(empty)
+
+
+def test_per_job_series_are_capped(trainctl, tmp_path):
+    """--metrics-job-series N: at most N per-job series, whole jobs (5 each)."""
+    from server_fixture import held
+    bad = subprocess.run([str(trainctl), "server", "--state", str(tmp_path / "bad"), "--metrics-job-series", "x"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--metrics-job-series must be 0..1000000" in bad.stderr, bad.stderr
+    srv = start_server(trainctl, tmp_path / "state", fake="gpu:2", args=("--metrics-job-series", "9"))
+    release = tmp_path / "release"
+    try:
+        jobs = [srv.submit(held(str(release), name=f"cap{i}")) for i in range(2)]
+        for j in jobs:
+            srv.wait_state(j, "running")
+        st, text = srv.call("GET", "/metrics")  # the operator, on the Unix socket
+        assert st == 200, text
+        assert text.count("\ntrainctl_job_info{") == 1, text
+        assert text.count("\ntrainctl_device_allocation_info{") == 2, text
+    finally:
+        release.touch()
+        srv.stop()
