@@ -381,6 +381,9 @@ static void job_series(struct srv *s, struct sbuf *b, const struct snap *n, long
 	struct jobvals *v = xcalloc(n->njobs + 1, sizeof(*v));
 	size_t nv = 0;
 	pthread_mutex_lock(&s->list_mu);
+	struct tc_err terr = TC_ERR_INIT;
+	/* one snapshot: the file locks once, not per read of each job */
+	bool txn = n->njobs && store_read_begin(s->list_st, &terr) == 0;
 	for (size_t i = 0; i < n->njobs && (long)(nv + 1) * JOB_SERIES_EACH <= budget; i++) {
 		struct job_row r = { 0 };
 		struct tc_err err = TC_ERR_INIT;
@@ -416,6 +419,9 @@ static void job_series(struct srv *s, struct sbuf *b, const struct snap *n, long
 		tc_err_release(&err); /* no metrics yet: its series are left out */
 		job_row_release(&r);
 	}
+	if (txn)
+		(void)store_commit(s->list_st, 0, &terr); /* reads only: nothing to lose */
+	tc_err_release(&terr); /* no snapshot: each read takes its own locks */
 	pthread_mutex_unlock(&s->list_mu);
 
 	head(b, "trainctl_job_info", "gauge", "1 for each running job: its name and user.");
