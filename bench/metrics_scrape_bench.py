@@ -43,20 +43,24 @@ ROOT_JOBS = ["--allow-root-jobs"] if os.geteuid() == 0 else []
 
 def fill(tc, state, jobs, devices, worker):
     p, port = start_server(tc, state, f"gpu:{devices}", ROOT_JOBS)
-    conn = connect(port, 120)
-    cmd = f"python3 {worker} && sleep 3600"
-    for i in range(devices):
-        st, body = request(conn, "POST", "/api/v1/jobs", {"spec": {
-            "name": f"running{i}", "command": cmd, "devices": {"type": "gpu", "per_node": 1}}})
-        assert st == 201, body
-    q = mp.Queue()
-    procs = [mp.Process(target=submitter, args=(port, (jobs - devices) // 4, q)) for _ in range(4)]
-    for pr in procs:
-        pr.start()
-    bad = [b for _ in procs for b in q.get()]
-    for pr in procs:
-        pr.join()
-    assert not bad, f"{len(bad)} submissions failed: {bad[:3]}"
+    try:
+        conn = connect(port, 120)
+        cmd = f"python3 {worker} && sleep 3600"
+        for i in range(devices):
+            st, body = request(conn, "POST", "/api/v1/jobs", {"spec": {
+                "name": f"running{i}", "command": cmd, "devices": {"type": "gpu", "per_node": 1}}})
+            assert st == 201, body
+        q = mp.Queue()
+        procs = [mp.Process(target=submitter, args=(port, (jobs - devices) // 4, q)) for _ in range(4)]
+        for pr in procs:
+            pr.start()
+        bad = [b for _ in procs for b in q.get()]
+        for pr in procs:
+            pr.join()
+        assert not bad, f"{len(bad)} submissions failed: {bad[:3]}"
+    except BaseException:
+        stop_server(p, state)  # and the jobs it started
+        raise
     return p, port
 
 
