@@ -36,7 +36,7 @@ def load():
     return loadavg()
 
 
-def start_server(tc, state, devices):
+def start_server(tc, state, devices, args=()):
     port = free_port()
     env = dict(os.environ, TRAINCTL_HOME=str(state), TRAINCTL_FAKE_DEVICES=devices)
     SOCKET_OF_PORT[port] = str(state / "server.sock")
@@ -44,7 +44,7 @@ def start_server(tc, state, devices):
     env.pop("TRAINCTL_TOKEN", None)
     log = open(state.parent / f"server-{port}.log", "w")
     p = subprocess.Popen([tc, "server", "--listen", f"127.0.0.1:{port}", "--quiet", "--cpu-slots", "1",
-                          "--sample-seconds", "600"], env=env, stdout=log, stderr=log, start_new_session=True)
+                          "--sample-seconds", "600"] + list(args), env=env, stdout=log, stderr=log, start_new_session=True)
     for _ in range(400):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()

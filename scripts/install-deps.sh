@@ -18,13 +18,17 @@ clang libclang-rt-dev \
 openssh-server openssh-client \
 jupyter-notebook python3-ipykernel python3-websocket \
 ceph-mon ceph-osd radosgw ceph-common python3-boto3 \
-python3-setuptools python3-wheel python3-venv"
+python3-setuptools python3-wheel python3-venv \
+prometheus"
 # python3-setuptools and python3-wheel build the Python package offline
 # (python/_build/backend.py); python3-venv: its install test's bare venv
 # catatonit is podman's --init (the container tests' workers run under it);
 # --no-install-recommends leaves it out with podman
 # ceph-mon, ceph-osd and radosgw: a real S3 server for the storage tests
 # (tests/e2e/rgw_fixture.py), started by the tests, never as services;
+# prometheus (and its promtool) checks /metrics and deploy/'s rules and
+# dashboards' queries (tests/e2e/test_prometheus.py), started by the tests
+# on ports of their own, never as a service (disabled below)
 # boto3 and rclone are the other clients they check trainctl against
 # s3rver (tests/s3) needs node and npm; a node from elsewhere that brings its
 # own npm is fine, and Debian's npm would conflict with it
@@ -57,4 +61,5 @@ if [ -n "$policy" ]; then
 fi
 if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
 	$SUDO systemctl disable --now ssh.service ssh.socket >/dev/null 2>&1 || true
+	$SUDO systemctl disable --now prometheus.service prometheus-node-exporter.service >/dev/null 2>&1 || true
 fi

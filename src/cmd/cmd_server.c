@@ -54,6 +54,8 @@ static const char server_usage[] =
 	"      --cpu-slots N       cpu jobs' workers that may run at once (default: cores)\n"
 	"      --quota USER=N      at most N devices held by USER's jobs (USER * = everyone else)\n"
 	"      --sample-seconds S  resource telemetry period (default 5)\n"
+	"      --metrics-job-series N  per-job series of /metrics at most (default 500;\n"
+	"                          up to 5 per running job, docs/monitoring.md)\n"
 	"      --notify-file FILE  webhooks of jobs whose spec has no notify: (a YAML file\n"
 	"                          holding notify: [...], docs/diagnostics.md)\n"
 	"      --backend NAME      run every job with this backend: local, or slurm (sbatch;\n"
@@ -159,6 +161,7 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "allow-root-jobs", no_argument, NULL, 'R' },
 		{ "config", required_argument, NULL, 'F' },
 		{ "check-config", required_argument, NULL, 'K' },
+		{ "metrics-job-series", required_argument, NULL, 'J' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -198,6 +201,13 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 				rc = tc_error(err, TC_EUSAGE, "server: --sample-seconds must be 0.2..3600");
 				goto bad;
 			}
+			break;
+		case 'J':
+			if (!parse_long(optarg, 0, 1000000, &v)) {
+				rc = tc_error(err, TC_EUSAGE, "server: --metrics-job-series must be 0..1000000");
+				goto bad;
+			}
+			o.metrics_job_series = v ? (int)v : -1; /* 0: none */
 			break;
 		case 'Q': {
 			const char *eq = strchr(optarg, '=');

@@ -63,6 +63,7 @@ struct nvml_util { unsigned int gpu, memory; };
 typedef int (*nvml_util_fn)(void *, struct nvml_util *);
 typedef int (*nvml_uint_fn)(void *, unsigned int *);
 typedef int (*nvml_temp_fn)(void *, int, unsigned int *);
+typedef int (*nvml_uuid_fn)(void *, char *, unsigned int);
 
 static void discover_nvml(struct device_list *l)
 {
@@ -78,6 +79,7 @@ static void discover_nvml(struct device_list *l)
 	nvml_util_fn util = (nvml_util_fn)dlsym(lib, "nvmlDeviceGetUtilizationRates");
 	nvml_uint_fn power = (nvml_uint_fn)dlsym(lib, "nvmlDeviceGetPowerUsage");
 	nvml_temp_fn temp = (nvml_temp_fn)dlsym(lib, "nvmlDeviceGetTemperature");
+	nvml_uuid_fn uuid = (nvml_uuid_fn)dlsym(lib, "nvmlDeviceGetUUID");
 	unsigned int n = 0;
 	if (!init || !shutdown || !count || !handle || init() != 0)
 		goto out;
@@ -92,6 +94,10 @@ static void discover_nvml(struct device_list *l)
 		if (name && name(h, buf, sizeof(buf)) == 0) {
 			buf[sizeof(buf) - 1] = '\0';
 			d->name = xstrdup(buf);
+		}
+		if (uuid && uuid(h, buf, sizeof(buf)) == 0) {
+			buf[sizeof(buf) - 1] = '\0';
+			d->uuid = xstrdup(buf);
 		}
 		struct nvml_memory m;
 		if (mem && mem(h, &m) == 0) {
@@ -337,6 +343,9 @@ static bool discover_fake(struct device_list *l)
 		for (long i = 0; i < n; i++) {
 			struct device *d = add_device(l, item, (int)i, "fake");
 			d->name = xstrdup("fake device");
+			struct sbuf u = SBUF_INIT;
+			sbuf_addf(&u, "fake-%s-%ld", item, i); /* stable, so a test can join on it */
+			d->uuid = sbuf_detach(&u);
 		}
 	}
 	free(copy);
@@ -383,6 +392,7 @@ void device_list_release(struct device_list *l)
 		free(l->v[i].type);
 		free(l->v[i].name);
 		free(l->v[i].health);
+		free(l->v[i].uuid);
 	}
 	free(l->v);
 	l->v = NULL;

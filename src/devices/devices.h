@@ -48,6 +48,7 @@ struct device {
 	double temp_c;    /* -1 when unknown */
 	const char *source; /* "nvml", "npu-smi", "sysconf", "fake" */
 	char *health;       /* npu-smi's Health cell ("OK", "Warning", ...), or NULL */
+	char *uuid;         /* NVML's "GPU-..." (what DCGM labels UUID), "fake-TYPE-ID", or NULL */
 };
 
 struct device_list {

@@ -27,6 +27,9 @@ struct hub_job {
 	char *id;
 	char *sha;               /* the secret's SHA-256, hex */
 	struct store_mbatch *mb; /* its metrics batch: series rows looked up once */
+	/* when each stream's last batch came in (hub_heard_each): a node's lag */
+	struct heard { char *stream; double at; } *heard;
+	size_t nheard, heard_alloc;
 };
 
 struct hub {
@@ -58,6 +61,9 @@ void hub_free(struct hub *h)
 		free(h->jobs[i].id);
 		free(h->jobs[i].sha);
 		store_mbatch_free(h->jobs[i].mb);
+		for (size_t k = 0; k < h->jobs[i].nheard; k++)
+			free(h->jobs[i].heard[k].stream);
+		free(h->jobs[i].heard);
 	}
 	free(h->jobs);
 	store_close(h->st);
@@ -98,7 +104,7 @@ static struct hub_job *job_entry(struct hub *h, const char *job, int *status, st
 	}
 	XGROW(h->jobs, h->njobs + 1, h->alloc);
 	struct hub_job *j = &h->jobs[h->njobs++];
-	*j = (struct hub_job){ xstrdup(job), sha, NULL };
+	*j = (struct hub_job){ .id = xstrdup(job), .sha = sha };
 	return j;
 }
 
@@ -227,6 +233,18 @@ static int apply_stream(struct hub *h, struct hub_job *j, const char *job, const
 	return rc;
 }
 
+/* A batch of stream came in now (h->mu held). */
+static void heard(struct hub_job *j, const char *stream)
+{
+	for (size_t k = 0; k < j->nheard; k++)
+		if (!strcmp(j->heard[k].stream, stream)) {
+			j->heard[k].at = now_wall();
+			return;
+		}
+	XGROW(j->heard, j->nheard + 1, j->heard_alloc);
+	j->heard[j->nheard++] = (struct heard){ xstrdup(stream), now_wall() };
+}
+
 void hub_receive(struct hub *h, const char *job, const char *stream, const char *secret,
 		 const char *body, size_t len, int *status, long long *acked, struct tc_err *err)
 {
@@ -248,7 +266,19 @@ void hub_receive(struct hub *h, const char *job, const char *stream, const char 
 		goto out;
 	}
 	*acked = a;
+	heard(j, stream);
 out:
+	pthread_mutex_unlock(&h->mu);
+}
+
+void hub_heard_each(struct hub *h, void (*fn)(void *ctx, const char *job, const char *stream,
+					       double at),
+		    void *ctx)
+{
+	pthread_mutex_lock(&h->mu);
+	for (size_t i = 0; i < h->njobs; i++)
+		for (size_t k = 0; k < h->jobs[i].nheard; k++)
+			fn(ctx, h->jobs[i].id, h->jobs[i].heard[k].stream, h->jobs[i].heard[k].at);
 	pthread_mutex_unlock(&h->mu);
 }
 

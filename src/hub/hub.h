@@ -157,6 +157,15 @@ void hub_receive(struct hub *h, const char *job, const char *stream, const char 
 		 const char *body, size_t len, int *status, long long *acked, struct tc_err *err);
 
 /*
+ * fn for each stream a batch came in from through hub_receive since this
+ * hub began: its job, its name ("node1.a0") and when (seconds since 1970).
+ * fn runs under the hub's lock: it must not call the hub.
+ */
+void hub_heard_each(struct hub *h, void (*fn)(void *ctx, const char *job, const char *stream,
+					       double at),
+		    void *ctx);
+
+/*
  * Answer one POST /api/v1/hub/{job}/events on con (the server's route and
  * the standalone listener): ?stream= and X-Trainctl-Hub-Secret are read
  * from it.  Returns MHD's result.

@@ -390,7 +390,26 @@ static int r_submit(struct api_call *c)
 }
 
 /* The handlers keep their own signatures; the table reaches them through these. */
-static int r_prometheus(struct api_call *c) { return h_prometheus(c->s, c->con); }
+
+/*
+ * /metrics needs no credentials; an admin's (a token, or the operator on
+ * the socket) also gets the series that name jobs and users.  Credentials
+ * given but not good are a 401, not a quietly shorter answer.
+ */
+static int r_prometheus(struct api_call *c)
+{
+	struct who w;
+	const char *auth = MHD_lookup_connection_value(c->con, MHD_HEADER_KIND, "Authorization");
+	unsigned st = authenticate(c->s, c->con, NEED_USER, c->rq->peer_uid, &w);
+	int ret;
+	if (st == 401 && auth)
+		ret = reply_err(c->con, 401, "/metrics: unknown credentials (an admin token, or none)");
+	else
+		/* a 403 here is a root server's "no account to run jobs as": nothing runs for a read */
+		ret = h_prometheus(c->s, c->con, (!st || st == 403) && (w.admin || w.local));
+	free(w.user);
+	return ret;
+}
 static int r_asset(struct api_call *c) { return serve_asset(c->con, c->url); }
 static int r_info(struct api_call *c) { return h_info(c->s, c->con); }
 static int r_devices(struct api_call *c) { return h_devices(c->s, c->con, &c->w); }

@@ -1,7 +1,7 @@
 /*
  * api_data.c -- what a job and the node produced, over the HTTP API: a
- * job's logs, metrics, usage and report; the node's devices and the
- * Prometheus /metrics; see api_int.h.
+ * job's logs, metrics, usage and report; the node's devices; see
+ * api_int.h (/metrics is prom.c).
  */
 #include "server/server_int.h"
 #include "server/api_int.h"
@@ -361,54 +361,6 @@ int h_devices(struct srv *s, struct MHD_Connection *con, const struct who *w)
 	tc_err_release(&err);
 	json_t *body = json_pack("{s:o, s:o}", "devices", devs, "nodes", nodes);
 	return reply_jsont(con, 200, body);
-}
-
-int h_prometheus(struct srv *s, struct MHD_Connection *con)
-{
-	struct sbuf b = SBUF_INIT;
-	pthread_mutex_lock(&s->mu);
-	long long counts[JOB_NSTATES] = { 0 };
-	struct tc_err err = TC_ERR_INIT;
-	int rc = store_state_counts(s->st, counts, &err);
-	sbuf_adds(&b, "# HELP trainctl_jobs Jobs by state.\n# TYPE trainctl_jobs gauge\n");
-	for (int i = 0; i < JOB_NSTATES; i++)
-		sbuf_addf(&b, "trainctl_jobs{state=\"%s\"} %lld\n", job_state_name((enum job_state)i),
-			  counts[i]);
-	sbuf_addf(&b, "# HELP trainctl_queue_length Jobs waiting for devices.\n"
-		      "# TYPE trainctl_queue_length gauge\ntrainctl_queue_length %zu\n", s->nqueue);
-	sbuf_adds(&b, "# HELP trainctl_devices Devices the scheduler hands out.\n# TYPE trainctl_devices gauge\n");
-	sbuf_adds(&b, "# HELP trainctl_devices_allocated Devices held by jobs.\n# TYPE trainctl_devices_allocated gauge\n");
-	for (size_t i = 0; i < s->ndevs; i++) {
-		bool first = true;
-		for (size_t k = 0; k < i && first; k++)
-			first = strcmp(s->devs[k].type, s->devs[i].type) != 0;
-		if (!first)
-			continue;
-		int total = 0, used = 0;
-		for (size_t k = 0; k < s->ndevs; k++)
-			if (!strcmp(s->devs[k].type, s->devs[i].type)) {
-				total++;
-				used += s->devs[k].owner != SCHED_FREE;
-			}
-		sbuf_addf(&b, "trainctl_devices{type=\"%s\"} %d\ntrainctl_devices_allocated{type=\"%s\"} %d\n",
-			  s->devs[i].type, total, s->devs[i].type, used);
-	}
-	sbuf_addf(&b, "# HELP trainctl_submissions_total Jobs submitted since the server started.\n"
-		      "# TYPE trainctl_submissions_total counter\ntrainctl_submissions_total %lld\n"
-		      "# HELP trainctl_http_requests_total HTTP requests served.\n"
-		      "# TYPE trainctl_http_requests_total counter\ntrainctl_http_requests_total %lld\n"
-		      "# HELP trainctl_scheduler_decision_seconds Mean time of one scheduling decision.\n"
-		      "# TYPE trainctl_scheduler_decision_seconds gauge\ntrainctl_scheduler_decision_seconds %.9f\n"
-		      "# HELP trainctl_scheduler_decisions_total Scheduling decisions since the server started.\n"
-		      "# TYPE trainctl_scheduler_decisions_total counter\ntrainctl_scheduler_decisions_total %lld\n",
-		      s->submitted, s->requests,
-		      s->sched_calls ? s->sched_ns_total / (double)s->sched_calls / 1e9 : 0.0,
-		      s->sched_calls);
-	pthread_mutex_unlock(&s->mu);
-	int ret = rc ? reply_tc(con, &err) : reply_raw(con, 200, "text/plain; version=0.0.4", b.buf, b.len);
-	tc_err_release(&err);
-	sbuf_release(&b);
-	return ret;
 }
 
 /* ---- every point of one metric of one rank, with its logged step and time ---- */

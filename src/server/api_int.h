@@ -310,7 +310,11 @@ int h_sweep_submit(struct srv *s, struct MHD_Connection *con, const struct who *
 int h_sweep_list(struct srv *s, struct MHD_Connection *con, const struct who *w);
 int h_sweep_detail(struct srv *s, struct MHD_Connection *con, const struct who *w, const char *ref);
 int h_sweep_stop(struct srv *s, struct MHD_Connection *con, const struct who *w, const char *ref);
-int h_prometheus(struct srv *s, struct MHD_Connection *con);
+/*
+ * prom.c: GET /metrics; full adds the series that name jobs and users
+ * (admins and the operator only).
+ */
+int h_prometheus(struct srv *s, struct MHD_Connection *con, bool full);
 /* api_secrets.c: the caller's own secrets (names only ever listed) */
 int h_secret_list(struct srv *s, struct MHD_Connection *con, const struct who *w);
 int h_secret_put(struct srv *s, struct MHD_Connection *con, const struct who *w, const char *name,

@@ -194,6 +194,7 @@ void srv_add_queued(struct srv *s, const char *id, const char *user, const char 
 	j->priority = priority;
 	j->preemptible = preemptible;
 	j->created = created;
+	j->queued_at = created;
 	j->max_restarts = max_restarts;
 	j->st = SJ_QUEUED;
 }
@@ -224,6 +225,7 @@ static struct sjob *load_job(struct srv *s, const struct job_row *r)
 	j->pid = r->sup_pid;
 	j->ticks = r->sup_ticks;
 	j->ran = r->restarts > 0 || r->state != JOB_QUEUED;
+	j->started_at = job_state_active(r->state) ? r->started : 0;
 	bool asked = r->stop_reason != JOB_STOP_NONE;
 	int *ids = ids_parse(r->devices, &nids);
 	if (r->state == JOB_PAUSED) {
@@ -695,6 +697,11 @@ int srv_resume_job(struct srv *s, struct sjob *j, struct tc_err *err)
 
 /* ---- what the supervisors did ---- */
 
+bool srv_lost_requeues(const struct sjob *j)
+{
+	return j->stop_reason == JOB_STOP_NONE && j->restarts < j->max_restarts;
+}
+
 /* The supervisor of j is gone: requeue, hold or end it by what was asked. */
 static void requeue_or_end(struct srv *s, struct sjob *j, enum job_state state)
 {
@@ -716,8 +723,7 @@ static void requeue_or_end(struct srv *s, struct sjob *j, enum job_state state)
 		j->ran = true;
 		j->state = JOB_PAUSED;
 		s->dirty = true;
-	} else if (state == JOB_LOST && j->stop_reason == JOB_STOP_NONE &&
-		   j->restarts < j->max_restarts) {
+	} else if (state == JOB_LOST && srv_lost_requeues(j)) {
 		struct sbuf why = SBUF_INIT;
 		sbuf_addf(&why, "requeued after its supervisor was lost (restart %d of %d)",
 			  j->restarts + 1, j->max_restarts);
@@ -753,6 +759,7 @@ static void apply_events(struct srv *s)
 		for (size_t i = 0; i < n; i++) {
 			s->last_event = ev[i].id;
 			struct sjob *j = srv_find(s, ev[i].job_id);
+			srv_prom_event(s, &ev[i], j);
 			if (!j)
 				continue;
 			enum job_state st = ev[i].state;

@@ -75,6 +75,8 @@ struct server_opts {
 	/* --allow-root-jobs: a root server may run a job as root (root's own, the operator's
 	 * login); without it such a job is refused at admission and at start (admit.c) */
 	bool allow_root_jobs;
+	/* --metrics-job-series: per-job series of /metrics at most; 0: 500, < 0: none (prom.c) */
+	int metrics_job_series;
 };
 
 /* --endpoint-host: a lower-case DNS name of two labels or more, not an IP literal (eporigin.c). */

@@ -57,6 +57,26 @@ struct sjob {
 	/* telemetry */
 	unsigned long long cpu_ticks;
 	double cpu_time;
+	/* /metrics (prom.c): when it was queued last and when it started (0: not) */
+	double queued_at, started_at;
+};
+
+/*
+ * The counters and histograms of /metrics that the server keeps as it
+ * learns of events (prom.c): since this server started, so they begin at
+ * 0 again after a restart (Prometheus's rate() and increase() take that as
+ * a counter reset).  Guarded by mu.
+ */
+#define SRV_HIST_MAX 12
+struct srv_hist {
+	long long count[SRV_HIST_MAX + 1]; /* per bucket (not cumulative); the last: +Inf */
+	double sum;
+};
+struct srv_prom {
+	long long ends[JOB_NSTATES]; /* jobs that ended, by their final state */
+	long long hangs;             /* hang notes of the watchdog */
+	long long restarts;          /* attempts restarted (restarting events) */
+	struct srv_hist wait, run;   /* queue wait per start; run time per end */
 };
 
 /* An ended job whose backend's record of it is not final yet (backend_ops.settle). */
@@ -125,7 +145,12 @@ struct srv {
 	long long sched_calls;
 	struct notifier *nf;        /* the queued event's webhooks (notify_srv.c) */
 	struct srv_health *health;  /* device health (health_srv.c) */
+	struct srv_prom prom;       /* /metrics' counters (prom.c) */
 };
+
+/* ---- prom.c: /metrics ---- */
+/* One event the server read from the store (mu held); j is its job in memory, or NULL. */
+void srv_prom_event(struct srv *s, const struct store_event *ev, struct sjob *j);
 
 /* ---- health_srv.c: device health (caller holds mu) ---- */
 /* Check every device of a checked type; record what changed. */
@@ -169,6 +194,8 @@ int srv_stop_job(struct srv *s, struct sjob *j, enum job_stop why, struct tc_err
 void srv_say(void *arg, const char *line);
 /* Does j's backend queue and run it itself (it is submitted, then followed)? */
 bool srv_external(const struct sjob *j);
+/* Is j, lost by its supervisor and not asked to stop, queued again (within its restarts)? */
+bool srv_lost_requeues(const struct sjob *j);
 /* Add a job just created in the store to memory (queued). */
 void srv_add_queued(struct srv *s, const char *id, const char *user, const char *name,
 		    const char *type, int count, const int *want, int priority, bool preemptible,

@@ -117,6 +117,8 @@ static void device_json(struct sbuf *sb, const struct device *d, const char *hol
 		sbuf_adds(sb, "null");
 	sbuf_adds(sb, ",\"source\":");
 	json_add_str(sb, d->source);
+	sbuf_adds(sb, ",\"uuid\":");
+	json_add_str(sb, d->uuid);
 	sbuf_adds(sb, ",\"job\":");
 	json_add_str(sb, holder);
 	if (unhealthy) { /* only devices that failed their health check carry it */

@@ -632,6 +632,11 @@ int store_begin(struct store *st, struct tc_err *err)
 	return exec_sql(st, "BEGIN IMMEDIATE", err);
 }
 
+int store_read_begin(struct store *st, struct tc_err *err)
+{
+	return exec_sql(st, "BEGIN", err);
+}
+
 int store_commit(struct store *st, int rc, struct tc_err *err)
 {
 	return txn_end(st, true, rc, err);

@@ -144,6 +144,12 @@ int store_job_started(struct store *st, const struct store_start *s, struct tc_e
  */
 int store_begin(struct store *st, struct tc_err *err);
 int store_commit(struct store *st, int rc, struct tc_err *err);
+/*
+ * Several reads as one snapshot: store_read_begin, the reads, then
+ * store_commit(st, 0, err).  Deferred: no write lock, and SQLite takes
+ * its file locks once for all the reads rather than once each (/metrics).
+ */
+int store_read_begin(struct store *st, struct tc_err *err);
 
 /*
  * Find one job by id, unique id prefix, or name (the newest of that name).

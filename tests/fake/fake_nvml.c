@@ -124,6 +124,15 @@ int nvmlDeviceGetName(void *h, char *buf, unsigned int len)
 	return OK;
 }
 
+int nvmlDeviceGetUUID(void *h, char *buf, unsigned int len)
+{
+	int i = index_of(h);
+	if (i < 0 || len < 1)
+		return ERR_INVALID;
+	snprintf(buf, len, "GPU-fake0000-0000-0000-0000-%012d", i);
+	return OK;
+}
+
 struct mem { unsigned long long total, free, used; };
 int nvmlDeviceGetMemoryInfo(void *h, struct mem *m)
 {
