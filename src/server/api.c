@@ -508,8 +508,8 @@ static int r_login(struct api_call *c)
 		return reply_err(c->con, 403, "a login link must be opened directly, not from another"
 				 " site or page (Sec-Fetch-Site: %s)", site);
 	if (!t || sessions_use(c->s->sessions, SESS_TICKET, t, &w) != 0)
-		return reply_err(c->con, 403, "this login link was used already or has expired:"
-				 " `trainctl token login` on the server's machine prints a new one");
+		return serve_login_refused(c->con, "this login link was used already or has expired:"
+					   " `trainctl token login` on the server's machine prints a new one");
 	int ret = start_session(c, &w, 303, "/");
 	free(w.user);
 	return ret;
