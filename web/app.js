@@ -416,8 +416,11 @@
     // every tab follows the job while it lives: each event of the job (and a
     // slow poll, for what no event announces: metrics, samples, checkpoints)
     // re-reads it; a tab redraws from the new job (el.update, else whole)
-    // when it changed, and a live job's metrics and samples on every read
-    let seen = JSON.stringify(j), wasLive = live(j.state), busy = false, again = false;
+    // when what it shows changed, and a live job's metrics and samples on
+    // every read (a redraw for nothing would detach what the user points at)
+    const facts = x => JSON.stringify([x.state, x.started, x.ended, x.exit_code, x.restarts, x.root_cause,
+      (x.events || []).length, x.checkpoints, x.diagnostics, x.devices]);
+    let seen = facts(j), wasLive = live(j.state), busy = false, again = false;
     async function refresh() {
       if (busy) { again = true; return; }
       busy = true;
@@ -426,7 +429,7 @@
         try { nj = await api("/jobs/" + encodeURIComponent(j.id)); } catch (e) { return; /* the next event retries */ }
         if (gen !== routeGen) return;
         jobHeader(nj);
-        const text = JSON.stringify(nj), changed = text !== seen;
+        const text = facts(nj), changed = text !== seen;
         seen = text;
         if (changed || wasLive) {
           if (el.update) el.update(nj, changed); else if (changed) show(nj, el);
@@ -620,7 +623,7 @@
       document.getElementById("m-smooth-v").textContent = Number(sm.value).toFixed(2);
       // the cells stay while their metrics do (no flicker when a live job's charts redraw)
       if (box.dataset.shown !== shown.join("\n")) {
-        put(box, html`<div class="${shown.length > 1 ? "charts" : ""}">${shown.map(n => html`<div class="card chart metric-chart"></div>`)}</div>`);
+        put(box, html`<div class="${shown.length > 1 ? "charts" : ""}">${shown.map((n, i) => i ? html`<div class="card chart metric-chart"></div>` : html`<div class="card chart metric-chart" id="m-chart"></div>`)}</div>`);
         box.dataset.shown = shown.join("\n");
       }
       const cells = [...box.querySelectorAll(".metric-chart")];

@@ -1032,10 +1032,28 @@ static void on_connection(void *cls, struct MHD_Connection *con, void **socket_c
 }
 
 /* libmicrohttpd's own messages, ours in form; none while starting (api_start says why it failed) */
+/*
+ * libmicrohttpd's notes that a client closed its connection (a browser
+ * tab closed, an event stream left, a keep-alive connection dropped): what
+ * clients do, not worth a line each in the server's log.
+ */
+static bool client_went_away(const char *fmt)
+{
+	static const char *const gone[] = {
+		"Connection was closed by remote side",
+		"Connection socket is closed when reading request",
+		"The connection was forcibly closed by remote peer",
+	};
+	for (size_t i = 0; i < sizeof(gone) / sizeof(gone[0]); i++)
+		if (!strncmp(fmt, gone[i], strlen(gone[i])))
+			return true;
+	return false;
+}
+
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	const struct srv *s = cls;
-	if (!s->mhd)
+	if (!s->mhd || client_went_away(fmt))
 		return;
 	struct sbuf sb = SBUF_INIT;
 	sbuf_adds(&sb, "trainctl server: ");

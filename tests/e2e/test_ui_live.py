@@ -11,18 +11,24 @@ through playwright-core), against a real server and real jobs:
 * a browser with no session gets a page that says how to get a login link,
   a used link says so (not JSON), the page has a favicon, the submit form's
   name field holds no example that looks filled in and a pasted YAML spec is
-  submitted, and the Report tab is tables.
+  submitted, and the Report tab is tables;
+* clients going away (a closed tab's connections, an event stream left)
+  leave no line in the server's log.
 
 Screenshots go to build/test-artifacts/ui/ (live-*.png)."""
 import json
 import os
+import re
 import shutil
+import socket
+import struct
 import subprocess
+import time
 
 import pytest
 
 from conftest import PYTHON, REPO
-from server_fixture import start_server
+from server_fixture import start_server, wait_for
 
 UI = REPO / "tests" / "ui"
 OUT = REPO / "build" / "test-artifacts" / "ui"
@@ -63,6 +69,8 @@ def browser(phase, srv, *args, login=None):
         pytest.fail("the UI test needs node, `npm ci --prefix tests/ui` and /usr/bin/chromium "
                     "(scripts/install-deps.sh)", pytrace=False)
     OUT.mkdir(parents=True, exist_ok=True)
+    # the server prints its login URL just after it starts listening
+    assert login or wait_for(lambda: "open the web UI (one use)" in srv.log(), timeout=30), srv.log()
     p = subprocess.run([node, str(UI / "ui_live.js"), phase, srv.url, str(OUT), login or srv.login_url(), *args],
                        capture_output=True, text=True, timeout=600)
     lines = p.stdout.strip().splitlines()
@@ -162,3 +170,41 @@ def test_first_visit_login_submit_and_report(trainctl, tmp_path):
     finally:
         srv.stop()
 
+
+
+def test_clients_going_away_leave_no_log_lines(trainctl, tmp_path):
+    """A browser tab that closes, an event stream left, a request cut short:
+    what clients do, with no line in the server's log for each."""
+    srv = start_server(trainctl, tmp_path / "state")
+    try:
+        assert wait_for(lambda: "open the web UI (one use)" in srv.log(), timeout=30), srv.log()
+        before = len(srv.log().splitlines())
+        port = srv.port
+        # the UI's event stream, left while open; a request cut short; a connection reset
+        st, t = srv.call("POST", "/api/v1/login", {})
+        assert st == 201, t
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(f"GET {t['path']} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+        head = s.recv(65536).decode(errors="replace")
+        s.close()
+        cookie = re.search(r"Set-Cookie: ([^;]+)", head).group(1)
+        for how in ("stream", "cut", "reset"):
+            s = socket.create_connection(("127.0.0.1", port))
+            if how == "stream":
+                s.sendall(f"GET /api/v1/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\n"
+                          f"Accept: text/event-stream\r\n\r\n".encode())
+                assert b"200 OK" in s.recv(4096)
+            elif how == "cut":
+                s.sendall(b"GET /api/v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            else:
+                s.sendall(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+                s.recv(1)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            time.sleep(0.3)  # the server is reading or streaming when the client goes
+            s.close()
+        # the server notices each within a stream's comment period (3 s): a line would come by then
+        wait_for(lambda: len(srv.log().splitlines()) > before, timeout=5)
+        new = srv.log().splitlines()[before:]
+        assert not new, "\n".join(new)
+    finally:
+        srv.stop()
