@@ -592,7 +592,7 @@
       const series = [];
       r.series.forEach((s, i) => {
         const c = METRIC_COLORS[i % METRIC_COLORS.length];
-        series.push({ label: "rank " + s.rank + (w > 0 ? " (raw)" : ""), stroke: w > 0 ? c + "40" : c, width: 1, points: { show: false } });
+        series.push({ label: "rank " + s.rank + (w > 0 ? " raw" : ""), stroke: w > 0 ? c + "40" : c, width: 1, points: { show: false } });
         if (w > 0) series.push({ label: "rank " + s.rank, stroke: c, width: 1.5, points: { show: false } });
       });
       cell.dataset.metric = name;
@@ -623,7 +623,8 @@
       document.getElementById("m-smooth-v").textContent = Number(sm.value).toFixed(2);
       // the cells stay while their metrics do (no flicker when a live job's charts redraw)
       if (box.dataset.shown !== shown.join("\n")) {
-        put(box, html`<div class="${shown.length > 1 ? "charts" : ""}">${shown.map((n, i) => i ? html`<div class="card chart metric-chart"></div>` : html`<div class="card chart metric-chart" id="m-chart"></div>`)}</div>`);
+        put(box, html`<div class="${shown.length > 1 ? "charts" : ""}">${shown.map((n, i) => html`<div class="card">${
+          i ? html`<div class="chart metric-chart"></div>` : html`<div class="chart metric-chart" id="m-chart"></div>`}</div>`)}</div>`);
         box.dataset.shown = shown.join("\n");
       }
       const cells = [...box.querySelectorAll(".metric-chart")];
