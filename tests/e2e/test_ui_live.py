@@ -132,8 +132,22 @@ def test_metrics_tab_all_charts_smoothed_log_scale(trainctl, tmp_path):
         assert all(c["log"] == "1" for c in r["log"]), why
         raw = {c["metric"]: c for c in r["raw"]}
         assert raw["loss"]["last"] == LOSS[-1], why
-        # issue 26 item 4: x is the step the job logged, not the point's position
-        assert charts["loss"]["x"] == ",".join(map(str, STEPS)), why
+    finally:
+        srv.stop()
+
+
+def test_metric_charts_use_the_logged_step(trainctl, tmp_path):
+    """Issue 26 item 4: a chart's x is the step the job logged (10, 20, ...),
+    as the metric-series API gives it, not the point's position (1, 2, ...)."""
+    (tmp_path / "metrics.py").write_text(METRICS)
+    srv = start_server(trainctl, tmp_path / "state")
+    try:
+        job = srv.submit({"name": "ui-live-steps", "command": [PYTHON, str(tmp_path / "metrics.py")],
+                          "devices": {"type": "cpu", "per_node": 1}})
+        srv.wait_state(job, "succeeded", timeout=120)
+        r, why = browser("metrics", srv, job)
+        for c in r["all"]:
+            assert c["x"] == ",".join(map(str, STEPS)), why
     finally:
         srv.stop()
 
