@@ -115,13 +115,23 @@ def test_brief_follows_a_job_to_its_failure(trainctl, tmp_path):
         srv.stop()
 
 
-def test_metrics_tab_all_charts_smoothed_log_scale(trainctl, tmp_path):
+def finished_metrics_job(trainctl, tmp_path, name):
+    """A server and a job of it that logged METRICS and succeeded."""
     (tmp_path / "metrics.py").write_text(METRICS)
     srv = start_server(trainctl, tmp_path / "state")
     try:
-        job = srv.submit({"name": "ui-live-metrics", "command": [PYTHON, str(tmp_path / "metrics.py")],
+        job = srv.submit({"name": name, "command": [PYTHON, str(tmp_path / "metrics.py")],
                           "devices": {"type": "cpu", "per_node": 1}})
         srv.wait_state(job, "succeeded", timeout=120)
+    except BaseException:
+        srv.stop()
+        raise
+    return srv, job
+
+
+def test_metrics_tab_all_charts_smoothed_log_scale(trainctl, tmp_path):
+    srv, job = finished_metrics_job(trainctl, tmp_path, "ui-live-metrics")
+    try:
         r, why = browser("metrics", srv, job)
         assert r["options"] == ["*", "loss", "lr"], why
         assert r["smoothing"] == "0.6", why
@@ -139,12 +149,8 @@ def test_metrics_tab_all_charts_smoothed_log_scale(trainctl, tmp_path):
 def test_metric_charts_use_the_logged_step(trainctl, tmp_path):
     """Issue 26 item 4: a chart's x is the step the job logged (10, 20, ...),
     as the metric-series API gives it, not the point's position (1, 2, ...)."""
-    (tmp_path / "metrics.py").write_text(METRICS)
-    srv = start_server(trainctl, tmp_path / "state")
+    srv, job = finished_metrics_job(trainctl, tmp_path, "ui-live-steps")
     try:
-        job = srv.submit({"name": "ui-live-steps", "command": [PYTHON, str(tmp_path / "metrics.py")],
-                          "devices": {"type": "cpu", "per_node": 1}})
-        srv.wait_state(job, "succeeded", timeout=120)
         r, why = browser("metrics", srv, job)
         for c in r["all"]:
             assert c["x"] == ",".join(map(str, STEPS)), why
@@ -153,12 +159,8 @@ def test_metric_charts_use_the_logged_step(trainctl, tmp_path):
 
 
 def test_first_visit_login_submit_and_report(trainctl, tmp_path):
-    (tmp_path / "metrics.py").write_text(METRICS)
-    srv = start_server(trainctl, tmp_path / "state")
+    srv, done = finished_metrics_job(trainctl, tmp_path, "ui-live-report")
     try:
-        done = srv.submit({"name": "ui-live-report", "command": [PYTHON, str(tmp_path / "metrics.py")],
-                           "devices": {"type": "cpu", "per_node": 1}})
-        srv.wait_state(done, "succeeded", timeout=120)
         used = srv.login_url()
         st, _ = srv.call("GET", used[used.index("/login"):], unix=False, token="")
         assert st in (303, 403)

@@ -15,7 +15,7 @@
 // Prints one JSON line with what the page showed; exits non-zero on a failed
 // step.  Waits are on conditions (UI_TIMEOUT_SCALE=N stretches them).
 "use strict";
-const { chromium } = require("playwright-core");
+const { launch, loggedIn } = require("./chromium");
 const fs = require("fs");
 const path = require("path");
 
@@ -152,16 +152,8 @@ async function first(browser, page, oldLogin, reportJob) {
 (async () => {
   let browser = null, page = null;
   try {
-    browser = await chromium.launch({
-      executablePath: "/usr/bin/chromium", timeout: Math.max(60000, T(60000)),
-      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
-    });
-    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-    page.setDefaultTimeout(T(30000));
-    page.on("pageerror", e => { result.pageerrors = (result.pageerrors || []).concat(String(e)); });
-    await page.goto(login);
-    await page.waitForURL(u => !String(u).includes("/login"), { timeout: T(30000) });
+    browser = await launch(T);
+    page = await loggedIn(browser, login, T, result);
     if (phase === "watch") await watch(page, args[0], args[1]);
     else if (phase === "metrics") await metrics(page, args[0]);
     else if (phase === "first") await first(browser, page, args[0], args[1]);
