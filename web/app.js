@@ -263,7 +263,9 @@
       pg.querySelector("#next").onclick = () => { offset += limit; load(); };
     }
     fs.onchange = fu.onchange = () => { offset = 0; load(); };
+    const gen = routeGen;
     await load();
+    if (gen !== routeGen) return; /* left meanwhile (the login page, when there is no session) */
     let pending = null;
     const later = () => { if (!pending) pending = setTimeout(() => { pending = null; load(); }, 300); };
     stream("/events", { open: later, state: later });
