@@ -88,6 +88,7 @@
   }
   function showError(el, e) { put(el, html`<div class="card error">${e.message}</div>`); }
   function banner(msg) {
+    if (msg === "not logged in" && document.getElementById("login")) msg = ""; /* the login page says it all */
     const b = document.getElementById("banner");
     b.hidden = !msg; b.textContent = msg || "";
   }
