@@ -88,6 +88,7 @@
   }
   function showError(el, e) { put(el, html`<div class="card error">${e.message}</div>`); }
   function banner(msg) {
+    if (msg === "not logged in" && document.getElementById("login")) msg = ""; /* the login page says it all */
     const b = document.getElementById("banner");
     b.hidden = !msg; b.textContent = msg || "";
   }
@@ -99,10 +100,7 @@
     }
     // the session cookie (HttpOnly, SameSite=Strict) goes with every same-origin request
     const r = await fetch("/api/v1" + path, Object.assign({ credentials: "same-origin" }, opts, { headers }));
-    if (r.status === 401) {
-      banner("Not logged in: open the login URL the server printed (or run `trainctl token login`), or use Token.");
-      throw new Error("not logged in");
-    }
+    if (r.status === 401) { showLogin(); throw new Error("not logged in"); }
     const type = r.headers.get("Content-Type") || "";
     const body = type.includes("json") ? await r.json() : await r.text();
     if (!r.ok) throw new Error((body && body.error) || ("HTTP " + r.status));
@@ -126,18 +124,36 @@
     if (r.ok) location.reload(); else banner("The token was not accepted (HTTP " + r.status + ").");
   }
   document.getElementById("token-btn").onclick = () => askToken("");
+  // the page of a browser with no session (any 401, or #/login): how to get in
+  function showLogin() {
+    banner("");
+    if (document.getElementById("login")) return;
+    stopPage(); /* the page behind it polls no more */
+    put(view, html`<div class="card" id="login"><h1>Log in to trainctl</h1>
+      <p>This browser is not logged in. The server logs a browser in with a <b>one-time login link</b>:</p>
+      <ul>
+        <li>the link the server printed when it started, in its output or its log:
+          <code>open the web UI (one use): http://HOST:PORT/login?ticket=...</code></li>
+        <li>or a new link: run <code>trainctl token login</code> on the server's machine, as your own account
+          (it is valid for 5 minutes);</li>
+        <li>or a bearer token (<code>trainctl token create --user NAME</code> makes one):
+          <button id="login-token" type="button">Log in with a token</button></li>
+      </ul>
+      <p class="muted">Each link works once: a link used already, or older than 5 minutes, is refused; get a new one.
+        The session lasts 7 days.</p></div>`);
+    document.getElementById("login-token").onclick = () => askToken("");
+  }
   function stateBadge(s) { return html`<span class="state ${s}">${s}</span>`; }
   // not ended: a state the server calls terminal (unknown states count as not ended)
   function live(state) { const s = INFO.states.find(x => x.name === state); return !(s && s.terminal); }
 
   // ---- job actions ----
-  // each button says in data-on whether it applies; bindActions disables the others
+  // only the buttons that do something in the job's state (no Stop on a finished job)
   function actionButtons(j) {
     const active = live(j.state);
-    return html`<button data-act="stop" class="danger" data-on="${active}">Stop</button>
-      <button data-act="pause" data-on="${active && j.state !== "paused"}">Pause</button>
-      <button data-act="resume" data-on="${j.state === "paused"}">Resume</button>
-      <button data-act="clone" data-on="true">Clone</button>`;
+    return html`${active ? html`<button data-act="stop" class="danger">Stop</button> ` : ""}${
+      active && j.state !== "paused" ? html`<button data-act="pause">Pause</button> ` : ""}${
+      j.state === "paused" ? html`<button data-act="resume">Resume</button> ` : ""}<button data-act="clone">Clone</button>`;
   }
   async function act(id, what, after) {
     try {
@@ -148,10 +164,32 @@
   }
   // the action buttons inside el act on the job idOf(button) names, then call after
   function bindActions(el, idOf, after) {
-    el.querySelectorAll("button[data-act]").forEach(b => {
-      b.disabled = b.dataset.on !== "true";
-      b.onclick = () => act(idOf(b), b.dataset.act, after);
-    });
+    el.querySelectorAll("button[data-act]").forEach(b => { b.onclick = () => act(idOf(b), b.dataset.act, after); });
+  }
+  // the root cause in one line: the exception line where the cause holds a
+  // Python traceback (KeyError: 'missing_key'), else its first line
+  function causeLine(cause) {
+    if (!cause) return "";
+    const lines = String(cause).split("\n");
+    const tb = lines.findIndex(l => /^Traceback \(most recent call last\):/.test(l));
+    let exc = "";
+    /* the traceback's last exception line (a chained one ends with the one that ended it),
+       up to the end of its section ("--- last lines of rank N ---" follows the error file's) */
+    for (const l of tb >= 0 ? lines.slice(tb + 1) : []) {
+      if (l.startsWith("--- ")) break;
+      if (/^[A-Za-z_][\w.]*(: |$)/.test(l)) exc = l.trim();
+    }
+    if (exc) return exc;
+    return lines[0].trim();
+  }
+  // the whole root cause of ended jobs whose list entry holds only its start
+  // (the list cuts it): an ended job's cause does not change, so once each
+  const fullCause = new Map();
+  // what a job came to: nothing while it runs, else its exit code and one-line cause
+  function resultCell(j) {
+    if (live(j.state) || !j.ended) return html`<span class="muted">-</span>`;
+    const cause = j.state === "succeeded" ? "" : causeLine(fullCause.get(j.id) || j.root_cause);
+    return html`<span class="result">exit ${j.exit_code}</span>${cause ? html`<div class="cause" title="${j.root_cause}">${cause}</div>` : ""}`;
   }
 
   // ---- jobs page ----
@@ -167,7 +205,7 @@
         </div>
         <div class="scroll"><table id="jobs"><thead><tr>
           <th class="pick"></th><th>Name</th><th>State</th><th class="hide-narrow">User</th><th class="hide-narrow">Priority</th>
-          <th>Devices</th><th class="hide-narrow">Created</th><th>Duration</th><th>Actions</th>
+          <th>Devices</th><th class="hide-narrow">Created</th><th>Duration</th><th>Result</th><th>Actions</th>
         </tr></thead><tbody></tbody></table></div>
         <div class="row muted" id="paging"></div>
       </div>`);
@@ -199,8 +237,18 @@
         <td class="hide-narrow">${j.priority}${j.preemptible ? " · preemptible" : ""}</td>
         <td>${j.device_type} × ${j.device_count}${j.devices ? html` <span class="muted">[${j.devices}]</span>` : ""}</td>
         <td class="hide-narrow">${fmtTime(j.created)}</td><td>${fmtDur(j)}</td>
-        <td>${actionButtons(j)}</td></tr>`)}` : html`<tr><td colspan="9" class="muted">no jobs</td></tr>`);
+        <td class="wrap result-cell">${resultCell(j)}</td><td>${actionButtons(j)}</td></tr>`)}` : html`<tr><td colspan="10" class="muted">no jobs</td></tr>`);
       bindActions(tb, b => b.closest("tr").dataset.id, load);
+      // a cut cause whose exception line may lie past the cut: read the job's whole cause
+      for (const j of r.jobs) {
+        if (live(j.state) || j.state === "succeeded" || !j.root_cause || fullCause.has(j.id) ||
+            !j.root_cause.includes("\n--- ") || causeLine(j.root_cause) !== causeLine(j.root_cause.split("\n")[0])) continue;
+        api("/jobs/" + encodeURIComponent(j.id)).then(full => {
+          fullCause.set(j.id, full.root_cause || "");
+          const cell = tb.querySelector(`tr[data-id="${CSS.escape(j.id)}"] .result-cell`);
+          if (cell) put(cell, resultCell(j));
+        }).catch(() => {});
+      }
       tb.querySelectorAll("input.pick").forEach(c => c.checked = picked.has(c.closest("tr").dataset.id));
       tb.querySelectorAll("input.pick").forEach(c => c.onchange = () => {
         const id = c.closest("tr").dataset.id;
@@ -216,7 +264,9 @@
       pg.querySelector("#next").onclick = () => { offset += limit; load(); };
     }
     fs.onchange = fu.onchange = () => { offset = 0; load(); };
+    const gen = routeGen;
     await load();
+    if (gen !== routeGen) return; /* left meanwhile (the login page, when there is no session) */
     let pending = null;
     const later = () => { if (!pending) pending = setTimeout(() => { pending = null; load(); }, 300); };
     stream("/events", { open: later, state: later });
@@ -232,7 +282,8 @@
     put(view, html`
       <div class="card"><div class="toolbar"><h1>Submit a job</h1></div>
       <form class="grid" id="submit">
-        <label for="s-name">Job name</label><input id="s-name" name="name" required pattern="[A-Za-z0-9._-]+" placeholder="digits-ddp">
+        <label for="s-name">Job name</label><input id="s-name" name="name" required pattern="[A-Za-z0-9._-]+">
+        <span class="hint">required: letters, digits, '.', '_' and '-', e.g. digits-ddp</span>
         <label for="s-kind">Job type</label>
         <select id="s-kind" name="kind"><option value="regular">regular (one node)</option><option value="distributed">distributed (nodes × devices)</option></select>
         <label for="s-backend">Backend</label><select id="s-backend" name="backend">${INFO.backends.map(b => html`<option value="${b.name}">${b.name}</option>`)}</select>
@@ -242,13 +293,21 @@
         <label for="s-type">Device type</label><select id="s-type" name="type">${types.map(t => html`<option>${t}</option>`)}</select>
         <label for="s-count">Devices per node</label><input id="s-count" name="count" type="number" min="1" value="1">
         <label for="s-nodes" class="dist">Nodes</label><input id="s-nodes" class="dist" name="nodes" type="number" min="1" value="2">
-        <label for="s-cmd">Command</label><textarea id="s-cmd" name="command" required placeholder="python3 train.py --epochs 3"></textarea>
-        <span class="hint">run with /bin/sh -c in the working directory, one process per device</span>
+        <label for="s-cmd">Command</label><textarea id="s-cmd" name="command" required></textarea>
+        <span class="hint">e.g. python3 train.py --epochs 3: run with /bin/sh -c in the working directory, one process per device</span>
         <label for="s-image">Image</label><input id="s-image" name="image" placeholder="container image (empty: runs on the host)">
         <label for="s-workdir">Working directory</label><input id="s-workdir" name="workdir" placeholder="/path/to/code (absolute)">
         <label for="s-env">Environment</label><textarea id="s-env" name="env" placeholder="KEY=value, one per line"></textarea>
         <label for="s-restarts">Max restarts</label><input id="s-restarts" name="restarts" type="number" min="0" max="1000" value="0">
         <span></span><div class="row"><button class="primary" type="submit" id="s-go">Submit</button><span id="s-err" class="error"></span></div>
+      </form></div>
+      <div class="card"><div class="toolbar"><h2>Or paste a spec</h2></div>
+      <form class="grid" id="submit-spec">
+        <label for="y-spec">Spec (YAML or JSON)</label><textarea id="y-spec" name="spec" required rows="12" spellcheck="false"></textarea>
+        <span class="hint">the job file you would give <code>trainctl submit</code> (docs/spec.md)</span>
+        <label for="y-base">Its folder</label><input id="y-base" name="base">
+        <span class="hint">absolute; relative paths in the spec (workdir, files) start here (empty: the server's folder)</span>
+        <span></span><div class="row"><button class="primary" type="submit" id="y-go">Submit spec</button><span id="y-err" class="error"></span></div>
       </form></div>`);
     const f = document.getElementById("submit");
     const kind = document.getElementById("s-kind"), be = document.getElementById("s-backend");
@@ -296,19 +355,32 @@
         location.hash = "#/job/" + r.id;
       } catch (e) { document.getElementById("s-err").textContent = e.message; }
     };
+    // the spec's text as it is: the server parses it as `trainctl submit` does (its errors name the line)
+    const y = document.getElementById("submit-spec");
+    y.onsubmit = async ev => {
+      ev.preventDefault();
+      const body = { spec: y.elements.spec.value, file: "pasted spec" };
+      if (y.elements.base.value.trim()) body.base = y.elements.base.value.trim();
+      try {
+        const r = await api("/jobs", { method: "POST", body });
+        location.hash = "#/job/" + r.id;
+      } catch (e) { document.getElementById("y-err").textContent = e.message; }
+    };
   }
 
   // ---- charts ----
+  // a chart in el (one drawn there before is ended first); series: the lines'
+  // labels, or null when opts.series says it all
   function chart(el, title, series, data, opts) {
+    if (el.chartEnd) el.chartEnd();
     if (!window.uPlot) { put(el, html`<p class="muted">charts need uPlot (npm ci --prefix web, then rebuild)</p>`); return null; }
     el.replaceChildren();
     const width = Math.max(260, el.clientWidth || 400);
-    const colors = ["#2f6fde", "#e8590c", "#2b8a3e", "#ae3ec9", "#c92a2a", "#1098ad", "#5c940d", "#d6336c"];
     const u = new uPlot(Object.assign({
       title, width, height: 240,
       scales: { x: { time: false } },
-      series: [{ label: "step" }].concat(series.map((s, i) => ({ label: s, stroke: colors[i % colors.length], width: 1.5, points: { show: false } }))),
-      axes: [{}, { size: 60 }],
+      series: [{ label: "step" }].concat((series || []).map((s, i) => ({ label: s, stroke: METRIC_COLORS[i % METRIC_COLORS.length], width: 1.5, points: { show: false } }))),
+      axes: [{ label: "step", size: 40 }, { size: 60 }],
     }, opts || {}), data, el);
     // resize in the next frame, and only on a real change: resizing inside the
     // observer's callback makes "ResizeObserver loop completed" errors
@@ -320,7 +392,9 @@
         if (w !== u.width) u.setSize({ width: w, height: 240 });
       });
     });
-    ro.observe(el); cleanup.push(() => { cancelAnimationFrame(frame); ro.disconnect(); u.destroy(); });
+    ro.observe(el);
+    const end = () => { cancelAnimationFrame(frame); ro.disconnect(); u.destroy(); el.chartEnd = null; cleanup = cleanup.filter(f => f !== end); };
+    el.chartEnd = end; cleanup.push(end);
     return u;
   }
 
@@ -339,12 +413,40 @@
       <div id="tab"></div>`);
     jobHeader(j);
     view.querySelectorAll(".tabs button").forEach(b => b.onclick = () => { location.hash = `#/job/${j.id}/${b.dataset.tab}`; });
+    const el = document.getElementById("tab");
+    const show = { brief: tabBrief, logs: tabLogs, metrics: tabMetrics, resources: tabResources, checkpoints: tabCkpt, report: tabReport }[tab] || tabBrief;
+    show(j, el);
+    // every tab follows the job while it lives: each event of the job (and a
+    // slow poll, for what no event announces: metrics, samples, checkpoints)
+    // re-reads it; a tab redraws from the new job (el.update, else whole)
+    // when what it shows changed, and a live job's metrics and samples on
+    // every read (a redraw for nothing would detach what the user points at)
+    const facts = x => JSON.stringify([x.state, x.started, x.ended, x.exit_code, x.restarts, x.root_cause,
+      (x.events || []).length, x.checkpoints, x.diagnostics, x.devices]);
+    let seen = facts(j), wasLive = live(j.state), busy = false, again = false;
+    async function refresh() {
+      if (busy) { again = true; return; }
+      busy = true;
+      try {
+        let nj;
+        try { nj = await api("/jobs/" + encodeURIComponent(j.id)); } catch (e) { return; /* the next event retries */ }
+        if (gen !== routeGen) return;
+        jobHeader(nj);
+        const text = facts(nj), changed = text !== seen;
+        seen = text;
+        if (changed || wasLive) {
+          if (el.update) el.update(nj, changed); else if (changed) show(nj, el);
+        }
+        wasLive = live(nj.state);
+      } finally {
+        busy = false;
+        if (again && gen === routeGen) { again = false; refresh(); }
+      }
+    }
     // the stream starts at the newest event: a change between the first read
     // and the stream's open is caught by the re-read on open (and the poll)
-    stream("/events", { open: () => refreshHeader(j.id), state: e => { if (e.job === j.id) refreshHeader(j.id); } });
-    const poll = setInterval(() => refreshHeader(j.id), 5000); cleanup.push(() => clearInterval(poll));
-    const el = document.getElementById("tab");
-    ({ brief: tabBrief, logs: tabLogs, metrics: tabMetrics, resources: tabResources, checkpoints: tabCkpt, report: tabReport }[tab] || tabBrief)(j, el);
+    stream("/events", { open: refresh, state: e => { if (e.job === j.id) refresh(); } });
+    const poll = setInterval(refresh, 5000); cleanup.push(() => clearInterval(poll));
   }
   // the job page's header: name, live state, action buttons, devices
   function jobHeader(j) {
@@ -355,17 +457,14 @@
       <div class="muted">${j.id} · ${j.user} · ${j.device_type} × ${j.device_count}${j.devices ? " [" + j.devices + "]" : ""} · priority ${j.priority}${j.preemptible ? " · preemptible" : ""}</div>`);
     bindActions(head, () => j.id, () => route());
   }
-  async function refreshHeader(id) {
-    try { jobHeader(await api("/jobs/" + encodeURIComponent(id))); } catch (e) { /* next event retries */ }
-  }
   function tabBrief(j, el) {
     put(el, html`
       <div class="card"><dl class="kv">
-        <dt>state</dt><dd>${stateBadge(j.state)}</dd><dt>created</dt><dd>${fmtTime(j.created)}</dd>
+        <dt>state</dt><dd id="b-state">${stateBadge(j.state)}</dd><dt>created</dt><dd>${fmtTime(j.created)}</dd>
         <dt>started</dt><dd>${fmtTime(j.started)}</dd><dt>ended</dt><dd>${fmtTime(j.ended)}</dd>
-        <dt>exit code</dt><dd>${j.ended ? j.exit_code : "-"}</dd><dt>restarts</dt><dd>${j.restarts}</dd>
+        <dt>exit code</dt><dd id="b-exit">${j.ended ? j.exit_code : "-"}</dd><dt>restarts</dt><dd>${j.restarts}</dd>
         <dt>run folder</dt><dd>${j.run_dir}</dd>${j.spec && j.spec.image ? html`<dt>image</dt><dd id="j-image">${j.spec.image}</dd>` : ""}</dl></div>
-      ${j.root_cause ? html`<div class="card"><h2>Root cause</h2><pre>${j.root_cause}</pre></div>` : ""}
+      ${j.root_cause ? html`<div class="card" id="b-cause"><h2>Root cause</h2><p class="cause-line">${causeLine(j.root_cause)}</p><pre>${j.root_cause}</pre></div>` : ""}
       ${diagCard(j.diagnostics)}
       <div id="endpoints"></div>
       <div class="card"><h2>State history</h2><div class="scroll"><table><thead><tr><th>Time</th><th>State</th><th>Reason</th></tr></thead><tbody>
@@ -440,50 +539,131 @@
       });
     }
     sel.onchange = open; open();
+    el.update = () => {}; /* the log stream is live itself */
   }
+  // TensorBoard's smoothing: an exponential moving average with weight w,
+  // debiased so that the first points are not pulled toward 0; points that
+  // are not finite (or missing) stay as they are.  w = 0: the series itself.
+  function smooth(ys, w) {
+    let last = 0, n = 0;
+    return ys.map(y => {
+      if (!(w > 0) || y == null || !isFinite(y)) return y;
+      last = last * w + (1 - w) * y; n++;
+      return last / (1 - Math.pow(w, n));
+    });
+  }
+  const METRIC_COLORS = ["#2f6fde", "#e8590c", "#2b8a3e", "#ae3ec9", "#c92a2a", "#1098ad", "#5c940d", "#d6336c"];
   async function tabMetrics(j, el) {
     let list;
     try { list = await api(`/jobs/${encodeURIComponent(j.id)}/metrics`); } catch (e) { showError(el, e); return; }
-    const names = [...new Set(list.series.map(s => s.metric))];
+    const names = [...new Set(list.series.map(s => s.metric))].sort();
     const ranks = [...new Set(list.series.map(s => s.rank))].sort((a, b) => a - b);
     if (!names.length) {
       put(el, html`<div class="card muted">no metrics yet (DLLogger, tcap or MindFormers lines in the workers' output)</div>`);
-      if (live(j.state)) { const t = setTimeout(() => tabMetrics(j, el), 3000); cleanup.push(() => clearTimeout(t)); }
+      /* the job page re-reads a live job: then look again */
+      el.update = nj => { if (live(nj.state) || nj.ended) tabMetrics(nj, el); };
       return;
     }
     const pick = names.includes("loss") ? "loss" : (names.find(n => /loss/.test(n)) || names[0]);
     put(el, html`<div class="card"><div class="toolbar">
-        <select id="m-name">${names.map(n => html`<option>${n}</option>`)}</select>
+        <select id="m-name"><option value="*">all metrics</option>${names.map(n => html`<option>${n}</option>`)}</select>
         <select id="m-rank"><option value="-1">all ranks</option>${ranks.map(r => html`<option value="${r}">rank ${r}</option>`)}</select>
-        <button id="m-reset">Reset zoom</button><span class="muted" id="m-info"></span></div>
-      <div class="chart" id="m-chart"></div></div>`);
+        <label class="row" for="m-smooth">smoothing <input id="m-smooth" type="range" min="0" max="0.99" step="0.01" value="0.6" style="width:110px"><span id="m-smooth-v">0.60</span></label>
+        <label class="row" for="m-log"><input id="m-log" type="checkbox"> log scale</label>
+        <button id="m-reset">Reset zoom</button><span class="muted" id="m-info"></span></div></div>
+      <div id="m-charts"></div>`);
     const nameSel = document.getElementById("m-name"), rankSel = document.getElementById("m-rank");
+    const sm = document.getElementById("m-smooth"), logBox = document.getElementById("m-log");
+    const box = document.getElementById("m-charts");
     nameSel.value = pick;
-    let u = null;
-    async function draw(xmin, xmax) {
-      const p = new URLSearchParams({ name: nameSel.value, rank: rankSel.value, points: 2000 });
+    const zoom = new Map(); // metric -> [xmin, xmax] dragged to
+    let gen = 0;
+    // one chart per metric shown: each rank's points (faint when smoothed) and its smoothed line
+    async function drawOne(name, cell, g) {
+      const [xmin, xmax] = zoom.get(name) || [null, null];
+      const p = new URLSearchParams({ name, rank: rankSel.value, points: 2000 });
       if (xmin != null) { p.set("xmin", Math.floor(xmin)); p.set("xmax", Math.ceil(xmax)); }
       const r = await api(`/jobs/${encodeURIComponent(j.id)}/metrics/points?` + p);
-      const tables = r.series.map(s => [s.x, s.y]);
+      if (g !== gen || !cell.isConnected) return null; /* redrawn or left meanwhile */
+      const w = Number(sm.value), log = logBox.checked;
+      // the x of each point is the one the API gives: the step the job logged
+      const tables = r.series.map(s => {
+        const ys = log ? s.y.map(v => v > 0 ? v : null) : s.y;
+        return w > 0 ? [s.x, ys, smooth(ys, w)] : [s.x, ys];
+      });
       const data = tables.length ? (tables.length === 1 ? tables[0] : uPlot.join(tables)) : [[], []];
-      if (!document.getElementById("m-info")) return; /* left the tab meanwhile */
-      document.getElementById("m-info").textContent = r.series.map(s => `rank ${s.rank}: ${s.n} points, ${s.x.length} drawn`).join(" · ");
-      const box = document.getElementById("m-chart");
-      if (u) { cleanup.pop()(); u = null; }
-      u = chart(box, nameSel.value, r.series.map(s => "rank " + s.rank), data, {
+      const series = [];
+      r.series.forEach((s, i) => {
+        const c = METRIC_COLORS[i % METRIC_COLORS.length];
+        series.push({ label: "rank " + s.rank + (w > 0 ? " raw" : ""), stroke: w > 0 ? c + "40" : c, width: 1, points: { show: false } });
+        if (w > 0) series.push({ label: "rank " + s.rank, stroke: c, width: 1.5, points: { show: false } });
+      });
+      cell.dataset.metric = name;
+      cell.dataset.log = log ? "1" : "0";
+      cell.dataset.smoothing = String(w);
+      // what uPlot was given, for the browser test: rank 0's steps and last smoothed value
+      if (r.series.length) {
+        cell.dataset.x = r.series[0].x.slice(0, 200).join(",");
+        cell.dataset.n = String(r.series[0].x.length);
+        const ys = tables[0][w > 0 ? 2 : 1];
+        cell.dataset.last = String(ys.length ? ys[ys.length - 1] : "");
+      }
+      const u = chart(cell, name, null, data, {
+        series: [{ label: "step" }].concat(series),
+        scales: { x: { time: false }, y: log ? { distr: 3 } : {} },
         hooks: { setSelect: [uu => {
           if (uu.select.width < 5) return;
-          const a = uu.posToVal(uu.select.left, "x"), b = uu.posToVal(uu.select.left + uu.select.width, "x");
-          draw(a, b);
+          zoom.set(name, [uu.posToVal(uu.select.left, "x"), uu.posToVal(uu.select.left + uu.select.width, "x")]);
+          drawOne(name, cell, gen);
         }] },
         cursor: { drag: { x: true, y: false, setScale: false } },
       });
+      return r;
     }
-    nameSel.onchange = rankSel.onchange = () => draw();
-    document.getElementById("m-reset").onclick = () => draw();
+    async function draw() {
+      const g = ++gen;
+      const shown = nameSel.value === "*" ? names : [nameSel.value];
+      document.getElementById("m-smooth-v").textContent = Number(sm.value).toFixed(2);
+      // the cells stay while their metrics do (no flicker when a live job's charts redraw)
+      if (box.dataset.shown !== shown.join("\n")) {
+        put(box, html`<div class="${shown.length > 1 ? "charts" : ""}">${shown.map((n, i) => html`<div class="card">${
+          i ? html`<div class="chart metric-chart"></div>` : html`<div class="chart metric-chart" id="m-chart"></div>`}</div>`)}</div>`);
+        box.dataset.shown = shown.join("\n");
+      }
+      const cells = [...box.querySelectorAll(".metric-chart")];
+      let rs;
+      try { rs = await Promise.all(shown.map((n, i) => drawOne(n, cells[i], g))); } catch (e) { banner(e.message); return; }
+      const info = document.getElementById("m-info");
+      if (g !== gen || !info) return;
+      info.textContent = shown.length > 1 ? `${shown.length} charts` :
+        (rs[0] ? rs[0].series.map(s => `rank ${s.rank}: ${s.n} points, ${s.x.length} drawn`).join(" · ") : "");
+    }
+    nameSel.onchange = rankSel.onchange = sm.oninput = logBox.onchange = () => draw();
+    document.getElementById("m-reset").onclick = () => { zoom.clear(); draw(); };
+    // a live job: new points, and new metrics (then the lists are read again)
+    el.update = async nj => {
+      let l2;
+      try { l2 = await api(`/jobs/${encodeURIComponent(nj.id)}/metrics`); } catch (e) { return; }
+      const n2 = [...new Set(l2.series.map(s => s.metric))].sort(), r2 = [...new Set(l2.series.map(s => s.rank))];
+      if (!nameSel.isConnected) return;
+      if (n2.join("\n") !== names.join("\n") || r2.length !== ranks.length) {
+        const keep = [nameSel.value, rankSel.value, sm.value, logBox.checked];
+        await tabMetrics(nj, el);
+        const ns = document.getElementById("m-name");
+        if (!ns) return;
+        if ([...ns.options].some(o => o.value === keep[0])) ns.value = keep[0];
+        document.getElementById("m-rank").value = keep[1];
+        document.getElementById("m-smooth").value = keep[2];
+        document.getElementById("m-log").checked = keep[3];
+        ns.onchange();
+        return;
+      }
+      draw();
+    };
     await draw();
   }
   async function tabResources(j, el) {
+    el.update = nj => tabResources(nj, el); /* new samples while the job lives */
     put(el, html`<div class="charts"><div class="card chart" id="r-cpu"></div><div class="card chart" id="r-mem"></div>
       <div class="card chart" id="r-util"></div><div class="card chart" id="r-dmem"></div></div>`);
     let r;
@@ -491,7 +671,7 @@
     const s = r.samples;
     if (!s.length) { put(el, html`<div class="card muted">no samples yet (taken every few seconds while the job runs)</div>`); return; }
     const t0 = s[0].time, xs = s.map(x => x.time - t0);
-    const o = { scales: { x: { time: false } } };
+    const o = { scales: { x: { time: false } }, axes: [{ label: "seconds", size: 40 }, { size: 60 }] };
     chart(document.getElementById("r-cpu"), "CPU % (process tree)", ["cpu %"], [xs, s.map(x => x.cpu)], o);
     chart(document.getElementById("r-mem"), "Memory (MiB, resident)", ["MiB"], [xs, s.map(x => x.mem / 1048576)], o);
     const devs = (s[s.length - 1].devices || []).map(d => d.type + " " + d.id);
@@ -509,12 +689,28 @@
       ${cks.length ? cks.map(c => html`<tr><td>${c.name}</td><td>${c.step}</td><td>${c.epoch < 0 ? "-" : c.epoch}</td><td>${c.files}</td><td>${fmtBytes(c.bytes)}</td><td>${c.checksum}</td><td>${c.state}</td><td>${fmtTime(c.created)}</td></tr>`)
       : html`<tr><td colspan="8" class="muted">no checkpoints recorded</td></tr>`}</tbody></table></div>`);
   }
+  // a JSON value as tables: an object's fields as rows (nested objects as their
+  // own tables), a list of objects as one table with a column per field
+  function valueTable(v) {
+    if (v == null) return html`<span class="muted">-</span>`;
+    if (Array.isArray(v)) {
+      if (!v.length) return html`<span class="muted">none</span>`;
+      if (!v.every(x => x && typeof x === "object" && !Array.isArray(x))) return v.map(fmtVal).join(", ");
+      const cols = [...new Set(v.flatMap(x => Object.keys(x)))];
+      return html`<table class="sub"><thead><tr>${cols.map(c => html`<th>${c}</th>`)}</tr></thead>
+        <tbody>${v.map(x => html`<tr>${cols.map(c => html`<td>${valueTable(x[c])}</td>`)}</tr>`)}</tbody></table>`;
+    }
+    if (typeof v === "object") {
+      return html`<table class="kvt"><tbody>${Object.entries(v).map(([k, x]) => html`<tr><th>${k}</th><td class="wrap">${valueTable(x)}</td></tr>`)}</tbody></table>`;
+    }
+    return fmtVal(v);
+  }
   async function tabReport(j, el) {
     try {
       const r = await api(`/jobs/${encodeURIComponent(j.id)}/report`);
-      put(el, html`<div class="card"><pre>${JSON.stringify(r, null, 2)}</pre></div>`);
+      put(el, html`<div class="card scroll" id="report"><h2>Report</h2>${valueTable(r)}</div>`);
     } catch (e) {
-      put(el, html`<div class="card"><p class="muted">${e.message}</p>${j.metrics ? html`<pre>${JSON.stringify(j.metrics, null, 2)}</pre>` : ""}</div>`);
+      put(el, html`<div class="card scroll" id="report"><p class="muted">${e.message}${j.metrics ? " · the metrics so far:" : ""}</p>${j.metrics ? valueTable(j.metrics) : ""}</div>`);
     }
   }
 
@@ -657,17 +853,23 @@
   }
 
   // ---- routing ----
-  function route() {
-    cleanup.forEach(f => { try { f(); } catch (e) { /* already gone */ } });
+  // stop what the current page runs (streams, polls, charts); its awaits see routeGen moved on
+  function stopPage() {
+    const fs = cleanup;
     cleanup = [];
+    fs.forEach(f => { try { f(); } catch (e) { /* already gone */ } });
     delete view.dataset.job;
     routeGen++;
+  }
+  function route() {
+    stopPage();
     const hash = location.hash.replace(/^#\/?/, "");
     const [path, query] = hash.split("?");
     const parts = path.split("/").filter(Boolean);
     document.querySelectorAll("header nav a").forEach(a => a.classList.toggle("active", a.dataset.nav === (parts[0] || "jobs")));
     if (parts[0] === "job" && parts[1]) return pageJob(decodeURIComponent(parts[1]), parts[2]);
     if (parts[0] === "submit") return pageSubmit();
+    if (parts[0] === "login") return showLogin();
     if (parts[0] === "devices") return pageDevices();
     if (parts[0] === "compare") return pageCompare(query || "");
     if (parts[0] === "sweeps") return pageSweeps();

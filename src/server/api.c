@@ -529,8 +529,8 @@ static int r_login(struct api_call *c)
 		return reply_err(c->con, 403, "a login link must be opened directly, not from another"
 				 " site or page (Sec-Fetch-Site: %s)", site);
 	if (!t || sessions_use(c->s->sessions, SESS_TICKET, t, &w) != 0)
-		return reply_err(c->con, 403, "this login link was used already or has expired:"
-				 " `trainctl token login` on the server's machine prints a new one");
+		return serve_login_refused(c->con, "this login link was used already or has expired:"
+					   " `trainctl token login` on the server's machine prints a new one");
 	int ret = start_session(c, &w, 303, "/");
 	free(w.user);
 	return ret;
@@ -1054,10 +1054,28 @@ static void on_connection(void *cls, struct MHD_Connection *con, void **socket_c
 }
 
 /* libmicrohttpd's own messages, ours in form; none while starting (api_start says why it failed) */
+/*
+ * libmicrohttpd's notes that a client closed its connection (a browser
+ * tab closed, an event stream left, a keep-alive connection dropped): what
+ * clients do, not worth a line each in the server's log.
+ */
+static bool client_went_away(const char *fmt)
+{
+	static const char *const gone[] = {
+		"Connection was closed by remote side",
+		"Connection socket is closed when reading request",
+		"The connection was forcibly closed by remote peer",
+	};
+	for (size_t i = 0; i < sizeof(gone) / sizeof(gone[0]); i++)
+		if (!strncmp(fmt, gone[i], strlen(gone[i])))
+			return true;
+	return false;
+}
+
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	const struct srv *s = cls;
-	if (s->mhd)
+	if (s->mhd && !client_went_away(fmt))
 		srvlog_v(SRVLOG_WARNING, fmt, ap);
 }
 

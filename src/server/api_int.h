@@ -337,6 +337,8 @@ void sse_state_event(struct sbuf *out, const struct store_event *ev);
 
 /* assets.c: the web UI, embedded at build time */
 int serve_asset(struct MHD_Connection *con, const char *url);
+/* 403 for a refused login link: a page for a browser (Accept: text/html), else msg as JSON. */
+int serve_login_refused(struct MHD_Connection *con, const char *msg);
 struct MHD_Response;
 /* CSP, X-Frame-Options, nosniff, Referrer-Policy: on every answer (finding 16). */
 void api_page_headers(struct MHD_Response *r);
