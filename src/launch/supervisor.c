@@ -351,12 +351,21 @@ static void metrics_start(struct sup *sp)
 	const char *fmt = sp->s->metrics_format;
 	if (sp->mi || sp->o->no_metrics || (fmt && !strcmp(fmt, "none")))
 		return;
-	struct strvec files = STRVEC_INIT;
+	struct strvec files = STRVEC_INIT, tbd = STRVEC_INIT;
 	for (size_t i = 0; i < sp->s->metrics_files.nr; i++)
 		strvec_push_nodup(&files, path_absolute(sp->s->metrics_files.v[i], sp->s->workdir));
+	/* the event files the job writes: its TensorBoard folder's and the spec's (ingest.h note 6) */
+	strvec_push(&tbd, sp->tb_dir);
+	for (size_t i = 0; i < sp->s->metrics_tb_dirs.nr; i++)
+		strvec_push_nodup(&tbd, path_absolute(sp->s->metrics_tb_dirs.v[i], sp->s->workdir));
+	double since = 0; /* the first worker's start: an event file older than that is not the job's */
+	for (int i = 0; sp->w && i < sp->n; i++)
+		if (sp->w[i].started > 0 && (!since || sp->w[i].started < since))
+			since = sp->w[i].started;
 	struct metrics_ingest_opts mo = {
 		.st = sp->st, .job_id = sp->job_id, .format = fmt, .tb_dir = sp->tb_dir,
 		.files = (const char *const *)files.v, .nfiles = files.nr, .nranks = sp->n,
+		.tb_dirs = (const char *const *)tbd.v, .ntb_dirs = tbd.nr, .since = since,
 		.patterns = sp->s->metrics_patterns, .npatterns = sp->s->metrics_npatterns,
 		.warn = metrics_warn, .warn_ctx = sp, .write = metrics_write, .write_ctx = sp,
 		.world = sp->o->node ? sp->o->node->nnodes * sp->n : 0,
@@ -364,6 +373,7 @@ static void metrics_start(struct sup *sp)
 	};
 	sp->mi = metrics_ingest_new(&mo);
 	strvec_clear(&files);
+	strvec_clear(&tbd);
 }
 
 static void metrics_end(struct sup *sp)
