@@ -15,7 +15,7 @@ import json
 import re
 from pathlib import Path
 
-from conftest import wait_until
+from conftest import REPO, wait_until
 
 E2E = Path(__file__).resolve().parent
 
@@ -24,7 +24,7 @@ STEPS = (10, 20, 30)
 
 
 def loss(rank, step):
-    return 2.0 / (step // 10) + rank
+    return 1.0 / (1 << (step // 10)) + rank
 
 
 def acc(rank, step):
@@ -38,13 +38,13 @@ import json, os, sys, time
 sys.path.insert(0, {str(E2E)!r})
 import tfevents_writer
 rank = int(os.environ["RANK"])
-def loss(rank, step): return 2.0 / (step // 10) + rank
+def loss(rank, step): return 1.0 / (1 << (step // 10)) + rank
 def acc(rank, step): return 0.125 * (step // 10) + rank / 4
 WALL0 = {WALL0!r}
 """
 
 # rank 0: the job's TensorBoard folder, simple values (torch's way);
-# rank 1: a folder of metrics.tensorboard_dirs, under rank1/, the accuracy as a
+# rank 1: runs/ (metrics.tensorboard_dirs, as docs/metrics.md shows it), under rank1/, the accuracy as a
 # double tensor (tf.summary's way); rank 2 prints DLLL lines, so trainctl
 # writes event files of its own under the TensorBoard folder.
 TFEVENTS_JOB = PRELUDE + """
@@ -54,7 +54,7 @@ if rank == 2:
               "data": {"train.loss": loss(rank, step), "train.acc": acc(rank, step)}}), flush=True)
     sys.exit(0)
 folder = (os.path.join(os.environ["TRAINCTL_TENSORBOARD_DIR"], "run") if rank == 0
-          else os.path.join("tb", "rank%d" % rank))
+          else os.path.join("runs", "rank%d" % rank))
 w = tfevents_writer.Writer(folder)
 for step in (10, 20, 30):
     w.scalar("train.loss", loss(rank, step), step, WALL0 + step)
@@ -79,6 +79,14 @@ def _spec(tmp_path, name, script, nproc, extra=""):
     return spec
 
 
+def _doc_yaml():
+    """The spec lines docs/metrics.md gives for event files written elsewhere."""
+    text = (REPO / "docs" / "metrics.md").read_text()
+    at = text.index("## TensorBoard event files a job writes")
+    block = text[text.index("```yaml\n", at) + 8:]
+    return block[:block.index("```")]
+
+
 def _job_id(text):
     m = re.search(r"job (\d{8}-\d{6}-\d{3}-[0-9a-f]{4})", text)
     assert m, text
@@ -92,11 +100,12 @@ def _points(run_tc, job):
 
 
 def _key(p):
-    return (p["metric"], p["rank"], p["step"], p["iter"], p["seq"], p["value"], p.get("time"))
+    """Every field of a stored point: metric, rank, kind, seq, epoch, iter, step, value, wall_time."""
+    return tuple(sorted(p.items()))
 
 
 def test_event_files_give_the_points_of_dlll_lines(run_tc, tmp_path):
-    tf = _spec(tmp_path, "tfev", TFEVENTS_JOB, 3, "metrics: {tensorboard_dirs: [tb]}\n")
+    tf = _spec(tmp_path, "tfev", TFEVENTS_JOB, 3, _doc_yaml())
     r = run_tc("run", tf)
     assert r.returncode == 0, r.stderr
     tf_job = _job_id(r.stderr)
@@ -110,6 +119,9 @@ def test_event_files_give_the_points_of_dlll_lines(run_tc, tmp_path):
     want = sorted(map(_key, _points(run_tc, dl_job)), key=repr)
     assert len(want) == 3 * 3 * 2
     assert got == want
+    assert dict(got[0])["wall_time"] in [WALL0 + s for s in STEPS]
+    # the table as a user sees it
+    assert run_tc("metrics", tf_job).stdout == run_tc("metrics", dl_job).stdout
     # trainctl's own files of rank 2 were not read back: one point per step and rank
     pts = _points(run_tc, tf_job)
     assert sorted((p["rank"], p["metric"], p["step"]) for p in pts) == sorted(
