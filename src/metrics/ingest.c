@@ -84,6 +84,8 @@ struct metrics_ingest {
 	struct metric_rec *evrecs; /* one Event's records */
 	size_t aevrecs;
 	double since;       /* an event file last changed before this is the job's from its end */
+	int *own;           /* this node's ranks (note 6), or NULL: every rank */
+	size_t nown;
 	size_t nevfiles;
 	int flush_ms;
 	int64_t next_flush, next_poll;
@@ -596,6 +598,13 @@ static void add_event_file(struct metrics_ingest *mi, const char *path, size_t r
 	}
 	mi->nevfiles++;
 	struct follow *f = add_follow(mi, path, rank_in_path(path + root), false);
+	bool own = !mi->own;
+	for (size_t i = 0; i < mi->nown && !own; i++)
+		own = mi->own[i] == f->rank;
+	if (!own) { /* another node's (note 6): known, never read */
+		f->done = true;
+		return;
+	}
 	f->tf = tfread_new();
 	double mtime = (double)sb->st_mtim.tv_sec + (double)sb->st_mtim.tv_nsec / 1e9;
 	if (mtime < mi->since)
@@ -696,6 +705,11 @@ struct metrics_ingest *metrics_ingest_new(const struct metrics_ingest_opts *o)
 		}
 	}
 	mi->since = o->since > 0 ? o->since - 0.05 : now_wall(); /* file times lag a clock tick */
+	if (o->own_ranks) {
+		mi->own = xmalloc((o->nown ? o->nown : 1) * sizeof(*mi->own));
+		memcpy(mi->own, o->own_ranks, o->nown * sizeof(*mi->own));
+		mi->nown = o->nown;
+	}
 	for (size_t i = 0; i < o->ntb_dirs; i++) {
 		XGROW(mi->tbd, mi->ntbd + 1, mi->atbd);
 		mi->tbd[mi->ntbd++] = xstrdup(o->tb_dirs[i]);
@@ -779,6 +793,7 @@ void metrics_ingest_free(struct metrics_ingest *mi)
 		free(mi->tbd[i]);
 	free(mi->tbd);
 	free(mi->evrecs);
+	free(mi->own);
 	free(mi->r);
 	free(mi->f);
 	store_mbatch_free(mi->b);

@@ -2,15 +2,18 @@
  * test_tfread.c -- the TensorBoard event-file reader: the writer's files
  * read back, scalars as simple_value and as tensors, every wire type
  * skipped, records fed a byte at a time, and corrupt or cut records
- * counted without losing the others.
+ * counted without losing the others; and the files as the supervisor's
+ * ingestion follows them (which ranks, never trainctl's own).
  */
 #include "test.h"
 
 #include "core/enc.h"
 #include "core/sbuf.h"
 #include "core/util.h"
+#include "metrics/ingest.h"
 #include "metrics/tfevents.h"
 #include "metrics/tfread.h"
+#include "store/store.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -365,4 +368,83 @@ TEST(a_cut_record_is_waited_for_until_the_end)
 	CHECK_INT(tfread_next(r, true, &ev), TFREAD_MORE);
 	tfread_free(r);
 	sbuf_release(&s);
+}
+
+/* ---- followed by the supervisor's ingestion (metrics/ingest.h note 6) ---- */
+
+static size_t stored;
+
+static int keep_count(void *ctx, struct store_mbatch *b, struct tc_err *err)
+{
+	(void)ctx, (void)err;
+	stored += store_mbatch_pending(b);
+	store_mbatch_drop(b);
+	return 0;
+}
+
+static void write_bytes(const char *path, const struct sbuf *sb)
+{
+	FILE *f = fopen(path, "wb");
+	CHECK(f && fwrite(sb->buf, 1, sb->len, f) == sb->len && fclose(f) == 0);
+}
+
+/* Two ranks' files (rank-0/, rank1/) and trainctl's own: what ingestion with own ranks takes. */
+static void ingest_ranks(const int *own, size_t nown, long long want_lines, size_t want_points)
+{
+	char tmpl[] = "/tmp/tc-tfread-XXXXXX";
+	CHECK(mkdtemp(tmpl));
+	struct sbuf p = SBUF_INIT, a = SBUF_INIT, b = SBUF_INIT;
+	struct tc_err err = TC_ERR_INIT;
+	sbuf_addf(&p, "%s/run/rank-0", tmpl);
+	CHECK(mkdir_p(p.buf, &err) == 0);
+	simple_record(&a, 1.0, 1, "loss", 1);
+	simple_record(&a, 2.0, 2, "loss", 2);
+	sbuf_adds(&p, "/events.out.tfevents.1.h");
+	write_bytes(p.buf, &a);
+	sbuf_reset(&p);
+	sbuf_addf(&p, "%s/run/rank1", tmpl);
+	CHECK(mkdir_p(p.buf, &err) == 0);
+	simple_record(&b, 1.0, 1, "loss", 3);
+	sbuf_adds(&p, "/events.out.tfevents.1.h");
+	write_bytes(p.buf, &b);
+	/* trainctl's own file: marked, so never read */
+	struct tfevents_writer *w = NULL;
+	sbuf_reset(&p);
+	sbuf_addf(&p, "%s/rank-0", tmpl);
+	CHECK(tfevents_open(p.buf, 0, &w, &err) == 0);
+	CHECK(tfevents_add_scalar(w, "loss", 5, 5, 0, &err) == 0);
+	CHECK(tfevents_close(w, &err) == 0);
+
+	const char *dirs[] = { tmpl };
+	struct metrics_ingest_opts o = {
+		.write = keep_count, .job_id = "J", .tb_dirs = dirs, .ntb_dirs = 1, .nranks = 2,
+		.since = 1.0, .own_ranks = own, .nown = nown,
+	};
+	stored = 0;
+	struct metrics_ingest *mi = metrics_ingest_new(&o);
+	metrics_ingest_finish(mi);
+	long long lines, records, malformed;
+	metrics_ingest_counts(mi, &lines, &records, &malformed);
+	CHECK_INT(lines, want_lines);
+	CHECK_INT(records, want_lines);
+	CHECK_INT(malformed, 0);
+	CHECK_INT(stored >= want_points, 1); /* points, and a counters row per rank */
+	CHECK_INT(stored <= want_points + 2, 1);
+	metrics_ingest_free(mi);
+	sbuf_reset(&p);
+	sbuf_addf(&p, "rm -rf '%s'", tmpl);
+	CHECK(system(p.buf) == 0);
+	sbuf_release(&p);
+	sbuf_release(&a);
+	sbuf_release(&b);
+	tc_err_release(&err);
+}
+
+TEST(ingest_reads_the_ranks_of_this_node)
+{
+	ingest_ranks(NULL, 0, 3, 3); /* one machine: every rank */
+	int one[] = { 1 };
+	ingest_ranks(one, 1, 1, 1); /* a node with rank 1 only */
+	int zero[] = { 0 };
+	ingest_ranks(zero, 1, 2, 2);
 }
