@@ -249,8 +249,8 @@ static void count_malformed(struct metrics_ingest *mi, int rank, char *why)
 	mi->malformed++;
 }
 
-static void take_records(struct metrics_ingest *mi, int wrank, const struct metric_rec *recs,
-			 size_t n, double now);
+static int take_records(struct metrics_ingest *mi, int wrank, const struct metric_rec *recs,
+			size_t n, double now);
 
 static void one_line(struct metrics_ingest *mi, int wrank, const char *line, size_t len,
 		     double now)
@@ -278,13 +278,17 @@ static void one_line(struct metrics_ingest *mi, int wrank, const char *line, siz
 	take_records(mi, wrank, recs, n, now);
 }
 
-/* The records of one line (or one Event) from worker or file wrank. */
-static void take_records(struct metrics_ingest *mi, int wrank, const struct metric_rec *recs,
+/*
+ * The records of one line (or one Event) from worker or file wrank: the
+ * rank they went to, or -1 when they were not taken (another format, a
+ * rank the job does not have).
+ */
+static int take_records(struct metrics_ingest *mi, int wrank, const struct metric_rec *recs,
 			 size_t n, double now)
 {
 	if (n && mi->family && family_of(recs[0].format) >= 0 &&
 	    family_of(recs[0].format) != mi->family)
-		return;
+		return -1;
 	if (n && recs[0].rank >= mi->world && recs[0].rank >= SELF_LAUNCHED_RANKS) {
 		/* a rank the job does not have: an error of this line, not a
 		 * per-rank entry for every rank up to it */
@@ -292,7 +296,7 @@ static void take_records(struct metrics_ingest *mi, int wrank, const struct metr
 		sbuf_addf(&why, "\"rank\": %d is not a rank of this job (world size %d)", recs[0].rank,
 			  mi->world);
 		count_malformed(mi, wrank, sbuf_detach(&why));
-		return;
+		return -1;
 	}
 	int rank = n && recs[0].rank >= 0 ? recs[0].rank : wrank;
 	struct rank_st *rs = rank_get(mi, rank);
@@ -348,6 +352,7 @@ static void take_records(struct metrics_ingest *mi, int wrank, const struct metr
 		if (r->has_value && r->format != METRICS_FMT_TFEVENTS)
 			tb_add(mi, rank, rs, kind, r->name, r->epoch, r->value, wall);
 	}
+	return rank;
 }
 
 static void flush(struct metrics_ingest *mi);
