@@ -359,18 +359,18 @@ static void metrics_start(struct sup *sp)
 	for (size_t i = 0; i < sp->s->metrics_tb_dirs.nr; i++)
 		strvec_push_nodup(&tbd, path_absolute(sp->s->metrics_tb_dirs.v[i], sp->s->workdir));
 	double since = 0; /* the first worker's start: an event file older than that is not the job's */
-	int *own = sp->o->node && sp->w ? xcalloc((size_t)sp->n + 1, sizeof(*own)) : NULL;
+	int *ranks = sp->o->node && sp->w ? xcalloc((size_t)sp->n + 1, sizeof(*ranks)) : NULL;
 	for (int i = 0; sp->w && i < sp->n; i++) {
 		if (sp->w[i].started > 0 && (!since || sp->w[i].started < since))
 			since = sp->w[i].started;
-		if (own)
-			own[i] = sp->w[i].rank;
+		if (ranks)
+			ranks[i] = sp->w[i].rank;
 	}
 	struct metrics_ingest_opts mo = {
 		.st = sp->st, .job_id = sp->job_id, .format = fmt, .tb_dir = sp->tb_dir,
 		.files = (const char *const *)files.v, .nfiles = files.nr, .nranks = sp->n,
 		.tb_dirs = (const char *const *)tbd.v, .ntb_dirs = tbd.nr, .since = since,
-		.own_ranks = own, .nown = own ? (size_t)sp->n : 0,
+		.node_ranks = ranks, .nnode_ranks = ranks ? (size_t)sp->n : 0,
 		.patterns = sp->s->metrics_patterns, .npatterns = sp->s->metrics_npatterns,
 		.warn = metrics_warn, .warn_ctx = sp, .write = metrics_write, .write_ctx = sp,
 		.world = sp->o->node ? sp->o->node->nnodes * sp->n : 0,
@@ -379,7 +379,7 @@ static void metrics_start(struct sup *sp)
 	sp->mi = metrics_ingest_new(&mo);
 	strvec_clear(&files);
 	strvec_clear(&tbd);
-	free(own);
+	free(ranks);
 }
 
 static void metrics_end(struct sup *sp)

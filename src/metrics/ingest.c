@@ -84,8 +84,8 @@ struct metrics_ingest {
 	struct metric_rec *evrecs; /* one Event's records */
 	size_t aevrecs;
 	double since;       /* an event file last changed before this is the job's from its end */
-	int *own;           /* this node's ranks (note 6), or NULL: every rank */
-	size_t nown;
+	int *node_ranks;    /* this node's ranks (note 6), or NULL: every rank */
+	size_t nnode_ranks;
 	size_t nevfiles;
 	int flush_ms;
 	int64_t next_flush, next_poll;
@@ -462,7 +462,7 @@ static void follow_events(struct metrics_ingest *mi, struct follow *f, bool at_e
 			count_malformed(mi, file_rank(mi, f->rank), sbuf_detach(&why));
 			continue;
 		}
-		if (ev.trainctl) { /* our own output (ingest.h note 4): never read back */
+		if (ev.trainctl) { /* our own output (tfread.h note 4): never read back */
 			f->done = true;
 			tfread_free(f->tf);
 			f->tf = NULL;
@@ -603,10 +603,10 @@ static void add_event_file(struct metrics_ingest *mi, const char *path, size_t r
 	}
 	mi->nevfiles++;
 	struct follow *f = add_follow(mi, path, rank_in_path(path + root), false);
-	bool own = !mi->own;
-	for (size_t i = 0; i < mi->nown && !own; i++)
-		own = mi->own[i] == f->rank;
-	if (!own) { /* another node's (note 6): known, never read */
+	bool mine = !mi->node_ranks;
+	for (size_t i = 0; i < mi->nnode_ranks && !mine; i++)
+		mine = mi->node_ranks[i] == f->rank;
+	if (!mine) { /* another node's (note 6): known, never read */
 		f->done = true;
 		return;
 	}
@@ -710,10 +710,11 @@ struct metrics_ingest *metrics_ingest_new(const struct metrics_ingest_opts *o)
 		}
 	}
 	mi->since = o->since > 0 ? o->since - 0.05 : now_wall(); /* file times lag a clock tick */
-	if (o->own_ranks) {
-		mi->own = xmalloc((o->nown ? o->nown : 1) * sizeof(*mi->own));
-		memcpy(mi->own, o->own_ranks, o->nown * sizeof(*mi->own));
-		mi->nown = o->nown;
+	if (o->node_ranks) {
+		size_t bytes = o->nnode_ranks * sizeof(*mi->node_ranks);
+		mi->node_ranks = xmalloc(bytes ? bytes : 1);
+		memcpy(mi->node_ranks, o->node_ranks, bytes);
+		mi->nnode_ranks = o->nnode_ranks;
 	}
 	for (size_t i = 0; i < o->ntb_dirs; i++) {
 		XGROW(mi->tbd, mi->ntbd + 1, mi->atbd);
@@ -798,7 +799,7 @@ void metrics_ingest_free(struct metrics_ingest *mi)
 		free(mi->tbd[i]);
 	free(mi->tbd);
 	free(mi->evrecs);
-	free(mi->own);
+	free(mi->node_ranks);
 	free(mi->r);
 	free(mi->f);
 	store_mbatch_free(mi->b);

@@ -38,7 +38,7 @@
  *     most, no symlinks, 1024 files at most) is followed like a file of
  *     `files`, found within 0.5 s of its creation.  Its rank: the last
  *     folder below the followed one named rank-N, rank_N or rankN, else 0.
- *     A node of a multi-node job (own_ranks) reads only the files of its
+ *     A node of a multi-node job (node_ranks) reads only the files of its
  *     own ranks: a folder the nodes share is then read once, not per node.
  *     Each Event with scalars counts as one line, its scalars as POINT
  *     records of step "<step>" (iter = step) at the Event's wall time,
@@ -83,8 +83,8 @@ struct metrics_ingest_opts {
 	size_t ntb_dirs;
 	double since;              /* wall time the job's workers started (note 6); 0: now */
 	/* this node's worker ranks when others run elsewhere (note 6); NULL: every rank */
-	const int *own_ranks;
-	size_t nown;
+	const int *node_ranks;
+	size_t nnode_ranks;
 	int nranks;                /* "{rank}" expands to 0 .. nranks-1; the world is at least this */
 	int flush_ms;              /* 0: 500 */
 	void (*warn)(void *ctx, const char *msg);

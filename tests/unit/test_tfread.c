@@ -389,7 +389,7 @@ static void write_bytes(const char *path, const struct sbuf *sb)
 }
 
 /* Two ranks' files (rank-0/, rank1/) and trainctl's own: what ingestion with own ranks takes. */
-static void ingest_ranks(const int *own, size_t nown, long long want_lines, size_t want_points)
+static void ingest_ranks(const int *ranks, size_t nranks, long long want_lines, size_t want_points)
 {
 	char tmpl[] = "/tmp/tc-tfread-XXXXXX";
 	CHECK(mkdtemp(tmpl));
@@ -418,7 +418,7 @@ static void ingest_ranks(const int *own, size_t nown, long long want_lines, size
 	const char *dirs[] = { tmpl };
 	struct metrics_ingest_opts o = {
 		.write = keep_count, .job_id = "J", .tb_dirs = dirs, .ntb_dirs = 1, .nranks = 2,
-		.since = 1.0, .own_ranks = own, .nown = nown,
+		.since = 1.0, .node_ranks = ranks, .nnode_ranks = nranks,
 	};
 	stored = 0;
 	struct metrics_ingest *mi = metrics_ingest_new(&o);
