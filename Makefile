@@ -12,8 +12,12 @@ FUZZ_SECONDS ?= 300
 FUZZ_CHECK_SECONDS ?= 20
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PYTHON ?= /usr/bin/python3
+# where `make install` puts the Python package (python/): a folder the system
+# python searches (Debian: /usr/lib/python3/dist-packages for /usr, else
+# PREFIX/lib/pythonX.Y/dist-packages)
+PYTHON_SITE ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/lib/python3/dist-packages,$(PREFIX)/lib/python$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages)
 
-.PHONY: all build asan deps demo check unit unit-asan e2e soak install clean bench \
+.PHONY: all build asan deps demo check unit unit-asan e2e soak install install-python clean bench \
 	fuzz-build fuzz fuzz-check check-paths
 
 all: build
@@ -90,12 +94,32 @@ fuzz-check: fuzz-build
 check-web:
 	$(PYTHON) scripts/check-web-html.py
 
+# man pages from the built binary's --help and docs/spec.md (scripts/man.py);
+# make install installs them too
+.PHONY: man deb install-man
+man: build
+	$(PYTHON) scripts/man.py $(BUILD)/trainctl $(BUILD)/man docs/spec.md
+
+install: install-man
+install-man: man
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
+	install -m 0644 $(BUILD)/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 $(BUILD)/man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
+
+# trainctl_VERSION_ARCH.deb in $(BUILD) (packaging/deb/build.sh, docs/install.md)
+deb: build
+	packaging/deb/build.sh $(BUILD) $(BUILD)
+
 bench: build
 	$(PYTHON) bench/launch.py
 
-install: build
+install: build install-python
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BUILD)/trainctl $(DESTDIR)$(PREFIX)/bin/trainctl
+
+install-python:
+	install -d $(DESTDIR)$(PYTHON_SITE)/trainctl
+	install -m 0644 python/trainctl/*.py python/trainctl/py.typed $(DESTDIR)$(PYTHON_SITE)/trainctl/
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -7,16 +7,20 @@ set -eu
 if [ "${1:-}" = soak ]; then
 	PKGS="stress-ng"
 else
+# lintian checks the Debian package (make deb, tests/e2e/test_deb_package.py)
 PKGS="build-essential cmake pkg-config libyaml-dev libjansson-dev libsqlite3-dev \
 python3-torch python3-sklearn python3-pytest python3-numpy \
 libcurl4-openssl-dev libssl-dev rclone curl jq \
 libmicrohttpd-dev chromium chromium-driver \
 slurm-wlm munge libslurm-dev iproute2 zsh \
-podman runc uidmap mmdebstrap catatonit \
+podman runc uidmap mmdebstrap catatonit lintian \
 clang libclang-rt-dev \
 openssh-server openssh-client \
 jupyter-notebook python3-ipykernel python3-websocket \
-ceph-mon ceph-osd radosgw ceph-common python3-boto3"
+ceph-mon ceph-osd radosgw ceph-common python3-boto3 \
+python3-setuptools python3-wheel python3-venv"
+# python3-setuptools and python3-wheel build the Python package offline
+# (python/_build/backend.py); python3-venv: its install test's bare venv
 # catatonit is podman's --init (the container tests' workers run under it);
 # --no-install-recommends leaves it out with podman
 # ceph-mon, ceph-osd and radosgw: a real S3 server for the storage tests

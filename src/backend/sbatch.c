@@ -10,6 +10,7 @@
  * the shell.
  */
 #include "backend/backend.h"
+#include "core/util.h"
 #include "core/sbuf.h"
 
 #include <string.h>
@@ -27,10 +28,11 @@ char *slurm_script(const struct slurm_script_in *in)
 	const struct spec *s = in->spec;
 	struct sbuf sb = SBUF_INIT;
 	sbuf_addf(&sb, "#!/bin/sh\n"
-		       "# trainctl job %s (%s): %d nodes x %d %s workers.\n"
+		       "# trainctl job %s (%s): %d node%s x %d %s worker%s.\n"
 		       "# Written and submitted by trainctl (docs/slurm.md); `trainctl run` or\n"
 		       "# `sbatch --parsable` on this file starts the same job again.\n",
-		  in->job_id, s->name, s->nodes, s->per_node, s->device_type);
+		  in->job_id, s->name, s->nodes, plural_s(s->nodes), s->per_node, s->device_type,
+		  plural_s(s->per_node));
 	sbuf_addf(&sb, "#SBATCH --job-name=%s\n", s->name);
 	sbuf_addf(&sb, "#SBATCH --nodes=%d\n", s->nodes);
 	sbuf_adds(&sb, "#SBATCH --ntasks-per-node=1\n");

@@ -271,8 +271,9 @@ int slurm_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	if ((rc = store_open(o->home, &g.st, err)) || (rc = fg_record(&g, err)) ||
 	    (rc = fg_submit(&g, err)))
 		goto out;
-	launch_say("job %s (%s): %d nodes x %d %s workers, Slurm job %s, run folder %s", g.id,
-	    s->name, s->nodes, s->per_node, s->device_type, g.slurm_job, g.run_dir);
+	launch_say("job %s (%s): %d node%s x %d %s worker%s, Slurm job %s, run folder %s", g.id,
+	    s->name, s->nodes, plural_s(s->nodes), s->per_node, s->device_type, plural_s(s->per_node),
+	    g.slurm_job, g.run_dir);
 	/* the runtime chosen at submission (backend_prepare) */
 	if (s->container.image && s->container.runtime && !strcmp(s->container.runtime, "pyxis"))
 		launch_say("image %s: pyxis (each worker a Slurm step, srun --container-image)",

@@ -158,6 +158,56 @@ const struct st_tensor *st_find(const struct st_file *f, const char *name);
 /* `ckpt inspect`: the tensors and metadata as text (or JSON) on out. */
 void st_describe(const struct st_file *f, bool json, struct sbuf *out);
 
+struct json_t;
+/* `ckpt inspect --json`: o indented, then a newline, on out; o is released. */
+void ckpt_json_emit(struct json_t *o, struct sbuf *out);
+
+/* ---- what torch.save writes (torchzip.c) ---- */
+
+enum ckpt_file_kind {
+	CKPT_FILE_OTHER,  /* safetensors, or not a checkpoint: st_open decides */
+	CKPT_FILE_ZIP,    /* torch.save's default format */
+	CKPT_FILE_PICKLE, /* torch.save(..., _use_new_zipfile_serialization=False) */
+};
+
+/* The kind of a checkpoint file by its first bytes. */
+enum ckpt_file_kind ckpt_file_kind(const char *path);
+
+struct ckpt_zip_rec {
+	char *name; /* as stored, bytes outside printable ASCII shown as '?' */
+	uint64_t bytes, compressed;
+	uint16_t method; /* 0 stored, 8 deflate */
+};
+
+struct ckpt_zip {
+	char *path;
+	uint64_t size;
+	struct ckpt_zip_rec *rec; /* in central directory order */
+	size_t nrec, alloc;
+	size_t storages;          /* records named .../data/<key>: tensor storages */
+	uint64_t storage_bytes;
+};
+
+/*
+ * The records of a zip archive from its central directory (zip64 too),
+ * every offset checked against the file; TC_EINPUT naming the file when it
+ * is not a whole zip.  Nothing is decompressed or unpickled.
+ */
+int ckpt_zip_open(const char *path, struct ckpt_zip **out, struct tc_err *err);
+/* The same from size bytes in memory, named name in errors. */
+int ckpt_zip_parse(const void *buf, size_t size, const char *name, struct ckpt_zip **out,
+		   struct tc_err *err);
+void ckpt_zip_free(struct ckpt_zip *z);
+/* `ckpt inspect` of a torch zip: its records and what is not read (text or JSON). */
+void ckpt_zip_describe(const struct ckpt_zip *z, bool json, struct sbuf *out);
+
+/*
+ * `ckpt inspect`: a torch.save zip archive's records, else a safetensors
+ * file's tensors (st_open's checks); a torch pickle is an error saying what
+ * is read.
+ */
+int ckpt_inspect(const char *path, bool json, struct sbuf *out, struct tc_err *err);
+
 /* ---- transform (transform.c) ---- */
 
 /*

@@ -271,6 +271,17 @@ const struct st_tensor *st_find(const struct st_file *f, const char *name)
 	return NULL;
 }
 
+void ckpt_json_emit(struct json_t *o, struct sbuf *out)
+{
+	char *t = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	if (!t)
+		xdie_oom(0);
+	sbuf_adds(out, t);
+	sbuf_addch(out, '\n');
+	free(t);
+}
+
 static int cmp_name(const void *a, const void *b)
 {
 	return strcmp((*(const struct st_tensor *const *)a)->name,
@@ -302,13 +313,7 @@ void st_describe(const struct st_file *f, bool json, struct sbuf *out)
 							   (json_int_t)v[i]->end));
 		}
 		json_object_set_new(o, "tensors", a);
-		char *t = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-		json_decref(o);
-		if (!t)
-			xdie_oom(0);
-		sbuf_adds(out, t);
-		sbuf_addch(out, '\n');
-		free(t);
+		ckpt_json_emit(o, out);
 		free(v);
 		return;
 	}

@@ -13,7 +13,7 @@
 static const char usage[] =
 	"usage: trainctl ckpt list JOB|DIR\n"
 	"   or: trainctl ckpt list --nodes JOB   (each node's own disk: multi-node jobs via a hub)\n"
-	"   or: trainctl ckpt inspect [--json] FILE.safetensors\n"
+	"   or: trainctl ckpt inspect [--json] FILE.safetensors|FILE.pt\n"
 	"   or: trainctl ckpt transform --src DIR --src-strategy S.json --dst DIR --dst-strategy D.json\n"
 	"                               [--threads N] [--quiet]\n";
 
@@ -120,17 +120,13 @@ static int inspect(int argc, char **argv, struct tc_err *err)
 		i++;
 	}
 	if (i + 1 != argc)
-		return tc_error(err, TC_EUSAGE, "ckpt inspect: give one .safetensors file");
-	struct st_file *f = NULL;
-	int rc = st_open(argv[i], &f, err);
-	if (rc)
-		return rc;
+		return tc_error(err, TC_EUSAGE, "ckpt inspect: give one .safetensors or torch .pt file");
 	struct sbuf out = SBUF_INIT;
-	st_describe(f, json, &out);
-	fwrite(out.buf, 1, out.len, stdout);
+	int rc = ckpt_inspect(argv[i], json, &out, err);
+	if (!rc)
+		fwrite(out.buf, 1, out.len, stdout);
 	sbuf_release(&out);
-	st_close(f);
-	return 0;
+	return rc;
 }
 
 /* The progress line of a transform, on a terminal: written so far, share, speed. */

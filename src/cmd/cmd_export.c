@@ -1,5 +1,6 @@
 /* cmd_export.c -- `trainctl export tb JOB DIR`: TensorBoard files of a stored job */
 #include "cmd/cmd.h"
+#include "core/util.h"
 #include "metrics/ingest.h"
 #include "store/store.h"
 
@@ -42,8 +43,8 @@ int cmd_export(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	if (!rc && !nfiles)
 		rc = tc_error(err, TC_ENOTFOUND, "export: job %s has no stored metrics", j.id);
 	if (!rc)
-		printf("%zu points in %zu event file%s under %s\n", npoints, nfiles,
-		       nfiles == 1 ? "" : "s", argv[optind + 2]);
+		printf("%zu point%s in %zu event file%s under %s\n", npoints, plural_s((long long)npoints),
+		       nfiles, plural_s((long long)nfiles), argv[optind + 2]);
 	job_row_release(&j);
 	store_close(st);
 	return rc;

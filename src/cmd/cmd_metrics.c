@@ -19,7 +19,10 @@ static const char usage[] =
 	"      --name METRIC   only this metric (e.g. train.loss)\n"
 	"  -r, --rank R        only rank R\n"
 	"  -o, --format F      table (default), csv or json\n"
-	"  -p, --points N      at most N points per series, keeping spikes (for charts)\n";
+	"  -p, --points N      at most N points per series, keeping spikes (for charts)\n"
+	"\n"
+	"STEP is the step the job logged when it is one number (step 10), else the\n"
+	"rank's count of step lines (seq); LOGGED is the step as written.\n";
 
 enum fmt { F_TABLE, F_CSV, F_JSON };
 
@@ -69,8 +72,9 @@ static void print_point(void *data, const struct metrics_point *pt)
 	if (o->fmt == F_JSON) {
 		sbuf_adds(sb, o->n ? ",\n  {\"metric\": " : "  {\"metric\": ");
 		json_add_str(sb, pt->metric);
-		sbuf_addf(sb, ", \"rank\": %d, \"kind\": \"%s\", \"seq\": %lld, \"epoch\": %lld,"
-			  " \"iter\": %lld, \"step\": ", pt->rank, pt->kind, p->seq, p->epoch, p->iter);
+		sbuf_addf(sb, ", \"rank\": %d, \"kind\": \"%s\", \"x\": %lld, \"seq\": %lld,"
+			  " \"epoch\": %lld, \"iter\": %lld, \"step\": ", pt->rank, pt->kind,
+			  store_mpoint_x(p), p->seq, p->epoch, p->iter);
 		json_add_str(sb, p->step);
 		sbuf_adds(sb, ", \"value\": ");
 		add_value(sb, p, true);
@@ -90,10 +94,10 @@ static void print_point(void *data, const struct metrics_point *pt)
 		add_value(&v, p, false);
 		add_csv(sb, v.buf);
 		sbuf_release(&v);
-		sbuf_addf(sb, ",%.6f\n", p->wall_time);
+		sbuf_addf(sb, ",%.6f,%lld\n", p->wall_time, store_mpoint_x(p));
 	} else {
 		sbuf_addf(sb, "%-*s %4d %-7s %7lld  %-18s ", o->metric_width, pt->metric, pt->rank,
-			  pt->kind, p->seq, p->step);
+			  pt->kind, store_mpoint_x(p), p->step);
 		if (p->text)
 			add_value(sb, p, false);
 		else
@@ -242,11 +246,11 @@ int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	if (o.fmt == F_JSON)
 		fputs("[\n", stdout);
 	else if (o.fmt == F_CSV)
-		fputs("metric,rank,kind,seq,epoch,iter,step,value,wall_time\n", stdout);
+		fputs("metric,rank,kind,seq,epoch,iter,step,value,wall_time,x\n", stdout);
 	else {
 		o.metric_width = metric_width(st, j.id, name);
-		printf("%-*s %4s %-7s %7s  %-18s %s\n", o.metric_width, "METRIC", "RANK", "KIND", "SEQ",
-		       "STEP", "VALUE");
+		printf("%-*s %4s %-7s %7s  %-18s %s\n", o.metric_width, "METRIC", "RANK", "KIND", "STEP",
+		       "LOGGED", "VALUE");
 	}
 	rc = metrics_job_points(st, j.id, name, (int)rank, (size_t)points, print_point, &o, &count,
 				err);

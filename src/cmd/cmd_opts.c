@@ -38,6 +38,51 @@ const char *cmd_nearest(const char *word, const char *const *names, size_t n)
 	return best;
 }
 
+/*
+ * torchrun's flags that have no meaning under trainctl, with what to write
+ * instead.  The ones that do (--nproc-per-node, --nnodes, --standalone,
+ * --max-restarts) are aliases in `run`'s own table.  Matched with '_'
+ * read as '-', as torchrun itself accepts both.
+ */
+static const struct {
+	const char *flag, *instead;
+} torchrun_flags[] = {
+	{ "rdzv-backend", "trainctl is its own rendezvous: leave it out (multi-node: nodes: N with "
+			  "--backend slurm; docs/slurm.md)" },
+	{ "rdzv-endpoint", "trainctl sets MASTER_ADDR and MASTER_PORT itself: leave it out" },
+	{ "rdzv-id", "the job's name is its id: --name NAME" },
+	{ "rdzv-conf", "trainctl is its own rendezvous: leave it out" },
+	{ "master-addr", "trainctl sets MASTER_ADDR itself: leave it out" },
+	{ "master-port", "trainctl picks a free MASTER_PORT itself: leave it out" },
+	{ "node-rank", "trainctl gives each node its rank: leave it out" },
+	{ "monitor-interval", "the watchdog's settings are spec keys: watchdog.* (docs/spec.md)" },
+	{ "log-dir", "every rank's log is kept: trainctl logs JOB (--rank N)" },
+	{ "redirects", "every rank's log is kept: trainctl logs JOB (--rank N)" },
+	{ "tee", "every rank's log is kept: trainctl logs JOB (--rank N)" },
+	{ "role", "leave it out: every worker runs the same command" },
+	{ "run-path", "give the command after --: trainctl run -- python3 -m MODULE" },
+	{ "module", "give the command after --: trainctl run -- python3 -m MODULE" },
+	{ "no-python", "give the command after --: trainctl run -- PROGRAM" },
+};
+
+static int torchrun_hint(const char *cmd, const char *word, struct tc_err *err)
+{
+	struct sbuf w = SBUF_INIT;
+	sbuf_adds(&w, word);
+	for (size_t i = 0; i < w.len; i++)
+		if (w.buf[i] == '_')
+			w.buf[i] = '-';
+	int rc = 0;
+	for (size_t i = 0; i < sizeof(torchrun_flags) / sizeof(torchrun_flags[0]); i++)
+		if (!strcmp(w.buf, torchrun_flags[i].flag)) {
+			rc = tc_error(err, TC_EUSAGE, "%s: '--%s' is torchrun's: %s", cmd, word,
+				      torchrun_flags[i].instead);
+			break;
+		}
+	sbuf_release(&w);
+	return rc;
+}
+
 int cmd_bad_option(const char *cmd, const char *shorts, int argc, char **argv,
 		   const struct option *opts, struct tc_err *err)
 {
@@ -70,6 +115,11 @@ int cmd_bad_option(const char *cmd, const char *shorts, int argc, char **argv,
 	size_t len = strcspn(arg + 2, "=");
 	struct sbuf word = SBUF_INIT;
 	sbuf_add(&word, arg + 2, len);
+	int trc = torchrun_hint(cmd, word.buf, err);
+	if (trc) {
+		sbuf_release(&word);
+		return trc;
+	}
 	size_t n = 0;
 	while (opts[n].name)
 		n++;

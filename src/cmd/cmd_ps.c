@@ -58,8 +58,9 @@ static void add_age(struct sbuf *sb, double d)
 {
 	if (d < 0)
 		d = 0;
+	/* tenths under a minute, as DURATION has: "3s" beside "3.1s" read as younger than it ran */
 	if (d < 60)
-		sbuf_addf(sb, "%ds", (int)d);
+		sbuf_addf(sb, "%.1fs", d);
 	else if (d < 3600)
 		sbuf_addf(sb, "%dm", (int)(d / 60));
 	else if (d < 86400)

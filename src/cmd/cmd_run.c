@@ -27,9 +27,16 @@ static const char usage[] =
 	"  -q, --quiet           only errors, warnings and the result line on the console\n"
 	"                        (worker output stays in the logs)\n"
 	"      --no-metrics      do not read metrics from the workers' output\n"
+	"      --raw             echo metric lines as printed; on a terminal they are\n"
+	"                        otherwise shown as one progress line per rank\n"
 	"      --backend NAME    local (this machine) or slurm (sbatch + srun; docs/slurm.md)\n"
 	"      --resume JOB      a new run continuing JOB from its newest complete checkpoint\n"
-	"                        (JOB's own spec unless SPEC is given)\n";
+	"                        (JOB's own spec unless SPEC is given)\n"
+	"\n"
+	"torchrun's spellings are read as trainctl's: --nproc-per-node and --nproc_per_node\n"
+	"as --nproc, --max_restarts as --max-restarts, --nnodes N as --set nodes=N, and\n"
+	"--standalone as nothing (one node is the default); its --rdzv-*, --master-*\n"
+	"and --node-rank are refused with what to write instead.\n";
 
 int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
@@ -40,13 +47,21 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "max-restarts", required_argument, NULL, 'r' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "no-metrics", no_argument, NULL, 'M' },
+		{ "raw", no_argument, NULL, 'W' },
 		{ "resume", required_argument, NULL, 'R' },
 		{ "backend", required_argument, NULL, 'B' },
 		{ "set", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
+		/* torchrun's spellings that mean the same here (docs/spec.md, "From torchrun") */
+		{ "nproc-per-node", required_argument, NULL, 'n' },
+		{ "nproc_per_node", required_argument, NULL, 'n' },
+		{ "max_restarts", required_argument, NULL, 'r' },
+		{ "nnodes", required_argument, NULL, 'U' },
+		{ "standalone", no_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct strvec sets = STRVEC_INIT;
+	const char *nnodes = NULL;
 	const char *nproc = NULL, *device = NULL, *name = NULL, *restarts = NULL;
 	const char *resume_job = NULL, *backend = NULL;
 	char *resume_path = NULL, *resume_spec = NULL;
@@ -63,8 +78,11 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		case 'r': restarts = optarg; break;
 		case 'q': lo.quiet = lo.brief = true; break;
 		case 'M': lo.no_metrics = true; break;
+		case 'W': lo.raw = true; break;
 		case 'R': resume_job = optarg; break;
 		case 'B': backend = optarg; break;
+		case 'U': nnodes = optarg; break;
+		case 'S': break; /* one node, its own rendezvous: what run does anyway */
 		case 's':
 			if ((rc = spec_set_check(optarg, err))) {
 				strvec_clear(&sets);
@@ -79,6 +97,31 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		}
 	}
 	bool adhoc = dashdash < argc;
+	/* torchrun's --nnodes N is the spec's nodes: N; elastic ranges are not */
+	if (nnodes && strcmp(nnodes, "1") != 0) {
+		if (strchr(nnodes, ':')) {
+			rc = tc_error(err, TC_EUSAGE,
+				      "run: --nnodes %s: an elastic range (torchrun's MIN:MAX) is not"
+				      " supported: give a node count",
+				      nnodes);
+			goto sets_out;
+		}
+		if (adhoc) {
+			rc = tc_error(err, TC_EUSAGE,
+				      "run: --nnodes %s: ad hoc runs are one node; write a spec with"
+				      " nodes: %s and --backend slurm (docs/slurm.md)",
+				      nnodes, nnodes);
+			goto sets_out;
+		}
+		struct sbuf set = SBUF_INIT;
+		sbuf_addf(&set, "nodes=%s", nnodes);
+		if ((rc = spec_set_check(set.buf, err))) {
+			sbuf_release(&set);
+			goto sets_out;
+		}
+		strvec_push(&sets, set.buf);
+		sbuf_release(&set);
+	}
 	/* the spec file, before --; the command, after it */
 	int nfiles = dashdash - optind;
 	struct spec *s = NULL;

@@ -10,6 +10,7 @@
 #include "launch/launch.h"
 #include "notify/notify.h"
 #include "secret/secret.h"
+#include "server/config.h"
 #include "report/report.h"
 #include "server/server.h"
 #include "spec/spec.h"
@@ -57,7 +58,82 @@ static const char server_usage[] =
 	"                          holding notify: [...], docs/diagnostics.md)\n"
 	"      --backend NAME      run every job with this backend: local, or slurm (sbatch;\n"
 	"                          docs/slurm.md); default: each spec's backend:\n"
-	"  -q, --quiet             no activity log on stderr\n";
+	"  -q, --quiet             no activity log on stderr\n"
+	"      --config FILE       settings from a YAML file whose keys are these options\n"
+	"                          without -- (docs/server.md); the command line wins\n"
+	"      --check-config FILE check FILE's settings and exit: 0 good, 2 not\n";
+
+/* The keys of --config FILE: every option of opts but these (the kinds: config.h). */
+static struct srvconf_key *conf_keys(const struct option *opts)
+{
+	static const char *const no_key[] = { "help", "config", "check-config" };
+	static const struct srvconf_key kinds[] = {
+		{ "host-name", SRVCONF_LIST, 0 },  { "pass-env", SRVCONF_LIST, 0 },
+		{ "quota", SRVCONF_PAIRS, 0 },     { "state", SRVCONF_PATH, 0 },
+		{ "socket", SRVCONF_PATH, 0 },     { "notify-file", SRVCONF_PATH, 0 },
+	};
+	size_t n = 0, k = 0;
+	while (opts[n].name)
+		n++;
+	struct srvconf_key *keys = xcalloc(n + 1, sizeof(*keys));
+	for (const struct option *o = opts; o->name; o++) {
+		bool skip = false;
+		for (size_t i = 0; i < sizeof(no_key) / sizeof(no_key[0]); i++)
+			skip |= !strcmp(o->name, no_key[i]);
+		if (skip)
+			continue;
+		keys[k] = (struct srvconf_key){ o->name,
+			o->has_arg == no_argument ? SRVCONF_FLAG : SRVCONF_VALUE, o->val };
+		for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+			if (!strcmp(o->name, kinds[i].name))
+				keys[k].kind = kinds[i].kind;
+		k++;
+	}
+	return keys;
+}
+
+/*
+ * The words getopt reads: argv[0], the file's words whose options the
+ * command line does not give (it wins, repeatable ones included), then
+ * the command line.  *nconf: how many came from the file, from av.v[1] on;
+ * from[i]: the file's word at av.v[1 + i].
+ */
+static int server_words(int argc, char **argv, const struct option *opts, struct srvconf *conf,
+			bool *check, struct strvec *av, size_t **from, size_t *nconf, struct tc_err *err)
+{
+	bool given[256] = { false };
+	const char *file = NULL;
+	int c;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "l:qh", opts, NULL)) != -1) {
+		if (c > 0 && c < 256)
+			given[c] = true;
+		if (c == 'F' || c == 'K')
+			file = optarg;
+		if (c == 'K')
+			*check = true;
+	}
+	strvec_push(av, argv[0]);
+	*nconf = 0;
+	if (file) {
+		struct srvconf_key *keys = conf_keys(opts);
+		int rc = srvconf_load(file, keys, conf, err);
+		free(keys); /* the words keep opts' names, not keys */
+		if (rc)
+			return rc;
+		*from = xcalloc(conf->n + 1, sizeof(**from));
+		for (size_t i = 0; i < conf->n; i++) {
+			int val = conf->w[i].val;
+			if (val > 0 && val < 256 && given[val])
+				continue;
+			strvec_push(av, conf->w[i].arg);
+			(*from)[(*nconf)++] = i;
+		}
+	}
+	for (int i = 1; i < argc; i++)
+		strvec_push(av, argv[i]);
+	return 0;
+}
 
 int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
@@ -81,6 +157,8 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "endpoint-host", required_argument, NULL, 'D' },
 		{ "behind-https", no_argument, NULL, 'V' },
 		{ "allow-root-jobs", no_argument, NULL, 'R' },
+		{ "config", required_argument, NULL, 'F' },
+		{ "check-config", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -90,17 +168,27 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	struct notify_hook *hooks = NULL;
 	size_t nhooks = 0;
 	size_t nq = 0, qalloc = 0;
+	struct srvconf conf = SRVCONF_INIT;
+	struct strvec av = STRVEC_INIT;
+	size_t *from = NULL, nconf = 0;
+	bool check = false;
 	int c, rc = 0;
 	long v;
-	optind = 1;
+	if ((rc = server_words(argc, argv, opts, &conf, &check, &av, &from, &nconf, err)))
+		goto out;
+	argc = (int)av.nr;
+	argv = av.v;
+	optind = 0;
 	while ((c = getopt_long(argc, argv, "l:qh", opts, NULL)) != -1) {
 		switch (c) {
+		case 'F':
+		case 'K': break; /* server_words read the file */
 		case 'l': o.listen = optarg; break;
 		case 'S': o.home = optarg; break;
 		case 'c':
 			if (!parse_long(optarg, 1, 4096, &v)) {
 				rc = tc_error(err, TC_EUSAGE, "server: --cpu-slots must be 1..4096");
-				goto out;
+				goto bad;
 			}
 			o.cpu_slots = (int)v;
 			break;
@@ -108,14 +196,14 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			if (!parse_double(optarg, &o.sample_seconds) || o.sample_seconds < 0.2 ||
 			    o.sample_seconds > 3600) {
 				rc = tc_error(err, TC_EUSAGE, "server: --sample-seconds must be 0.2..3600");
-				goto out;
+				goto bad;
 			}
 			break;
 		case 'Q': {
 			const char *eq = strchr(optarg, '=');
 			if (!eq || eq == optarg || !parse_long(eq + 1, 0, 1 << 20, &v)) {
 				rc = tc_error(err, TC_EUSAGE, "server: --quota takes USER=N, not '%s'", optarg);
-				goto out;
+				goto bad;
 			}
 			XGROW(q, nq + 1, qalloc);
 			q[nq].user = xstrndup(optarg, (size_t)(eq - optarg));
@@ -129,14 +217,14 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 				rc = tc_error(err, TC_EUSAGE, "server: '%s' is not a backend (%s)", optarg,
 					      names.buf);
 				sbuf_release(&names);
-				goto out;
+				goto bad;
 			}
 			o.backend = optarg;
 			break;
 		case 'N':
 			notify_hooks_free(hooks, nhooks);
 			if ((rc = spec_notify_load(optarg, &hooks, &nhooks, err)))
-				goto out;
+				goto bad;
 			o.notify = hooks;
 			o.nnotify = nhooks;
 			break;
@@ -150,7 +238,7 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			if (!parse_long(optarg, 1, 100000, &v)) {
 				rc = tc_error(err, TC_EUSAGE, "server: --%s must be 1..100000",
 					      c == 'M' ? "max-connections" : "max-client-connections");
-				goto out;
+				goto bad;
 			}
 			*(c == 'M' ? &o.max_connections : &o.max_per_client) = (unsigned)v;
 			break;
@@ -158,14 +246,14 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			if (!parse_double(optarg, &o.header_seconds) || o.header_seconds < 0.5 ||
 			    o.header_seconds > 3600) {
 				rc = tc_error(err, TC_EUSAGE, "server: --header-seconds must be 0.5..3600");
-				goto out;
+				goto bad;
 			}
 			break;
 		case 'B':
 			if (!parse_long(optarg, 16, 1L << 20, &v)) {
 				rc = tc_error(err, TC_EUSAGE, "server: --body-memory must be 16..1048576"
 					      " (MiB), not '%s'", optarg);
-				goto out;
+				goto bad;
 			}
 			o.body_memory = (size_t)v << 20;
 			break;
@@ -174,23 +262,27 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			rc = tc_error(err, TC_EUSAGE, "server: --endpoint-ports is gone: endpoints get"
 				      " host names of their own instead (--endpoint-host NAME, with a"
 				      " wildcard DNS name *.NAME for this server; docs/endpoints.md)");
-			goto out;
+			goto bad;
 		case 'D':
 			if (!server_endpoint_host_ok(optarg)) {
 				rc = tc_error(err, TC_EUSAGE, "server: --endpoint-host takes a host name in"
 					      " lower case (letters, digits, '-' and dots, say"
 					      " ep.example.org), not '%s'", optarg);
-				goto out;
+				goto bad;
 			}
 			o.endpoint_host = optarg;
 			break;
 		case 'V': o.behind_https = true; break;
 		case 'h': fputs(server_usage, stdout); goto out;
-		default: rc = cmd_bad_option("server", "l:qh", argc, argv, opts, err); goto out;
+		default: rc = cmd_bad_option("server", "l:qh", argc, argv, opts, err); goto bad;
 		}
 	}
 	if (optind != argc) {
 		rc = tc_error(err, TC_EUSAGE, "server: takes no arguments");
+		goto out;
+	}
+	if (check) {
+		printf("%s: good\n", conf.file);
 		goto out;
 	}
 	char *exe = path_self_exe();
@@ -205,7 +297,15 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	o.nquotas = (int)nq;
 	rc = server_run(&o, err);
 	free(exe);
+	goto out;
+bad:
+	/* a word of the file: name its line and key (getopt is past it) */
+	if (rc && optind >= 2 && (size_t)(optind - 2) < nconf)
+		srvconf_blame(&conf, from[optind - 2], err);
 out:
+	srvconf_free(&conf);
+	strvec_clear(&av);
+	free(from);
 	for (size_t i = 0; i < nq; i++)
 		free(q[i].user);
 	free(q);

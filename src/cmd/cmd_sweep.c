@@ -437,8 +437,8 @@ static int run_here(const char *home, const char *file, bool as_json, struct cmd
 	if (rc)
 		goto out;
 	if (!as_json) {
-		printf("sweep %s (%s): %zu trials, %d at a time, objective %s (%s)\n", sw.id, sw.name,
-		       l.nkids, d->parallel, d->metric, d->mode == SWEEP_MAX ? "max" : "min");
+		printf("sweep %s (%s): %zu trial%s, %d at a time, objective %s (%s)\n", sw.id,
+		       sw.name, l.nkids, l.nkids == 1 ? "" : "s", d->parallel, d->metric, d->mode == SWEEP_MAX ? "max" : "min");
 		fflush(stdout);
 	}
 	struct sigaction sa = { 0 }, old_int, old_term;

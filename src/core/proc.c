@@ -577,6 +577,21 @@ void proc_describe_exit(struct sbuf *sb, int status)
 		sbuf_addf(sb, "ended with status %d", status);
 }
 
+void proc_describe_stop_signal(struct sbuf *sb, int sig)
+{
+	switch (sig) {
+	case SIGINT: sbuf_adds(sb, "SIGINT, Ctrl-C"); return;
+	case SIGTERM: sbuf_adds(sb, "SIGTERM, from trainctl stop or kill"); return;
+	case SIGHUP: sbuf_adds(sb, "SIGHUP, the terminal closed"); return;
+	default: break;
+	}
+	const char *abbrev = sigabbrev_np(sig);
+	if (abbrev)
+		sbuf_addf(sb, "SIG%s", abbrev);
+	else
+		sbuf_addf(sb, "signal %d", sig);
+}
+
 /* ---- run and capture ---- */
 
 /* Read what is there; false at EOF or an error (the fd is closed then). */

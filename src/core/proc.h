@@ -170,6 +170,12 @@ struct proc_exit proc_exit_of(int status);
 bool proc_exit_ok(int status);
 /* "exited with code 3", "was killed by signal 9 (Killed)". */
 void proc_describe_exit(struct sbuf *sb, int status);
+/*
+ * What a stop signal the supervisor got means to its user: "SIGINT,
+ * Ctrl-C", "SIGTERM, from trainctl stop or kill", else "SIGNAME": never
+ * strsignal's "Terminated", which reads like a state.
+ */
+void proc_describe_stop_signal(struct sbuf *sb, int sig);
 
 /* ---- run and capture ---- */
 

@@ -81,6 +81,12 @@ char *trainctl_home(void);
 /* Levenshtein distance, for "did you mean" hints. */
 size_t edit_distance(const char *a, const char *b);
 
+/* "s" unless n is 1: "%d worker%s", n, plural_s(n) */
+static inline const char *plural_s(long long n)
+{
+	return n == 1 ? "" : "s";
+}
+
 /* Process start time (clock ticks since boot, proc_stat_read in proc.h); 0 if gone. */
 unsigned long long proc_start_ticks(pid_t pid);
 /* Is pid alive and (if ticks != 0) the same process as recorded? */

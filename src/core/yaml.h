@@ -10,6 +10,8 @@
 #ifndef TC_CORE_YAML_H
 #define TC_CORE_YAML_H
 
+#include "core/err.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <yaml.h>
@@ -20,5 +22,13 @@
 /* Did parser p fail (after yaml_parser_load) because of a tab in the
  * indentation of text's failing line, or because libyaml named a tab? */
 bool tc_yaml_tab_problem(const yaml_parser_t *p, const char *text, size_t len);
+
+/*
+ * Parse text (named name in errors) into *doc: 0, and *doc is the caller's
+ * to yaml_document_delete; or TC_ESPEC with "NAME:LINE: syntax error: ..."
+ * (the tab hint where a tab is the problem) and nothing to delete.
+ */
+int tc_yaml_parse(const char *name, const char *text, size_t len, yaml_document_t *doc,
+		  struct tc_err *err);
 
 #endif

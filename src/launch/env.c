@@ -26,17 +26,45 @@ static int world_size(const struct env_plan *p)
 	return p->nnodes * p->spec->per_node;
 }
 
-/* MindSpore and TensorFlow on Ascend read the same four variables. */
+/*
+ * The id a rank addresses its device by, or -1.  On a kind whose ids are
+ * physical (npu): a framework started the rank-table way reads the physical
+ * id, the one hccl.json names (MindSpore's run_distribute_train.sh sets
+ * DEVICE_ID=$i and no visibility variable); any other framework sees the
+ * visibility variable and, as CANN documents for ASCEND_RT_VISIBLE_DEVICES,
+ * addresses its devices by index 0..n-1, which is the local rank.
+ */
+static int rank_device_id(const struct env_plan *p, bool physical, int local_rank)
+{
+	const struct device_kind *k = device_kind_find(p->spec->device_type);
+	if (!k || k->id_mode == DEVID_NONE)
+		return -1;
+	return k->id_mode == DEVID_PHYSICAL && physical ? p->spec->device_ids[local_rank]
+							: local_rank;
+}
+
+/* MindSpore and TensorFlow on Ascend: what their rank-table launch scripts export. */
 static void profile_ascend_style(const struct env_plan *p, int local_rank, struct strvec *out)
 {
 	env_setf(out, "RANK_ID", "%d", global_rank(p, local_rank));
 	env_setf(out, "RANK_SIZE", "%d", world_size(p));
-	const struct device_kind *k = device_kind_find(p->spec->device_type);
-	if (k && k->id_mode != DEVID_NONE)
-		env_setf(out, "DEVICE_ID", "%d",
-			 k->id_mode == DEVID_PHYSICAL ? p->spec->device_ids[local_rank] : local_rank);
-	if (p->rank_table)
+	int id = rank_device_id(p, true, local_rank);
+	if (id >= 0)
+		env_setf(out, "DEVICE_ID", "%d", id);
+	if (p->rank_table) {
 		env_set(out, "RANK_TABLE_FILE", p->rank_table);
+		/* the scripts' arithmetic: rank_start = DEVICE_NUM * SERVER_ID */
+		env_setf(out, "DEVICE_NUM", "%d", p->spec->per_node);
+		env_setf(out, "SERVER_ID", "%d", p->node_rank);
+	}
+}
+
+/* MindSpore's older scripts name the rank table MINDSPORE_HCCL_CONFIG_PATH. */
+static void profile_mindspore(const struct env_plan *p, int local_rank, struct strvec *out)
+{
+	profile_ascend_style(p, local_rank, out);
+	if (p->rank_table)
+		env_set(out, "MINDSPORE_HCCL_CONFIG_PATH", p->rank_table);
 }
 
 static void profile_paddle(const struct env_plan *p, int local_rank, struct strvec *out)
@@ -55,11 +83,14 @@ static const struct framework_profile {
 	const char *name;
 	profile_fn per_rank; /* NULL: the torchrun set is all it reads */
 	bool rank_ports;
+	/* started the rank-table way: physical device ids, no visibility
+	 * variable on kinds with physical ids (rank_device_id) */
+	bool physical_ids;
 } profiles[] = {
-	{ "pytorch", NULL, false },
-	{ "mindspore", profile_ascend_style, false },
-	{ "tensorflow", profile_ascend_style, false },
-	{ "paddle", profile_paddle, true },
+	{ "pytorch", NULL, false, false },
+	{ "mindspore", profile_mindspore, false, true },
+	{ "tensorflow", profile_ascend_style, false, true },
+	{ "paddle", profile_paddle, true, false },
 };
 
 static const struct framework_profile *profile_find(const char *name)
@@ -114,9 +145,12 @@ void env_common(const struct env_plan *p, struct strvec *out)
 	env_set(out, "TRAINCTL_TENSORBOARD_DIR", p->tb_dir);
 	if (p->resume_from)
 		env_set(out, "TRAINCTL_RESUME_FROM", p->resume_from);
+	if (p->stop_file)
+		env_set(out, "TRAINCTL_STOP_FILE", p->stop_file);
 
 	const struct device_kind *k = device_kind_find(s->device_type);
-	if (k && k->visible_var) {
+	if (k && k->visible_var &&
+	    !(k->id_mode == DEVID_PHYSICAL && profile_find(s->framework)->physical_ids)) {
 		struct sbuf ids = SBUF_INIT;
 		for (int i = 0; i < s->per_node; i++)
 			sbuf_addf(&ids, "%s%d", i ? "," : "", s->device_ids[i]);
@@ -168,12 +202,32 @@ void env_rank(const struct env_plan *p, int local_rank, struct strvec *out)
 	sbuf_addf(&ef, "%s/error-rank-%d.json", p->log_dir, rank);
 	env_set(out, "TORCHELASTIC_ERROR_FILE", ef.buf);
 	sbuf_release(&ef);
-	const struct device_kind *k = device_kind_find(p->spec->device_type);
-	if (k && k->id_mode == DEVID_PHYSICAL)
-		env_setf(out, "DEVICE_ID", "%d", p->spec->device_ids[local_rank]);
+	if (p->metrics_channel) {
+		struct sbuf r = SBUF_INIT;
+		sbuf_addf(&r, "%d", rank);
+		char *ch = env_metrics_channel(p->log_dir, r.buf);
+		env_set(out, "TRAINCTL_METRICS_CHANNEL", ch);
+		free(ch);
+		sbuf_release(&r);
+	}
 	const struct framework_profile *f = profile_find(p->spec->framework);
+	const struct device_kind *k = device_kind_find(p->spec->device_type);
+	if (k && k->id_mode == DEVID_PHYSICAL) {
+		/* CANN: with ASCEND_RT_VISIBLE_DEVICES set, ASCEND_DEVICE_ID may
+		 * only hold an index; both variables always agree here */
+		int id = rank_device_id(p, f->physical_ids, local_rank);
+		env_setf(out, "DEVICE_ID", "%d", id);
+		env_setf(out, "ASCEND_DEVICE_ID", "%d", id);
+	}
 	if (f->per_rank)
 		f->per_rank(p, local_rank, out);
+}
+
+char *env_metrics_channel(const char *log_dir, const char *rank)
+{
+	struct sbuf sb = SBUF_INIT;
+	sbuf_addf(&sb, "%s/metrics-rank-%s.dlll", log_dir, rank);
+	return sbuf_detach(&sb);
 }
 
 char *env_file_text(const struct env_plan *p)

@@ -345,8 +345,9 @@ static int stage_inputs(struct jobio *io, struct store *st, struct tc_err *err)
 				err->code = rc = TC_ESTORAGE;
 			rc = TC_ESTORAGE;
 		} else {
-			tell(io, "staged %s: %llu files, %.1f MB in %.1f s", in->from,
-			     (unsigned long long)stats.listed, stats.bytes / 1e6, stats.seconds);
+			tell(io, "staged %s: %llu file%s, %.1f MB in %.1f s", in->from,
+			     (unsigned long long)stats.listed, plural_s((long long)stats.listed),
+			     stats.bytes / 1e6, stats.seconds);
 		}
 		free(to);
 		if (rc)

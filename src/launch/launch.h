@@ -38,6 +38,7 @@ struct launch_opts {
 	bool quiet;       /* no worker output on the console */
 	bool brief;       /* run -q: on the console only warnings, errors and the result line */
 	bool no_metrics;  /* do not read metrics (--no-metrics) */
+	bool raw;         /* run --raw: metric lines echoed as printed, no progress lines */
 	/*
 	 * `trainctl supervise` (started by the server): run the job that
 	 * already exists under this id instead of creating one; its first
@@ -211,6 +212,14 @@ struct env_plan {
 	 * secret.h); NULL: none resolved.  Workers get them; job.env never.
 	 */
 	const struct strvec *secret_env;
+	/*
+	 * The job's channels to its in-job helper (docs/python.md): the file
+	 * whose existence says a stop is pending (TRAINCTL_STOP_FILE), and
+	 * whether each rank gets its metrics file (TRAINCTL_METRICS_CHANNEL,
+	 * env_metrics_channel; not when no metrics are read).
+	 */
+	const char *stop_file;
+	bool metrics_channel;
 };
 
 /* Variables every worker of the node shares, in a stable order. */
@@ -219,12 +228,18 @@ void env_common(const struct env_plan *p, struct strvec *out);
 void env_rank(const struct env_plan *p, int local_rank, struct strvec *out);
 /* job.env text: common exports (secret and file values as '***'), then each rank's own as comments. */
 char *env_file_text(const struct env_plan *p);
-/* Does the framework profile need one endpoint port per rank? */
+/*
+ * The metrics channel of rank (its number, or "{rank}" for the supervisor's
+ * follower, metrics/ingest.h): log_dir/metrics-rank-<rank>.dlll, heap.  One
+ * DLLogger line per job.log call of the in-job helper.
+ */
+char *env_metrics_channel(const char *log_dir, const char *rank);
 /*
  * Remove from env the variables TRAINCTL_SUPERVISOR_ONLY names (a server's
  * webhook secrets: the supervisor's, never the job's), and that list.
  */
 void env_drop_supervisor_only(struct strvec *env);
+/* Does the framework profile need one endpoint port per rank? */
 bool env_needs_rank_ports(const char *framework);
 
 /* ---- Ascend rank table (ranktable.c) ---- */
@@ -242,8 +257,14 @@ int ranktable_parse_ips(const char *conf, size_t len, const char *name, const in
 /* hccl.json v1.0 text for one server (ranks first_rank .. first_rank+n-1). */
 char *ranktable_json(const char *server_id, const int *ids, char *const *ips, int n,
 		     int first_rank);
-/* This host's address for server_id / MASTER_ADDR defaults; heap string. */
+/*
+ * This host's address for server_id / MASTER_ADDR defaults: the default
+ * route's interface's IPv4 address, else the first non-loopback one, else
+ * 127.0.0.1; heap string.
+ */
 char *host_ipv4(void);
+/* The interface of the default route (lowest metric) in /proc/net/route text; heap, or NULL. */
+char *route_default_iface(const char *route, size_t len);
 /*
  * A port for MASTER_PORT (-1 if none): taken below Linux's ephemeral range
  * (32768 and up), where outgoing connections never land, so that between

@@ -510,10 +510,11 @@ static void start_reason(struct mn *m, struct sbuf *why)
 	if (m->requeued)
 		sbuf_addf(why, "requeued: attempt %d on %d nodes (%s)", m->attempt, m->s->nodes, where);
 	else if (m->restarts == 0)
-		sbuf_addf(why, "%d workers started on %d nodes (%s)", m->world, m->s->nodes, where);
+		sbuf_addf(why, "%d worker%s started on %d nodes (%s)", m->world,
+			  m->world == 1 ? "" : "s", m->s->nodes, where);
 	else
-		sbuf_addf(why, "restart %d of %d: %d workers started on %d nodes", m->restarts,
-			  m->s->max_restarts, m->world, m->s->nodes);
+		sbuf_addf(why, "restart %d of %d: %d worker%s started on %d nodes", m->restarts,
+			  m->s->max_restarts, m->world, m->world == 1 ? "" : "s", m->s->nodes);
 	if (m->resume)
 		sbuf_addf(why, ", resuming from %s", m->resume);
 }
@@ -643,7 +644,7 @@ static int mn_record_failure(struct mn *m, const char *cause, const char *detail
 	if (final && m->restarts < m->s->max_restarts)
 		sbuf_adds(&full, " (no restart: the on_log action or restart.policy first_step says so)");
 	else if (m->s->max_restarts)
-		sbuf_addf(&full, " (after %d restarts)", m->restarts);
+		sbuf_addf(&full, " (after %d restart%s)", m->restarts, plural_s(m->restarts));
 	sbuf_adds(&full, detail);
 	int rc = sink_finish(m->sink, m->job_id, JOB_FAILED, 1, full.buf, cause, err);
 	launch_notify(m->ln, NOTIFY_FAILED, "failed", cause, m->attempt, 1);

@@ -263,7 +263,8 @@ static int node_outcome(struct sup *sp, int *exit_status, struct node_ckpts *nck
 	enum job_state state = JOB_SUCCEEDED;
 	if (sp->user_signal) {
 		state = JOB_KILLED;
-		sbuf_addf(&cause, "node %d stopped by %s", nd->node_rank, strsignal(sp->user_signal));
+		sbuf_addf(&cause, "node %d stopped by ", nd->node_rank);
+		proc_describe_stop_signal(&cause, sp->user_signal);
 		*exit_status = 128 + sp->user_signal;
 	} else if (sp->failed) {
 		state = JOB_FAILED;
@@ -323,7 +324,7 @@ int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
 		.tb_dir = sp->tb_dir, .resume_from = nd->resume_from, .master_addr = nd->master_addr,
 		.master_port = nd->master_port, .node_rank = nd->node_rank, .nnodes = nd->nnodes,
 		.restart_count = nd->attempt, .rank_table = rank_table, .extra_ports = ports,
-		.secret_env = &sp->secrets.env,
+		.secret_env = &sp->secrets.env, .stop_file = sp->stop_file, .metrics_channel = sp->mi != NULL,
 	};
 	struct sbuf envname = SBUF_INIT;
 	if (nd->node_rank)

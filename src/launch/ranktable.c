@@ -110,22 +110,71 @@ char *ranktable_json(const char *server_id, const int *ids, char *const *ips, in
 	return sbuf_detach(&sb);
 }
 
+char *route_default_iface(const char *route, size_t len)
+{
+	char *best = NULL;
+	unsigned long best_metric = 0;
+	struct sbuf text = SBUF_INIT;
+	sbuf_add(&text, route, len); /* NUL-terminated, to cut into lines */
+	char *save = NULL;
+	for (char *line = strtok_r(text.buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char iface[64];
+		unsigned long dest, gw, flags, refcnt, use, metric, mask;
+		/* Iface Destination Gateway Flags RefCnt Use Metric Mask ... (hex) */
+		if (sscanf(line, "%63s %lx %lx %lx %lu %lu %lu %lx", iface, &dest, &gw, &flags,
+			   &refcnt, &use, &metric, &mask) != 8)
+			continue; /* the header line, or a line cut short */
+		if (dest || mask || !(flags & 0x1 /* RTF_UP */))
+			continue;
+		if (!best || metric < best_metric) {
+			free(best);
+			best = xstrdup(iface);
+			best_metric = metric;
+		}
+	}
+	sbuf_release(&text);
+	return best;
+}
+
+/* The first up, non-loopback IPv4 address, of interface `only` when given. */
+static char *iface_ipv4(const struct ifaddrs *ifa, const char *only)
+{
+	for (const struct ifaddrs *i = ifa; i; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
+		    (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP) ||
+		    (only && strcmp(i->ifa_name, only)))
+			continue;
+		char buf[INET_ADDRSTRLEN];
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)i->ifa_addr;
+		if (inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf)))
+			return xstrdup(buf);
+	}
+	return NULL;
+}
+
+/*
+ * The address other hosts reach this one by: the default route's interface
+ * (a bridge such as cni-podman0 may come first in the interface list), else
+ * the first non-loopback one.  hccl_tools.py resolves the host name instead,
+ * which gives 127.0.1.1 under Debian's /etc/hosts (docs/environment.md).
+ */
 char *host_ipv4(void)
 {
 	struct ifaddrs *ifa = NULL;
 	char *found = NULL;
+	struct sbuf route = SBUF_INIT;
+	char *iface = NULL;
+	if (read_file("/proc/net/route", &route, NULL) == 0)
+		iface = route_default_iface(route.buf, route.len);
+	sbuf_release(&route);
 	if (getifaddrs(&ifa) == 0) {
-		for (struct ifaddrs *i = ifa; i && !found; i = i->ifa_next) {
-			if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
-			    (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP))
-				continue;
-			char buf[INET_ADDRSTRLEN];
-			const struct sockaddr_in *sin = (const struct sockaddr_in *)i->ifa_addr;
-			if (inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf)))
-				found = xstrdup(buf);
-		}
+		if (iface)
+			found = iface_ipv4(ifa, iface);
+		if (!found)
+			found = iface_ipv4(ifa, NULL);
 		freeifaddrs(ifa);
 	}
+	free(iface);
 	return found ? found : xstrdup("127.0.0.1");
 }
 

@@ -7,6 +7,7 @@
  */
 #include "launch/supervisor_int.h"
 #include "launch/jobio_int.h"
+#include "launch/console_int.h"
 #include "core/proc.h"
 #include "core/sbuf.h"
 #include "core/util.h"
@@ -42,6 +43,8 @@ static void say_text(int logfd, bool console, const char *msg)
 	struct sbuf line = SBUF_INIT;
 	sbuf_addf(&line, "trainctl: %s\n", msg);
 	/* the console copy is best effort: a closed terminal must not stop the job */
+	if (console)
+		console_before_stderr();
 	if (console && write_all(STDERR_FILENO, line.buf, line.len) < 0)
 		errno = 0;
 	if (logfd >= 0) {
@@ -214,6 +217,12 @@ static int make_run_folder(struct sup *sp, struct tc_err *err)
 	sp->output_dir = sup_join(sp->run_dir, "output");
 	sp->data_dir = sup_join(sp->run_dir, "data");
 	sp->tb_dir = sup_join(sp->output_dir, "tensorboard");
+	struct sbuf stop = SBUF_INIT;
+	if (sp->o->node)
+		sbuf_addf(&stop, "%s/stop-node%d", sp->run_dir, sp->o->node->node_rank);
+	else
+		sbuf_addf(&stop, "%s/stop", sp->run_dir);
+	sp->stop_file = sbuf_detach(&stop);
 	sp->ckpt_dir = sp->s->ckpt_dir[0] == '/' ? xstrdup(sp->s->ckpt_dir)
 						  : sup_join(sp->output_dir, sp->s->ckpt_dir);
 	if ((rc = mkdir_p(sp->run_dir, err)))
@@ -275,7 +284,8 @@ static void append_log_tail(struct sup *sp, struct sbuf *out, int rank)
 		}
 		if (text.buf[start] == '\n')
 			start++;
-		sbuf_addf(out, "\n--- last %d lines of rank %d (%s) ---\n", lines < TAIL_LINES ? lines + 1 : TAIL_LINES,
+		int shown = lines < TAIL_LINES ? lines + 1 : TAIL_LINES;
+		sbuf_addf(out, "\n--- last %d line%s of rank %d (%s) ---\n", shown, shown == 1 ? "" : "s",
 			  rank, path.buf);
 		sbuf_add(out, text.buf + start, text.len - start);
 	}
@@ -346,6 +356,13 @@ static int metrics_write(void *ctx, struct store_mbatch *b, struct tc_err *err)
 	return sink_metrics(sp->sink, b, err);
 }
 
+static void metrics_took(void *ctx, int rank, const char *line, const struct metric_rec *recs,
+			 size_t n)
+{
+	struct sup *sp = ctx;
+	console_took(sp->con, rank, line, recs, n);
+}
+
 static void metrics_start(struct sup *sp)
 {
 	const char *fmt = sp->s->metrics_format;
@@ -366,7 +383,12 @@ static void metrics_start(struct sup *sp)
 		if (ranks)
 			ranks[i] = sp->w[i].rank;
 	}
+	/* a node of a multi-node job or a server's job has no terminal of its own */
+	if (!sp->o->node && !sp->o->job_id)
+		sp->con = console_new(STDOUT_FILENO, sp->o->raw, sp->o->quiet, sp->s->metrics_accuracy);
+	char *channel = env_metrics_channel(sp->log_dir, "{rank}");
 	struct metrics_ingest_opts mo = {
+		.channel = channel, .first_rank = sp->w[0].rank,
 		.st = sp->st, .job_id = sp->job_id, .format = fmt, .tb_dir = sp->tb_dir,
 		.files = (const char *const *)files.v, .nfiles = files.nr, .nranks = sp->n,
 		.tb_dirs = (const char *const *)tbd.v, .ntb_dirs = tbd.nr, .since = since,
@@ -375,11 +397,13 @@ static void metrics_start(struct sup *sp)
 		.warn = metrics_warn, .warn_ctx = sp, .write = metrics_write, .write_ctx = sp,
 		.world = sp->o->node ? sp->o->node->nnodes * sp->n : 0,
 		.step = sp->watch ? sup_watch_step : NULL, .step_ctx = sp,
+		.took = sp->con ? metrics_took : NULL, .took_ctx = sp,
 	};
 	sp->mi = metrics_ingest_new(&mo);
 	strvec_clear(&files);
 	strvec_clear(&tbd);
 	free(ranks);
+	free(channel);
 }
 
 static void metrics_end(struct sup *sp)
@@ -387,11 +411,14 @@ static void metrics_end(struct sup *sp)
 	if (!sp->mi)
 		return;
 	metrics_ingest_finish(sp->mi);
+	console_free(sp->con); /* the last progress stays on the screen */
+	sp->con = NULL;
 	long long lines, records, malformed;
 	metrics_ingest_counts(sp->mi, &lines, &records, &malformed);
 	if (lines || malformed)
-		sup_say(sp, "metrics: %lld lines, %lld records, %lld malformed lines (trainctl show %s)",
-		    lines, records, malformed, sp->job_id);
+		sup_say(sp, "metrics: %lld line%s, %lld record%s, %lld malformed line%s (trainctl show %s)",
+		    lines, plural_s(lines), records, plural_s(records), malformed, plural_s(malformed),
+		    sp->job_id);
 	else if (metrics_ingest_hint(sp->mi))
 		sup_say(sp, "metrics: %s", metrics_ingest_hint(sp->mi));
 	metrics_ingest_free(sp->mi);
@@ -463,7 +490,7 @@ static int run_one_attempt(struct sup *sp, struct attempts *a, struct tc_err *er
 		.tb_dir = sp->tb_dir, .resume_from = a->resume, .master_addr = "127.0.0.1",
 		.master_port = port, .node_rank = 0, .nnodes = 1,
 		.restart_count = sp->attempt, .rank_table = a->rank_table, .extra_ports = a->ports,
-		.secret_env = &sp->secrets.env,
+		.secret_env = &sp->secrets.env, .stop_file = sp->stop_file, .metrics_channel = sp->mi != NULL,
 	};
 	int rc = sup_watch_attempt(sp, a->resume, &plan, err);
 	if (!rc)
@@ -509,8 +536,9 @@ static int record_stopped(struct sup *sp, struct tc_err *err)
 	struct sbuf why = SBUF_INIT;
 	int rc;
 	if (asked == JOB_STOP_PREEMPTED || asked == JOB_STOP_PAUSED) {
-		sbuf_addf(&why, "%s by the server (workers stopped by %s)", job_stop_name(asked),
-			  strsignal(sp->user_signal));
+		sbuf_addf(&why, "%s by the server (workers stopped by ", job_stop_name(asked));
+		proc_describe_stop_signal(&why, sp->user_signal);
+		sbuf_addch(&why, ')');
 		rc = sink_mark(sp->sink, sp->job_id, job_stop_state(asked), why.buf, err);
 		if (asked == JOB_STOP_PREEMPTED)
 			sup_notify(sp, NOTIFY_PREEMPTED, job_stop_name(asked), why.buf, -1);
@@ -518,8 +546,10 @@ static int record_stopped(struct sup *sp, struct tc_err *err)
 	} else {
 		if (asked != JOB_STOP_NONE)
 			sbuf_addf(&why, "stopped through the server (%s)", job_stop_name(asked));
-		else
-			sbuf_addf(&why, "stopped by %s", strsignal(sp->user_signal));
+		else {
+			sbuf_adds(&why, "stopped by ");
+			proc_describe_stop_signal(&why, sp->user_signal);
+		}
 		rc = sink_finish(sp->sink, sp->job_id, JOB_KILLED, 1, why.buf, why.buf, err);
 		sup_notify(sp, NOTIFY_KILLED, job_state_name(JOB_KILLED), why.buf, 1);
 		sup_result(sp, "job %s %s (%s)", sp->job_id, job_state_name(JOB_KILLED), why.buf);
@@ -564,7 +594,7 @@ static int record_failed(struct sup *sp, struct attempts *a, bool *again, struct
 		else if (sp->fail_final && sp->attempt < sp->s->max_restarts)
 			sbuf_adds(&why, " (no restart: the on_log action says so)");
 		else if (sp->s->max_restarts)
-			sbuf_addf(&why, " (after %d restarts)", sp->attempt);
+			sbuf_addf(&why, " (after %d restart%s)", sp->attempt, plural_s(sp->attempt));
 		size_t brief = why.len; /* the webhook gets the cause, not the log tail */
 		sup_failure_detail(sp, &why, sp->fail_rank);
 		rc = sink_finish(sp->sink, sp->job_id, JOB_FAILED, 1, why.buf, cause.buf, err);
@@ -850,6 +880,7 @@ static void sup_release(struct sup *sp)
 	free(sp->ckpt_dir);
 	free(sp->data_dir);
 	free(sp->tb_dir);
+	free(sp->stop_file);
 }
 
 int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
@@ -916,9 +947,12 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		tc_err_release(&e2);
 		goto out;
 	}
-	/* a followed file's lines from before the job are not the job's: note where they end now */
-	if (s->metrics_files.nr)
-		metrics_start(&sp);
+	/*
+	 * Before any worker: a followed file's lines from before the job are
+	 * not the job's (note where they end now), and what a worker writes to
+	 * its metrics channel from its first instant is.
+	 */
+	metrics_start(&sp);
 	if (o->run_dir && (rc = storage_credentials(&sp, err)))
 		goto out;
 	struct jobio_ctx ioc = {

@@ -53,6 +53,7 @@ struct sup {
 	struct sink *sink; /* where the job's records go (hub/sink.h) */
 	bool own_sink;     /* a direct sink over st (else launch_opts.sink, borrowed) */
 	char *job_id, *run_dir, *log_dir, *output_dir, *ckpt_dir, *data_dir, *tb_dir;
+	char *stop_file; /* TRAINCTL_STOP_FILE: made by sup_begin_stop before any signal */
 	int suplog_fd, sigfd, watchdog_fd;
 	pid_t watchdog_pid;
 	sigset_t old_mask;
@@ -68,6 +69,7 @@ struct sup {
 	struct sbuf console;
 	struct sbuf result; /* the job's outcome, said last (sup_result) */
 	struct metrics_ingest *mi; /* NULL with --no-metrics or metrics.format none */
+	struct console *con;       /* progress lines on a terminal, or NULL (console_int.h) */
 	struct jobio *io;          /* inputs, checkpoints, uploads (jobio_int.h) */
 	/* lease.c: s points at own when the leased ids differ from the spec's */
 	bool leased;
@@ -159,8 +161,14 @@ int sup_start_workers(struct sup *sp, const struct env_plan *plan, const char *e
 int sup_resolve_secrets(struct sup *sp, struct tc_err *err);
 /* The secrets' values in sb from byte from on replaced by "***" (secret_mask). */
 void sup_mask_secrets(struct sup *sp, struct sbuf *sb, size_t from);
-/* SIGTERM every group, SIGKILL after the spec's grace_seconds. */
+/*
+ * SIGTERM every group, SIGKILL after the spec's grace_seconds; the stop
+ * file first (with why), so that a worker's should_stop() is true before
+ * its signal comes.
+ */
 void sup_begin_stop(struct sup *sp);
+/* The stop file, holding why (one line): a stop is pending.  Never fails the job. */
+void sup_stop_pending(struct sup *sp, const char *why);
 /* Run the attempt to its end: every worker reaped, every pipe drained. */
 void sup_attempt_loop(struct sup *sp);
 

@@ -9,6 +9,7 @@
  * drain window has passed after the last worker died).
  */
 #include "launch/supervisor_int.h"
+#include "launch/console_int.h"
 #include "core/proc.h"
 #include "core/sbuf.h"
 #include "core/util.h"
@@ -63,10 +64,15 @@ static void emit_masked(struct sup *sp, struct worker *w, const char *data, size
 {
 	if (write_all(w->logfd, data, len) < 0)
 		sup_say(sp, "warning: cannot write rank %d log: %s", w->rank, strerror(errno));
+	console_expect(sp->con, data, len);
 	metrics_ingest_lines(sp->mi, w->rank, data, len);
 	sup_watch_lines(sp, w->rank, data, len);
 	if (sp->o->quiet)
 		return;
+	if (sp->con) {
+		console_echo(sp->con, w->rank, data, len);
+		return;
+	}
 	struct sbuf *c = &sp->console;
 	sbuf_reset(c);
 	const char *p = data, *end = data + len;
@@ -316,6 +322,9 @@ int sup_start_workers(struct sup *sp, const struct env_plan *plan, const char *e
 	sp->failed = false;
 	sp->stopping = false;
 	sp->kill_at = 0;
+	/* the last attempt's stop is not this one's */
+	if (unlink(sp->stop_file) < 0 && errno != ENOENT)
+		sup_say(sp, "warning: cannot remove %s: %s", sp->stop_file, strerror(errno));
 	if ((rc = spawn_workers(sp, plan, err))) {
 		/* those that started are stopped, and recorded, with their ends */
 		struct tc_err e2 = TC_ERR_INIT;
@@ -338,11 +347,25 @@ static void signal_groups(struct sup *sp, int sig)
 			kill(-sp->w[i].pid, sig);
 }
 
+void sup_stop_pending(struct sup *sp, const char *why)
+{
+	/* the run folder is the job's account's, as we are: still, no link is followed */
+	int fd = open_regular_nofollow(sp->stop_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || write_all(fd, why, strlen(why)) < 0 || write_all(fd, "\n", 1) < 0)
+		sup_say(sp, "warning: cannot write %s: %s", sp->stop_file, strerror(errno));
+	if (fd >= 0 && close(fd) < 0)
+		sup_say(sp, "warning: cannot write %s: %s", sp->stop_file, strerror(errno));
+}
+
 void sup_begin_stop(struct sup *sp)
 {
 	if (sp->stopping)
 		return;
 	sp->stopping = true;
+	sup_stop_pending(sp, sp->user_signal  ? strsignal(sp->user_signal)
+			     : sp->fail_why.len ? sp->fail_why.buf
+			     : sp->failed       ? "a rank failed: the group stops"
+						: "the group stops");
 	signal_groups(sp, SIGTERM);
 	sp->kill_at = now_mono_ms() + (int64_t)sp->s->grace_seconds * 1000;
 }
@@ -418,17 +441,24 @@ static void read_signals(struct sup *sp)
 		if (sig == SIGUSR1 || sig == SIGUSR2) {
 			/* e.g. Slurm's --signal warning: the workers checkpoint */
 			sup_event(sp, "%s received: passing it to the workers", strsignal(sig));
+			sup_stop_pending(sp, strsignal(sig)); /* a time limit is near */
 			signal_groups(sp, sig);
 			continue;
 		}
 		if (sp->user_signal) {
-			sup_event(sp, "second %s: killing the workers now", strsignal(sig));
+			struct sbuf name = SBUF_INIT;
+			proc_describe_stop_signal(&name, sig);
+			sup_event(sp, "second %s: killing the workers now", name.buf);
+			sbuf_release(&name);
 			sp->kill_at = now_mono_ms();
 			continue;
 		}
 		sp->user_signal = sig;
-		sup_event(sp, "%s received: stopping the workers (SIGKILL in %d s)", strsignal(sig),
+		struct sbuf name = SBUF_INIT;
+		proc_describe_stop_signal(&name, sig);
+		sup_event(sp, "%s received: stopping the workers (SIGKILL in %d s)", name.buf,
 			  sp->s->grace_seconds);
+		sbuf_release(&name);
 		sup_begin_stop(sp);
 	}
 }
@@ -483,6 +513,9 @@ void sup_attempt_loop(struct sup *sp)
 		int wt = sup_watch_tick(sp, now);
 		if (wt >= 0 && (timeout < 0 || wt < timeout))
 			timeout = wt;
+		int ct = console_tick(sp->con, now);
+		if (ct >= 0 && (timeout < 0 || ct < timeout))
+			timeout = ct;
 		if (sp->kill_at && (timeout < 0 || sp->kill_at - now < timeout))
 			timeout = sp->kill_at > now ? (int)(sp->kill_at - now) : 0;
 		if (drain_until) {

@@ -57,6 +57,7 @@ struct follow {
 	ino_t old_ino;
 	off_t old_size;
 	bool more;           /* the last read stopped at READ_MAX */
+	bool own;            /* the in-job helper's channel (note 7) */
 	struct sbuf partial;
 	/* a TensorBoard event file (note 6): records, not lines */
 	struct tfread *tf;
@@ -94,6 +95,8 @@ struct metrics_ingest {
 	void *warn_ctx;
 	void (*step)(void *, int, long long, long long, double, double);
 	void *step_ctx;
+	void (*took)(void *, int, const char *, const struct metric_rec *, size_t);
+	void *took_ctx;
 	unsigned warned;
 	long long lines, records, malformed;
 	long long seen; /* every line fed */
@@ -157,22 +160,22 @@ static struct rank_st *rank_get(struct metrics_ingest *mi, int rank)
 /* ---- TensorBoard ---- */
 
 /* The tag and step of a record (ingest.h note 4); false: not written. */
-static bool tb_tag(struct sbuf *tag, int kind, const char *name, long long seq, long long epoch,
+static bool tb_tag(struct sbuf *tag, const char *name, const struct store_mpoint *p,
 		   int64_t *step)
 {
 	sbuf_reset(tag);
-	switch (kind) {
+	switch (p->kind) {
 	case STORE_MPOINT:
 		sbuf_adds(tag, name);
-		*step = seq;
+		*step = store_mpoint_x(p);
 		return true;
 	case STORE_MEPOCH:
 		sbuf_addf(tag, "epoch/%s", name);
-		*step = epoch;
+		*step = p->epoch;
 		return true;
 	case STORE_MSUMMARY:
 		sbuf_addf(tag, "summary/%s", name);
-		*step = seq;
+		*step = p->seq;
 		return true;
 	}
 	return false;
@@ -185,12 +188,12 @@ static char *rank_dir(const char *dir, int rank)
 	return sbuf_detach(&sb);
 }
 
-static void tb_add(struct metrics_ingest *mi, int rank, struct rank_st *rs, int kind,
-		   const char *name, long long epoch, double value, double wall)
+static void tb_add(struct metrics_ingest *mi, int rank, struct rank_st *rs, const char *name,
+		   const struct store_mpoint *p)
 {
 	struct tc_err err = TC_ERR_INIT;
 	int64_t step;
-	if (!mi->tb_dir || rs->tb_failed || !tb_tag(&mi->tmp, kind, name, rs->seq, epoch, &step))
+	if (!mi->tb_dir || rs->tb_failed || !tb_tag(&mi->tmp, name, p, &step))
 		return;
 	if (!rs->tb) {
 		char *dir = rank_dir(mi->tb_dir, rank);
@@ -200,7 +203,8 @@ static void tb_add(struct metrics_ingest *mi, int rank, struct rank_st *rs, int 
 		}
 		free(dir);
 	}
-	if (rs->tb && tfevents_add_scalar(rs->tb, mi->tmp.buf, step, value, wall, &err) < 0) {
+	if (rs->tb && tfevents_add_scalar(rs->tb, mi->tmp.buf, step, p->value, p->wall_time,
+					  &err) < 0) {
 		rs->tb_failed = true;
 		warn_once(mi, W_TB, "TensorBoard files stopped: %s", err.msg);
 		tfevents_close(rs->tb, NULL);
@@ -250,19 +254,13 @@ static void count_malformed(struct metrics_ingest *mi, int rank, char *why)
 }
 
 static int take_records(struct metrics_ingest *mi, int wrank, const struct metric_rec *recs,
-			size_t n, double now);
+			size_t n, double now, bool any_format);
 
-static void one_line(struct metrics_ingest *mi, int wrank, const char *line, size_t len,
-		     double now)
+static void one_record(struct metrics_ingest *mi, int wrank, const char *line, size_t len,
+		       double now, bool any_format)
 {
 	const struct metric_rec *recs;
 	size_t n;
-	mi->seen++;
-	if ((size_t)wrank >= mi->nr || !mi->r[wrank].printed) {
-		/* once per rank: its counters row says it printed (note 5) */
-		struct rank_st *ws = rank_get(mi, wrank);
-		ws->printed = ws->dirty = true;
-	}
 	enum metrics_result res = metrics_parse_line(mi->p, line, len, &recs, &n);
 	if (res == METRICS_NONE && mi->pat) {
 		/* only lines no built-in format took (note 5) */
@@ -275,18 +273,21 @@ static void one_line(struct metrics_ingest *mi, int wrank, const char *line, siz
 		count_malformed(mi, wrank, xstrdup(metrics_parser_reason(mi->p)));
 		return;
 	}
-	take_records(mi, wrank, recs, n, now);
+	int rank = take_records(mi, wrank, recs, n, now, any_format);
+	if (rank >= 0 && mi->took)
+		mi->took(mi->took_ctx, rank, line, recs, n);
 }
 
 /*
  * The records of one line (or one Event) from worker or file wrank: the
  * rank they went to, or -1 when they were not taken (another format, a
- * rank the job does not have).
+ * rank the job does not have).  any_format: the in-job helper's channel,
+ * kept whatever metrics.format says (note 7).
  */
 static int take_records(struct metrics_ingest *mi, int wrank, const struct metric_rec *recs,
-			 size_t n, double now)
+			size_t n, double now, bool any_format)
 {
-	if (n && mi->family && family_of(recs[0].format) >= 0 &&
+	if (n && mi->family && !any_format && family_of(recs[0].format) >= 0 &&
 	    family_of(recs[0].format) != mi->family)
 		return -1;
 	if (n && recs[0].rank >= mi->world && recs[0].rank >= SELF_LAUNCHED_RANKS) {
@@ -350,12 +351,34 @@ static int take_records(struct metrics_ingest *mi, int wrank, const struct metri
 		store_mbatch_point(mi->b, rank, r->name, &pt);
 		/* an event file's scalars are in event files already */
 		if (r->has_value && r->format != METRICS_FMT_TFEVENTS)
-			tb_add(mi, rank, rs, kind, r->name, r->epoch, r->value, wall);
+			tb_add(mi, rank, rs, r->name, &pt);
 	}
 	return rank;
 }
 
 static void flush(struct metrics_ingest *mi);
+
+/*
+ * Workers sharing one stdout run records together ("... imgs/sTCAPPDLL ...
+ * rank : 3 ..."): each record of the line is read alone, so that one
+ * record's "rank" never claims another's.
+ */
+static void one_line(struct metrics_ingest *mi, int wrank, const char *line, size_t len,
+		     double now, bool any_format)
+{
+	mi->seen++;
+	if ((size_t)wrank >= mi->nr || !mi->r[wrank].printed) {
+		/* once per rank: its counters row says it printed (note 5) */
+		struct rank_st *ws = rank_get(mi, wrank);
+		ws->printed = ws->dirty = true;
+	}
+	while (len) {
+		size_t first = metrics_first_record_len(line, len);
+		one_record(mi, wrank, line, first, now, any_format);
+		line += first;
+		len -= first;
+	}
+}
 
 void metrics_ingest_mark_attempt(struct metrics_ingest *mi)
 {
@@ -363,7 +386,8 @@ void metrics_ingest_mark_attempt(struct metrics_ingest *mi)
 		mi->r[i].fresh = true;
 }
 
-void metrics_ingest_lines(struct metrics_ingest *mi, int rank, const char *data, size_t len)
+static void ingest_lines(struct metrics_ingest *mi, int rank, const char *data, size_t len,
+			 bool any_format)
 {
 	if (!mi || rank < 0 || rank >= MAX_RANK)
 		return;
@@ -374,12 +398,17 @@ void metrics_ingest_lines(struct metrics_ingest *mi, int rank, const char *data,
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t n = nl ? (size_t)(nl - p) + 1 : (size_t)(end - p);
-		one_line(mi, rank, p, n, now);
+		one_line(mi, rank, p, n, now, any_format);
 		p += n;
 	}
 	if (store_mbatch_pending(mi->b) >= FLUSH_RECORDS &&
 	    (!mi->retry_at || now_mono_ms() >= mi->retry_at))
 		flush(mi);
+}
+
+void metrics_ingest_lines(struct metrics_ingest *mi, int rank, const char *data, size_t len)
+{
+	ingest_lines(mi, rank, data, len, false);
 }
 
 /* ---- flushing ---- */
@@ -444,7 +473,7 @@ static void take_event(struct metrics_ingest *mi, const struct follow *f,
 		};
 	}
 	if (n)
-		take_records(mi, 0, mi->evrecs, n, now);
+		take_records(mi, 0, mi->evrecs, n, now, false);
 }
 
 /* Every whole record f's reader holds; at_end: a cut one is corrupt (tfread.h note 1). */
@@ -527,7 +556,7 @@ static void follow_read(struct metrics_ingest *mi, struct follow *f, bool to_end
 		const char *nl = memrchr(f->partial.buf, '\n', f->partial.len);
 		if (nl) {
 			size_t whole = (size_t)(nl - f->partial.buf) + 1;
-			metrics_ingest_lines(mi, f->rank, f->partial.buf, whole);
+			ingest_lines(mi, f->rank, f->partial.buf, whole, f->own);
 			sbuf_remove_front(&f->partial, whole);
 		}
 	}
@@ -535,19 +564,24 @@ static void follow_read(struct metrics_ingest *mi, struct follow *f, bool to_end
 		follow_events(mi, f, true);
 	if (to_end && f->partial.len) {
 		sbuf_addch(&f->partial, '\n');
-		metrics_ingest_lines(mi, f->rank, f->partial.buf, f->partial.len);
+		ingest_lines(mi, f->rank, f->partial.buf, f->partial.len, f->own);
 		sbuf_reset(&f->partial);
 	}
 }
 
-/* Follow path; old: what it holds now was there before the job (metrics.files). */
-static struct follow *add_follow(struct metrics_ingest *mi, const char *path, int rank, bool old)
+/*
+ * Follow path; old: what it holds now was there before the job (metrics.files,
+ * the channel); own: the in-job helper's channel (note 7).
+ */
+static struct follow *add_follow(struct metrics_ingest *mi, const char *path, int rank, bool old,
+				 bool own)
 {
 	mi->f = xrealloc(mi->f, (mi->nf + 1) * sizeof(*mi->f));
 	struct follow *f = &mi->f[mi->nf++];
 	memset(f, 0, sizeof(*f));
 	f->path = xstrdup(path);
 	f->rank = rank;
+	f->own = own;
 	f->fd = -1;
 	sbuf_init(&f->partial, 0);
 	struct stat sb;
@@ -602,7 +636,7 @@ static void add_event_file(struct metrics_ingest *mi, const char *path, size_t r
 		return;
 	}
 	mi->nevfiles++;
-	struct follow *f = add_follow(mi, path, rank_in_path(path + root), false);
+	struct follow *f = add_follow(mi, path, rank_in_path(path + root), false, false);
 	bool mine = !mi->node_ranks;
 	for (size_t i = 0; i < mi->nnode_ranks && !mine; i++)
 		mine = mi->node_ranks[i] == f->rank;
@@ -654,6 +688,23 @@ static void scan_tb(struct metrics_ingest *mi)
 	sbuf_release(&path);
 }
 
+/* path, or one follow per rank first .. first+n-1 when it holds "{rank}" */
+static void add_follows(struct metrics_ingest *mi, const char *path, int first, int n, bool own)
+{
+	const char *at = strstr(path, "{rank}");
+	if (!at) {
+		add_follow(mi, path, first, true, own);
+		return;
+	}
+	for (int r = first; r < first + (n > 0 ? n : 1); r++) {
+		struct sbuf p = SBUF_INIT;
+		sbuf_add(&p, path, (size_t)(at - path));
+		sbuf_addf(&p, "%d%s", r, at + 6);
+		add_follow(mi, p.buf, r, true, own);
+		sbuf_release(&p);
+	}
+}
+
 /* ---- the object ---- */
 
 struct metrics_ingest *metrics_ingest_new(const struct metrics_ingest_opts *o)
@@ -672,6 +723,8 @@ struct metrics_ingest *metrics_ingest_new(const struct metrics_ingest_opts *o)
 	mi->warn_ctx = o->warn_ctx;
 	mi->step = o->step;
 	mi->step_ctx = o->step_ctx;
+	mi->took = o->took;
+	mi->took_ctx = o->took_ctx;
 	if (o->npatterns) {
 		size_t bad = 0;
 		mi->pat = metrics_matcher_new(o->patterns, o->npatterns, &bad);
@@ -695,20 +748,10 @@ struct metrics_ingest *metrics_ingest_new(const struct metrics_ingest_opts *o)
 	int64_t now = now_mono_ms();
 	mi->next_flush = now + mi->flush_ms;
 	mi->next_poll = now;
-	for (size_t i = 0; i < o->nfiles; i++) {
-		const char *at = strstr(o->files[i], "{rank}");
-		if (!at) {
-			add_follow(mi, o->files[i], 0, true);
-			continue;
-		}
-		for (int r = 0; r < (o->nranks > 0 ? o->nranks : 1); r++) {
-			struct sbuf p = SBUF_INIT;
-			sbuf_add(&p, o->files[i], (size_t)(at - o->files[i]));
-			sbuf_addf(&p, "%d%s", r, at + 6);
-			add_follow(mi, p.buf, r, true);
-			sbuf_release(&p);
-		}
-	}
+	for (size_t i = 0; i < o->nfiles; i++)
+		add_follows(mi, o->files[i], 0, o->nranks, false);
+	if (o->channel)
+		add_follows(mi, o->channel, o->first_rank, o->nranks, true);
 	mi->since = o->since > 0 ? o->since - 0.05 : now_wall(); /* file times lag a clock tick */
 	if (o->node_ranks) {
 		size_t bytes = o->nnode_ranks * sizeof(*mi->node_ranks);
@@ -872,7 +915,7 @@ int metrics_export_tb(struct store *st, const char *job_id, const char *dir, siz
 		for (size_t i = 0; i < nitems && !rc; i++) {
 			const struct store_mpoint *p = items[i].p;
 			int64_t step;
-			if (tb_tag(&tag, p->kind, items[i].metric, p->seq, p->epoch, &step)) {
+			if (tb_tag(&tag, items[i].metric, p, &step)) {
 				rc = tfevents_add_scalar(w, tag.buf, step, p->value, p->wall_time, err);
 				(*npoints)++;
 			}

@@ -14,9 +14,10 @@
  *     database's busy timeout), or dropped once more than 256 MiB waits.
  * (2) seq: each rank counts its step lines (POINT records); a new count
  *     starts when the step text differs from the rank's previous step line.
- *     Epoch and summary records carry the current count.  seq is the x of
- *     charts and the step of TensorBoard scalars, and keeps growing across
- *     restarts of the group.
+ *     Epoch and summary records carry the current count.  seq keeps growing
+ *     across restarts of the group; it is the x of charts and the step of
+ *     TensorBoard scalars where the job logged no single step number
+ *     (store_mpoint_x).
  * (3) Records without a rank of their own get the rank of the worker that
  *     printed them (or of the followed file: rank 0, or the rank in its
  *     name when the path holds "{rank}").  A line naming a rank beyond the
@@ -25,9 +26,9 @@
  *     own, torchrun under one trainctl worker) is malformed: counted, its
  *     reason kept, nothing allocated for that rank.
  * (4) TensorBoard: one folder per rank (tb_dir/rank-<r>/); a point record
- *     is tag NAME at step seq, an epoch record tag "epoch/NAME" at step
- *     epoch, a summary record tag "summary/NAME" at step seq; text values
- *     are left out.  metrics_export_tb() writes the same from the store.
+ *     is tag NAME at step store_mpoint_x() (the logged step), an epoch
+ *     record tag "epoch/NAME" at step epoch, a summary record tag
+ *     "summary/NAME" at step seq; text values are left out.  metrics_export_tb() writes the same from the store.
  * (5) The job's own patterns (metrics.patterns:, metrics_matcher) see only
  *     the lines no built-in format took, whatever metrics.format says (none
  *     starts no ingestion at all).  A rank that printed lines gets a
@@ -49,6 +50,9 @@
  *     again (they are in event files already).  A file that last changed
  *     before `since` (the job's start) was there before the job: records
  *     that start below its size then are not the job's.
+ * (7) The in-job helper's channel (channel: one file per rank of this
+ *     node, docs/python.md) is followed like a file of `files`, but its
+ *     lines are kept whatever metrics.format says.
  */
 #ifndef TC_METRICS_INGEST_H
 #define TC_METRICS_INGEST_H
@@ -86,6 +90,14 @@ struct metrics_ingest_opts {
 	const int *node_ranks;
 	size_t nnode_ranks;
 	int nranks;                /* "{rank}" expands to 0 .. nranks-1; the world is at least this */
+	/*
+	 * The in-job helper's channel (launch.h: env_metrics_channel): a path
+	 * with "{rank}", followed like files for ranks first_rank ..
+	 * first_rank+nranks-1 (this node's), its lines kept whatever format
+	 * says (note 7); NULL: none.
+	 */
+	const char *channel;
+	int first_rank;
 	int flush_ms;              /* 0: 500 */
 	void (*warn)(void *ctx, const char *msg);
 	void *warn_ctx;
@@ -98,6 +110,15 @@ struct metrics_ingest_opts {
 	 */
 	void (*step)(void *ctx, int rank, long long epoch, long long iter, double own, double wall);
 	void *step_ctx;
+	/*
+	 * NULL, or called for every line a reader took (its records queued,
+	 * perhaps none): the rank they went to, the line as it was fed in (a
+	 * pointer into the data of metrics_ingest_lines) and its records,
+	 * valid for the call.  The console's progress lines live on this.
+	 */
+	void (*took)(void *ctx, int rank, const char *line, const struct metric_rec *recs,
+		     size_t n);
+	void *took_ctx;
 };
 
 struct metrics_ingest;

@@ -10,6 +10,7 @@
  *   "TCAPPDLL {json}"        Tecorigin tcap_dllogger, data = Python-repr string
  *   "TCAPPDLL <time> - ..."  tcap_dllogger stdout form
  *   "... { Epoch:[ e/ E], step:[ s/ S], loss: ..."   MindFormers loss monitor
+ *   "... { step:[ s/ S], loss: ..., throughput: 1.36T }"   its current shape
  * and, for any other output, the job's own regular expressions
  * (metrics.patterns:, the matcher at the end of this header).
  *
@@ -107,6 +108,14 @@ void metrics_parser_free(struct metrics_parser *p);
  * note 2 for their lifetime); otherwise *nrecs is 0.  On METRICS_MALFORMED,
  * metrics_parser_reason() says why, for the supervisor's log.
  */
+/*
+ * The length of the line's first record: up to where a second record marker
+ * (TCAPPDLL, DLLL, DLL) starts inside it, as when workers sharing one stdout
+ * ran two records together; len when there is none.  Feed each part to
+ * metrics_parse_line() on its own.
+ */
+size_t metrics_first_record_len(const char *line, size_t len);
+
 enum metrics_result metrics_parse_line(struct metrics_parser *p, const char *line,
 				       size_t len, const struct metric_rec **recs,
 				       size_t *nrecs);

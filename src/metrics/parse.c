@@ -586,24 +586,33 @@ static void mf_value(struct metrics_parser *p, const char *k, size_t kl, const c
 	mp_rec_str(p, k, kl, v, vl);
 }
 
+/*
+ * Two shapes: the older "{ Epoch:[e/E], step:[s/S], ..." and the current
+ * "{ step:[s/S], ..., throughput: 1.36T }" (no epoch; the brace closed).
+ * `with_epoch` says which marker found the line.
+ */
 static enum metrics_result parse_mindformers(struct metrics_parser *p, const char *line,
-					     size_t len, const char *at)
+					     size_t len, const char *at, bool with_epoch)
 {
-	size_t i = (size_t)(at - line) + strlen("{ Epoch:");
-	long long e, E, st, S;
+	size_t i = (size_t)(at - line) + strlen(with_epoch ? "{ Epoch:" : "{ step:");
+	long long e = -1, E = -1, st, S;
 	p->wall = parse_datetime(line, (size_t)(at - line) < 32 ? (size_t)(at - line) : 32);
-	if (!mf_pair(line, len, &i, &e, &E))
-		return mp_malformed(p, "bad Epoch:[e/E]");
-	const char *stp = ", step:";
-	if (len - i < strlen(stp) || memcmp(line + i, stp, strlen(stp)))
-		return mp_malformed(p, "no step:[s/S] after Epoch");
-	i += strlen(stp);
+	if (with_epoch) {
+		if (!mf_pair(line, len, &i, &e, &E))
+			return mp_malformed(p, "bad Epoch:[e/E]");
+		const char *stp = ", step:";
+		if (len - i < strlen(stp) || memcmp(line + i, stp, strlen(stp)))
+			return mp_malformed(p, "no step:[s/S] after Epoch");
+		i += strlen(stp);
+	}
 	if (!mf_pair(line, len, &i, &st, &S))
 		return mp_malformed(p, "bad step:[s/S]");
 	p->epoch = e;
 	p->iter = st;
 	sbuf_reset(&p->v);
-	sbuf_addf(&p->v, "%lld/%lld %lld/%lld", e, E, st, S);
+	if (with_epoch)
+		sbuf_addf(&p->v, "%lld/%lld ", e, E);
+	sbuf_addf(&p->v, "%lld/%lld", st, S);
 	mp_set_step(p, p->v.buf, p->v.len);
 
 	/* ", key: value" pairs; values may hold ", " inside brackets */
@@ -627,14 +636,20 @@ static enum metrics_result parse_mindformers(struct metrics_parser *p, const cha
 				depth++;
 			else if ((c == ']' || c == ')' || c == '}') && depth > 0)
 				depth--;
-			else if (c == ',' && depth == 0)
-				break;
+			else if ((c == ',' || c == '}') && depth == 0)
+				break; /* '}' closes the current shape's record */
 			i++;
 		}
+		bool closed = i < len && line[i] == '}';
 		const char *v = line + vs;
 		size_t vl = i - vs;
 		mp_trim(&v, &vl);
+		if (closed)
+			i = len;
 		if (!kl)
+			continue;
+		/* "loss: N/A": a pipeline stage that has no loss, not a value */
+		if (mp_text_is(v, vl, "N/A"))
 			continue;
 		/* "overflow cond" -> "overflow_cond"; p->k is mf_value's */
 		sbuf_reset(&p->v);
@@ -681,6 +696,34 @@ static const struct line_format {
 
 /* MindFormers' line sits anywhere: after its logger's time/level prefix. */
 static const char mf_marker[] = "{ Epoch:[";
+static const char mf_marker_new[] = "{ step:[";
+
+/*
+ * Where a second record starts inside a line: a record marker ("TCAPPDLL ",
+ * "DLLL ", "DLL ") after the line's first byte, followed by what follows it
+ * in a real record (a time's digit, '{', or "- ").
+ */
+size_t metrics_first_record_len(const char *line, size_t len)
+{
+	const char *end = line + len;
+	for (const char *q = line + 1; q < end;) {
+		const char *d = memmem(q, (size_t)(end - q), "DLL", 3);
+		if (!d)
+			break;
+		const char *start = d, *after = NULL;
+		if (d - line >= 5 && !memcmp(d - 5, "TCAPP", 5))
+			start = d - 5;
+		if (end - d >= 4 && d[3] == ' ')
+			after = d + 4; /* "DLL " or "TCAPPDLL " */
+		else if (start == d && end - d >= 5 && d[3] == 'L' && d[4] == ' ')
+			after = d + 5; /* "DLLL " */
+		if (after && after < end && start > line &&
+		    ((*after >= '0' && *after <= '9') || *after == '{' || *after == '-'))
+			return (size_t)(start - line);
+		q = d + 3;
+	}
+	return len;
+}
 
 enum metrics_result metrics_parse_line(struct metrics_parser *p, const char *line,
 				       size_t len, const struct metric_rec **recs,
@@ -704,10 +747,12 @@ enum metrics_result metrics_parse_line(struct metrics_parser *p, const char *lin
 	}
 	const char *q = line, *end = line + len;
 	while ((q = memchr(q, '{', (size_t)(end - q)))) {
-		if ((size_t)(end - q) >= sizeof(mf_marker) - 1 &&
-		    !memcmp(q, mf_marker, sizeof(mf_marker) - 1)) {
+		bool old_shape = (size_t)(end - q) >= sizeof(mf_marker) - 1 &&
+				 !memcmp(q, mf_marker, sizeof(mf_marker) - 1);
+		if (old_shape || ((size_t)(end - q) >= sizeof(mf_marker_new) - 1 &&
+				  !memcmp(q, mf_marker_new, sizeof(mf_marker_new) - 1))) {
 			reset_line(p, METRICS_FMT_MINDFORMERS);
-			enum metrics_result r = parse_mindformers(p, line, len, q);
+			enum metrics_result r = parse_mindformers(p, line, len, q, old_shape);
 			return r == METRICS_PARSED ? finish(p, recs, nrecs) : r;
 		}
 		q++;

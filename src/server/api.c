@@ -15,6 +15,7 @@
 #include "core/xalloc.h"
 #include "hub/hub.h"
 #include "server/relay.h"
+#include "server/srvlog.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -107,7 +108,7 @@ int reply_tc(struct MHD_Connection *con, const struct tc_err *err)
 	if (st < 500)
 		return reply_err(con, st, "%s", msg);
 	/* the server's own failure: the details (paths of its state) go to its log */
-	fprintf(stderr, "trainctl server: %s\n", msg);
+	srvlog(SRVLOG_ERR, "%s", msg);
 	return reply_err(con, st, "the server failed (%s): its log says more",
 			 tc_code_name(err->code));
 }
@@ -409,6 +410,7 @@ static int r_clone(struct api_call *c)
 static int r_logs(struct api_call *c) { return h_logs(c->s, c->con, &c->job); }
 static int r_metric_list(struct api_call *c) { return h_metric_list(c->s, c->con, &c->job); }
 static int r_metric_points(struct api_call *c) { return h_metric_points(c->s, c->con, &c->job); }
+static int r_metric_records(struct api_call *c) { return h_metric_records(c->s, c->con, &c->job); }
 static int r_usage(struct api_call *c) { return h_usage(c->s, c->con, &c->job); }
 static int r_report(struct api_call *c) { return h_report(c->con, &c->job); }
 static int r_endpoint_list(struct api_call *c) { return proxy_list(c->s, c->con, &c->job); }
@@ -615,6 +617,7 @@ const struct route api_routes[] = {
 	{ ROUTE_GET, "/api/v1/jobs/{job}/logs", r_logs, NEED_USER },
 	{ ROUTE_GET, "/api/v1/jobs/{job}/metrics", r_metric_list, NEED_USER },
 	{ ROUTE_GET, "/api/v1/jobs/{job}/metrics/points", r_metric_points, NEED_USER },
+	{ ROUTE_GET, "/api/v1/jobs/{job}/metrics/records", r_metric_records, NEED_USER },
 	{ ROUTE_GET, "/api/v1/jobs/{job}/usage", r_usage, NEED_USER },
 	{ ROUTE_GET, "/api/v1/jobs/{job}/report", r_report, NEED_USER },
 	{ ROUTE_GET, "/api/v1/jobs/{job}/endpoints", r_endpoint_list, NEED_USER },
@@ -1035,16 +1038,8 @@ static void on_connection(void *cls, struct MHD_Connection *con, void **socket_c
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	const struct srv *s = cls;
-	if (!s->mhd)
-		return;
-	struct sbuf sb = SBUF_INIT;
-	sbuf_adds(&sb, "trainctl server: ");
-	sbuf_vaddf(&sb, fmt, ap);
-	if (!sb.len || sb.buf[sb.len - 1] != '\n')
-		sbuf_addch(&sb, '\n');
-	if (write_all(STDERR_FILENO, sb.buf, sb.len) < 0)
-		errno = 0;
-	sbuf_release(&sb);
+	if (s->mhd)
+		srvlog_v(SRVLOG_WARNING, fmt, ap);
 }
 
 /*

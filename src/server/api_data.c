@@ -14,6 +14,7 @@
 #include "jobs/jobs.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include "core/lazylib.h"
 #include <stdlib.h>
@@ -153,6 +154,45 @@ static void xy_add(void *arg, double x, double y)
 	k->xy[k->n++] = (struct metrics_xy){ x, y };
 }
 
+struct xy_at {
+	struct metrics_xy xy;
+	size_t at; /* log order */
+};
+
+static int cmp_xy_at(const void *a, const void *b)
+{
+	const struct xy_at *p = a, *q = b;
+	if (p->xy.x != q->xy.x)
+		return p->xy.x < q->xy.x ? -1 : 1;
+	return p->at < q->at ? -1 : p->at > q->at;
+}
+
+/*
+ * A chart's x must go up: a rank whose steps go back (a restarted group
+ * logs again from its checkpoint's step) is sorted by step, and a step
+ * logged twice keeps its last value, as compare does.
+ */
+static void xy_by_step(struct xy_rank *k)
+{
+	size_t i = 1;
+	while (i < k->n && k->xy[i - 1].x < k->xy[i].x)
+		i++;
+	if (i >= k->n)
+		return;
+	struct xy_at *v = xcalloc(k->n, sizeof(*v));
+	for (i = 0; i < k->n; i++)
+		v[i] = (struct xy_at){ k->xy[i], i };
+	qsort(v, k->n, sizeof(*v), cmp_xy_at);
+	size_t m = 0;
+	for (i = 0; i < k->n; i++) {
+		if (m && k->xy[m - 1].x == v[i].xy.x)
+			m--;
+		k->xy[m++] = v[i].xy;
+	}
+	k->n = m;
+	free(v);
+}
+
 static void xy_ranks_release(struct xy_ranks *r)
 {
 	for (size_t i = 0; i < r->n; i++)
@@ -198,7 +238,8 @@ int h_metric_points(struct srv *s, struct MHD_Connection *con, const struct job_
 	size_t buckets = (size_t)points / 4;
 	struct metrics_xy *out = xmalloc((4 * buckets + 1) * sizeof(*out));
 	for (size_t i = 0; i < xr.n; i++) {
-		const struct xy_rank *r = &xr.v[i];
+		struct xy_rank *r = &xr.v[i];
+		xy_by_step(r);
 		size_t o = r->n;
 		const struct metrics_xy *src = r->xy;
 		if (r->n > (size_t)points) {
@@ -367,5 +408,97 @@ int h_prometheus(struct srv *s, struct MHD_Connection *con)
 	int ret = rc ? reply_tc(con, &err) : reply_raw(con, 200, "text/plain; version=0.0.4", b.buf, b.len);
 	tc_err_release(&err);
 	sbuf_release(&b);
+	return ret;
+}
+
+/* ---- every point of one metric of one rank, with its logged step and time ---- */
+
+/* One kind's points (step records, or epoch records) as the reply's arrays. */
+struct records_kind {
+	struct sbuf step, value, time;
+	size_t n;
+};
+
+struct records {
+	struct records_kind pt, ep;
+};
+
+/*
+ * A record's step: a point's is its x on the charts (store_mpoint_x: the
+ * step the job logged, else seq), an epoch record's is its epoch.
+ */
+static long long logged_step(const struct store_mpoint *p)
+{
+	if (p->kind == STORE_MEPOCH)
+		return p->epoch >= 0 ? p->epoch : p->seq;
+	return store_mpoint_x(p);
+}
+
+static int records_add(void *arg, const struct store_mpoint *p)
+{
+	struct records *r = arg;
+	if (p->text || (p->kind != STORE_MPOINT && p->kind != STORE_MEPOCH))
+		return 0;
+	struct records_kind *k = p->kind == STORE_MPOINT ? &r->pt : &r->ep;
+	const char *sep = k->n++ ? "," : "";
+	sbuf_addf(&k->step, "%s%lld", sep, logged_step(p));
+	/* JSON has no NaN or Inf: null, which a client reads as NaN */
+	if (isfinite(p->value))
+		sbuf_addf(&k->value, "%s%.17g", sep, p->value);
+	else
+		sbuf_addf(&k->value, "%snull", sep);
+	sbuf_addf(&k->time, "%s%.17g", sep, p->wall_time);
+	return 0;
+}
+
+static void records_release(struct records *r)
+{
+	struct records_kind *k[2] = { &r->pt, &r->ep };
+	for (int i = 0; i < 2; i++) {
+		sbuf_release(&k[i]->step);
+		sbuf_release(&k[i]->value);
+		sbuf_release(&k[i]->time);
+	}
+}
+
+int h_metric_records(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
+{
+	const char *name = arg_of(con, "name");
+	long rank;
+	if (!name || !*name)
+		return reply_err(con, 400, "name: which metric (see /metrics of the job)");
+	if (!arg_long(con, "rank", 0, 1 << 20, 0, &rank))
+		return reply_err(con, 400, "rank must be a number from 0");
+	struct records r = { { SBUF_INIT, SBUF_INIT, SBUF_INIT, 0 },
+			     { SBUF_INIT, SBUF_INIT, SBUF_INIT, 0 } };
+	struct store *st = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	/* its own connection, as the points' reader: the server's lock is not held */
+	int rc = store_open(s->home, &st, &err);
+	if (!rc)
+		rc = store_metric_walk(st, x->id, name, (int)rank, records_add, &r, &err);
+	store_close(st);
+	if (rc) {
+		int ret = reply_tc(con, &err);
+		tc_err_release(&err);
+		records_release(&r);
+		return ret;
+	}
+	/* step records when the metric has them, else its epoch records (as a sweep's objective) */
+	const struct records_kind *k = r.pt.n || !r.ep.n ? &r.pt : &r.ep;
+	struct sbuf body = SBUF_INIT;
+	sbuf_adds(&body, "{\"metric\":");
+	json_add_str(&body, name);
+	sbuf_addf(&body, ",\"rank\":%ld,\"kind\":\"%s\",\"n\":%zu,\"step\":[", rank,
+		  k == &r.pt ? "step" : "epoch", k->n);
+	sbuf_add(&body, k->step.buf, k->step.len);
+	sbuf_adds(&body, "],\"value\":[");
+	sbuf_add(&body, k->value.buf, k->value.len);
+	sbuf_adds(&body, "],\"time\":[");
+	sbuf_add(&body, k->time.buf, k->time.len);
+	sbuf_adds(&body, "]}");
+	records_release(&r);
+	int ret = reply_json(con, 200, body.buf);
+	sbuf_release(&body);
 	return ret;
 }

@@ -299,6 +299,8 @@ int h_clone_body(struct srv *s, struct MHD_Connection *con, const struct who *w,
 int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
 int h_metric_list(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
 int h_metric_points(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
+/* Every point of one metric of one rank: its logged step, value and wall time. */
+int h_metric_records(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
 int h_usage(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
 int h_report(struct MHD_Connection *con, const struct job_row *x);
 int h_devices(struct srv *s, struct MHD_Connection *con, const struct who *w);

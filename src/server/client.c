@@ -8,6 +8,9 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -77,6 +80,43 @@ static char *local_socket(const char *url)
 	return sbuf_detach(&p);
 }
 
+/*
+ * With no URL given: the server that holds this state folder's lock (its
+ * flock is taken while it runs, so a lock we cannot share means it is up),
+ * reached over its Unix socket (the address its lock file names is the
+ * URL's, for messages).  NULL when none runs.
+ */
+static char *running_server_url(char **home_out, char **sock_out)
+{
+	*sock_out = NULL;
+	*home_out = trainctl_home();
+	if (!*home_out)
+		return NULL;
+	struct sbuf p = SBUF_INIT, lock = SBUF_INIT;
+	sbuf_addf(&p, "%s/server.lock", *home_out);
+	char *url = NULL;
+	int fd = open(p.buf, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK &&
+		    read_file(p.buf, &lock, NULL) == 0) {
+			const char *a = strchr(lock.buf, ' ');
+			size_t n = a ? strcspn(a + 1, "\n") : 0;
+			if (n) {
+				struct sbuf u = SBUF_INIT;
+				sbuf_addf(&u, "http://%.*s", (int)n, a + 1);
+				url = sbuf_detach(&u);
+				sbuf_reset(&p);
+				sbuf_addf(&p, "%s/server.sock", *home_out);
+				*sock_out = sbuf_detach(&p);
+			}
+		}
+		close(fd); /* a shared lock we took goes with the fd */
+	}
+	sbuf_release(&p);
+	sbuf_release(&lock);
+	return url;
+}
+
 bool client_configured(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {
@@ -94,19 +134,40 @@ int client_open(const char *url, struct client **out, struct tc_err *err)
 	*out = NULL;
 	if (!url || !*url)
 		url = getenv("TRAINCTL_SERVER");
-	if (!url || !*url)
-		return tc_error(err, TC_EUSAGE, "no server: give --server URL or set TRAINCTL_SERVER");
-	if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
-		return tc_error(err, TC_EUSAGE, "server: '%s' is not an http:// URL", url);
+	char *found = NULL, *found_sock = NULL;
+	if (!url || !*url) {
+		/* on the server's own machine: the server of this state folder */
+		char *home = NULL;
+		url = found = running_server_url(&home, &found_sock);
+		if (!url) {
+			tc_error(err, TC_EUSAGE,
+				 "no server: none runs on the state folder %s; give --server URL or"
+				 " set TRAINCTL_SERVER",
+				 home ? home : "(no home folder)");
+			free(home);
+			return TC_EUSAGE;
+		}
+		free(home);
+	}
+	if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
+		tc_error(err, TC_EUSAGE, "server: '%s' is not an http:// URL", url);
+		free(found);
+		free(found_sock);
+		return TC_EUSAGE;
+	}
 	int rc = http_init(err);
-	if (rc)
+	if (rc) {
+		free(found);
+		free(found_sock);
 		return rc;
+	}
 	struct client *c = xcalloc(1, sizeof(*c));
 	size_t n = strlen(url);
 	while (n && url[n - 1] == '/')
 		n--;
 	c->url = xstrndup(url, n);
-	c->sock = local_socket(c->url);
+	free(found);
+	c->sock = found_sock ? found_sock : local_socket(c->url);
 	const char *tok = getenv("TRAINCTL_TOKEN");
 	if (tok && *tok) {
 		struct sbuf a = SBUF_INIT;

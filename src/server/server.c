@@ -16,6 +16,7 @@
 #include "launch/launch.h"
 #include "report/report.h"
 #include "spec/spec.h"
+#include "server/srvlog.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,17 +48,12 @@ static void logf_(struct srv *s, const char *fmt, ...)
 {
 	if (s->o.quiet)
 		return;
-	struct sbuf sb = SBUF_INIT;
-	format_time_utc(&sb, now_wall());
-	sbuf_adds(&sb, " trainctl server: ");
+	/* the callers' words say the level: "warning: ..." or activity */
+	int level = strncmp(fmt, "warning: ", 9) ? SRVLOG_INFO : SRVLOG_WARNING;
 	va_list ap;
 	va_start(ap, fmt);
-	sbuf_vaddf(&sb, fmt, ap);
+	srvlog_v(level, fmt, ap);
 	va_end(ap);
-	sbuf_addch(&sb, '\n');
-	if (write_all(STDERR_FILENO, sb.buf, sb.len) < 0)
-		errno = 0; /* a closed terminal must not stop the server */
-	sbuf_release(&sb);
 }
 
 char *ids_text(const int *ids, int n)
@@ -1132,10 +1128,11 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 		goto out;
 	}
 	server_hub_url(s);
-	logf_(s, "listening on http://%s/ and %s (state %s, %zu devices, %zu active jobs)", o->listen,
-	      s->socket_path, s->home, s->ndevs, s->njobs);
+	logf_(s, "listening on http://%s/ and %s (state %s, %zu device%s, %zu active job%s)",
+	      o->listen, s->socket_path, s->home, s->ndevs, plural_s((long long)s->ndevs), s->njobs,
+	      plural_s((long long)s->njobs));
 	/* like Jupyter's token URL: one use, for the operator who reads this log */
-	fprintf(stderr, "trainctl server: open the web UI (one use): http://%s%s\n", o->listen, login);
+	srvlog(SRVLOG_NOTICE, "open the web UI (one use): http://%s%s", o->listen, login);
 	free(login);
 	double period = o->sample_seconds > 0 ? o->sample_seconds : 5;
 	pthread_mutex_lock(&s->mu);
@@ -1177,7 +1174,8 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	}
 	s->stopping = 1;
 	pthread_mutex_unlock(&s->mu);
-	logf_(s, "%s: stopping (jobs keep running)", strsignal(got_signal));
+	if (!s->o.quiet)
+		srvlog(SRVLOG_NOTICE, "%s: stopping (jobs keep running)", strsignal(got_signal));
 	api_stop(s);
 out:
 	srv_privsep_end(s);

@@ -5,6 +5,7 @@
 #include "spec/spec_int.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "core/yaml.h"
 #include "notify/notify.h"
 
 #include <stdlib.h>
@@ -221,16 +222,8 @@ int spec_notify_load(const char *path, struct notify_hook **out, size_t *n, stru
 		sbuf_release(&text);
 		return tc_error(err, TC_ESPEC, "%s", err->msg);
 	}
-	yaml_parser_t parser;
 	yaml_document_t doc;
-	if (!yaml_parser_initialize(&parser))
-		xdie_oom(sizeof(parser));
-	yaml_parser_set_input_string(&parser, (const unsigned char *)text.buf, text.len);
-	if (!yaml_parser_load(&parser, &doc)) {
-		rc = tc_error(err, TC_ESPEC, "%s:%zu: syntax error: %s", path,
-			      parser.problem_mark.line + 1,
-			      parser.problem ? parser.problem : "cannot parse");
-		yaml_parser_delete(&parser);
+	if ((rc = tc_yaml_parse(path, text.buf, text.len, &doc, err))) {
 		sbuf_release(&text);
 		return rc;
 	}
@@ -258,7 +251,6 @@ int spec_notify_load(const char *path, struct notify_hook **out, size_t *n, stru
 	free(abs);
 	free(base);
 	yaml_document_delete(&doc);
-	yaml_parser_delete(&parser);
 	sbuf_release(&text);
 	return rc;
 }

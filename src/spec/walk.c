@@ -41,6 +41,12 @@ int walk_int(struct walk *w, yaml_node_t *n, const char *key, long min, long max
 	     int *out)
 {
 	long v;
+	/* "2" in quotes is a string to YAML: say so, or the message reads wrong */
+	if (n->type == YAML_SCALAR_NODE && !plain(n) && parse_long(scalar(n), LONG_MIN, LONG_MAX, &v))
+		return walk_fail(w, n, key,
+				 "must be an integer, not the quoted string '%s' (write %s without"
+				 " quotes)",
+				 scalar(n), scalar(n));
 	if (!plain(n) || !parse_long(scalar(n), LONG_MIN, LONG_MAX, &v))
 		return walk_fail(w, n, key, "must be an integer, not '%s'",
 				 scalar(n) ? scalar(n) : "a list or mapping");
@@ -67,6 +73,14 @@ int walk_enum(struct walk *w, yaml_node_t *n, const char *key,
 	rc = walk_fail(w, n, key, "'%s' is not one of: %s", *out, list.buf);
 	sbuf_release(&list);
 	return rc;
+}
+
+static bool rule_named(const struct rule *rules, const char *name)
+{
+	for (const struct rule *x = rules; x->key; x++)
+		if (!strcmp(x->key, name))
+			return true;
+	return false;
 }
 
 /* Walk a mapping with a rule table; prefix names nested keys ("devices."). */
@@ -114,6 +128,12 @@ int walk_map(struct walk *w, yaml_node_t *map, const char *prefix,
 			if (best)
 				rc = walk_fail(w, k, NULL, "unknown key '%s' (did you mean '%s%s'?)",
 					       shown, from_set(k) ? "" : prefix, best);
+			else if (!*prefix && rule_named(rules, "args"))
+				/* `lr: 0.1` or --set lr=0.1: the script's own arguments live under args */
+				rc = walk_fail(w, k, NULL,
+					       "unknown key '%s' (did you mean 'args.%s'? the command's"
+					       " arguments go under args)",
+					       shown, scalar(k));
 			else
 				rc = walk_fail(w, k, NULL, "unknown key '%s'", shown);
 			goto out;

@@ -484,6 +484,42 @@ static void check_answer(struct s3req *rq, bool ranged, bool check_get, bool che
 }
 
 /*
+ * A request that got no answer, in plain words (s3_do adds the request,
+ * whose URL names the host and port): the connection refused, the host
+ * name unknown to DNS, the time out with curl's account of it.
+ */
+static void describe_transport(CURL *h, CURLcode cc, const char *detail, struct sbuf *why)
+{
+	long os_errno = 0;
+	if (curl_easy_getinfo(h, CURLINFO_OS_ERRNO, &os_errno) != CURLE_OK)
+		os_errno = 0;
+	size_t n = strlen(detail);
+	while (n && (detail[n - 1] == '\n' || detail[n - 1] == '\r'))
+		n--;
+	switch (cc) {
+	case CURLE_COULDNT_RESOLVE_HOST:
+		sbuf_adds(why, "host name not found (DNS)");
+		return;
+	case CURLE_COULDNT_CONNECT:
+		if (os_errno == ECONNREFUSED)
+			sbuf_adds(why, "connection refused");
+		else if (os_errno)
+			sbuf_addf(why, "cannot connect: %s", strerror((int)os_errno));
+		else
+			sbuf_adds(why, "cannot connect");
+		return;
+	case CURLE_OPERATION_TIMEDOUT:
+		sbuf_adds(why, "timed out");
+		break;
+	default:
+		sbuf_adds(why, n ? "" : curl_easy_strerror(cc));
+		break;
+	}
+	if (n)
+		sbuf_addf(why, "%s%.*s", why->len ? ": " : "", (int)n, detail);
+}
+
+/*
  * One try of rq.  0 with why empty: success; 0 with why filled: a failure
  * that *retry says whether to try again; or a final error (not found, the
  * sink or the reader failed) in err.
@@ -507,14 +543,24 @@ static int try_once(const struct s3 *s, struct s3req *rq, const char *url, const
 		curl_slist_free_all(hdrs);
 		return tc_error(err, TC_ESTORAGE, "%s: cannot set up the request", name);
 	}
+	char detail[CURL_ERROR_SIZE];
+	detail[0] = '\0';
+	if (curl_easy_setopt(h, CURLOPT_ERRORBUFFER, detail) != CURLE_OK)
+		detail[0] = '\0'; /* the bare curl code words it then */
 	CURLcode cc = curl_easy_perform(h);
 	curl_slist_free_all(hdrs);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &rq->status);
 	if (cc != CURLE_OK) {
-		if (rq->sink_failed)
+		if (rq->sink_failed) {
+			curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
 			return tc_error_errno(err, TC_ESTORAGE, "%s: cannot store the data", name);
-		sbuf_addf(why, "%s", curl_easy_strerror(cc));
+		}
+		describe_transport(h, cc, detail, why);
 		*retry = http_retryable_curl(cc);
+	}
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL); /* detail is this frame's */
+	if (cc != CURLE_OK) {
+		/* described above */
 	} else if (rq->status >= 200 && rq->status < 300) {
 		check_answer(rq, ranged, check_get, check_put, start_done, why, retry);
 	} else {
@@ -547,6 +593,13 @@ static int s3_do(struct storage *st, struct s3req *rq, struct tc_err *err)
 				 rq->method, url_len, url.buf);
 		if (rc || !why.len)
 			break;
+		if ((!retry || attempt >= max) && !rq->status) {
+			/* no answer: the request first, as curl(1) and wget word it */
+			rc = tc_error(err, TC_ESTORAGE, "%s: %s failed%s: %s %.*s: %s", name.buf, op,
+				      attempt > 1 ? " after retries" : "", rq->method, url_len, url.buf,
+				      why.buf);
+			break;
+		}
 		if (!retry || attempt >= max) {
 			rc = tc_error(err, TC_ESTORAGE, "%s: %s failed%s: %s (%s %.*s)", name.buf, op,
 				      attempt > 1 ? " after retries" : "", why.buf, rq->method, url_len,

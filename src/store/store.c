@@ -5,6 +5,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -778,6 +779,50 @@ static int query_jobs_of(struct store *st, const char *sql, const char *arg, con
 	return rc;
 }
 
+/* Four hex digits: the random suffix of an id (store_new_job_id). */
+static bool is_id_suffix(const char *ref)
+{
+	size_t n = 0;
+	for (; ref[n]; n++)
+		if (!isxdigit((unsigned char)ref[n]) || isupper((unsigned char)ref[n]))
+			return false;
+	return n == 4;
+}
+
+/*
+ * The name of one of user's recent jobs a few edits from ref, or NULL: the
+ * did-you-mean of "no job".  Only the user's own names, as the lookup.
+ */
+static char *nearest_job_name(struct store *st, const char *ref, const char *user)
+{
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(st->db,
+			       "SELECT DISTINCT name FROM (SELECT name FROM jobs WHERE"
+			       " (?1 IS NULL OR user = ?1) ORDER BY id DESC LIMIT 1000)",
+			       -1, &q, NULL) != SQLITE_OK)
+		return NULL;
+	if ((user ? sqlite3_bind_text(q, 1, user, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(q, 1)) !=
+	    SQLITE_OK) {
+		sqlite3_finalize(q);
+		return NULL;
+	}
+	char *best = NULL;
+	size_t bestd = 3, len = strlen(ref); /* at most 2 edits, fewer than ref has letters */
+	while (sqlite3_step(q) == SQLITE_ROW) {
+		const char *name = (const char *)sqlite3_column_text(q, 0);
+		if (!name)
+			continue;
+		size_t d = edit_distance(name, ref);
+		if (d < bestd && d < len) {
+			bestd = d;
+			free(best);
+			best = xstrdup(name);
+		}
+	}
+	sqlite3_finalize(q);
+	return best;
+}
+
 int store_job_get(struct store *st, const char *ref, struct job_row *out, struct tc_err *err)
 {
 	return store_job_get_of(st, ref, NULL, out, err);
@@ -817,8 +862,28 @@ int store_job_get_of(struct store *st, const char *ref, const char *user, struct
 		rc = query_jobs_of(st, "SELECT " STORE_JOB_COLS " FROM jobs WHERE name = ?1"
 				   " AND (?2 IS NULL OR user = ?2) ORDER BY id DESC LIMIT 1",
 				   ref, user, &v, &n, err);
-	if (!rc && n == 0)
-		rc = tc_error(err, TC_ENOTFOUND, "no job '%s'", ref);
+	if (!rc && n == 0 && is_id_suffix(ref)) {
+		/* the id's random suffix alone (the part a user reads off `ps`) */
+		struct sbuf pat = SBUF_INIT;
+		sbuf_addf(&pat, "%%-%s", ref);
+		rc = query_jobs_of(st, "SELECT " STORE_JOB_COLS " FROM jobs WHERE id LIKE ?1"
+				   " AND (?2 IS NULL OR user = ?2) ORDER BY id DESC LIMIT 2",
+				   pat.buf, user, &v, &n, err);
+		sbuf_release(&pat);
+		if (!rc && n > 1) {
+			rc = tc_error(err, TC_EUSAGE, "job '%s' is ambiguous: %s, %s, ...", ref, v[0].id,
+				      v[1].id);
+			goto out;
+		}
+	}
+	if (!rc && n == 0) {
+		char *near = nearest_job_name(st, ref, user);
+		if (near)
+			rc = tc_error(err, TC_ENOTFOUND, "no job '%s' (did you mean '%s'?)", ref, near);
+		else
+			rc = tc_error(err, TC_ENOTFOUND, "no job '%s'", ref);
+		free(near);
+	}
 	if (!rc) {
 		*out = v[0];
 		memset(&v[0], 0, sizeof(v[0]));

@@ -203,6 +203,15 @@ struct store_mpoint {
 	double wall_time;
 };
 
+/*
+ * The x of a point in charts, `metrics`, `export tb` and the API: the step
+ * the job logged when it is one number (`step 10`, DLLogger `"step": 10`,
+ * `Iteration: 10`: iter), so that runs resumed from checkpoints line up;
+ * otherwise seq: for an (epoch, iteration) pair, whose iteration often
+ * starts again each epoch, and for a line without a step.
+ */
+long long store_mpoint_x(const struct store_mpoint *p);
+
 struct store_mbatch;
 
 struct store_mbatch *store_mbatch_new(const char *job_id);
@@ -248,8 +257,8 @@ int store_metric_series(struct store *st, const char *job, const char *metric, i
 void store_mseries_free(struct store_mseries *v, size_t nr);
 
 /*
- * The lean read for charts: the (seq, value) of a metric's plain numeric
- * points with a finite value and xmin <= seq <= xmax, rank by rank (rank -1
+ * The lean read for charts: the (x, value) of a metric's plain numeric
+ * points (x: store_mpoint_x) with a finite value and xmin <= x <= xmax, rank by rank (rank -1
  * = all), in logged order, handed to add() straight from the chunks (no
  * strings, nothing kept): several times faster than store_metric_series
  * on a long series.  begin() is called before each rank's points.

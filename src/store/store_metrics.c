@@ -847,12 +847,9 @@ int store_metric_series(struct store *st, const char *job, const char *metric, i
 	return rc;
 }
 
-static bool skip_varint(const unsigned char **p, const unsigned char *end)
+long long store_mpoint_x(const struct store_mpoint *p)
 {
-	for (int i = 0; i < 10 && *p < end; i++)
-		if (!(*(*p)++ & 0x80))
-			return true;
-	return false;
+	return p->epoch < 0 && p->iter >= 0 ? p->iter : p->seq;
 }
 
 /* Hand the points of one chunk that store_metric_xy keeps to the sink. */
@@ -866,17 +863,17 @@ static bool decode_xy(const struct store_xy_sink *sink, const unsigned char *p, 
 		return false;
 	while (p < end) {
 		unsigned char flags = *p++;
-		long long seq;
-		double value;
-		const char *step, *text = NULL;
-		/* epoch and iter are skipped undecoded, the wall time too */
-		if (!get_varint(&p, end, &seq) || !skip_varint(&p, end) || !skip_varint(&p, end) ||
-		    !get_f64(&p, end, &value) || end - p < 8)
+		struct store_mpoint pt = { .kind = flags & 3 };
+		/* the wall time is skipped undecoded */
+		if (!get_varint(&p, end, &pt.seq) || !get_varint(&p, end, &pt.epoch) ||
+		    !get_varint(&p, end, &pt.iter) || !get_f64(&p, end, &pt.value) || end - p < 8)
 			return false;
 		p += 8;
+		const char *step, *text = NULL;
+		double value = pt.value;
 		if (!get_str(&p, end, &step) || ((flags & 4) && !get_str(&p, end, &text)))
 			return false;
-		double x = (double)seq;
+		double x = (double)store_mpoint_x(&pt);
 		if ((flags & 3) == STORE_MPOINT && !text && isfinite(value) && x >= xmin && x <= xmax)
 			sink->add(sink->arg, x, value);
 	}

@@ -27,7 +27,18 @@ static char *rerun_text(const struct sweep_def *d, const struct trial_row *t)
 		free(txt);
 	}
 	json_decref(o);
-	sbuf_addf(&sb, " %s", d->spec_path ? d->spec_path : "SPEC");
+	/* the file's own path, not the one it was reached by ("sweeps/../job.yaml") */
+	char *clean = d->spec_path ? realpath(d->spec_path, NULL) : NULL;
+	const char *path = clean ? clean : d->spec_path;
+	sbuf_addch(&sb, ' ');
+	if (path && path[strspn(path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				      "0123456789/._-+:,@=")])
+		sbuf_add_shell_quoted(&sb, path);
+	else if (path)
+		sbuf_adds(&sb, path);
+	else
+		sbuf_adds(&sb, "SPEC");
+	free(clean);
 	return sbuf_detach(&sb);
 }
 

@@ -89,8 +89,8 @@ static void find_run_files(const char *scripts, struct strvec *out)
 		qsort(out->v, out->nr, sizeof(char *), cmp_str);
 }
 
-/* Every --option of a help text, with '-' read as '_'. */
-static void help_options(const char *text, struct strvec *opts)
+/* Every --option of a help text, with '-' read as '_' (raw: as written, when not NULL). */
+static void help_options(const char *text, struct strvec *opts, struct strvec *raw)
 {
 	for (const char *p = text; (p = strstr(p, "--"));) {
 		if (p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '-')) {
@@ -103,6 +103,8 @@ static void help_options(const char *text, struct strvec *opts)
 			p++;
 		if (p > s) {
 			char *o = xstrndup(s, (size_t)(p - s));
+			if (raw)
+				strvec_push(raw, o);
 			for (char *c = o; *c; c++)
 				if (*c == '-')
 					*c = '_';
@@ -129,8 +131,9 @@ static void last_line(const char *text, struct sbuf *out)
 	sbuf_release(&t);
 }
 
+/* raw, when not NULL, gets the run file's options as its --help writes them. */
 static void check_args(const char *model_dir, const char *python, const char *run_file,
-		       struct strvec *problems)
+		       struct strvec *problems, struct strvec *raw)
 {
 	struct sbuf out = SBUF_INIT;
 	char *argv[] = { (char *)python, (char *)run_file, "--help", NULL };
@@ -149,7 +152,7 @@ static void check_args(const char *model_dir, const char *python, const char *ru
 		sbuf_release(&why);
 	} else {
 		struct strvec opts = STRVEC_INIT;
-		help_options(out.buf, &opts);
+		help_options(out.buf, &opts, raw);
 		for (size_t i = 0; zoo_required_args[i]; i++) {
 			const char *a = zoo_required_args[i];
 			if (!has(&opts, a) && !(!strcmp(a, "nnode") && has(&opts, "nnodes")))
@@ -161,8 +164,58 @@ static void check_args(const char *model_dir, const char *python, const char *ru
 	sbuf_release(&out);
 }
 
-int zoo_check(const char *model_dir, const char *python, struct strvec *problems,
-	      struct tc_err *err)
+/* A name as a person might have meant it: no blanks at the ends, lower case. */
+static char *loose_name(const char *name)
+{
+	while (isspace((unsigned char)*name))
+		name++;
+	char *s = xstrdup(name);
+	size_t n = strlen(s);
+	while (n && isspace((unsigned char)s[n - 1]))
+		s[--n] = '\0';
+	for (char *c = s; *c; c++)
+		*c = (char)tolower((unsigned char)*c);
+	return s;
+}
+
+/*
+ * "missing file README.md", and the near-misses beside it that real
+ * repositories have: "readme.md", " README.md", "REAMDE.md" (the same name
+ * but for case and blanks, or two edits away).
+ */
+static void missing_file(const char *model_dir, const char *rel, struct strvec *problems)
+{
+	const char *slash = strrchr(rel, '/');
+	const char *base = slash ? slash + 1 : rel;
+	struct sbuf dir = SBUF_INIT, found = SBUF_INIT;
+	sbuf_addf(&dir, "%s/%.*s", model_dir, slash ? (int)(slash - rel) : 0, rel);
+	char *want = loose_name(base);
+	DIR *d = opendir(dir.buf);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, base))
+			continue;
+		char *got = loose_name(e->d_name);
+		if (*got && edit_distance(got, want) <= 2)
+			sbuf_addf(&found, "%s'%.*s%s'", found.len ? ", " : "", slash ? (int)(slash - rel + 1) : 0,
+				  rel, e->d_name);
+		free(got);
+	}
+	if (d)
+		closedir(d);
+	if (found.len)
+		strvec_pushf(problems, "missing file %s (found %s: rename it to %s)", rel, found.buf,
+			     base);
+	else
+		strvec_pushf(problems, "missing file %s", rel);
+	free(want);
+	sbuf_release(&dir);
+	sbuf_release(&found);
+}
+
+/* zoo_check; want_opts, when not NULL, gets the options of run file `want` as written. */
+static int check_dir(const char *model_dir, const char *python, const char *want,
+		     struct strvec *want_opts, struct strvec *problems, struct tc_err *err)
 {
 	if (!is_dir(model_dir))
 		return tc_error(err, TC_ENOTFOUND, "zoo check: %s is not a folder", model_dir);
@@ -171,7 +224,7 @@ int zoo_check(const char *model_dir, const char *python, struct strvec *problems
 		sbuf_reset(&p);
 		sbuf_addf(&p, "%s/%s", model_dir, required_files[i]);
 		if (!path_exists(p.buf))
-			strvec_pushf(problems, "missing file %s", required_files[i]);
+			missing_file(model_dir, required_files[i], problems);
 	}
 	sbuf_reset(&p);
 	sbuf_addf(&p, "%s/run_scripts", model_dir);
@@ -184,10 +237,39 @@ int zoo_check(const char *model_dir, const char *python, struct strvec *problems
 			strvec_push(problems, "missing file run_scripts/run_<model>.py");
 	}
 	for (size_t i = 0; i < runs.nr; i++)
-		check_args(model_dir, python, runs.v[i], problems);
+		check_args(model_dir, python, runs.v[i], problems,
+			   want && !strcmp(runs.v[i], want) ? want_opts : NULL);
 	strvec_clear(&runs);
 	sbuf_release(&p);
 	return 0;
+}
+
+int zoo_check(const char *model_dir, const char *python, struct strvec *problems,
+	      struct tc_err *err)
+{
+	return check_dir(model_dir, python, NULL, NULL, problems, err);
+}
+
+/*
+ * The spelling of option `key` that the run file's --help lists: key as
+ * written, else with '-' for '_' or the other way, else the other of
+ * nnode/nnodes (the ModelZoo's rules say --nnode, many run files take
+ * --nnodes); key itself when the help lists none of them.
+ */
+static const char *option_spelling(const char *key, const struct strvec *opts, struct sbuf *tmp)
+{
+	static const char *const twins[][2] = { { "nnode", "nnodes" }, { "nnodes", "nnode" } };
+	if (!opts->nr || has(opts, key))
+		return key;
+	sbuf_reset(tmp);
+	for (const char *c = key; *c; c++)
+		sbuf_addch(tmp, *c == '_' ? '-' : *c == '-' ? '_' : *c);
+	if (has(opts, tmp->buf))
+		return tmp->buf;
+	for (size_t i = 0; i < sizeof(twins) / sizeof(twins[0]); i++)
+		if (!strcmp(key, twins[i][0]) && has(opts, twins[i][1]))
+			return twins[i][1];
+	return key;
 }
 
 /* ---- model.yaml ---- */
@@ -585,6 +667,7 @@ static void judge(const struct zoo_test_opts *o, const char *job_id, int status,
 static void run_case(const struct zoo_test_opts *o, const struct zoo_case *c, struct zoo_result *r)
 {
 	struct strvec problems = STRVEC_INIT;
+	struct strvec opts = STRVEC_INIT; /* the run file's options, as its --help writes them */
 	struct tc_err err = TC_ERR_INIT;
 	struct sbuf path = SBUF_INIT;
 	r->name = xstrdup(c->name);
@@ -593,7 +676,7 @@ static void run_case(const struct zoo_test_opts *o, const struct zoo_case *c, st
 		r->reason = sbuf_detach(&path);
 		goto out;
 	}
-	if (zoo_check(c->run_dir, o->python, &problems, &err)) {
+	if (check_dir(c->run_dir, o->python, c->run_file, &opts, &problems, &err)) {
 		r->reason = xstrdup(err.msg);
 		goto out;
 	}
@@ -616,18 +699,24 @@ static void run_case(const struct zoo_test_opts *o, const struct zoo_case *c, st
 	s->name = xstrdup(c->name);
 	strvec_push(&s->argv, o->python);
 	strvec_push(&s->argv, c->run_file);
+	struct sbuf tmp = SBUF_INIT;
 	for (size_t i = 0; i < c->nparams; i++) {
-		strvec_pushf(&s->argv, "--%s", c->params[i].key);
+		const char *k = option_spelling(c->params[i].key, &opts, &tmp);
+		if (strcmp(k, c->params[i].key))
+			say(o, "case %s: passing %s as --%s, the spelling %s --help lists", c->name,
+			    c->params[i].key, k, c->run_file);
+		strvec_pushf(&s->argv, "--%s", k);
 		strvec_push(&s->argv, c->params[i].val);
 	}
+	sbuf_release(&tmp);
 	s->workdir = xstrdup(c->run_dir);
 	int rc = spec_finish(s, &err);
 	char *job_id = NULL;
 	int status = 1;
 	if (!rc) {
 		struct launch_opts lo = { .home = o->home, .quiet = o->quiet };
-		say(o, "case %s: cd %s && %s %s ... (%d workers)", c->name, c->run_dir, o->python,
-		    c->run_file, c->nproc_per_node);
+		say(o, "case %s: cd %s && %s %s ... (%d worker%s)", c->name, c->run_dir, o->python,
+		    c->run_file, c->nproc_per_node, c->nproc_per_node == 1 ? "" : "s");
 		rc = launch_run(s, &lo, &job_id, &status, &err);
 	}
 	spec_free(s);
@@ -641,6 +730,7 @@ static void run_case(const struct zoo_test_opts *o, const struct zoo_case *c, st
 	}
 	judge(o, job_id, status, r);
 out:
+	strvec_clear(&opts);
 	strvec_clear(&problems);
 	sbuf_release(&path);
 	tc_err_release(&err);

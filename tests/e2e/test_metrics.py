@@ -155,10 +155,10 @@ def test_points_downsampled_keep_min_and_max(digits):
     assert max(vals) == max(p["value"] for p in full)
     assert [p["seq"] for p in few] == sorted(p["seq"] for p in few)
     csv = _tc(home, "metrics", job, "--name", "train.ips", "--format", "csv").stdout.splitlines()
-    assert csv[0] == "metric,rank,kind,seq,epoch,iter,step,value,wall_time"
+    assert csv[0] == "metric,rank,kind,seq,epoch,iter,step,value,wall_time,x"
     assert csv[1].startswith('train.ips,0,point,1,1,5,"[1, 5]",')
     table = _tc(home, "metrics", job, "--name", "train.ips", "--rank", "1").stdout.splitlines()
-    assert table[0].split() == ["METRIC", "RANK", "KIND", "SEQ", "STEP", "VALUE"]
+    assert table[0].split() == ["METRIC", "RANK", "KIND", "STEP", "LOGGED", "VALUE"]
     assert all(line.split()[1] == "1" for line in table[1:])
     r = _tc(home, "metrics", job, "--name", "no.such", check=False)
     assert r.returncode == 2 and "no metric 'no.such'" in r.stderr

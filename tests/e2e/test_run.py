@@ -504,7 +504,8 @@ devices: {type: npu, ids: [2, 3], hccn_conf: hccn.conf}
 """)
     p = run_tc("run", s, env={"TRAINCTL_FAKE_DEVICES": "npu:8"})
     assert p.returncode == 0, p.stderr
-    assert "[0] 0 2 2 2,3 hccl.json" in p.stdout and "[1] 1 2 3 2,3 hccl.json" in p.stdout
+    # rank-table mode: the physical id, no visibility variable (docs/environment.md)
+    assert "[0] 0 2 2 hccl.json" in p.stdout and "[1] 1 2 3 hccl.json" in p.stdout
     run_dir = show(run_tc, "npu")["run_dir"]
     table = json.load(open(os.path.join(run_dir, "hccl.json")))
     assert table["version"] == "1.0" and table["status"] == "completed"

@@ -15,6 +15,8 @@ static void one_line(const char *line, size_t len)
 {
 	const struct metric_rec *recs;
 	size_t n;
+	size_t first = metrics_first_record_len(line, len);
+	FUZZ_ASSERT(first <= len && (first > 0 || len == 0));
 	enum metrics_result r = metrics_parse_line(parser, line, len, &recs, &n);
 	FUZZ_ASSERT(r == METRICS_NONE || r == METRICS_PARSED || r == METRICS_MALFORMED);
 	if (r != METRICS_PARSED) {

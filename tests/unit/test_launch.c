@@ -98,7 +98,7 @@ TEST(device_table)
 		const char *type, *var, *device_id;
 	} rows[] = {
 		{ "gpu", "CUDA_VISIBLE_DEVICES", NULL },
-		{ "npu", "ASCEND_RT_VISIBLE_DEVICES", "5" },
+		{ "npu", "ASCEND_RT_VISIBLE_DEVICES", "1" }, /* CANN: an index once visible is set */
 		{ "sdaa", "SDAA_VISIBLE_DEVICES", NULL },
 		{ "mlu", "MLU_VISIBLE_DEVICES", NULL },
 		{ "musa", "MUSA_VISIBLE_DEVICES", NULL },
@@ -132,8 +132,13 @@ TEST(mindspore_on_npu)
 	CHECK_STR(env_get(&env, "RANK_ID"), "0");
 	CHECK_STR(env_get(&env, "RANK_SIZE"), "2");
 	CHECK_STR(env_get(&env, "DEVICE_ID"), "4");
+	CHECK_STR(env_get(&env, "ASCEND_DEVICE_ID"), "4");
 	CHECK_STR(env_get(&env, "RANK_TABLE_FILE"), "/r/hccl.json");
-	CHECK_STR(env_get(&env, "ASCEND_RT_VISIBLE_DEVICES"), "4,5");
+	CHECK_STR(env_get(&env, "MINDSPORE_HCCL_CONFIG_PATH"), "/r/hccl.json");
+	CHECK_STR(env_get(&env, "DEVICE_NUM"), "2");
+	CHECK_STR(env_get(&env, "SERVER_ID"), "0");
+	/* rank-table mode: physical ids, as in hccl.json; no visibility variable */
+	CHECK(env_get(&env, "ASCEND_RT_VISIBLE_DEVICES") == NULL);
 	strvec_clear(&env);
 	spec_free(s);
 }
@@ -188,6 +193,33 @@ TEST(user_env_and_resume)
 	spec_free(s);
 }
 
+TEST(helper_channels)
+{
+	struct spec *s = mkspec("cpu", "pytorch", 2);
+	struct env_plan p = plan_for(s);
+	p.node_rank = 1;
+	p.nnodes = 2;
+	struct strvec env = STRVEC_INIT;
+	env_common(&p, &env);
+	env_rank(&p, 1, &env);
+	/* nothing of them unless the supervisor has them */
+	CHECK(!env_get(&env, "TRAINCTL_STOP_FILE"));
+	CHECK(!env_get(&env, "TRAINCTL_METRICS_CHANNEL"));
+	strvec_clear(&env);
+	p.stop_file = "/r/stop-node1";
+	p.metrics_channel = true;
+	env_common(&p, &env);
+	env_rank(&p, 1, &env);
+	CHECK_STR(env_get(&env, "TRAINCTL_STOP_FILE"), "/r/stop-node1");
+	/* the global rank's channel: the follower's "{rank}" is the same name */
+	CHECK_STR(env_get(&env, "TRAINCTL_METRICS_CHANNEL"), "/r/logs/metrics-rank-3.dlll");
+	char *tmpl = env_metrics_channel("/r/logs", "{rank}");
+	CHECK_STR(tmpl, "/r/logs/metrics-rank-{rank}.dlll");
+	free(tmpl);
+	strvec_clear(&env);
+	spec_free(s);
+}
+
 TEST(rank_table)
 {
 	struct sbuf conf = SBUF_INIT;
@@ -224,4 +256,22 @@ TEST(rank_table)
 	CHECK(ips[0] == NULL);
 	tc_err_release(&err);
 	sbuf_release(&conf);
+}
+
+/* server_id's interface: the default route's, not the first listed (a bridge may come first) */
+TEST(route_default_iface)
+{
+	const char *route =
+		"Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+		"cni0\t0000580A\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n"
+		"wlan0\t00000000\t010200C0\t0003\t0\t0\t600\t00000000\t0\t0\t0\n"
+		"eth0\t00000000\t010200C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n"
+		"eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
+	char *iface = route_default_iface(route, strlen(route));
+	CHECK_STR(iface, "eth0");
+	free(iface);
+	const char *none = "Iface\tDestination\tGateway \tFlags\n"
+			   "eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
+	CHECK(route_default_iface(none, strlen(none)) == NULL);
+	CHECK(route_default_iface("", 0) == NULL);
 }

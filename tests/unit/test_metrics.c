@@ -842,3 +842,54 @@ TEST(numbers_match_strtod)
 		}
 	}
 }
+
+/* Current MindFormers: no Epoch part, closed by " }", "loss: N/A" off the last pipeline stage. */
+TEST(mindformers_current)
+{
+	CHECK_INT(parse("2025-05-15 10:00:00,123 - mindformers[mindformers/core/callback/callback.py:512]"
+			" - INFO - { step:[    1/   10], loss:  11.813965, per_step_time:  13570ms, "
+			"lr: 1e-05, grad_norm: 3.25, throughput:   1.36T }"),
+		  METRICS_PARSED);
+	CHECK_INT(R[0].format, METRICS_FMT_MINDFORMERS);
+	CHECK_INT(R[0].epoch, -1);
+	CHECK_INT(R[0].iter, 1);
+	CHECK_STR(R[0].step, "1/10");
+	CHECK_INT(N, 5);
+	num_is("loss", 11.813965);
+	num_is("per_step_time", 13570);
+	CHECK_STR(rec("per_step_time")->unit, "ms");
+	num_is("throughput", 1.36);
+	CHECK_STR(rec("throughput")->unit, "T");
+	num_is("grad_norm", 3.25);
+
+	CHECK_INT(parse("{ step:[    2/   10], loss: N/A, per_step_time:  13000ms, throughput:   1.4T }"),
+		  METRICS_PARSED);
+	CHECK_INT(N, 2); /* no loss record: the stage has none */
+	num_is("per_step_time", 13000);
+	num_is("throughput", 1.4);
+	CHECK_INT(parse("{ step:[ x/ 10], loss: 1.0 }"), METRICS_MALFORMED);
+}
+
+/* Two records run together on one line: the second starts at its marker. */
+TEST(first_record_len)
+{
+	const char *a = "TCAPPDLL 2025-05-15 10:00:01.1 - Epoch: 0 Iteration: 1  rank : 0  "
+			"train.ips : 100.0 imgs/s";
+	const char *b = "TCAPPDLL 2025-05-15 10:00:01.1 - Epoch: 0 Iteration: 1  rank : 3  "
+			"train.loss : 2.7";
+	struct sbuf l = SBUF_INIT;
+	sbuf_addf(&l, "%s%s\n", a, b);
+	CHECK_INT(metrics_first_record_len(l.buf, l.len), strlen(a));
+	CHECK_INT(metrics_first_record_len(l.buf + strlen(a), l.len - strlen(a)), strlen(b) + 1);
+	sbuf_reset(&l);
+	sbuf_adds(&l, "DLLL {\"step\": [0, 1], \"data\": {\"a\": 1}}DLLL {\"step\": []}");
+	CHECK_INT(metrics_first_record_len(l.buf, l.len), 39);
+	sbuf_reset(&l);
+	sbuf_adds(&l, "progress 50%DLL 2025-05-15 10:00:01 - 1 loss : 2");
+	CHECK_INT(metrics_first_record_len(l.buf, l.len), 12);
+	/* a marker word that starts no record: one record */
+	sbuf_reset(&l);
+	sbuf_adds(&l, "DLL - 1 note : DLL x TCAPPDLL y DLLL z");
+	CHECK_INT(metrics_first_record_len(l.buf, l.len), l.len);
+	sbuf_release(&l);
+}

@@ -285,3 +285,14 @@ TEST(ingest_store_refuses)
 	metrics_ingest_free(mi);
 	store_close(st);
 }
+
+/* The x of a point: a single logged step number, else seq (store.h). */
+TEST(point_x_is_the_logged_step)
+{
+	struct store_mpoint p = { STORE_MPOINT, 3, -1, 60, "60", 1.0, NULL, 0 };
+	CHECK_INT(store_mpoint_x(&p), 60); /* `step 60` */
+	p.epoch = 2, p.iter = 5, p.step = "[2, 5]";
+	CHECK_INT(store_mpoint_x(&p), 3);  /* a pair: its iteration may restart each epoch */
+	p.epoch = -1, p.iter = -1, p.step = "1.0";
+	CHECK_INT(store_mpoint_x(&p), 3);  /* no integer step */
+}

@@ -55,6 +55,8 @@ static const struct example {
 	{ "GET", "/api/v1/jobs/j-1/metrics", ROUTE_GET, "/api/v1/jobs/{job}/metrics", "j-1" },
 	{ "GET", "/api/v1/jobs/j-1/metrics/points", ROUTE_GET, "/api/v1/jobs/{job}/metrics/points",
 	  "j-1" },
+	{ "GET", "/api/v1/jobs/j-1/metrics/records", ROUTE_GET, "/api/v1/jobs/{job}/metrics/records",
+	  "j-1" },
 	{ "GET", "/api/v1/jobs/j-1/usage", ROUTE_GET, "/api/v1/jobs/{job}/usage", "j-1" },
 	{ "GET", "/api/v1/jobs/j-1/report", ROUTE_GET, "/api/v1/jobs/{job}/report", "j-1" },
 	{ "GET", "/api/v1/jobs/j-1/endpoints", ROUTE_GET, "/api/v1/jobs/{job}/endpoints", "j-1" },

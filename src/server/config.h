@@ -1,0 +1,54 @@
+/*
+ * config.h -- the server's settings file (`trainctl server --config FILE`):
+ * a YAML mapping whose keys are the command-line options of `trainctl
+ * server` without their "--".  The loader knows the keys only through a
+ * table its caller hands it (cmd_server.c builds it from its option table,
+ * so no option lacks a key), checks each value's type, and turns the file
+ * into option words ("--listen=HOST:PORT"), each with the line it came
+ * from: the command's one option parser then checks the file and the
+ * command line alike, and an error of a word is blamed on its file and line.
+ * A later section (a mapping of its own) is one more kind in this table.
+ */
+#ifndef TC_SERVER_CONFIG_H
+#define TC_SERVER_CONFIG_H
+
+#include "core/err.h"
+
+#include <stddef.h>
+
+enum srvconf_kind {
+	SRVCONF_FLAG,  /* true or false: "--name" when true */
+	SRVCONF_VALUE, /* one scalar: "--name=VALUE" */
+	SRVCONF_PATH,  /* one scalar, a path: relative ones against the file's folder */
+	SRVCONF_LIST,  /* a scalar or a list of them: one word each (a repeatable option) */
+	SRVCONF_PAIRS, /* a list of "K=V", or a mapping K: V: one "--name=K=V" each (--quota) */
+};
+
+struct srvconf_key {
+	const char *name; /* the long option's name */
+	enum srvconf_kind kind;
+	int val; /* the caller's: its getopt value, to tell which keys a command line gave */
+};
+
+struct srvconf_word {
+	char *arg;        /* "--name" or "--name=VALUE" */
+	const char *name; /* the key's name, as the caller's table holds it */
+	int val;          /* the key's val */
+	int line;
+};
+
+struct srvconf {
+	char *file;
+	struct srvconf_word *w;
+	size_t n, alloc;
+};
+#define SRVCONF_INIT { NULL, NULL, 0, 0 }
+
+/* Load path against keys (ended by a NULL name); TC_ESPEC with "FILE:LINE: key: ..." */
+int srvconf_load(const char *path, const struct srvconf_key *keys, struct srvconf *out,
+		 struct tc_err *err);
+void srvconf_free(struct srvconf *c);
+/* Put "FILE:LINE: key: " before err's message: word i of c was refused by the parser. */
+void srvconf_blame(const struct srvconf *c, size_t i, struct tc_err *err);
+
+#endif
