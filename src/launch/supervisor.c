@@ -368,9 +368,21 @@ static void metrics_start(struct sup *sp)
 	const char *fmt = sp->s->metrics_format;
 	if (sp->mi || sp->o->no_metrics || (fmt && !strcmp(fmt, "none")))
 		return;
-	struct strvec files = STRVEC_INIT;
+	struct strvec files = STRVEC_INIT, tbd = STRVEC_INIT;
 	for (size_t i = 0; i < sp->s->metrics_files.nr; i++)
 		strvec_push_nodup(&files, path_absolute(sp->s->metrics_files.v[i], sp->s->workdir));
+	/* the event files the job writes: its TensorBoard folder's and the spec's (ingest.h note 6) */
+	strvec_push(&tbd, sp->tb_dir);
+	for (size_t i = 0; i < sp->s->metrics_tb_dirs.nr; i++)
+		strvec_push_nodup(&tbd, path_absolute(sp->s->metrics_tb_dirs.v[i], sp->s->workdir));
+	double since = 0; /* the first worker's start: an event file older than that is not the job's */
+	int *ranks = sp->o->node && sp->w ? xcalloc((size_t)sp->n + 1, sizeof(*ranks)) : NULL;
+	for (int i = 0; sp->w && i < sp->n; i++) {
+		if (sp->w[i].started > 0 && (!since || sp->w[i].started < since))
+			since = sp->w[i].started;
+		if (ranks)
+			ranks[i] = sp->w[i].rank;
+	}
 	/* a node of a multi-node job or a server's job has no terminal of its own */
 	if (!sp->o->node && !sp->o->job_id)
 		sp->con = console_new(STDOUT_FILENO, sp->o->raw, sp->o->quiet, sp->s->metrics_accuracy);
@@ -379,6 +391,8 @@ static void metrics_start(struct sup *sp)
 		.channel = channel, .first_rank = sp->w[0].rank,
 		.st = sp->st, .job_id = sp->job_id, .format = fmt, .tb_dir = sp->tb_dir,
 		.files = (const char *const *)files.v, .nfiles = files.nr, .nranks = sp->n,
+		.tb_dirs = (const char *const *)tbd.v, .ntb_dirs = tbd.nr, .since = since,
+		.node_ranks = ranks, .nnode_ranks = ranks ? (size_t)sp->n : 0,
 		.patterns = sp->s->metrics_patterns, .npatterns = sp->s->metrics_npatterns,
 		.warn = metrics_warn, .warn_ctx = sp, .write = metrics_write, .write_ctx = sp,
 		.world = sp->o->node ? sp->o->node->nnodes * sp->n : 0,
@@ -387,6 +401,8 @@ static void metrics_start(struct sup *sp)
 	};
 	sp->mi = metrics_ingest_new(&mo);
 	strvec_clear(&files);
+	strvec_clear(&tbd);
+	free(ranks);
 	free(channel);
 }
 

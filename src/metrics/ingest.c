@@ -7,12 +7,15 @@
 #include "metrics/ingest.h"
 #include "metrics/metrics.h"
 #include "metrics/tfevents.h"
+#include "metrics/tfread.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -28,8 +31,10 @@
  * smaller job: a few dozen KiB of per-rank state at most. */
 #define SELF_LAUNCHED_RANKS 1024
 #define RETRY_MS 5000               /* pause after a failed database write */
+#define SCAN_DEPTH 8                /* folders below a TensorBoard folder looked into */
+#define MAX_EVENT_FILES 1024        /* event files followed at most (note 6) */
 
-enum { W_STORE = 1, W_DROP = 2, W_TB = 4, W_FILE = 8, W_PAT = 16 };
+enum { W_STORE = 1, W_DROP = 2, W_TB = 4, W_FILE = 8, W_PAT = 16, W_EVFILES = 32 };
 
 struct rank_st {
 	bool used, dirty, tb_failed;
@@ -52,8 +57,12 @@ struct follow {
 	ino_t old_ino;
 	off_t old_size;
 	bool more;           /* the last read stopped at READ_MAX */
-	bool own;            /* the in-job helper's channel (note 6) */
+	bool own;            /* the in-job helper's channel (note 7) */
 	struct sbuf partial;
+	/* a TensorBoard event file (note 6): records, not lines */
+	struct tfread *tf;
+	uint64_t keep_from;  /* records starting before this were there before the job */
+	bool done;           /* trainctl's own file: never read (tfread.h note 4) */
 };
 
 struct metrics_ingest {
@@ -71,6 +80,14 @@ struct metrics_ingest {
 	int world;          /* the job's world size: lines name ranks below max(world, SELF_LAUNCHED_RANKS) */
 	struct follow *f;
 	size_t nf;
+	char **tbd;         /* TensorBoard folders whose event files are followed */
+	size_t ntbd, atbd;
+	struct metric_rec *evrecs; /* one Event's records */
+	size_t aevrecs;
+	double since;       /* an event file last changed before this is the job's from its end */
+	int *node_ranks;    /* this node's ranks (note 6), or NULL: every rank */
+	size_t nnode_ranks;
+	size_t nevfiles;
 	int flush_ms;
 	int64_t next_flush, next_poll;
 	int64_t retry_at;   /* after a failed write: no write before this */
@@ -111,6 +128,7 @@ static int family_of(enum metrics_format f)
 	case METRICS_FMT_MINDFORMERS:
 		return 3;
 	case METRICS_FMT_PATTERN:
+	case METRICS_FMT_TFEVENTS:
 		return -1; /* the job asked for these: any format */
 	}
 	return 0;
@@ -224,6 +242,20 @@ static void tell_step(struct metrics_ingest *mi, int rank, const struct metric_r
 		 isfinite(r->wall_time) ? r->wall_time : now);
 }
 
+/* A line (or record) of rank that could not be read: counted, why kept (takes why). */
+static void count_malformed(struct metrics_ingest *mi, int rank, char *why)
+{
+	struct rank_st *rs = rank_get(mi, rank);
+	rs->malformed++;
+	rs->dirty = true;
+	free(rs->last_error);
+	rs->last_error = why;
+	mi->malformed++;
+}
+
+static int take_records(struct metrics_ingest *mi, int wrank, const struct metric_rec *recs,
+			size_t n, double now, bool any_format);
+
 static void one_record(struct metrics_ingest *mi, int wrank, const char *line, size_t len,
 		       double now, bool any_format)
 {
@@ -238,30 +270,34 @@ static void one_record(struct metrics_ingest *mi, int wrank, const char *line, s
 	if (res == METRICS_NONE)
 		return;
 	if (res == METRICS_MALFORMED) {
-		struct rank_st *rs = rank_get(mi, wrank);
-		rs->malformed++;
-		rs->dirty = true;
-		free(rs->last_error);
-		rs->last_error = xstrdup(metrics_parser_reason(mi->p));
-		mi->malformed++;
+		count_malformed(mi, wrank, xstrdup(metrics_parser_reason(mi->p)));
 		return;
 	}
+	int rank = take_records(mi, wrank, recs, n, now, any_format);
+	if (rank >= 0 && mi->took)
+		mi->took(mi->took_ctx, rank, line, recs, n);
+}
+
+/*
+ * The records of one line (or one Event) from worker or file wrank: the
+ * rank they went to, or -1 when they were not taken (another format, a
+ * rank the job does not have).  any_format: the in-job helper's channel,
+ * kept whatever metrics.format says (note 7).
+ */
+static int take_records(struct metrics_ingest *mi, int wrank, const struct metric_rec *recs,
+			size_t n, double now, bool any_format)
+{
 	if (n && mi->family && !any_format && family_of(recs[0].format) >= 0 &&
 	    family_of(recs[0].format) != mi->family)
-		return;
+		return -1;
 	if (n && recs[0].rank >= mi->world && recs[0].rank >= SELF_LAUNCHED_RANKS) {
 		/* a rank the job does not have: an error of this line, not a
 		 * per-rank entry for every rank up to it */
-		struct rank_st *rs = rank_get(mi, wrank);
-		rs->malformed++;
-		rs->dirty = true;
-		free(rs->last_error);
 		struct sbuf why = SBUF_INIT;
 		sbuf_addf(&why, "\"rank\": %d is not a rank of this job (world size %d)", recs[0].rank,
 			  mi->world);
-		rs->last_error = sbuf_detach(&why);
-		mi->malformed++;
-		return;
+		count_malformed(mi, wrank, sbuf_detach(&why));
+		return -1;
 	}
 	int rank = n && recs[0].rank >= 0 ? recs[0].rank : wrank;
 	struct rank_st *rs = rank_get(mi, rank);
@@ -313,11 +349,11 @@ static void one_record(struct metrics_ingest *mi, int wrank, const char *line, s
 			.wall_time = wall,
 		};
 		store_mbatch_point(mi->b, rank, r->name, &pt);
-		if (r->has_value)
+		/* an event file's scalars are in event files already */
+		if (r->has_value && r->format != METRICS_FMT_TFEVENTS)
 			tb_add(mi, rank, rs, r->name, &pt);
 	}
-	if (mi->took)
-		mi->took(mi->took_ctx, rank, line, recs, n);
+	return rank;
 }
 
 static void flush(struct metrics_ingest *mi);
@@ -412,8 +448,66 @@ static void flush(struct metrics_ingest *mi)
 
 /* ---- followed files ---- */
 
+/* The rank a malformed record of a file is counted on: its own, when believable (note 3). */
+static int file_rank(const struct metrics_ingest *mi, int rank)
+{
+	return rank < mi->world || rank < SELF_LAUNCHED_RANKS ? rank : 0;
+}
+
+/* The scalars of one Event, as the records of one line at its step (note 6). */
+static void take_event(struct metrics_ingest *mi, const struct follow *f,
+		       const struct tfread_event *ev, double now)
+{
+	char step[24];
+	size_t n = 0;
+	snprintf(step, sizeof(step), "%lld", (long long)ev->step);
+	XGROW(mi->evrecs, ev->nscalars, mi->aevrecs);
+	for (size_t i = 0; i < ev->nscalars; i++) {
+		if (!*ev->scalars[i].tag)
+			continue; /* no name to store it under */
+		mi->evrecs[n++] = (struct metric_rec){
+			.kind = METRICS_POINT, .format = METRICS_FMT_TFEVENTS, .rank = f->rank,
+			.epoch = -1, .iter = ev->step, .step = step, .name = ev->scalars[i].tag,
+			.has_value = true, .value = ev->scalars[i].value,
+			.wall_time = ev->wall_time > 0 ? ev->wall_time : NAN, .elapsed = NAN,
+		};
+	}
+	if (n)
+		take_records(mi, 0, mi->evrecs, n, now, false);
+}
+
+/* Every whole record f's reader holds; at_end: a cut one is corrupt (tfread.h note 1). */
+static void follow_events(struct metrics_ingest *mi, struct follow *f, bool at_end)
+{
+	struct tfread_event ev;
+	enum tfread_result res;
+	double now = now_wall();
+	while ((res = tfread_next(f->tf, at_end, &ev)) != TFREAD_MORE) {
+		if (res == TFREAD_CORRUPT) {
+			if (tfread_corrupt_offset(f->tf) < f->keep_from)
+				continue; /* damage from before the job is not the job's */
+			struct sbuf why = SBUF_INIT;
+			sbuf_addf(&why, "%s: %s", f->path, tfread_reason(f->tf));
+			count_malformed(mi, file_rank(mi, f->rank), sbuf_detach(&why));
+			continue;
+		}
+		if (ev.trainctl) { /* our own output (tfread.h note 4): never read back */
+			f->done = true;
+			tfread_free(f->tf);
+			f->tf = NULL;
+			(void)close(f->fd); /* read-only: nothing to lose */
+			f->fd = -1;
+			return;
+		}
+		if (ev.offset >= f->keep_from)
+			take_event(mi, f, &ev, now);
+	}
+}
+
 static void follow_read(struct metrics_ingest *mi, struct follow *f, bool to_end)
 {
+	if (f->done)
+		return;
 	if (f->fd < 0) {
 		f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
 		if (f->fd < 0)
@@ -427,6 +521,11 @@ static void follow_read(struct metrics_ingest *mi, struct follow *f, bool to_end
 	if (fstat(f->fd, &sb) == 0 && sb.st_size < f->off) {
 		f->off = 0; /* truncated: the writer started over */
 		sbuf_reset(&f->partial);
+		if (f->tf) {
+			tfread_free(f->tf);
+			f->tf = tfread_new();
+			f->keep_from = 0;
+		}
 	}
 	f->more = false;
 	size_t budget = to_end ? SIZE_MAX : READ_MAX;
@@ -444,6 +543,15 @@ static void follow_read(struct metrics_ingest *mi, struct follow *f, bool to_end
 			break;
 		f->off += r;
 		budget -= (size_t)r;
+		if (!budget)
+			f->more = true;
+		if (f->tf) {
+			tfread_feed(f->tf, buf, (size_t)r);
+			follow_events(mi, f, false);
+			if (f->done)
+				return;
+			continue;
+		}
 		sbuf_add(&f->partial, buf, (size_t)r);
 		const char *nl = memrchr(f->partial.buf, '\n', f->partial.len);
 		if (nl) {
@@ -451,9 +559,9 @@ static void follow_read(struct metrics_ingest *mi, struct follow *f, bool to_end
 			ingest_lines(mi, f->rank, f->partial.buf, whole, f->own);
 			sbuf_remove_front(&f->partial, whole);
 		}
-		if (!budget)
-			f->more = true;
 	}
+	if (to_end && f->tf)
+		follow_events(mi, f, true);
 	if (to_end && f->partial.len) {
 		sbuf_addch(&f->partial, '\n');
 		ingest_lines(mi, f->rank, f->partial.buf, f->partial.len, f->own);
@@ -461,7 +569,12 @@ static void follow_read(struct metrics_ingest *mi, struct follow *f, bool to_end
 	}
 }
 
-static void add_follow(struct metrics_ingest *mi, const char *path, int rank, bool own)
+/*
+ * Follow path; old: what it holds now was there before the job (metrics.files,
+ * the channel); own: the in-job helper's channel (note 7).
+ */
+static struct follow *add_follow(struct metrics_ingest *mi, const char *path, int rank, bool old,
+				 bool own)
 {
 	mi->f = xrealloc(mi->f, (mi->nf + 1) * sizeof(*mi->f));
 	struct follow *f = &mi->f[mi->nf++];
@@ -472,12 +585,107 @@ static void add_follow(struct metrics_ingest *mi, const char *path, int rank, bo
 	f->fd = -1;
 	sbuf_init(&f->partial, 0);
 	struct stat sb;
-	if (stat(path, &sb) == 0) {
+	if (old && stat(path, &sb) == 0) {
 		f->had_old = true;
 		f->old_dev = sb.st_dev;
 		f->old_ino = sb.st_ino;
 		f->old_size = sb.st_size;
 	}
+	return f;
+}
+
+/* ---- TensorBoard folders (note 6) ---- */
+
+/* The last folder below the TensorBoard folder named rank-N, rank_N or rankN gives N; else 0. */
+static int rank_in_path(const char *rel)
+{
+	int rank = 0;
+	for (const char *c = rel; *c;) {
+		size_t n = strcspn(c, "/"), i = 4;
+		if (n > 4 && !strncmp(c, "rank", 4)) {
+			if (c[i] == '-' || c[i] == '_')
+				i++;
+			size_t digits = i;
+			long v = 0;
+			while (i < n && c[i] >= '0' && c[i] <= '9' && v < MAX_RANK)
+				v = v * 10 + (c[i++] - '0');
+			if (i == n && i > digits && v < MAX_RANK)
+				rank = (int)v;
+		}
+		c += n;
+		if (*c == '/')
+			c++;
+	}
+	return rank;
+}
+
+static bool followed(const struct metrics_ingest *mi, const char *path)
+{
+	for (size_t i = 0; i < mi->nf; i++)
+		if (!strcmp(mi->f[i].path, path))
+			return true;
+	return false;
+}
+
+static void add_event_file(struct metrics_ingest *mi, const char *path, size_t root,
+			   const struct stat *sb)
+{
+	if (mi->nevfiles >= MAX_EVENT_FILES) {
+		warn_once(mi, W_EVFILES, "more than %d TensorBoard event files: '%s' and later ones "
+			  "are not read", MAX_EVENT_FILES, path);
+		return;
+	}
+	mi->nevfiles++;
+	struct follow *f = add_follow(mi, path, rank_in_path(path + root), false, false);
+	bool mine = !mi->node_ranks;
+	for (size_t i = 0; i < mi->nnode_ranks && !mine; i++)
+		mine = mi->node_ranks[i] == f->rank;
+	if (!mine) { /* another node's (note 6): known, never read */
+		f->done = true;
+		return;
+	}
+	f->tf = tfread_new();
+	double mtime = (double)sb->st_mtim.tv_sec + (double)sb->st_mtim.tv_nsec / 1e9;
+	if (mtime < mi->since)
+		f->keep_from = (uint64_t)sb->st_size;
+}
+
+/* Event files (names holding ".tfevents.") below path not followed yet; no symlinks. */
+static void scan_dir(struct metrics_ingest *mi, struct sbuf *path, size_t root, int depth)
+{
+	DIR *d = opendir(path->buf);
+	if (!d)
+		return; /* not made yet, or gone */
+	size_t keep = path->len;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		const char *name = de->d_name;
+		if (!strcmp(name, ".") || !strcmp(name, ".."))
+			continue;
+		sbuf_setlen(path, keep);
+		sbuf_addch(path, '/');
+		sbuf_adds(path, name);
+		struct stat sb;
+		if (lstat(path->buf, &sb) < 0)
+			continue;
+		if (S_ISDIR(sb.st_mode) && depth < SCAN_DEPTH)
+			scan_dir(mi, path, root, depth + 1);
+		else if (S_ISREG(sb.st_mode) && strstr(name, ".tfevents.") && !followed(mi, path->buf))
+			add_event_file(mi, path->buf, root, &sb);
+	}
+	sbuf_setlen(path, keep);
+	closedir(d);
+}
+
+static void scan_tb(struct metrics_ingest *mi)
+{
+	struct sbuf path = SBUF_INIT;
+	for (size_t i = 0; i < mi->ntbd; i++) {
+		sbuf_reset(&path);
+		sbuf_adds(&path, mi->tbd[i]);
+		scan_dir(mi, &path, path.len + 1, 0);
+	}
+	sbuf_release(&path);
 }
 
 /* path, or one follow per rank first .. first+n-1 when it holds "{rank}" */
@@ -485,14 +693,14 @@ static void add_follows(struct metrics_ingest *mi, const char *path, int first, 
 {
 	const char *at = strstr(path, "{rank}");
 	if (!at) {
-		add_follow(mi, path, first, own);
+		add_follow(mi, path, first, true, own);
 		return;
 	}
 	for (int r = first; r < first + (n > 0 ? n : 1); r++) {
 		struct sbuf p = SBUF_INIT;
 		sbuf_add(&p, path, (size_t)(at - path));
 		sbuf_addf(&p, "%d%s", r, at + 6);
-		add_follow(mi, p.buf, r, own);
+		add_follow(mi, p.buf, r, true, own);
 		sbuf_release(&p);
 	}
 }
@@ -544,6 +752,18 @@ struct metrics_ingest *metrics_ingest_new(const struct metrics_ingest_opts *o)
 		add_follows(mi, o->files[i], 0, o->nranks, false);
 	if (o->channel)
 		add_follows(mi, o->channel, o->first_rank, o->nranks, true);
+	mi->since = o->since > 0 ? o->since - 0.05 : now_wall(); /* file times lag a clock tick */
+	if (o->node_ranks) {
+		size_t bytes = o->nnode_ranks * sizeof(*mi->node_ranks);
+		mi->node_ranks = xmalloc(bytes ? bytes : 1);
+		memcpy(mi->node_ranks, o->node_ranks, bytes);
+		mi->nnode_ranks = o->nnode_ranks;
+	}
+	for (size_t i = 0; i < o->ntb_dirs; i++) {
+		XGROW(mi->tbd, mi->ntbd + 1, mi->atbd);
+		mi->tbd[mi->ntbd++] = xstrdup(o->tb_dirs[i]);
+	}
+	scan_tb(mi);
 	return mi;
 }
 
@@ -553,6 +773,7 @@ int metrics_ingest_tick(struct metrics_ingest *mi, int64_t now)
 		return 60000;
 	bool more = false;
 	if (now >= mi->next_poll) {
+		scan_tb(mi);
 		for (size_t i = 0; i < mi->nf; i++) {
 			follow_read(mi, &mi->f[i], false);
 			more |= mi->f[i].more;
@@ -566,7 +787,7 @@ int metrics_ingest_tick(struct metrics_ingest *mi, int64_t now)
 	if (more)
 		return 0;
 	int64_t flush_at = mi->next_flush > mi->retry_at ? mi->next_flush : mi->retry_at;
-	int64_t next = mi->nf && mi->next_poll < flush_at ? mi->next_poll : flush_at;
+	int64_t next = (mi->nf || mi->ntbd) && mi->next_poll < flush_at ? mi->next_poll : flush_at;
 	return next > now ? (int)(next - now) : 0;
 }
 
@@ -574,6 +795,7 @@ void metrics_ingest_finish(struct metrics_ingest *mi)
 {
 	if (!mi)
 		return;
+	scan_tb(mi);
 	for (size_t i = 0; i < mi->nf; i++)
 		follow_read(mi, &mi->f[i], true);
 	flush(mi);
@@ -614,7 +836,13 @@ void metrics_ingest_free(struct metrics_ingest *mi)
 		if (mi->f[i].fd >= 0)
 			close(mi->f[i].fd);
 		sbuf_release(&mi->f[i].partial);
+		tfread_free(mi->f[i].tf);
 	}
+	for (size_t i = 0; i < mi->ntbd; i++)
+		free(mi->tbd[i]);
+	free(mi->tbd);
+	free(mi->evrecs);
+	free(mi->node_ranks);
 	free(mi->r);
 	free(mi->f);
 	store_mbatch_free(mi->b);

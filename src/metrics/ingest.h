@@ -34,6 +34,25 @@
  *     starts no ingestion at all).  A rank that printed lines gets a
  *     counters row even when none was a metrics line, so that `show` can
  *     say why it has no metrics.
+ * (6) TensorBoard event files the job writes (tfread.h): every file whose
+ *     name holds ".tfevents." below a folder of tb_dirs (8 levels deep at
+ *     most, no symlinks, 1024 files at most) is followed like a file of
+ *     `files`, found within 0.5 s of its creation.  Its rank: the last
+ *     folder below the followed one named rank-N, rank_N or rankN, else 0.
+ *     A node of a multi-node job (node_ranks) reads only the files of its
+ *     own ranks: a folder the nodes share is then read once, not per node.
+ *     Each Event with scalars counts as one line, its scalars as POINT
+ *     records of step "<step>" (iter = step) at the Event's wall time,
+ *     exactly as a DLLL line {"step": step, "timestamp": wall} with the
+ *     same data would.  Corrupt or truncated records are malformed lines
+ *     of that rank.  trainctl's own files (marked, tfevents.h) are never
+ *     read, and these scalars are not written to trainctl's event files
+ *     again (they are in event files already).  A file that last changed
+ *     before `since` (the job's start) was there before the job: records
+ *     that start below its size then are not the job's.
+ * (7) The in-job helper's channel (channel: one file per rank of this
+ *     node, docs/python.md) is followed like a file of `files`, but its
+ *     lines are kept whatever metrics.format says.
  */
 #ifndef TC_METRICS_INGEST_H
 #define TC_METRICS_INGEST_H
@@ -64,12 +83,18 @@ struct metrics_ingest_opts {
 	const char *tb_dir;        /* NULL: no event files */
 	const char *const *files;  /* absolute paths to follow ("{rank}" allowed) */
 	size_t nfiles;
+	const char *const *tb_dirs; /* absolute folders whose event files to follow (note 6) */
+	size_t ntb_dirs;
+	double since;              /* wall time the job's workers started (note 6); 0: now */
+	/* this node's worker ranks when others run elsewhere (note 6); NULL: every rank */
+	const int *node_ranks;
+	size_t nnode_ranks;
 	int nranks;                /* "{rank}" expands to 0 .. nranks-1; the world is at least this */
 	/*
 	 * The in-job helper's channel (launch.h: env_metrics_channel): a path
 	 * with "{rank}", followed like files for ranks first_rank ..
 	 * first_rank+nranks-1 (this node's), its lines kept whatever format
-	 * says (note 6); NULL: none.
+	 * says (note 7); NULL: none.
 	 */
 	const char *channel;
 	int first_rank;

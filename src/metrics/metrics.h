@@ -70,6 +70,7 @@ enum metrics_format {
 	METRICS_FMT_TCAP_PLAIN,    /* TCAPPDLL ... (stdout form) */
 	METRICS_FMT_MINDFORMERS,   /* { Epoch:[..], step:[..], ... */
 	METRICS_FMT_PATTERN,       /* a line a job's metrics.patterns: matched */
+	METRICS_FMT_TFEVENTS,      /* a scalar of a TensorBoard event file (tfread.h) */
 };
 
 struct metric_rec {

@@ -54,7 +54,7 @@ const char *metrics_kind_name(enum metrics_kind k)
 const char *metrics_format_name(enum metrics_format f)
 {
 	static const char *const names[] = { "dlll", "dll", "tcap-json", "tcap",
-					     "mindformers", "pattern" };
+					     "mindformers", "pattern", "tfevents" };
 	return (unsigned)f < sizeof(names) / sizeof(names[0]) ? names[f] : "?";
 }
 

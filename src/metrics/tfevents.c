@@ -273,6 +273,8 @@ int tfevents_open(const char *dir, double wall_time, struct tfevents_writer **ou
 	static const char version[] = "brain.Event:2";
 	put_double(&w->ev, 1, wall_time);
 	put_bytes(&w->ev, 3, version, sizeof(version) - 1);
+	put_bytes(&w->sum, 1, TFEVENTS_WRITER, strlen(TFEVENTS_WRITER)); /* SourceMetadata.writer */
+	put_bytes(&w->ev, 10, w->sum.buf, w->sum.len);
 	frame(&w->pending, &w->ev);
 	if ((rc = tfevents_flush(w, err)) < 0) {
 		int keep = rc;

@@ -7,7 +7,9 @@
  * with mask(c) = ((c >> 15) | (c << 17)) + 0xa282ead8.  data is a protobuf
  * Event {wall_time=1 double, step=2 int64, file_version=3 string,
  * summary=5 Summary}; Summary {value=1 repeated Value}; Value {tag=1 string,
- * simple_value=2 float}.  The first record is file_version "brain.Event:2".
+ * simple_value=2 float}.  The first record is file_version "brain.Event:2"
+ * with source_metadata=10 {writer=1 "trainctl"}: the mark by which the
+ * reader (tfread.h) knows trainctl's own files and never reads them back.
  * The file is events.out.tfevents.<secs>.<host> (".N" appended if taken).
  *
  * Records are buffered in memory and written by tfevents_flush() (and by
@@ -22,6 +24,8 @@
 #include <stdint.h>
 
 #include "core/err.h"
+
+#define TFEVENTS_WRITER "trainctl" /* Event.source_metadata.writer of our files */
 
 struct tfevents_writer;
 

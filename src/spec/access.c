@@ -151,6 +151,7 @@ static void take_metrics(struct spec *s, json_t *m)
 	take_int(m, "batch_size", &s->metrics_batch_size);
 	take_str(m, "accuracy", &s->metrics_accuracy);
 	take_strvec(json_object_get(m, "files"), &s->metrics_files);
+	take_strvec(json_object_get(m, "tensorboard_dirs"), &s->metrics_tb_dirs);
 	json_t *pats = json_object_get(m, "patterns"), *one;
 	size_t i;
 	if (!json_is_array(pats) || !json_array_size(pats))

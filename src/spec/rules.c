@@ -580,7 +580,8 @@ static int r_met_accuracy(struct walk *w, yaml_node_t *n, const char *key)
 	return rc;
 }
 
-static int r_met_files(struct walk *w, yaml_node_t *n, const char *key)
+/* A list of non-empty paths (relative to workdir), appended to out. */
+static int walk_paths(struct walk *w, yaml_node_t *n, const char *key, struct strvec *out)
 {
 	if (n->type != YAML_SEQUENCE_NODE)
 		return walk_fail(w, n, key, "must be a list of paths");
@@ -588,9 +589,19 @@ static int r_met_files(struct walk *w, yaml_node_t *n, const char *key)
 		yaml_node_t *item = yaml_document_get_node(w->doc, *i);
 		if (!item || item->type != YAML_SCALAR_NODE || is_null(item) || !*scalar(item))
 			return walk_fail(w, item ? item : n, key, "items must be non-empty paths");
-		strvec_push(&w->s->metrics_files, scalar(item));
+		strvec_push(out, scalar(item));
 	}
 	return 0;
+}
+
+static int r_met_files(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_paths(w, n, key, &w->s->metrics_files);
+}
+
+static int r_met_tbdirs(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_paths(w, n, key, &w->s->metrics_tb_dirs);
 }
 
 /* metrics.patterns: [{regex, step, values: {NAME: GROUP}}] (docs/metrics.md) */
@@ -725,6 +736,7 @@ static const struct rule metrics_rules[] = {
 	{ "batch_size", r_met_batch, NULL },
 	{ "accuracy", r_met_accuracy, NULL },
 	{ "files", r_met_files, NULL },
+	{ "tensorboard_dirs", r_met_tbdirs, NULL },
 	{ "patterns", r_met_patterns, NULL },
 	{ NULL, NULL, NULL },
 };

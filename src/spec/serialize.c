@@ -137,6 +137,12 @@ static json_t *spec_json(const struct spec *s)
 	for (size_t i = 0; i < s->metrics_files.nr; i++)
 		json_array_append_new(files, json_string(s->metrics_files.v[i]));
 	json_object_set_new(m, "files", files);
+	if (s->metrics_tb_dirs.nr) {
+		json_t *dirs = json_array();
+		for (size_t i = 0; i < s->metrics_tb_dirs.nr; i++)
+			json_array_append_new(dirs, json_string(s->metrics_tb_dirs.v[i]));
+		json_object_set_new(m, "tensorboard_dirs", dirs);
+	}
 	if (s->metrics_npatterns) {
 		json_t *pats = json_array();
 		for (size_t i = 0; i < s->metrics_npatterns; i++) {

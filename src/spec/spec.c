@@ -38,6 +38,7 @@ void spec_init(struct spec *s)
 	s->resume = RESUME_AUTO;
 	s->metrics_format = NULL; /* auto; left unallocated so stack specs need no free */
 	s->metrics_files = (struct strvec)STRVEC_INIT;
+	s->metrics_tb_dirs = (struct strvec)STRVEC_INIT;
 	s->slurm.extra = (struct strvec)STRVEC_INIT;
 	s->container.extra = (struct strvec)STRVEC_INIT;
 	s->priority = 100;
@@ -439,6 +440,7 @@ void spec_free(struct spec *s)
 	free(s->metrics_format);
 	free(s->metrics_accuracy);
 	strvec_clear(&s->metrics_files);
+	strvec_clear(&s->metrics_tb_dirs);
 	for (size_t i = 0; i < s->metrics_npatterns; i++)
 		metrics_pattern_release(&s->metrics_patterns[i]);
 	free(s->metrics_patterns);

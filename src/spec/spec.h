@@ -92,6 +92,8 @@ struct spec {
 	char *metrics_accuracy;    /* metric reported as the job's accuracy, or NULL */
 	struct strvec metrics_files; /* DLLogger JSON files to follow, as written
 					(relative to workdir; "{rank}" expands) */
+	struct strvec metrics_tb_dirs; /* metrics.tensorboard_dirs: folders whose
+					  TensorBoard event files are read, as written */
 	struct metrics_pattern *metrics_patterns; /* metrics.patterns: the job's own regexes */
 	size_t metrics_npatterns;
 	/* parallel: (docs/plan.md): the planner's choice, made at load time */

@@ -88,6 +88,12 @@ static void decode(const unsigned char *p, size_t len, struct ev *e)
 					s += 4;
 				}
 			}
+		} else if (field == 10 && wire == 2) { /* source_metadata: the first Event */
+			uint64_t n = varint(&p, end);
+			CHECK(n == 2 + strlen(TFEVENTS_WRITER) && p[0] == (1 << 3 | 2));
+			CHECK(!memcmp(p + 2, TFEVENTS_WRITER, strlen(TFEVENTS_WRITER)));
+			CHECK(e->version[0]);
+			p += n;
 		} else {
 			CHECK(!"unexpected field");
 		}
