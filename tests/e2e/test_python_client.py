@@ -22,12 +22,12 @@ sys.path.insert(0, str(REPO / "python"))
 
 import trainctl  # noqa: E402
 
-# a job that logs loss at steps 10, 20, ... (DLLogger [epoch, iter]) and accuracy per epoch
+# a job that logs loss at steps 10, 20, ... (DLLogger "step": N) and accuracy per epoch
 LOSS = r'''
 import json, os, sys, time
 steps = int(os.environ.get("STEPS", "5"))
 for i in range(1, steps + 1):
-    print("DLLL " + json.dumps({"type": "LOG", "step": [0, 10 * i], "data": {"loss": 1.0 / i}}), flush=True)
+    print("DLLL " + json.dumps({"type": "LOG", "step": 10 * i, "data": {"loss": 1.0 / i}}), flush=True)
     time.sleep(float(os.environ.get("PAUSE", "0")))
 print("DLLL " + json.dumps({"type": "LOG", "step": [1], "data": {"val.accuracy": float(os.environ.get("ACC", "0.5"))}}), flush=True)
 print("done", flush=True)
