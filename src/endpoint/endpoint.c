@@ -80,8 +80,8 @@ static int build_generic(const struct endpoint_ctx *c, struct endpoint_cmd *cmd,
 
 static const struct endpoint_kind kinds[] = {
 	{ .name = "jupyter", .http = true, .auth_header = "Authorization",
-	  .auth_value = "token %s", .build = build_jupyter },
-	{ .name = "tensorboard", .http = true, .build = build_tensorboard },
+	  .auth_value = "token %s", .program = "jupyter-notebook", .build = build_jupyter },
+	{ .name = "tensorboard", .http = true, .program = "tensorboard", .build = build_tensorboard },
 	{ .name = "generic", .keys = ENDPOINT_KEY_COMMAND | ENDPOINT_KEY_PORT,
 	  .needs = ENDPOINT_KEY_COMMAND, .http = true, .strip_prefix = true,
 	  .build = build_generic },
@@ -91,7 +91,7 @@ static const struct endpoint_kind kinds[] = {
 	 * sessions enter the rank's container as `trainctl exec` does.
 	 */
 	{ .name = "ssh", .keys = ENDPOINT_KEY_PUBLIC_KEY, .http = false, .on_host = true,
-	  .build = endpoint_build_ssh },
+	  .program = "sshd", .also_in = "/usr/sbin", .build = endpoint_build_ssh },
 };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 

@@ -104,8 +104,9 @@ int secret_resolve(const struct spec *s, const struct secret_src *src, struct se
 		   struct tc_err *err);
 
 /*
- * The names of s's {secret:} values that dir lacks, comma separated, in
- * *missing (heap), or NULL when none is missing.
+ * The names of s's {secret:} values that dir lacks, comma
+ * separated, each with the closest name dir has ("hf_tokn (did you mean
+ * 'hf_token'?)"), heap; NULL when none is missing.
  */
 char *secret_missing(const struct spec *s, const char *dir);
 
