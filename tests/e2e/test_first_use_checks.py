@@ -14,6 +14,8 @@ import socket
 
 import pytest
 
+from server_fixture import start_server
+
 
 def spec(tmp_path, extra="", cmd='["/usr/bin/python3", "-c", "print(1)"]'):
     f = tmp_path / "job.yaml"
@@ -84,6 +86,29 @@ def test_unreachable_endpoint_warns_and_a_failed_upload_fails_the_job(run_tc, tm
     assert job["state"] == "failed", job
     shown = json.loads(run_tc("show", job["id"], "--json").stdout)
     assert shown["root_cause"].startswith(f"upload to s3://bucket/runs/{job['id']}/ failed: "), shown
+
+
+def test_server_refuses_the_same_at_submit(trainctl, tmp_path):
+    srv = start_server(trainctl, tmp_path / "state")
+    try:
+        st, body = srv.call("POST", "/api/v1/secrets/hf_token", {"value": "s3cr3t-value"})
+        assert st < 300, body
+        empty = tmp_path / "bin"
+        empty.mkdir()
+        base = {"name": "first", "command": ["/usr/bin/python3", "-c", "print(1)"], "workdir": "/tmp",
+                "devices": {"type": "cpu", "per_node": 1}}
+        st, body = srv.call("POST", "/api/v1/jobs",
+                            {"spec": dict(base, env={"HF_TOKEN": {"secret": "hf_tokn"}})})
+        assert st == 400 and "hf_tokn (did you mean 'hf_token'?)" in body["error"], body
+        st, body = srv.call("POST", "/api/v1/jobs",
+                            {"spec": dict(base, env={"PATH": str(empty)},
+                                          endpoints=[{"name": "board", "kind": "tensorboard"}])})
+        assert st == 400, body
+        assert "endpoints: board (kind tensorboard): 'tensorboard' is not installed" in body["error"]
+        st, body = srv.call("GET", "/api/v1/jobs")
+        assert st == 200 and not (body if isinstance(body, list) else body["jobs"]), body
+    finally:
+        srv.stop()
 
 
 # ---- item 9: sweeps ----
