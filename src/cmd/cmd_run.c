@@ -50,8 +50,8 @@ static int check_secrets(const struct spec *s, const char *home, struct tc_err *
 	char *missing = secret_missing(s, dir);
 	int rc = 0;
 	if (missing)
-		rc = tc_error(err, TC_ESPEC, "env: no secret %s in %s (trainctl secret set NAME)",
-			      missing, dir);
+		rc = tc_error(err, TC_ESPEC, "env: you have no secret %s (trainctl secret set NAME)",
+			      missing);
 	free(missing);
 	free(dir);
 	return rc;

@@ -107,7 +107,7 @@ def test_local_missing_secret_is_refused_before_the_job(run_tc, tmp_path):
     (tmp_path / "job.yaml").write_text(spec_text({"TOK": {"secret": "nope"}}))
     p = run_tc("run", "-q", str(tmp_path / "job.yaml"))
     assert p.returncode == 2, p.stderr
-    assert "env: no secret nope in " in p.stderr and "trainctl secret set NAME" in p.stderr
+    assert "env: you have no secret nope (trainctl secret set NAME)" in p.stderr, p.stderr
     jobs = json.loads(run_tc("ps", "-a", "--json").stdout)
     assert (jobs if isinstance(jobs, list) else jobs["jobs"]) == []
 
