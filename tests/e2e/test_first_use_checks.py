@@ -14,7 +14,7 @@ import socket
 
 import pytest
 
-from server_fixture import start_server
+from server_fixture import start_server, wait_for
 
 
 def spec(tmp_path, extra="", cmd='["/usr/bin/python3", "-c", "print(1)"]'):
@@ -160,3 +160,26 @@ def test_nan_objective_is_failed_objective_never_best(run_tc, tmp_path):
     assert "loss was NaN or infinite" in by[1]["note"], by[1]
     assert s["best"]["trial"] == 2 and s["best"]["objective"] == pytest.approx(0.5), s["best"]
     assert s["counts"]["failed-objective"] == 1
+
+
+def test_server_sweep_stops_when_the_objective_is_never_logged(trainctl, tmp_path):
+    srv = start_server(trainctl, tmp_path / "state", args=("--cpu-slots", "2"))
+    try:
+        f = sweep_file(tmp_path, [1, 2, 3, 4], "{metric: val.acc, mode: max}")
+        r = srv.cli("sweep", f)
+        assert r.returncode == 0, r.stdout + r.stderr
+        sid = r.stdout.strip()
+
+        def sweep():
+            st, body = srv.call("GET", f"/api/v1/sweeps/{sid}")
+            assert st == 200, body
+            return body
+
+        assert wait_for(lambda: sweep()["state"] != "running", timeout=180, step=0.3), sweep()
+        s = sweep()
+        assert s["state"] == "failed" and "did you mean metric: val.accuracy?" in s["note"], s
+        assert s["counts"]["failed-objective"] == 1 and s["best"] is None, s
+        # no trial started after the check; those running then were stopped
+        assert s["counts"]["pending"] >= 1, s["trials"]
+    finally:
+        srv.stop()
