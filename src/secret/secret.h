@@ -22,6 +22,8 @@
  *   never as root.  The resolved values live only
  *   in memory and in the workers' environments; a missing secret or an
  *   unreadable file fails the job with TC_ESTORAGE (exit 3) naming the key.
+ *   A missing secret is normally refused before: `trainctl run` and the
+ *   server's admission ask secret_missing, which names the closest one.
  *
  * MASKING (secret_mask)
  *   Each resolved value of SECRET_MASK_MIN bytes or more is replaced by
