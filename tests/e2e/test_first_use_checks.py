@@ -124,18 +124,18 @@ for i in range(3):
 
 
 def sweep_file(tmp_path, xs, objective):
+    """The toy's sweep over args.x, as JSON (a sweep file may be either)."""
     (tmp_path / "toy.py").write_text(TOY)
-    f = tmp_path / "toy-sweep.yaml"
-    f.write_text("name: toy\n"
-                 "spec: {command: [/usr/bin/python3, toy.py], args: {x: 1},"
-                 " devices: {type: cpu, per_node: 1}}\n"
-                 f"parameters:\n  args.x: {json.dumps(xs)}\n"
-                 f"objective: {objective}\n")
+    toy_spec = {"command": ["/usr/bin/python3", "toy.py"], "args": {"x": 1},
+                "devices": {"type": "cpu", "per_node": 1}}
+    f = tmp_path / "toy-sweep.json"
+    f.write_text(json.dumps({"name": "toy", "spec": toy_spec, "parameters": {"args.x": xs},
+                             "objective": objective}))
     return f
 
 
 def test_objective_never_logged_stops_the_sweep(run_tc, tmp_path):
-    f = sweep_file(tmp_path, [1, 2, 3], "{metric: val.acc}")
+    f = sweep_file(tmp_path, [1, 2, 3], {"metric": "val.acc"})
     p = run_tc("sweep", f, timeout=300)
     # the accuracy-like name with the default mode min is warned about at the start
     assert "warning: objective val.acc looks like a score to maximise, but mode is min" in p.stderr
@@ -150,7 +150,7 @@ def test_objective_never_logged_stops_the_sweep(run_tc, tmp_path):
 
 
 def test_nan_objective_is_failed_objective_never_best(run_tc, tmp_path):
-    f = sweep_file(tmp_path, [2, -5, 0.5], "{metric: loss, mode: min}")
+    f = sweep_file(tmp_path, [2, -5, 0.5], {"metric": "loss", "mode": "min"})
     p = run_tc("sweep", f, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "warning" not in p.stderr, p.stderr
@@ -165,18 +165,11 @@ def test_nan_objective_is_failed_objective_never_best(run_tc, tmp_path):
 def test_server_sweep_stops_when_the_objective_is_never_logged(trainctl, tmp_path):
     srv = start_server(trainctl, tmp_path / "state", args=("--cpu-slots", "2"))
     try:
-        f = sweep_file(tmp_path, [1, 2, 3, 4], "{metric: val.acc, mode: max}")
-        r = srv.cli("sweep", f)
+        r = srv.cli("sweep", sweep_file(tmp_path, [1, 2, 3, 4], {"metric": "val.acc", "mode": "max"}))
         assert r.returncode == 0, r.stdout + r.stderr
-        sid = r.stdout.strip()
-
-        def sweep():
-            st, body = srv.call("GET", f"/api/v1/sweeps/{sid}")
-            assert st == 200, body
-            return body
-
-        assert wait_for(lambda: sweep()["state"] != "running", timeout=180, step=0.3), sweep()
-        s = sweep()
+        url = f"/api/v1/sweeps/{r.stdout.strip()}"
+        assert wait_for(lambda: srv.call("GET", url)[1]["state"] != "running", timeout=180, step=0.3)
+        s = srv.call("GET", url)[1]
         assert s["state"] == "failed" and "did you mean metric: val.accuracy?" in s["note"], s
         assert s["counts"]["failed-objective"] == 1 and s["best"] is None, s
         # no trial started after the check; those running then were stopped
