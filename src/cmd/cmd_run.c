@@ -4,7 +4,9 @@
 #include "core/xalloc.h"
 #include "backend/backend.h"
 #include "launch/launch.h"
+#include "secret/secret.h"
 #include "spec/spec.h"
+#include "storage/storage.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -37,6 +39,53 @@ static const char usage[] =
 	"as --nproc, --max_restarts as --max-restarts, --nnodes N as --set nodes=N, and\n"
 	"--standalone as nothing (one node is the default); its --rdzv-*, --master-*\n"
 	"and --node-rank are refused with what to write instead.\n";
+
+/*
+ * The local store holds every {secret:} the spec names: a misspelt name is
+ * refused now, with the closest one, not found by the supervisor (exit 3).
+ */
+static int check_secrets(const struct spec *s, const char *home, struct tc_err *err)
+{
+	char *dir = secret_local_dir(home);
+	char *missing = secret_missing(s, dir);
+	int rc = 0;
+	if (missing)
+		rc = tc_error(err, TC_ESPEC, "env: you have no secret %s (trainctl secret set NAME)",
+			      missing);
+	free(missing);
+	free(dir);
+	return rc;
+}
+
+/*
+ * outputs.upload_to has credentials here (the spec's plain AWS_* and OBS_*
+ * values first, as the supervisor sets them), and its endpoint answers: a
+ * missing credential is refused now, an endpoint out of reach a warning
+ * (storage_check_location says why).  A spec that brings its credentials
+ * as {secret:} or {file:} values is checked when they are resolved.
+ */
+static int check_upload(const struct spec *s, struct tc_err *err)
+{
+	if (!s->upload_to)
+		return 0;
+	for (size_t i = 0; i < s->nenv; i++) {
+		const char *k = s->env[i].key;
+		if (strncmp(k, "AWS_", 4) && strncmp(k, "OBS_", 4))
+			continue;
+		if (s->env[i].from != ENV_FROM_VALUE)
+			return 0;
+		if (s->env[i].val && setenv(k, s->env[i].val, 1) < 0)
+			return tc_error_errno(err, TC_ESYS, "setenv %s", k);
+	}
+	struct sbuf warning = SBUF_INIT;
+	int rc = storage_check_location(s->upload_to, &warning, err);
+	if (rc)
+		tc_error_prefix(err, "outputs.upload_to");
+	else if (warning.len)
+		fprintf(stderr, "trainctl: warning: outputs.upload_to: %s\n", warning.buf);
+	sbuf_release(&warning);
+	return rc;
+}
 
 int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
@@ -223,7 +272,9 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		rc = tc_error(err, TC_EUSAGE, "run: backend %s needs a spec file", backend_name(be));
 	} else if ((rc = backend_prepare(be, s, err))) {
 		/* refused before anything is recorded or submitted */
-	} else if (be != &backend_local || !(rc = spec_check_command(s, err))) {
+	} else if (be != &backend_local ||
+		   (!(rc = spec_check_command(s, err)) && !(rc = check_secrets(s, ctx->home, err)) &&
+		    !(rc = check_upload(s, err)))) {
 		/* slurm: the program is the nodes' question, not this machine's */
 		rc = be->run(s, &lo, &job_id, &ctx->exit_status, err);
 	}

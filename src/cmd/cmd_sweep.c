@@ -65,9 +65,10 @@ static void print_sweep(json_t *o)
 	printf("objective  %s, %s (%s)\n", json_string_value(json_object_get(o, "metric")),
 	       json_string_value(json_object_get(o, "mode")),
 	       json_string_value(json_object_get(json_object_get(json_object_get(o, "definition"), "objective"), "reduce")));
-	printf("trials     %zu: %lld succeeded, %lld failed, %lld stopped early, %lld killed, %lld running, %lld pending\n",
+	printf("trials     %zu: %lld succeeded, %lld failed, %lld failed-objective, %lld stopped early, %lld killed, %lld running, %lld pending\n",
 	       json_array_size(trials), json_integer_value(json_object_get(c, "succeeded")),
 	       json_integer_value(json_object_get(c, "failed")),
+	       json_integer_value(json_object_get(c, "failed-objective")),
 	       json_integer_value(json_object_get(c, "stopped")),
 	       json_integer_value(json_object_get(c, "killed")),
 	       json_integer_value(json_object_get(c, "running")),
@@ -376,6 +377,15 @@ static void cap_parallel(struct sweep_def *d, const json_t *trials, bool quiet)
 	tc_err_release(&e);
 }
 
+/* An accuracy-like objective minimised picks the worst trial: say so at the start. */
+static void warn_mode(const struct sweep_def *d)
+{
+	if (d->mode == SWEEP_MIN && sweep_metric_maximised(d->metric))
+		fprintf(stderr, "trainctl: warning: objective %s looks like a score to maximise, but mode "
+			"is min: the best trial will be the lowest (set objective: {mode: max})\n",
+			d->metric);
+}
+
 static int run_here(const char *home, const char *file, bool as_json, struct cmd_ctx *ctx,
 		    struct tc_err *err)
 {
@@ -393,6 +403,7 @@ static int run_here(const char *home, const char *file, bool as_json, struct cmd
 	if ((rc = sweep_check_trials(d, trials, NULL, err)))
 		goto out;
 	cap_parallel(d, trials, as_json);
+	warn_mode(d);
 	l.nkids = json_array_size(trials);
 	l.kids = xcalloc(l.nkids + 1, sizeof(*l.kids));
 	last = xcalloc(l.nkids + 1, sizeof(*last));
@@ -491,8 +502,14 @@ static int run_here(const char *home, const char *file, bool as_json, struct cmd
 				putchar('\n');
 				print_sweep(o);
 			}
-			/* exit 1 when no trial succeeded */
-			if (!json_integer_value(json_object_get(json_object_get(o, "counts"), "succeeded")))
+			/* exit 1 when no trial succeeded; 2 when the objective is never logged (a wrong name) */
+			const char *state = json_string_value(json_object_get(o, "state"));
+			if (state && !strcmp(state, "failed"))
+			{
+				const char *note = json_string_value(json_object_get(o, "note"));
+				rc = tc_error(err, TC_ESPEC, "sweep %s: %s", sw.id, note ? note : "failed");
+			}
+			else if (!json_integer_value(json_object_get(json_object_get(o, "counts"), "succeeded")))
 				ctx->exit_status = 1;
 		}
 		json_decref(o);
@@ -532,6 +549,7 @@ static int submit_remote(const char *server, const char *file, bool as_json, str
 	int rc = sweep_load(file, &d, err);
 	if (rc)
 		goto out;
+	warn_mode(d);
 	if ((rc = read_file(file, &text, err)))
 		goto out;
 	/* a spec file beside it travels inline, as the server may not read this folder */

@@ -27,6 +27,10 @@
 
 /* ---- the kinds ---- */
 
+/* the programs the rows run, which submit checks for (their .program) */
+#define JUPYTER_PROGRAM "jupyter-notebook"
+#define TENSORBOARD_PROGRAM "tensorboard"
+
 /*
  * Jupyter Notebook (Debian's jupyter-notebook, 6.x): on 127.0.0.1 under the
  * proxy's path; its token comes from the environment (argv is public in
@@ -37,7 +41,7 @@ static int build_jupyter(const struct endpoint_ctx *c, struct endpoint_cmd *cmd,
 			 struct tc_err *err)
 {
 	(void)err;
-	strvec_push(&cmd->argv, "jupyter-notebook");
+	strvec_push(&cmd->argv, JUPYTER_PROGRAM);
 	strvec_push(&cmd->argv, "--no-browser");
 	strvec_push(&cmd->argv, "--ip=127.0.0.1");
 	strvec_pushf(&cmd->argv, "--port=%d", c->port);
@@ -56,7 +60,7 @@ static int build_tensorboard(const struct endpoint_ctx *c, struct endpoint_cmd *
 {
 	(void)err;
 	size_t n = strlen(c->base_path);
-	strvec_push(&cmd->argv, "tensorboard");
+	strvec_push(&cmd->argv, TENSORBOARD_PROGRAM);
 	strvec_pushf(&cmd->argv, "--logdir=%s", c->tb_dir);
 	strvec_push(&cmd->argv, "--host=127.0.0.1");
 	strvec_pushf(&cmd->argv, "--port=%d", c->port);
@@ -80,8 +84,8 @@ static int build_generic(const struct endpoint_ctx *c, struct endpoint_cmd *cmd,
 
 static const struct endpoint_kind kinds[] = {
 	{ .name = "jupyter", .http = true, .auth_header = "Authorization",
-	  .auth_value = "token %s", .build = build_jupyter },
-	{ .name = "tensorboard", .http = true, .build = build_tensorboard },
+	  .auth_value = "token %s", .program = JUPYTER_PROGRAM, .build = build_jupyter },
+	{ .name = "tensorboard", .http = true, .program = TENSORBOARD_PROGRAM, .build = build_tensorboard },
 	{ .name = "generic", .keys = ENDPOINT_KEY_COMMAND | ENDPOINT_KEY_PORT,
 	  .needs = ENDPOINT_KEY_COMMAND, .http = true, .strip_prefix = true,
 	  .build = build_generic },
@@ -91,7 +95,7 @@ static const struct endpoint_kind kinds[] = {
 	 * sessions enter the rank's container as `trainctl exec` does.
 	 */
 	{ .name = "ssh", .keys = ENDPOINT_KEY_PUBLIC_KEY, .http = false, .on_host = true,
-	  .build = endpoint_build_ssh },
+	  .program = "sshd", .also_in = "/usr/sbin", .build = endpoint_build_ssh },
 };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 

@@ -88,6 +88,9 @@ struct endpoint_kind {
 	const char *auth_header, *auth_value;
 	const char *not_yet;    /* non-NULL: refused with this reason (not built yet) */
 	bool on_host;           /* runs on the host in an image job too (endpoint_opts.wrap) */
+	/* the program its build runs, checked at submit like the spec's command
+	 * (spec_check_command); also_in: a folder looked in besides PATH; NULL: none */
+	const char *program, *also_in;
 	/* Fill cmd for c; 0 or a negative TC_E* with err set. */
 	int (*build)(const struct endpoint_ctx *c, struct endpoint_cmd *cmd, struct tc_err *err);
 };

@@ -39,6 +39,7 @@ struct jobio {
 	pthread_mutex_t wmu; /* the thread's wake-up */
 	pthread_cond_t wake;
 	bool stop, thread_on;
+	bool finished; /* the final scan and upload are done (finish) */
 	pthread_t thread;
 	struct strvec recorded; /* names of checkpoints already in the store */
 	long long newest_step, uploaded_step;
@@ -250,7 +251,8 @@ static void scan_record(struct jobio *io, bool all_stable)
 
 /* ---- uploads ---- */
 
-static int upload(struct jobio *io, const char *why)
+/* One upload; a failure is said, and its message put in failed when given. */
+static int upload(struct jobio *io, const char *why, struct sbuf *failed)
 {
 	struct sync_opts o = { .jobs = 8 };
 	struct sync_stats stats;
@@ -258,8 +260,11 @@ static int upload(struct jobio *io, const char *why)
 	int rc = storage_sync(io->c.output_dir, io->upload_url, &o, &stats, &err);
 	if (!rc && io->ckpt_url)
 		rc = storage_sync(io->c.ckpt_dir, io->ckpt_url, &o, &stats, &err);
+	if (rc && failed)
+		sbuf_addf(failed, "upload to %s failed: %s", io->upload_url, err.msg);
 	if (rc)
-		tell(io, "warning: %s upload to %s failed: %s", why, io->upload_url, err.msg);
+		tell(io, "%s%s upload to %s failed: %s", failed ? "" : "warning: ", why, io->upload_url,
+		     err.msg);
 	else if (stats.copied || strcmp(why, "periodic") != 0)
 		tell(io, "%s upload to %s: %llu copied, %llu unchanged, %.1f MB", why, io->upload_url,
 		     (unsigned long long)stats.copied, (unsigned long long)stats.skipped,
@@ -301,7 +306,7 @@ static void *thread_main(void *arg)
 		long long step = io->newest_step;
 		pthread_mutex_unlock(&io->mu);
 		if (due) {
-			upload(io, "periodic");
+			upload(io, "periodic", NULL);
 			io->uploaded_step = step;
 			io->next_upload = now_wall() + io->c.s->upload_every_seconds;
 		}
@@ -552,22 +557,33 @@ char *jobio_resume(struct jobio *io, bool first, struct tc_err *err)
 	return path;
 }
 
+/* Stop the thread, record what is left and upload once more (once). */
+static int finish(struct jobio *io, struct sbuf *failed)
+{
+	if (!io->thread_on || io->finished)
+		return 0;
+	io->finished = true;
+	pthread_mutex_lock(&io->wmu);
+	io->stop = true;
+	pthread_cond_signal(&io->wake);
+	pthread_mutex_unlock(&io->wmu);
+	pthread_join(io->thread, NULL);
+	pthread_mutex_lock(&io->mu);
+	scan_record(io, true);
+	pthread_mutex_unlock(&io->mu);
+	return io->upload_url ? upload(io, "final", failed) : 0;
+}
+
+int jobio_final_upload(struct jobio *io, struct sbuf *failed)
+{
+	return io ? finish(io, failed) : 0;
+}
+
 void jobio_end(struct jobio *io)
 {
 	if (!io)
 		return;
-	if (io->thread_on) {
-		pthread_mutex_lock(&io->wmu);
-		io->stop = true;
-		pthread_cond_signal(&io->wake);
-		pthread_mutex_unlock(&io->wmu);
-		pthread_join(io->thread, NULL);
-		pthread_mutex_lock(&io->mu);
-		scan_record(io, true);
-		pthread_mutex_unlock(&io->mu);
-		if (io->upload_url)
-			upload(io, "final");
-	}
+	finish(io, NULL);
 	if (io->own_sink)
 		sink_close(io->sink);
 	store_ckpt_free(io->mem, io->nmem);

@@ -9,6 +9,7 @@
  *                 checkpoint with its checksum, rotates by checkpoint.keep)
  *                 and uploads the outputs every every_seconds / every_steps;
  *   jobio_resume  what TRAINCTL_RESUME_FROM is for the next attempt;
+ *   jobio_final_upload  on success, the last upload, whose failure fails the job;
  *   jobio_end     stop the thread, record what is left, upload once more.
  *
  * The thread has its own database connection and never blocks the
@@ -61,7 +62,14 @@ void jobio_restrict(struct jobio *io, const struct strvec *names);
  * among them too.  Nothing for a store's.
  */
 void jobio_known(struct jobio *io, const struct store_ckpt *c);
-/* Final checkpoint scan and upload; frees io (NULL is a no-op). */
+/*
+ * The final checkpoint scan and upload, before a success is recorded: a
+ * failed upload is the job's failure ("upload to s3://... failed: ...",
+ * appended to failed, and nonzero returned).  Done once: jobio_end then
+ * uploads nothing more.
+ */
+int jobio_final_upload(struct jobio *io, struct sbuf *failed);
+/* Final checkpoint scan and upload (unless done); frees io (NULL is a no-op). */
 void jobio_end(struct jobio *io);
 
 /*

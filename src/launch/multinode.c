@@ -719,6 +719,16 @@ static int mn_main(struct mn *mp, int *exit_status, struct tc_err *err)
 		}
 		if (!failed)
 			mn_diagnostics(&m, m.attempt);
+		struct sbuf up = SBUF_INIT;
+		if (!failed && jobio_final_upload(m.io, &up)) {
+			/* the results are part of the result: a failed final upload fails the job */
+			rc = sink_finish(m.sink, job_id, JOB_FAILED, 1, up.buf, up.buf, err);
+			launch_notify(m.ln, NOTIFY_FAILED, "failed", up.buf, m.attempt, 1);
+			sbuf_addf(&m.result, "job %s failed: %s", job_id, up.buf);
+			sbuf_release(&up);
+			goto out;
+		}
+		sbuf_release(&up);
 		if (!failed) {
 			rc = sink_finish(m.sink, job_id, JOB_SUCCEEDED, 0, NULL,
 					 "every worker on every node exited 0", err);

@@ -618,6 +618,16 @@ static int attempt_outcome(struct sup *sp, struct attempts *a, int *exit_status,
 		return record_stopped(sp, err);
 	if (sp->failed)
 		return record_failed(sp, a, again, err);
+	/* the results are part of the result: a failed final upload fails the job */
+	struct sbuf up = SBUF_INIT;
+	if (jobio_final_upload(sp->io, &up)) {
+		int rc = sink_finish(sp->sink, sp->job_id, JOB_FAILED, 1, up.buf, up.buf, err);
+		sup_notify(sp, NOTIFY_FAILED, job_state_name(JOB_FAILED), up.buf, 1);
+		sup_result(sp, "job %s %s: %s", sp->job_id, job_state_name(JOB_FAILED), up.buf);
+		sbuf_release(&up);
+		return rc;
+	}
+	sbuf_release(&up);
 	*exit_status = 0;
 	int rc = sink_finish(sp->sink, sp->job_id, JOB_SUCCEEDED, 0, NULL, "every worker exited 0",
 			     err);

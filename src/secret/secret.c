@@ -313,12 +313,39 @@ int secret_resolve(const struct spec *s, const struct secret_src *src, struct se
 	return rc;
 }
 
+/* The name in have closest to name ("hf_tokn" -> "hf_token"), or NULL. */
+static const char *closest(const struct strvec *have, const char *name)
+{
+	size_t n = strlen(name), limit = n <= 3 ? 1 : n <= 8 ? 2 : 3, best_d = limit + 1;
+	const char *best = NULL;
+	for (size_t i = 0; i < have->nr; i++) {
+		size_t d = edit_distance(have->v[i], name);
+		if (d < best_d) {
+			best_d = d;
+			best = have->v[i];
+		}
+	}
+	return best;
+}
+
 char *secret_missing(const struct spec *s, const char *dir)
 {
 	struct sbuf m = SBUF_INIT;
-	for (size_t i = 0; i < s->nenv; i++)
-		if (s->env[i].from == ENV_FROM_SECRET && !secret_exists(dir, s->env[i].val))
-			sbuf_addf(&m, "%s%s", m.len ? ", " : "", s->env[i].val);
+	struct strvec have = STRVEC_INIT;
+	struct tc_err e = TC_ERR_INIT;
+	bool listed = false;
+	for (size_t i = 0; i < s->nenv; i++) {
+		if (s->env[i].from != ENV_FROM_SECRET || secret_exists(dir, s->env[i].val))
+			continue;
+		sbuf_addf(&m, "%s%s", m.len ? ", " : "", s->env[i].val);
+		if (!listed)
+			listed = true, (void)secret_list(dir, &have, &e); /* no list: no suggestion */
+		const char *near = closest(&have, s->env[i].val);
+		if (near)
+			sbuf_addf(&m, " (did you mean '%s'?)", near);
+	}
+	strvec_clear(&have);
+	tc_err_release(&e);
 	return m.len ? sbuf_detach(&m) : NULL;
 }
 

@@ -22,6 +22,8 @@
  *   never as root.  The resolved values live only
  *   in memory and in the workers' environments; a missing secret or an
  *   unreadable file fails the job with TC_ESTORAGE (exit 3) naming the key.
+ *   A missing secret is normally refused before: `trainctl run` and the
+ *   server's admission ask secret_missing, which names the closest one.
  *
  * MASKING (secret_mask)
  *   Each resolved value of SECRET_MASK_MIN bytes or more is replaced by
@@ -104,8 +106,9 @@ int secret_resolve(const struct spec *s, const struct secret_src *src, struct se
 		   struct tc_err *err);
 
 /*
- * The names of s's {secret:} values that dir lacks, comma separated, in
- * *missing (heap), or NULL when none is missing.
+ * The names of s's {secret:} values that dir lacks, comma
+ * separated, each with the closest name dir has ("hf_tokn (did you mean
+ * 'hf_token'?)"), heap; NULL when none is missing.
  */
 char *secret_missing(const struct spec *s, const char *dir);
 

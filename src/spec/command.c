@@ -5,12 +5,15 @@
  * '/' is a path (relative to workdir), any other name is searched on the
  * PATH the workers get (the spec's env: PATH, else ours, else
  * "/bin:/usr/bin"), relative PATH entries following workdir.  A miss says
- * which program and, when one is close, what it may have meant.
+ * which program and, when one is close, what it may have meant.  Each
+ * endpoint's program (its kind's row in endpoint/endpoint.c) is looked up
+ * the same way.
  */
 #include "spec/spec.h"
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "endpoint/endpoint.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -92,20 +95,13 @@ static size_t guess_limit(const char *name)
 	return n <= 3 ? 1 : 2; /* "pyhton3" -> "python3", but not "ls" -> "cc" */
 }
 
-int spec_check_command(const struct spec *s, struct tc_err *err)
+/*
+ * Look prog up as execvp would for the workers: 0, ENOENT or EACCES; on a
+ * miss a close name goes to hint (" (did you mean 'x'?)").
+ */
+static int lookup(const struct spec *s, const char *prog, struct sbuf *hint)
 {
-	if (!s->argv.nr || s->shell)
-		return 0; /* a string runs under /bin/sh -c: its words are the shell's */
-	if (s->container.image)
-		return 0; /* the program is the image's, not this machine's */
-	const char *prog = s->argv.v[0];
-	struct sbuf where = SBUF_INIT, cand = SBUF_INIT, hint = SBUF_INIT;
-	if (s->command_set)
-		sbuf_addf(&where, "--set %s: command", s->command_set);
-	else if (s->source)
-		sbuf_addf(&where, "%s:%d: command", s->source, s->command_line > 0 ? s->command_line : 1);
-	else
-		sbuf_adds(&where, "run");
+	struct sbuf cand = SBUF_INIT;
 	int found = ENOENT;
 	struct guess g = { .best_d = (size_t)-1 };
 	const char *slash = strrchr(prog, '/');
@@ -120,7 +116,7 @@ int spec_check_command(const struct spec *s, struct tc_err *err)
 			g.limit = guess_limit(g.name);
 			guess_in(&g, dir.buf);
 			if (g.best)
-				sbuf_addf(&hint, " (did you mean '%.*s%s'?)", (int)(slash + 1 - prog), prog,
+				sbuf_addf(hint, " (did you mean '%.*s%s'?)", (int)(slash + 1 - prog), prog,
 					  g.best);
 			sbuf_release(&dir);
 		}
@@ -154,20 +150,63 @@ int spec_check_command(const struct spec *s, struct tc_err *err)
 				d = end + 1;
 			}
 			if (g.best)
-				sbuf_addf(&hint, " (did you mean '%s'?)", g.best);
+				sbuf_addf(hint, " (did you mean '%s'?)", g.best);
 		}
 	}
+	free(g.best);
+	sbuf_release(&cand);
+	return found;
+}
+
+/*
+ * Each endpoint's program (its kind's row), on this machine: a kind that
+ * runs in the image of an image job is the image's question, and a generic
+ * endpoint's command is a shell's.
+ */
+static int check_endpoints(const struct spec *s, struct tc_err *err)
+{
+	int rc = 0;
+	for (size_t i = 0; i < s->nendpoints && !rc; i++) {
+		const struct spec_endpoint *e = &s->endpoints[i];
+		const struct endpoint_kind *k = endpoint_kind_find(e->kind);
+		if (!k || !k->program || (s->container.image && !k->on_host))
+			continue;
+		struct sbuf hint = SBUF_INIT, at = SBUF_INIT;
+		if (k->also_in)
+			sbuf_addf(&at, "%s/%s", k->also_in, k->program);
+		if ((!k->also_in || probe(at.buf) != 0) && lookup(s, k->program, &hint) != 0)
+			rc = tc_error(err, TC_ESPEC, "endpoints: %s (kind %s): '%s' is not installed "
+				      "(not found on PATH%s%s)%s", e->name ? e->name : e->kind, e->kind,
+				      k->program, k->also_in ? " nor in " : "", k->also_in ? k->also_in : "",
+				      hint.buf);
+		sbuf_release(&hint);
+		sbuf_release(&at);
+	}
+	return rc;
+}
+
+int spec_check_command(const struct spec *s, struct tc_err *err)
+{
+	if (!s->argv.nr || s->shell || s->container.image)
+		return check_endpoints(s, err); /* a string's words are the shell's, an image's its own */
+	const char *prog = s->argv.v[0];
+	struct sbuf where = SBUF_INIT, hint = SBUF_INIT;
+	if (s->command_set)
+		sbuf_addf(&where, "--set %s: command", s->command_set);
+	else if (s->source)
+		sbuf_addf(&where, "%s:%d: command", s->source, s->command_line > 0 ? s->command_line : 1);
+	else
+		sbuf_adds(&where, "run");
+	int found = lookup(s, prog, &hint);
 	int rc = 0;
 	if (found == EACCES)
 		rc = tc_error(err, TC_ESPEC, "%s: '%s' is not executable", where.buf, prog);
-	else if (found && slash)
+	else if (found && strchr(prog, '/'))
 		rc = tc_error(err, TC_ESPEC, "%s: '%s' does not exist%s", where.buf, prog, hint.buf);
 	else if (found)
 		rc = tc_error(err, TC_ESPEC, "%s: '%s' is not found on PATH%s", where.buf, prog,
 			      hint.buf);
-	free(g.best);
 	sbuf_release(&where);
-	sbuf_release(&cand);
 	sbuf_release(&hint);
-	return rc;
+	return rc ? rc : check_endpoints(s, err);
 }

@@ -237,6 +237,9 @@ void spec_free(struct spec *s);
  * "FILE:LINE: command: 'pyhton3' is not found on PATH (did you mean
  * 'python3'?)" (ad hoc specs: "run: ...").  Kept out of spec_load: the
  * program is this machine's question, asked where the workers will run.
+ * Each endpoint's program (its kind's, not a generic one's shell command)
+ * is looked up too: "endpoints: nb (kind jupyter): 'jupyter-notebook' is
+ * not installed (not found on PATH)".
  */
 int spec_check_command(const struct spec *s, struct tc_err *err);
 /*

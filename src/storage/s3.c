@@ -973,3 +973,26 @@ const struct storage_ops storage_s3_ops = {
 	.wcommit = s3_wcommit,
 	.wabort = s3_wabort,
 };
+
+/*
+ * Can this machine open a connection to st's endpoint (2 s at most)?  A
+ * miss goes to warning; the caller decides it is no error (storage.h).
+ */
+void s3_probe(struct storage *st, struct sbuf *warning)
+{
+	struct s3 *s = st->priv;
+	CURL *c = curl_easy_init();
+	if (!c)
+		return;
+	char ebuf[CURL_ERROR_SIZE] = "";
+	curl_easy_setopt(c, CURLOPT_URL, s->endpoint);
+	curl_easy_setopt(c, CURLOPT_CONNECT_ONLY, 1L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, ebuf);
+	CURLcode rc = curl_easy_perform(c);
+	if (rc != CURLE_OK)
+		sbuf_addf(warning, "%s: endpoint %s is not reachable from here: %s", st->url, s->endpoint,
+			  ebuf[0] ? ebuf : curl_easy_strerror(rc));
+	curl_easy_cleanup(c);
+}

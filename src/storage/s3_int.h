@@ -34,6 +34,9 @@ struct s3 {
  * TC_EINPUT when credentials are missing or the endpoint is not http(s).
  */
 int s3_config_load(const char *url, bool obs, struct s3 **out, struct tc_err *err);
+struct storage;
+/* A quick connect to st's endpoint; a failure said in warning (storage_check_location). */
+void s3_probe(struct storage *st, struct sbuf *warning);
 /* Frees s and wipes the secret; NULL is a no-op. */
 void s3_config_free(struct s3 *s);
 

@@ -5,6 +5,7 @@
 #include "core/enc.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "storage/s3_int.h"
 #include "storage/storage_int.h"
 
 #include <errno.h>
@@ -262,4 +263,17 @@ void md5_free(struct md5 *m)
 	md5x_free(m->x);
 	EVP_MD_CTX_free(m->ctx);
 	free(m);
+}
+
+int storage_check_location(const char *url, struct sbuf *warning, struct tc_err *err)
+{
+	if (!storage_is_remote(url))
+		return 0; /* a local folder is made when the first upload comes */
+	struct storage *st = NULL;
+	int rc = storage_open(url, &st, err);
+	if (rc)
+		return rc;
+	s3_probe(st, warning);
+	storage_close(st);
+	return 0;
 }

@@ -84,6 +84,16 @@ char *storage_location_problem(const char *url);
 
 /* Open a location (no network traffic yet). */
 int storage_open(const char *url, struct storage **out, struct tc_err *err);
+/*
+ * Before a job is recorded: can url (an s3:// or obs:// one; a local path
+ * passes) be written from here?  Missing credentials are TC_EINPUT (as
+ * storage_open says them).  An endpoint no connection reaches within 2 s
+ * is only a warning, appended to warning: the job's node may reach what
+ * this machine cannot, an endpoint may come up during a long job, and a
+ * final upload that fails fails the job anyway.
+ */
+struct sbuf;
+int storage_check_location(const char *url, struct sbuf *warning, struct tc_err *err);
 void storage_close(struct storage *st);
 /* The location as given, credentials never included. */
 const char *storage_url(const struct storage *st);

@@ -21,15 +21,20 @@ char *sweep_trial_name(const struct sweep_row *sw, int idx)
 	return sbuf_detach(&sb);
 }
 
-/* The objective metric's numbers on rank 0, finest kind (note 2). */
+/*
+ * The objective metric's numbers on rank 0, finest kind (note 2); *bad
+ * (when given) says one of its numbers was NaN or infinite (note 6).
+ */
 static void metric_values(struct store *st, const char *job, const char *metric, double **out,
-			  size_t *n)
+			  size_t *n, bool *bad)
 {
 	struct store_mseries *s = NULL;
 	size_t ns = 0;
 	struct tc_err e = TC_ERR_INIT;
 	*out = NULL;
 	*n = 0;
+	if (bad)
+		*bad = false;
 	if (store_metric_series(st, job, metric, 0, &s, &ns, &e) || !ns) {
 		tc_err_release(&e);
 		store_mseries_free(s, ns);
@@ -39,6 +44,8 @@ static void metric_values(struct store *st, const char *job, const char *metric,
 	for (size_t i = 0; i < s[0].n; i++)
 		if (!s[0].v[i].text && isfinite(s[0].v[i].value) && (kind < 0 || s[0].v[i].kind < kind))
 			kind = s[0].v[i].kind;
+	for (size_t i = 0; bad && i < s[0].n; i++)
+		*bad |= !s[0].v[i].text && !isfinite(s[0].v[i].value);
 	*out = xcalloc(s[0].n + 1, sizeof(**out));
 	for (size_t i = 0; i < s[0].n; i++)
 		if (s[0].v[i].kind == kind && !s[0].v[i].text && isfinite(s[0].v[i].value))
@@ -71,17 +78,25 @@ static int refresh(struct store *st, const struct sweep_row *sw, const struct sw
 	bool have = t->job_id && !store_job_get(st, t->job_id, &j, &e2);
 	tc_err_release(&e2);
 	if (have) {
-		metric_values(st, j.id, d->metric, vals, nv);
+		bool bad = false;
+		metric_values(st, j.id, d->metric, vals, nv, &bad);
 		t->steps = (long long)*nv;
-		t->objective = sweep_reduce_values(*vals, *nv, d->reduce);
+		t->objective = bad ? NAN : sweep_reduce_values(*vals, *nv, d->reduce);
 		if (job_state_terminal(j.state)) {
-			const char *to = j.state == JOB_SUCCEEDED ? SWEEP_T_SUCCEEDED
+			const char *to = j.state == JOB_SUCCEEDED && bad ? SWEEP_T_FAILED_OBJECTIVE
+					 : j.state == JOB_SUCCEEDED ? SWEEP_T_SUCCEEDED
 					 : j.state == JOB_KILLED && t->early ? SWEEP_T_STOPPED
 					 : j.state == JOB_KILLED ? SWEEP_T_KILLED
 									      : SWEEP_T_FAILED;
 			set_str(&t->state, to);
-			if (!t->early)
+			if (bad && j.state == JOB_SUCCEEDED) {
+				struct sbuf why = SBUF_INIT;
+				sbuf_addf(&why, "%s was NaN or infinite: no objective", d->metric);
+				set_str(&t->note, why.buf);
+				sbuf_release(&why);
+			} else if (!t->early) {
 				set_str(&t->note, j.root_cause);
+			}
 			t->ended = j.ended > 0 ? j.ended : now_wall();
 		} else if (ended) {
 			/* its supervisor is gone and recorded no end */
@@ -130,6 +145,80 @@ static void early_stopping(struct store *st, const struct sweep_def *d, const st
 	free(c);
 }
 
+/*
+ * The metrics job logged, ", " separated, into names, and the closest to
+ * metric ("val.acc" -> "val.accuracy") into near (note 7).
+ */
+static void logged_metrics(struct store *st, const char *job, const char *metric,
+			   struct sbuf *names, struct sbuf *near)
+{
+	struct store_msum *v = NULL;
+	size_t n = 0, best_d = (size_t)-1, limit = strlen(metric) / 2 + 1;
+	struct tc_err e = TC_ERR_INIT;
+	if (store_metric_summaries(st, job, &v, &n, &e))
+		n = 0;
+	tc_err_release(&e);
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].rank != 0)
+			continue;
+		sbuf_addf(names, "%s%s", names->len ? ", " : "", v[i].metric);
+		size_t d = edit_distance(v[i].metric, metric);
+		/* "acc" in "val.accuracy": a name that holds the other counts as close */
+		if (strstr(v[i].metric, metric) || strstr(metric, v[i].metric))
+			d = d < limit ? d : limit;
+		if (d <= limit && d < best_d) {
+			best_d = d;
+			sbuf_reset(near);
+			sbuf_adds(near, v[i].metric);
+		}
+	}
+	store_msum_free(v, n);
+}
+
+/*
+ * A trial that succeeded without ever logging the objective, while no
+ * trial has one: the metric's name is wrong, and every other trial would
+ * end the same.  The trial is failed-objective and the sweep fails with
+ * what the job did log (note 7).  true when it did.
+ */
+static bool objective_missing(struct store *st, const struct sweep_row *sw,
+			      const struct sweep_def *d, const struct sweep_ops *ops,
+			      struct trial_row *t, size_t n, const size_t *nv, int *rc,
+			      struct tc_err *err)
+{
+	size_t first = n;
+	for (size_t i = 0; i < n; i++) {
+		if (nv[i] || t[i].steps || isfinite(t[i].objective) ||
+		    !strcmp(t[i].state, SWEEP_T_FAILED_OBJECTIVE))
+			return false; /* some trial logs it, or it was already judged */
+		if (first == n && !strcmp(t[i].state, SWEEP_T_SUCCEEDED) && t[i].job_id)
+			first = i;
+	}
+	if (first == n)
+		return false;
+	struct sbuf names = SBUF_INIT, near = SBUF_INIT, note = SBUF_INIT;
+	logged_metrics(st, t[first].job_id, d->metric, &names, &near);
+	sbuf_addf(&note, "trial %d (%s) ended without logging the objective %s; it logged %s",
+		  t[first].idx, t[first].job_id, d->metric, names.len ? names.buf : "no metrics");
+	if (near.len)
+		sbuf_addf(&note, " (did you mean metric: %s?)", near.buf);
+	set_str(&t[first].state, SWEEP_T_FAILED_OBJECTIVE);
+	set_str(&t[first].note, note.buf);
+	*rc = store_trial_update(st, &t[first], err);
+	for (size_t i = 0; i < n && !*rc; i++) {
+		struct tc_err e = TC_ERR_INIT;
+		if (!strcmp(t[i].state, SWEEP_T_RUNNING) && t[i].job_id)
+			(void)ops->stop(ops->arg, &t[i], "the sweep's objective is never logged", &e);
+		tc_err_release(&e);
+	}
+	if (!*rc)
+		*rc = store_sweep_set_state(st, sw->id, "failed", note.buf, true, err);
+	sbuf_release(&names);
+	sbuf_release(&near);
+	sbuf_release(&note);
+	return true;
+}
+
 int sweep_tick(struct store *st, const char *sweep_id, const struct sweep_ops *ops, bool *done,
 	       struct tc_err *err)
 {
@@ -158,13 +247,17 @@ int sweep_tick(struct store *st, const char *sweep_id, const struct sweep_ops *o
 			rc = refresh(st, &sw, d, ops, &t[i], &vals[i], &nv[i], err);
 		} else if (sweep_trial_ended(t[i].state) && t[i].job_id && d->stop.rule != SWEEP_RULE_NONE) {
 			/* ended trials' curves count for the rules */
-			metric_values(st, t[i].job_id, d->metric, &vals[i], &nv[i]);
+			metric_values(st, t[i].job_id, d->metric, &vals[i], &nv[i], NULL);
 		}
 	}
 	if (rc)
 		goto out;
 	if (ops->record_only)
 		goto out;
+	if (objective_missing(st, &sw, d, ops, t, n, nv, &rc, err)) {
+		*done = !rc;
+		goto out;
+	}
 	if (d->stop.rule != SWEEP_RULE_NONE)
 		early_stopping(st, d, ops, t, n, vals, nv);
 	for (size_t i = 0; i < n; i++) {

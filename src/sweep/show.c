@@ -81,12 +81,13 @@ int sweep_show_json(struct store *st, const char *ref, json_t **out, struct tc_e
 	json_object_set_new(o, "parameters", keys);
 	json_object_set_new(o, "metric", json_string(d->metric));
 	json_object_set_new(o, "mode", json_string(d->mode == SWEEP_MAX ? "max" : "min"));
-	size_t counts[6] = { 0 };
+	size_t counts[7] = { 0 };
 	static const char *const words[] = { SWEEP_T_PENDING, SWEEP_T_RUNNING, SWEEP_T_SUCCEEDED,
-					     SWEEP_T_FAILED, SWEEP_T_KILLED, SWEEP_T_STOPPED };
+					     SWEEP_T_FAILED, SWEEP_T_KILLED, SWEEP_T_STOPPED,
+					     SWEEP_T_FAILED_OBJECTIVE };
 	json_t *arr = json_array();
 	for (size_t i = 0; i < n; i++) {
-		for (size_t w = 0; w < 6; w++)
+		for (size_t w = 0; w < 7; w++)
 			if (!strcmp(t[i].state, words[w]))
 				counts[w]++;
 		json_t *x = json_object();
@@ -104,7 +105,7 @@ int sweep_show_json(struct store *st, const char *ref, json_t **out, struct tc_e
 		json_array_append_new(arr, x);
 	}
 	json_t *c = json_object();
-	for (size_t w = 0; w < 6; w++)
+	for (size_t w = 0; w < 7; w++)
 		json_object_set_new(c, words[w], json_integer((json_int_t)counts[w]));
 	json_object_set_new(o, "counts", c);
 	json_object_set_new(o, "trials", arr);

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <yaml.h>
 
 #define MAX_TRIALS 10000
@@ -830,5 +831,22 @@ bool sweep_should_stop(const struct sweep_def *d, const struct sweep_curve *c, s
 bool sweep_trial_ended(const char *state)
 {
 	return state && (!strcmp(state, SWEEP_T_SUCCEEDED) || !strcmp(state, SWEEP_T_FAILED) ||
-			 !strcmp(state, SWEEP_T_KILLED) || !strcmp(state, SWEEP_T_STOPPED));
+			 !strcmp(state, SWEEP_T_KILLED) || !strcmp(state, SWEEP_T_STOPPED) ||
+			 !strcmp(state, SWEEP_T_FAILED_OBJECTIVE));
+}
+
+bool sweep_metric_maximised(const char *metric)
+{
+	static const char *const words[] = { "acc",  "accuracy", "top1", "top5",  "f1",    "precision",
+					     "recall", "auc", "auroc", "map",  "bleu",  "rouge", "iou",
+					     "miou", "dice", "r2",   "score", NULL };
+	/* the last word: "val.accuracy", "val_acc", "eval/f1", "val-top1" */
+	const char *w = metric;
+	for (const char *c = metric; *c; c++)
+		if (*c == '.' || *c == '_' || *c == '/' || *c == '-' || *c == ':')
+			w = c + 1;
+	for (size_t i = 0; words[i]; i++)
+		if (!strcasecmp(w, words[i]))
+			return true;
+	return false;
 }

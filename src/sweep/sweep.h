@@ -29,6 +29,13 @@
  *     pending trials up to parallel, and marks the sweep done when nothing
  *     is left.  The CLI (local trials) and the server (queued trials) call
  *     it with their own way of starting and stopping a trial.
+ * (6) An objective that went NaN or infinite is no objective: the trial
+ *     ends failed-objective (when its job succeeded), never best, never
+ *     ranked on its last finite value.
+ * (7) A trial that succeeded without logging the objective at all, while
+ *     no trial has, means a wrong metric name: the sweep ends "failed" at
+ *     once, its note naming the metrics that trial did log (and the
+ *     closest), its running trials stopped, no new one started.
  *
  * Ownership: struct sweep_def owns its strings and JSON; sweep_def_free.
  * Nothing here prints.
@@ -107,6 +114,12 @@ char *sweep_params_text(const char *params_json);
 
 /* The objective of values (note 2); NaN when n is 0. */
 double sweep_reduce_values(const double *v, size_t n, enum sweep_reduce r);
+/*
+ * Does metric name a score one maximises (accuracy, acc, f1, precision,
+ * recall, auc, map, bleu, ... as its last dotted/underscored word)?  For
+ * the warning on such an objective with mode min.
+ */
+bool sweep_metric_maximised(const char *metric);
 /* Is a better than b (NaN is worse than any number)? */
 bool sweep_better(enum sweep_mode mode, double a, double b);
 
@@ -135,6 +148,8 @@ bool sweep_should_stop(const struct sweep_def *d, const struct sweep_curve *c, s
 #define SWEEP_T_FAILED "failed"
 #define SWEEP_T_KILLED "killed"
 #define SWEEP_T_STOPPED "stopped"
+/* its job succeeded, but the objective was NaN/inf or never logged (notes 6, 7) */
+#define SWEEP_T_FAILED_OBJECTIVE "failed-objective"
 bool sweep_trial_ended(const char *state);
 
 /* ---- a trial's spec (trial.c) ---- */

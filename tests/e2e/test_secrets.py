@@ -102,14 +102,14 @@ def test_local_job_gets_secret_never_shown(run_tc, home, tmp_path):
     assert p.returncode == 0, p.stderr
 
 
-def test_local_missing_secret_fails_the_job(run_tc, tmp_path):
+def test_local_missing_secret_is_refused_before_the_job(run_tc, tmp_path):
+    # issue 29: found at submit (exit 2, nothing recorded), not by the supervisor (exit 3)
     (tmp_path / "job.yaml").write_text(spec_text({"TOK": {"secret": "nope"}}))
     p = run_tc("run", "-q", str(tmp_path / "job.yaml"))
-    assert p.returncode == 3, p.stderr
-    assert "env TOK: no secret 'nope'" in p.stderr and "trainctl secret set nope" in p.stderr
-    job = json.loads(run_tc("ps", "-a", "--json").stdout)
-    job = job[0] if isinstance(job, list) else job["jobs"][0]
-    assert job["state"] == "failed"
+    assert p.returncode == 2, p.stderr
+    assert "env: you have no secret nope (trainctl secret set NAME)" in p.stderr, p.stderr
+    jobs = json.loads(run_tc("ps", "-a", "--json").stdout)
+    assert (jobs if isinstance(jobs, list) else jobs["jobs"]) == []
 
 
 def test_bad_env_forms_exit_2(run_tc, tmp_path):

@@ -134,7 +134,7 @@ TEST(handover_round_trip)
 	sbuf_addf(&dir, "%s/st", test_tmpdir());
 	CHECK_INT(secret_put(dir.buf, "s1", "va=l;ue\x01", 8, &err), 0);
 	char *missing = secret_missing(s, dir.buf);
-	CHECK_STR(missing, "s2");
+	CHECK_STR(missing, "s2 (did you mean 's1'?)"); /* the closest name the store has */
 	free(missing);
 	char *hand = NULL;
 	CHECK_INT(secret_handover(s, dir.buf, &hand, &err), TC_ESTORAGE);

@@ -189,6 +189,16 @@ TEST(reduce_and_better)
 	CHECK(!sweep_better(SWEEP_MIN, NAN, 1));
 }
 
+TEST(accuracy_like_names)
+{
+	const char *yes[] = { "val.accuracy", "acc", "val_acc", "eval/f1", "val-top1", "mAP", "bleu", "val.AUC" };
+	const char *no[] = { "loss", "val.loss", "accuracy_loss", "perplexity", "lr", "mae" };
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+		CHECK(sweep_metric_maximised(yes[i]));
+	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+		CHECK(!sweep_metric_maximised(no[i]));
+}
+
 TEST(median_rule_stops_a_clearly_worse_trial)
 {
 	struct sweep_def *d = parse_ok("spec: {command: [x]}\nparameters: {args.lr: [1]}\n"
