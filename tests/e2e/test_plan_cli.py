@@ -1,8 +1,8 @@
 """End-to-end tests of `trainctl plan` (docs/plan.md).
 
 The binary is $TRAINCTL, else build/trainctl under the repository root.
-Every `sh` example of docs/plan.md is run here (with --count 10000 shrunk to
---count 20), after writing the files the page shows under a `file:` note.
+Every `sh` example of docs/plan.md is run here as written (its synth makes
+100 instances), after writing the files the page shows under a `file:` note.
 """
 import itertools
 import json
@@ -48,7 +48,7 @@ def test_doc_examples_run(tmp_path):
     for name, body in files.items():
         (tmp_path / name).write_text(body)
     for cmd in cmds:
-        line = cmd.replace("--count 10000", "--count 20")
+        line = cmd
         out = None
         if " > " in line:
             line, out = line.split(" > ")
@@ -56,10 +56,13 @@ def test_doc_examples_run(tmp_path):
         p = tc(*argv, cwd=tmp_path)
         if out:
             (tmp_path / out.strip()).write_text(p.stdout)
+    # a reader who pastes the first command gets a small file (issue 29: it wrote 584 MB)
+    size = (tmp_path / "val.jsonl").stat().st_size
+    assert size < 16 << 20, f"docs/plan.md's first command wrote {size} bytes: give it a small --count"
     # the --against example scored our own partitions: gap 0
     e = json.loads(tc("plan", "eval", "val.jsonl", "--against", "ours.jsonl", "--format", "json",
                       cwd=tmp_path).stdout)
-    assert e["instances"] == 20 and e["against"]["mean_gap"] == 0 and e["against"]["optimal"] == 20
+    assert e["instances"] == 100 and e["against"]["mean_gap"] == 0 and e["against"]["optimal"] == 100
 
 
 def read_jsonl(path):
