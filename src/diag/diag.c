@@ -448,13 +448,15 @@ static const char *next_line(const char *p, const char *end)
 	return nl ? nl + 1 : end;
 }
 
-char *diag_exception_line(const char *text, size_t len)
+char *diag_exception_line(const char *text, size_t len, bool traceback)
 {
 	static const char mark[] = "Traceback (most recent call last):";
 	const char *end = text + len, *last = NULL;
 	for (const char *p = text; p < end; p = next_line(p, end))
 		if ((size_t)(end - p) >= sizeof(mark) - 1 && !memcmp(p, mark, sizeof(mark) - 1))
 			last = p;
+	if (traceback && !last)
+		return NULL;
 	const char *p = last ? next_line(last, end) : text;
 	/* the frames are indented; the exception line is the first that is not */
 	while (last && p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))

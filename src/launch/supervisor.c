@@ -371,16 +371,16 @@ static char *rank_exception(struct sup *sp, int rank)
 	struct sbuf path = SBUF_INIT, text = SBUF_INIT;
 	const char *msg, *stack;
 	json_t *root = read_error_file(sp, rank, &path, &msg, &stack);
-	char *line = msg ? diag_exception_line(msg, strlen(msg)) : NULL;
+	char *line = msg ? diag_exception_line(msg, strlen(msg), false) : NULL;
 	if (!line && stack)
-		line = diag_exception_line(stack, strlen(stack));
+		line = diag_exception_line(stack, strlen(stack), true);
 	json_decref(root);
 	sbuf_reset(&path);
 	sbuf_addf(&path, "%s/rank-%d.log", sp->log_dir, rank);
 	if (!line && read_file_nofollow(path.buf, &text, NULL) == 0 && text.len) {
 		/* the traceback is at the end: its last 64 KiB are enough */
 		size_t from = text.len > 65536 ? text.len - 65536 : 0;
-		line = diag_exception_line(text.buf + from, text.len - from);
+		line = diag_exception_line(text.buf + from, text.len - from, true);
 	}
 	sbuf_release(&text);
 	sbuf_release(&path);

@@ -66,7 +66,8 @@ int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 			char *buf = NULL;
 			size_t len = 0;
 			FILE *f = open_memstream(&buf, &len);
-			struct logs_opts lo = { x->run_dir, r, tail < 0 ? 2000 : tail, false, false, NULL, NULL };
+			struct logs_opts lo = { x->run_dir, r, tail < 0 ? 2000 : tail, false, false, NULL, NULL,
+						false, false };
 			if (f) {
 				if (logs_print(&lo, f, &err))
 					tc_err_release(&err);
