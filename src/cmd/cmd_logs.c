@@ -12,8 +12,7 @@
 #include <string.h>
 
 const char logs_usage[] =
-	"usage: trainctl logs JOB [--rank R] [--tail N] [-f] [--timestamps] [--merge]\n"
-	"                         [--supervisor] [--server URL]\n"
+	"usage: trainctl logs JOB [-r R] [-n N] [-f] [--timestamps] [--merge] [--supervisor] [--server URL]\n"
 	"\n"
 	"  -r, --rank R      only rank R (default: every rank, lines prefixed [r])\n"
 	"  -n, --tail N      the last N lines of each rank (as tail -n)\n"

@@ -238,7 +238,7 @@ void jobs_show_text(json_t *o, struct sbuf *out)
 	if (managed)
 		lines_managed(out, o);
 	sbuf_addf(out, "%-10s %s\n", "run dir", str(o, "run_dir", "?"));
-	line_argv(out, get(get(o, "spec"), "argv"));
+	line_argv(out, get(o, "argv"));
 	/* image: jobs (docs/containers.md) */
 	const char *image = str(get(o, "spec"), "image", NULL);
 	/* the runtime when the spec has one (a Slurm job's is chosen at submission) */

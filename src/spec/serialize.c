@@ -34,14 +34,6 @@ static json_t *spec_json(const struct spec *s)
 		json_object_set_new(o, "command", a);
 	}
 	json_object_set_new(o, "args", kv_json(s->args, s->nargs));
-	/* what each worker runs, exactly (show's "argv") */
-	struct strvec wv = STRVEC_INIT;
-	spec_worker_argv(s, &wv);
-	json_t *wa = json_array();
-	for (size_t i = 0; i < wv.nr; i++)
-		json_array_append_new(wa, json_string(wv.v[i]));
-	strvec_clear(&wv);
-	json_object_set_new(o, "argv", wa);
 	json_object_set_new(o, "workdir", json_string(s->workdir));
 	json_t *env = json_object();
 	/* a secret or a file is written as its source, never its value (which the spec never holds) */

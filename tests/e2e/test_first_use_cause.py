@@ -143,7 +143,7 @@ devices: {{type: cpu, per_node: 2}}
         assert f"attempt 0 rank {r} runs: {argv}\n" in log, log
     env = open(os.path.join(job["run_dir"], "job.env")).read()
     assert f"# every worker runs: {argv}\n" in env, env
-    assert job["spec"]["argv"] == [PYTHON, "-c", "import sys; print(sys.argv[1:])",
+    assert job["argv"] == [PYTHON, "-c", "import sys; print(sys.argv[1:])",
                                    "--lr", "0.1", "--note", "it's two words"]
     assert f"argv       {argv}\n" in run_tc("show", "argv-shown").stdout
     # the line reads back as the same argv
