@@ -161,6 +161,28 @@ args: {epochs: "2"}
     assert """argv       /bin/sh -c 'echo hello "$@"' trainctl-job --epochs 2\n""" in out, out
 
 
+def test_image_jobs_runtime_command_line(run_tc, home, tmp_path):
+    import image_fixture
+    why = image_fixture.podman_usable()
+    if why:
+        pytest.skip(f"podman cannot be installed here: {why}")
+    conf = image_fixture.containers_conf(str(tmp_path))
+    image = image_fixture.ensure_image(conf)
+    spec = write(tmp_path, "job.yaml", f"""
+name: argv-image
+image: {image}
+command: ["/usr/bin/python3", "-c", "print('in the image')"]
+""")
+    p = run_tc("run", spec, env={"CONTAINERS_CONF": str(conf)}, timeout=300)
+    assert p.returncode == 0, p.stderr
+    job = show(run_tc, "argv-image")
+    log = open(os.path.join(job["run_dir"], "logs", "supervisor.log")).read()
+    line = next(x for x in log.splitlines() if "attempt 0 rank 0 runs: " in x)
+    assert re.search(r"runs: \S*podman run ", line), line
+    assert "--env-file" in line and "TRAINCTL_JOB_ID=" not in line, line
+    assert line.endswith(f" {image} /usr/bin/python3 -c 'print('\\''in the image'\\'')'"), line
+
+
 # ---- 16: logs --timestamps and --merge ---------------------------------------
 
 # rank 0 and 1 take turns (each waits for the other's file, then 0.1 s more,
