@@ -74,38 +74,41 @@ void launch_say(const char *fmt, ...)
 	va_end(ap);
 }
 
-void sup_say(struct sup *sp, const char *fmt, ...)
+enum say_to { SAY_LOG, SAY_CONSOLE, SAY_UNLESS_BRIEF };
+
+static void say_fmt(struct sup *sp, enum say_to to, const char *fmt, va_list ap)
 {
 	struct sbuf msg = SBUF_INIT;
-	va_list ap;
-	va_start(ap, fmt);
 	sbuf_vaddf(&msg, fmt, ap);
-	va_end(ap);
 	/* run -q: the console gets the warnings (and the result line, sup_result) only */
-	say_text(sp->suplog_fd, !sp->o->brief || !strncmp(msg.buf, "warning: ", 9), msg.buf);
+	bool console = to == SAY_CONSOLE ||
+		       (to == SAY_UNLESS_BRIEF && (!sp->o->brief || !strncmp(msg.buf, "warning: ", 9)));
+	say_text(sp->suplog_fd, console, msg.buf);
 	sbuf_release(&msg);
+}
+
+/* fmt's arguments to say_fmt */
+#define SAY_VIA(to)                            \
+	do {                                   \
+		va_list ap_;                   \
+		va_start(ap_, fmt);            \
+		say_fmt(sp, (to), fmt, ap_);   \
+		va_end(ap_);                   \
+	} while (0)
+
+void sup_say(struct sup *sp, const char *fmt, ...)
+{
+	SAY_VIA(SAY_UNLESS_BRIEF);
 }
 
 void sup_log(struct sup *sp, const char *fmt, ...)
 {
-	struct sbuf msg = SBUF_INIT;
-	va_list ap;
-	va_start(ap, fmt);
-	sbuf_vaddf(&msg, fmt, ap);
-	va_end(ap);
-	say_text(sp->suplog_fd, false, msg.buf);
-	sbuf_release(&msg);
+	SAY_VIA(SAY_LOG);
 }
 
 void sup_event(struct sup *sp, const char *fmt, ...)
 {
-	struct sbuf msg = SBUF_INIT;
-	va_list ap;
-	va_start(ap, fmt);
-	sbuf_vaddf(&msg, fmt, ap);
-	va_end(ap);
-	say_text(sp->suplog_fd, true, msg.buf);
-	sbuf_release(&msg);
+	SAY_VIA(SAY_CONSOLE);
 }
 
 void sup_result(struct sup *sp, const char *fmt, ...)

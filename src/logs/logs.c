@@ -75,6 +75,9 @@ static bool next_time(struct source *s)
 		ssize_t r = s->tfd >= 0 ? read(s->tfd, buf, sizeof(buf)) : 0;
 		if (r <= 0)
 			return false;
+		/* an entry is a few dozen bytes: a file of the job's that is not one is not read whole */
+		if (s->tbuf.len > 256)
+			sbuf_reset(&s->tbuf);
 		sbuf_add(&s->tbuf, buf, (size_t)r);
 	}
 }

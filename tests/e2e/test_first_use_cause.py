@@ -13,15 +13,12 @@ from server_fixture import start_server
 
 
 def write(tmp_path, name, text):
-    p = tmp_path / name
-    p.write_text(text)
-    return str(p)
+    (tmp_path / name).write_text(text)
+    return str(tmp_path / name)
 
 
 def show(run_tc, job):
-    p = run_tc("show", job, "--json")
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
+    return json.loads(run_tc("show", job, "--json").stdout)
 
 
 # ---- 11: the root cause in one line ------------------------------------------
