@@ -66,6 +66,8 @@ int cmd_post_file(const char *server, const char *path, const char *key, const c
 int remote_ps_list(const char *server, bool all, const char *state, const char *user,
 		   json_t **out, struct tc_err *err);
 int remote_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+/* --timestamps and --merge read what is written: refused with -f (both roads of `logs`). */
+int logs_check_timed(bool follow, bool timestamps, bool merge, struct tc_err *err);
 int remote_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 /*
  * cmd_logs.c, for logs with and without a server: --rank beyond the job's

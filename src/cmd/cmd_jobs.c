@@ -375,12 +375,14 @@ int remote_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "tail", required_argument, NULL, 'n' },
 		{ "follow", no_argument, NULL, 'f' },
 		{ "server", required_argument, NULL, 'S' },
+		{ "timestamps", no_argument, NULL, 'T' },
+		{ "merge", no_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *server = NULL;
 	long rank = -1, tail = -1;
-	bool follow = false;
+	bool follow = false, timestamps = false, merge = false;
 	int c;
 	(void)ctx;
 	optind = 1;
@@ -396,12 +398,16 @@ int remote_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			break;
 		case 'f': follow = true; break;
 		case 'S': server = optarg; break;
+		case 'T': timestamps = true; break;
+		case 'M': merge = true; break;
 		case 'h': fputs(logs_usage, stdout); return 0;
 		default: return cmd_bad_option("logs", "r:n:fh", argc, argv, opts, err);
 		}
 	}
 	if (optind + 1 != argc)
 		return tc_error(err, TC_EUSAGE, "logs: give one job");
+	if (logs_check_timed(follow, timestamps, merge, err))
+		return err->code;
 	struct sbuf path = SBUF_INIT, resp = SBUF_INIT, info = SBUF_INIT;
 	struct client *cl = NULL;
 	int rc = client_open(server, &cl, err);
@@ -430,6 +436,10 @@ int remote_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	sbuf_addf(&path, "/logs?rank=%ld", rank);
 	if (tail >= 0)
 		sbuf_addf(&path, "&tail=%ld", tail);
+	if (timestamps)
+		sbuf_adds(&path, "&timestamps=1");
+	if (merge)
+		sbuf_adds(&path, "&merge=1");
 	if (follow) {
 		struct follow f = { rank < 0 && workers != 1 };
 		sbuf_adds(&path, "&follow=1");

@@ -1,4 +1,4 @@
-/* cmd_logs.c -- `trainctl logs JOB [--rank R] [--tail N] [-f]` */
+/* cmd_logs.c -- `trainctl logs JOB [--rank R] [--tail N] [-f] [--timestamps] [--merge]` */
 #include "backend/backend.h"
 #include "cmd/cmd.h"
 #include "server/server.h"
@@ -12,11 +12,13 @@
 #include <string.h>
 
 const char logs_usage[] =
-	"usage: trainctl logs JOB [--rank R] [--tail N] [-f] [--supervisor] [--server URL]\n"
+	"usage: trainctl logs JOB [-r R] [-n N] [-f] [--timestamps] [--merge] [--supervisor] [--server URL]\n"
 	"\n"
 	"  -r, --rank R      only rank R (default: every rank, lines prefixed [r])\n"
 	"  -n, --tail N      the last N lines of each rank (as tail -n)\n"
 	"  -f, --follow      keep printing while the job runs\n"
+	"      --timestamps  each line after the time it was written (UTC, ms)\n"
+	"      --merge       every rank's lines in one stream, ordered by time\n"
 	"      --supervisor  the supervisor's own log (not through a server)\n"
 	"      --server URL  the job of this server ($TRAINCTL_SERVER)\n";
 
@@ -35,6 +37,14 @@ int logs_explain_none(const char *id, const char *state, bool ended, struct tc_e
 		return tc_error(err, TC_EJOB, "logs: job %s: %s before any worker started: see `trainctl show %s`",
 				id, state, id);
 	fprintf(stderr, "trainctl: logs: job %s is %s: no logs yet\n", id, state);
+	return 0;
+}
+
+int logs_check_timed(bool follow, bool timestamps, bool merge, struct tc_err *err)
+{
+	if (follow && (timestamps || merge))
+		return tc_error(err, TC_EUSAGE, "logs: %s reads the logs written so far: not with -f",
+				merge ? "--merge" : "--timestamps");
 	return 0;
 }
 
@@ -66,11 +76,13 @@ int cmd_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "tail", required_argument, NULL, 'n' },
 		{ "follow", no_argument, NULL, 'f' },
 		{ "supervisor", no_argument, NULL, 's' },
+		{ "timestamps", no_argument, NULL, 'T' },
+		{ "merge", no_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	long rank = -1, tail = -1;
-	bool follow = false, supervisor = false;
+	bool follow = false, supervisor = false, timestamps = false, merge = false;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "r:n:fh", opts, NULL)) != -1) {
@@ -85,15 +97,20 @@ int cmd_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			break;
 		case 'f': follow = true; break;
 		case 's': supervisor = true; break;
+		case 'T': timestamps = true; break;
+		case 'M': merge = true; break;
 		case 'h': fputs(logs_usage, stdout); return 0;
 		default: return cmd_bad_option("logs", "r:n:fh", argc, argv, opts, err);
 		}
 	}
 	if (optind + 1 != argc)
 		return tc_error(err, TC_EUSAGE, "logs: give one job");
+	int rc = logs_check_timed(follow, timestamps, merge, err);
+	if (rc)
+		return rc;
 	struct store *st = NULL;
 	struct job_row j = { 0 };
-	int rc = store_open(ctx->home, &st, err);
+	rc = store_open(ctx->home, &st, err);
 	if (!rc)
 		rc = store_job_get(st, argv[optind], &j, err);
 	if (rc)
@@ -117,7 +134,7 @@ int cmd_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	}
 	struct follow_ctx fc = { st, j.id };
 	struct logs_opts lo = { j.run_dir, (int)rank, tail, follow, rank < 0 && j.world_size != 1,
-				job_alive, &fc };
+				job_alive, &fc, timestamps, merge };
 	rc = logs_print(&lo, stdout, err);
 out:
 	job_row_release(&j);

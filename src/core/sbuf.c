@@ -2,6 +2,8 @@
 #include "core/sbuf.h"
 #include "core/xalloc.h"
 
+#include <ctype.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +90,22 @@ void sbuf_add_shell_quoted(struct sbuf *sb, const char *s)
 			sbuf_addch(sb, *s);
 	}
 	sbuf_addch(sb, '\'');
+}
+
+void sbuf_add_shell_argv(struct sbuf *sb, const char *const *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			sbuf_addch(sb, ' ');
+		const char *s = v[i];
+		bool plain = *s;
+		for (; plain && *s; s++)
+			plain = isalnum((unsigned char)*s) || strchr("_@%+=:,./-", *s);
+		if (plain)
+			sbuf_adds(sb, v[i]);
+		else
+			sbuf_add_shell_quoted(sb, v[i]);
+	}
 }
 
 void sbuf_setlen(struct sbuf *sb, size_t len)

@@ -34,6 +34,8 @@ void sbuf_vaddf(struct sbuf *sb, const char *fmt, va_list ap);
 void sbuf_vsay(void (*say)(void *ctx, const char *line), void *ctx, const char *fmt, va_list ap);
 /* Append s quoted for a POSIX shell ('...' with ' escaped). */
 void sbuf_add_shell_quoted(struct sbuf *sb, const char *s);
+/* v[0..n) as a shell reads them back: space-separated, quoted only where needed. */
+void sbuf_add_shell_argv(struct sbuf *sb, const char *const *v, size_t n);
 void sbuf_reset(struct sbuf *sb);
 void sbuf_setlen(struct sbuf *sb, size_t len);
 /* Drop bytes [0, n) keeping the rest. */

@@ -430,3 +430,44 @@ bool diag_resume_continues(long long ckpt, long long epoch, long long iter)
 		return true; /* nothing to compare */
 	return iter == ckpt + 1 || epoch == ckpt + 1;
 }
+
+/* ---- the exception line ---- */
+
+/* An exception line names its type first: "KeyError: 'x'", "torch.OutOfMemoryError: ...". */
+static bool looks_like_exception(const char *s, size_t n)
+{
+	size_t i = 0;
+	while (i < n && (isalnum((unsigned char)s[i]) || s[i] == '_' || s[i] == '.'))
+		i++;
+	return i > 0 && isalpha((unsigned char)s[0]) && (i == n || s[i] == ':');
+}
+
+static const char *next_line(const char *p, const char *end)
+{
+	const char *nl = memchr(p, '\n', (size_t)(end - p));
+	return nl ? nl + 1 : end;
+}
+
+char *diag_exception_line(const char *text, size_t len, bool traceback)
+{
+	static const char mark[] = "Traceback (most recent call last):";
+	const char *end = text + len, *last = NULL;
+	for (const char *p = text; p < end; p = next_line(p, end))
+		if ((size_t)(end - p) >= sizeof(mark) - 1 && !memcmp(p, mark, sizeof(mark) - 1))
+			last = p;
+	if (traceback && !last)
+		return NULL;
+	const char *p = last ? next_line(last, end) : text;
+	/* the frames are indented; the exception line is the first that is not */
+	while (last && p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p = next_line(p, end);
+	size_t n = (size_t)(next_line(p, end) - p);
+	while (n && (p[n - 1] == '\n' || p[n - 1] == '\r' || p[n - 1] == ' '))
+		n--;
+	if (!n || !looks_like_exception(p, n))
+		return NULL;
+	if (n > DIAG_EXCEPTION_MAX) /* cut at a character's start */
+		for (n = DIAG_EXCEPTION_MAX; n && ((unsigned char)p[n] & 0xc0) == 0x80;)
+			n--;
+	return xstrndup(p, n);
+}

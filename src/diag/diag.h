@@ -124,6 +124,19 @@ long long diag_ckpt_step(const char *path);
  */
 bool diag_resume_continues(long long ckpt, long long epoch, long long iter);
 
+/* ---- the exception line ---- */
+
+/* Bytes kept of an exception line. */
+#define DIAG_EXCEPTION_MAX 200
+/*
+ * The exception a Python traceback ends in ("KeyError: 'missing_key'"),
+ * heap, or NULL: the first unindented line after the last "Traceback (most
+ * recent call last):" in text; without one, NULL when traceback is set,
+ * else text's first line when it reads like an exception (torch's @record
+ * message).  At most DIAG_EXCEPTION_MAX bytes.
+ */
+char *diag_exception_line(const char *text, size_t len, bool traceback);
+
 /* ---- the stack dump hook ---- */
 
 /* sitecustomize.py text (static): see docs/diagnostics.md. */

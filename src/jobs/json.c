@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "core/json.h"
 #include "core/xalloc.h"
+#include "spec/spec.h"
 
 #include <float.h>
 #include <math.h>
@@ -33,6 +34,25 @@ static json_t *jstr_cut(const char *s, size_t n)
 		if (((unsigned char)s[i] & 0xc0) != 0x80 && chars++ == n)
 			break;
 	return json_stringn(s, i);
+}
+
+/* What each worker runs (spec_worker_argv), from the stored spec; null when it cannot be read. */
+static json_t *worker_argv(const char *spec_json)
+{
+	struct spec *sp = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	if (!spec_json || spec_from_json(spec_json, &sp, &err)) {
+		tc_err_release(&err);
+		return json_null();
+	}
+	struct strvec v = STRVEC_INIT;
+	spec_worker_argv(sp, &v);
+	json_t *a = json_array();
+	for (size_t i = 0; i < v.nr; i++)
+		json_array_append_new(a, json_string(v.v[i]));
+	strvec_clear(&v);
+	spec_free(sp);
+	return a;
 }
 
 json_t *job_to_json(const struct job_row *j, unsigned flags)
@@ -67,6 +87,7 @@ json_t *job_to_json(const struct job_row *j, unsigned flags)
 	if (!brief) {
 		json_t *spec = j->spec_json ? json_loads(j->spec_json, 0, NULL) : NULL;
 		json_object_set_new(o, "spec", spec ? spec : json_null());
+		json_object_set_new(o, "argv", worker_argv(j->spec_json));
 	}
 	return o;
 }

@@ -4,7 +4,9 @@
  * the server sent alike.
  */
 #include "jobs/jobs.h"
+#include "core/sbuf.h"
 #include "core/util.h"
+#include "core/xalloc.h"
 #include "metrics/query.h"
 
 #include <stdlib.h>
@@ -48,6 +50,22 @@ static void line_plan(struct sbuf *out, json_t *spec)
 }
 
 /* The server's view: owner, priority and the devices it holds. */
+/* what every worker runs (spec_worker_argv), as a shell reads it back */
+static void line_argv(struct sbuf *out, json_t *argv)
+{
+	size_t i, n = json_array_size(argv);
+	if (!n)
+		return;
+	const char **v = xcalloc(n, sizeof(*v));
+	json_t *a;
+	json_array_foreach(argv, i, a)
+		v[i] = json_is_string(a) ? json_string_value(a) : "?";
+	sbuf_addf(out, "%-10s ", "argv");
+	sbuf_add_shell_argv(out, v, n);
+	sbuf_addch(out, '\n');
+	free(v);
+}
+
 static void lines_managed(struct sbuf *out, json_t *o)
 {
 	sbuf_addf(out, "%-10s %lld%s\n", "priority", num(o, "priority"),
@@ -220,6 +238,7 @@ void jobs_show_text(json_t *o, struct sbuf *out)
 	if (managed)
 		lines_managed(out, o);
 	sbuf_addf(out, "%-10s %s\n", "run dir", str(o, "run_dir", "?"));
+	line_argv(out, get(o, "argv"));
 	/* image: jobs (docs/containers.md) */
 	const char *image = str(get(o, "spec"), "image", NULL);
 	/* the runtime when the spec has one (a Slurm job's is chosen at submission) */

@@ -278,8 +278,7 @@ static int node_outcome(struct sup *sp, int *exit_status, struct node_ckpts *nck
 		if (sp->fail_why.len) { /* a hang or an on_log match (watch.c) */
 			sbuf_add(&cause, sp->fail_why.buf, sp->fail_why.len);
 		} else {
-			sbuf_addf(&cause, "rank %d ", sp->fail_rank);
-			proc_describe_exit(&cause, sp->fail_status);
+			sup_rank_cause(sp, &cause, sp->fail_rank, sp->fail_status);
 		}
 		sup_failure_detail(sp, &detail, sp->fail_rank);
 		*exit_status = 1;

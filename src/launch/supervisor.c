@@ -12,6 +12,7 @@
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "diag/diag.h"
 #include "hub/hub.h"
 #include "jobs/jobs.h"
 #include "metrics/ingest.h"
@@ -73,27 +74,41 @@ void launch_say(const char *fmt, ...)
 	va_end(ap);
 }
 
-void sup_say(struct sup *sp, const char *fmt, ...)
+enum say_to { SAY_LOG, SAY_CONSOLE, SAY_UNLESS_BRIEF };
+
+static void say_fmt(struct sup *sp, enum say_to to, const char *fmt, va_list ap)
 {
 	struct sbuf msg = SBUF_INIT;
-	va_list ap;
-	va_start(ap, fmt);
 	sbuf_vaddf(&msg, fmt, ap);
-	va_end(ap);
 	/* run -q: the console gets the warnings (and the result line, sup_result) only */
-	say_text(sp->suplog_fd, !sp->o->brief || !strncmp(msg.buf, "warning: ", 9), msg.buf);
+	bool console = to == SAY_CONSOLE ||
+		       (to == SAY_UNLESS_BRIEF && (!sp->o->brief || !strncmp(msg.buf, "warning: ", 9)));
+	say_text(sp->suplog_fd, console, msg.buf);
 	sbuf_release(&msg);
+}
+
+/* fmt's arguments to say_fmt */
+#define SAY_VIA(to)                            \
+	do {                                   \
+		va_list ap_;                   \
+		va_start(ap_, fmt);            \
+		say_fmt(sp, (to), fmt, ap_);   \
+		va_end(ap_);                   \
+	} while (0)
+
+void sup_say(struct sup *sp, const char *fmt, ...)
+{
+	SAY_VIA(SAY_UNLESS_BRIEF);
+}
+
+void sup_log(struct sup *sp, const char *fmt, ...)
+{
+	SAY_VIA(SAY_LOG);
 }
 
 void sup_event(struct sup *sp, const char *fmt, ...)
 {
-	struct sbuf msg = SBUF_INIT;
-	va_list ap;
-	va_start(ap, fmt);
-	sbuf_vaddf(&msg, fmt, ap);
-	va_end(ap);
-	say_text(sp->suplog_fd, true, msg.buf);
-	sbuf_release(&msg);
+	SAY_VIA(SAY_CONSOLE);
 }
 
 void sup_result(struct sup *sp, const char *fmt, ...)
@@ -269,12 +284,31 @@ static int make_run_folder(struct sup *sp, struct tc_err *err)
 
 /* ---- root cause ---- */
 
-static void append_log_tail(struct sup *sp, struct sbuf *out, int rank)
+/* text without its last Python traceback (the error file shows it): once on the screen is enough */
+static bool cut_traceback(struct sbuf *text)
+{
+	static const char mark[] = "Traceback (most recent call last):";
+	for (size_t i = text->len; i-- > 0;)
+		if ((i == 0 || text->buf[i - 1] == '\n') && text->len - i >= sizeof(mark) - 1 &&
+		    !memcmp(text->buf + i, mark, sizeof(mark) - 1)) {
+			sbuf_setlen(text, i);
+			sbuf_rtrim(text);
+			return true;
+		}
+	return false;
+}
+
+/* after_traceback: the error file showed the traceback: the tail stops where the log's own begins */
+static void append_log_tail(struct sup *sp, struct sbuf *out, int rank, bool after_traceback)
 {
 	struct sbuf path = SBUF_INIT, text = SBUF_INIT;
 	sbuf_addf(&path, "%s/rank-%d.log", sp->log_dir, rank);
+	bool cut = false;
 	if (read_file_nofollow(path.buf, &text, NULL) == 0 && text.len) {
 		sbuf_rtrim(&text);
+		cut = after_traceback && cut_traceback(&text);
+	}
+	if (text.len) {
 		size_t start = text.len;
 		int lines = 0;
 		while (start > 0 && lines < TAIL_LINES) {
@@ -285,8 +319,8 @@ static void append_log_tail(struct sup *sp, struct sbuf *out, int rank)
 		if (text.buf[start] == '\n')
 			start++;
 		int shown = lines < TAIL_LINES ? lines + 1 : TAIL_LINES;
-		sbuf_addf(out, "\n--- last %d line%s of rank %d (%s) ---\n", shown, shown == 1 ? "" : "s",
-			  rank, path.buf);
+		sbuf_addf(out, "\n--- last %d line%s of rank %d%s (%s) ---\n", shown, shown == 1 ? "" : "s",
+			  rank, cut ? " before its traceback" : "", path.buf);
 		sbuf_add(out, text.buf + start, text.len - start);
 	}
 	sbuf_release(&path);
@@ -294,41 +328,89 @@ static void append_log_tail(struct sup *sp, struct sbuf *out, int rank)
 }
 
 /* torch's @record writes {"message": {"message": ..., "extraInfo": {"py_callstack": ...}}} */
-static void append_error_file(struct sup *sp, struct sbuf *out, int rank)
+static json_t *read_error_file(struct sup *sp, int rank, struct sbuf *path, const char **msg,
+			       const char **stack)
 {
-	struct sbuf path = SBUF_INIT;
-	sbuf_addf(&path, "%s/error-rank-%d.json", sp->log_dir, rank);
+	sbuf_addf(path, "%s/error-rank-%d.json", sp->log_dir, rank);
 	/* the job's user writes logs/: read its file, never one a link points at */
 	struct sbuf text = SBUF_INIT;
-	json_t *root = read_file_nofollow(path.buf, &text, NULL) == 0
+	json_t *root = read_file_nofollow(path->buf, &text, NULL) == 0
 			       ? json_loadb(text.buf, text.len, 0, NULL)
 			       : NULL;
 	sbuf_release(&text);
-	if (root) {
-		json_t *m = json_object_get(root, "message");
-		const char *stack = NULL, *msg = NULL;
-		if (json_is_object(m)) {
-			msg = json_string_value(json_object_get(m, "message"));
-			stack = json_string_value(
-				json_object_get(json_object_get(m, "extraInfo"), "py_callstack"));
-		} else {
-			msg = json_string_value(m);
-		}
-		if (stack || msg) {
-			sbuf_addf(out, "\n--- error reported by rank %d (%s) ---\n", rank, path.buf);
-			sbuf_adds(out, stack ? stack : msg);
-			sbuf_rtrim(out);
-		}
-		json_decref(root);
+	*msg = *stack = NULL;
+	json_t *m = json_object_get(root, "message");
+	if (json_is_object(m)) {
+		*msg = json_string_value(json_object_get(m, "message"));
+		*stack = json_string_value(json_object_get(json_object_get(m, "extraInfo"), "py_callstack"));
+	} else {
+		*msg = json_string_value(m);
 	}
+	return root;
+}
+
+/* The error file's stack, or message; true when it showed a traceback. */
+static bool append_error_file(struct sup *sp, struct sbuf *out, int rank)
+{
+	struct sbuf path = SBUF_INIT;
+	const char *msg, *stack;
+	json_t *root = read_error_file(sp, rank, &path, &msg, &stack);
+	if (stack || msg) {
+		sbuf_addf(out, "\n--- error reported by rank %d (%s) ---\n", rank, path.buf);
+		sbuf_adds(out, stack ? stack : msg);
+		sbuf_rtrim(out);
+	}
+	json_decref(root);
 	sbuf_release(&path);
+	return stack != NULL;
+}
+
+/*
+ * The exception rank died of ("KeyError: 'missing_key'"), heap or NULL:
+ * @record's error file first, else the traceback at the end of its log.
+ */
+static char *rank_exception(struct sup *sp, int rank)
+{
+	struct sbuf path = SBUF_INIT, text = SBUF_INIT;
+	const char *msg, *stack;
+	json_t *root = read_error_file(sp, rank, &path, &msg, &stack);
+	char *line = msg ? diag_exception_line(msg, strlen(msg), false) : NULL;
+	if (!line && stack)
+		line = diag_exception_line(stack, strlen(stack), true);
+	json_decref(root);
+	sbuf_reset(&path);
+	sbuf_addf(&path, "%s/rank-%d.log", sp->log_dir, rank);
+	if (!line && read_file_nofollow(path.buf, &text, NULL) == 0 && text.len) {
+		/* the traceback is at the end: its last 64 KiB are enough */
+		size_t from = text.len > 65536 ? text.len - 65536 : 0;
+		line = diag_exception_line(text.buf + from, text.len - from, true);
+	}
+	sbuf_release(&text);
+	sbuf_release(&path);
+	return line;
+}
+
+void sup_rank_cause(struct sup *sp, struct sbuf *cause, int rank, int status)
+{
+	size_t from = cause->len;
+	char *exc = rank_exception(sp, rank);
+	if (exc) {
+		sbuf_addf(cause, "rank %d: %s (", rank, exc);
+		proc_describe_exit(cause, status);
+		sbuf_addch(cause, ')');
+	} else {
+		sbuf_addf(cause, "rank %d ", rank);
+		proc_describe_exit(cause, status);
+	}
+	free(exc);
+	sup_mask_secrets(sp, cause, from); /* the exception's text is the job's */
 }
 
 void sup_failure_detail(struct sup *sp, struct sbuf *out, int rank)
 {
 	size_t from = out->len;
-	append_error_file(sp, out, rank);
-	append_log_tail(sp, out, rank);
+	bool traceback = append_error_file(sp, out, rank);
+	append_log_tail(sp, out, rank, traceback);
 	sup_mask_secrets(sp, out, from); /* the root cause is shown and stored: the error file is the job's */
 }
 
@@ -571,8 +653,7 @@ static int record_failed(struct sup *sp, struct attempts *a, bool *again, struct
 	if (sp->fail_why.len) {
 		sbuf_add(&cause, sp->fail_why.buf, sp->fail_why.len);
 	} else {
-		sbuf_addf(&cause, "rank %d ", sp->fail_rank);
-		proc_describe_exit(&cause, sp->fail_status);
+		sup_rank_cause(sp, &cause, sp->fail_rank, sp->fail_status);
 	}
 	*again = !early && !sp->fail_final && sp->attempt < sp->s->max_restarts;
 	if (*again) {
@@ -941,7 +1022,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	for (int i = 0; i < sp.n; i++) {
 		sp.w[i].local_rank = i;
 		sp.w[i].rank = (o->node ? o->node->node_rank * sp.n : 0) + i;
-		sp.w[i].out.fd = sp.w[i].err.fd = sp.w[i].logfd = -1;
+		sp.w[i].out.fd = sp.w[i].err.fd = sp.w[i].logfd = sp.w[i].timesfd = -1;
 		sp.w[i].reaped = true;
 	}
 	if ((rc = record_job(&sp, err)))

@@ -41,6 +41,8 @@ struct worker {
 	pid_t pid;
 	struct stream out, err;
 	int logfd;
+	int timesfd;          /* logs/rank-N.times: when each write to the log began (logs.h) */
+	long long times_last; /* the last time written there, ms */
 	bool reaped;
 	int status;     /* wait status */
 	double started; /* wall time it was started */
@@ -105,6 +107,8 @@ struct sup {
  * (sup_event for what run -q shows too).
  */
 void sup_say(struct sup *sp, const char *fmt, ...) TC_PRINTF(2, 3);
+/* The node's supervisor log only (detail the terminal does not need). */
+void sup_log(struct sup *sp, const char *fmt, ...) TC_PRINTF(2, 3);
 /* sup_say, on stderr even under run -q: failures, restarts, signals. */
 void sup_event(struct sup *sp, const char *fmt, ...) TC_PRINTF(2, 3);
 /* The job's outcome line: said once everything else is (launch_run), on stderr always. */
@@ -127,6 +131,12 @@ int sup_user_dir_outside(struct sup *sp, const char *path, struct tc_err *err);
 void sup_watchdog_tell(struct sup *sp, int32_t msg);
 /* The failed rank's error file and log tail, appended to out. */
 void sup_failure_detail(struct sup *sp, struct sbuf *out, int rank);
+/*
+ * "rank 1: KeyError: 'missing_key' (exited with code 1)": the exception
+ * the rank died of when its error file or log's traceback names one, else
+ * "rank 1 exited with code 1" (status: its wait status).
+ */
+void sup_rank_cause(struct sup *sp, struct sbuf *cause, int rank, int status);
 /*
  * Record the workers this attempt started (those not reaped) and, with
  * why, the state running; the job's row first when it is still sp->late.

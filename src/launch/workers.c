@@ -60,8 +60,25 @@ static void emit_lines(struct sup *sp, struct worker *w, const char *data, size_
 	sbuf_release(&masked);
 }
 
+/* logs/rank-N.times gets "OFFSET MS" where a write of whole lines begins (logs.h): the log stays byte-exact */
+static void note_time(struct worker *w)
+{
+	long long ms = (long long)(now_wall() * 1000.0);
+	if (w->timesfd < 0 || ms == w->times_last)
+		return;
+	off_t off = lseek(w->logfd, 0, SEEK_END);
+	if (off < 0)
+		return;
+	char line[64];
+	int n = snprintf(line, sizeof(line), "%lld %lld\n", (long long)off, ms);
+	if (n > 0 && write_all(w->timesfd, line, (size_t)n) < 0)
+		errno = 0; /* best effort: `logs --timestamps` then shows the previous time */
+	w->times_last = ms;
+}
+
 static void emit_masked(struct sup *sp, struct worker *w, const char *data, size_t len)
 {
+	note_time(w);
 	if (write_all(w->logfd, data, len) < 0)
 		sup_say(sp, "warning: cannot write rank %d log: %s", w->rank, strerror(errno));
 	console_expect(sp->con, data, len);
@@ -175,32 +192,6 @@ int launch_free_port(void)
 	return try_port(0);
 }
 
-static void build_argv(const struct spec *s, struct strvec *argv)
-{
-	if (s->shell) {
-		/*
-		 * args reach the script as "$@", never through the shell's parser;
-		 * a command that uses "$@" itself places them, others get them
-		 * appended.
-		 */
-		struct sbuf cmd = SBUF_INIT;
-		bool places_args = strstr(s->shell, "$@") || strstr(s->shell, "$*");
-		sbuf_addf(&cmd, places_args || !s->nargs ? "%s" : "%s \"$@\"", s->shell);
-		strvec_push(argv, "/bin/sh");
-		strvec_push(argv, "-c");
-		strvec_push(argv, cmd.buf);
-		strvec_push(argv, "trainctl-job");
-		sbuf_release(&cmd);
-	} else {
-		strvec_pushv(argv, (const char *const *)s->argv.v);
-	}
-	for (size_t i = 0; i < s->nargs; i++) {
-		strvec_pushf(argv, "--%s", s->args[i].key);
-		if (s->args[i].val)
-			strvec_push(argv, s->args[i].val);
-	}
-}
-
 /* A worker's output pipe, as the poll loop reads it. */
 static void tune_pipe(int fd)
 {
@@ -210,6 +201,21 @@ static void tune_pipe(int fd)
 	/* the loop reads each stream until EAGAIN; F_SETFL cannot fail on our own pipe */
 	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0)
 		errno = 0;
+}
+
+/* supervisor.log: exactly what rank w runs (an image job's: the runtime's command line) */
+static void log_argv(struct sup *sp, const struct worker *w, const struct proc *p)
+{
+	struct sbuf sb = SBUF_INIT;
+	sbuf_addf(&sb, "attempt %d rank %d runs: ", sp->attempt, w->rank);
+	size_t from = sb.len;
+	sbuf_add_shell_argv(&sb, (const char *const *)p->wrapper.v, p->wrapper.nr);
+	if (p->wrapper.nr)
+		sbuf_addch(&sb, ' ');
+	sbuf_add_shell_argv(&sb, (const char *const *)p->args.v, p->args.nr);
+	sup_mask_secrets(sp, &sb, from);
+	sup_log(sp, "%s", sb.buf);
+	sbuf_release(&sb);
 }
 
 /* Start rank w: its own group, killed with us, output into two pipes. */
@@ -228,6 +234,8 @@ static int start_worker(struct sup *sp, struct worker *w, const struct strvec *a
 	p.out.how = p.err.how = PROC_IO_PIPE;
 	int rc = sp->ctr ? sup_container_wrap(sp, w, &p, err) : 0;
 	if (!rc)
+		log_argv(sp, w, &p);
+	if (!rc)
 		rc = proc_start(&p, err);
 	if (!rc) {
 		w->pid = p.pid;
@@ -245,7 +253,7 @@ static int spawn_workers(struct sup *sp, const struct env_plan *plan, struct tc_
 {
 	struct strvec argv = STRVEC_INIT, common = STRVEC_INIT;
 	int rc = 0;
-	build_argv(sp->s, &argv);
+	spec_worker_argv(sp->s, &argv);
 	proc_env_inherit(&common);
 	env_drop_supervisor_only(&common);
 	env_common(plan, &common);
@@ -262,6 +270,10 @@ static int spawn_workers(struct sup *sp, const struct env_plan *plan, struct tc_
 		sbuf_addf(&lp, "%s/rank-%d.log", sp->log_dir, w->rank);
 		/* logs/ belongs to the job's user: a symlink there must not aim root's writes */
 		w->logfd = open_regular_nofollow(lp.buf, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		sbuf_reset(&lp);
+		sbuf_addf(&lp, "%s/rank-%d.times", sp->log_dir, w->rank);
+		w->timesfd = open_regular_nofollow(lp.buf, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		w->times_last = 0;
 		sbuf_release(&lp);
 		if (w->logfd < 0)
 			rc = tc_error_errno(err, TC_ESYS, "cannot start rank %d", w->rank);
@@ -314,9 +326,21 @@ int *sup_rank_ports(struct sup *sp)
 int sup_start_workers(struct sup *sp, const struct env_plan *plan, const char *env_file,
 		      struct tc_err *err)
 {
+	struct sbuf text = SBUF_INIT;
 	char *envtext = env_file_text(plan);
-	int rc = sup_write_private(sp->run_dir, env_file, envtext, err);
+	sbuf_adds(&text, envtext);
 	free(envtext);
+	/* what every worker runs, as a shell reads it back (image jobs: inside the container) */
+	struct strvec argv = STRVEC_INIT;
+	spec_worker_argv(sp->s, &argv);
+	size_t from = text.len;
+	sbuf_adds(&text, "# every worker runs: ");
+	sbuf_add_shell_argv(&text, (const char *const *)argv.v, argv.nr);
+	sbuf_addch(&text, '\n');
+	strvec_clear(&argv);
+	sup_mask_secrets(sp, &text, from);
+	int rc = sup_write_private(sp->run_dir, env_file, text.buf, err);
+	sbuf_release(&text);
 	if (rc)
 		return rc;
 	sp->failed = false;
@@ -556,7 +580,9 @@ void sup_attempt_loop(struct sup *sp)
 	for (int i = 0; i < sp->n; i++) {
 		if (sp->w[i].logfd >= 0)
 			close(sp->w[i].logfd);
-		sp->w[i].logfd = -1;
+		if (sp->w[i].timesfd >= 0)
+			close(sp->w[i].timesfd);
+		sp->w[i].logfd = sp->w[i].timesfd = -1;
 	}
 	sup_container_attempt_end(sp);
 	sup_watchdog_tell(sp, 0);

@@ -10,14 +10,152 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 struct source {
 	int rank;
 	int fd;
 	struct sbuf partial;
+	off_t pos; /* the log's offset where partial begins */
+	/* rank-N.times (logs.h): read as far as the lines printed need */
+	int tfd;
+	struct sbuf tbuf;      /* read, not parsed yet */
+	long long t_cur;       /* the time of the lines at and after the entry passed, ms; -1 none */
+	bool have_next;
+	long long next_off, next_ms;
 };
+
+/* A line kept for --merge: printed once the round's lines are sorted by time. */
+struct mline {
+	long long ms;
+	size_t seq;
+	int rank;
+	char *text; /* with its newline */
+	size_t len;
+};
+
+struct printer {
+	const struct logs_opts *o;
+	FILE *out;
+	struct mline *v;
+	size_t n, alloc, seq;
+};
+
+static void source_init(struct source *s)
+{
+	s->fd = s->tfd = -1;
+	s->pos = 0;
+	s->t_cur = -1;
+	s->have_next = false;
+	sbuf_init(&s->partial, 0);
+	sbuf_init(&s->tbuf, 0);
+}
+
+/* The next "OFFSET MS" entry of the times file into s->next_*; false when none is there yet. */
+static bool next_time(struct source *s)
+{
+	for (;;) {
+		char *nl = s->tbuf.len ? memchr(s->tbuf.buf, '\n', s->tbuf.len) : NULL;
+		if (nl) {
+			*nl = '\0';
+			long long off, ms;
+			int ok = sscanf(s->tbuf.buf, "%lld %lld", &off, &ms) == 2;
+			sbuf_remove_front(&s->tbuf, (size_t)(nl - s->tbuf.buf) + 1);
+			if (ok) {
+				s->next_off = off;
+				s->next_ms = ms;
+				return true;
+			}
+			continue; /* a torn entry: the next one holds */
+		}
+		char buf[8192];
+		ssize_t r = s->tfd >= 0 ? read(s->tfd, buf, sizeof(buf)) : 0;
+		if (r <= 0)
+			return false;
+		/* an entry is a few dozen bytes: a file of the job's that is not one is not read whole */
+		if (s->tbuf.len > 256)
+			sbuf_reset(&s->tbuf);
+		sbuf_add(&s->tbuf, buf, (size_t)r);
+	}
+}
+
+/* The time of the line at offset off of the log, ms (-1: not known). */
+static long long time_at(struct source *s, off_t off)
+{
+	while ((s->have_next || (s->have_next = next_time(s))) && s->next_off <= (long long)off) {
+		s->t_cur = s->next_ms;
+		s->have_next = false;
+	}
+	return s->t_cur;
+}
+
+/* "2026-11-28T12:14:21.123Z " (kubectl's --timestamps, to the ms), "- " when not known */
+static void put_time(FILE *out, long long ms)
+{
+	if (ms < 0) {
+		fputs("- ", out);
+		return;
+	}
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	char buf[32];
+	if (!gmtime_r(&t, &tm) || !strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm)) {
+		fputs("- ", out);
+		return;
+	}
+	fprintf(out, "%s.%03lldZ ", buf, ms % 1000);
+}
+
+static void put_one(struct printer *pr, int rank, long long ms, const char *line, size_t len,
+		    bool add_nl)
+{
+	if (pr->o->merge) {
+		XGROW(pr->v, pr->n + 1, pr->alloc);
+		struct mline *m = &pr->v[pr->n++];
+		m->ms = ms;
+		m->seq = pr->seq++;
+		m->rank = rank;
+		m->text = xmalloc(len + 1);
+		memcpy(m->text, line, len);
+		if (add_nl)
+			m->text[len++] = '\n';
+		m->len = len;
+		return;
+	}
+	if (pr->o->timestamps)
+		put_time(pr->out, ms);
+	if (pr->o->prefix)
+		fprintf(pr->out, "[%d] ", rank);
+	fwrite(line, 1, len, pr->out);
+	if (add_nl)
+		fputc('\n', pr->out);
+}
+
+static int cmp_mline(const void *a, const void *b)
+{
+	const struct mline *x = a, *y = b;
+	if (x->ms != y->ms)
+		return x->ms < y->ms ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* --merge: the lines read so far, by time (ties: the order read, rank by rank) */
+static void flush_merged(struct printer *pr)
+{
+	if (pr->n)
+		qsort(pr->v, pr->n, sizeof(*pr->v), cmp_mline);
+	for (size_t i = 0; i < pr->n; i++) {
+		if (pr->o->timestamps)
+			put_time(pr->out, pr->v[i].ms);
+		fprintf(pr->out, "[%d] ", pr->v[i].rank);
+		fwrite(pr->v[i].text, 1, pr->v[i].len, pr->out);
+		free(pr->v[i].text);
+	}
+	pr->n = 0;
+}
 
 static int cmp_int(const void *a, const void *b)
 {
@@ -122,9 +260,10 @@ int logs_read_supervisor(const char *run_dir, struct sbuf *out, struct tc_err *e
 	return rc;
 }
 
-static void put_lines(struct source *s, const char *data, size_t len, bool prefix, FILE *out,
+static void put_lines(struct printer *pr, struct source *s, const char *data, size_t len,
 		      bool flush_partial)
 {
+	bool timed = pr->o->timestamps || pr->o->merge;
 	sbuf_add(&s->partial, data, len);
 	size_t start = 0;
 	for (;;) {
@@ -132,17 +271,16 @@ static void put_lines(struct source *s, const char *data, size_t len, bool prefi
 		if (!nl)
 			break;
 		size_t end = (size_t)(nl - s->partial.buf) + 1;
-		if (prefix)
-			fprintf(out, "[%d] ", s->rank);
-		fwrite(s->partial.buf + start, 1, end - start, out);
+		long long ms = timed ? time_at(s, s->pos + (off_t)start) : -1;
+		put_one(pr, s->rank, ms, s->partial.buf + start, end - start, false);
 		start = end;
 	}
 	sbuf_remove_front(&s->partial, start);
+	s->pos += (off_t)start;
 	if (flush_partial && s->partial.len) {
-		if (prefix)
-			fprintf(out, "[%d] ", s->rank);
-		fwrite(s->partial.buf, 1, s->partial.len, out);
-		fputc('\n', out);
+		long long ms = timed ? time_at(s, s->pos) : -1;
+		put_one(pr, s->rank, ms, s->partial.buf, s->partial.len, true);
+		s->pos += (off_t)s->partial.len;
 		sbuf_reset(&s->partial);
 	}
 }
@@ -173,14 +311,25 @@ static off_t tail_offset(int fd, long n)
 	return 0;
 }
 
-static void drain(struct source *s, bool prefix, FILE *out, bool final)
+static void drain(struct printer *pr, struct source *s, bool final)
 {
 	char buf[65536];
 	ssize_t r;
 	while ((r = read(s->fd, buf, sizeof(buf))) > 0)
-		put_lines(s, buf, (size_t)r, prefix, out, false);
+		put_lines(pr, s, buf, (size_t)r, false);
 	if (final)
-		put_lines(s, NULL, 0, prefix, out, true);
+		put_lines(pr, s, NULL, 0, true);
+}
+
+/* rank's times file (logs.h) when there is one: without it the lines' times are not known */
+static void open_times(int dfd, uid_t owner, struct source *s, struct sbuf *name)
+{
+	sbuf_reset(name);
+	sbuf_addf(name, "rank-%d.times", s->rank);
+	struct tc_err e = TC_ERR_INIT;
+	if (upath_open(dfd, name->buf, owner, &s->tfd, &e))
+		s->tfd = -1;
+	tc_err_release(&e);
 }
 
 /*
@@ -202,9 +351,8 @@ static void add_new_ranks(int dfd, uid_t owner, int **ranks, struct source **src
 		*ranks = xrealloc(*ranks, (*nr + 1) * sizeof(**ranks));
 		*src = xrealloc(*src, (*nr + 1) * sizeof(**src));
 		(*ranks)[*nr] = now[k];
+		source_init(&(*src)[*nr]); /* opened by the follow loop */
 		(*src)[*nr].rank = now[k];
-		(*src)[*nr].fd = -1; /* opened by the follow loop */
-		sbuf_init(&(*src)[*nr].partial, 0);
 		(*nr)++;
 	}
 	free(now);
@@ -229,10 +377,10 @@ int logs_print(const struct logs_opts *o, FILE *out, struct tc_err *err)
 		return tc_error(err, TC_ENOTFOUND, "cannot list the logs of the job");
 	}
 	src = xcalloc(nr ? nr : 1, sizeof(*src));
-	for (size_t i = 0; i < nr; i++) {
-		src[i].fd = -1;
-		sbuf_init(&src[i].partial, 0);
-	}
+	for (size_t i = 0; i < nr; i++)
+		source_init(&src[i]);
+	struct printer pr = { .o = o, .out = out };
+	bool timed = o->timestamps || o->merge;
 	for (size_t i = 0; i < nr; i++) {
 		struct tc_err e2 = TC_ERR_INIT;
 		src[i].rank = ranks[i];
@@ -243,15 +391,18 @@ int logs_print(const struct logs_opts *o, FILE *out, struct tc_err *err)
 			goto out;
 		}
 		tc_err_release(&e2);
-		if (src[i].fd >= 0 && lseek(src[i].fd, tail_offset(src[i].fd, o->tail), SEEK_SET) < 0) {
+		if (src[i].fd >= 0 &&
+		    (src[i].pos = lseek(src[i].fd, tail_offset(src[i].fd, o->tail), SEEK_SET)) < 0) {
 			rc = tc_error_errno(err, TC_ESYS, "seek");
 			goto out;
 		}
+		if (src[i].fd >= 0 && timed)
+			open_times(dfd, owner, &src[i], &name);
 	}
-	bool prefix = o->prefix;
 	for (size_t i = 0; i < nr; i++)
 		if (src[i].fd >= 0)
-			drain(&src[i], prefix, out, !o->follow);
+			drain(&pr, &src[i], !o->follow);
+	flush_merged(&pr);
 	while (o->follow) {
 		bool alive = o->alive ? o->alive(o->alive_data) : false;
 		fflush(out);
@@ -266,10 +417,13 @@ int logs_print(const struct logs_opts *o, FILE *out, struct tc_err *err)
 				struct tc_err e2 = TC_ERR_INIT;
 				src[i].fd = open_rank(dfd, owner, ranks[i], &name, &e2);
 				tc_err_release(&e2);
+				if (src[i].fd >= 0 && timed)
+					open_times(dfd, owner, &src[i], &name);
 			}
 			if (src[i].fd >= 0)
-				drain(&src[i], prefix, out, !alive);
+				drain(&pr, &src[i], !alive);
 		}
+		flush_merged(&pr);
 		if (!alive)
 			break;
 		usleep(200 * 1000);
@@ -278,8 +432,14 @@ out:
 	for (size_t i = 0; i < nr; i++) {
 		if (src[i].fd >= 0)
 			close(src[i].fd);
+		if (src[i].tfd >= 0)
+			close(src[i].tfd);
 		sbuf_release(&src[i].partial);
+		sbuf_release(&src[i].tbuf);
 	}
+	for (size_t i = 0; i < pr.n; i++) /* what an error left unprinted */
+		free(pr.v[i].text);
+	free(pr.v);
 	free(src);
 	free(ranks);
 	sbuf_release(&name);

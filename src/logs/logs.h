@@ -31,6 +31,18 @@ struct logs_opts {
 	bool prefix;     /* "[r] " before each line */
 	logs_alive_fn alive;
 	void *alive_data;
+	/*
+	 * --timestamps: each line after the time its rank wrote it
+	 * ("2026-11-28T12:14:21.123Z ", "- " when not known).  --merge: the
+	 * lines of every rank ordered by that time, each with "[r] " (while
+	 * following: each round's lines).  The times come from the supervisor's
+	 * rank-N.times next to each rank-N.log: "OFFSET MS" lines, the log's
+	 * byte offset where one write of whole lines began and the wall time
+	 * in ms; a line has the time of the last entry at or before its
+	 * offset.  The rank logs themselves stay byte-exact.
+	 */
+	bool timestamps;
+	bool merge;
 };
 
 int logs_print(const struct logs_opts *o, FILE *out, struct tc_err *err);

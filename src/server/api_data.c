@@ -26,6 +26,13 @@
 
 /* ---- logs ---- */
 
+/* ?name=1 or ?name=true */
+static bool arg_flag(struct MHD_Connection *con, const char *name)
+{
+	const char *v = arg_of(con, name);
+	return v && (!strcmp(v, "1") || !strcmp(v, "true"));
+}
+
 int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 {
 	long rank, tail;
@@ -33,9 +40,11 @@ int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 	    !arg_long(con, "tail", -1, 10000000, -1, &tail))
 		return reply_err(con, 400, "rank and tail must be numbers");
 	const char *fmt = arg_of(con, "format");
-	const char *follow = arg_of(con, "follow");
-	if (follow && (!strcmp(follow, "1") || !strcmp(follow, "true")))
+	if (arg_flag(con, "follow")) {
+		if (arg_flag(con, "timestamps") || arg_flag(con, "merge"))
+			return reply_err(con, 400, "timestamps and merge read the logs written so far: not with follow");
 		return stream_logs(s, con, x, (int)rank, tail);
+	}
 	/* logs/ is the job's account's: logs_print opens it from the run folder, links refused */
 	struct tc_err err = TC_ERR_INIT;
 	if (fmt && !strcmp(fmt, "json")) {
@@ -57,7 +66,8 @@ int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 			char *buf = NULL;
 			size_t len = 0;
 			FILE *f = open_memstream(&buf, &len);
-			struct logs_opts lo = { x->run_dir, r, tail < 0 ? 2000 : tail, false, false, NULL, NULL };
+			struct logs_opts lo = { x->run_dir, r, tail < 0 ? 2000 : tail, false, false, NULL, NULL,
+						false, false };
 			if (f) {
 				if (logs_print(&lo, f, &err))
 					tc_err_release(&err);
@@ -77,7 +87,7 @@ int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 	if (!f)
 		return reply_err(con, 500, "out of memory");
 	struct logs_opts lo = { x->run_dir, (int)rank, tail, false, rank < 0 && x->device_count != 1,
-				NULL, NULL };
+				NULL, NULL, arg_flag(con, "timestamps"), arg_flag(con, "merge") };
 	int rc = logs_print(&lo, f, &err);
 	fclose(f);
 	int ret;

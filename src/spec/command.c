@@ -7,7 +7,8 @@
  * "/bin:/usr/bin"), relative PATH entries following workdir.  A miss says
  * which program and, when one is close, what it may have meant.  Each
  * endpoint's program (its kind's row in endpoint/endpoint.c) is looked up
- * the same way.
+ * the same way.  Also the argv the workers run (spec_worker_argv): one
+ * place builds it for the supervisor, job.env and `show`.
  */
 #include "spec/spec.h"
 #include "core/sbuf.h"
@@ -209,4 +210,30 @@ int spec_check_command(const struct spec *s, struct tc_err *err)
 	sbuf_release(&where);
 	sbuf_release(&hint);
 	return rc ? rc : check_endpoints(s, err);
+}
+
+void spec_worker_argv(const struct spec *s, struct strvec *argv)
+{
+	if (s->shell) {
+		/*
+		 * args reach the script as "$@", never through the shell's parser;
+		 * a command that uses "$@" itself places them, others get them
+		 * appended.
+		 */
+		struct sbuf cmd = SBUF_INIT;
+		bool places_args = strstr(s->shell, "$@") || strstr(s->shell, "$*");
+		sbuf_addf(&cmd, places_args || !s->nargs ? "%s" : "%s \"$@\"", s->shell);
+		strvec_push(argv, "/bin/sh");
+		strvec_push(argv, "-c");
+		strvec_push(argv, cmd.buf);
+		strvec_push(argv, "trainctl-job");
+		sbuf_release(&cmd);
+	} else {
+		strvec_pushv(argv, (const char *const *)s->argv.v);
+	}
+	for (size_t i = 0; i < s->nargs; i++) {
+		strvec_pushf(argv, "--%s", s->args[i].key);
+		if (s->args[i].val)
+			strvec_push(argv, s->args[i].val);
+	}
 }

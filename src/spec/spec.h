@@ -243,6 +243,12 @@ void spec_free(struct spec *s);
  */
 int spec_check_command(const struct spec *s, struct tc_err *err);
 /*
+ * The argv every worker runs (appended to argv): a list command with the
+ * args as --key value; a string command as /bin/sh -c 'CMD "$@"'
+ * trainctl-job --key value (args never pass through the shell's parser).
+ */
+void spec_worker_argv(const struct spec *s, struct strvec *argv);
+/*
  * The first slurm.extra option that is not on the allowlist of options a
  * non-admin may give a server (docs/slurm.md: resources and placement,
  * never paths, accounts or the environment), or NULL.

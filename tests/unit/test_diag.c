@@ -195,3 +195,44 @@ TEST(sitecustomize_text)
 	CHECK_CONTAINS(py, "TRAINCTL_STACK_DIR");
 	CHECK_CONTAINS(py, "register_at_fork");
 }
+
+/* the root cause's exception line (issue 29, item 11) */
+static char *exc(const char *text)
+{
+	return diag_exception_line(text, strlen(text), false);
+}
+
+TEST(exception_line)
+{
+	char *s = exc("loading\nTraceback (most recent call last):\n  File \"t.py\", line 3, in <module>\n"
+		      "    x = {}['missing_key']\n        ~~^^^^^^^\nKeyError: 'missing_key'\n");
+	CHECK_STR(s, "KeyError: 'missing_key'");
+	free(s);
+	/* chained: the last traceback's exception */
+	s = exc("Traceback (most recent call last):\n  File \"a\", line 1\nValueError: a\n\n"
+		"During handling of the above exception, another exception occurred:\n\n"
+		"Traceback (most recent call last):\n  File \"b\", line 2\ntorch.OutOfMemoryError: CUDA out of memory\n"
+		"[rank0]: extra\n");
+	CHECK_STR(s, "torch.OutOfMemoryError: CUDA out of memory");
+	free(s);
+	/* torch @record's message, a bare exception name */
+	s = exc("KeyError: 'missing_key'");
+	CHECK_STR(s, "KeyError: 'missing_key'");
+	free(s);
+	s = exc("SystemExit");
+	CHECK_STR(s, "SystemExit");
+	free(s);
+	/* not an exception line: nothing */
+	CHECK(exc("exit status 3, see the log") == NULL);
+	CHECK(exc("Traceback (most recent call last):\n  File \"x\", line 1\n") == NULL);
+	CHECK(exc("") == NULL);
+	/* a log without a traceback names none, whatever its first line */
+	CHECK(diag_exception_line("hello\n", 6, true) == NULL);
+	/* cut at DIAG_EXCEPTION_MAX bytes, at a character's start */
+	char big[600] = "E: ";
+	for (size_t i = 3; i + 2 < sizeof(big) - 1; i += 2)
+		memcpy(big + i, "\xc3\xa9", 2);
+	s = exc(big);
+	CHECK(s && strlen(s) <= DIAG_EXCEPTION_MAX && ((unsigned char)s[strlen(s) - 1] & 0xc0) == 0x80);
+	free(s);
+}
