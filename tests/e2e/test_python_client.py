@@ -303,7 +303,7 @@ def test_tcp_with_tokens_and_other_users(request):
         assert ev.job == job.id and ev.state == "queued"
         with pytest.raises(trainctl.Unauthorized):
             trainctl.Client(url=srv.url, token="tc_" + "0" * 48, socket=False).jobs()
-        sw = alice.sweep({"name": "py-tcp-sweep", "spec": {"command": "echo $1", "args": {"x": 1},
+        sw = alice.sweep({"name": "py-tcp-sweep", "spec": {"command": "echo 'DLLL {\"type\": \"LOG\", \"step\": 1, \"data\": {\"loss\": 0.5}}'; true", "args": {"x": 1},
                                                             "devices": {"type": "cpu", "per_node": 1}},
                           "parameters": {"args.x": [1, 2]}, "objective": {"metric": "loss"}})
         assert sw.wait(120) == "done" and len(sw.trials()) == 2
