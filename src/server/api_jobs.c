@@ -6,6 +6,7 @@
 #include "server/server_int.h"
 #include "server/api_int.h"
 #include "server/admit.h"
+#include "core/json.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "spec/spec.h"
@@ -141,7 +142,8 @@ unsigned api_submit_parse(const char *body, size_t len, struct api_submit *out, 
 		if (json_is_string(spec)) {
 			out->text = xstrdup(json_string_value(spec));
 		} else {
-			char *t = json_dumps(spec, JSON_COMPACT | JSON_PRESERVE_ORDER);
+			/* 0.1 stays 0.1: %.17g would hand the job 0.10000000000000001 */
+			char *t = json_dumps_shortest(spec, JSON_COMPACT | JSON_PRESERVE_ORDER);
 			out->text = xstrdup(t ? t : "{}");
 			free(t);
 		}

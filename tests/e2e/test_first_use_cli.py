@@ -127,3 +127,15 @@ def test_ps_age_is_never_shorter_than_duration(run_tc):
     row = [line for line in p.stdout.splitlines() if "agecheck" in line][0]
     age, dur = re.findall(r"(\d+(?:\.\d)?)s", row)[:2]
     assert float(age) >= float(dur), row
+
+
+# ---- a spec sent as a JSON object keeps its numbers as written ------------------
+
+def test_a_json_object_spec_keeps_its_floats(trainctl, tmp_path):
+    srv = start_server(trainctl, tmp_path / "state")
+    try:
+        job = srv.submit({"name": "floats", "command": ["true"], "args": {"lr": 0.1, "wd": 1e-05}})
+        argv = srv.job(job)["argv"]
+        assert argv[-4:] == ["--lr", "0.1", "--wd", "1e-05"], argv
+    finally:
+        srv.stop()
