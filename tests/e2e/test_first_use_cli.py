@@ -139,3 +139,13 @@ def test_a_json_object_spec_keeps_its_floats(trainctl, tmp_path):
         assert argv[-4:] == ["--lr", "0.1", "--wd", "1e-05"], argv
     finally:
         srv.stop()
+
+
+def test_the_helpers_variables_are_trainctls(run_tc, tmp_path):
+    """The in-job helper's channel and stop file, and CANN's device id, are set
+    by trainctl: a spec cannot quietly override them."""
+    for var in ("TRAINCTL_METRICS_CHANNEL", "TRAINCTL_STOP_FILE", "ASCEND_DEVICE_ID"):
+        spec = tmp_path / "env.yaml"
+        spec.write_text(f'name: env\ncommand: ["true"]\nenv: {{{var}: x}}\n')
+        p = run_tc("run", spec)
+        assert p.returncode == 2 and var in p.stderr, (var, p.stderr)
