@@ -784,6 +784,22 @@ static int query_jobs_of(struct store *st, const char *sql, const char *arg, con
 	return rc;
 }
 
+/*
+ * user's jobs whose id is LIKE pat (escaped with '\\'): at most one, or
+ * TC_EUSAGE naming two when ref is ambiguous.
+ */
+static int jobs_like_of(struct store *st, const char *ref, const char *pat, const char *user,
+			struct job_row **v, size_t *n, struct tc_err *err)
+{
+	int rc = query_jobs_of(st, "SELECT " STORE_JOB_COLS " FROM jobs WHERE id LIKE ?1 ESCAPE '\\'"
+			       " AND (?2 IS NULL OR user = ?2) ORDER BY id DESC LIMIT 2",
+			       pat, user, v, n, err);
+	if (!rc && *n > 1)
+		rc = tc_error(err, TC_EUSAGE, "job '%s' is ambiguous: %s, %s, ...", ref, (*v)[0].id,
+			      (*v)[1].id);
+	return rc;
+}
+
 /* Four hex digits: the random suffix of an id (store_new_job_id). */
 static bool is_id_suffix(const char *ref)
 {
@@ -853,15 +869,10 @@ int store_job_get_of(struct store *st, const char *ref, const char *user, struct
 		}
 		sbuf_addch(&pat, '%');
 		/* prefixes and names only among user's jobs: nobody learns another's ids */
-		rc = query_jobs_of(st, "SELECT " STORE_JOB_COLS " FROM jobs WHERE id LIKE ?1 ESCAPE '\\'"
-				   " AND (?2 IS NULL OR user = ?2) ORDER BY id DESC LIMIT 2",
-				   pat.buf, user, &v, &n, err);
+		rc = jobs_like_of(st, ref, pat.buf, user, &v, &n, err);
 		sbuf_release(&pat);
-		if (!rc && n > 1) {
-			rc = tc_error(err, TC_EUSAGE, "job '%s' is ambiguous: %s, %s, ...", ref, v[0].id,
-				      v[1].id);
+		if (rc)
 			goto out;
-		}
 	}
 	if (!rc && n == 0)
 		rc = query_jobs_of(st, "SELECT " STORE_JOB_COLS " FROM jobs WHERE name = ?1"
@@ -871,15 +882,10 @@ int store_job_get_of(struct store *st, const char *ref, const char *user, struct
 		/* the id's random suffix alone (the part a user reads off `ps`) */
 		struct sbuf pat = SBUF_INIT;
 		sbuf_addf(&pat, "%%-%s", ref);
-		rc = query_jobs_of(st, "SELECT " STORE_JOB_COLS " FROM jobs WHERE id LIKE ?1"
-				   " AND (?2 IS NULL OR user = ?2) ORDER BY id DESC LIMIT 2",
-				   pat.buf, user, &v, &n, err);
+		rc = jobs_like_of(st, ref, pat.buf, user, &v, &n, err);
 		sbuf_release(&pat);
-		if (!rc && n > 1) {
-			rc = tc_error(err, TC_EUSAGE, "job '%s' is ambiguous: %s, %s, ...", ref, v[0].id,
-				      v[1].id);
+		if (rc)
 			goto out;
-		}
 	}
 	if (!rc && n == 0) {
 		char *near = nearest_job_name(st, ref, user);
