@@ -150,7 +150,10 @@ def test_failing_rank_in_a_container_restarts_and_resumes(run_tc, tmp_path, podm
     job = json.loads(run_tc("show", "ctr-restart", "--json").stdout)
     assert job["state"] == "succeeded" and job["restarts"] == 1
     restart = [e for e in job["events"] if e["state"] == "restarting"]
-    assert restart and restart[0]["reason"].startswith("rank 1 exited with code 1"), restart
+    # the cause names the rank's exception first (its error file, written in its container)
+    assert restart and restart[0]["reason"].startswith(
+        "rank 1: RuntimeError: rank 1: failing on purpose"), restart
+    assert "(exited with code 1)" in restart[0]["reason"], restart
     log0 = open(os.path.join(job["run_dir"], "logs", "rank-0.log")).read()
     assert re.search(r"resumed from (\S+) at epoch (\d+)", log0), "rank 0 did not resume"
     assert containers(env, job["id"]) == []
@@ -161,7 +164,7 @@ def test_failing_rank_in_a_container_restarts_and_resumes(run_tc, tmp_path, podm
     p = run_tc("run", "--quiet", spec, env=env, timeout=400)
     assert p.returncode == 1, p.stderr
     job = json.loads(run_tc("show", "ctr-fails", "--json").stdout)
-    assert job["state"] == "failed" and job["root_cause"].startswith("rank 1 exited with code 1")
+    assert job["state"] == "failed" and job["root_cause"].startswith("rank 1: RuntimeError: ")
     assert "error reported by rank 1" in job["root_cause"], job["root_cause"]
     assert "RuntimeError: rank 1: failing on purpose" in job["root_cause"], job["root_cause"]
     assert containers(env, job["id"]) == []

@@ -173,12 +173,14 @@ restart: {{max_restarts: 2, policy: {policy}}}
         job = show(run_tc, f"early-{policy}")
         assert job["state"] == "failed" and job["restarts"] == restarts, job
         if policy == "first_step":
+            # the cause names the exception the log's traceback ends with
             assert job["root_cause"].startswith(
-                "failed before its first step: rank 0 exited with code 1"), job["root_cause"]
+                "failed before its first step: rank 0: ModuleNotFoundError"), job["root_cause"]
+            assert "(exited with code 1)" in job["root_cause"], job["root_cause"]
             assert "ModuleNotFoundError" in job["root_cause"]
             assert "restart.policy first_step" in p.stderr
         else:
-            assert job["root_cause"].startswith("rank 0 exited with code 1")
+            assert job["root_cause"].startswith("rank 0: ModuleNotFoundError"), job["root_cause"]
 
 
 def test_restart_policy_spends_budget_after_first_step(run_tc, home, tmp_path, torch_available):
