@@ -88,7 +88,10 @@ def test_run_takes_other_healthy_gpus_or_fewer(run_tc, home, tmp_path, nvml):
     assert unhealthy(home) == []
 
 
-RESTART = '''command: ["sh", "-c", "if [ \\"$TORCHELASTIC_RESTART_COUNT\\" = 0 ]; then [ $RANK = 0 ] && echo '0 xid 79' >> {conf}; exit 1; fi; echo visible=$CUDA_VISIBLE_DEVICES"]
+# rank 0 raises the XID and fails; rank 1 fails once the XID is written, so
+# that the group never stops before the health check can see it (a race on
+# a loaded machine when rank 1 exited first)
+RESTART = '''command: ["sh", "-c", "if [ \\"$TORCHELASTIC_RESTART_COUNT\\" = 0 ]; then if [ $RANK = 0 ]; then echo '0 xid 79' >> {conf}; else while ! grep -q xid {conf}; do sleep 0.05; done; fi; exit 1; fi; echo visible=$CUDA_VISIBLE_DEVICES"]
 restart: {{max_restarts: 1}}
 devices: {{type: gpu, ids: [0, 1]{extra}}}
 '''
