@@ -7,6 +7,7 @@ Nothing here skips a test: a missing binary or a missing torch is a failure
 with a message saying what to build or install.
 """
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -78,6 +79,13 @@ def wait_until(pred, timeout=60, what="the condition", step=0.05):
 # states after which a job does nothing more ("lost" is not one: a server
 # requeues a lost job within its restart budget)
 ENDED = ("succeeded", "failed", "killed")
+
+
+def job_id_of(r):
+    """The job id a `trainctl run` printed on stderr (its first line names it)."""
+    m = re.search(r"job (\d{8}-\d{6}-\d{3}-[0-9a-f]{4})", r.stderr)
+    assert m, r.stderr
+    return m.group(1)
 
 
 def fail_if_ended(job, what="the condition"):

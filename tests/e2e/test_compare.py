@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import DIGITS, REPO, trainctl_path
+from conftest import DIGITS, REPO, trainctl_path, job_id_of
 
 DOC = REPO / "docs" / "compare.md"
 
@@ -23,16 +23,10 @@ def _tc(home, *args, timeout=300):
                           text=True)
 
 
-def _job_id(r):
-    m = re.search(r"job (\d{8}-\d{6}-\d{3}-[0-9a-f]{4})", r.stderr)
-    assert m, r.stderr
-    return m.group(1)
-
-
 def _run(home, spec):
     r = _tc(home, "run", "-q", spec)
     assert r.returncode == 0, r.stderr[-3000:]
-    return _job_id(r)
+    return job_id_of(r)
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +111,7 @@ def _shell_job(home, tmp_path, name, lines):
     script.write_text("cat <<'EOF'\n" + "\n".join(lines) + "\nEOF\n")
     r = _tc(home, "run", "-q", "--name", name, "--", "sh", str(script))
     assert r.returncode == 0, r.stderr
-    return _job_id(r)
+    return job_id_of(r)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DIGITS, REPO, trainctl_path
+from conftest import DIGITS, REPO, trainctl_path, job_id_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tfevents_reader  # noqa: E402
@@ -44,12 +44,6 @@ def _doc_block(title):
     return m.group(1)
 
 
-def _job_id(r):
-    m = re.search(r"job (\d{8}-\d{6}-\d{3}-[0-9a-f]{4})", r.stderr)
-    assert m, r.stderr
-    return m.group(1)
-
-
 def _points(home, job, *args):
     return json.loads(_tc(home, "metrics", job, "--format", "json", *args).stdout)
 
@@ -66,7 +60,7 @@ def digits(tmp_path_factory, torch_available):
     spec = d / "job.yaml"
     spec.write_text(_doc_block("## Job spec: metrics") + f"workdir: {DIGITS}\n")
     r = _tc(home, "run", "-q", spec, timeout=300)
-    job = _job_id(r)
+    job = job_id_of(r)
     show = json.loads(_tc(home, "show", "--json", job).stdout)
     return home, job, show
 
@@ -217,7 +211,7 @@ def test_malformed_lines_counted_and_kept(run_tc, tmp_path):
     spec = _shell_job(tmp_path, LINES)
     r = run_tc("run", "-q", spec)
     assert r.returncode == 0, r.stderr
-    job = _job_id(r)
+    job = job_id_of(r)
     show = json.loads(run_tc("show", "--json", job).stdout)
     m = show["metrics"]
     assert m["malformed"] == 4
@@ -233,7 +227,7 @@ def test_no_metrics_flag(run_tc, tmp_path):
     spec = _shell_job(tmp_path, LINES)
     r = run_tc("run", "-q", "--no-metrics", spec)
     assert r.returncode == 0, r.stderr
-    job = _job_id(r)
+    job = job_id_of(r)
     m = json.loads(run_tc("show", "--json", job).stdout)["metrics"]
     assert m["metrics"] == [] and m["ranks"] == [] and m["throughput"] is None
     assert json.loads(run_tc("metrics", job, "--format", "json").stdout) == []
@@ -257,7 +251,7 @@ echo '{ Epoch:[  1/  2], step:[    5/  100], loss: 2.345, per_step_time: 120ms, 
     spec = _shell_job(tmp_path, body, "metrics: {format: dllogger, files: [dll.json]}\n")
     r = run_tc("run", "-q", spec)
     assert r.returncode == 0, r.stderr
-    job = _job_id(r)
+    job = job_id_of(r)
     pts = json.loads(run_tc("metrics", job, "--format", "json").stdout)
     # the line that was in the file before the job is not this job's; the
     # last line, written without a newline, is read at the end; tcap and
@@ -275,7 +269,7 @@ done
     spec = _shell_job(tmp_path, body, "metrics: {format: mindformers, batch_size: 8, warmup_steps: 1}\n")
     r = run_tc("run", "-q", spec)
     assert r.returncode == 0, r.stderr
-    m = json.loads(run_tc("show", "--json", _job_id(r)).stdout)["metrics"]
+    m = json.loads(run_tc("show", "--json", job_id_of(r)).stdout)["metrics"]
     per = 8 * 1000 / ((200 + 300 + 400) / 3)  # warm-up step left out
     assert [(x["rank"], x["method"]) for x in m["ranks"]] == [(0, "step_time"), (1, "step_time")]
     assert m["throughput"] == pytest.approx(2 * per, rel=1e-12)

@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tfevents_reader  # noqa: E402
 
-from conftest import REPO  # noqa: E402
+from conftest import REPO, job_id_of  # noqa: E402
 
 SCRIPT = r"""
 import os, sys
@@ -45,17 +45,11 @@ def _job(tmp_path, patterns=True, name="plain"):
     return spec
 
 
-def _job_id(r):
-    m = re.search(r"job (\d{8}-\d{6}-\d{3}-[0-9a-f]{4})", r.stderr)
-    assert m, r.stderr
-    return m.group(1)
-
-
 def test_plain_script_with_patterns(run_tc, tmp_path):
     r = run_tc("run", _job(tmp_path))
     assert r.returncode == 0, r.stderr
     assert "no line was a metrics line" not in r.stderr
-    job = _job_id(r)
+    job = job_id_of(r)
     pts = json.loads(run_tc("metrics", job, "--format", "json").stdout)
     got = [(p["metric"], p["rank"], p["step"], p["iter"], p["seq"], p["value"]) for p in pts]
     assert got == [("loss", rank, str(s), s, s, round(1.0 / s + rank, 4))
@@ -84,7 +78,7 @@ def test_plain_script_with_patterns(run_tc, tmp_path):
 def test_hint_when_no_line_is_a_metrics_line(run_tc, tmp_path):
     r = run_tc("run", _job(tmp_path, patterns=False))
     assert r.returncode == 0, r.stderr
-    job = _job_id(r)
+    job = job_id_of(r)
     assert "metrics: no line was a metrics line" in r.stderr
     assert "metrics.patterns" in r.stderr and "docs/metrics.md" in r.stderr
     show = run_tc("show", job).stdout

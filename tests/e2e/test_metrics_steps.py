@@ -12,6 +12,8 @@ server's chart points carry the logged step as x, always going up.
 import json
 import re
 import sys
+
+from conftest import job_id_of
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -45,16 +47,10 @@ def _spec(tmp_path, until, name):
     return spec
 
 
-def _job_id(r):
-    m = re.search(r"job (\d{8}-\d{6}-\d{3}-[0-9a-f]{4})", r.stderr)
-    assert m, r.stderr
-    return m.group(1)
-
-
 def _run(run_tc, *args):
     r = run_tc("run", *args)
     assert r.returncode == 0, r.stderr
-    return _job_id(r)
+    return job_id_of(r)
 
 
 def _tb_steps(folder, tag):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DIGITS, REPO, trainctl_path
+from conftest import DIGITS, REPO, trainctl_path, job_id_of
 
 DOC = REPO / "docs" / "report.md"
 
@@ -29,12 +29,6 @@ def _tc(home, *args, timeout=300, env=None):
                           text=True)
 
 
-def _job_id(r):
-    m = re.search(r"job (\d{8}-\d{6}-\d{3}-[0-9a-f]{4})", r.stderr)
-    assert m, r.stderr
-    return m.group(1)
-
-
 @pytest.fixture(scope="module")
 def digits(tmp_path_factory, torch_available):
     d = tmp_path_factory.mktemp("report")
@@ -44,7 +38,7 @@ def digits(tmp_path_factory, torch_available):
     spec.write_text(block + f"workdir: {DIGITS}\n")
     r = _tc(home, "run", "-q", spec, env={"TRAINCTL_SAMPLE_MS": "200"})
     assert r.returncode == 0, r.stderr[-3000:]
-    job = _job_id(r)
+    job = job_id_of(r)
     show = json.loads(_tc(home, "show", "--json", job).stdout)
     return home, job, show
 
@@ -217,7 +211,7 @@ def test_staging_and_upload_phases(tmp_path):
         f"outputs: {{upload_to: {dst}/}}\n")
     r = _tc(home, "run", "-q", spec)
     assert r.returncode == 0, r.stderr
-    job = _job_id(r)
+    job = job_id_of(r)
     show = json.loads(_tc(home, "show", "--json", job).stdout)
     rep = json.loads((Path(show["run_dir"]) / "report.json").read_text())
     ph = rep["phases"]
