@@ -27,6 +27,7 @@
 #include <time.h>
 
 #define NODE_CKPT_TICK_MS 1000
+#define NODE_CKPT_FINAL_TRIES 5
 
 struct node_rec {
 	char *name;
@@ -50,6 +51,8 @@ struct node_ckpts {
 	pthread_mutex_t wmu; /* the thread's wake-up */
 	pthread_cond_t wake;
 	bool stop, thread_on;
+	bool rotate_pending; /* the hub did not answer the last rotation: try again */
+	bool hub_failure_said; /* once for a run of failed tries, not every tick */
 	pthread_t thread;
 };
 
@@ -125,18 +128,23 @@ static bool common_step(struct node_ckpts *w, struct node_rec **live, size_t n, 
 	struct tc_err err = TC_ERR_INIT;
 	*step = -1;
 	if (hub_job_status_json(w->job, 5, &st, &err)) {
-		tell(w, "node %d: checkpoint.keep: the hub did not say which steps the other nodes "
-			"have (%s): nothing removed this time", w->node, err.msg);
+		if (!w->hub_failure_said)
+			tell(w, "node %d: checkpoint.keep: the hub did not say which steps the other "
+				"nodes have (%s): nothing removed until it does", w->node, err.msg);
+		w->hub_failure_said = true;
 		tc_err_release(&err);
 		return false;
 	}
 	json_t *rows = json_object_get(st, "node_ckpts");
 	if (!json_is_array(rows)) {
 		json_decref(st);
-		tell(w, "node %d: checkpoint.keep: the hub does not list the nodes' checkpoints: "
-			"nothing removed", w->node);
+		if (!w->hub_failure_said)
+			tell(w, "node %d: checkpoint.keep: the hub does not list the nodes' checkpoints: "
+				"nothing removed", w->node);
+		w->hub_failure_said = true;
 		return false;
 	}
+	w->hub_failure_said = false;
 	/* the other nodes that write checkpoints, and their complete steps */
 	for (size_t i = n; i-- > 0 && *step < 0;) {
 		bool everywhere = true;
@@ -175,7 +183,14 @@ static void rotate(struct node_ckpts *w)
 			live[n++] = &w->v[i];
 	long long common = -1;
 	qsort(live, n, sizeof(*live), rec_step_cmp);
-	if (w->keep <= 0 || n <= (size_t)w->keep || !common_step(w, live, n, &common)) {
+	w->rotate_pending = false;
+	if (w->keep <= 0 || n <= (size_t)w->keep) {
+		free(live);
+		return;
+	}
+	if (!common_step(w, live, n, &common)) {
+		/* no new save may come to trigger it again: the next tick does */
+		w->rotate_pending = true;
 		free(live);
 		return;
 	}
@@ -270,7 +285,7 @@ static void scan(struct node_ckpts *w, bool all_stable)
 			set_state(w, &w->v[i], "removed");
 	}
 	ckpt_set_release(&set);
-	if (added)
+	if (added || w->rotate_pending)
 		rotate(w);
 }
 
@@ -351,6 +366,12 @@ void node_ckpts_stop(struct node_ckpts *w, struct strvec *whole, bool *wrote)
 	}
 	pthread_mutex_lock(&w->mu);
 	scan(w, true); /* every worker is gone: what is there is final */
+	/* the last save's rotation waits on the hub: a loaded hub gets a few more tries */
+	for (int i = 0; i < NODE_CKPT_FINAL_TRIES && w->rotate_pending; i++) {
+		struct timespec ts = { NODE_CKPT_TICK_MS / 1000, 0 };
+		nanosleep(&ts, NULL);
+		rotate(w);
+	}
 	for (size_t i = 0; i < w->nr; i++) {
 		struct node_rec *r = &w->v[i];
 		if (!r->gone && !still_whole(w->dir, r)) {

@@ -101,6 +101,11 @@ while not job.should_stop():
     if step == 5:
         open(out + ".running", "w").write("")
     time.sleep(0.02)
+if me.rank == 1:
+    # the stop file may be seen before the SIGTERM that follows it arrives
+    end = time.monotonic() + 60
+    while not own and time.monotonic() < end:
+        time.sleep(0.01)
 ck = os.path.join(job.info().checkpoint_dir, f"step-{step}.r{me.rank}")
 open(ck + ".tmp", "w").write(str(step))
 os.rename(ck + ".tmp", ck)
