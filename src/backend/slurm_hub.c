@@ -452,23 +452,8 @@ void backend_pull_free(struct backend_pull *bp)
 {
 	if (!bp)
 		return;
-	if (bp->p.pid > 0) {
-		/* the server stops: srun cancels its step on SIGTERM */
-		kill(bp->p.pid, SIGTERM);
-		int status;
-		bool gone = false;
-		for (int i = 0; i < 100 && !gone; i++) {
-			pid_t r = waitpid(bp->p.pid, &status, WNOHANG);
-			gone = r != 0 && !(r < 0 && errno == EINTR);
-			if (!gone)
-				http_sleep_ms(50);
-		}
-		if (!gone) {
-			kill(bp->p.pid, SIGKILL);
-			while (waitpid(bp->p.pid, &status, 0) < 0 && errno == EINTR)
-				;
-		}
-	}
+	if (bp->p.pid > 0)
+		(void)proc_stop(&bp->p, 5000, NULL); /* the server stops: srun cancels its step on SIGTERM */
 	if (bp->fd >= 0)
 		close(bp->fd);
 	if (bp->out_path)

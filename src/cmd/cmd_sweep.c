@@ -461,15 +461,14 @@ static int run_here(const char *home, const char *file, bool as_json, struct cmd
 	while (!rc && !done) {
 		if (got_signal) {
 			/* stop: each trial's run ends its job killed; then the sweep is stopped */
+			struct proc_stopping *v = xcalloc(l.nkids ? l.nkids : 1, sizeof(*v));
 			for (size_t i = 0; i < l.nkids; i++)
-				if (l.kids[i].live)
-					kill(l.kids[i].p.pid, SIGTERM);
+				v[i].pid = l.kids[i].live ? l.kids[i].p.pid : -1;
+			proc_stop_all(v, l.nkids, SIGTERM, -1, NULL, NULL); /* each run stops its job */
+			free(v);
 			for (size_t i = 0; i < l.nkids; i++)
 				if (l.kids[i].live) {
-					int status;
-					struct tc_err e1 = TC_ERR_INIT;
-					(void)proc_wait(&l.kids[i].p, &status, &e1);
-					tc_err_release(&e1);
+					l.kids[i].p.pid = -1;
 					proc_clear(&l.kids[i].p);
 					l.kids[i].live = false;
 				}
@@ -516,13 +515,8 @@ static int run_here(const char *home, const char *file, bool as_json, struct cmd
 	}
 out:
 	for (size_t i = 0; i < l.nkids; i++) {
-		if (l.kids[i].live) {
-			int status;
-			struct tc_err e = TC_ERR_INIT;
-			kill(l.kids[i].p.pid, SIGTERM);
-			(void)proc_wait(&l.kids[i].p, &status, &e);
-			tc_err_release(&e);
-		}
+		if (l.kids[i].live)
+			(void)proc_stop(&l.kids[i].p, -1, NULL);
 		proc_clear(&l.kids[i].p);
 	}
 	for (size_t i = 0; last && i < l.nkids; i++)

@@ -718,6 +718,70 @@ int proc_capture(struct proc *p, struct proc_capture *c, struct tc_err *err)
 	return proc_wait(p, &c->status, err);
 }
 
+/* ---- stopping ---- */
+
+#define STOP_STEP_MS 20
+
+static void stop_signal(const struct proc_stopping *s, int sig)
+{
+	/* a group whose leader is reaped may still hold the rest: kill reaches them too */
+	kill(s->group ? -s->pid : s->pid, sig);
+}
+
+void proc_stop_all(struct proc_stopping *v, size_t n, int sig, int grace_ms,
+		   void (*ended)(void *arg, size_t i, int status), void *arg)
+{
+	size_t left = 0;
+	for (size_t i = 0; i < n; i++) {
+		v[i].status = 0;
+		v[i].killed = false;
+		if (v[i].pid > 0) {
+			stop_signal(&v[i], sig);
+			left++;
+		}
+	}
+	int64_t kill_at = grace_ms < 0 ? -1 : now_mono_ms() + grace_ms;
+	bool killed = false;
+	while (left) {
+		for (size_t i = 0; i < n; i++) {
+			if (v[i].pid <= 0)
+				continue;
+			int status = 0;
+			pid_t r = waitpid(v[i].pid, &status, WNOHANG);
+			if (r == 0 || (r < 0 && errno == EINTR))
+				continue;
+			/* reaped, or not ours to wait for (ECHILD): it has ended for us */
+			v[i].status = r == v[i].pid ? status : 0;
+			v[i].pid = -1;
+			left--;
+			if (ended)
+				ended(arg, i, v[i].status);
+		}
+		if (!left)
+			break;
+		if (!killed && kill_at >= 0 && now_mono_ms() >= kill_at) {
+			for (size_t i = 0; i < n; i++)
+				if (v[i].pid > 0) {
+					stop_signal(&v[i], SIGKILL);
+					v[i].killed = true;
+				}
+			killed = true;
+		}
+		struct timespec ts = { 0, STOP_STEP_MS * 1000L * 1000L };
+		nanosleep(&ts, NULL);
+	}
+}
+
+bool proc_stop(struct proc *p, int grace_ms, int *status)
+{
+	struct proc_stopping s = { .pid = p->pid, .group = p->group != PROC_GROUP_SAME };
+	proc_stop_all(&s, 1, SIGTERM, grace_ms, NULL, NULL);
+	p->pid = -1;
+	if (status)
+		*status = s.status;
+	return s.killed;
+}
+
 /* ---- /proc/PID/stat ---- */
 
 int proc_stat_read(pid_t pid, struct proc_stat *st)

@@ -21,6 +21,7 @@
  *  4. Write to / read from the pipe ends; close each when done with it.
  *  5. proc_wait(&p, &status, err), then decode status with proc_exit_of(),
  *     proc_exit_ok() or proc_describe_exit().
+ *     (proc_stop() ends a child that must go: SIGTERM, a grace, SIGKILL.)
  *  6. proc_clear(&p): frees the vectors and closes pipe ends still open.
  *
  * WHO OWNS AND CLOSES EACH FD
@@ -201,6 +202,34 @@ struct proc_capture {
  * running a command through a shell: the argv is never parsed by one.
  */
 int proc_capture(struct proc *p, struct proc_capture *c, struct tc_err *err);
+
+/* ---- stopping ---- */
+
+/* One child proc_stop_all stops, and what became of it. */
+struct proc_stopping {
+	pid_t pid;  /* the child; <= 0: nothing to stop */
+	bool group; /* signal its whole group (it leads one: PROC_GROUP_NEW) */
+	/* results */
+	int status;  /* its wait status; 0 when it was not ours to reap (ECHILD) */
+	bool killed; /* still there when the grace ended: it got SIGKILL */
+};
+
+/*
+ * Stop children the one way: sig (SIGTERM; SIGHUP for a terminal's
+ * command) to each at once, SIGKILL to those still there grace_ms later
+ * (grace_ms < 0: never; they are trusted to end), each reaped as it ends,
+ * with ended(arg, i, status) called for v[i] then (NULL: nobody is told).
+ * Returns when every one has ended (each pid is -1 then); looks every 20 ms.
+ */
+void proc_stop_all(struct proc_stopping *v, size_t n, int sig, int grace_ms,
+		   void (*ended)(void *arg, size_t i, int status), void *arg);
+
+/*
+ * proc_stop_all for the started child p alone, with SIGTERM: to its group
+ * when p.group gave it one.  *status (status may be NULL) is its wait
+ * status and p.pid is -1 after.  True when it needed the SIGKILL.
+ */
+bool proc_stop(struct proc *p, int grace_ms, int *status);
 
 /* ---- /proc/PID/stat ---- */
 

@@ -439,46 +439,21 @@ bool endpoint_reaped(struct endpoint_set *es, pid_t pid, int status)
 	return false;
 }
 
-static void sleep_ms(long ms)
+static void stopped(void *arg, size_t i, int status)
 {
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+	struct endpoint_set *es = arg;
+	ended(es, &es->sc[i], status, "stopped");
 }
 
 void endpoint_stop_all(struct endpoint_set *es, int grace_seconds)
 {
 	if (!es)
 		return;
+	struct proc_stopping *v = xcalloc(es->n ? es->n : 1, sizeof(*v));
 	for (size_t i = 0; i < es->n; i++)
-		if (es->sc[i].pid > 0)
-			kill(-es->sc[i].pid, SIGTERM);
-	int64_t kill_at = now_mono_ms() + (int64_t)grace_seconds * 1000;
-	bool killed = false;
-	for (;;) {
-		bool left = false;
-		for (size_t i = 0; i < es->n; i++) {
-			struct sidecar *c = &es->sc[i];
-			int status;
-			if (c->pid <= 0)
-				continue;
-			pid_t r = waitpid(c->pid, &status, WNOHANG);
-			if (r == c->pid || (r < 0 && errno == ECHILD)) {
-				ended(es, c, r == c->pid ? status : 0, "stopped");
-				continue;
-			}
-			left = true;
-		}
-		if (!left)
-			break;
-		if (!killed && now_mono_ms() >= kill_at) {
-			for (size_t i = 0; i < es->n; i++)
-				if (es->sc[i].pid > 0)
-					kill(-es->sc[i].pid, SIGKILL);
-			killed = true;
-		}
-		sleep_ms(20);
-	}
+		v[i] = (struct proc_stopping){ .pid = es->sc[i].pid, .group = true };
+	proc_stop_all(v, es->n, SIGTERM, grace_seconds * 1000, stopped, es);
+	free(v);
 	for (size_t i = 0; i < es->n; i++) {
 		store_endpoint_release(&es->sc[i].row);
 		free(es->sc[i].program);

@@ -426,7 +426,6 @@ static int wait_watching(struct proc *p, const struct exec_opts *o, int *status,
 {
 	if (!o || o->watch_pid <= 0)
 		return proc_wait(p, status, err);
-	int64_t gone_at = -1;
 	for (;;) {
 		pid_t r = waitpid(p->pid, status, WNOHANG);
 		if (r == p->pid) {
@@ -435,13 +434,16 @@ static int wait_watching(struct proc *p, const struct exec_opts *o, int *status,
 		}
 		if (r < 0 && errno != EINTR)
 			return tc_error_errno(err, TC_ESYS, "exec: cannot wait for the command");
-		if (gone_at < 0 && !watched_alive(o)) {
-			gone_at = now_mono_ms();
-			kill(p->pid, SIGHUP);
+		if (!watched_alive(o)) {
+			/* the session is gone: a hang-up, and SIGKILL 2 s later */
+			struct proc_stopping cmd = { .pid = p->pid };
 			signal_our_group(SIGHUP);
-		} else if (gone_at >= 0 && now_mono_ms() - gone_at > 2000) {
-			kill(p->pid, SIGKILL);
-			signal_our_group(SIGKILL);
+			proc_stop_all(&cmd, 1, SIGHUP, 2000, NULL, NULL);
+			if (cmd.killed)
+				signal_our_group(SIGKILL);
+			p->pid = -1;
+			*status = cmd.status;
+			return 0;
 		}
 		struct timespec ts = { 0, 200 * 1000 * 1000 };
 		nanosleep(&ts, NULL);

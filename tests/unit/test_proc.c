@@ -560,3 +560,67 @@ TEST(signal_before_the_child_is_set_up_is_not_lost)
 	CHECK(!term_handled); /* and it never ran here */
 	CHECK(sigaction(SIGTERM, &old, NULL) == 0);
 }
+
+/* A child of sh -c script, up (exec done) before proc_start returns. */
+static void start_sh(struct proc *p, const char *script)
+{
+	struct tc_err e = TC_ERR_INIT;
+	sh(p, script);
+	p->in.how = p->out.how = p->err.how = PROC_IO_NULL;
+	p->wait_exec = true;
+	CHECK_INT(proc_start(p, &e), 0);
+	tc_err_release(&e);
+}
+
+TEST(stop_a_child_that_ends_on_sigterm)
+{
+	struct proc p = PROC_INIT;
+	start_sh(&p, "exec sleep 30");
+	int64_t t0 = now_mono_ms();
+	int st = -1;
+	CHECK(!proc_stop(&p, 10000, &st));
+	CHECK(now_mono_ms() - t0 < 5000); /* not the grace */
+	CHECK_INT(proc_exit_of(st).sig, SIGTERM);
+	CHECK_INT(p.pid, -1);
+	proc_clear(&p);
+}
+
+TEST(stop_a_child_that_ignores_sigterm)
+{
+	struct proc p = PROC_INIT;
+	p.ignore_sigs = PROC_SIG(SIGTERM); /* set before its exec, which wait_exec awaits */
+	start_sh(&p, "exec sleep 30");
+	int64_t t0 = now_mono_ms();
+	int st = -1;
+	CHECK(proc_stop(&p, 200, &st));
+	CHECK(now_mono_ms() - t0 >= 200); /* the grace was given */
+	CHECK_INT(proc_exit_of(st).sig, SIGKILL);
+	proc_clear(&p);
+}
+
+static void count_ended(void *arg, size_t i, int status)
+{
+	int *seen = arg;
+	seen[i] = proc_exit_of(status).sig;
+}
+
+TEST(stop_many_and_a_whole_group)
+{
+	/* a group whose leader ignores SIGTERM, the other child not; one slot empty */
+	struct proc a = PROC_INIT, b = PROC_INIT;
+	a.group = PROC_GROUP_NEW;
+	start_sh(&a, "trap '' TERM; sleep 30 & wait");
+	start_sh(&b, "exec sleep 30");
+	usleep(100 * 1000); /* a's trap and its member are in place */
+	struct proc_stopping v[3] = { { .pid = a.pid, .group = true }, { .pid = -1 }, { .pid = b.pid } };
+	int seen[3] = { -1, -1, -1 };
+	proc_stop_all(v, 3, SIGTERM, 300, count_ended, seen);
+	CHECK(v[0].killed && !v[2].killed);
+	CHECK_INT(seen[0], SIGKILL);
+	CHECK_INT(seen[1], -1); /* nothing to stop: never told */
+	CHECK_INT(seen[2], SIGTERM);
+	CHECK_INT(v[0].pid, -1);
+	a.pid = b.pid = -1;
+	proc_clear(&a);
+	proc_clear(&b);
+}
