@@ -516,6 +516,36 @@ int proc_start_detached(struct proc *p, struct tc_err *err)
 	return finish_start(p, &pp, (pid_t)v, err);
 }
 
+int proc_start_guard(struct proc *p, int *fd, struct tc_err *err)
+{
+	/* own group, deaf to the terminal's signals: it must outlive us */
+	p->group = PROC_GROUP_NEW;
+	p->ignore_sigs |= PROC_SIG(SIGINT) | PROC_SIG(SIGTERM) | PROC_SIG(SIGHUP) | PROC_SIG(SIGQUIT);
+	/* holding none of our streams, so nobody waits on it for their EOF */
+	p->in.how = PROC_IO_PIPE;
+	p->out.how = p->err.how = PROC_IO_NULL;
+	int rc = proc_start(p, err);
+	if (!rc) {
+		*fd = p->in.fd;
+		p->in.fd = -1;
+	}
+	return rc;
+}
+
+int proc_guard_end(int *fd, pid_t pid, const void *msg, size_t n)
+{
+	if (*fd < 0)
+		return 0;
+	int rc = write_all(*fd, msg, n) < 0 ? -1 : 0;
+	int saved = errno;
+	close(*fd);
+	*fd = -1;
+	while (pid > 0 && waitpid(pid, NULL, WNOHANG) < 0 && errno == EINTR)
+		;
+	errno = saved;
+	return rc;
+}
+
 int proc_wait(struct proc *p, int *status, struct tc_err *err)
 {
 	int st = 0;

@@ -153,6 +153,27 @@ int proc_start(struct proc *p, struct tc_err *err);
  */
 int proc_start_detached(struct proc *p, struct tc_err *err);
 
+/*
+ * Start a guard: a child that outlives us to clean up after us (a job's
+ * worker groups killed, its containers removed).  Its stdin is a pipe from
+ * us, and EOF there means we are gone, by SIGKILL too; *fd is the pipe's
+ * write end (close-on-exec), ours to write the guard's messages to.  It
+ * runs in its own group, deaf to the terminal's signals, so that a Ctrl-C
+ * meant for us does not end it first, and holds none of our streams, so
+ * that nobody waits on it for their EOF.  p says what it runs (args or
+ * fn, env); its streams, group and signals are set here.  0 or
+ * proc_start's error; p.pid is the guard, p can be cleared at once.
+ */
+int proc_start_guard(struct proc *p, int *fd, struct tc_err *err);
+/*
+ * Let the guard go: msg (n bytes: "all is cleaned up" in its language)
+ * written, *fd closed and set to -1, and the guard reaped if it has exited
+ * already; else init reaps it (not waiting keeps a scheduling round trip
+ * out of every job's end).  0, or -1 with errno when msg could not be
+ * written (the guard ended early).
+ */
+int proc_guard_end(int *fd, pid_t pid, const void *msg, size_t n);
+
 /* Wait for the child (EINTR retried); *status is the wait status. */
 int proc_wait(struct proc *p, int *status, struct tc_err *err);
 

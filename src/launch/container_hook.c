@@ -35,10 +35,9 @@ static int pyxis_wrap(struct sup *sp, struct worker *w, struct proc *p, const st
 static void pyxis_end(struct sup_ctr *c);
 
 /*
- * The reaper: a shell whose stdin is a pipe from us.  EOF without "done"
- * means we are gone (SIGKILL too): it execs the removal of every container
- * labelled with the job.  Its own group, deaf to the terminal's signals,
- * so that a Ctrl-C meant for us does not end it first.
+ * The reaper, a guard (proc.h): a shell whose stdin is a pipe from us.  EOF
+ * without "done" means we are gone (SIGKILL too): it execs the removal of
+ * every container labelled with the job.
  */
 static int reaper_start(struct sup *sp, struct sup_ctr *c, struct tc_err *err)
 {
@@ -47,16 +46,9 @@ static int reaper_start(struct sup *sp, struct sup_ctr *c, struct tc_err *err)
 		     "read -r x; [ \"$x\" = done ] && exit 0; exec \"$@\"", "trainctl-reaper", NULL });
 	container_reap_argv(&c->rt, sp->job_id, &p.args);
 	container_client_env(&p.env);
-	p.group = PROC_GROUP_NEW;
-	p.ignore_sigs = PROC_SIG(SIGINT) | PROC_SIG(SIGTERM) | PROC_SIG(SIGHUP) | PROC_SIG(SIGQUIT);
-	p.in.how = PROC_IO_PIPE;
-	p.out.how = p.err.how = PROC_IO_NULL;
-	int rc = proc_start(&p, err);
-	if (!rc) {
-		c->reaper_fd = p.in.fd;
+	int rc = proc_start_guard(&p, &c->reaper_fd, err);
+	if (!rc)
 		c->reaper_pid = p.pid;
-		p.in.fd = -1;
-	}
 	proc_clear(&p);
 	return rc;
 }
@@ -137,15 +129,9 @@ void sup_container_end(struct sup *sp)
 	struct sup_ctr *c = sp->ctr;
 	if (!c)
 		return;
-	if (c->reaper_fd >= 0) {
-		/* every attempt removed its containers: the reaper ends without a removal */
-		if (write_all(c->reaper_fd, "done\n", 5) < 0)
-			sup_say(sp, "warning: the container reaper ended early");
-		close(c->reaper_fd);
-		/* it exits at once; init reaps it if it is not quick (as the watchdog) */
-		while (waitpid(c->reaper_pid, NULL, WNOHANG) < 0 && errno == EINTR)
-			;
-	}
+	/* every attempt removed its containers: the reaper ends without a removal */
+	if (proc_guard_end(&c->reaper_fd, c->reaper_pid, "done\n", 5) < 0)
+		sup_say(sp, "warning: the container reaper ended early");
 	container_runtime_release(&c->rt);
 	pyxis_end(c);
 	strvec_clear(&c->dirs);

@@ -126,7 +126,8 @@ void sup_result(struct sup *sp, const char *fmt, ...)
  * The watchdog's whole life, in its own process: stdin is the pipe from the
  * supervisor, which writes each worker group's pid, or 0 once it has
  * cleaned up the groups itself.  EOF means the supervisor is gone: kill
- * every group still listed.  Only async-signal-safe calls (proc.h: fn).
+ * every group still listed.  A guard (proc.h), so only async-signal-safe
+ * calls (proc.h: fn).
  */
 static int watchdog_main(void *arg)
 {
@@ -154,18 +155,9 @@ static int watchdog_start(struct sup *sp, struct tc_err *err)
 {
 	struct proc p = PROC_INIT;
 	p.fn = watchdog_main;
-	/* own group, deaf to the terminal's signals: it must outlive us */
-	p.group = PROC_GROUP_NEW;
-	p.ignore_sigs = PROC_SIG(SIGINT) | PROC_SIG(SIGTERM) | PROC_SIG(SIGHUP) | PROC_SIG(SIGQUIT);
-	/* holding none of our streams, so nobody waits on it for their EOF */
-	p.in.how = PROC_IO_PIPE;
-	p.out.how = p.err.how = PROC_IO_NULL;
-	int rc = proc_start(&p, err);
-	if (!rc) {
-		sp->watchdog_fd = p.in.fd;
+	int rc = proc_start_guard(&p, &sp->watchdog_fd, err);
+	if (!rc)
 		sp->watchdog_pid = p.pid;
-		p.in.fd = -1;
-	}
 	proc_clear(&p);
 	return rc;
 }
@@ -178,18 +170,9 @@ void sup_watchdog_tell(struct sup *sp, int32_t msg)
 
 static void watchdog_stop(struct sup *sp)
 {
-	if (sp->watchdog_fd < 0)
-		return;
-	sup_watchdog_tell(sp, 0);
-	close(sp->watchdog_fd);
-	sp->watchdog_fd = -1;
-	/*
-	 * It exits as soon as it reads EOF; not waiting for that keeps a
-	 * scheduling round trip out of every job's end (init reaps it when we
-	 * are gone, or this reaps it if it was quick).
-	 */
-	while (waitpid(sp->watchdog_pid, NULL, WNOHANG) < 0 && errno == EINTR)
-		;
+	int32_t none = 0; /* the groups are cleaned up */
+	if (proc_guard_end(&sp->watchdog_fd, sp->watchdog_pid, &none, sizeof(none)) < 0)
+		sup_say(sp, "warning: watchdog unreachable: %s", strerror(errno));
 }
 
 /* ---- run folder ---- */

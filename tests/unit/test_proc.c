@@ -624,3 +624,50 @@ TEST(stop_many_and_a_whole_group)
 	proc_clear(&a);
 	proc_clear(&b);
 }
+
+TEST(guard_outlives_the_terminals_signals_and_reads_our_end)
+{
+	/* the container reaper's shape: "done" means all is cleaned up, EOF alone that we are gone */
+	const char *script = "read -r x; [ \"$x\" = done ] && exit 0; exit 7";
+	for (int done = 0; done < 2; done++) {
+		struct proc p = PROC_INIT;
+		struct tc_err e = TC_ERR_INIT;
+		int fd = -1;
+		sh(&p, script);
+		p.wait_exec = true; /* its signals are set before we send any */
+		CHECK_INT(proc_start_guard(&p, &fd, &e), 0);
+		CHECK(fd >= 0);
+		CHECK(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+		pid_t pid = p.pid;
+		proc_clear(&p);
+		CHECK(getpgid(pid) == pid); /* its own group */
+		CHECK(kill(pid, SIGTERM) == 0 && kill(pid, SIGINT) == 0 && kill(pid, SIGHUP) == 0);
+		if (done)
+			CHECK(write_all(fd, "done\n", 5) == 5);
+		close(fd);
+		int st = 0;
+		CHECK(waitpid(pid, &st, 0) == pid);
+		CHECK_INT(proc_exit_of(st).code, done ? 0 : 7);
+	}
+}
+
+TEST(guard_end_says_when_the_guard_is_gone)
+{
+	struct sigaction sa = { .sa_handler = SIG_IGN }, old;
+	sigemptyset(&sa.sa_mask);
+	CHECK(sigaction(SIGPIPE, &sa, &old) == 0);
+	struct proc p = PROC_INIT;
+	struct tc_err e = TC_ERR_INIT;
+	int fd = -1;
+	sh(&p, "exit 0"); /* ends without reading */
+	CHECK_INT(proc_start_guard(&p, &fd, &e), 0);
+	pid_t pid = p.pid;
+	proc_clear(&p);
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECK_INT(proc_guard_end(&fd, -1, "done\n", 5), -1);
+	CHECK_INT(errno, EPIPE);
+	CHECK_INT(fd, -1);
+	CHECK_INT(proc_guard_end(&fd, -1, "done\n", 5), 0); /* ended already: nothing to do */
+	CHECK(sigaction(SIGPIPE, &old, NULL) == 0);
+}
