@@ -25,6 +25,22 @@ int sock_connect_local(int port)
 	return fd;
 }
 
+int sock_free_port(int port, bool any_addr)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(any_addr ? INADDR_ANY : INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int got = -1;
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		got = ntohs(a.sin_port);
+	close(fd);
+	return got;
+}
+
 int sock_send_all(int fd, const void *buf, size_t n)
 {
 	const char *p = buf;

@@ -5,6 +5,7 @@
 #include "endpoint/endpoint.h"
 #include "core/proc.h"
 #include "core/sbuf.h"
+#include "core/sock.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "hub/sink.h"
@@ -137,22 +138,6 @@ void endpoint_cmd_clear(struct endpoint_cmd *cmd)
 	strvec_clear(&cmd->env);
 }
 
-int endpoint_free_port(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0,
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(a);
-	int got = -1;
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		got = ntohs(a.sin_port);
-	close(fd);
-	return got;
-}
-
 char *endpoint_base_path(const char *job_id, const char *name)
 {
 	struct sbuf sb = SBUF_INIT;
@@ -266,7 +251,7 @@ static int start_one(struct endpoint_set *es, struct sidecar *c, struct tc_err *
 {
 	const struct endpoint_opts *o = &es->o;
 	const struct endpoint_kind *k = endpoint_kind_find(c->ep->kind);
-	c->row.port = c->ep->port ? c->ep->port : endpoint_free_port();
+	c->row.port = c->ep->port ? c->ep->port : sock_free_port(0, false);
 	if (c->row.port <= 0)
 		return tc_error_errno(err, TC_ESYS, "no free port");
 	if (k && k->auth_header && !(c->row.secret = new_secret()))

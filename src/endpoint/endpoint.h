@@ -20,7 +20,7 @@
  *     container themselves).  A program the image lacks is the endpoint's
  *     failure naming the image and the program, never a host fallback.
  *     It listens on 127.0.0.1 only, on a port trainctl picks
- *     (endpoint_free_port).  The proxy is the way in; a kind that can
+ *     (sock_free_port).  The proxy is the way in; a kind that can
  *     check a token is given one (secret, in its environment, never its
  *     argv) and the proxy presents it, so other local accounts that reach
  *     the port get nothing.
@@ -104,8 +104,6 @@ const char *endpoint_kind_names(void);
 /* Build cmd for c through its kind's row (argv unit-tested per kind). */
 int endpoint_build(const struct endpoint_ctx *c, struct endpoint_cmd *cmd, struct tc_err *err);
 void endpoint_cmd_clear(struct endpoint_cmd *cmd);
-/* A free TCP port on 127.0.0.1, or -1. */
-int endpoint_free_port(void);
 /* "/jobs/JOB/endpoints/NAME/" (heap). */
 char *endpoint_base_path(const char *job_id, const char *name);
 

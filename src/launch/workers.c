@@ -12,6 +12,7 @@
 #include "launch/console_int.h"
 #include "core/proc.h"
 #include "core/sbuf.h"
+#include "core/sock.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "metrics/ingest.h"
@@ -163,33 +164,16 @@ static bool stream_read(struct sup *sp, struct worker *w, struct stream *s)
 
 /* ---- spawning ---- */
 
-/* Can a listener bind port (0 = any) on every address?  Returns the port or -1. */
-static int try_port(int port)
-{
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-				 .sin_addr.s_addr = htonl(INADDR_ANY) };
-	socklen_t len = sizeof(a);
-	int got = -1;
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		got = ntohs(a.sin_port);
-	close(fd);
-	return got;
-}
-
 int launch_free_port(void)
 {
 	unsigned int x = (unsigned int)now_mono_ms() ^ ((unsigned int)getpid() * 2654435761u);
 	for (int i = 0; i < 64; i++) {
 		x = x * 1103515245u + 12345u;
-		int port = try_port(20000 + (int)((x >> 8) % 12000));
+		int port = sock_free_port(20000 + (int)((x >> 8) % 12000), true);
 		if (port > 0)
 			return port;
 	}
-	return try_port(0);
+	return sock_free_port(0, true);
 }
 
 /* A worker's output pipe, as the poll loop reads it. */

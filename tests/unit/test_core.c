@@ -1,10 +1,15 @@
-/* test_core.c -- src/core/: the shared encoders (enc.h), the JSON pieces (json.h), the HTTP policy (http.h). */
+/* test_core.c -- src/core/: the shared encoders (enc.h), the JSON pieces (json.h), the HTTP policy (http.h), the free port (sock.h). */
 #include "test.h"
 
 #include "core/enc.h"
 #include "core/http.h"
 #include "core/json.h"
+#include "core/sock.h"
 #include "core/util.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <math.h>
@@ -218,4 +223,19 @@ TEST(json_dumps_shortest_is_jansson_but_reals)
 	char b[40];
 	fmt_shortest(b, sizeof(b), 61.2);
 	CHECK_STR(b, "61.2");
+}
+
+TEST(free_port_is_free_until_a_listener_takes_it)
+{
+	int port = sock_free_port(0, false);
+	CHECK(port > 0 && port < 65536);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(fd, 1) == 0);
+	CHECK_INT(sock_free_port(port, false), -1);
+	CHECK_INT(sock_free_port(port, true), -1); /* every address includes 127.0.0.1 */
+	close(fd);
+	CHECK_INT(sock_free_port(port, false), port);
+	CHECK_INT(sock_free_port(port, true), port);
 }
