@@ -1,10 +1,11 @@
-/* lazylib.c -- libcurl, libmicrohttpd, libcrypto loaded on first use; see lazylib.h. */
+/* lazylib.c -- libcurl, libmicrohttpd, libcrypto loaded on first use, NVML if present; see lazylib.h. */
 #define TC_LAZYLIB_IMPL
 #include "core/lazylib.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -24,16 +25,24 @@ static _Noreturn void die_missing(const struct lib *l, const char *what)
 	exit(3);
 }
 
-static void load(struct lib *l)
+/* Fill l's slots (a symbol not there: NULL); false when the library is not there. */
+static bool try_load(struct lib *l)
 {
 	void *h = dlopen(l->soname, RTLD_NOW | RTLD_LOCAL);
 	if (!h)
-		die_missing(l, NULL);
-	for (size_t i = 0; l->names[i]; i++) {
+		return false;
+	for (size_t i = 0; l->names[i]; i++)
 		l->slots[i] = dlsym(h, l->names[i]);
+	return true;
+}
+
+static void load(struct lib *l)
+{
+	if (!try_load(l))
+		die_missing(l, NULL);
+	for (size_t i = 0; l->names[i]; i++)
 		if (!l->slots[i])
 			die_missing(l, l->names[i]);
-	}
 }
 
 /* ---- libcurl ---- */
@@ -257,4 +266,32 @@ int tc_EVP_DigestFinal_ex(EVP_MD_CTX *c, unsigned char *md, unsigned int *s)
 {
 	EVP_READY();
 	return ev.final_ex(c, md, s);
+}
+
+/* ---- NVML, optional ---- */
+
+/* in struct tc_nvml's order */
+static const char *const nvml_names[] = {
+	"nvmlInit_v2", "nvmlShutdown", "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2",
+	"nvmlDeviceGetName", "nvmlDeviceGetUUID", "nvmlDeviceGetMemoryInfo",
+	"nvmlDeviceGetUtilizationRates", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetTemperature",
+	"nvmlDeviceGetRetiredPagesPendingStatus", "nvmlDeviceGetRemappedRows",
+	"nvmlDeviceGetTotalEccErrors", "nvmlEventSetCreate", "nvmlEventSetFree",
+	"nvmlDeviceRegisterEvents", "nvmlEventSetWait_v2", NULL,
+};
+static struct tc_nvml nv;
+_Static_assert(sizeof(nv) == (sizeof(nvml_names) / sizeof(nvml_names[0]) - 1) * sizeof(void *),
+	       "one name per member of struct tc_nvml");
+static struct lib nvml_lib = { "libnvidia-ml.so.1", "the NVIDIA driver", nvml_names, (void **)&nv,
+			       PTHREAD_ONCE_INIT };
+static bool nvml_there;
+static void nvml_load(void)
+{
+	nvml_there = try_load(&nvml_lib) && nv.init && nv.shutdown && nv.count && nv.handle;
+}
+
+const struct tc_nvml *tc_nvml(void)
+{
+	pthread_once(&nvml_lib.once, nvml_load);
+	return nvml_there ? &nv : NULL;
 }

@@ -1,5 +1,6 @@
 /*
- * lazylib.h -- libcurl, libmicrohttpd and libcrypto, loaded on first use.
+ * lazylib.h -- libcurl, libmicrohttpd and libcrypto, loaded on first use;
+ * and NVML, which may be absent.
  *
  * Linking them directly pulls in about thirty shared libraries (TLS, GSSAPI,
  * LDAP, SSH, ...) whose loading and relocation cost tens of milliseconds at
@@ -15,6 +16,11 @@
  *
  * Include this header after nothing else of the three libraries; it maps
  * their function names onto the wrappers with macros.
+ *
+ * NVML (libnvidia-ml.so.1) is the other kind: a machine without an NVIDIA
+ * driver has none, and that is an answer (no GPUs), not a failure.  It is
+ * not linked at build time at all (no header, no package), so tc_nvml()
+ * hands out its table of functions, or NULL.
  */
 #ifndef TC_CORE_LAZYLIB_H
 #define TC_CORE_LAZYLIB_H
@@ -69,6 +75,47 @@ void tc_EVP_MD_CTX_free(EVP_MD_CTX *c);
 int tc_EVP_DigestInit_ex(EVP_MD_CTX *c, const EVP_MD *type, ENGINE *impl);
 int tc_EVP_DigestUpdate(EVP_MD_CTX *c, const void *d, size_t n);
 int tc_EVP_DigestFinal_ex(EVP_MD_CTX *c, unsigned char *md, unsigned int *s);
+
+/* ---- NVML: nvml.h's types and functions as trainctl uses them ---- */
+
+struct tc_nvml_memory {
+	unsigned long long total, free, used;
+};
+struct tc_nvml_utilization {
+	unsigned int gpu, memory;
+};
+struct tc_nvml_event {
+	void *device;
+	unsigned long long type, data;
+	unsigned int gpu_instance, compute_instance;
+};
+/* Each returns nvmlReturn_t, 0 on success; a device is an opaque handle. */
+struct tc_nvml {
+	int (*init)(void);                      /* nvmlInit_v2 */
+	int (*shutdown)(void);                  /* nvmlShutdown */
+	int (*count)(unsigned int *);           /* nvmlDeviceGetCount_v2 */
+	int (*handle)(unsigned int, void **);   /* nvmlDeviceGetHandleByIndex_v2 */
+	/* may be NULL: an older driver lacks them */
+	int (*name)(void *, char *, unsigned int);
+	int (*uuid)(void *, char *, unsigned int);
+	int (*memory)(void *, struct tc_nvml_memory *);
+	int (*utilization)(void *, struct tc_nvml_utilization *);
+	int (*power)(void *, unsigned int *);          /* milliwatts */
+	int (*temperature)(void *, int, unsigned int *); /* sensor 0: the GPU */
+	int (*retired_pending)(void *, int *);
+	int (*remapped)(void *, unsigned int *, unsigned int *, unsigned int *, unsigned int *);
+	int (*ecc)(void *, int, int, unsigned long long *);
+	int (*set_create)(void **);
+	int (*set_free)(void *);
+	int (*register_events)(void *, unsigned long long, void *);
+	int (*wait)(void *, struct tc_nvml_event *, unsigned int);
+};
+/*
+ * NVML's table, loaded once (any thread) and never unloaded; NULL when
+ * libnvidia-ml.so.1 cannot be loaded or lacks one of the first four.
+ * The caller still calls init() and, when it succeeded, shutdown().
+ */
+const struct tc_nvml *tc_nvml(void);
 
 #ifndef TC_LAZYLIB_IMPL
 #undef curl_easy_setopt

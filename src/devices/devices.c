@@ -1,11 +1,11 @@
 /* devices.c -- the kind table and discovery; see devices.h. */
 #include "devices/devices.h"
+#include "core/lazylib.h"
 #include "core/sbuf.h"
 #include "core/proc.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,72 +51,46 @@ static struct device *add_device(struct device_list *l, const char *type, int id
 	return d;
 }
 
-/* ---- NVML, loaded at run time ---- */
-
-typedef int (*nvml_void_fn)(void);
-typedef int (*nvml_count_fn)(unsigned int *);
-typedef int (*nvml_handle_fn)(unsigned int, void **);
-typedef int (*nvml_name_fn)(void *, char *, unsigned int);
-struct nvml_memory { unsigned long long total, free, used; };
-typedef int (*nvml_mem_fn)(void *, struct nvml_memory *);
-struct nvml_util { unsigned int gpu, memory; };
-typedef int (*nvml_util_fn)(void *, struct nvml_util *);
-typedef int (*nvml_uint_fn)(void *, unsigned int *);
-typedef int (*nvml_temp_fn)(void *, int, unsigned int *);
-typedef int (*nvml_uuid_fn)(void *, char *, unsigned int);
+/* ---- NVML, through core/lazylib's table ---- */
 
 static void discover_nvml(struct device_list *l)
 {
-	void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!lib)
-		return;
-	nvml_void_fn init = (nvml_void_fn)dlsym(lib, "nvmlInit_v2");
-	nvml_void_fn shutdown = (nvml_void_fn)dlsym(lib, "nvmlShutdown");
-	nvml_count_fn count = (nvml_count_fn)dlsym(lib, "nvmlDeviceGetCount_v2");
-	nvml_handle_fn handle = (nvml_handle_fn)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
-	nvml_name_fn name = (nvml_name_fn)dlsym(lib, "nvmlDeviceGetName");
-	nvml_mem_fn mem = (nvml_mem_fn)dlsym(lib, "nvmlDeviceGetMemoryInfo");
-	nvml_util_fn util = (nvml_util_fn)dlsym(lib, "nvmlDeviceGetUtilizationRates");
-	nvml_uint_fn power = (nvml_uint_fn)dlsym(lib, "nvmlDeviceGetPowerUsage");
-	nvml_temp_fn temp = (nvml_temp_fn)dlsym(lib, "nvmlDeviceGetTemperature");
-	nvml_uuid_fn uuid = (nvml_uuid_fn)dlsym(lib, "nvmlDeviceGetUUID");
+	const struct tc_nvml *nv = tc_nvml();
 	unsigned int n = 0;
-	if (!init || !shutdown || !count || !handle || init() != 0)
-		goto out;
-	if (count(&n) != 0)
+	if (!nv || nv->init() != 0)
+		return;
+	if (nv->count(&n) != 0)
 		n = 0;
 	for (unsigned int i = 0; i < n; i++) {
 		void *h = NULL;
-		if (handle(i, &h) != 0)
+		if (nv->handle(i, &h) != 0)
 			continue;
 		struct device *d = add_device(l, "gpu", (int)i, "nvml");
 		char buf[96];
-		if (name && name(h, buf, sizeof(buf)) == 0) {
+		if (nv->name && nv->name(h, buf, sizeof(buf)) == 0) {
 			buf[sizeof(buf) - 1] = '\0';
 			d->name = xstrdup(buf);
 		}
-		if (uuid && uuid(h, buf, sizeof(buf)) == 0) {
+		if (nv->uuid && nv->uuid(h, buf, sizeof(buf)) == 0) {
 			buf[sizeof(buf) - 1] = '\0';
 			d->uuid = xstrdup(buf);
 		}
-		struct nvml_memory m;
-		if (mem && mem(h, &m) == 0) {
+		struct tc_nvml_memory m;
+		if (nv->memory && nv->memory(h, &m) == 0) {
 			d->mem_total = m.total;
 			d->mem_used = m.used;
 		}
-		struct nvml_util u;
-		if (util && util(h, &u) == 0)
+		struct tc_nvml_utilization u;
+		if (nv->utilization && nv->utilization(h, &u) == 0)
 			d->util_percent = (int)u.gpu;
 		unsigned int mw;
-		if (power && power(h, &mw) == 0)
+		if (nv->power && nv->power(h, &mw) == 0)
 			d->power_w = mw / 1000.0;
 		unsigned int t;
-		if (temp && temp(h, 0 /* NVML_TEMPERATURE_GPU */, &t) == 0)
+		if (nv->temperature && nv->temperature(h, 0 /* NVML_TEMPERATURE_GPU */, &t) == 0)
 			d->temp_c = t;
 	}
-	shutdown();
-out:
-	dlclose(lib);
+	nv->shutdown();
 }
 
 /* ---- Ascend: the `npu-smi info` table, else `npu-smi info -l` ---- */
@@ -427,25 +401,21 @@ void devices_why_none(const char *type, struct sbuf *out)
 		return;
 	}
 	if (!strcmp(type, "gpu")) {
-		void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-		if (!lib) {
+		const struct tc_nvml *nv = tc_nvml();
+		if (!nv) {
 			sbuf_adds(out, "NVML is not present (no libnvidia-ml.so.1: no NVIDIA driver)");
 			return;
 		}
-		nvml_void_fn init = (nvml_void_fn)dlsym(lib, "nvmlInit_v2");
-		nvml_void_fn shutdown = (nvml_void_fn)dlsym(lib, "nvmlShutdown");
-		nvml_count_fn count = (nvml_count_fn)dlsym(lib, "nvmlDeviceGetCount_v2");
-		int r = init && shutdown && count ? init() : -1;
+		int r = nv->init();
 		unsigned int n = 0;
 		if (r != 0)
 			sbuf_addf(out, "NVML did not start (error %d)", r);
-		else if (count(&n) != 0)
+		else if (nv->count(&n) != 0)
 			sbuf_adds(out, "NVML cannot count the GPUs");
 		else
 			sbuf_addf(out, "NVML reports %u GPUs", n);
 		if (r == 0)
-			shutdown();
-		dlclose(lib);
+			nv->shutdown();
 	} else if (!strcmp(type, "npu")) {
 		char *tool = which("npu-smi");
 		sbuf_adds(out, tool ? "npu-smi lists no NPUs" : "npu-smi is not on PATH (no Ascend driver)");

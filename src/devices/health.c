@@ -1,15 +1,15 @@
 /* health.c -- device health checks, one row per device type; see health.h. */
 #include "devices/health.h"
 #include "devices/devices.h"
+#include "core/lazylib.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- NVML (the parts health needs; nvml.h's names and values) ---- */
+/* ---- NVML (core/lazylib's table; the values health needs, nvml.h's names) ---- */
 
 #define NVML_SUCCESS 0
 #define NVML_MEMORY_ERROR_TYPE_UNCORRECTED 1
@@ -24,25 +24,8 @@
  */
 #define XID_HOLD_MS (10 * 60 * 1000)
 
-struct nvml_event_data {
-	void *device;
-	unsigned long long type, data;
-	unsigned int gpu_instance, compute_instance;
-};
-
 struct nvml {
-	void *lib;
-	int (*init)(void);
-	int (*shutdown)(void);
-	int (*count)(unsigned int *);
-	int (*handle)(unsigned int, void **);
-	int (*retired_pending)(void *, int *);
-	int (*remapped)(void *, unsigned int *, unsigned int *, unsigned int *, unsigned int *);
-	int (*ecc)(void *, int, int, unsigned long long *);
-	int (*set_create)(void **);
-	int (*set_free)(void *);
-	int (*reg)(void *, unsigned long long, void *);
-	int (*wait)(void *, struct nvml_event_data *, unsigned int);
+	const struct tc_nvml *api; /* NULL: no NVML */
 	void *set;
 	unsigned int n;
 	void *h[MAX_GPUS];
@@ -68,48 +51,28 @@ bool health_xid_is_device(unsigned long long xid)
 	return true;
 }
 
-static void *sym(void *lib, const char *name)
-{
-	return dlsym(lib, name);
-}
-
 static bool nvml_open(struct nvml *nv)
 {
 	memset(nv, 0, sizeof(*nv));
-	nv->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!nv->lib)
+	const struct tc_nvml *api = tc_nvml();
+	if (!api || api->init() != NVML_SUCCESS)
 		return false;
-	*(void **)&nv->init = sym(nv->lib, "nvmlInit_v2");
-	*(void **)&nv->shutdown = sym(nv->lib, "nvmlShutdown");
-	*(void **)&nv->count = sym(nv->lib, "nvmlDeviceGetCount_v2");
-	*(void **)&nv->handle = sym(nv->lib, "nvmlDeviceGetHandleByIndex_v2");
-	*(void **)&nv->retired_pending = sym(nv->lib, "nvmlDeviceGetRetiredPagesPendingStatus");
-	*(void **)&nv->remapped = sym(nv->lib, "nvmlDeviceGetRemappedRows");
-	*(void **)&nv->ecc = sym(nv->lib, "nvmlDeviceGetTotalEccErrors");
-	*(void **)&nv->set_create = sym(nv->lib, "nvmlEventSetCreate");
-	*(void **)&nv->set_free = sym(nv->lib, "nvmlEventSetFree");
-	*(void **)&nv->reg = sym(nv->lib, "nvmlDeviceRegisterEvents");
-	*(void **)&nv->wait = sym(nv->lib, "nvmlEventSetWait_v2");
-	if (!nv->init || !nv->shutdown || !nv->count || !nv->handle || nv->init() != NVML_SUCCESS) {
-		dlclose(nv->lib);
-		nv->lib = NULL;
-		return false;
-	}
-	if (nv->count(&nv->n) != NVML_SUCCESS)
+	nv->api = api;
+	if (api->count(&nv->n) != NVML_SUCCESS)
 		nv->n = 0;
 	if (nv->n > MAX_GPUS)
 		nv->n = MAX_GPUS;
 	for (unsigned int i = 0; i < nv->n; i++) {
 		sbuf_init(&nv->xids[i], 0);
-		if (nv->handle(i, &nv->h[i]) != NVML_SUCCESS)
+		if (api->handle(i, &nv->h[i]) != NVML_SUCCESS)
 			nv->h[i] = NULL;
 	}
 	/* XIDs: an event set kept open from one check to the next */
-	if (nv->set_create && nv->set_free && nv->reg && nv->wait &&
-	    nv->set_create(&nv->set) == NVML_SUCCESS) {
+	if (api->set_create && api->set_free && api->register_events && api->wait &&
+	    api->set_create(&nv->set) == NVML_SUCCESS) {
 		for (unsigned int i = 0; i < nv->n; i++)
 			if (nv->h[i]) /* a device that cannot report them is not checked for them */
-				(void)nv->reg(nv->h[i], NVML_EVENT_XID_CRITICAL, nv->set);
+				(void)api->register_events(nv->h[i], NVML_EVENT_XID_CRITICAL, nv->set);
 	} else {
 		nv->set = NULL;
 	}
@@ -118,15 +81,14 @@ static bool nvml_open(struct nvml *nv)
 
 static void nvml_close(struct nvml *nv)
 {
-	if (!nv->lib)
+	if (!nv->api)
 		return;
 	if (nv->set)
-		nv->set_free(nv->set);
+		nv->api->set_free(nv->set);
 	for (unsigned int i = 0; i < nv->n; i++)
 		sbuf_release(&nv->xids[i]);
-	nv->shutdown();
-	dlclose(nv->lib);
-	nv->lib = NULL;
+	nv->api->shutdown();
+	nv->api = NULL;
 }
 
 /* The XID events waiting in the set, each added to its device's list. */
@@ -135,9 +97,9 @@ static void nvml_drain(struct nvml *nv)
 	if (!nv->set)
 		return;
 	for (int k = 0; k < MAX_EVENTS; k++) {
-		struct nvml_event_data e;
+		struct tc_nvml_event e;
 		memset(&e, 0, sizeof(e));
-		if (nv->wait(nv->set, &e, 0) != NVML_SUCCESS)
+		if (nv->api->wait(nv->set, &e, 0) != NVML_SUCCESS)
 			break; /* NVML_ERROR_TIMEOUT: none left */
 		if (!(e.type & NVML_EVENT_XID_CRITICAL) || !health_xid_is_device(e.data))
 			continue;
@@ -159,18 +121,19 @@ static char *nvml_reason(struct nvml *nv, int id)
 	void *h = nv->h[id];
 	struct sbuf why = SBUF_INIT;
 	int pending = 0;
-	if (nv->retired_pending && nv->retired_pending(h, &pending) == NVML_SUCCESS && pending)
+	const struct tc_nvml *api = nv->api;
+	if (api->retired_pending && api->retired_pending(h, &pending) == NVML_SUCCESS && pending)
 		sbuf_adds(&why, "retired pages pending (reset the GPU)");
 	unsigned int corr = 0, unc = 0, rpending = 0, failed = 0;
-	if (nv->remapped && nv->remapped(h, &corr, &unc, &rpending, &failed) == NVML_SUCCESS) {
+	if (api->remapped && api->remapped(h, &corr, &unc, &rpending, &failed) == NVML_SUCCESS) {
 		if (rpending)
 			sbuf_addf(&why, "%srow remapping pending (reset the GPU)", why.len ? "; " : "");
 		if (failed)
 			sbuf_addf(&why, "%srow remapping failed", why.len ? "; " : "");
 	}
 	unsigned long long ecc = 0;
-	if (nv->ecc &&
-	    nv->ecc(h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &ecc) == NVML_SUCCESS &&
+	if (api->ecc &&
+	    api->ecc(h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &ecc) == NVML_SUCCESS &&
 	    ecc)
 		sbuf_addf(&why, "%s%llu uncorrectable ECC error%s", why.len ? "; " : "", ecc,
 			  ecc == 1 ? "" : "s");
@@ -279,7 +242,7 @@ int health_check(struct health_watch *w, const int *ids, int n, char **reasons)
 		return 0;
 	if (!strcmp(w->row->type, "npu"))
 		return npu_check(ids, n, reasons);
-	if (!w->nv.lib) {
+	if (!w->nv.api) {
 		for (int i = 0; i < n; i++)
 			reasons[i] = xstrdup("NVML is not available");
 		return n;
