@@ -6,6 +6,7 @@
 #include "cmd/cmd.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "devices/devices.h"
 #include "hub/hub.h"
 #include "launch/launch.h"
 #include "notify/notify.h"
@@ -558,22 +559,16 @@ int cmd_supervise(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err
 	if (rc)
 		goto out;
 	/* the devices the scheduler allocated */
-	int n = 0;
-	const char *p = devices;
-	while (*p && n < s->per_node) {
-		char *end;
-		long id = strtol(p, &end, 10);
-		if (end == p || id < 0 || id > 65535) {
-			rc = tc_error(err, TC_EUSAGE, "supervise: bad --devices '%s'", devices);
-			goto out;
-		}
-		s->device_ids[n++] = (int)id;
-		p = *end == ',' ? end + 1 : end;
-	}
-	if (n != s->per_node || *p) {
+	int n = 0, *ids = NULL;
+	if (device_ids_parse(devices, &ids, &n, NULL))
+		rc = tc_error(err, TC_EUSAGE, "supervise: bad --devices '%s'", devices);
+	else if (n != s->per_node)
 		rc = tc_error(err, TC_EUSAGE, "supervise: --devices '%s' is not %d ids", devices, s->per_node);
+	else
+		memcpy(s->device_ids, ids, (size_t)n * sizeof(int));
+	free(ids);
+	if (rc)
 		goto out;
-	}
 	/* one stream per process (hub.h note 3); a predecessor's journal is adopted */
 	struct sbuf stream = SBUF_INIT;
 	sbuf_addf(&stream, "sup.%ld", (long)getpid());

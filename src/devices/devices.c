@@ -6,6 +6,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -423,4 +424,38 @@ void devices_why_none(const char *type, struct sbuf *out)
 	} else {
 		sbuf_addf(out, "trainctl cannot discover %s devices", type);
 	}
+}
+
+/* ---- device ids as text ---- */
+
+char *device_ids_text(const int *ids, int n)
+{
+	struct sbuf sb = SBUF_INIT;
+	for (int i = 0; i < n; i++)
+		sbuf_addf(&sb, "%s%d", i ? "," : "", ids[i]);
+	return sbuf_detach(&sb);
+}
+
+int device_ids_parse(const char *text, int **ids, int *n, struct tc_err *err)
+{
+	*ids = NULL;
+	*n = 0;
+	int *v = NULL, nv = 0;
+	size_t alloc = 0;
+	for (const char *p = text ? text : ""; *p;) {
+		char *end;
+		errno = 0;
+		long x = strtol(p, &end, 10);
+		if (end == p || errno || x < 0 || x > 65535 || (*end && *end != ',')) {
+			free(v);
+			return tc_error(err, TC_EUSAGE, "device ids '%s': not numbers 0..65535 "
+					"separated by commas", text);
+		}
+		XGROW(v, (size_t)nv + 1, alloc);
+		v[nv++] = (int)x;
+		p = *end ? end + 1 : end;
+	}
+	*ids = v;
+	*n = nv;
+	return 0;
 }

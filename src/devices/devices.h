@@ -86,4 +86,18 @@ int devices_count(const struct device_list *l, const char *type);
  */
 void devices_why_none(const char *type, struct sbuf *out);
 
+/*
+ * Device ids as text, "0,1,3": a job's devices column, and what crosses
+ * from the server to `trainctl supervise --devices`.  The one codec.
+ */
+/* The text of n ids (heap; "" for none). */
+char *device_ids_text(const int *ids, int n);
+/*
+ * The ids of text: decimal numbers 0..65535, each followed by one comma
+ * or the end (a last comma is let pass).  0 with *ids (heap, NULL for no
+ * ids: NULL or "" text) and *n; or TC_EUSAGE naming text, *ids NULL and
+ * *n 0.
+ */
+int device_ids_parse(const char *text, int **ids, int *n, struct tc_err *err);
+
 #endif

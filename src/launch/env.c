@@ -151,11 +151,9 @@ void env_common(const struct env_plan *p, struct strvec *out)
 	const struct device_kind *k = device_kind_find(s->device_type);
 	if (k && k->visible_var &&
 	    !(k->id_mode == DEVID_PHYSICAL && profile_find(s->framework)->physical_ids)) {
-		struct sbuf ids = SBUF_INIT;
-		for (int i = 0; i < s->per_node; i++)
-			sbuf_addf(&ids, "%s%d", i ? "," : "", s->device_ids[i]);
-		env_set(out, k->visible_var, ids.buf);
-		sbuf_release(&ids);
+		char *ids = device_ids_text(s->device_ids, s->per_node);
+		env_set(out, k->visible_var, ids);
+		free(ids);
 	}
 	if (p->rank_table)
 		env_set(out, "RANK_TABLE_FILE", p->rank_table);

@@ -12,6 +12,7 @@
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "devices/devices.h"
 #include "diag/diag.h"
 #include "hub/hub.h"
 #include "jobs/jobs.h"
@@ -810,15 +811,6 @@ static int one_node_only(struct sup *sp, struct tc_err *err)
 			sp->s->nodes);
 }
 
-/* "0,1": the devices column (heap). */
-static char *ids_join(const int *ids, int n)
-{
-	struct sbuf sb = SBUF_INIT;
-	for (int i = 0; i < n; i++)
-		sbuf_addf(&sb, "%s%d", i ? "," : "", ids[i]);
-	return sbuf_detach(&sb);
-}
-
 /* The job's record: created here, taken over from the server, or the driver's (a node). */
 static int record_job(struct sup *sp, struct tc_err *err)
 {
@@ -851,7 +843,7 @@ static int record_job(struct sup *sp, struct tc_err *err)
 		.sup_ticks = proc_start_ticks(getpid()),
 		.user = pw && pw->pw_name ? xstrdup(pw->pw_name) : NULL,
 		.device_type = xstrdup(sp->s->device_type), .device_count = sp->n,
-		.devices = sp->leased ? ids_join(sp->s->device_ids, sp->n) : NULL,
+		.devices = sp->leased ? device_ids_text(sp->s->device_ids, sp->n) : NULL,
 	};
 	sp->late = row;
 	/*

@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "devices/devices.h"
 #include "jobs/jobs.h"
 #include "spec/spec.h"
 
@@ -82,7 +83,7 @@ static int queue_job(struct srv *s, const struct admit_req *a, const struct spec
 	char *yaml = spec_to_yaml(sp);
 	char *json = spec_to_json(sp);
 	/* ids the spec named are a requirement; otherwise any free ones */
-	char *want = sp->device_ids_given ? ids_text(sp->device_ids, sp->per_node) : NULL;
+	char *want = sp->device_ids_given ? device_ids_text(sp->device_ids, sp->per_node) : NULL;
 	int rc = mkdir_p(run_dir.buf, err);
 	if (!rc)
 		rc = write_file_atomic(path.buf, yaml, strlen(yaml), err);

@@ -56,38 +56,6 @@ static void logf_(struct srv *s, const char *fmt, ...)
 	va_end(ap);
 }
 
-char *ids_text(const int *ids, int n)
-{
-	struct sbuf sb = SBUF_INIT;
-	for (int i = 0; i < n; i++)
-		sbuf_addf(&sb, "%s%d", i ? "," : "", ids[i]);
-	return sbuf_detach(&sb);
-}
-
-int *ids_parse(const char *text, int *n)
-{
-	*n = 0;
-	if (!text || !*text)
-		return NULL;
-	int *v = NULL;
-	size_t alloc = 0;
-	const char *p = text;
-	while (*p) {
-		char *end;
-		errno = 0;
-		long x = strtol(p, &end, 10);
-		if (end == p || errno || x < 0 || x > 65535 || (*end && *end != ',')) {
-			free(v);
-			*n = 0;
-			return NULL;
-		}
-		XGROW(v, (size_t)*n + 1, alloc);
-		v[(*n)++] = (int)x;
-		p = *end ? end + 1 : end;
-	}
-	return v;
-}
-
 /* ---- the jobs in memory ---- */
 
 struct sjob *srv_find(struct srv *s, const char *id)
@@ -212,8 +180,8 @@ static int spec_max_restarts(const char *spec_json)
 /* An active job read from the store into memory. */
 static struct sjob *load_job(struct srv *s, const struct job_row *r)
 {
-	int nwant = 0, nids = 0;
-	int *want = ids_parse(r->device_want, &nwant);
+	int nwant = 0, nids = 0, *want, *ids;
+	(void)device_ids_parse(r->device_want, &want, &nwant, NULL); /* unreadable: any ids */
 	srv_add_queued(s, r->id, r->user, r->name, r->device_type, r->device_count,
 		       nwant == r->device_count ? want : NULL, r->priority, r->preemptible, r->created,
 		       spec_max_restarts(r->spec_json), r->run_dir, backend_of(r));
@@ -227,7 +195,7 @@ static struct sjob *load_job(struct srv *s, const struct job_row *r)
 	j->ran = r->restarts > 0 || r->state != JOB_QUEUED;
 	j->started_at = job_state_active(r->state) ? r->started : 0;
 	bool asked = r->stop_reason != JOB_STOP_NONE;
-	int *ids = ids_parse(r->devices, &nids);
+	(void)device_ids_parse(r->devices, &ids, &nids, NULL);
 	if (r->state == JOB_PAUSED) {
 		j->st = SJ_IDLE;
 	} else if (r->state == JOB_QUEUED || r->state == JOB_PREEMPTED) {
@@ -365,7 +333,7 @@ static int start_job(struct srv *s, struct sjob *j, const int *ids)
 	if (rc)
 		return rc;
 	struct tc_err err = TC_ERR_INIT;
-	char *devs = ids_text(ids, j->count);
+	char *devs = device_ids_text(ids, j->count);
 	pid_t pid = spawn_supervisor(s, j, devs, &err);
 	if (pid > 0) {
 		j->pid = pid;

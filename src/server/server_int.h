@@ -275,8 +275,4 @@ void api_stop(struct srv *s);
 /* telemetry.c: sample every running job and device (mu held) */
 void telemetry_sample(struct srv *s);
 
-/* Devices "0,1" text <-> ids. */
-char *ids_text(const int *ids, int n);
-int *ids_parse(const char *text, int *n);
-
 #endif

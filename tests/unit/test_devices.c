@@ -1,4 +1,4 @@
-/* test_devices.c -- src/devices/: the kind table and the `npu-smi info` parser */
+/* test_devices.c -- src/devices/: the kind table, the `npu-smi info` parser, the device ids' text */
 #include "test.h"
 
 #include "core/sbuf.h"
@@ -238,4 +238,49 @@ TEST(health_table)
 	char *why[1];
 	CHECK_INT(health_check(NULL, ids, 1, why), 0);
 	CHECK(!why[0]);
+}
+
+TEST(device_ids_text_round_trip)
+{
+	const int ids[] = { 0, 3, 7, 65535 };
+	char *text = device_ids_text(ids, 4);
+	CHECK_STR(text, "0,3,7,65535");
+	int *back = NULL, n = -1;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(device_ids_parse(text, &back, &n, &err), 0);
+	CHECK_INT(n, 4);
+	for (int i = 0; i < 4 && n == 4; i++)
+		CHECK_INT(back[i], ids[i]);
+	free(back);
+	free(text);
+	/* none: "" both ways, and NULL reads as none */
+	text = device_ids_text(ids, 0);
+	CHECK_STR(text, "");
+	CHECK_INT(device_ids_parse(text, &back, &n, &err), 0);
+	CHECK(back == NULL && n == 0);
+	CHECK_INT(device_ids_parse(NULL, &back, &n, &err), 0);
+	CHECK(back == NULL && n == 0);
+	free(text);
+	/* a last comma is let pass, as the server and supervise always did */
+	CHECK_INT(device_ids_parse("1,2,", &back, &n, &err), 0);
+	CHECK(n == 2 && back[0] == 1 && back[1] == 2);
+	free(back);
+	tc_err_release(&err);
+}
+
+TEST(device_ids_parse_refusals)
+{
+	const char *bad[] = { "a", "1,,2", ",1", "-1", "65536", "1;2", "1 2", "0x1", "1,b",
+			      "99999999999999999999" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int sentinel = 0, *ids = &sentinel, n = -1;
+		struct tc_err err = TC_ERR_INIT;
+		CHECK_INT(device_ids_parse(bad[i], &ids, &n, &err), TC_EUSAGE);
+		CHECK(ids == NULL && n == 0);
+		CHECK_CONTAINS(err.msg, bad[i]);
+		tc_err_release(&err);
+	}
+	/* without a place for the message, the answer is the same */
+	int *ids = NULL, n = 0;
+	CHECK_INT(device_ids_parse("x", &ids, &n, NULL), TC_EUSAGE);
 }
