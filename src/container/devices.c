@@ -8,6 +8,7 @@
 #include "container/container.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "devices/devices.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -77,10 +78,9 @@ int container_devices(const struct container_runtime *rt, const char *device_typ
 				device_type);
 	if (r->cdi_fmt && rt->kind == CONTAINER_DOCKER && r->docker_gpus && n > 0) {
 		struct sbuf sb = SBUF_INIT;
-		sbuf_adds(&sb, "--gpus=\"device=");
-		for (int i = 0; i < n; i++)
-			sbuf_addf(&sb, "%s%d", i ? "," : "", ids[i]);
-		sbuf_adds(&sb, "\"");
+		char *text = device_ids_text(ids, n);
+		sbuf_addf(&sb, "--gpus=\"device=%s\"", text);
+		free(text);
 		strvec_push_nodup(out, sbuf_detach(&sb));
 	} else if (r->cdi_fmt) {
 		for (int i = 0; i < n; i++) {
@@ -115,24 +115,15 @@ char *container_visible_value(const char *device_type, const char *host_value)
 	 * The runtime shows the devices it was given as 0..n-1 in host
 	 * order: "3,1" on the host is "1,0" inside.
 	 */
-	long ids[1024];
-	size_t n = 0;
-	for (const char *p = host_value; *p && n < 1024;) {
-		char *end;
-		long v = strtol(p, &end, 10);
-		if (end == p)
-			return NULL; /* not a plain id list (UUIDs): leave it as it is */
-		ids[n++] = v;
-		p = *end == ',' ? end + 1 : end;
-		if (*end && *end != ',')
-			return NULL;
-	}
-	struct sbuf sb = SBUF_INIT;
-	for (size_t i = 0; i < n; i++) {
-		int below = 0;
-		for (size_t k = 0; k < n; k++)
-			below += ids[k] < ids[i];
-		sbuf_addf(&sb, "%s%d", i ? "," : "", below);
-	}
-	return sbuf_detach(&sb);
+	int *ids, n;
+	if (device_ids_parse(host_value, &ids, &n, NULL))
+		return NULL; /* not a plain id list (UUIDs): leave it as it is */
+	int *inside = xcalloc(n ? (size_t)n : 1, sizeof(*inside));
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < n; k++)
+			inside[i] += ids[k] < ids[i];
+	char *text = device_ids_text(inside, n);
+	free(inside);
+	free(ids);
+	return text;
 }
