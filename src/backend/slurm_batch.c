@@ -46,7 +46,8 @@ struct batch {
 	int nodes;
 	const char *slurm_job; /* $SLURM_JOB_ID, or NULL */
 	bool slurm_ends;       /* Slurm itself ends or requeues the job: its state tells how */
-	struct sink *sink;     /* the hub's (TRAINCTL_HUB_URL): no database here; else NULL */
+	struct sink *sink;     /* where the job's records go: the hub's or the database's */
+	bool remote;           /* the hub's (TRAINCTL_HUB_URL): no database here */
 };
 
 /* Why the job was asked to stop: the database, or the hub for a driver that reports to one. */
@@ -55,15 +56,10 @@ static enum job_stop stop_reason(const struct batch *b)
 	enum job_stop asked = JOB_STOP_NONE;
 	int restarts = 0;
 	struct tc_err e2 = TC_ERR_INIT;
-	if (b->sink) {
-		/* a hub that does not answer: Slurm's state still tells a stop from a failure */
+	if (b->remote) /* a hub that does not answer: Slurm's state still tells a stop from a failure */
 		hub_job_status(b->job_id, 5, &asked, &restarts, &e2);
-	} else {
-		struct store *st = NULL;
-		if (store_open(b->home, &st, &e2) == 0)
-			store_job_stop_reason(st, b->job_id, &asked, &e2);
-		store_close(st);
-	}
+	else /* a read: the database the direct sink writes */
+		store_job_stop_reason(sink_store(b->sink), b->job_id, &asked, &e2);
 	tc_err_release(&e2);
 	return asked;
 }
@@ -288,7 +284,7 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 	proc_env_inherit(&p.env);
 	/* ours are handled here (on_batch_signal); srun gets its own defaults */
 	p.default_sigs = PROC_SIG(SIGTERM) | PROC_SIG(SIGINT) | PROC_SIG(SIGUSR1) | PROC_SIG(SIGUSR2);
-	if (b->sink)
+	if (b->remote)
 		p.out.how = PROC_IO_PIPE; /* the nodes' outcomes come this way (node_results) */
 	int rc = proc_start(&p, err);
 	if (rc) {
@@ -296,7 +292,7 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 		return rc;
 	}
 	batch_srun = p.pid;
-	if (b->sink)
+	if (b->remote)
 		node_results(b, p.out.fd);
 	int status = 0;
 	/* a failed wait leaves status 0: the nodes' results below still decide */
@@ -344,110 +340,59 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 	return 0;
 }
 
-/* The driver of a job that reports to its hub (TRAINCTL_HUB_URL): no database on this host. */
-static int batch_remote(struct batch *b, int *exit_status, struct tc_err *err)
+/*
+ * The job's sink, spec and run folder: the hub's when TRAINCTL_HUB_URL
+ * names one (no database on this host), else the database's.
+ */
+static int batch_open(struct batch *b, struct spec **s, struct sbuf *rd, struct tc_err *err)
 {
-	struct spec *s = NULL;
-	struct sbuf rd = SBUF_INIT;
-	char *stream = stream_name("driver");
-	sbuf_addf(&rd, "%s/runs/%s", b->home, b->job_id);
-	b->run_dir = rd.buf;
-	int rc = sink_from_env(b->home, b->job_id, stream, hub_warn, NULL, &b->sink, err);
-	free(stream);
-	if (!rc && (rc = remote_spec(rd.buf, &s, err)))
-		goto fail;
-	if (rc)
-		goto out;
-	if (!b->exe) {
-		rc = tc_error_errno(err, TC_ESYS, "cannot find the trainctl binary");
-		goto fail;
+	int rc;
+	if (b->remote) {
+		char *stream = stream_name("driver");
+		sbuf_addf(rd, "%s/runs/%s", b->home, b->job_id);
+		rc = sink_from_env(b->home, b->job_id, stream, hub_warn, NULL, &b->sink, err);
+		free(stream);
+		if (rc)
+			return rc;
+		b->run_dir = rd->buf;
+		return remote_spec(rd->buf, s, err);
 	}
-	const char *nodes = getenv("SLURM_JOB_NODELIST");
-	if (nodes && (rc = sink_slurm(b->sink, b->job_id, getenv("SLURM_JOB_ID"), nodes, "RUNNING",
-				      err)))
-		goto fail;
-	struct sigaction sa = { 0 };
-	sa.sa_handler = on_batch_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGUSR1, &sa, NULL);
-	sigaction(SIGUSR2, &sa, NULL);
-	/* the restarts spent before a requeue: the hub counts them (none when it is away) */
-	enum job_stop asked = JOB_STOP_NONE;
-	int restarts = 0;
-	struct tc_err e2 = TC_ERR_INIT;
-	hub_job_status(b->job_id, 5, &asked, &restarts, &e2);
-	tc_err_release(&e2);
-	struct launch_backend_ops ops = { srun_attempt, b, nodes };
-	/* the driver's log and Slurm's output, into the hub's run folder when this one is ours */
-	struct hub_ship *ship = hub_ship_start(b->sink, b->job_id, rd.buf, 2000);
-	if (!hub_run_dir_shared(rd.buf))
-		hub_ship_add(ship, "logs/supervisor.log");
-	struct sbuf so = SBUF_INIT, src = SBUF_INIT;
-	const char *sj = b->slurm_job ? b->slurm_job : "0";
-	sbuf_addf(&so, "logs/slurm-%s.out", sj);
-	sbuf_addf(&src, "%s/trainctl-%s-%s.out", SLURM_HUB_OUTPUT_DIR, b->job_id, sj);
-	hub_ship_add_from(ship, so.buf, src.buf);
-	sbuf_release(&so);
-	sbuf_release(&src);
-	rc = launch_multinode_remote(s, b->home, b->job_id, b->sink, restarts, &ops, exit_status,
-				     err);
-	hub_ship_stop(ship);
-	ship = NULL;
-	if (rc || *exit_status != 143 || batch_term || b->slurm_ends)
-		goto out;
-	asked = stop_reason(b);
-	const char *why = asked == JOB_STOP_STOPPED
-				  ? "stopped by trainctl stop (every node's workers got SIGTERM)"
-				  : "the workers were stopped by a signal from Slurm";
-	rc = sink_finish(b->sink, b->job_id, JOB_KILLED, 1, why, why, err);
-	*exit_status = 0;
-	goto out;
-fail:
-	if (b->sink) {
-		struct tc_err e3 = TC_ERR_INIT;
-		sink_finish(b->sink, b->job_id, JOB_FAILED, tc_exit_status(rc), err->msg, err->msg, &e3);
-		tc_err_release(&e3);
+	struct job_row j = { 0 };
+	if ((rc = sink_direct_open(b->home, &b->sink, err)) ||
+	    (rc = store_job_get(sink_store(b->sink), b->job_id, &j, err))) {
+		job_row_release(&j);
+		sink_close(b->sink); /* no job to record anything of */
+		b->sink = NULL;
+		return rc;
 	}
-out:
-	sink_close(b->sink); /* waits for the hub to take everything (hub.h note 5) */
-	b->sink = NULL;
-	spec_free(s);
-	sbuf_release(&rd);
+	sbuf_adds(rd, j.run_dir);
+	b->run_dir = rd->buf;
+	job_row_release(&j);
+	struct sbuf p = SBUF_INIT;
+	sbuf_addf(&p, "%s/job.yaml", rd->buf);
+	rc = spec_load(p.buf, s, err);
+	sbuf_release(&p);
 	return rc;
 }
 
 int slurm_batch_main(const char *home, const char *job_id, int *exit_status, struct tc_err *err)
 {
-	struct store *st = NULL;
-	struct job_row j = { 0 };
 	struct spec *s = NULL;
-	struct sbuf p = SBUF_INIT;
-	struct batch b = { home, job_id, NULL, path_self_exe(), 0, getenv("SLURM_JOB_ID"), false,
-			   NULL };
-	*exit_status = 1;
+	struct sbuf rd = SBUF_INIT;
+	struct hub_ship *ship = NULL;
 	const char *hub = getenv("TRAINCTL_HUB_URL");
-	if (hub && *hub) {
-		int rrc = batch_remote(&b, exit_status, err);
-		free(b.exe);
-		return rrc;
-	}
-	int rc = store_open(home, &st, err);
-	if (!rc)
-		rc = store_job_get(st, job_id, &j, err);
+	struct batch b = { home, job_id, NULL, path_self_exe(), 0, getenv("SLURM_JOB_ID"), false,
+			   NULL, hub && *hub };
+	*exit_status = 1;
+	int rc = batch_open(&b, &s, &rd, err);
 	if (rc)
-		goto out;
-	b.run_dir = j.run_dir;
-	sbuf_addf(&p, "%s/job.yaml", j.run_dir);
-	if ((rc = spec_load(p.buf, &s, err)))
 		goto fail;
 	if (!b.exe) {
 		rc = tc_error_errno(err, TC_ESYS, "cannot find the trainctl binary");
 		goto fail;
 	}
 	const char *nodes = getenv("SLURM_JOB_NODELIST");
-	if (nodes && (rc = store_slurm_set(st, job_id, getenv("SLURM_JOB_ID"), nodes, "RUNNING", err)))
+	if (nodes && (rc = sink_slurm(b.sink, job_id, getenv("SLURM_JOB_ID"), nodes, "RUNNING", err)))
 		goto fail;
 	struct sigaction sa = { 0 };
 	sa.sa_handler = on_batch_signal;
@@ -457,39 +402,53 @@ int slurm_batch_main(const char *home, const char *job_id, int *exit_status, str
 	sigaction(SIGUSR1, &sa, NULL);
 	sigaction(SIGUSR2, &sa, NULL);
 	struct launch_backend_ops ops = { srun_attempt, &b, nodes };
-	store_close(st); /* launch_multinode keeps its own connection */
-	st = NULL;
-	rc = launch_multinode(s, home, job_id, &ops, exit_status, err);
+	if (b.remote) {
+		/* the restarts spent before a requeue: the hub counts them (none when it is away) */
+		enum job_stop asked = JOB_STOP_NONE;
+		int restarts = 0;
+		struct tc_err e2 = TC_ERR_INIT;
+		hub_job_status(job_id, 5, &asked, &restarts, &e2);
+		tc_err_release(&e2);
+		/* the driver's log and Slurm's output, into the hub's run folder when this one is ours */
+		ship = hub_ship_start(b.sink, job_id, rd.buf, 2000);
+		if (!hub_run_dir_shared(rd.buf))
+			hub_ship_add(ship, "logs/supervisor.log");
+		struct sbuf so = SBUF_INIT, src = SBUF_INIT;
+		const char *sj = b.slurm_job ? b.slurm_job : "0";
+		sbuf_addf(&so, "logs/slurm-%s.out", sj);
+		sbuf_addf(&src, "%s/trainctl-%s-%s.out", SLURM_HUB_OUTPUT_DIR, job_id, sj);
+		hub_ship_add_from(ship, so.buf, src.buf);
+		sbuf_release(&so);
+		sbuf_release(&src);
+		rc = launch_multinode_remote(s, home, job_id, b.sink, restarts, &ops, exit_status, err);
+		hub_ship_stop(ship);
+	} else {
+		/* launch_multinode keeps its own connection */
+		rc = launch_multinode(s, home, job_id, &ops, exit_status, err);
+	}
 	if (rc || *exit_status != 143 || batch_term || b.slurm_ends)
 		goto out;
 	/*
 	 * Stopped with the batch step untouched: `trainctl stop` or a
 	 * --signal=TERM warning; Slurm would call it COMPLETED, so say killed.
 	 */
-	enum job_stop asked = JOB_STOP_NONE;
-	if ((rc = store_open(home, &st, err)) || (rc = store_job_stop_reason(st, job_id, &asked, err)))
-		goto out;
-	struct sbuf why = SBUF_INIT;
-	if (asked == JOB_STOP_STOPPED)
-		sbuf_adds(&why, "stopped by trainctl stop (every node's workers got SIGTERM)");
-	else
-		sbuf_adds(&why, "the workers were stopped by a signal from Slurm");
-	rc = jobs_finish(st, job_id, JOB_KILLED, 1, why.buf, why.buf, err);
-	sbuf_release(&why);
+	const char *why = stop_reason(&b) == JOB_STOP_STOPPED
+				  ? "stopped by trainctl stop (every node's workers got SIGTERM)"
+				  : "the workers were stopped by a signal from Slurm";
+	rc = sink_finish(b.sink, job_id, JOB_KILLED, 1, why, why, err);
 	*exit_status = 0;
 	goto out;
 fail:
-	if (st) {
+	if (b.sink) {
 		struct tc_err e2 = TC_ERR_INIT;
-		jobs_finish(st, job_id, JOB_FAILED, tc_exit_status(rc), err->msg, err->msg, &e2);
+		sink_finish(b.sink, job_id, JOB_FAILED, tc_exit_status(rc), err->msg, err->msg, &e2);
 		tc_err_release(&e2);
 	}
 out:
+	sink_close(b.sink); /* a remote one waits for the hub to take everything (hub.h note 5) */
 	spec_free(s);
 	free(b.exe);
-	sbuf_release(&p);
-	job_row_release(&j);
-	store_close(st);
+	sbuf_release(&rd);
 	return rc;
 }
 

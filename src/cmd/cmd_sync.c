@@ -27,6 +27,13 @@ static void warn_refused(void *arg, const char *key, const char *why)
 		o->progress ? "\r\033[K" : "", key, why);
 }
 
+/* What the sync says: its progress line on stderr, the rest on stdout. */
+static int say(void *arg, bool progress, const char *line, size_t len)
+{
+	(void)arg;
+	return write_all(progress ? STDERR_FILENO : STDOUT_FILENO, line, len) < 0 ? -1 : 0;
+}
+
 int cmd_sync(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
 	static const struct option opts[] = {
@@ -62,6 +69,7 @@ int cmd_sync(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		return tc_error(err, TC_EUSAGE, "sync: give a source and a destination");
 	o.on_refused = warn_refused;
 	o.arg = &o;
+	o.say = say;
 	struct sync_stats st;
 	int rc = storage_sync(argv[optind], argv[optind + 1], &o, &st, err);
 	/* refused keys fail the sync, after the others were copied: sum those up too */

@@ -10,7 +10,8 @@
 #include <stdlib.h>
 
 struct sink {
-	struct store *st;    /* direct: borrowed */
+	struct store *st;    /* direct: borrowed unless own_st */
+	bool own_st;         /* sink_direct_open's connection */
 	struct hub_remote *r; /* remote: owned */
 };
 
@@ -19,6 +20,18 @@ struct sink *sink_direct(struct store *st)
 	struct sink *k = xcalloc(1, sizeof(*k));
 	k->st = st;
 	return k;
+}
+
+int sink_direct_open(const char *home, struct sink **out, struct tc_err *err)
+{
+	struct store *st = NULL;
+	*out = NULL;
+	int rc = store_open(home, &st, err);
+	if (rc)
+		return rc;
+	*out = sink_direct(st);
+	(*out)->own_st = true;
+	return 0;
 }
 
 struct sink *sink_remote(struct hub_remote *r)
@@ -33,6 +46,8 @@ void sink_close(struct sink *k)
 	if (!k)
 		return;
 	hub_remote_close(k->r);
+	if (k->own_st)
+		store_close(k->st);
 	free(k);
 }
 

@@ -23,8 +23,8 @@
  * (4) sink_begin/sink_commit group records: one transaction when direct,
  *     one batch when remote.  Groups do not nest.
  *
- * Ownership: a direct sink borrows its store; sink_close frees the sink
- * and never the store.  Strings passed in are copied or written at once.
+ * Ownership: a direct sink borrows its store (sink_direct_open's owns
+ * it); sink_close frees the sink and never a borrowed store.  Strings passed in are copied or written at once.
  */
 #ifndef TC_HUB_SINK_H
 #define TC_HUB_SINK_H
@@ -39,6 +39,12 @@ struct sink;
 
 /* The store itself (note 2); st is borrowed and must outlive the sink. */
 struct sink *sink_direct(struct store *st);
+/*
+ * A direct sink over a connection of its own to home's database, which
+ * sink_close closes: for a thread of the hub's process (a connection is
+ * used from one thread only).
+ */
+int sink_direct_open(const char *home, struct sink **out, struct tc_err *err);
 /* Flush what a remote sink holds (bounded wait) and free it; NULL is a no-op. */
 void sink_close(struct sink *k);
 /* The direct sink's store, or NULL for a remote one. */

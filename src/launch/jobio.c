@@ -8,7 +8,6 @@
 #include "core/strvec.h"
 #include "core/util.h"
 #include "core/xalloc.h"
-#include "jobs/jobs.h"
 #include "launch/jobio_int.h"
 #include "launch/launch.h"
 #include "storage/storage.h"
@@ -24,8 +23,8 @@
 
 struct jobio {
 	struct jobio_ctx c;
-	struct store *st;  /* the thread's own connection */
-	struct sink *sink; /* c.sink, or a direct sink over st (own_sink) */
+	/* c.sink when remote; a direct one's thread has its own (own_sink) */
+	struct sink *sink;
 	bool own_sink;
 	bool remote;       /* c.sink is a hub's: no database; rows kept in mem */
 	struct store_ckpt *mem; /* remote: the rows this process recorded */
@@ -137,8 +136,8 @@ static int ckpt_step_cmp(const void *a, const void *b)
 /* The job's complete checkpoints, oldest step first (store_ckpt_list's order). */
 static int ckpt_rows(struct jobio *io, struct store_ckpt **rows, size_t *n, struct tc_err *err)
 {
-	if (!io->remote)
-		return store_ckpt_list(io->st, io->c.job_id, false, rows, n, err);
+	if (!io->remote) /* a read: the hub's own database, through the sink's connection */
+		return store_ckpt_list(sink_store(io->sink), io->c.job_id, false, rows, n, err);
 	*rows = xcalloc(io->nmem ? io->nmem : 1, sizeof(**rows));
 	*n = 0;
 	for (size_t i = 0; i < io->nmem; i++)
@@ -316,13 +315,12 @@ static void *thread_main(void *arg)
 
 /* ---- inputs ---- */
 
-static int stage_inputs(struct jobio *io, struct store *st, struct tc_err *err)
+static int stage_inputs(struct jobio *io, struct tc_err *err)
 {
 	const struct spec *s = io->c.s;
 	if (!s->ninputs)
 		return 0;
-	int rc = io->c.sink ? sink_mark(io->c.sink, io->c.job_id, JOB_STARTING, "staging inputs", err)
-			    : jobs_mark_starting(st, io->c.job_id, "staging inputs", err);
+	int rc = sink_mark(io->c.sink, io->c.job_id, JOB_STARTING, "staging inputs", err);
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < s->ninputs; i++) {
@@ -361,8 +359,7 @@ static int stage_inputs(struct jobio *io, struct store *st, struct tc_err *err)
 	return 0;
 }
 
-int jobio_begin(const struct jobio_ctx *c, struct store *st, struct jobio **out,
-		struct tc_err *err)
+int jobio_begin(const struct jobio_ctx *c, struct jobio **out, struct tc_err *err)
 {
 	struct jobio *io = xcalloc(1, sizeof(*io));
 	io->c = *c;
@@ -370,7 +367,7 @@ int jobio_begin(const struct jobio_ctx *c, struct store *st, struct jobio **out,
 	io->allowed = (struct strvec)STRVEC_INIT;
 	io->newest_step = -1;
 	io->uploaded_step = -1;
-	if (c->sink && !sink_store(c->sink)) {
+	if (!sink_store(c->sink)) {
 		io->remote = true;
 		io->sink = c->sink;
 	}
@@ -378,7 +375,7 @@ int jobio_begin(const struct jobio_ctx *c, struct store *st, struct jobio **out,
 	pthread_mutex_init(&io->wmu, NULL);
 	pthread_cond_init(&io->wake, NULL);
 	*out = io;
-	int rc = stage_inputs(io, st, err);
+	int rc = stage_inputs(io, err);
 	if (rc)
 		return rc;
 	if (c->s->upload_to) {
@@ -391,21 +388,15 @@ int jobio_begin(const struct jobio_ctx *c, struct store *st, struct jobio **out,
 	return 0;
 }
 
-/* The thread's connection and, without the caller's sink, a direct one over it. */
-static int open_store(struct jobio *io, struct tc_err *err)
+/* A direct sink's thread: a sink over a connection of its own (sink_direct_open). */
+static int open_sink(struct jobio *io, struct tc_err *err)
 {
-	if (io->st || io->remote)
+	if (io->sink)
 		return 0;
-	int rc = store_open(io->c.home, &io->st, err);
-	if (rc)
-		return rc;
-	if (io->c.sink) {
-		io->sink = io->c.sink;
-	} else {
-		io->sink = sink_direct(io->st);
+	int rc = sink_direct_open(io->c.home, &io->sink, err);
+	if (!rc)
 		io->own_sink = true;
-	}
-	return 0;
+	return rc;
 }
 
 int jobio_start(struct jobio *io, struct tc_err *err)
@@ -413,7 +404,7 @@ int jobio_start(struct jobio *io, struct tc_err *err)
 	int rc;
 	if (io->thread_on)
 		return 0;
-	if ((rc = open_store(io, err)))
+	if ((rc = open_sink(io, err)))
 		return rc;
 	if (pthread_create(&io->thread, NULL, thread_main, io) != 0)
 		return tc_error_errno(err, TC_ESYS, "cannot start the checkpoint and upload thread");
@@ -494,7 +485,7 @@ char *jobio_resume(struct jobio *io, bool first, struct tc_err *err)
 		return xstrdup(s->resume_path);
 	}
 	/* before the first workers (a requeued job): the thread's connection is not open yet */
-	if (open_store(io, err))
+	if (open_sink(io, err))
 		return NULL;
 	pthread_mutex_lock(&io->mu);
 	scan_record(io, true); /* every worker is gone: what is there is final */
@@ -588,7 +579,6 @@ void jobio_end(struct jobio *io)
 		sink_close(io->sink);
 	store_ckpt_free(io->mem, io->nmem);
 	strvec_clear(&io->allowed);
-	store_close(io->st);
 	strvec_clear(&io->recorded);
 	free(io->upload_url);
 	free(io->ckpt_url);

@@ -12,8 +12,9 @@
  *   jobio_final_upload  on success, the last upload, whose failure fails the job;
  *   jobio_end     stop the thread, record what is left, upload once more.
  *
- * The thread has its own database connection and never blocks the
- * supervisor's poll loop; jobio_resume and the thread share one lock.
+ * Every record goes through c.sink (a direct one's thread has its own); the
+ * thread never blocks the supervisor's poll loop; jobio_resume and the
+ * thread share one lock.
  */
 #ifndef TC_LAUNCH_JOBIO_INT_H
 #define TC_LAUNCH_JOBIO_INT_H
@@ -36,8 +37,10 @@ struct jobio_ctx {
 	/* the checkpoint a restart resumes from, and why (say_arg too); NULL: say */
 	void (*event)(void *arg, const char *msg);
 	/*
-	 * Where checkpoint records go (borrowed; thread-safe): NULL writes them
-	 * through the thread's own connection (a direct sink over it).
+	 * Where the job's records go (borrowed, never NULL): the only road.  A
+	 * remote sink is used from the thread too (it is thread-safe); a direct
+	 * one from the caller's thread only, the thread writing through a
+	 * direct sink of its own (sink_direct_open over home).
 	 */
 	struct sink *sink;
 };
@@ -45,9 +48,8 @@ struct jobio_ctx {
 struct jobio;
 
 /* Stage inputs (TC_ESTORAGE naming the input on failure). */
-int jobio_begin(const struct jobio_ctx *c, struct store *st, struct jobio **out,
-		struct tc_err *err);
-/* Open the thread's connection and start it (a second call does nothing). */
+int jobio_begin(const struct jobio_ctx *c, struct jobio **out, struct tc_err *err);
+/* Open the thread's sink when direct and start it (a second call does nothing). */
 int jobio_start(struct jobio *io, struct tc_err *err);
 /* Heap path for TRAINCTL_RESUME_FROM, or NULL; first = before the first attempt. */
 char *jobio_resume(struct jobio *io, bool first, struct tc_err *err);

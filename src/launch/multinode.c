@@ -470,10 +470,9 @@ static int mn_begin(struct mn *m, struct tc_err *err)
 		.s = m->s, .home = m->home, .job_id = m->job_id, .run_dir = m->run_dir,
 		.data_dir = m->data_dir, .output_dir = m->output_dir, .ckpt_dir = m->ckpt_dir,
 		.world = m->world, .say = io_say, .say_arg = m,
-		/* direct: the jobio thread writes through a connection of its own */
-		.sink = sink_store(m->sink) ? NULL : m->sink,
+		.sink = m->sink,
 	};
-	int rc = jobio_begin(&ioc, m->st, &m->io, err);
+	int rc = jobio_begin(&ioc, &m->io, err);
 	if (!rc)
 		rc = jobio_start(m->io, err);
 	if (rc)

@@ -455,7 +455,7 @@ static void metrics_start(struct sup *sp)
 	char *channel = env_metrics_channel(sp->log_dir, "{rank}");
 	struct metrics_ingest_opts mo = {
 		.channel = channel, .first_rank = sp->w[0].rank,
-		.st = sp->st, .job_id = sp->job_id, .format = fmt, .tb_dir = sp->tb_dir,
+		.job_id = sp->job_id, .format = fmt, .tb_dir = sp->tb_dir,
 		.files = (const char *const *)files.v, .nfiles = files.nr, .nranks = sp->n,
 		.tb_dirs = (const char *const *)tbd.v, .ntb_dirs = tbd.nr, .since = since,
 		.node_ranks = ranks, .nnode_ranks = ranks ? (size_t)sp->n : 0,
@@ -1025,10 +1025,10 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		.s = s, .home = o->home, .job_id = sp.job_id, .run_dir = sp.run_dir,
 		.data_dir = sp.data_dir, .output_dir = sp.output_dir, .ckpt_dir = sp.ckpt_dir,
 		.world = sp.n, .say = jobio_say, .say_arg = &sp, .event = jobio_event,
-		.sink = sp.st ? NULL : sp.sink,
+		.sink = sp.sink,
 	};
 	/* a node of a multi-node job: its driver stages, watches and uploads */
-	rc = o->node ? 0 : jobio_begin(&ioc, sp.st, &sp.io, err);
+	rc = o->node ? 0 : jobio_begin(&ioc, &sp.io, err);
 	if (!rc && !o->node && !sp.st)
 		rc = known_checkpoints(&sp, err);
 	if (!o->node)

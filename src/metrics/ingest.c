@@ -66,7 +66,6 @@ struct follow {
 };
 
 struct metrics_ingest {
-	struct store *st;
 	int (*write)(void *, struct store_mbatch *, struct tc_err *);
 	void *write_ctx;
 	char *job;
@@ -430,8 +429,7 @@ static void flush(struct metrics_ingest *mi)
 		}
 	}
 	mi->retry_at = 0;
-	int wrc = mi->write ? mi->write(mi->write_ctx, mi->b, &err)
-			    : store_mbatch_write(mi->st, mi->b, &err);
+	int wrc = mi->write(mi->write_ctx, mi->b, &err);
 	if (wrc < 0) {
 		/* a busy or broken database is not asked again at once: every
 		 * try may wait out the busy timeout */
@@ -710,7 +708,6 @@ static void add_follows(struct metrics_ingest *mi, const char *path, int first, 
 struct metrics_ingest *metrics_ingest_new(const struct metrics_ingest_opts *o)
 {
 	struct metrics_ingest *mi = xcalloc(1, sizeof(*mi));
-	mi->st = o->st;
 	mi->write = o->write;
 	mi->write_ctx = o->write_ctx;
 	mi->job = xstrdup(o->job_id);
@@ -733,18 +730,11 @@ struct metrics_ingest *metrics_ingest_new(const struct metrics_ingest_opts *o)
 				  bad);
 	}
 	sbuf_init(&mi->tmp, 0);
-	/* the world size: the job's record knows it for every node of a
-	 * multi-node job; nranks counts this supervisor's workers */
+	/* the world size: the caller knows it for every node of a multi-node
+	 * job; nranks counts this supervisor's workers */
 	mi->world = o->nranks > 0 ? o->nranks : 1;
-	struct job_row row = { 0 };
-	struct tc_err err = TC_ERR_INIT;
 	if (o->world > mi->world)
 		mi->world = o->world;
-	else if (o->st && o->job_id && store_job_get(o->st, o->job_id, &row, &err) == 0 &&
-	    row.world_size > mi->world)
-		mi->world = row.world_size;
-	job_row_release(&row);
-	tc_err_release(&err);
 	int64_t now = now_mono_ms();
 	mi->next_flush = now + mi->flush_ms;
 	mi->next_poll = now;

@@ -1,6 +1,6 @@
 /*
  * ingest.h -- the metrics of jobs: live ingestion by the supervisor (lines
- * in, batches to the store, TensorBoard files out) and the TensorBoard
+ * in, batches to the caller's writer, TensorBoard files out) and the TensorBoard
  * export of a stored job.  The line parsers and the math are metrics.h;
  * this is where they meet the database and the disk.  The summaries and
  * queries of stored metrics are query.h.
@@ -21,7 +21,7 @@
  * (3) Records without a rank of their own get the rank of the worker that
  *     printed them (or of the followed file: rank 0, or the rank in its
  *     name when the path holds "{rank}").  A line naming a rank beyond the
- *     job's world size (its job row's world_size, at least nranks and every
+ *     job's world size (the world option, at least nranks and every
  *     worker rank fed in) and beyond 1024 (a worker may start ranks of its
  *     own, torchrun under one trainctl worker) is malformed: counted, its
  *     reason kept, nothing allocated for that rank.
@@ -68,14 +68,13 @@
 /* ---- live ingestion (ingest.c) ---------------------------------------- */
 
 struct metrics_ingest_opts {
-	struct store *st;          /* the supervisor's; used from its thread only; may be NULL */
 	/*
-	 * Where batches go instead of store_mbatch_write(st, ...) when set (the
-	 * supervisor's sink, hub/sink.h); 0 or a negative TC_E* as that returns.
+	 * Where batches go, the one road (the supervisor's sink_metrics,
+	 * hub/sink.h; called from the caller's thread): 0 or a negative TC_E*.
 	 */
 	int (*write)(void *ctx, struct store_mbatch *b, struct tc_err *err);
 	void *write_ctx;
-	int world;                 /* the job's ranks when known (> 0): no need to ask st */
+	int world;                 /* the job's ranks when known (> 0; note 3) */
 	const char *job_id;
 	const char *format;        /* auto | dllogger | tcap | mindformers (NULL = auto) */
 	const struct metrics_pattern *patterns; /* metrics.patterns:, compiled once here */

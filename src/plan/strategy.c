@@ -756,7 +756,6 @@ int plan_strategy_search(const struct plan_strategy_req *req, struct plan_strate
 	S.ddiv = divisors(devices, &S.nddiv);
 	S.gdiv = divisors(gb, &S.ngdiv);
 	walk(&S, NULL, NULL, NULL);
-	if (getenv("TC_DEBUG_WORK")) fprintf(stderr, "work %.3g\n", S.work);
 	if (S.work > PLAN_WORK_BUDGET) {
 		rc = tc_error(err, TC_EINPUT,
 			      "planning %s (%d layers) on %d devices with global batch %ld is more work than one plan may take "

@@ -128,8 +128,8 @@ struct sync_opts {
 	int jobs;         /* parallel transfers; 0 = 8 */
 	bool delete_extra;/* remove what the destination has and the source lacks */
 	bool dry_run;     /* say what would happen, change nothing */
-	bool progress;    /* a progress line on stderr (a terminal) */
-	bool verbose;     /* one line per action on stdout */
+	bool progress;    /* say a progress line (the CLI's stderr, a terminal) */
+	bool verbose;     /* say one line per action */
 	/* a local source's symbolic links are skipped and its files opened
 	 * with O_NOFOLLOW: a root supervisor uploading a user's output/ */
 	bool no_links;
@@ -139,6 +139,15 @@ struct sync_opts {
 	 * storage_key_problem); may be NULL */
 	void (*on_refused)(void *arg, const char *key, const char *why);
 	void *arg;
+	/*
+	 * Where what dry_run, verbose and progress say goes, one whole line per
+	 * call from the sync's threads (the CLI writes progress to stderr, the
+	 * rest to stdout); a progress line starts with '\r' and has no newline
+	 * until the last.  < 0: it could not be written, and a verbose copy's
+	 * line then counts as a failure.  NULL: nothing is said.
+	 */
+	int (*say)(void *arg, bool progress, const char *line, size_t len);
+	void *say_arg;
 };
 
 struct sync_stats {

@@ -45,6 +45,12 @@ struct syncer {
 	double t0;
 };
 
+/* One whole line to the caller's say (storage.h: sync_opts.say); < 0: not written. */
+static int say_line(struct syncer *s, bool progress, const struct sbuf *line)
+{
+	return s->o->say ? s->o->say(s->o->say_arg, progress, line->buf, line->len) : 0;
+}
+
 static void record_failure(struct syncer *s, const char *msg)
 {
 	pthread_mutex_lock(&s->mu);
@@ -69,7 +75,7 @@ static void on_copied(void *arg, const char *key, uint64_t bytes, int rc, const 
 		/* one whole line per write, so parallel lines never interleave */
 		struct sbuf line = SBUF_INIT;
 		sbuf_addf(&line, "copied %s\n", key);
-		if (write_all(STDOUT_FILENO, line.buf, line.len) < 0)
+		if (say_line(s, false, &line) < 0)
 			record_failure(s, "cannot write to standard output");
 		sbuf_release(&line);
 	}
@@ -93,7 +99,7 @@ static void delete_task(void *arg)
 		if (d->s->o->verbose) {
 			struct sbuf line = SBUF_INIT;
 			sbuf_addf(&line, "deleted %s\n", d->key);
-			if (write_all(STDOUT_FILENO, line.buf, line.len) < 0)
+			if (say_line(d->s, false, &line) < 0)
 				errno = 0;
 			sbuf_release(&line);
 		}
@@ -159,8 +165,13 @@ static void say_action(struct syncer *s, const char *what, const char *key)
 {
 	if (s->o->on_action)
 		s->o->on_action(s->o->arg, what, key);
-	if (s->o->dry_run)
-		printf("would %s %s\n", what, key);
+	if (s->o->dry_run) {
+		struct sbuf line = SBUF_INIT;
+		sbuf_addf(&line, "would %s %s\n", what, key);
+		if (say_line(s, false, &line) < 0)
+			errno = 0; /* as printf's: a closed stdout is not the sync's failure */
+		sbuf_release(&line);
+	}
 }
 
 static void do_copy(struct syncer *s, const struct storage_obj *obj, const char *dst_key)
@@ -219,7 +230,7 @@ static void print_progress(struct syncer *s, bool final)
 	sbuf_adds(&line, "/s\033[K");
 	if (final)
 		sbuf_addch(&line, '\n');
-	if (write_all(STDERR_FILENO, line.buf, line.len) < 0)
+	if (say_line(s, true, &line) < 0)
 		errno = 0; /* a closed terminal must not fail the sync */
 	sbuf_release(&line);
 }

@@ -228,6 +228,24 @@ TEST(hub_applies_each_sequence_number_once)
 	fx_close(&f);
 }
 
+TEST(sink_direct_open_writes_through_a_connection_of_its_own)
+{
+	/* the jobio thread's sink: the job's records reach the database, and
+	 * sink_close closes the connection it opened (ASan: nothing leaks) */
+	const char *home = test_tmpdir();
+	struct store *st = job_store(home);
+	struct tc_err err = TC_ERR_INIT;
+	struct sink *k = NULL;
+	CHECK_INT(sink_direct_open(home, &k, &err), 0);
+	CHECK(sink_store(k) != NULL && sink_store(k) != st);
+	CHECK_INT(sink_mark(k, JOB, JOB_STARTING, "staging inputs", &err), 0);
+	sink_close(k);
+	CHECK_INT(nevents(st, JOB_STARTING), 1);
+	store_close(st);
+	CHECK(sink_direct_open("/proc/no-such-home", &k, &err) < 0 && k == NULL);
+	tc_err_release(&err);
+}
+
 TEST(hub_applies_notes_through_jobs_note)
 {
 	struct fx f;

@@ -5,6 +5,7 @@
  * lines gave no record gets the hint (show and the supervisor's end).
  */
 #include "test.h"
+#include "ingest_store.h"
 
 #include "core/sbuf.h"
 #include "core/util.h"
@@ -180,7 +181,8 @@ static char *show_text(struct store *st, const char *job)
 TEST(no_record_gives_the_hint)
 {
 	struct store *st = open_store("P2");
-	struct metrics_ingest_opts o = { .st = st, .job_id = "P2", .nranks = 1 };
+	struct metrics_ingest_opts o = { .write = ingest_to_store, .write_ctx = st,
+					 .job_id = "P2", .nranks = 1 };
 	struct metrics_ingest *mi = metrics_ingest_new(&o);
 	static const char lines[] = "step 10 loss 0.53\nstep 20 loss 0.41\n";
 	metrics_ingest_lines(mi, 0, lines, strlen(lines));
@@ -215,7 +217,8 @@ TEST(patterns_give_records_and_no_hint)
 {
 	struct store *st = open_store("P4");
 	struct spec *s = load_doc();
-	struct metrics_ingest_opts o = { .st = st, .job_id = "P4", .nranks = 1,
+	struct metrics_ingest_opts o = { .write = ingest_to_store, .write_ctx = st,
+					 .job_id = "P4", .nranks = 1,
 					 .patterns = s->metrics_patterns,
 					 .npatterns = s->metrics_npatterns };
 	struct metrics_ingest *mi = metrics_ingest_new(&o);

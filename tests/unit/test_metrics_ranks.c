@@ -6,6 +6,7 @@
  * one trainctl worker, as in tests/e2e/test_zoo.py).
  */
 #include "test.h"
+#include "ingest_store.h"
 
 #include "core/sbuf.h"
 #include "core/util.h"
@@ -48,7 +49,8 @@ TEST(rank_beyond_world_is_malformed)
 {
 	struct store *st = open_store("R1", 2);
 	struct tc_err err = TC_ERR_INIT;
-	struct metrics_ingest_opts o = { .st = st, .job_id = "R1", .nranks = 2 };
+	struct metrics_ingest_opts o = { .write = ingest_to_store, .write_ctx = st,
+					 .job_id = "R1", .nranks = 2 };
 	struct metrics_ingest *mi = metrics_ingest_new(&o);
 	long rss0 = max_rss_kib();
 	metrics_ingest_lines(mi, 0, far, strlen(far));
@@ -85,11 +87,12 @@ TEST(rank_beyond_world_is_malformed)
 	tc_err_release(&err);
 }
 
-TEST(world_comes_from_the_job_row)
+TEST(world_comes_from_the_caller)
 {
 	/* a node of a big multi-node job: 2 workers here, 8192 ranks in the job */
 	struct store *st = open_store("R2", 8192);
-	struct metrics_ingest_opts o = { .st = st, .job_id = "R2", .nranks = 2 };
+	struct metrics_ingest_opts o = { .write = ingest_to_store, .write_ctx = st, .job_id = "R2",
+					 .nranks = 2, .world = 8192 };
 	struct metrics_ingest *mi = metrics_ingest_new(&o);
 	static const char r7[] =
 		"DLLL {\"timestamp\": \"2\", \"type\": \"LOG\", \"step\": [0, 1], \"data\": {\"rank\": 8191, \"train.loss\": 2}}\n";
@@ -109,7 +112,8 @@ TEST(worker_ranks_widen_an_unknown_world)
 	/* no job row (as a node whose driver's record is elsewhere): the
 	 * workers fed in count, and lines may name any of them */
 	struct store *st = open_store("R3", 1);
-	struct metrics_ingest_opts o = { .st = st, .job_id = "no-such-job", .nranks = 1 };
+	struct metrics_ingest_opts o = { .write = ingest_to_store, .write_ctx = st,
+					 .job_id = "no-such-job", .nranks = 1 };
 	struct metrics_ingest *mi = metrics_ingest_new(&o);
 	static const char plain[] =
 		"DLLL {\"timestamp\": \"2\", \"type\": \"LOG\", \"step\": [0, 1], \"data\": {\"train.loss\": 2}}\n";

@@ -2,6 +2,7 @@
  * live ingestion (seq, ranks, malformed counts), the job summary, listing
  * with downsampling, and the TensorBoard export. */
 #include "test.h"
+#include "ingest_store.h"
 
 #include "core/sbuf.h"
 #include "core/util.h"
@@ -140,7 +141,8 @@ TEST(ingest_summary_export)
 	struct tc_err err = TC_ERR_INIT;
 	struct sbuf tb = SBUF_INIT, out = SBUF_INIT;
 	sbuf_addf(&tb, "%s/tb", test_tmpdir());
-	struct metrics_ingest_opts o = { .st = st, .job_id = "J3", .tb_dir = tb.buf, .nranks = 2,
+	struct metrics_ingest_opts o = { .write = ingest_to_store, .write_ctx = st,
+					 .job_id = "J3", .tb_dir = tb.buf, .nranks = 2,
 					 .warn = count_warn };
 	struct metrics_ingest *mi = metrics_ingest_new(&o);
 	/* lines arrive in pieces, as the supervisor hands them over */
@@ -270,7 +272,8 @@ TEST(ingest_store_refuses)
 {
 	struct store *st = open_store("J5", "{}");
 	warnings = 0;
-	struct metrics_ingest_opts o = { .st = st, .job_id = "not-a-job", .warn = count_warn,
+	struct metrics_ingest_opts o = { .write = ingest_to_store, .write_ctx = st,
+					 .job_id = "not-a-job", .warn = count_warn,
 					 .flush_ms = 1 };
 	struct metrics_ingest *mi = metrics_ingest_new(&o);
 	metrics_ingest_lines(mi, 0, lines1, strlen(lines1));

@@ -1,5 +1,5 @@
 /* test_storage.c -- part sizes, local listing order, local sync and its skip
- * rule, the download sink's gathered writes, a local copy above the
+ * rule, its lines said through the caller, the download sink's gathered writes, a local copy above the
  * multipart threshold */
 #include "test.h"
 
@@ -73,6 +73,50 @@ TEST(local_sync_copies_then_skips)
 	char extra[600];
 	snprintf(extra, sizeof(extra), "%s/extra", dst);
 	CHECK(!path_exists(extra));
+}
+
+/* What a sync says, gathered (sync_opts.say). */
+struct said {
+	struct sbuf out, progress;
+};
+
+static int gather(void *arg, bool progress, const char *line, size_t len)
+{
+	struct said *w = arg;
+	sbuf_add(progress ? &w->progress : &w->out, line, len);
+	return 0;
+}
+
+TEST(sync_says_its_lines_through_the_caller)
+{
+	char src[512], dst[512];
+	snprintf(src, sizeof(src), "%s/src", test_tmpdir());
+	snprintf(dst, sizeof(dst), "%s/dst", test_tmpdir());
+	test_put_file(src, "a", "1");
+	struct said w = { SBUF_INIT, SBUF_INIT };
+	struct sync_opts o = { .jobs = 1, .dry_run = true, .verbose = true, .say = gather,
+			       .say_arg = &w };
+	struct sync_stats st;
+	struct tc_err err = TC_ERR_INIT;
+	/* the library's own stdout is closed: a line written there would be lost, not gathered */
+	fflush(stdout);
+	int saved = dup(STDOUT_FILENO);
+	CHECK(saved >= 0);
+	close(STDOUT_FILENO);
+	int rc = storage_sync(src, dst, &o, &st, &err);
+	CHECK_INT(rc, 0);
+	CHECK_STR(w.out.buf, "would copy a\n");
+	sbuf_reset(&w.out);
+	o.dry_run = false;
+	rc = storage_sync(src, dst, &o, &st, &err);
+	CHECK(dup2(saved, STDOUT_FILENO) == STDOUT_FILENO);
+	close(saved);
+	CHECK_INT(rc, 0);
+	CHECK_STR(w.out.buf, "copied a\n");
+	CHECK_INT(w.progress.len, 0); /* progress was not asked for */
+	sbuf_release(&w.out);
+	sbuf_release(&w.progress);
+	tc_err_release(&err);
 }
 
 TEST(bad_urls_are_input_errors)
