@@ -6,6 +6,7 @@
  * in launch.h.
  */
 #include "launch/supervisor_int.h"
+#include "launch/attempt.h"
 #include "launch/jobio_int.h"
 #include "launch/console_int.h"
 #include "core/proc.h"
@@ -604,116 +605,83 @@ static int run_one_attempt(struct sup *sp, struct attempts *a, struct tc_err *er
 	return rc;
 }
 
-/* Stopped by a signal: the server says why; preempted and paused jobs run again. */
-static int record_stopped(struct sup *sp, struct tc_err *err)
+/* Where the verdicts on this job's attempts go (attempt.h). */
+static void say_event(void *ctx, const char *msg)
+{
+	sup_event(ctx, "%s", msg);
+}
+
+static int record_verdict(struct sup *sp, const struct attempt_outcome *o, bool *again,
+			  struct tc_err *err)
+{
+	struct attempt_verdict v;
+	attempt_decide(o, &v);
+	struct attempt_ctl c = { .sink = sp->sink, .ln = sp->ln, .job_id = sp->job_id,
+				 .attempt = sp->attempt, .say = say_event, .say_ctx = sp,
+				 .result = &sp->result };
+	struct sbuf detail = SBUF_INIT;
+	/* the rank's error file and log tail, for a failure that ends the job */
+	if (o->end == ATTEMPT_FAILED && v.ends)
+		sup_failure_detail(sp, &detail, sp->fail_rank);
+	int rc = attempt_record(&c, &v, detail.len ? detail.buf : NULL, err);
+	*again = v.again && !rc;
+	sbuf_release(&detail);
+	attempt_verdict_release(&v);
+	return rc;
+}
+
+/* What a server asked of its job that a signal stopped (its hub says, without a store). */
+static enum job_stop stop_asked(struct sup *sp)
 {
 	enum job_stop asked = JOB_STOP_NONE;
 	struct tc_err e3 = TC_ERR_INIT;
 	int restarts = 0;
-	/* a server's job: the server recorded why it stopped us (its hub says, without a store) */
 	if (sp->o->job_id && (sp->st ? store_job_stop_reason(sp->st, sp->job_id, &asked, &e3)
 				     : hub_job_status(sp->job_id, 10, &asked, &restarts, &e3)))
 		sup_say(sp, "warning: %s", e3.msg);
 	tc_err_release(&e3);
-	struct sbuf why = SBUF_INIT;
-	int rc;
-	if (asked == JOB_STOP_PREEMPTED || asked == JOB_STOP_PAUSED) {
-		sbuf_addf(&why, "%s by the server (workers stopped by ", job_stop_name(asked));
-		proc_describe_stop_signal(&why, sp->user_signal);
-		sbuf_addch(&why, ')');
-		rc = sink_mark(sp->sink, sp->job_id, job_stop_state(asked), why.buf, err);
-		if (asked == JOB_STOP_PREEMPTED)
-			sup_notify(sp, NOTIFY_PREEMPTED, job_stop_name(asked), why.buf, -1);
-		sup_result(sp, "job %s %s", sp->job_id, why.buf);
-	} else {
-		if (asked != JOB_STOP_NONE)
-			sbuf_addf(&why, "stopped through the server (%s)", job_stop_name(asked));
-		else {
-			sbuf_adds(&why, "stopped by ");
-			proc_describe_stop_signal(&why, sp->user_signal);
-		}
-		rc = sink_finish(sp->sink, sp->job_id, JOB_KILLED, 1, why.buf, why.buf, err);
-		sup_notify(sp, NOTIFY_KILLED, job_state_name(JOB_KILLED), why.buf, 1);
-		sup_result(sp, "job %s %s (%s)", sp->job_id, job_state_name(JOB_KILLED), why.buf);
-	}
-	sbuf_release(&why);
-	return rc;
+	return asked;
 }
 
-/* A rank failed: restart the group within the budget (*again), or record the failure. */
-static int record_failed(struct sup *sp, struct attempts *a, bool *again, struct tc_err *err)
-{
-	struct sbuf cause = SBUF_INIT, why = SBUF_INIT;
-	int rc;
-	/* restart.policy first_step: an exit before any progress is no reason to try again */
-	bool early = !sp->fail_why.len && sp->watch && !sup_watch_progressed(sp) &&
-		     spec_restart_policy(sp->s) == RESTART_POLICY_FIRST_STEP;
-	if (early)
-		sbuf_adds(&cause, "failed before its first step: ");
-	if (sp->fail_why.len) {
-		sbuf_add(&cause, sp->fail_why.buf, sp->fail_why.len);
-	} else {
-		sup_rank_cause(sp, &cause, sp->fail_rank, sp->fail_status);
-	}
-	*again = !early && !sp->fail_final && sp->attempt < sp->s->max_restarts;
-	if (*again) {
-		free(a->resume);
-		a->resume = jobio_resume(sp->io, false, err);
-		sbuf_addf(&why, "%s; restarting the group (%d of %d)", cause.buf, sp->attempt + 1,
-			  sp->s->max_restarts);
-		rc = sink_mark(sp->sink, sp->job_id, JOB_RESTARTING, why.buf, err);
-		if (!rc)
-			rc = sink_restarts(sp->sink, sp->job_id, sp->attempt + 1, err);
-		sup_event(sp, "%s", why.buf);
-		sup_notify(sp, NOTIFY_RESTARTED, job_state_name(JOB_RESTARTING), why.buf, -1);
-		*again = !rc;
-	} else {
-		sbuf_addf(&why, "%s", cause.buf);
-		if (early && sp->attempt < sp->s->max_restarts)
-			sbuf_addf(&why, " (restart.policy first_step: no restart for a failure before "
-					"the first step)");
-		else if (sp->fail_final && sp->attempt < sp->s->max_restarts)
-			sbuf_adds(&why, " (no restart: the on_log action says so)");
-		else if (sp->s->max_restarts)
-			sbuf_addf(&why, " (after %d restart%s)", sp->attempt, plural_s(sp->attempt));
-		size_t brief = why.len; /* the webhook gets the cause, not the log tail */
-		sup_failure_detail(sp, &why, sp->fail_rank);
-		rc = sink_finish(sp->sink, sp->job_id, JOB_FAILED, 1, why.buf, cause.buf, err);
-		char *said = xstrndup(why.buf, brief);
-		sup_notify(sp, NOTIFY_FAILED, job_state_name(JOB_FAILED), said, 1);
-		free(said);
-		sup_result(sp, "job %s %s: %s", sp->job_id, job_state_name(JOB_FAILED), why.buf);
-	}
-	sbuf_release(&why);
-	sbuf_release(&cause);
-	return rc;
-}
-
-/* Record how the attempt ended; *again: run the next one. */
+/* Record how the attempt ended; *again: run the next one (resuming from a->resume). */
 static int attempt_outcome(struct sup *sp, struct attempts *a, int *exit_status, bool *again,
 			   struct tc_err *err)
 {
+	struct attempt_outcome o = { .scope = ATTEMPT_ONE_NODE, .restarts = sp->attempt,
+				     .max_restarts = sp->s->max_restarts };
+	struct sbuf cause = SBUF_INIT;
 	*again = false;
 	*exit_status = 1;
-	if (sp->user_signal)
-		return record_stopped(sp, err);
-	if (sp->failed)
-		return record_failed(sp, a, again, err);
-	/* the results are part of the result: a failed final upload fails the job */
-	struct sbuf up = SBUF_INIT;
-	if (jobio_final_upload(sp->io, &up)) {
-		int rc = sink_finish(sp->sink, sp->job_id, JOB_FAILED, 1, up.buf, up.buf, err);
-		sup_notify(sp, NOTIFY_FAILED, job_state_name(JOB_FAILED), up.buf, 1);
-		sup_result(sp, "job %s %s: %s", sp->job_id, job_state_name(JOB_FAILED), up.buf);
-		sbuf_release(&up);
-		return rc;
+	if (sp->user_signal) {
+		o.end = ATTEMPT_STOPPED;
+		o.signal = sp->user_signal;
+		o.asked = stop_asked(sp);
+	} else if (sp->failed) {
+		o.end = ATTEMPT_FAILED;
+		/* restart.policy first_step: an exit before any progress is no reason to try again */
+		bool early = !sp->fail_why.len && sp->watch && !sup_watch_progressed(sp) &&
+			     spec_restart_policy(sp->s) == RESTART_POLICY_FIRST_STEP;
+		o.final = early ? ATTEMPT_FINAL_FIRST_STEP
+			      : sp->fail_final ? ATTEMPT_FINAL_ON_LOG : ATTEMPT_MAY_RESTART;
+		if (early)
+			sbuf_adds(&cause, "failed before its first step: ");
+		if (sp->fail_why.len)
+			sbuf_add(&cause, sp->fail_why.buf, sp->fail_why.len);
+		else
+			sup_rank_cause(sp, &cause, sp->fail_rank, sp->fail_status);
+		if (attempt_again(&o)) {
+			free(a->resume);
+			a->resume = jobio_resume(sp->io, false, err);
+		}
+	} else if (jobio_final_upload(sp->io, &cause)) {
+		o.end = ATTEMPT_UPLOAD_FAILED;
+	} else {
+		o.end = ATTEMPT_OK;
+		*exit_status = 0;
 	}
-	sbuf_release(&up);
-	*exit_status = 0;
-	int rc = sink_finish(sp->sink, sp->job_id, JOB_SUCCEEDED, 0, NULL, "every worker exited 0",
-			     err);
-	sup_notify(sp, NOTIFY_SUCCEEDED, job_state_name(JOB_SUCCEEDED), "every worker exited 0", 0);
-	sup_result(sp, "job %s %s", sp->job_id, job_state_name(JOB_SUCCEEDED));
+	o.cause = cause.buf;
+	int rc = record_verdict(sp, &o, again, err);
+	sbuf_release(&cause);
 	return rc;
 }
 
