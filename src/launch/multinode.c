@@ -690,9 +690,7 @@ static int mn_main(struct mn *mp, int *exit_status, struct tc_err *err)
 	*exit_status = 1;
 	if ((rc = mn_open(&m, err)))
 		goto out;
-	m.ln = launch_notify_open(s, m.home, job_id, io_say, &m);
-	if (m.remote)
-		launch_notify_sink(m.ln, m.sink); /* no database here: the hub records deliveries */
+	m.ln = launch_notify_open(s, m.home, job_id, m.sink, io_say, &m);
 	if ((rc = mn_begin(&m, err)))
 		goto fail;
 	for (;; m.attempt++) {

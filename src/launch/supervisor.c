@@ -501,9 +501,7 @@ static enum job_stop stop_asked(struct sup *sp)
 {
 	enum job_stop asked = JOB_STOP_NONE;
 	struct tc_err e3 = TC_ERR_INIT;
-	int restarts = 0;
-	if (sp->o->job_id && (sp->st ? store_job_stop_reason(sp->st, sp->job_id, &asked, &e3)
-				     : hub_job_status(sp->job_id, 10, &asked, &restarts, &e3)))
+	if (sp->o->job_id && sink_stop_reason(sp->sink, sp->job_id, &asked, &e3))
 		sup_say(sp, "warning: %s", e3.msg);
 	tc_err_release(&e3);
 	return asked;
@@ -683,10 +681,7 @@ static int record_job(struct sup *sp, struct tc_err *err)
 		/* the server created the job; this supervisor takes it over */
 		struct sbuf why = SBUF_INIT;
 		sbuf_addf(&why, "supervisor started (pid %ld)", (long)getpid());
-		/* (a supervisor without a store was recorded by the server that started it) */
-		rc = sp->st ? store_job_set_supervisor(sp->st, sp->job_id, getpid(),
-						       proc_start_ticks(getpid()), err)
-			    : 0;
+		rc = sink_supervisor(sp->sink, sp->job_id, getpid(), proc_start_ticks(getpid()), err);
 		if (!rc)
 			rc = sink_mark(sp->sink, sp->job_id, JOB_STARTING, why.buf, err);
 		sbuf_release(&why);
@@ -720,7 +715,7 @@ int sup_record_late(struct sup *sp, struct tc_err *err)
 {
 	if (!sp->late)
 		return 0;
-	int rc = store_job_create(sp->st, sp->late, err);
+	int rc = sink_create(sp->sink, sp->late, err);
 	if (!rc) {
 		job_row_release(sp->late);
 		free(sp->late);
