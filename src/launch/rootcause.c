@@ -7,6 +7,7 @@
  * link, and with the job's secrets masked.
  */
 #include "launch/supervisor_int.h"
+#include "launch/attempt.h"
 #include "core/proc.h"
 #include "core/sbuf.h"
 #include "core/util.h"
@@ -145,4 +146,19 @@ void sup_failure_detail(struct sup *sp, struct sbuf *out, int rank)
 	bool traceback = append_error_file(sp, out, rank);
 	append_log_tail(sp, out, rank, traceback);
 	sup_mask_secrets(sp, out, from); /* the root cause is shown and stored: the error file is the job's */
+}
+
+enum attempt_final sup_failure_cause(struct sup *sp, struct sbuf *cause)
+{
+	/* restart.policy first_step: an exit before any progress is no reason to try again */
+	bool early = !sp->fail_why.len && sp->watch && !sup_watch_progressed(sp) &&
+		     spec_restart_policy(sp->s) == RESTART_POLICY_FIRST_STEP;
+	if (early)
+		sbuf_adds(cause, "failed before its first step: ");
+	if (sp->fail_why.len) /* a hang or an on_log match (watch.c) */
+		sbuf_add(cause, sp->fail_why.buf, sp->fail_why.len);
+	else
+		sup_rank_cause(sp, cause, sp->fail_rank, sp->fail_status);
+	return early ? ATTEMPT_FINAL_FIRST_STEP
+		     : sp->fail_final ? ATTEMPT_FINAL_ON_LOG : ATTEMPT_MAY_RESTART;
 }

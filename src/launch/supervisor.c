@@ -522,17 +522,7 @@ static int attempt_outcome(struct sup *sp, struct attempts *a, int *exit_status,
 		o.asked = stop_asked(sp);
 	} else if (sp->failed) {
 		o.end = ATTEMPT_FAILED;
-		/* restart.policy first_step: an exit before any progress is no reason to try again */
-		bool early = !sp->fail_why.len && sp->watch && !sup_watch_progressed(sp) &&
-			     spec_restart_policy(sp->s) == RESTART_POLICY_FIRST_STEP;
-		o.final = early ? ATTEMPT_FINAL_FIRST_STEP
-			      : sp->fail_final ? ATTEMPT_FINAL_ON_LOG : ATTEMPT_MAY_RESTART;
-		if (early)
-			sbuf_adds(&cause, "failed before its first step: ");
-		if (sp->fail_why.len)
-			sbuf_add(&cause, sp->fail_why.buf, sp->fail_why.len);
-		else
-			sup_rank_cause(sp, &cause, sp->fail_rank, sp->fail_status);
+		o.final = sup_failure_cause(sp, &cause);
 		if (attempt_again(&o)) {
 			free(a->resume);
 			a->resume = jobio_resume(sp->io, false, err);

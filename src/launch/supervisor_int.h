@@ -26,6 +26,7 @@
 
 #include "core/err.h"
 #include "core/sbuf.h"
+#include "launch/attempt.h"
 #include "launch/launch.h"
 #include "launch/notify_int.h"
 #include "secret/secret.h"
@@ -156,6 +157,13 @@ void sup_failure_detail(struct sup *sp, struct sbuf *out, int rank);
  * "rank 1 exited with code 1" (status: its wait status).
  */
 void sup_rank_cause(struct sup *sp, struct sbuf *cause, int rank, int status);
+/*
+ * The failed attempt's cause, appended to cause: the watchdog's or
+ * on_log's (fail_why), else the failed rank's; "failed before its first
+ * step: " first under restart.policy first_step.  Returns why it must not
+ * restart (enum attempt_final, attempt.h), or ATTEMPT_MAY_RESTART.
+ */
+enum attempt_final sup_failure_cause(struct sup *sp, struct sbuf *cause);
 
 /* ---- workers.c ---- */
 
