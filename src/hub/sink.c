@@ -4,15 +4,16 @@
  */
 #include "hub/sink.h"
 #include "hub/hub_int.h"
+#include "hub/hub.h"
 #include "core/xalloc.h"
 #include "jobs/jobs.h"
 
 #include <stdlib.h>
 
 struct sink {
-	struct store *st;    /* direct: borrowed unless own_st */
-	bool own_st;         /* sink_direct_open's connection */
-	struct hub_remote *r; /* remote: owned */
+	struct store *st;     /* direct: borrowed (own_st: sink_direct_open's, owned) */
+	struct hub_remote *r; /* remote: owned (shared_r: sink_thread_open's, borrowed) */
+	bool own_st, shared_r;
 };
 
 struct sink *sink_direct(struct store *st)
@@ -41,11 +42,24 @@ struct sink *sink_remote(struct hub_remote *r)
 	return k;
 }
 
+int sink_thread_open(struct sink *k, const char *home, struct sink **out, struct tc_err *err)
+{
+	*out = NULL;
+	if (!k->r)
+		return sink_direct_open(home, out, err);
+	struct sink *t = xcalloc(1, sizeof(*t));
+	t->r = k->r;
+	t->shared_r = true;
+	*out = t;
+	return 0;
+}
+
 void sink_close(struct sink *k)
 {
 	if (!k)
 		return;
-	hub_remote_close(k->r);
+	if (!k->shared_r)
+		hub_remote_close(k->r);
 	if (k->own_st)
 		store_close(k->st);
 	free(k);
@@ -189,6 +203,38 @@ int sink_file(struct sink *k, const char *job, const char *rel, long long off,
 	if (k->r)
 		return hub_ev_file(k->r, job, rel, off, data, len, err);
 	return 0; /* the run folder is the hub's own */
+}
+
+int sink_create(struct sink *k, const struct job_row *job, struct tc_err *err)
+{
+	if (k->r)
+		return tc_error(err, TC_EUSAGE, "job %s: its hub creates its record", job->id);
+	return store_job_create(k->st, job, err);
+}
+
+int sink_supervisor(struct sink *k, const char *job, pid_t pid, unsigned long long ticks,
+		    struct tc_err *err)
+{
+	if (k->r)
+		return 0; /* the server that started us recorded it */
+	return store_job_set_supervisor(k->st, job, pid, ticks, err);
+}
+
+int sink_device_health(struct sink *k, const char *job, const char *node, const char *type,
+		       int id, const char *reason, struct tc_err *err)
+{
+	if (k->r)
+		return node ? hub_ev_node_health(k->r, job, node, type, id, reason, err) : 0;
+	return store_device_health_set(k->st, type, id, reason, err);
+}
+
+int sink_stop_reason(struct sink *k, const char *job, enum job_stop *asked, struct tc_err *err)
+{
+	*asked = JOB_STOP_NONE;
+	if (k->st)
+		return store_job_stop_reason(k->st, job, asked, err);
+	int restarts = 0;
+	return hub_job_status(job, 10, asked, &restarts, err);
 }
 
 int sink_begin(struct sink *k, struct tc_err *err)

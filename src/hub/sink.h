@@ -30,6 +30,7 @@
 #define TC_HUB_SINK_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "core/err.h"
 #include "jobs/state.h"
@@ -45,6 +46,12 @@ struct sink *sink_direct(struct store *st);
  * used from one thread only).
  */
 int sink_direct_open(const char *home, struct sink **out, struct tc_err *err);
+/*
+ * A sink for another thread (a delivery thread): a direct sink's own
+ * connection to the store under home (a connection is one thread's), a
+ * remote sink's sender shared (it takes events from any thread).
+ */
+int sink_thread_open(struct sink *k, const char *home, struct sink **out, struct tc_err *err);
 /* Flush what a remote sink holds (bounded wait) and free it; NULL is a no-op. */
 void sink_close(struct sink *k);
 /* The direct sink's store, or NULL for a remote one. */
@@ -107,6 +114,22 @@ int sink_endpoint(struct sink *k, const char *job, const struct store_endpoint *
  */
 int sink_file(struct sink *k, const char *job, const char *rel, long long off,
 	      const void *data, size_t len, struct tc_err *err);
+
+/*
+ * The supervisor's own records (launch/): the job's row a `trainctl run`
+ * creates (a remote sink refuses: the hub created it), the supervisor's
+ * pid on a job it takes over (remote: the server recorded it when it
+ * started us), a device of this host checked (direct: the host's
+ * device_health rows; remote: the hub's rows of node, its name, when it
+ * is one of a multi-node job, else nothing), and what the server asked
+ * of a job a signal stopped (its stop reason).
+ */
+int sink_create(struct sink *k, const struct job_row *job, struct tc_err *err);
+int sink_supervisor(struct sink *k, const char *job, pid_t pid, unsigned long long ticks,
+		    struct tc_err *err);
+int sink_device_health(struct sink *k, const char *job, const char *node, const char *type,
+		       int id, const char *reason, struct tc_err *err);
+int sink_stop_reason(struct sink *k, const char *job, enum job_stop *asked, struct tc_err *err);
 
 /* Group what follows (note 4); commit writes or sends it (rc != 0: rolled back when direct). */
 int sink_begin(struct sink *k, struct tc_err *err);

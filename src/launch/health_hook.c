@@ -75,19 +75,15 @@ int sup_health_check(struct sup *sp, bool first, bool *changed, struct tc_err *e
 	}
 	char **why = xcalloc((size_t)nc, sizeof(char *));
 	int bad = health_check(sp->hw, cand, nc, why);
-	/* the store learns every device checked, healthy ones too (a reset GPU comes back) */
-	for (int i = 0; i < nc && sp->st; i++) {
+	/*
+	 * The job's records learn every device checked, healthy ones too (a
+	 * reset GPU comes back): this host's, or a node's by its name.
+	 */
+	char *node_name = sp->o->node ? node_name_of() : NULL;
+	for (int i = 0; i < nc; i++) {
 		struct tc_err e2 = TC_ERR_INIT;
-		if (store_device_health_set(sp->st, s->device_type, cand[i], why[i], &e2))
-			sup_say(sp, "warning: %s", e2.msg);
-		tc_err_release(&e2);
-	}
-	/* a node that reports to a hub: the hub's rows of this node, by its name */
-	char *node_name = !sp->st && sp->sink && sp->o->node ? node_name_of() : NULL;
-	for (int i = 0; i < nc && node_name; i++) {
-		struct tc_err e2 = TC_ERR_INIT;
-		if (sink_node_health(sp->sink, sp->job_id, node_name, s->device_type, cand[i], why[i],
-				     &e2))
+		if (sink_device_health(sp->sink, sp->job_id, node_name, s->device_type, cand[i],
+				       why[i], &e2))
 			sup_say(sp, "warning: %s", e2.msg);
 		tc_err_release(&e2);
 	}
@@ -102,7 +98,7 @@ int sup_health_check(struct sup *sp, bool first, bool *changed, struct tc_err *e
 		if (why[i])
 			sbuf_addf(&list, "%s%s %d failed its health check: %s", list.len ? "; " : "",
 				  s->device_type, cand[i], why[i]);
-	if (bad && !sp->st && sp->sink) {
+	if (bad && !sink_store(sp->sink)) {
 		/*
 		 * A node that reports to a hub has no store of its own: the
 		 * device_health table is the hub host's, so the job records it

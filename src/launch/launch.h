@@ -106,8 +106,9 @@ int launch_resume_point(const char *home, const char *job_ref, char **path, char
 			struct sbuf *report, struct tc_err *err);
 
 /*
- * A webhook delivery of job_id written down (notify_hook.c): the one place
- * a supervisor records one, so that it can be routed elsewhere.
+ * A webhook delivery of job_id written down in the store under home
+ * (notify_hook.c, through a direct sink like every delivery): the
+ * server's own hooks.
  */
 struct notify_delivery;
 int launch_record_delivery(const char *home, const char *job_id,

@@ -19,6 +19,7 @@
  * failure budget.
  */
 #include "launch/launch.h"
+#include "launch/attempt.h"
 #include "launch/jobio_int.h"
 #include "launch/notify_int.h"
 #include "core/sbuf.h"
@@ -608,10 +609,9 @@ static bool common_ckpts(struct mn *m, int attempt, struct strvec *names)
 	return listed;
 }
 
-/* Some node failed with restarts left: record it and pick the next resume point. */
-static int mn_restart(struct mn *m, const char *cause, struct tc_err *err)
+/* Some node failed with restarts left: the next attempt resumes from what every node has. */
+static void mn_restart(struct mn *m, struct tc_err *err)
 {
-	m->restarts++;
 	struct strvec common = STRVEC_INIT;
 	bool listed = m->remote && common_ckpts(m, m->attempt, &common);
 	jobio_restrict(m->io, listed ? &common : NULL);
@@ -619,36 +619,23 @@ static int mn_restart(struct mn *m, const char *cause, struct tc_err *err)
 	free(m->resume);
 	m->resume = jobio_resume(m->io, false, err);
 	tc_err_release(err); /* no checkpoint to resume from is not fatal */
-	struct sbuf why = SBUF_INIT;
-	sbuf_addf(&why, "%s; restarting every node (%d of %d)", cause, m->restarts,
-		  m->s->max_restarts);
-	int rc = sink_mark(m->sink, m->job_id, JOB_RESTARTING, why.buf, err);
-	if (!rc)
-		rc = sink_restarts(m->sink, m->job_id, m->restarts, err);
-	say(m, "%s", why.buf);
-	launch_notify(m->ln, NOTIFY_RESTARTED, "restarting", why.buf, m->attempt, -1);
-	sbuf_release(&why);
-	return rc;
 }
 
-/*
- * Some node failed and the budget is spent, or final (an on_log action
- * fail, a failure before the first step): the job failed, with its root cause.
- */
-static int mn_record_failure(struct mn *m, const char *cause, const char *detail, bool final,
-			     struct tc_err *err)
+/* The verdict on the attempt (attempt.h), recorded; *again: run the next one. */
+static int mn_verdict(struct mn *m, const struct attempt_outcome *o, const char *detail,
+		      bool *again, struct tc_err *err)
 {
-	struct sbuf full = SBUF_INIT;
-	sbuf_addf(&full, "%s", cause);
-	if (final && m->restarts < m->s->max_restarts)
-		sbuf_adds(&full, " (no restart: the on_log action or restart.policy first_step says so)");
-	else if (m->s->max_restarts)
-		sbuf_addf(&full, " (after %d restart%s)", m->restarts, plural_s(m->restarts));
-	sbuf_adds(&full, detail);
-	int rc = sink_finish(m->sink, m->job_id, JOB_FAILED, 1, full.buf, cause, err);
-	launch_notify(m->ln, NOTIFY_FAILED, "failed", cause, m->attempt, 1);
-	sbuf_addf(&m->result, "job %s failed: %s", m->job_id, full.buf);
-	sbuf_release(&full);
+	struct attempt_verdict v;
+	attempt_decide(o, &v);
+	if (v.again)
+		mn_restart(m, err);
+	m->restarts = v.restarts;
+	struct attempt_ctl c = { .sink = m->sink, .ln = m->ln, .job_id = m->job_id,
+				 .attempt = m->attempt, .say = io_say, .say_ctx = m,
+				 .result = &m->result };
+	int rc = attempt_record(&c, &v, detail, err);
+	*again = v.again;
+	attempt_verdict_release(&v);
 	return rc;
 }
 
@@ -702,9 +689,7 @@ static int mn_main(struct mn *mp, int *exit_status, struct tc_err *err)
 	*exit_status = 1;
 	if ((rc = mn_open(&m, err)))
 		goto out;
-	m.ln = launch_notify_open(s, m.home, job_id, io_say, &m);
-	if (m.remote)
-		launch_notify_sink(m.ln, m.sink); /* no database here: the hub records deliveries */
+	m.ln = launch_notify_open(s, m.home, job_id, m.sink, io_say, &m);
 	if ((rc = mn_begin(&m, err)))
 		goto fail;
 	for (;; m.attempt++) {
@@ -718,41 +703,33 @@ static int mn_main(struct mn *mp, int *exit_status, struct tc_err *err)
 		}
 		if (!failed)
 			mn_diagnostics(&m, m.attempt);
-		struct sbuf up = SBUF_INIT;
-		if (!failed && jobio_final_upload(m.io, &up)) {
-			/* the results are part of the result: a failed final upload fails the job */
-			rc = sink_finish(m.sink, job_id, JOB_FAILED, 1, up.buf, up.buf, err);
-			launch_notify(m.ln, NOTIFY_FAILED, "failed", up.buf, m.attempt, 1);
-			sbuf_addf(&m.result, "job %s failed: %s", job_id, up.buf);
-			sbuf_release(&up);
-			goto out;
-		}
-		sbuf_release(&up);
-		if (!failed) {
-			rc = sink_finish(m.sink, job_id, JOB_SUCCEEDED, 0, NULL,
-					 "every worker on every node exited 0", err);
-			launch_notify(m.ln, NOTIFY_SUCCEEDED, "succeeded",
-				      "every worker on every node exited 0", m.attempt, 0);
-			sbuf_addf(&m.result, "job %s succeeded", job_id);
-			*exit_status = 0;
-			goto out;
-		}
+		struct attempt_outcome o = { .scope = ATTEMPT_EVERY_NODE, .restarts = m.restarts,
+					     .max_restarts = s->max_restarts };
 		struct sbuf cause = SBUF_INIT, detail = SBUF_INIT, hang = SBUF_INIT;
-		bool final = false;
-		attempt_cause(&m, m.attempt, s->nodes, &cause, &detail, &final);
-		if (attempt_hang(&m, m.attempt, &hang)) {
-			/* a hang stalls every rank: the job's cause, whichever node stopped first */
-			sbuf_reset(&cause);
-			sbuf_add(&cause, hang.buf, hang.len);
+		if (!failed) {
+			/* the results are part of the result: a failed final upload fails the job */
+			o.end = jobio_final_upload(m.io, &cause) ? ATTEMPT_UPLOAD_FAILED : ATTEMPT_OK;
+		} else {
+			bool final = false;
+			attempt_cause(&m, m.attempt, s->nodes, &cause, &detail, &final);
+			if (attempt_hang(&m, m.attempt, &hang)) {
+				/* a hang stalls every rank: the job's cause, whichever node stopped first */
+				sbuf_reset(&cause);
+				sbuf_add(&cause, hang.buf, hang.len);
+			}
+			mn_diagnostics(&m, m.attempt);
+			o.end = ATTEMPT_FAILED;
+			o.final = final ? ATTEMPT_FINAL_EITHER : ATTEMPT_MAY_RESTART;
 		}
-		sbuf_release(&hang);
-		mn_diagnostics(&m, m.attempt);
-		bool restart = !final && m.restarts < s->max_restarts;
-		rc = restart ? mn_restart(&m, cause.buf, err)
-			     : mn_record_failure(&m, cause.buf, detail.buf, final, err);
+		o.cause = cause.buf;
+		bool again = false;
+		rc = mn_verdict(&m, &o, detail.buf, &again, err);
+		if (o.end == ATTEMPT_OK)
+			*exit_status = 0;
 		sbuf_release(&cause);
 		sbuf_release(&detail);
-		if (!restart)
+		sbuf_release(&hang);
+		if (!again)
 			goto out;
 		if (rc)
 			goto fail;

@@ -268,18 +268,9 @@ static int node_outcome(struct sup *sp, int *exit_status, struct node_ckpts *nck
 		*exit_status = 128 + sp->user_signal;
 	} else if (sp->failed) {
 		state = JOB_FAILED;
-		/* restart.policy first_step: an exit before any progress is no reason to try again */
-		bool early = !sp->fail_why.len && sp->watch && !sup_watch_progressed(sp) &&
-			     spec_restart_policy(sp->s) == RESTART_POLICY_FIRST_STEP;
-		if (early) {
-			sbuf_adds(&cause, "failed before its first step: ");
+		/* final (the driver must not restart) tells it as "final" in node-<n>.json */
+		if (sup_failure_cause(sp, &cause) != ATTEMPT_MAY_RESTART)
 			sp->fail_final = true;
-		}
-		if (sp->fail_why.len) { /* a hang or an on_log match (watch.c) */
-			sbuf_add(&cause, sp->fail_why.buf, sp->fail_why.len);
-		} else {
-			sup_rank_cause(sp, &cause, sp->fail_rank, sp->fail_status);
-		}
 		sup_failure_detail(sp, &detail, sp->fail_rank);
 		*exit_status = 1;
 	} else {

@@ -1,7 +1,7 @@
 /*
  * notify_hook.c -- the job's webhooks (notify/notify.h) from the supervisor
- * and the multi-node driver (notify_int.h), and launch_record_delivery(),
- * the one place a delivery is written down.
+ * and the multi-node driver (notify_int.h), and launch_record_delivery()
+ * for the server's own hooks: every delivery is written down through a sink.
  */
 #include "launch/notify_int.h"
 #include "launch/supervisor_int.h"
@@ -23,14 +23,20 @@ struct launch_notify {
 	char *home, *job_id;
 	void (*say)(void *ctx, const char *msg);
 	void *ctx;
-	struct sink *sink; /* launch_notify_sink: a hub takes the records (borrowed) */
+	struct sink *sink;  /* where the job's records go (borrowed) */
+	struct sink *tsink; /* the delivery thread's door to them (sink_thread_open), or NULL */
 	unsigned relay;    /* events of the server's own hooks, sent to its hub (NOTIFY_SERVER_ENV) */
 };
 
-void launch_notify_sink(struct launch_notify *ln, struct sink *k)
+/* d as the sink records it (every delivery goes through sink_delivery) */
+static int record_through(struct sink *k, const char *job_id, const struct notify_delivery *d,
+			  struct tc_err *err)
 {
-	if (ln)
-		ln->sink = k;
+	struct store_delivery row = {
+		.time = d->time, .event = (char *)notify_event_name(d->event), .url = (char *)d->url,
+		.ok = d->ok, .tries = d->tries, .status = d->status, .error = (char *)d->error,
+	};
+	return sink_delivery(k, job_id, &row, err);
 }
 
 int launch_record_delivery(const char *home, const char *job_id,
@@ -40,11 +46,9 @@ int launch_record_delivery(const char *home, const char *job_id,
 	int rc = store_open(home, &st, err);
 	if (rc)
 		return rc;
-	struct store_delivery row = {
-		.time = d->time, .event = (char *)notify_event_name(d->event), .url = (char *)d->url,
-		.ok = d->ok, .tries = d->tries, .status = d->status, .error = (char *)d->error,
-	};
-	rc = store_delivery_add(st, job_id, &row, err);
+	struct sink *k = sink_direct(st);
+	rc = record_through(k, job_id, d, err);
+	sink_close(k);
 	store_close(st);
 	return rc;
 }
@@ -54,12 +58,9 @@ static void on_record(void *ctx, const struct notify_delivery *d)
 {
 	struct launch_notify *ln = ctx;
 	struct tc_err err = TC_ERR_INIT;
-	struct store_delivery row = {
-		.time = d->time, .event = (char *)notify_event_name(d->event), .url = (char *)d->url,
-		.ok = d->ok, .tries = d->tries, .status = d->status, .error = (char *)d->error,
-	};
-	if (ln->sink ? sink_delivery(ln->sink, ln->job_id, &row, &err)
-		     : launch_record_delivery(ln->home, ln->job_id, d, &err)) {
+	/* opened here, in the thread that uses it; after notify_finish joined it, by its caller */
+	if ((!ln->tsink && sink_thread_open(ln->sink, ln->home, &ln->tsink, &err)) ||
+	    record_through(ln->tsink, ln->job_id, d, &err)) {
 		struct sbuf msg = SBUF_INIT;
 		sbuf_addf(&msg, "warning: notify: cannot record a delivery: %s", err.msg);
 		ln->say(ln->ctx, msg.buf);
@@ -75,7 +76,7 @@ static void on_warn(void *ctx, const char *msg)
 }
 
 struct launch_notify *launch_notify_open(const struct spec *s, const char *home,
-					 const char *job_id,
+					 const char *job_id, struct sink *k,
 					 void (*say)(void *ctx, const char *msg), void *ctx)
 {
 	/*
@@ -91,7 +92,7 @@ struct launch_notify *launch_notify_open(const struct spec *s, const char *home,
 		return NULL;
 	struct launch_notify *ln = xcalloc(1, sizeof(*ln));
 	*ln = (struct launch_notify){ .s = s, .home = home ? xstrdup(home) : NULL, .job_id = xstrdup(job_id),
-				      .say = say, .ctx = ctx, .relay = (unsigned)mask };
+				      .sink = k, .say = say, .ctx = ctx, .relay = (unsigned)mask };
 	struct notify_opts no = { .record = on_record, .warn = on_warn, .ctx = ln,
 				  .flags = srv ? NOTIFY_NO_ENV : 0 };
 	struct tc_err err = TC_ERR_INIT;
@@ -111,7 +112,8 @@ void launch_notify(struct launch_notify *ln, enum notify_event e, const char *st
 {
 	if (!ln)
 		return;
-	bool own = notify_wants(ln->nf, e), relay = ln->sink && (ln->relay & (1u << e));
+	/* (a direct sink has no server to relay to: sink_notify does nothing) */
+	bool own = notify_wants(ln->nf, e), relay = ln->relay & (1u << e);
 	if (!own && !relay)
 		return;
 	char host[256];
@@ -142,6 +144,7 @@ void launch_notify_close(struct launch_notify *ln)
 	if (!ln)
 		return;
 	notify_finish(ln->nf, NOTIFY_END_WAIT_MS);
+	sink_close(ln->tsink);
 	free(ln->home);
 	free(ln->job_id);
 	free(ln);
@@ -157,10 +160,7 @@ static void sup_warn(void *ctx, const char *msg)
 void sup_notify_begin(struct sup *sp)
 {
 	if (!sp->ln)
-		sp->ln = launch_notify_open(sp->s, sp->o->home, sp->job_id, sup_warn, sp);
-	/* without a store (a hub's job), its deliveries are the hub's to record */
-	if (!sp->st)
-		launch_notify_sink(sp->ln, sp->sink);
+		sp->ln = launch_notify_open(sp->s, sp->o->home, sp->job_id, sp->sink, sup_warn, sp);
 }
 
 void sup_notify(struct sup *sp, enum notify_event e, const char *state, const char *reason,

@@ -6,6 +6,7 @@
  * in launch.h.
  */
 #include "launch/supervisor_int.h"
+#include "launch/attempt.h"
 #include "launch/jobio_int.h"
 #include "launch/console_int.h"
 #include "core/proc.h"
@@ -34,8 +35,6 @@
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#define TAIL_LINES 20
 
 /* ---- messages: stderr and logs/supervisor.log ---- */
 
@@ -266,138 +265,6 @@ static int make_run_folder(struct sup *sp, struct tc_err *err)
 	return 0;
 }
 
-/* ---- root cause ---- */
-
-/* text without its last Python traceback (the error file shows it): once on the screen is enough */
-static bool cut_traceback(struct sbuf *text)
-{
-	static const char mark[] = "Traceback (most recent call last):";
-	for (size_t i = text->len; i-- > 0;)
-		if ((i == 0 || text->buf[i - 1] == '\n') && text->len - i >= sizeof(mark) - 1 &&
-		    !memcmp(text->buf + i, mark, sizeof(mark) - 1)) {
-			sbuf_setlen(text, i);
-			sbuf_rtrim(text);
-			return true;
-		}
-	return false;
-}
-
-/* after_traceback: the error file showed the traceback: the tail stops where the log's own begins */
-static void append_log_tail(struct sup *sp, struct sbuf *out, int rank, bool after_traceback)
-{
-	struct sbuf path = SBUF_INIT, text = SBUF_INIT;
-	sbuf_addf(&path, "%s/rank-%d.log", sp->log_dir, rank);
-	bool cut = false;
-	if (read_file_nofollow(path.buf, &text, NULL) == 0 && text.len) {
-		sbuf_rtrim(&text);
-		cut = after_traceback && cut_traceback(&text);
-	}
-	if (text.len) {
-		size_t start = text.len;
-		int lines = 0;
-		while (start > 0 && lines < TAIL_LINES) {
-			start--;
-			if (text.buf[start] == '\n')
-				lines++;
-		}
-		if (text.buf[start] == '\n')
-			start++;
-		int shown = lines < TAIL_LINES ? lines + 1 : TAIL_LINES;
-		sbuf_addf(out, "\n--- last %d line%s of rank %d%s (%s) ---\n", shown, shown == 1 ? "" : "s",
-			  rank, cut ? " before its traceback" : "", path.buf);
-		sbuf_add(out, text.buf + start, text.len - start);
-	}
-	sbuf_release(&path);
-	sbuf_release(&text);
-}
-
-/* torch's @record writes {"message": {"message": ..., "extraInfo": {"py_callstack": ...}}} */
-static json_t *read_error_file(struct sup *sp, int rank, struct sbuf *path, const char **msg,
-			       const char **stack)
-{
-	sbuf_addf(path, "%s/error-rank-%d.json", sp->log_dir, rank);
-	/* the job's user writes logs/: read its file, never one a link points at */
-	struct sbuf text = SBUF_INIT;
-	json_t *root = read_file_nofollow(path->buf, &text, NULL) == 0
-			       ? json_loadb(text.buf, text.len, 0, NULL)
-			       : NULL;
-	sbuf_release(&text);
-	*msg = *stack = NULL;
-	json_t *m = json_object_get(root, "message");
-	if (json_is_object(m)) {
-		*msg = json_string_value(json_object_get(m, "message"));
-		*stack = json_string_value(json_object_get(json_object_get(m, "extraInfo"), "py_callstack"));
-	} else {
-		*msg = json_string_value(m);
-	}
-	return root;
-}
-
-/* The error file's stack, or message; true when it showed a traceback. */
-static bool append_error_file(struct sup *sp, struct sbuf *out, int rank)
-{
-	struct sbuf path = SBUF_INIT;
-	const char *msg, *stack;
-	json_t *root = read_error_file(sp, rank, &path, &msg, &stack);
-	if (stack || msg) {
-		sbuf_addf(out, "\n--- error reported by rank %d (%s) ---\n", rank, path.buf);
-		sbuf_adds(out, stack ? stack : msg);
-		sbuf_rtrim(out);
-	}
-	json_decref(root);
-	sbuf_release(&path);
-	return stack != NULL;
-}
-
-/*
- * The exception rank died of ("KeyError: 'missing_key'"), heap or NULL:
- * @record's error file first, else the traceback at the end of its log.
- */
-static char *rank_exception(struct sup *sp, int rank)
-{
-	struct sbuf path = SBUF_INIT, text = SBUF_INIT;
-	const char *msg, *stack;
-	json_t *root = read_error_file(sp, rank, &path, &msg, &stack);
-	char *line = msg ? diag_exception_line(msg, strlen(msg), false) : NULL;
-	if (!line && stack)
-		line = diag_exception_line(stack, strlen(stack), true);
-	json_decref(root);
-	sbuf_reset(&path);
-	sbuf_addf(&path, "%s/rank-%d.log", sp->log_dir, rank);
-	if (!line && read_file_nofollow(path.buf, &text, NULL) == 0 && text.len) {
-		/* the traceback is at the end: its last 64 KiB are enough */
-		size_t from = text.len > 65536 ? text.len - 65536 : 0;
-		line = diag_exception_line(text.buf + from, text.len - from, true);
-	}
-	sbuf_release(&text);
-	sbuf_release(&path);
-	return line;
-}
-
-void sup_rank_cause(struct sup *sp, struct sbuf *cause, int rank, int status)
-{
-	size_t from = cause->len;
-	char *exc = rank_exception(sp, rank);
-	if (exc) {
-		sbuf_addf(cause, "rank %d: %s (", rank, exc);
-		proc_describe_exit(cause, status);
-		sbuf_addch(cause, ')');
-	} else {
-		sbuf_addf(cause, "rank %d ", rank);
-		proc_describe_exit(cause, status);
-	}
-	free(exc);
-	sup_mask_secrets(sp, cause, from); /* the exception's text is the job's */
-}
-
-void sup_failure_detail(struct sup *sp, struct sbuf *out, int rank)
-{
-	size_t from = out->len;
-	bool traceback = append_error_file(sp, out, rank);
-	append_log_tail(sp, out, rank, traceback);
-	sup_mask_secrets(sp, out, from); /* the root cause is shown and stored: the error file is the job's */
-}
-
 /* jobio's messages (from its thread too: sup_say() writes each line at once) */
 static void jobio_say(void *ctx, const char *msg)
 {
@@ -588,116 +455,71 @@ static int run_one_attempt(struct sup *sp, struct attempts *a, struct tc_err *er
 	return rc;
 }
 
-/* Stopped by a signal: the server says why; preempted and paused jobs run again. */
-static int record_stopped(struct sup *sp, struct tc_err *err)
+/* Where the verdicts on this job's attempts go (attempt.h). */
+static void say_event(void *ctx, const char *msg)
+{
+	sup_event(ctx, "%s", msg);
+}
+
+static int record_verdict(struct sup *sp, const struct attempt_outcome *o, bool *again,
+			  struct tc_err *err)
+{
+	struct attempt_verdict v;
+	attempt_decide(o, &v);
+	struct attempt_ctl c = { .sink = sp->sink, .ln = sp->ln, .job_id = sp->job_id,
+				 .attempt = sp->attempt, .say = say_event, .say_ctx = sp,
+				 .result = &sp->result };
+	struct sbuf detail = SBUF_INIT;
+	/* the rank's error file and log tail, for a failure that ends the job */
+	if (o->end == ATTEMPT_FAILED && v.ends)
+		sup_failure_detail(sp, &detail, sp->fail_rank);
+	int rc = attempt_record(&c, &v, detail.len ? detail.buf : NULL, err);
+	*again = v.again && !rc;
+	sbuf_release(&detail);
+	attempt_verdict_release(&v);
+	return rc;
+}
+
+/* What a server asked of its job that a signal stopped (its hub says, without a store). */
+static enum job_stop stop_asked(struct sup *sp)
 {
 	enum job_stop asked = JOB_STOP_NONE;
 	struct tc_err e3 = TC_ERR_INIT;
-	int restarts = 0;
-	/* a server's job: the server recorded why it stopped us (its hub says, without a store) */
-	if (sp->o->job_id && (sp->st ? store_job_stop_reason(sp->st, sp->job_id, &asked, &e3)
-				     : hub_job_status(sp->job_id, 10, &asked, &restarts, &e3)))
+	if (sp->o->job_id && sink_stop_reason(sp->sink, sp->job_id, &asked, &e3))
 		sup_say(sp, "warning: %s", e3.msg);
 	tc_err_release(&e3);
-	struct sbuf why = SBUF_INIT;
-	int rc;
-	if (asked == JOB_STOP_PREEMPTED || asked == JOB_STOP_PAUSED) {
-		sbuf_addf(&why, "%s by the server (workers stopped by ", job_stop_name(asked));
-		proc_describe_stop_signal(&why, sp->user_signal);
-		sbuf_addch(&why, ')');
-		rc = sink_mark(sp->sink, sp->job_id, job_stop_state(asked), why.buf, err);
-		if (asked == JOB_STOP_PREEMPTED)
-			sup_notify(sp, NOTIFY_PREEMPTED, job_stop_name(asked), why.buf, -1);
-		sup_result(sp, "job %s %s", sp->job_id, why.buf);
-	} else {
-		if (asked != JOB_STOP_NONE)
-			sbuf_addf(&why, "stopped through the server (%s)", job_stop_name(asked));
-		else {
-			sbuf_adds(&why, "stopped by ");
-			proc_describe_stop_signal(&why, sp->user_signal);
-		}
-		rc = sink_finish(sp->sink, sp->job_id, JOB_KILLED, 1, why.buf, why.buf, err);
-		sup_notify(sp, NOTIFY_KILLED, job_state_name(JOB_KILLED), why.buf, 1);
-		sup_result(sp, "job %s %s (%s)", sp->job_id, job_state_name(JOB_KILLED), why.buf);
-	}
-	sbuf_release(&why);
-	return rc;
+	return asked;
 }
 
-/* A rank failed: restart the group within the budget (*again), or record the failure. */
-static int record_failed(struct sup *sp, struct attempts *a, bool *again, struct tc_err *err)
-{
-	struct sbuf cause = SBUF_INIT, why = SBUF_INIT;
-	int rc;
-	/* restart.policy first_step: an exit before any progress is no reason to try again */
-	bool early = !sp->fail_why.len && sp->watch && !sup_watch_progressed(sp) &&
-		     spec_restart_policy(sp->s) == RESTART_POLICY_FIRST_STEP;
-	if (early)
-		sbuf_adds(&cause, "failed before its first step: ");
-	if (sp->fail_why.len) {
-		sbuf_add(&cause, sp->fail_why.buf, sp->fail_why.len);
-	} else {
-		sup_rank_cause(sp, &cause, sp->fail_rank, sp->fail_status);
-	}
-	*again = !early && !sp->fail_final && sp->attempt < sp->s->max_restarts;
-	if (*again) {
-		free(a->resume);
-		a->resume = jobio_resume(sp->io, false, err);
-		sbuf_addf(&why, "%s; restarting the group (%d of %d)", cause.buf, sp->attempt + 1,
-			  sp->s->max_restarts);
-		rc = sink_mark(sp->sink, sp->job_id, JOB_RESTARTING, why.buf, err);
-		if (!rc)
-			rc = sink_restarts(sp->sink, sp->job_id, sp->attempt + 1, err);
-		sup_event(sp, "%s", why.buf);
-		sup_notify(sp, NOTIFY_RESTARTED, job_state_name(JOB_RESTARTING), why.buf, -1);
-		*again = !rc;
-	} else {
-		sbuf_addf(&why, "%s", cause.buf);
-		if (early && sp->attempt < sp->s->max_restarts)
-			sbuf_addf(&why, " (restart.policy first_step: no restart for a failure before "
-					"the first step)");
-		else if (sp->fail_final && sp->attempt < sp->s->max_restarts)
-			sbuf_adds(&why, " (no restart: the on_log action says so)");
-		else if (sp->s->max_restarts)
-			sbuf_addf(&why, " (after %d restart%s)", sp->attempt, plural_s(sp->attempt));
-		size_t brief = why.len; /* the webhook gets the cause, not the log tail */
-		sup_failure_detail(sp, &why, sp->fail_rank);
-		rc = sink_finish(sp->sink, sp->job_id, JOB_FAILED, 1, why.buf, cause.buf, err);
-		char *said = xstrndup(why.buf, brief);
-		sup_notify(sp, NOTIFY_FAILED, job_state_name(JOB_FAILED), said, 1);
-		free(said);
-		sup_result(sp, "job %s %s: %s", sp->job_id, job_state_name(JOB_FAILED), why.buf);
-	}
-	sbuf_release(&why);
-	sbuf_release(&cause);
-	return rc;
-}
-
-/* Record how the attempt ended; *again: run the next one. */
+/* Record how the attempt ended; *again: run the next one (resuming from a->resume). */
 static int attempt_outcome(struct sup *sp, struct attempts *a, int *exit_status, bool *again,
 			   struct tc_err *err)
 {
+	struct attempt_outcome o = { .scope = ATTEMPT_ONE_NODE, .restarts = sp->attempt,
+				     .max_restarts = sp->s->max_restarts };
+	struct sbuf cause = SBUF_INIT;
 	*again = false;
 	*exit_status = 1;
-	if (sp->user_signal)
-		return record_stopped(sp, err);
-	if (sp->failed)
-		return record_failed(sp, a, again, err);
-	/* the results are part of the result: a failed final upload fails the job */
-	struct sbuf up = SBUF_INIT;
-	if (jobio_final_upload(sp->io, &up)) {
-		int rc = sink_finish(sp->sink, sp->job_id, JOB_FAILED, 1, up.buf, up.buf, err);
-		sup_notify(sp, NOTIFY_FAILED, job_state_name(JOB_FAILED), up.buf, 1);
-		sup_result(sp, "job %s %s: %s", sp->job_id, job_state_name(JOB_FAILED), up.buf);
-		sbuf_release(&up);
-		return rc;
+	if (sp->user_signal) {
+		o.end = ATTEMPT_STOPPED;
+		o.signal = sp->user_signal;
+		o.asked = stop_asked(sp);
+	} else if (sp->failed) {
+		o.end = ATTEMPT_FAILED;
+		o.final = sup_failure_cause(sp, &cause);
+		if (attempt_again(&o)) {
+			free(a->resume);
+			a->resume = jobio_resume(sp->io, false, err);
+		}
+	} else if (jobio_final_upload(sp->io, &cause)) {
+		o.end = ATTEMPT_UPLOAD_FAILED;
+	} else {
+		o.end = ATTEMPT_OK;
+		*exit_status = 0;
 	}
-	sbuf_release(&up);
-	*exit_status = 0;
-	int rc = sink_finish(sp->sink, sp->job_id, JOB_SUCCEEDED, 0, NULL, "every worker exited 0",
-			     err);
-	sup_notify(sp, NOTIFY_SUCCEEDED, job_state_name(JOB_SUCCEEDED), "every worker exited 0", 0);
-	sup_result(sp, "job %s %s", sp->job_id, job_state_name(JOB_SUCCEEDED));
+	o.cause = cause.buf;
+	int rc = record_verdict(sp, &o, again, err);
+	sbuf_release(&cause);
 	return rc;
 }
 
@@ -824,10 +646,7 @@ static int record_job(struct sup *sp, struct tc_err *err)
 		/* the server created the job; this supervisor takes it over */
 		struct sbuf why = SBUF_INIT;
 		sbuf_addf(&why, "supervisor started (pid %ld)", (long)getpid());
-		/* (a supervisor without a store was recorded by the server that started it) */
-		rc = sp->st ? store_job_set_supervisor(sp->st, sp->job_id, getpid(),
-						       proc_start_ticks(getpid()), err)
-			    : 0;
+		rc = sink_supervisor(sp->sink, sp->job_id, getpid(), proc_start_ticks(getpid()), err);
 		if (!rc)
 			rc = sink_mark(sp->sink, sp->job_id, JOB_STARTING, why.buf, err);
 		sbuf_release(&why);
@@ -861,7 +680,7 @@ int sup_record_late(struct sup *sp, struct tc_err *err)
 {
 	if (!sp->late)
 		return 0;
-	int rc = store_job_create(sp->st, sp->late, err);
+	int rc = sink_create(sp->sink, sp->late, err);
 	if (!rc) {
 		job_row_release(sp->late);
 		free(sp->late);

@@ -3,7 +3,9 @@
  * (launch.h: launch_run), split in three files that share struct sup:
  *
  *   supervisor.c  the job: its record, run folder, watchdog, signals,
- *                 metrics, root cause and the attempts of a one-node job;
+ *                 metrics and the attempts of a one-node job (what
+ *                 follows each is attempt.h's);
+ *   rootcause.c   why a rank failed: the cause line and the detail;
  *   workers.c     one attempt's workers: start them, copy their output
  *                 line by line, stop and reap them (sup_attempt_loop);
  *   node.c        the single attempt of one node of a multi-node job;
@@ -24,6 +26,7 @@
 
 #include "core/err.h"
 #include "core/sbuf.h"
+#include "launch/attempt.h"
 #include "launch/launch.h"
 #include "launch/notify_int.h"
 #include "secret/secret.h"
@@ -129,14 +132,6 @@ int sup_user_dir(struct sup *sp, const char *base, const char *rel, struct tc_er
 int sup_user_dir_outside(struct sup *sp, const char *path, struct tc_err *err);
 /* Tell the watchdog a worker group to kill if we die (pid), or that none is left (0). */
 void sup_watchdog_tell(struct sup *sp, int32_t msg);
-/* The failed rank's error file and log tail, appended to out. */
-void sup_failure_detail(struct sup *sp, struct sbuf *out, int rank);
-/*
- * "rank 1: KeyError: 'missing_key' (exited with code 1)": the exception
- * the rank died of when its error file or log's traceback names one, else
- * "rank 1 exited with code 1" (status: its wait status).
- */
-void sup_rank_cause(struct sup *sp, struct sbuf *cause, int rank, int status);
 /*
  * Record the workers this attempt started (those not reaped) and, with
  * why, the state running; the job's row first when it is still sp->late.
@@ -151,6 +146,24 @@ int sup_record_late(struct sup *sp, struct tc_err *err);
  * jobio thread's.
  */
 int sup_workers_up(struct sup *sp, struct tc_err *err);
+
+/* ---- rootcause.c ---- */
+
+/* The failed rank's error file and log tail, appended to out. */
+void sup_failure_detail(struct sup *sp, struct sbuf *out, int rank);
+/*
+ * "rank 1: KeyError: 'missing_key' (exited with code 1)": the exception
+ * the rank died of when its error file or log's traceback names one, else
+ * "rank 1 exited with code 1" (status: its wait status).
+ */
+void sup_rank_cause(struct sup *sp, struct sbuf *cause, int rank, int status);
+/*
+ * The failed attempt's cause, appended to cause: the watchdog's or
+ * on_log's (fail_why), else the failed rank's; "failed before its first
+ * step: " first under restart.policy first_step.  Returns why it must not
+ * restart (enum attempt_final, attempt.h), or ATTEMPT_MAY_RESTART.
+ */
+enum attempt_final sup_failure_cause(struct sup *sp, struct sbuf *cause);
 
 /* ---- workers.c ---- */
 

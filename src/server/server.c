@@ -13,6 +13,7 @@
 #include "jobs/jobs.h"
 #include "core/xalloc.h"
 #include "devices/devices.h"
+#include "launch/attempt.h"
 #include "launch/launch.h"
 #include "report/report.h"
 #include "spec/spec.h"
@@ -665,9 +666,18 @@ int srv_resume_job(struct srv *s, struct sjob *j, struct tc_err *err)
 
 /* ---- what the supervisors did ---- */
 
+/* A lost job is an attempt's outcome like any other: attempt.h decides what follows. */
+static void lost_outcome(const struct sjob *j, struct attempt_outcome *o)
+{
+	*o = (struct attempt_outcome){ .end = ATTEMPT_LOST, .asked = j->stop_reason,
+				       .restarts = j->restarts, .max_restarts = j->max_restarts };
+}
+
 bool srv_lost_requeues(const struct sjob *j)
 {
-	return j->stop_reason == JOB_STOP_NONE && j->restarts < j->max_restarts;
+	struct attempt_outcome o;
+	lost_outcome(j, &o);
+	return attempt_again(&o);
 }
 
 /* The supervisor of j is gone: requeue, hold or end it by what was asked. */
@@ -692,19 +702,21 @@ static void requeue_or_end(struct srv *s, struct sjob *j, enum job_state state)
 		j->state = JOB_PAUSED;
 		s->dirty = true;
 	} else if (state == JOB_LOST && srv_lost_requeues(j)) {
-		struct sbuf why = SBUF_INIT;
-		sbuf_addf(&why, "requeued after its supervisor was lost (restart %d of %d)",
-			  j->restarts + 1, j->max_restarts);
-		rc = jobs_requeue(s->st, j->id, JOB_QUEUED, true, why.buf, &err);
-		sbuf_release(&why);
+		struct attempt_outcome o;
+		struct attempt_verdict v;
+		lost_outcome(j, &o);
+		attempt_decide(&o, &v);
+		/* the server is the hub: its verdicts go to the store (attempt.h note 1) */
+		rc = jobs_requeue(s->st, j->id, v.state, true, v.why.buf, &err);
 		if (!rc) {
 			release_devices(s, j);
-			j->restarts++;
+			j->restarts = v.restarts;
 			j->st = SJ_QUEUED;
 			j->ran = true;
-			j->state = JOB_QUEUED;
+			j->state = v.state;
 			s->dirty = true;
 		}
+		attempt_verdict_release(&v);
 	} else if (job_state_terminal(state)) {
 		logf_(s, "job %s %s", j->id, job_state_name(state));
 		srv_forget(s, j->id);
