@@ -6,7 +6,7 @@
  * (sweep/sweep.h, note 5), so a restarted server goes on where it was.
  */
 #include "server/server_int.h"
-#include "server/api_int.h"
+#include "api/api_int.h"
 #include "server/admit.h"
 #include "backend/backend.h"
 #include "core/util.h"

@@ -1,18 +1,18 @@
 /*
- * api_int.h -- private to src/server/: what the routing (api.c), the
- * request handlers (api_jobs.c, api_data.c), the event streams (stream.c),
+ * api_int.h -- private to src/api/ and src/gateway/: what the routing
+ * (api.c), the request handlers (api_jobs.c, api_data.c), the event streams (stream.c),
  * the web assets (assets.c) and the auth decisions (auth.c) share.  The
  * functions that build answers without libmicrohttpd are declared here for
  * the unit tests (test_server.c).
  */
-#ifndef TC_SERVER_API_INT_H
-#define TC_SERVER_API_INT_H
+#ifndef TC_API_INT_H
+#define TC_API_INT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "server/route.h"
+#include "api/route.h"
 #include "backend/names.h"
 #include "server/server_int.h"
 

@@ -9,12 +9,12 @@
  * api_data.c (logs, metrics, usage, report, the node).
  */
 #include "server/server_int.h"
-#include "server/api_int.h"
+#include "api/api_int.h"
 #include "core/json.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "hub/hub.h"
-#include "server/relay.h"
+#include "gateway/parking.h"
 #include "server/srvlog.h"
 
 #include <arpa/inet.h>
@@ -373,7 +373,7 @@ static int r_hub_status(struct api_call *c)
 	return ret;
 }
 
-/* A node parks a connection for its endpoint (server/relay.h). */
+/* A node parks a connection for its endpoint (gateway/parking.h). */
 static int r_hub_relay(struct api_call *c)
 {
 	char *job = hub_job_of(c->url);

@@ -1,6 +1,6 @@
 /* assets.c -- serves the embedded web UI (assets.h); "/" is index.html. */
-#include "server/api_int.h"
-#include "server/assets.h"
+#include "api/api_int.h"
+#include "api/assets.h"
 
 #include "core/lazylib.h"
 #include "core/sbuf.h"
