@@ -138,7 +138,7 @@ struct srv {
 	size_t nquotas;
 	long long last_event;
 	double next_sample;
-	double next_sweeps;         /* the next round of the running sweeps (api_sweeps.c) */
+	double next_sweeps;         /* the next round of the running sweeps (sweeps.c) */
 	char *devices_json;         /* the latest telemetry of every device */
 	long long submitted, requests;
 	double sched_ns_total;      /* time spent deciding, for /metrics */
@@ -206,8 +206,23 @@ void srv_forget(struct srv *s, const char *id);
 /* Put a paused job back in the queue. */
 int srv_resume_job(struct srv *s, struct sjob *j, struct tc_err *err);
 
-/* api_sweeps.c: a round of every running sweep of the server (mu held) */
+/* sweeps.c: a round of every running sweep of the server (mu held) */
 void srv_sweeps(struct srv *s);
+/*
+ * A sweep's admission as the stored sweep says it: its owner, and whether
+ * an admin submitted it (the admin-only options its trials may give were
+ * checked against that, as a submit's are).
+ */
+#define SWEEP_ADMIN_KEY "admitted_by_admin"
+/*
+ * One trial of sweep d (its overrides params_json, its job named name or
+ * the spec's) through the admission door as owner: queued (id, heap), or
+ * only checked when dry.  locked: the caller holds s->mu.
+ */
+struct sweep_def;
+unsigned srv_admit_trial(struct srv *s, const char *owner, bool admin, const struct sweep_def *d,
+			 const char *params_json, const char *name, bool locked, bool dry, char **id,
+			 struct tc_err *err);
 
 /*
  * jobenv.c: the server environment a job inherits (docs/security.md):
