@@ -969,16 +969,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 	}
 	if (*upload_size) {
 		/* a refused request's body, or one its route does not take, is dropped */
-		bool keep = !rq->answered && !rq->auth && !rq->refuse && !rq->too_big && rq->body.cap;
-		unsigned st = keep ? reqbody_add(&rq->body, upload, *upload_size) : 0;
-		if (!keep || st)
-			rq->dropped += *upload_size;
-		if (rq->dropped > 64 * (rq->body.cap ? rq->body.cap : REQBODY_DRAIN_MAX))
+		bool keep = !rq->answered && !rq->auth && !rq->refuse && !rq->too_big;
+		int st = reqbody_take(&rq->body, keep, upload, *upload_size, &rq->dropped);
+		if (st < 0)
 			return MHD_NO; /* more than any refusal reads (chunked): the connection ends */
 		if (st == 413)
 			rq->too_big = true;
 		else if (st) {
-			rq->refuse = st;
+			rq->refuse = (unsigned)st;
 			rq->refuse_msg = xstrdup(budget_spent);
 		}
 		*upload_size = 0;
