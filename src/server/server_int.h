@@ -175,9 +175,17 @@ int srv_notify_check(const struct spec *sp, struct tc_err *err);
 /* The queued event of a job just submitted (never blocks). */
 void srv_notify_queued(struct srv *s, const struct spec *sp, const char *id, const char *user);
 
-/* server.c: called with mu held */
+/* queue.c: the jobs in memory, called with mu held */
 struct sjob *srv_find(struct srv *s, const char *id);
 void srv_wake(struct srv *s);
+/* Devices of j go back to the pool, and so do its leases (store.h). */
+void release_devices(struct srv *s, struct sjob *j);
+/* What j holds, freed (j itself is an element of s->jobs). */
+void sjob_release(struct sjob *j);
+/* An active job read from the store into memory (a restart's). */
+struct job_row;
+struct sjob *srv_load_job(struct srv *s, const struct job_row *r);
+/* server.c: called with mu held */
 /*
  * Apply the state changes supervisors wrote since the last round (caller
  * holds s->mu): an action right after a job paused or ended must see it,
@@ -192,16 +200,16 @@ void srv_catch_up(struct srv *s);
 int srv_stop_job(struct srv *s, struct sjob *j, enum job_stop why, struct tc_err *err);
 /* What backends and jobs.h say while the server acts (backend_env.say; arg: the srv): its log. */
 void srv_say(void *arg, const char *line);
-/* Does j's backend queue and run it itself (it is submitted, then followed)? */
+/* queue.c: does j's backend queue and run it itself (it is submitted, then followed)? */
 bool srv_external(const struct sjob *j);
 /* Is j, lost by its supervisor and not asked to stop, queued again (within its restarts)? */
 bool srv_lost_requeues(const struct sjob *j);
-/* Add a job just created in the store to memory (queued). */
+/* queue.c: add a job just created in the store to memory (queued). */
 void srv_add_queued(struct srv *s, const char *id, const char *user, const char *name,
 		    const char *type, int count, const int *want, int priority, bool preemptible,
 		    double created, int max_restarts, const char *run_dir,
 		    const struct backend_ops *be);
-/* The job left memory (terminal or deleted): devices freed. */
+/* queue.c: the job left memory (terminal or deleted): devices freed. */
 void srv_forget(struct srv *s, const char *id);
 /* Put a paused job back in the queue. */
 int srv_resume_job(struct srv *s, struct sjob *j, struct tc_err *err);
