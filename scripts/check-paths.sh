@@ -35,7 +35,7 @@ src/server/server.c:lock_state                 STATE/server.lock: the server's o
 src/server/privsep.c:hub_key                   STATE/hub.key: the server's own 0600 file (O_NOFOLLOW)
 src/server/privsep.c:hand_run_folder           opens STATE/runs, the server's own, as the base of an openat
 src/server/privsep.c:srv_ingest_journals       opens STATE/runs, the server's own, as the base of hub_ingest's openat walk
-src/server/server.c:hand_run_dir               RUN/NAME one level below runs/ (the server's), O_NOFOLLOW, checked root's before fchown
+src/server/external.c:hand_run_dir             RUN/NAME one level below runs/ (the server's), O_NOFOLLOW, checked root's before fchown
 src/hub/event.c:open_in_run_dir                a Slurm job's files from other nodes: walks RUN with openat and O_NOFOLLOW itself, as the run folder's owner (setfsuid), making what is missing, which upath does not
 src/hub/event.c:open_run_dir                   a Slurm job's run folder on the hub's host, O_NOFOLLOW, made when missing (its files come from another host), then written as its owner
 src/hub/remote.c:adopt                         the supervisor's side: its own journal folder, as the job's account

@@ -52,8 +52,7 @@ void release_devices(struct srv *s, struct sjob *j)
 	if (j->ids && strcmp(j->type, "cpu") != 0) {
 		struct tc_err err = TC_ERR_INIT;
 		if (store_lease_drop(s->st, j->id, &err))
-			if (!s->o.quiet) /* left behind, it ends with its holder */
-				srvlog(SRVLOG_WARNING, "warning: %s", err.msg);
+			srvlog_act(s->o.quiet, "warning: %s", err.msg); /* left behind, it ends with its holder */
 		tc_err_release(&err);
 	}
 	free(j->ids);

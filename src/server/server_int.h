@@ -202,6 +202,15 @@ int srv_stop_job(struct srv *s, struct sjob *j, enum job_stop why, struct tc_err
 void srv_say(void *arg, const char *line);
 /* queue.c: does j's backend queue and run it itself (it is submitted, then followed)? */
 bool srv_external(const struct sjob *j);
+/*
+ * external.c: a backend with a queue of its own (slurm) gets the queued job
+ * j; a refused submission ends the job failed and forgets it.
+ */
+void srv_submit_external(struct srv *s, struct sjob *j);
+/* external.c: the jobs such backends have, followed (backend_reconcile) and settled. */
+void srv_poll_external(struct srv *s);
+/* external.c: follow an ended job's backend record for a while (backend_ops.settle). */
+void srv_settle_add(struct srv *s, struct sjob *j);
 /* Is j, lost by its supervisor and not asked to stop, queued again (within its restarts)? */
 bool srv_lost_requeues(const struct sjob *j);
 /* queue.c: add a job just created in the store to memory (queued). */

@@ -5,6 +5,8 @@
 #include "core/sbuf.h"
 #include "core/util.h"
 
+#include <string.h>
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -66,5 +68,20 @@ void srvlog(int level, const char *fmt, ...)
 	va_list ap;
 	va_start(ap, fmt);
 	srvlog_v(level, fmt, ap);
+	va_end(ap);
+}
+
+void srvlog_act_v(bool quiet, const char *fmt, va_list ap)
+{
+	if (quiet)
+		return;
+	srvlog_v(strncmp(fmt, "warning: ", 9) ? SRVLOG_INFO : SRVLOG_WARNING, fmt, ap);
+}
+
+void srvlog_act(bool quiet, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	srvlog_act_v(quiet, fmt, ap);
 	va_end(ap);
 }
