@@ -51,19 +51,3 @@ int serve_login_refused(struct MHD_Connection *con, const char *msg)
 		      "its login page says how to get a new link.</p></div></main></body></html>\n");
 	return reply_owned(con, 403, "text/html; charset=utf-8", &b);
 }
-
-/*
- * The UI's pages may not be framed (clickjacking), run only our own
- * scripts, and are not sniffed into another type.  Inline style attributes
- * stay allowed: the UI sets widths in its markup.
- */
-void api_page_headers(struct MHD_Response *r)
-{
-	MHD_add_response_header(r, "Content-Security-Policy",
-				"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';"
-				" img-src 'self' data:; connect-src 'self'; object-src 'none';"
-				" base-uri 'none'; form-action 'self'; frame-ancestors 'none'");
-	MHD_add_response_header(r, "X-Frame-Options", "DENY");
-	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-	MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
-}
