@@ -104,7 +104,7 @@ int guard_start(struct guard *g);
 void guard_free(struct guard *g);
 /* A connection opened (sa NULL or not IP: the Unix socket, never counted) / closed. */
 struct gconn *guard_open(struct guard *g, int fd, const struct sockaddr *sa);
-/* guard_open for a libmicrohttpd connection (api.c); ip false: the Unix socket's. */
+/* guard_open for a libmicrohttpd connection (listen.c); ip false: the Unix socket's. */
 struct gconn *guard_open_con(struct guard *g, struct MHD_Connection *con, bool ip);
 void guard_close(struct guard *g, struct gconn *c);
 /* A request's headers are in (busy) / it was answered (waiting for the next one's). */

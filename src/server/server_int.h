@@ -276,7 +276,7 @@ int srv_secrets_check(struct srv *s, const char *user, const struct spec *sp, bo
 		      struct tc_err *err);
 int srv_secrets_handover(struct srv *s, const char *job_id, struct strvec *env, struct tc_err *err);
 
-/* api.c: both listeners; *login (heap) is the one-time login URL's path and query */
+/* api/listen.c: both listeners; *login (heap) is the one-time login URL's path and query */
 /*
  * privsep.c: fill p (PROC_INIT) to start the supervisor of j on devices as
  * j's account, reporting to this server's hub; *groups (heap, the caller
@@ -296,7 +296,7 @@ void srv_privsep_end(struct srv *s);
 struct hub_ingest_result;
 int srv_ingest_journals(struct srv *s, const struct sjob *j, struct hub_ingest_result *res,
 			struct tc_err *err);
-/* api.c: the hub of this server's supervisors (its own store connection); NULL: err says why */
+/* api/api.c: the hub of this server's supervisors (its own store connection); NULL: err says why */
 struct hub *srv_hub(struct srv *s, struct tc_err *err);
 /* Seconds a supervisor waits at its end for the hub (TRAINCTL_HUB_WAIT unless the server's env sets it). */
 #define SRV_SUPERVISOR_WAIT "60"
