@@ -31,7 +31,7 @@ src/jobs/exec.c:read_cmdline                   /proc/PID/cmdline: the kernel's
 src/jobs/exec.c:exec_container_client          /proc/PID/environ: the kernel's
 src/server/client.c:local_socket               the CLI: server.lock of the caller's own state folder
 src/server/client.c:running_server_url         the CLI: server.lock of the caller's own state folder, read to find its server
-src/server/server.c:lock_state                 STATE/server.lock: the server's own folder
+src/server/daemon.c:lock_state                 STATE/server.lock: the server's own folder
 src/server/privsep.c:hub_key                   STATE/hub.key: the server's own 0600 file (O_NOFOLLOW)
 src/server/privsep.c:hand_run_folder           opens STATE/runs, the server's own, as the base of an openat
 src/server/privsep.c:srv_ingest_journals       opens STATE/runs, the server's own, as the base of hub_ingest's openat walk

@@ -178,32 +178,6 @@ static int r_whoami(struct api_call *c)
 
 #define HUB_MAX_BODY (64u << 20) /* a batch of events: a metrics batch is megabytes */
 
-static struct hub *api_hub; /* its own store connection, made on first use */
-static pthread_mutex_t api_hub_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static struct hub *hub_of(struct srv *s, struct tc_err *err)
-{
-	pthread_mutex_lock(&api_hub_mu);
-	if (!api_hub && hub_new(s->home, &api_hub, err))
-		api_hub = NULL;
-	struct hub *h = api_hub;
-	pthread_mutex_unlock(&api_hub_mu);
-	return h;
-}
-
-struct hub *srv_hub(struct srv *s, struct tc_err *err)
-{
-	return hub_of(s, err);
-}
-
-void api_hub_end(void)
-{
-	pthread_mutex_lock(&api_hub_mu);
-	hub_free(api_hub);
-	api_hub = NULL;
-	pthread_mutex_unlock(&api_hub_mu);
-}
-
 /* "/api/v1/hub/JOB/..." -> JOB (heap) */
 static char *hub_job_of(const char *url)
 {
@@ -216,7 +190,7 @@ static int r_hub_events(struct api_call *c)
 	if (c->rq->too_big)
 		return reply_err(c->con, 413, "the batch is over %u bytes", HUB_MAX_BODY);
 	struct tc_err err = TC_ERR_INIT;
-	struct hub *h = hub_of(c->s, &err);
+	struct hub *h = srv_hub(c->s, &err);
 	int ret;
 	if (!h) {
 		ret = reply_err(c->con, 503, "%s", err.msg);
@@ -232,7 +206,7 @@ static int r_hub_events(struct api_call *c)
 static int r_hub_status(struct api_call *c)
 {
 	struct tc_err err = TC_ERR_INIT;
-	struct hub *h = hub_of(c->s, &err);
+	struct hub *h = srv_hub(c->s, &err);
 	int ret;
 	if (!h) {
 		ret = reply_err(c->con, 503, "%s", err.msg);
@@ -576,7 +550,7 @@ static unsigned hub_secret_refusal(struct srv *s, struct MHD_Connection *con,
 				   const struct route_match *m, char **msg)
 {
 	struct tc_err err = TC_ERR_INIT;
-	struct hub *h = hub_of(s, &err);
+	struct hub *h = srv_hub(s, &err);
 	const char *job = route_param(m, "hubjob");
 	const char *secret = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
 							 "X-Trainctl-Hub-Secret");

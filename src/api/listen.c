@@ -466,7 +466,7 @@ void api_stop(struct srv *s)
 	}
 	s->mhd_unix = NULL;
 	/* after every listener: a hub request on server.sock would make a new one */
-	api_hub_end();
+	srv_hub_end();
 	if (s->unix_fd >= 0)
 		close(s->unix_fd);
 	if (s->socket_path && s->unix_made)

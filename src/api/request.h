@@ -52,7 +52,5 @@ int api_reply_refused(struct MHD_Connection *con, const struct api_req *rq, cons
 /* The request, its body read, through the route table to its handler. */
 int api_dispatch(struct srv *s, struct MHD_Connection *con, const char *url,
 		 const char *method, struct api_req *rq);
-/* The hub of the server's jobs (srv_hub) freed: after every listener stopped. */
-void api_hub_end(void);
 
 #endif

@@ -10,6 +10,7 @@
 #include "server/srvlog.h"
 #include "spec/spec.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,4 +171,36 @@ struct sjob *srv_load_job(struct srv *s, const struct job_row *r)
 		j->term_sent = asked;
 	}
 	return j;
+}
+
+char *ids_text(const int *ids, int n)
+{
+	struct sbuf sb = SBUF_INIT;
+	for (int i = 0; i < n; i++)
+		sbuf_addf(&sb, "%s%d", i ? "," : "", ids[i]);
+	return sbuf_detach(&sb);
+}
+
+int *ids_parse(const char *text, int *n)
+{
+	*n = 0;
+	if (!text || !*text)
+		return NULL;
+	int *v = NULL;
+	size_t alloc = 0;
+	const char *p = text;
+	while (*p) {
+		char *end;
+		errno = 0;
+		long x = strtol(p, &end, 10);
+		if (end == p || errno || x < 0 || x > 65535 || (*end && *end != ',')) {
+			free(v);
+			*n = 0;
+			return NULL;
+		}
+		XGROW(v, (size_t)*n + 1, alloc);
+		v[(*n)++] = (int)x;
+		p = *end ? end + 1 : end;
+	}
+	return v;
 }

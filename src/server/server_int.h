@@ -185,6 +185,12 @@ void sjob_release(struct sjob *j);
 /* An active job read from the store into memory (a restart's). */
 struct job_row;
 struct sjob *srv_load_job(struct srv *s, const struct job_row *r);
+/*
+ * server.c: one round of the loop (mu held): what the supervisors did, the
+ * jobs of other backends, the sweeps, scheduling, and the telemetry every
+ * period seconds.
+ */
+void srv_round(struct srv *s, double period);
 /* server.c: called with mu held */
 /*
  * Apply the state changes supervisors wrote since the last round (caller
@@ -198,7 +204,7 @@ void srv_catch_up(struct srv *s);
  * time (slurm) is stopped by the caller outside the lock.
  */
 int srv_stop_job(struct srv *s, struct sjob *j, enum job_stop why, struct tc_err *err);
-/* What backends and jobs.h say while the server acts (backend_env.say; arg: the srv): its log. */
+/* srvlog.c: what backends and jobs.h say while the server acts (backend_env.say; arg: the srv): its log. */
 void srv_say(void *arg, const char *line);
 /* queue.c: does j's backend queue and run it itself (it is submitted, then followed)? */
 bool srv_external(const struct sjob *j);
@@ -298,6 +304,8 @@ int srv_ingest_journals(struct srv *s, const struct sjob *j, struct hub_ingest_r
 			struct tc_err *err);
 /* api/api.c: the hub of this server's supervisors (its own store connection); NULL: err says why */
 struct hub *srv_hub(struct srv *s, struct tc_err *err);
+/* privsep.c: that hub freed, after every listener stopped (a request would make a new one). */
+void srv_hub_end(void);
 /* Seconds a supervisor waits at its end for the hub (TRAINCTL_HUB_WAIT unless the server's env sets it). */
 #define SRV_SUPERVISOR_WAIT "60"
 
@@ -307,7 +315,7 @@ void api_stop(struct srv *s);
 /* telemetry.c: sample every running job and device (mu held) */
 void telemetry_sample(struct srv *s);
 
-/* Devices "0,1" text <-> ids. */
+/* queue.c: devices "0,1" text <-> ids. */
 char *ids_text(const int *ids, int n);
 int *ids_parse(const char *text, int *n);
 

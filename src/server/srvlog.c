@@ -2,6 +2,7 @@
  * srvlog.c -- the server's log lines (srvlog.h).
  */
 #include "server/srvlog.h"
+#include "server/server_int.h"
 #include "core/sbuf.h"
 #include "core/util.h"
 
@@ -84,4 +85,10 @@ void srvlog_act(bool quiet, const char *fmt, ...)
 	va_start(ap, fmt);
 	srvlog_act_v(quiet, fmt, ap);
 	va_end(ap);
+}
+
+void srv_say(void *arg, const char *line)
+{
+	const struct srv *s = arg;
+	srvlog_act(s->o.quiet, "%s", line);
 }
