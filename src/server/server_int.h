@@ -204,7 +204,10 @@ void srv_catch_up(struct srv *s);
  * time (slurm) is stopped by the caller outside the lock.
  */
 int srv_stop_job(struct srv *s, struct sjob *j, enum job_stop why, struct tc_err *err);
-/* srvlog.c: what backends and jobs.h say while the server acts (backend_env.say; arg: the srv): its log. */
+/*
+ * srvlog.c: what backends and jobs.h say while the server acts
+ * (backend_env.say; arg: the srv): its log.
+ */
 void srv_say(void *arg, const char *line);
 /* queue.c: does j's backend queue and run it itself (it is submitted, then followed)? */
 bool srv_external(const struct sjob *j);
