@@ -12,15 +12,15 @@
 set -eu
 
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
-dirs="server hub jobs logs notify spec"
+dirs="server api gateway hub jobs logs notify spec"
 calls='open|fopen|opendir|nftw|remove|read_file|read_file_nofollow|open_regular_nofollow'
 
 # One line each: FILE:FUNCTION or FILE:/TEXT/ (a fixed text of the line, between
 # the outer slashes),
 # then the reason.  Add a line here, with its reason, for a new exception.
 ALLOW=$(cat <<'EOF'
-src/server/auth.c:/open("/dev/urandom"/       randomness from the kernel, no user path
-src/server/eporigin.c:/open("/dev/urandom"/   randomness from the kernel, no user path
+src/api/auth.c:/open("/dev/urandom"/       randomness from the kernel, no user path
+src/gateway/eporigin.c:/open("/dev/urandom"/   randomness from the kernel, no user path
 src/hub/remote.c:/open("/dev/urandom"/        randomness from the kernel, no user path
 src/server/telemetry.c:/opendir("/proc")/      /proc of this host: the kernel's
 src/jobs/exec.c:/opendir("/proc")/             /proc of this host: the kernel's
@@ -31,11 +31,11 @@ src/jobs/exec.c:read_cmdline                   /proc/PID/cmdline: the kernel's
 src/jobs/exec.c:exec_container_client          /proc/PID/environ: the kernel's
 src/server/client.c:local_socket               the CLI: server.lock of the caller's own state folder
 src/server/client.c:running_server_url         the CLI: server.lock of the caller's own state folder, read to find its server
-src/server/server.c:lock_state                 STATE/server.lock: the server's own folder
+src/server/daemon.c:lock_state                 STATE/server.lock: the server's own folder
 src/server/privsep.c:hub_key                   STATE/hub.key: the server's own 0600 file (O_NOFOLLOW)
 src/server/privsep.c:hand_run_folder           opens STATE/runs, the server's own, as the base of an openat
 src/server/privsep.c:srv_ingest_journals       opens STATE/runs, the server's own, as the base of hub_ingest's openat walk
-src/server/server.c:hand_run_dir               RUN/NAME one level below runs/ (the server's), O_NOFOLLOW, checked root's before fchown
+src/server/external.c:hand_run_dir             RUN/NAME one level below runs/ (the server's), O_NOFOLLOW, checked root's before fchown
 src/hub/event.c:open_in_run_dir                a Slurm job's files from other nodes: walks RUN with openat and O_NOFOLLOW itself, as the run folder's owner (setfsuid), making what is missing, which upath does not
 src/hub/event.c:open_run_dir                   a Slurm job's run folder on the hub's host, O_NOFOLLOW, made when missing (its files come from another host), then written as its owner
 src/hub/remote.c:adopt                         the supervisor's side: its own journal folder, as the job's account

@@ -93,6 +93,17 @@ unsigned reqbody_add(struct reqbody *b, const void *p, size_t n)
 	return 0;
 }
 
+int reqbody_take(struct reqbody *b, bool keep, const void *p, size_t n, size_t *dropped)
+{
+	keep = keep && b->cap;
+	unsigned st = keep ? reqbody_add(b, p, n) : 0;
+	if (!keep || st)
+		*dropped += n;
+	if (*dropped > 64 * (b->cap ? b->cap : REQBODY_DRAIN_MAX))
+		return -1;
+	return (int)st;
+}
+
 void reqbody_release(struct reqbody *b)
 {
 	if (b->taken)

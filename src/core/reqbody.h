@@ -48,6 +48,15 @@ size_t reqbody_in_use(void);
 unsigned reqbody_open(struct reqbody *b, size_t cap, long long declared);
 /* n more bytes: 0, 413 or 503; on 413 and 503 what was kept is dropped. */
 unsigned reqbody_add(struct reqbody *b, const void *p, size_t n);
+/*
+ * A piece of a request's body as a listener's upload callback gets it: kept
+ * when keep (the request is not refused) and b's route takes a body, else
+ * read and dropped and counted in *dropped.  0, or reqbody_add's 413 or 503
+ * (the piece is dropped too); -1 once more was dropped than any refusal
+ * reads (64 times the cap, REQBODY_DRAIN_MAX times 64 for a route without a
+ * body: a chunked body that does not end): the connection is to end.
+ */
+int reqbody_take(struct reqbody *b, bool keep, const void *p, size_t n, size_t *dropped);
 /* Drop the bytes and give the budget back; b may be opened again. */
 void reqbody_release(struct reqbody *b);
 

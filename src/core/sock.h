@@ -1,6 +1,6 @@
 /*
  * sock.h -- the TCP byte pump the endpoint relay (src/endpoint/relay.c) and
- * the server's endpoint proxy (src/server/proxy.c) share: dial a port on
+ * the server's endpoint proxy (src/gateway/proxy.c) share: dial a port on
  * this host, send a whole buffer, and copy two sockets into each other
  * until one side closes; and the one free-port finder.
  *

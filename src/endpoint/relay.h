@@ -1,5 +1,5 @@
 /*
- * relay.h -- the node's side of the endpoint relay (server/relay.h,
+ * relay.h -- the node's side of the endpoint relay (gateway/parking.h,
  * docs/endpoints.md "Endpoints on other nodes"): node 0 of a job whose hub
  * is `trainctl server` on another host keeps a few connections parked at
  * the server for each of its HTTP endpoints, so that the server's proxy

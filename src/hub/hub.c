@@ -580,14 +580,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 	}
 	if (*upload_size) {
 		/* a refused request's body, or one its route does not take, is dropped */
-		bool keep = !rq->refuse && rq->body.cap;
-		unsigned st = keep ? reqbody_add(&rq->body, upload, *upload_size) : 0;
-		if (!keep || st)
-			rq->dropped += *upload_size;
-		if (rq->dropped > 64 * (rq->body.cap ? rq->body.cap : REQBODY_DRAIN_MAX))
+		int st = reqbody_take(&rq->body, !rq->refuse, upload, *upload_size, &rq->dropped);
+		if (st < 0)
 			return MHD_NO; /* more than any refusal reads (chunked): the connection ends */
 		if (st) {
-			rq->refuse = (int)st;
+			rq->refuse = st;
 			rq->msg = xstrdup(st == 413 ? too_big : budget_spent);
 		}
 		*upload_size = 0;

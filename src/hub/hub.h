@@ -205,7 +205,7 @@ int hub_ingest_journals(struct hub *h, int runs_fd, const char *job, uid_t owner
 
 /*
  * Does secret open job's hub routes?  0, or -1 with *status (401, 404,
- * 503) and err: the relay route of `trainctl server` (server/relay.h).
+ * 503) and err: the relay route of `trainctl server` (gateway/parking.h).
  */
 int hub_check_secret(struct hub *h, const char *job, const char *secret, int *status,
 		     struct tc_err *err);

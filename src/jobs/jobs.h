@@ -1,6 +1,6 @@
 /*
  * jobs.h -- the job service: what `trainctl` (src/cmd/) and the HTTP API
- * (src/server/api.c) do to a job, written once.
+ * (src/api/api.c) do to a job, written once.
  *
  *   transition.c  one function per edge of the state diagram (state.h),
  *                 each writing the state and its event row through the

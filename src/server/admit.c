@@ -8,7 +8,7 @@
  */
 #include "server/admit.h"
 #include "server/server_int.h"
-#include "server/api_int.h"
+#include "api/api_int.h"
 #include "backend/backend.h"
 #include "core/util.h"
 #include "core/xalloc.h"

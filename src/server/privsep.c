@@ -42,6 +42,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -366,4 +367,27 @@ void srv_privsep_end(struct srv *s)
 		free(s->hub_key);
 		s->hub_key = NULL;
 	}
+}
+
+/* ---- the hub of the server's jobs (hub/hub.h): made on first use ---- */
+
+static struct hub *hub_once; /* its own store connection, made on first use */
+static pthread_mutex_t hub_once_mu = PTHREAD_MUTEX_INITIALIZER;
+
+struct hub *srv_hub(struct srv *s, struct tc_err *err)
+{
+	pthread_mutex_lock(&hub_once_mu);
+	if (!hub_once && hub_new(s->home, &hub_once, err))
+		hub_once = NULL;
+	struct hub *h = hub_once;
+	pthread_mutex_unlock(&hub_once_mu);
+	return h;
+}
+
+void srv_hub_end(void)
+{
+	pthread_mutex_lock(&hub_once_mu);
+	hub_free(hub_once);
+	hub_once = NULL;
+	pthread_mutex_unlock(&hub_once_mu);
 }

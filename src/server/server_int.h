@@ -138,7 +138,7 @@ struct srv {
 	size_t nquotas;
 	long long last_event;
 	double next_sample;
-	double next_sweeps;         /* the next round of the running sweeps (api_sweeps.c) */
+	double next_sweeps;         /* the next round of the running sweeps (sweeps.c) */
 	char *devices_json;         /* the latest telemetry of every device */
 	long long submitted, requests;
 	double sched_ns_total;      /* time spent deciding, for /metrics */
@@ -175,9 +175,23 @@ int srv_notify_check(const struct spec *sp, struct tc_err *err);
 /* The queued event of a job just submitted (never blocks). */
 void srv_notify_queued(struct srv *s, const struct spec *sp, const char *id, const char *user);
 
-/* server.c: called with mu held */
+/* queue.c: the jobs in memory, called with mu held */
 struct sjob *srv_find(struct srv *s, const char *id);
 void srv_wake(struct srv *s);
+/* Devices of j go back to the pool, and so do its leases (store.h). */
+void release_devices(struct srv *s, struct sjob *j);
+/* What j holds, freed (j itself is an element of s->jobs). */
+void sjob_release(struct sjob *j);
+/* An active job read from the store into memory (a restart's). */
+struct job_row;
+struct sjob *srv_load_job(struct srv *s, const struct job_row *r);
+/*
+ * server.c: one round of the loop (mu held): what the supervisors did, the
+ * jobs of other backends, the sweeps, scheduling, and the telemetry every
+ * period seconds.
+ */
+void srv_round(struct srv *s, double period);
+/* server.c: called with mu held */
 /*
  * Apply the state changes supervisors wrote since the last round (caller
  * holds s->mu): an action right after a job paused or ended must see it,
@@ -190,24 +204,51 @@ void srv_catch_up(struct srv *s);
  * time (slurm) is stopped by the caller outside the lock.
  */
 int srv_stop_job(struct srv *s, struct sjob *j, enum job_stop why, struct tc_err *err);
-/* What backends and jobs.h say while the server acts (backend_env.say; arg: the srv): its log. */
+/*
+ * srvlog.c: what backends and jobs.h say while the server acts
+ * (backend_env.say; arg: the srv): its log.
+ */
 void srv_say(void *arg, const char *line);
-/* Does j's backend queue and run it itself (it is submitted, then followed)? */
+/* queue.c: does j's backend queue and run it itself (it is submitted, then followed)? */
 bool srv_external(const struct sjob *j);
+/*
+ * external.c: a backend with a queue of its own (slurm) gets the queued job
+ * j; a refused submission ends the job failed and forgets it.
+ */
+void srv_submit_external(struct srv *s, struct sjob *j);
+/* external.c: the jobs such backends have, followed (backend_reconcile) and settled. */
+void srv_poll_external(struct srv *s);
+/* external.c: follow an ended job's backend record for a while (backend_ops.settle). */
+void srv_settle_add(struct srv *s, struct sjob *j);
 /* Is j, lost by its supervisor and not asked to stop, queued again (within its restarts)? */
 bool srv_lost_requeues(const struct sjob *j);
-/* Add a job just created in the store to memory (queued). */
+/* queue.c: add a job just created in the store to memory (queued). */
 void srv_add_queued(struct srv *s, const char *id, const char *user, const char *name,
 		    const char *type, int count, const int *want, int priority, bool preemptible,
 		    double created, int max_restarts, const char *run_dir,
 		    const struct backend_ops *be);
-/* The job left memory (terminal or deleted): devices freed. */
+/* queue.c: the job left memory (terminal or deleted): devices freed. */
 void srv_forget(struct srv *s, const char *id);
 /* Put a paused job back in the queue. */
 int srv_resume_job(struct srv *s, struct sjob *j, struct tc_err *err);
 
-/* api_sweeps.c: a round of every running sweep of the server (mu held) */
+/* sweeps.c: a round of every running sweep of the server (mu held) */
 void srv_sweeps(struct srv *s);
+/*
+ * A sweep's admission as the stored sweep says it: its owner, and whether
+ * an admin submitted it (the admin-only options its trials may give were
+ * checked against that, as a submit's are).
+ */
+#define SWEEP_ADMIN_KEY "admitted_by_admin"
+/*
+ * One trial of sweep d (its overrides params_json, its job named name or
+ * the spec's) through the admission door as owner: queued (id, heap), or
+ * only checked when dry.  locked: the caller holds s->mu.
+ */
+struct sweep_def;
+unsigned srv_admit_trial(struct srv *s, const char *owner, bool admin, const struct sweep_def *d,
+			 const char *params_json, const char *name, bool locked, bool dry, char **id,
+			 struct tc_err *err);
 
 /*
  * jobenv.c: the server environment a job inherits (docs/security.md):
@@ -244,7 +285,7 @@ int srv_secrets_check(struct srv *s, const char *user, const struct spec *sp, bo
 		      struct tc_err *err);
 int srv_secrets_handover(struct srv *s, const char *job_id, struct strvec *env, struct tc_err *err);
 
-/* api.c: both listeners; *login (heap) is the one-time login URL's path and query */
+/* api/listen.c: both listeners; *login (heap) is the one-time login URL's path and query */
 /*
  * privsep.c: fill p (PROC_INIT) to start the supervisor of j on devices as
  * j's account, reporting to this server's hub; *groups (heap, the caller
@@ -264,8 +305,10 @@ void srv_privsep_end(struct srv *s);
 struct hub_ingest_result;
 int srv_ingest_journals(struct srv *s, const struct sjob *j, struct hub_ingest_result *res,
 			struct tc_err *err);
-/* api.c: the hub of this server's supervisors (its own store connection); NULL: err says why */
+/* api/api.c: the hub of this server's supervisors (its own store connection); NULL: err says why */
 struct hub *srv_hub(struct srv *s, struct tc_err *err);
+/* privsep.c: that hub freed, after every listener stopped (a request would make a new one). */
+void srv_hub_end(void);
 /* Seconds a supervisor waits at its end for the hub (TRAINCTL_HUB_WAIT unless the server's env sets it). */
 #define SRV_SUPERVISOR_WAIT "60"
 

@@ -2,8 +2,11 @@
  * srvlog.c -- the server's log lines (srvlog.h).
  */
 #include "server/srvlog.h"
+#include "server/server_int.h"
 #include "core/sbuf.h"
 #include "core/util.h"
+
+#include <string.h>
 
 #include <errno.h>
 #include <pthread.h>
@@ -67,4 +70,25 @@ void srvlog(int level, const char *fmt, ...)
 	va_start(ap, fmt);
 	srvlog_v(level, fmt, ap);
 	va_end(ap);
+}
+
+void srvlog_act_v(bool quiet, const char *fmt, va_list ap)
+{
+	if (quiet)
+		return;
+	srvlog_v(strncmp(fmt, "warning: ", 9) ? SRVLOG_INFO : SRVLOG_WARNING, fmt, ap);
+}
+
+void srvlog_act(bool quiet, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	srvlog_act_v(quiet, fmt, ap);
+	va_end(ap);
+}
+
+void srv_say(void *arg, const char *line)
+{
+	const struct srv *s = arg;
+	srvlog_act(s->o.quiet, "%s", line);
 }

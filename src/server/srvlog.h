@@ -24,6 +24,12 @@ enum srvlog_level {
 
 void srvlog(int level, const char *fmt, ...) TC_PRINTF(2, 3);
 void srvlog_v(int level, const char *fmt, va_list ap);
+/*
+ * The server's activity, unless quiet (--quiet): the callers' words say the
+ * level, a warning when the format starts "warning: ", info otherwise.
+ */
+void srvlog_act(bool quiet, const char *fmt, ...) TC_PRINTF(2, 3);
+void srvlog_act_v(bool quiet, const char *fmt, va_list ap);
 /* Whether stderr is the journal (JOURNAL_STREAM matches it); read once. */
 bool srvlog_journal(void);
 

@@ -238,15 +238,18 @@ def test_one_door():
     """Rule 1 kept: only admit.c makes a job row for the server's queue
     (store_job_submit); no file of the server takes an account's file ids
     but through core/proc's proc_fs_as (setfsuid); the only
-    other srv_add_queued is server.c's loading of the rows a restart finds.
-    A second door added anywhere in src/server/ fails here."""
+    other srv_add_queued is queue.c's loading of the rows a restart finds.
+    A second door added anywhere in src/server/, src/api/ or src/gateway/
+    fails here."""
     import glob
     import re
-    src = os.path.join(os.path.dirname(__file__), "..", "..", "src", "server")
+    src = os.path.join(os.path.dirname(__file__), "..", "..", "src")
     allowed = {"store_job_submit": {"admit.c"}, "setfsuid": set(), "setfsgid": set(),
-               "srv_add_queued": {"admit.c", "server.c"}}
+               "srv_add_queued": {"admit.c", "queue.c"}}
     found = {}
-    for path in glob.glob(os.path.join(src, "*.c")):
+    paths = [p for room in ("server", "api", "gateway")
+             for p in glob.glob(os.path.join(src, room, "*.c"))]
+    for path in paths:
         text = open(path).read()
         text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
         for fn in allowed:
@@ -255,6 +258,6 @@ def test_one_door():
     assert found.get("store_job_submit") == {"admit.c"}, found
     for fn, files in allowed.items():
         assert found.get(fn, set()) <= files, (fn, found[fn] - files)
-    # server.c calls srv_add_queued once, to load what a restart finds (load_job)
-    server_c = re.sub(r"/\*.*?\*/", "", open(os.path.join(src, "server.c")).read(), flags=re.S)
-    assert len(re.findall(r"\bsrv_add_queued\s*\(", server_c)) == 2  # its definition and load_job
+    # queue.c calls srv_add_queued once, to load what a restart finds (srv_load_job)
+    queue_c = re.sub(r"/\*.*?\*/", "", open(os.path.join(src, "server", "queue.c")).read(), flags=re.S)
+    assert len(re.findall(r"\bsrv_add_queued\s*\(", queue_c)) == 2  # its definition and srv_load_job

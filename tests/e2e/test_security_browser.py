@@ -389,8 +389,8 @@ def test_one_door_for_browser_credentials():
         for m in re.finditer(r"sessions_add\([^;]*SESS_COOKIE", text):
             fn = re.findall(r"\n(?:static )?[a-z_ ]+\*?\b(\w+)\([^;{]*\)\n\{", text[:m.start()])
             doors.setdefault("session", []).append((rel, fn[-1] if fn else "?"))
-    assert sorted(doors.get("Set-Cookie", [])) == [("src/server/api.c", "reply_cookie"),
-                                                   ("src/server/eporigin.c", "ep_enter")], doors
-    assert doors.get("session") == [("src/server/api.c", "start_session")], doors
-    proxy = (REPO / "src" / "server" / "proxy.c").read_text()
+    assert sorted(doors.get("Set-Cookie", [])) == [("src/api/api.c", "reply_cookie"),
+                                                   ("src/gateway/eporigin.c", "ep_enter")], doors
+    assert doors.get("session") == [("src/api/api.c", "start_session")], doors
+    proxy = (REPO / "src" / "gateway" / "proxy.c").read_text()
     assert proxy.count('"Set-Cookie"') == 1 and "proxy_set_cookie_ok(value)" in proxy

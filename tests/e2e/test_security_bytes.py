@@ -172,7 +172,7 @@ def running_job(srv, base):
 
 def test_one_door_for_request_bodies():
     """Every libmicrohttpd handler under src/ keeps a body's bytes through
-    core/reqbody (the budget) and never adds them to a buffer of its own,
+    core/reqbody's one helper, reqbody_take (the budget) and never adds them to a buffer of its own,
     and every daemon polls (a descriptor past FD_SETSIZE is still served):
     a new listener that buffers on its own fails here."""
     src = pathlib.Path(__file__).resolve().parents[2] / "src"
@@ -182,8 +182,8 @@ def test_one_door_for_request_bodies():
         name = f.relative_to(src.parent)
         if "upload_size" in text:
             handlers.append(name)
-            if "reqbody_add(" not in text:
-                wrong.append(f"{name}: takes request bodies without reqbody_add")
+            if "reqbody_take(" not in text:
+                wrong.append(f"{name}: takes request bodies without reqbody_take")
             for m in re.finditer(r"\b(sbuf_add\w*|memcpy|realloc|xrealloc)\([^;]*\bupload\b", text):
                 wrong.append(f"{name}: keeps upload bytes itself: {m.group(0)}")
         for m in re.finditer(r"\bMHD_start_daemon\(([^,]*),", text):

@@ -1,5 +1,5 @@
 /*
- * fuzz_api.c -- the HTTP API's requests (src/server/): the input is
+ * fuzz_api.c -- the HTTP API's requests (src/api/): the input is
  *
  *     METHOD PATH[?QUERY]\n
  *     BODY
@@ -14,8 +14,8 @@
 #include "fuzz.h"
 
 #include "core/util.h"
-#include "server/api_int.h"
-#include "server/route.h"
+#include "api/api_int.h"
+#include "api/route.h"
 #include "spec/spec.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

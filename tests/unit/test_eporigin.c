@@ -1,11 +1,11 @@
-/* test_eporigin.c -- one host name per endpoint (src/server/eporigin.c): who the
+/* test_eporigin.c -- one host name per endpoint (src/gateway/eporigin.c): who the
  * API proxies, redirects or refuses; --endpoint-host and the JOB-NAME label; the
  * endpoint cookie (its MAC binds user, admin, expiry, token, job, endpoint and
  * label); the redirect's Location; the cookie filters of the proxy (proxy.c); and
  * the Sec-Fetch-Site rule of the API (guard.c). */
 #include "test.h"
 
-#include "server/api_int.h"
+#include "api/api_int.h"
 #include "server/server.h"
 #include "core/sbuf.h"
 

@@ -8,7 +8,7 @@
 #include "launch/launch.h"
 #include "plan/plan.h"
 #include "plan/plan_int.h"
-#include "server/api_int.h"
+#include "api/api_int.h"
 #include "zoo/zoo.h"
 
 #include <stdlib.h>

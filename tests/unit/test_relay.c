@@ -1,11 +1,11 @@
 /* test_relay.c -- the endpoint relay: the node's handshake (src/endpoint/relay.c:
  * the hub's URL, the upgrade request, the server's answer), the server's pool of
- * parked connections (src/server/relay.c: limits, take, release, a node that
+ * parked connections (src/gateway/parking.c: limits, take, release, a node that
  * closes, a stop), and one node relay against a fake server and endpoint */
 #include "test.h"
 
 #include "endpoint/relay.h"
-#include "server/relay.h"
+#include "gateway/parking.h"
 #include "core/sbuf.h"
 
 #include <arpa/inet.h>

@@ -71,3 +71,36 @@ TEST(reqbody_shares_one_budget)
 	reqbody_set_budget(0);
 	CHECK_INT(reqbody_budget(), REQBODY_BUDGET_DEFAULT);
 }
+
+TEST(reqbody_take_keeps_or_drops)
+{
+	reqbody_set_budget(1 << 20);
+	struct reqbody b = REQBODY_INIT;
+	size_t dropped = 0;
+	CHECK_INT(reqbody_open(&b, 4, -1), 0);
+	CHECK_INT(reqbody_take(&b, true, "ab", 2, &dropped), 0);
+	CHECK_INT(dropped, 0);
+	CHECK_STR(b.data.buf, "ab");
+	/* a refused request's bytes are read and dropped, not kept */
+	CHECK_INT(reqbody_take(&b, false, "cd", 2, &dropped), 0);
+	CHECK_INT(dropped, 2);
+	CHECK_INT(b.data.len, 2);
+	/* past the cap: 413, the piece dropped with what was kept */
+	CHECK_INT(reqbody_take(&b, true, "cdefg", 5, &dropped), 413);
+	CHECK_INT(dropped, 7);
+	CHECK_INT(b.data.len, 0);
+	/* more than 64 times the cap dropped: the connection is to end */
+	char buf[256];
+	memset(buf, 'x', sizeof(buf));
+	CHECK_INT(reqbody_take(&b, false, buf, sizeof(buf), &dropped), -1);
+	reqbody_release(&b);
+	/* a route without a body drops everything, up to 64 times REQBODY_DRAIN_MAX */
+	dropped = 0;
+	CHECK_INT(reqbody_open(&b, 0, -1), 0);
+	CHECK_INT(reqbody_take(&b, true, "x", 1, &dropped), 0);
+	CHECK_INT(dropped, 1);
+	dropped = 64 * REQBODY_DRAIN_MAX;
+	CHECK_INT(reqbody_take(&b, true, "x", 1, &dropped), -1);
+	reqbody_release(&b);
+	CHECK_INT(reqbody_in_use(), 0);
+}

@@ -1,10 +1,10 @@
-/* test_server.c -- src/server/ without a running server: the route table
+/* test_server.c -- src/api/ without a running server: the route table
  * and its matcher (route.h), the auth decisions (auth.c), and the answers
  * built without libmicrohttpd (api.c, stream.c) */
 #include "test.h"
 
-#include "server/api_int.h"
-#include "server/route.h"
+#include "api/api_int.h"
+#include "api/route.h"
 #include "core/sbuf.h"
 #include "core/version.h"
 #include "core/strvec.h"

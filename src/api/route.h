@@ -1,5 +1,5 @@
 /*
- * route.h -- private to src/server/: the route table of the HTTP server and
+ * route.h -- private to src/api/: the route table of the HTTP server and
  * its matcher.  A route is a method, a path pattern, a handler and who may
  * call it.  route_match() is pure (no libmicrohttpd, no store), so that the
  * unit tests (tests/unit/test_server.c) call it directly.
@@ -21,8 +21,8 @@
  *   matches is 404.  So catch-alls (a last "**") go after the routes they
  *   stand behind.
  */
-#ifndef TC_SERVER_ROUTE_H
-#define TC_SERVER_ROUTE_H
+#ifndef TC_API_ROUTE_H
+#define TC_API_ROUTE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -44,7 +44,7 @@
  * Locking: o->mu guards the hosts and the tickets.  o->mu is never held
  * while s->mu is taken.
  */
-#include "server/api_int.h"
+#include "api/api_int.h"
 #include "core/enc.h"
 #include "core/lazylib.h"
 #include "core/reqbody.h"

@@ -4,7 +4,7 @@
  * which are terminal or active), the backends with whether a job may use
  * them here and why not, and the version.
  */
-#include "server/api_int.h"
+#include "api/api_int.h"
 #include "core/json.h"
 #include "core/util.h"
 #include "core/version.h"

@@ -5,7 +5,7 @@
  * with short sleeps, sends a comment every few seconds so that a closed
  * client is noticed, and uses its own database connection (server_int.h).
  */
-#include "server/api_int.h"
+#include "api/api_int.h"
 #include "core/json.h"
 #include "core/upath.h"
 #include "core/util.h"

@@ -1,18 +1,19 @@
 /*
- * api_int.h -- private to src/server/: what the routing (api.c), the
- * request handlers (api_jobs.c, api_data.c), the event streams (stream.c),
+ * api_int.h -- private to src/api/ and src/gateway/: what the routing
+ * (api.c), the request handlers (api_jobs.c, api_data.c), the event streams (stream.c),
  * the web assets (assets.c) and the auth decisions (auth.c) share.  The
  * functions that build answers without libmicrohttpd are declared here for
  * the unit tests (test_server.c).
  */
-#ifndef TC_SERVER_API_INT_H
-#define TC_SERVER_API_INT_H
+#ifndef TC_API_INT_H
+#define TC_API_INT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "server/route.h"
+#include "api/reply.h"
+#include "api/route.h"
 #include "backend/names.h"
 #include "server/server_int.h"
 
@@ -103,7 +104,7 @@ int guard_start(struct guard *g);
 void guard_free(struct guard *g);
 /* A connection opened (sa NULL or not IP: the Unix socket, never counted) / closed. */
 struct gconn *guard_open(struct guard *g, int fd, const struct sockaddr *sa);
-/* guard_open for a libmicrohttpd connection (api.c); ip false: the Unix socket's. */
+/* guard_open for a libmicrohttpd connection (listen.c); ip false: the Unix socket's. */
 struct gconn *guard_open_con(struct guard *g, struct MHD_Connection *con, bool ip);
 void guard_close(struct guard *g, struct gconn *c);
 /* A request's headers are in (busy) / it was answered (waiting for the next one's). */
@@ -212,22 +213,6 @@ bool server_may_see(const struct who *w, const char *owner);
  * there (true for one made without a token): revoking it ends them. */
 bool srv_token_alive(struct srv *s, const struct who *w);
 
-/* Replies return MHD_YES / MHD_NO. */
-int reply_raw(struct MHD_Connection *con, unsigned status, const char *type, const char *body,
-	      size_t len);
-int reply_json(struct MHD_Connection *con, unsigned status, const char *json);
-/* A body built in an sbuf, handed to MHD without a copy (body is left empty). */
-int reply_owned(struct MHD_Connection *con, unsigned status, const char *type,
-		struct sbuf *body);
-int reply_err(struct MHD_Connection *con, unsigned status, const char *fmt, ...) TC_PRINTF(3, 4);
-/* err as an error answer, with the status of its code (api_status_of). */
-int reply_tc(struct MHD_Connection *con, const struct tc_err *err);
-/* o as the JSON answer; takes the reference to o. */
-int reply_jsont(struct MHD_Connection *con, unsigned status, struct json_t *o);
-/* {"error": msg, "status": status}: the body of every error answer. */
-void api_error_json(struct sbuf *out, unsigned status, const char *msg);
-/* The HTTP status of a TC_E* code: 404 not found, 400 the caller's fault, else 500. */
-unsigned api_status_of(int code);
 /* {"user": ..., "admin": ...}: GET /api/v1/whoami. */
 void api_whoami_json(struct sbuf *out, const struct who *w);
 /* POST /api/v1/jobs's body: {"spec": text or object, "file", "base", "name", "set"}. */
@@ -252,11 +237,6 @@ void api_submit_release(struct api_submit *a);
 unsigned api_clone_parse(const char *body, size_t len, struct strvec *sets, struct sbuf *why);
 /* Is id a job reference (id, prefix or name) that may be looked up at all? */
 bool api_id_ok(const char *id);
-const char *arg_of(struct MHD_Connection *con, const char *key);
-bool arg_long(struct MHD_Connection *con, const char *key, long min, long max, long def,
-	      long *out);
-/* arg_long on a value (decoded by libmicrohttpd): pure, for the fuzzer. */
-bool api_arg_long(const char *v, long min, long max, long def, long *out);
 /* ?state=a,b: a set of states (1u << JOB_*); false naming the first word that is not one. */
 bool api_parse_states(const char *text, unsigned *set, const char **bad, int *badlen);
 
@@ -339,8 +319,5 @@ void sse_state_event(struct sbuf *out, const struct store_event *ev);
 int serve_asset(struct MHD_Connection *con, const char *url);
 /* 403 for a refused login link: a page for a browser (Accept: text/html), else msg as JSON. */
 int serve_login_refused(struct MHD_Connection *con, const char *msg);
-struct MHD_Response;
-/* CSP, X-Frame-Options, nosniff, Referrer-Policy: on every answer (finding 16). */
-void api_page_headers(struct MHD_Response *r);
 
 #endif

@@ -1,9 +1,9 @@
 /*
- * relay.c -- parked connections from the nodes of a job whose endpoints
- * run elsewhere (relay.h): the pool, and the hub route that fills it.
+ * parking.c -- parked connections from the nodes of a job whose endpoints
+ * run elsewhere (parking.h): the pool, and the hub route that fills it.
  */
-#include "server/relay.h"
-#include "server/api_int.h"
+#include "gateway/parking.h"
+#include "api/api_int.h"
 #include "core/lazylib.h"
 #include "core/util.h"
 #include "core/xalloc.h"

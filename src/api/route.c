@@ -1,5 +1,5 @@
 /* route.c -- the route matcher (route.h): method and path to a route, 404 or 405. */
-#include "server/route.h"
+#include "api/route.h"
 #include "core/xalloc.h"
 
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * see api_int.h.
  */
 #include "server/server_int.h"
-#include "server/api_int.h"
+#include "api/api_int.h"
 #include "server/admit.h"
 #include "core/json.h"
 #include "core/util.h"

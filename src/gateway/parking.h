@@ -1,5 +1,5 @@
 /*
- * relay.h -- the server's way to an endpoint on another host
+ * parking.h -- the server's way to an endpoint on another host
  * (docs/endpoints.md "Endpoints on other nodes").
  *
  * An endpoint listens on its node's 127.0.0.1 only.  When that node is not
@@ -29,8 +29,8 @@
  *
  * Ownership: a pool owns its entries (not their sockets, note 1).
  */
-#ifndef TC_SERVER_RELAY_H
-#define TC_SERVER_RELAY_H
+#ifndef TC_GATEWAY_PARKING_H
+#define TC_GATEWAY_PARKING_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -69,7 +69,7 @@ void relay_pool_count(struct relay_pool *p, const char *job, const char *name, i
 /* Drop every parked entry (the server stops); later holds return at once. */
 void relay_pool_stop(struct relay_pool *p);
 
-/* ---- the server's pool (relay.c) ---- */
+/* ---- the server's pool (parking.c) ---- */
 struct srv;
 struct MHD_Connection;
 struct gconn;

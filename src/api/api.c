@@ -4,145 +4,27 @@
  * streams may block).  Every handler validates its input first (server.h
  * invariant 4); errors are {"error": "..."} with the matching status.
  *
- * This file: the replies, who is asking, the route table and its
- * dispatch, and the daemon.  The handlers are in api_jobs.c (jobs) and
- * api_data.c (logs, metrics, usage, report, the node).
+ * This file: who is asking, the route table and its dispatch.  The
+ * listeners and a request's life are listen.c, the replies reply.c; the
+ * handlers are in api_jobs.c (jobs) and api_data.c (logs, metrics, usage,
+ * report, the node).
  */
 #include "server/server_int.h"
-#include "server/api_int.h"
+#include "api/api_int.h"
+#include "api/request.h"
 #include "core/json.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "hub/hub.h"
-#include "server/relay.h"
-#include "server/srvlog.h"
+#include "gateway/parking.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <grp.h>
 #include <pwd.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <jansson.h>
 #include "core/lazylib.h"
 #include "core/reqbody.h"
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* ---- replies ---- */
-
-int reply_raw(struct MHD_Connection *con, unsigned status, const char *type, const char *body,
-	      size_t len)
-{
-	struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body,
-								  MHD_RESPMEM_MUST_COPY);
-	if (!r)
-		return MHD_NO;
-	MHD_add_response_header(r, "Content-Type", type);
-	MHD_add_response_header(r, "Cache-Control", "no-store");
-	api_page_headers(r);
-	int ret = MHD_queue_response(con, status, r);
-	MHD_destroy_response(r);
-	return ret;
-}
-
-int reply_owned(struct MHD_Connection *con, unsigned status, const char *type,
-		struct sbuf *body)
-{
-	size_t len = body->len;
-	char *buf = sbuf_detach(body);
-	struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
-	if (!r) {
-		free(buf);
-		return MHD_NO;
-	}
-	MHD_add_response_header(r, "Content-Type", type);
-	MHD_add_response_header(r, "Cache-Control", "no-store");
-	api_page_headers(r);
-	int ret = MHD_queue_response(con, status, r);
-	MHD_destroy_response(r);
-	return ret;
-}
-
-int reply_json(struct MHD_Connection *con, unsigned status, const char *json)
-{
-	return reply_raw(con, status, "application/json", json, strlen(json));
-}
-
-void api_error_json(struct sbuf *out, unsigned status, const char *msg)
-{
-	sbuf_adds(out, "{\"error\":");
-	json_add_str(out, msg);
-	sbuf_addf(out, ",\"status\":%u}", status);
-}
-
-unsigned api_status_of(int code)
-{
-	return code == TC_ENOTFOUND ? 404
-	       : (code == TC_ESPEC || code == TC_EUSAGE || code == TC_EINPUT) ? 400
-	       : 500;
-}
-
-int reply_err(struct MHD_Connection *con, unsigned status, const char *fmt, ...)
-{
-	struct sbuf msg = SBUF_INIT, body = SBUF_INIT;
-	va_list ap;
-	va_start(ap, fmt);
-	sbuf_vaddf(&msg, fmt, ap);
-	va_end(ap);
-	api_error_json(&body, status, msg.buf);
-	int ret = reply_json(con, status, body.buf);
-	sbuf_release(&msg);
-	sbuf_release(&body);
-	return ret;
-}
-
-int reply_tc(struct MHD_Connection *con, const struct tc_err *err)
-{
-	unsigned st = api_status_of(err->code);
-	const char *msg = err->msg ? err->msg : tc_code_name(err->code);
-	if (st < 500)
-		return reply_err(con, st, "%s", msg);
-	/* the server's own failure: the details (paths of its state) go to its log */
-	srvlog(SRVLOG_ERR, "%s", msg);
-	return reply_err(con, st, "the server failed (%s): its log says more",
-			 tc_code_name(err->code));
-}
-
-int reply_jsont(struct MHD_Connection *con, unsigned status, json_t *o)
-{
-	char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	json_decref(o);
-	if (!text)
-		return reply_err(con, 500, "cannot encode the answer");
-	int ret = reply_json(con, status, text);
-	free(text);
-	return ret;
-}
-
-const char *arg_of(struct MHD_Connection *con, const char *key)
-{
-	return MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, key);
-}
-
-/* A query number within [min, max]; def when absent; false when malformed. */
-bool arg_long(struct MHD_Connection *con, const char *key, long min, long max, long def,
-	      long *out)
-{
-	return api_arg_long(arg_of(con, key), min, max, def, out);
-}
-
-bool api_arg_long(const char *v, long min, long max, long def, long *out)
-{
-	*out = def;
-	if (!v || !*v)
-		return true;
-	return parse_long(v, min, max, out);
-}
 
 /* ---- who is asking (the decision is server_auth_decide, auth.c) ---- */
 
@@ -262,30 +144,12 @@ static int find_job(struct srv *s, struct MHD_Connection *con, const struct who 
 }
 /* ---- routing: the table and its dispatch (route.h) ---- */
 
-struct req {
-	struct reqbody body;  /* kept only once the headers passed (decide) */
-	bool too_big, answered;
-	size_t dropped;       /* body bytes read and not kept */
-	bool started;         /* on_request has seen it (uri_log made it) */
-	char *raw_uri;        /* the request target as sent, for the endpoint proxy */
-	long peer_uid;        /* the Unix socket's peer, or -1 */
-	struct gconn *gc;     /* its connection, for the header deadline (guard.c) */
-	/* decided on the headers, before a byte of the body is kept (decide) */
-	bool decided;
-	struct route_match m;
-	struct who w;         /* the caller */
-	unsigned auth;        /* authenticate()'s refusal (401, 403), or 0 */
-	unsigned refuse;      /* another refusal (a hub secret's, 503 for the budget), or 0 */
-	char *refuse_msg;     /* its message */
-	struct epreq *ep;     /* on an endpoint's host name: its request (eporigin.c) */
-};
-
 /* One request being answered: what a route's handler gets. */
 struct api_call {
 	struct srv *s;
 	struct MHD_Connection *con;
 	const char *url;
-	struct req *rq;
+	struct api_req *rq;
 	struct who w;          /* the caller, for routes that need one */
 	struct job_row job;    /* the path's {job}, found and visible to w */
 	const char *sweep;     /* the path's {sweep}, as given */
@@ -314,24 +178,6 @@ static int r_whoami(struct api_call *c)
 
 #define HUB_MAX_BODY (64u << 20) /* a batch of events: a metrics batch is megabytes */
 
-static struct hub *api_hub; /* its own store connection, made on first use */
-static pthread_mutex_t api_hub_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static struct hub *hub_of(struct srv *s, struct tc_err *err)
-{
-	pthread_mutex_lock(&api_hub_mu);
-	if (!api_hub && hub_new(s->home, &api_hub, err))
-		api_hub = NULL;
-	struct hub *h = api_hub;
-	pthread_mutex_unlock(&api_hub_mu);
-	return h;
-}
-
-struct hub *srv_hub(struct srv *s, struct tc_err *err)
-{
-	return hub_of(s, err);
-}
-
 /* "/api/v1/hub/JOB/..." -> JOB (heap) */
 static char *hub_job_of(const char *url)
 {
@@ -344,7 +190,7 @@ static int r_hub_events(struct api_call *c)
 	if (c->rq->too_big)
 		return reply_err(c->con, 413, "the batch is over %u bytes", HUB_MAX_BODY);
 	struct tc_err err = TC_ERR_INIT;
-	struct hub *h = hub_of(c->s, &err);
+	struct hub *h = srv_hub(c->s, &err);
 	int ret;
 	if (!h) {
 		ret = reply_err(c->con, 503, "%s", err.msg);
@@ -360,7 +206,7 @@ static int r_hub_events(struct api_call *c)
 static int r_hub_status(struct api_call *c)
 {
 	struct tc_err err = TC_ERR_INIT;
-	struct hub *h = hub_of(c->s, &err);
+	struct hub *h = srv_hub(c->s, &err);
 	int ret;
 	if (!h) {
 		ret = reply_err(c->con, 503, "%s", err.msg);
@@ -373,7 +219,7 @@ static int r_hub_status(struct api_call *c)
 	return ret;
 }
 
-/* A node parks a connection for its endpoint (server/relay.h). */
+/* A node parks a connection for its endpoint (gateway/parking.h). */
 static int r_hub_relay(struct api_call *c)
 {
 	char *job = hub_job_of(c->url);
@@ -696,7 +542,7 @@ static size_t body_cap(const struct route *r)
 	return 0;
 }
 
-static const char budget_spent[] = "the server holds as many request bodies as its memory"
+const char api_budget_spent[] = "the server holds as many request bodies as its memory"
 				   " budget allows (--body-memory): try again shortly";
 
 /* A hub batch's headers: the job's secret (X-Trainctl-Hub-Secret), its ?stream=: 0, or a refusal with *msg. */
@@ -704,7 +550,7 @@ static unsigned hub_secret_refusal(struct srv *s, struct MHD_Connection *con,
 				   const struct route_match *m, char **msg)
 {
 	struct tc_err err = TC_ERR_INIT;
-	struct hub *h = hub_of(s, &err);
+	struct hub *h = srv_hub(s, &err);
 	const char *job = route_param(m, "hubjob");
 	const char *secret = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
 							 "X-Trainctl-Hub-Secret");
@@ -729,8 +575,8 @@ static unsigned hub_secret_refusal(struct srv *s, struct MHD_Connection *con,
  * *now says to answer it at once, the body unread (a long or unsaid one),
  * rather than once a short body was read and dropped.
  */
-static void decide(struct srv *s, struct MHD_Connection *con, const char *url,
-		   const char *method, struct req *rq, bool *now)
+void api_decide(struct srv *s, struct MHD_Connection *con, const char *url,
+		const char *method, struct api_req *rq, bool *now)
 {
 	route_match(api_routes, api_nroutes, method, url, &rq->m);
 	rq->decided = true;
@@ -758,7 +604,7 @@ static void decide(struct srv *s, struct MHD_Connection *con, const char *url,
 		*now = declared > 64LL * (long long)cap;
 	} else if (st) {
 		rq->refuse = st;
-		rq->refuse_msg = xstrdup(budget_spent);
+		rq->refuse_msg = xstrdup(api_budget_spent);
 		*now = !reqbody_drains(declared);
 	}
 }
@@ -768,7 +614,7 @@ static void decide(struct srv *s, struct MHD_Connection *con, const char *url,
  * (eporigin_claim), so its body may take room, the server's budget too.
  * *now as decide's.
  */
-static void decide_endpoint(struct MHD_Connection *con, struct req *rq, bool *now)
+void api_decide_endpoint(struct MHD_Connection *con, struct api_req *rq, bool *now)
 {
 	long long declared = reqbody_declared(
 		MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length"),
@@ -780,13 +626,13 @@ static void decide_endpoint(struct MHD_Connection *con, struct req *rq, bool *no
 		*now = declared > 64LL * (long long)TC_SERVER_MAX_BODY;
 	} else if (st) {
 		rq->refuse = st;
-		rq->refuse_msg = xstrdup(budget_spent);
+		rq->refuse_msg = xstrdup(api_budget_spent);
 		*now = !reqbody_drains(declared);
 	}
 }
 
 /* The answer to a request refused on its headers (decide) or by its body's size. */
-static int reply_refused(struct MHD_Connection *con, const struct req *rq, const char *url)
+int api_reply_refused(struct MHD_Connection *con, const struct api_req *rq, const char *url)
 {
 	if (rq->auth == 401)
 		return reply_401(con);
@@ -803,12 +649,12 @@ static int reply_refused(struct MHD_Connection *con, const struct req *rq, const
 	return reply_err(con, 413, "the body is over %zu bytes", body_cap(rq->m.route));
 }
 
-static int dispatch(struct srv *s, struct MHD_Connection *con, const char *url,
-		    const char *method, struct req *rq)
+int api_dispatch(struct srv *s, struct MHD_Connection *con, const char *url,
+		 const char *method, struct api_req *rq)
 {
 	const struct route_match *m = &rq->m;
 	if (rq->auth || rq->refuse || (rq->too_big && !body_cap(m->route)))
-		return reply_refused(con, rq, url);
+		return api_reply_refused(con, rq, url);
 	struct api_call c = { .s = s, .con = con, .url = url, .rq = rq, .w = rq->w,
 			      .sweep = route_param(m, "sweep"), .secret = route_param(m, "secret"),
 			      .endpoint = route_param(m, "ep"), .method = method };
@@ -833,463 +679,4 @@ static int dispatch(struct srv *s, struct MHD_Connection *con, const char *url,
 	if (have_job)
 		job_row_release(&c.job);
 	return ret;
-}
-
-/* 503 with Retry-After: the server is full; the client should come back. */
-static int reply_503(struct MHD_Connection *con)
-{
-	static const char body[] = "{\"error\":\"the server has too many connections (from you, or in"
-				   " all): try again shortly\",\"status\":503}";
-	struct MHD_Response *r = MHD_create_response_from_buffer(sizeof(body) - 1, (void *)body,
-								  MHD_RESPMEM_PERSISTENT);
-	if (!r)
-		return MHD_NO;
-	MHD_add_response_header(r, "Content-Type", "application/json");
-	MHD_add_response_header(r, "Retry-After", "2");
-	MHD_add_response_header(r, "Connection", "close");
-	api_page_headers(r);
-	int ret = MHD_queue_response(con, 503, r);
-	MHD_destroy_response(r);
-	return ret;
-}
-
-/* The Unix socket's peer uid (SO_PEERCRED), or -1. */
-static long peer_uid_of(struct MHD_Connection *con)
-{
-	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
-	struct ucred cr;
-	socklen_t len = sizeof(cr);
-	if (!ci || getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
-		return -1;
-	return (long)cr.uid;
-}
-
-/*
- * What is refused before the caller is even asked for (guard.c), on the
- * headers alone: 0, or the reply is queued and *ret holds MHD's answer.
- */
-static unsigned precheck(const struct api_listener *l, struct MHD_Connection *con,
-			 const char *url, const char *method, struct req *rq, int *ret)
-{
-	struct srv *s = l->s;
-	const char *host = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Host");
-	if (guard_full(s->guard, rq->gc)) {
-		*ret = reply_503(con);
-		return 503;
-	}
-	/*
-	 * DNS rebinding: a name the attacker controls resolves to us; the socket
-	 * has no names, and the hub's routes answer only a job's own secret
-	 * (its nodes may call us by any name: TRAINCTL_HUB_ADVERTISE)
-	 */
-	bool hub = !strncmp(url, "/api/v1/hub/", 12);
-	if (!l->unix_ && !hub && !api_host_ok(host, s->port, s->o.host_names)) {
-		*ret = reply_err(con, 403, "Host '%s' does not name this server (trainctl server"
-				 " --host-name NAME adds a name)", host ? host : "");
-		return 403;
-	}
-	if (MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "token")) {
-		*ret = reply_err(con, 400, "a token goes in the Authorization header (Bearer TOKEN),"
-				 " never in the URL");
-		return 400;
-	}
-	if (!api_method_changes(method))
-		return 0;
-	/* cross-site forgery: a page elsewhere may send requests, never with our Origin */
-	const char *origin = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Origin");
-	const char *site = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Sec-Fetch-Site");
-	if (!api_origin_ok(origin, host) || !api_fetch_site_ok(site)) {
-		*ret = reply_err(con, 403, "a request from another origin (%s) may not change anything",
-				 origin ? origin : site);
-		return 403;
-	}
-	/* an HTML form cannot send JSON: a body must say it is JSON */
-	const char *ctype = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Type");
-	const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length");
-	const char *te = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Transfer-Encoding");
-	bool body = (cl && strcmp(cl, "0") != 0) || te;
-	/* an endpoint's own forms and uploads are its business (the Origin check above stands) */
-	bool endpoint = !strncmp(url, "/jobs/", 6) && strstr(url, "/endpoints/");
-	if (!endpoint && (body || ctype) && !api_json_type_ok(ctype)) {
-		*ret = reply_err(con, 415, "a request body must be JSON (Content-Type: application/json)");
-		return 415;
-	}
-	return 0;
-}
-
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const char *url,
-				  const char *method, const char *version, const char *upload,
-				  size_t *upload_size, void **con_cls)
-{
-	const struct api_listener *l = cls;
-	struct srv *s = l->s;
-	(void)version;
-	struct req *rq = *con_cls;
-	if (!rq || !rq->started) {
-		if (!rq) {
-			rq = xcalloc(1, sizeof(*rq));
-			rq->body = (struct reqbody)REQBODY_INIT;
-			*con_cls = rq;
-		}
-		rq->started = true;
-		const union MHD_ConnectionInfo *ci =
-			MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-		rq->gc = ci ? ci->socket_context : NULL;
-		guard_busy(s->guard, rq->gc, true); /* its headers are in: the deadline is met */
-		rq->peer_uid = l->unix_ ? peer_uid_of(con) : -1;
-		if (l->unix_ && rq->peer_uid < 0) {
-			rq->answered = true;
-			return reply_err(con, 403, "cannot tell who is on the other end of the socket") ==
-					       MHD_YES ? MHD_YES : MHD_NO;
-		}
-		int ret;
-		/* a job endpoint's host name: its own checks (eporigin.c), never the API's routes */
-		if ((!l->unix_ && !guard_full(s->guard, rq->gc) &&
-		     eporigin_claim(s, con, url, method, &rq->ep, &ret)) ||
-		    (!rq->ep && precheck(l, con, url, method, rq, &ret))) {
-			rq->answered = true;
-			return ret == MHD_YES ? MHD_YES : MHD_NO;
-		}
-		bool now = false;
-		if (rq->ep)
-			decide_endpoint(con, rq, &now);
-		else
-			decide(s, con, url, method, rq, &now);
-		if (now && rq->ep) {
-			rq->answered = true;
-			return (rq->refuse ? reply_err(con, rq->refuse, "%s", rq->refuse_msg)
-					   : reply_err(con, 413, "the body is over %u bytes",
-						       TC_SERVER_MAX_BODY)) == MHD_YES ? MHD_YES : MHD_NO;
-		}
-		if (now) {
-			rq->answered = true;
-			return reply_refused(con, rq, url) == MHD_YES ? MHD_YES : MHD_NO;
-		}
-		return MHD_YES;
-	}
-	if (*upload_size) {
-		/* a refused request's body, or one its route does not take, is dropped */
-		bool keep = !rq->answered && !rq->auth && !rq->refuse && !rq->too_big && rq->body.cap;
-		unsigned st = keep ? reqbody_add(&rq->body, upload, *upload_size) : 0;
-		if (!keep || st)
-			rq->dropped += *upload_size;
-		if (rq->dropped > 64 * (rq->body.cap ? rq->body.cap : REQBODY_DRAIN_MAX))
-			return MHD_NO; /* more than any refusal reads (chunked): the connection ends */
-		if (st == 413)
-			rq->too_big = true;
-		else if (st) {
-			rq->refuse = st;
-			rq->refuse_msg = xstrdup(budget_spent);
-		}
-		*upload_size = 0;
-		return MHD_YES;
-	}
-	if (rq->answered)
-		return MHD_YES;
-	rq->answered = true;
-	pthread_mutex_lock(&s->mu);
-	s->requests++;
-	pthread_mutex_unlock(&s->mu);
-	if (rq->ep && rq->refuse)
-		return reply_err(con, rq->refuse, "%s", rq->refuse_msg) == MHD_YES ? MHD_YES : MHD_NO;
-	if (rq->ep)
-		return eporigin_answer(s, con, rq->ep, method, rq->raw_uri, rq->body.data.buf,
-				       rq->body.data.len, rq->too_big, rq->gc) == MHD_YES ? MHD_YES
-											  : MHD_NO;
-	return dispatch(s, con, url, method, rq) == MHD_YES ? MHD_YES : MHD_NO;
-}
-
-static void on_done(void *cls, struct MHD_Connection *con, void **con_cls,
-		    enum MHD_RequestTerminationCode toe)
-{
-	const struct api_listener *l = cls;
-	(void)con;
-	(void)toe;
-	struct req *rq = *con_cls;
-	if (rq) {
-		guard_busy(l->s->guard, rq->gc, false); /* the next request's headers: a new deadline */
-		reqbody_release(&rq->body);
-		if (rq->decided)
-			route_match_release(&rq->m);
-		free(rq->w.user);
-		free(rq->refuse_msg);
-		free(rq->raw_uri);
-		eporigin_req_free(rq->ep);
-		free(rq);
-		*con_cls = NULL;
-	}
-}
-
-/* Each request's target as sent (before libmicrohttpd decodes it): the proxy forwards it. */
-static void *on_uri(void *cls, const char *uri, struct MHD_Connection *con)
-{
-	(void)cls;
-	(void)con;
-	struct req *rq = xcalloc(1, sizeof(*rq));
-	rq->body = (struct reqbody)REQBODY_INIT;
-	rq->raw_uri = xstrdup(uri ? uri : "");
-	return rq;
-}
-
-struct gconn *guard_open_con(struct guard *g, struct MHD_Connection *con, bool ip)
-{
-	const union MHD_ConnectionInfo *fd =
-		MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
-	const union MHD_ConnectionInfo *ad =
-		ip ? MHD_get_connection_info(con, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
-	return guard_open(g, fd ? fd->connect_fd : -1, ad ? ad->client_addr : NULL);
-}
-
-/* Connections in and out, for the limits and the header deadline (guard.c). */
-static void on_connection(void *cls, struct MHD_Connection *con, void **socket_context,
-			  enum MHD_ConnectionNotificationCode toe)
-{
-	const struct api_listener *l = cls;
-	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-		*socket_context = guard_open_con(l->s->guard, con, !l->unix_);
-	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
-		guard_close(l->s->guard, *socket_context);
-		*socket_context = NULL;
-	}
-}
-
-/* libmicrohttpd's own messages, ours in form; none while starting (api_start says why it failed) */
-/*
- * libmicrohttpd's notes that a client closed its connection (a browser
- * tab closed, an event stream left, a keep-alive connection dropped): what
- * clients do, not worth a line each in the server's log.
- */
-static bool client_went_away(const char *fmt)
-{
-	static const char *const gone[] = {
-		"Connection was closed by remote side",
-		"Connection socket is closed when reading request",
-		"The connection was forcibly closed by remote peer",
-	};
-	for (size_t i = 0; i < sizeof(gone) / sizeof(gone[0]); i++)
-		if (!strncmp(fmt, gone[i], strlen(gone[i])))
-			return true;
-	return false;
-}
-
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-	const struct srv *s = cls;
-	if (s->mhd && !client_went_away(fmt))
-		srvlog_v(SRVLOG_WARNING, fmt, ap);
-}
-
-/*
- * The Unix socket for the local CLI: 0660 and group trainctl when that
- * group exists, else 0600 (only the server's account and root).  A socket
- * left by a server that is gone is replaced; one that answers is another
- * server's.
- */
-static int open_unix(struct srv *s, struct tc_err *err)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	const char *path = s->socket_path;
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return tc_error(err, TC_EUSAGE, "server: the socket path %s is over %zu bytes (--socket PATH)",
-				path, sizeof(sa.sun_path) - 1);
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return tc_error_errno(err, TC_ESYS, "server: socket");
-	struct stat st;
-	if (lstat(path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode)) {
-			close(fd);
-			return tc_error(err, TC_EUSAGE, "server: %s exists and is not a socket", path);
-		}
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-			close(fd);
-			return tc_error(err, TC_EUSAGE, "server: another server answers on %s", path);
-		}
-		unlink(path);
-	}
-	struct group gr, *g = NULL;
-	char buf[4096];
-	if (getgrnam_r("trainctl", &gr, buf, sizeof(buf), &g) != 0)
-		g = NULL;
-	mode_t old = umask(0177); /* no moment with a wider mode */
-	int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old);
-	if (rc == 0 && g && (chown(path, (uid_t)-1, g->gr_gid) != 0 || chmod(path, 0660) != 0))
-		rc = -1;
-	if (rc == 0)
-		rc = listen(fd, 64);
-	if (rc != 0) {
-		int e = errno;
-		close(fd);
-		errno = e;
-		return tc_error_errno(err, TC_ESYS, "server: cannot listen on %s", path);
-	}
-	s->unix_fd = fd;
-	s->unix_made = true;
-	return 0;
-}
-
-/*
- * Every connection is a descriptor: the soft limit goes up towards the
- * hard one (at most 65536, which the children inherit too), so that
- * hundreds of hostile connections cannot leave the operator's socket
- * unable to accept (the listeners poll(): descriptors past FD_SETSIZE
- * serve as well).
- */
-static void raise_fd_limit(void)
-{
-	struct rlimit rl;
-	rlim_t want = 65536;
-	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-		return;
-	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want)
-		want = rl.rlim_max;
-	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur >= want)
-		return;
-	rl.rlim_cur = want;
-	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
-		errno = 0; /* the limit stays: connections past it wait in the backlog */
-}
-
-int api_start(struct srv *s, char **login, struct tc_err *err)
-{
-	const char *listen = s->o.listen;
-	const char *colon = strrchr(listen, ':');
-	long port;
-	*login = NULL;
-	s->unix_fd = -1;
-	if (!colon || !parse_long(colon + 1, 1, 65535, &port))
-		return tc_error(err, TC_EUSAGE, "server: --listen must be HOST:PORT, not '%s'", listen);
-	s->port = port;
-	struct sbuf host = SBUF_INIT;
-	sbuf_add(&host, listen, (size_t)(colon - listen));
-	if (!strcmp(host.buf, "localhost")) {
-		sbuf_reset(&host);
-		sbuf_adds(&host, "127.0.0.1");
-	}
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	if (inet_pton(AF_INET, host.buf, &sa.sin_addr) != 1) {
-		int rc = tc_error(err, TC_EUSAGE, "server: '%s' is not an IPv4 address", host.buf);
-		sbuf_release(&host);
-		return rc;
-	}
-	sbuf_release(&host);
-	/* the request bodies of all listeners together (reqbody.h) */
-	reqbody_set_budget(s->o.body_memory);
-	raise_fd_limit();
-	unsigned max_total = s->o.max_connections ? s->o.max_connections : 512;
-	unsigned max_client = s->o.max_per_client ? s->o.max_per_client : 32;
-	s->guard = guard_new(max_total, max_client, s->o.header_seconds > 0 ? s->o.header_seconds : 10);
-	s->sessions = sessions_new();
-	s->lis_tcp = (struct api_listener){ s, false };
-	s->lis_unix = (struct api_listener){ s, true };
-	if (guard_start(s->guard))
-		return tc_error(err, TC_ESYS, "server: cannot start a thread");
-	int rc = eporigin_start(s, err);
-	if (rc)
-		return rc;
-	/* the socket first: once TCP answers, local clients find it */
-	struct sbuf sp = SBUF_INIT;
-	if (s->o.socket)
-		sbuf_adds(&sp, s->o.socket);
-	else
-		sbuf_addf(&sp, "%s/" TC_SERVER_SOCKET, s->home);
-	s->socket_path = sbuf_detach(&sp);
-	rc = open_unix(s, err);
-	if (rc)
-		return rc;
-	s->mhd_unix = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD |
-					       MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE,
-				       0, NULL, NULL, on_request, &s->lis_unix,
-				       MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-				       MHD_OPTION_LISTEN_SOCKET, s->unix_fd,
-				       MHD_OPTION_NOTIFY_COMPLETED, on_done, &s->lis_unix,
-				       MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
-				       MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s->lis_unix,
-				       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
-				       MHD_OPTION_CONNECTION_LIMIT, (unsigned int)256,
-				       MHD_OPTION_END);
-	if (!s->mhd_unix)
-		return tc_error_errno(err, TC_ESYS, "server: cannot serve %s", s->socket_path);
-	/*
-	 * One thread per connection (event streams block in their readers).
-	 * libmicrohttpd's own limits sit above ours: up to them a connection
-	 * gets a 503 with Retry-After rather than a silent close, and one
-	 * client's connections cannot take the others' places.
-	 */
-	s->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD |
-					  MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE,
-				  (uint16_t)port, NULL, NULL, on_request, &s->lis_tcp,
-				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-				  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-				  MHD_OPTION_NOTIFY_COMPLETED, on_done, &s->lis_tcp,
-				  MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
-				  MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s->lis_tcp,
-				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
-				  MHD_OPTION_CONNECTION_LIMIT, max_total + 64,
-				  MHD_OPTION_PER_IP_CONNECTION_LIMIT, max_client + 8,
-				  MHD_OPTION_END);
-	if (!s->mhd && errno == EADDRINUSE)
-		return tc_error(err, TC_ESYS,
-				"server: cannot listen on %s: the port is in use (another server?"
-				" --listen HOST:PORT picks another)", listen);
-	if (!s->mhd)
-		return tc_error_errno(err, TC_ESYS, "server: cannot listen on %s", listen);
-	/* the supervisors this server starts report here (privsep.c), whatever their account */
-	struct hub *h = hub_of(s, err);
-	if (!h)
-		return err->code;
-	sbuf_addf(&sp, "%s/" TC_SERVER_HUB_SOCKET, s->home);
-	s->hub_sock = sbuf_detach(&sp);
-	if ((rc = hub_daemon_start_unix(h, s->hub_sock, &s->hub_unix, err)))
-		return rc;
-	/* the operator's one-time login URL (like Jupyter's): the server's own account, admin */
-	struct who op = { .user = s->os_user, .admin = true, .local = true };
-	char *t = NULL;
-	if ((rc = sessions_add(s->sessions, SESS_TICKET, &op, 0, &t, err)))
-		return rc;
-	struct sbuf u = SBUF_INIT;
-	sbuf_addf(&u, "/login?ticket=%s", t);
-	free(t);
-	*login = sbuf_detach(&u);
-	return 0;
-}
-
-void api_stop(struct srv *s)
-{
-	proxy_stop_all(); /* a pumped WebSocket would hold its connection's thread */
-	relay_stop_all(); /* and so would a parked relay connection */
-	if (s->mhd)
-		MHD_stop_daemon(s->mhd);
-	s->mhd = NULL;
-	hub_daemon_stop(s->hub_unix);
-	s->hub_unix = NULL;
-	if (s->hub_sock)
-		unlink(s->hub_sock);
-	free(s->hub_sock);
-	s->hub_sock = NULL;
-	if (s->mhd_unix) {
-		MHD_stop_daemon(s->mhd_unix); /* closes the listening socket it was given */
-		s->unix_fd = -1;
-	}
-	s->mhd_unix = NULL;
-	/* after every listener: a hub request on server.sock would make a new one */
-	pthread_mutex_lock(&api_hub_mu);
-	hub_free(api_hub);
-	api_hub = NULL;
-	pthread_mutex_unlock(&api_hub_mu);
-	if (s->unix_fd >= 0)
-		close(s->unix_fd);
-	if (s->socket_path && s->unix_made)
-		unlink(s->socket_path);
-	s->unix_made = false;
-	s->unix_fd = -1;
-	free(s->socket_path);
-	s->socket_path = NULL;
-	eporigin_stop(s); /* after the API's threads, which may be answering an endpoint host */
-	guard_free(s->guard);
-	s->guard = NULL;
-	sessions_free(s->sessions);
-	s->sessions = NULL;
 }

@@ -10,7 +10,7 @@
  *    a dead endpoint left may be someone else's by now);
  *  - the request goes to 127.0.0.1:PORT, or for an endpoint recorded on
  *    another host (node 0 of a Slurm job) into a connection its node
- *    parked here (relay.h), with the caller's credentials
+ *    parked here (gateway/parking.h), with the caller's credentials
  *    taken out (Authorization, the trainctl_session cookie, Origin) and,
  *    for a kind that takes a token, the endpoint's own in their place;
  *  - the answer comes back as it is read (a callback response), less the
@@ -22,14 +22,14 @@
  * Plain HTTP goes upstream as HTTP/1.0, so the answer is delimited by its
  * Content-Length or the close, never chunked.
  */
-#include "server/api_int.h"
+#include "api/api_int.h"
 #include "core/lazylib.h"
 #include "core/sbuf.h"
 #include "core/sock.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "endpoint/endpoint.h"
-#include "server/relay.h"
+#include "gateway/parking.h"
 #include "store/store.h"
 
 #include <arpa/inet.h>
@@ -537,7 +537,7 @@ int proxy_answer(struct srv *s, struct MHD_Connection *con, const struct proxy_r
 	else
 		sbuf_addf(&req, "Connection: close\r\nContent-Length: %zu\r\n", r->body_len);
 	sbuf_adds(&req, "\r\n");
-	/* on another host: a connection its node parked here (relay.h), else none in time */
+	/* on another host: a connection its node parked here (gateway/parking.h), else none in time */
 	bool remote = strcmp(e.host, "127.0.0.1") != 0;
 	struct answer a = { .fd = remote ? relay_take(r->job->id, e.name) : sock_connect_local(e.port),
 			    .length = -1 };

@@ -4,7 +4,7 @@
  * may see (api_int.h), kept free of libmicrohttpd and the store so that
  * the unit tests call them directly.
  */
-#include "server/api_int.h"
+#include "api/api_int.h"
 #include "server/server.h"
 #include "core/enc.h"
 #include "core/xalloc.h"

@@ -9,7 +9,7 @@
  *    request's headers that bytes trickled in cannot extend (slowloris).
  * The checks on headers are pure functions, for the unit tests.
  */
-#include "server/api_int.h"
+#include "api/api_int.h"
 #include "core/util.h"
 #include "core/xalloc.h"
 

@@ -4,7 +4,7 @@
  * api_int.h (/metrics is prom.c).
  */
 #include "server/server_int.h"
-#include "server/api_int.h"
+#include "api/api_int.h"
 #include "core/json.h"
 #include "core/upath.h"
 #include "core/util.h"

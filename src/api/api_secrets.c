@@ -9,7 +9,7 @@
  * files of the server's account: no job and no other user reads it.
  */
 #include "server/server_int.h"
-#include "server/api_int.h"
+#include "api/api_int.h"
 #include "core/enc.h"
 #include "core/json.h"
 #include "core/xalloc.h"

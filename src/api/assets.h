@@ -1,9 +1,9 @@
 /*
  * assets.h -- the web UI's files, embedded at build time by web/embed.cmake
- * into web_assets.c (in the build folder).  Private to src/server/.
+ * into web_assets.c (in the build folder).  Private to src/api/.
  */
-#ifndef TC_SERVER_ASSETS_H
-#define TC_SERVER_ASSETS_H
+#ifndef TC_API_ASSETS_H
+#define TC_API_ASSETS_H
 
 #include <stddef.h>
 

@@ -1,6 +1,6 @@
 /* assets.c -- serves the embedded web UI (assets.h); "/" is index.html. */
-#include "server/api_int.h"
-#include "server/assets.h"
+#include "api/api_int.h"
+#include "api/assets.h"
 
 #include "core/lazylib.h"
 #include "core/sbuf.h"
@@ -50,20 +50,4 @@ int serve_login_refused(struct MHD_Connection *con, const char *msg)
 	sbuf_adds(&b, "</p><p><a class=\"button\" href=\"/\">Open trainctl</a>: "
 		      "its login page says how to get a new link.</p></div></main></body></html>\n");
 	return reply_owned(con, 403, "text/html; charset=utf-8", &b);
-}
-
-/*
- * The UI's pages may not be framed (clickjacking), run only our own
- * scripts, and are not sniffed into another type.  Inline style attributes
- * stay allowed: the UI sets widths in its markup.
- */
-void api_page_headers(struct MHD_Response *r)
-{
-	MHD_add_response_header(r, "Content-Security-Policy",
-				"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';"
-				" img-src 'self' data:; connect-src 'self'; object-src 'none';"
-				" base-uri 'none'; form-action 'self'; frame-ancestors 'none'");
-	MHD_add_response_header(r, "X-Frame-Options", "DENY");
-	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-	MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
 }

@@ -17,7 +17,7 @@
  * anyone else gets the rest.
  */
 #include "server/server_int.h"
-#include "server/api_int.h"
+#include "api/api_int.h"
 #include "core/json.h"
 #include "core/util.h"
 #include "core/xalloc.h"
