@@ -6,6 +6,8 @@
 #include "core/xalloc.h"
 
 #include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -425,35 +427,72 @@ char *store_new_job_id(void)
 	return sbuf_detach(&sb);
 }
 
-/* Prepare, bind text/double/int by a tiny format, step, finalize. */
-static int run_stmt(struct store *st, struct tc_err *err, const char *sql, const char *fmt, ...)
+/* Bind q's parameters by fmt (store_int.h); false when one did not bind. */
+static bool bind_va(sqlite3_stmt *q, const char *fmt, va_list ap)
 {
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "prepare");
-	va_list ap;
-	va_start(ap, fmt);
+	bool ok = true;
 	for (int i = 1; fmt[i - 1]; i++) {
+		int r;
 		switch (fmt[i - 1]) {
 		case 's': {
 			const char *s = va_arg(ap, const char *);
-			if (s)
-				sqlite3_bind_text(q, i, s, -1, SQLITE_TRANSIENT);
-			else
-				sqlite3_bind_null(q, i);
+			r = s ? sqlite3_bind_text(q, i, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(q, i);
 			break;
 		}
 		case 'd':
-			sqlite3_bind_double(q, i, va_arg(ap, double));
+			r = sqlite3_bind_double(q, i, va_arg(ap, double));
 			break;
-		case 'i':
-			sqlite3_bind_int64(q, i, va_arg(ap, long long));
+		case 'f': {
+			double d = va_arg(ap, double);
+			r = isfinite(d) ? sqlite3_bind_double(q, i, d) : sqlite3_bind_null(q, i);
 			break;
 		}
+		case 'i':
+			r = sqlite3_bind_int64(q, i, va_arg(ap, long long));
+			break;
+		default: /* a letter store_int.h does not list: the arguments after it are unknown */
+			return false;
+		}
+		ok = ok && r == SQLITE_OK;
 	}
+	return ok;
+}
+
+static int prep_va(struct store *st, sqlite3_stmt **q, struct tc_err *err, const char *sql,
+		   const char *fmt, va_list ap)
+{
+	*q = NULL;
+	if (sqlite3_prepare_v2(st->db, sql, -1, q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "prepare");
+	if (!bind_va(*q, fmt, ap)) {
+		int rc = db_fail(st, err, "bind");
+		sqlite3_finalize(*q);
+		*q = NULL;
+		return rc;
+	}
+	return 0;
+}
+
+int prep_stmt(struct store *st, sqlite3_stmt **q, struct tc_err *err, const char *sql,
+	      const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = prep_va(st, q, err, sql, fmt, ap);
 	va_end(ap);
+	return rc;
+}
+
+int run_stmt(struct store *st, struct tc_err *err, const char *sql, const char *fmt, ...)
+{
+	sqlite3_stmt *q;
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = prep_va(st, &q, err, sql, fmt, ap);
+	va_end(ap);
+	if (rc)
+		return rc;
 	int r = sqlite3_step(q);
-	int rc = 0;
 	if (r != SQLITE_DONE && r != SQLITE_ROW)
 		rc = db_fail(st, err, "write");
 	sqlite3_finalize(q);
@@ -642,7 +681,7 @@ int store_commit(struct store *st, int rc, struct tc_err *err)
 	return txn_end(st, true, rc, err);
 }
 
-static char *col_text(sqlite3_stmt *q, int i)
+char *col_dup(sqlite3_stmt *q, int i)
 {
 	const unsigned char *t = sqlite3_column_text(q, i);
 	return t ? xstrdup((const char *)t) : NULL;
@@ -697,7 +736,7 @@ static int read_job(sqlite3_stmt *q, struct job_row *j, char *(*text)(sqlite3_st
 
 int store_read_job(sqlite3_stmt *q, struct job_row *j)
 {
-	return read_job(q, j, col_text);
+	return read_job(q, j, col_dup);
 }
 
 int store_view_job(sqlite3_stmt *q, struct job_row *j)
@@ -735,13 +774,10 @@ static int query_jobs(struct store *st, const char *sql, const char *arg, struct
 	sqlite3_stmt *q;
 	*out = NULL;
 	*nr = 0;
-	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "prepare");
-	if (arg && sqlite3_bind_text(q, 1, arg, -1, SQLITE_TRANSIENT) != SQLITE_OK) {
-		sqlite3_finalize(q);
-		return db_fail(st, err, "read jobs");
-	}
-	int rc = store_query_jobs(st, q, out, nr, err);
+	int rc = prep_stmt(st, &q, err, sql, arg ? "s" : "", arg);
+	if (rc)
+		return rc;
+	rc = store_query_jobs(st, q, out, nr, err);
 	sqlite3_finalize(q);
 	return rc;
 }
@@ -771,15 +807,10 @@ static int query_jobs_of(struct store *st, const char *sql, const char *arg, con
 	sqlite3_stmt *q;
 	*out = NULL;
 	*nr = 0;
-	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "prepare");
-	if (sqlite3_bind_text(q, 1, arg, -1, SQLITE_TRANSIENT) != SQLITE_OK ||
-	    (user ? sqlite3_bind_text(q, 2, user, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(q, 2)) !=
-		    SQLITE_OK) {
-		sqlite3_finalize(q);
-		return db_fail(st, err, "read jobs");
-	}
-	int rc = store_query_jobs(st, q, out, nr, err);
+	int rc = prep_stmt(st, &q, err, sql, "ss", arg, user);
+	if (rc)
+		return rc;
+	rc = store_query_jobs(st, q, out, nr, err);
 	sqlite3_finalize(q);
 	return rc;
 }
@@ -817,16 +848,14 @@ static bool is_id_suffix(const char *ref)
 static char *nearest_job_name(struct store *st, const char *ref, const char *user)
 {
 	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db,
-			       "SELECT DISTINCT name FROM (SELECT name FROM jobs WHERE"
-			       " (?1 IS NULL OR user = ?1) ORDER BY id DESC LIMIT 1000)",
-			       -1, &q, NULL) != SQLITE_OK)
+	struct tc_err ignored = TC_ERR_INIT;
+	int rc = prep_stmt(st, &q, &ignored,
+			   "SELECT DISTINCT name FROM (SELECT name FROM jobs WHERE"
+			   " (?1 IS NULL OR user = ?1) ORDER BY id DESC LIMIT 1000)",
+			   "s", user);
+	tc_err_release(&ignored); /* a hint only: without it, "no job" stands alone */
+	if (rc)
 		return NULL;
-	if ((user ? sqlite3_bind_text(q, 1, user, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(q, 1)) !=
-	    SQLITE_OK) {
-		sqlite3_finalize(q);
-		return NULL;
-	}
 	char *best = NULL;
 	size_t bestd = 3, len = strlen(ref); /* at most 2 edits, fewer than ref has letters */
 	while (sqlite3_step(q) == SQLITE_ROW) {
@@ -927,13 +956,12 @@ int store_workers(struct store *st, const char *job, struct worker_row **out, si
 	size_t alloc = 0;
 	*out = NULL;
 	*nr = 0;
-	if (sqlite3_prepare_v2(st->db,
-			       "SELECT attempt, rank, local_rank, pid, exit_code, signal, started,"
-			       " COALESCE(ended, 0) FROM workers WHERE job_id=? ORDER BY attempt, rank",
-			       -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "prepare");
-	sqlite3_bind_text(q, 1, job, -1, SQLITE_TRANSIENT);
-	int r;
+	int r = prep_stmt(st, &q, err,
+			  "SELECT attempt, rank, local_rank, pid, exit_code, signal, started,"
+			  " COALESCE(ended, 0) FROM workers WHERE job_id=? ORDER BY attempt, rank",
+			  "s", job);
+	if (r)
+		return r;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		XGROW(*out, *nr + 1, alloc);
 		struct worker_row *w = &(*out)[(*nr)++];
@@ -963,18 +991,17 @@ int store_events(struct store *st, const char *job, struct event_row **out, size
 	size_t alloc = 0;
 	*out = NULL;
 	*nr = 0;
-	if (sqlite3_prepare_v2(st->db,
-			       "SELECT time, state, reason FROM events WHERE job_id=? ORDER BY id", -1,
-			       &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "prepare");
-	sqlite3_bind_text(q, 1, job, -1, SQLITE_TRANSIENT);
-	int r;
+	int r = prep_stmt(st, &q, err,
+			  "SELECT time, state, reason FROM events WHERE job_id=? ORDER BY id", "s",
+			  job);
+	if (r)
+		return r;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		XGROW(*out, *nr + 1, alloc);
 		struct event_row *e = &(*out)[(*nr)++];
 		e->time = sqlite3_column_double(q, 0);
 		col_state(q, 1, &e->state); /* history: an unknown word reads as lost */
-		e->reason = col_text(q, 2);
+		e->reason = col_dup(q, 2);
 	}
 	sqlite3_finalize(q);
 	if (r != SQLITE_DONE) {

@@ -479,12 +479,6 @@ static double col_num(sqlite3_stmt *q, int i)
 	return sqlite3_column_type(q, i) == SQLITE_NULL ? NAN : sqlite3_column_double(q, i);
 }
 
-static char *col_str(sqlite3_stmt *q, int i)
-{
-	const unsigned char *t = sqlite3_column_text(q, i);
-	return t ? xstrdup((const char *)t) : NULL;
-}
-
 static void bind_num(sqlite3_stmt *q, int i, double v)
 {
 	if (isnan(v))
@@ -507,10 +501,10 @@ static int merge_stored(struct store *st, struct series *s, struct tc_err *err)
 		s->merged = true; /* what later writes find is this batch's own */
 		return 0;
 	}
-	if (prep(st, "SELECT " SUMMARY_COLS " FROM metric_summary WHERE series_id = ?", &q, err))
-		return TC_ESTORE;
-	sqlite3_bind_int64(q, 1, s->new_id);
-	int r;
+	int r = prep_stmt(st, &q, err, "SELECT " SUMMARY_COLS " FROM metric_summary WHERE series_id = ?",
+			  "i", s->new_id);
+	if (r)
+		return r;
 	for (int i = 0; i < 3; i++)
 		if (s->k[i].n)
 			s->k[i].last_index += s->new_stored; /* counted from this batch's start */
@@ -526,23 +520,23 @@ static int merge_stored(struct store *st, struct series *s, struct tc_err *err)
 			k->min = dmin;
 			k->min_at = -1;
 			free(k->min_step);
-			k->min_step = col_str(q, 8);
+			k->min_step = col_dup(q, 8);
 		}
 		if (dn_finite && (!k->n_finite || dmax >= k->max)) {
 			k->max = dmax;
 			k->max_at = -1;
 			free(k->max_step);
-			k->max_step = col_str(q, 10);
+			k->max_step = col_dup(q, 10);
 		}
 		if (!k->n && sqlite3_column_int64(q, 2)) {
 			k->last = col_num(q, 11);
 			k->last_at = -1;
 			free(k->last_step);
-			k->last_step = col_str(q, 12);
+			k->last_step = col_dup(q, 12);
 			k->last_index = sqlite3_column_int64(q, 13);
 		}
 		if (k->text_at < 0 && !k->last_text)
-			k->last_text = col_str(q, 14);
+			k->last_text = col_dup(q, 14);
 		k->n += sqlite3_column_int64(q, 2);
 		k->n_finite += dn_finite;
 		k->sum += sqlite3_column_double(q, 4);
@@ -805,15 +799,12 @@ int store_metric_series(struct store *st, const char *job, const char *metric, i
 	int rc = 0, r;
 	*out = NULL;
 	*nr = 0;
-	if ((rc = prep(st, "SELECT s.metric, s.rank, c.data FROM metric_series s"
-			   " JOIN metric_chunks c ON c.series_id = s.id"
-			   " WHERE s.job_id = ?1 AND (?2 IS NULL OR s.metric = ?2)"
-			   " AND (?3 < 0 OR s.rank = ?3) ORDER BY s.metric, s.rank, c.first",
-		       &q, err)))
+	if ((rc = prep_stmt(st, &q, err, "SELECT s.metric, s.rank, c.data FROM metric_series s"
+			    " JOIN metric_chunks c ON c.series_id = s.id"
+			    " WHERE s.job_id = ?1 AND (?2 IS NULL OR s.metric = ?2)"
+			    " AND (?3 < 0 OR s.rank = ?3) ORDER BY s.metric, s.rank, c.first",
+			    "ssi", job, metric, (long long)rank)))
 		return rc;
-	bind_text(q, 1, job);
-	bind_text(q, 2, metric);
-	sqlite3_bind_int(q, 3, rank);
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		const char *m = (const char *)sqlite3_column_text(q, 0);
 		int rk = sqlite3_column_int(q, 1);
@@ -886,15 +877,12 @@ int store_metric_xy(struct store *st, const char *job, const char *metric, int r
 	sqlite3_stmt *q;
 	int rc = 0, r, cur = -1;
 	bool any = false;
-	if ((rc = prep(st, "SELECT s.rank, c.data FROM metric_series s"
-			   " JOIN metric_chunks c ON c.series_id = s.id"
-			   " WHERE s.job_id = ?1 AND s.metric = ?2 AND (?3 < 0 OR s.rank = ?3)"
-			   " ORDER BY s.rank, c.first",
-		       &q, err)))
+	if ((rc = prep_stmt(st, &q, err, "SELECT s.rank, c.data FROM metric_series s"
+			    " JOIN metric_chunks c ON c.series_id = s.id"
+			    " WHERE s.job_id = ?1 AND s.metric = ?2 AND (?3 < 0 OR s.rank = ?3)"
+			    " ORDER BY s.rank, c.first",
+			    "ssi", job, metric, (long long)rank)))
 		return rc;
-	bind_text(q, 1, job);
-	bind_text(q, 2, metric);
-	sqlite3_bind_int(q, 3, rank);
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		int rk = sqlite3_column_int(q, 0);
 		if (!any || rk != cur) {
@@ -927,13 +915,14 @@ int store_metric_summaries(struct store *st, const char *job, struct store_msum 
 	int rc, r;
 	*out = NULL;
 	*nr = 0;
-	if ((rc = prep(st, "SELECT s.metric, s.rank, (SELECT c.first + c.count FROM metric_chunks c"
-			   " WHERE c.series_id = s.id ORDER BY c.first DESC LIMIT 1) AS stored, "
-			   SUMMARY_COLS " FROM metric_series s LEFT JOIN metric_summary m"
-			   " ON m.series_id = s.id WHERE s.job_id = ?1 AND stored IS NOT NULL"
-			   " ORDER BY s.metric, s.rank, m.kind", &q, err)))
+	if ((rc = prep_stmt(st, &q, err,
+			    "SELECT s.metric, s.rank, (SELECT c.first + c.count FROM metric_chunks c"
+			    " WHERE c.series_id = s.id ORDER BY c.first DESC LIMIT 1) AS stored, "
+			    SUMMARY_COLS " FROM metric_series s LEFT JOIN metric_summary m"
+			    " ON m.series_id = s.id WHERE s.job_id = ?1 AND stored IS NOT NULL"
+			    " ORDER BY s.metric, s.rank, m.kind",
+			    "s", job)))
 		return rc;
-	bind_text(q, 1, job);
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		const char *m = (const char *)sqlite3_column_text(q, 0);
 		int rk = sqlite3_column_int(q, 1);
@@ -959,13 +948,13 @@ int store_metric_summaries(struct store *st, const char *job, struct store_msum 
 		k->n_pos = sqlite3_column_int64(q, 8);
 		k->sum_pos = sqlite3_column_double(q, 9);
 		k->min = col_num(q, 10);
-		k->min_step = col_str(q, 11);
+		k->min_step = col_dup(q, 11);
 		k->max = col_num(q, 12);
-		k->max_step = col_str(q, 13);
+		k->max_step = col_dup(q, 13);
 		k->last = col_num(q, 14);
-		k->last_step = col_str(q, 15);
+		k->last_step = col_dup(q, 15);
 		k->last_index = sqlite3_column_int64(q, 16);
-		k->last_text = col_str(q, 17);
+		k->last_text = col_dup(q, 17);
 	}
 	sqlite3_finalize(q);
 	if (r != SQLITE_DONE) {
@@ -999,10 +988,11 @@ int store_metric_steps(struct store *st, const char *job, struct store_msteps **
 	int rc, r;
 	*out = NULL;
 	*nr = 0;
-	if ((rc = prep(st, "SELECT rank, nseq, last_seq, last_t, ordered FROM metric_rank_steps"
-			   " WHERE job_id = ? ORDER BY rank", &q, err)))
+	if ((rc = prep_stmt(st, &q, err,
+			    "SELECT rank, nseq, last_seq, last_t, ordered FROM metric_rank_steps"
+			    " WHERE job_id = ? ORDER BY rank",
+			    "s", job)))
 		return rc;
-	bind_text(q, 1, job);
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		XGROW(*out, *nr + 1, alloc);
 		(*out)[(*nr)++] = (struct store_msteps){
@@ -1050,13 +1040,11 @@ int store_metric_walk(struct store *st, const char *job, const char *metric, int
 {
 	sqlite3_stmt *q;
 	int rc, r = SQLITE_DONE, got = 0;
-	if ((rc = prep(st, "SELECT c.data FROM metric_series s JOIN metric_chunks c"
-			   " ON c.series_id = s.id WHERE s.job_id = ? AND s.metric = ? AND s.rank = ?"
-			   " ORDER BY c.first", &q, err)))
+	if ((rc = prep_stmt(st, &q, err, "SELECT c.data FROM metric_series s JOIN metric_chunks c"
+			    " ON c.series_id = s.id WHERE s.job_id = ? AND s.metric = ? AND s.rank = ?"
+			    " ORDER BY c.first",
+			    "ssi", job, metric, (long long)rank)))
 		return rc;
-	bind_text(q, 1, job);
-	bind_text(q, 2, metric);
-	sqlite3_bind_int(q, 3, rank);
 	while (!got && (r = sqlite3_step(q)) == SQLITE_ROW)
 		got = walk_chunk(sqlite3_column_blob(q, 0), (size_t)sqlite3_column_bytes(q, 0), fn,
 				 arg);
@@ -1083,12 +1071,6 @@ void store_mseries_free(struct store_mseries *v, size_t nr)
 	free(v);
 }
 
-static char *col_dup(sqlite3_stmt *q, int i)
-{
-	const unsigned char *t = sqlite3_column_text(q, i);
-	return t ? xstrdup((const char *)t) : NULL;
-}
-
 static int read_kv(struct store *st, const char *sql, const char *job, bool meta,
 		   struct store_mkv **out, size_t *nr, struct tc_err *err)
 {
@@ -1097,9 +1079,9 @@ static int read_kv(struct store *st, const char *sql, const char *job, bool meta
 	int r, rc;
 	*out = NULL;
 	*nr = 0;
-	if ((rc = prep(st, sql, &q, err)))
+	if ((rc = prep_stmt(st, &q, err, sql,
+			    "s", job)))
 		return rc;
-	bind_text(q, 1, job);
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		XGROW(*out, *nr + 1, alloc);
 		struct store_mkv *v = &(*out)[(*nr)++];
@@ -1150,10 +1132,11 @@ int store_metric_counters(struct store *st, const char *job, struct store_mcount
 	int r, rc;
 	*out = NULL;
 	*nr = 0;
-	if ((rc = prep(st, "SELECT rank, lines, records, malformed, last_error FROM metric_counters"
-			   " WHERE job_id=? ORDER BY rank", &q, err)))
+	if ((rc = prep_stmt(st, &q, err,
+			    "SELECT rank, lines, records, malformed, last_error FROM metric_counters"
+			    " WHERE job_id=? ORDER BY rank",
+			    "s", job)))
 		return rc;
-	bind_text(q, 1, job);
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		XGROW(*out, *nr + 1, alloc);
 		struct store_mcount *c = &(*out)[(*nr)++];
