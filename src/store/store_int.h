@@ -18,6 +18,10 @@ struct store {
 
 /* Fill err with "database: WHAT: sqlite's message" (TC_ESTORE); returns TC_ESTORE. */
 int db_fail(struct store *st, struct tc_err *err, const char *what);
+/* Run sql (several statements, no parameters) with sqlite3_exec; TC_ESTORE. */
+int exec_sql(struct store *st, const char *sql, struct tc_err *err);
+/* Bring the schema up to date (store_schema.c); an open calls it once. */
+int store_migrate(struct store *st, struct tc_err *err);
 
 /*
  * The one way the store files run a statement.  fmt has one letter per
