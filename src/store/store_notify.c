@@ -98,13 +98,13 @@ int store_devices_unhealthy(struct store *st, struct store_sick **out, size_t *n
 	sqlite3_stmt *q;
 	*out = NULL;
 	*nr = 0;
-	if (sqlite3_prepare_v2(st->db,
-			       "SELECT device_type, device_id, reason, since, node, job_id"
-			       " FROM device_health ORDER BY node, device_type, device_id",
-			       -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "prepare");
+	int r = prep_stmt(st, &q, err,
+			  "SELECT device_type, device_id, reason, since, node, job_id"
+			  " FROM device_health ORDER BY node, device_type, device_id",
+			  "");
+	if (r)
+		return r;
 	size_t alloc = 0;
-	int r;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		XGROW(*out, *nr + 1, alloc);
 		struct store_sick *s = &(*out)[(*nr)++];

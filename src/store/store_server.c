@@ -11,11 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int bind_text(sqlite3_stmt *q, int i, const char *s)
-{
-	return s ? sqlite3_bind_text(q, i, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(q, i);
-}
-
 static int begin(struct store *st, struct tc_err *err)
 {
 	if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
@@ -72,9 +67,7 @@ int store_job_active_managed(struct store *st, struct job_row **out, size_t *nr,
 	sbuf_adds(&sql, "SELECT " STORE_JOB_COLS " FROM jobs WHERE managed = 1 AND state NOT IN ");
 	store_states_sql(&sql, store_terminal_states());
 	sbuf_adds(&sql, " ORDER BY created, id");
-	int rc = sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL) != SQLITE_OK
-			 ? db_fail(st, err, "read jobs")
-			 : 0;
+	int rc = prep_stmt(st, &q, err, sql.buf, "");
 	sbuf_release(&sql);
 	if (rc)
 		return rc;
@@ -209,10 +202,9 @@ int store_events_last(struct store *st, long long *last, struct tc_err *err)
 {
 	sqlite3_stmt *q;
 	*last = 0;
-	if (sqlite3_prepare_v2(st->db, "SELECT COALESCE(MAX(id), 0) FROM events", -1, &q, NULL) !=
-	    SQLITE_OK)
-		return db_fail(st, err, "read events");
-	int rc = 0;
+	int rc = prep_stmt(st, &q, err, "SELECT COALESCE(MAX(id), 0) FROM events", "");
+	if (rc)
+		return rc;
 	if (sqlite3_step(q) == SQLITE_ROW)
 		*last = sqlite3_column_int64(q, 0);
 	else
@@ -260,12 +252,13 @@ static void filter_sql(const struct store_jfilter *f, struct sbuf *where, struct
 	}
 }
 
-static int bind_args(sqlite3_stmt *q, const struct strvec *args)
+/* prep_stmt of sql with filter_sql's texts bound in order: user, name, either or none. */
+static int prep_filtered(struct store *st, sqlite3_stmt **q, struct tc_err *err, const char *sql,
+			 const struct strvec *args)
 {
-	for (size_t i = 0; i < args->nr; i++)
-		if (bind_text(q, (int)i + 1, args->v[i]) != SQLITE_OK)
-			return -1;
-	return 0;
+	static const char *const fmt[] = { "", "s", "ss" };
+	return prep_stmt(st, q, err, sql, fmt[args->nr], args->nr > 0 ? args->v[0] : NULL,
+			 args->nr > 1 ? args->v[1] : NULL);
 }
 
 int store_job_query(struct store *st, const struct store_jfilter *f, struct job_row **out,
@@ -279,8 +272,9 @@ int store_job_query(struct store *st, const struct store_jfilter *f, struct job_
 	*nr = 0;
 	filter_sql(f, &where, &args);
 	sbuf_addf(&sql, "SELECT COUNT(*) FROM jobs%s", where.buf);
-	if (sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL) != SQLITE_OK || bind_args(q, &args) ||
-	    sqlite3_step(q) != SQLITE_ROW) {
+	if ((rc = prep_filtered(st, &q, err, sql.buf, &args)))
+		goto out;
+	if (sqlite3_step(q) != SQLITE_ROW) {
 		rc = db_fail(st, err, "count jobs");
 		goto out;
 	}
@@ -290,10 +284,8 @@ int store_job_query(struct store *st, const struct store_jfilter *f, struct job_
 	sbuf_reset(&sql);
 	sbuf_addf(&sql, "SELECT " STORE_JOB_COLS " FROM jobs%s ORDER BY id DESC LIMIT %ld OFFSET %ld",
 		  where.buf, f->limit, f->offset);
-	if (sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL) != SQLITE_OK || bind_args(q, &args)) {
-		rc = db_fail(st, err, "list jobs");
+	if ((rc = prep_filtered(st, &q, err, sql.buf, &args)))
 		goto out;
-	}
 	rc = store_query_jobs(st, q, out, nr, err);
 out:
 	sqlite3_finalize(q);
@@ -313,8 +305,9 @@ int store_job_each(struct store *st, const struct store_jfilter *f,
 	int rc = 0, r = SQLITE_DONE;
 	filter_sql(f, &where, &args);
 	sbuf_addf(&sql, "SELECT COUNT(*) FROM jobs%s", where.buf);
-	if (sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL) != SQLITE_OK || bind_args(q, &args) ||
-	    sqlite3_step(q) != SQLITE_ROW) {
+	if ((rc = prep_filtered(st, &q, err, sql.buf, &args)))
+		goto out;
+	if (sqlite3_step(q) != SQLITE_ROW) {
 		rc = db_fail(st, err, "count jobs");
 		goto out;
 	}
@@ -324,10 +317,8 @@ int store_job_each(struct store *st, const struct store_jfilter *f,
 	sbuf_reset(&sql);
 	sbuf_addf(&sql, "SELECT " STORE_JOB_COLS_BRIEF " FROM jobs%s ORDER BY id DESC LIMIT %ld"
 		  " OFFSET %ld", where.buf, f->limit, f->offset);
-	if (sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL) != SQLITE_OK || bind_args(q, &args)) {
-		rc = db_fail(st, err, "list jobs");
+	if ((rc = prep_filtered(st, &q, err, sql.buf, &args)))
 		goto out;
-	}
 	/* rows are handed over as SQLite holds them (no copy of their strings):
 	 * 10,000 rows are 110,000 strings */
 	/* and under the connection's mutex held once: each column read takes it
@@ -390,9 +381,9 @@ int store_token_count(struct store *st, long long *n, struct tc_err *err)
 {
 	sqlite3_stmt *q;
 	*n = 0;
-	if (sqlite3_prepare_v2(st->db, "SELECT COUNT(*) FROM tokens", -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "read tokens");
-	int rc = 0;
+	int rc = prep_stmt(st, &q, err, "SELECT COUNT(*) FROM tokens", "");
+	if (rc)
+		return rc;
 	if (sqlite3_step(q) == SQLITE_ROW)
 		*n = sqlite3_column_int64(q, 0);
 	else
@@ -407,10 +398,10 @@ int store_token_each(struct store *st,
 		     void *arg, struct tc_err *err)
 {
 	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db, "SELECT hash, user, admin, created FROM tokens ORDER BY created, hash",
-			       -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "read tokens");
-	int rc = 0, r;
+	int r, rc = prep_stmt(st, &q, err,
+			      "SELECT hash, user, admin, created FROM tokens ORDER BY created, hash", "");
+	if (rc)
+		return rc;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		const char *h = (const char *)sqlite3_column_text(q, 0);
 		const char *u = (const char *)sqlite3_column_text(q, 1);
@@ -483,10 +474,9 @@ int store_state_counts(struct store *st, long long counts[JOB_NSTATES], struct t
 	sqlite3_stmt *q;
 	for (int i = 0; i < JOB_NSTATES; i++)
 		counts[i] = 0;
-	if (sqlite3_prepare_v2(st->db, "SELECT state, COUNT(*) FROM jobs GROUP BY state", -1, &q,
-			       NULL) != SQLITE_OK)
-		return db_fail(st, err, "count jobs");
-	int r;
+	int r = prep_stmt(st, &q, err, "SELECT state, COUNT(*) FROM jobs GROUP BY state", "");
+	if (r)
+		return r;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		const char *s = (const char *)sqlite3_column_text(q, 0);
 		enum job_state state;
