@@ -21,8 +21,26 @@
 
 /* A REAL column, NaN for NULL. */
 double col_num(sqlite3_stmt *q, int i);
-/* One zigzag varint at *p (advanced past it); false when it runs past end. */
-bool get_varint(const unsigned char **p, const unsigned char *end, long long *out);
+/*
+ * One zigzag varint at *p (advanced past it); false when it runs past end.
+ * Here, inline, as it was when static: a show decodes three a point.
+ */
+static inline bool get_varint(const unsigned char **p, const unsigned char *end, long long *out)
+{
+	unsigned long long u = 0;
+	for (int shift = 0; shift < 64; shift += 7) {
+		if (*p >= end)
+			return false;
+		unsigned char c = *(*p)++;
+		u |= (unsigned long long)(c & 0x7f) << shift;
+		if (!(c & 0x80)) {
+			*out = (long long)(u >> 1) ^ -(long long)(u & 1);
+			return true;
+		}
+	}
+	return false;
+}
+
 /* Hand the points of one blob to fn; -1 when the blob is damaged, else fn's first non-zero. */
 int walk_chunk(const unsigned char *p, size_t len,
 	       int (*fn)(void *arg, const struct store_mpoint *p), void *arg);

@@ -17,22 +17,6 @@ double col_num(sqlite3_stmt *q, int i)
 	return sqlite3_column_type(q, i) == SQLITE_NULL ? NAN : sqlite3_column_double(q, i);
 }
 
-bool get_varint(const unsigned char **p, const unsigned char *end, long long *out)
-{
-	unsigned long long u = 0;
-	for (int shift = 0; shift < 64; shift += 7) {
-		if (*p >= end)
-			return false;
-		unsigned char c = *(*p)++;
-		u |= (unsigned long long)(c & 0x7f) << shift;
-		if (!(c & 0x80)) {
-			*out = (long long)(u >> 1) ^ -(long long)(u & 1);
-			return true;
-		}
-	}
-	return false;
-}
-
 static bool get_f64(const unsigned char **p, const unsigned char *end, double *out)
 {
 	if (end - *p < 8)
