@@ -1,4 +1,8 @@
-/* store.c -- SQLite state; schema, transitions and queries (see store.h). */
+/*
+ * store.c -- SQLite state: opening, transactions, the statement runner, and
+ * jobs with their workers and events (store.h, store_jobs.h); the schema and
+ * its migrations are store_schema.c.
+ */
 #include "store/store.h"
 #include "store/store_int.h"
 #include "core/sbuf.h"
@@ -6,6 +10,8 @@
 #include "core/xalloc.h"
 
 #include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -17,189 +23,12 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Each migration runs once, in order; user_version records how far. */
-static const char *const migrations[] = {
-	"CREATE TABLE jobs ("
-	" id TEXT PRIMARY KEY, name TEXT NOT NULL, state TEXT NOT NULL,"
-	" run_dir TEXT NOT NULL, spec_json TEXT NOT NULL,"
-	" created REAL NOT NULL, started REAL, ended REAL,"
-	" exit_code INTEGER NOT NULL DEFAULT -1, root_cause TEXT,"
-	" restarts INTEGER NOT NULL DEFAULT 0, world_size INTEGER NOT NULL DEFAULT 0,"
-	" sup_pid INTEGER NOT NULL DEFAULT 0, sup_ticks INTEGER NOT NULL DEFAULT 0);"
-	"CREATE INDEX jobs_name ON jobs(name);"
-	"CREATE TABLE workers ("
-	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
-	" attempt INTEGER NOT NULL, rank INTEGER NOT NULL, local_rank INTEGER NOT NULL,"
-	" pid INTEGER NOT NULL, exit_code INTEGER NOT NULL DEFAULT -1,"
-	" signal INTEGER NOT NULL DEFAULT 0, started REAL NOT NULL, ended REAL,"
-	" PRIMARY KEY (job_id, attempt, rank));"
-	"CREATE TABLE events ("
-	" id INTEGER PRIMARY KEY AUTOINCREMENT,"
-	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
-	" time REAL NOT NULL, state TEXT NOT NULL, reason TEXT NOT NULL);"
-	"CREATE INDEX events_job ON events(job_id, id);",
-	/* 2: metrics (store_metrics.c).  Points live in chunks: one row per
-	 * series and flush, a packed blob of points (see store_metrics.c). */
-	"CREATE TABLE metric_series ("
-	" id INTEGER PRIMARY KEY,"
-	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
-	" metric TEXT NOT NULL, rank INTEGER NOT NULL);"
-	"CREATE UNIQUE INDEX metric_series_key ON metric_series(job_id, metric, rank);"
-	"CREATE TABLE metric_chunks ("
-	" id INTEGER PRIMARY KEY,"
-	" series_id INTEGER NOT NULL REFERENCES metric_series(id) ON DELETE CASCADE,"
-	" first INTEGER NOT NULL, count INTEGER NOT NULL, data BLOB NOT NULL);"
-	"CREATE UNIQUE INDEX metric_chunks_key ON metric_chunks(series_id, first);"
-	"CREATE TABLE metric_params ("
-	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
-	" rank INTEGER NOT NULL, name TEXT NOT NULL, value TEXT,"
-	" PRIMARY KEY (job_id, rank, name));"
-	"CREATE TABLE metric_meta ("
-	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
-	" metric TEXT NOT NULL, key TEXT NOT NULL, value TEXT,"
-	" PRIMARY KEY (job_id, metric, key));"
-	"CREATE TABLE metric_counters ("
-	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
-	" rank INTEGER NOT NULL, lines INTEGER NOT NULL, records INTEGER NOT NULL,"
-	" malformed INTEGER NOT NULL, last_error TEXT,"
-	" PRIMARY KEY (job_id, rank));",
-	/* 3: checkpoints (store_ckpt.c) */
-	"CREATE TABLE checkpoints ("
-	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
-	" name TEXT NOT NULL, dir TEXT NOT NULL, step INTEGER NOT NULL,"
-	" epoch INTEGER NOT NULL DEFAULT -1, layout INTEGER NOT NULL,"
-	" nfiles INTEGER NOT NULL, bytes INTEGER NOT NULL, checksum TEXT NOT NULL,"
-	" files_json TEXT NOT NULL, created REAL NOT NULL,"
-	" state TEXT NOT NULL DEFAULT 'complete',"
-	" PRIMARY KEY (job_id, name));",
-	/* 4: trainctl server (store_server.c): owner, scheduling fields, the
-	 * devices a job holds, why the server stopped it, tokens, telemetry */
-	"ALTER TABLE jobs ADD COLUMN user TEXT NOT NULL DEFAULT '';"
-	"ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 100;"
-	"ALTER TABLE jobs ADD COLUMN preemptible INTEGER NOT NULL DEFAULT 0;"
-	"ALTER TABLE jobs ADD COLUMN device_type TEXT NOT NULL DEFAULT 'cpu';"
-	"ALTER TABLE jobs ADD COLUMN device_count INTEGER NOT NULL DEFAULT 0;"
-	"ALTER TABLE jobs ADD COLUMN device_want TEXT;"
-	"ALTER TABLE jobs ADD COLUMN devices TEXT;"
-	"ALTER TABLE jobs ADD COLUMN stop_reason TEXT;"
-	"ALTER TABLE jobs ADD COLUMN managed INTEGER NOT NULL DEFAULT 0;"
-	"CREATE INDEX jobs_state ON jobs(state);"
-	"CREATE INDEX jobs_user ON jobs(user, id);"
-	"CREATE TABLE tokens ("
-	" hash TEXT PRIMARY KEY, user TEXT NOT NULL, admin INTEGER NOT NULL DEFAULT 0,"
-	" created REAL NOT NULL);"
-	"CREATE TABLE job_usage ("
-	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
-	" time REAL NOT NULL, cpu REAL NOT NULL, mem REAL NOT NULL, dev TEXT);"
-	"CREATE INDEX job_usage_job ON job_usage(job_id, time);",
-	/* 5: backend: slurm (store_slurm.c): the Slurm job id, its nodes and
-	 * the Slurm state last seen */
-	"ALTER TABLE jobs ADD COLUMN backend TEXT NOT NULL DEFAULT 'local';"
-	"ALTER TABLE jobs ADD COLUMN slurm_job TEXT;"
-	"ALTER TABLE jobs ADD COLUMN slurm_nodes TEXT;"
-	"ALTER TABLE jobs ADD COLUMN slurm_state TEXT;",
-	/* 6: device leases (store_lease.c): who holds which device, by the
-	 * holder's pid and start time; no foreign key, as `trainctl run` takes
-	 * its devices before its job row exists */
-	"CREATE TABLE leases ("
-	" device_type TEXT NOT NULL, device_id INTEGER NOT NULL, job_id TEXT NOT NULL,"
-	" pid INTEGER NOT NULL, ticks INTEGER NOT NULL, since REAL NOT NULL,"
-	" PRIMARY KEY (device_type, device_id));"
-	"CREATE INDEX leases_job ON leases(job_id);",
-	/* 7: listings by state come newest first from the index itself (no
-	 * sort of the matching rows); it covers state alone too */
-	"CREATE INDEX jobs_state_id ON jobs(state, id);"
-	"DROP INDEX jobs_state;",
-	/* 8: metric summaries kept as points are written (store_metrics.c, note 4) */
-	"CREATE TABLE metric_summary ("
-	" series_id INTEGER NOT NULL REFERENCES metric_series(id) ON DELETE CASCADE,"
-	" kind INTEGER NOT NULL, points INTEGER NOT NULL, n INTEGER NOT NULL,"
-	" n_finite INTEGER NOT NULL, sum REAL NOT NULL, n_pos INTEGER NOT NULL,"
-	" sum_pos REAL NOT NULL, min REAL, min_step TEXT, max REAL, max_step TEXT,"
-	" last REAL, last_step TEXT, last_index INTEGER NOT NULL, last_text TEXT,"
-	" PRIMARY KEY (series_id, kind));"
-	"CREATE TABLE metric_rank_steps ("
-	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
-	" rank INTEGER NOT NULL, nseq INTEGER NOT NULL, last_seq INTEGER NOT NULL,"
-	" last_t REAL, ordered INTEGER NOT NULL,"
-	" PRIMARY KEY (job_id, rank));",
-	/* 9: webhook deliveries per job and devices found unhealthy (store_notify.c) */
-	"CREATE TABLE notify_deliveries ("
-	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
-	" time REAL NOT NULL, event TEXT NOT NULL, url TEXT NOT NULL, ok INTEGER NOT NULL,"
-	" tries INTEGER NOT NULL, status INTEGER NOT NULL, error TEXT);"
-	"CREATE INDEX notify_deliveries_job ON notify_deliveries(job_id, time);"
-	"CREATE TABLE device_health ("
-	" device_type TEXT NOT NULL, device_id INTEGER NOT NULL, reason TEXT NOT NULL,"
-	" since REAL NOT NULL, PRIMARY KEY (device_type, device_id));",
-	/* 10: sweeps and their trials (store_sweep.c); a trial's job_id is set
-	 * once its job exists, and outlives the job's row (no foreign key) */
-	"CREATE TABLE sweeps ("
-	" id TEXT PRIMARY KEY, name TEXT NOT NULL, state TEXT NOT NULL,"
-	" def_json TEXT NOT NULL, user TEXT NOT NULL DEFAULT '',"
-	" managed INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL, ended REAL,"
-	" driver_pid INTEGER NOT NULL DEFAULT 0, driver_ticks INTEGER NOT NULL DEFAULT 0,"
-	" note TEXT);"
-	"CREATE TABLE sweep_trials ("
-	" sweep_id TEXT NOT NULL REFERENCES sweeps(id) ON DELETE CASCADE,"
-	" idx INTEGER NOT NULL, params_json TEXT NOT NULL,"
-	" state TEXT NOT NULL DEFAULT 'pending', job_id TEXT, objective REAL,"
-	" steps INTEGER NOT NULL DEFAULT 0, note TEXT, early INTEGER NOT NULL DEFAULT 0,"
-	" started REAL, ended REAL,"
-	" PRIMARY KEY (sweep_id, idx));"
-	"CREATE INDEX sweep_trials_job ON sweep_trials(job_id);",
-	/* 11: the hub (store_hub.c): remote supervisors' secrets and acknowledged sequences */
-	"CREATE TABLE hub_jobs ("
-	" job_id TEXT PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,"
-	" secret_sha256 TEXT NOT NULL, url TEXT);"
-	"CREATE TABLE hub_streams ("
-	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
-	" stream TEXT NOT NULL, acked INTEGER NOT NULL,"
-	" PRIMARY KEY (job_id, stream));",
-	/* 18: a listing (store_job_each) reads every column it shows from this
-	 * index, in id order, without looking each row up in the table (a
-	 * seventh of a 10,000-job listing); spec_json, most of a row, is not in
-	 * it.  Its columns are STORE_JOB_COLS_BRIEF's (store_int.h): keep them so. */
-	"CREATE INDEX jobs_list ON jobs(id, name, state, run_dir, created, started, ended,"
-	" exit_code, root_cause, restarts, world_size, sup_pid, sup_ticks, user, priority,"
-	" preemptible, device_type, device_count, device_want, devices, stop_reason, managed,"
-	" backend, slurm_job, slurm_nodes, slurm_state);",
-	/* 13: endpoints (store_endpoint.c): a job's sidecar services, their ports and states */
-	"CREATE TABLE job_endpoints ("
-	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
-	" name TEXT NOT NULL, kind TEXT NOT NULL, host TEXT, port INTEGER NOT NULL DEFAULT 0,"
-	" state TEXT NOT NULL, pid INTEGER NOT NULL DEFAULT 0, secret TEXT, note TEXT,"
-	" updated REAL NOT NULL,"
-	" PRIMARY KEY (job_id, name));",
-	/* 17 (in order of landing): each node's own checkpoints, for nodes whose
-	 * disks are their own (store_ckpt.c); checkpoints stays the job's view */
-	"CREATE TABLE checkpoint_nodes ("
-	" job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
-	" node INTEGER NOT NULL, name TEXT NOT NULL, dir TEXT NOT NULL, step INTEGER NOT NULL,"
-	" epoch INTEGER NOT NULL DEFAULT -1, layout INTEGER NOT NULL,"
-	" nfiles INTEGER NOT NULL, bytes INTEGER NOT NULL, checksum TEXT NOT NULL,"
-	" files_json TEXT NOT NULL, created REAL NOT NULL,"
-	" state TEXT NOT NULL DEFAULT 'complete',"
-	" PRIMARY KEY (job_id, node, name));",
-	/* (in order of landing): device_health gains the node a device is on ('': this
-	 * host, the one the server schedules; else a node of a multi-node job, as its
-	 * supervisor found it, and the job that found it) */
-	"CREATE TABLE device_health_nodes ("
-	" node TEXT NOT NULL DEFAULT '', device_type TEXT NOT NULL, device_id INTEGER NOT NULL,"
-	" reason TEXT NOT NULL, since REAL NOT NULL, job_id TEXT,"
-	" PRIMARY KEY (node, device_type, device_id));"
-	"INSERT INTO device_health_nodes (device_type, device_id, reason, since)"
-	" SELECT device_type, device_id, reason, since FROM device_health;"
-	"DROP TABLE device_health;"
-	"ALTER TABLE device_health_nodes RENAME TO device_health;",
-};
-
 int db_fail(struct store *st, struct tc_err *err, const char *what)
 {
 	return tc_error(err, TC_ESTORE, "database: %s: %s", what, sqlite3_errmsg(st->db));
 }
 
-static int exec_sql(struct store *st, const char *sql, struct tc_err *err)
+int exec_sql(struct store *st, const char *sql, struct tc_err *err)
 {
 	char *msg = NULL;
 	if (sqlite3_exec(st->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
@@ -208,53 +37,6 @@ static int exec_sql(struct store *st, const char *sql, struct tc_err *err)
 		return rc;
 	}
 	return 0;
-}
-
-static int schema_version(struct store *st, int *version, struct tc_err *err)
-{
-	sqlite3_stmt *q;
-	*version = 0;
-	if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "read schema version");
-	int step = sqlite3_step(q);
-	if (step == SQLITE_ROW)
-		*version = sqlite3_column_int(q, 0);
-	sqlite3_finalize(q);
-	return step == SQLITE_ROW ? 0 : db_fail(st, err, "read schema version");
-}
-
-/*
- * The version is read again inside each BEGIN IMMEDIATE: two processes
- * opening a new database at once (a `run` and a `show`) would otherwise
- * both apply the same migration ("duplicate column name").
- */
-static int migrate(struct store *st, struct tc_err *err)
-{
-	int version = 0, want = (int)(sizeof(migrations) / sizeof(migrations[0]));
-	int rc = schema_version(st, &version, err);
-	while (!rc && version < want) {
-		if ((rc = exec_sql(st, "BEGIN IMMEDIATE", err)))
-			break;
-		if (!(rc = schema_version(st, &version, err)) && version < want) {
-			struct sbuf sql = SBUF_INIT;
-			sbuf_addf(&sql, "%s PRAGMA user_version = %d;", migrations[version], version + 1);
-			rc = exec_sql(st, sql.buf, err);
-			sbuf_release(&sql);
-		}
-		if (!rc)
-			rc = exec_sql(st, "COMMIT", err);
-		if (rc) {
-			/* leave the transaction; the error stands (the rollback has nothing to add) */
-			(void)sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-			break;
-		}
-		if ((rc = schema_version(st, &version, err)))
-			break;
-	}
-	if (!rc && version > want)
-		rc = tc_error(err, TC_ESTORE, "database schema %d is newer than this trainctl knows (%d)",
-			      version, want);
-	return rc;
 }
 
 int store_runs_private(const char *home, struct tc_err *err)
@@ -365,7 +147,7 @@ static int open_db(const char *home, int flags, struct store **out, struct tc_er
 	if ((rc = wal_mode(st, err)) ||
 	    (rc = exec_sql(st, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", err)))
 		goto fail;
-	if ((rc = migrate(st, err)))
+	if ((rc = store_migrate(st, err)))
 		goto fail;
 	sbuf_release(&path);
 	*out = st;
@@ -425,35 +207,72 @@ char *store_new_job_id(void)
 	return sbuf_detach(&sb);
 }
 
-/* Prepare, bind text/double/int by a tiny format, step, finalize. */
-static int run_stmt(struct store *st, struct tc_err *err, const char *sql, const char *fmt, ...)
+/* Bind q's parameters by fmt (store_int.h); false when one did not bind. */
+static bool bind_va(sqlite3_stmt *q, const char *fmt, va_list ap)
 {
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "prepare");
-	va_list ap;
-	va_start(ap, fmt);
+	bool ok = true;
 	for (int i = 1; fmt[i - 1]; i++) {
+		int r;
 		switch (fmt[i - 1]) {
 		case 's': {
 			const char *s = va_arg(ap, const char *);
-			if (s)
-				sqlite3_bind_text(q, i, s, -1, SQLITE_TRANSIENT);
-			else
-				sqlite3_bind_null(q, i);
+			r = s ? sqlite3_bind_text(q, i, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(q, i);
 			break;
 		}
 		case 'd':
-			sqlite3_bind_double(q, i, va_arg(ap, double));
+			r = sqlite3_bind_double(q, i, va_arg(ap, double));
 			break;
-		case 'i':
-			sqlite3_bind_int64(q, i, va_arg(ap, long long));
+		case 'f': {
+			double d = va_arg(ap, double);
+			r = isfinite(d) ? sqlite3_bind_double(q, i, d) : sqlite3_bind_null(q, i);
 			break;
 		}
+		case 'i':
+			r = sqlite3_bind_int64(q, i, va_arg(ap, long long));
+			break;
+		default: /* a letter store_int.h does not list: the arguments after it are unknown */
+			return false;
+		}
+		ok = ok && r == SQLITE_OK;
 	}
+	return ok;
+}
+
+static int prep_va(struct store *st, sqlite3_stmt **q, struct tc_err *err, const char *sql,
+		   const char *fmt, va_list ap)
+{
+	*q = NULL;
+	if (sqlite3_prepare_v2(st->db, sql, -1, q, NULL) != SQLITE_OK)
+		return db_fail(st, err, "prepare");
+	if (!bind_va(*q, fmt, ap)) {
+		int rc = db_fail(st, err, "bind");
+		sqlite3_finalize(*q);
+		*q = NULL;
+		return rc;
+	}
+	return 0;
+}
+
+int prep_stmt(struct store *st, sqlite3_stmt **q, struct tc_err *err, const char *sql,
+	      const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = prep_va(st, q, err, sql, fmt, ap);
 	va_end(ap);
+	return rc;
+}
+
+int run_stmt(struct store *st, struct tc_err *err, const char *sql, const char *fmt, ...)
+{
+	sqlite3_stmt *q;
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = prep_va(st, &q, err, sql, fmt, ap);
+	va_end(ap);
+	if (rc)
+		return rc;
 	int r = sqlite3_step(q);
-	int rc = 0;
 	if (r != SQLITE_DONE && r != SQLITE_ROW)
 		rc = db_fail(st, err, "write");
 	sqlite3_finalize(q);
@@ -642,7 +461,7 @@ int store_commit(struct store *st, int rc, struct tc_err *err)
 	return txn_end(st, true, rc, err);
 }
 
-static char *col_text(sqlite3_stmt *q, int i)
+char *col_dup(sqlite3_stmt *q, int i)
 {
 	const unsigned char *t = sqlite3_column_text(q, i);
 	return t ? xstrdup((const char *)t) : NULL;
@@ -697,7 +516,7 @@ static int read_job(sqlite3_stmt *q, struct job_row *j, char *(*text)(sqlite3_st
 
 int store_read_job(sqlite3_stmt *q, struct job_row *j)
 {
-	return read_job(q, j, col_text);
+	return read_job(q, j, col_dup);
 }
 
 int store_view_job(sqlite3_stmt *q, struct job_row *j)
@@ -735,13 +554,10 @@ static int query_jobs(struct store *st, const char *sql, const char *arg, struct
 	sqlite3_stmt *q;
 	*out = NULL;
 	*nr = 0;
-	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "prepare");
-	if (arg && sqlite3_bind_text(q, 1, arg, -1, SQLITE_TRANSIENT) != SQLITE_OK) {
-		sqlite3_finalize(q);
-		return db_fail(st, err, "read jobs");
-	}
-	int rc = store_query_jobs(st, q, out, nr, err);
+	int rc = prep_stmt(st, &q, err, sql, arg ? "s" : "", arg);
+	if (rc)
+		return rc;
+	rc = store_query_jobs(st, q, out, nr, err);
 	sqlite3_finalize(q);
 	return rc;
 }
@@ -771,15 +587,10 @@ static int query_jobs_of(struct store *st, const char *sql, const char *arg, con
 	sqlite3_stmt *q;
 	*out = NULL;
 	*nr = 0;
-	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "prepare");
-	if (sqlite3_bind_text(q, 1, arg, -1, SQLITE_TRANSIENT) != SQLITE_OK ||
-	    (user ? sqlite3_bind_text(q, 2, user, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(q, 2)) !=
-		    SQLITE_OK) {
-		sqlite3_finalize(q);
-		return db_fail(st, err, "read jobs");
-	}
-	int rc = store_query_jobs(st, q, out, nr, err);
+	int rc = prep_stmt(st, &q, err, sql, "ss", arg, user);
+	if (rc)
+		return rc;
+	rc = store_query_jobs(st, q, out, nr, err);
 	sqlite3_finalize(q);
 	return rc;
 }
@@ -817,16 +628,14 @@ static bool is_id_suffix(const char *ref)
 static char *nearest_job_name(struct store *st, const char *ref, const char *user)
 {
 	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db,
-			       "SELECT DISTINCT name FROM (SELECT name FROM jobs WHERE"
-			       " (?1 IS NULL OR user = ?1) ORDER BY id DESC LIMIT 1000)",
-			       -1, &q, NULL) != SQLITE_OK)
+	struct tc_err ignored = TC_ERR_INIT;
+	int rc = prep_stmt(st, &q, &ignored,
+			   "SELECT DISTINCT name FROM (SELECT name FROM jobs WHERE"
+			   " (?1 IS NULL OR user = ?1) ORDER BY id DESC LIMIT 1000)",
+			   "s", user);
+	tc_err_release(&ignored); /* a hint only: without it, "no job" stands alone */
+	if (rc)
 		return NULL;
-	if ((user ? sqlite3_bind_text(q, 1, user, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(q, 1)) !=
-	    SQLITE_OK) {
-		sqlite3_finalize(q);
-		return NULL;
-	}
 	char *best = NULL;
 	size_t bestd = 3, len = strlen(ref); /* at most 2 edits, fewer than ref has letters */
 	while (sqlite3_step(q) == SQLITE_ROW) {
@@ -927,13 +736,12 @@ int store_workers(struct store *st, const char *job, struct worker_row **out, si
 	size_t alloc = 0;
 	*out = NULL;
 	*nr = 0;
-	if (sqlite3_prepare_v2(st->db,
-			       "SELECT attempt, rank, local_rank, pid, exit_code, signal, started,"
-			       " COALESCE(ended, 0) FROM workers WHERE job_id=? ORDER BY attempt, rank",
-			       -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "prepare");
-	sqlite3_bind_text(q, 1, job, -1, SQLITE_TRANSIENT);
-	int r;
+	int r = prep_stmt(st, &q, err,
+			  "SELECT attempt, rank, local_rank, pid, exit_code, signal, started,"
+			  " COALESCE(ended, 0) FROM workers WHERE job_id=? ORDER BY attempt, rank",
+			  "s", job);
+	if (r)
+		return r;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		XGROW(*out, *nr + 1, alloc);
 		struct worker_row *w = &(*out)[(*nr)++];
@@ -963,18 +771,17 @@ int store_events(struct store *st, const char *job, struct event_row **out, size
 	size_t alloc = 0;
 	*out = NULL;
 	*nr = 0;
-	if (sqlite3_prepare_v2(st->db,
-			       "SELECT time, state, reason FROM events WHERE job_id=? ORDER BY id", -1,
-			       &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "prepare");
-	sqlite3_bind_text(q, 1, job, -1, SQLITE_TRANSIENT);
-	int r;
+	int r = prep_stmt(st, &q, err,
+			  "SELECT time, state, reason FROM events WHERE job_id=? ORDER BY id", "s",
+			  job);
+	if (r)
+		return r;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		XGROW(*out, *nr + 1, alloc);
 		struct event_row *e = &(*out)[(*nr)++];
 		e->time = sqlite3_column_double(q, 0);
 		col_state(q, 1, &e->state); /* history: an unknown word reads as lost */
-		e->reason = col_text(q, 2);
+		e->reason = col_dup(q, 2);
 	}
 	sqlite3_finalize(q);
 	if (r != SQLITE_DONE) {

@@ -10,34 +10,17 @@
 static int ckpt_put(struct store *st, const char *job, int node, const struct store_ckpt *c,
 		    struct tc_err *err)
 {
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db,
-			       node < 0
-				       ? "INSERT OR REPLACE INTO checkpoints (job_id, name, dir, step, epoch,"
-					 " layout, nfiles, bytes, checksum, files_json, created, state)"
-					 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
-				       : "INSERT OR REPLACE INTO checkpoint_nodes (job_id, name, dir, step,"
-					 " epoch, layout, nfiles, bytes, checksum, files_json, created, state,"
-					 " node) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-			       -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "record checkpoint");
-	int ok = sqlite3_bind_text(q, 1, job, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
-		 sqlite3_bind_text(q, 2, c->name, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
-		 sqlite3_bind_text(q, 3, c->dir, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
-		 sqlite3_bind_int64(q, 4, c->step) == SQLITE_OK &&
-		 sqlite3_bind_int64(q, 5, c->epoch) == SQLITE_OK &&
-		 sqlite3_bind_int(q, 6, c->layout) == SQLITE_OK &&
-		 sqlite3_bind_int64(q, 7, c->nfiles) == SQLITE_OK &&
-		 sqlite3_bind_int64(q, 8, c->bytes) == SQLITE_OK &&
-		 sqlite3_bind_text(q, 9, c->checksum, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
-		 sqlite3_bind_text(q, 10, c->files_json, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
-		 sqlite3_bind_double(q, 11, c->created) == SQLITE_OK &&
-		 sqlite3_bind_text(q, 12, c->state ? c->state : "complete", -1, SQLITE_TRANSIENT) ==
-			 SQLITE_OK &&
-		 (node < 0 || sqlite3_bind_int(q, 13, node) == SQLITE_OK);
-	int rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "record checkpoint");
-	sqlite3_finalize(q);
-	return rc;
+	/* the job's row has no node column: its format stops before the last 'i' */
+	return run_stmt(st, err,
+			node < 0 ? "INSERT OR REPLACE INTO checkpoints (job_id, name, dir, step, epoch,"
+				   " layout, nfiles, bytes, checksum, files_json, created, state)"
+				   " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+				 : "INSERT OR REPLACE INTO checkpoint_nodes (job_id, name, dir, step,"
+				   " epoch, layout, nfiles, bytes, checksum, files_json, created, state,"
+				   " node) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+			node < 0 ? "sssiiiiissds" : "sssiiiiissdsi", job, c->name, c->dir, c->step,
+			c->epoch, (long long)c->layout, c->nfiles, c->bytes, c->checksum, c->files_json,
+			c->created, c->state ? c->state : "complete", (long long)node);
 }
 
 int store_ckpt_put(struct store *st, const char *job, const struct store_ckpt *c,
@@ -55,20 +38,11 @@ int store_ckpt_node_put(struct store *st, const char *job, int node, const struc
 static int ckpt_set_state(struct store *st, const char *job, int node, const char *name,
 			  const char *state, struct tc_err *err)
 {
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db,
-			       node < 0 ? "UPDATE checkpoints SET state = ? WHERE job_id = ? AND name = ?"
-					: "UPDATE checkpoint_nodes SET state = ? WHERE job_id = ? AND name = ?"
-					  " AND node = ?",
-			       -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "update checkpoint");
-	int ok = sqlite3_bind_text(q, 1, state, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
-		 sqlite3_bind_text(q, 2, job, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
-		 sqlite3_bind_text(q, 3, name, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
-		 (node < 0 || sqlite3_bind_int(q, 4, node) == SQLITE_OK);
-	int rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "update checkpoint");
-	sqlite3_finalize(q);
-	return rc;
+	return run_stmt(st, err,
+			node < 0 ? "UPDATE checkpoints SET state = ? WHERE job_id = ? AND name = ?"
+				 : "UPDATE checkpoint_nodes SET state = ? WHERE job_id = ? AND name = ?"
+				   " AND node = ?",
+			node < 0 ? "sss" : "sssi", state, job, name, (long long)node);
 }
 
 int store_ckpt_set_state(struct store *st, const char *job, const char *name, const char *state,
@@ -107,14 +81,10 @@ static int ckpt_list(struct store *st, const char *job, bool all, struct store_c
 		      : "SELECT name, dir, step, epoch, layout, nfiles, bytes, checksum,"
 			" files_json, created, state FROM checkpoints WHERE job_id = ?"
 			" AND state = 'complete' ORDER BY step, name";
-	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "list checkpoints");
-	if (sqlite3_bind_text(q, 1, job, -1, SQLITE_TRANSIENT) != SQLITE_OK) {
-		sqlite3_finalize(q);
-		return db_fail(st, err, "list checkpoints");
-	}
+	int r = prep_stmt(st, &q, err, sql, "s", job);
+	if (r)
+		return r;
 	size_t alloc = 0, nalloc = 0;
-	int r;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		XGROW(*out, *nr + 1, alloc);
 		if (nodes) {

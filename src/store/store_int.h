@@ -1,6 +1,7 @@
 /*
  * store_int.h -- private to src/store/: the handle behind struct store, so
- * that the query files (store.c, store_metrics.c) share one connection.
+ * that the query files (store.c, store_metrics.c...) share one connection,
+ * and the one way they run a statement.
  */
 #ifndef TC_STORE_INT_H
 #define TC_STORE_INT_H
@@ -17,6 +18,33 @@ struct store {
 
 /* Fill err with "database: WHAT: sqlite's message" (TC_ESTORE); returns TC_ESTORE. */
 int db_fail(struct store *st, struct tc_err *err, const char *what);
+/* Run sql (several statements, no parameters) with sqlite3_exec; TC_ESTORE. */
+int exec_sql(struct store *st, const char *sql, struct tc_err *err);
+/* Bring the schema up to date (store_schema.c); an open calls it once. */
+int store_migrate(struct store *st, struct tc_err *err);
+
+/*
+ * The one way the store files run a statement.  fmt has one letter per
+ * parameter of sql, in order, each taking one argument:
+ *
+ *   s  const char *  text; NULL binds SQL NULL
+ *   i  long long     an integer: cast int, pid_t, bool... to long long
+ *                    (varargs do not convert, so the cast is not optional)
+ *   d  double        a real
+ *   f  double        a real, or SQL NULL when it is not finite
+ *
+ * run_stmt prepares, binds, steps once and finalizes: a write, or a
+ * statement whose rows are not read.  prep_stmt prepares and binds, and
+ * leaves *q for the caller to step and finalize (NULL on failure).
+ * A statement stepped many times with sqlite3_reset between (a batch of
+ * metric rows) is prepared once by its own code instead.
+ */
+int run_stmt(struct store *st, struct tc_err *err, const char *sql, const char *fmt, ...);
+int prep_stmt(struct store *st, sqlite3_stmt **q, struct tc_err *err, const char *sql,
+	      const char *fmt, ...);
+
+/* Column i as a copy of its text, or NULL for SQL NULL (the caller frees it). */
+char *col_dup(sqlite3_stmt *q, int i);
 
 /* Every column of struct job_row, in the order store_read_job reads them. */
 #define STORE_JOB_COLS                                                                         \

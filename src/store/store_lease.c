@@ -13,12 +13,6 @@
 	"SELECT l.device_type, l.device_id, l.job_id, l.pid, l.ticks, j.name, j.user,"        \
 	" COALESCE(j.managed, 0), j.state FROM leases l LEFT JOIN jobs j ON j.id = l.job_id"
 
-static char *dup_col(sqlite3_stmt *q, int i)
-{
-	const unsigned char *t = sqlite3_column_text(q, i);
-	return t ? xstrdup((const char *)t) : NULL;
-}
-
 /* The same process as when it took the lease, and not a zombie (its workers are gone). */
 static bool holder_alive(pid_t pid, unsigned long long ticks)
 {
@@ -32,13 +26,13 @@ static bool holder_alive(pid_t pid, unsigned long long ticks)
 static bool read_lease(sqlite3_stmt *q, struct store_lease *l)
 {
 	memset(l, 0, sizeof(*l));
-	l->type = dup_col(q, 0);
+	l->type = col_dup(q, 0);
 	l->id = sqlite3_column_int(q, 1);
-	l->job_id = dup_col(q, 2);
+	l->job_id = col_dup(q, 2);
 	l->pid = (pid_t)sqlite3_column_int64(q, 3);
 	l->ticks = (unsigned long long)sqlite3_column_int64(q, 4);
-	l->job_name = dup_col(q, 5);
-	l->user = dup_col(q, 6);
+	l->job_name = col_dup(q, 5);
+	l->user = col_dup(q, 6);
 	l->managed = sqlite3_column_int(q, 7) != 0;
 	const char *word = (const char *)sqlite3_column_text(q, 8);
 	enum job_state state;
@@ -78,13 +72,9 @@ static int held(struct store *st, const char *type, struct store_lease **out, si
 	*nr = 0;
 	const char *sql = type ? LEASE_SQL " WHERE l.device_type = ? ORDER BY l.device_id"
 			       : LEASE_SQL " ORDER BY l.device_type, l.device_id";
-	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "read leases");
-	if (type && sqlite3_bind_text(q, 1, type, -1, SQLITE_TRANSIENT) != SQLITE_OK) {
-		sqlite3_finalize(q);
-		return db_fail(st, err, "read leases");
-	}
-	int r;
+	int r = prep_stmt(st, &q, err, sql, type ? "s" : "", type);
+	if (r)
+		return r;
 	struct store_lease l;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		if (!read_lease(q, &l)) {
@@ -123,21 +113,11 @@ static const struct store_lease *other_holder(const struct store_lease *v, size_
 static int write_lease(struct store *st, const char *job, const char *type, int id, pid_t pid,
 		       unsigned long long ticks, struct tc_err *err)
 {
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db,
-			       "INSERT OR REPLACE INTO leases (device_type, device_id, job_id, pid, ticks,"
-			       " since) VALUES (?,?,?,?,?,?)",
-			       -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "take lease");
-	int ok = sqlite3_bind_text(q, 1, type, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
-		 sqlite3_bind_int(q, 2, id) == SQLITE_OK &&
-		 sqlite3_bind_text(q, 3, job, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
-		 sqlite3_bind_int64(q, 4, (sqlite3_int64)pid) == SQLITE_OK &&
-		 sqlite3_bind_int64(q, 5, (sqlite3_int64)ticks) == SQLITE_OK &&
-		 sqlite3_bind_double(q, 6, now_wall()) == SQLITE_OK;
-	int rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "take lease");
-	sqlite3_finalize(q);
-	return rc;
+	return run_stmt(st, err,
+			"INSERT OR REPLACE INTO leases (device_type, device_id, job_id, pid, ticks,"
+			" since) VALUES (?,?,?,?,?,?)",
+			"sisiid", type, (long long)id, job, (long long)pid, (long long)ticks,
+			now_wall());
 }
 
 static void lease_copy(struct store_lease *to, const struct store_lease *from)
@@ -195,13 +175,5 @@ int store_lease_take(struct store *st, const char *job, const char *type, const 
 
 int store_lease_drop(struct store *st, const char *job, struct tc_err *err)
 {
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db, "DELETE FROM leases WHERE job_id=?", -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "release leases");
-	int rc = sqlite3_bind_text(q, 1, job, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
-				 sqlite3_step(q) == SQLITE_DONE
-			 ? 0
-			 : db_fail(st, err, "release leases");
-	sqlite3_finalize(q);
-	return rc;
+	return run_stmt(st, err, "DELETE FROM leases WHERE job_id=?", "s", job);
 }

@@ -11,32 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *dup_text(sqlite3_stmt *q, int i)
-{
-	const unsigned char *t = sqlite3_column_text(q, i);
-	return t ? xstrdup((const char *)t) : NULL;
-}
-
-static int bind_text(sqlite3_stmt *q, int i, const char *s)
-{
-	return s ? sqlite3_bind_text(q, i, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(q, i);
-}
-
-/* One statement that returns no rows; binds texts (NULL allowed) in order. */
-static int exec_texts(struct store *st, struct tc_err *err, const char *what, const char *sql,
-		      int n, const char *const *v)
-{
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, what);
-	int ok = 1;
-	for (int i = 0; i < n && ok; i++)
-		ok = bind_text(q, i + 1, v[i]) == SQLITE_OK;
-	int rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, what);
-	sqlite3_finalize(q);
-	return rc;
-}
-
 static int begin(struct store *st, struct tc_err *err)
 {
 	if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
@@ -60,16 +34,8 @@ static int end(struct store *st, int rc, struct tc_err *err)
 static int add_event(struct store *st, const char *id, double t, const char *state,
 		     const char *reason, struct tc_err *err)
 {
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db,
-			       "INSERT INTO events (job_id, time, state, reason) VALUES (?,?,?,?)", -1,
-			       &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "event");
-	int ok = bind_text(q, 1, id) == SQLITE_OK && sqlite3_bind_double(q, 2, t) == SQLITE_OK &&
-		 bind_text(q, 3, state) == SQLITE_OK && bind_text(q, 4, reason ? reason : "") == SQLITE_OK;
-	int rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "event");
-	sqlite3_finalize(q);
-	return rc;
+	return run_stmt(st, err, "INSERT INTO events (job_id, time, state, reason) VALUES (?,?,?,?)",
+			"sdss", id, t, state, reason ? reason : "");
 }
 
 int store_job_submit(struct store *st, const struct job_row *j, struct tc_err *err)
@@ -77,26 +43,15 @@ int store_job_submit(struct store *st, const struct job_row *j, struct tc_err *e
 	int rc = begin(st, err);
 	if (rc)
 		return rc;
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db,
-			       "INSERT INTO jobs (id, name, state, run_dir, spec_json, created, world_size,"
-			       " user, priority, preemptible, device_type, device_count, device_want,"
-			       " backend, managed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,1)",
-			       -1, &q, NULL) != SQLITE_OK)
-		return end(st, db_fail(st, err, "submit"), err);
 	const char *queued = job_state_name(JOB_QUEUED);
-	int ok = bind_text(q, 1, j->id) == SQLITE_OK && bind_text(q, 2, j->name) == SQLITE_OK &&
-		 bind_text(q, 3, queued) == SQLITE_OK && bind_text(q, 4, j->run_dir) == SQLITE_OK &&
-		 bind_text(q, 5, j->spec_json) == SQLITE_OK &&
-		 sqlite3_bind_double(q, 6, j->created) == SQLITE_OK &&
-		 sqlite3_bind_int(q, 7, j->world_size) == SQLITE_OK &&
-		 bind_text(q, 8, j->user) == SQLITE_OK && sqlite3_bind_int(q, 9, j->priority) == SQLITE_OK &&
-		 sqlite3_bind_int(q, 10, j->preemptible) == SQLITE_OK &&
-		 bind_text(q, 11, j->device_type) == SQLITE_OK &&
-		 sqlite3_bind_int(q, 12, j->device_count) == SQLITE_OK &&
-		 bind_text(q, 13, j->device_want) == SQLITE_OK && bind_text(q, 14, j->backend) == SQLITE_OK;
-	rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "submit");
-	sqlite3_finalize(q);
+	rc = run_stmt(st, err,
+		      "INSERT INTO jobs (id, name, state, run_dir, spec_json, created, world_size,"
+		      " user, priority, preemptible, device_type, device_count, device_want,"
+		      " backend, managed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,1)",
+		      "sssssdisiisiss", j->id, j->name, queued, j->run_dir, j->spec_json, j->created,
+		      (long long)j->world_size, j->user, (long long)j->priority,
+		      (long long)j->preemptible, j->device_type, (long long)j->device_count,
+		      j->device_want, j->backend);
 	if (!rc)
 		rc = add_event(st, j->id, j->created, queued, "submitted", err);
 	return end(st, rc, err);
@@ -112,9 +67,7 @@ int store_job_active_managed(struct store *st, struct job_row **out, size_t *nr,
 	sbuf_adds(&sql, "SELECT " STORE_JOB_COLS " FROM jobs WHERE managed = 1 AND state NOT IN ");
 	store_states_sql(&sql, store_terminal_states());
 	sbuf_adds(&sql, " ORDER BY created, id");
-	int rc = sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL) != SQLITE_OK
-			 ? db_fail(st, err, "read jobs")
-			 : 0;
+	int rc = prep_stmt(st, &q, err, sql.buf, "");
 	sbuf_release(&sql);
 	if (rc)
 		return rc;
@@ -129,20 +82,12 @@ int store_job_launch(struct store *st, const char *id, const char *devices, pid_
 	int rc = begin(st, err);
 	if (rc)
 		return rc;
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db,
-			       "UPDATE jobs SET state=?, devices=?, sup_pid=?, sup_ticks=?,"
-			       " stop_reason=NULL, exit_code=-1, ended=NULL, root_cause=NULL"
-			       " WHERE id=? AND ended IS NULL",
-			       -1, &q, NULL) != SQLITE_OK)
-		return end(st, db_fail(st, err, "launch"), err);
 	const char *starting = job_state_name(JOB_STARTING);
-	int ok = bind_text(q, 1, starting) == SQLITE_OK && bind_text(q, 2, devices) == SQLITE_OK &&
-		 sqlite3_bind_int64(q, 3, (sqlite3_int64)pid) == SQLITE_OK &&
-		 sqlite3_bind_int64(q, 4, (sqlite3_int64)ticks) == SQLITE_OK &&
-		 bind_text(q, 5, id) == SQLITE_OK;
-	rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "launch");
-	sqlite3_finalize(q);
+	rc = run_stmt(st, err,
+		      "UPDATE jobs SET state=?, devices=?, sup_pid=?, sup_ticks=?,"
+		      " stop_reason=NULL, exit_code=-1, ended=NULL, root_cause=NULL"
+		      " WHERE id=? AND ended IS NULL",
+		      "ssiis", starting, devices, (long long)pid, (long long)ticks, id);
 	/*
 	 * A supervisor that failed at once (input staging, say) may have
 	 * recorded its end before the server gets here: that end stays, and
@@ -151,16 +96,9 @@ int store_job_launch(struct store *st, const char *id, const char *devices, pid_
 	if (!rc && sqlite3_changes(st->db) == 0)
 		return end(st, 0, err);
 	/* its leases (the server took them) are the supervisor's from now on */
-	if (!rc && sqlite3_prepare_v2(st->db, "UPDATE leases SET pid=?, ticks=? WHERE job_id=?", -1, &q,
-				      NULL) != SQLITE_OK)
-		rc = db_fail(st, err, "launch");
-	else if (!rc) {
-		ok = sqlite3_bind_int64(q, 1, (sqlite3_int64)pid) == SQLITE_OK &&
-		     sqlite3_bind_int64(q, 2, (sqlite3_int64)ticks) == SQLITE_OK &&
-		     bind_text(q, 3, id) == SQLITE_OK;
-		rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "launch");
-		sqlite3_finalize(q);
-	}
+	if (!rc)
+		rc = run_stmt(st, err, "UPDATE leases SET pid=?, ticks=? WHERE job_id=?", "iis",
+			      (long long)pid, (long long)ticks, id);
 	if (!rc)
 		rc = add_event(st, id, now_wall(), starting, reason, err);
 	return end(st, rc, err);
@@ -172,31 +110,30 @@ int store_job_requeue(struct store *st, const char *id, enum job_state state, bo
 	int rc = begin(st, err);
 	if (rc)
 		return rc;
-	const char *v[] = { job_state_name(state), id };
-	rc = exec_texts(st, err, "requeue",
-			count_restart ? "UPDATE jobs SET state=?, devices=NULL, stop_reason=NULL,"
-					" sup_pid=0, sup_ticks=0, exit_code=-1, ended=NULL,"
-					" restarts=restarts+1 WHERE id=?"
-				      : "UPDATE jobs SET state=?, devices=NULL, stop_reason=NULL,"
-					" sup_pid=0, sup_ticks=0, exit_code=-1, ended=NULL WHERE id=?",
-			2, v);
+	const char *name = job_state_name(state);
+	rc = run_stmt(st, err,
+		      count_restart ? "UPDATE jobs SET state=?, devices=NULL, stop_reason=NULL,"
+				      " sup_pid=0, sup_ticks=0, exit_code=-1, ended=NULL,"
+				      " restarts=restarts+1 WHERE id=?"
+				    : "UPDATE jobs SET state=?, devices=NULL, stop_reason=NULL,"
+				      " sup_pid=0, sup_ticks=0, exit_code=-1, ended=NULL WHERE id=?",
+		      "ss", name, id);
 	if (!rc)
-		rc = add_event(st, id, now_wall(), v[0], reason, err);
+		rc = add_event(st, id, now_wall(), name, reason, err);
 	return end(st, rc, err);
 }
 
 int store_job_set_devices(struct store *st, const char *id, const char *devices,
 			  struct tc_err *err)
 {
-	const char *v[] = { devices, id };
-	return exec_texts(st, err, "set devices", "UPDATE jobs SET devices=? WHERE id=?", 2, v);
+	return run_stmt(st, err, "UPDATE jobs SET devices=? WHERE id=?", "ss", devices, id);
 }
 
 int store_job_set_stop_reason(struct store *st, const char *id, enum job_stop why,
 			      struct tc_err *err)
 {
-	const char *v[] = { job_stop_name(why), id };
-	return exec_texts(st, err, "set stop reason", "UPDATE jobs SET stop_reason=? WHERE id=?", 2, v);
+	return run_stmt(st, err, "UPDATE jobs SET stop_reason=? WHERE id=?", "ss", job_stop_name(why),
+			id);
 }
 
 int store_job_stop_reason(struct store *st, const char *id, enum job_stop *out,
@@ -204,16 +141,13 @@ int store_job_stop_reason(struct store *st, const char *id, enum job_stop *out,
 {
 	sqlite3_stmt *q;
 	*out = JOB_STOP_NONE;
-	if (sqlite3_prepare_v2(st->db, "SELECT stop_reason FROM jobs WHERE id=?", -1, &q, NULL) !=
-	    SQLITE_OK)
-		return db_fail(st, err, "read stop reason");
-	int rc = 0;
-	if (bind_text(q, 1, id) != SQLITE_OK)
-		rc = db_fail(st, err, "read stop reason");
-	int r = rc ? SQLITE_ERROR : sqlite3_step(q);
+	int rc = prep_stmt(st, &q, err, "SELECT stop_reason FROM jobs WHERE id=?", "s", id);
+	if (rc)
+		return rc;
+	int r = sqlite3_step(q);
 	if (r == SQLITE_ROW)
 		*out = job_stop_parse((const char *)sqlite3_column_text(q, 0));
-	else if (!rc && r != SQLITE_DONE)
+	else if (r != SQLITE_DONE)
 		rc = db_fail(st, err, "read stop reason");
 	sqlite3_finalize(q);
 	return rc;
@@ -221,8 +155,7 @@ int store_job_stop_reason(struct store *st, const char *id, enum job_stop *out,
 
 int store_job_delete(struct store *st, const char *id, struct tc_err *err)
 {
-	const char *v[] = { id };
-	int rc = exec_texts(st, err, "delete job", "DELETE FROM jobs WHERE id=?", 1, v);
+	int rc = run_stmt(st, err, "DELETE FROM jobs WHERE id=?", "s", id);
 	return rc ? rc : store_lease_drop(st, id, err);
 }
 
@@ -235,29 +168,25 @@ int store_events_after(struct store *st, long long after, int limit, struct stor
 	size_t alloc = 0;
 	*out = NULL;
 	*nr = 0;
-	if (sqlite3_prepare_v2(st->db,
-			       "SELECT e.id, e.job_id, e.time, e.state, e.reason, COALESCE(j.user, '')"
-			       " FROM events e LEFT JOIN jobs j ON j.id = e.job_id WHERE e.id > ?"
-			       " ORDER BY e.id LIMIT ?",
-			       -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "read events");
-	if (sqlite3_bind_int64(q, 1, after) != SQLITE_OK || sqlite3_bind_int(q, 2, limit) != SQLITE_OK) {
-		sqlite3_finalize(q);
-		return db_fail(st, err, "read events");
-	}
-	int r;
+	int r = prep_stmt(st, &q, err,
+			  "SELECT e.id, e.job_id, e.time, e.state, e.reason, COALESCE(j.user, '')"
+			  " FROM events e LEFT JOIN jobs j ON j.id = e.job_id WHERE e.id > ?"
+			  " ORDER BY e.id LIMIT ?",
+			  "ii", after, (long long)limit);
+	if (r)
+		return r;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		XGROW(*out, *nr + 1, alloc);
 		struct store_event *e = &(*out)[(*nr)++];
 		e->id = sqlite3_column_int64(q, 0);
-		e->job_id = dup_text(q, 1);
+		e->job_id = col_dup(q, 1);
 		e->time = sqlite3_column_double(q, 2);
 		const char *word = (const char *)sqlite3_column_text(q, 3);
 		/* history: a word this trainctl does not know reads as lost */
 		if (!word || !job_state_parse(word, strlen(word), &e->state))
 			e->state = JOB_LOST;
-		e->reason = dup_text(q, 4);
-		e->user = dup_text(q, 5);
+		e->reason = col_dup(q, 4);
+		e->user = col_dup(q, 5);
 	}
 	sqlite3_finalize(q);
 	if (r != SQLITE_DONE) {
@@ -273,10 +202,9 @@ int store_events_last(struct store *st, long long *last, struct tc_err *err)
 {
 	sqlite3_stmt *q;
 	*last = 0;
-	if (sqlite3_prepare_v2(st->db, "SELECT COALESCE(MAX(id), 0) FROM events", -1, &q, NULL) !=
-	    SQLITE_OK)
-		return db_fail(st, err, "read events");
-	int rc = 0;
+	int rc = prep_stmt(st, &q, err, "SELECT COALESCE(MAX(id), 0) FROM events", "");
+	if (rc)
+		return rc;
 	if (sqlite3_step(q) == SQLITE_ROW)
 		*last = sqlite3_column_int64(q, 0);
 	else
@@ -324,12 +252,13 @@ static void filter_sql(const struct store_jfilter *f, struct sbuf *where, struct
 	}
 }
 
-static int bind_args(sqlite3_stmt *q, const struct strvec *args)
+/* prep_stmt of sql with filter_sql's texts bound in order: user, name, either or none. */
+static int prep_filtered(struct store *st, sqlite3_stmt **q, struct tc_err *err, const char *sql,
+			 const struct strvec *args)
 {
-	for (size_t i = 0; i < args->nr; i++)
-		if (bind_text(q, (int)i + 1, args->v[i]) != SQLITE_OK)
-			return -1;
-	return 0;
+	static const char *const fmt[] = { "", "s", "ss" };
+	return prep_stmt(st, q, err, sql, fmt[args->nr], args->nr > 0 ? args->v[0] : NULL,
+			 args->nr > 1 ? args->v[1] : NULL);
 }
 
 int store_job_query(struct store *st, const struct store_jfilter *f, struct job_row **out,
@@ -343,8 +272,9 @@ int store_job_query(struct store *st, const struct store_jfilter *f, struct job_
 	*nr = 0;
 	filter_sql(f, &where, &args);
 	sbuf_addf(&sql, "SELECT COUNT(*) FROM jobs%s", where.buf);
-	if (sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL) != SQLITE_OK || bind_args(q, &args) ||
-	    sqlite3_step(q) != SQLITE_ROW) {
+	if ((rc = prep_filtered(st, &q, err, sql.buf, &args)))
+		goto out;
+	if (sqlite3_step(q) != SQLITE_ROW) {
 		rc = db_fail(st, err, "count jobs");
 		goto out;
 	}
@@ -354,10 +284,8 @@ int store_job_query(struct store *st, const struct store_jfilter *f, struct job_
 	sbuf_reset(&sql);
 	sbuf_addf(&sql, "SELECT " STORE_JOB_COLS " FROM jobs%s ORDER BY id DESC LIMIT %ld OFFSET %ld",
 		  where.buf, f->limit, f->offset);
-	if (sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL) != SQLITE_OK || bind_args(q, &args)) {
-		rc = db_fail(st, err, "list jobs");
+	if ((rc = prep_filtered(st, &q, err, sql.buf, &args)))
 		goto out;
-	}
 	rc = store_query_jobs(st, q, out, nr, err);
 out:
 	sqlite3_finalize(q);
@@ -377,8 +305,9 @@ int store_job_each(struct store *st, const struct store_jfilter *f,
 	int rc = 0, r = SQLITE_DONE;
 	filter_sql(f, &where, &args);
 	sbuf_addf(&sql, "SELECT COUNT(*) FROM jobs%s", where.buf);
-	if (sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL) != SQLITE_OK || bind_args(q, &args) ||
-	    sqlite3_step(q) != SQLITE_ROW) {
+	if ((rc = prep_filtered(st, &q, err, sql.buf, &args)))
+		goto out;
+	if (sqlite3_step(q) != SQLITE_ROW) {
 		rc = db_fail(st, err, "count jobs");
 		goto out;
 	}
@@ -388,10 +317,8 @@ int store_job_each(struct store *st, const struct store_jfilter *f,
 	sbuf_reset(&sql);
 	sbuf_addf(&sql, "SELECT " STORE_JOB_COLS_BRIEF " FROM jobs%s ORDER BY id DESC LIMIT %ld"
 		  " OFFSET %ld", where.buf, f->limit, f->offset);
-	if (sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL) != SQLITE_OK || bind_args(q, &args)) {
-		rc = db_fail(st, err, "list jobs");
+	if ((rc = prep_filtered(st, &q, err, sql.buf, &args)))
 		goto out;
-	}
 	/* rows are handed over as SQLite holds them (no copy of their strings):
 	 * 10,000 rows are 110,000 strings */
 	/* and under the connection's mutex held once: each column read takes it
@@ -424,16 +351,8 @@ out:
 int store_token_add(struct store *st, const char *hash, const char *user, bool admin,
 		    struct tc_err *err)
 {
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db, "INSERT INTO tokens (hash, user, admin, created) VALUES (?,?,?,?)",
-			       -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "add token");
-	int ok = bind_text(q, 1, hash) == SQLITE_OK && bind_text(q, 2, user) == SQLITE_OK &&
-		 sqlite3_bind_int(q, 3, admin) == SQLITE_OK &&
-		 sqlite3_bind_double(q, 4, now_wall()) == SQLITE_OK;
-	int rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "add token");
-	sqlite3_finalize(q);
-	return rc;
+	return run_stmt(st, err, "INSERT INTO tokens (hash, user, admin, created) VALUES (?,?,?,?)",
+			"ssid", hash, user, (long long)admin, now_wall());
 }
 
 int store_token_find(struct store *st, const char *hash, char **user, bool *admin,
@@ -442,13 +361,12 @@ int store_token_find(struct store *st, const char *hash, char **user, bool *admi
 	sqlite3_stmt *q;
 	*user = NULL;
 	*admin = false;
-	if (sqlite3_prepare_v2(st->db, "SELECT user, admin FROM tokens WHERE hash = ?", -1, &q, NULL) !=
-	    SQLITE_OK)
-		return db_fail(st, err, "read tokens");
-	int rc = 0;
-	int r = bind_text(q, 1, hash) == SQLITE_OK ? sqlite3_step(q) : SQLITE_ERROR;
+	int rc = prep_stmt(st, &q, err, "SELECT user, admin FROM tokens WHERE hash = ?", "s", hash);
+	if (rc)
+		return rc;
+	int r = sqlite3_step(q);
 	if (r == SQLITE_ROW) {
-		*user = dup_text(q, 0);
+		*user = col_dup(q, 0);
 		*admin = sqlite3_column_int(q, 1) != 0;
 	} else if (r == SQLITE_DONE) {
 		rc = tc_error(err, TC_ENOTFOUND, "unknown token");
@@ -463,9 +381,9 @@ int store_token_count(struct store *st, long long *n, struct tc_err *err)
 {
 	sqlite3_stmt *q;
 	*n = 0;
-	if (sqlite3_prepare_v2(st->db, "SELECT COUNT(*) FROM tokens", -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "read tokens");
-	int rc = 0;
+	int rc = prep_stmt(st, &q, err, "SELECT COUNT(*) FROM tokens", "");
+	if (rc)
+		return rc;
 	if (sqlite3_step(q) == SQLITE_ROW)
 		*n = sqlite3_column_int64(q, 0);
 	else
@@ -480,10 +398,10 @@ int store_token_each(struct store *st,
 		     void *arg, struct tc_err *err)
 {
 	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db, "SELECT hash, user, admin, created FROM tokens ORDER BY created, hash",
-			       -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "read tokens");
-	int rc = 0, r;
+	int r, rc = prep_stmt(st, &q, err,
+			      "SELECT hash, user, admin, created FROM tokens ORDER BY created, hash", "");
+	if (rc)
+		return rc;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		const char *h = (const char *)sqlite3_column_text(q, 0);
 		const char *u = (const char *)sqlite3_column_text(q, 1);
@@ -500,17 +418,14 @@ int store_token_each(struct store *st,
 int store_token_revoke(struct store *st, const char *prefix, const char *user, long long *n,
 		       struct tc_err *err)
 {
-	sqlite3_stmt *q;
 	*n = 0;
-	const char *sql = prefix ? "DELETE FROM tokens WHERE substr(hash, 1, length(?1)) = ?1"
-				 : "DELETE FROM tokens WHERE user = ?1";
-	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "revoke tokens");
-	int rc = bind_text(q, 1, prefix ? prefix : user) == SQLITE_OK && sqlite3_step(q) == SQLITE_DONE
-			 ? 0 : db_fail(st, err, "revoke tokens");
+	int rc = run_stmt(st, err,
+			  prefix ? "DELETE FROM tokens WHERE substr(hash, 1, length(?1)) = ?1"
+				 : "DELETE FROM tokens WHERE user = ?1",
+			  "s", prefix ? prefix : user);
+	/* the connection's count of the statement just finalized (SQLite keeps it) */
 	if (!rc)
 		*n = sqlite3_changes(st->db);
-	sqlite3_finalize(q);
 	return rc;
 }
 
@@ -519,33 +434,23 @@ int store_token_revoke(struct store *st, const char *prefix, const char *user, l
 int store_usage_add(struct store *st, const char *id, double t, double cpu, double mem,
 		    const char *dev_json, struct tc_err *err)
 {
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db, "INSERT INTO job_usage (job_id, time, cpu, mem, dev) VALUES (?,?,?,?,?)",
-			       -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "record usage");
-	int ok = bind_text(q, 1, id) == SQLITE_OK && sqlite3_bind_double(q, 2, t) == SQLITE_OK &&
-		 sqlite3_bind_double(q, 3, cpu) == SQLITE_OK &&
-		 sqlite3_bind_double(q, 4, mem) == SQLITE_OK && bind_text(q, 5, dev_json) == SQLITE_OK;
-	int rc = ok && sqlite3_step(q) == SQLITE_DONE ? 0 : db_fail(st, err, "record usage");
-	sqlite3_finalize(q);
-	return rc;
+	return run_stmt(st, err,
+			"INSERT INTO job_usage (job_id, time, cpu, mem, dev) VALUES (?,?,?,?,?)",
+			"sddds", id, t, cpu, mem, dev_json);
 }
 
 int store_usage_json(struct store *st, const char *id, double since, struct sbuf *out,
 		     struct tc_err *err)
 {
 	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db,
-			       "SELECT time, cpu, mem, dev FROM job_usage WHERE job_id = ? AND time > ?"
-			       " ORDER BY time",
-			       -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "read usage");
-	if (bind_text(q, 1, id) != SQLITE_OK || sqlite3_bind_double(q, 2, since) != SQLITE_OK) {
-		sqlite3_finalize(q);
-		return db_fail(st, err, "read usage");
-	}
+	int r = prep_stmt(st, &q, err,
+			  "SELECT time, cpu, mem, dev FROM job_usage WHERE job_id = ? AND time > ?"
+			  " ORDER BY time",
+			  "sd", id, since);
+	if (r)
+		return r;
 	sbuf_addch(out, '[');
-	int r, n = 0;
+	int n = 0;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		sbuf_adds(out, n++ ? ",{\"time\":" : "{\"time\":");
 		json_num(out, sqlite3_column_double(q, 0));
@@ -569,10 +474,9 @@ int store_state_counts(struct store *st, long long counts[JOB_NSTATES], struct t
 	sqlite3_stmt *q;
 	for (int i = 0; i < JOB_NSTATES; i++)
 		counts[i] = 0;
-	if (sqlite3_prepare_v2(st->db, "SELECT state, COUNT(*) FROM jobs GROUP BY state", -1, &q,
-			       NULL) != SQLITE_OK)
-		return db_fail(st, err, "count jobs");
-	int r;
+	int r = prep_stmt(st, &q, err, "SELECT state, COUNT(*) FROM jobs GROUP BY state", "");
+	if (r)
+		return r;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		const char *s = (const char *)sqlite3_column_text(q, 0);
 		enum job_state state;
@@ -587,18 +491,15 @@ int store_metric_names_json(struct store *st, const char *job, struct sbuf *out,
 			    struct tc_err *err)
 {
 	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db,
-			       "SELECT s.metric, s.rank, COALESCE(SUM(c.count), 0) FROM metric_series s"
-			       " LEFT JOIN metric_chunks c ON c.series_id = s.id WHERE s.job_id = ?"
-			       " GROUP BY s.id ORDER BY s.metric, s.rank",
-			       -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "read metrics");
-	if (bind_text(q, 1, job) != SQLITE_OK) {
-		sqlite3_finalize(q);
-		return db_fail(st, err, "read metrics");
-	}
+	int r = prep_stmt(st, &q, err,
+			  "SELECT s.metric, s.rank, COALESCE(SUM(c.count), 0) FROM metric_series s"
+			  " LEFT JOIN metric_chunks c ON c.series_id = s.id WHERE s.job_id = ?"
+			  " GROUP BY s.id ORDER BY s.metric, s.rank",
+			  "s", job);
+	if (r)
+		return r;
 	sbuf_adds(out, "{\"series\":[");
-	int r, n = 0;
+	int n = 0;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		sbuf_adds(out, n++ ? ",{\"metric\":" : "{\"metric\":");
 		json_add_str(out, (const char *)sqlite3_column_text(q, 0));

@@ -16,47 +16,18 @@
 	"sweep_id, idx, params_json, state, job_id, objective, steps, note, early,"             \
 	" COALESCE(started,0), COALESCE(ended,0)"
 
-static char *col_dup(sqlite3_stmt *q, int i)
+/* A time to bind with 'f': 0 (not yet) is SQL NULL. */
+static double opt_time(double t)
 {
-	const unsigned char *t = sqlite3_column_text(q, i);
-	return t ? xstrdup((const char *)t) : NULL;
-}
-
-static void bind_text(sqlite3_stmt *q, int i, const char *s)
-{
-	if (s)
-		sqlite3_bind_text(q, i, s, -1, SQLITE_TRANSIENT);
-	else
-		sqlite3_bind_null(q, i);
-}
-
-static void bind_time(sqlite3_stmt *q, int i, double t)
-{
-	if (t > 0)
-		sqlite3_bind_double(q, i, t);
-	else
-		sqlite3_bind_null(q, i);
-}
-
-static int step_done(struct store *st, sqlite3_stmt *q, const char *what, struct tc_err *err)
-{
-	int r = sqlite3_step(q);
-	sqlite3_finalize(q);
-	return r == SQLITE_DONE || r == SQLITE_ROW ? 0 : db_fail(st, err, what);
+	return t > 0 ? t : NAN;
 }
 
 static int insert_trial(struct store *st, const struct trial_row *t, struct tc_err *err)
 {
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db,
-			       "INSERT INTO sweep_trials (sweep_id, idx, params_json, state)"
-			       " VALUES (?,?,?,?)", -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "prepare");
-	bind_text(q, 1, t->sweep_id);
-	sqlite3_bind_int(q, 2, t->idx);
-	bind_text(q, 3, t->params_json);
-	bind_text(q, 4, t->state);
-	return step_done(st, q, "write trial", err);
+	return run_stmt(st, err,
+			"INSERT INTO sweep_trials (sweep_id, idx, params_json, state)"
+			" VALUES (?,?,?,?)",
+			"siss", t->sweep_id, (long long)t->idx, t->params_json, t->state);
 }
 
 int store_sweep_create(struct store *st, const struct sweep_row *s, const struct trial_row *t,
@@ -65,24 +36,12 @@ int store_sweep_create(struct store *st, const struct sweep_row *s, const struct
 	int rc = store_begin(st, err);
 	if (rc)
 		return rc;
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db,
-			       "INSERT INTO sweeps (id, name, state, def_json, user, managed, created,"
-			       " driver_pid, driver_ticks) VALUES (?,?,?,?,COALESCE(?,''),?,?,?,?)",
-			       -1, &q, NULL) != SQLITE_OK) {
-		rc = db_fail(st, err, "prepare");
-	} else {
-		bind_text(q, 1, s->id);
-		bind_text(q, 2, s->name);
-		bind_text(q, 3, s->state);
-		bind_text(q, 4, s->def_json);
-		bind_text(q, 5, s->user);
-		sqlite3_bind_int(q, 6, s->managed);
-		sqlite3_bind_double(q, 7, s->created);
-		sqlite3_bind_int64(q, 8, s->driver_pid);
-		sqlite3_bind_int64(q, 9, (sqlite3_int64)s->driver_ticks);
-		rc = step_done(st, q, "write sweep", err);
-	}
+	rc = run_stmt(st, err,
+		      "INSERT INTO sweeps (id, name, state, def_json, user, managed, created,"
+		      " driver_pid, driver_ticks) VALUES (?,?,?,?,COALESCE(?,''),?,?,?,?)",
+		      "sssssidii", s->id, s->name, s->state, s->def_json, s->user,
+		      (long long)s->managed, s->created, (long long)s->driver_pid,
+		      (long long)s->driver_ticks);
 	for (size_t i = 0; !rc && i < nt; i++)
 		rc = insert_trial(st, &t[i], err);
 	return store_commit(st, rc, err);
@@ -127,12 +86,10 @@ static int query_sweeps(struct store *st, const char *sql, const char *arg, stru
 	sqlite3_stmt *q;
 	*out = NULL;
 	*nr = 0;
-	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "prepare");
-	if (arg)
-		bind_text(q, 1, arg);
+	int r = prep_stmt(st, &q, err, sql, arg ? "s" : "", arg);
+	if (r)
+		return r;
 	size_t alloc = 0;
-	int r;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		if (*nr == alloc) {
 			alloc = alloc ? 2 * alloc : 8;
@@ -201,31 +158,17 @@ int store_sweep_list(struct store *st, bool running_managed, struct sweep_row **
 int store_sweep_set_state(struct store *st, const char *id, const char *state, const char *note,
 			  bool ended, struct tc_err *err)
 {
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db,
-			       "UPDATE sweeps SET state=?, note=COALESCE(?, note),"
-			       " ended=CASE WHEN ? THEN COALESCE(ended, ?) ELSE ended END WHERE id=?",
-			       -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "prepare");
-	bind_text(q, 1, state);
-	bind_text(q, 2, note);
-	sqlite3_bind_int(q, 3, ended);
-	sqlite3_bind_double(q, 4, now_wall());
-	bind_text(q, 5, id);
-	return step_done(st, q, "write sweep", err);
+	return run_stmt(st, err,
+			"UPDATE sweeps SET state=?, note=COALESCE(?, note),"
+			" ended=CASE WHEN ? THEN COALESCE(ended, ?) ELSE ended END WHERE id=?",
+			"ssids", state, note, (long long)ended, now_wall(), id);
 }
 
 int store_sweep_set_driver(struct store *st, const char *id, pid_t pid, unsigned long long ticks,
 			   struct tc_err *err)
 {
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db, "UPDATE sweeps SET driver_pid=?, driver_ticks=? WHERE id=?", -1,
-			       &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "prepare");
-	sqlite3_bind_int64(q, 1, pid);
-	sqlite3_bind_int64(q, 2, (sqlite3_int64)ticks);
-	bind_text(q, 3, id);
-	return step_done(st, q, "write sweep", err);
+	return run_stmt(st, err, "UPDATE sweeps SET driver_pid=?, driver_ticks=? WHERE id=?", "iis",
+			(long long)pid, (long long)ticks, id);
 }
 
 static int query_trials(struct store *st, const char *sql, const char *arg, struct trial_row **out,
@@ -234,11 +177,10 @@ static int query_trials(struct store *st, const char *sql, const char *arg, stru
 	sqlite3_stmt *q;
 	*out = NULL;
 	*nr = 0;
-	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "prepare");
-	bind_text(q, 1, arg);
+	int r = prep_stmt(st, &q, err, sql, "s", arg);
+	if (r)
+		return r;
 	size_t alloc = 0;
-	int r;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
 		if (*nr == alloc) {
 			alloc = alloc ? 2 * alloc : 8;
@@ -282,26 +224,12 @@ int store_trial_of_job(struct store *st, const char *job_id, struct trial_row *o
 
 int store_trial_update(struct store *st, const struct trial_row *t, struct tc_err *err)
 {
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(st->db,
-			       "UPDATE sweep_trials SET state=?, job_id=?, objective=?, steps=?, note=?,"
-			       " early=?, started=?, ended=? WHERE sweep_id=? AND idx=?",
-			       -1, &q, NULL) != SQLITE_OK)
-		return db_fail(st, err, "prepare");
-	bind_text(q, 1, t->state);
-	bind_text(q, 2, t->job_id);
-	if (isfinite(t->objective))
-		sqlite3_bind_double(q, 3, t->objective);
-	else
-		sqlite3_bind_null(q, 3);
-	sqlite3_bind_int64(q, 4, t->steps);
-	bind_text(q, 5, t->note);
-	sqlite3_bind_int(q, 6, t->early);
-	bind_time(q, 7, t->started);
-	bind_time(q, 8, t->ended);
-	bind_text(q, 9, t->sweep_id);
-	sqlite3_bind_int(q, 10, t->idx);
-	return step_done(st, q, "write trial", err);
+	return run_stmt(st, err,
+			"UPDATE sweep_trials SET state=?, job_id=?, objective=?, steps=?, note=?,"
+			" early=?, started=?, ended=? WHERE sweep_id=? AND idx=?",
+			"ssfisiffsi", t->state, t->job_id, t->objective, t->steps, t->note,
+			(long long)t->early, opt_time(t->started), opt_time(t->ended), t->sweep_id,
+			(long long)t->idx);
 }
 
 void sweep_row_release(struct sweep_row *s)
