@@ -60,9 +60,13 @@ bool job_state_waiting(enum job_state s)
 
 /* edges[from]: the states the diagram of state.h lets a job go to */
 static const unsigned edges[JOB_NSTATES] = {
-	/* a queued Slurm job may end without running (cancelled, forgotten by Slurm) */
-	[JOB_QUEUED] = BIT(JOB_QUEUED) | BIT(JOB_STARTING) | BIT(JOB_PAUSED) | BIT(JOB_SUCCEEDED) |
-		       BIT(JOB_FAILED) | BIT(JOB_KILLED) | BIT(JOB_LOST),
+	/*
+	 * a queued Slurm job may end without running (cancelled, forgotten by
+	 * Slurm); its driver records running straight from queued when it starts
+	 * before the server's poll saw Slurm's RUNNING (or after a requeue)
+	 */
+	[JOB_QUEUED] = BIT(JOB_QUEUED) | BIT(JOB_STARTING) | BIT(JOB_RUNNING) | BIT(JOB_PAUSED) |
+		       BIT(JOB_SUCCEEDED) | BIT(JOB_FAILED) | BIT(JOB_KILLED) | BIT(JOB_LOST),
 	[JOB_STARTING] = BIT(JOB_STARTING) | BIT(JOB_RUNNING) | BIT(JOB_QUEUED) |
 			 BIT(JOB_SUCCEEDED) | BIT(JOB_FAILED) | BIT(JOB_KILLED) | BIT(JOB_LOST) |
 			 BIT(JOB_PAUSED) | BIT(JOB_PREEMPTED),

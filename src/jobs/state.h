@@ -24,11 +24,14 @@
  *   starting, running, restarting --jobs_finish--> succeeded | failed | killed
  *   starting, running, restarting --jobs_mark_lost--> lost
  *   running, restarting --jobs_mark_queued--> queued (Slurm requeued it)
+ *   queued --jobs_mark_running--> running (a Slurm job's driver, when it
+ *                    starts before the server's poll saw Slurm's RUNNING)
  *   queued --jobs_requeue--> paused (paused before it ran)
  *   queued, paused, preempted --jobs_finish--> killed (stopped before it ran;
  *                    a queued Slurm job may also end as Slurm says)
  *
- * job_state_can() is this diagram as a table (tests hold it to the code).
+ * job_state_can() is this diagram as a table; the store refuses a write of
+ * a state it does not draw (store_job_edge), naming the job and both states.
  *
  * Three kinds of state:
  *   active    starting, running, restarting: a supervisor owns the job and

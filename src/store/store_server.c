@@ -129,6 +129,10 @@ int store_job_launch(struct store *st, const char *id, const char *devices, pid_
 	int rc = begin(st, err);
 	if (rc)
 		return rc;
+	/* an end recorded stays (below); any other state must have the edge (state.h) */
+	bool ended;
+	if ((rc = store_job_edge(st, id, JOB_STARTING, &ended, err)) || ended)
+		return end(st, rc, err);
 	sqlite3_stmt *q;
 	if (sqlite3_prepare_v2(st->db,
 			       "UPDATE jobs SET state=?, devices=?, sup_pid=?, sup_ticks=?,"
@@ -172,6 +176,8 @@ int store_job_requeue(struct store *st, const char *id, enum job_state state, bo
 	int rc = begin(st, err);
 	if (rc)
 		return rc;
+	if ((rc = store_job_edge(st, id, state, NULL, err)))
+		return end(st, rc, err);
 	const char *v[] = { job_state_name(state), id };
 	rc = exec_texts(st, err, "requeue",
 			count_restart ? "UPDATE jobs SET state=?, devices=NULL, stop_reason=NULL,"

@@ -72,7 +72,8 @@ TEST(state_diagram)
 			CHECK(!job_state_can((enum job_state)i, (enum job_state)k));
 	for (int k = 0; k < JOB_NSTATES; k++)
 		CHECK_INT(job_state_can(JOB_LOST, (enum job_state)k), k == JOB_QUEUED);
-	CHECK(!job_state_can(JOB_QUEUED, JOB_RUNNING)); /* a supervisor starts it first */
+	CHECK(job_state_can(JOB_QUEUED, JOB_RUNNING)); /* a Slurm driver ahead of the poll */
+	CHECK(!job_state_can(JOB_QUEUED, JOB_RESTARTING));
 	CHECK(!job_state_can(JOB_PREEMPTED, JOB_RUNNING));
 	CHECK(!job_state_can((enum job_state)99, JOB_QUEUED));
 }
@@ -218,6 +219,49 @@ TEST(the_first_end_recorded_stays)
 	j = get(st, "B");
 	CHECK_INT(j.state, JOB_SUCCEEDED);
 	CHECK_INT(j.exit_code, 0);
+	job_row_release(&j);
+	store_close(st);
+}
+
+/* The store writes only the edges of the diagram (state.h); a refusal names both states. */
+TEST(the_store_refuses_an_undrawn_edge)
+{
+	struct store *st = open_store();
+	struct tc_err err = TC_ERR_INIT;
+	create(st, "A", JOB_QUEUED);
+	CHECK_INT(jobs_mark_restarting(st, "A", "it never ran", &err), TC_EUSAGE);
+	CHECK_CONTAINS(err.msg, "job A: cannot go from queued to restarting");
+	tc_err_release(&err);
+	struct job_row j = get(st, "A");
+	CHECK_INT(j.state, JOB_QUEUED);
+	job_row_release(&j);
+	struct event_row *ev = NULL;
+	size_t n = 0;
+	CHECK_INT(store_events(st, "A", &ev, &n, &err), 0);
+	CHECK_INT(n, 1); /* created: the refused write left no event */
+	event_rows_free(ev, n);
+	/* an end is left only by the server's requeue of a lost job */
+	CHECK_INT(jobs_finish(st, "A", JOB_KILLED, 1, NULL, "stopped before it ran", &err), 0);
+	CHECK_INT(jobs_mark_restarting(st, "A", "rank 0 exited", &err), TC_EUSAGE);
+	CHECK_CONTAINS(err.msg, "from killed to restarting");
+	tc_err_release(&err);
+	CHECK_INT(jobs_requeue(st, "A", JOB_QUEUED, false, "resumed", &err), TC_EUSAGE);
+	CHECK_CONTAINS(err.msg, "from killed to queued");
+	tc_err_release(&err);
+	/* the launch of a job whose end is recorded writes nothing, as before */
+	CHECK_INT(jobs_launch(st, "A", "0", getpid(), 0, "launched", &err), 0);
+	j = get(st, "A");
+	CHECK_INT(j.state, JOB_KILLED);
+	job_row_release(&j);
+	/* a held job goes back to the queue, not on to running */
+	create(st, "B", JOB_RUNNING);
+	CHECK_INT(jobs_mark_held(st, "B", JOB_STOP_PAUSED, "paused", &err), 0);
+	CHECK_INT(jobs_mark_running(st, "B", "up", &err), TC_EUSAGE);
+	CHECK_CONTAINS(err.msg, "job B: cannot go from paused to running");
+	tc_err_release(&err);
+	CHECK_INT(jobs_requeue(st, "B", JOB_QUEUED, false, "resumed", &err), 0);
+	j = get(st, "B");
+	CHECK_INT(j.state, JOB_QUEUED);
 	job_row_release(&j);
 	store_close(st);
 }
