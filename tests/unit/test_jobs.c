@@ -8,6 +8,7 @@
 #include "core/util.h"
 #include "jobs/jobs.h"
 #include "store/store.h"
+#include "sweep/sweep.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -76,6 +77,48 @@ TEST(state_diagram)
 	CHECK(!job_state_can(JOB_QUEUED, JOB_RESTARTING));
 	CHECK(!job_state_can(JOB_PREEMPTED, JOB_RUNNING));
 	CHECK(!job_state_can((enum job_state)99, JOB_QUEUED));
+}
+
+/* Sweeps, trials and endpoints: one name table each, the ends, the edges (state.h). */
+TEST(sweep_trial_endpoint_states)
+{
+	for (int i = 0; i < SWEEP_NSTATES; i++) {
+		enum sweep_state s = SWEEP_DONE;
+		CHECK(sweep_state_parse(sweep_state_name((enum sweep_state)i), &s));
+		CHECK_INT(s, i);
+		CHECK(sweep_state_is(sweep_state_name(s), s));
+		CHECK_INT(sweep_state_final(s), i != SWEEP_RUNNING);
+	}
+	for (int i = 0; i < TRIAL_NSTATES; i++) {
+		enum trial_state t = TRIAL_PENDING;
+		CHECK(trial_state_parse(trial_state_name((enum trial_state)i), &t));
+		CHECK_INT(t, i);
+		CHECK_INT(trial_state_final(t), t != TRIAL_PENDING && t != TRIAL_RUNNING);
+	}
+	for (int i = 0; i < ENDPOINT_NSTATES; i++) {
+		enum endpoint_state e = ENDPOINT_RUNNING;
+		CHECK(endpoint_state_parse(endpoint_state_name((enum endpoint_state)i), &e));
+		CHECK_INT(e, i);
+		CHECK_INT(endpoint_state_final(e), e != ENDPOINT_RUNNING);
+	}
+	CHECK_STR(sweep_state_name(SWEEP_DONE), "done");
+	CHECK_STR(trial_state_name(TRIAL_FAILED_OBJECTIVE), "failed-objective");
+	CHECK_STR(endpoint_state_name(ENDPOINT_EXITED), "exited");
+	CHECK_STR(sweep_state_name((enum sweep_state)99), "?");
+	enum sweep_state s;
+	CHECK(!sweep_state_parse("exploded", &s) && !sweep_state_parse(NULL, &s));
+	CHECK(!trial_state_is(NULL, TRIAL_PENDING) && !endpoint_state_is("runnin", ENDPOINT_RUNNING));
+	/* the edges drawn */
+	CHECK(sweep_state_can(SWEEP_RUNNING, SWEEP_DONE) && !sweep_state_can(SWEEP_DONE, SWEEP_RUNNING));
+	CHECK(trial_state_can(TRIAL_PENDING, TRIAL_RUNNING) && trial_state_can(TRIAL_PENDING, TRIAL_FAILED));
+	CHECK(trial_state_can(TRIAL_RUNNING, TRIAL_STOPPED) && !trial_state_can(TRIAL_PENDING, TRIAL_SUCCEEDED));
+	CHECK(trial_state_can(TRIAL_SUCCEEDED, TRIAL_FAILED_OBJECTIVE));
+	CHECK(!trial_state_can(TRIAL_KILLED, TRIAL_RUNNING));
+	CHECK(endpoint_state_can(ENDPOINT_RUNNING, ENDPOINT_EXITED));
+	CHECK(!endpoint_state_can(ENDPOINT_STOPPED, ENDPOINT_RUNNING));
+	/* sweep.h's test of an ended trial reads the same table */
+	CHECK(sweep_trial_ended("failed-objective") && !sweep_trial_ended("pending"));
+	CHECK(!sweep_trial_ended(NULL) && !sweep_trial_ended("exploded"));
 }
 
 TEST(stop_reasons)
