@@ -78,7 +78,8 @@ static const unsigned edges[JOB_NSTATES] = {
 			   BIT(JOB_LOST),
 	[JOB_PAUSED] = BIT(JOB_QUEUED) | BIT(JOB_STARTING) | BIT(JOB_SUCCEEDED) | BIT(JOB_FAILED) |
 		       BIT(JOB_KILLED) | BIT(JOB_LOST),
-	[JOB_PREEMPTED] = BIT(JOB_QUEUED) | BIT(JOB_KILLED),
+	/* `trainctl pause` of a job waiting to be requeued (backend.c: local_pause) */
+	[JOB_PREEMPTED] = BIT(JOB_QUEUED) | BIT(JOB_PAUSED) | BIT(JOB_KILLED),
 	[JOB_LOST] = BIT(JOB_QUEUED),
 };
 

@@ -27,7 +27,7 @@
  *   running, restarting --jobs_mark_queued--> queued (Slurm requeued it)
  *   queued --jobs_mark_running--> running (a Slurm job's driver, when it
  *                    starts before the server's poll saw Slurm's RUNNING)
- *   queued --jobs_requeue--> paused (paused before it ran)
+ *   queued, preempted --jobs_requeue--> paused (paused before it ran again)
  *   queued, paused, preempted --jobs_finish--> killed (stopped before it ran;
  *                    a queued Slurm job may also end as Slurm says)
  *

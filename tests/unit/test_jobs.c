@@ -76,6 +76,7 @@ TEST(state_diagram)
 	CHECK(job_state_can(JOB_QUEUED, JOB_RUNNING)); /* a Slurm driver ahead of the poll */
 	CHECK(!job_state_can(JOB_QUEUED, JOB_RESTARTING));
 	CHECK(!job_state_can(JOB_PREEMPTED, JOB_RUNNING));
+	CHECK(job_state_can(JOB_PREEMPTED, JOB_PAUSED)); /* paused while it waits */
 	CHECK(!job_state_can((enum job_state)99, JOB_QUEUED));
 }
 
@@ -305,6 +306,13 @@ TEST(the_store_refuses_an_undrawn_edge)
 	CHECK_INT(jobs_requeue(st, "B", JOB_QUEUED, false, "resumed", &err), 0);
 	j = get(st, "B");
 	CHECK_INT(j.state, JOB_QUEUED);
+	job_row_release(&j);
+	/* a preempted job may be paused before the server requeues it (local_pause) */
+	create(st, "C", JOB_RUNNING);
+	CHECK_INT(jobs_mark_held(st, "C", JOB_STOP_PREEMPTED, "preempted", &err), 0);
+	CHECK_INT(jobs_requeue(st, "C", JOB_PAUSED, false, "paused before it ran", &err), 0);
+	j = get(st, "C");
+	CHECK_INT(j.state, JOB_PAUSED);
 	job_row_release(&j);
 	store_close(st);
 }
