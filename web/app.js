@@ -2,9 +2,10 @@
 (function () {
   "use strict";
   const view = document.getElementById("view");
-  // what the server says of itself (GET /api/v1/info): job states, backends,
-  // version; read once before the first page, so the UI keeps no lists of its own
-  let INFO = { states: [], backends: [], version: "" };
+  // what the server says of itself (GET /api/v1/info): job, sweep, trial and
+  // endpoint states, backends, version; read once before the first page, so
+  // the UI keeps no lists of its own (and no state names)
+  let INFO = { states: [], sweep_states: [], trial_states: [], endpoint_states: [], backends: [], version: "" };
   let cleanup = [];   // what the current page must stop when leaving
   let routeGen = 0;   // bumped on every route: a page whose await outlived it stops
 
@@ -144,16 +145,18 @@
     document.getElementById("login-token").onclick = () => askToken("");
   }
   function stateBadge(s) { return html`<span class="state ${s}">${s}</span>`; }
+  // the server's row of a state (a job's; kind "sweep_states" etc. for the others)
+  function stateRow(state, kind) { return (INFO[kind || "states"] || []).find(x => x.name === state) || {}; }
   // not ended: a state the server calls terminal (unknown states count as not ended)
-  function live(state) { const s = INFO.states.find(x => x.name === state); return !(s && s.terminal); }
+  function live(state, kind) { return !stateRow(state, kind).terminal; }
 
   // ---- job actions ----
   // only the buttons that do something in the job's state (no Stop on a finished job)
   function actionButtons(j) {
     const active = live(j.state);
     return html`${active ? html`<button data-act="stop" class="danger">Stop</button> ` : ""}${
-      active && j.state !== "paused" ? html`<button data-act="pause">Pause</button> ` : ""}${
-      j.state === "paused" ? html`<button data-act="resume">Resume</button> ` : ""}<button data-act="clone">Clone</button>`;
+      active && !stateRow(j.state).resumable ? html`<button data-act="pause">Pause</button> ` : ""}${
+      stateRow(j.state).resumable ? html`<button data-act="resume">Resume</button> ` : ""}<button data-act="clone">Clone</button>`;
   }
   async function act(id, what, after) {
     try {
@@ -188,7 +191,7 @@
   // what a job came to: nothing while it runs, else its exit code and one-line cause
   function resultCell(j) {
     if (live(j.state) || !j.ended) return html`<span class="muted">-</span>`;
-    const cause = j.state === "succeeded" ? "" : causeLine(fullCause.get(j.id) || j.root_cause);
+    const cause = stateRow(j.state).success ? "" : causeLine(fullCause.get(j.id) || j.root_cause);
     return html`<span class="result">exit ${j.exit_code}</span>${cause ? html`<div class="cause" title="${j.root_cause}">${cause}</div>` : ""}`;
   }
 
@@ -241,7 +244,7 @@
       bindActions(tb, b => b.closest("tr").dataset.id, load);
       // a cut cause whose exception line may lie past the cut: read the job's whole cause
       for (const j of r.jobs) {
-        if (live(j.state) || j.state === "succeeded" || !j.root_cause || fullCause.has(j.id) ||
+        if (live(j.state) || stateRow(j.state).success || !j.root_cause || fullCause.has(j.id) ||
             !j.root_cause.includes("\n--- ") || causeLine(j.root_cause) !== causeLine(j.root_cause.split("\n")[0])) continue;
         api("/jobs/" + encodeURIComponent(j.id)).then(full => {
           fullCause.set(j.id, full.root_cause || "");
@@ -480,7 +483,7 @@
     const el = document.getElementById("endpoints");
     if (!el || view.dataset.job !== j.id) return;
     const rows = r.endpoints.map(e => html`<tr><td>${e.name}</td><td>${e.kind}</td><td>${e.state}</td><td>${
-      e.url && e.state === "running" ? html`<a href="${e.url}" target="_blank" rel="noopener">${e.url}</a>` : e.note || ""}</td></tr>`);
+      e.url && live(e.state, "endpoint_states") ? html`<a href="${e.url}" target="_blank" rel="noopener">${e.url}</a>` : e.note || ""}</td></tr>`);
     put(el, html`<div class="card"><h2>Endpoints</h2><div class="scroll"><table><thead><tr><th>Name</th><th>Kind</th><th>State</th><th>Open</th></tr></thead>
       <tbody>${rows.length ? rows : html`<tr><td colspan="4" class="muted">none yet (they start with the first workers)</td></tr>`}</tbody></table></div></div>`);
   }
@@ -824,7 +827,7 @@
         axes: [{ label: k, values: cats.length ? (u, vs) => vs.map(x => cats[x] != null && Number.isInteger(x) ? cats[x] : "") : undefined }, { size: 60 }],
       });
     }
-    if (sw.state === "running") { const t = setTimeout(route, 5000); cleanup.push(() => clearTimeout(t)); }
+    if (live(sw.state, "sweep_states")) { const t = setTimeout(route, 5000); cleanup.push(() => clearTimeout(t)); }
   }
 
   // ---- devices page ----

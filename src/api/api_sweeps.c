@@ -82,7 +82,7 @@ int h_sweep_submit(struct srv *s, struct MHD_Connection *con, const struct who *
 		}
 		free(p);
 	}
-	struct sweep_row sw = { .id = store_new_job_id(), .name = d->name, .state = "running",
+	struct sweep_row sw = { .id = store_new_job_id(), .name = d->name, .state = (char *)sweep_state_name(SWEEP_RUNNING),
 				.user = w->user, .managed = true, .created = now_wall() };
 	json_t *dj = sweep_def_to_json(d);
 	json_object_set_new(dj, SWEEP_ADMIN_KEY, json_boolean(admin));
@@ -95,7 +95,7 @@ int h_sweep_submit(struct srv *s, struct MHD_Connection *con, const struct who *
 		rows[i].idx = (int)i;
 		rows[i].params_json = json_dumps(json_array_get(trials, i),
 						 JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
-		rows[i].state = SWEEP_T_PENDING;
+		rows[i].state = (char *)trial_state_name(TRIAL_PENDING);
 	}
 	pthread_mutex_lock(&s->mu);
 	rc = store_sweep_create(s->st, &sw, rows, n, &err);
@@ -193,25 +193,25 @@ int h_sweep_stop(struct srv *s, struct MHD_Connection *con, const struct who *w,
 	size_t n = 0;
 	struct tc_err err = TC_ERR_INIT;
 	pthread_mutex_lock(&s->mu);
-	int rc = strcmp(sw.state, "running") ? 0 : store_sweep_trials(s->st, sw.id, &t, &n, &err);
+	int rc = !sweep_state_is(sw.state, SWEEP_RUNNING) ? 0 : store_sweep_trials(s->st, sw.id, &t, &n, &err);
 	for (size_t i = 0; !rc && i < n; i++) {
-		struct sjob *j = t[i].job_id && !strcmp(t[i].state, SWEEP_T_RUNNING) ? srv_find(s, t[i].job_id) : NULL;
+		struct sjob *j = t[i].job_id && trial_state_is(t[i].state, TRIAL_RUNNING) ? srv_find(s, t[i].job_id) : NULL;
 		struct tc_err e2 = TC_ERR_INIT;
 		if (j && srv_stop_job(s, j, JOB_STOP_STOPPED, &e2))
 			srv_say(s, e2.msg);
 		tc_err_release(&e2);
-		if (!strcmp(t[i].state, SWEEP_T_RUNNING) || !strcmp(t[i].state, SWEEP_T_PENDING)) {
+		if (trial_state_is(t[i].state, TRIAL_RUNNING) || trial_state_is(t[i].state, TRIAL_PENDING)) {
 			/* no round follows a stopped sweep: its trials end here */
 			free(t[i].state);
-			t[i].state = xstrdup(SWEEP_T_KILLED);
+			t[i].state = xstrdup(trial_state_name(TRIAL_KILLED));
 			free(t[i].note);
 			t[i].note = xstrdup("the sweep was stopped");
 			t[i].ended = now_wall();
 			rc = store_trial_update(s->st, &t[i], &err);
 		}
 	}
-	if (!rc && !strcmp(sw.state, "running"))
-		rc = store_sweep_set_state(s->st, sw.id, "stopped", "stopped through the API", true, &err);
+	if (!rc && sweep_state_is(sw.state, SWEEP_RUNNING))
+		rc = store_sweep_set_state(s->st, sw.id, sweep_state_name(SWEEP_STOPPED), "stopped through the API", true, &err);
 	srv_wake(s);
 	pthread_mutex_unlock(&s->mu);
 	ret = rc ? reply_tc(con, &err)

@@ -1,7 +1,8 @@
 /*
  * info.c -- GET /api/v1/info: what the server says of itself, so that the
  * web UI keeps no lists of its own: the job states (their names, and
- * which are terminal or active), the backends with whether a job may use
+ * which are terminal or active), the sweep, trial and endpoint states
+ * (names, and which are terminal), the backends with whether a job may use
  * them here and why not, and the version.
  */
 #include "api/api_int.h"
@@ -41,20 +42,46 @@ void api_backends(const char *forced, const struct backend_probe *p,
 		}
 }
 
+/* One {name, terminal} row of a sweep's, trial's or endpoint's state table. */
+static void state_row(struct sbuf *out, int i, const char *name, bool terminal)
+{
+	sbuf_adds(out, i ? ",{\"name\":" : "{\"name\":");
+	json_add_str(out, name);
+	sbuf_addf(out, ",\"terminal\":%s}", terminal ? "true" : "false");
+}
+
 void api_info_json(struct sbuf *out, const struct api_backend_info *b, size_t nb)
 {
 	sbuf_adds(out, "{\"version\":");
 	json_add_str(out, TRAINCTL_VERSION);
 	sbuf_adds(out, ",\"states\":[");
-	/* active: a supervisor owns the job (jobs/state.h) */
+	/*
+	 * active: a supervisor owns the job (jobs/state.h); resumable: the one
+	 * state `trainctl resume` takes (backend.c); success: the end that is
+	 * no failure (no cause to show)
+	 */
 	for (int i = 0; i < JOB_NSTATES; i++) {
 		enum job_state st = (enum job_state)i;
 		sbuf_adds(out, i ? ",{\"name\":" : "{\"name\":");
 		json_add_str(out, job_state_name(st));
-		sbuf_addf(out, ",\"terminal\":%s,\"active\":%s}",
+		sbuf_addf(out, ",\"terminal\":%s,\"active\":%s,\"resumable\":%s,\"success\":%s}",
 			  job_state_terminal(st) ? "true" : "false",
-			  job_state_active(st) ? "true" : "false");
+			  job_state_active(st) ? "true" : "false", st == JOB_PAUSED ? "true" : "false",
+			  st == JOB_SUCCEEDED ? "true" : "false");
 	}
+	/* the same for sweeps, their trials and endpoints (jobs/state.h) */
+	sbuf_adds(out, "],\"sweep_states\":[");
+	for (int i = 0; i < SWEEP_NSTATES; i++)
+		state_row(out, i, sweep_state_name((enum sweep_state)i),
+			  sweep_state_final((enum sweep_state)i));
+	sbuf_adds(out, "],\"trial_states\":[");
+	for (int i = 0; i < TRIAL_NSTATES; i++)
+		state_row(out, i, trial_state_name((enum trial_state)i),
+			  trial_state_final((enum trial_state)i));
+	sbuf_adds(out, "],\"endpoint_states\":[");
+	for (int i = 0; i < ENDPOINT_NSTATES; i++)
+		state_row(out, i, endpoint_state_name((enum endpoint_state)i),
+			  endpoint_state_final((enum endpoint_state)i));
 	sbuf_adds(out, "],\"backends\":[");
 	for (size_t i = 0; i < nb; i++) {
 		sbuf_adds(out, i ? ",{\"name\":" : "{\"name\":");

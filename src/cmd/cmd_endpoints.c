@@ -54,7 +54,7 @@ static void print_list(json_t *a)
 		const char *url = json_string_value(json_object_get(o, "url"));
 		const char *note = json_string_value(json_object_get(o, "note"));
 		cell(url, 0);
-		if (note && strcmp(json_string_value(json_object_get(o, "state")), "running")) {
+		if (note && !endpoint_state_is(json_string_value(json_object_get(o, "state")), ENDPOINT_RUNNING)) {
 			fputs(" (", stdout);
 			cell(note, 0);
 			putchar(')');

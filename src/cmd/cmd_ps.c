@@ -97,6 +97,14 @@ static bool ended(json_t *j)
 	return json_is_number(json_object_get(j, "ended"));
 }
 
+/* a succeeded job's root cause is no cause (the last words of its workers) */
+static bool succeeded(json_t *j)
+{
+	const char *s = jstr(j, "state");
+	enum job_state st;
+	return job_state_parse(s, strlen(s), &st) && st == JOB_SUCCEEDED;
+}
+
 /* what a cell is computed against; a cell with nothing to say stays empty */
 struct ps_ctx {
 	double now;
@@ -194,7 +202,7 @@ static void c_exit(json_t *j, const struct ps_ctx *x, struct sbuf *out)
 static void c_cause(json_t *j, const struct ps_ctx *x, struct sbuf *out)
 {
 	const char *c = jstr(j, "root_cause");
-	if (*c && strcmp(jstr(j, "state"), "succeeded") != 0)
+	if (*c && !succeeded(j))
 		add_short(out, c, x->full ? strlen(c) : 48);
 }
 
@@ -205,7 +213,7 @@ static void c_result(json_t *j, const struct ps_ctx *x, struct sbuf *out)
 		return;
 	sbuf_addf(out, "exit %lld", jint(j, "exit_code"));
 	const char *c = jstr(j, "root_cause");
-	if (*c && strcmp(jstr(j, "state"), "succeeded") != 0) {
+	if (*c && !succeeded(j)) {
 		sbuf_adds(out, ": ");
 		c_cause(j, x, out);
 	}

@@ -53,6 +53,12 @@ static void fmt_num(struct sbuf *sb, json_t *v)
 		sbuf_adds(sb, "-");
 }
 
+/* The trials counted in state t (sweep show's "counts"). */
+static long long count(json_t *counts, enum trial_state t)
+{
+	return json_integer_value(json_object_get(counts, trial_state_name(t)));
+}
+
 static void print_sweep(json_t *o)
 {
 	json_t *keys = json_object_get(o, "parameters"), *trials = json_object_get(o, "trials");
@@ -66,13 +72,9 @@ static void print_sweep(json_t *o)
 	       json_string_value(json_object_get(o, "mode")),
 	       json_string_value(json_object_get(json_object_get(json_object_get(o, "definition"), "objective"), "reduce")));
 	printf("trials     %zu: %lld succeeded, %lld failed, %lld failed-objective, %lld stopped early, %lld killed, %lld running, %lld pending\n",
-	       json_array_size(trials), json_integer_value(json_object_get(c, "succeeded")),
-	       json_integer_value(json_object_get(c, "failed")),
-	       json_integer_value(json_object_get(c, "failed-objective")),
-	       json_integer_value(json_object_get(c, "stopped")),
-	       json_integer_value(json_object_get(c, "killed")),
-	       json_integer_value(json_object_get(c, "running")),
-	       json_integer_value(json_object_get(c, "pending")));
+	       json_array_size(trials), count(c, TRIAL_SUCCEEDED), count(c, TRIAL_FAILED),
+	       count(c, TRIAL_FAILED_OBJECTIVE), count(c, TRIAL_STOPPED), count(c, TRIAL_KILLED),
+	       count(c, TRIAL_RUNNING), count(c, TRIAL_PENDING));
 	/* columns: trial, state, objective, steps, each parameter, job */
 	size_t np = json_array_size(keys);
 	int *w = xcalloc(np + 1, sizeof(*w));
@@ -322,10 +324,10 @@ static void report_changes(struct store *st, const char *id, char **last, size_t
 			continue;
 		free(last[i]);
 		last[i] = xstrdup(t[i].state);
-		if (!strcmp(t[i].state, SWEEP_T_PENDING))
+		if (trial_state_is(t[i].state, TRIAL_PENDING))
 			continue;
 		char *params = sweep_params_text(t[i].params_json);
-		if (!strcmp(t[i].state, SWEEP_T_RUNNING)) {
+		if (trial_state_is(t[i].state, TRIAL_RUNNING)) {
 			printf("trial %d started: %s\n", t[i].idx, params);
 		} else {
 			printf("trial %d %s", t[i].idx, t[i].state);
@@ -410,7 +412,7 @@ static int run_here(const char *home, const char *file, bool as_json, struct cmd
 	l.self = path_self_exe();
 	sw.id = store_new_job_id();
 	sw.name = xstrdup(d->name);
-	sw.state = xstrdup("running");
+	sw.state = xstrdup(sweep_state_name(SWEEP_RUNNING));
 	sw.created = now_wall();
 	sw.driver_pid = getpid();
 	sw.driver_ticks = proc_start_ticks(getpid());
@@ -439,7 +441,7 @@ static int run_here(const char *home, const char *file, bool as_json, struct cmd
 		rows[i].idx = (int)i;
 		rows[i].params_json = json_dumps(json_array_get(trials, i),
 						 JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
-		rows[i].state = SWEEP_T_PENDING;
+		rows[i].state = (char *)trial_state_name(TRIAL_PENDING);
 	}
 	rc = store_sweep_create(l.st, &sw, rows, l.nkids, err);
 	for (size_t i = 0; i < l.nkids; i++)
@@ -478,7 +480,7 @@ static int run_here(const char *home, const char *file, bool as_json, struct cmd
 			rec.record_only = true;
 			(void)sweep_tick(l.st, sw.id, &rec, &done, &e2);
 			tc_err_release(&e2);
-			rc = store_sweep_set_state(l.st, sw.id, "stopped", "stopped by a signal", true, err);
+			rc = store_sweep_set_state(l.st, sw.id, sweep_state_name(SWEEP_STOPPED), "stopped by a signal", true, err);
 			if (!rc)
 				rc = tc_error(err, TC_EJOB, "sweep %s stopped by a signal", sw.id);
 			break;
@@ -503,12 +505,12 @@ static int run_here(const char *home, const char *file, bool as_json, struct cmd
 			}
 			/* exit 1 when no trial succeeded; 2 when the objective is never logged (a wrong name) */
 			const char *state = json_string_value(json_object_get(o, "state"));
-			if (state && !strcmp(state, "failed"))
+			if (sweep_state_is(state, SWEEP_FAILED))
 			{
 				const char *note = json_string_value(json_object_get(o, "note"));
 				rc = tc_error(err, TC_ESPEC, "sweep %s: %s", sw.id, note ? note : "failed");
 			}
-			else if (!json_integer_value(json_object_get(json_object_get(o, "counts"), "succeeded")))
+			else if (!count(json_object_get(o, "counts"), TRIAL_SUCCEEDED))
 				ctx->exit_status = 1;
 		}
 		json_decref(o);

@@ -205,11 +205,11 @@ static void say(const struct endpoint_set *es, const char *fmt, ...)
 	va_end(ap);
 }
 
-static int record(struct endpoint_set *es, struct sidecar *c, const char *state,
+static int record(struct endpoint_set *es, struct sidecar *c, enum endpoint_state state,
 		  const char *note, struct tc_err *err)
 {
 	free(c->row.state);
-	c->row.state = xstrdup(state);
+	c->row.state = xstrdup(endpoint_state_name(state));
 	if (note) {
 		free(c->row.note);
 		c->row.note = xstrdup(note);
@@ -345,12 +345,12 @@ int endpoint_start_all(const struct endpoint_opts *o, struct endpoint_set **out,
 			/* never the job's failure: said and recorded */
 			say(es, "warning: endpoint %s (%s) did not start: %s", c->ep->name, c->ep->kind,
 			    e2.msg);
-			rc = record(es, c, "failed", e2.msg, err);
+			rc = record(es, c, ENDPOINT_FAILED, e2.msg, err);
 		} else {
 			say(es, "endpoint %s (%s) on 127.0.0.1:%d, pid %ld%s%s", c->ep->name, c->ep->kind,
 			    c->row.port, (long)c->pid, c->in_image ? ", in image " : "",
 			    c->in_image ? o->image : "");
-			rc = record(es, c, "running", NULL, err);
+			rc = record(es, c, ENDPOINT_RUNNING, NULL, err);
 		}
 		tc_err_release(&e2);
 	}
@@ -368,7 +368,7 @@ size_t endpoint_groups(const struct endpoint_set *es, pid_t *out, size_t max)
 	return n;
 }
 
-static void ended(struct endpoint_set *es, struct sidecar *c, int status, const char *state)
+static void ended(struct endpoint_set *es, struct sidecar *c, int status, enum endpoint_state state)
 {
 	struct sbuf why = SBUF_INIT;
 	proc_describe_exit(&why, status);
@@ -376,9 +376,9 @@ static void ended(struct endpoint_set *es, struct sidecar *c, int status, const 
 	kill(-c->pid, SIGKILL);
 	c->pid = -1;
 	struct proc_exit pe = proc_exit_of(status);
-	if (c->in_image && !strcmp(state, "exited") && pe.exited && pe.code == 127) {
+	if (c->in_image && state == ENDPOINT_EXITED && pe.exited && pe.code == 127) {
 		/* the lookup, or the shell of a generic command, found no program (127) */
-		state = "failed";
+		state = ENDPOINT_FAILED;
 		sbuf_reset(&why);
 		if (c->program)
 			sbuf_addf(&why, "program '%s' is not in image '%s' (exit status 127)",
@@ -391,12 +391,12 @@ static void ended(struct endpoint_set *es, struct sidecar *c, int status, const 
 		es->o.gone(es->o.wrap_ctx, c->ep->name, pe.sig != 0);
 	struct tc_err e2 = TC_ERR_INIT;
 	/* stopped with the job: how it took the signal is no news */
-	if (record(es, c, state, strcmp(state, "stopped") ? why.buf : NULL, &e2))
+	if (record(es, c, state, state != ENDPOINT_STOPPED ? why.buf : NULL, &e2))
 		say(es, "warning: %s", e2.msg);
 	tc_err_release(&e2);
-	if (strcmp(state, "stopped"))
+	if (state != ENDPOINT_STOPPED)
 		say(es, "warning: endpoint %s %s%s (logs/endpoint-%s.log)", c->ep->name,
-		    strcmp(state, "failed") ? "" : "failed: ", why.buf, c->ep->name);
+		    state == ENDPOINT_FAILED ? "failed: " : "", why.buf, c->ep->name);
 	sbuf_release(&why);
 }
 
@@ -418,7 +418,7 @@ bool endpoint_reaped(struct endpoint_set *es, pid_t pid, int status)
 {
 	for (size_t i = 0; es && i < es->n; i++)
 		if (es->sc[i].pid == pid) {
-			ended(es, &es->sc[i], status, "exited");
+			ended(es, &es->sc[i], status, ENDPOINT_EXITED);
 			return true;
 		}
 	return false;
@@ -427,7 +427,7 @@ bool endpoint_reaped(struct endpoint_set *es, pid_t pid, int status)
 static void stopped(void *arg, size_t i, int status)
 {
 	struct endpoint_set *es = arg;
-	ended(es, &es->sc[i], status, "stopped");
+	ended(es, &es->sc[i], status, ENDPOINT_STOPPED);
 }
 
 void endpoint_stop_all(struct endpoint_set *es, int grace_seconds)

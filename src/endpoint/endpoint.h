@@ -28,10 +28,11 @@
  *     first attempt's workers, stopped (SIGTERM to its group, SIGKILL after
  *     the job's grace_seconds) when the job ends.  If the supervisor is
  *     killed, its watchdog kills the group, like the workers'.
- * (4) Where it listens and in what state is one row of job_endpoints
- *     (store.h: struct store_endpoint), written through the job's sink
- *     (hub/sink.h: sink_endpoint), so a supervisor that reports to a hub
- *     never opens the database.
+ * (4) Where it listens and in what state (jobs/state.h: enum
+ *     endpoint_state, its diagram and its words) is one row of
+ *     job_endpoints (store.h: struct store_endpoint), written through the
+ *     job's sink (hub/sink.h: sink_endpoint), so a supervisor that reports
+ *     to a hub never opens the database.
  *
  * Ownership: struct endpoint_set owns its children's records and strings;
  * endpoint_set_free(NULL) is a no-op.  Nothing here prints: messages go to

@@ -354,7 +354,7 @@ static bool still_running(struct srv *s, const char *job, const char *name)
 	struct tc_err err = TC_ERR_INIT;
 	pthread_mutex_lock(&s->mu);
 	int rc = store_endpoint_get(s->st, job, name, &e, &err);
-	bool up = !rc && !strcmp(e.state, "running");
+	bool up = !rc && endpoint_state_is(e.state, ENDPOINT_RUNNING);
 	if (!rc)
 		store_endpoint_release(&e);
 	if (up && !store_job_get(s->st, job, &j, &err)) {

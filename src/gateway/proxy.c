@@ -438,7 +438,7 @@ static int find_endpoint(struct srv *s, struct MHD_Connection *con, const struct
 	if (!k || !k->http)
 		*ret = reply_err(con, 400, "endpoint %s (%s) is not a web service%s", e->name, e->kind,
 				 k && !strcmp(k->name, "ssh") ? ": use `trainctl ssh`" : "");
-	else if (r->job->ended > 0 || strcmp(e->state, "running"))
+	else if (r->job->ended > 0 || !endpoint_state_is(e->state, ENDPOINT_RUNNING))
 		*ret = reply_err(con, 503, "endpoint %s is %s%s%s", e->name,
 				 r->job->ended > 0 ? "gone: its job has ended" : e->state,
 				 e->note ? ": " : "", e->note && !(r->job->ended > 0) ? e->note : "");

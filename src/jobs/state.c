@@ -1,4 +1,4 @@
-/* state.c -- the job state table and the diagram's edges (state.h). */
+/* state.c -- the state tables of jobs, sweeps, trials and endpoints, and their edges (state.h). */
 #include "jobs/state.h"
 
 #include <string.h>
@@ -60,9 +60,13 @@ bool job_state_waiting(enum job_state s)
 
 /* edges[from]: the states the diagram of state.h lets a job go to */
 static const unsigned edges[JOB_NSTATES] = {
-	/* a queued Slurm job may end without running (cancelled, forgotten by Slurm) */
-	[JOB_QUEUED] = BIT(JOB_QUEUED) | BIT(JOB_STARTING) | BIT(JOB_PAUSED) | BIT(JOB_SUCCEEDED) |
-		       BIT(JOB_FAILED) | BIT(JOB_KILLED) | BIT(JOB_LOST),
+	/*
+	 * a queued Slurm job may end without running (cancelled, forgotten by
+	 * Slurm); its driver records running straight from queued when it starts
+	 * before the server's poll saw Slurm's RUNNING (or after a requeue)
+	 */
+	[JOB_QUEUED] = BIT(JOB_QUEUED) | BIT(JOB_STARTING) | BIT(JOB_RUNNING) | BIT(JOB_PAUSED) |
+		       BIT(JOB_SUCCEEDED) | BIT(JOB_FAILED) | BIT(JOB_KILLED) | BIT(JOB_LOST),
 	[JOB_STARTING] = BIT(JOB_STARTING) | BIT(JOB_RUNNING) | BIT(JOB_QUEUED) |
 			 BIT(JOB_SUCCEEDED) | BIT(JOB_FAILED) | BIT(JOB_KILLED) | BIT(JOB_LOST) |
 			 BIT(JOB_PAUSED) | BIT(JOB_PREEMPTED),
@@ -74,7 +78,8 @@ static const unsigned edges[JOB_NSTATES] = {
 			   BIT(JOB_LOST),
 	[JOB_PAUSED] = BIT(JOB_QUEUED) | BIT(JOB_STARTING) | BIT(JOB_SUCCEEDED) | BIT(JOB_FAILED) |
 		       BIT(JOB_KILLED) | BIT(JOB_LOST),
-	[JOB_PREEMPTED] = BIT(JOB_QUEUED) | BIT(JOB_KILLED),
+	/* `trainctl pause` of a job waiting to be requeued (backend.c: local_pause) */
+	[JOB_PREEMPTED] = BIT(JOB_QUEUED) | BIT(JOB_PAUSED) | BIT(JOB_KILLED),
 	[JOB_LOST] = BIT(JOB_QUEUED),
 };
 
@@ -82,6 +87,98 @@ bool job_state_can(enum job_state from, enum job_state to)
 {
 	return valid(from) && valid(to) && (edges[from] & BIT(to)) != 0;
 }
+
+/* ---- sweeps, trials, endpoints (state.h) ---- */
+
+struct word_row {
+	const char *name;
+	bool final;
+	unsigned edges; /* BIT(to) for each state it may go to */
+};
+
+static const struct word_row sweep_rows[SWEEP_NSTATES] = {
+	[SWEEP_RUNNING] = { "running", false, BIT(SWEEP_DONE) | BIT(SWEEP_FAILED) | BIT(SWEEP_STOPPED) },
+	[SWEEP_DONE] = { "done", true, 0 },
+	[SWEEP_FAILED] = { "failed", true, 0 },
+	[SWEEP_STOPPED] = { "stopped", true, 0 },
+};
+
+#define TRIAL_ENDS                                                                               \
+	(BIT(TRIAL_SUCCEEDED) | BIT(TRIAL_FAILED) | BIT(TRIAL_KILLED) | BIT(TRIAL_STOPPED) |      \
+	 BIT(TRIAL_FAILED_OBJECTIVE))
+
+static const struct word_row trial_rows[TRIAL_NSTATES] = {
+	[TRIAL_PENDING] = { "pending", false, BIT(TRIAL_RUNNING) | BIT(TRIAL_FAILED) | BIT(TRIAL_KILLED) },
+	[TRIAL_RUNNING] = { "running", false, TRIAL_ENDS },
+	[TRIAL_SUCCEEDED] = { "succeeded", true, BIT(TRIAL_FAILED_OBJECTIVE) },
+	[TRIAL_FAILED] = { "failed", true, 0 },
+	[TRIAL_KILLED] = { "killed", true, 0 },
+	[TRIAL_STOPPED] = { "stopped", true, 0 },
+	[TRIAL_FAILED_OBJECTIVE] = { "failed-objective", true, 0 },
+};
+
+static const struct word_row endpoint_rows[ENDPOINT_NSTATES] = {
+	[ENDPOINT_RUNNING] = { "running", false,
+			       BIT(ENDPOINT_FAILED) | BIT(ENDPOINT_EXITED) | BIT(ENDPOINT_STOPPED) },
+	[ENDPOINT_FAILED] = { "failed", true, 0 },
+	[ENDPOINT_EXITED] = { "exited", true, 0 },
+	[ENDPOINT_STOPPED] = { "stopped", true, 0 },
+};
+
+static const char *row_name(const struct word_row *rows, int n, int s)
+{
+	return s >= 0 && s < n ? rows[s].name : "?";
+}
+
+static bool row_parse(const struct word_row *rows, int n, const char *name, int *out)
+{
+	for (int i = 0; name && i < n; i++)
+		if (!strcmp(rows[i].name, name)) {
+			*out = i;
+			return true;
+		}
+	return false;
+}
+
+static bool row_final(const struct word_row *rows, int n, int s)
+{
+	return s >= 0 && s < n && rows[s].final;
+}
+
+static bool row_can(const struct word_row *rows, int n, int from, int to)
+{
+	return from >= 0 && from < n && to >= 0 && to < n && (rows[from].edges & BIT(to)) != 0;
+}
+
+#define WORD_TABLE(kind, rows, n)                                                                \
+	const char *kind##_state_name(enum kind##_state s)                                       \
+	{                                                                                        \
+		return row_name(rows, n, (int)s);                                                \
+	}                                                                                        \
+	bool kind##_state_parse(const char *name, enum kind##_state *out)                        \
+	{                                                                                        \
+		int i;                                                                           \
+		if (!row_parse(rows, n, name, &i))                                               \
+			return false;                                                            \
+		*out = (enum kind##_state)i;                                                     \
+		return true;                                                                     \
+	}                                                                                        \
+	bool kind##_state_is(const char *word, enum kind##_state s)                              \
+	{                                                                                        \
+		return word && !strcmp(word, row_name(rows, n, (int)s));                         \
+	}                                                                                        \
+	bool kind##_state_final(enum kind##_state s)                                             \
+	{                                                                                        \
+		return row_final(rows, n, (int)s);                                               \
+	}                                                                                        \
+	bool kind##_state_can(enum kind##_state from, enum kind##_state to)                      \
+	{                                                                                        \
+		return row_can(rows, n, (int)from, (int)to);                                     \
+	}
+
+WORD_TABLE(sweep, sweep_rows, SWEEP_NSTATES)
+WORD_TABLE(trial, trial_rows, TRIAL_NSTATES)
+WORD_TABLE(endpoint, endpoint_rows, ENDPOINT_NSTATES)
 
 static const char *const stop_names[] = {
 	[JOB_STOP_NONE] = NULL,

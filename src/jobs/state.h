@@ -1,5 +1,6 @@
 /*
- * state.h -- the states of a job: one enum, one name table, the diagram.
+ * state.h -- the states of a job: one enum, one name table, the diagram;
+ * and the same for sweeps, their trials and a job's endpoints (below).
  *
  * A leaf of the jobs module (no store, no backend): the store maps the
  * enum to and from its TEXT column through job_state_name() and
@@ -24,11 +25,14 @@
  *   starting, running, restarting --jobs_finish--> succeeded | failed | killed
  *   starting, running, restarting --jobs_mark_lost--> lost
  *   running, restarting --jobs_mark_queued--> queued (Slurm requeued it)
- *   queued --jobs_requeue--> paused (paused before it ran)
+ *   queued --jobs_mark_running--> running (a Slurm job's driver, when it
+ *                    starts before the server's poll saw Slurm's RUNNING)
+ *   queued, preempted --jobs_requeue--> paused (paused before it ran again)
  *   queued, paused, preempted --jobs_finish--> killed (stopped before it ran;
  *                    a queued Slurm job may also end as Slurm says)
  *
- * job_state_can() is this diagram as a table (tests hold it to the code).
+ * job_state_can() is this diagram as a table; the store refuses a write of
+ * a state it does not draw (store_job_edge), naming the job and both states.
  *
  * Three kinds of state:
  *   active    starting, running, restarting: a supervisor owns the job and
@@ -87,6 +91,80 @@ const char *job_stop_name(enum job_stop why);
 enum job_stop job_stop_parse(const char *name);
 /* The state a supervisor stopped for why records (killed, paused, preempted). */
 enum job_state job_stop_state(enum job_stop why);
+
+/*
+ * SWEEP STATES (sweeps.state; sweep/sweep.h)
+ *
+ *   running --every trial ended--> done
+ *   running --the objective was never logged (sweep.h note 7)--> failed
+ *   running --trainctl sweep stop, a signal to its driver--> stopped
+ *
+ * A local sweep whose driver is gone reads stopped (sweep_show_json).
+ */
+enum sweep_state {
+	SWEEP_RUNNING,
+	SWEEP_DONE,
+	SWEEP_FAILED,
+	SWEEP_STOPPED,
+};
+#define SWEEP_NSTATES (SWEEP_STOPPED + 1)
+
+/*
+ * TRIAL STATES (sweep_trials.state; sweep/sweep.h note 3)
+ *
+ *   pending --started--> running --its job ended--> succeeded | failed |
+ *                                  killed | stopped (early stopping) |
+ *                                  failed-objective (sweep.h notes 6, 7)
+ *   pending --could not be started--> failed
+ *   pending, running --the sweep was stopped--> killed
+ *   succeeded --the objective was never logged (note 7)--> failed-objective
+ */
+enum trial_state {
+	TRIAL_PENDING,
+	TRIAL_RUNNING,
+	TRIAL_SUCCEEDED,
+	TRIAL_FAILED,
+	TRIAL_KILLED,
+	TRIAL_STOPPED,
+	TRIAL_FAILED_OBJECTIVE,
+};
+#define TRIAL_NSTATES (TRIAL_FAILED_OBJECTIVE + 1)
+
+/*
+ * ENDPOINT STATES (job_endpoints.state; endpoint/endpoint.h)
+ *
+ *   (started) --> running | failed (did not start)
+ *   running --its process ended by itself--> exited | failed (exit 127 in an image)
+ *   running --stopped with the job--> stopped
+ */
+enum endpoint_state {
+	ENDPOINT_RUNNING,
+	ENDPOINT_FAILED,
+	ENDPOINT_EXITED,
+	ENDPOINT_STOPPED,
+};
+#define ENDPOINT_NSTATES (ENDPOINT_STOPPED + 1)
+
+/* The stored words, as job_state_name: "?" outside the enum. */
+const char *sweep_state_name(enum sweep_state s);
+const char *trial_state_name(enum trial_state s);
+const char *endpoint_state_name(enum endpoint_state s);
+/* The state called name (NUL-terminated); false for NULL or an unknown word. */
+bool sweep_state_parse(const char *name, enum sweep_state *out);
+bool trial_state_parse(const char *name, enum trial_state *out);
+bool endpoint_state_parse(const char *name, enum endpoint_state *out);
+/* Is word (a stored word, or NULL) the name of state s? */
+bool sweep_state_is(const char *word, enum sweep_state s);
+bool trial_state_is(const char *word, enum trial_state s);
+bool endpoint_state_is(const char *word, enum endpoint_state s);
+/* Is s an end (nothing moves it on, but the edges drawn above)? */
+bool sweep_state_final(enum sweep_state s);
+bool trial_state_final(enum trial_state s);
+bool endpoint_state_final(enum endpoint_state s);
+/* Is from -> to an edge of the diagrams above? */
+bool sweep_state_can(enum sweep_state from, enum sweep_state to);
+bool trial_state_can(enum trial_state from, enum trial_state to);
+bool endpoint_state_can(enum endpoint_state from, enum endpoint_state to);
 
 /*
  * Events that are not changes of state (docs/diagnostics.md): a row of

@@ -119,7 +119,7 @@ static int post_as(struct srv *s, const struct spec *sp, const struct notify_msg
 void srv_notify_queued(struct srv *s, const struct spec *sp, const char *id, const char *user)
 {
 	struct notify_msg m = { .event = NOTIFY_QUEUED, .job_id = id, .job_name = sp->name,
-				.state = "queued", .reason = "submitted to the server", .user = user,
+				.state = job_state_name(JOB_QUEUED), .reason = "submitted to the server", .user = user,
 				.attempt = -1, .exit_code = -1, .time = now_wall() };
 	struct tc_err err = TC_ERR_INIT;
 	int rc = sp->notify_given ? post_as(s, sp, &m, user, &err)

@@ -324,19 +324,28 @@ int store_job_create(struct store *st, const struct job_row *j, struct tc_err *e
 
 static bool col_state(sqlite3_stmt *q, int i, enum job_state *out);
 
-/* Has job id an end recorded?  Read inside the caller's transaction. */
-static int has_ended(struct store *st, const char *id, bool *ended, struct tc_err *err)
+/*
+ * May job id go to state to (store_int.h)?  Read inside the caller's
+ * transaction.
+ */
+int store_job_edge(struct store *st, const char *id, enum job_state to, bool *ended,
+		   struct tc_err *err)
 {
 	sqlite3_stmt *q;
-	*ended = false;
+	if (ended)
+		*ended = false;
 	if (sqlite3_prepare_v2(st->db, "SELECT state FROM jobs WHERE id=?", -1, &q, NULL) != SQLITE_OK)
 		return db_fail(st, err, "prepare");
 	sqlite3_bind_text(q, 1, id, -1, SQLITE_TRANSIENT);
 	int r = sqlite3_step(q), rc = 0;
 	enum job_state cur;
-	if (r == SQLITE_ROW && col_state(q, 0, &cur))
-		*ended = job_state_terminal(cur);
-	else if (r != SQLITE_ROW && r != SQLITE_DONE)
+	if (r == SQLITE_ROW && col_state(q, 0, &cur) && !job_state_can(cur, to)) {
+		if (ended && job_state_terminal(cur))
+			*ended = true;
+		else
+			rc = tc_error(err, TC_EUSAGE, "job %s: cannot go from %s to %s", id,
+				      job_state_name(cur), job_state_name(to));
+	} else if (r != SQLITE_ROW && r != SQLITE_DONE)
 		rc = db_fail(st, err, "read state");
 	sqlite3_finalize(q);
 	return rc;
@@ -351,8 +360,12 @@ static int set_state(struct store *st, const char *id, enum job_state state, int
 	int rc = txn_begin(st, &own, err);
 	if (rc)
 		return rc;
-	/* the first end recorded stays (jobs.h: jobs_finish); a later one changes nothing */
-	if (finish && ((rc = has_ended(st, id, &ended, err)) || ended))
+	/*
+	 * The diagram (state.h) is enforced here: an edge it does not draw is
+	 * refused.  The first end recorded stays (jobs.h: jobs_finish); a later
+	 * one changes nothing.
+	 */
+	if ((rc = store_job_edge(st, id, state, finish ? &ended : NULL, err)) || ended)
 		return txn_end(st, own, rc, err);
 	if (finish)
 		rc = run_stmt(st, err,

@@ -70,6 +70,16 @@ int store_view_job(sqlite3_stmt *q, struct job_row *j);
 /* Step a prepared SELECT STORE_JOB_COLS to its end (the caller finalizes q). */
 int store_query_jobs(struct store *st, sqlite3_stmt *q, struct job_row **out, size_t *nr,
 		     struct tc_err *err);
+/*
+ * May job id go from the state it is in to state to?  For every write of a
+ * job's state, inside its transaction.  0 when the diagram of jobs/state.h
+ * draws the edge; TC_EUSAGE naming the job and both states when it does
+ * not.  With ended, an end already recorded is no error: 0 with *ended set
+ * (the first end stays; the caller writes nothing).  A job not in the
+ * table, or in a state this trainctl does not know, goes through as before.
+ */
+int store_job_edge(struct store *st, const char *id, enum job_state to, bool *ended,
+		   struct tc_err *err);
 /* "('a','b')": the names of a set of states (1u << JOB_*), for IN clauses. */
 void store_states_sql(struct sbuf *sql, unsigned states);
 unsigned store_terminal_states(void);

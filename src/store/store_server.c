@@ -82,6 +82,10 @@ int store_job_launch(struct store *st, const char *id, const char *devices, pid_
 	int rc = begin(st, err);
 	if (rc)
 		return rc;
+	/* an end recorded stays (below); any other state must have the edge (state.h) */
+	bool ended;
+	if ((rc = store_job_edge(st, id, JOB_STARTING, &ended, err)) || ended)
+		return end(st, rc, err);
 	const char *starting = job_state_name(JOB_STARTING);
 	rc = run_stmt(st, err,
 		      "UPDATE jobs SET state=?, devices=?, sup_pid=?, sup_ticks=?,"
@@ -110,6 +114,8 @@ int store_job_requeue(struct store *st, const char *id, enum job_state state, bo
 	int rc = begin(st, err);
 	if (rc)
 		return rc;
+	if ((rc = store_job_edge(st, id, state, NULL, err)))
+		return end(st, rc, err);
 	const char *name = job_state_name(state);
 	rc = run_stmt(st, err,
 		      count_restart ? "UPDATE jobs SET state=?, devices=NULL, stop_reason=NULL,"

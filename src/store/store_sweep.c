@@ -150,9 +150,9 @@ int store_sweep_list(struct store *st, bool running_managed, struct sweep_row **
 {
 	return query_sweeps(st,
 			    running_managed ? "SELECT " SWEEP_COLS " FROM sweeps WHERE managed = 1 AND"
-					      " state = 'running' ORDER BY id"
+					      " state = ?1 ORDER BY id"
 					    : "SELECT " SWEEP_COLS " FROM sweeps ORDER BY id DESC",
-			    NULL, out, nr, err);
+			    running_managed ? sweep_state_name(SWEEP_RUNNING) : NULL, out, nr, err);
 }
 
 int store_sweep_set_state(struct store *st, const char *id, const char *state, const char *note,

@@ -83,12 +83,12 @@ static int refresh(struct store *st, const struct sweep_row *sw, const struct sw
 		t->steps = (long long)*nv;
 		t->objective = bad ? NAN : sweep_reduce_values(*vals, *nv, d->reduce);
 		if (job_state_terminal(j.state)) {
-			const char *to = j.state == JOB_SUCCEEDED && bad ? SWEEP_T_FAILED_OBJECTIVE
-					 : j.state == JOB_SUCCEEDED ? SWEEP_T_SUCCEEDED
-					 : j.state == JOB_KILLED && t->early ? SWEEP_T_STOPPED
-					 : j.state == JOB_KILLED ? SWEEP_T_KILLED
-									      : SWEEP_T_FAILED;
-			set_str(&t->state, to);
+			enum trial_state to = j.state == JOB_SUCCEEDED && bad ? TRIAL_FAILED_OBJECTIVE
+					      : j.state == JOB_SUCCEEDED ? TRIAL_SUCCEEDED
+					      : j.state == JOB_KILLED && t->early ? TRIAL_STOPPED
+					      : j.state == JOB_KILLED ? TRIAL_KILLED
+									   : TRIAL_FAILED;
+			set_str(&t->state, trial_state_name(to));
 			if (bad && j.state == JOB_SUCCEEDED) {
 				struct sbuf why = SBUF_INIT;
 				sbuf_addf(&why, "%s was NaN or infinite: no objective", d->metric);
@@ -100,18 +100,18 @@ static int refresh(struct store *st, const struct sweep_row *sw, const struct sw
 			t->ended = j.ended > 0 ? j.ended : now_wall();
 		} else if (ended) {
 			/* its supervisor is gone and recorded no end */
-			set_str(&t->state, SWEEP_T_FAILED);
+			set_str(&t->state, trial_state_name(TRIAL_FAILED));
 			set_str(&t->note, cause ? cause : "the trial's supervisor ended without recording an end");
 			t->ended = now_wall();
 		}
 	} else if (ended) {
 		/* the launcher ended and no job came to exist: a failed trial */
-		set_str(&t->state, SWEEP_T_FAILED);
+		set_str(&t->state, trial_state_name(TRIAL_FAILED));
 		set_str(&t->note, cause ? cause : "the trial's job was never created");
 		t->ended = now_wall();
 	} else if (t->job_id && !ops->poll) {
 		/* the server's trial whose job is gone (deleted) */
-		set_str(&t->state, SWEEP_T_KILLED);
+		set_str(&t->state, trial_state_name(TRIAL_KILLED));
 		set_str(&t->note, "its job was deleted");
 		t->ended = now_wall();
 	}
@@ -127,7 +127,7 @@ static void early_stopping(struct store *st, const struct sweep_def *d, const st
 	struct sweep_curve *c = xcalloc(n + 1, sizeof(*c));
 	for (size_t i = 0; i < n; i++)
 		c[i] = (struct sweep_curve){ vals[i], nv[i],
-					     !strcmp(t[i].state, SWEEP_T_RUNNING) && t[i].job_id && !t[i].early };
+					     trial_state_is(t[i].state, TRIAL_RUNNING) && t[i].job_id && !t[i].early };
 	for (size_t i = 0; i < n; i++) {
 		struct sbuf why = SBUF_INIT;
 		struct tc_err e = TC_ERR_INIT;
@@ -189,9 +189,9 @@ static bool objective_missing(struct store *st, const struct sweep_row *sw,
 	size_t first = n;
 	for (size_t i = 0; i < n; i++) {
 		if (nv[i] || t[i].steps || isfinite(t[i].objective) ||
-		    !strcmp(t[i].state, SWEEP_T_FAILED_OBJECTIVE))
+		    trial_state_is(t[i].state, TRIAL_FAILED_OBJECTIVE))
 			return false; /* some trial logs it, or it was already judged */
-		if (first == n && !strcmp(t[i].state, SWEEP_T_SUCCEEDED) && t[i].job_id)
+		if (first == n && trial_state_is(t[i].state, TRIAL_SUCCEEDED) && t[i].job_id)
 			first = i;
 	}
 	if (first == n)
@@ -202,17 +202,17 @@ static bool objective_missing(struct store *st, const struct sweep_row *sw,
 		  t[first].idx, t[first].job_id, d->metric, names.len ? names.buf : "no metrics");
 	if (near.len)
 		sbuf_addf(&note, " (did you mean metric: %s?)", near.buf);
-	set_str(&t[first].state, SWEEP_T_FAILED_OBJECTIVE);
+	set_str(&t[first].state, trial_state_name(TRIAL_FAILED_OBJECTIVE));
 	set_str(&t[first].note, note.buf);
 	*rc = store_trial_update(st, &t[first], err);
 	for (size_t i = 0; i < n && !*rc; i++) {
 		struct tc_err e = TC_ERR_INIT;
-		if (!strcmp(t[i].state, SWEEP_T_RUNNING) && t[i].job_id)
+		if (trial_state_is(t[i].state, TRIAL_RUNNING) && t[i].job_id)
 			(void)ops->stop(ops->arg, &t[i], "the sweep's objective is never logged", &e);
 		tc_err_release(&e);
 	}
 	if (!*rc)
-		*rc = store_sweep_set_state(st, sw->id, "failed", note.buf, true, err);
+		*rc = store_sweep_set_state(st, sw->id, sweep_state_name(SWEEP_FAILED), note.buf, true, err);
 	sbuf_release(&names);
 	sbuf_release(&near);
 	sbuf_release(&note);
@@ -232,7 +232,7 @@ int sweep_tick(struct store *st, const char *sweep_id, const struct sweep_ops *o
 	int rc = store_sweep_get(st, sweep_id, &sw, err);
 	if (rc)
 		return rc;
-	if (strcmp(sw.state, "running")) {
+	if (!sweep_state_is(sw.state, SWEEP_RUNNING)) {
 		*done = true;
 		goto out;
 	}
@@ -243,7 +243,7 @@ int sweep_tick(struct store *st, const char *sweep_id, const struct sweep_ops *o
 	nv = xcalloc(n + 1, sizeof(*nv));
 	size_t running = 0, pending = 0;
 	for (size_t i = 0; i < n && !rc; i++) {
-		if (!strcmp(t[i].state, SWEEP_T_RUNNING)) {
+		if (trial_state_is(t[i].state, TRIAL_RUNNING)) {
 			rc = refresh(st, &sw, d, ops, &t[i], &vals[i], &nv[i], err);
 		} else if (sweep_trial_ended(t[i].state) && t[i].job_id && d->stop.rule != SWEEP_RULE_NONE) {
 			/* ended trials' curves count for the rules */
@@ -261,24 +261,24 @@ int sweep_tick(struct store *st, const char *sweep_id, const struct sweep_ops *o
 	if (d->stop.rule != SWEEP_RULE_NONE)
 		early_stopping(st, d, ops, t, n, vals, nv);
 	for (size_t i = 0; i < n; i++) {
-		if (!strcmp(t[i].state, SWEEP_T_RUNNING))
+		if (trial_state_is(t[i].state, TRIAL_RUNNING))
 			running++;
-		else if (!strcmp(t[i].state, SWEEP_T_PENDING))
+		else if (trial_state_is(t[i].state, TRIAL_PENDING))
 			pending++;
 	}
 	for (size_t i = 0; i < n && !rc && running < (size_t)d->parallel; i++) {
-		if (strcmp(t[i].state, SWEEP_T_PENDING))
+		if (!trial_state_is(t[i].state, TRIAL_PENDING))
 			continue;
 		struct tc_err e = TC_ERR_INIT;
 		pending--;
 		t[i].started = now_wall();
 		if (ops->launch(ops->arg, &sw, d, &t[i], &e)) {
 			/* a trial that cannot start is a failed trial, not a failed sweep */
-			set_str(&t[i].state, SWEEP_T_FAILED);
+			set_str(&t[i].state, trial_state_name(TRIAL_FAILED));
 			set_str(&t[i].note, e.msg ? e.msg : "could not be started");
 			t[i].ended = now_wall();
 		} else {
-			set_str(&t[i].state, SWEEP_T_RUNNING);
+			set_str(&t[i].state, trial_state_name(TRIAL_RUNNING));
 			running++;
 		}
 		tc_err_release(&e);
@@ -291,7 +291,7 @@ int sweep_tick(struct store *st, const char *sweep_id, const struct sweep_ops *o
 			sbuf_addf(&note, "best: trial %d (%s)", t[best].idx, t[best].job_id);
 		else
 			sbuf_adds(&note, "no trial reached an objective");
-		rc = store_sweep_set_state(st, sw.id, "done", note.buf, true, err);
+		rc = store_sweep_set_state(st, sw.id, sweep_state_name(SWEEP_DONE), note.buf, true, err);
 		sbuf_release(&note);
 		*done = !rc;
 	}
@@ -310,7 +310,7 @@ out:
 
 static int rank_class(const struct trial_row *t)
 {
-	if (!strcmp(t->state, SWEEP_T_SUCCEEDED) && isfinite(t->objective))
+	if (trial_state_is(t->state, TRIAL_SUCCEEDED) && isfinite(t->objective))
 		return 0;
 	return isfinite(t->objective) ? 1 : 2;
 }

@@ -44,7 +44,7 @@ static char *rerun_text(const struct sweep_def *d, const struct trial_row *t)
 
 static bool driver_gone(const struct sweep_row *s)
 {
-	return !s->managed && !strcmp(s->state, "running") &&
+	return !s->managed && sweep_state_is(s->state, SWEEP_RUNNING) &&
 	       (!s->driver_pid || !proc_alive(s->driver_pid, s->driver_ticks));
 }
 
@@ -66,7 +66,7 @@ int sweep_show_json(struct store *st, const char *ref, json_t **out, struct tc_e
 	json_object_set_new(o, "id", json_string(s.id));
 	json_object_set_new(o, "name", json_string(s.name));
 	/* a `trainctl sweep` that died leaves its row running: say so */
-	json_object_set_new(o, "state", json_string(driver_gone(&s) ? "stopped" : s.state));
+	json_object_set_new(o, "state", json_string(driver_gone(&s) ? sweep_state_name(SWEEP_STOPPED) : s.state));
 	json_object_set_new(o, "user", json_string(s.user ? s.user : ""));
 	json_object_set_new(o, "managed", json_boolean(s.managed));
 	json_object_set_new(o, "created", json_real(s.created));
@@ -81,15 +81,12 @@ int sweep_show_json(struct store *st, const char *ref, json_t **out, struct tc_e
 	json_object_set_new(o, "parameters", keys);
 	json_object_set_new(o, "metric", json_string(d->metric));
 	json_object_set_new(o, "mode", json_string(d->mode == SWEEP_MAX ? "max" : "min"));
-	size_t counts[7] = { 0 };
-	static const char *const words[] = { SWEEP_T_PENDING, SWEEP_T_RUNNING, SWEEP_T_SUCCEEDED,
-					     SWEEP_T_FAILED, SWEEP_T_KILLED, SWEEP_T_STOPPED,
-					     SWEEP_T_FAILED_OBJECTIVE };
+	size_t counts[TRIAL_NSTATES] = { 0 };
 	json_t *arr = json_array();
 	for (size_t i = 0; i < n; i++) {
-		for (size_t w = 0; w < 7; w++)
-			if (!strcmp(t[i].state, words[w]))
-				counts[w]++;
+		enum trial_state ts;
+		if (trial_state_parse(t[i].state, &ts))
+			counts[ts]++;
 		json_t *x = json_object();
 		json_object_set_new(x, "trial", json_integer(t[i].idx));
 		json_t *p = json_loads(t[i].params_json ? t[i].params_json : "{}", 0, NULL);
@@ -105,8 +102,9 @@ int sweep_show_json(struct store *st, const char *ref, json_t **out, struct tc_e
 		json_array_append_new(arr, x);
 	}
 	json_t *c = json_object();
-	for (size_t w = 0; w < 7; w++)
-		json_object_set_new(c, words[w], json_integer((json_int_t)counts[w]));
+	for (int w = 0; w < TRIAL_NSTATES; w++)
+		json_object_set_new(c, trial_state_name((enum trial_state)w),
+				    json_integer((json_int_t)counts[w]));
 	json_object_set_new(o, "counts", c);
 	json_object_set_new(o, "trials", arr);
 	if (best >= 0) {
@@ -130,7 +128,7 @@ out:
 json_t *sweep_brief_json(const struct sweep_row *s)
 {
 	return json_pack("{s:s, s:s, s:s, s:b, s:f, s:o, s:o}", "id", s->id, "name", s->name, "state",
-			 driver_gone(s) ? "stopped" : s->state, "managed", s->managed, "created",
+			 driver_gone(s) ? sweep_state_name(SWEEP_STOPPED) : s->state, "managed", s->managed, "created",
 			 s->created, "ended", s->ended > 0 ? json_real(s->ended) : json_null(), "note",
 			 json_string_or_null(s->note));
 }

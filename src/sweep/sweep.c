@@ -830,9 +830,8 @@ bool sweep_should_stop(const struct sweep_def *d, const struct sweep_curve *c, s
 
 bool sweep_trial_ended(const char *state)
 {
-	return state && (!strcmp(state, SWEEP_T_SUCCEEDED) || !strcmp(state, SWEEP_T_FAILED) ||
-			 !strcmp(state, SWEEP_T_KILLED) || !strcmp(state, SWEEP_T_STOPPED) ||
-			 !strcmp(state, SWEEP_T_FAILED_OBJECTIVE));
+	enum trial_state t;
+	return trial_state_parse(state, &t) && trial_state_final(t);
 }
 
 bool sweep_metric_maximised(const char *metric)

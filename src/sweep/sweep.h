@@ -141,15 +141,12 @@ struct sweep_curve {
 bool sweep_should_stop(const struct sweep_def *d, const struct sweep_curve *c, size_t n, size_t i,
 		       struct sbuf *why);
 
-/* The trial state words (sweep_trials.state). */
-#define SWEEP_T_PENDING "pending"
-#define SWEEP_T_RUNNING "running"
-#define SWEEP_T_SUCCEEDED "succeeded"
-#define SWEEP_T_FAILED "failed"
-#define SWEEP_T_KILLED "killed"
-#define SWEEP_T_STOPPED "stopped"
-/* its job succeeded, but the objective was NaN/inf or never logged (notes 6, 7) */
-#define SWEEP_T_FAILED_OBJECTIVE "failed-objective"
+/*
+ * The trial state words (sweep_trials.state) are trial_state_name()'s
+ * (jobs/state.h: enum trial_state); failed-objective is a trial whose job
+ * succeeded but whose objective was NaN/inf or never logged (notes 6, 7).
+ * Has the trial in state (a stored word) ended?
+ */
 bool sweep_trial_ended(const char *state);
 
 /* ---- a trial's spec (trial.c) ---- */

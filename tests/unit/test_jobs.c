@@ -8,6 +8,7 @@
 #include "core/util.h"
 #include "jobs/jobs.h"
 #include "store/store.h"
+#include "sweep/sweep.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -72,9 +73,53 @@ TEST(state_diagram)
 			CHECK(!job_state_can((enum job_state)i, (enum job_state)k));
 	for (int k = 0; k < JOB_NSTATES; k++)
 		CHECK_INT(job_state_can(JOB_LOST, (enum job_state)k), k == JOB_QUEUED);
-	CHECK(!job_state_can(JOB_QUEUED, JOB_RUNNING)); /* a supervisor starts it first */
+	CHECK(job_state_can(JOB_QUEUED, JOB_RUNNING)); /* a Slurm driver ahead of the poll */
+	CHECK(!job_state_can(JOB_QUEUED, JOB_RESTARTING));
 	CHECK(!job_state_can(JOB_PREEMPTED, JOB_RUNNING));
+	CHECK(job_state_can(JOB_PREEMPTED, JOB_PAUSED)); /* paused while it waits */
 	CHECK(!job_state_can((enum job_state)99, JOB_QUEUED));
+}
+
+/* Sweeps, trials and endpoints: one name table each, the ends, the edges (state.h). */
+TEST(sweep_trial_endpoint_states)
+{
+	for (int i = 0; i < SWEEP_NSTATES; i++) {
+		enum sweep_state s = SWEEP_DONE;
+		CHECK(sweep_state_parse(sweep_state_name((enum sweep_state)i), &s));
+		CHECK_INT(s, i);
+		CHECK(sweep_state_is(sweep_state_name(s), s));
+		CHECK_INT(sweep_state_final(s), i != SWEEP_RUNNING);
+	}
+	for (int i = 0; i < TRIAL_NSTATES; i++) {
+		enum trial_state t = TRIAL_PENDING;
+		CHECK(trial_state_parse(trial_state_name((enum trial_state)i), &t));
+		CHECK_INT(t, i);
+		CHECK_INT(trial_state_final(t), t != TRIAL_PENDING && t != TRIAL_RUNNING);
+	}
+	for (int i = 0; i < ENDPOINT_NSTATES; i++) {
+		enum endpoint_state e = ENDPOINT_RUNNING;
+		CHECK(endpoint_state_parse(endpoint_state_name((enum endpoint_state)i), &e));
+		CHECK_INT(e, i);
+		CHECK_INT(endpoint_state_final(e), e != ENDPOINT_RUNNING);
+	}
+	CHECK_STR(sweep_state_name(SWEEP_DONE), "done");
+	CHECK_STR(trial_state_name(TRIAL_FAILED_OBJECTIVE), "failed-objective");
+	CHECK_STR(endpoint_state_name(ENDPOINT_EXITED), "exited");
+	CHECK_STR(sweep_state_name((enum sweep_state)99), "?");
+	enum sweep_state s;
+	CHECK(!sweep_state_parse("exploded", &s) && !sweep_state_parse(NULL, &s));
+	CHECK(!trial_state_is(NULL, TRIAL_PENDING) && !endpoint_state_is("runnin", ENDPOINT_RUNNING));
+	/* the edges drawn */
+	CHECK(sweep_state_can(SWEEP_RUNNING, SWEEP_DONE) && !sweep_state_can(SWEEP_DONE, SWEEP_RUNNING));
+	CHECK(trial_state_can(TRIAL_PENDING, TRIAL_RUNNING) && trial_state_can(TRIAL_PENDING, TRIAL_FAILED));
+	CHECK(trial_state_can(TRIAL_RUNNING, TRIAL_STOPPED) && !trial_state_can(TRIAL_PENDING, TRIAL_SUCCEEDED));
+	CHECK(trial_state_can(TRIAL_SUCCEEDED, TRIAL_FAILED_OBJECTIVE));
+	CHECK(!trial_state_can(TRIAL_KILLED, TRIAL_RUNNING));
+	CHECK(endpoint_state_can(ENDPOINT_RUNNING, ENDPOINT_EXITED));
+	CHECK(!endpoint_state_can(ENDPOINT_STOPPED, ENDPOINT_RUNNING));
+	/* sweep.h's test of an ended trial reads the same table */
+	CHECK(sweep_trial_ended("failed-objective") && !sweep_trial_ended("pending"));
+	CHECK(!sweep_trial_ended(NULL) && !sweep_trial_ended("exploded"));
 }
 
 TEST(stop_reasons)
@@ -218,6 +263,56 @@ TEST(the_first_end_recorded_stays)
 	j = get(st, "B");
 	CHECK_INT(j.state, JOB_SUCCEEDED);
 	CHECK_INT(j.exit_code, 0);
+	job_row_release(&j);
+	store_close(st);
+}
+
+/* The store writes only the edges of the diagram (state.h); a refusal names both states. */
+TEST(the_store_refuses_an_undrawn_edge)
+{
+	struct store *st = open_store();
+	struct tc_err err = TC_ERR_INIT;
+	create(st, "A", JOB_QUEUED);
+	CHECK_INT(jobs_mark_restarting(st, "A", "it never ran", &err), TC_EUSAGE);
+	CHECK_CONTAINS(err.msg, "job A: cannot go from queued to restarting");
+	tc_err_release(&err);
+	struct job_row j = get(st, "A");
+	CHECK_INT(j.state, JOB_QUEUED);
+	job_row_release(&j);
+	struct event_row *ev = NULL;
+	size_t n = 0;
+	CHECK_INT(store_events(st, "A", &ev, &n, &err), 0);
+	CHECK_INT(n, 1); /* created: the refused write left no event */
+	event_rows_free(ev, n);
+	/* an end is left only by the server's requeue of a lost job */
+	CHECK_INT(jobs_finish(st, "A", JOB_KILLED, 1, NULL, "stopped before it ran", &err), 0);
+	CHECK_INT(jobs_mark_restarting(st, "A", "rank 0 exited", &err), TC_EUSAGE);
+	CHECK_CONTAINS(err.msg, "from killed to restarting");
+	tc_err_release(&err);
+	CHECK_INT(jobs_requeue(st, "A", JOB_QUEUED, false, "resumed", &err), TC_EUSAGE);
+	CHECK_CONTAINS(err.msg, "from killed to queued");
+	tc_err_release(&err);
+	/* the launch of a job whose end is recorded writes nothing, as before */
+	CHECK_INT(jobs_launch(st, "A", "0", getpid(), 0, "launched", &err), 0);
+	j = get(st, "A");
+	CHECK_INT(j.state, JOB_KILLED);
+	job_row_release(&j);
+	/* a held job goes back to the queue, not on to running */
+	create(st, "B", JOB_RUNNING);
+	CHECK_INT(jobs_mark_held(st, "B", JOB_STOP_PAUSED, "paused", &err), 0);
+	CHECK_INT(jobs_mark_running(st, "B", "up", &err), TC_EUSAGE);
+	CHECK_CONTAINS(err.msg, "job B: cannot go from paused to running");
+	tc_err_release(&err);
+	CHECK_INT(jobs_requeue(st, "B", JOB_QUEUED, false, "resumed", &err), 0);
+	j = get(st, "B");
+	CHECK_INT(j.state, JOB_QUEUED);
+	job_row_release(&j);
+	/* a preempted job may be paused before the server requeues it (local_pause) */
+	create(st, "C", JOB_RUNNING);
+	CHECK_INT(jobs_mark_held(st, "C", JOB_STOP_PREEMPTED, "preempted", &err), 0);
+	CHECK_INT(jobs_requeue(st, "C", JOB_PAUSED, false, "paused before it ran", &err), 0);
+	j = get(st, "C");
+	CHECK_INT(j.state, JOB_PAUSED);
 	job_row_release(&j);
 	store_close(st);
 }

@@ -693,6 +693,28 @@ TEST(info_json)
 		CHECK(!(terminal && active));
 		CHECK(active == (!strcmp(name, "starting") || !strcmp(name, "running") ||
 				 !strcmp(name, "restarting")));
+		CHECK(json_is_true(json_object_get(st, "resumable")) == !strcmp(name, "paused"));
+		CHECK(json_is_true(json_object_get(st, "success")) == !strcmp(name, "succeeded"));
+	}
+	/* sweeps, trials, endpoints: each state once, the ended ones terminal */
+	static const struct {
+		const char *key, *names;
+	} more[] = {
+		{ "sweep_states", "running done* failed* stopped*" },
+		{ "trial_states", "pending running succeeded* failed* killed* stopped* failed-objective*" },
+		{ "endpoint_states", "running failed* exited* stopped*" },
+	};
+	for (size_t k = 0; k < sizeof(more) / sizeof(more[0]); k++) {
+		json_t *v = json_object_get(o, more[k].key);
+		struct sbuf got = SBUF_INIT;
+		for (size_t i = 0; i < json_array_size(v); i++) {
+			json_t *st = json_array_get(v, i);
+			sbuf_addf(&got, "%s%s%s", i ? " " : "",
+				  json_string_value(json_object_get(st, "name")),
+				  json_is_true(json_object_get(st, "terminal")) ? "*" : "");
+		}
+		CHECK_STR(got.buf, more[k].names);
+		sbuf_release(&got);
 	}
 	json_t *bs = json_object_get(o, "backends");
 	CHECK_INT(json_array_size(bs), API_NBACKENDS);

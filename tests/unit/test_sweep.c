@@ -248,9 +248,9 @@ TEST(store_rows_and_ranking)
 	struct sweep_row s = { .id = "20260101-000000-000-abcd", .name = "g", .state = "running",
 			       .def_json = "{}", .created = 1 };
 	struct trial_row t[3] = {
-		{ .sweep_id = s.id, .idx = 0, .params_json = "{\"a\":1}", .state = SWEEP_T_PENDING },
-		{ .sweep_id = s.id, .idx = 1, .params_json = "{\"a\":2}", .state = SWEEP_T_PENDING },
-		{ .sweep_id = s.id, .idx = 2, .params_json = "{\"a\":3}", .state = SWEEP_T_PENDING },
+		{ .sweep_id = s.id, .idx = 0, .params_json = "{\"a\":1}", .state = "pending" },
+		{ .sweep_id = s.id, .idx = 1, .params_json = "{\"a\":2}", .state = "pending" },
+		{ .sweep_id = s.id, .idx = 2, .params_json = "{\"a\":3}", .state = "pending" },
 	};
 	CHECK_INT(store_sweep_create(st, &s, t, 3, &err), 0);
 	struct trial_row *v = NULL;
@@ -259,14 +259,14 @@ TEST(store_rows_and_ranking)
 	CHECK_INT(n, 3);
 	CHECK(isnan(v[0].objective));
 	free(v[0].state);
-	v[0].state = strdup(SWEEP_T_SUCCEEDED);
+	v[0].state = strdup("succeeded");
 	v[0].objective = 0.5;
 	v[0].job_id = strdup("J0");
 	free(v[1].state);
-	v[1].state = strdup(SWEEP_T_SUCCEEDED);
+	v[1].state = strdup("succeeded");
 	v[1].objective = 0.25;
 	free(v[2].state);
-	v[2].state = strdup(SWEEP_T_FAILED);
+	v[2].state = strdup("failed");
 	v[2].objective = 0.1; /* better, but failed: not the best */
 	for (size_t i = 0; i < n; i++)
 		CHECK_INT(store_trial_update(st, &v[i], &err), 0);
