@@ -14,6 +14,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "server/server.h"
+#include "cmd/client.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -262,13 +263,7 @@ int cmd_delete(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	return job_verb("delete", argc, argv, ctx, err);
 }
 
-/* ---- ps, show, logs through the server ---- */
-
-static const char *jstr(json_t *o, const char *k)
-{
-	const char *v = json_string_value(json_object_get(o, k));
-	return v ? v : "";
-}
+/* ---- ps through the server (show and logs: the remote job source) ---- */
 
 int remote_ps_list(const char *server, bool all, const char *state, const char *user,
 		   json_t **out, struct tc_err *err)
@@ -299,167 +294,5 @@ int remote_ps_list(const char *server, bool all, const char *state, const char *
 	client_close(cl);
 	sbuf_release(&path);
 	sbuf_release(&resp);
-	return rc;
-}
-
-int remote_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
-{
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "server", required_argument, NULL, 'S' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *server = NULL;
-	bool as_json = false;
-	int c;
-	(void)ctx;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j': as_json = true; break;
-		case 'S': server = optarg; break;
-		case 'h': fputs("usage: trainctl show JOB [--json] [--server URL]\n", stdout); return 0;
-		default: return cmd_bad_option("show", "h", argc, argv, opts, err);
-		}
-	}
-	if (optind + 1 != argc)
-		return tc_error(err, TC_EUSAGE, "show: give one job");
-	struct sbuf path = SBUF_INIT, resp = SBUF_INIT;
-	sbuf_adds(&path, "/api/v1/jobs/");
-	url_encode(&path, argv[optind], false);
-	struct client *cl = NULL;
-	int rc = client_open(server, &cl, err);
-	if (!rc)
-		rc = client_json(cl, "GET", path.buf, NULL, &resp, err);
-	if (!rc) {
-		json_t *o = json_loadb(resp.buf, resp.len, 0, NULL);
-		if (o)
-			show_print(o, as_json);
-		else
-			rc = tc_error(err, TC_EBACKEND, "show: the server's answer is not JSON");
-		json_decref(o);
-	}
-	client_close(cl);
-	sbuf_release(&path);
-	sbuf_release(&resp);
-	return rc;
-}
-
-struct follow {
-	bool prefix;
-};
-
-static int on_log_event(void *arg, const char *event, const char *data)
-{
-	struct follow *f = arg;
-	if (!strcmp(event, "end"))
-		return 1;
-	json_t *o = json_loads(data, 0, NULL);
-	const char *line = json_string_value(json_object_get(o, "line"));
-	if (line) {
-		if (f->prefix)
-			printf("[%lld] ", (long long)json_integer_value(json_object_get(o, "rank")));
-		fputs(line, stdout);
-		fputc('\n', stdout);
-		fflush(stdout);
-	}
-	json_decref(o);
-	return 0;
-}
-
-int remote_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
-{
-	static const struct option opts[] = {
-		{ "rank", required_argument, NULL, 'r' },
-		{ "tail", required_argument, NULL, 'n' },
-		{ "follow", no_argument, NULL, 'f' },
-		{ "server", required_argument, NULL, 'S' },
-		{ "timestamps", no_argument, NULL, 'T' },
-		{ "merge", no_argument, NULL, 'M' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *server = NULL;
-	long rank = -1, tail = -1;
-	bool follow = false, timestamps = false, merge = false;
-	int c;
-	(void)ctx;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "r:n:fh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'r':
-			if (!parse_long(optarg, 0, 1 << 20, &rank))
-				return tc_error(err, TC_EUSAGE, "logs: --rank must be a rank number, not '%s'", optarg);
-			break;
-		case 'n':
-			if (!parse_long(optarg, 0, 10000000, &tail))
-				return tc_error(err, TC_EUSAGE, "logs: --tail must be a number of lines, not '%s'", optarg);
-			break;
-		case 'f': follow = true; break;
-		case 'S': server = optarg; break;
-		case 'T': timestamps = true; break;
-		case 'M': merge = true; break;
-		case 'h': fputs(logs_usage, stdout); return 0;
-		default: return cmd_bad_option("logs", "r:n:fh", argc, argv, opts, err);
-		}
-	}
-	if (optind + 1 != argc)
-		return tc_error(err, TC_EUSAGE, "logs: give one job");
-	if (logs_check_timed(follow, timestamps, merge, err))
-		return err->code;
-	struct sbuf path = SBUF_INIT, resp = SBUF_INIT, info = SBUF_INIT;
-	struct client *cl = NULL;
-	int rc = client_open(server, &cl, err);
-	if (rc)
-		goto out;
-	sbuf_adds(&path, "/api/v1/jobs/");
-	url_encode(&path, argv[optind], false);
-	if ((rc = client_json(cl, "GET", path.buf, NULL, &info, err)))
-		goto out;
-	json_t *o = json_loadb(info.buf, info.len, 0, NULL);
-	long long workers = json_integer_value(json_object_get(o, "workers"));
-	char *id = xstrdup(json_string_value(json_object_get(o, "id")) ? jstr(o, "id") : argv[optind]);
-	char *state = xstrdup(jstr(o, "state"));
-	enum job_state js = JOB_QUEUED;
-	bool known = job_state_parse(state, strlen(state), &js);
-	bool ended = known && job_state_terminal(js);
-	bool never_started = json_is_null(json_object_get(o, "started"));
-	json_decref(o);
-	if ((rc = logs_check_rank(id, rank, workers, err)))
-		goto out_job;
-	/* nothing to ask for while it waits for its first start */
-	if (!follow && known && !ended && never_started && js != JOB_RUNNING) {
-		rc = logs_explain_none(id, state, false, err);
-		goto out_job;
-	}
-	sbuf_addf(&path, "/logs?rank=%ld", rank);
-	if (tail >= 0)
-		sbuf_addf(&path, "&tail=%ld", tail);
-	if (timestamps)
-		sbuf_adds(&path, "&timestamps=1");
-	if (merge)
-		sbuf_adds(&path, "&merge=1");
-	if (follow) {
-		struct follow f = { rank < 0 && workers != 1 };
-		sbuf_adds(&path, "&follow=1");
-		if (tail < 0)
-			sbuf_adds(&path, "&tail=-1");
-		rc = client_events(cl, path.buf, on_log_event, &f, err);
-	} else {
-		rc = client_json(cl, "GET", path.buf, NULL, &resp, err);
-		if (!rc)
-			fwrite(resp.buf, 1, resp.len, stdout);
-		else if (rc == TC_ENOTFOUND) /* the job is there: its worker logs are not */
-			rc = logs_explain_none(id, state, ended, err);
-	}
-out_job:
-	free(id);
-	free(state);
-out:
-	client_close(cl);
-	sbuf_release(&path);
-	sbuf_release(&resp);
-	sbuf_release(&info);
 	return rc;
 }

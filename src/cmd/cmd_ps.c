@@ -9,6 +9,7 @@
 #include "core/enc.h"
 #include "jobs/jobs.h"
 #include "server/server.h"
+#include "cmd/client.h"
 #include "core/sbuf.h"
 #include "core/strvec.h"
 #include "core/util.h"
