@@ -79,25 +79,42 @@ static const char *keep(struct store_mseries *s, size_t *alloc, const char *text
 	return s->blobs[s->nblobs++];
 }
 
+static char *str_of(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+	return xstrdup(s ? s : "");
+}
+
+/* The array under key of a wire form (*root: the caller's to free), or NULL with err. */
+static json_t *wire_array(const char *text, size_t len, const char *key, const char *what,
+			  json_t **root, struct tc_err *err)
+{
+	*root = json_loadb(text, len, 0, NULL);
+	json_t *a = json_object_get(*root, key);
+	if (json_is_array(a))
+		return a;
+	json_decref(*root);
+	*root = NULL;
+	tc_error(err, TC_EBACKEND, "the server's answer has no %s", what);
+	return NULL;
+}
+
 int source_series_parse(const char *text, size_t len, struct store_mseries **out, size_t *nr,
 			struct tc_err *err)
 {
 	*out = NULL;
 	*nr = 0;
-	json_t *root = json_loadb(text, len, 0, NULL);
-	json_t *series = json_object_get(root, "series"), *one;
-	if (!json_is_array(series)) {
-		json_decref(root);
-		return tc_error(err, TC_EBACKEND, "the server's answer has no metric series");
-	}
+	json_t *root, *one;
+	json_t *series = wire_array(text, len, "series", "metric series", &root, err);
+	if (!series)
+		return TC_EBACKEND;
 	size_t n = json_array_size(series), i;
 	struct store_mseries *v = xcalloc(n ? n : 1, sizeof(*v));
 	json_array_foreach(series, i, one) {
 		struct store_mseries *s = &v[i];
 		json_t *pts = json_object_get(one, "points"), *p;
 		size_t k, blobs = 0;
-		s->metric = xstrdup(json_string_value(json_object_get(one, "metric")) ?
-				    json_string_value(json_object_get(one, "metric")) : "");
+		s->metric = str_of(one, "metric");
 		s->rank = (int)json_integer_value(json_object_get(one, "rank"));
 		s->v = xcalloc(json_array_size(pts) ? json_array_size(pts) : 1, sizeof(*s->v));
 		json_array_foreach(pts, k, p) {
@@ -143,23 +160,15 @@ void source_ckpt_json(const struct store_ckpt *v, size_t n, struct sbuf *out)
 	sbuf_adds(out, "]}");
 }
 
-static char *str_of(json_t *o, const char *key)
-{
-	const char *s = json_string_value(json_object_get(o, key));
-	return xstrdup(s ? s : "");
-}
-
 int source_ckpt_parse(const char *text, size_t len, struct store_ckpt **out, size_t *nr,
 		      struct tc_err *err)
 {
 	*out = NULL;
 	*nr = 0;
-	json_t *root = json_loadb(text, len, 0, NULL);
-	json_t *rows = json_object_get(root, "checkpoints"), *one;
-	if (!json_is_array(rows)) {
-		json_decref(root);
-		return tc_error(err, TC_EBACKEND, "the server's answer has no checkpoint list");
-	}
+	json_t *root, *one;
+	json_t *rows = wire_array(text, len, "checkpoints", "checkpoint list", &root, err);
+	if (!rows)
+		return TC_EBACKEND;
 	size_t n = json_array_size(rows), i;
 	struct store_ckpt *v = xcalloc(n ? n : 1, sizeof(*v));
 	json_array_foreach(rows, i, one) {
