@@ -61,10 +61,6 @@ int cmd_delete(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
  */
 int cmd_post_file(const char *server, const char *path, const char *key, const char *file,
 		  const char *text, size_t len, json_t *extra, bool as_json, struct tc_err *err);
-/* ps through the server when one is configured (client_configured) */
-/* the server's jobs as job_to_json's brief objects (a new reference in *out) */
-int remote_ps_list(const char *server, bool all, const char *state, const char *user,
-		   json_t **out, struct tc_err *err);
 /*
  * source_remote.c: the job source a read verb asks (source/source.h): the
  * server's (--server's value, else $TRAINCTL_SERVER) when one is

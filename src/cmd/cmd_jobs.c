@@ -262,37 +262,3 @@ int cmd_delete(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
 	return job_verb("delete", argc, argv, ctx, err);
 }
-
-/* ---- ps through the server (show and logs: the remote job source) ---- */
-
-int remote_ps_list(const char *server, bool all, const char *state, const char *user,
-		   json_t **out, struct tc_err *err)
-{
-	struct sbuf path = SBUF_INIT, resp = SBUF_INIT;
-	sbuf_addf(&path, "/api/v1/jobs?limit=%d", all ? 100000 : 50);
-	if (state) {
-		sbuf_adds(&path, "&state=");
-		url_encode(&path, state, false);
-	}
-	if (user) {
-		sbuf_adds(&path, "&user=");
-		url_encode(&path, user, false);
-	}
-	struct client *cl = NULL;
-	int rc = client_open(server, &cl, err);
-	if (!rc)
-		rc = client_json(cl, "GET", path.buf, NULL, &resp, err);
-	if (!rc) {
-		json_t *o = json_loadb(resp.buf, resp.len, 0, NULL);
-		json_t *jobs = json_object_get(o, "jobs");
-		if (json_is_array(jobs))
-			*out = json_incref(jobs);
-		else
-			rc = tc_error(err, TC_EBACKEND, "ps: the server's answer has no job list");
-		json_decref(o);
-	}
-	client_close(cl);
-	sbuf_release(&path);
-	sbuf_release(&resp);
-	return rc;
-}

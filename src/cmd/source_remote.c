@@ -72,6 +72,36 @@ static int r_job(struct job_source *s, const char *ref, struct source_job *out,
 	return 0;
 }
 
+static int r_list(struct job_source *s, const struct source_query *q, json_t **out,
+		  struct tc_err *err)
+{
+	struct sbuf path = SBUF_INIT, resp = SBUF_INIT;
+	sbuf_addf(&path, "/api/v1/jobs?limit=%d", q->all ? 100000 : 50);
+	for (int st = 0, n = 0; st < 32; st++) {
+		if (q->states & (1u << st)) {
+			sbuf_adds(&path, n++ ? "," : "&state=");
+			url_encode(&path, job_state_name((enum job_state)st), false);
+		}
+	}
+	if (q->user) {
+		sbuf_adds(&path, "&user=");
+		url_encode(&path, q->user, false);
+	}
+	int rc = client_json(cl_of(s), "GET", path.buf, NULL, &resp, err);
+	if (!rc) {
+		json_t *o = json_loadb(resp.buf, resp.len, 0, NULL);
+		json_t *jobs = json_object_get(o, "jobs");
+		if (json_is_array(jobs))
+			*out = json_incref(jobs);
+		else
+			rc = tc_error(err, TC_EBACKEND, "ps: the server's answer has no job list");
+		json_decref(o);
+	}
+	sbuf_release(&path);
+	sbuf_release(&resp);
+	return rc;
+}
+
 static int r_job_json(struct job_source *s, const char *ref, json_t **out, struct tc_err *err)
 {
 	return get_json(s, "jobs", ref, out, err);
@@ -199,7 +229,7 @@ static void r_close(struct job_source *s)
 }
 
 static const struct source_ops remote_ops = {
-	"remote", r_job, r_job_json, r_logs, r_supervisor_log, r_metric_names, r_metric_series,
+	"remote", r_job, r_list, r_job_json, r_logs, r_supervisor_log, r_metric_names, r_metric_series,
 	r_checkpoints, r_sweep_json, r_close,
 };
 

@@ -40,6 +40,13 @@ struct source_logs {
 	bool follow, timestamps, merge;
 };
 
+/* Which jobs `ps` lists. */
+struct source_query {
+	bool all;        /* every job, else the newest 50 */
+	unsigned states; /* a bit per enum job_state; 0: any */
+	const char *user; /* NULL: any the caller may see */
+};
+
 struct job_source;
 
 struct source_ops {
@@ -47,6 +54,9 @@ struct source_ops {
 	/* ref: an id or a name */
 	int (*job)(struct job_source *s, const char *ref, struct source_job *out,
 		   struct tc_err *err);
+	/* the jobs q selects as job_to_json's brief objects, newest first (a JSON array) */
+	int (*list)(struct job_source *s, const struct source_query *q, json_t **out,
+		    struct tc_err *err);
 	/* the detail `show` prints (jobs_show's JSON) */
 	int (*job_json)(struct job_source *s, const char *ref, json_t **out, struct tc_err *err);
 	/*

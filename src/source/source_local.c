@@ -42,6 +42,31 @@ static int l_job(struct job_source *s, const char *ref, struct source_job *out,
 	return rc;
 }
 
+static int l_list(struct job_source *s, const struct source_query *q, json_t **out,
+		  struct tc_err *err)
+{
+	struct store *st = st_of(s);
+	struct job_row *jobs = NULL;
+	size_t n = 0;
+	int rc;
+	if (!q->states && !q->user) {
+		rc = store_job_list(st, q->all, &jobs, &n, err);
+	} else {
+		long long total = 0;
+		struct store_jfilter f = { q->states, q->user, NULL, q->all ? 100000 : 50, 0 };
+		rc = store_job_query(st, &f, &jobs, &n, &total, err);
+	}
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = backend_reconcile(st, &jobs[i], err);
+	if (!rc) {
+		*out = json_array();
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(*out, job_to_json(&jobs[i], JOB_JSON_BRIEF));
+	}
+	job_rows_free(jobs, n);
+	return rc;
+}
+
 static int l_job_json(struct job_source *s, const char *ref, json_t **out, struct tc_err *err)
 {
 	return jobs_show(st_of(s), ref, true, out, err);
@@ -136,7 +161,7 @@ static void l_close(struct job_source *s)
 }
 
 static const struct source_ops local_ops = {
-	"local", l_job, l_job_json, l_logs, l_supervisor_log, l_metric_names, l_metric_series,
+	"local", l_job, l_list, l_job_json, l_logs, l_supervisor_log, l_metric_names, l_metric_series,
 	l_checkpoints, l_sweep_json, l_close,
 };
 

@@ -142,3 +142,18 @@ def test_logs_flags_are_one_table(trainctl, two_jobs):
     t = alice(trainctl, srv, u, "logs", jobs[0], "--tail", "2")
     assert t.returncode == 0 and t.stdout == local(trainctl, srv, "logs", jobs[0], "--tail", "2").stdout
     refused(bob(trainctl, srv, u, "logs", jobs[0]), jobs[0])
+
+
+def test_ps_through_the_server(trainctl, two_jobs):
+    """ps's flags read once: --state is checked before a source is asked."""
+    srv, u, _, jobs = two_jobs
+    args = ["ps", "-a", "--state", "succeeded,failed", "-o", "id,name,state"]
+    want = local(trainctl, srv, *args)
+    assert want.returncode == 0 and jobs[0] in want.stdout and jobs[1] in want.stdout, want.stderr
+    got = alice(trainctl, srv, u, *args)
+    assert (got.returncode, got.stdout) == (0, want.stdout), got.stderr
+    theirs = bob(trainctl, srv, u, *args)
+    assert theirs.returncode == 0 and jobs[0] not in theirs.stdout, theirs.stdout
+    a = alice(trainctl, srv, u, "ps", "--state", "bogus")
+    b = local(trainctl, srv, "ps", "--state", "bogus")
+    assert a.returncode == b.returncode == 2 and a.stderr == b.stderr, (a.stderr, b.stderr)
