@@ -276,6 +276,8 @@ static int r_logs(struct api_call *c) { return h_logs(c->s, c->con, &c->job); }
 static int r_metric_list(struct api_call *c) { return h_metric_list(c->s, c->con, &c->job); }
 static int r_metric_points(struct api_call *c) { return h_metric_points(c->s, c->con, &c->job); }
 static int r_metric_records(struct api_call *c) { return h_metric_records(c->s, c->con, &c->job); }
+static int r_metric_series(struct api_call *c) { return h_metric_series(c->s, c->con, &c->job); }
+static int r_checkpoints(struct api_call *c) { return h_checkpoints(c->s, c->con, &c->job); }
 static int r_usage(struct api_call *c) { return h_usage(c->s, c->con, &c->job); }
 static int r_report(struct api_call *c) { return h_report(c->con, &c->job); }
 static int r_endpoint_list(struct api_call *c) { return proxy_list(c->s, c->con, &c->job); }
@@ -483,6 +485,8 @@ const struct route api_routes[] = {
 	{ ROUTE_GET, "/api/v1/jobs/{job}/metrics", r_metric_list, NEED_USER },
 	{ ROUTE_GET, "/api/v1/jobs/{job}/metrics/points", r_metric_points, NEED_USER },
 	{ ROUTE_GET, "/api/v1/jobs/{job}/metrics/records", r_metric_records, NEED_USER },
+	{ ROUTE_GET, "/api/v1/jobs/{job}/metrics/series", r_metric_series, NEED_USER },
+	{ ROUTE_GET, "/api/v1/jobs/{job}/checkpoints", r_checkpoints, NEED_USER },
 	{ ROUTE_GET, "/api/v1/jobs/{job}/usage", r_usage, NEED_USER },
 	{ ROUTE_GET, "/api/v1/jobs/{job}/report", r_report, NEED_USER },
 	{ ROUTE_GET, "/api/v1/jobs/{job}/endpoints", r_endpoint_list, NEED_USER },

@@ -12,6 +12,7 @@
 #include "logs/logs.h"
 #include "metrics/metrics.h"
 #include "jobs/jobs.h"
+#include "source/source.h"
 
 #include <jansson.h>
 #include <limits.h>
@@ -463,4 +464,55 @@ int h_metric_records(struct srv *s, struct MHD_Connection *con, const struct job
 	int ret = reply_json(con, 200, body.buf);
 	sbuf_release(&body);
 	return ret;
+}
+
+/* ---- what the CLI's remote job source reads (source.h's wire forms) ---- */
+
+/* body (a wire form) as 200, or the read's error */
+static int reply_wire(struct MHD_Connection *con, int rc, struct tc_err *err, struct sbuf *body)
+{
+	int ret = rc ? reply_tc(con, err) : reply_json(con, 200, body->buf);
+	sbuf_release(body);
+	tc_err_release(err);
+	return ret;
+}
+
+int h_metric_series(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
+{
+	const char *name = arg_of(con, "name");
+	long rank;
+	if (!arg_long(con, "rank", -1, 1 << 20, -1, &rank))
+		return reply_err(con, 400, "rank must be a number from 0 (-1: every rank)");
+	struct job_source *src = NULL;
+	struct store_mseries *v = NULL;
+	size_t n = 0;
+	struct tc_err err = TC_ERR_INIT;
+	struct sbuf body = SBUF_INIT;
+	/* its own connection, as the points' reader: the server's lock is not held */
+	int rc = source_local_open(s->home, &src, &err);
+	if (!rc)
+		rc = src->ops->metric_series(src, x->id, name && *name ? name : NULL, (int)rank, &v, &n,
+					     &err);
+	if (!rc)
+		source_series_json(v, n, &body);
+	store_mseries_free(v, n);
+	source_close(src);
+	return reply_wire(con, rc, &err, &body);
+}
+
+int h_checkpoints(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
+{
+	struct job_source *src = NULL;
+	struct store_ckpt *v = NULL;
+	size_t n = 0;
+	struct tc_err err = TC_ERR_INIT;
+	struct sbuf body = SBUF_INIT;
+	int rc = source_local_open(s->home, &src, &err);
+	if (!rc)
+		rc = src->ops->checkpoints(src, x->id, &v, &n, &err);
+	if (!rc)
+		source_ckpt_json(v, n, &body);
+	store_ckpt_free(v, n);
+	source_close(src);
+	return reply_wire(con, rc, &err, &body);
 }

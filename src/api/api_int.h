@@ -281,6 +281,9 @@ int h_metric_list(struct srv *s, struct MHD_Connection *con, const struct job_ro
 int h_metric_points(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
 /* Every point of one metric of one rank: its logged step, value and wall time. */
 int h_metric_records(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
+/* every point of a job's series (?name, ?rank) and its checkpoints, as source.h writes them */
+int h_metric_series(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
+int h_checkpoints(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
 int h_usage(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
 int h_report(struct MHD_Connection *con, const struct job_row *x);
 int h_devices(struct srv *s, struct MHD_Connection *con, const struct who *w);

@@ -9,6 +9,7 @@
 #include "core/json.h"
 #include "core/upath.h"
 #include "core/util.h"
+#include "jobs/runpath.h"
 #include "logs/logs.h"
 #include "core/xalloc.h"
 
@@ -189,7 +190,7 @@ static int open_logs(struct sse *e, struct tc_err *err)
 	struct sbuf name = SBUF_INIT;
 	for (int r = 0; r < e->nranks; r++) {
 		sbuf_reset(&name);
-		sbuf_addf(&name, "rank-%d.log", r);
+		run_leaf(&name, RUN_RANK_LOG, r);
 		upath_follow_init(&e->fol[r], e->logs_fd, name.buf, e->owner, 0);
 		seek_tail(e, r, e->tail);
 	}

@@ -61,23 +61,17 @@ int cmd_delete(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
  */
 int cmd_post_file(const char *server, const char *path, const char *key, const char *file,
 		  const char *text, size_t len, json_t *extra, bool as_json, struct tc_err *err);
-/* ps, show and logs through the server when one is configured (client_configured) */
-/* the server's jobs as job_to_json's brief objects (a new reference in *out) */
-int remote_ps_list(const char *server, bool all, const char *state, const char *user,
-		   json_t **out, struct tc_err *err);
-int remote_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
-/* --timestamps and --merge read what is written: refused with -f (both roads of `logs`). */
-int logs_check_timed(bool follow, bool timestamps, bool merge, struct tc_err *err);
-int remote_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 /*
- * cmd_logs.c, for logs with and without a server: --rank beyond the job's
- * ranks is TC_EUSAGE naming them; a job with no worker log gets a note
- * ("queued: no logs yet", 0) or, once ended, TC_EJOB ("failed before any
- * worker started: see `trainctl show JOB`").
+ * source_remote.c: the job source a read verb asks (source/source.h): the
+ * server's (--server's value, else $TRAINCTL_SERVER) when one is
+ * configured, else the local one of home.  The verb parses its flags once,
+ * --server among them, and reads the same way through either.
  */
-extern const char logs_usage[];
-int logs_check_rank(const char *id, long rank, long world, struct tc_err *err);
-int logs_explain_none(const char *id, const char *state, bool ended, struct tc_err *err);
+struct job_source;
+int cmd_source_open(const char *home, const char *server, int argc, char **argv,
+		    struct job_source **out, struct tc_err *err);
+/* a read verb's --rank R past the job's ranks: TC_EUSAGE naming them ("logs", "metrics") */
+int cmd_check_rank(const char *verb, const char *id, long rank, long world, struct tc_err *err);
 /*
  * cmd_opts.c: flags.  cmd_dashdash: the index of the first "--" in argv,
  * or argc (options are parsed before it, with getopt's permutation, so they

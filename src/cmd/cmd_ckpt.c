@@ -2,6 +2,8 @@
 #include "ckpt/ckpt.h"
 #include "cmd/cmd.h"
 #include "core/util.h"
+#include "cmd/client.h"
+#include "source/source.h"
 #include "store/store.h"
 
 #include <getopt.h>
@@ -11,7 +13,7 @@
 #include <unistd.h>
 
 static const char usage[] =
-	"usage: trainctl ckpt list JOB|DIR\n"
+	"usage: trainctl ckpt list JOB|DIR [--server URL]\n"
 	"   or: trainctl ckpt list --nodes JOB   (each node's own disk: multi-node jobs via a hub)\n"
 	"   or: trainctl ckpt inspect [--json] FILE.safetensors|FILE.pt\n"
 	"   or: trainctl ckpt transform --src DIR --src-strategy S.json --dst DIR --dst-strategy D.json\n"
@@ -50,17 +52,15 @@ static int list_dir(const char *dir, struct tc_err *err)
 	return 0;
 }
 
-static int list_job(const char *home, const char *ref, struct tc_err *err)
+/* A job's checkpoints, from its job source (this machine's store or a server's). */
+static int list_job(struct job_source *src, const char *ref, struct tc_err *err)
 {
-	struct store *st = NULL;
-	struct job_row job = { 0 };
+	struct source_job job = { 0 };
 	struct store_ckpt *rows = NULL;
 	size_t n = 0;
-	int rc = store_open(home, &st, err);
+	int rc = source_job(src, ref, &job, err);
 	if (!rc)
-		rc = store_job_get(st, ref, &job, err);
-	if (!rc)
-		rc = store_ckpt_list(st, job.id, true, &rows, &n, err);
+		rc = src->ops->checkpoints(src, job.id, &rows, &n, err);
 	if (!rc) {
 		printf("%-10s %-6s %-9s %5s %14s %-8s  %s\n", "STEP", "EPOCH", "STATE", "FILES", "BYTES",
 		       "CRC32C", "PATH");
@@ -74,8 +74,7 @@ static int list_job(const char *home, const char *ref, struct tc_err *err)
 			printf("job %s has recorded no complete checkpoint\n", job.id);
 	}
 	store_ckpt_free(rows, n);
-	job_row_release(&job);
-	store_close(st);
+	source_job_release(&job);
 	return rc;
 }
 
@@ -210,6 +209,44 @@ static int transform(int argc, char **argv, struct tc_err *err)
 	return rc;
 }
 
+static int list_cmd(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	static const struct option opts[] = {
+		{ "nodes", no_argument, NULL, 'N' },
+		{ "server", required_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *server = NULL;
+	bool nodes = false;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'N': nodes = true; break;
+		case 'S': server = optarg; break;
+		case 'h': fputs(usage, stdout); return 0;
+		default: return cmd_bad_option("ckpt list", "h", argc, argv, opts, err);
+		}
+	}
+	if (optind + 1 != argc)
+		return tc_error(err, TC_EUSAGE, "ckpt list: give a job or a folder");
+	const char *what = argv[optind];
+	bool remote = server || client_configured(argc, argv);
+	if (nodes && remote)
+		return tc_error(err, TC_EUSAGE, "ckpt list: --nodes reads this machine's store: not through a server");
+	if (nodes)
+		return list_nodes(ctx->home, what, err);
+	if (!remote && is_dir(what))
+		return list_dir(what, err);
+	struct job_source *src = NULL;
+	int rc = cmd_source_open(ctx->home, server, argc, argv, &src, err);
+	if (!rc)
+		rc = list_job(src, what, err);
+	source_close(src);
+	return rc;
+}
+
 int cmd_ckpt(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -217,13 +254,8 @@ int cmd_ckpt(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		return argc < 2 ? tc_error(err, TC_EUSAGE, "ckpt: give a subcommand") : 0;
 	}
 	const char *sub = argv[1];
-	if (!strcmp(sub, "list")) {
-		if (argc == 4 && !strcmp(argv[2], "--nodes"))
-			return list_nodes(ctx->home, argv[3], err);
-		if (argc != 3)
-			return tc_error(err, TC_EUSAGE, "ckpt list: give a job or a folder");
-		return is_dir(argv[2]) ? list_dir(argv[2], err) : list_job(ctx->home, argv[2], err);
-	}
+	if (!strcmp(sub, "list"))
+		return list_cmd(argc - 1, argv + 1, ctx, err);
 	if (!strcmp(sub, "inspect"))
 		return inspect(argc - 1, argv + 1, err);
 	if (!strcmp(sub, "transform"))

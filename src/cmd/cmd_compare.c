@@ -8,8 +8,7 @@
 #include "core/util.h"
 #include "core/strvec.h"
 #include "core/xalloc.h"
-#include "store/store.h"
-#include "sweep/sweep.h"
+#include "source/source.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -34,7 +33,8 @@ static const char usage[] =
 	"      --atol X      absolute tolerance where the reference is 0 (default 1e-8)\n"
 	"      --mean        judge the mean relative error instead of the maximum\n"
 	"      --steps       print every step, not only the summary\n"
-	"      --json        the comparison as JSON (every step included)\n";
+	"      --json        the comparison as JSON (every step included)\n"
+	"      --server URL  the jobs of this server ($TRAINCTL_SERVER)\n";
 
 static void add_val(struct sbuf *sb, double v, bool present)
 {
@@ -170,11 +170,11 @@ static void print_many(const struct compare_many *c, bool steps)
 }
 
 /* The trials of a sweep that have a job, best first (sweep_show_json's order). */
-static int sweep_jobs(struct store *st, const char *ref, struct strvec *jobs, char **metric,
+static int sweep_jobs(struct job_source *src, const char *ref, struct strvec *jobs, char **metric,
 		      struct tc_err *err)
 {
 	json_t *o = NULL;
-	int rc = sweep_show_json(st, ref, &o, err);
+	int rc = src->ops->sweep_json(src, ref, &o, err);
 	if (rc)
 		return rc;
 	size_t i;
@@ -193,7 +193,7 @@ static int sweep_jobs(struct store *st, const char *ref, struct strvec *jobs, ch
 	return rc;
 }
 
-static int compare_many_cmd(struct store *st, const struct compare_job_opts *o, const char *sweep,
+static int compare_many_cmd(struct job_source *src, const struct compare_job_opts *o, const char *sweep,
 			    char **refs, size_t nrefs, size_t ranges, bool steps, bool as_json,
 			    bool metric_given, struct tc_err *err)
 {
@@ -201,14 +201,14 @@ static int compare_many_cmd(struct store *st, const struct compare_job_opts *o, 
 	char *metric = NULL;
 	int rc = 0;
 	if (sweep)
-		rc = sweep_jobs(st, sweep, &jobs, &metric, err);
+		rc = sweep_jobs(src, sweep, &jobs, &metric, err);
 	for (size_t i = 0; !rc && i < nrefs; i++)
 		strvec_push(&jobs, refs[i]);
 	if (rc)
 		goto out;
 	struct compare_many_opts mo = { metric && !metric_given ? metric : o->metric, o->rank, ranges };
 	struct compare_many cm = { 0 };
-	rc = compare_many_jobs(st, (const char *const *)jobs.v, jobs.nr, &mo, &cm, err);
+	rc = compare_many_jobs(src, (const char *const *)jobs.v, jobs.nr, &mo, &cm, err);
 	if (!rc && as_json) {
 		json_t *j = compare_many_json(&cm);
 		if (json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0)
@@ -244,12 +244,13 @@ int cmd_compare(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "json", no_argument, NULL, 'j' },
 		{ "sweep", required_argument, NULL, 'W' },
 		{ "ranges", required_argument, NULL, 'G' },
+		{ "server", required_argument, NULL, 'X' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct compare_job_opts o = { "train.loss", 0, { 0.01, 1e-8, false } };
 	bool steps = false, as_json = false, metric_given = false;
-	const char *sweep = NULL;
+	const char *sweep = NULL, *server = NULL;
 	long rank, ranges = 10;
 	int c, rc;
 	optind = 1;
@@ -257,6 +258,7 @@ int cmd_compare(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		switch (c) {
 		case 'm': o.metric = optarg; metric_given = true; break;
 		case 'W': sweep = optarg; break;
+		case 'X': server = optarg; break;
 		case 'G':
 			if (!parse_long(optarg, 1, 1000, &ranges))
 				return tc_error(err, TC_EUSAGE, "compare: --ranges must be 1..1000, not '%s'", optarg);
@@ -281,21 +283,21 @@ int cmd_compare(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		default: return cmd_bad_option("compare", "m:r:h", argc, argv, opts, err);
 		}
 	}
-	struct store *st = NULL;
+	struct job_source *src = NULL;
 	struct compare_jobs cj = { 0 };
 	if (sweep || argc - optind > 2) {
-		rc = store_open(ctx->home, &st, err);
+		rc = cmd_source_open(ctx->home, server, argc, argv, &src, err);
 		if (!rc)
-			rc = compare_many_cmd(st, &o, sweep, argv + optind, (size_t)(argc - optind),
+			rc = compare_many_cmd(src, &o, sweep, argv + optind, (size_t)(argc - optind),
 					      (size_t)ranges, steps, as_json, metric_given, err);
-		store_close(st);
+		source_close(src);
 		return rc;
 	}
 	if (optind + 2 != argc)
 		return tc_error(err, TC_EUSAGE, "compare: give two jobs: the reference, then the candidate");
-	rc = store_open(ctx->home, &st, err);
+	rc = cmd_source_open(ctx->home, server, argc, argv, &src, err);
 	if (!rc)
-		rc = compare_jobs(st, argv[optind], argv[optind + 1], &o, &cj, err);
+		rc = compare_jobs(src, argv[optind], argv[optind + 1], &o, &cj, err);
 	if (rc)
 		goto out;
 	if (as_json) {
@@ -310,6 +312,6 @@ int cmd_compare(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	ctx->exit_status = cj.r.aligned ? 0 : 1;
 out:
 	compare_jobs_release(&cj);
-	store_close(st);
+	source_close(src);
 	return rc;
 }

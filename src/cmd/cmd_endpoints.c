@@ -12,6 +12,7 @@
 #include "core/xalloc.h"
 #include "endpoint/endpoint.h"
 #include "server/server.h"
+#include "cmd/client.h"
 #include "store/store.h"
 
 #include <getopt.h>

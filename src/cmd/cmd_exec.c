@@ -6,6 +6,7 @@
 #include "jobs/exec.h"
 #include "jobs/jobs.h"
 #include "server/server.h"
+#include "cmd/client.h"
 #include "store/store.h"
 
 #include <getopt.h>

@@ -2,14 +2,14 @@
 #include "cmd/cmd.h"
 #include "core/util.h"
 #include "metrics/ingest.h"
-#include "store/store.h"
+#include "source/source.h"
 
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 static const char usage[] =
-	"usage: trainctl export tb JOB DIR\n"
+	"usage: trainctl export tb JOB DIR [--server URL]\n"
 	"\n"
 	"Writes TensorBoard event files of JOB's stored metrics, one folder per\n"
 	"rank (DIR/rank-<r>/events.out.tfevents.*); `tensorboard --logdir DIR`.\n";
@@ -17,13 +17,16 @@ static const char usage[] =
 int cmd_export(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
 	static const struct option opts[] = {
+		{ "server", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *server = NULL;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'S': server = optarg; break;
 		case 'h': fputs(usage, stdout); return 0;
 		default: return cmd_bad_option("export", "h", argc, argv, opts, err);
 		}
@@ -32,20 +35,24 @@ int cmd_export(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		return tc_error(err, TC_EUSAGE, "export: the only format is 'tb' (trainctl export tb JOB DIR)");
 	if (optind + 3 != argc)
 		return tc_error(err, TC_EUSAGE, "export: give a job and a directory (trainctl export tb JOB DIR)");
-	struct store *st = NULL;
-	struct job_row j = { 0 };
-	size_t nfiles = 0, npoints = 0;
-	int rc = store_open(ctx->home, &st, err);
+	struct job_source *src = NULL;
+	struct source_job j = { 0 };
+	struct store_mseries *v = NULL;
+	size_t nv = 0, nfiles = 0, npoints = 0;
+	int rc = cmd_source_open(ctx->home, server, argc, argv, &src, err);
 	if (!rc)
-		rc = store_job_get(st, argv[optind + 1], &j, err);
+		rc = source_job(src, argv[optind + 1], &j, err);
 	if (!rc)
-		rc = metrics_export_tb(st, j.id, argv[optind + 2], &nfiles, &npoints, err);
+		rc = src->ops->metric_series(src, j.id, NULL, -1, &v, &nv, err);
+	if (!rc)
+		rc = metrics_export_tb_series(v, nv, argv[optind + 2], &nfiles, &npoints, err);
 	if (!rc && !nfiles)
 		rc = tc_error(err, TC_ENOTFOUND, "export: job %s has no stored metrics", j.id);
 	if (!rc)
 		printf("%zu point%s in %zu event file%s under %s\n", npoints, plural_s((long long)npoints),
 		       nfiles, plural_s((long long)nfiles), argv[optind + 2]);
-	job_row_release(&j);
-	store_close(st);
+	store_mseries_free(v, nv);
+	source_job_release(&j);
+	source_close(src);
 	return rc;
 }

@@ -4,7 +4,7 @@
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "metrics/query.h"
-#include "store/store.h"
+#include "source/source.h"
 
 #include <getopt.h>
 #include <jansson.h>
@@ -15,11 +15,13 @@
 
 static const char usage[] =
 	"usage: trainctl metrics JOB [--name METRIC] [--rank R] [--format table|csv|json] [--points N]\n"
+	"                           [--server URL]\n"
 	"\n"
 	"      --name METRIC   only this metric (e.g. train.loss)\n"
 	"  -r, --rank R        only rank R\n"
 	"  -o, --format F      table (default), csv or json\n"
 	"  -p, --points N      at most N points per series, keeping spikes (for charts)\n"
+	"      --server URL    the job of this server ($TRAINCTL_SERVER)\n"
 	"\n"
 	"STEP is the step the job logged when it is one number (step 10), else the\n"
 	"rank's count of step lines (seq); LOGGED is the step as written.\n";
@@ -109,14 +111,14 @@ static void print_point(void *data, const struct metrics_point *pt)
 }
 
 /* The width of the table's METRIC column: 24, or the longest name the job logged. */
-static int metric_width(struct store *st, const char *job, const char *name)
+static int metric_width(struct job_source *src, const char *job, const char *name)
 {
 	size_t w = 24;
 	if (name)
 		return (int)(strlen(name) > w ? strlen(name) : w);
 	struct sbuf names = SBUF_INIT;
 	struct tc_err e = TC_ERR_INIT;
-	if (store_metric_names_json(st, job, &names, &e) == 0) {
+	if (src->ops->metric_names(src, job, &names, &e) == 0) {
 		json_t *root = json_loadb(names.buf, names.len, 0, NULL);
 		json_t *series = json_object_get(root, "series"), *one;
 		size_t i;
@@ -136,11 +138,11 @@ static int metric_width(struct store *st, const char *job, const char *name)
  * --name before any output: 0 when the job has that metric (on that rank),
  * else a usage error naming the closest name and the names it has.
  */
-static int check_name(struct store *st, const char *id, const char *name, int rank,
+static int check_name(struct job_source *src, const char *id, const char *name, int rank,
 		      struct tc_err *err)
 {
 	struct sbuf text = SBUF_INIT, hint = SBUF_INIT, all = SBUF_INIT;
-	int rc = store_metric_names_json(st, id, &text, err);
+	int rc = src->ops->metric_names(src, id, &text, err);
 	json_t *o = rc ? NULL : json_loadb(text.buf, text.len, 0, NULL);
 	json_t *series = json_object_get(o, "series"), *one;
 	const char *best = NULL, *prev = NULL;
@@ -193,10 +195,11 @@ int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "rank", required_argument, NULL, 'r' },
 		{ "format", required_argument, NULL, 'o' },
 		{ "points", required_argument, NULL, 'p' },
+		{ "server", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *name = NULL;
+	const char *name = NULL, *server = NULL;
 	long rank = -1, points = 0;
 	struct out o = { F_TABLE, SBUF_INIT, 0, 24 };
 	int c;
@@ -222,25 +225,26 @@ int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			if (!parse_long(optarg, 1, 1L << 30, &points))
 				return tc_error(err, TC_EUSAGE, "metrics: --points must be a positive number, not '%s'", optarg);
 			break;
+		case 'S': server = optarg; break;
 		case 'h': fputs(usage, stdout); return 0;
 		default: return cmd_bad_option("metrics", "r:o:p:h", argc, argv, opts, err);
 		}
 	}
 	if (optind + 1 != argc)
 		return tc_error(err, TC_EUSAGE, "metrics: give one job");
-	struct store *st = NULL;
-	struct job_row j = { 0 };
-	size_t count = 0;
-	int rc = store_open(ctx->home, &st, err);
+	struct job_source *src = NULL;
+	struct source_job j = { 0 };
+	struct store_mseries *v = NULL;
+	size_t nv = 0, count = 0;
+	int rc = cmd_source_open(ctx->home, server, argc, argv, &src, err);
 	if (!rc)
-		rc = store_job_get(st, argv[optind], &j, err);
-	if (!rc && rank >= 0 && j.world_size > 0 && rank >= j.world_size)
-		rc = j.world_size == 1
-			     ? tc_error(err, TC_EUSAGE, "metrics: job %s has one rank, 0 (not %ld)", j.id, rank)
-			     : tc_error(err, TC_EUSAGE, "metrics: job %s has ranks 0-%d (not %ld)", j.id,
-					j.world_size - 1, rank);
+		rc = source_job(src, argv[optind], &j, err);
+	if (!rc)
+		rc = cmd_check_rank("metrics", j.id, rank, j.world_size, err);
 	if (!rc && name)
-		rc = check_name(st, j.id, name, (int)rank, err);
+		rc = check_name(src, j.id, name, (int)rank, err);
+	if (!rc)
+		rc = src->ops->metric_series(src, j.id, name, (int)rank, &v, &nv, err);
 	if (rc)
 		goto out;
 	if (o.fmt == F_JSON)
@@ -248,17 +252,17 @@ int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	else if (o.fmt == F_CSV)
 		fputs("metric,rank,kind,seq,epoch,iter,step,value,wall_time,x\n", stdout);
 	else {
-		o.metric_width = metric_width(st, j.id, name);
+		o.metric_width = metric_width(src, j.id, name);
 		printf("%-*s %4s %-7s %7s  %-18s %s\n", o.metric_width, "METRIC", "RANK", "KIND", "STEP",
 		       "LOGGED", "VALUE");
 	}
-	rc = metrics_job_points(st, j.id, name, (int)rank, (size_t)points, print_point, &o, &count,
-				err);
+	metrics_series_points(v, nv, (size_t)points, print_point, &o, &count);
 	if (o.fmt == F_JSON)
 		fputs(o.n ? "\n]\n" : "]\n", stdout);
 out:
 	sbuf_release(&o.line);
-	job_row_release(&j);
-	store_close(st);
+	store_mseries_free(v, nv);
+	source_job_release(&j);
+	source_close(src);
 	return rc;
 }

@@ -138,3 +138,13 @@ int cmd_bad_option(const char *cmd, const char *shorts, int argc, char **argv,
 	sbuf_release(&word);
 	return rc;
 }
+
+int cmd_check_rank(const char *verb, const char *id, long rank, long world, struct tc_err *err)
+{
+	if (rank < 0 || world <= 0 || rank < world)
+		return 0;
+	if (world == 1)
+		return tc_error(err, TC_EUSAGE, "%s: job %s has one rank, 0 (not %ld)", verb, id, rank);
+	return tc_error(err, TC_EUSAGE, "%s: job %s has ranks 0-%ld (not %ld)", verb, id, world - 1,
+			rank);
+}

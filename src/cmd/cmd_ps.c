@@ -9,10 +9,12 @@
 #include "core/enc.h"
 #include "jobs/jobs.h"
 #include "server/server.h"
+#include "cmd/client.h"
 #include "core/sbuf.h"
 #include "core/strvec.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "source/source.h"
 #include "store/store.h"
 
 #include <getopt.h>
@@ -345,7 +347,7 @@ static void ps_print(json_t *jobs, enum ps_format fmt, const size_t *cols, size_
 	free(width);
 }
 
-/* ---- the jobs of this machine's store ---- */
+/* ---- which jobs: the same flags with and without a server ---- */
 
 /* "queued,running" -> a bit per state; TC_EUSAGE naming a word that is not one */
 static int parse_states(const char *list, unsigned *out, struct tc_err *err)
@@ -361,35 +363,6 @@ static int parse_states(const char *list, unsigned *out, struct tc_err *err)
 			return 0;
 		p += len + 1;
 	}
-}
-
-static int local_list(const char *home, bool all, const char *state, const char *user,
-		      json_t **out, struct tc_err *err)
-{
-	struct store *st = NULL;
-	struct job_row *jobs = NULL;
-	size_t n = 0;
-	unsigned states = 0;
-	int rc = state ? parse_states(state, &states, err) : 0;
-	if (!rc)
-		rc = store_open(home, &st, err);
-	if (!rc && !state && !user) {
-		rc = store_job_list(st, all, &jobs, &n, err);
-	} else if (!rc) {
-		long long total = 0;
-		struct store_jfilter f = { states, user, NULL, all ? 100000 : 50, 0 };
-		rc = store_job_query(st, &f, &jobs, &n, &total, err);
-	}
-	for (size_t i = 0; i < n && !rc; i++)
-		rc = backend_reconcile(st, &jobs[i], err);
-	if (!rc) {
-		*out = json_array();
-		for (size_t i = 0; i < n; i++)
-			json_array_append_new(*out, job_to_json(&jobs[i], JOB_JSON_BRIEF));
-	}
-	job_rows_free(jobs, n);
-	store_close(st);
-	return rc;
 }
 
 int cmd_ps(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
@@ -439,13 +412,18 @@ int cmd_ps(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	if (rc)
 		return rc;
 	json_t *jobs = NULL;
-	if (server || client_configured(argc, argv))
-		rc = remote_ps_list(server, all, state, user, &jobs, err);
-	else
-		rc = local_list(ctx->home, all, state, user, &jobs, err);
+	struct job_source *src = NULL;
+	struct source_query q = { all, 0, user };
+	if (state)
+		rc = parse_states(state, &q.states, err);
+	if (!rc)
+		rc = cmd_source_open(ctx->home, server, argc, argv, &src, err);
+	if (!rc)
+		rc = src->ops->list(src, &q, &jobs, err);
 	if (!rc)
 		ps_print(jobs, fmt, cols, ncols);
 	json_decref(jobs);
+	source_close(src);
 	free(cols);
 	return rc;
 }

@@ -13,6 +13,7 @@
 #include "core/xalloc.h"
 #include "secret/secret.h"
 #include "server/server.h"
+#include "cmd/client.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -14,6 +14,7 @@
 #include "server/config.h"
 #include "report/report.h"
 #include "server/server.h"
+#include "cmd/client.h"
 #include "spec/spec.h"
 #include "store/store.h"
 #include "core/strvec.h"

@@ -1,10 +1,9 @@
 /* cmd_show.c -- `trainctl show JOB [--json]`: spec, states, workers, root cause */
 #include "cmd/cmd.h"
 #include "jobs/jobs.h"
-#include "server/server.h"
 #include "core/json.h"
 #include "core/sbuf.h"
-#include "store/store.h"
+#include "source/source.h"
 
 #include <getopt.h>
 #include <jansson.h>
@@ -35,33 +34,34 @@ void show_print(json_t *job, bool as_json)
 
 int cmd_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
-	if (client_configured(argc, argv))
-		return remote_show(argc, argv, ctx, err);
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "server", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *server = NULL;
 	bool as_json = false;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j': as_json = true; break;
-		case 'h': fputs("usage: trainctl show JOB [--json]\n", stdout); return 0;
+		case 'S': server = optarg; break;
+		case 'h': fputs("usage: trainctl show JOB [--json] [--server URL]\n", stdout); return 0;
 		default: return cmd_bad_option("show", "h", argc, argv, opts, err);
 		}
 	}
 	if (optind + 1 != argc)
 		return tc_error(err, TC_EUSAGE, "show: give one job");
-	struct store *st = NULL;
+	struct job_source *src = NULL;
 	json_t *job = NULL;
-	int rc = store_open(ctx->home, &st, err);
+	int rc = cmd_source_open(ctx->home, server, argc, argv, &src, err);
 	if (!rc)
-		rc = jobs_show(st, argv[optind], true, &job, err);
+		rc = src->ops->job_json(src, argv[optind], &job, err);
 	if (!rc)
 		show_print(job, as_json);
 	json_decref(job);
-	store_close(st);
+	source_close(src);
 	return rc;
 }

@@ -18,6 +18,7 @@
 #include "jobs/jobs.h"
 #include "spec/spec.h"
 #include "server/server.h"
+#include "cmd/client.h"
 #include "store/store.h"
 #include "sweep/sweep.h"
 

@@ -6,6 +6,7 @@
 #include "core/json.h"
 #include "core/sbuf.h"
 #include "core/xalloc.h"
+#include "source/source.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -181,31 +182,34 @@ static struct compare_pt *points_of(const struct store_mseries *s, int kind, siz
 
 static const char *const kind_names[] = { "point", "epoch", "summary" };
 
-static int load_series(struct store *st, const char *ref, const struct compare_job_opts *o,
-		       char **id, struct store_mseries **s, size_t *ns, struct tc_err *err)
+static int load_series(struct job_source *src, const char *ref, const struct compare_job_opts *o,
+		       char **id, char **name, struct store_mseries **s, size_t *ns,
+		       struct tc_err *err)
 {
-	struct job_row j = { 0 };
-	int rc = store_job_get(st, ref, &j, err);
+	struct source_job j = { 0 };
+	int rc = source_job(src, ref, &j, err);
 	if (rc)
 		return rc;
 	*id = xstrdup(j.id);
-	job_row_release(&j);
-	rc = store_metric_series(st, *id, o->metric, o->rank, s, ns, err);
+	if (name)
+		*name = j.name ? xstrdup(j.name) : NULL;
+	source_job_release(&j);
+	rc = src->ops->metric_series(src, *id, o->metric, o->rank, s, ns, err);
 	if (!rc && (!*ns || finest_kind(&(*s)[0]) < 0))
 		rc = tc_error(err, TC_ENOTFOUND, "compare: job %s has no numbers of '%s' on rank %d",
 			      *id, o->metric, o->rank);
 	return rc;
 }
 
-int compare_jobs(struct store *st, const char *ref_a, const char *ref_b,
+int compare_jobs(struct job_source *src, const char *ref_a, const char *ref_b,
 		 const struct compare_job_opts *o, struct compare_jobs *out, struct tc_err *err)
 {
 	memset(out, 0, sizeof(*out));
 	out->metric = xstrdup(o->metric);
 	out->rank = o->rank;
-	int rc = load_series(st, ref_a, o, &out->job_a, &out->sa, &out->nsa, err);
+	int rc = load_series(src, ref_a, o, &out->job_a, NULL, &out->sa, &out->nsa, err);
 	if (!rc)
-		rc = load_series(st, ref_b, o, &out->job_b, &out->sb, &out->nsb, err);
+		rc = load_series(src, ref_b, o, &out->job_b, NULL, &out->sb, &out->nsb, err);
 	if (rc)
 		return rc;
 	/* the finest kind both have: steps if both log steps, else epochs, ... */
@@ -371,7 +375,7 @@ void compare_ranges_free(struct compare_range *r, size_t nr)
 	free(r);
 }
 
-int compare_many_jobs(struct store *st, const char *const *refs, size_t n,
+int compare_many_jobs(struct job_source *src, const char *const *refs, size_t n,
 		      const struct compare_many_opts *o, struct compare_many *out, struct tc_err *err)
 {
 	memset(out, 0, sizeof(*out));
@@ -389,13 +393,8 @@ int compare_many_jobs(struct store *st, const char *const *refs, size_t n,
 	struct compare_job_opts jo = { o->metric, o->rank, { 0.01, 1e-8, false } };
 	int kind = 0, rc = 0;
 	for (size_t i = 0; i < n && !rc; i++) {
-		rc = load_series(st, refs[i], &jo, &out->ids[i], &out->series[i], &out->nseries[i], err);
-		struct job_row j = { 0 };
-		struct tc_err e2 = TC_ERR_INIT;
-		if (!rc && !store_job_get(st, out->ids[i], &j, &e2))
-			out->names[i] = xstrdup(j.name);
-		job_row_release(&j);
-		tc_err_release(&e2);
+		rc = load_series(src, refs[i], &jo, &out->ids[i], &out->names[i], &out->series[i],
+				 &out->nseries[i], err);
 		if (!rc && finest_kind(&out->series[i][0]) > kind)
 			kind = finest_kind(&out->series[i][0]);
 	}

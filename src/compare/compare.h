@@ -4,7 +4,7 @@
  * The Tecorigin model-zoo rule: a model adapted to an accelerator must track
  * the CUDA reference run of the same seed with a relative error of at most
  * 1% per step.  compare_series() is the pure part (unit-tested); compare_jobs()
- * reads the series from the store.  docs/compare.md states the rules.
+ * reads the series from a job source (source/source.h: the store, or a server).  docs/compare.md states the rules.
  *
  * NOTES ON THE DESIGN
  * (1) Steps are matched by key: (epoch, iteration) when the record has them,
@@ -93,7 +93,8 @@ struct compare_jobs {
  * Read both jobs' series and compare them.  TC_ENOTFOUND for an unknown job
  * or a metric a job lacks; TC_EINPUT when the runs share no step.
  */
-int compare_jobs(struct store *st, const char *ref_a, const char *ref_b,
+struct job_source;
+int compare_jobs(struct job_source *src, const char *ref_a, const char *ref_b,
 		 const struct compare_job_opts *o, struct compare_jobs *out, struct tc_err *err);
 void compare_jobs_release(struct compare_jobs *c);
 /* JSON of the comparison (non-finite numbers as null, "nan"/"inf" strings for values). */
@@ -148,7 +149,7 @@ struct compare_many {
  * finest kind they all have, align them.  TC_ENOTFOUND for an unknown job
  * or one without the metric; TC_EUSAGE for fewer than two jobs.
  */
-int compare_many_jobs(struct store *st, const char *const *refs, size_t n,
+int compare_many_jobs(struct job_source *src, const char *const *refs, size_t n,
 		      const struct compare_many_opts *o, struct compare_many *out, struct tc_err *err);
 void compare_many_release(struct compare_many *c);
 /* {reference, jobs: [{id, name}], metric, rank, kind, ranges: [...], steps: [...]} */

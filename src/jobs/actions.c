@@ -4,6 +4,7 @@
  * depends on where it runs.
  */
 #include "jobs/jobs.h"
+#include "jobs/runpath.h"
 #include "backend/backend.h"
 #include "core/json.h"
 #include "core/upath.h"
@@ -55,11 +56,14 @@ json_t *jobs_diagnostics(const char *run_dir)
 	int fd = -1;
 	uid_t owner;
 	json_t *o = NULL;
+	struct sbuf leaf = SBUF_INIT;
+	run_leaf(&leaf, RUN_DIAGNOSTICS, 0);
 	if (upath_run_dir(run_dir, UPATH_ANY, &fd, &owner, NULL) == 0 &&
-	    upath_read(fd, "diagnostics.json", owner, (size_t)64 << 20, &text, NULL) == 0)
+	    upath_read(fd, leaf.buf, owner, (size_t)64 << 20, &text, NULL) == 0)
 		o = json_loadb(text.buf, text.len, 0, NULL);
 	if (fd >= 0)
 		close(fd);
+	sbuf_release(&leaf);
 	sbuf_release(&text);
 	/* the job wrote it: only the known keys of their types reach show and the page */
 	json_t *typed = jobs_diag_typed(o);

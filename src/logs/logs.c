@@ -5,6 +5,7 @@
 #include "core/upath.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "jobs/runpath.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -165,12 +166,15 @@ static int cmp_int(const void *a, const void *b)
 int logs_open_dir(const char *run_dir, int *fd, uid_t *owner, struct tc_err *err)
 {
 	int rd = -1;
+	struct sbuf leaf = SBUF_INIT;
 	*fd = -1;
+	run_leaf(&leaf, RUN_LOGS, 0);
 	int rc = upath_run_dir(run_dir, UPATH_ANY, &rd, owner, err);
 	if (!rc)
-		rc = upath_dir(rd, "logs", *owner, fd, err);
+		rc = upath_dir(rd, leaf.buf, *owner, fd, err);
 	if (rd >= 0)
 		close(rd);
+	sbuf_release(&leaf);
 	return rc;
 }
 
@@ -187,17 +191,11 @@ static int find_ranks(int dfd, uid_t owner, int **out, size_t *nr)
 	if (rc)
 		return -1;
 	for (size_t i = 0; i < names.nr; i++) {
-		long r;
-		const char *n = names.v[i];
-		size_t len = strlen(n);
-		if (strncmp(n, "rank-", 5) || len < 10 || strcmp(n + len - 4, ".log"))
-			continue;
-		char *num = xstrndup(n + 5, len - 9);
-		if (parse_long(num, 0, 1 << 20, &r)) {
+		int r;
+		if (run_is_rank_log(names.v[i], &r)) {
 			XGROW(*out, *nr + 1, alloc);
-			(*out)[(*nr)++] = (int)r;
+			(*out)[(*nr)++] = r;
 		}
-		free(num);
 	}
 	strvec_clear(&names);
 	if (*nr) /* qsort(NULL, 0) is undefined behaviour (UBSan aborts on it) */
@@ -209,7 +207,7 @@ static int find_ranks(int dfd, uid_t owner, int **out, size_t *nr)
 static int open_rank(int dfd, uid_t owner, int rank, struct sbuf *name, struct tc_err *err)
 {
 	sbuf_reset(name);
-	sbuf_addf(name, "rank-%d.log", rank);
+	run_leaf(name, RUN_RANK_LOG, rank);
 	int fd = -1;
 	int rc = upath_open(dfd, name->buf, owner, &fd, err);
 	if (rc)
@@ -255,7 +253,10 @@ int logs_read_supervisor(const char *run_dir, struct sbuf *out, struct tc_err *e
 	int rc = logs_open_dir(run_dir, &dfd, &owner, err);
 	if (rc)
 		return rc;
-	rc = upath_read(dfd, "supervisor.log", owner, LOGS_READ_MAX, out, err);
+	struct sbuf leaf = SBUF_INIT;
+	run_leaf(&leaf, RUN_SUPERVISOR_LOG, 0);
+	rc = upath_read(dfd, leaf.buf, owner, LOGS_READ_MAX, out, err);
+	sbuf_release(&leaf);
 	close(dfd);
 	return rc;
 }
@@ -325,7 +326,7 @@ static void drain(struct printer *pr, struct source *s, bool final)
 static void open_times(int dfd, uid_t owner, struct source *s, struct sbuf *name)
 {
 	sbuf_reset(name);
-	sbuf_addf(name, "rank-%d.times", s->rank);
+	run_leaf(name, RUN_RANK_TIMES, s->rank);
 	struct tc_err e = TC_ERR_INIT;
 	if (upath_open(dfd, name->buf, owner, &s->tfd, &e))
 		s->tfd = -1;

@@ -864,13 +864,22 @@ int metrics_export_tb(struct store *st, const char *job_id, const char *dir, siz
 {
 	struct store_mseries *v = NULL;
 	size_t nv = 0;
+	*nfiles = *npoints = 0;
+	int rc = store_metric_series(st, job_id, NULL, -1, &v, &nv, err);
+	if (!rc)
+		rc = metrics_export_tb_series(v, nv, dir, nfiles, npoints, err);
+	store_mseries_free(v, nv);
+	return rc;
+}
+
+int metrics_export_tb_series(const struct store_mseries *v, size_t nv, const char *dir,
+			     size_t *nfiles, size_t *npoints, struct tc_err *err)
+{
 	struct sbuf tag = SBUF_INIT;
 	struct tb_item *items = NULL;
 	size_t nitems = 0, aitems = 0;
+	int rc = 0;
 	*nfiles = *npoints = 0;
-	int rc = store_metric_series(st, job_id, NULL, -1, &v, &nv, err);
-	if (rc)
-		return rc;
 	/* ranks in ascending order; the series come by metric then rank */
 	int rank = -1;
 	for (;;) {
@@ -921,6 +930,5 @@ int metrics_export_tb(struct store *st, const char *job_id, const char *dir, siz
 out:
 	free(items);
 	sbuf_release(&tag);
-	store_mseries_free(v, nv);
 	return rc;
 }

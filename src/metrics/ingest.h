@@ -157,5 +157,8 @@ void metrics_ingest_free(struct metrics_ingest *mi);
 /* Write TensorBoard files for a stored job under dir/rank-<r>/ (note 4). */
 int metrics_export_tb(struct store *st, const char *job_id, const char *dir, size_t *nfiles,
 		      size_t *npoints, struct tc_err *err);
+/* The same from series already read (a job source's, source/source.h). */
+int metrics_export_tb_series(const struct store_mseries *v, size_t nv, const char *dir,
+			     size_t *nfiles, size_t *npoints, struct tc_err *err);
 
 #endif

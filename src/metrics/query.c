@@ -770,6 +770,15 @@ int metrics_job_points(struct store *st, const char *job_id, const char *name, i
 	int rc = store_metric_series(st, job_id, name, rank, &v, &nv, err);
 	if (rc)
 		return rc;
+	metrics_series_points(v, nv, max_points, fn, ctx, count);
+	store_mseries_free(v, nv);
+	return 0;
+}
+
+void metrics_series_points(const struct store_mseries *v, size_t nv, size_t max_points,
+			   metrics_point_fn fn, void *ctx, size_t *count)
+{
+	*count = 0;
 	for (size_t i = 0; i < nv; i++) {
 		const struct store_mseries *s = &v[i];
 		bool *keep = xcalloc(s->n ? s->n : 1, sizeof(bool));
@@ -811,6 +820,4 @@ int metrics_job_points(struct store *st, const char *job_id, const char *name, i
 		}
 		free(keep);
 	}
-	store_mseries_free(v, nv);
-	return 0;
 }

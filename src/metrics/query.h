@@ -87,5 +87,8 @@ typedef void (*metrics_point_fn)(void *ctx, const struct metrics_point *pt);
 int metrics_job_points(struct store *st, const char *job_id, const char *name, int rank,
 		       size_t max_points, metrics_point_fn fn, void *ctx, size_t *count,
 		       struct tc_err *err);
+/* The same over series already read (a job source's, source/source.h). */
+void metrics_series_points(const struct store_mseries *v, size_t nv, size_t max_points,
+			   metrics_point_fn fn, void *ctx, size_t *count);
 
 #endif

@@ -3,6 +3,7 @@
  * telemetry sampler that feeds them.  Field by field in docs/report.md.
  */
 #include "report/report.h"
+#include "jobs/runpath.h"
 #include "core/http.h"
 #include "core/json.h"
 #include "core/util.h"
@@ -254,7 +255,7 @@ int report_sampler_stop(struct report_sampler *s, const char *run_dir, struct tc
 	char *text = json_dumps(t, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(t);
 	struct sbuf path = SBUF_INIT;
-	sbuf_addf(&path, "%s/telemetry.json", run_dir);
+	run_path(&path, run_dir, NULL, RUN_TELEMETRY, 0);
 	int rc = write_file_atomic(path.buf, text, strlen(text), err);
 	sbuf_release(&path);
 	free(text);
@@ -370,7 +371,7 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
 	if (spec_from_json(job->spec_json, &spec, &spec_err))
 		tc_err_release(&spec_err); /* a report without the spec's part is still a report */
 	struct sbuf tp = SBUF_INIT;
-	sbuf_addf(&tp, "%s/telemetry.json", job->run_dir);
+	run_path(&tp, job->run_dir, NULL, RUN_TELEMETRY, 0);
 	json_t *tel = load_nofollow(tp.buf);
 	sbuf_release(&tp);
 	int nodes = spec ? spec->nodes : 1;
@@ -508,7 +509,7 @@ int report_write(const json_t *report, const char *dir, struct tc_err *err)
 	int rc = mkdir_p(dir, err);
 	if (rc)
 		goto out;
-	sbuf_addf(&path, "%s/report.json", dir);
+	run_path(&path, dir, NULL, RUN_REPORT, 0); /* the run folder's name, in any folder */
 	if ((rc = write_file_atomic(path.buf, text, strlen(text), err)))
 		goto out;
 	const char *mode = json_string_value(json_object_get(report, "mode"));

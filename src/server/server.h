@@ -2,7 +2,7 @@
  * server.h -- `trainctl server`: the platform on one node.  An HTTP API and
  * web UI (libmicrohttpd), a queue and scheduler (sched/sched.h) that starts
  * one detached supervisor per job (`trainctl supervise`, like slurmstepd),
- * resource telemetry, and a client for the CLI verbs (libcurl).
+ * and resource telemetry.  The CLI's client is the tool's (cmd/client.h).
  *
  * INVARIANTS
  *  (1) The database is the truth.  The server keeps the active jobs in
@@ -92,35 +92,5 @@ int server_token_create(const char *home, const char *user, bool admin, char **t
 			struct tc_err *err);
 /* SHA-256 of token as 64 hex digits into out. */
 void server_token_hash(const char *token, struct sbuf *out);
-
-/* ---- the CLI side (client.c) ---- */
-
-struct client;
-
-/*
- * url: --server's value or NULL for $TRAINCTL_SERVER; the token comes from
- * $TRAINCTL_TOKEN.  TC_EUSAGE when neither names a server.
- */
-int client_open(const char *url, struct client **out, struct tc_err *err);
-void client_close(struct client *c);
-/*
- * One request; body is JSON or NULL.  Returns 0 with *status and the
- * response in resp, or TC_EBACKEND when the server cannot be reached.
- */
-int client_call(struct client *c, const char *method, const char *path, const char *body,
-		long *status, struct sbuf *resp, struct tc_err *err);
-/*
- * A request whose answer is a JSON object: a status >= 400 becomes an error
- * carrying the server's message (404 TC_ENOTFOUND, other 4xx TC_EUSAGE,
- * 5xx TC_EBACKEND).
- */
-int client_json(struct client *c, const char *method, const char *path, const char *body,
-		struct sbuf *resp, struct tc_err *err);
-/* Stream a server-sent-events answer; on_data gets each "data:" payload. */
-int client_events(struct client *c, const char *path,
-		  int (*on_data)(void *arg, const char *event, const char *data), void *arg,
-		  struct tc_err *err);
-/* Is a server configured (--server in argv, or $TRAINCTL_SERVER)? */
-bool client_configured(int argc, char **argv);
 
 #endif

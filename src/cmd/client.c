@@ -1,5 +1,5 @@
-/* client.c -- the CLI's side of the API (libcurl); see server.h. */
-#include "server/server.h"
+/* client.c -- the CLI's side of the API (libcurl); see client.h. */
+#include "cmd/client.h"
 #include "core/http.h"
 #include "core/xalloc.h"
 
