@@ -22,13 +22,11 @@ import pytest
 
 from conftest import wait_until
 from server_fixture import start_server
-from slurm_cluster import Cluster, have_slurm, root_slurm_server
-from test_health import nvml  # noqa: F401  (the fixture)
-from test_hub import COUNTER as HUB_COUNTER
+from slurm_cluster import HUB_COUNTER, Cluster, have_slurm, root_slurm_server
 
 STEPS = 30  # per rank before the server stops, and as many after
 
-# test_hub.py's two-phase counter; rank 0 also saves a checkpoint in the second half,
+# the hub tests' two-phase counter (slurm_cluster.py); rank 0 also saves a checkpoint in the second half,
 # while the server is away
 COUNTER = HUB_COUNTER.replace('print("done", rank', r'''if rank == 0:
     d = os.environ["TRAINCTL_CKPT_DIR"]
@@ -208,8 +206,9 @@ slurm: {gres: none}
 
 # ---- checkpoint.keep on every node's own disk (the 3-host cluster) ----
 
-from test_multihost import (COMPUTE, ckpt_files, digits_spec, mhost, node_ckpts,  # noqa: E402,F401
-                            node_file, show, submit, wait_end)
+from mhost_cluster import COMPUTE  # noqa: E402
+from mhost_jobs import (ckpt_files, digits_spec, mhost, node_ckpts, node_file, show,  # noqa: E402,F401
+                        submit, wait_end)
 
 
 def test_every_node_keeps_its_newest_checkpoints(mhost, torch_available):  # noqa: F811
