@@ -15,6 +15,9 @@ what it found, and a finding not in ALLOW below fails the check (exit 1):
   store-call    no store_* call from src/launch/: the supervisor writes a
                 job's records through the sink (hub/sink.h)
   cmd-include   the library never includes "cmd/..."
+  test-import   an e2e test file imports helpers from conftest.py or a helper
+                module (tests/e2e/*_helpers.py, *_fixture.py, ...), never from
+                another test file (tests/e2e/test_*.py)
   map           docs/ARCHITECTURE.md names every .c and .h under src/ (a
                 module by its .c or its header: X.c, X.h and X_int.h go
                 together), and every source file it names exists
@@ -116,6 +119,7 @@ ALLOW = {
          "database; no sink record carries them"),
     ],
     "cmd-include": [],
+    "test-import": [],
 }
 
 PROC_CALLS = ("fork", "vfork", "execv", "execve", "execvp", "execvpe", "execl", "execle",
@@ -338,6 +342,26 @@ RULES = [("proc", rule_proc), ("print", rule_print), ("state-literal", rule_stat
          ("store-call", rule_store_call), ("cmd-include", rule_cmd_include)]
 
 
+# ---- the e2e tests' imports ----
+
+TEST_IMPORT = re.compile(r"^\s*(?:from\s+(test_\w+)\s+import|import\s+(test_\w+))", re.M)
+
+
+def rule_test_import(root):
+    d = os.path.join(root, "tests", "e2e")
+    if not os.path.isdir(d):
+        return
+    for nm in sorted(os.listdir(d)):
+        if not nm.endswith(".py"):
+            continue
+        with open(os.path.join(d, nm), encoding="utf-8") as fh:
+            text = fh.read()
+        for m in TEST_IMPORT.finditer(text):
+            mod = m.group(1) or m.group(2)
+            yield f"tests/e2e/{nm}", text.count("\n", 0, m.start()) + 1, mod, \
+                f"imports from the test file {mod}.py: move the helper to conftest.py or a helper module"
+
+
 # ---- the map ----
 
 TICK = re.compile(r"`([^`\s]+)`")
@@ -516,6 +540,9 @@ def main(argv):
                 if not allowed(rule, f.rel, func, what, used):
                     bad.append(f"{f.rel}:{line}: {rule}: {msg}"
                                + (f" (in {func})" if func else ""))
+    for rel, line, mod, msg in rule_test_import(root):
+        if not allowed("test-import", rel, "*", mod, used):
+            bad.append(f"{rel}:{line}: test-import: {msg}")
     for rel, line, msg in rule_map(root, set(sources)):
         bad.append(f"{rel}:{line}: map: {msg}")
 

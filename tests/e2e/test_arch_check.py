@@ -14,9 +14,11 @@ SCRIPT = REPO / "scripts" / "check-arch.py"
 
 @pytest.fixture
 def tree(tmp_path):
-    """a copy of what the check reads: src/ and the map"""
+    """a copy of what the check reads: src/, the e2e tests and the map"""
     root = tmp_path / "repo"
     shutil.copytree(REPO / "src", root / "src")
+    shutil.copytree(REPO / "tests" / "e2e", root / "tests" / "e2e",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     (root / "docs").mkdir()
     shutil.copy(REPO / "docs" / "ARCHITECTURE.md", root / "docs")
     return root
@@ -78,6 +80,15 @@ def test_a_planted_violation_fails(tree, rel, text, rule, says):
     assert len(hit) == 1 and says in hit[0], p.stderr
     at = int(hit[0].split(":")[1])
     assert line <= at <= line + text.count("\n"), (line, hit[0])
+
+
+def test_a_test_file_importing_another_fails(tree):
+    f = tree / "tests" / "e2e" / "test_run.py"
+    f.write_text("from test_watchdog import gloo_job  # noqa\n" + f.read_text())
+    p = check(tree)
+    assert p.returncode == 1
+    assert "tests/e2e/test_run.py:1: test-import: imports from the test file test_watchdog.py" \
+        in p.stderr, p.stderr
 
 
 def test_comments_strings_and_jobs_pass(tree):
