@@ -195,6 +195,8 @@ def strip(text):
             if c == '"':
                 strings.append((line, text[i + 1:j]))
             out.append(c + " " * (j - i - 1) + text[j])
+            if text[j] == "\n":  # an unterminated literal ends at its line
+                line += 1
             i = j + 1
         else:
             out.append(c)
@@ -443,6 +445,7 @@ def rule_map(root, sources):
 
 def cycles(files):
     """{folder: the largest strongly connected set of files (size > 1)}"""
+    files = [f for f in files if f.rel.endswith(".c")]
     defs = {}
     for f in files:
         for name, static, *_ in f.funcs:
