@@ -18,7 +18,7 @@ PYTHON ?= /usr/bin/python3
 PYTHON_SITE ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/lib/python3/dist-packages,$(PREFIX)/lib/python$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages)
 
 .PHONY: all build asan deps demo check unit unit-asan e2e soak install install-python clean bench \
-	fuzz-build fuzz fuzz-check check-paths
+	fuzz-build fuzz fuzz-check check-paths check-arch
 
 all: build
 
@@ -68,12 +68,21 @@ check: deps
 	$(MAKE) unit-asan
 	$(MAKE) fuzz-check
 	$(MAKE) check-paths
+	$(MAKE) check-arch
 	$(MAKE) e2e
 
 # One door to paths a user can write (docs/security.md): no open/fopen/
 # opendir/nftw/remove/read_file outside core/upath.h in the root's modules.
 check-paths:
 	sh scripts/check-paths.sh
+
+# The invariants of docs/ARCHITECTURE.md: processes only from core/proc.c, no
+# printing from library code but its named console paths, job-state words only
+# in jobs/, no store_* calls from launch/, no cmd/ includes from the library,
+# and a map that names every source file (scripts/check-arch.py says why each
+# exception is one).
+check-arch:
+	$(PYTHON) scripts/check-arch.py
 
 # libFuzzer harnesses (tests/fuzz/, docs/fuzzing.md): clang, ASan + UBSan,
 # the same sources as the binary.  FUZZ_TARGETS picks some ("spec api").

@@ -1,6 +1,6 @@
 /*
  * container.c -- the runtime, the image check and each worker's runtime
- * command line (container.h); the device rows are in devices.c.
+ * command line (container.h); the device rows are in passthrough.c.
  */
 #include "container/container.h"
 #include "core/proc.h"

@@ -120,13 +120,13 @@ int container_wrapper(const struct container_worker *cw, struct strvec *out, str
 /*
  * The worker's environment as an env file for --env-file (KEY=VALUE, one a
  * line).  The device visibility variable is renumbered to what the
- * container sees (devices.c); a variable whose value holds a newline
+ * container sees (passthrough.c); a variable whose value holds a newline
  * cannot be written and is left out (its name is added to dropped).
  */
 char *container_env_file(const struct container_worker *cw, const struct strvec *env,
 			 struct strvec *dropped);
 
-/* ---- the device table (devices.c) ---- */
+/* ---- the device table (passthrough.c) ---- */
 
 /*
  * Append the pass-through options for device_type's devices ids[0..n) to

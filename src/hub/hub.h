@@ -186,7 +186,7 @@ int hub_rekey(struct hub *h, const char *job, const char *secret, const char *ur
 
 /*
  * A hub on the supervisor's own host (`trainctl server`) takes what a gone
- * supervisor of job left in runs/<job>/journal/ (ingest.c): each
+ * supervisor of job left in runs/<job>/journal/ (ingest_journals.c): each
  * <stream>.jsonl no live process holds, from its first unacknowledged line,
  * applied as the job's stream with the dedup of note 2.  runs_fd is the
  * hub's own runs/ folder; the run folder is owner's and untrusted: a name

@@ -70,7 +70,7 @@ int hub_apply_line(struct store *st, const char *job, struct store_mbatch **mb,
 /* Is name one of the nodes of the Slurm host list ("gpu[01-04,07],cpu3")? (event.c) */
 bool hub_nodelist_has(const char *list, const char *name);
 
-/* ---- hub.c, for ingest.c ---- */
+/* ---- hub.c, for ingest_journals.c ---- */
 /*
  * hub_receive without a secret, for a body the hub's own process read
  * (a journal it took from a run folder): applied as job's stream, with the

@@ -37,7 +37,7 @@
 /*
  * Seconds a closing sink still waits once the hub's Unix socket is gone
  * (its server stopped): a server that comes back reads the journal from
- * the run folder (ingest.c), so nobody needs the whole wait_s.
+ * the run folder (ingest_journals.c), so nobody needs the whole wait_s.
  */
 #define HUB_GONE_WAIT 5
 

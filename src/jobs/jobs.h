@@ -5,11 +5,11 @@
  *   transition.c  one function per edge of the state diagram (state.h),
  *                 each writing the state and its event row through the
  *                 store;
- *   json.c        the one JSON form of a job (job_to_json) and of its
+ *   job_json.c    the one JSON form of a job (job_to_json) and of its
  *                 history, for `ps --json`, `show --json` and the API;
  *   actions.c     show, stop, pause, resume, clone and delete, dispatched
  *                 through the job's backend (backend.h);
- *   show.c        the text of `trainctl show`, from the JSON form, so that
+ *   show_text.c   the text of `trainctl show`, from the JSON form, so that
  *                 it reads the same with and without a server;
  *   diagjson.c    the types of diagnostics.json, which the job writes,
  *                 checked before it is shown (diagjson.h).
@@ -74,7 +74,7 @@ int jobs_requeue(struct store *st, const char *id, enum job_state to, bool count
 int jobs_note(struct store *st, const char *id, enum job_note n, const char *text,
 	      struct tc_err *err);
 
-/* ---- the JSON form (json.c) ---- */
+/* ---- the JSON form (job_json.c) ---- */
 
 enum job_json_flags {
 	JOB_JSON_BRIEF = 1, /* a listing: no spec, root_cause cut at 300 characters */

@@ -16,7 +16,7 @@
  *    the account cannot run fails the job with the reason, not `lost`;
  *  - waiting briefly at its end for a server that is down: the server
  *    that comes back reads what is left of its journal from the run folder
- *    as untrusted input (srv_ingest_journals, hub/ingest.c).
+ *    as untrusted input (srv_ingest_journals, hub/ingest_journals.c).
  *
  * The only file work root does for it is what only root may do: hand the
  * run folder it made at submission (in runs/, which only it can write) to

@@ -205,7 +205,7 @@ char *sweep_trial_name(const struct sweep_row *sw, int idx);
  */
 long sweep_rank_trials(enum sweep_mode mode, struct trial_row *v, size_t n);
 
-/* ---- the sweep as JSON (show.c) ---- */
+/* ---- the sweep as JSON (sweep_json.c) ---- */
 
 /*
  * {id, name, state, note, definition, parameters, metric, mode, counts,

@@ -6,10 +6,13 @@
 Nothing here skips a test: a missing binary or a missing torch is a failure
 with a message saying what to build or install.
 """
+import json
 import os
 import re
+import shlex
 import shutil
 import signal
+import sqlite3
 import subprocess
 import tempfile
 import time
@@ -88,6 +91,16 @@ def job_id_of(r):
     return m.group(1)
 
 
+def job_id_in(home):
+    """the id of the one job in home's database, None before it is recorded"""
+    try:
+        with sqlite3.connect(os.path.join(home, "trainctl.db")) as c:
+            row = c.execute("SELECT id FROM jobs").fetchone()
+        return row and row[0]
+    except sqlite3.OperationalError:
+        return None
+
+
 def fail_if_ended(job, what="the condition"):
     """job: a job's JSON object (job_to_json) or None.  One that has ended
     fails the test now, naming what was awaited, its state and root cause."""
@@ -126,6 +139,53 @@ def holds_for(pred, seconds, what="the condition"):
     happen, e.g. a job stays queued): asked all along, not once at the end."""
     broke = poll(lambda: not pred(), seconds, 0.05)
     assert not broke, f"{what} stopped holding within {seconds} s"
+
+
+# ---- a job read back, a process, completion: helpers of more than one test file ----
+
+def show(run_tc, job):
+    p = run_tc("show", "--json", job)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def notes(job, kind):
+    return [e for e in job["events"] if e.get("kind") == kind]
+
+
+def rank_log(job, rank):
+    return open(os.path.join(job["run_dir"], "logs", f"rank-{rank}.log")).read()
+
+
+def alive(pid):
+    """pid runs: not gone, not a zombie (its name may hold ") ")."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def bash_complete(trainctl, home, words):
+    """Source `trainctl completion bash`, run _trainctl on words, return COMPREPLY."""
+    script = subprocess.run([str(trainctl), "completion", "bash"], capture_output=True, text=True, check=True).stdout
+    words = [str(trainctl)] + words
+    prog = f"""
+source /dev/stdin <<'TRAINCTL_COMPLETION'
+{script}
+TRAINCTL_COMPLETION
+complete -p trainctl >&2
+COMP_WORDS=({' '.join(shlex.quote(w) for w in words)})
+COMP_CWORD={len(words) - 1}
+_trainctl
+printf '%s\\n' "${{COMPREPLY[@]}}"
+"""
+    env = dict(os.environ, TRAINCTL_HOME=str(home))
+    env.pop("TRAINCTL_SERVER", None)
+    p = subprocess.run(["bash", "--norc", "--noprofile", "-c", prog], capture_output=True, text=True, env=env,
+                       cwd=home.parent.parent)
+    assert p.returncode == 0 and "-F _trainctl trainctl" in p.stderr, p.stderr
+    return [w for w in p.stdout.splitlines() if w]
 
 
 def trainctl_path():
@@ -201,6 +261,18 @@ def repo_fixture():
 @pytest.fixture(name="torchrun_cmd")
 def torchrun_cmd_fixture():
     return torchrun_cmd
+
+
+@pytest.fixture
+def nvml(trainctl, tmp_path):
+    """Environment for 3 fake GPUs whose faults the test writes to `conf`."""
+    lib = Path(trainctl).parent / "fake-nvml"
+    assert (lib / "libnvidia-ml.so.1").exists(), f"no fake NVML in {lib}: build the tree"
+    conf = tmp_path / "nvml.conf"
+    conf.write_text("count 3\n")
+    env = {"LD_LIBRARY_PATH": str(lib), "TRAINCTL_FAKE_NVML": str(conf),
+           "TRAINCTL_FAKE_DEVICES": None}
+    return conf, env
 
 
 def _leftover_trainctl(root):

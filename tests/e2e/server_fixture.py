@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import tempfile
 
@@ -371,3 +372,23 @@ def sleeper(seconds, name="sleeper", **extra):
             "devices": {"type": "gpu", "per_node": 1}}
     spec.update(extra)
     return spec
+
+
+# ---- a server's job, read back from its database (the root server's tests) ----
+
+def ended(srv, job, timeout=120):
+    return srv.wait_state(job, ["succeeded", "failed", "killed", "lost"], timeout=timeout)
+
+
+def rows(srv, sql, *args):
+    with sqlite3.connect(os.path.join(srv.state, "trainctl.db")) as c:
+        return c.execute(sql, args).fetchall()
+
+
+def points(srv, job):
+    return rows(srv, "SELECT COALESCE(SUM(count), 0) FROM metric_chunks c JOIN metric_series s"
+                " ON s.id = c.series_id WHERE s.job_id = ?", job)[0][0]
+
+
+def states(srv, job):
+    return [s for (s,) in rows(srv, "SELECT state FROM events WHERE job_id = ? ORDER BY rowid", job)]

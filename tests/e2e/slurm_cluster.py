@@ -27,6 +27,26 @@ import pytest
 from conftest import poll
 from server_fixture import start_server, token_for, unix_accounts
 
+# The two-phase counter of the hub tests (test_hub.py, test_multinode_leftovers.py), a
+# Python program for each rank (the caller puts a number for STEPS): STEPS DLLL points,
+# "half", a wait for the file argv[1], STEPS more, "done RANK".
+HUB_COUNTER = r'''
+import os, sys, time
+rank = int(os.environ["RANK"])
+go = sys.argv[1]
+def step(i):
+    print('DLLL {"type": "LOG", "step": [0, %d], "data": {"train.loss": %d.5}}' % (i, i), flush=True)
+for i in range(STEPS):
+    step(i)
+    time.sleep(0.01)
+print("half", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.05)
+for i in range(STEPS, 2 * STEPS):
+    step(i)
+print("done", rank, flush=True)
+'''
+
 
 def _free_port():
     with socket.socket() as s:

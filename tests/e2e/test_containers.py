@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DIGITS, PYTHON, poll, wait_until
+from conftest import DIGITS, PYTHON, job_id_in, poll, wait_until
 import image_fixture
 
 
@@ -42,16 +42,6 @@ def containers(env, job_id=None):
     args += ["--filter", f"label=trainctl.job={job_id}" if job_id else "label=trainctl.job"]
     r = subprocess.run(args, env=dict(os.environ, **env), capture_output=True, text=True, check=True)
     return r.stdout.split()
-
-
-def job_id_in(home):
-    """the id of the one job in home's database, None before it is recorded"""
-    try:
-        with sqlite3.connect(os.path.join(home, "trainctl.db")) as c:
-            row = c.execute("SELECT id FROM jobs").fetchone()
-        return row and row[0]
-    except sqlite3.OperationalError:
-        return None
 
 
 def own_job_ids(root):

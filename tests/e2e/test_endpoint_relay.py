@@ -18,10 +18,10 @@ import signal
 import socket
 
 from conftest import wait_until
+from endpoint_helpers import jupyter_ok, run_cell, websocket  # noqa: F401  (a fixture)
 from mhost_cluster import TRAINCTL_HOME
+from mhost_jobs import mhost, ns_pids, proc_file  # noqa: F401  (mhost: the fixture)
 from server_fixture import Server, free_port, unix_accounts
-from test_endpoints import jupyter_ok, run_cell, websocket  # noqa: F401  (a fixture)
-from test_multihost import mhost, ns_pids, proc_file  # noqa: F401  (mhost: the fixture)
 
 WWW = "/tmp/relay-www"
 ENDED = ("succeeded", "failed", "killed", "lost")

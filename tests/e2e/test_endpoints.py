@@ -14,27 +14,18 @@ processes.
 """
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 
-from conftest import wait_until
+from conftest import alive, wait_until
+from endpoint_helpers import jupyter_ok, run_cell, websocket  # noqa: F401 (a fixture)
 from server_fixture import port_open, start_server, token_for, unix_accounts
 
 HTTP_SERVER = "python3 -m http.server --bind 127.0.0.1 $PORT"
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except OSError:
-        return False
 
 
 def pids_of_job(job_id):
@@ -215,47 +206,6 @@ endpoints:
 
 
 # ---- Jupyter through the server ----
-
-def jupyter_ok():
-    return shutil.which("jupyter-notebook") is not None
-
-
-@pytest.fixture
-def websocket():
-    try:
-        import websocket as ws
-    except ImportError:
-        pytest.fail("python3-websocket is missing (scripts/install-deps.sh)", pytrace=False)
-    return ws
-
-
-def run_cell(ws_mod, url, token, code, **kw):
-    """Run code in a Jupyter kernel over its channels WebSocket; its stdout.
-    token: a bearer token, or None (kw: create_connection's cookie=, origin=)."""
-    ws = ws_mod.create_connection(url, timeout=120,
-                                  header=[f"Authorization: Bearer {token}"] if token else [], **kw)
-    try:
-        msg_id = uuid.uuid4().hex
-        ws.send(json.dumps({
-            "header": {"msg_id": msg_id, "username": "test", "session": uuid.uuid4().hex,
-                       "msg_type": "execute_request", "version": "5.3"},
-            "parent_header": {}, "metadata": {}, "channel": "shell",
-            "content": {"code": code, "silent": False, "store_history": False,
-                        "user_expressions": {}, "allow_stdin": False}}))
-        out = ""
-        while True:
-            m = json.loads(ws.recv())
-            if m.get("parent_header", {}).get("msg_id") != msg_id:
-                continue
-            if m["msg_type"] == "stream":
-                out += m["content"]["text"]
-            if m["msg_type"] == "error":
-                raise AssertionError(m["content"])
-            if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
-                return out
-    finally:
-        ws.close()
-
 
 def test_jupyter_through_the_proxy(trainctl, tmp_path, websocket):
     if not jupyter_ok():

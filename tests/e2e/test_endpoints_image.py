@@ -24,10 +24,9 @@ import uuid
 
 import pytest
 
-from conftest import wait_on_job, wait_until
+from conftest import job_id_in, wait_on_job, wait_until
 import image_fixture
 from server_fixture import port_open, start_server
-from test_containers import job_id_in
 
 TEXT = "served from the image\n"
 

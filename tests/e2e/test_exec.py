@@ -17,7 +17,7 @@ import tempfile
 
 import pytest
 
-from conftest import wait_until
+from conftest import bash_complete, wait_until
 from server_fixture import as_user, reachable_state, start_server, token_for, unix_accounts
 
 HOLD = 'echo ready $RANK; while [ ! -e "{release}" ]; do sleep 0.05; done'
@@ -83,7 +83,6 @@ def test_exec_exit_status_passes_through(run_tc, local_job):
 
 
 def test_exec_completes_job_names(trainctl, run_tc, home, local_job):
-    from test_overrides import bash_complete
     assert bash_complete(trainctl, home, ["exec", "hel"]) == ["held"]
     assert bash_complete(trainctl, home, ["exec", "held", "--r"]) == ["--rank"]
 

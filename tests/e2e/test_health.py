@@ -6,23 +6,11 @@ import json
 import os
 import shlex
 import sqlite3
-from pathlib import Path
 
 import pytest
 
 from conftest import wait_until
 
-
-@pytest.fixture
-def nvml(trainctl, tmp_path):
-    """Environment for 3 fake GPUs whose faults the test writes to `conf`."""
-    lib = Path(trainctl).parent / "fake-nvml"
-    assert (lib / "libnvidia-ml.so.1").exists(), f"no fake NVML in {lib}: build the tree"
-    conf = tmp_path / "nvml.conf"
-    conf.write_text("count 3\n")
-    env = {"LD_LIBRARY_PATH": str(lib), "TRAINCTL_FAKE_NVML": str(conf),
-           "TRAINCTL_FAKE_DEVICES": None}
-    return conf, env
 
 
 def write(tmp_path, name, text):

@@ -12,26 +12,9 @@ import sqlite3
 import subprocess
 
 from conftest import poll, wait_until
-from slurm_cluster import cluster  # noqa: F401  (the fixture)
+from slurm_cluster import HUB_COUNTER as COUNTER, cluster  # noqa: F401  (the fixture)
 
 STEPS = 40  # per rank before the hub dies, and as many after
-
-COUNTER = r'''
-import os, sys, time
-rank = int(os.environ["RANK"])
-go = sys.argv[1]
-def step(i):
-    print('DLLL {"type": "LOG", "step": [0, %d], "data": {"train.loss": %d.5}}' % (i, i), flush=True)
-for i in range(STEPS):
-    step(i)
-    time.sleep(0.01)
-print("half", flush=True)
-while not os.path.exists(go):
-    time.sleep(0.05)
-for i in range(STEPS, 2 * STEPS):
-    step(i)
-print("done", rank, flush=True)
-'''
 
 
 def rows(home, sql):

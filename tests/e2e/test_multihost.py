@@ -15,24 +15,11 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
-from conftest import DIGITS, ENV_DUMP, REPO, wait_until
-from mhost_cluster import (COMPUTE, HOSTS, MultiHostCluster, TRAINCTL_HOME, _netns_list,
-                           cleanup_leftovers, have_multihost)
-
-
-@pytest.fixture(scope="module")
-def mhost(trainctl):
-    why = have_multihost()
-    if why:
-        pytest.fail(f"the multi-host cluster cannot run here: {why}", pytrace=False)
-    c = MultiHostCluster(trainctl).start()
-    try:
-        yield c
-    finally:
-        c.stop()
-    assert not c.leftovers(), c.leftovers()
+from conftest import REPO, wait_until
+from mhost_cluster import COMPUTE, HOSTS, MultiHostCluster, TRAINCTL_HOME, _netns_list, cleanup_leftovers
+from mhost_jobs import (assert_db_only_on_login, ckpt_files, digits_spec, hub_env, mhost,  # noqa: F401
+                        node_ckpts, node_file, ns_pids, proc_file, show, submit, try_show,
+                        wait_end)  # (mhost: the fixture)
 
 
 def test_srun_runs_on_both_compute_hosts(mhost):
@@ -105,63 +92,6 @@ def test_teardown_leaves_nothing(trainctl):
 
 
 ENDED = ("succeeded", "failed", "killed", "lost")
-
-
-def hub_env(mhost):
-    """where the foreground `trainctl run` on login listens for the nodes"""
-    return {"TRAINCTL_HUB_LISTEN": mhost.addr("login")}
-
-
-def digits_spec(mhost, name, epochs, restarts=0, sleep=0.05, args="", extra=""):
-    return mhost.write("login", f"/tmp/home/specs/{name}.yaml", f"""
-name: {name}
-command: 'mkdir -p "$ENV_DUMP_DIR" && /usr/bin/python3 {ENV_DUMP} && exec /usr/bin/python3 {DIGITS}/train.py "$@"'
-workdir: {DIGITS}
-args: {{epochs: {epochs}, sleep-per-step: {sleep}, seed: 1234{args}}}
-devices: {{type: cpu, per_node: 2}}
-env: {{OMP_NUM_THREADS: "1", ENV_DUMP_DIR: /tmp/env/{name}}}
-nodes: 2
-backend: slurm
-restart: {{max_restarts: {restarts}, grace_seconds: 5}}
-{extra}""")
-
-
-def submit(mhost, spec):
-    """`trainctl run` on login, in the background (its pid is trainctl's own)"""
-    return mhost.popen("login", [mhost.trainctl, "run", "--quiet", spec], env=hub_env(mhost))
-
-
-def show(mhost, job):
-    p = mhost.tc("login", "show", job, "--json", timeout=120)
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
-
-
-def try_show(mhost, job):
-    p = mhost.tc("login", "show", job, "--json", timeout=120)
-    return json.loads(p.stdout) if p.returncode == 0 else None
-
-
-def node_file(mhost, job, host, rel):
-    """a file of the job's run folder on host's own disk (None while it is not there)"""
-    j = try_show(mhost, job)
-    if not j:
-        return None
-    f = mhost.path(host, f"{j['run_dir']}/{rel}")
-    return f if f.exists() else None
-
-
-def ns_pids(mhost, host):
-    p = subprocess.run(["ip", "netns", "pids", mhost.ns(host)], capture_output=True, text=True)
-    return [int(x) for x in p.stdout.split()]
-
-
-def proc_file(pid, name):
-    try:
-        with open(f"/proc/{pid}/{name}", "rb") as f:
-            return f.read().split(b"\0")
-    except OSError:
-        return []
 
 
 def assert_hub_private(mhost, job):
@@ -246,14 +176,6 @@ def assert_exactly_once(mhost, job):
     assert steps == files, (steps, files)
 
 
-def assert_db_only_on_login(mhost):
-    assert mhost.path("login", f"{TRAINCTL_HOME}/trainctl.db").exists()
-    for h in COMPUTE:
-        home = mhost.path(h, TRAINCTL_HOME)
-        dbs = [str(p) for p in home.rglob("*.db*")]
-        assert not dbs, (h, dbs)
-
-
 def ended(mhost, job):
     j = try_show(mhost, job)
     return j if j and j["state"] in ENDED else None
@@ -267,11 +189,6 @@ def while_running(proc, pred):
             raise AssertionError(f"trainctl run ended ({proc.returncode}) first: {err[-3000:]}")
         return pred()
     return check
-
-
-def wait_end(mhost, proc, timeout=400):
-    out, err = proc.communicate(timeout=timeout)
-    return proc.returncode, out, err
 
 
 def test_digits_across_hosts_restart_and_resume(mhost, torch_available):
@@ -393,25 +310,6 @@ def test_terminal_closed_job_completes(mhost, torch_available):
 
 
 # ---- checkpoints on the nodes' own disks: every node's records reach the hub ----
-
-
-def node_ckpts(mhost, job):
-    """`ckpt list --nodes` on login: {(node, step): state} ({} before the job is recorded)"""
-    p = mhost.tc("login", "ckpt", "list", "--nodes", job, timeout=120)
-    rows = {}
-    if p.returncode != 0:
-        assert "no job" in p.stderr, p.stderr
-        return rows
-    for line in p.stdout.splitlines()[1:]:
-        cells = line.split()
-        if len(cells) >= 8 and cells[0].isdigit():
-            rows[(int(cells[0]), int(cells[1]))] = cells[3]
-    return rows
-
-
-def ckpt_files(mhost, job, host):
-    d = node_file(mhost, job, host, "output/checkpoints")
-    return sorted(n for n in os.listdir(d) if n.endswith(".pt")) if d else []
 
 
 def resumed_from(j):

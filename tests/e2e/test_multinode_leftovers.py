@@ -21,15 +21,16 @@ import subprocess
 import pytest
 
 from conftest import wait_until
+from mhost_cluster import COMPUTE
+from mhost_jobs import (ckpt_files, digits_spec, mhost, node_ckpts, node_file, show,  # noqa: F401
+                        submit, wait_end)  # (mhost: the fixture)
 from server_fixture import start_server
-from slurm_cluster import Cluster, have_slurm, root_slurm_server
-from test_health import nvml  # noqa: F401  (the fixture)
-from test_hub import COUNTER as HUB_COUNTER
+from slurm_cluster import HUB_COUNTER, Cluster, have_slurm, root_slurm_server
 
 STEPS = 30  # per rank before the server stops, and as many after
 
-# test_hub.py's two-phase counter; rank 0 also saves a checkpoint in the second half,
-# while the server is away
+# the hub tests' two-phase counter (slurm_cluster.py); rank 0 also saves a checkpoint in the
+# second half, while the server is away
 COUNTER = HUB_COUNTER.replace('print("done", rank', r'''if rank == 0:
     d = os.environ["TRAINCTL_CKPT_DIR"]
     os.makedirs(d, exist_ok=True)
@@ -207,10 +208,6 @@ slurm: {gres: none}
 
 
 # ---- checkpoint.keep on every node's own disk (the 3-host cluster) ----
-
-from test_multihost import (COMPUTE, ckpt_files, digits_spec, mhost, node_ckpts,  # noqa: E402,F401
-                            node_file, show, submit, wait_end)
-
 
 def test_every_node_keeps_its_newest_checkpoints(mhost, torch_available):  # noqa: F811
     """2 hosts x 2 ranks, every node saves on its own disk, keep: 2, 5 epochs: each node

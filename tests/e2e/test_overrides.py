@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import REPO, trainctl_path
+from conftest import REPO, bash_complete, trainctl_path
 from server_fixture import start_server
 
 SPEC = """name: ov
@@ -158,27 +158,6 @@ def test_stop_takes_no_set(run_tc):
 
 
 # ---- completion ----
-
-def bash_complete(trainctl, home, words):
-    """Source `trainctl completion bash`, run _trainctl on words, return COMPREPLY."""
-    script = subprocess.run([str(trainctl), "completion", "bash"], capture_output=True, text=True, check=True).stdout
-    words = [str(trainctl)] + words
-    prog = f"""
-source /dev/stdin <<'TRAINCTL_COMPLETION'
-{script}
-TRAINCTL_COMPLETION
-complete -p trainctl >&2
-COMP_WORDS=({' '.join(shlex.quote(w) for w in words)})
-COMP_CWORD={len(words) - 1}
-_trainctl
-printf '%s\\n' "${{COMPREPLY[@]}}"
-"""
-    env = dict(os.environ, TRAINCTL_HOME=str(home))
-    env.pop("TRAINCTL_SERVER", None)
-    p = subprocess.run(["bash", "--norc", "--noprofile", "-c", prog], capture_output=True, text=True, env=env,
-                       cwd=home.parent.parent)
-    assert p.returncode == 0 and "-F _trainctl trainctl" in p.stderr, p.stderr
-    return [w for w in p.stdout.splitlines() if w]
 
 
 def test_bash_completion(trainctl, run_tc, home, tmp_path):

@@ -10,13 +10,12 @@ would on a shared machine, so that jobs reach their run folder.
 import os
 import pwd
 import signal
-import sqlite3
 
 import pytest
 
 from conftest import wait_until
 from s3_fixture import ACCESS, SECRET as S3_SECRET, s3  # noqa: F401  (the fixture)
-from server_fixture import root_server
+from server_fixture import ended, points, root_server, rows, states
 
 STEPS = 30  # metric points before the wait, and as many after
 
@@ -42,24 +41,6 @@ echo done
 def ps(trainctl):
     with root_server(trainctl, "tc-privsep-", "alice") as t:
         yield t
-
-
-def ended(srv, job, timeout=120):
-    return srv.wait_state(job, ["succeeded", "failed", "killed", "lost"], timeout=timeout)
-
-
-def rows(srv, sql, *args):
-    with sqlite3.connect(os.path.join(srv.state, "trainctl.db")) as c:
-        return c.execute(sql, args).fetchall()
-
-
-def points(srv, job):
-    return rows(srv, "SELECT COALESCE(SUM(count), 0) FROM metric_chunks c JOIN metric_series s"
-                " ON s.id = c.series_id WHERE s.job_id = ?", job)[0][0]
-
-
-def states(srv, job):
-    return [s for (s,) in rows(srv, "SELECT state FROM events WHERE job_id = ? ORDER BY rowid", job)]
 
 
 def counter_job(base, go, **extra):

@@ -40,8 +40,8 @@ import urllib.parse
 import pytest
 
 from conftest import REPO, wait_until
+from endpoint_helpers import echo_job, open_endpoint, request, session
 from server_fixture import endpoint_up, root_server, token_for
-from test_endpoint_origin import open_endpoint, request, session
 
 # The attacker's endpoint: argv PORT LOG PAGE.  "/" is PAGE (with hostile cookies), "/redirect"
 # a 302 to its own port, "/steal" on its own port logs the Cookie header it got.
@@ -278,7 +278,6 @@ def test_revoked_token_ends_its_sessions(trainctl):
     """M6: every session made from a token ends with it, at once."""
     import hashlib
     with root_server(trainctl, "tc-sbm-", "own", args=["--endpoint-host", "ep.test"]) as (srv, u, _):
-        from test_endpoint_origin import echo_job
         job = echo_job(srv, u, name="m6")
         tok = token_for(trainctl, srv.state, u["own"])  # a second token of the owner, to revoke
         # a login link of the token (POST /api/v1/login), used: a session
@@ -359,7 +358,6 @@ def test_behind_https_cookies(trainctl):
         st, _, body = request(srv.port, "GET", "/api/v1/whoami",
                               cookie=ck.replace("__Host-trainctl_session", "trainctl_session"))
         assert st == 401, body
-        from test_endpoint_origin import echo_job
         job = echo_job(srv, u, name="hs")
         st, hdrs, body = request(srv.port, "GET", f"/jobs/{job}/endpoints/web/", cookie=ck)
         assert st == 302 and hdrs["Location"].startswith(f"https://{job}-web.ep.test:{srv.port}/"), \

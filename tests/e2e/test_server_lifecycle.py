@@ -21,10 +21,8 @@ import tempfile
 
 import pytest
 
-from conftest import wait_until
-from server_fixture import root_server
-from test_privsep import ended, points, rows, states
-from test_server_restart import alive
+from conftest import alive, wait_until
+from server_fixture import ended, points, root_server, rows, states
 
 HALF = 30  # metric points (and 3 checkpoints) before the wait, as many after
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import holds_for, wait_until
+from conftest import alive, holds_for, wait_until
 from server_fixture import endpoint_up, start_server, wait_for
 
 # N lines and metric points, 0.1 s apart; with a file name after N, it
@@ -27,14 +27,6 @@ for i in range(n):
     time.sleep(0.1)
 print("done", flush=True)
 '''
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_sigkill_server_jobs_survive(trainctl, tmp_path, PYTHON):

@@ -9,7 +9,7 @@ import http.server
 import threading
 
 from s3_fixture import s3  # noqa: F401  (the fixture)
-from test_storage import run, tc  # noqa: F401  (tc is a fixture)
+from storage_helpers import run, tc  # noqa: F401  (tc is a fixture)
 
 
 class _Refuser(http.server.BaseHTTPRequestHandler):

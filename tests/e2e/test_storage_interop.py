@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from s3_fixture import REGION, both_servers, s3  # noqa: F401  (the fixture)
-from test_storage import counts, run, tc, tree  # noqa: F401  (tc is a fixture)
+from storage_helpers import counts, run, tc, tree  # noqa: F401  (tc is a fixture)
 
 MiB = 1 << 20
 BIG = 20 * MiB + 12345  # several parts for every client, and a short last one

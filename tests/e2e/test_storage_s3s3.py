@@ -10,7 +10,7 @@ so only radosgw's (an MD5 of the parts' MD5s, "-N") makes the case real.
 import os
 
 from s3_fixture import both_servers, s3  # noqa: F401  (the fixture)
-from test_storage import run, tc  # noqa: F401  (tc is a fixture)
+from storage_helpers import run, tc  # noqa: F401  (tc is a fixture)
 
 MiB = 1024 * 1024
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import DIGITS, PYTHON, REPO
+from conftest import DIGITS, PYTHON, REPO, notes, rank_log, show
 
 WORKER = REPO / "tests" / "e2e" / "hang_worker.py"
 
@@ -20,20 +20,6 @@ def spec(tmp_path, text, name="job.yaml"):
     p = tmp_path / name
     p.write_text(text)
     return p
-
-
-def show(run_tc, job):
-    p = run_tc("show", "--json", job)
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
-
-
-def notes(job, kind):
-    return [e for e in job["events"] if e.get("kind") == kind]
-
-
-def rank_log(job, rank):
-    return open(os.path.join(job["run_dir"], "logs", f"rank-{rank}.log")).read()
 
 
 def gloo_job(tmp_path, env, watchdog, restart="{max_restarts: 1}", name="gloo", extra=""):

@@ -7,12 +7,11 @@ the supervisors' own (the silence they measured)."""
 import json
 import os
 
-import pytest
-
-from conftest import PYTHON, REPO, poll
+from conftest import PYTHON, REPO, notes, poll, rank_log, show
+import mhost_jobs as mh
+from mhost_jobs import mhost  # noqa: F401  (the fixture)
 from server_fixture import start_server
 from slurm_cluster import cluster, slurm_tc  # noqa: F401  (the fixtures)
-from test_watchdog import notes, rank_log, show
 
 WORKER = REPO / "tests" / "e2e" / "hang_worker.py"
 
@@ -156,24 +155,9 @@ def test_sse_event_carries_the_kind(trainctl, tmp_path):
 # ---- without a shared folder: the multi-host cluster (mhost_cluster.py, root only) ----
 
 
-@pytest.fixture(scope="module")
-def mhost(trainctl):
-    from mhost_cluster import MultiHostCluster, have_multihost
-    why = have_multihost()
-    if why:
-        pytest.fail(f"the multi-host cluster cannot run here: {why}", pytrace=False)
-    c = MultiHostCluster(trainctl).start()
-    try:
-        yield c
-    finally:
-        c.stop()
-    assert not c.leftovers(), c.leftovers()
-
-
 def test_hang_across_hosts_that_share_no_folder(mhost, torch_available):
     # the nodes' hang reports reach the driver through srun's output, its diagnostics.json and
     # the ranks' logs (with their stacks) reach login through the hub
-    import test_multihost as mh
     spec = mhost.write("login", "/tmp/home/specs/gloo-mh.yaml", f"""
 name: gloo-mh
 command: ["{PYTHON}", "{WORKER}"]

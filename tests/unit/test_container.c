@@ -277,7 +277,7 @@ TEST(devices_optional_paths_and_other_rows)
 	CHECK_INT(container_devices(&podman, "sdaa", (const int[]){ 0 }, 1, NULL, &out, &err),
 		  TC_EBACKEND);
 	CHECK_CONTAINS(err.msg, "no device pass-through row for device type 'sdaa'");
-	CHECK_CONTAINS(err.msg, "src/container/devices.c");
+	CHECK_CONTAINS(err.msg, "src/container/passthrough.c");
 	size_t n;
 	const struct container_dev_info *rows = container_dev_rows(&n);
 	CHECK(n >= 6);

@@ -1,5 +1,5 @@
 /*
- * json.c -- the one JSON form of a job (jobs.h): `ps --json`, `show
+ * job_json.c -- the one JSON form of a job (jobs.h): `ps --json`, `show
  * --json`, the HTTP API's listing and detail all come from here, so that
  * they name and type every field alike (a time not reached yet is null).
  */

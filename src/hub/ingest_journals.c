@@ -1,5 +1,5 @@
 /*
- * ingest.c -- a hub reads the journals a gone supervisor of its own host
+ * ingest_journals.c -- a hub reads the journals a gone supervisor of its own host
  * left in the job's run folder (hub.h: hub_ingest_journals), so that a
  * supervisor need not wait long for a hub that is down.
  *

@@ -1,5 +1,5 @@
 /*
- * show.c -- a sweep as JSON: the one form `sweep show`, `compare --sweep`,
+ * sweep_json.c -- a sweep as JSON: the one form `sweep show`, `compare --sweep`,
  * the API and the web UI read (trials best first, the best named, how to
  * run it again).
  */

@@ -1,5 +1,5 @@
 /*
- * show.c -- the text of `trainctl show` (jobs.h, jobs_show_text), made
+ * show_text.c -- the text of `trainctl show` (jobs.h, jobs_show_text), made
  * from the JSON form of jobs_show: the CLI renders a local job and a job
  * the server sent alike.
  */

@@ -1,5 +1,5 @@
 /*
- * devices.c -- the device pass-through table of containers (container.h):
+ * passthrough.c -- the device pass-through table of containers (container.h):
  * one row per device type (devices.h), saying which device nodes and
  * driver folders a worker's container gets for its devices, and how the
  * row was verified.  A type without a row is an error naming the row,
@@ -74,7 +74,7 @@ int container_devices(const struct container_runtime *rt, const char *device_typ
 	if (!r)
 		return tc_error(err, TC_EBACKEND,
 				"containers have no device pass-through row for device type '%s' "
-				"(src/container/devices.c): run it on the host, or add the row",
+				"(src/container/passthrough.c): run it on the host, or add the row",
 				device_type);
 	if (r->cdi_fmt && rt->kind == CONTAINER_DOCKER && r->docker_gpus && n > 0) {
 		struct sbuf sb = SBUF_INIT;
