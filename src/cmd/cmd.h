@@ -84,6 +84,20 @@ int cmd_check_rank(const char *verb, const char *id, long rank, long world, stru
  */
 struct option;
 int cmd_dashdash(int argc, char **argv);
+/*
+ * The flags many verbs share, one row each (git's OPT__QUIET and friends):
+ * a verb puts these rows in its table where the flag stood, and hands each
+ * getopt answer to cmd_common_flag first.  It takes --json (into *json) and
+ * --server (into *server) where the verb passes the place, and returns
+ * true; NULL where the verb has no such flag (the letter may be its own)
+ * or reads it itself (ps: --json is a --format).  --help stays the verb's
+ * `case 'h'`, as only the verb knows its usage.
+ */
+#define CMD_OPT_JSON { "json", no_argument, NULL, 'j' }
+#define CMD_OPT_SERVER { "server", required_argument, NULL, 'S' }
+#define CMD_OPT_HELP { "help", no_argument, NULL, 'h' }
+#define CMD_OPT_END { NULL, 0, NULL, 0 }
+bool cmd_common_flag(int c, bool *json, const char **server);
 int cmd_bad_option(const char *cmd, const char *shorts, int argc, char **argv,
 		   const struct option *opts, struct tc_err *err);
 const char *cmd_nearest(const char *word, const char *const *names, size_t n);

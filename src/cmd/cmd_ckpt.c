@@ -163,7 +163,7 @@ static int transform(int argc, char **argv, struct tc_err *err)
 		{ "dst-strategy", required_argument, NULL, 'D' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "quiet", no_argument, NULL, 'q' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_END,
 	};
 	struct transform_opts o = { 0 };
 	struct progress prog = { now_wall(), false };
@@ -213,18 +213,19 @@ static int list_cmd(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *e
 {
 	static const struct option opts[] = {
 		{ "nodes", no_argument, NULL, 'N' },
-		{ "server", required_argument, NULL, 'S' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_SERVER,
+		CMD_OPT_HELP,
+		CMD_OPT_END,
 	};
 	const char *server = NULL;
 	bool nodes = false;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (cmd_common_flag(c, NULL, &server))
+			continue;
 		switch (c) {
 		case 'N': nodes = true; break;
-		case 'S': server = optarg; break;
 		case 'h': fputs(usage, stdout); return 0;
 		default: return cmd_bad_option("ckpt list", "h", argc, argv, opts, err);
 		}

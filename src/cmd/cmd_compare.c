@@ -240,13 +240,13 @@ int cmd_compare(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "rtol", required_argument, NULL, 'R' },
 		{ "atol", required_argument, NULL, 'A' },
 		{ "mean", no_argument, NULL, 'M' },
-		{ "steps", no_argument, NULL, 'S' },
-		{ "json", no_argument, NULL, 'j' },
+		{ "steps", no_argument, NULL, 'T' },
+		CMD_OPT_JSON,
 		{ "sweep", required_argument, NULL, 'W' },
 		{ "ranges", required_argument, NULL, 'G' },
-		{ "server", required_argument, NULL, 'X' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_SERVER,
+		CMD_OPT_HELP,
+		CMD_OPT_END,
 	};
 	struct compare_job_opts o = { "train.loss", 0, { 0.01, 1e-8, false } };
 	bool steps = false, as_json = false, metric_given = false;
@@ -255,10 +255,11 @@ int cmd_compare(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	int c, rc;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "m:r:h", opts, NULL)) != -1) {
+		if (cmd_common_flag(c, &as_json, &server))
+			continue;
 		switch (c) {
 		case 'm': o.metric = optarg; metric_given = true; break;
 		case 'W': sweep = optarg; break;
-		case 'X': server = optarg; break;
 		case 'G':
 			if (!parse_long(optarg, 1, 1000, &ranges))
 				return tc_error(err, TC_EUSAGE, "compare: --ranges must be 1..1000, not '%s'", optarg);
@@ -277,8 +278,7 @@ int cmd_compare(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 				return rc;
 			break;
 		case 'M': o.o.use_mean = true; break;
-		case 'S': steps = true; break;
-		case 'j': as_json = true; break;
+		case 'T': steps = true; break;
 		case 'h': fputs(usage, stdout); return 0;
 		default: return cmd_bad_option("compare", "m:r:h", argc, argv, opts, err);
 		}

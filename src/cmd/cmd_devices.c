@@ -150,17 +150,18 @@ static void node_health(const char *home, struct store_sick **v, size_t *n)
 int cmd_devices(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
 	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
+		CMD_OPT_JSON,
 		{ "health", no_argument, NULL, 'H' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_HELP,
+		CMD_OPT_END,
 	};
 	bool as_json = false, health = false;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (cmd_common_flag(c, &as_json, NULL))
+			continue;
 		switch (c) {
-		case 'j': as_json = true; break;
 		case 'H': health = true; break;
 		case 'h':
 			fputs("usage: trainctl devices [--json] [--health]\n\n"

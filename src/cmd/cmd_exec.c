@@ -56,9 +56,9 @@ int cmd_exec(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
 	static const struct option opts[] = {
 		{ "rank", required_argument, NULL, 'r' },
-		{ "server", required_argument, NULL, 'S' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_SERVER,
+		CMD_OPT_HELP,
+		CMD_OPT_END,
 	};
 	const char *server = NULL;
 	long rank = 0;
@@ -66,12 +66,13 @@ int cmd_exec(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	int dashdash = cmd_dashdash(argc, argv);
 	optind = 1;
 	while ((c = getopt_long(dashdash, argv, "r:h", opts, NULL)) != -1) {
+		if (cmd_common_flag(c, NULL, &server))
+			continue;
 		switch (c) {
 		case 'r':
 			if (!parse_long(optarg, 0, 1 << 20, &rank))
 				return tc_error(err, TC_EUSAGE, "exec: --rank must be a rank number, not '%s'", optarg);
 			break;
-		case 'S': server = optarg; break;
 		case 'h': fputs(exec_usage, stdout); return 0;
 		default: return cmd_bad_option("exec", "r:h", argc, argv, opts, err);
 		}

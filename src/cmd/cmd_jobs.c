@@ -29,12 +29,12 @@
 int cmd_submit(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
 	static const struct option opts[] = {
-		{ "server", required_argument, NULL, 'S' },
+		CMD_OPT_SERVER,
 		{ "name", required_argument, NULL, 'N' },
-		{ "json", no_argument, NULL, 'j' },
+		CMD_OPT_JSON,
 		{ "set", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_HELP,
+		CMD_OPT_END,
 	};
 	const char *server = NULL, *name = NULL;
 	bool as_json = false;
@@ -43,10 +43,10 @@ int cmd_submit(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	(void)ctx;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (cmd_common_flag(c, &as_json, &server))
+			continue;
 		switch (c) {
-		case 'S': server = optarg; break;
 		case 'N': name = optarg; break;
-		case 'j': as_json = true; break;
 		case 's':
 			/* its form here; the server checks it against the spec */
 			if ((rc = spec_set_check(optarg, err))) {
@@ -156,11 +156,11 @@ static int job_verb(const char *verb, int argc, char **argv, struct cmd_ctx *ctx
 		    struct tc_err *err)
 {
 	static const struct option opts[] = {
-		{ "server", required_argument, NULL, 'S' },
-		{ "json", no_argument, NULL, 'j' },
+		CMD_OPT_SERVER,
+		CMD_OPT_JSON,
 		{ "set", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_HELP,
+		CMD_OPT_END,
 	};
 	const char *server = NULL;
 	bool as_json = false, clone = !strcmp(verb, "clone");
@@ -168,9 +168,9 @@ static int job_verb(const char *verb, int argc, char **argv, struct cmd_ctx *ctx
 	int c, rc;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (cmd_common_flag(c, &as_json, &server))
+			continue;
 		switch (c) {
-		case 'S': server = optarg; break;
-		case 'j': as_json = true; break;
 		case 's':
 			if (!clone)
 				rc = tc_error(err, TC_EUSAGE, "%s: --set is for run, submit and clone", verb);

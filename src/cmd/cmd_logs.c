@@ -41,9 +41,9 @@ int cmd_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "supervisor", no_argument, NULL, 's' },
 		{ "timestamps", no_argument, NULL, 'T' },
 		{ "merge", no_argument, NULL, 'M' },
-		{ "server", required_argument, NULL, 'S' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_SERVER,
+		CMD_OPT_HELP,
+		CMD_OPT_END,
 	};
 	struct source_logs o = { -1, -1, false, false, false };
 	const char *server = NULL;
@@ -51,6 +51,8 @@ int cmd_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "r:n:fh", opts, NULL)) != -1) {
+		if (cmd_common_flag(c, NULL, &server))
+			continue;
 		switch (c) {
 		case 'r':
 			if (!parse_long(optarg, 0, 1 << 20, &o.rank))
@@ -65,7 +67,6 @@ int cmd_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		case 's': supervisor = true; break;
 		case 'T': o.timestamps = true; break;
 		case 'M': o.merge = true; break;
-		case 'S': server = optarg; break;
 		case 'h': fputs(logs_usage, stdout); return 0;
 		default: return cmd_bad_option("logs", "r:n:fh", argc, argv, opts, err);
 		}

@@ -195,9 +195,9 @@ int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "rank", required_argument, NULL, 'r' },
 		{ "format", required_argument, NULL, 'o' },
 		{ "points", required_argument, NULL, 'p' },
-		{ "server", required_argument, NULL, 'S' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_SERVER,
+		CMD_OPT_HELP,
+		CMD_OPT_END,
 	};
 	const char *name = NULL, *server = NULL;
 	long rank = -1, points = 0;
@@ -205,6 +205,8 @@ int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "r:o:p:h", opts, NULL)) != -1) {
+		if (cmd_common_flag(c, NULL, &server))
+			continue;
 		switch (c) {
 		case 'n': name = optarg; break;
 		case 'r':
@@ -225,7 +227,6 @@ int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			if (!parse_long(optarg, 1, 1L << 30, &points))
 				return tc_error(err, TC_EUSAGE, "metrics: --points must be a positive number, not '%s'", optarg);
 			break;
-		case 'S': server = optarg; break;
 		case 'h': fputs(usage, stdout); return 0;
 		default: return cmd_bad_option("metrics", "r:o:p:h", argc, argv, opts, err);
 		}

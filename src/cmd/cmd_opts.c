@@ -21,6 +21,19 @@ int cmd_dashdash(int argc, char **argv)
 	return argc;
 }
 
+bool cmd_common_flag(int c, bool *json, const char **server)
+{
+	if (c == 'j' && json) {
+		*json = true;
+		return true;
+	}
+	if (c == 'S' && server) {
+		*server = optarg;
+		return true;
+	}
+	return false;
+}
+
 const char *cmd_nearest(const char *word, const char *const *names, size_t n)
 {
 	const char *best = NULL;

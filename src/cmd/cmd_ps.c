@@ -369,14 +369,14 @@ int cmd_ps(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
 	static const struct option opts[] = {
 		{ "all", no_argument, NULL, 'a' },
-		{ "json", no_argument, NULL, 'j' },
+		CMD_OPT_JSON,
 		{ "format", required_argument, NULL, 'F' },
 		{ "columns", required_argument, NULL, 'o' },
 		{ "state", required_argument, NULL, 's' },
 		{ "user", required_argument, NULL, 'u' },
-		{ "server", required_argument, NULL, 'S' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_SERVER,
+		CMD_OPT_HELP,
+		CMD_OPT_END,
 	};
 	const char *server = NULL, *state = NULL, *user = NULL, *cols_text = DEFAULT_COLUMNS;
 	bool all = false;
@@ -384,6 +384,8 @@ int cmd_ps(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "aho:", opts, NULL)) != -1) {
+		if (cmd_common_flag(c, NULL, &server))
+			continue;
 		switch (c) {
 		case 'a': all = true; break;
 		case 'j': fmt = PS_JSON; break;
@@ -400,7 +402,6 @@ int cmd_ps(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		case 'o': cols_text = optarg; break;
 		case 's': state = optarg; break;
 		case 'u': user = optarg; break;
-		case 'S': server = optarg; break;
 		case 'h': fputs(usage, stdout); return 0;
 		default: return cmd_bad_option("ps", "aho:", argc, argv, opts, err);
 		}

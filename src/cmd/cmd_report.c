@@ -71,9 +71,9 @@ int cmd_report(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "single-server", no_argument, NULL, 'S' },
 		{ "tester", required_argument, NULL, 'T' },
 		{ "tries", required_argument, NULL, 'n' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_JSON,
+		CMD_OPT_HELP,
+		CMD_OPT_END,
 	};
 	const char *out_dir = NULL, *tester = NULL;
 	bool single = false, as_json = false;
@@ -81,6 +81,8 @@ int cmd_report(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+		if (cmd_common_flag(c, &as_json, NULL))
+			continue;
 		switch (c) {
 		case 'o': out_dir = optarg; break;
 		case 'S': single = true; break;
@@ -89,7 +91,6 @@ int cmd_report(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			if (!parse_long(optarg, 1, 100, &tries))
 				return tc_error(err, TC_EUSAGE, "report: --tries must be 1..100, not '%s'", optarg);
 			break;
-		case 'j': as_json = true; break;
 		case 'h': fputs(usage, stdout); return 0;
 		default: return cmd_bad_option("report", "o:h", argc, argv, opts, err);
 		}

@@ -169,19 +169,19 @@ static int do_list(const char *home, const char *server, bool at_server, bool as
 int cmd_secret(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
 	static const struct option opts[] = {
-		{ "server", required_argument, NULL, 'S' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_SERVER,
+		CMD_OPT_JSON,
+		CMD_OPT_HELP,
+		CMD_OPT_END,
 	};
 	const char *server = NULL;
 	bool as_json = false;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (cmd_common_flag(c, &as_json, &server))
+			continue;
 		switch (c) {
-		case 'S': server = optarg; break;
-		case 'j': as_json = true; break;
 		case 'h': fputs(secret_usage, stdout); return 0;
 		default: return cmd_bad_option("secret", "h", argc, argv, opts, err);
 		}

@@ -164,8 +164,8 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "config", required_argument, NULL, 'F' },
 		{ "check-config", required_argument, NULL, 'K' },
 		{ "metrics-job-series", required_argument, NULL, 'J' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_HELP,
+		CMD_OPT_END,
 	};
 	struct server_opts o = { .home = ctx->home, .listen = TC_SERVER_DEFAULT_LISTEN };
 	struct strvec hosts = STRVEC_INIT, pass = STRVEC_INIT;
@@ -389,21 +389,22 @@ int cmd_token(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	static const struct option opts[] = {
 		{ "user", required_argument, NULL, 'u' },
 		{ "admin", no_argument, NULL, 'a' },
-		{ "state", required_argument, NULL, 'S' },
-		{ "server", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{ "state", required_argument, NULL, 'T' },
+		CMD_OPT_SERVER,
+		CMD_OPT_HELP,
+		CMD_OPT_END,
 	};
 	const char *user = NULL, *home = ctx->home, *server = NULL;
 	bool admin = false;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "u:h", opts, NULL)) != -1) {
+		if (cmd_common_flag(c, NULL, &server))
+			continue;
 		switch (c) {
 		case 'u': user = optarg; break;
 		case 'a': admin = true; break;
-		case 'S': home = optarg; break;
-		case 's': server = optarg; break;
+		case 'T': home = optarg; break;
 		case 'h': fputs(token_usage, stdout); return 0;
 		default: return cmd_bad_option("token", "u:h", argc, argv, opts, err);
 		}
@@ -525,7 +526,7 @@ int cmd_supervise(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err
 	static const struct option opts[] = {
 		{ "devices", required_argument, NULL, 'd' },
 		{ "resume", no_argument, NULL, 'r' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_END,
 	};
 	const char *devices = NULL;
 	bool resume = false;

@@ -79,9 +79,9 @@ int cmd_ssh(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	static const struct option opts[] = {
 		{ "rank", required_argument, NULL, 'r' },
 		{ "name", required_argument, NULL, 'N' },
-		{ "server", required_argument, NULL, 'S' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_SERVER,
+		CMD_OPT_HELP,
+		CMD_OPT_END,
 	};
 	const char *server = NULL, *name = NULL;
 	long rank = 0;
@@ -89,13 +89,14 @@ int cmd_ssh(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	int dashdash = cmd_dashdash(argc, argv);
 	optind = 1;
 	while ((c = getopt_long(dashdash, argv, "r:h", opts, NULL)) != -1) {
+		if (cmd_common_flag(c, NULL, &server))
+			continue;
 		switch (c) {
 		case 'r':
 			if (!parse_long(optarg, 0, 1 << 20, &rank))
 				return tc_error(err, TC_EUSAGE, "ssh: --rank must be a rank number, not '%s'", optarg);
 			break;
 		case 'N': name = optarg; break;
-		case 'S': server = optarg; break;
 		case 'h': fputs(ssh_usage, stdout); return 0;
 		default: return cmd_bad_option("ssh", "r:h", argc, argv, opts, err);
 		}
@@ -174,7 +175,7 @@ int cmd_ssh_serve(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err
 		{ "job", required_argument, NULL, 'j' },
 		{ "supervisor", required_argument, NULL, 's' },
 		{ "public-key", required_argument, NULL, 'k' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_END,
 	};
 	struct ssh_serve o = { .listen = "127.0.0.1" };
 	long port = 0;
@@ -230,7 +231,7 @@ int cmd_ssh_session(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *e
 	static const struct option opts[] = {
 		{ "job", required_argument, NULL, 'j' },
 		{ "supervisor", required_argument, NULL, 's' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_END,
 	};
 	const char *job = NULL;
 	pid_t sup = 0;
