@@ -32,7 +32,7 @@ static const struct option opts[] = {
 	{ "memory", required_argument, NULL, O_MEM }, { "seq-len", required_argument, NULL, O_SEQ },
 	{ "top", required_argument, NULL, O_TOP }, { "output", required_argument, NULL, O_OUT },
 	{ "count", required_argument, NULL, O_N },
-	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+	CMD_OPT_HELP, CMD_OPT_END,
 };
 
 static const struct sub {

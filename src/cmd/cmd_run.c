@@ -100,14 +100,14 @@ int cmd_run(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "resume", required_argument, NULL, 'R' },
 		{ "backend", required_argument, NULL, 'B' },
 		{ "set", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' },
+		CMD_OPT_HELP,
 		/* torchrun's spellings that mean the same here (docs/spec.md, "From torchrun") */
 		{ "nproc-per-node", required_argument, NULL, 'n' },
 		{ "nproc_per_node", required_argument, NULL, 'n' },
 		{ "max_restarts", required_argument, NULL, 'r' },
 		{ "nnodes", required_argument, NULL, 'U' },
 		{ "standalone", no_argument, NULL, 'S' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_END,
 	};
 	struct strvec sets = STRVEC_INIT;
 	const char *nnodes = NULL;

@@ -45,7 +45,7 @@ int cmd_supervise_node(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err
 		{ "attempt", required_argument, NULL, 'a' },
 		{ "master", required_argument, NULL, 'm' },
 		{ "resume", required_argument, NULL, 'r' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_END,
 	};
 	struct slurm_node_args a = { .home = ctx->home };
 	long v;

@@ -42,8 +42,8 @@ int cmd_sync(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "dry-run", no_argument, NULL, 'n' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_HELP,
+		CMD_OPT_END,
 	};
 	(void)ctx;
 	struct sync_opts o = { .jobs = 8, .progress = isatty(STDERR_FILENO) };

@@ -88,8 +88,8 @@ int cmd_zoo(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "root", required_argument, NULL, 'r' },
 		{ "junit", required_argument, NULL, 'j' },
 		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		CMD_OPT_HELP,
+		CMD_OPT_END,
 	};
 	const char *python = getenv("TRAINCTL_PYTHON");
 	const char *root = NULL, *junit = NULL;
