@@ -122,21 +122,25 @@ int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 
 /* ---- metrics of a job ---- */
 
+/* body (a wire form) as 200, or the read's error */
+static int reply_wire(struct MHD_Connection *con, int rc, struct tc_err *err, struct sbuf *body)
+{
+	int ret = rc ? reply_tc(con, err) : reply_json(con, 200, body->buf);
+	sbuf_release(body);
+	tc_err_release(err);
+	return ret;
+}
+
 int h_metric_list(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 {
-	struct store_mseries *v = NULL;
-	size_t n = 0;
 	struct tc_err err = TC_ERR_INIT;
 	struct sbuf body = SBUF_INIT;
 	pthread_mutex_lock(&s->mu);
-	int rc = store_metric_names_json(s->st, x->id, &body, &err);
+	struct job_source *src = source_local_wrap(s->st);
+	int rc = src->ops->metric_names(src, x->id, &body, &err);
+	source_close(src);
 	pthread_mutex_unlock(&s->mu);
-	(void)v;
-	(void)n;
-	int ret = rc ? reply_tc(con, &err) : reply_json(con, 200, body.buf);
-	sbuf_release(&body);
-	tc_err_release(&err);
-	return ret;
+	return reply_wire(con, rc, &err, &body);
 }
 
 /* The points of a chart, rank by rank, as store_metric_xy hands them over. */
@@ -230,12 +234,12 @@ int h_metric_points(struct srv *s, struct MHD_Connection *con, const struct job_
 	 */
 	struct xy_ranks xr = { 0 };
 	struct store_xy_sink sink = { xy_begin, xy_add, &xr };
-	struct store *st = NULL;
+	struct job_source *from = NULL;
 	struct tc_err err = TC_ERR_INIT;
-	int rc = store_open(s->home, &st, &err);
+	int rc = source_local_open(s->home, &from, &err);
 	if (!rc)
-		rc = store_metric_xy(st, x->id, name, (int)rank, xmin, xmax, &sink, &err);
-	store_close(st);
+		rc = from->ops->metric_xy(from, x->id, name, (int)rank, xmin, xmax, &sink, &err);
+	source_close(from);
 	if (rc) {
 		int ret = reply_tc(con, &err);
 		tc_err_release(&err);
@@ -434,13 +438,13 @@ int h_metric_records(struct srv *s, struct MHD_Connection *con, const struct job
 		return reply_err(con, 400, "rank must be a number from 0");
 	struct records r = { { SBUF_INIT, SBUF_INIT, SBUF_INIT, 0 },
 			     { SBUF_INIT, SBUF_INIT, SBUF_INIT, 0 } };
-	struct store *st = NULL;
+	struct job_source *src = NULL;
 	struct tc_err err = TC_ERR_INIT;
 	/* its own connection, as the points' reader: the server's lock is not held */
-	int rc = store_open(s->home, &st, &err);
+	int rc = source_local_open(s->home, &src, &err);
 	if (!rc)
-		rc = store_metric_walk(st, x->id, name, (int)rank, records_add, &r, &err);
-	store_close(st);
+		rc = src->ops->metric_walk(src, x->id, name, (int)rank, records_add, &r, &err);
+	source_close(src);
 	if (rc) {
 		int ret = reply_tc(con, &err);
 		tc_err_release(&err);
@@ -467,15 +471,6 @@ int h_metric_records(struct srv *s, struct MHD_Connection *con, const struct job
 }
 
 /* ---- what the CLI's remote job source reads (source.h's wire forms) ---- */
-
-/* body (a wire form) as 200, or the read's error */
-static int reply_wire(struct MHD_Connection *con, int rc, struct tc_err *err, struct sbuf *body)
-{
-	int ret = rc ? reply_tc(con, err) : reply_json(con, 200, body->buf);
-	sbuf_release(body);
-	tc_err_release(err);
-	return ret;
-}
 
 int h_metric_series(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 {

@@ -11,6 +11,7 @@
 #include "core/util.h"
 #include "jobs/runpath.h"
 #include "logs/logs.h"
+#include "source/source.h"
 #include "core/xalloc.h"
 
 #include <fcntl.h>
@@ -27,7 +28,8 @@
 
 struct sse {
 	struct srv *s;
-	struct store *st;      /* own connection */
+	struct store *st;      /* own connection (events) */
+	struct job_source *src; /* own connection (logs): the job's state through the local source */
 	struct sbuf pending;   /* formatted, not yet sent */
 	size_t sent;           /* of pending */
 	int64_t last_send;
@@ -57,6 +59,7 @@ static void sse_free(void *cls)
 {
 	struct sse *e = cls;
 	store_close(e->st);
+	source_close(e->src);
 	sbuf_release(&e->pending);
 	for (int i = 0; e->partial && i < e->nranks; i++)
 		sbuf_release(&e->partial[i]);
@@ -200,12 +203,12 @@ static int open_logs(struct sse *e, struct tc_err *err)
 
 static bool job_finished(struct sse *e)
 {
-	struct job_row j = { 0 };
+	struct source_job j = { 0 };
 	struct tc_err err = TC_ERR_INIT;
 	bool done = true;
-	if (store_job_get(e->st, e->job_id, &j, &err) == 0)
-		done = job_state_terminal(j.state) || j.state == JOB_PAUSED;
-	job_row_release(&j);
+	if (source_job(e->src, e->job_id, &j, &err) == 0)
+		done = j.ended || !strcmp(j.state, job_state_name(JOB_PAUSED));
+	source_job_release(&j);
 	tc_err_release(&err);
 	return done;
 }
@@ -259,7 +262,7 @@ int stream_logs(struct srv *s, struct MHD_Connection *con, const struct job_row 
 	struct tc_err err = TC_ERR_INIT;
 	e->s = s;
 	sbuf_init(&e->pending, 0);
-	if (store_open(s->home, &e->st, &err)) {
+	if (source_local_open(s->home, &e->src, &err)) {
 		int ret = reply_err(con, 500, "%s", err.msg);
 		tc_err_release(&err);
 		sse_free(e);

@@ -12,8 +12,7 @@
 #include "core/xalloc.h"
 #include "endpoint/endpoint.h"
 #include "server/server.h"
-#include "cmd/client.h"
-#include "store/store.h"
+#include "source/source.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -80,51 +79,15 @@ static int print_out(json_t *a, const char *job, bool as_json, struct tc_err *er
 	return 0;
 }
 
-static int remote(const char *server, const char *ref, bool as_json, struct tc_err *err)
+/* where a browser that opens a URL lands, as the server says (docs/endpoints.md) */
+static void print_origin(const char *origin)
 {
-	struct sbuf path = SBUF_INIT, resp = SBUF_INIT;
-	sbuf_adds(&path, "/api/v1/jobs/");
-	url_encode(&path, ref, false);
-	sbuf_adds(&path, "/endpoints");
-	struct client *cl = NULL;
-	int rc = client_open(server, &cl, err);
-	if (!rc)
-		rc = client_json(cl, "GET", path.buf, NULL, &resp, err);
-	json_t *o = rc ? NULL : json_loadb(resp.buf, resp.len, 0, NULL);
-	if (!rc && !json_is_object(o))
-		rc = tc_error(err, TC_EBACKEND, "endpoints: the server's answer is not JSON");
-	if (!rc) {
-		/* the server gives paths: the URLs are the server's as we reach it */
-		const char *base = server ? server : getenv("TRAINCTL_SERVER");
-		size_t bl = base ? strlen(base) : 0;
-		json_t *a = json_object_get(o, "endpoints"), *e;
-		size_t i;
-		json_array_foreach(a, i, e) {
-			const char *p = json_string_value(json_object_get(e, "path"));
-			if (p && bl) {
-				struct sbuf u = SBUF_INIT;
-				sbuf_add(&u, base, base[bl - 1] == '/' ? bl - 1 : bl);
-				sbuf_adds(&u, p);
-				json_object_set_new(e, "url", json_string(u.buf));
-				sbuf_release(&u);
-			}
-		}
-		const char *job = json_string_value(json_object_get(o, "job"));
-		rc = print_out(a, job ? job : ref, as_json, err);
-		/* where a browser that opens a URL lands (docs/endpoints.md) */
-		const char *origin = json_string_value(json_object_get(o, "origin"));
-		if (!rc && !as_json && json_array_size(a) && origin && !strcmp(origin, "own"))
-			printf("(a browser that opens a URL is sent on to the endpoint's own host"
-			       " name, JOB-NAME under the server's --endpoint-host)\n");
-		else if (!rc && !as_json && json_array_size(a) && origin && !strcmp(origin, "server"))
-			printf("(the server shows these pages in a browser to the job's owner only:"
-			       " `trainctl server --endpoint-host NAME` gives each its own host name)\n");
-	}
-	json_decref(o);
-	client_close(cl);
-	sbuf_release(&path);
-	sbuf_release(&resp);
-	return rc;
+	if (origin && !strcmp(origin, "own"))
+		printf("(a browser that opens a URL is sent on to the endpoint's own host"
+		       " name, JOB-NAME under the server's --endpoint-host)\n");
+	else if (origin && !strcmp(origin, "server"))
+		printf("(the server shows these pages in a browser to the job's owner only:"
+		       " `trainctl server --endpoint-host NAME` gives each its own host name)\n");
 }
 
 int cmd_endpoints(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
@@ -149,24 +112,19 @@ int cmd_endpoints(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err
 	}
 	if (optind + 1 != argc)
 		return tc_error(err, TC_EUSAGE, "endpoints: give one job");
-	if (server || client_configured(argc, argv))
-		return remote(server, argv[optind], as_json, err);
-	struct store *st = NULL;
-	struct job_row j = { 0 };
-	struct store_endpoint *v = NULL;
-	size_t n = 0;
-	int rc = store_open(ctx->home, &st, err);
+	/* through a server its proxy's URLs, else this machine's addresses (the source's) */
+	struct job_source *src = NULL;
+	json_t *o = NULL;
+	int rc = cmd_source_open(ctx->home, server, argc, argv, &src, err);
 	if (!rc)
-		rc = store_job_get(st, argv[optind], &j, err);
-	if (!rc)
-		rc = store_endpoints(st, j.id, &v, &n, err);
+		rc = src->ops->endpoints(src, argv[optind], &o, err);
 	if (!rc) {
-		json_t *a = endpoint_list_json(j.id, v, n, NULL, true);
-		rc = print_out(a, j.id, as_json, err);
-		json_decref(a);
+		json_t *a = json_object_get(o, "endpoints");
+		rc = print_out(a, json_string_value(json_object_get(o, "job")), as_json, err);
+		if (!rc && !as_json && json_array_size(a))
+			print_origin(json_string_value(json_object_get(o, "origin")));
 	}
-	store_endpoints_free(v, n);
-	job_row_release(&j);
-	store_close(st);
+	json_decref(o);
+	source_close(src);
 	return rc;
 }

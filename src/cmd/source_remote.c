@@ -16,6 +16,7 @@
 struct remote {
 	struct job_source base;
 	struct client *cl;
+	const char *url; /* the server as we reach it (--server, else $TRAINCTL_SERVER); may be NULL */
 };
 
 static struct client *cl_of(struct job_source *s)
@@ -222,6 +223,66 @@ static int r_sweep_json(struct job_source *s, const char *ref, json_t **out, str
 	return get_json(s, "sweeps", ref, out, err);
 }
 
+/* Through a server both chart reads are its series, filtered here as the store's readers do. */
+static int r_metric_xy(struct job_source *s, const char *id, const char *metric, int rank,
+		       double xmin, double xmax, const struct store_xy_sink *sink,
+		       struct tc_err *err)
+{
+	struct store_mseries *v = NULL;
+	size_t n = 0;
+	int rc = r_metric_series(s, id, metric, rank, &v, &n, err);
+	if (!rc)
+		source_series_xy(v, n, xmin, xmax, sink);
+	store_mseries_free(v, n);
+	return rc;
+}
+
+static int r_metric_walk(struct job_source *s, const char *id, const char *metric, int rank,
+			 int (*fn)(void *arg, const struct store_mpoint *p), void *arg,
+			 struct tc_err *err)
+{
+	struct store_mseries *v = NULL;
+	size_t n = 0;
+	int rc = r_metric_series(s, id, metric, rank, &v, &n, err);
+	for (size_t k = 0; !rc && n && k < v[0].n; k++)
+		rc = fn(arg, &v[0].v[k]);
+	store_mseries_free(v, n);
+	return rc;
+}
+
+static int r_endpoints(struct job_source *s, const char *ref, json_t **out, struct tc_err *err)
+{
+	json_t *o = NULL;
+	struct sbuf resp = SBUF_INIT;
+	int rc = get(s, "jobs", ref, "/endpoints", &resp, err);
+	if (!rc && !json_is_object(o = json_loadb(resp.buf, resp.len, 0, NULL)))
+		rc = tc_error(err, TC_EBACKEND, "endpoints: the server's answer is not JSON");
+	sbuf_release(&resp);
+	if (rc) {
+		json_decref(o);
+		return rc;
+	}
+	/* the server gives paths: the URLs are the server's as we reach it */
+	const char *base = ((struct remote *)s)->url;
+	size_t bl = base ? strlen(base) : 0;
+	json_t *a = json_object_get(o, "endpoints"), *e;
+	size_t i;
+	json_array_foreach(a, i, e) {
+		const char *p = json_string_value(json_object_get(e, "path"));
+		if (p && bl) {
+			struct sbuf u = SBUF_INIT;
+			sbuf_add(&u, base, base[bl - 1] == '/' ? bl - 1 : bl);
+			sbuf_adds(&u, p);
+			json_object_set_new(e, "url", json_string(u.buf));
+			sbuf_release(&u);
+		}
+	}
+	if (!json_string_value(json_object_get(o, "job")))
+		json_object_set_new(o, "job", json_string(ref));
+	*out = o;
+	return 0;
+}
+
 static void r_close(struct job_source *s)
 {
 	client_close(cl_of(s));
@@ -230,7 +291,7 @@ static void r_close(struct job_source *s)
 
 static const struct source_ops remote_ops = {
 	"remote", r_job, r_list, r_job_json, r_logs, r_supervisor_log, r_metric_names, r_metric_series,
-	r_checkpoints, r_sweep_json, r_close,
+	r_checkpoints, r_sweep_json, r_metric_xy, r_metric_walk, r_endpoints, r_close,
 };
 
 int cmd_source_open(const char *home, const char *server, int argc, char **argv,
@@ -245,6 +306,7 @@ int cmd_source_open(const char *home, const char *server, int argc, char **argv,
 	struct remote *r = xcalloc(1, sizeof(*r));
 	r->base.ops = &remote_ops;
 	r->cl = cl;
+	r->url = server ? server : getenv("TRAINCTL_SERVER");
 	*out = &r->base;
 	return 0;
 }

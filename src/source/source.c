@@ -137,6 +137,21 @@ int source_series_parse(const char *text, size_t len, struct store_mseries **out
 	return 0;
 }
 
+void source_series_xy(const struct store_mseries *v, size_t n, double xmin, double xmax,
+		      const struct store_xy_sink *sink)
+{
+	for (size_t i = 0; i < n; i++) {
+		sink->begin(sink->arg, v[i].rank);
+		for (size_t k = 0; k < v[i].n; k++) {
+			const struct store_mpoint *p = &v[i].v[k];
+			double x = (double)store_mpoint_x(p);
+			if (p->kind == STORE_MPOINT && !p->text && isfinite(p->value) && x >= xmin &&
+			    x <= xmax)
+				sink->add(sink->arg, x, p->value);
+		}
+	}
+}
+
 /* ---- checkpoints ---- */
 
 void source_ckpt_json(const struct store_ckpt *v, size_t n, struct sbuf *out)

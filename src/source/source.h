@@ -80,6 +80,24 @@ struct source_ops {
 			   size_t *nr, struct tc_err *err);
 	/* sweep_show_json of a sweep */
 	int (*sweep_json)(struct job_source *s, const char *ref, json_t **out, struct tc_err *err);
+	/*
+	 * The chart read (store_metric_xy): the (x, value) of a metric's plain
+	 * finite points with xmin <= x <= xmax, rank by rank (rank -1 = all).
+	 */
+	int (*metric_xy)(struct job_source *s, const char *id, const char *metric, int rank,
+			 double xmin, double xmax, const struct store_xy_sink *sink,
+			 struct tc_err *err);
+	/* one series from its first point (store_metric_walk): fn's non-zero stops and is returned */
+	int (*metric_walk)(struct job_source *s, const char *id, const char *metric, int rank,
+			   int (*fn)(void *arg, const struct store_mpoint *p), void *arg,
+			   struct tc_err *err);
+	/*
+	 * {"job": ID, "endpoints": [endpoint_list_json's objects]}, each url one
+	 * to open from here: the local address (Jupyter's token with it, which
+	 * only the job's own store holds), or the server's proxy; through a
+	 * server also "origin", where a browser lands (docs/endpoints.md).
+	 */
+	int (*endpoints)(struct job_source *s, const char *ref, json_t **out, struct tc_err *err);
 	void (*close)(struct job_source *s);
 };
 
@@ -112,6 +130,13 @@ static inline int source_job(struct job_source *s, const char *ref, struct sourc
 void source_series_json(const struct store_mseries *v, size_t n, struct sbuf *out);
 int source_series_parse(const char *text, size_t len, struct store_mseries **out, size_t *nr,
 			struct tc_err *err);
+/*
+ * Series read back from the wire handed to a chart's sink as
+ * store_metric_xy hands the store's: each series' rank, then its plain
+ * finite points with xmin <= x <= xmax (x: store_mpoint_x).
+ */
+void source_series_xy(const struct store_mseries *v, size_t n, double xmin, double xmax,
+		      const struct store_xy_sink *sink);
 void source_ckpt_json(const struct store_ckpt *v, size_t n, struct sbuf *out);
 int source_ckpt_parse(const char *text, size_t len, struct store_ckpt **out, size_t *nr,
 		      struct tc_err *err);

@@ -1,6 +1,7 @@
 /* source_local.c -- the job source of this machine: the store and the run folder (source.h). */
 #include "source/source.h"
 #include "backend/backend.h"
+#include "endpoint/endpoint.h"
 #include "jobs/jobs.h"
 #include "logs/logs.h"
 #include "sweep/sweep.h"
@@ -152,6 +153,38 @@ static int l_sweep_json(struct job_source *s, const char *ref, json_t **out, str
 	return sweep_show_json(st_of(s), ref, out, err);
 }
 
+static int l_metric_xy(struct job_source *s, const char *id, const char *metric, int rank,
+		       double xmin, double xmax, const struct store_xy_sink *sink,
+		       struct tc_err *err)
+{
+	return store_metric_xy(st_of(s), id, metric, rank, xmin, xmax, sink, err);
+}
+
+static int l_metric_walk(struct job_source *s, const char *id, const char *metric, int rank,
+			 int (*fn)(void *arg, const struct store_mpoint *p), void *arg,
+			 struct tc_err *err)
+{
+	return store_metric_walk(st_of(s), id, metric, rank, fn, arg, err);
+}
+
+static int l_endpoints(struct job_source *s, const char *ref, json_t **out, struct tc_err *err)
+{
+	struct job_row j = { 0 };
+	struct store_endpoint *v = NULL;
+	size_t n = 0;
+	int rc = store_job_get(st_of(s), ref, &j, err);
+	if (!rc)
+		rc = store_endpoints(st_of(s), j.id, &v, &n, err);
+	if (!rc)
+		*out = json_pack("{s:s, s:o}", "job", j.id,
+				 "endpoints", endpoint_list_json(j.id, v, n, NULL, true));
+	if (!rc && !*out)
+		rc = tc_error(err, TC_ESYS, "endpoints: cannot encode JSON");
+	store_endpoints_free(v, n);
+	job_row_release(&j);
+	return rc;
+}
+
 static void l_close(struct job_source *s)
 {
 	struct local *l = (struct local *)s;
@@ -162,7 +195,7 @@ static void l_close(struct job_source *s)
 
 static const struct source_ops local_ops = {
 	"local", l_job, l_list, l_job_json, l_logs, l_supervisor_log, l_metric_names, l_metric_series,
-	l_checkpoints, l_sweep_json, l_close,
+	l_checkpoints, l_sweep_json, l_metric_xy, l_metric_walk, l_endpoints, l_close,
 };
 
 struct job_source *source_local_wrap(struct store *st)

@@ -100,3 +100,94 @@ TEST(checkpoints_survive_the_wire)
 	sbuf_release(&text);
 	tc_err_release(&err);
 }
+
+/* A chart's points as a sink collects them: "r<rank>" per rank, then "x:y" per point. */
+static void xy_begin(void *arg, int rank)
+{
+	sbuf_addf(arg, "|r%d", rank);
+}
+
+static void xy_add(void *arg, double x, double y)
+{
+	sbuf_addf(arg, " %g:%g", x, y);
+}
+
+static struct store *store_with_series(const char *job)
+{
+	struct store *st = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(store_open(test_tmpdir(), &st, &err), 0);
+	struct job_row row = { .id = (char *)job, .name = "t", .state = JOB_RUNNING,
+			       .run_dir = "/tmp", .spec_json = "{}", .created = 1700000000.0,
+			       .world_size = 2 };
+	CHECK_INT(store_job_create(st, &row, &err), 0);
+	struct store_mbatch *b = store_mbatch_new(job);
+	struct store_mpoint pts[] = {
+		{ STORE_MPOINT, 1, -1, 10, "10", 0.5, NULL, 1 },
+		{ STORE_MPOINT, 2, -1, 20, "20", NAN, NULL, 2 },
+		{ STORE_MEPOCH, 3, 1, -1, "ep 1", 0.4, NULL, 3 },
+		{ STORE_MPOINT, 4, 0, 5, "[0, 5]", 0.3, NULL, 4 },
+		{ STORE_MPOINT, 5, -1, 30, "30", 0.2, NULL, 5 },
+		{ STORE_MPOINT, 6, -1, 40, "40", 0.1, NULL, 6 },
+	};
+	for (int rank = 0; rank < 2; rank++)
+		for (size_t i = 0; i < sizeof(pts) / sizeof(pts[0]); i++)
+			store_mbatch_point(b, rank, "loss", &pts[i]);
+	CHECK_INT(store_mbatch_write(st, b, &err), 0);
+	store_mbatch_free(b);
+	tc_err_release(&err);
+	return st;
+}
+
+/* The remote source's chart read (series over the wire, filtered) agrees with the store's. */
+TEST(chart_points_agree_both_roads)
+{
+	struct store *st = store_with_series("S1");
+	struct job_source *src = source_local_wrap(st);
+	struct tc_err err = TC_ERR_INIT;
+	struct sbuf local = SBUF_INIT, wire = SBUF_INIT, remote = SBUF_INIT;
+	struct store_xy_sink a = { xy_begin, xy_add, &local }, b = { xy_begin, xy_add, &remote };
+	CHECK_INT(src->ops->metric_xy(src, "S1", "loss", -1, 4, 35, &a, &err), 0);
+	CHECK_STR(local.buf, "|r0 10:0.5 4:0.3 30:0.2|r1 10:0.5 4:0.3 30:0.2");
+	struct store_mseries *v = NULL;
+	size_t n = 0;
+	CHECK_INT(src->ops->metric_series(src, "S1", "loss", -1, &v, &n, &err), 0);
+	source_series_json(v, n, &wire);
+	store_mseries_free(v, n);
+	CHECK_INT(source_series_parse(wire.buf, wire.len, &v, &n, &err), 0);
+	source_series_xy(v, n, 4, 35, &b);
+	store_mseries_free(v, n);
+	CHECK_STR(remote.buf, local.buf);
+	sbuf_release(&local);
+	sbuf_release(&wire);
+	sbuf_release(&remote);
+	source_close(src);
+	store_close(st);
+	tc_err_release(&err);
+}
+
+static int count_points(void *arg, const struct store_mpoint *p)
+{
+	(void)p;
+	return ++*(int *)arg == 3 ? 7 : 0; /* stop at the third */
+}
+
+TEST(local_source_walks_and_lists_endpoints)
+{
+	struct store *st = store_with_series("S2");
+	struct job_source *src = source_local_wrap(st);
+	struct tc_err err = TC_ERR_INIT;
+	int seen = 0;
+	CHECK_INT(src->ops->metric_walk(src, "S2", "loss", 1, count_points, &seen, &err), 7);
+	CHECK_INT(seen, 3);
+	json_t *o = NULL;
+	CHECK_INT(src->ops->endpoints(src, "S2", &o, &err), 0);
+	CHECK_STR(json_string_value(json_object_get(o, "job")), "S2");
+	CHECK(json_is_array(json_object_get(o, "endpoints")));
+	CHECK_INT((long long)json_array_size(json_object_get(o, "endpoints")), 0);
+	json_decref(o);
+	CHECK_INT(src->ops->endpoints(src, "no-such-job", &o, &err), TC_ENOTFOUND);
+	tc_err_release(&err);
+	source_close(src);
+	store_close(st);
+}
