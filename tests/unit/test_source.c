@@ -36,6 +36,26 @@ TEST(run_paths_are_spelled_once)
 	CHECK(!run_is_rank_log("supervisor.log", &r));
 }
 
+TEST(run_names_relative_to_the_run_folder)
+{
+	struct sbuf p = SBUF_INIT;
+	run_rel(&p, RUN_RANK_LOG, 2);
+	CHECK_STR(p.buf, "logs/rank-2.log");
+	sbuf_reset(&p);
+	run_rel(&p, RUN_SUPERVISOR_LOG, 0);
+	CHECK_STR(p.buf, "logs/supervisor.log");
+	sbuf_reset(&p);
+	run_rel(&p, RUN_DIR, 0);
+	CHECK_STR(p.buf, "");
+	sbuf_reset(&p);
+	run_path(&p, "/r", NULL, RUN_RANK_ERROR, 4);
+	CHECK_STR(p.buf, "/r/logs/error-rank-4.json");
+	sbuf_reset(&p);
+	run_path(&p, "/r", NULL, RUN_CONTAINER_ENV, 5);
+	CHECK_STR(p.buf, "/r/container-rank-5.env");
+	sbuf_release(&p);
+}
+
 TEST(series_survive_the_wire)
 {
 	struct store_mpoint pts[] = {
