@@ -113,10 +113,10 @@ static int fg_record(struct fg *g, struct tc_err *err)
 {
 	struct sbuf p = SBUF_INIT;
 	int rc = 0;
-	const char *sub[] = { "logs", "output", "data" };
+	const enum run_what sub[] = { RUN_LOGS, RUN_OUTPUT, RUN_DATA };
 	for (size_t i = 0; !rc && i < sizeof(sub) / sizeof(sub[0]); i++) {
 		sbuf_reset(&p);
-		sbuf_addf(&p, "%s/%s", g->run_dir, sub[i]);
+		run_path(&p, g->run_dir, NULL, sub[i], 0);
 		rc = mkdir_p(p.buf, err);
 	}
 	if (!rc) {
