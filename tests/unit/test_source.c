@@ -38,22 +38,29 @@ TEST(run_paths_are_spelled_once)
 
 TEST(run_names_relative_to_the_run_folder)
 {
-	struct sbuf p = SBUF_INIT;
-	run_rel(&p, RUN_RANK_LOG, 2);
-	CHECK_STR(p.buf, "logs/rank-2.log");
-	sbuf_reset(&p);
-	run_rel(&p, RUN_SUPERVISOR_LOG, 0);
-	CHECK_STR(p.buf, "logs/supervisor.log");
-	sbuf_reset(&p);
-	run_rel(&p, RUN_DIR, 0);
-	CHECK_STR(p.buf, "");
-	sbuf_reset(&p);
-	run_path(&p, "/r", NULL, RUN_RANK_ERROR, 4);
-	CHECK_STR(p.buf, "/r/logs/error-rank-4.json");
-	sbuf_reset(&p);
-	run_path(&p, "/r", NULL, RUN_CONTAINER_ENV, 5);
-	CHECK_STR(p.buf, "/r/container-rank-5.env");
-	sbuf_release(&p);
+	static const struct {
+		enum run_what what;
+		int rank;
+		const char *rel;
+	} cases[] = {
+		{ RUN_RANK_LOG, 2, "logs/rank-2.log" },
+		{ RUN_SUPERVISOR_LOG, 0, "logs/supervisor.log" },
+		{ RUN_RANK_ERROR, 4, "logs/error-rank-4.json" },
+		{ RUN_CONTAINER_ENV, 5, "container-rank-5.env" },
+		{ RUN_DIR, 0, "" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sbuf p = SBUF_INIT, full = SBUF_INIT, want = SBUF_INIT;
+		run_rel(&p, cases[i].what, cases[i].rank);
+		CHECK_STR(p.buf, cases[i].rel);
+		/* run_path is the run folder, a slash, and run_rel */
+		run_path(&full, "/r", NULL, cases[i].what, cases[i].rank);
+		sbuf_addf(&want, cases[i].what == RUN_DIR ? "/r" : "/r/%s", cases[i].rel);
+		CHECK_STR(full.buf, want.buf);
+		sbuf_release(&want);
+		sbuf_release(&full);
+		sbuf_release(&p);
+	}
 }
 
 TEST(series_survive_the_wire)
