@@ -15,6 +15,9 @@ what it found, and a finding not in ALLOW below fails the check (exit 1):
   store-call    no store_* call from src/launch/: the supervisor writes a
                 job's records through the sink (hub/sink.h)
   cmd-include   the library never includes "cmd/..."
+  run-layout    the run folder's names ("runs/", "job.yaml", "supervisor.log",
+                "rank-%d") as a C string only in src/jobs/runpath.c (the one
+                owner of the layout: ask it with run_path, run_leaf, run_rel)
   test-import   an e2e test file imports helpers from conftest.py or a helper
                 module (tests/e2e/*_helpers.py, *_fixture.py, ...), never from
                 another test file (tests/e2e/test_*.py)
@@ -97,6 +100,16 @@ ALLOW = {
          "database; no sink record carries them"),
     ],
     "cmd-include": [],
+    "run-layout": [
+        ("src/cmd/cmd_server.c", "*", None,
+         "a word of the help text (\"trainctl.db and runs/\"), not a path built"),
+        ("src/hub/ingest_journals.c", "hub_ingest_journals", None,
+         "the refusal messages name the journal/ folder (the hub's, not runpath's) "
+         "relative to the state folder; no path is built from them"),
+        ("src/metrics/ingest.c", "rank_dir", None,
+         "TensorBoard's per-rank folder under output/tensorboard (the job's own output, "
+         "not a name of the run folder)"),
+    ],
     "test-import": [],
 }
 
@@ -318,8 +331,22 @@ def rule_cmd_include(f):
             f'#include "{m.group(1)}" in library code'
 
 
+RUN_LAYOUT = ("runs/", "job.yaml", "supervisor.log", "rank-%d")
+
+
+def rule_run_layout(f):
+    if f.rel == "src/jobs/runpath.c":
+        return
+    for line, value in f.strings:
+        word = next((w for w in RUN_LAYOUT if w in value), None)
+        if word:
+            yield ("line", line), value, \
+                f'the run folder\'s "{word}" spelled outside src/jobs/runpath.c (use run_path)'
+
+
 RULES = [("proc", rule_proc), ("print", rule_print), ("state-literal", rule_state_literal),
-         ("store-call", rule_store_call), ("cmd-include", rule_cmd_include)]
+         ("store-call", rule_store_call), ("cmd-include", rule_cmd_include),
+         ("run-layout", rule_run_layout)]
 
 
 # ---- the e2e tests' imports ----

@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "core/util.h"
 #include "core/sbuf.h"
+#include "jobs/runpath.h"
 
 #include <string.h>
 
@@ -57,7 +58,9 @@ char *slurm_script(const struct slurm_script_in *in)
 		sbuf_addf(&sb, "#SBATCH --signal=%s\n", s->slurm.signal);
 	/* a preempted job comes back and resumes from its newest checkpoint */
 	sbuf_adds(&sb, "#SBATCH --requeue\n");
-	sbuf_addf(&sb, "#SBATCH --output=%s/logs/slurm-%%j.out\n", in->run_dir);
+	sbuf_adds(&sb, "#SBATCH --output=");
+	run_path(&sb, in->run_dir, NULL, RUN_LOGS, 0);
+	sbuf_adds(&sb, "/slurm-%j.out\n");
 	sbuf_adds(&sb, "#SBATCH --open-mode=append\n");
 	for (size_t i = 0; i < s->slurm.extra.nr; i++)
 		sbuf_addf(&sb, "#SBATCH %s\n", s->slurm.extra.v[i]);

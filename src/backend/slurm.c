@@ -49,6 +49,7 @@
 #include "backend/slurm_int.h"
 #include "core/proc.h"
 #include "jobs/jobs.h"
+#include "jobs/runpath.h"
 #include "secret/secret.h"
 #include "core/sbuf.h"
 #include "core/strvec.h"
@@ -462,7 +463,7 @@ static void slurm_to_json(const struct job_row *j, json_t *o)
 char *slurm_run_dir_of(const char *home, const char *job_id)
 {
 	struct sbuf sb = SBUF_INIT;
-	sbuf_addf(&sb, "%s/runs/%s", home, job_id);
+	run_path(&sb, home, job_id, RUN_DIR, 0);
 	return sbuf_detach(&sb);
 }
 

@@ -13,6 +13,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "hub/hub.h"
+#include "jobs/runpath.h"
 #include "secret/secret.h"
 
 #include <errno.h>
@@ -73,7 +74,7 @@ static enum job_stop stop_reason(const struct batch *b)
 static int remote_spec(const char *run_dir, struct spec **s, struct tc_err *err)
 {
 	struct sbuf p = SBUF_INIT;
-	sbuf_addf(&p, "%s/job.yaml", run_dir);
+	run_path(&p, run_dir, NULL, RUN_SPEC, 0);
 	int rc;
 	const char *js = getenv("TRAINCTL_JOB_SPEC");
 	if (path_exists(p.buf) || !js || !*js) {
@@ -349,7 +350,7 @@ static int batch_open(struct batch *b, struct spec **s, struct sbuf *rd, struct 
 	int rc;
 	if (b->remote) {
 		char *stream = stream_name("driver");
-		sbuf_addf(rd, "%s/runs/%s", b->home, b->job_id);
+		run_path(rd, b->home, b->job_id, RUN_DIR, 0);
 		rc = sink_from_env(b->home, b->job_id, stream, hub_warn, NULL, &b->sink, err);
 		free(stream);
 		if (rc)
@@ -369,7 +370,7 @@ static int batch_open(struct batch *b, struct spec **s, struct sbuf *rd, struct 
 	b->run_dir = rd->buf;
 	job_row_release(&j);
 	struct sbuf p = SBUF_INIT;
-	sbuf_addf(&p, "%s/job.yaml", rd->buf);
+	run_path(&p, rd->buf, NULL, RUN_SPEC, 0);
 	rc = spec_load(p.buf, s, err);
 	sbuf_release(&p);
 	return rc;
@@ -411,11 +412,14 @@ int slurm_batch_main(const char *home, const char *job_id, int *exit_status, str
 		tc_err_release(&e2);
 		/* the driver's log and Slurm's output, into the hub's run folder when this one is ours */
 		ship = hub_ship_start(b.sink, job_id, rd.buf, 2000);
-		if (!hub_run_dir_shared(rd.buf))
-			hub_ship_add(ship, "logs/supervisor.log");
 		struct sbuf so = SBUF_INIT, src = SBUF_INIT;
+		run_rel(&so, RUN_SUPERVISOR_LOG, 0);
+		if (!hub_run_dir_shared(rd.buf))
+			hub_ship_add(ship, so.buf);
+		sbuf_reset(&so);
 		const char *sj = b.slurm_job ? b.slurm_job : "0";
-		sbuf_addf(&so, "logs/slurm-%s.out", sj);
+		run_rel(&so, RUN_LOGS, 0);
+		sbuf_addf(&so, "/slurm-%s.out", sj);
 		sbuf_addf(&src, "%s/trainctl-%s-%s.out", SLURM_HUB_OUTPUT_DIR, job_id, sj);
 		hub_ship_add_from(ship, so.buf, src.buf);
 		sbuf_release(&so);
@@ -492,7 +496,7 @@ int slurm_node_main(const struct slurm_node_args *a, int *exit_status, struct tc
 	const char *hub = getenv("TRAINCTL_HUB_URL");
 	if (hub && *hub) {
 		/* reports to the hub: no database here; the spec is the run folder's or the env's */
-		sbuf_addf(&p, "%s/runs/%s", a->home, a->job_id);
+		run_path(&p, a->home, a->job_id, RUN_DIR, 0);
 		struct sbuf role = SBUF_INIT;
 		sbuf_addf(&role, "node%d.a%d", nd.node_rank, nd.attempt);
 		char *stream = stream_name(role.buf);
@@ -507,7 +511,7 @@ int slurm_node_main(const struct slurm_node_args *a, int *exit_status, struct tc
 			goto out;
 		store_close(st);
 		st = NULL;
-		sbuf_addf(&p, "%s/job.yaml", j.run_dir);
+		run_path(&p, j.run_dir, NULL, RUN_SPEC, 0);
 		if ((rc = spec_load(p.buf, &s, err)))
 			goto out;
 	}

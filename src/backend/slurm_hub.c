@@ -15,6 +15,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "hub/hub.h"
+#include "jobs/runpath.h"
 #include "launch/launch.h"
 #include "report/report.h"
 
@@ -212,7 +213,8 @@ void slurm_hub_revive(struct store *st, const struct job_row *j)
 	proc_env_inherit(&p.env);
 	env_set(&p.env, "TRAINCTL_HOME", home);
 	struct sbuf log = SBUF_INIT;
-	sbuf_addf(&log, "%s/logs/hub.out", j->run_dir);
+	run_path(&log, j->run_dir, NULL, RUN_LOGS, 0);
+	sbuf_adds(&log, "/hub.out");
 	int fd = open(log.buf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	sbuf_release(&log);
 	p.in.how = PROC_IO_NULL;

@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 #include "backend/slurm_int.h"
 #include "jobs/jobs.h"
+#include "jobs/runpath.h"
 #include "report/report.h"
 #include "core/sbuf.h"
 #include "core/strvec.h"
@@ -43,7 +44,7 @@ static void follow_logs(struct follow *f, int world, const char *log_dir, bool q
 	for (int r = 0; r < world; r++) {
 		if (f[r].fd < 0) {
 			struct sbuf p = SBUF_INIT;
-			sbuf_addf(&p, "%s/rank-%d.log", log_dir, r);
+			run_path(&p, log_dir, NULL, RUN_RANK_LOG, r);
 			f[r].fd = open(p.buf, O_RDONLY | O_CLOEXEC);
 			sbuf_release(&p);
 			if (f[r].fd < 0)
@@ -112,16 +113,16 @@ static int fg_record(struct fg *g, struct tc_err *err)
 {
 	struct sbuf p = SBUF_INIT;
 	int rc = 0;
-	const char *sub[] = { "logs", "output", "data" };
+	const enum run_what sub[] = { RUN_LOGS, RUN_OUTPUT, RUN_DATA };
 	for (size_t i = 0; !rc && i < sizeof(sub) / sizeof(sub[0]); i++) {
 		sbuf_reset(&p);
-		sbuf_addf(&p, "%s/%s", g->run_dir, sub[i]);
+		run_path(&p, g->run_dir, NULL, sub[i], 0);
 		rc = mkdir_p(p.buf, err);
 	}
 	if (!rc) {
 		char *yaml = spec_to_yaml(g->s);
 		sbuf_reset(&p);
-		sbuf_addf(&p, "%s/job.yaml", g->run_dir);
+		run_path(&p, g->run_dir, NULL, RUN_SPEC, 0);
 		rc = write_file_atomic(p.buf, yaml, strlen(yaml), err);
 		free(yaml);
 	}
@@ -286,7 +287,7 @@ int slurm_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		g.f[r].fd = -1;
 		sbuf_init(&g.f[r].partial, 0);
 	}
-	sbuf_addf(&g.log_dir, "%s/logs", g.run_dir);
+	run_path(&g.log_dir, g.run_dir, NULL, RUN_LOGS, 0);
 	fg_follow(&g);
 	/* report.json: the driver of a job with a hub has no database to write it from */
 	if (g.hub)

@@ -12,6 +12,7 @@ static const char *folder_of(enum run_what what)
 	switch (what) {
 	case RUN_RANK_LOG:
 	case RUN_RANK_TIMES:
+	case RUN_RANK_ERROR:
 	case RUN_SUPERVISOR_LOG:
 		return "logs/";
 	default:
@@ -27,12 +28,14 @@ void run_leaf(struct sbuf *out, enum run_what what, int rank)
 	case RUN_LOGS: sbuf_adds(out, "logs"); break;
 	case RUN_RANK_LOG: sbuf_addf(out, "rank-%d.log", rank); break;
 	case RUN_RANK_TIMES: sbuf_addf(out, "rank-%d.times", rank); break;
+	case RUN_RANK_ERROR: sbuf_addf(out, "error-rank-%d.json", rank); break;
 	case RUN_SUPERVISOR_LOG: sbuf_adds(out, "supervisor.log"); break;
 	case RUN_OUTPUT: sbuf_adds(out, "output"); break;
 	case RUN_DATA: sbuf_adds(out, "data"); break;
 	case RUN_REPORT: sbuf_adds(out, "report.json"); break;
 	case RUN_TELEMETRY: sbuf_adds(out, "telemetry.json"); break;
 	case RUN_DIAGNOSTICS: sbuf_adds(out, "diagnostics.json"); break;
+	case RUN_CONTAINER_ENV: sbuf_addf(out, "container-rank-%d.env", rank); break;
 	}
 }
 
@@ -51,7 +54,15 @@ void run_path(struct sbuf *out, const char *base, const char *job, enum run_what
 	}
 	if (what == RUN_DIR)
 		return;
-	sbuf_addf(out, "/%s", folder_of(what));
+	sbuf_addch(out, '/');
+	run_rel(out, what, rank);
+}
+
+void run_rel(struct sbuf *out, enum run_what what, int rank)
+{
+	if (what == RUN_DIR)
+		return;
+	sbuf_adds(out, folder_of(what));
 	run_leaf(out, what, rank);
 }
 

@@ -11,6 +11,7 @@
 #include "core/proc.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "jobs/runpath.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -203,7 +204,7 @@ int sup_container_wrap(struct sup *sp, struct worker *w, struct proc *p, struct 
 	struct container_worker cw = { .attempt = sp->attempt, .rank = w->rank,
 				       .dirs = (const char *const *)dirs.v };
 	struct sbuf name = SBUF_INIT;
-	sbuf_addf(&name, "container-rank-%d.env", w->rank);
+	run_leaf(&name, RUN_CONTAINER_ENV, w->rank);
 	int rc = wrap_in(sp, &cw, name.buf, p, &dropped, err);
 	if (!rc && dropped.nr && w->local_rank == 0 && sp->attempt == 0)
 		sup_say(sp, "warning: %zu environment variable%s with a newline in %s value cannot "
@@ -281,7 +282,7 @@ void sup_container_attempt_end(struct sup *sp)
 	/* the env files hold the workers' values (secrets too): read by now, kept no longer */
 	for (int i = 0; i < sp->n; i++) {
 		sbuf_reset(&nm);
-		sbuf_addf(&nm, "%s/container-rank-%d.env", sp->run_dir, sp->w[i].rank);
+		run_path(&nm, sp->run_dir, NULL, RUN_CONTAINER_ENV, sp->w[i].rank);
 		if (unlink(nm.buf) < 0 && errno != ENOENT)
 			sup_say(sp, "warning: cannot remove %s: %s", nm.buf, strerror(errno));
 	}

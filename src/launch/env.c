@@ -8,6 +8,7 @@
 #include "core/sbuf.h"
 #include "core/xalloc.h"
 #include "devices/devices.h"
+#include "jobs/runpath.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -197,7 +198,8 @@ void env_rank(const struct env_plan *p, int local_rank, struct strvec *out)
 	env_setf(out, "LOCAL_RANK", "%d", local_rank);
 	env_setf(out, "ROLE_RANK", "%d", rank);
 	struct sbuf ef = SBUF_INIT;
-	sbuf_addf(&ef, "%s/error-rank-%d.json", p->log_dir, rank);
+	sbuf_addf(&ef, "%s/", p->log_dir);
+	run_leaf(&ef, RUN_RANK_ERROR, rank);
 	env_set(out, "TORCHELASTIC_ERROR_FILE", ef.buf);
 	sbuf_release(&ef);
 	if (p->metrics_channel) {

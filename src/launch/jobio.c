@@ -10,6 +10,7 @@
 #include "core/xalloc.h"
 #include "launch/jobio_int.h"
 #include "launch/launch.h"
+#include "jobs/runpath.h"
 #include "storage/storage.h"
 
 #include <errno.h>
@@ -675,7 +676,7 @@ int launch_resume_point(const char *home, const char *job_ref, char **path, char
 	sbuf_addf(&p, "%s/%s", rows[idx].dir, rows[idx].name);
 	*path = sbuf_detach(&p);
 	struct sbuf sp = SBUF_INIT;
-	sbuf_addf(&sp, "%s/job.yaml", job.run_dir);
+	run_path(&sp, job.run_dir, NULL, RUN_SPEC, 0);
 	*spec_path = sbuf_detach(&sp);
 out:
 	store_ckpt_free(rows, n);

@@ -30,6 +30,7 @@
 #include "diag/diag.h"
 #include "hub/hub.h"
 #include "hub/sink.h"
+#include "jobs/runpath.h"
 #include "report/report.h"
 #include "store/store.h"
 
@@ -412,14 +413,16 @@ static void mn_diagnostics(struct mn *m, int attempt)
 	while (t.len < m->diag_len)
 		sbuf_addch(&t, t.len + 1 == m->diag_len ? '\n' : ' ');
 	m->diag_len = t.len;
-	struct sbuf path = SBUF_INIT;
-	sbuf_addf(&path, "%s/diagnostics.json", m->run_dir);
+	struct sbuf path = SBUF_INIT, leaf = SBUF_INIT;
+	run_path(&path, m->run_dir, NULL, RUN_DIAGNOSTICS, 0);
+	run_leaf(&leaf, RUN_DIAGNOSTICS, 0);
 	struct tc_err e = TC_ERR_INIT;
 	if (write_file_atomic(path.buf, t.buf, t.len, &e) ||
 	    (m->remote && !hub_run_dir_shared(m->run_dir) &&
-	     sink_file(m->sink, m->job_id, "diagnostics.json", 0, t.buf, t.len, &e)))
+	     sink_file(m->sink, m->job_id, leaf.buf, 0, t.buf, t.len, &e)))
 		say(m, "warning: %s", e.msg);
 	tc_err_release(&e);
+	sbuf_release(&leaf);
 	sbuf_release(&path);
 	sbuf_release(&t);
 }
@@ -431,7 +434,7 @@ static int mn_open(struct mn *m, struct tc_err *err)
 	int rc;
 	if (m->remote) {
 		/* the node's own state folder: the run folder need not be shared */
-		sbuf_addf(&path, "%s/runs/%s", m->home, m->job_id);
+		run_path(&path, m->home, m->job_id, RUN_DIR, 0);
 		m->run_dir = sbuf_detach(&path);
 	} else {
 		if ((rc = store_open(m->home, &m->st, err)) ||
@@ -440,11 +443,11 @@ static int mn_open(struct mn *m, struct tc_err *err)
 		m->sink = sink_direct(m->st);
 		m->run_dir = xstrdup(m->job.run_dir);
 	}
-	sbuf_addf(&path, "%s/logs", m->run_dir);
+	run_path(&path, m->run_dir, NULL, RUN_LOGS, 0);
 	m->log_dir = sbuf_detach(&path);
-	sbuf_addf(&path, "%s/output", m->run_dir);
+	run_path(&path, m->run_dir, NULL, RUN_OUTPUT, 0);
 	m->output_dir = sbuf_detach(&path);
-	sbuf_addf(&path, "%s/data", m->run_dir);
+	run_path(&path, m->run_dir, NULL, RUN_DATA, 0);
 	m->data_dir = sbuf_detach(&path);
 	if (m->s->ckpt_dir[0] == '/')
 		sbuf_adds(&path, m->s->ckpt_dir);
@@ -455,12 +458,14 @@ static int mn_open(struct mn *m, struct tc_err *err)
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
 		if ((rc = mkdir_p(dirs[i], err)))
 			return rc;
-	sbuf_addf(&path, "%s/supervisor.log", m->log_dir);
+	run_path(&path, m->run_dir, NULL, RUN_SUPERVISOR_LOG, 0);
 	m->logfd = open_regular_nofollow(path.buf, O_WRONLY | O_CREAT | O_APPEND, 0644);
-	sbuf_release(&path);
 	if (m->logfd < 0)
-		return tc_error_errno(err, TC_ESYS, "cannot open %s/supervisor.log", m->log_dir);
-	return 0;
+		rc = tc_error_errno(err, TC_ESYS, "cannot open %s", path.buf);
+	else
+		rc = 0;
+	sbuf_release(&path);
+	return rc;
 }
 
 /* Stage the inputs, start watching checkpoints, and find where attempts resume. */

@@ -13,6 +13,7 @@
 #include "ckpt/ckpt.h"
 #include "hub/hub.h"
 #include "jobs/jobs.h"
+#include "jobs/runpath.h"
 
 #include <jansson.h>
 #include <poll.h>
@@ -347,11 +348,12 @@ int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
 		struct sbuf rel = SBUF_INIT;
 		for (int i = 0; i < sp->n; i++) {
 			sbuf_reset(&rel);
-			sbuf_addf(&rel, "logs/rank-%d.log", sp->w[i].rank);
+			run_rel(&rel, RUN_RANK_LOG, sp->w[i].rank);
 			hub_ship_add(ship, rel.buf);
 		}
 		sbuf_reset(&rel);
-		sbuf_addf(&rel, "logs/supervisor-node%d.log", nd->node_rank);
+		run_rel(&rel, RUN_LOGS, 0);
+		sbuf_addf(&rel, "/supervisor-node%d.log", nd->node_rank);
 		hub_ship_add(ship, rel.buf);
 		hub_ship_add(ship, envname.buf);
 		sbuf_release(&rel);

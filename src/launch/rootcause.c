@@ -12,6 +12,7 @@
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "diag/diag.h"
+#include "jobs/runpath.h"
 
 #include <jansson.h>
 #include <string.h>
@@ -36,7 +37,7 @@ static bool cut_traceback(struct sbuf *text)
 static void append_log_tail(struct sup *sp, struct sbuf *out, int rank, bool after_traceback)
 {
 	struct sbuf path = SBUF_INIT, text = SBUF_INIT;
-	sbuf_addf(&path, "%s/rank-%d.log", sp->log_dir, rank);
+	run_path(&path, sp->run_dir, NULL, RUN_RANK_LOG, rank);
 	bool cut = false;
 	if (read_file_nofollow(path.buf, &text, NULL) == 0 && text.len) {
 		sbuf_rtrim(&text);
@@ -65,7 +66,7 @@ static void append_log_tail(struct sup *sp, struct sbuf *out, int rank, bool aft
 static json_t *read_error_file(struct sup *sp, int rank, struct sbuf *path, const char **msg,
 			       const char **stack)
 {
-	sbuf_addf(path, "%s/error-rank-%d.json", sp->log_dir, rank);
+	run_path(path, sp->run_dir, NULL, RUN_RANK_ERROR, rank);
 	/* the job's user writes logs/: read its file, never one a link points at */
 	struct sbuf text = SBUF_INIT;
 	json_t *root = read_file_nofollow(path->buf, &text, NULL) == 0
@@ -113,7 +114,7 @@ static char *rank_exception(struct sup *sp, int rank)
 		line = diag_exception_line(stack, strlen(stack), true);
 	json_decref(root);
 	sbuf_reset(&path);
-	sbuf_addf(&path, "%s/rank-%d.log", sp->log_dir, rank);
+	run_path(&path, sp->run_dir, NULL, RUN_RANK_LOG, rank);
 	if (!line && read_file_nofollow(path.buf, &text, NULL) == 0 && text.len) {
 		/* the traceback is at the end: its last 64 KiB are enough */
 		size_t from = text.len > 65536 ? text.len - 65536 : 0;

@@ -17,6 +17,7 @@
 #include "diag/diag.h"
 #include "hub/hub.h"
 #include "jobs/jobs.h"
+#include "jobs/runpath.h"
 #include "metrics/ingest.h"
 #include "report/report.h"
 #include "storage/storage.h"
@@ -200,20 +201,27 @@ int sup_write_private(const char *dir, const char *name, const char *text, struc
 	return rc;
 }
 
+/* what in the run folder run_dir (runpath.h), on the heap */
+static char *run_path_dup(const char *run_dir, enum run_what what)
+{
+	struct sbuf sb = SBUF_INIT;
+	run_path(&sb, run_dir, NULL, what, 0);
+	return sbuf_detach(&sb);
+}
+
 static int make_run_folder(struct sup *sp, struct tc_err *err)
 {
 	int rc;
 	if (sp->o->run_dir) {
 		sp->run_dir = xstrdup(sp->o->run_dir);
 	} else {
-		struct sbuf runs = SBUF_INIT;
-		sbuf_addf(&runs, "%s/runs", sp->o->home);
-		sp->run_dir = sup_join(runs.buf, sp->job_id);
-		sbuf_release(&runs);
+		struct sbuf rd = SBUF_INIT;
+		run_path(&rd, sp->o->home, sp->job_id, RUN_DIR, 0);
+		sp->run_dir = sbuf_detach(&rd);
 	}
-	sp->log_dir = sup_join(sp->run_dir, "logs");
-	sp->output_dir = sup_join(sp->run_dir, "output");
-	sp->data_dir = sup_join(sp->run_dir, "data");
+	sp->log_dir = run_path_dup(sp->run_dir, RUN_LOGS);
+	sp->output_dir = run_path_dup(sp->run_dir, RUN_OUTPUT);
+	sp->data_dir = run_path_dup(sp->run_dir, RUN_DATA);
 	sp->tb_dir = sup_join(sp->output_dir, "tensorboard");
 	struct sbuf stop = SBUF_INIT;
 	if (sp->o->node)
@@ -246,7 +254,10 @@ static int make_run_folder(struct sup *sp, struct tc_err *err)
 		return rc;
 	/* a node of a multi-node job runs the job.yaml its submitter wrote */
 	char *yaml = sp->o->node ? NULL : spec_to_yaml(sp->s);
-	rc = yaml ? sup_write_private(sp->run_dir, "job.yaml", yaml, err) : 0; /* its env: secrets */
+	struct sbuf spec = SBUF_INIT;
+	run_leaf(&spec, RUN_SPEC, 0);
+	rc = yaml ? sup_write_private(sp->run_dir, spec.buf, yaml, err) : 0; /* its env: secrets */
+	sbuf_release(&spec);
 	free(yaml);
 	if (rc)
 		return rc;
@@ -254,7 +265,7 @@ static int make_run_folder(struct sup *sp, struct tc_err *err)
 	if (sp->o->node)
 		sbuf_addf(&sln, "supervisor-node%d.log", sp->o->node->node_rank);
 	else
-		sbuf_adds(&sln, "supervisor.log");
+		run_leaf(&sln, RUN_SUPERVISOR_LOG, 0);
 	char *sl = sup_join(sp->log_dir, sln.buf);
 	sbuf_release(&sln);
 	/* logs/ belongs to the job's user: never follow what it put there */

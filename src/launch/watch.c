@@ -18,6 +18,7 @@
 #include "diag/diag.h"
 #include "hub/sink.h"
 #include "jobs/jobs.h"
+#include "jobs/runpath.h"
 #include "metrics/ingest.h"
 #include "report/report.h"
 
@@ -452,7 +453,7 @@ static void write_diagnostics(struct sup *sp)
 	if (sp->o->node)
 		sbuf_addf(&name, "diagnostics-node%d.json", sp->o->node->node_rank);
 	else
-		sbuf_adds(&name, "diagnostics.json");
+		run_leaf(&name, RUN_DIAGNOSTICS, 0);
 	if (text && sup_write_text(sp->run_dir, name.buf, text, &e))
 		sup_say(sp, "warning: %s", e.msg);
 	tc_err_release(&e);

@@ -15,6 +15,7 @@
 #include "core/sock.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "jobs/runpath.h"
 #include "metrics/ingest.h"
 #include "store/store.h"
 
@@ -251,11 +252,11 @@ static int spawn_workers(struct sup *sp, const struct env_plan *plan, struct tc_
 		if (ef)
 			unlink(ef);
 		struct sbuf lp = SBUF_INIT;
-		sbuf_addf(&lp, "%s/rank-%d.log", sp->log_dir, w->rank);
+		run_path(&lp, sp->run_dir, NULL, RUN_RANK_LOG, w->rank);
 		/* logs/ belongs to the job's user: a symlink there must not aim root's writes */
 		w->logfd = open_regular_nofollow(lp.buf, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		sbuf_reset(&lp);
-		sbuf_addf(&lp, "%s/rank-%d.times", sp->log_dir, w->rank);
+		run_path(&lp, sp->run_dir, NULL, RUN_RANK_TIMES, w->rank);
 		w->timesfd = open_regular_nofollow(lp.buf, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		w->times_last = 0;
 		sbuf_release(&lp);

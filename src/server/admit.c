@@ -14,6 +14,7 @@
 #include "core/xalloc.h"
 #include "devices/devices.h"
 #include "jobs/jobs.h"
+#include "jobs/runpath.h"
 #include "spec/spec.h"
 
 #include <jansson.h>
@@ -78,8 +79,8 @@ static int queue_job(struct srv *s, const struct admit_req *a, const struct spec
 {
 	char *id = store_new_job_id();
 	struct sbuf run_dir = SBUF_INIT, path = SBUF_INIT;
-	sbuf_addf(&run_dir, "%s/runs/%s", s->home, id);
-	sbuf_addf(&path, "%s/job.yaml", run_dir.buf);
+	run_path(&run_dir, s->home, id, RUN_DIR, 0);
+	run_path(&path, s->home, id, RUN_SPEC, 0);
 	char *yaml = spec_to_yaml(sp);
 	char *json = spec_to_json(sp);
 	/* ids the spec named are a requirement; otherwise any free ones */

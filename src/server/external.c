@@ -11,6 +11,7 @@
 #include "core/xalloc.h"
 #include "hub/hub.h"
 #include "jobs/jobs.h"
+#include "jobs/runpath.h"
 #include "report/report.h"
 #include "server/srvlog.h"
 #include "spec/spec.h"
@@ -88,7 +89,7 @@ void srv_submit_external(struct srv *s, struct sjob *j)
 		rc = mkdir_p(p.buf, &err);
 	}
 	sbuf_reset(&p);
-	sbuf_addf(&p, "%s/job.yaml", j->run_dir);
+	run_path(&p, j->run_dir, NULL, RUN_SPEC, 0);
 	if (!rc)
 		rc = spec_load(p.buf, &sp, &err);
 	if (!rc)

@@ -37,6 +37,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "hub/hub.h"
+#include "jobs/runpath.h"
 #include "notify/notify.h"
 
 #include <errno.h>
@@ -101,7 +102,7 @@ static int hand_run_folder(struct srv *s, const char *job, uid_t uid, gid_t gid,
 			   struct tc_err *err)
 {
 	struct sbuf runs = SBUF_INIT;
-	sbuf_addf(&runs, "%s/runs", s->home);
+	run_runs(&runs, s->home);
 	int dfd = open(runs.buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	int fd = dfd < 0 ? -1 : openat(dfd, job, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	int rc = 0;
@@ -348,7 +349,7 @@ int srv_ingest_journals(struct srv *s, const struct sjob *j, struct hub_ingest_r
 	if (!h)
 		return err->code ? err->code : TC_ESYS;
 	struct sbuf runs = SBUF_INIT;
-	sbuf_addf(&runs, "%s/runs", s->home);
+	run_runs(&runs, s->home);
 	int dfd = open(runs.buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		rc = tc_error_errno(err, TC_ESYS, "cannot open %s", runs.buf);

@@ -8,6 +8,7 @@
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "jobs/runpath.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -45,7 +46,7 @@ int store_runs_private(const char *home, struct tc_err *err)
 	struct stat sb;
 	mode_t want = geteuid() == 0 ? 0711 : 0700;
 	int rc = 0;
-	sbuf_addf(&runs, "%s/runs", home);
+	run_runs(&runs, home);
 	if (mkdir(runs.buf, want) < 0 && errno != EEXIST)
 		rc = tc_error_errno(err, TC_ESTORE, "cannot make %s", runs.buf);
 	else if (lstat(runs.buf, &sb) < 0 || !S_ISDIR(sb.st_mode))

@@ -8,6 +8,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "core/yaml.h"
+#include "jobs/runpath.h"
 #include "launch/launch.h"
 #include "spec/spec.h"
 #include "store/store.h"
@@ -648,7 +649,7 @@ static void judge(const struct zoo_test_opts *o, const char *job_id, int status,
 		sbuf_addf(&why, "no %s%s%s in the logs (tcap_dllogger, DLLogger or MindFormers lines)",
 			  loss ? "" : "train.loss", !loss && !ips ? " or " : "", ips ? "" : "train.ips");
 		struct sbuf lp = SBUF_INIT, text = SBUF_INIT;
-		sbuf_addf(&lp, "%s/logs/rank-0.log", j.run_dir);
+		run_path(&lp, j.run_dir, NULL, RUN_RANK_LOG, 0);
 		if (read_file(lp.buf, &text, NULL) == 0) {
 			size_t keep = text.len > 4000 ? text.len - 4000 : 0;
 			r->log = xstrdup(text.buf + keep);

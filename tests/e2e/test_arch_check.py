@@ -71,6 +71,10 @@ def test_the_copy_passes_and_reports(tree):
      "store_close() from launch/"),
     ("src/logs/logs.c", '#include "cmd/cmd.h"\n', "cmd-include",
      '#include "cmd/cmd.h" in library code'),
+    ("src/server/admit.c", 'const char *planted = "%s/runs/%s/job.yaml";\n', "run-layout",
+     'the run folder\'s "runs/" spelled outside src/jobs/runpath.c'),
+    ("src/launch/workers.c", 'const char *planted = "%s/rank-%d.log";\n', "run-layout",
+     'the run folder\'s "rank-%d" spelled outside src/jobs/runpath.c'),
 ])
 def test_a_planted_violation_fails(tree, rel, text, rule, says):
     line = plant(tree, rel, text)

@@ -36,6 +36,33 @@ TEST(run_paths_are_spelled_once)
 	CHECK(!run_is_rank_log("supervisor.log", &r));
 }
 
+TEST(run_names_relative_to_the_run_folder)
+{
+	static const struct {
+		enum run_what what;
+		int rank;
+		const char *rel;
+	} cases[] = {
+		{ RUN_RANK_LOG, 2, "logs/rank-2.log" },
+		{ RUN_SUPERVISOR_LOG, 0, "logs/supervisor.log" },
+		{ RUN_RANK_ERROR, 4, "logs/error-rank-4.json" },
+		{ RUN_CONTAINER_ENV, 5, "container-rank-5.env" },
+		{ RUN_DIR, 0, "" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sbuf p = SBUF_INIT, full = SBUF_INIT, want = SBUF_INIT;
+		run_rel(&p, cases[i].what, cases[i].rank);
+		CHECK_STR(p.buf, cases[i].rel);
+		/* run_path is the run folder, a slash, and run_rel */
+		run_path(&full, "/r", NULL, cases[i].what, cases[i].rank);
+		sbuf_addf(&want, cases[i].what == RUN_DIR ? "/r" : "/r/%s", cases[i].rel);
+		CHECK_STR(full.buf, want.buf);
+		sbuf_release(&want);
+		sbuf_release(&full);
+		sbuf_release(&p);
+	}
+}
+
 TEST(series_survive_the_wire)
 {
 	struct store_mpoint pts[] = {
