@@ -29,8 +29,6 @@ src/jobs/exec.c:exec_target_read               /proc/PID/environ: the kernel's
 src/jobs/exec.c:exec_find_child                /proc/PID/environ: the kernel's
 src/jobs/exec.c:read_cmdline                   /proc/PID/cmdline: the kernel's
 src/jobs/exec.c:exec_container_client          /proc/PID/environ: the kernel's
-src/server/client.c:local_socket               the CLI: server.lock of the caller's own state folder
-src/server/client.c:running_server_url         the CLI: server.lock of the caller's own state folder, read to find its server
 src/server/daemon.c:lock_state                 STATE/server.lock: the server's own folder
 src/server/privsep.c:hub_key                   STATE/hub.key: the server's own 0600 file (O_NOFOLLOW)
 src/server/privsep.c:hand_run_folder           opens STATE/runs, the server's own, as the base of an openat
