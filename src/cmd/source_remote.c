@@ -255,7 +255,9 @@ static int r_endpoints(struct job_source *s, const char *ref, json_t **out, stru
 	json_t *o = NULL;
 	struct sbuf resp = SBUF_INIT;
 	int rc = get(s, "jobs", ref, "/endpoints", &resp, err);
-	if (!rc && !json_is_object(o = json_loadb(resp.buf, resp.len, 0, NULL)))
+	if (!rc)
+		o = json_loadb(resp.buf, resp.len, 0, NULL); /* not in json_is_object: a macro */
+	if (!rc && !json_is_object(o))
 		rc = tc_error(err, TC_EBACKEND, "endpoints: the server's answer is not JSON");
 	sbuf_release(&resp);
 	if (rc) {

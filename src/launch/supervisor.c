@@ -477,6 +477,12 @@ static int record_verdict(struct sup *sp, const struct attempt_outcome *o, bool 
 {
 	struct attempt_verdict v;
 	attempt_decide(o, &v);
+	/*
+	 * The job's last metric records are stored before its end is: a reader
+	 * that sees the end (a sweep reading its trial's objective) sees them all.
+	 */
+	if (v.ends && sp->mi)
+		metrics_ingest_finish(sp->mi);
 	struct attempt_ctl c = { .sink = sp->sink, .ln = sp->ln, .job_id = sp->job_id,
 				 .attempt = sp->attempt, .say = say_event, .say_ctx = sp,
 				 .result = &sp->result };
