@@ -44,7 +44,8 @@ static void follow_logs(struct follow *f, int world, const char *log_dir, bool q
 	for (int r = 0; r < world; r++) {
 		if (f[r].fd < 0) {
 			struct sbuf p = SBUF_INIT;
-			run_path(&p, log_dir, NULL, RUN_RANK_LOG, r);
+			sbuf_addf(&p, "%s/", log_dir); /* the logs folder: the rank log's own name */
+			run_leaf(&p, RUN_RANK_LOG, r);
 			f[r].fd = open(p.buf, O_RDONLY | O_CLOEXEC);
 			sbuf_release(&p);
 			if (f[r].fd < 0)
