@@ -63,14 +63,16 @@ static const unsigned edges[JOB_NSTATES] = {
 	/*
 	 * a queued Slurm job may end without running (cancelled, forgotten by
 	 * Slurm); its driver records running straight from queued when it starts
-	 * before the server's poll saw Slurm's RUNNING (or after a requeue)
+	 * before the server's poll saw Slurm's RUNNING (or after a requeue);
+	 * running to running is a requeued Slurm job's next attempt whose driver
+	 * started before anyone saw Slurm's PENDING
 	 */
 	[JOB_QUEUED] = BIT(JOB_QUEUED) | BIT(JOB_STARTING) | BIT(JOB_RUNNING) | BIT(JOB_PAUSED) |
 		       BIT(JOB_SUCCEEDED) | BIT(JOB_FAILED) | BIT(JOB_KILLED) | BIT(JOB_LOST),
 	[JOB_STARTING] = BIT(JOB_STARTING) | BIT(JOB_RUNNING) | BIT(JOB_QUEUED) |
 			 BIT(JOB_SUCCEEDED) | BIT(JOB_FAILED) | BIT(JOB_KILLED) | BIT(JOB_LOST) |
 			 BIT(JOB_PAUSED) | BIT(JOB_PREEMPTED),
-	[JOB_RUNNING] = BIT(JOB_RESTARTING) | BIT(JOB_PAUSED) | BIT(JOB_PREEMPTED) |
+	[JOB_RUNNING] = BIT(JOB_RUNNING) | BIT(JOB_RESTARTING) | BIT(JOB_PAUSED) | BIT(JOB_PREEMPTED) |
 			BIT(JOB_QUEUED) | BIT(JOB_STARTING) | BIT(JOB_SUCCEEDED) | BIT(JOB_FAILED) |
 			BIT(JOB_KILLED) | BIT(JOB_LOST),
 	[JOB_RESTARTING] = BIT(JOB_RUNNING) | BIT(JOB_PAUSED) | BIT(JOB_PREEMPTED) |

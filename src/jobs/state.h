@@ -27,6 +27,8 @@
  *   running, restarting --jobs_mark_queued--> queued (Slurm requeued it)
  *   queued --jobs_mark_running--> running (a Slurm job's driver, when it
  *                    starts before the server's poll saw Slurm's RUNNING)
+ *   running --jobs_mark_running--> running (a requeued Slurm job's next
+ *                    attempt, its driver ahead of the poll that sees PENDING)
  *   queued, preempted --jobs_requeue--> paused (paused before it ran again)
  *   queued, paused, preempted --jobs_finish--> killed (stopped before it ran;
  *                    a queued Slurm job may also end as Slurm says)

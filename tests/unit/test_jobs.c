@@ -74,6 +74,7 @@ TEST(state_diagram)
 	for (int k = 0; k < JOB_NSTATES; k++)
 		CHECK_INT(job_state_can(JOB_LOST, (enum job_state)k), k == JOB_QUEUED);
 	CHECK(job_state_can(JOB_QUEUED, JOB_RUNNING)); /* a Slurm driver ahead of the poll */
+	CHECK(job_state_can(JOB_RUNNING, JOB_RUNNING)); /* a requeue ahead of the poll */
 	CHECK(!job_state_can(JOB_QUEUED, JOB_RESTARTING));
 	CHECK(!job_state_can(JOB_PREEMPTED, JOB_RUNNING));
 	CHECK(job_state_can(JOB_PREEMPTED, JOB_PAUSED)); /* paused while it waits */
