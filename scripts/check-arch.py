@@ -56,7 +56,7 @@ ALLOW = {
         # by-design console paths: the terminal (or the output file) is the product here
         ("src/server/srvlog.c", "*", "write_all",
          "the server's log: one line per event on stderr, journald's form under systemd"),
-        ("src/launch/supervisor.c", "say_text", "write_all",
+        ("src/launch/say.c", "say_text", "write_all",
          "the supervisor's own messages on the terminal of `trainctl run` (and its log file)"),
         ("src/launch/workers.c", "emit_masked", "write_all",
          "the workers' lines, [RANK]-prefixed, on the terminal of `trainctl run` without a console"),
@@ -88,11 +88,13 @@ ALLOW = {
     ],
     "store-call": [
         # the supervisor's second road to the database (issue 24, part 3: the sink only)
-        ("src/launch/supervisor.c", "*", None,
-         "the embedded hub of a local run: opens the store, creates the job, records its stop"),
+        ("src/launch/supervisor.c", "launch_run", "store_new_job_id",
+         "a new job's id, made by the store's naming rule; no database is touched"),
         ("src/launch/jobio.c", "*", None,
          "checkpoint rows for rotation and resume read from the store; the store opened for them"),
-        ("src/launch/multinode.c", "*", None, "the multi-node driver opens the store for its job"),
+        ("src/launch/multinode.c", "mn_open", "store_job_get",
+         "the driver of a local Slurm job reads its job's row (the restarts spent) from the "
+         "database its direct sink writes"),
         ("src/launch/notify_hook.c", "launch_record_delivery", None,
          "a webhook delivery written to the store, not through the sink"),
         ("src/launch/lease.c", "*", None,

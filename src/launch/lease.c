@@ -76,8 +76,9 @@ int sup_lease_devices(struct sup *sp, struct tc_err *err)
 			store_lease_release(&busy);
 			tc_err_release(err);
 		}
-		rc = store_lease_take(sp->st, sp->job_id, s->device_type, cand, ncand, s->per_node,
-				      getpid(), ticks, got, &busy, err);
+		/* a `trainctl run`: its sink is direct, over the machine's database */
+		rc = store_lease_take(sink_store(sp->sink), sp->job_id, s->device_type, cand, ncand,
+				      s->per_node, getpid(), ticks, got, &busy, err);
 		free(cand);
 	}
 	if (rc == TC_EBUSY && busy.job_id) {
@@ -114,7 +115,7 @@ void sup_lease_end(struct sup *sp)
 	if (!sp->leased)
 		return;
 	struct tc_err err = TC_ERR_INIT;
-	if (store_lease_drop(sp->st, sp->job_id, &err))
+	if (store_lease_drop(sink_store(sp->sink), sp->job_id, &err))
 		sup_say(sp, "warning: %s (the lease ends with this process anyway)", err.msg);
 	tc_err_release(&err);
 	sp->leased = false;

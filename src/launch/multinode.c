@@ -49,7 +49,6 @@ struct mn {
 	const struct spec *s;
 	const char *home, *job_id;
 	const struct launch_backend_ops *ops;
-	struct store *st;
 	struct sink *sink; /* where the job's records go (hub/sink.h) */
 	bool remote;       /* sink is the hub's (borrowed): no database here */
 	struct job_row job;
@@ -68,20 +67,6 @@ struct mn {
 	json_t *hangs, *matches;
 	size_t diag_len; /* bytes of the last one written: a rewrite is padded to at least that */
 };
-
-char *launch_node_result_path(const char *run_dir, int attempt, int node_rank)
-{
-	struct sbuf sb = SBUF_INIT;
-	sbuf_addf(&sb, "%s/attempts/%d/node-%d.json", run_dir, attempt, node_rank);
-	return sbuf_detach(&sb);
-}
-
-char *launch_node_hang_path(const char *run_dir, int attempt, int node_rank)
-{
-	struct sbuf sb = SBUF_INIT;
-	sbuf_addf(&sb, "%s/attempts/%d/hang-node-%d.json", run_dir, attempt, node_rank);
-	return sbuf_detach(&sb);
-}
 
 static void say(struct mn *m, const char *fmt, ...) TC_PRINTF(2, 3);
 
@@ -437,10 +422,10 @@ static int mn_open(struct mn *m, struct tc_err *err)
 		run_path(&path, m->home, m->job_id, RUN_DIR, 0);
 		m->run_dir = sbuf_detach(&path);
 	} else {
-		if ((rc = store_open(m->home, &m->st, err)) ||
-		    (rc = store_job_get(m->st, m->job_id, &m->job, err)))
+		/* the job's row (the restarts spent) from the database its sink writes */
+		if ((rc = sink_direct_open(m->home, &m->sink, err)) ||
+		    (rc = store_job_get(sink_store(m->sink), m->job_id, &m->job, err)))
 			return rc;
-		m->sink = sink_direct(m->st);
 		m->run_dir = xstrdup(m->job.run_dir);
 	}
 	run_path(&path, m->run_dir, NULL, RUN_LOGS, 0);
@@ -661,7 +646,6 @@ static void mn_release(struct mn *m)
 	job_row_release(&m->job);
 	if (!m->remote)
 		sink_close(m->sink);
-	store_close(m->st);
 }
 
 static int mn_main(struct mn *mp, int *exit_status, struct tc_err *err);
@@ -749,8 +733,8 @@ fail:
 	}
 out:
 	jobio_end(m.io); /* the final upload, whatever the outcome */
-	if (m.st && m.job.id && *exit_status != 143) /* a remote driver: the hub's to report */
-		report_job_end(m.st, job_id, NULL, io_say, &m);
+	if (!m.remote && m.job.id && *exit_status != 143) /* a remote driver: the hub's to report */
+		report_job_end(sink_store(m.sink), job_id, NULL, io_say, &m);
 	if (m.result.len)
 		say(&m, "%s", m.result.buf);
 	launch_notify_close(m.ln); /* after the end is recorded and said */

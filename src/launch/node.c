@@ -63,6 +63,21 @@ static int node_rank_table(struct sup *sp, char **path, struct tc_err *err)
 	return rc;
 }
 
+/* What a node tells its driver, where its run folder keeps it (launch.h). */
+char *launch_node_result_path(const char *run_dir, int attempt, int node_rank)
+{
+	struct sbuf sb = SBUF_INIT;
+	sbuf_addf(&sb, "%s/attempts/%d/node-%d.json", run_dir, attempt, node_rank);
+	return sbuf_detach(&sb);
+}
+
+char *launch_node_hang_path(const char *run_dir, int attempt, int node_rank)
+{
+	struct sbuf sb = SBUF_INIT;
+	sbuf_addf(&sb, "%s/attempts/%d/hang-node-%d.json", run_dir, attempt, node_rank);
+	return sbuf_detach(&sb);
+}
+
 /* Who this node is, in what it tells the driver: node, attempt, host, hostname, node_name. */
 static void node_identity(struct sup *sp, json_t *o)
 {
@@ -139,7 +154,7 @@ static void node_tell_parts(struct sup *sp, json_t *o)
 	free(text);
 }
 
-void sup_node_hang(struct sup *sp, json_t *h)
+static void node_hang(struct sup *sp, json_t *h)
 {
 	const struct launch_node *nd = sp->o->node;
 	node_identity(sp, h);
@@ -292,6 +307,7 @@ int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
 	char *rank_table = NULL;
 	int rc;
 	sp->attempt = nd->attempt;
+	sp->node_hang = node_hang;
 	/* this node's devices, before its workers (health_hook.c) */
 	bool changed = false;
 	if ((rc = sup_health_check(sp, true, &changed, err))) {

@@ -37,169 +37,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* ---- messages: stderr and logs/supervisor.log ---- */
-
-/* msg to the log file logfd (when >= 0) and, when console, to stderr */
-static void say_text(int logfd, bool console, const char *msg)
-{
-	struct sbuf line = SBUF_INIT;
-	sbuf_addf(&line, "trainctl: %s\n", msg);
-	/* the console copy is best effort: a closed terminal must not stop the job */
-	if (console)
-		console_before_stderr();
-	if (console && write_all(STDERR_FILENO, line.buf, line.len) < 0)
-		errno = 0;
-	if (logfd >= 0) {
-		sbuf_reset(&line);
-		format_time_utc(&line, now_wall());
-		sbuf_addf(&line, " %s\n", msg);
-		if (write_all(logfd, line.buf, line.len) < 0)
-			errno = 0;
-	}
-	sbuf_release(&line);
-}
-
-void launch_vsay(int logfd, const char *fmt, va_list ap)
-{
-	struct sbuf msg = SBUF_INIT;
-	sbuf_vaddf(&msg, fmt, ap);
-	say_text(logfd, true, msg.buf);
-	sbuf_release(&msg);
-}
-
-void launch_say(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	launch_vsay(-1, fmt, ap);
-	va_end(ap);
-}
-
-enum say_to { SAY_LOG, SAY_CONSOLE, SAY_UNLESS_BRIEF };
-
-static void say_fmt(struct sup *sp, enum say_to to, const char *fmt, va_list ap)
-{
-	struct sbuf msg = SBUF_INIT;
-	sbuf_vaddf(&msg, fmt, ap);
-	/* run -q: the console gets the warnings (and the result line, sup_result) only */
-	bool console = to == SAY_CONSOLE ||
-		       (to == SAY_UNLESS_BRIEF && (!sp->o->brief || !strncmp(msg.buf, "warning: ", 9)));
-	say_text(sp->suplog_fd, console, msg.buf);
-	sbuf_release(&msg);
-}
-
-/* fmt's arguments to say_fmt */
-#define SAY_VIA(to)                            \
-	do {                                   \
-		va_list ap_;                   \
-		va_start(ap_, fmt);            \
-		say_fmt(sp, (to), fmt, ap_);   \
-		va_end(ap_);                   \
-	} while (0)
-
-void sup_say(struct sup *sp, const char *fmt, ...)
-{
-	SAY_VIA(SAY_UNLESS_BRIEF);
-}
-
-void sup_log(struct sup *sp, const char *fmt, ...)
-{
-	SAY_VIA(SAY_LOG);
-}
-
-void sup_event(struct sup *sp, const char *fmt, ...)
-{
-	SAY_VIA(SAY_CONSOLE);
-}
-
-void sup_result(struct sup *sp, const char *fmt, ...)
-{
-	va_list ap;
-	sbuf_reset(&sp->result);
-	va_start(ap, fmt);
-	sbuf_vaddf(&sp->result, fmt, ap);
-	va_end(ap);
-}
-
-/* ---- watchdog: kills every worker group if the supervisor dies ---- */
-
-/*
- * The watchdog's whole life, in its own process: stdin is the pipe from the
- * supervisor, which writes each worker group's pid, or 0 once it has
- * cleaned up the groups itself.  EOF means the supervisor is gone: kill
- * every group still listed.  A guard (proc.h), so only async-signal-safe
- * calls (proc.h: fn).
- */
-static int watchdog_main(void *arg)
-{
-	(void)arg;
-	pid_t groups[4096];
-	int ng = 0;
-	int32_t msg;
-	for (;;) {
-		ssize_t r = read(STDIN_FILENO, &msg, sizeof(msg));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r != (ssize_t)sizeof(msg))
-			break;
-		if (msg > 0 && ng < 4096)
-			groups[ng++] = msg;
-		else if (msg == 0)
-			ng = 0; /* the supervisor cleaned up these groups itself */
-	}
-	for (int i = 0; i < ng; i++)
-		kill(-groups[i], SIGKILL);
-	return 0;
-}
-
-static int watchdog_start(struct sup *sp, struct tc_err *err)
-{
-	struct proc p = PROC_INIT;
-	p.fn = watchdog_main;
-	int rc = proc_start_guard(&p, &sp->watchdog_fd, err);
-	if (!rc)
-		sp->watchdog_pid = p.pid;
-	proc_clear(&p);
-	return rc;
-}
-
-void sup_watchdog_tell(struct sup *sp, int32_t msg)
-{
-	if (sp->watchdog_fd >= 0 && write_all(sp->watchdog_fd, &msg, sizeof(msg)) < 0)
-		sup_say(sp, "warning: watchdog unreachable: %s", strerror(errno));
-}
-
-static void watchdog_stop(struct sup *sp)
-{
-	int32_t none = 0; /* the groups are cleaned up */
-	if (proc_guard_end(&sp->watchdog_fd, sp->watchdog_pid, &none, sizeof(none)) < 0)
-		sup_say(sp, "warning: watchdog unreachable: %s", strerror(errno));
-}
-
 /* ---- run folder ---- */
-
-char *sup_join(const char *a, const char *b)
-{
-	struct sbuf sb = SBUF_INIT;
-	sbuf_addf(&sb, "%s/%s", a, b);
-	return sbuf_detach(&sb);
-}
-
-int sup_write_text(const char *dir, const char *name, const char *text, struct tc_err *err)
-{
-	char *path = sup_join(dir, name);
-	int rc = write_file_atomic(path, text, strlen(text), err);
-	free(path);
-	return rc;
-}
-
-int sup_write_private(const char *dir, const char *name, const char *text, struct tc_err *err)
-{
-	char *path = sup_join(dir, name);
-	int rc = write_file_atomic_mode(path, text, strlen(text), 0600, err);
-	free(path);
-	return rc;
-}
 
 /* what in the run folder run_dir (runpath.h), on the heap */
 static char *run_path_dup(const char *run_dir, enum run_what what)
@@ -274,99 +112,6 @@ static int make_run_folder(struct sup *sp, struct tc_err *err)
 	if (sp->suplog_fd < 0)
 		return tc_error_errno(err, TC_ESYS, "cannot open supervisor log");
 	return 0;
-}
-
-/* jobio's messages (from its thread too: sup_say() writes each line at once) */
-static void jobio_say(void *ctx, const char *msg)
-{
-	sup_say(ctx, "%s", msg);
-}
-
-static void jobio_event(void *ctx, const char *msg)
-{
-	sup_event(ctx, "%s", msg);
-}
-
-/* ---- metrics: never a reason to fail the job (metrics/ingest.h) ---- */
-
-static void metrics_warn(void *ctx, const char *msg)
-{
-	sup_say(ctx, "warning: metrics: %s", msg);
-}
-
-static int metrics_write(void *ctx, struct store_mbatch *b, struct tc_err *err)
-{
-	struct sup *sp = ctx;
-	return sink_metrics(sp->sink, b, err);
-}
-
-static void metrics_took(void *ctx, int rank, const char *line, const struct metric_rec *recs,
-			 size_t n)
-{
-	struct sup *sp = ctx;
-	console_took(sp->con, rank, line, recs, n);
-}
-
-static void metrics_start(struct sup *sp)
-{
-	const char *fmt = sp->s->metrics_format;
-	if (sp->mi || sp->o->no_metrics || (fmt && !strcmp(fmt, "none")))
-		return;
-	struct strvec files = STRVEC_INIT, tbd = STRVEC_INIT;
-	for (size_t i = 0; i < sp->s->metrics_files.nr; i++)
-		strvec_push_nodup(&files, path_absolute(sp->s->metrics_files.v[i], sp->s->workdir));
-	/* the event files the job writes: its TensorBoard folder's and the spec's (ingest.h note 6) */
-	strvec_push(&tbd, sp->tb_dir);
-	for (size_t i = 0; i < sp->s->metrics_tb_dirs.nr; i++)
-		strvec_push_nodup(&tbd, path_absolute(sp->s->metrics_tb_dirs.v[i], sp->s->workdir));
-	double since = 0; /* the first worker's start: an event file older than that is not the job's */
-	int *ranks = sp->o->node && sp->w ? xcalloc((size_t)sp->n + 1, sizeof(*ranks)) : NULL;
-	for (int i = 0; sp->w && i < sp->n; i++) {
-		if (sp->w[i].started > 0 && (!since || sp->w[i].started < since))
-			since = sp->w[i].started;
-		if (ranks)
-			ranks[i] = sp->w[i].rank;
-	}
-	/* a node of a multi-node job or a server's job has no terminal of its own */
-	if (!sp->o->node && !sp->o->job_id)
-		sp->con = console_new(STDOUT_FILENO, sp->o->raw, sp->o->quiet, sp->s->metrics_accuracy);
-	char *channel = env_metrics_channel(sp->log_dir, "{rank}");
-	struct metrics_ingest_opts mo = {
-		.channel = channel, .first_rank = sp->w[0].rank,
-		.job_id = sp->job_id, .format = fmt, .tb_dir = sp->tb_dir,
-		.files = (const char *const *)files.v, .nfiles = files.nr, .nranks = sp->n,
-		.tb_dirs = (const char *const *)tbd.v, .ntb_dirs = tbd.nr, .since = since,
-		.node_ranks = ranks, .nnode_ranks = ranks ? (size_t)sp->n : 0,
-		.patterns = sp->s->metrics_patterns, .npatterns = sp->s->metrics_npatterns,
-		.warn = metrics_warn, .warn_ctx = sp, .write = metrics_write, .write_ctx = sp,
-		.world = sp->o->node ? sp->o->node->nnodes * sp->n : 0,
-		.step = sp->watch ? sup_watch_step : NULL, .step_ctx = sp,
-		.took = sp->con ? metrics_took : NULL, .took_ctx = sp,
-	};
-	sp->mi = metrics_ingest_new(&mo);
-	strvec_clear(&files);
-	strvec_clear(&tbd);
-	free(ranks);
-	free(channel);
-}
-
-static void metrics_end(struct sup *sp)
-{
-	if (!sp->mi)
-		return;
-	metrics_ingest_finish(sp->mi);
-	console_free(sp->con); /* the last progress stays on the screen */
-	sp->con = NULL;
-	long long lines, records, malformed;
-	metrics_ingest_counts(sp->mi, &lines, &records, &malformed);
-	if (lines || malformed)
-		sup_say(sp, "metrics: %lld line%s, %lld record%s, %lld malformed line%s (trainctl show %s)",
-		    lines, plural_s(lines), records, plural_s(records), malformed, plural_s(malformed),
-		    sp->job_id);
-	else if (metrics_ingest_hint(sp->mi))
-		sup_say(sp, "metrics: %s", metrics_ingest_hint(sp->mi));
-	metrics_ingest_free(sp->mi);
-	sp->mi = NULL;
 }
 
 /* ---- the job ---- */
@@ -466,12 +211,6 @@ static int run_one_attempt(struct sup *sp, struct attempts *a, struct tc_err *er
 	return rc;
 }
 
-/* Where the verdicts on this job's attempts go (attempt.h). */
-static void say_event(void *ctx, const char *msg)
-{
-	sup_event(ctx, "%s", msg);
-}
-
 static int record_verdict(struct sup *sp, const struct attempt_outcome *o, bool *again,
 			  struct tc_err *err)
 {
@@ -484,7 +223,7 @@ static int record_verdict(struct sup *sp, const struct attempt_outcome *o, bool 
 	if (v.ends && sp->mi)
 		metrics_ingest_finish(sp->mi);
 	struct attempt_ctl c = { .sink = sp->sink, .ln = sp->ln, .job_id = sp->job_id,
-				 .attempt = sp->attempt, .say = say_event, .say_ctx = sp,
+				 .attempt = sp->attempt, .say = sup_event_cb, .say_ctx = sp,
 				 .result = &sp->result };
 	struct sbuf detail = SBUF_INIT;
 	/* the rank's error file and log tail, for a failure that ends the job */
@@ -650,100 +389,6 @@ static int one_node_only(struct sup *sp, struct tc_err *err)
 			sp->s->nodes);
 }
 
-/* The job's record: created here, taken over from the server, or the driver's (a node). */
-static int record_job(struct sup *sp, struct tc_err *err)
-{
-	const struct launch_opts *o = sp->o;
-	int rc;
-	if (o->node) {
-		/* one node of a multi-node job: its driver records the job */
-		return o->job_id ? 0 : tc_error(err, TC_EUSAGE, "a node supervisor needs a job id");
-	}
-	if (o->job_id) {
-		/* the server created the job; this supervisor takes it over */
-		struct sbuf why = SBUF_INIT;
-		sbuf_addf(&why, "supervisor started (pid %ld)", (long)getpid());
-		rc = sink_supervisor(sp->sink, sp->job_id, getpid(), proc_start_ticks(getpid()), err);
-		if (!rc)
-			rc = sink_mark(sp->sink, sp->job_id, JOB_STARTING, why.buf, err);
-		sbuf_release(&why);
-		return rc;
-	}
-	/* who ran it on what: ps and the server show them (cpu slots are not held) */
-	struct passwd *pw = getpwuid(getuid());
-	struct job_row *row = xcalloc(1, sizeof(*row));
-	*row = (struct job_row){
-		.id = xstrdup(sp->job_id), .name = xstrdup(sp->s->name), .state = JOB_STARTING,
-		.run_dir = xstrdup(sp->run_dir), .spec_json = spec_to_json(sp->s),
-		.created = now_wall(), .world_size = sp->n, .sup_pid = getpid(),
-		.sup_ticks = proc_start_ticks(getpid()),
-		.user = pw && pw->pw_name ? xstrdup(pw->pw_name) : NULL,
-		.device_type = xstrdup(sp->s->device_type), .device_count = sp->n,
-		.devices = sp->leased ? device_ids_text(sp->s->device_ids, sp->n) : NULL,
-	};
-	sp->late = row;
-	/*
-	 * Written with the first workers (sup_record_started), unless
-	 * something slow comes first: staging inputs or fetching a remote
-	 * checkpoint, during which `ps` must show the job starting.
-	 */
-	const struct spec *s = sp->s;
-	bool slow = s->ninputs || (s->resume == RESUME_PATH && s->resume_path &&
-				   storage_is_remote(s->resume_path));
-	return slow ? sup_record_late(sp, err) : 0;
-}
-
-int sup_record_late(struct sup *sp, struct tc_err *err)
-{
-	if (!sp->late)
-		return 0;
-	int rc = sink_create(sp->sink, sp->late, err);
-	if (!rc) {
-		job_row_release(sp->late);
-		free(sp->late);
-		sp->late = NULL;
-	}
-	return rc;
-}
-
-int sup_record_started(struct sup *sp, const char *why, struct tc_err *err)
-{
-	struct worker_row *rows = xcalloc((size_t)sp->n, sizeof(*rows));
-	size_t n = 0;
-	for (int i = 0; i < sp->n; i++)
-		if (!sp->w[i].reaped)
-			rows[n++] = (struct worker_row){ .attempt = sp->attempt, .rank = sp->w[i].rank,
-							 .local_rank = sp->w[i].local_rank,
-							 .pid = sp->w[i].pid, .started = sp->w[i].started };
-	struct store_start st = { .create = sp->late, .job_id = sp->job_id, .attempt = sp->attempt,
-				  .workers = rows, .nworkers = n, .why = why };
-	int rc = sink_started(sp->sink, &st, err);
-	free(rows);
-	if (!rc && sp->late) {
-		job_row_release(sp->late);
-		free(sp->late);
-		sp->late = NULL;
-	}
-	return rc;
-}
-
-/*
- * What only matters once workers run starts after the first ones do, so
- * that it costs their start nothing: the metrics reader, the device
- * sampler and the checkpoint and upload thread.  Once per job.
- */
-int sup_workers_up(struct sup *sp, struct tc_err *err)
-{
-	if (sp->up)
-		return 0;
-	sp->up = true;
-	metrics_start(sp);
-	/* device telemetry for report.json (report/report.h); a node's, for its hang report */
-	if (!sp->o->node || sp->s->watchdog.on)
-		sp->rsamp = report_sampler_start(sp->s->device_type, sp->s->device_ids, sp->n, 0);
-	return sp->io ? jobio_start(sp->io, err) : 0;
-}
-
 static void sup_release(struct sup *sp)
 {
 	sup_endpoints_stop(sp);
@@ -751,7 +396,7 @@ static void sup_release(struct sup *sp)
 	sup_watch_end(sp); /* its last diagnostics.json names the workers' ranks */
 	sup_lease_end(sp);
 	sup_health_end(sp);
-	watchdog_stop(sp);
+	sup_watchdog_stop(sp);
 	sup_container_end(sp);
 	if (sp->sigfd >= 0) {
 		close(sp->sigfd);
@@ -774,7 +419,6 @@ static void sup_release(struct sup *sp)
 	}
 	if (sp->own_sink)
 		sink_close(sp->sink);
-	store_close(sp->st);
 	free(sp->job_id);
 	free(sp->run_dir);
 	free(sp->log_dir);
@@ -804,9 +448,8 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	if (o->sink && o->job_id) {
 		sp.sink = o->sink; /* a node or a server's job reporting to its hub: no database here */
 	} else {
-		if ((rc = store_open(o->home, &sp.st, err)))
+		if ((rc = sink_direct_open(o->home, &sp.sink, err)))
 			goto out;
-		sp.sink = sink_direct(sp.st);
 		sp.own_sink = true;
 	}
 	sp.job_id = o->job_id ? xstrdup(o->job_id) : store_new_job_id();
@@ -836,12 +479,12 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		sp.w[i].out.fd = sp.w[i].err.fd = sp.w[i].logfd = sp.w[i].timesfd = -1;
 		sp.w[i].reaped = true;
 	}
-	if ((rc = record_job(&sp, err)))
+	if ((rc = sup_record_job(&sp, err)))
 		goto out;
 	sup_say(&sp, "job %s (%s): %d %s worker%s, run folder %s", sp.job_id, s->name, sp.n,
 	    s->device_type, sp.n == 1 ? "" : "s", sp.run_dir);
 	if ((rc = one_node_only(&sp, err)) || (rc = setup_signals(&sp, err)) ||
-	    (rc = watchdog_start(&sp, err)) || (rc = sup_container_begin(&sp, err)) ||
+	    (rc = sup_watchdog_start(&sp, err)) || (rc = sup_container_begin(&sp, err)) ||
 	    (rc = sup_watch_begin(&sp, err)) || (rc = sup_resolve_secrets(&sp, err))) {
 		struct tc_err e2 = TC_ERR_INIT;
 		if (!o->node && !sup_record_late(&sp, &e2))
@@ -854,18 +497,18 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	 * not the job's (note where they end now), and what a worker writes to
 	 * its metrics channel from its first instant is.
 	 */
-	metrics_start(&sp);
+	sup_metrics_start(&sp);
 	if (o->run_dir && (rc = storage_credentials(&sp, err)))
 		goto out;
 	struct jobio_ctx ioc = {
 		.s = s, .home = o->home, .job_id = sp.job_id, .run_dir = sp.run_dir,
 		.data_dir = sp.data_dir, .output_dir = sp.output_dir, .ckpt_dir = sp.ckpt_dir,
-		.world = sp.n, .say = jobio_say, .say_arg = &sp, .event = jobio_event,
+		.world = sp.n, .say = sup_say_cb, .say_arg = &sp, .event = sup_event_cb,
 		.sink = sp.sink,
 	};
 	/* a node of a multi-node job: its driver stages, watches and uploads */
 	rc = o->node ? 0 : jobio_begin(&ioc, &sp.io, err);
-	if (!rc && !o->node && !sp.st)
+	if (!rc && !o->node && !sp.own_sink)
 		rc = known_checkpoints(&sp, err);
 	if (!o->node)
 		sup_notify_begin(&sp);
@@ -873,7 +516,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		rc = run_attempts(&sp, exit_status, err);
 	sup_endpoints_stop(&sp); /* they live as long as the job's attempts */
 	jobio_end(sp.io); /* the final upload, whatever the outcome */
-	metrics_end(&sp);
+	sup_metrics_end(&sp);
 	sup_watch_end(&sp); /* the last diagnostics.json, which the report reads */
 	if (rc && !o->node) {
 		/* record why, so the job does not look alive forever */
@@ -886,8 +529,8 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 			   tc_exit_status(rc));
 	}
 	/* report.json and the Ais-Bench files: a warning at worst, never the job's result */
-	if (!o->node && sp.st) {
-		report_job_end(sp.st, sp.job_id, sp.rsamp, jobio_say, &sp);
+	if (!o->node && sp.own_sink) {
+		report_job_end(sink_store(sp.sink), sp.job_id, sp.rsamp, sup_say_cb, &sp);
 	} else if (!o->node) {
 		/* telemetry.json here; report.json is the hub's to build (it has the records) */
 		struct tc_err e2 = TC_ERR_INIT;
@@ -900,8 +543,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		tc_err_release(&e2);
 	}
 	/* the outcome comes last, after the final upload's and checkpoints' lines */
-	if (sp.result.len)
-		say_text(sp.suplog_fd, true, sp.result.buf);
+	sup_say_result(&sp);
 	/* after the end is recorded and said: a dead webhook delays nothing of the job */
 	sup_notify_end(&sp);
 out:

@@ -1,10 +1,14 @@
 /*
  * supervisor_int.h -- private to src/launch/: the supervisor of one node
- * (launch.h: launch_run), split in three files that share struct sup:
+ * (launch.h: launch_run), split in files that share struct sup:
  *
- *   supervisor.c  the job: its record, run folder, watchdog, signals,
- *                 metrics and the attempts of a one-node job (what
- *                 follows each is attempt.h's);
+ *   supervisor.c  the job: its run folder, signals, hooks and the attempts
+ *                 of a one-node job (what follows each is attempt.h's);
+ *   say.c         what it says: stderr and the supervisor log (a leaf);
+ *   stop.c        the stop of the worker groups and the watchdog guard;
+ *   userdir.c     the run's folders and files;
+ *   record.c      the job's row, started workers and metrics reader,
+ *                 through the sink;
  *   rootcause.c   why a rank failed: the cause line and the detail;
  *   workers.c     one attempt's workers: start them, copy their output
  *                 line by line, stop and reap them (sup_attempt_loop);
@@ -12,6 +16,12 @@
  *   lease.c       the devices of a `trainctl run` job, leased in the store;
  *   watch.c       the progress watchdog, stragglers, on_log:, the resume
  *                 check and diagnostics.json (docs/diagnostics.md).
+ *
+ * The arrows between them go one way (scripts/check-arch.py reports the
+ * folder's call cycles): supervisor.c and node.c call the rest; the hooks
+ * (lease, health, container, endpoints, notify, watch) call only the
+ * leaves say.c, stop.c and userdir.c; a hook that must reach its driver
+ * does it through a pointer the driver set (struct sup: node_hang).
  *
  * struct sup is owned by launch_run, on its stack, for the job's life; the
  * workers' pipe ends and log fds are owned by their struct worker.
@@ -34,6 +44,8 @@
 #include "hub/sink.h"
 #include "store/store.h"
 
+struct json_t;
+
 struct stream {
 	int fd; /* -1 once at EOF */
 	struct sbuf partial;
@@ -54,9 +66,8 @@ struct worker {
 struct sup {
 	const struct spec *s;
 	const struct launch_opts *o;
-	struct store *st;  /* NULL for a node that reports to a hub */
 	struct sink *sink; /* where the job's records go (hub/sink.h) */
-	bool own_sink;     /* a direct sink over st (else launch_opts.sink, borrowed) */
+	bool own_sink;     /* a direct sink, its own connection (else launch_opts.sink, borrowed) */
 	char *job_id, *run_dir, *log_dir, *output_dir, *ckpt_dir, *data_dir, *tb_dir;
 	char *stop_file; /* TRAINCTL_STOP_FILE: made by sup_begin_stop before any signal */
 	int suplog_fd, sigfd, watchdog_fd;
@@ -100,9 +111,11 @@ struct sup {
 	bool eps_started;         /* sup_endpoints_start ran */
 	struct ep_relay *eprelay; /* node 0's connections to a server elsewhere (endpoint/relay.h) */
 	struct sup_ctr *ctr;  /* image: jobs (container_hook.c); NULL on the host */
+	/* a node's hang report to its driver (node.c sets it; watch.c calls it), or NULL */
+	void (*node_hang)(struct sup *sp, struct json_t *h);
 };
 
-/* ---- supervisor.c ---- */
+/* ---- say.c ---- */
 
 /*
  * A message on stderr and in the node's supervisor log (launch_vsay); with
@@ -116,6 +129,14 @@ void sup_log(struct sup *sp, const char *fmt, ...) TC_PRINTF(2, 3);
 void sup_event(struct sup *sp, const char *fmt, ...) TC_PRINTF(2, 3);
 /* The job's outcome line: said once everything else is (launch_run), on stderr always. */
 void sup_result(struct sup *sp, const char *fmt, ...) TC_PRINTF(2, 3);
+/* Say it (stderr and the log), when there is one: the last line of launch_run. */
+void sup_say_result(struct sup *sp);
+/* sup_say and sup_event as say(ctx, msg) callbacks (jobio, attempt.h, report); sp is the struct sup. */
+void sup_say_cb(void *sp, const char *msg);
+void sup_event_cb(void *sp, const char *msg);
+
+/* ---- userdir.c ---- */
+
 /* "a/b", heap. */
 char *sup_join(const char *a, const char *b);
 /* Write dir/name atomically. */
@@ -130,8 +151,34 @@ int sup_user_dir(struct sup *sp, const char *base, const char *rel, struct tc_er
 /* A folder outside the run folder (an absolute checkpoint.dir): made, and
  * for a server's job it must be writable by its account. */
 int sup_user_dir_outside(struct sup *sp, const char *path, struct tc_err *err);
+
+/* ---- stop.c ---- */
+
+/* Start the watchdog: a guard process that kills every group it was told of when we die. */
+int sup_watchdog_start(struct sup *sp, struct tc_err *err);
 /* Tell the watchdog a worker group to kill if we die (pid), or that none is left (0). */
 void sup_watchdog_tell(struct sup *sp, int32_t msg);
+/* The groups are cleaned up: the watchdog ends without killing. */
+void sup_watchdog_stop(struct sup *sp);
+/* sig to every worker's process group. */
+void sup_signal_groups(struct sup *sp, int sig);
+/*
+ * SIGTERM every group, SIGKILL after the spec's grace_seconds; the stop
+ * file first (with why), so that a worker's should_stop() is true before
+ * its signal comes.
+ */
+void sup_begin_stop(struct sup *sp);
+/* The stop file, holding why (one line): a stop is pending.  Never fails the job. */
+void sup_stop_pending(struct sup *sp, const char *why);
+
+/* ---- record.c ---- */
+
+/*
+ * The job's record: created here (written late, with the first workers,
+ * unless something slow comes first), taken over from the server, or the
+ * driver's (a node).
+ */
+int sup_record_job(struct sup *sp, struct tc_err *err);
 /*
  * Record the workers this attempt started (those not reaped) and, with
  * why, the state running; the job's row first when it is still sp->late.
@@ -146,6 +193,10 @@ int sup_record_late(struct sup *sp, struct tc_err *err);
  * jobio thread's.
  */
 int sup_workers_up(struct sup *sp, struct tc_err *err);
+/* The metrics reader (metrics/ingest.h), before any worker; never a reason to fail the job. */
+void sup_metrics_start(struct sup *sp);
+/* Its last records stored and its counts said; then it goes. */
+void sup_metrics_end(struct sup *sp);
 
 /* ---- rootcause.c ---- */
 
@@ -184,14 +235,6 @@ int sup_start_workers(struct sup *sp, const struct env_plan *plan, const char *e
 int sup_resolve_secrets(struct sup *sp, struct tc_err *err);
 /* The secrets' values in sb from byte from on replaced by "***" (secret_mask). */
 void sup_mask_secrets(struct sup *sp, struct sbuf *sb, size_t from);
-/*
- * SIGTERM every group, SIGKILL after the spec's grace_seconds; the stop
- * file first (with why), so that a worker's should_stop() is true before
- * its signal comes.
- */
-void sup_begin_stop(struct sup *sp);
-/* The stop file, holding why (one line): a stop is pending.  Never fails the job. */
-void sup_stop_pending(struct sup *sp, const char *why);
 /* Run the attempt to its end: every worker reaped, every pipe drained. */
 void sup_attempt_loop(struct sup *sp);
 
@@ -290,7 +333,6 @@ int sup_watch_log_action(const struct sup *sp);
  * A node's diagnostics for its driver: diagnostics.json without the hangs
  * (a new reference), or NULL when nothing is watched.
  */
-struct json_t;
 struct json_t *sup_watch_summary(struct sup *sp);
 
 /* ---- health_hook.c ---- */
@@ -309,13 +351,12 @@ void sup_health_end(struct sup *sp);
 
 /* ---- node.c ---- */
 
-/* The one attempt of a node of a multi-node job (sp->o->node). */
-int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err);
 /*
- * The node's hang report h (watch.c; borrowed, gains node, host and
- * node_name) for its driver, at once: attempts/<a>/hang-node-<n>.json, and
- * on stdout (LAUNCH_NODE_HANG_TAG) for a node that reports to a hub.
+ * The one attempt of a node of a multi-node job (sp->o->node).  Its hang
+ * reports (sp->node_hang, from watch.c; h borrowed, gains node, host and
+ * node_name) go to the driver at once: attempts/<a>/hang-node-<n>.json,
+ * and on stdout (LAUNCH_NODE_HANG_TAG) for a node that reports to a hub.
  */
-void sup_node_hang(struct sup *sp, struct json_t *h);
+int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err);
 
 #endif

@@ -615,7 +615,7 @@ static void hang_text(struct sup *sp, struct sbuf *m)
 
 /*
  * A node of a multi-node job found a hang and dumped its ranks (their logs
- * have the stacks): its report goes to the driver now (sup_node_hang), not
+ * have the stacks): its report goes to the driver now (sp->node_hang, node.c's), not
  * at the attempt's end, since a node may be killed once another stops;
  * the driver compares every node's stacks and records the job's hang.  The
  * workers are held for hold seconds, so that the other nodes dump theirs.
@@ -637,7 +637,8 @@ static void node_hang(struct sup *sp, const struct sbuf *text, double util, cons
 			      "time", now_wall(), "silent_seconds", w->silent_s, "timeout", w->timeout_s,
 			      "device_utilization", isfinite(util) ? json_real(util) : json_null(),
 			      "utilization_source", src, "message", m.buf, "stacks", stacks);
-	sup_node_hang(sp, h);
+	if (sp->node_hang)
+		sp->node_hang(sp, h);
 	json_object_set_new(h, "culprit", json_null());
 	json_object_set_new(h, "why", json_string("the job's driver compares the stacks of every node"));
 	json_array_append_new(w->hangs, h);

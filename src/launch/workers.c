@@ -349,36 +349,6 @@ int sup_start_workers(struct sup *sp, const struct env_plan *plan, const char *e
 
 /* ---- stopping and reaping ---- */
 
-static void signal_groups(struct sup *sp, int sig)
-{
-	for (int i = 0; i < sp->n; i++)
-		if (sp->w[i].pid > 0)
-			kill(-sp->w[i].pid, sig);
-}
-
-void sup_stop_pending(struct sup *sp, const char *why)
-{
-	/* the run folder is the job's account's, as we are: still, no link is followed */
-	int fd = open_regular_nofollow(sp->stop_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0 || write_all(fd, why, strlen(why)) < 0 || write_all(fd, "\n", 1) < 0)
-		sup_say(sp, "warning: cannot write %s: %s", sp->stop_file, strerror(errno));
-	if (fd >= 0 && close(fd) < 0)
-		sup_say(sp, "warning: cannot write %s: %s", sp->stop_file, strerror(errno));
-}
-
-void sup_begin_stop(struct sup *sp)
-{
-	if (sp->stopping)
-		return;
-	sp->stopping = true;
-	sup_stop_pending(sp, sp->user_signal  ? strsignal(sp->user_signal)
-			     : sp->fail_why.len ? sp->fail_why.buf
-			     : sp->failed       ? "a rank failed: the group stops"
-						: "the group stops");
-	signal_groups(sp, SIGTERM);
-	sp->kill_at = now_mono_ms() + (int64_t)sp->s->grace_seconds * 1000;
-}
-
 static void reap(struct sup *sp)
 {
 	int status;
@@ -451,7 +421,7 @@ static void read_signals(struct sup *sp)
 			/* e.g. Slurm's --signal warning: the workers checkpoint */
 			sup_event(sp, "%s received: passing it to the workers", strsignal(sig));
 			sup_stop_pending(sp, strsignal(sig)); /* a time limit is near */
-			signal_groups(sp, sig);
+			sup_signal_groups(sp, sig);
 			continue;
 		}
 		if (sp->user_signal) {
@@ -514,7 +484,7 @@ void sup_attempt_loop(struct sup *sp)
 			break;
 		if (reaped_all && !drain_until) {
 			/* leftovers of a finished worker's group must not hold its pipes */
-			signal_groups(sp, SIGKILL);
+			sup_signal_groups(sp, SIGKILL);
 			drain_until = now_mono_ms() + DRAIN_MS;
 		}
 		int64_t now = now_mono_ms();
@@ -555,7 +525,7 @@ void sup_attempt_loop(struct sup *sp)
 		if (got)
 			rest_until = busy ? 0 : now + COALESCE_MS;
 		if (sp->kill_at && now >= sp->kill_at) {
-			signal_groups(sp, SIGKILL);
+			sup_signal_groups(sp, SIGKILL);
 			sp->kill_at = 0;
 		}
 		if (drain_until && now >= drain_until)
