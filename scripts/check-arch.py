@@ -25,11 +25,14 @@ what it found, and a finding not in ALLOW below fails the check (exit 1):
                 module by its .c or its header: X.c, X.h and X_int.h go
                 together), and every source file it names exists
 
-It also prints, without failing, the .c files over 1,000 lines and the
-largest call cycle between the files of each folder: file A calls file B
-when A names a non-static function B defines (a call or its address), from
-a scan of the source with comments and strings taken out (no ctags needed;
-function pointers called through a table are not followed).
+  long-file     no .c file over 1,000 lines
+  cycle         no call cycle of more than 4 files inside a folder: file A
+                calls file B when A names a non-static function B defines (a
+                call or its address), from a scan of the source with comments
+                and strings taken out (no ctags needed; a function pointer
+                called through a struct is not followed)
+
+It also prints, without failing, each folder's largest call cycle.
 
 An exception is written in ALLOW with its reason: (FILE, FUNCTION, WHAT,
 reason), FUNCTION "*" for the whole file, WHAT the name called or the
@@ -44,7 +47,8 @@ import os
 import re
 import sys
 
-LONG_FILE = 1000  # lines of a .c file, reported
+LONG_FILE = 1000  # lines of a .c file (rule long-file)
+MAX_CYCLE = 4     # files in one folder's call cycle (rule cycle)
 
 STATE_WORDS = ("queued", "starting", "running", "restarting", "paused", "preempted",
                "succeeded", "failed", "killed", "lost")
@@ -565,10 +569,14 @@ def main(argv):
 
     for f in files:
         if f.rel.endswith(".c") and f.lines > LONG_FILE:
-            print(f"check-arch: info: {f.rel}: {f.lines} lines (over {LONG_FILE})")
+            bad.append(f"{f.rel}:{LONG_FILE + 1}: long-file: {f.lines} lines, over {LONG_FILE}:"
+                       " split it by concern")
     for folder, comp in sorted(cycles(files).items()):
         names = ", ".join(os.path.basename(c) for c in comp)
         print(f"check-arch: info: {folder}/: largest call cycle, {len(comp)} files: {names}")
+        if len(comp) > MAX_CYCLE:
+            bad.append(f"{comp[0]}:1: cycle: {len(comp)} files of {folder}/ call each other in"
+                       f" a cycle ({names}), over {MAX_CYCLE}: make the arrows go one way")
 
     for b in bad:
         print(b, file=sys.stderr)
