@@ -119,6 +119,14 @@ int cmd_bad_option(const char *cmd, const char *shorts, int argc, char **argv,
 			    !strncmp(arg, "--", 2) && !strncmp(arg + 2, o->name, strlen(o->name)))
 				return tc_error(err, TC_EUSAGE, "%s: option '--%s' needs a value", cmd,
 						o->name);
+		/* --steps=1: getopt names the flag by its code, which the user never typed */
+		for (const struct option *o = opts; o->name; o++) {
+			size_t nl = strlen(o->name);
+			if (o->val == optopt && o->has_arg == no_argument && !strncmp(arg, "--", 2) &&
+			    !strncmp(arg + 2, o->name, nl) && arg[2 + nl] == '=')
+				return tc_error(err, TC_EUSAGE, "%s: option '--%s' takes no value", cmd,
+						o->name);
+		}
 		if (optopt != '?')
 			return tc_error(err, TC_EUSAGE, "%s: unknown option '-%c' (see trainctl %s --help)",
 					cmd, optopt, cmd);

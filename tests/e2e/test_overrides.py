@@ -145,6 +145,8 @@ def test_options_after_the_spec_file(run_tc, tmp_path):
     (["submit", "--nmae", "x", "job.yaml"], "trainctl: submit: unknown option '--nmae' (did you mean '--name'?)"),
     (["run", "--name"], "trainctl: run: option '--name' needs a value"),
     (["ps", "-x"], "trainctl: ps: unknown option '-x' (see trainctl ps --help)"),
+    (["compare", "--steps=1", "a", "b"], "trainctl: compare: option '--steps' takes no value"),
+    (["ps", "--json=yes"], "trainctl: ps: option '--json' takes no value"),
 ])
 def test_did_you_mean(run_tc, args, msg):
     p = run_tc(*args)
