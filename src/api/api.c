@@ -549,25 +549,22 @@ static size_t body_cap(const struct route *r)
 const char api_budget_spent[] = "the server holds as many request bodies as its memory"
 				   " budget allows (--body-memory): try again shortly";
 
-/* A hub batch's headers: the job's secret (X-Trainctl-Hub-Secret), its ?stream=: 0, or a refusal with *msg. */
+/* A hub batch's headers (hub_check_batch): 0, or a refusal with *msg. */
 static unsigned hub_secret_refusal(struct srv *s, struct MHD_Connection *con,
 				   const struct route_match *m, char **msg)
 {
 	struct tc_err err = TC_ERR_INIT;
 	struct hub *h = srv_hub(s, &err);
-	const char *job = route_param(m, "hubjob");
-	const char *secret = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
-							 "X-Trainctl-Hub-Secret");
-	const char *stream = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "stream");
 	int status = 503;
-	if (h && job && hub_check_secret(h, job, secret, &status, &err) == 0)
-		status = 0;
-	if (!status && (!stream || !*stream)) {
-		status = 400;
-		tc_error(&err, TC_EUSAGE, "hub: the job and ?stream= are required");
+	if (!h) {
+		*msg = xstrdup(err.msg ? err.msg : "hub: not running");
+	} else {
+		const char *secret = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
+								 "X-Trainctl-Hub-Secret");
+		const char *stream = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND,
+								 "stream");
+		status = hub_check_batch(h, route_param(m, "hubjob"), secret, stream, msg);
 	}
-	if (status)
-		*msg = xstrdup(err.msg ? err.msg : "hub: the job's secret is required");
 	tc_err_release(&err);
 	return (unsigned)status;
 }
@@ -597,19 +594,12 @@ void api_decide(struct srv *s, struct MHD_Connection *con, const char *url,
 		return;
 	}
 	size_t cap = rq->m.status ? 0 : body_cap(rq->m.route);
-	unsigned st = reqbody_open(&rq->body, cap, declared);
-	if (st == 413 && !cap) {
-		/* a route without a body: a short one is read and dropped, a long one refused */
-		rq->too_big = !reqbody_drains(declared);
-		*now = rq->too_big;
-	} else if (st == 413) {
-		/* read and dropped so that the client gets its 413; an absurd one is not read */
+	unsigned st = reqbody_admit(&rq->body, cap, declared, now);
+	if (st == 413) {
 		rq->too_big = true;
-		*now = declared > 64LL * (long long)cap;
 	} else if (st) {
 		rq->refuse = st;
 		rq->refuse_msg = xstrdup(api_budget_spent);
-		*now = !reqbody_drains(declared);
 	}
 }
 
@@ -623,15 +613,12 @@ void api_decide_endpoint(struct MHD_Connection *con, struct api_req *rq, bool *n
 	long long declared = reqbody_declared(
 		MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length"),
 		MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Transfer-Encoding"));
-	unsigned st = reqbody_open(&rq->body, TC_SERVER_MAX_BODY, declared);
-	*now = false;
+	unsigned st = reqbody_admit(&rq->body, TC_SERVER_MAX_BODY, declared, now);
 	if (st == 413) {
 		rq->too_big = true;
-		*now = declared > 64LL * (long long)TC_SERVER_MAX_BODY;
 	} else if (st) {
 		rq->refuse = st;
 		rq->refuse_msg = xstrdup(api_budget_spent);
-		*now = !reqbody_drains(declared);
 	}
 }
 

@@ -126,3 +126,19 @@ bool reqbody_drains(long long declared)
 {
 	return declared >= 0 && (unsigned long long)declared <= REQBODY_DRAIN_MAX;
 }
+
+unsigned reqbody_admit(struct reqbody *b, size_t cap, long long declared, bool *now)
+{
+	unsigned st = reqbody_open(b, cap, declared);
+	*now = false;
+	if (st == 413 && !cap) {
+		/* a route without a body: a short one is read and dropped, a long one refused */
+		*now = !reqbody_drains(declared);
+		return *now ? 413 : 0;
+	}
+	if (st == 413) /* read and dropped so that the client gets its 413; an absurd one is not read */
+		*now = declared > 64LL * (long long)cap;
+	else if (st)
+		*now = !reqbody_drains(declared);
+	return st;
+}

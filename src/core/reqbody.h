@@ -46,6 +46,14 @@ size_t reqbody_in_use(void);
  * once, 413 over the cap, 503 over the budget.
  */
 unsigned reqbody_open(struct reqbody *b, size_t cap, long long declared);
+/*
+ * A listener's decision on the headers, after the credential passed:
+ * reqbody_open, and *now when the refusal is to be answered at once, its
+ * body unread (one too long to drain, or 64 times the cap), rather than
+ * once a short body was read and dropped.  0 (a short body on a route
+ * without one is 0 too: read and dropped), 413 or 503.
+ */
+unsigned reqbody_admit(struct reqbody *b, size_t cap, long long declared, bool *now);
 /* n more bytes: 0, 413 or 503; on 413 and 503 what was kept is dropped. */
 unsigned reqbody_add(struct reqbody *b, const void *p, size_t n);
 /*

@@ -150,6 +150,25 @@ int hub_check_secret(struct hub *h, const char *job, const char *secret, int *st
 	return j ? 0 : -1;
 }
 
+int hub_check_batch(struct hub *h, const char *job, const char *secret, const char *stream,
+		    char **msg)
+{
+	struct tc_err err = TC_ERR_INIT;
+	int status = 503;
+	*msg = NULL;
+	if (h && job && hub_check_secret(h, job, secret, &status, &err) == 0) {
+		status = 0;
+		if (!stream || !*stream) {
+			status = 400;
+			tc_error(&err, TC_EUSAGE, "hub: the job and ?stream= are required");
+		}
+	}
+	if (status)
+		*msg = xstrdup(err.msg ? err.msg : "hub: the job's secret is required");
+	tc_err_release(&err);
+	return status;
+}
+
 long long hub_line_seq(const char *p, const char *end, const char **rest)
 {
 	static const char pre[] = "{\"seq\":";
@@ -533,19 +552,10 @@ static void decide(struct hub_daemon *d, struct MHD_Connection *con, const char 
 	size_t cap = 0;
 	*now = false;
 	if (job && !strcmp(method, "POST")) {
-		struct tc_err err = TC_ERR_INIT;
 		const char *secret = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
 								 "X-Trainctl-Hub-Secret");
 		const char *stream = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "stream");
-		if (hub_check_secret(d->h, job, secret, &rq->refuse, &err) != 0) {
-			rq->msg = xstrdup(err.msg ? err.msg : "hub: refused");
-		} else if (!stream || !*stream) {
-			rq->refuse = 400;
-			rq->msg = xstrdup("hub: the job and ?stream= are required");
-		} else {
-			rq->refuse = 0;
-		}
-		tc_err_release(&err);
+		rq->refuse = hub_check_batch(d->h, job, secret, stream, &rq->msg);
 		cap = HUB_MAX_BODY;
 	}
 	free(job);
@@ -553,13 +563,10 @@ static void decide(struct hub_daemon *d, struct MHD_Connection *con, const char 
 		*now = !reqbody_drains(declared);
 		return;
 	}
-	unsigned st = reqbody_open(&rq->body, cap, declared);
-	if (st == 413 && !cap && reqbody_drains(declared))
-		return; /* a short body on a route without one: read and dropped */
+	unsigned st = reqbody_admit(&rq->body, cap, declared, now);
 	if (st) {
 		rq->refuse = (int)st;
 		rq->msg = xstrdup(st == 413 ? too_big : budget_spent);
-		*now = st == 503 || !cap || declared > 64LL * (long long)cap;
 	}
 }
 

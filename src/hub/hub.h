@@ -209,6 +209,14 @@ int hub_ingest_journals(struct hub *h, int runs_fd, const char *job, uid_t owner
  */
 int hub_check_secret(struct hub *h, const char *job, const char *secret, int *status,
 		     struct tc_err *err);
+/*
+ * A batch's headers (POST .../events): the job's secret opens its hub
+ * routes and ?stream= names the sender.  0, or the HTTP status of the
+ * refusal (400, 401, 404, 503) with *msg (heap).  Every listener that takes
+ * batches asks this: the hub's own sockets and the server's API.
+ */
+int hub_check_batch(struct hub *h, const char *job, const char *secret, const char *stream,
+		    char **msg);
 /* The job's secret from the environment (TRAINCTL_HUB_SECRET or _FILE), heap; NULL: err. */
 char *hub_env_secret(struct tc_err *err);
 

@@ -104,3 +104,37 @@ TEST(reqbody_take_keeps_or_drops)
 	reqbody_release(&b);
 	CHECK_INT(reqbody_in_use(), 0);
 }
+
+/* The decision every listener makes on the headers (api, hub, endpoint hosts). */
+TEST(reqbody_admit_decides_when_to_answer)
+{
+	reqbody_set_budget(1 << 20);
+	struct reqbody b = REQBODY_INIT;
+	bool now = true;
+	CHECK_INT(reqbody_admit(&b, 10, 5, &now), 0);
+	CHECK(!now);
+	reqbody_release(&b);
+	/* over the cap: 413, read and dropped unless absurd (64 times the cap) */
+	CHECK_INT(reqbody_admit(&b, 10, 11, &now), 413);
+	CHECK(!now);
+	CHECK_INT(reqbody_admit(&b, 10, 641, &now), 413);
+	CHECK(now);
+	/* a route without a body: a short one is read and dropped, a long one refused */
+	CHECK_INT(reqbody_admit(&b, 0, 3, &now), 0);
+	CHECK(!now);
+	reqbody_release(&b);
+	CHECK_INT(reqbody_admit(&b, 0, (long long)REQBODY_DRAIN_MAX + 1, &now), 413);
+	CHECK(now);
+	/* an unsaid (chunked) one is dropped as it comes, up to reqbody_take's limit */
+	CHECK_INT(reqbody_admit(&b, 0, -1, &now), 0);
+	CHECK(!now);
+	/* over the budget: 503, a short body drained first */
+	reqbody_set_budget(100);
+	CHECK_INT(reqbody_admit(&b, 1000, 200, &now), 503);
+	CHECK(!now);
+	CHECK_INT(reqbody_admit(&b, 1 << 20, (long long)REQBODY_DRAIN_MAX + 1, &now), 503);
+	CHECK(now);
+	reqbody_release(&b);
+	reqbody_set_budget(0);
+	CHECK_INT(reqbody_in_use(), 0);
+}
