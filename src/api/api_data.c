@@ -34,6 +34,26 @@ static bool arg_flag(struct MHD_Connection *con, const char *name)
 	return v && (!strcmp(v, "1") || !strcmp(v, "true"));
 }
 
+/*
+ * A job's worker logs as the source prints them (source/source.h: the
+ * same reader as `trainctl logs` on this host), into a buffer: ?rank= one
+ * rank, else every rank, [RANK]-prefixed when the job has more than one.
+ * *none: it has no worker log yet.
+ */
+static int logs_text(struct job_source *src, const struct job_row *x,
+		     const struct source_logs *o, char **buf, size_t *len, bool *none,
+		     struct tc_err *err)
+{
+	struct source_job sj = { .id = xstrdup(x->id) };
+	FILE *f = open_memstream(buf, len);
+	int rc = f ? src->ops->logs(src, &sj, o, f, none, err)
+		   : tc_error_errno(err, TC_ESYS, "out of memory");
+	if (f)
+		fclose(f);
+	source_job_release(&sj);
+	return rc;
+}
+
 int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 {
 	long rank, tail;
@@ -46,15 +66,26 @@ int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 			return reply_err(con, 400, "timestamps and merge read the logs written so far: not with follow");
 		return stream_logs(s, con, x, (int)rank, tail);
 	}
-	/* logs/ is the job's account's: logs_print opens it from the run folder, links refused */
+	/*
+	 * Through the local source, on a connection of this request's own: the
+	 * run folder's logs/ is the job's account's, opened links refused.
+	 */
 	struct tc_err err = TC_ERR_INIT;
+	struct job_source *src = NULL;
+	int rc = source_local_open(s->home, &src, &err);
+	if (rc) {
+		int ret = reply_tc(con, &err);
+		tc_err_release(&err);
+		return ret;
+	}
 	if (fmt && !strcmp(fmt, "json")) {
 		int *ranks = NULL;
 		size_t nr = 0;
-		int rc = logs_ranks(x->run_dir, &ranks, &nr, &err);
+		rc = logs_ranks(x->run_dir, &ranks, &nr, &err);
 		if (rc && rc != TC_ENOTFOUND) {
 			int ret = reply_tc(con, &err);
 			tc_err_release(&err);
+			source_close(src);
 			return ret;
 		}
 		tc_err_release(&err);
@@ -66,33 +97,28 @@ int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 				continue;
 			char *buf = NULL;
 			size_t len = 0;
-			FILE *f = open_memstream(&buf, &len);
-			struct logs_opts lo = { x->run_dir, r, tail < 0 ? 2000 : tail, false, false, NULL, NULL,
-						false, false };
-			if (f) {
-				if (logs_print(&lo, f, &err))
-					tc_err_release(&err);
-				fclose(f);
-			}
+			bool none = false;
+			struct source_logs lo = { r, tail < 0 ? 2000 : tail, false, false, false };
+			if (logs_text(src, x, &lo, &buf, &len, &none, &err))
+				tc_err_release(&err);
 			json_array_append_new(jr, json_pack("{s:i, s:s#}", "rank", r, "text",
 							    buf ? buf : "", buf ? len : 0));
 			free(buf);
 		}
 		free(ranks);
+		source_close(src);
 		json_object_set_new(o, "ranks", jr);
 		return reply_jsont(con, 200, o);
 	}
 	char *buf = NULL;
 	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	if (!f)
-		return reply_err(con, 500, "out of memory");
-	struct logs_opts lo = { x->run_dir, (int)rank, tail, false, rank < 0 && x->device_count != 1,
-				NULL, NULL, arg_flag(con, "timestamps"), arg_flag(con, "merge") };
-	int rc = logs_print(&lo, f, &err);
-	fclose(f);
+	bool none = false;
+	struct source_logs lo = { rank, tail, false, arg_flag(con, "timestamps"),
+				  arg_flag(con, "merge") };
+	rc = logs_text(src, x, &lo, &buf, &len, &none, &err);
+	source_close(src);
 	int ret;
-	if (rc == TC_ENOTFOUND || (!rc && !len && logs_has_worker_log(x->run_dir, -1, &err) == 0)) {
+	if (rc == TC_ENOTFOUND || (!rc && none)) {
 		/* no worker log (yet): say why, never where the server keeps them */
 		if (!job_state_terminal(x->state))
 			ret = reply_err(con, 404, "job %s is %s: no logs yet", x->id, job_state_name(x->state));
@@ -104,7 +130,8 @@ int h_logs(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 	} else if (rc) {
 		ret = reply_tc(con, &err);
 	} else {
-		struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_COPY);
+		struct MHD_Response *r = MHD_create_response_from_buffer(len, buf ? buf : "",
+									 MHD_RESPMEM_MUST_COPY);
 		MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
 		if (arg_of(con, "download")) {
 			struct sbuf cd = SBUF_INIT;
