@@ -102,6 +102,11 @@ enum job_state job_stop_state(enum job_stop why);
  *   running --trainctl sweep stop, a signal to its driver--> stopped
  *
  * A local sweep whose driver is gone reads stopped (sweep_show_json).
+ *
+ * The store enforces the sweep and trial diagrams as the job's: an edge
+ * they do not draw is refused, an end written over an end keeps the first
+ * (store_sweep_set_state, store_trial_update).  Endpoint rows are not
+ * checked: a job that runs again starts its endpoints again.
  */
 enum sweep_state {
 	SWEEP_RUNNING,

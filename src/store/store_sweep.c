@@ -4,6 +4,7 @@
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "jobs/state.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -155,13 +156,70 @@ int store_sweep_list(struct store *st, bool running_managed, struct sweep_row **
 			    running_managed ? sweep_state_name(SWEEP_RUNNING) : NULL, out, nr, err);
 }
 
+/*
+ * The diagrams of state.h enforced: a row goes to another state only along
+ * an edge drawn there (or stays where it is: a trial's row is rewritten
+ * with its steps).  An end over an end changes nothing (the first stays),
+ * as a job's (jobs.h: jobs_finish).
+ */
+enum edge_verdict { EDGE_WRITE, EDGE_KEEP, EDGE_REFUSE };
+
+static enum edge_verdict sweep_edge(const char *from, const char *to)
+{
+	enum sweep_state f, t;
+	if (!sweep_state_parse(to, &t))
+		return EDGE_REFUSE;
+	if (!from || !sweep_state_parse(from, &f) || f == t || sweep_state_can(f, t))
+		return EDGE_WRITE;
+	return sweep_state_final(f) && sweep_state_final(t) ? EDGE_KEEP : EDGE_REFUSE;
+}
+
+static enum edge_verdict trial_edge(const char *from, const char *to)
+{
+	enum trial_state f, t;
+	if (!trial_state_parse(to, &t))
+		return EDGE_REFUSE;
+	if (!from || !trial_state_parse(from, &f) || f == t || trial_state_can(f, t))
+		return EDGE_WRITE;
+	return trial_state_final(f) && trial_state_final(t) ? EDGE_KEEP : EDGE_REFUSE;
+}
+
+/* The state word of the row sql (one "s" argument, or "si") selects, heap; NULL: no row. */
+static int read_word(struct store *st, const char *sql, const char *id, long long idx,
+		     bool with_idx, char **out, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	*out = NULL;
+	int r = with_idx ? prep_stmt(st, &q, err, sql, "si", id, idx)
+			 : prep_stmt(st, &q, err, sql, "s", id);
+	if (r)
+		return r;
+	r = sqlite3_step(q);
+	if (r == SQLITE_ROW)
+		*out = col_dup(q, 0);
+	sqlite3_finalize(q);
+	return r == SQLITE_ROW || r == SQLITE_DONE ? 0 : db_fail(st, err, "read state");
+}
+
 int store_sweep_set_state(struct store *st, const char *id, const char *state, const char *note,
 			  bool ended, struct tc_err *err)
 {
-	return run_stmt(st, err,
-			"UPDATE sweeps SET state=?, note=COALESCE(?, note),"
-			" ended=CASE WHEN ? THEN COALESCE(ended, ?) ELSE ended END WHERE id=?",
-			"ssids", state, note, (long long)ended, now_wall(), id);
+	bool own = sqlite3_get_autocommit(st->db) != 0;
+	int rc = own ? store_begin(st, err) : 0;
+	char *cur = NULL;
+	if (!rc)
+		rc = read_word(st, "SELECT state FROM sweeps WHERE id=?", id, 0, false, &cur, err);
+	enum edge_verdict v = rc ? EDGE_KEEP : sweep_edge(cur, state);
+	if (v == EDGE_REFUSE)
+		rc = tc_error(err, TC_EUSAGE, "sweep %s: cannot go from %s to %s", id,
+			      cur ? cur : "nothing", state ? state : "nothing");
+	else if (v == EDGE_WRITE)
+		rc = run_stmt(st, err,
+			      "UPDATE sweeps SET state=?, note=COALESCE(?, note),"
+			      " ended=CASE WHEN ? THEN COALESCE(ended, ?) ELSE ended END WHERE id=?",
+			      "ssids", state, note, (long long)ended, now_wall(), id);
+	free(cur);
+	return own ? store_commit(st, rc, err) : rc;
 }
 
 int store_sweep_set_driver(struct store *st, const char *id, pid_t pid, unsigned long long ticks,
@@ -224,12 +282,26 @@ int store_trial_of_job(struct store *st, const char *job_id, struct trial_row *o
 
 int store_trial_update(struct store *st, const struct trial_row *t, struct tc_err *err)
 {
-	return run_stmt(st, err,
-			"UPDATE sweep_trials SET state=?, job_id=?, objective=?, steps=?, note=?,"
-			" early=?, started=?, ended=? WHERE sweep_id=? AND idx=?",
-			"ssfisiffsi", t->state, t->job_id, t->objective, t->steps, t->note,
-			(long long)t->early, opt_time(t->started), opt_time(t->ended), t->sweep_id,
-			(long long)t->idx);
+	bool own = sqlite3_get_autocommit(st->db) != 0;
+	int rc = own ? store_begin(st, err) : 0;
+	char *cur = NULL;
+	if (!rc)
+		rc = read_word(st, "SELECT state FROM sweep_trials WHERE sweep_id=? AND idx=?",
+			       t->sweep_id, t->idx, true, &cur, err);
+	enum edge_verdict v = rc ? EDGE_KEEP : trial_edge(cur, t->state);
+	if (v == EDGE_REFUSE)
+		rc = tc_error(err, TC_EUSAGE, "sweep %s: trial %d cannot go from %s to %s",
+			      t->sweep_id, t->idx, cur ? cur : "nothing",
+			      t->state ? t->state : "nothing");
+	else if (v == EDGE_WRITE)
+		rc = run_stmt(st, err,
+			      "UPDATE sweep_trials SET state=?, job_id=?, objective=?, steps=?, note=?,"
+			      " early=?, started=?, ended=? WHERE sweep_id=? AND idx=?",
+			      "ssfisiffsi", t->state, t->job_id, t->objective, t->steps, t->note,
+			      (long long)t->early, opt_time(t->started), opt_time(t->ended),
+			      t->sweep_id, (long long)t->idx);
+	free(cur);
+	return own ? store_commit(st, rc, err) : rc;
 }
 
 void sweep_row_release(struct sweep_row *s)

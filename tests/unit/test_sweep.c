@@ -258,6 +258,11 @@ TEST(store_rows_and_ranking)
 	CHECK_INT(store_sweep_trials(st, s.id, &v, &n, &err), 0);
 	CHECK_INT(n, 3);
 	CHECK(isnan(v[0].objective));
+	for (size_t i = 0; i < n; i++) { /* started: the diagram's way to an end */
+		free(v[i].state);
+		v[i].state = strdup("running");
+		CHECK_INT(store_trial_update(st, &v[i], &err), 0);
+	}
 	free(v[0].state);
 	v[0].state = strdup("succeeded");
 	v[0].objective = 0.5;
@@ -289,6 +294,24 @@ TEST(store_rows_and_ranking)
 	CHECK_INT(store_sweep_get(st, "2026", &g, &err), 0);
 	sweep_row_release(&g);
 	CHECK_INT(store_sweep_set_state(st, s.id, "done", "best: trial 1", true, &err), 0);
+	/* state.h's diagrams, enforced: an end over an end keeps the first, a way back is refused */
+	CHECK_INT(store_sweep_set_state(st, s.id, "stopped", "late signal", true, &err), 0);
+	CHECK_INT(store_sweep_get(st, s.id, &g, &err), 0);
+	CHECK_STR(g.state, "done");
+	sweep_row_release(&g);
+	CHECK_INT(store_sweep_set_state(st, s.id, "running", NULL, false, &err), TC_EUSAGE);
+	CHECK_CONTAINS(err.msg, "cannot go from done to running");
+	tc_err_release(&err);
+	CHECK_INT(store_sweep_trials(st, s.id, &v, &n, &err), 0);
+	free(v[2].state);
+	v[2].state = strdup("pending");
+	CHECK_INT(store_trial_update(st, &v[2], &err), TC_EUSAGE);
+	CHECK_CONTAINS(err.msg, "trial 2 cannot go from failed to pending");
+	tc_err_release(&err);
+	free(v[0].state);
+	v[0].state = strdup("failed-objective"); /* drawn: succeeded, the objective never logged */
+	CHECK_INT(store_trial_update(st, &v[0], &err), 0);
+	trial_rows_free(v, n);
 	struct sweep_row *l = NULL;
 	CHECK_INT(store_sweep_list(st, true, &l, &n, &err), 0);
 	CHECK_INT(n, 0);
