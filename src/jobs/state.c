@@ -152,6 +152,18 @@ static bool row_can(const struct word_row *rows, int n, int from, int to)
 	return from >= 0 && from < n && to >= 0 && to < n && (rows[from].edges & BIT(to)) != 0;
 }
 
+/* state.h: enum word_edge, for a row holding from (NULL: none) written with to */
+static enum word_edge row_edge(const struct word_row *rows, int n, const char *from,
+			       const char *to)
+{
+	int f, t;
+	if (!row_parse(rows, n, to, &t))
+		return WORD_REFUSE;
+	if (!from || !row_parse(rows, n, from, &f) || f == t || row_can(rows, n, f, t))
+		return WORD_WRITE;
+	return rows[f].final && rows[t].final ? WORD_KEEP : WORD_REFUSE;
+}
+
 #define WORD_TABLE(kind, rows, n)                                                                \
 	const char *kind##_state_name(enum kind##_state s)                                       \
 	{                                                                                        \
@@ -176,6 +188,10 @@ static bool row_can(const struct word_row *rows, int n, int from, int to)
 	bool kind##_state_can(enum kind##_state from, enum kind##_state to)                      \
 	{                                                                                        \
 		return row_can(rows, n, (int)from, (int)to);                                     \
+	}                                                                                        \
+	enum word_edge kind##_word_edge(const char *from, const char *to)                        \
+	{                                                                                        \
+		return row_edge(rows, n, from, to);                                              \
 	}
 
 WORD_TABLE(sweep, sweep_rows, SWEEP_NSTATES)

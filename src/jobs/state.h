@@ -172,6 +172,17 @@ bool endpoint_state_final(enum endpoint_state s);
 bool sweep_state_can(enum sweep_state from, enum sweep_state to);
 bool trial_state_can(enum trial_state from, enum trial_state to);
 bool endpoint_state_can(enum endpoint_state from, enum endpoint_state to);
+/*
+ * May a stored row holding the word from (NULL or unknown: none checked)
+ * be written with the word to?  WORD_WRITE along a drawn edge or to the
+ * same state; WORD_KEEP for an end over an end (the first stays, as a
+ * job's); WORD_REFUSE otherwise, and for a to that is no state.  The store
+ * asks this before each write (store_sweep_set_state, store_trial_update).
+ */
+enum word_edge { WORD_WRITE, WORD_KEEP, WORD_REFUSE };
+enum word_edge sweep_word_edge(const char *from, const char *to);
+enum word_edge trial_word_edge(const char *from, const char *to);
+enum word_edge endpoint_word_edge(const char *from, const char *to);
 
 /*
  * Events that are not changes of state (docs/diagnostics.md): a row of

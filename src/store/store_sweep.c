@@ -156,34 +156,6 @@ int store_sweep_list(struct store *st, bool running_managed, struct sweep_row **
 			    running_managed ? sweep_state_name(SWEEP_RUNNING) : NULL, out, nr, err);
 }
 
-/*
- * The diagrams of state.h enforced: a row goes to another state only along
- * an edge drawn there (or stays where it is: a trial's row is rewritten
- * with its steps).  An end over an end changes nothing (the first stays),
- * as a job's (jobs.h: jobs_finish).
- */
-enum edge_verdict { EDGE_WRITE, EDGE_KEEP, EDGE_REFUSE };
-
-static enum edge_verdict sweep_edge(const char *from, const char *to)
-{
-	enum sweep_state f, t;
-	if (!sweep_state_parse(to, &t))
-		return EDGE_REFUSE;
-	if (!from || !sweep_state_parse(from, &f) || f == t || sweep_state_can(f, t))
-		return EDGE_WRITE;
-	return sweep_state_final(f) && sweep_state_final(t) ? EDGE_KEEP : EDGE_REFUSE;
-}
-
-static enum edge_verdict trial_edge(const char *from, const char *to)
-{
-	enum trial_state f, t;
-	if (!trial_state_parse(to, &t))
-		return EDGE_REFUSE;
-	if (!from || !trial_state_parse(from, &f) || f == t || trial_state_can(f, t))
-		return EDGE_WRITE;
-	return trial_state_final(f) && trial_state_final(t) ? EDGE_KEEP : EDGE_REFUSE;
-}
-
 /* The state word of the row sql (one "s" argument, or "si") selects, heap; NULL: no row. */
 static int read_word(struct store *st, const char *sql, const char *id, long long idx,
 		     bool with_idx, char **out, struct tc_err *err)
@@ -201,6 +173,7 @@ static int read_word(struct store *st, const char *sql, const char *id, long lon
 	return r == SQLITE_ROW || r == SQLITE_DONE ? 0 : db_fail(st, err, "read state");
 }
 
+/* state.h's diagram enforced (sweep_word_edge): an undrawn edge refused, an end over an end kept */
 int store_sweep_set_state(struct store *st, const char *id, const char *state, const char *note,
 			  bool ended, struct tc_err *err)
 {
@@ -209,11 +182,11 @@ int store_sweep_set_state(struct store *st, const char *id, const char *state, c
 	char *cur = NULL;
 	if (!rc)
 		rc = read_word(st, "SELECT state FROM sweeps WHERE id=?", id, 0, false, &cur, err);
-	enum edge_verdict v = rc ? EDGE_KEEP : sweep_edge(cur, state);
-	if (v == EDGE_REFUSE)
+	enum word_edge v = rc ? WORD_KEEP : sweep_word_edge(cur, state);
+	if (v == WORD_REFUSE)
 		rc = tc_error(err, TC_EUSAGE, "sweep %s: cannot go from %s to %s", id,
 			      cur ? cur : "nothing", state ? state : "nothing");
-	else if (v == EDGE_WRITE)
+	else if (v == WORD_WRITE)
 		rc = run_stmt(st, err,
 			      "UPDATE sweeps SET state=?, note=COALESCE(?, note),"
 			      " ended=CASE WHEN ? THEN COALESCE(ended, ?) ELSE ended END WHERE id=?",
@@ -288,12 +261,12 @@ int store_trial_update(struct store *st, const struct trial_row *t, struct tc_er
 	if (!rc)
 		rc = read_word(st, "SELECT state FROM sweep_trials WHERE sweep_id=? AND idx=?",
 			       t->sweep_id, t->idx, true, &cur, err);
-	enum edge_verdict v = rc ? EDGE_KEEP : trial_edge(cur, t->state);
-	if (v == EDGE_REFUSE)
+	enum word_edge v = rc ? WORD_KEEP : trial_word_edge(cur, t->state);
+	if (v == WORD_REFUSE)
 		rc = tc_error(err, TC_EUSAGE, "sweep %s: trial %d cannot go from %s to %s",
 			      t->sweep_id, t->idx, cur ? cur : "nothing",
 			      t->state ? t->state : "nothing");
-	else if (v == EDGE_WRITE)
+	else if (v == WORD_WRITE)
 		rc = run_stmt(st, err,
 			      "UPDATE sweep_trials SET state=?, job_id=?, objective=?, steps=?, note=?,"
 			      " early=?, started=?, ended=? WHERE sweep_id=? AND idx=?",

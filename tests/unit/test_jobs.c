@@ -121,6 +121,17 @@ TEST(sweep_trial_endpoint_states)
 	/* sweep.h's test of an ended trial reads the same table */
 	CHECK(sweep_trial_ended("failed-objective") && !sweep_trial_ended("pending"));
 	CHECK(!sweep_trial_ended(NULL) && !sweep_trial_ended("exploded"));
+	/* what the store asks before a write */
+	CHECK_INT(trial_word_edge("pending", "running"), WORD_WRITE);
+	CHECK_INT(trial_word_edge("running", "running"), WORD_WRITE);
+	CHECK_INT(trial_word_edge(NULL, "pending"), WORD_WRITE);
+	CHECK_INT(trial_word_edge("succeeded", "failed-objective"), WORD_WRITE);
+	CHECK_INT(trial_word_edge("failed", "killed"), WORD_KEEP);
+	CHECK_INT(trial_word_edge("failed", "pending"), WORD_REFUSE);
+	CHECK_INT(trial_word_edge("running", "bogus"), WORD_REFUSE);
+	CHECK_INT(sweep_word_edge("done", "stopped"), WORD_KEEP);
+	CHECK_INT(sweep_word_edge("done", "running"), WORD_REFUSE);
+	CHECK_INT(endpoint_word_edge("running", "exited"), WORD_WRITE);
 }
 
 TEST(stop_reasons)
