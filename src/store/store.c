@@ -45,10 +45,14 @@ static int word_fail(struct store *st, struct tc_err *err, const char *what,
 		    (code == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT || fs_full(st->home)));
 	st->refused = full || code == SQLITE_READONLY ||
 		      (code == SQLITE_IOERR && sys == EROFS);
-	st->named = st->path && full;
+	st->named = st->path && (full || code == SQLITE_NOTADB || code == SQLITE_CORRUPT);
 	if (!st->named)
 		return what ? tc_error(err, TC_ESTORE, "database: %s: %s", what, sqlite_msg)
 			    : tc_error(err, TC_ESTORE, "database: %s", sqlite_msg);
+	if (!full)
+		return tc_error(err, TC_ESTORE, "database %s is damaged (sqlite: %s): move it aside and"
+				" start again, or restore a copy; `trainctl doctor` checks the state"
+				" folder", st->path, sqlite_msg);
 	return tc_error(err, TC_ESTORE, "database %s: the file system holding %s is %s (sqlite: %s):"
 			" free space there, then try again", st->path, st->home,
 			sys == EDQUOT ? "over its quota" : "full", sqlite_msg);

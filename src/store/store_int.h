@@ -23,8 +23,9 @@ struct store {
 
 /*
  * Fill err with "database: WHAT: sqlite's message" (TC_ESTORE); returns
- * TC_ESTORE.  A full file system (SQLITE_FULL, or ENOSPC/EDQUOT under an I/O
- * error) is worded for the user instead, naming the file.
+ * TC_ESTORE.  Two faults are worded for the user instead, naming the file:
+ * a damaged database (SQLITE_NOTADB, SQLITE_CORRUPT) and a full file system
+ * (SQLITE_FULL, or ENOSPC/EDQUOT under an I/O error).
  */
 int db_fail(struct store *st, struct tc_err *err, const char *what);
 /* Run sql (several statements, no parameters) with sqlite3_exec; TC_ESTORE. */

@@ -126,3 +126,50 @@ def test_a_job_found_lost_on_a_full_disk_is_shown_as_recorded(run_tc, home):
     free(home.parent)
     p = run_tc("ps", timeout=60)
     assert p.returncode == 0 and "lost" in p.stdout and "warning" not in p.stderr, (p.stdout, p.stderr)
+
+
+def damage(db, how):
+    size = os.path.getsize(db)
+    if how == "header only":
+        os.truncate(db, 100)
+    elif how == "cut in half":
+        os.truncate(db, size // 2)
+    else:
+        with open(db, "r+b") as f:
+            f.write(b"this is no sqlite database at all")
+
+
+@pytest.mark.parametrize("how", ["header only", "cut in half", "garbage header"])
+def test_a_damaged_database_is_told_plainly(run_tc, home, how):
+    job = one_job(run_tc)
+    checkpoint(home)
+    db = os.path.join(home, "trainctl.db")
+    damage(db, how)
+    for argv in (["ps"], ["show", job], ["logs", job], ["run", "-q", "--", "/bin/true"]):
+        p = run_tc(*argv, timeout=60)
+        assert p.returncode == 3, (argv, p.returncode, p.stderr)
+        lines = p.stderr.splitlines()
+        assert len(lines) == 1, (argv, p.stderr)
+        assert lines[0].startswith(f"trainctl: database {db} is damaged (sqlite: "), (argv, p.stderr)
+        assert lines[0].endswith("): move it aside and start again, or restore a copy;"
+                                 " `trainctl doctor` checks the state folder"), (argv, p.stderr)
+
+
+@pytest.mark.parametrize("shm", ["stale", "garbage"])
+def test_a_shm_without_its_wal(run_tc, home, shm):
+    """sqlite rebuilds a -shm whose -wal is gone: a correct read or a clear
+    message, never a crash or a hang."""
+    job = one_job(run_tc)
+    db = os.path.join(home, "trainctl.db")
+    old = open(db + "-shm", "rb").read()
+    checkpoint(home)
+    with open(db + "-shm", "wb") as f:
+        f.write(old if shm == "stale" else os.urandom(len(old)))
+    os.chmod(db + "-shm", 0o600)
+    for argv in (["ps"], ["show", job], ["logs", job]):
+        p = run_tc(*argv, timeout=60)
+        assert p.returncode in (0, 3), (argv, p.returncode, p.stderr)
+        if p.returncode == 0:
+            assert (job if argv[0] != "logs" else "hi") in p.stdout, (argv, p.stdout)
+        else:
+            assert len(p.stderr.splitlines()) == 1 and str(db) in p.stderr, (argv, p.stderr)
