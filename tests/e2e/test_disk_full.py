@@ -92,6 +92,10 @@ def test_reads_work_on_a_full_disk_and_a_run_says_it_is_full(run_tc, home, wal):
         checkpoint(home)
     fill(home.parent)
     reads_work(run_tc, job)
+    for argv in (["metrics", job], ["ckpt", "list", job], ["ckpt", "list", "--nodes", job]):
+        p = run_tc(*argv, timeout=60)
+        assert p.returncode == 0, (argv, p.returncode, p.stderr)
+        assert (job if argv[0] == "ckpt" else "METRIC") in p.stdout, (argv, p.stdout)
     r = run_tc("run", "-q", "--", "/bin/sh", "-c", "echo again", timeout=120)
     assert r.returncode not in (0,) + CRASH, (r.returncode, r.stderr)
     assert str(home) in r.stderr, r.stderr
