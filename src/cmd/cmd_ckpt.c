@@ -86,7 +86,7 @@ static int list_nodes(const char *home, const char *ref, struct tc_err *err)
 	struct store_ckpt *rows = NULL;
 	int *nodes = NULL;
 	size_t n = 0;
-	int rc = store_open(home, &st, err);
+	int rc = store_open_read(home, &st, err); /* a read: on a full disk too */
 	if (!rc)
 		rc = store_job_get(st, ref, &job, err);
 	if (!rc)

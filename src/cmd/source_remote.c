@@ -296,11 +296,21 @@ static const struct source_ops remote_ops = {
 	r_checkpoints, r_sweep_json, r_metric_xy, r_metric_walk, r_endpoints, r_close,
 };
 
+static void warn_line(void *ctx, const char *line)
+{
+	(void)ctx;
+	fprintf(stderr, "trainctl: warning: %s\n", line);
+}
+
 int cmd_source_open(const char *home, const char *server, int argc, char **argv,
 		    struct job_source **out, struct tc_err *err)
 {
-	if (!server && !client_configured(argc, argv))
-		return source_local_open(home, out, err);
+	if (!server && !client_configured(argc, argv)) {
+		int rc = source_local_open(home, out, err);
+		if (!rc)
+			source_local_on_warning(*out, warn_line, NULL);
+		return rc;
+	}
 	struct client *cl = NULL;
 	int rc = client_open(server, &cl, err);
 	if (rc)

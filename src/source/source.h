@@ -111,6 +111,13 @@ struct job_source {
  */
 int source_local_open(const char *home, struct job_source **out, struct tc_err *err);
 struct job_source *source_local_wrap(struct store *st);
+/*
+ * Where the local source s says, once, what it read past: a job whose state
+ * it could not bring up to date because the file system refused the write
+ * (a full disk).  Without it, nowhere.
+ */
+void source_local_on_warning(struct job_source *s, void (*say)(void *ctx, const char *line),
+			    void *ctx);
 void source_close(struct job_source *s);
 
 static inline int source_job(struct job_source *s, const char *ref, struct source_job *out,

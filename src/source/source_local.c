@@ -14,11 +14,48 @@ struct local {
 	struct job_source base;
 	struct store *st;
 	bool own; /* opened here: closed with the source */
+	void (*say)(void *ctx, const char *line); /* source_local_on_warning */
+	void *say_ctx;
+	bool warned;
 };
 
 static struct store *st_of(struct job_source *s)
 {
 	return ((struct local *)s)->st;
+}
+
+/*
+ * backend_reconcile, for a reader: a read may find a job whose supervisor
+ * is gone and record it lost.  When the file system refuses that write
+ * (full, or the database open read-only for it), the reader still reads:
+ * the row stays as recorded, said once per source (issue 28), and *stale
+ * (when not NULL) says the row is behind what was found.
+ */
+static int reconcile(struct local *l, struct job_row *j, bool *stale, struct tc_err *err)
+{
+	struct tc_err e = TC_ERR_INIT;
+	int rc = backend_reconcile(l->st, j, &e);
+	if (stale)
+		*stale = false;
+	if (rc == TC_ESTORE && store_write_refused(l->st)) {
+		if (stale)
+			*stale = true;
+		if (!l->warned && l->say) {
+			struct sbuf line = SBUF_INIT;
+			sbuf_addf(&line, "job %s: its state cannot be brought up to date (%s): shown as"
+				  " last recorded", j->id, store_read_only(l->st) ?
+				  "the database is open read-only, as its file system refused a write" :
+				  e.msg ? e.msg : "the database refused a write");
+			l->say(l->say_ctx, line.buf);
+			sbuf_release(&line);
+		}
+		l->warned = true;
+		rc = 0;
+	} else if (rc) {
+		tc_error(err, rc, "%s", e.msg ? e.msg : tc_code_name(rc));
+	}
+	tc_err_release(&e);
+	return rc;
 }
 
 static void fill(const struct job_row *r, struct source_job *out)
@@ -58,7 +95,7 @@ static int l_list(struct job_source *s, const struct source_query *q, json_t **o
 		rc = store_job_query(st, &f, &jobs, &n, &total, err);
 	}
 	for (size_t i = 0; i < n && !rc; i++)
-		rc = backend_reconcile(st, &jobs[i], err);
+		rc = reconcile((struct local *)s, &jobs[i], NULL, err);
 	if (!rc) {
 		*out = json_array();
 		for (size_t i = 0; i < n; i++)
@@ -70,11 +107,20 @@ static int l_list(struct job_source *s, const struct source_query *q, json_t **o
 
 static int l_job_json(struct job_source *s, const char *ref, json_t **out, struct tc_err *err)
 {
-	return jobs_show(st_of(s), ref, true, out, err);
+	struct local *l = (struct local *)s;
+	struct job_row j = { 0 };
+	/* jobs_show reconciles too: here first, so that a refused write is no failure */
+	int rc = store_job_get(l->st, ref, &j, err);
+	if (!rc)
+		rc = reconcile(l, &j, NULL, err);
+	if (!rc)
+		rc = jobs_show(l->st, j.id, false, out, err);
+	job_row_release(&j);
+	return rc;
 }
 
 struct follow_ctx {
-	struct store *st;
+	struct local *l;
 	const char *id;
 };
 
@@ -83,10 +129,10 @@ static bool job_alive(void *data)
 	struct follow_ctx *f = data;
 	struct job_row j = { 0 };
 	struct tc_err err = TC_ERR_INIT;
-	bool alive = false;
-	if (store_job_get(f->st, f->id, &j, &err) == 0 &&
-	    backend_reconcile(f->st, &j, &err) == 0)
-		alive = !job_state_terminal(j.state);
+	bool alive = false, stale = false;
+	/* stale: the job was found ended and could not be recorded so; follow no further */
+	if (store_job_get(f->l->st, f->id, &j, &err) == 0 && reconcile(f->l, &j, &stale, &err) == 0)
+		alive = !stale && !job_state_terminal(j.state);
 	job_row_release(&j);
 	tc_err_release(&err);
 	return alive;
@@ -100,7 +146,7 @@ static int l_logs(struct job_source *s, struct source_job *sj, const struct sour
 	*none = false;
 	int rc = store_job_get(st, sj->id, &j, err);
 	if (!rc)
-		rc = backend_reconcile(st, &j, err);
+		rc = reconcile((struct local *)s, &j, NULL, err);
 	if (rc)
 		goto out;
 	free(sj->state);
@@ -112,7 +158,7 @@ static int l_logs(struct job_source *s, struct source_job *sj, const struct sour
 		*none = have == 0;
 		goto out;
 	}
-	struct follow_ctx fc = { st, j.id };
+	struct follow_ctx fc = { (struct local *)s, j.id };
 	struct logs_opts lo = { j.run_dir, (int)o->rank, o->tail, o->follow,
 				o->rank < 0 && j.world_size != 1, job_alive, &fc, o->timestamps,
 				o->merge };
@@ -206,10 +252,19 @@ struct job_source *source_local_wrap(struct store *st)
 	return &l->base;
 }
 
+void source_local_on_warning(struct job_source *s, void (*say)(void *ctx, const char *line),
+			    void *ctx)
+{
+	struct local *l = (struct local *)s;
+	l->say = say;
+	l->say_ctx = ctx;
+}
+
 int source_local_open(const char *home, struct job_source **out, struct tc_err *err)
 {
 	struct store *st = NULL;
-	int rc = store_open(home, &st, err);
+	/* a reader reads on a full disk too: read-only when writing is refused */
+	int rc = store_open_read(home, &st, err);
 	if (rc)
 		return rc;
 	*out = source_local_wrap(st);

@@ -21,19 +21,53 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
+/* No block left for us on the file system holding home (an I/O error's likely cause). */
+static bool fs_full(const char *home)
+{
+	struct statvfs fs;
+	return home && statvfs(home, &fs) == 0 && fs.f_bavail == 0;
+}
+
+/*
+ * Say what failed, in words a user can act on where sqlite's alone would not
+ * do (db_fail, store_int.h).  sqlite_msg is sqlite's message of the failure;
+ * what, the step that failed, or NULL (exec_sql's errors never named one).
+ */
+static int word_fail(struct store *st, struct tc_err *err, const char *what,
+		     const char *sqlite_msg)
+{
+	int code = sqlite3_errcode(st->db) & 0xff, sys = sqlite3_system_errno(st->db);
+	bool full = code == SQLITE_FULL ||
+		    (code == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT || fs_full(st->home)));
+	st->refused = full || code == SQLITE_READONLY ||
+		      (code == SQLITE_IOERR && sys == EROFS);
+	st->named = st->path && (full || code == SQLITE_NOTADB || code == SQLITE_CORRUPT);
+	if (!st->named)
+		return what ? tc_error(err, TC_ESTORE, "database: %s: %s", what, sqlite_msg)
+			    : tc_error(err, TC_ESTORE, "database: %s", sqlite_msg);
+	if (!full)
+		return tc_error(err, TC_ESTORE, "database %s is damaged (sqlite: %s): move it aside and"
+				" start again, or restore a copy; `trainctl doctor` checks the state"
+				" folder", st->path, sqlite_msg);
+	return tc_error(err, TC_ESTORE, "database %s: the file system holding %s is %s (sqlite: %s):"
+			" free space there, then try again", st->path, st->home,
+			sys == EDQUOT ? "over its quota" : "full", sqlite_msg);
+}
+
 int db_fail(struct store *st, struct tc_err *err, const char *what)
 {
-	return tc_error(err, TC_ESTORE, "database: %s: %s", what, sqlite3_errmsg(st->db));
+	return word_fail(st, err, what, sqlite3_errmsg(st->db));
 }
 
 int exec_sql(struct store *st, const char *sql, struct tc_err *err)
 {
 	char *msg = NULL;
 	if (sqlite3_exec(st->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		int rc = tc_error(err, TC_ESTORE, "database: %s", msg ? msg : "error");
+		int rc = word_fail(st, err, NULL, msg ? msg : "error");
 		sqlite3_free(msg);
 		return rc;
 	}
@@ -117,22 +151,52 @@ static int wal_mode(struct store *st, struct tc_err *err)
 	}
 }
 
-/* store_open with SQLite's open flags: SQLITE_OPEN_NOMUTEX or 0. */
-static int open_db(const char *home, int flags, struct store **out, struct tc_err *err)
+/*
+ * How a connection is opened: store_open's, read and write, with the
+ * schema brought up to date; or store_open_read's fallbacks, read-only
+ * with the schema as it is (OPEN_READ: with the -wal and -shm, which must
+ * exist or be made; OPEN_FILE: the database file alone, immutable=1).
+ */
+enum open_how { OPEN_WRITE, OPEN_READ, OPEN_FILE };
+
+/* "file:PATH?immutable=1", PATH escaped as a URI path (SQLite decodes %XX) */
+static void immutable_uri(struct sbuf *uri, const char *path)
 {
-	struct sbuf path = SBUF_INIT;
-	struct store *st = xcalloc(1, sizeof(*st));
-	int rc = mkdir_p(home, err);
-	if (rc)
-		goto fail;
-	sbuf_addf(&path, "%s/trainctl.db", home);
-	if ((rc = store_private_files(home, path.buf, err)))
-		goto fail;
-	if (sqlite3_open_v2(path.buf, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | flags,
-			    NULL) != SQLITE_OK) {
-		rc = tc_error(err, TC_ESTORE, "cannot open database '%s': %s", path.buf,
+	sbuf_adds(uri, "file:");
+	for (const unsigned char *c = (const unsigned char *)path; *c; c++) {
+		if (isalnum(*c) || strchr("/-._~", *c))
+			sbuf_addch(uri, (char)*c);
+		else
+			sbuf_addf(uri, "%%%02X", *c);
+	}
+	sbuf_adds(uri, "?immutable=1");
+}
+
+/*
+ * The connection to st->path, how says which, with SQLite's open flags
+ * (SQLITE_OPEN_NOMUTEX or 0).  The first read is here, so a database that
+ * is damaged or cannot be read says so now.
+ */
+static int connect_db(struct store *st, enum open_how how, int flags, struct tc_err *err)
+{
+	struct sbuf uri = SBUF_INIT;
+	const char *name = st->path;
+	if (how == OPEN_WRITE) {
+		flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+	} else {
+		flags |= SQLITE_OPEN_READONLY;
+		st->read_only = true;
+	}
+	if (how == OPEN_FILE) {
+		immutable_uri(&uri, st->path);
+		name = uri.buf;
+		flags |= SQLITE_OPEN_URI;
+	}
+	int rc = 0;
+	if (sqlite3_open_v2(name, &st->db, flags, NULL) != SQLITE_OK) {
+		rc = tc_error(err, TC_ESTORE, "cannot open database '%s': %s", st->path,
 			      st->db ? sqlite3_errmsg(st->db) : "out of memory");
-		goto fail;
+		goto out;
 	}
 	sqlite3_busy_timeout(st->db, 10000);
 	/*
@@ -141,20 +205,51 @@ static int open_db(const char *home, int flags, struct store **out, struct tc_er
 	 * (every 1000 pages) keep the WAL bounded instead.
 	 */
 	if (sqlite3_db_config(st->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL) != SQLITE_OK) {
-		rc = tc_error(err, TC_ESTORE, "cannot configure database '%s': %s", path.buf,
+		rc = tc_error(err, TC_ESTORE, "cannot configure database '%s': %s", st->path,
 			      sqlite3_errmsg(st->db));
-		goto fail;
+		goto out;
 	}
-	if ((rc = wal_mode(st, err)) ||
-	    (rc = exec_sql(st, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", err)))
+	if (how == OPEN_WRITE) {
+		if ((rc = wal_mode(st, err)) ||
+		    (rc = exec_sql(st, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", err)))
+			goto out;
+		rc = store_migrate(st, err);
+	} else {
+		rc = store_schema_current(st, err);
+	}
+out:
+	sbuf_release(&uri);
+	return rc;
+}
+
+/* The primary SQLite code of st's last failure; 0 when it has no connection. */
+static int fail_code(const struct store *st)
+{
+	return st->db ? sqlite3_errcode(st->db) & 0xff : 0;
+}
+
+/* Open home's database how says; *code: SQLite's code of a failure (0: none or not SQLite's). */
+static int open_db(const char *home, enum open_how how, int flags, struct store **out, int *code,
+		   struct tc_err *err)
+{
+	struct store *st = xcalloc(1, sizeof(*st));
+	struct sbuf path = SBUF_INIT;
+	*code = 0;
+	st->home = xstrdup(home);
+	int rc = mkdir_p(home, err);
+	if (rc)
 		goto fail;
-	if ((rc = store_migrate(st, err)))
+	sbuf_addf(&path, "%s/trainctl.db", home);
+	st->path = xstrdup(path.buf);
+	if ((rc = store_private_files(home, path.buf, err)) || (rc = connect_db(st, how, flags, err)))
 		goto fail;
 	sbuf_release(&path);
 	*out = st;
 	return 0;
 fail:
-	tc_error_prefix(err, "%s", path.len ? path.buf : home);
+	*code = fail_code(st);
+	if (!st->named) /* the message names the database already */
+		tc_error_prefix(err, "%s", path.len ? path.buf : home);
 	sbuf_release(&path);
 	store_close(st);
 	return rc;
@@ -162,12 +257,68 @@ fail:
 
 int store_open(const char *home, struct store **out, struct tc_err *err)
 {
-	return open_db(home, 0, out, err);
+	int code;
+	return open_db(home, OPEN_WRITE, 0, out, &code, err);
 }
 
 int store_open_unlocked(const char *home, struct store **out, struct tc_err *err)
 {
-	return open_db(home, SQLITE_OPEN_NOMUTEX, out, err);
+	int code;
+	return open_db(home, OPEN_WRITE, SQLITE_OPEN_NOMUTEX, out, &code, err);
+}
+
+/* Is there WAL content that the database file alone would not show? */
+static bool wal_has_frames(const char *home)
+{
+	struct sbuf wal = SBUF_INIT;
+	struct stat sb;
+	sbuf_addf(&wal, "%s/trainctl.db-wal", home);
+	bool frames = stat(wal.buf, &sb) == 0 ? sb.st_size > 0 : errno != ENOENT;
+	sbuf_release(&wal);
+	return frames;
+}
+
+/*
+ * A full disk must not hide the jobs (issue 28): opening for writing makes
+ * the -wal and -shm and sizes the -shm, which a full file system refuses.
+ * Then read-only: SQLite reads a WAL database whose -shm exists or can be
+ * made (sqlite.org/wal.html, "Read-Only Databases"); failing that, when the
+ * WAL holds nothing (another program's last close checkpointed it into the
+ * database and removed it), the database file is the whole truth.  A WAL
+ * with frames and no -shm stays an error: the file alone would be stale.
+ */
+int store_open_read(const char *home, struct store **out, struct tc_err *err)
+{
+	int code, rc = open_db(home, OPEN_WRITE, 0, out, &code, err);
+	if (!rc || (code != SQLITE_FULL && code != SQLITE_READONLY && code != SQLITE_CANTOPEN &&
+		    code != SQLITE_IOERR && code != SQLITE_PERM))
+		return rc;
+	/* the first error stands when no read-only way works: it says why */
+	struct tc_err e2 = TC_ERR_INIT;
+	int r2 = open_db(home, OPEN_READ, 0, out, &code, &e2);
+	if (r2 && code != SQLITE_NOTADB && code != SQLITE_CORRUPT && !wal_has_frames(home)) {
+		tc_err_release(&e2);
+		r2 = open_db(home, OPEN_FILE, 0, out, &code, &e2);
+	}
+	if (!r2) {
+		tc_err_release(err);
+	} else if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) {
+		tc_err_release(err);
+		*err = e2; /* damaged: that is what to say */
+		return r2;
+	}
+	tc_err_release(&e2);
+	return r2 ? rc : 0;
+}
+
+bool store_read_only(const struct store *st)
+{
+	return st->read_only;
+}
+
+bool store_write_refused(const struct store *st)
+{
+	return st->refused;
 }
 
 int store_keep_pages(struct store *st, int mib, struct tc_err *err)
@@ -182,6 +333,8 @@ void store_close(struct store *st)
 	if (!st)
 		return;
 	sqlite3_close(st->db);
+	free(st->path);
+	free(st->home);
 	free(st);
 }
 

@@ -34,6 +34,23 @@ int store_open(const char *home, struct store **out, struct tc_err *err);
  * per column read).
  */
 int store_open_unlocked(const char *home, struct store **out, struct tc_err *err);
+/*
+ * For a reader (the read verbs' job source): store_open, or, when that
+ * needs a write the file system refuses (full, read-only, over quota), the
+ * same database read-only: its -wal and -shm as they are, or, when there
+ * is no -wal to read (all of it is in the database file) and no -shm can
+ * be made, the file alone (SQLite's immutable=1).  The schema must be
+ * current: a migration is a write.
+ */
+int store_open_read(const char *home, struct store **out, struct tc_err *err);
+/* store_open_read opened it read-only: every write fails (store_write_refused). */
+bool store_read_only(const struct store *st);
+/*
+ * Was st's last failure a write that the file system or a read-only
+ * connection refused (full, over quota, read-only)?  A reader that wrote
+ * in passing (a job found lost) reads on, showing what is recorded.
+ */
+bool store_write_refused(const struct store *st);
 void store_close(struct store *st);
 /*
  * Let st keep up to mib MiB of database pages in memory (SQLite's default is

@@ -14,14 +14,26 @@
 
 struct store {
 	sqlite3 *db;
+	char *path;     /* HOME/trainctl.db */
+	char *home;     /* the state folder holding it */
+	bool read_only; /* store_open_read fell back to a read-only connection */
+	bool refused;   /* the last failure was a write the file system refused */
+	bool named;     /* the last failure's message names the database already */
 };
 
-/* Fill err with "database: WHAT: sqlite's message" (TC_ESTORE); returns TC_ESTORE. */
+/*
+ * Fill err with "database: WHAT: sqlite's message" (TC_ESTORE); returns
+ * TC_ESTORE.  Two faults are worded for the user instead, naming the file:
+ * a damaged database (SQLITE_NOTADB, SQLITE_CORRUPT) and a full file system
+ * (SQLITE_FULL, or ENOSPC/EDQUOT under an I/O error).
+ */
 int db_fail(struct store *st, struct tc_err *err, const char *what);
 /* Run sql (several statements, no parameters) with sqlite3_exec; TC_ESTORE. */
 int exec_sql(struct store *st, const char *sql, struct tc_err *err);
 /* Bring the schema up to date (store_schema.c); an open calls it once. */
 int store_migrate(struct store *st, struct tc_err *err);
+/* 0 when the schema is this trainctl's, without writing (a read-only open); TC_ESTORE else. */
+int store_schema_current(struct store *st, struct tc_err *err);
 
 /*
  * The one way the store files run a statement.  fmt has one letter per

@@ -230,3 +230,13 @@ int store_migrate(struct store *st, struct tc_err *err)
 			      version, want);
 	return rc;
 }
+
+int store_schema_current(struct store *st, struct tc_err *err)
+{
+	int version = 0, want = (int)(sizeof(migrations) / sizeof(migrations[0]));
+	int rc = schema_version(st, &version, err);
+	if (!rc && version != want)
+		rc = tc_error(err, TC_ESTORE, "database schema %d is not this trainctl's (%d), and it"
+			      " cannot be brought up to date read-only", version, want);
+	return rc;
+}
