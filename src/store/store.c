@@ -840,3 +840,55 @@ void event_rows_free(struct event_row *v, size_t nr)
 		free(v[i].reason);
 	free(v);
 }
+
+/* ---- for trainctl doctor (jobs/doctor.c) ---- */
+
+int store_open_as_is(const char *home, struct store **out, struct tc_err *err)
+{
+	struct sbuf path = SBUF_INIT;
+	struct store *st = xcalloc(1, sizeof(*st));
+	int rc = 0;
+	*out = NULL;
+	sbuf_addf(&path, "%s/trainctl.db", home);
+	/* no SQLITE_OPEN_CREATE, no chmod, no migration: the file is looked at as it is */
+	if (sqlite3_open_v2(path.buf, &st->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+		rc = tc_error(err, TC_ESTORE, "cannot open database '%s': %s", path.buf,
+			      st->db ? sqlite3_errmsg(st->db) : "out of memory");
+		store_close(st);
+	} else {
+		sqlite3_busy_timeout(st->db, 10000);
+		*out = st;
+	}
+	sbuf_release(&path);
+	return rc;
+}
+
+int store_integrity(struct store *st, char **damage, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	struct sbuf out = SBUF_INIT;
+	*damage = NULL;
+	int r = sqlite3_prepare_v2(st->db, "PRAGMA integrity_check(10)", -1, &q, NULL);
+	if (r == SQLITE_OK) {
+		while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+			const char *line = (const char *)sqlite3_column_text(q, 0);
+			if (line && strcmp(line, "ok") != 0)
+				sbuf_addf(&out, "%s%s", out.len ? "; " : "", line);
+		}
+		sqlite3_finalize(q);
+	}
+	int primary = r & 0xff;
+	if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) {
+		sbuf_release(&out);
+		*damage = xstrdup(sqlite3_errmsg(st->db));
+		return 0;
+	}
+	if (r != SQLITE_DONE) {
+		sbuf_release(&out);
+		return db_fail(st, err, "integrity check");
+	}
+	if (out.len)
+		*damage = sbuf_detach(&out);
+	sbuf_release(&out);
+	return 0;
+}

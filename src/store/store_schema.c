@@ -230,3 +230,9 @@ int store_migrate(struct store *st, struct tc_err *err)
 			      version, want);
 	return rc;
 }
+
+int store_schema_versions(struct store *st, int *have, int *want, struct tc_err *err)
+{
+	*want = (int)(sizeof(migrations) / sizeof(migrations[0]));
+	return schema_version(st, have, err);
+}
