@@ -58,9 +58,8 @@ static void print_text(const struct doctor_report *r, const char *home, bool fix
 	else if (fix)
 		printf("%zu problem%s left in %s (%zu repaired)\n", left, left == 1 ? "" : "s", home,
 		       r->nr - left);
-	else
-		printf("%zu problem%s in %s (`trainctl doctor --fix` repairs what it can)\n", left,
-		       left == 1 ? "" : "s", home);
+	else /* each line says whether --fix repairs it */
+		printf("%zu problem%s in %s\n", left, left == 1 ? "" : "s", home);
 }
 
 int cmd_doctor(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)

@@ -95,11 +95,10 @@ static void check_database(struct doc *d)
 		    " may read and write it, then run doctor again%s", e.msg, skip);
 	} else if (damage) {
 		add(d, DOCTOR_DATABASE, db.buf, NULL, false,
-		    "damaged (integrity check: %s): stop every trainctl using this folder, move it aside"
-		    " with its -wal and -shm (mv trainctl.db trainctl.db.damaged, the same for the"
-		    " others), then restore a copy, or let the next command start an empty one;"
-		    " `sqlite3 trainctl.db.damaged .recover` may save its rows. doctor never deletes"
-		    " rows to make it pass%s", damage, skip);
+		    "damaged (%s): stop every trainctl using this folder, move it aside with its -wal"
+		    " and -shm (mv trainctl.db trainctl.db.damaged), then restore a copy or let the"
+		    " next command start an empty one; `sqlite3 trainctl.db.damaged .recover` may"
+		    " save its rows (doctor never deletes rows to make it pass)%s", damage, skip);
 	} else if (store_schema_versions(d->st, &have, &want, &e)) {
 		add(d, DOCTOR_DATABASE, db.buf, NULL, false, "cannot read its schema version (%s)%s",
 		    e.msg, skip);
