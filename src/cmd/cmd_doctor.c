@@ -11,7 +11,7 @@
 static const char usage[] =
 	"usage: trainctl doctor [--fix] [--json]\n\n"
 	"Checks the state folder ($TRAINCTL_HOME): the database (integrity, schema), the\n"
-	"permissions of the folder, the database and each job's job.env and job.yaml,\n"
+	"permissions of the folder, the database and each run folder's job.env and spec,\n"
 	"jobs marked running whose supervisor is gone, stale device leases, and run\n"
 	"folders without a job (and jobs without their folder).  One line per finding:\n"
 	"what is wrong and what --fix does.\n\n"
