@@ -114,12 +114,14 @@ static void check_database(struct doc *d)
 		/* the migration is store_open's, the same as every command's */
 		store_close(d->st);
 		d->st = NULL;
-		if (store_open(d->home, &d->st, &e))
+		if (store_open(d->home, &d->st, &e)) {
 			add(d, DOCTOR_DATABASE, db.buf, NULL, false, "schema %d: migration to %d failed (%s)%s",
 			    have, want, e.msg, skip);
-		else
+		} else {
+			d->skipped = false;
 			add(d, DOCTOR_DATABASE, db.buf, NULL, true, "schema %d was older than this"
 			    " trainctl's: migrated to %d", have, want);
+		}
 	} else {
 		d->skipped = false;
 	}

@@ -7,7 +7,7 @@ import sqlite3
 import stat
 import subprocess
 
-from conftest import REPO, wait_until
+from conftest import REPO, bash_complete, wait_until
 
 
 def short_job(run_tc):
@@ -41,7 +41,11 @@ def test_clean_home_is_ok(run_tc, home):
     assert findings(run_tc, "--fix") == (0, [])
 
 
-def test_bad_usage_exits_2(run_tc):
+def test_usage_and_completion(run_tc, trainctl, home):
+    p = run_tc("doctor", "--help")
+    assert p.returncode == 0 and p.stdout.startswith("usage: trainctl doctor [--fix] [--json]")
+    assert bash_complete(trainctl, home, ["doct"]) == ["doctor"]
+    assert bash_complete(trainctl, home, ["doctor", "--f"]) == ["--fix"]
     p = run_tc("doctor", "--fixx")
     assert p.returncode == 2 and "--fix" in p.stderr, p.stderr
     p = run_tc("doctor", "somewhere")
@@ -179,3 +183,17 @@ def test_docs_example(run_tc, home):
         p = run_tc(*args)
         want = "\n".join(lines).replace("/home/ada/.trainctl", str(home)).replace(doc_job, job)
         assert p.stdout == want + "\n", p.stderr
+
+
+def test_newer_schema_is_named_and_left(run_tc, home):
+    short_job(run_tc)
+    with sqlite3.connect(home / "trainctl.db") as c:
+        have = c.execute("PRAGMA user_version").fetchone()[0]
+        c.execute(f"PRAGMA user_version = {have + 1}")
+    for flags in ((), ("--fix",)):
+        rc, found = findings(run_tc, *flags)
+        assert rc == 1
+        assert [(f["kind"], f["fixed"]) for f in found] == [("database", False)], found
+        assert found[0]["message"].startswith(
+            f"schema {have + 1} was written by a newer trainctl (this one knows {have})")
+        assert db_rows(home, "PRAGMA user_version") == [(have + 1,)]
