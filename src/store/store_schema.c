@@ -197,6 +197,12 @@ static int schema_version(struct store *st, int *version, struct tc_err *err)
 	return step == SQLITE_ROW ? 0 : db_fail(st, err, "read schema version");
 }
 
+int store_schema_versions(struct store *st, int *have, int *want, struct tc_err *err)
+{
+	*want = (int)(sizeof(migrations) / sizeof(migrations[0]));
+	return schema_version(st, have, err);
+}
+
 /*
  * The version is read again inside each BEGIN IMMEDIATE: two processes
  * opening a new database at once (a `run` and a `show`) would otherwise
@@ -229,10 +235,4 @@ int store_migrate(struct store *st, struct tc_err *err)
 		rc = tc_error(err, TC_ESTORE, "database schema %d is newer than this trainctl knows (%d)",
 			      version, want);
 	return rc;
-}
-
-int store_schema_versions(struct store *st, int *have, int *want, struct tc_err *err)
-{
-	*want = (int)(sizeof(migrations) / sizeof(migrations[0]));
-	return schema_version(st, have, err);
 }
