@@ -136,7 +136,7 @@ static void check_database(struct doc *d)
 
 /* ---- 2. permissions ---- */
 
-/* Make path (opened through fd, which we own and close) mode; 0 or -1 with errno. */
+/* fchmod the file open on fd (ours to close) unless it is no longer was; 0 or -1 with errno. */
 static int chmod_fd(int fd, const struct stat *was, mode_t mode)
 {
 	struct stat now;
@@ -154,9 +154,10 @@ static int chmod_fd(int fd, const struct stat *was, mode_t mode)
 }
 
 /*
- * One file or folder: name below dirfd (path, for the message), whose bits
- * in bad nobody may have (kept is what --fix leaves).  Owner: ours or root
- * when own_check.  Missing is fine.
+ * One file or folder: name below dirfd (path, for the message), which must
+ * have none of the bits in bad (why: what they let others do); --fix takes
+ * them away when it is ours (as root: anyone's).  own_check: it must be
+ * ours or root's.  Missing is fine.
  */
 static void check_mode(struct doc *d, int dirfd, const char *name, const char *path, bool is_dir,
 		       mode_t bad, bool own_check, const char *why)
@@ -184,10 +185,15 @@ static void check_mode(struct doc *d, int dirfd, const char *name, const char *p
 	if (!(mode & bad))
 		return;
 	mode_t want = mode & ~bad;
-	if (!d->fix || !ours) {
-		add(d, DOCTOR_PERMISSIONS, path, NULL, false, "mode %04o, %s: %s %04o", (unsigned)mode,
-		    why, ours ? "--fix makes it" : "not ours to change (its owner can chmod it to)",
-		    (unsigned)want);
+	if (!ours) {
+		add(d, DOCTOR_PERMISSIONS, path, NULL, false,
+		    "mode %04o, %s: owned by uid %u, who can make it %04o (doctor changes only its"
+		    " own files)", (unsigned)mode, why, (unsigned)sb.st_uid, (unsigned)want);
+		return;
+	}
+	if (!d->fix) {
+		add(d, DOCTOR_PERMISSIONS, path, NULL, false, "mode %04o, %s: --fix makes it %04o",
+		    (unsigned)mode, why, (unsigned)want);
 		return;
 	}
 	struct tc_err e = TC_ERR_INIT;
