@@ -24,6 +24,7 @@ static const struct command {
 	{ "logs", cmd_logs, "print or follow a job's logs" },
 	{ "endpoints", cmd_endpoints, "list a job's endpoints (Jupyter, TensorBoard, ...) and their URLs" },
 	{ "devices", cmd_devices, "list the accelerators and CPUs of this machine" },
+	{ "doctor", cmd_doctor, "check the state folder (database, permissions, jobs, leases) and repair" },
 	{ "plan", cmd_plan, "search parallel strategies and pipeline partitions" },
 	{ "metrics", cmd_metrics, "list a job's metrics points (table, csv, json)" },
 	{ "export", cmd_export, "write a job's metrics as TensorBoard event files" },

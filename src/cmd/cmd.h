@@ -27,6 +27,7 @@ int cmd_ps(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_show(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_logs(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_devices(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_doctor(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_plan(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_metrics(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_export(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);

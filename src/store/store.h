@@ -82,6 +82,17 @@ int store_read_begin(struct store *st, struct tc_err *err);
 int store_runs_private(const char *home, struct tc_err *err);
 
 /*
+ * For `trainctl doctor`, which must change nothing unless asked: open
+ * home's existing trainctl.db as it is (no create, no chmod, no
+ * migration); PRAGMA integrity_check, 0 with *damage NULL when it says ok,
+ * else (heap) what is wrong, "file is not a database" included; the
+ * schema version the file has and the one this trainctl writes.
+ */
+int store_open_as_is(const char *home, struct store **out, struct tc_err *err);
+int store_integrity(struct store *st, char **damage, struct tc_err *err);
+int store_schema_versions(struct store *st, int *have, int *want, struct tc_err *err);
+
+/*
  * The tables by concern, one header each (and one .c file each), all
  * included here so that a caller includes store.h alone.
  */

@@ -60,11 +60,12 @@ void store_leases_free(struct store_lease *v, size_t nr)
 }
 
 /*
- * The held leases of type (NULL: every type) into *out, by type and id.
- * Stale rows are left alone: the next taker replaces them.
+ * The held leases of type (NULL: every type) into *out, by type and id
+ * (stale: the stale ones instead, for doctor).  Stale rows are otherwise
+ * left alone: the next taker replaces them.
  */
-static int held(struct store *st, const char *type, struct store_lease **out, size_t *nr,
-		struct tc_err *err)
+static int leases_of(struct store *st, const char *type, bool stale, struct store_lease **out,
+		     size_t *nr, struct tc_err *err)
 {
 	sqlite3_stmt *q;
 	size_t alloc = 0;
@@ -77,7 +78,7 @@ static int held(struct store *st, const char *type, struct store_lease **out, si
 		return r;
 	struct store_lease l;
 	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
-		if (!read_lease(q, &l)) {
+		if (read_lease(q, &l) == stale) {
 			store_lease_release(&l);
 			continue;
 		}
@@ -97,7 +98,7 @@ static int held(struct store *st, const char *type, struct store_lease **out, si
 int store_leases_held(struct store *st, struct store_lease **out, size_t *nr,
 		      struct tc_err *err)
 {
-	return held(st, NULL, out, nr, err);
+	return leases_of(st, NULL, false, out, nr, err);
 }
 
 /* The live lease of another job on device id, or NULL. */
@@ -139,7 +140,7 @@ int store_lease_take(struct store *st, const char *job, const char *type, const 
 		return db_fail(st, err, "take lease");
 	struct store_lease *v = NULL;
 	size_t nv = 0;
-	int rc = held(st, type, &v, &nv, err);
+	int rc = leases_of(st, type, false, &v, &nv, err);
 	int k = 0;
 	const struct store_lease *first = NULL;
 	for (int i = 0; !rc && i < ncand && k < n; i++) {
@@ -176,4 +177,20 @@ int store_lease_take(struct store *st, const char *job, const char *type, const 
 int store_lease_drop(struct store *st, const char *job, struct tc_err *err)
 {
 	return run_stmt(st, err, "DELETE FROM leases WHERE job_id=?", "s", job);
+}
+
+int store_leases_stale(struct store *st, struct store_lease **out, size_t *nr,
+		       struct tc_err *err)
+{
+	return leases_of(st, NULL, true, out, nr, err);
+}
+
+int store_lease_drop_stale(struct store *st, const struct store_lease *l, struct tc_err *err)
+{
+	/* the row as it was read: a lease taken anew since (another pid) stays */
+	return run_stmt(st, err,
+			"DELETE FROM leases WHERE device_type=? AND device_id=? AND job_id=?"
+			" AND pid=? AND ticks=?",
+			"sisii", l->type, (long long)l->id, l->job_id, (long long)l->pid,
+			(long long)l->ticks);
 }

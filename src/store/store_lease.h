@@ -59,5 +59,9 @@ int store_leases_held(struct store *st, struct store_lease **out, size_t *nr,
 		      struct tc_err *err);
 void store_lease_release(struct store_lease *l);
 void store_leases_free(struct store_lease *v, size_t nr);
+/* For doctor: the stale leases (see above), and the drop of one exactly as it was read. */
+int store_leases_stale(struct store *st, struct store_lease **out, size_t *nr,
+		       struct tc_err *err);
+int store_lease_drop_stale(struct store *st, const struct store_lease *l, struct tc_err *err);
 
 #endif

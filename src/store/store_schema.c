@@ -1,11 +1,14 @@
 /*
  * store_schema.c -- the database's tables: the migrations, each run once and
- * in order, and user_version, which records how far (store_migrate).
+ * in order, and user_version, which records how far (store_migrate); and
+ * doctor's look at the file as it is: its integrity and its schema.
  */
 #include "store/store_int.h"
 #include "core/sbuf.h"
+#include "core/xalloc.h"
 
 #include <sqlite3.h>
+#include <string.h>
 
 /* Each migration runs once, in order; user_version records how far. */
 static const char *const migrations[] = {
@@ -195,6 +198,64 @@ static int schema_version(struct store *st, int *version, struct tc_err *err)
 		*version = sqlite3_column_int(q, 0);
 	sqlite3_finalize(q);
 	return step == SQLITE_ROW ? 0 : db_fail(st, err, "read schema version");
+}
+
+/* ---- for trainctl doctor (jobs/doctor.c): the file as it is, its integrity, its schema ---- */
+
+int store_schema_versions(struct store *st, int *have, int *want, struct tc_err *err)
+{
+	*want = (int)(sizeof(migrations) / sizeof(migrations[0]));
+	return schema_version(st, have, err);
+}
+
+int store_open_as_is(const char *home, struct store **out, struct tc_err *err)
+{
+	struct sbuf path = SBUF_INIT;
+	struct store *st = xcalloc(1, sizeof(*st));
+	int rc = 0;
+	*out = NULL;
+	sbuf_addf(&path, "%s/trainctl.db", home);
+	/* no SQLITE_OPEN_CREATE, no chmod, no migration: the file is looked at as it is */
+	if (sqlite3_open_v2(path.buf, &st->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+		rc = tc_error(err, TC_ESTORE, "cannot open database '%s': %s", path.buf,
+			      st->db ? sqlite3_errmsg(st->db) : "out of memory");
+		store_close(st);
+	} else {
+		sqlite3_busy_timeout(st->db, 10000);
+		*out = st;
+	}
+	sbuf_release(&path);
+	return rc;
+}
+
+int store_integrity(struct store *st, char **damage, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	struct sbuf out = SBUF_INIT;
+	*damage = NULL;
+	int r = sqlite3_prepare_v2(st->db, "PRAGMA integrity_check(10)", -1, &q, NULL);
+	if (r == SQLITE_OK) {
+		while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+			const char *line = (const char *)sqlite3_column_text(q, 0);
+			if (line && strcmp(line, "ok") != 0)
+				sbuf_addf(&out, "%s%s", out.len ? "; " : "", line);
+		}
+		sqlite3_finalize(q);
+	}
+	int primary = r & 0xff;
+	if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) {
+		sbuf_release(&out);
+		*damage = xstrdup(sqlite3_errmsg(st->db));
+		return 0;
+	}
+	if (r != SQLITE_DONE) {
+		sbuf_release(&out);
+		return db_fail(st, err, "integrity check");
+	}
+	if (out.len)
+		*damage = sbuf_detach(&out);
+	sbuf_release(&out);
+	return 0;
 }
 
 /*
