@@ -81,10 +81,15 @@ static int local_resume(const struct backend_env *env, struct store *st, const s
 	return jobs_requeue(st, j->id, JOB_QUEUED, false, "resumed", err);
 }
 
+static bool local_gone(const struct job_row *j)
+{
+	return job_state_active(j->state) && !proc_alive(j->sup_pid, j->sup_ticks);
+}
+
 /* A job that claims to be active but whose supervisor is gone is marked lost. */
 static int local_reconcile(struct store *st, struct job_row *j, struct tc_err *err)
 {
-	if (!job_state_active(j->state) || proc_alive(j->sup_pid, j->sup_ticks))
+	if (!local_gone(j))
 		return 0;
 	struct sbuf why = SBUF_INIT;
 	sbuf_addf(&why, "supervisor (pid %ld) is gone without recording an end", (long)j->sup_pid);
@@ -109,6 +114,11 @@ const struct backend_ops backend_local = {
 	.settle = NULL,
 	.to_json = NULL,
 };
+
+bool backend_supervisor_gone(const struct job_row *j)
+{
+	return backend_of(j) == &backend_local && local_gone(j);
+}
 
 /* ---- the table ---- */
 

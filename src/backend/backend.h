@@ -123,6 +123,12 @@ static inline const char *backend_name(const struct backend_ops *b)
  * backend (Slurm may be gone).
  */
 int backend_reconcile(struct store *st, struct job_row *j, struct tc_err *err);
+/*
+ * Would backend_reconcile record j lost?  A local job marked active whose
+ * supervisor (pid and start time) no longer runs; a Slurm job's state is
+ * Slurm's to tell (false).  A read: `trainctl doctor` reports it first.
+ */
+bool backend_supervisor_gone(const struct job_row *j);
 
 /*
  * `trainctl server` is the hub of the jobs it submits (hub/hub.h): url is

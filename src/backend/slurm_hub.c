@@ -131,6 +131,13 @@ int slurm_hub_register(struct store *st, const char *job_id, const struct spec *
 	return rc;
 }
 
+/* the hub's and the report's warnings: on the driver's console */
+static void report_warn(void *ctx, const char *msg)
+{
+	(void)ctx;
+	launch_say("%s", msg);
+}
+
 int slurm_hub_start(struct store *st, const char *home, const char *job_id,
 		    const struct spec *s, struct slurm_hub **out, struct strvec *env_add,
 		    struct tc_err *err)
@@ -140,8 +147,8 @@ int slurm_hub_start(struct store *st, const char *home, const char *job_id,
 	int port = 0;
 	*out = NULL;
 	int rc = listen_addr(&addr, &port, err);
-	if (!rc)
-		rc = hub_new(home, &sh->h, err);
+	if (!rc && !(rc = hub_new(home, &sh->h, err)))
+		hub_set_warn(sh->h, report_warn, NULL);
 	if (!rc)
 		rc = hub_daemon_start(sh->h, addr, port, &sh->d, &port, err);
 	if (!rc) {
@@ -242,11 +249,6 @@ out:
 	free(home);
 }
 
-static void report_warn(void *ctx, const char *msg)
-{
-	(void)ctx;
-	launch_say("%s", msg);
-}
 
 /*
  * Take what the job's nodes left in their journals: a supervisor waits
@@ -546,7 +548,10 @@ int slurm_hub_main(const char *home, const char *job_id, struct tc_err *err)
 		rc = tc_error(err, TC_EBUSY, "hub: job %s has a hub here already", job_id);
 		goto out;
 	}
-	if ((rc = hub_new(home, &h, err)) || (rc = hub_daemon_start(h, addr, port, &d, &port, err)))
+	if ((rc = hub_new(home, &h, err)))
+		goto out;
+	hub_set_warn(h, report_warn, NULL);
+	if ((rc = hub_daemon_start(h, addr, port, &d, &port, err)))
 		goto out;
 	launch_say("hub: job %s: listening on %s", job_id, url);
 	/*

@@ -37,6 +37,8 @@ struct hub {
 	pthread_mutex_t mu; /* st and jobs: one batch at a time, as SQLite has one writer */
 	struct hub_job *jobs;
 	size_t njobs, alloc;
+	void (*warn)(void *ctx, const char *msg); /* hub_set_warn's, or NULL */
+	void *warn_ctx;
 };
 
 int hub_new(const char *home, struct hub **out, struct tc_err *err)
@@ -51,6 +53,12 @@ int hub_new(const char *home, struct hub **out, struct tc_err *err)
 	pthread_mutex_init(&h->mu, NULL);
 	*out = h;
 	return 0;
+}
+
+void hub_set_warn(struct hub *h, void (*warn)(void *ctx, const char *msg), void *ctx)
+{
+	h->warn = warn;
+	h->warn_ctx = ctx;
 }
 
 void hub_free(struct hub *h)
@@ -216,8 +224,16 @@ static int apply_body(struct hub *h, struct hub_job *j, const char *body, size_t
 				/*
 				 * An event that can never apply (a transition the job is
 				 * past, a malformed record) is passed over: it must not
-				 * hold up every event after it.
+				 * hold up every event after it.  Said, so it is not lost
+				 * without a word.
 				 */
+				if (h->warn) {
+					struct sbuf m = SBUF_INIT;
+					sbuf_addf(&m, "warning: hub: job %s: event %lld passed over: %s",
+						  j->id, seq, e2.msg ? e2.msg : "it cannot apply");
+					h->warn(h->warn_ctx, m.buf);
+					sbuf_release(&m);
+				}
 				*acked = seq;
 			}
 			tc_err_release(&e2);

@@ -149,6 +149,13 @@ struct hub;
 int hub_new(const char *home, struct hub **out, struct tc_err *err);
 void hub_free(struct hub *h);
 /*
+ * Where the hub says an event it passed over (one that can never apply: a
+ * transition the job is past, a malformed record), which would otherwise
+ * vanish; NULL: nowhere.  Called with the hub's lock held: warn must not
+ * call the hub.  Set before the hub takes batches.
+ */
+void hub_set_warn(struct hub *h, void (*warn)(void *ctx, const char *msg), void *ctx);
+/*
  * Apply a POST body of (job, stream) sent with secret: *status is the HTTP
  * status to answer (200, 400, 401, 404, 503) and *acked the stream's
  * acknowledged sequence number (200 only).  err says why when not 200.

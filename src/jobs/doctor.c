@@ -287,9 +287,7 @@ static void check_jobs(struct doc *d)
 {
 	for (size_t i = 0; i < d->njobs; i++) {
 		struct job_row *j = &d->jobs[i];
-		/* local_reconcile's test (backend.c); a Slurm job's state is Slurm's to tell */
-		if (!job_state_active(j->state) || backend_of(j) != &backend_local ||
-		    proc_alive(j->sup_pid, j->sup_ticks))
+		if (!backend_supervisor_gone(j))
 			continue;
 		const char *was = job_state_name(j->state);
 		if (!d->fix) {

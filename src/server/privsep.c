@@ -378,8 +378,12 @@ static pthread_mutex_t hub_once_mu = PTHREAD_MUTEX_INITIALIZER;
 struct hub *srv_hub(struct srv *s, struct tc_err *err)
 {
 	pthread_mutex_lock(&hub_once_mu);
-	if (!hub_once && hub_new(s->home, &hub_once, err))
-		hub_once = NULL;
+	if (!hub_once) {
+		if (hub_new(s->home, &hub_once, err))
+			hub_once = NULL;
+		else
+			hub_set_warn(hub_once, srv_say, s); /* an event passed over: the server's log */
+	}
 	struct hub *h = hub_once;
 	pthread_mutex_unlock(&hub_once_mu);
 	return h;

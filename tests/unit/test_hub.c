@@ -180,10 +180,19 @@ static void post(struct hub *h, const char *secret, const char *stream, const ch
 	tc_err_release(&err);
 }
 
+/* hub_set_warn's callback: what the hub said, one line each */
+static void collect_warning(void *ctx, const char *msg)
+{
+	struct sbuf *sb = ctx;
+	sbuf_addf(sb, "%s\n", msg);
+}
+
 TEST(hub_applies_each_sequence_number_once)
 {
 	struct fx f;
 	fx_open(&f, false);
+	struct sbuf said = SBUF_INIT;
+	hub_set_warn(f.h, collect_warning, &said);
 	const char *body =
 		"{\"seq\":1,\"ev\":\"mark\",\"state\":\"running\",\"why\":\"up\"}\n"
 		"{\"seq\":2,\"ev\":\"started\",\"attempt\":0,\"why\":null,\"w\":[[2,0,100,1.5],[3,1,101,1.5]]}\n"
@@ -211,6 +220,12 @@ TEST(hub_applies_each_sequence_number_once)
 	     "{\"seq\":4,\"ev\":\"finish\",\"state\":\"succeeded\",\"exit\":0,\"why\":\"done\"}\n",
 	     200, 4);
 	CHECK_INT(nevents(f.st, JOB_SUCCEEDED), 1);
+	/* ... and is said, not lost without a word; so is a transition the job is past */
+	CHECK_CONTAINS(said.buf, "event 3 passed over");
+	post(f.h, SECRET, "driver.1", "{\"seq\":5,\"ev\":\"mark\",\"state\":\"running\",\"why\":\"late\"}\n",
+	     200, 5);
+	CHECK_CONTAINS(said.buf, "event 5 passed over: job " JOB ": cannot go from succeeded to running");
+	sbuf_release(&said);
 	struct job_row j = { 0 };
 	CHECK_INT(store_job_get(f.st, JOB, &j, &f.err), 0);
 	CHECK_INT(j.restarts, 2);
