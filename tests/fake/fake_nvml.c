@@ -19,6 +19,7 @@
  * unset): each node of the test Slurm cluster can have GPUs of its own.
  * No file, or no variable: 2 healthy GPUs.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,12 +42,24 @@ static int nxid;
 static int xid_delivered; /* per process */
 static int handles[MAXG]; /* a handle is &handles[i] */
 
-static void load(void)
+/*
+ * The conf file's state, parsed afresh and published whole under a lock:
+ * the supervisor calls NVML from two threads (the health check, the device
+ * sampler), and two parses into the same counters at once made one XID
+ * line count twice ("XID 79, 79").
+ */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+struct conf {
+	struct gpu gpus[MAXG];
+	int ngpus, no_remap, nxid;
+	unsigned long long xid_dev[64], xid_val[64];
+};
+
+static void parse(struct conf *c)
 {
-	memset(gpus, 0, sizeof(gpus));
-	ngpus = 2;
-	no_remap = 0;
-	nxid = 0;
+	memset(c, 0, sizeof(*c));
+	c->ngpus = 2;
 	/* "{node}" in the path: the Slurm node's name, so that nodes differ */
 	const char *path = getenv("TRAINCTL_FAKE_NVML");
 	char full[4096];
@@ -66,26 +79,40 @@ static void load(void)
 		unsigned long long v;
 		char what[64];
 		if (sscanf(line, "count %d", &i) == 1 && i >= 0 && i <= MAXG) {
-			ngpus = i;
+			c->ngpus = i;
 		} else if (!strncmp(line, "no_remap", 8)) {
-			no_remap = 1;
+			c->no_remap = 1;
 		} else if (sscanf(line, "%d %63s %llu", &i, what, &v) == 3 && i >= 0 && i < MAXG) {
 			if (!strcmp(what, "ecc"))
-				gpus[i].ecc = v;
-			else if (!strcmp(what, "xid") && nxid < 64) {
-				xid_dev[nxid] = (unsigned long long)i;
-				xid_val[nxid++] = v;
+				c->gpus[i].ecc = v;
+			else if (!strcmp(what, "xid") && c->nxid < 64) {
+				c->xid_dev[c->nxid] = (unsigned long long)i;
+				c->xid_val[c->nxid++] = v;
 			}
 		} else if (sscanf(line, "%d %63s", &i, what) == 2 && i >= 0 && i < MAXG) {
 			if (!strcmp(what, "retired_pending"))
-				gpus[i].retired = 1;
+				c->gpus[i].retired = 1;
 			else if (!strcmp(what, "remap_pending"))
-				gpus[i].remap = 1;
+				c->gpus[i].remap = 1;
 			else if (!strcmp(what, "remap_failed"))
-				gpus[i].remap_failed = 1;
+				c->gpus[i].remap_failed = 1;
 		}
 	}
 	fclose(f);
+}
+
+static void load(void)
+{
+	struct conf c;
+	parse(&c);
+	pthread_mutex_lock(&mu);
+	memcpy(gpus, c.gpus, sizeof(gpus));
+	ngpus = c.ngpus;
+	no_remap = c.no_remap;
+	memcpy(xid_dev, c.xid_dev, sizeof(xid_dev));
+	memcpy(xid_val, c.xid_val, sizeof(xid_val));
+	nxid = c.nxid;
+	pthread_mutex_unlock(&mu);
 }
 
 static int index_of(void *h)
@@ -230,12 +257,16 @@ int nvmlEventSetWait_v2(void *set, struct event *e, unsigned int timeout_ms)
 	if (set != &the_set)
 		return ERR_INVALID;
 	load();
-	if (xid_delivered >= nxid)
+	pthread_mutex_lock(&mu);
+	if (xid_delivered >= nxid) {
+		pthread_mutex_unlock(&mu);
 		return ERR_TIMEOUT;
+	}
 	int i = xid_delivered++;
 	e->device = &handles[xid_dev[i] < MAXG ? xid_dev[i] : 0];
 	e->type = 0x8; /* nvmlEventTypeXidCriticalError */
 	e->data = xid_val[i];
 	e->gi = e->ci = 0;
+	pthread_mutex_unlock(&mu);
 	return OK;
 }
