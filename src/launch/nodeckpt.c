@@ -51,7 +51,12 @@ struct node_ckpts {
 	pthread_mutex_t wmu; /* the thread's wake-up */
 	pthread_cond_t wake;
 	bool stop, thread_on;
-	bool rotate_pending; /* the hub did not answer the last rotation: try again */
+	/*
+	 * Rotate again on the next tick: the hub did not answer, or a copy
+	 * was kept only because it is the newest step every node has, and the
+	 * other nodes' records may yet catch up with this one's
+	 */
+	bool rotate_pending;
 	bool hub_failure_said; /* once for a run of failed tries, not every tick */
 	pthread_t thread;
 };
@@ -196,8 +201,11 @@ static void rotate(struct node_ckpts *w)
 	}
 	for (size_t i = 0; i + (size_t)w->keep < n; i++) {
 		struct node_rec *r = live[i];
-		if (r->step == common)
+		if (r->step == common) {
+			/* the others may not have recorded their newer saves yet */
+			w->rotate_pending = true;
 			continue;
+		}
 		struct ckpt c = { 0 };
 		struct tc_err err = TC_ERR_INIT;
 		if (ckpt_files_from_json(r->files, &c, &err) || ckpt_remove(w->dir, &c, &err)) {
@@ -366,7 +374,10 @@ void node_ckpts_stop(struct node_ckpts *w, struct strvec *whole, bool *wrote)
 	}
 	pthread_mutex_lock(&w->mu);
 	scan(w, true); /* every worker is gone: what is there is final */
-	/* the last save's rotation waits on the hub: a loaded hub gets a few more tries */
+	/*
+	 * The last save's rotation waits on the hub, or on the other nodes'
+	 * records of their last saves: a few more tries
+	 */
 	for (int i = 0; i < NODE_CKPT_FINAL_TRIES && w->rotate_pending; i++) {
 		struct timespec ts = { NODE_CKPT_TICK_MS / 1000, 0 };
 		nanosleep(&ts, NULL);
