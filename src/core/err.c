@@ -38,6 +38,11 @@ int tc_error_errno(struct tc_err *err, int code, const char *fmt, ...)
 	sbuf_vaddf(&sb, fmt, ap);
 	va_end(ap);
 	sbuf_addf(&sb, ": %s", strerror(saved));
+	/* the one failure a user fixes outside trainctl: say what to do, wherever it happened */
+	if (saved == ENOSPC)
+		sbuf_adds(&sb, " (the file system is full: free space there, then try again)");
+	else if (saved == EDQUOT)
+		sbuf_adds(&sb, " (the account is over its disk quota there: free space, then try again)");
 	free(err->msg);
 	err->msg = sbuf_detach(&sb);
 	err->code = code;

@@ -261,6 +261,16 @@ TEST(err_errno)
 	CHECK_INT(tc_error_errno(&err, TC_ESYS, "cannot open '%s'", "/x"), TC_ESYS);
 	CHECK_STR(err.msg, "cannot open '/x': No such file or directory");
 	tc_err_release(&err);
+	/* a full file system says what to do, wherever it was met */
+	errno = ENOSPC;
+	tc_error_errno(&err, TC_ESYS, "cannot write '%s'", "/x");
+	CHECK_STR(err.msg, "cannot write '/x': No space left on device (the file system is full:"
+			   " free space there, then try again)");
+	tc_err_release(&err);
+	errno = EDQUOT;
+	tc_error_errno(&err, TC_ESYS, "cannot write '%s'", "/x");
+	CHECK_CONTAINS(err.msg, "over its disk quota");
+	tc_err_release(&err);
 }
 
 TEST(err_codes_are_contracts)
