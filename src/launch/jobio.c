@@ -10,6 +10,7 @@
 #include "core/xalloc.h"
 #include "launch/jobio_int.h"
 #include "launch/launch.h"
+#include "launch/nodeckpt_int.h"
 #include "jobs/runpath.h"
 #include "storage/storage.h"
 
@@ -21,6 +22,8 @@
 #include <time.h>
 
 #define TICK_MS 1000
+
+#define JOBIO_FINAL_ROTATE_TRIES 5
 
 struct jobio {
 	struct jobio_ctx c;
@@ -40,6 +43,9 @@ struct jobio {
 	pthread_cond_t wake;
 	bool stop, thread_on;
 	bool finished; /* the final scan and upload are done (finish) */
+	/* rotate again: the hub did not answer, or the others lag (c.node_disks) */
+	bool rotate_pending;
+	bool hub_failure_said; /* once for a run of failed tries, not every scan */
 	pthread_t thread;
 	struct strvec recorded; /* names of checkpoints already in the store */
 	long long newest_step, uploaded_step;
@@ -168,9 +174,37 @@ static int ckpt_state(struct sink *k, struct jobio *io, const char *job, const c
 	return rc;
 }
 
+/*
+ * The newest of rows[0..n) every other node has complete (nodeckpt.c), into
+ * *common (-1: none); nonzero: the hub did not say, and nothing is removed
+ * now (the next scan tries again).
+ */
+static int common_step(struct jobio *io, const struct store_ckpt *rows, size_t n,
+		       long long *common)
+{
+	struct tc_err err = TC_ERR_INIT;
+	long long *steps = xcalloc(n ? n : 1, sizeof(*steps));
+	for (size_t i = 0; i < n; i++)
+		steps[i] = rows[i].step;
+	int rc = node_ckpts_common(io->c.job_id, 0, steps, n, common, &err);
+	free(steps);
+	if (rc) {
+		if (!io->hub_failure_said)
+			tell(io, "checkpoint.keep: the hub did not say which steps the other nodes "
+				 "have (%s): nothing removed until it does", err.msg);
+		io->hub_failure_said = true;
+		io->rotate_pending = true;
+	} else {
+		io->hub_failure_said = false;
+	}
+	tc_err_release(&err);
+	return rc;
+}
+
 static void rotate(struct jobio *io)
 {
 	int keep = io->c.s->ckpt_keep;
+	io->rotate_pending = false;
 	if (keep <= 0)
 		return;
 	struct store_ckpt *rows = NULL;
@@ -180,7 +214,14 @@ static void rotate(struct jobio *io)
 		tell(io, "warning: checkpoints: %s", err.msg);
 		goto out;
 	}
+	long long common = -1;
+	if (n > (size_t)keep && io->c.node_disks && common_step(io, rows, n, &common))
+		goto out;
 	for (size_t i = 0; i + (size_t)keep < n; i++) {
+		if (rows[i].step == common) {
+			io->rotate_pending = true; /* the others may not have recorded their newer saves */
+			continue;
+		}
 		struct ckpt c = { 0 };
 		c.layout = (enum ckpt_layout)rows[i].layout;
 		c.name = xstrdup(rows[i].name);
@@ -189,8 +230,15 @@ static void rotate(struct jobio *io)
 		    ckpt_state(io->sink, io, io->c.job_id, rows[i].name, "removed", &err))
 			tell(io, "warning: checkpoint.keep: %s", err.msg);
 		else
-			tell(io, "checkpoint %s (step %lld) removed: keeping the newest %d", rows[i].name,
-			     rows[i].step, keep);
+			tell(io, "checkpoint %s (step %lld) removed: keeping the newest %d%s",
+			     rows[i].name, rows[i].step, keep,
+			     common >= 0 && common < rows[n - (size_t)keep].step
+				     ? " and the newest step every node has" : "");
+		tc_err_release(&err);
+		/* node 0's own record of this disk (nodeckpt.c), when its attempt has ended */
+		if (io->c.node_disks &&
+		    sink_ckpt_node_state(io->sink, io->c.job_id, 0, rows[i].name, "removed", &err))
+			tell(io, "warning: checkpoint.keep: %s", err.msg);
 		ckpt_release(&c);
 	}
 out:
@@ -245,7 +293,7 @@ static void scan_record(struct jobio *io, bool all_stable)
 		free(files);
 	}
 	ckpt_set_release(&set);
-	if (added)
+	if (added || io->rotate_pending)
 		rotate(io);
 }
 
@@ -562,6 +610,12 @@ static int finish(struct jobio *io, struct sbuf *failed)
 	pthread_join(io->thread, NULL);
 	pthread_mutex_lock(&io->mu);
 	scan_record(io, true);
+	/* the other nodes' records of their last saves may come a moment later */
+	for (int i = 0; i < JOBIO_FINAL_ROTATE_TRIES && io->rotate_pending; i++) {
+		struct timespec ts = { 1, 0 };
+		nanosleep(&ts, NULL);
+		rotate(io);
+	}
 	pthread_mutex_unlock(&io->mu);
 	return io->upload_url ? upload(io, "final", failed) : 0;
 }

@@ -43,6 +43,13 @@ struct jobio_ctx {
 	 * direct sink of its own (sink_direct_open over home).
 	 */
 	struct sink *sink;
+	/*
+	 * Other nodes keep the job's checkpoints on disks of their own (a
+	 * multi-node job's driver, whose disk is node 0's): checkpoint.keep
+	 * keeps the newest step they all have too, as each node does
+	 * (nodeckpt.c), and node 0's records of what it removes say so.
+	 */
+	bool node_disks;
 };
 
 struct jobio;

@@ -461,7 +461,7 @@ static int mn_begin(struct mn *m, struct tc_err *err)
 		.s = m->s, .home = m->home, .job_id = m->job_id, .run_dir = m->run_dir,
 		.data_dir = m->data_dir, .output_dir = m->output_dir, .ckpt_dir = m->ckpt_dir,
 		.world = m->world, .say = io_say, .say_arg = m,
-		.sink = m->sink,
+		.sink = m->sink, .node_disks = m->remote && !hub_run_dir_shared(m->run_dir),
 	};
 	int rc = jobio_begin(&ioc, &m->io, err);
 	if (!rc)

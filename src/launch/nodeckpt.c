@@ -120,19 +120,55 @@ static int rec_step_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
+int node_ckpts_common(const char *job, int self, const long long *steps, size_t n,
+		      long long *common, struct tc_err *err)
+{
+	json_t *st = NULL;
+	*common = -1;
+	if (hub_job_status_json(job, 5, &st, err))
+		return err->code;
+	json_t *rows = json_object_get(st, "node_ckpts");
+	if (!json_is_array(rows)) {
+		json_decref(st);
+		return tc_error(err, TC_EBACKEND, "the hub does not list the nodes' checkpoints");
+	}
+	/* the other nodes that write checkpoints, and their complete steps */
+	for (size_t i = n; i-- > 0 && *common < 0;) {
+		bool everywhere = true;
+		for (size_t a = 0; a < json_array_size(rows) && everywhere; a++) {
+			json_int_t other = json_integer_value(json_array_get(json_array_get(rows, a), 0));
+			if (other == self)
+				continue;
+			bool has = false;
+			for (size_t b = 0; b < json_array_size(rows) && !has; b++) {
+				json_t *r = json_array_get(rows, b);
+				has = json_integer_value(json_array_get(r, 0)) == other &&
+				      json_integer_value(json_array_get(r, 1)) == steps[i];
+			}
+			everywhere = has;
+		}
+		if (everywhere)
+			*common = steps[i];
+	}
+	json_decref(st);
+	return 0;
+}
+
 /*
  * The step the resume rule would pick as far as the hub knows (multinode.c:
- * the newest step every node that writes checkpoints has whole): the newest
- * of ours whole (live[0..n), oldest first) that every other node with
- * records has complete.  -1: none in common; false: the hub did not answer,
- * and nothing may be removed on a guess.
+ * the newest step every node that writes checkpoints has whole), of ours
+ * whole (live[0..n), oldest first).  -1: none in common; false: the hub did
+ * not answer, and nothing may be removed on a guess.
  */
 static bool common_step(struct node_ckpts *w, struct node_rec **live, size_t n, long long *step)
 {
-	json_t *st = NULL;
 	struct tc_err err = TC_ERR_INIT;
-	*step = -1;
-	if (hub_job_status_json(w->job, 5, &st, &err)) {
+	long long *steps = xcalloc(n ? n : 1, sizeof(*steps));
+	for (size_t i = 0; i < n; i++)
+		steps[i] = live[i]->step;
+	int rc = node_ckpts_common(w->job, w->node, steps, n, step, &err);
+	free(steps);
+	if (rc) {
 		if (!w->hub_failure_said)
 			tell(w, "node %d: checkpoint.keep: the hub did not say which steps the other "
 				"nodes have (%s): nothing removed until it does", w->node, err.msg);
@@ -140,35 +176,7 @@ static bool common_step(struct node_ckpts *w, struct node_rec **live, size_t n, 
 		tc_err_release(&err);
 		return false;
 	}
-	json_t *rows = json_object_get(st, "node_ckpts");
-	if (!json_is_array(rows)) {
-		json_decref(st);
-		if (!w->hub_failure_said)
-			tell(w, "node %d: checkpoint.keep: the hub does not list the nodes' checkpoints: "
-				"nothing removed", w->node);
-		w->hub_failure_said = true;
-		return false;
-	}
 	w->hub_failure_said = false;
-	/* the other nodes that write checkpoints, and their complete steps */
-	for (size_t i = n; i-- > 0 && *step < 0;) {
-		bool everywhere = true;
-		for (size_t a = 0; a < json_array_size(rows) && everywhere; a++) {
-			json_int_t other = json_integer_value(json_array_get(json_array_get(rows, a), 0));
-			if (other == w->node)
-				continue;
-			bool has = false;
-			for (size_t b = 0; b < json_array_size(rows) && !has; b++) {
-				json_t *r = json_array_get(rows, b);
-				has = json_integer_value(json_array_get(r, 0)) == other &&
-				      json_integer_value(json_array_get(r, 1)) == live[i]->step;
-			}
-			everywhere = has;
-		}
-		if (everywhere)
-			*step = live[i]->step;
-	}
-	json_decref(st);
 	return true;
 }
 

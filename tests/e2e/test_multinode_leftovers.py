@@ -224,6 +224,9 @@ def test_every_node_keeps_its_newest_checkpoints(mhost, torch_available):  # noq
         assert ckpt_files(mhost, job, h) == ["epoch-4.pt", "epoch-5.pt"], (h, ckpt_files(mhost, job, h))
     nodes = node_ckpts(mhost, job)
     assert [nodes.get((1, s)) for s in range(1, 6)] == ["removed"] * 3 + ["complete"] * 2, nodes
+    # node 0's own records of its disk agree with what the driver removed there, even a
+    # removal after node 0's attempt ended (its own last scan could no longer see it)
+    assert [nodes.get((0, s)) for s in range(1, 6)] == ["removed"] * 3 + ["complete"] * 2, nodes
     # node 0's disk is the driver's: the job's own rows say what it removed (its last
     # removal may come after node 0's attempt ended, so its own rows can lag)
     p = mhost.tc("login", "ckpt", "list", job, timeout=120)
