@@ -508,10 +508,10 @@ static int open_run_dir(const char *run_dir)
  * raw at off of run_dir/rel, written as the run folder's owner: a root hub
  * never makes a file or folder of its own in an account's run folder (its
  * quota, its modes).  A folder owned by another account than the job's is
- * refused.
+ * refused.  whole: raw is the whole file (cut after it).
  */
 static int write_in_run_dir(const struct job_row *j, const char *rel, long long off,
-			    const struct sbuf *raw, struct tc_err *err)
+			    const struct sbuf *raw, bool whole, struct tc_err *err)
 {
 	int dfd = open_run_dir(j->run_dir);
 	if (dfd < 0)
@@ -538,7 +538,8 @@ static int write_in_run_dir(const struct job_row *j, const char *rel, long long 
 	}
 	if (!rc) {
 		int fd = open_below(dfd, rel);
-		if (fd < 0 || pwrite(fd, raw->buf, raw->len, (off_t)off) != (ssize_t)raw->len)
+		if (fd < 0 || pwrite(fd, raw->buf, raw->len, (off_t)off) != (ssize_t)raw->len ||
+		    (whole && ftruncate(fd, (off_t)raw->len) < 0))
 			/* not a store error: the batch goes on (the file is only a copy) */
 			rc = tc_error_errno(err, TC_ESYS, "hub: cannot write %s/%s", j->run_dir, rel);
 		if (fd >= 0)
@@ -573,7 +574,23 @@ static int apply_file(struct store *st, const char *job, json_t *o, struct tc_er
 		rc = tc_error(err, TC_EUSAGE, "hub: a file record past %lld bytes (%s)", HUB_FILE_MAX,
 			      rel);
 	else
-		rc = write_in_run_dir(&j, rel, off, &raw, err);
+		rc = write_in_run_dir(&j, rel, off, &raw, false, err);
+	sbuf_release(&raw);
+	job_row_release(&j);
+	return rc;
+}
+
+int hub_write_run_file(struct store *st, const char *job, const char *rel, const char *text,
+		       size_t len, struct tc_err *err)
+{
+	if (!rel_ok(rel))
+		return tc_error(err, TC_EUSAGE, "hub: '%s' is not a path inside a run folder", rel);
+	struct job_row j = { 0 };
+	int rc = store_job_get(st, job, &j, err);
+	struct sbuf raw = SBUF_INIT;
+	sbuf_add(&raw, text, len);
+	if (!rc)
+		rc = write_in_run_dir(&j, rel, 0, &raw, true, err);
 	sbuf_release(&raw);
 	job_row_release(&j);
 	return rc;

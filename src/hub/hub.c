@@ -440,6 +440,33 @@ static void report_json(struct hub *h, const char *job, const char *secret, int 
 	pthread_mutex_unlock(&h->mu);
 }
 
+struct put_ctx {
+	struct hub *h;
+	const char *job;
+};
+
+static int put_run_file(void *ctx, const char *rel, const char *text, size_t len,
+			struct tc_err *err)
+{
+	const struct put_ctx *c = ctx;
+	return hub_write_run_file(c->h->st, c->job, rel, text, len, err);
+}
+
+int hub_write_report(struct hub *h, const char *job, struct tc_err *err)
+{
+	pthread_mutex_lock(&h->mu);
+	struct job_row r = { 0 };
+	json_t *rep = NULL;
+	struct put_ctx c = { h, job };
+	int rc = store_job_get(h->st, job, &r, err);
+	if (!rc && job_state_terminal(r.state) && !(rc = report_build(h->st, &r, false, &rep, err)))
+		rc = report_put_files(rep, put_run_file, &c, err);
+	json_decref(rep);
+	job_row_release(&r);
+	pthread_mutex_unlock(&h->mu);
+	return rc;
+}
+
 /* ---- the standalone listener ---- */
 
 #define HUB_MAX_BODY (64u << 20)

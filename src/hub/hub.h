@@ -204,6 +204,15 @@ int hub_rekey(struct hub *h, const char *job, const char *secret, const char *ur
  * is applied).  One taken whole is renamed <name>.done.  Errors: the store
  * (the journals stay for a later look).
  */
+/*
+ * The report.json (and Ais-Bench files) of job, once it has ended, built
+ * from the hub's records and written into its run folder as the folder's
+ * owner, following no link: for a job whose end the hub learned from a
+ * journal its gone supervisor left, which could not write it (below).
+ * Nothing for a job that has not ended.
+ */
+int hub_write_report(struct hub *h, const char *job, struct tc_err *err);
+
 struct hub_ingest_result {
 	int taken, refused, busy; /* journals: read whole, refused, held by a live process */
 };

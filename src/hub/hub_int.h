@@ -67,6 +67,9 @@ int hub_apply_mark(struct store *st, const char *job, enum job_state state, cons
 int hub_apply_line(struct store *st, const char *job, struct store_mbatch **mb,
 		   const char *line, size_t len, struct tc_err *err);
 
+/* The whole file rel of job's run folder, written as the folder's owner (event.c). */
+int hub_write_run_file(struct store *st, const char *job, const char *rel, const char *text,
+		       size_t len, struct tc_err *err);
 /* Is name one of the nodes of the Slurm host list ("gpu[01-04,07],cpu3")? (event.c) */
 bool hub_nodelist_has(const char *list, const char *name);
 

@@ -254,6 +254,16 @@ int hub_ingest_journals(struct hub *h, int runs_fd, const char *job, uid_t owner
 		}
 	}
 	strvec_clear(&names);
+	if (!rc && res->taken) {
+		/* its end came from the journal: the report its supervisor could not ask for */
+		struct tc_err e2 = TC_ERR_INIT;
+		if (hub_write_report(h, job, &e2)) {
+			sbuf_reset(&why);
+			sbuf_addf(&why, "report.json not written: %s", e2.msg);
+			rc = hub_job_event(h, job, why.buf, err);
+		}
+		tc_err_release(&e2);
+	}
 	sbuf_release(&why);
 	sbuf_release(&stream);
 	close(jd);

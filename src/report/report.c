@@ -485,44 +485,37 @@ out:
 
 /* ---- writing ---- */
 
-static int write_number(const char *dir, const char *name, double v, struct tc_err *err)
+static int put_number(report_put_fn put, void *ctx, const char *rel, double v, struct tc_err *err)
 {
-	struct sbuf path = SBUF_INIT, text = SBUF_INIT;
-	sbuf_addf(&path, "%s/%s", dir, name);
+	struct sbuf text = SBUF_INIT;
 	char num[40];
 	fmt_shortest(num, sizeof(num), v); /* 1606.1, not 1606.0999999999999 */
 	sbuf_adds(&text, num);
 	sbuf_addch(&text, '\n');
-	int rc = write_file_atomic(path.buf, text.buf, text.len, err);
-	sbuf_release(&path);
+	int rc = put(ctx, rel, text.buf, text.len, err);
 	sbuf_release(&text);
 	return rc;
 }
 
-int report_write(const json_t *report, const char *dir, struct tc_err *err)
+int report_put_files(const json_t *report, report_put_fn put, void *ctx, struct tc_err *err)
 {
-	struct sbuf path = SBUF_INIT, ais = SBUF_INIT, name = SBUF_INIT;
+	struct sbuf rel = SBUF_INIT;
 	/* numbers as 61.2, not 61.200000000000003 */
 	char *text = json_dumps_shortest(report, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	if (!text)
 		xdie_oom(0);
-	int rc = mkdir_p(dir, err);
+	run_leaf(&rel, RUN_REPORT, 0); /* the run folder's name, in any folder */
+	int rc = put(ctx, rel.buf, text, strlen(text), err);
 	if (rc)
-		goto out;
-	run_path(&path, dir, NULL, RUN_REPORT, 0); /* the run folder's name, in any folder */
-	if ((rc = write_file_atomic(path.buf, text, strlen(text), err)))
 		goto out;
 	const char *mode = json_string_value(json_object_get(report, "mode"));
 	bool single = mode && !strcmp(mode, "single-server");
-	sbuf_addf(&ais, "%s/aisbench", dir);
-	if ((rc = mkdir_p(ais.buf, err)))
-		goto out;
-	if ((rc = write_number(ais.buf, "ranksize.json",
-			       (double)json_integer_value(json_object_get(report, "ranksize")), err)))
+	if ((rc = put_number(put, ctx, "aisbench/ranksize.json",
+			     (double)json_integer_value(json_object_get(report, "ranksize")), err)))
 		goto out;
 	json_t *acc = json_object_get(json_object_get(report, "accuracy"), "value");
 	if (!single && json_is_number(acc) &&
-	    (rc = write_number(ais.buf, "accuracy.json", json_number_value(acc), err)))
+	    (rc = put_number(put, ctx, "aisbench/accuracy.json", json_number_value(acc), err)))
 		goto out;
 	json_t *per_rank = json_object_get(json_object_get(report, "throughput"), "per_rank");
 	json_t *servers = json_object_get(report, "servers");
@@ -530,15 +523,12 @@ int report_write(const json_t *report, const char *dir, struct tc_err *err)
 	json_t *x;
 	json_array_foreach(servers, i, x) {
 		long long id = json_integer_value(json_object_get(x, "id"));
-		struct sbuf sdir = SBUF_INIT;
-		sbuf_addf(&sdir, single ? "%s/%lld" : "%s", ais.buf, id);
-		if (single) {
-			rc = mkdir_p(sdir.buf, err);
-			json_t *sacc = json_object_get(x, "accuracy");
-			sbuf_reset(&name);
-			sbuf_addf(&name, "accuracy_%lld.json", id);
-			if (!rc && json_is_number(sacc))
-				rc = write_number(ais.buf, name.buf, json_number_value(sacc), err);
+		json_t *sacc = json_object_get(x, "accuracy");
+		if (single && json_is_number(sacc)) {
+			sbuf_reset(&rel);
+			sbuf_addf(&rel, "aisbench/accuracy_%lld.json", id);
+			if ((rc = put_number(put, ctx, rel.buf, json_number_value(sacc), err)))
+				goto out;
 		}
 		size_t k;
 		json_t *rk;
@@ -547,24 +537,45 @@ int report_write(const json_t *report, const char *dir, struct tc_err *err)
 			json_t *pr;
 			json_array_foreach(per_rank, m, pr) {
 				json_t *tv = json_object_get(pr, "throughput");
-				if (rc || json_integer_value(json_object_get(pr, "rank")) != json_integer_value(rk) ||
+				if (json_integer_value(json_object_get(pr, "rank")) != json_integer_value(rk) ||
 				    !json_is_number(tv))
 					continue;
-				sbuf_reset(&name);
-				sbuf_addf(&name, "throughput_%lld.json", (long long)json_integer_value(rk));
-				rc = write_number(sdir.buf, name.buf, json_number_value(tv), err);
+				sbuf_reset(&rel);
+				if (single)
+					sbuf_addf(&rel, "aisbench/%lld/", id);
+				else
+					sbuf_adds(&rel, "aisbench/");
+				sbuf_addf(&rel, "throughput_%lld.json", (long long)json_integer_value(rk));
+				if ((rc = put_number(put, ctx, rel.buf, json_number_value(tv), err)))
+					goto out;
 			}
 		}
-		sbuf_release(&sdir);
-		if (rc)
-			goto out;
 	}
 out:
 	free(text);
-	sbuf_release(&path);
-	sbuf_release(&ais);
-	sbuf_release(&name);
+	sbuf_release(&rel);
 	return rc;
+}
+
+/* report_put_fn for a folder: dir/rel, its folders made, written atomically */
+static int put_in_dir(void *ctx, const char *rel, const char *text, size_t len,
+		      struct tc_err *err)
+{
+	struct sbuf path = SBUF_INIT;
+	sbuf_addf(&path, "%s/%s", (const char *)ctx, rel);
+	char *slash = strrchr(path.buf, '/');
+	*slash = '\0';
+	int rc = mkdir_p(path.buf, err);
+	*slash = '/';
+	if (!rc)
+		rc = write_file_atomic(path.buf, text, len, err);
+	sbuf_release(&path);
+	return rc;
+}
+
+int report_write(const json_t *report, const char *dir, struct tc_err *err)
+{
+	return report_put_files(report, put_in_dir, (void *)dir, err);
 }
 
 /* ---- the tester ---- */

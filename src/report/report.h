@@ -59,6 +59,14 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
  * <server>/throughput_<rank>.json and accuracy_<server>.json).
  */
 int report_write(const json_t *report, const char *dir, struct tc_err *err);
+/*
+ * The same files, each handed to put with its path relative to the run
+ * folder ("report.json", "aisbench/ranksize.json"): for a writer that is
+ * not a plain folder (a root server's, as the job's account: hub.h).
+ */
+typedef int (*report_put_fn)(void *ctx, const char *rel, const char *text, size_t len,
+			     struct tc_err *err);
+int report_put_files(const json_t *report, report_put_fn put, void *ctx, struct tc_err *err);
 
 /*
  * POST body (JSON) to url, up to tries times with a growing pause (0.5 s,

@@ -105,6 +105,13 @@ def test_job_ends_while_the_server_is_down(life):
     assert ev.count("running") == 1 and ev.count("succeeded") == 1, ev
     assert f"job {job}: took 1 journal(s)" in srv.log()
     assert os.listdir(jdir) == [f"sup.{pid}.jsonl.done"], os.listdir(jdir)
+    # its report, which the supervisor could not ask the server for, written as alice
+    rep = os.path.join(srv.state, "runs", job, "report.json")
+    assert os.path.exists(rep), (os.listdir(os.path.dirname(rep)), event_reasons(srv, job))
+    assert os.stat(rep).st_uid == os.stat(os.path.dirname(rep)).st_uid != 0
+    with open(rep) as f:
+        report = json.load(f)
+    assert report["job"] == job and report["state"] == "succeeded", report
 
 
 def test_tampered_journals_are_refused(life):
