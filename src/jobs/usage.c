@@ -129,3 +129,25 @@ int usage_report_json(struct store *st, const struct usage_query *q, json_t **ou
 	json_object_set_new(*out, "rows", rows);
 	return 0;
 }
+
+int jobs_gc(struct store *st, double before, bool dry_run, json_t **out, struct tc_err *err)
+{
+	struct job_row *v;
+	size_t n;
+	*out = json_array();
+	int rc = store_jobs_ended_before(st, before, &v, &n, err);
+	for (size_t i = 0; !rc && i < n; i++) {
+		/* jobs_delete refuses a job that has not ended, again: an active job is never touched */
+		if (!dry_run && (rc = jobs_delete(st, &v[i], err)))
+			break;
+		json_t *o = json_object();
+		json_object_set_new(o, "id", json_string(v[i].id));
+		json_object_set_new(o, "name", json_string_or_null(v[i].name));
+		json_object_set_new(o, "state", json_string(job_state_name(v[i].state)));
+		json_object_set_new(o, "ended", iso_date(v[i].ended));
+		json_object_set_new(o, "run_dir", json_string_or_null(v[i].run_dir));
+		json_array_append_new(*out, o);
+	}
+	job_rows_free(v, n);
+	return rc;
+}

@@ -42,4 +42,14 @@ int usage_query_parse(const char *since, const char *until, const char *by, doub
 int usage_report_json(struct store *st, const struct usage_query *q, json_t **out,
 		      struct tc_err *err);
 
+/*
+ * Remove finished jobs that ended before `before` (seconds since the
+ * epoch): rows and run folder, each through jobs_delete; with dry_run,
+ * nothing.  A job not finished is never a candidate.  *out: the jobs
+ * removed (or that would be) as [{"id", "name", "state", "ended",
+ * "run_dir"}]; a job that could not be removed stops the walk with its
+ * error, and *out holds those removed before it.
+ */
+int jobs_gc(struct store *st, double before, bool dry_run, json_t **out, struct tc_err *err);
+
 #endif
