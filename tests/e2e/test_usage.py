@@ -14,7 +14,7 @@ import subprocess
 import time
 
 from conftest import job_id_of, wait_until
-from server_fixture import start_server
+from server_fixture import start_server, token_for, unix_accounts
 
 FAKE = {"TRAINCTL_FAKE_DEVICES": "gpu:2"}
 SINCE = "2020-01-01"
@@ -144,6 +144,13 @@ def test_usage_survives_a_server_sigkill(trainctl, tmp_path):
         assert abs(float(rows[0]["device_seconds"]) - want) < TOL
         st, body = srv2.call("GET", "/api/v1/usage?since=never")
         assert st == 400 and "since" in body["error"], body
+        # a user who is not an admin sees their own usage only
+        with unix_accounts("u") as names:
+            tok = token_for(trainctl, state, names["u"])
+            st, rep = srv2.call("GET", f"/api/v1/usage?since={SINCE}", token=tok)
+            assert st == 200 and rep["rows"] == [], rep
+            st, body = srv2.call("GET", f"/api/v1/usage?since={SINCE}&user={me()}", token=tok)
+            assert st == 403, body
     finally:
         release.touch()
         if srv2:
