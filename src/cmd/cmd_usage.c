@@ -135,9 +135,12 @@ static int from_server(const char *server, const char *since, const char *until,
 	if (!rc) {
 		json_error_t je;
 		*out = json_loads(resp.buf, 0, &je);
-		if (!json_is_object(*out))
+		if (!json_is_object(*out)) {
+			json_decref(*out);
+			*out = NULL;
 			rc = tc_error(err, TC_EBACKEND, "usage: the server's answer is not a JSON"
 					" object: %s", je.text);
+		}
 	}
 	client_close(cl);
 	sbuf_release(&path);
