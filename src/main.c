@@ -44,6 +44,8 @@ static const struct command {
 	{ "exec", cmd_exec, "run a command inside a running job's environment (as kubectl exec)" },
 	{ "ssh", cmd_ssh, "log in to a running job through its ssh endpoint" },
 	{ "token", cmd_token, "create a bearer token for the server's API" },
+	{ "usage", cmd_usage, "device-hours, jobs and queue waits per user or team over a period" },
+	{ "gc", cmd_gc, "remove finished jobs (rows and run folders) older than a period" },
 	{ "secret", cmd_secret, "set, list or remove the secrets a spec's env: names" },
 	{ "completion", cmd_completion, "print the bash or zsh completion script" },
 	{ "supervise", cmd_supervise, NULL }, /* started by the server, not typed */

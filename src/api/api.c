@@ -282,6 +282,7 @@ static int r_usage(struct api_call *c) { return h_usage(c->s, c->con, &c->job); 
 static int r_report(struct api_call *c) { return h_report(c->con, &c->job); }
 static int r_endpoint_list(struct api_call *c) { return proxy_list(c->s, c->con, &c->job); }
 
+static int r_usage_report(struct api_call *c) { return h_usage_report(c->s, c->con, &c->w); }
 static int r_sweeps(struct api_call *c) { return h_sweep_list(c->s, c->con, &c->w); }
 static int r_sweep_submit(struct api_call *c)
 {
@@ -490,6 +491,7 @@ const struct route api_routes[] = {
 	{ ROUTE_GET, "/api/v1/jobs/{job}/usage", r_usage, NEED_USER },
 	{ ROUTE_GET, "/api/v1/jobs/{job}/report", r_report, NEED_USER },
 	{ ROUTE_GET, "/api/v1/jobs/{job}/endpoints", r_endpoint_list, NEED_USER },
+	{ ROUTE_GET, "/api/v1/usage", r_usage_report, NEED_USER },
 	{ ROUTE_GET, "/api/v1/sweeps", r_sweeps, NEED_USER },
 	{ ROUTE_POST, "/api/v1/sweeps", r_sweep_submit, NEED_USER },
 	{ ROUTE_GET, "/api/v1/sweeps/{sweep}", r_sweep_detail, NEED_USER },

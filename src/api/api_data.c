@@ -12,6 +12,7 @@
 #include "logs/logs.h"
 #include "metrics/metrics.h"
 #include "jobs/jobs.h"
+#include "jobs/usage.h"
 #include "source/source.h"
 
 #include <jansson.h>
@@ -537,4 +538,31 @@ int h_checkpoints(struct srv *s, struct MHD_Connection *con, const struct job_ro
 	store_ckpt_free(v, n);
 	source_close(src);
 	return reply_wire(con, rc, &err, &body);
+}
+
+int h_usage_report(struct srv *s, struct MHD_Connection *con, const struct who *w)
+{
+	/*
+	 * Who used what is an admin's (and the operator's) to see; anyone else
+	 * gets their own usage, as the job list gives them their own jobs.
+	 */
+	const char *user = arg_of(con, "user");
+	if (!(w->admin || w->local)) {
+		if (user && *user && strcmp(user, w->user) != 0)
+			return reply_err(con, 403, "only an admin may see another user's usage");
+		user = w->user;
+	}
+	struct usage_query q = { .user = user && *user ? user : NULL };
+	struct tc_err err = TC_ERR_INIT;
+	json_t *o = NULL;
+	int rc = usage_query_parse(arg_of(con, "since"), arg_of(con, "until"), arg_of(con, "by"),
+				   now_wall(), &q, &err);
+	if (!rc) {
+		pthread_mutex_lock(&s->list_mu);
+		rc = usage_report_json(s->list_st, &q, &o, &err);
+		pthread_mutex_unlock(&s->list_mu);
+	}
+	int ret = rc ? reply_tc(con, &err) : reply_jsont(con, 200, o);
+	tc_err_release(&err);
+	return ret;
 }

@@ -287,6 +287,8 @@ int h_checkpoints(struct srv *s, struct MHD_Connection *con, const struct job_ro
 int h_usage(struct srv *s, struct MHD_Connection *con, const struct job_row *x);
 int h_report(struct MHD_Connection *con, const struct job_row *x);
 int h_devices(struct srv *s, struct MHD_Connection *con, const struct who *w);
+/* GET /api/v1/usage?since=&until=&by=&user=: usage_report_json; not an admin: their own only */
+int h_usage_report(struct srv *s, struct MHD_Connection *con, const struct who *w);
 /* api_sweeps.c: POST/GET /api/v1/sweeps, GET /api/v1/sweeps/{sweep}, POST .../stop */
 int h_sweep_submit(struct srv *s, struct MHD_Connection *con, const struct who *w,
 		   const struct sbuf *body);

@@ -252,6 +252,55 @@ static int server_series(struct srv *s, struct sbuf *b, struct tc_err *err)
 	return 0;
 }
 
+/* ---- usage (mu held): the queue's oldest wait; devices in use per user (full only) ---- */
+
+struct in_use {
+	const char *user, *type;
+	long long n;
+};
+
+static void usage_series(struct srv *s, struct sbuf *b, bool full)
+{
+	double now = now_wall(), oldest = 0;
+	for (size_t i = 0; i < s->nqueue; i++) {
+		const struct sjob *j = &s->jobs[s->queue[i]];
+		double since = j->queued_at > 0 ? j->queued_at : j->created;
+		if (since > 0 && now - since > oldest)
+			oldest = now - since;
+	}
+	head(b, "trainctl_queue_oldest_wait_seconds", "gauge",
+	     "How long the job waiting longest has waited (0: none waits).");
+	sbuf_addf(b, "trainctl_queue_oldest_wait_seconds %.3f\n", oldest);
+	if (!full)
+		return;
+	/* (user, type) pairs are few: a list searched for each job */
+	struct in_use *v = NULL;
+	size_t n = 0, alloc = 0;
+	for (size_t i = 0; i < s->njobs; i++) {
+		const struct sjob *j = &s->jobs[i];
+		if ((j->st != SJ_RUNNING && j->st != SJ_STOPPING) || j->count <= 0)
+			continue;
+		size_t k = 0;
+		while (k < n && (strcmp(v[k].user, j->user ? j->user : "") ||
+				 strcmp(v[k].type, j->type ? j->type : "")))
+			k++;
+		if (k == n) {
+			XGROW(v, n + 1, alloc);
+			v[n++] = (struct in_use){ j->user ? j->user : "", j->type ? j->type : "", 0 };
+		}
+		v[k].n += j->count;
+	}
+	head(b, "trainctl_user_devices_in_use", "gauge", "Devices held by a user's jobs, by type.");
+	for (size_t k = 0; k < n; k++) {
+		sbuf_adds(b, "trainctl_user_devices_in_use{");
+		add_label(b, "user", v[k].user);
+		sbuf_addch(b, ',');
+		add_label(b, "type", v[k].type);
+		sbuf_addf(b, "} %lld\n", v[k].n);
+	}
+	free(v);
+}
+
 /* ---- devices ---- */
 
 static void dev_labels(struct sbuf *b, const struct pdev *d, const char *uuid, const char *node)
@@ -520,6 +569,8 @@ int h_prometheus(struct srv *s, struct MHD_Connection *con, bool full)
 	struct tc_err err = TC_ERR_INIT;
 	pthread_mutex_lock(&s->mu);
 	int rc = server_series(s, &b, &err);
+	if (!rc)
+		usage_series(s, &b, full);
 	snap_take(s, &n, full);
 	long budget = s->o.metrics_job_series > 0 ? s->o.metrics_job_series
 		      : s->o.metrics_job_series < 0 ? 0 : JOB_SERIES_DEFAULT;

@@ -113,6 +113,12 @@ int cmd_ssh_session(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *e
  */
 int cmd_job_json(int argc, char **argv, const char *server, const char *home, const char *ref,
 		 json_t **out, struct tc_err *err);
+/* cmd_metrics.c: s as one CSV field (quoted when it holds a comma, quote or line break) */
+struct sbuf;
+void cmd_add_csv(struct sbuf *sb, const char *s);
+/* cmd_usage.c: `trainctl usage`; cmd_gc.c: `trainctl gc` */
+int cmd_usage(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_gc(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 /* cmd_completion.c: `trainctl completion bash|zsh` */
 int cmd_completion(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 /* main.c: each command a user types (hidden ones left out), in the table's order */

@@ -50,7 +50,7 @@ static void add_value(struct sbuf *sb, const struct store_mpoint *p, bool json)
 		json_add_number(sb, p->value); /* 0.05, not 0.050000000000000003 */
 }
 
-static void add_csv(struct sbuf *sb, const char *s)
+void cmd_add_csv(struct sbuf *sb, const char *s)
 {
 	if (!strpbrk(s, ",\"\n\r")) {
 		sbuf_adds(sb, s);
@@ -88,13 +88,13 @@ static void print_point(void *data, const struct metrics_point *pt)
 		json_add_number(sb, p->wall_time);
 		sbuf_addch(sb, '}');
 	} else if (o->fmt == F_CSV) {
-		add_csv(sb, pt->metric);
+		cmd_add_csv(sb, pt->metric);
 		sbuf_addf(sb, ",%d,%s,%lld,%lld,%lld,", pt->rank, pt->kind, p->seq, p->epoch, p->iter);
-		add_csv(sb, p->step);
+		cmd_add_csv(sb, p->step);
 		sbuf_addch(sb, ',');
 		struct sbuf v = SBUF_INIT;
 		add_value(&v, p, false);
-		add_csv(sb, v.buf);
+		cmd_add_csv(sb, v.buf);
 		sbuf_release(&v);
 		sbuf_addf(sb, ",%.6f,%lld\n", p->wall_time, store_mpoint_x(p));
 	} else {

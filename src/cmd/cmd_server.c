@@ -24,6 +24,8 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "jobs/usage.h"
+
 #include <getopt.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -56,6 +58,8 @@ static const char server_usage[] =
 	"      --cpu-slots N       cpu jobs' workers that may run at once (default: cores)\n"
 	"      --quota USER=N      at most N devices held by USER's jobs (USER * = everyone else)\n"
 	"      --sample-seconds S  resource telemetry period (default 5)\n"
+	"      --retention AGE     remove finished jobs (rows, run folders) that ended more\n"
+	"                          than AGE ago (30d, 12h...), at start and hourly (docs/usage.md)\n"
 	"      --metrics-job-series N  per-job series of /metrics at most (default 500;\n"
 	"                          up to 5 per running job, docs/monitoring.md)\n"
 	"      --notify-file FILE  webhooks of jobs whose spec has no notify: (a YAML file\n"
@@ -164,6 +168,7 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "config", required_argument, NULL, 'F' },
 		{ "check-config", required_argument, NULL, 'K' },
 		{ "metrics-job-series", required_argument, NULL, 'J' },
+		{ "retention", required_argument, NULL, 'G' },
 		CMD_OPT_HELP,
 		CMD_OPT_END,
 	};
@@ -283,6 +288,13 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 				goto bad;
 			}
 			o.endpoint_host = optarg;
+			break;
+		case 'G':
+			if (!usage_parse_age(optarg, &o.retention)) {
+				rc = tc_error(err, TC_EUSAGE, "server: --retention takes an age such as"
+					      " 30d, 12h or 90m, not '%s'", optarg);
+				goto bad;
+			}
 			break;
 		case 'V': o.behind_https = true; break;
 		case 'h': fputs(server_usage, stdout); goto out;

@@ -11,6 +11,7 @@
 #include "core/proc.h"
 #include "core/util.h"
 #include "jobs/jobs.h"
+#include "jobs/usage.h"
 #include "core/xalloc.h"
 #include "devices/devices.h"
 #include "launch/attempt.h"
@@ -519,6 +520,30 @@ static void schedule(struct srv *s)
 	free(sj);
 }
 
+/* ---- retention (--retention): old finished jobs removed, at start and hourly ---- */
+
+static void retention(struct srv *s)
+{
+	double now = now_wall();
+	if (s->o.retention <= 0 || now < s->next_retention)
+		return;
+	s->next_retention = now + 3600;
+	json_t *gone = NULL, *j;
+	size_t i;
+	struct tc_err err = TC_ERR_INIT;
+	int rc = jobs_gc(s->st, now - s->o.retention, false, &gone, &err);
+	json_array_foreach(gone, i, j) {
+		const char *ended = json_string_value(json_object_get(j, "ended"));
+		logf_(s, "retention: removed %s (%s, ended %s)",
+		      json_string_value(json_object_get(j, "id")),
+		      json_string_value(json_object_get(j, "state")), ended ? ended : "?");
+	}
+	if (rc)
+		logf_(s, "warning: retention: %s", err.msg);
+	json_decref(gone);
+	tc_err_release(&err);
+}
+
 /* ---- the loop's round ---- */
 
 void srv_round(struct srv *s, double period)
@@ -528,6 +553,7 @@ void srv_round(struct srv *s, double period)
 	srv_poll_external(s);
 	srv_sweeps(s);
 	schedule(s);
+	retention(s);
 	if (now_wall() >= s->next_sample) {
 		srv_health_refresh(s);
 		telemetry_sample(s);

@@ -77,6 +77,9 @@ struct server_opts {
 	bool allow_root_jobs;
 	/* --metrics-job-series: per-job series of /metrics at most; 0: 500, < 0: none (prom.c) */
 	int metrics_job_series;
+	/* --retention: finished jobs that ended longer ago are removed, at start and
+	 * hourly (jobs_gc); 0: kept */
+	double retention;
 };
 
 /* --endpoint-host: a lower-case DNS name of two labels or more, not an IP literal (eporigin.c). */

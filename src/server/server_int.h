@@ -138,6 +138,7 @@ struct srv {
 	size_t nquotas;
 	long long last_event;
 	double next_sample;
+	double next_retention;      /* the next removal of old finished jobs (--retention) */
 	double next_sweeps;         /* the next round of the running sweeps (sweeps.c) */
 	char *devices_json;         /* the latest telemetry of every device */
 	long long submitted, requests;

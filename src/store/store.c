@@ -531,6 +531,8 @@ static int set_state(struct store *st, const char *id, enum job_state state, int
 			      name, now, id);
 	else
 		rc = run_stmt(st, err, "UPDATE jobs SET state=? WHERE id=?", "ss", name, id);
+	if (!rc) /* its devices' interval, in the same transaction (store_usage.h) */
+		rc = store_usage_edge(st, id, state, now, err);
 	if (!rc)
 		rc = run_stmt(st, err, "INSERT INTO events (job_id, time, state, reason) VALUES (?,?,?,?)",
 			      "sdss", id, now, name, reason ? reason : "");

@@ -106,5 +106,6 @@ int store_schema_versions(struct store *st, int *have, int *want, struct tc_err 
 #include "store/store_endpoint.h"  /* endpoints */
 #include "store/store_sweep.h"     /* sweeps and trials */
 #include "store/store_hub.h"       /* the hub's bookkeeping */
+#include "store/store_usage.h"     /* usage accounting */
 
 #endif

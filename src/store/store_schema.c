@@ -185,6 +185,14 @@ static const char *const migrations[] = {
 	" SELECT device_type, device_id, reason, since FROM device_health;"
 	"DROP TABLE device_health;"
 	"ALTER TABLE device_health_nodes RENAME TO device_health;",
+	/* (in order of landing): usage accounting (store_usage.c), one row per interval a
+	 * job held its devices; no foreign key: the record outlives a deleted job */
+	"CREATE TABLE usage ("
+	" job_id TEXT NOT NULL, user TEXT NOT NULL DEFAULT '', team TEXT,"
+	" device_type TEXT NOT NULL, device_count INTEGER NOT NULL,"
+	" opened REAL NOT NULL, closed REAL, queue_wait REAL, outcome TEXT);"
+	"CREATE INDEX usage_job ON usage(job_id, closed);"
+	"CREATE INDEX usage_opened ON usage(opened);",
 };
 
 static int schema_version(struct store *st, int *version, struct tc_err *err)

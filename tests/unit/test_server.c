@@ -63,6 +63,7 @@ static const struct example {
 	{ "GET", "/api/v1/jobs/j-1/usage", ROUTE_GET, "/api/v1/jobs/{job}/usage", "j-1" },
 	{ "GET", "/api/v1/jobs/j-1/report", ROUTE_GET, "/api/v1/jobs/{job}/report", "j-1" },
 	{ "GET", "/api/v1/jobs/j-1/endpoints", ROUTE_GET, "/api/v1/jobs/{job}/endpoints", "j-1" },
+	{ "GET", "/api/v1/usage", ROUTE_GET, "/api/v1/usage", NULL },
 	{ "GET", "/api/v1/sweeps", ROUTE_GET, "/api/v1/sweeps", NULL },
 	{ "POST", "/api/v1/sweeps", ROUTE_POST, "/api/v1/sweeps", NULL },
 	{ "GET", "/api/v1/sweeps/s-1", ROUTE_GET, "/api/v1/sweeps/{sweep}", NULL },

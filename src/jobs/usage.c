@@ -1,0 +1,153 @@
+/*
+ * usage.c -- the usage report's JSON form and its window's words, and the
+ * removal of old finished jobs (usage.h).
+ */
+#include "jobs/usage.h"
+#include "jobs/jobs.h"
+#include "core/json.h"
+#include "core/xalloc.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+bool usage_parse_date(const char *s, double *out)
+{
+	struct tm tm;
+	memset(&tm, 0, sizeof(tm));
+	const char *end = s ? strptime(s, "%Y-%m-%d", &tm) : NULL;
+	if (end && *end == 'T')
+		end = strptime(end + 1, "%H:%M:%S", &tm);
+	if (end && *end == 'Z')
+		end++;
+	if (!end || *end || tm.tm_year < 70)
+		return false;
+	time_t t = timegm(&tm);
+	if (t == (time_t)-1)
+		return false;
+	*out = (double)t;
+	return true;
+}
+
+bool usage_parse_age(const char *s, double *out)
+{
+	static const struct { char unit; double seconds; } units[] = {
+		{ 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 }, { 'w', 7 * 86400 },
+	};
+	if (!s || !isdigit((unsigned char)*s))
+		return false;
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(s, &end, 10);
+	if (errno || n == 0 || n > 100000000ULL || !end[0] || end[1])
+		return false;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (units[i].unit == *end) {
+			*out = (double)n * units[i].seconds;
+			return true;
+		}
+	return false;
+}
+
+bool usage_parse_by(const char *s, enum usage_by *out)
+{
+	if (s && !strcmp(s, "user"))
+		*out = USAGE_BY_USER;
+	else if (s && !strcmp(s, "team"))
+		*out = USAGE_BY_TEAM;
+	else
+		return false;
+	return true;
+}
+
+const char *usage_by_name(enum usage_by by)
+{
+	return by == USAGE_BY_TEAM ? "team" : "user";
+}
+
+int usage_query_parse(const char *since, const char *until, const char *by, double now,
+		      struct usage_query *q, struct tc_err *err)
+{
+	q->now = now;
+	if (!usage_parse_by(by ? by : "user", &q->by))
+		return tc_error(err, TC_EUSAGE, "by: is user or team, not '%s'", by);
+	q->until = now;
+	if (until && !usage_parse_date(until, &q->until))
+		return tc_error(err, TC_EUSAGE, "until: '%s' is not a date (2026-11-01 or"
+				" 2026-11-01T12:00:00, UTC)", until);
+	q->since = q->until - 30 * 86400.0;
+	if (since && !usage_parse_date(since, &q->since))
+		return tc_error(err, TC_EUSAGE, "since: '%s' is not a date (2026-11-01 or"
+				" 2026-11-01T12:00:00, UTC)", since);
+	if (q->since >= q->until)
+		return tc_error(err, TC_EUSAGE, "since: must come before until");
+	return 0;
+}
+
+static json_t *iso_date(double t)
+{
+	char buf[32];
+	struct tm tm;
+	time_t s = (time_t)t;
+	if (!gmtime_r(&s, &tm) || !strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm))
+		return json_null();
+	return json_string(buf);
+}
+
+int usage_report_json(struct store *st, const struct usage_query *q, json_t **out,
+		      struct tc_err *err)
+{
+	struct usage_row *v;
+	size_t n;
+	*out = NULL;
+	int rc = store_usage_report(st, q, &v, &n, err);
+	if (rc)
+		return rc;
+	json_t *rows = json_array();
+	for (size_t i = 0; i < n; i++) {
+		json_t *o = json_object();
+		json_object_set_new(o, "group", json_string(v[i].group ? v[i].group : ""));
+		json_object_set_new(o, "device_type",
+				    json_string(v[i].device_type ? v[i].device_type : ""));
+		json_object_set_new(o, "device_seconds", json_real(v[i].device_seconds));
+		json_object_set_new(o, "device_hours", json_real(v[i].device_seconds / 3600));
+		json_object_set_new(o, "jobs", json_integer(v[i].jobs));
+		json_object_set_new(o, "waited", json_integer(v[i].waited));
+		json_object_set_new(o, "wait_mean_seconds",
+				    v[i].waited ? json_real(v[i].wait_mean) : json_null());
+		json_object_set_new(o, "wait_max_seconds",
+				    v[i].waited ? json_real(v[i].wait_max) : json_null());
+		json_array_append_new(rows, o);
+	}
+	usage_rows_free(v, n);
+	*out = json_object();
+	json_object_set_new(*out, "since", iso_date(q->since));
+	json_object_set_new(*out, "until", iso_date(q->until));
+	json_object_set_new(*out, "by", json_string(usage_by_name(q->by)));
+	json_object_set_new(*out, "rows", rows);
+	return 0;
+}
+
+int jobs_gc(struct store *st, double before, bool dry_run, json_t **out, struct tc_err *err)
+{
+	struct job_row *v;
+	size_t n;
+	*out = json_array();
+	int rc = store_jobs_ended_before(st, before, &v, &n, err);
+	for (size_t i = 0; !rc && i < n; i++) {
+		/* jobs_delete refuses a job that has not ended, again: an active job is never touched */
+		if (!dry_run && (rc = jobs_delete(st, &v[i], err)))
+			break;
+		json_t *o = json_object();
+		json_object_set_new(o, "id", json_string(v[i].id));
+		json_object_set_new(o, "name", json_string_or_null(v[i].name));
+		json_object_set_new(o, "state", json_string(job_state_name(v[i].state)));
+		json_object_set_new(o, "ended", iso_date(v[i].ended));
+		json_object_set_new(o, "run_dir", json_string_or_null(v[i].run_dir));
+		json_array_append_new(*out, o);
+	}
+	job_rows_free(v, n);
+	return rc;
+}
