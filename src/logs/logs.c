@@ -244,7 +244,9 @@ int logs_after_cut(int dfd, uid_t owner, int rank, int *fd, off_t *off, struct t
 	    sscanf(rec.buf, "%llu %lld %llu %lld %lld %lld %lld %lld", &oino, &osize, &nino, &head,
 		   &mlen, &keep, &db, &dl) == 8 && head >= 0 && mlen > 0) {
 		at = (off_t)head; /* not this cut's record: from the marker on */
-		if (have_old && oino == (unsigned long long)old.st_ino &&
+		if (*off <= (off_t)head)
+			at = *off; /* still in the head, the same in every file */
+		else if (have_old && oino == (unsigned long long)old.st_ino &&
 		    nino == (unsigned long long)cur.st_ino && osize == (long long)*off &&
 		    osize >= keep)
 			at = (off_t)(head + mlen + (osize - keep));

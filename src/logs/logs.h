@@ -59,9 +59,10 @@ int logs_print(const struct logs_opts *o, FILE *out, struct tc_err *err);
  * to the old file.
  *
  * logs_after_cut: fd was read to its end at *off; *fd becomes the file the
- * name holds now (the old one closed) and *off where to go on in it: just
- * after what was read when rank-R.cut records this very cut, else at the
- * marker (the tail again rather than a line lost), else 0.  0, or a TC_E*
+ * name holds now (the old one closed) and *off where to go on in it: the
+ * same offset while that is in the head (never changed), just after what
+ * was read when rank-R.cut records this very cut, else at the marker (the
+ * tail again rather than a line lost); 0 without a record.  0, or a TC_E*
  * code when the new file cannot be opened (*fd is then -1).
  */
 bool logs_was_cut(int dfd, int rank, int fd);

@@ -268,3 +268,67 @@ TEST(a_follower_goes_on_across_cuts)
 	sbuf_release(&dir);
 	free(run);
 }
+
+/*
+ * A follower that read only the first line before many cuts: the rest of
+ * the file it holds (the head and what followed), then the marker and the tail.
+ */
+TEST(a_slow_follower_gets_head_marker_tail)
+{
+	char *run = fresh_run("slow");
+	struct logcap c;
+	CHECK_INT(logcap_open(&c, run, 0, 4096, NULL), 0);
+	CHECK_INT(logcap_write(&c, "first\n", 6), 0);
+	struct sbuf dir = SBUF_INIT;
+	sbuf_addf(&dir, "%s/logs", run);
+	int dfd = open(dir.buf, O_RDONLY | O_DIRECTORY);
+	int fd = openat(dfd, "rank-0.log", O_RDONLY);
+	CHECK(dfd >= 0 && fd >= 0);
+	char buf[8192];
+	struct sbuf seen = SBUF_INIT;
+	ssize_t r;
+	off_t off = 0;
+	while ((r = pread(fd, buf, sizeof(buf), off)) > 0) {
+		sbuf_add(&seen, buf, (size_t)r);
+		off += r;
+	}
+	for (int i = 0; i < 3000; i++) {
+		char line[32];
+		int n = snprintf(line, sizeof(line), "line %05d\n", i);
+		CHECK_INT(logcap_write(&c, line, (size_t)n), 0);
+	}
+	CHECK(logs_was_cut(dfd, 0, fd));
+	while ((r = pread(fd, buf, sizeof(buf), off)) > 0) {
+		sbuf_add(&seen, buf, (size_t)r);
+		off += r;
+	}
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(logs_after_cut(dfd, getuid(), 0, &fd, &off, &err), 0);
+	struct sbuf log = SBUF_INIT;
+	struct parts p;
+	read_log(run, "rank-0.log", &log);
+	CHECK(split(&log, &p));
+	CHECK_INT(off, p.head); /* not this cut's follower: from the marker on */
+	while ((r = pread(fd, buf, sizeof(buf), off)) > 0) {
+		sbuf_add(&seen, buf, (size_t)r);
+		off += r;
+	}
+	size_t rest = log.len - p.head;
+	CHECK(!strncmp(seen.buf, log.buf, p.head)); /* the head first */
+	CHECK(seen.len > rest && !strcmp(seen.buf + seen.len - rest, log.buf + p.head));
+	/* and never a line twice */
+	int prev = -1;
+	for (const char *s = strstr(seen.buf, "line "); s; s = strstr(s + 1, "\nline ")) {
+		int k;
+		CHECK(sscanf(s + (*s == '\n'), "line %d", &k) == 1);
+		CHECK(k > prev);
+		prev = k;
+	}
+	close(fd);
+	close(dfd);
+	logcap_close(&c);
+	sbuf_release(&log);
+	sbuf_release(&seen);
+	sbuf_release(&dir);
+	free(run);
+}
