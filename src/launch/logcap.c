@@ -22,21 +22,7 @@
 /* name in logs/ (dfd), never through a link, a regular file with one name; -1 with errno */
 static int open_in(int dfd, const char *name, int flags)
 {
-	int fd = openat(dfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -1;
-	struct stat sb;
-	int e = fstat(fd, &sb) < 0 ? errno : 0;
-	if (!e && (!S_ISREG(sb.st_mode) || sb.st_nlink != 1))
-		e = EINVAL;
-	if (!e && fcntl(fd, F_SETFL, O_APPEND) < 0) /* blocking again; appends stay appends */
-		e = errno;
-	if (e) {
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
+	return openat_regular_nofollow(dfd, name, flags | O_APPEND, 0644);
 }
 
 /* A log an earlier attempt cut: its head, marker and counts from rank-R.cut. */

@@ -127,3 +127,36 @@ def test_bad_max_bytes_names_file_line_key(run_tc, tmp_path):
     r = run_tc("run", str(spec))
     assert r.returncode == 2
     assert f"{spec.name}:4: logs.max_bytes: must be a size" in r.stderr, r.stderr
+
+
+def test_the_servers_stream_follows_across_the_cut(trainctl, tmp_path):
+    from server_fixture import start_server
+    spec = _spec(tmp_path, "64KiB").read_text()
+    srv = start_server(trainctl, tmp_path / "state")
+    try:
+        job = srv.submit(spec)
+        r = srv.stream(f"/api/v1/jobs/{job}/logs?follow=1&rank=0")
+        lines = []
+        ended = False
+        while not ended:
+            line = r.readline()
+            assert line, "the stream ended without its end event"
+            if line.startswith(b"event: end"):
+                ended = True
+            elif line.startswith(b"data: "):
+                lines.append(json.loads(line[6:])["line"])
+                if lines == ["FIRST"]:  # the stream runs before the cut
+                    (tmp_path / "gate").write_text("")
+        r.close()
+        r.connection_.close()
+        assert lines[0] == "FIRST" and lines[-1] == "LAST", (lines[:3], lines[-3:])
+        seen = _numbers("\n".join(lines) + "\n")
+        assert seen == sorted(set(seen)), "a line twice or out of order"
+        assert seen[-1] == LINES
+        srv.wait_state(job, "succeeded")
+        st, text = srv.call("GET", f"/api/v1/jobs/{job}/logs?rank=0")
+        assert st == 200 and text.startswith("FIRST\n") and text.endswith("LAST\n")
+        assert text.count("dropped here: the log passed logs.max_bytes 64.0 KiB]\n") == 1
+        assert len(text.encode()) <= LIMIT + 200
+    finally:
+        srv.stop()

@@ -63,16 +63,22 @@ static long long count_lines(const char *s, size_t n)
 	return k;
 }
 
+/* "line NNNNN\n" (11 bytes) for from .. from + n - 1, one write each */
+static void write_lines(struct logcap *c, int from, int n)
+{
+	for (int i = from; i < from + n; i++) {
+		char line[32];
+		int k = snprintf(line, sizeof(line), "line %05d\n", i);
+		CHECK_INT(logcap_write(c, line, (size_t)k), 0);
+	}
+}
+
 TEST(no_cap_keeps_everything)
 {
 	char *run = fresh_run("nocap");
 	struct logcap c;
 	CHECK_INT(logcap_open(&c, run, 0, 0, NULL), 0);
-	for (int i = 0; i < 2000; i++) {
-		char line[32];
-		int n = snprintf(line, sizeof(line), "line %05d\n", i);
-		CHECK_INT(logcap_write(&c, line, (size_t)n), 0);
-	}
+	write_lines(&c, 0, 2000);
 	logcap_close(&c);
 	struct sbuf log = SBUF_INIT;
 	read_log(run, "rank-0.log", &log);
@@ -91,14 +97,11 @@ TEST(head_marker_tail_and_counts)
 	const int total = 3000;
 	struct sbuf log = SBUF_INIT;
 	struct parts p;
-	for (int i = 0; i < total; i++) {
-		char line[32];
-		int n = snprintf(line, sizeof(line), "line %05d\n", i);
-		CHECK_INT(logcap_write(&c, line, (size_t)n), 0);
-		if (i % 97 == 0) { /* within the cap plus the marker at every moment */
-			read_log(run, "rank-3.log", &log);
-			CHECK((long long)log.len <= max + (split(&log, &p) ? (long long)p.marker_len : 0));
-		}
+	for (int i = 0; i < total; i += 100) {
+		write_lines(&c, i, 100);
+		/* within the cap plus the marker at every moment */
+		read_log(run, "rank-3.log", &log);
+		CHECK((long long)log.len <= max + (split(&log, &p) ? (long long)p.marker_len : 0));
 	}
 	logcap_close(&c);
 	read_log(run, "rank-3.log", &log);
@@ -189,11 +192,8 @@ TEST(a_later_attempt_goes_on_with_the_counts)
 	int written = 0;
 	for (int attempt = 0; attempt < 3; attempt++) {
 		CHECK_INT(logcap_open(&c, run, 1, 4096, NULL), 0);
-		for (int i = 0; i < 1000; i++, written++) {
-			char line[32];
-			int n = snprintf(line, sizeof(line), "line %05d\n", written);
-			CHECK_INT(logcap_write(&c, line, (size_t)n), 0);
-		}
+		write_lines(&c, written, 1000);
+		written += 1000;
 		logcap_close(&c);
 	}
 	struct sbuf log = SBUF_INIT;
@@ -292,11 +292,7 @@ TEST(a_slow_follower_gets_head_marker_tail)
 		sbuf_add(&seen, buf, (size_t)r);
 		off += r;
 	}
-	for (int i = 0; i < 3000; i++) {
-		char line[32];
-		int n = snprintf(line, sizeof(line), "line %05d\n", i);
-		CHECK_INT(logcap_write(&c, line, (size_t)n), 0);
-	}
+	write_lines(&c, 0, 3000);
 	CHECK(logs_was_cut(dfd, 0, fd));
 	while ((r = pread(fd, buf, sizeof(buf), off)) > 0) {
 		sbuf_add(&seen, buf, (size_t)r);
