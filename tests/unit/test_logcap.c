@@ -22,6 +22,14 @@ static char *fresh_run(const char *name)
 	return sbuf_detach(&p);
 }
 
+/* A fresh run folder (heap path) with rank's log opened in c, capped at max. */
+static char *opened(struct logcap *c, const char *name, int rank, long long max)
+{
+	char *run = fresh_run(name);
+	CHECK_INT(logcap_open(c, run, rank, max, NULL), 0);
+	return run;
+}
+
 static void read_log(const char *run, const char *leaf, struct sbuf *out)
 {
 	struct sbuf p = SBUF_INIT;
@@ -75,9 +83,8 @@ static void write_lines(struct logcap *c, int from, int n)
 
 TEST(no_cap_keeps_everything)
 {
-	char *run = fresh_run("nocap");
 	struct logcap c;
-	CHECK_INT(logcap_open(&c, run, 0, 0, NULL), 0);
+	char *run = opened(&c, "nocap", 0, 0);
 	write_lines(&c, 0, 2000);
 	logcap_close(&c);
 	struct sbuf log = SBUF_INIT;
@@ -90,10 +97,9 @@ TEST(no_cap_keeps_everything)
 
 TEST(head_marker_tail_and_counts)
 {
-	char *run = fresh_run("cut");
 	struct logcap c;
 	const long long max = 4096;
-	CHECK_INT(logcap_open(&c, run, 3, max, NULL), 0);
+	char *run = opened(&c, "cut", 3, max);
 	const int total = 3000;
 	struct sbuf log = SBUF_INIT;
 	struct parts p;
@@ -136,10 +142,9 @@ TEST(head_marker_tail_and_counts)
 
 TEST(a_line_longer_than_the_limit)
 {
-	char *run = fresh_run("long");
 	struct logcap c;
 	const long long max = 4096;
-	CHECK_INT(logcap_open(&c, run, 0, max, NULL), 0);
+	char *run = opened(&c, "long", 0, max);
 	CHECK_INT(logcap_write(&c, "first\n", 6), 0);
 	struct sbuf big = SBUF_INIT;
 	for (int i = 0; i < 10000; i++)
@@ -163,9 +168,8 @@ TEST(a_line_longer_than_the_limit)
 
 TEST(a_first_line_longer_than_the_head)
 {
-	char *run = fresh_run("longfirst");
 	struct logcap c;
-	CHECK_INT(logcap_open(&c, run, 0, 4096, NULL), 0);
+	char *run = opened(&c, "longfirst", 0, 4096);
 	struct sbuf big = SBUF_INIT;
 	for (int i = 0; i < 5000; i++)
 		sbuf_addch(&big, 'x');
@@ -211,9 +215,8 @@ TEST(a_later_attempt_goes_on_with_the_counts)
 /* A follower reading between writes sees every line once, in order, across every cut. */
 TEST(a_follower_goes_on_across_cuts)
 {
-	char *run = fresh_run("follow");
 	struct logcap c;
-	CHECK_INT(logcap_open(&c, run, 0, 4096, NULL), 0);
+	char *run = opened(&c, "follow", 0, 4096);
 	struct sbuf dir = SBUF_INIT;
 	sbuf_addf(&dir, "%s/logs", run);
 	int dfd = open(dir.buf, O_RDONLY | O_DIRECTORY);
@@ -275,9 +278,8 @@ TEST(a_follower_goes_on_across_cuts)
  */
 TEST(a_slow_follower_gets_head_marker_tail)
 {
-	char *run = fresh_run("slow");
 	struct logcap c;
-	CHECK_INT(logcap_open(&c, run, 0, 4096, NULL), 0);
+	char *run = opened(&c, "slow", 0, 4096);
 	CHECK_INT(logcap_write(&c, "first\n", 6), 0);
 	struct sbuf dir = SBUF_INIT;
 	sbuf_addf(&dir, "%s/logs", run);
