@@ -121,16 +121,37 @@ void sse_log_line(struct sbuf *out, int rank, const char *p, size_t n)
 	sbuf_release(&line);
 }
 
+/* Rank r's log was cut (logs.h): go on in the new file; true when it did. */
+static bool follow_cut(struct sse *e, int r)
+{
+	struct upath_follow *f = &e->fol[r];
+	struct tc_err err = TC_ERR_INIT;
+	sbuf_reset(&e->partial[r]); /* the writer writes whole lines: nothing is cut off */
+	int rc = logs_after_cut(e->logs_fd, e->owner, r, &f->fd, &f->off, &err);
+	tc_err_release(&err);
+	if (rc) {
+		f->fd = -1; /* opened again by the next read, from its start */
+		return false;
+	}
+	return true;
+}
+
 /* Read what rank r's log gained; whole lines become events. */
 static bool read_rank(struct sse *e, int r)
 {
 	bool got = false;
 	char buf[65536];
+	struct upath_follow *f = &e->fol[r];
+	/* asked before the old file is read to its end: the cut renames after its last write */
+	bool cut = f->fd >= 0 && logs_was_cut(e->logs_fd, r, f->fd);
 	for (int rounds = 0; rounds < 64; rounds++) {
 		/* opened from logs/'s descriptor, O_NOFOLLOW, the account's (core/upath.h) */
-		ssize_t n = upath_follow_read(&e->fol[r], buf, sizeof(buf));
-		if (n <= 0)
+		ssize_t n = upath_follow_read(f, buf, sizeof(buf));
+		if (n <= 0) {
+			if (n == 0 && cut)
+				got |= follow_cut(e, r);
 			break;
+		}
 		struct sbuf *pp = &e->partial[r];
 		sbuf_add(pp, buf, (size_t)n);
 		size_t start = 0;

@@ -123,7 +123,12 @@ out:
 
 int open_regular_nofollow(const char *path, int flags, mode_t mode)
 {
-	int fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+	return openat_regular_nofollow(AT_FDCWD, path, flags, mode);
+}
+
+int openat_regular_nofollow(int dirfd, const char *name, int flags, mode_t mode)
+{
+	int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
 	if (fd < 0)
 		return -1;
 	struct stat sb;

@@ -46,6 +46,8 @@ int read_file(const char *path, struct sbuf *out, struct tc_err *err);
  * symlink, EINVAL for a non-regular or multiply linked file).
  */
 int open_regular_nofollow(const char *path, int flags, mode_t mode);
+/* The same for name in the folder dirfd (AT_FDCWD: path as above). */
+int openat_regular_nofollow(int dirfd, const char *name, int flags, mode_t mode);
 /* read_file through open_regular_nofollow. */
 int read_file_nofollow(const char *path, struct sbuf *out, struct tc_err *err);
 /*

@@ -12,6 +12,7 @@ static const char *folder_of(enum run_what what)
 	switch (what) {
 	case RUN_RANK_LOG:
 	case RUN_RANK_TIMES:
+	case RUN_RANK_CUT:
 	case RUN_RANK_ERROR:
 	case RUN_SUPERVISOR_LOG:
 		return "logs/";
@@ -28,6 +29,7 @@ void run_leaf(struct sbuf *out, enum run_what what, int rank)
 	case RUN_LOGS: sbuf_adds(out, "logs"); break;
 	case RUN_RANK_LOG: sbuf_addf(out, "rank-%d.log", rank); break;
 	case RUN_RANK_TIMES: sbuf_addf(out, "rank-%d.times", rank); break;
+	case RUN_RANK_CUT: sbuf_addf(out, "rank-%d.cut", rank); break;
 	case RUN_RANK_ERROR: sbuf_addf(out, "error-rank-%d.json", rank); break;
 	case RUN_SUPERVISOR_LOG: sbuf_adds(out, "supervisor.log"); break;
 	case RUN_OUTPUT: sbuf_adds(out, "output"); break;

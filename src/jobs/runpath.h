@@ -9,6 +9,8 @@
  *     logs/                   what the job printed           RUN_LOGS
  *       rank-R.log            a worker's output              RUN_RANK_LOG
  *       rank-R.times          where its lines begin, when    RUN_RANK_TIMES
+ *       rank-R.cut            where its log was last cut     RUN_RANK_CUT
+ *                             (logs.max_bytes)
  *       error-rank-R.json     a worker's error file          RUN_RANK_ERROR
  *       supervisor.log        the supervisor's own log       RUN_SUPERVISOR_LOG
  *     output/, data/          the job's own folders          RUN_OUTPUT, RUN_DATA
@@ -30,6 +32,7 @@ enum run_what {
 	RUN_LOGS,
 	RUN_RANK_LOG,
 	RUN_RANK_TIMES,
+	RUN_RANK_CUT,
 	RUN_RANK_ERROR,
 	RUN_SUPERVISOR_LOG,
 	RUN_OUTPUT,
@@ -45,7 +48,7 @@ void run_runs(struct sbuf *out, const char *state);
 /*
  * The path of what, appended to out: in the run folder of job under the
  * state folder base when job is non-NULL, else in the run folder base.
- * rank is read by RUN_RANK_LOG, RUN_RANK_TIMES, RUN_RANK_ERROR and
+ * rank is read by RUN_RANK_LOG, RUN_RANK_TIMES, RUN_RANK_CUT, RUN_RANK_ERROR and
  * RUN_CONTAINER_ENV only.
  */
 void run_path(struct sbuf *out, const char *base, const char *job, enum run_what what, int rank);

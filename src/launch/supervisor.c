@@ -476,7 +476,8 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	for (int i = 0; i < sp.n; i++) {
 		sp.w[i].local_rank = i;
 		sp.w[i].rank = (o->node ? o->node->node_rank * sp.n : 0) + i;
-		sp.w[i].out.fd = sp.w[i].err.fd = sp.w[i].logfd = sp.w[i].timesfd = -1;
+		sp.w[i].out.fd = sp.w[i].err.fd = -1;
+		sp.w[i].log = (struct logcap)LOGCAP_CLOSED;
 		sp.w[i].reaped = true;
 	}
 	if ((rc = sup_record_job(&sp, err)))

@@ -38,6 +38,7 @@
 #include "core/sbuf.h"
 #include "launch/attempt.h"
 #include "launch/launch.h"
+#include "launch/logcap.h"
 #include "launch/notify_int.h"
 #include "secret/secret.h"
 #include "spec/spec.h"
@@ -55,9 +56,7 @@ struct worker {
 	int local_rank, rank;
 	pid_t pid;
 	struct stream out, err;
-	int logfd;
-	int timesfd;          /* logs/rank-N.times: when each write to the log began (logs.h) */
-	long long times_last; /* the last time written there, ms */
+	struct logcap log;    /* logs/rank-N.log and .times, capped (launch/logcap.h) */
 	bool reaped;
 	int status;     /* wait status */
 	double started; /* wall time it was started */

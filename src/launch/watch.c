@@ -693,7 +693,7 @@ static void finish_hang(struct sup *sp)
 			sbuf_addf(&head, "trainctl: hang: no stack of rank %d (not a Python process, or "
 					 "it did not load trainctl's sitecustomize.py)\n", wk->rank);
 		}
-		if (wk->logfd >= 0 && write_all(wk->logfd, head.buf, head.len) < 0)
+		if (wk->log.fd >= 0 && logcap_write(&wk->log, head.buf, head.len) < 0)
 			sup_say(sp, "warning: cannot write rank %d log: %s", wk->rank, strerror(errno));
 		json_array_append_new(jst, json_pack("{s:i, s:o}", "rank", wk->rank, "stack",
 						     text[i].len ? stack_string(text[i].buf, text[i].len)

@@ -62,26 +62,9 @@ static void emit_lines(struct sup *sp, struct worker *w, const char *data, size_
 	sbuf_release(&masked);
 }
 
-/* logs/rank-N.times gets "OFFSET MS" where a write of whole lines begins (logs.h): the log stays byte-exact */
-static void note_time(struct worker *w)
-{
-	long long ms = (long long)(now_wall() * 1000.0);
-	if (w->timesfd < 0 || ms == w->times_last)
-		return;
-	off_t off = lseek(w->logfd, 0, SEEK_END);
-	if (off < 0)
-		return;
-	char line[64];
-	int n = snprintf(line, sizeof(line), "%lld %lld\n", (long long)off, ms);
-	if (n > 0 && write_all(w->timesfd, line, (size_t)n) < 0)
-		errno = 0; /* best effort: `logs --timestamps` then shows the previous time */
-	w->times_last = ms;
-}
-
 static void emit_masked(struct sup *sp, struct worker *w, const char *data, size_t len)
 {
-	note_time(w);
-	if (write_all(w->logfd, data, len) < 0)
+	if (logcap_write(&w->log, data, len) < 0)
 		sup_say(sp, "warning: cannot write rank %d log: %s", w->rank, strerror(errno));
 	console_expect(sp->con, data, len);
 	metrics_ingest_lines(sp->mi, w->rank, data, len);
@@ -251,17 +234,8 @@ static int spawn_workers(struct sup *sp, const struct env_plan *plan, struct tc_
 		const char *ef = env_get(&env, "TORCHELASTIC_ERROR_FILE");
 		if (ef)
 			unlink(ef);
-		struct sbuf lp = SBUF_INIT;
-		run_path(&lp, sp->run_dir, NULL, RUN_RANK_LOG, w->rank);
-		/* logs/ belongs to the job's user: a symlink there must not aim root's writes */
-		w->logfd = open_regular_nofollow(lp.buf, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		sbuf_reset(&lp);
-		run_path(&lp, sp->run_dir, NULL, RUN_RANK_TIMES, w->rank);
-		w->timesfd = open_regular_nofollow(lp.buf, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		w->times_last = 0;
-		sbuf_release(&lp);
-		if (w->logfd < 0)
-			rc = tc_error_errno(err, TC_ESYS, "cannot start rank %d", w->rank);
+		if ((rc = logcap_open(&w->log, sp->run_dir, w->rank, sp->s->logs_max_bytes, err)))
+			tc_error_prefix(err, "cannot start rank %d", w->rank);
 		else if ((rc = start_worker(sp, w, &argv, &env, err)))
 			tc_error_prefix(err, "rank %d", w->rank);
 		strvec_clear(&env);
@@ -533,11 +507,7 @@ void sup_attempt_loop(struct sup *sp)
 		reap(sp); /* SIGCHLD may have been coalesced with another signal */
 	}
 	for (int i = 0; i < sp->n; i++) {
-		if (sp->w[i].logfd >= 0)
-			close(sp->w[i].logfd);
-		if (sp->w[i].timesfd >= 0)
-			close(sp->w[i].timesfd);
-		sp->w[i].logfd = sp->w[i].timesfd = -1;
+		logcap_close(&sp->w[i].log);
 	}
 	sup_container_attempt_end(sp);
 	sup_watchdog_tell(sp, 0);

@@ -215,6 +215,51 @@ static int open_rank(int dfd, uid_t owner, int rank, struct sbuf *name, struct t
 	return fd;
 }
 
+bool logs_was_cut(int dfd, int rank, int fd)
+{
+	struct sbuf name = SBUF_INIT;
+	struct stat now, held;
+	run_leaf(&name, RUN_RANK_LOG, rank);
+	bool cut = fstatat(dfd, name.buf, &now, AT_SYMLINK_NOFOLLOW) == 0 && fstat(fd, &held) == 0 &&
+		   (now.st_ino != held.st_ino || now.st_dev != held.st_dev);
+	sbuf_release(&name);
+	return cut;
+}
+
+int logs_after_cut(int dfd, uid_t owner, int rank, int *fd, off_t *off, struct tc_err *err)
+{
+	struct stat old, cur;
+	bool have_old = fstat(*fd, &old) == 0;
+	close(*fd);
+	struct sbuf name = SBUF_INIT, rec = SBUF_INIT;
+	*fd = open_rank(dfd, owner, rank, &name, err);
+	int rc = *fd < 0 ? (err && err->code ? err->code : TC_ENOTFOUND) : 0;
+	off_t at = 0;
+	sbuf_reset(&name);
+	run_leaf(&name, RUN_RANK_CUT, rank);
+	struct tc_err e2 = TC_ERR_INIT;
+	unsigned long long oino, nino;
+	long long osize, head, mlen, keep, db, dl;
+	if (!rc && fstat(*fd, &cur) == 0 && upath_read(dfd, name.buf, owner, 4096, &rec, &e2) == 0 &&
+	    sscanf(rec.buf, "%llu %lld %llu %lld %lld %lld %lld %lld", &oino, &osize, &nino, &head,
+		   &mlen, &keep, &db, &dl) == 8 && head >= 0 && mlen > 0) {
+		at = (off_t)head; /* not this cut's record: from the marker on */
+		if (*off <= (off_t)head)
+			at = *off; /* still in the head, the same in every file */
+		else if (have_old && oino == (unsigned long long)old.st_ino &&
+		    nino == (unsigned long long)cur.st_ino && osize == (long long)*off &&
+		    osize >= keep)
+			at = (off_t)(head + mlen + (osize - keep));
+		if (at > cur.st_size)
+			at = (off_t)head;
+	}
+	tc_err_release(&e2);
+	sbuf_release(&rec);
+	sbuf_release(&name);
+	*off = at;
+	return rc;
+}
+
 int logs_ranks(const char *run_dir, int **ranks, size_t *n, struct tc_err *err)
 {
 	int dfd;
@@ -359,6 +404,32 @@ static void add_new_ranks(int dfd, uid_t owner, int **ranks, struct source **src
 	free(now);
 }
 
+/* The log was cut while followed: go on in the new file (logs_after_cut); 0 or -1. */
+static int follow_cut(int dfd, uid_t owner, struct source *s, struct sbuf *name)
+{
+	struct tc_err e = TC_ERR_INIT;
+	off_t at = s->pos;
+	int rc = logs_after_cut(dfd, owner, s->rank, &s->fd, &at, &e);
+	tc_err_release(&e);
+	if (rc || (s->pos = lseek(s->fd, at, SEEK_SET)) < 0) {
+		if (s->fd >= 0)
+			close(s->fd);
+		s->fd = -1; /* opened again by the next round, from its start */
+		s->pos = 0;
+		return -1;
+	}
+	if (s->tfd >= 0) {
+		/* the times were rebuilt with the log: read them again up to here */
+		close(s->tfd);
+		s->tfd = -1;
+		sbuf_reset(&s->tbuf);
+		s->have_next = false;
+		s->t_cur = -1;
+		open_times(dfd, owner, s, name);
+	}
+	return 0;
+}
+
 int logs_print(const struct logs_opts *o, FILE *out, struct tc_err *err)
 {
 	int *ranks = NULL;
@@ -421,7 +492,10 @@ int logs_print(const struct logs_opts *o, FILE *out, struct tc_err *err)
 				if (src[i].fd >= 0 && timed)
 					open_times(dfd, owner, &src[i], &name);
 			}
+			bool cut = src[i].fd >= 0 && logs_was_cut(dfd, ranks[i], src[i].fd);
 			if (src[i].fd >= 0)
+				drain(&pr, &src[i], !alive || cut);
+			if (cut && follow_cut(dfd, owner, &src[i], &name) == 0)
 				drain(&pr, &src[i], !alive);
 		}
 		flush_merged(&pr);

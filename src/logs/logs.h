@@ -47,6 +47,27 @@ struct logs_opts {
 
 int logs_print(const struct logs_opts *o, FILE *out, struct tc_err *err);
 
+/*
+ * A rank log with a cap (logs.max_bytes) is rebuilt beside itself and
+ * renamed over its name when it passes the cap: head, a marker line of what
+ * was dropped, the newest lines (launch/logcap.h).  A reader that opens the
+ * name sees them in that order; a follower holding the old file goes on in
+ * the new one:
+ *
+ * logs_was_cut: does rank's log in logs/ (dfd) name another file than fd?
+ * Ask before reading fd to its end: a cut renames only after its last write
+ * to the old file.
+ *
+ * logs_after_cut: fd was read to its end at *off; *fd becomes the file the
+ * name holds now (the old one closed) and *off where to go on in it: the
+ * same offset while that is in the head (never changed), just after what
+ * was read when rank-R.cut records this very cut, else at the marker (the
+ * tail again rather than a line lost); 0 without a record.  0, or a TC_E*
+ * code when the new file cannot be opened (*fd is then -1).
+ */
+bool logs_was_cut(int dfd, int rank, int fd);
+int logs_after_cut(int dfd, uid_t owner, int rank, int *fd, off_t *off, struct tc_err *err);
+
 /* The ranks with a log in run_dir's logs/, sorted (heap array; none: NULL, 0). */
 int logs_ranks(const char *run_dir, int **ranks, size_t *n, struct tc_err *err);
 

@@ -248,6 +248,10 @@ int spec_from_json(const char *text, struct spec **out, struct tc_err *err)
 	take_parallel(s, json_object_get(o, "parallel"));
 	take_io(s, json_object_get(o, "inputs"), json_object_get(o, "outputs"));
 	take_metrics(s, json_object_get(o, "metrics"));
+	/* logs.max_bytes: written only when not the default */
+	json_t *lmax = json_object_get(json_object_get(o, "logs"), "max_bytes");
+	if (json_is_integer(lmax) && json_integer_value(lmax) >= 0)
+		s->logs_max_bytes = (long long)json_integer_value(lmax);
 	if (json_is_object(json_object_get(o, "overrides")))
 		s->overrides = take_kv(json_object_get(o, "overrides"), &s->noverrides);
 	spec_notify_take(s, json_object_get(o, "notify"));

@@ -8,6 +8,7 @@
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
+#include "plan/plan.h"
 #include "secret/secret.h"
 #include "storage/storage.h"
 
@@ -747,6 +748,30 @@ static int r_metrics(struct walk *w, yaml_node_t *n, const char *key)
 	return walk_map(w, n, "metrics.", metrics_rules);
 }
 
+/* ---- logs: (docs/spec.md): the rank logs' cap ---- */
+
+static int r_logs_max(struct walk *w, yaml_node_t *n, const char *key)
+{
+	double v = 0;
+	/* 0 is no limit; a smaller cap than a few lines would keep nothing useful */
+	if (n->type != YAML_SCALAR_NODE || !plan_parse_size(scalar(n), &v) ||
+	    (v != 0 && (v < SPEC_LOGS_MAX_BYTES_MIN || v > (double)(1LL << 50))))
+		return walk_fail(w, n, key, "must be a size from 4KiB to 1PiB such as 1GiB, or 0 for no limit");
+	w->s->logs_max_bytes = (long long)v;
+	return 0;
+}
+
+static const struct rule logs_rules[] = {
+	{ "max_bytes", r_logs_max, NULL },
+	{ NULL, NULL, NULL },
+};
+
+static int r_logs(struct walk *w, yaml_node_t *n, const char *key)
+{
+	(void)key;
+	return walk_map(w, n, "logs.", logs_rules);
+}
+
 /* ---- priority:, preemptible: (the server's scheduler, docs/server.md) ---- */
 
 static int r_priority(struct walk *w, yaml_node_t *n, const char *key)
@@ -926,6 +951,7 @@ const struct rule spec_top_rules[] = {
 	{ "inputs", r_inputs, NULL },
 	{ "outputs", r_outputs, NULL },
 	{ "metrics", r_metrics, NULL },
+	{ "logs", r_logs, NULL },
 	{ "parallel", spec_r_parallel, NULL },
 	{ "slurm", r_slurm, NULL },
 	{ "overrides", r_overrides, NULL },

@@ -94,6 +94,9 @@ static json_t *spec_json(const struct spec *s)
 	json_object_set_new(c, "keep", json_integer(s->ckpt_keep));
 	json_object_set_new(o, "checkpoint", c);
 	json_object_set_new(o, "priority", json_integer(s->priority));
+	if (s->logs_max_bytes != SPEC_LOGS_MAX_BYTES_DEFAULT)
+		json_object_set_new(o, "logs", json_pack("{s:I}", "max_bytes",
+							 (json_int_t)s->logs_max_bytes));
 	json_object_set_new(o, "preemptible", json_boolean(s->preemptible));
 	if (s->parallel.on) {
 		json_t *p = json_pack("{s:s, s:s, s:I}", "strategy", "auto", "model", s->parallel.model,

@@ -42,6 +42,7 @@ void spec_init(struct spec *s)
 	s->slurm.extra = (struct strvec)STRVEC_INIT;
 	s->container.extra = (struct strvec)STRVEC_INIT;
 	s->priority = 100;
+	s->logs_max_bytes = SPEC_LOGS_MAX_BYTES_DEFAULT;
 	/* docs/diagnostics.md says why these */
 	s->watchdog.warmup_steps = 10;
 	s->watchdog.min_seconds = 900;

@@ -53,6 +53,10 @@ struct spec_input {
 	char *to;   /* relative to the run's data dir, or absolute */
 };
 
+/* logs.max_bytes: 1 GiB unless the spec says (0: no limit; else at least 4 KiB) */
+#define SPEC_LOGS_MAX_BYTES_DEFAULT (1LL << 30)
+#define SPEC_LOGS_MAX_BYTES_MIN 4096.0
+
 struct spec {
 	char *source;       /* the spec file as given, or NULL (ad hoc) */
 	char *name;
@@ -96,6 +100,8 @@ struct spec {
 					  TensorBoard event files are read, as written */
 	struct metrics_pattern *metrics_patterns; /* metrics.patterns: the job's own regexes */
 	size_t metrics_npatterns;
+	/* logs.max_bytes: each rank log's cap, bytes (launch/logcap.h); 0 = none */
+	long long logs_max_bytes;
 	/* parallel: (docs/plan.md): the planner's choice, made at load time */
 	struct spec_parallel {
 		bool on;          /* strategy: auto */

@@ -605,3 +605,40 @@ TEST(metrics_patterns_errors_name_file_line_key)
 	snprintf(buf, sizeof(buf), "%s    regex: \"s\"\n", head);
 	CHECK_CONTAINS(parse_err(buf, "job.yaml"), "job.yaml:5: metrics.patterns: must be a list");
 }
+
+/* logs.max_bytes: a size with units, 0 for none, default 1 GiB, kept in job.yaml and the stored JSON */
+TEST(logs_max_bytes)
+{
+	struct spec *s = parse_ok("command: [\"true\"]\n", "d.yaml");
+	CHECK_INT(s->logs_max_bytes, 1LL << 30);
+	char *json = spec_to_json(s);
+	CHECK(!strstr(json, "max_bytes")); /* the default is not written */
+	free(json);
+	spec_free(s);
+	s = parse_ok("command: [\"true\"]\nlogs: {max_bytes: 64KiB}\n", "k.yaml");
+	CHECK_INT(s->logs_max_bytes, 64 * 1024);
+	json = spec_to_json(s);
+	struct spec *back = NULL;
+	CHECK_INT(spec_from_json(json, &back, NULL), 0);
+	CHECK_INT(back->logs_max_bytes, 64 * 1024);
+	spec_free(back);
+	char *yaml = spec_to_yaml(s);
+	struct spec *again = parse_ok(yaml, "job.yaml");
+	CHECK_INT(again->logs_max_bytes, 64 * 1024);
+	spec_free(again);
+	free(yaml);
+	free(json);
+	spec_free(s);
+	s = parse_ok("command: [\"true\"]\nlogs:\n  max_bytes: 0\n", "z.yaml");
+	CHECK_INT(s->logs_max_bytes, 0);
+	spec_free(s);
+	s = parse_ok("command: [\"true\"]\nlogs: {max_bytes: 1.5GB}\n", "g.yaml");
+	CHECK_INT(s->logs_max_bytes, 1500000000LL);
+	spec_free(s);
+	CHECK_CONTAINS(parse_err("command: [\"true\"]\nlogs:\n  max_bytes: 1 gigabyte\n", "b.yaml"),
+		       "b.yaml:3: logs.max_bytes: must be a size from 4KiB");
+	CHECK_CONTAINS(parse_err("command: [\"true\"]\nlogs: {max_bytes: 100}\n", "s.yaml"),
+		       "s.yaml:2: logs.max_bytes: must be a size");
+	CHECK_CONTAINS(parse_err("command: [\"true\"]\nlogs: {max_byte: 1GiB}\n", "u.yaml"),
+		       "u.yaml:2: unknown key 'logs.max_byte' (did you mean 'logs.max_bytes'?)");
+}
