@@ -77,6 +77,8 @@ struct server_opts {
 	bool allow_root_jobs;
 	/* --metrics-job-series: per-job series of /metrics at most; 0: 500, < 0: none (prom.c) */
 	int metrics_job_series;
+	/* --default-max-runtime: limits.max_runtime, seconds, of a job whose spec has none; 0: none */
+	long default_max_runtime;
 };
 
 /* --endpoint-host: a lower-case DNS name of two labels or more, not an IP literal (eporigin.c). */
