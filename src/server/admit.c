@@ -103,6 +103,7 @@ static int queue_job(struct srv *s, const struct admit_req *a, const struct spec
 			srv_add_queued(s, id, a->owner, sp->name, sp->device_type, sp->per_node,
 				       want ? sp->device_ids : NULL, sp->priority, sp->preemptible,
 				       jr.created, sp->max_restarts, run_dir.buf, be);
+			s->jobs[s->njobs - 1].max_runtime = sp->max_runtime;
 			s->submitted++;
 			srv_wake(s);
 		}

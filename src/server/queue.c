@@ -120,26 +120,31 @@ void srv_add_queued(struct srv *s, const char *id, const char *user, const char 
 	j->st = SJ_QUEUED;
 }
 
-static int spec_max_restarts(const char *spec_json)
+/* What the scheduler needs of a stored spec: its restart budget and time limit. */
+static void spec_sched_fields(const char *spec_json, int *max_restarts, long *max_runtime)
 {
 	struct spec *sp = NULL;
 	struct tc_err err = TC_ERR_INIT;
-	int n = spec_from_json(spec_json, &sp, &err) == 0 ? sp->max_restarts : 0;
+	bool ok = spec_from_json(spec_json, &sp, &err) == 0;
+	*max_restarts = ok ? sp->max_restarts : 0;
+	*max_runtime = ok ? sp->max_runtime : 0;
 	spec_free(sp);
 	tc_err_release(&err);
-	return n;
 }
 
 /* An active job read from the store into memory. */
 struct sjob *srv_load_job(struct srv *s, const struct job_row *r)
 {
-	int nwant = 0, nids = 0, *want, *ids;
+	int nwant = 0, nids = 0, *want, *ids, max_restarts;
+	long max_runtime;
 	(void)device_ids_parse(r->device_want, &want, &nwant, NULL); /* unreadable: any ids */
+	spec_sched_fields(r->spec_json, &max_restarts, &max_runtime);
 	srv_add_queued(s, r->id, r->user, r->name, r->device_type, r->device_count,
 		       nwant == r->device_count ? want : NULL, r->priority, r->preemptible, r->created,
-		       spec_max_restarts(r->spec_json), r->run_dir, backend_of(r));
+		       max_restarts, r->run_dir, backend_of(r));
 	free(want);
 	struct sjob *j = &s->jobs[s->njobs - 1];
+	j->max_runtime = max_runtime;
 	j->state = r->state;
 	j->stop_reason = r->stop_reason;
 	j->restarts = r->restarts;

@@ -32,6 +32,7 @@ struct sjob {
 	enum job_state state;
 	enum job_stop stop_reason;
 	int priority, count, restarts, max_restarts;
+	long max_runtime; /* limits.max_runtime, seconds; 0: none (sched.h rule 8) */
 	bool preemptible;
 	double created;
 	int *want;           /* count ids or NULL */

@@ -29,7 +29,7 @@ static size_t job(struct world *w, const char *id, const char *user, const char 
 		  int priority, bool preemptible, double created)
 {
 	w->jobs[w->njobs] = (struct sched_job){ id, user, type, priority, preemptible, created, count,
-						NULL, SJ_QUEUED };
+						NULL, SJ_QUEUED, 0, 0 };
 	return w->njobs++;
 }
 
@@ -58,7 +58,7 @@ static void decide(struct world *w, struct sched_decision *d)
 {
 	queue(w);
 	struct sched_in in = { w->jobs, w->njobs, w->queue, w->nqueue, w->devs, w->ndevs,
-			       w->quotas, w->nquotas };
+			       w->quotas, w->nquotas, 0 };
 	sched_decide(&in, d);
 }
 
@@ -296,7 +296,7 @@ TEST(paused_and_running_jobs_in_the_queue_are_skipped)
 	size_t k = job(&w, "next", "u", "gpu", 1, 100, false, 1);
 	queue(&w);
 	w.jobs[p].state = SJ_IDLE; /* paused after the queue was built */
-	struct sched_in in = { w.jobs, w.njobs, w.queue, w.nqueue, w.devs, w.ndevs, NULL, 0 };
+	struct sched_in in = { w.jobs, w.njobs, w.queue, w.nqueue, w.devs, w.ndevs, NULL, 0, 0 };
 	struct sched_decision d;
 	sched_decide(&in, &d);
 	CHECK_INT(d.action, SCHED_START);
