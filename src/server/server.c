@@ -466,13 +466,7 @@ static void schedule(struct srv *s)
 		if (s->njobs == before)
 			i++;
 	}
-	struct sched_job *sj = xcalloc(s->njobs ? s->njobs : 1, sizeof(*sj));
-	for (size_t i = 0; i < s->njobs; i++) {
-		struct sjob *j = &s->jobs[i];
-		sj[i] = (struct sched_job){ j->id, j->user, j->type, j->priority, j->preemptible,
-					    j->created, j->count, j->want, srv_external(j) ? SJ_IDLE : j->st,
-					    j->started_at, (double)j->max_runtime };
-	}
+	struct sched_job *sj = srv_sched_view(s);
 	if (s->dirty) {
 		s->nqueue = 0;
 		for (size_t i = 0; i < s->njobs; i++)

@@ -99,6 +99,15 @@ def test_short_job_backfills_past_a_waiting_big_one_without_delaying_it(trainctl
         for j in (big, nolimit, toolong):
             assert srv.job(j)["state"] == "queued", srv.job(j)
         assert srv.job(short)["devices"] == "1"
+        # why each waits (show and the API)
+        wb, wn, wt = (srv.job(j)["waiting"] for j in (big, nolimit, toolong))
+        assert wb["behind"] is None and wb["why"].startswith("first in line for gpu: its devices are expected free from"), wb
+        assert abs(wb["reserved_from"] - (starts(srv.job(long_))[0] + 3600)) < 5, wb
+        assert wn["behind"] == big and "without limits.max_runtime this job cannot backfill" in wn["why"], wn
+        assert wt["behind"] == big and "limits.max_runtime would end after that" in wt["why"], wt
+        p = srv.cli("show", toolong)
+        assert p.returncode == 0, p.stderr
+        assert f"waiting    held behind the reservation of job {big} from " in p.stdout, p.stdout
         wait_until(lambda: "backfills past" in srv.log(), what="the backfill in the server's log")
         assert f"job {short} (max_runtime 30m) backfills past {big}" in srv.log()
         rel_short.touch()
