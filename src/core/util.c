@@ -57,9 +57,9 @@ bool parse_duration(const char *s, long max, long *out)
 			return false;
 		long v = 0;
 		for (; *s >= '0' && *s <= '9'; s++) {
+			if (v > (max - (*s - '0')) / 10)
+				return false; /* past max, before it can overflow */
 			v = v * 10 + (*s - '0');
-			if (v > max)
-				return false;
 		}
 		const char *u = *s ? strchr(units, *s) : NULL;
 		if (!u || (last && u <= strchr(units, last)))

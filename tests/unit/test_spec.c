@@ -7,6 +7,7 @@
 #include "spec/spec.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -621,6 +622,10 @@ TEST(limits_max_runtime_is_a_duration_and_round_trips)
 		"2d", "5x", "1h ", "99999999999999999999h" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		CHECK(!parse_duration(bad[i], 86400, &v));
+	CHECK(!parse_duration("99999999999999999999999s", LONG_MAX, &v));
+	CHECK(parse_duration("9223372036854775807s", LONG_MAX, &v) && v == LONG_MAX);
+	v = 7;
+	CHECK(!parse_duration("9223372036854775807m", LONG_MAX, &v));
 	CHECK_INT(v, 7);
 	struct sbuf sb = SBUF_INIT;
 	format_duration(&sb, 5400);
