@@ -263,7 +263,7 @@ bool sched_reservation(const struct sched_in *in, size_t k, double *at)
 	return r.ok;
 }
 
-/* Type index b is now blocked by job k: its reservation. */
+/* Job k blocks its type (rule 3): its reservation becomes bf->r[bf->n]. */
 static void backfill_block(const struct sched_in *in, struct backfill *bf, size_t k)
 {
 	if (bf->n >= 16)
