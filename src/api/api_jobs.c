@@ -266,7 +266,10 @@ int h_detail(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 	/* the server follows its jobs itself: no reconcile here */
 	pthread_mutex_lock(&s->mu);
 	int rc = jobs_show(s->st, x->id, false, &o, &err);
+	json_t *waiting = rc ? NULL : srv_waiting_json(s, x->id);
 	pthread_mutex_unlock(&s->mu);
+	if (waiting)
+		json_object_set_new(o, "waiting", waiting);
 	int ret = rc ? reply_tc(con, &err) : reply_jsont(con, 200, o);
 	tc_err_release(&err);
 	return ret;

@@ -57,6 +57,8 @@ static const char server_usage[] =
 	"      --state DIR         state folder: trainctl.db and runs/ (default $TRAINCTL_HOME)\n"
 	"      --cpu-slots N       cpu jobs' workers that may run at once (default: cores)\n"
 	"      --quota USER=N      at most N devices held by USER's jobs (USER * = everyone else)\n"
+	"      --default-max-runtime D  limits.max_runtime of jobs whose spec has none\n"
+	"                          (90m, 24h, 7d; default: no limit)\n"
 	"      --sample-seconds S  resource telemetry period (default 5)\n"
 	"      --retention AGE     remove finished jobs (rows, run folders) that ended more\n"
 	"                          than AGE ago (30d, 12h...), at start and hourly (docs/usage.md)\n"
@@ -169,6 +171,7 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "check-config", required_argument, NULL, 'K' },
 		{ "metrics-job-series", required_argument, NULL, 'J' },
 		{ "retention", required_argument, NULL, 'G' },
+		{ "default-max-runtime", required_argument, NULL, 'L' },
 		CMD_OPT_HELP,
 		CMD_OPT_END,
 	};
@@ -215,6 +218,14 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 				goto bad;
 			}
 			o.metrics_job_series = v ? (int)v : -1; /* 0: none */
+			break;
+		case 'L':
+			if (!parse_duration(optarg, 365L * 86400, &o.default_max_runtime)) {
+				rc = tc_error(err, TC_EUSAGE, "server: --default-max-runtime must be a "
+					      "duration with a unit up to 365d (90m, 24h, 7d), not '%s'",
+					      optarg);
+				goto bad;
+			}
 			break;
 		case 'Q': {
 			const char *eq = strchr(optarg, '=');

@@ -44,6 +44,51 @@ bool parse_double(const char *s, double *out)
 	return true;
 }
 
+bool parse_duration(const char *s, long max, long *out)
+{
+	if (!s || !*s)
+		return false;
+	long total = 0;
+	char last = 0; /* units in decreasing order, each once */
+	static const char units[] = "dhms";
+	static const long mult[] = { 86400, 3600, 60, 1 };
+	while (*s) {
+		if (*s < '0' || *s > '9')
+			return false;
+		long v = 0;
+		for (; *s >= '0' && *s <= '9'; s++) {
+			if (v > (max - (*s - '0')) / 10)
+				return false; /* past max, before it can overflow */
+			v = v * 10 + (*s - '0');
+		}
+		const char *u = *s ? strchr(units, *s) : NULL;
+		if (!u || (last && u <= strchr(units, last)))
+			return false;
+		last = *s++;
+		long m = mult[u - units];
+		if (v > (max - total) / m)
+			return false;
+		total += v * m;
+	}
+	if (total < 1)
+		return false;
+	*out = total;
+	return true;
+}
+
+void format_duration(struct sbuf *out, long secs)
+{
+	/* the largest unit that divides it: 5400 is "90m", as a spec would say it */
+	static const char units[] = "dhm";
+	static const long mult[] = { 86400, 3600, 60 };
+	for (int i = 0; i < 3; i++)
+		if (secs > 0 && secs % mult[i] == 0) {
+			sbuf_addf(out, "%ld%c", secs / mult[i], units[i]);
+			return;
+		}
+	sbuf_addf(out, "%lds", secs);
+}
+
 double now_wall(void)
 {
 	struct timespec ts;

@@ -17,6 +17,14 @@
 /* Strict integer parse: whole string, base 10, within [min, max]. */
 bool parse_long(const char *s, long min, long max, long *out);
 bool parse_double(const char *s, double *out);
+/*
+ * A duration: one or more NUMBER UNIT parts, units d, h, m, s ("90m",
+ * "2h", "1h30m", "45s"); a bare number is refused (seconds or Slurm's
+ * minutes?).  Whole seconds in [1, max] into *out.
+ */
+bool parse_duration(const char *s, long max, long *out);
+/* secs as parse_duration reads it back, in the largest unit that divides it ("90m", "2h", "61s"). */
+void format_duration(struct sbuf *out, long secs);
 
 /* Wall clock in seconds (with fraction) and a monotonic clock in ms. */
 double now_wall(void);

@@ -264,6 +264,9 @@ void jobs_show_text(json_t *o, struct sbuf *out)
 	line_time(out, "ended", get(o, "ended"));
 	sbuf_addf(out, "%-10s %lld\n%-10s %lld\n", "workers", num(o, "workers"), "restarts",
 		  num(o, "restarts"));
+	/* a server's queued job: why it waits (sched.h rules 3, 5, 8) */
+	if (json_is_string(get(get(o, "waiting"), "why")))
+		sbuf_addf(out, "%-10s %s\n", "waiting", str(get(o, "waiting"), "why", ""));
 	line_plan(out, get(o, "spec"));
 	line_overrides(out, get(get(o, "spec"), "overrides"));
 	if (json_is_number(get(o, "ended")))

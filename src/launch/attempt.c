@@ -28,6 +28,8 @@ bool attempt_again(const struct attempt_outcome *o)
 static void no_restart_why(const struct attempt_outcome *o, struct sbuf *why)
 {
 	bool budget = o->restarts < o->max_restarts;
+	if (o->final == ATTEMPT_FINAL_LIMIT)
+		return; /* "stopped: it ran past limits.max_runtime" says it all */
 	if (budget && o->final == ATTEMPT_FINAL_FIRST_STEP)
 		sbuf_adds(why, " (restart.policy first_step: no restart for a failure before the "
 			       "first step)");

@@ -54,6 +54,7 @@ enum attempt_final {
 	ATTEMPT_FINAL_FIRST_STEP, /* restart.policy first_step: it failed before any progress */
 	ATTEMPT_FINAL_ON_LOG,     /* an on_log action fail */
 	ATTEMPT_FINAL_EITHER,     /* one of the two (a node's report does not say which) */
+	ATTEMPT_FINAL_LIMIT,      /* limits.max_runtime is spent: the cause says so */
 };
 
 struct attempt_outcome {

@@ -160,6 +160,8 @@ enum attempt_final sup_failure_cause(struct sup *sp, struct sbuf *cause)
 		sbuf_add(cause, sp->fail_why.buf, sp->fail_why.len);
 	else
 		sup_rank_cause(sp, cause, sp->fail_rank, sp->fail_status);
-	return early ? ATTEMPT_FINAL_FIRST_STEP
-		     : sp->fail_final ? ATTEMPT_FINAL_ON_LOG : ATTEMPT_MAY_RESTART;
+	return sp->over_limit ? ATTEMPT_FINAL_LIMIT
+	       : early	      ? ATTEMPT_FINAL_FIRST_STEP
+	       : sp->fail_final ? ATTEMPT_FINAL_ON_LOG
+				: ATTEMPT_MAY_RESTART;
 }

@@ -1,8 +1,8 @@
 /*
  * stop.c -- how a supervisor's worker groups end (supervisor_int.h): the
  * stop (the stop file first, then SIGTERM to every group, SIGKILL after
- * the grace period) and the watchdog, a guard process that kills every
- * group when the supervisor dies.  Calls only say.c in launch/.
+ * the grace period), the stop at limits.max_runtime, and the watchdog, a
+ * guard process that kills every group when the supervisor dies.  Calls only say.c in launch/.
  */
 #include "launch/supervisor_int.h"
 #include "core/proc.h"
@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -87,6 +88,26 @@ void sup_stop_pending(struct sup *sp, const char *why)
 		sup_say(sp, "warning: cannot write %s: %s", sp->stop_file, strerror(errno));
 	if (fd >= 0 && close(fd) < 0)
 		sup_say(sp, "warning: cannot write %s: %s", sp->stop_file, strerror(errno));
+}
+
+int sup_limit_tick(struct sup *sp, int64_t now)
+{
+	if (!sp->limit_at || sp->over_limit || sp->stopping || sp->failed)
+		return -1;
+	if (now < sp->limit_at)
+		return sp->limit_at - now > INT_MAX ? INT_MAX : (int)(sp->limit_at - now);
+	sp->over_limit = true;
+	sp->failed = true;
+	sp->fail_rank = sp->w[0].rank; /* its log's tail goes with the cause */
+	sp->fail_status = 0;
+	sbuf_reset(&sp->fail_why);
+	sbuf_adds(&sp->fail_why, "stopped: it ran past limits.max_runtime (");
+	format_duration(&sp->fail_why, sp->s->max_runtime);
+	sbuf_addch(&sp->fail_why, ')');
+	sup_event(sp, "%s; stopping the workers (SIGKILL in %d s)", sp->fail_why.buf,
+		  sp->s->grace_seconds);
+	sup_begin_stop(sp);
+	return -1;
 }
 
 void sup_begin_stop(struct sup *sp)

@@ -288,6 +288,9 @@ static int run_attempts(struct sup *sp, int *exit_status, struct tc_err *err)
 	if (!a.resume && err->code)
 		return err->code;
 	int rc = prepare_rank_table(sp, &a.rank_table, err);
+	/* wall time from the first start, restarts included (stop.c: sup_limit_tick) */
+	if (sp->s->max_runtime > 0)
+		sp->limit_at = now_mono_ms() + (int64_t)sp->s->max_runtime * 1000;
 	for (sp->attempt = 0; !rc; sp->attempt++) {
 		bool again = false;
 		rc = run_one_attempt(sp, &a, err);

@@ -103,6 +103,8 @@ struct sup {
 	/* watch.c: NULL unless the spec has watchdog:, on_log: or restart.policy first_step */
 	struct watch *watch;
 	struct sbuf fail_why; /* the attempt's failure when it is not a rank's exit (hang, log_match) */
+	int64_t limit_at;     /* monotonic ms when limits.max_runtime is spent; 0 = no limit */
+	bool over_limit;      /* ... and it was: the attempt's failure is fail_why, final */
 	bool fail_final;      /* ... and it must not restart (on_log action fail) */
 	/* the env: values from secrets and files (secret.h), resolved at the start; masked in logs */
 	struct secret_vals secrets;
@@ -169,6 +171,13 @@ void sup_signal_groups(struct sup *sp, int sig);
 void sup_begin_stop(struct sup *sp);
 /* The stop file, holding why (one line): a stop is pending.  Never fails the job. */
 void sup_stop_pending(struct sup *sp, const char *why);
+/*
+ * limits.max_runtime, from the poll loop: ms until sp->limit_at (-1: none
+ * or past); once past, the attempt fails for good with "stopped: it ran
+ * past limits.max_runtime (90m)" and the usual stop (stop file, SIGTERM,
+ * SIGKILL after the grace period), unless it is stopping already.
+ */
+int sup_limit_tick(struct sup *sp, int64_t now);
 
 /* ---- record.c ---- */
 

@@ -466,6 +466,9 @@ void sup_attempt_loop(struct sup *sp)
 		int wt = sup_watch_tick(sp, now);
 		if (wt >= 0 && (timeout < 0 || wt < timeout))
 			timeout = wt;
+		int lt = sup_limit_tick(sp, now);
+		if (lt >= 0 && (timeout < 0 || lt < timeout))
+			timeout = lt;
 		int ct = console_tick(sp->con, now);
 		if (ct >= 0 && (timeout < 0 || ct < timeout))
 			timeout = ct;

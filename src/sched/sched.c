@@ -1,7 +1,8 @@
-/* sched.c -- queue order, all-or-nothing allocation, preemption, quotas; see sched.h. */
+/* sched.c -- queue order, all-or-nothing allocation, preemption, quotas, backfill; see sched.h. */
 #include "sched/sched.h"
 #include "core/xalloc.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,6 +158,148 @@ static bool choose_victims(const struct sched_in *in, const struct sched_job *j,
 	return false;
 }
 
+/* ---- backfill, rule (8): the reservations of blocked types ---- */
+
+/* The reservation of one blocked type, for its first blocked job. */
+struct resv {
+	size_t top;  /* the job it is for */
+	bool ok;     /* computed; else nothing backfills in the type */
+	double at;   /* when the top job is expected to start */
+	bool *need;  /* parallel to devs: the devices it gets then; heap */
+	int nfree;   /* free devices of the type now */
+	int nspare;  /* ... of which the reservation needs none */
+};
+
+/* The blocked types of one decision (at most 16, as in sched_decide). */
+struct backfill {
+	struct resv r[16];
+	size_t n;
+	size_t open; /* how many have a reservation: the scan goes on while any has */
+};
+
+/* When device i is expected free: now, a running job's started + max_runtime, or never. */
+static double free_time(const struct sched_in *in, size_t i)
+{
+	int o = in->devs[i].owner;
+	if (o == SCHED_FREE)
+		return in->now;
+	if (o < 0)
+		return INFINITY; /* leased or unhealthy: rules (6) and (7) */
+	const struct sched_job *h = &in->jobs[o];
+	if (h->state == SJ_STOPPING)
+		return in->now;
+	if (h->max_runtime <= 0)
+		return INFINITY; /* no limit: it never ends in this view */
+	double e = h->started + h->max_runtime;
+	return e > in->now ? e : in->now; /* past its limit: being stopped */
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Job k's reservation into r (r->need allocated when ok). */
+static void reserve(const struct sched_in *in, size_t k, struct resv *r)
+{
+	const struct sched_job *j = &in->jobs[k];
+	memset(r, 0, sizeof(*r));
+	r->top = k;
+	size_t nd = in->ndevs ? in->ndevs : 1;
+	double *ft = xcalloc(nd, sizeof(double)), *sorted = xcalloc(nd, sizeof(double));
+	size_t ns = 0;
+	for (size_t i = 0; i < in->ndevs; i++) {
+		if (strcmp(in->devs[i].type, j->type))
+			continue;
+		ft[i] = free_time(in, i);
+		r->nfree += in->devs[i].owner == SCHED_FREE;
+		sorted[ns++] = ft[i];
+	}
+	if (j->want) {
+		/* exact ids: when the last of them is free */
+		r->at = in->now;
+		for (int w = 0; w < j->count; w++) {
+			double t = INFINITY;
+			for (size_t i = 0; i < in->ndevs; i++)
+				if (in->devs[i].id == j->want[w] && !strcmp(in->devs[i].type, j->type))
+					t = ft[i];
+			r->at = t > r->at ? t : r->at;
+		}
+	} else if (j->count > 0 && (size_t)j->count <= ns) {
+		qsort(sorted, ns, sizeof(double), cmp_double);
+		r->at = sorted[j->count - 1]; /* when count of them are free */
+	} else {
+		r->at = j->count > 0 ? INFINITY : in->now;
+	}
+	r->ok = isfinite(r->at);
+	if (r->ok) {
+		/* the devices it gets then: those fits() picks among the free ones at r->at */
+		bool *avail = xcalloc(nd, sizeof(bool));
+		int *ids = xcalloc((size_t)(j->count > 0 ? j->count : 1), sizeof(int));
+		for (size_t i = 0; i < in->ndevs; i++)
+			avail[i] = !strcmp(in->devs[i].type, j->type) && ft[i] <= r->at;
+		r->need = xcalloc(nd, sizeof(bool));
+		if (fits(in, j, avail, ids))
+			for (size_t i = 0; i < in->ndevs; i++)
+				for (int w = 0; w < j->count && avail[i] && !r->need[i]; w++)
+					r->need[i] = in->devs[i].id == ids[w];
+		for (size_t i = 0; i < in->ndevs; i++)
+			r->nspare += in->devs[i].owner == SCHED_FREE && !r->need[i] &&
+				     !strcmp(in->devs[i].type, j->type);
+		free(ids);
+		free(avail);
+	}
+	free(ft);
+	free(sorted);
+}
+
+bool sched_reservation(const struct sched_in *in, size_t k, double *at)
+{
+	struct resv r;
+	reserve(in, k, &r);
+	*at = r.at;
+	free(r.need);
+	return r.ok;
+}
+
+/* Job k blocks its type (rule 3): its reservation becomes bf->r[bf->n]. */
+static void backfill_block(const struct sched_in *in, struct backfill *bf, size_t k)
+{
+	if (bf->n >= 16)
+		return;
+	reserve(in, k, &bf->r[bf->n]);
+	bf->open += bf->r[bf->n].ok;
+	bf->n++;
+}
+
+/* A quick no for most jobs behind a reservation (no limit, too big): O(1). */
+static bool backfill_may(const struct sched_in *in, const struct sched_job *j, const struct resv *r)
+{
+	if (!r || !r->ok || j->max_runtime <= 0)
+		return false;
+	if (j->want)
+		return true; /* backfill_fits looks at the ids */
+	return j->count <= r->nspare || (in->now + j->max_runtime <= r->at && j->count <= r->nfree);
+}
+
+/* Rule (8): may j start now past r's job?  ids: those chosen. */
+static bool backfill_fits(const struct sched_in *in, const struct sched_job *j, const struct resv *r,
+			  const bool *free_now, bool *scratch, int *ids)
+{
+	if (in->now + j->max_runtime <= r->at && fits(in, j, free_now, ids))
+		return true; /* it ends before the reserved job starts */
+	for (size_t i = 0; i < in->ndevs; i++)
+		scratch[i] = free_now[i] && !r->need[i];
+	return fits(in, j, scratch, ids);
+}
+
+static void backfill_release(struct backfill *bf)
+{
+	for (size_t b = 0; b < bf->n; b++)
+		free(bf->r[b].need);
+}
+
 void sched_decide(const struct sched_in *in, struct sched_decision *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -171,6 +314,7 @@ void sched_decide(const struct sched_in *in, struct sched_decision *out)
 	const char *types[16];
 	size_t ntypes = 0, nblocked = 0, nblocked_known = 0;
 	const char *blocked[16];
+	struct backfill bf = { .n = 0 }; /* rule (8): bf.r[b] is blocked[b]'s reservation */
 	for (size_t i = 0; i < in->ndevs; i++) {
 		free_now[i] = in->devs[i].owner == SCHED_FREE;
 		bool seen = false;
@@ -179,29 +323,39 @@ void sched_decide(const struct sched_in *in, struct sched_decision *out)
 		if (!seen && ntypes < 16)
 			types[ntypes++] = in->devs[i].type;
 	}
-	for (size_t q = 0; q < in->nqueue && (ntypes == 0 || nblocked_known < ntypes); q++) {
+	for (size_t q = 0; q < in->nqueue && (ntypes == 0 || nblocked_known < ntypes || bf.open); q++) {
 		size_t k = in->queue[q];
 		const struct sched_job *j = &in->jobs[k];
 		if (j->state != SJ_QUEUED)
 			continue;
 		bool is_blocked = false;
+		const struct resv *behind = NULL; /* rule (8): the reservation it may start past */
 		for (size_t b = 0; b < nblocked && !is_blocked; b++)
-			is_blocked = !strcmp(blocked[b], j->type);
-		if (is_blocked)
+			if ((is_blocked = !strcmp(blocked[b], j->type)))
+				behind = b < bf.n ? &bf.r[b] : NULL;
+		if (is_blocked && !backfill_may(in, j, behind))
 			continue;
 		int quota = sched_quota_of(in, j->user);
 		if (quota >= 0 && user_holds(in, j->user) + j->count > quota)
 			continue; /* rule (5): skipped, blocks nobody */
 		int *ids = xcalloc((size_t)(j->count > 0 ? j->count : 1), sizeof(int));
-		if (fits(in, j, free_now, ids)) {
+		if (behind ? backfill_fits(in, j, behind, free_now, scratch, ids)
+			   : fits(in, j, free_now, ids)) {
 			if (j->count > 1)
 				qsort(ids, (size_t)j->count, sizeof(int), cmp_int);
 			out->action = SCHED_START;
 			out->job = k;
 			out->ids = ids;
+			if (behind) {
+				out->backfill = true;
+				out->ahead = behind->top;
+				out->reserved = behind->at;
+			}
 			break;
 		}
 		free(ids);
+		if (behind)
+			continue; /* it would delay the reservation: it waits, blocking nobody more */
 		if (!j->preemptible) {
 			memcpy(scratch, free_now, in->ndevs * sizeof(bool));
 			if (choose_victims(in, j, scratch, out)) {
@@ -211,6 +365,7 @@ void sched_decide(const struct sched_in *in, struct sched_decision *out)
 			}
 		}
 		if (nblocked < 16) {
+			backfill_block(in, &bf, k);
 			blocked[nblocked++] = j->type;
 			for (size_t t = 0; t < ntypes; t++)
 				if (!strcmp(types[t], j->type)) {
@@ -219,6 +374,7 @@ void sched_decide(const struct sched_in *in, struct sched_decision *out)
 				}
 		}
 	}
+	backfill_release(&bf);
 	free(free_now);
 	free(scratch);
 }

@@ -103,6 +103,7 @@ static int queue_job(struct srv *s, const struct admit_req *a, const struct spec
 			srv_add_queued(s, id, a->owner, sp->name, sp->device_type, sp->per_node,
 				       want ? sp->device_ids : NULL, sp->priority, sp->preemptible,
 				       jr.created, sp->max_restarts, run_dir.buf, be);
+			s->jobs[s->njobs - 1].max_runtime = sp->max_runtime;
 			s->submitted++;
 			srv_wake(s);
 		}
@@ -166,6 +167,9 @@ unsigned srv_admit(struct srv *s, const struct admit_req *a, char **id, json_t *
 		sp->priority = a->priority;
 	if (a->preemptible >= 0)
 		sp->preemptible = a->preemptible;
+	/* the server's default time limit is the spec's from here on (job.yaml, backfill) */
+	if (!sp->max_runtime)
+		sp->max_runtime = s->o.default_max_runtime;
 	/* the spec's own hooks: no secret from the server's environment (notify_srv.c) */
 	if (srv_notify_check(sp, err)) {
 		st = api_status_of(err->code);

@@ -5,6 +5,7 @@
  */
 #include "server/server_int.h"
 #include "backend/backend.h"
+#include "core/util.h"
 #include "core/xalloc.h"
 #include "devices/devices.h"
 #include "jobs/jobs.h"
@@ -12,6 +13,7 @@
 #include "spec/spec.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,26 +122,121 @@ void srv_add_queued(struct srv *s, const char *id, const char *user, const char 
 	j->st = SJ_QUEUED;
 }
 
-static int spec_max_restarts(const char *spec_json)
+struct sched_job *srv_sched_view(struct srv *s)
+{
+	struct sched_job *sj = xcalloc(s->njobs ? s->njobs : 1, sizeof(*sj));
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct sjob *j = &s->jobs[i];
+		sj[i] = (struct sched_job){ j->id, j->user, j->type, j->priority, j->preemptible,
+					    j->created, j->count, j->want, srv_external(j) ? SJ_IDLE : j->st,
+					    j->started_at, (double)j->max_runtime };
+	}
+	return sj;
+}
+
+/* Rule (5) of sched.h: would job k go over its user's quota? */
+static bool over_quota(const struct sched_in *in, size_t k)
+{
+	const struct sched_job *j = &in->jobs[k];
+	int quota = sched_quota_of(in, j->user), held = 0;
+	for (size_t i = 0; quota >= 0 && i < in->ndevs; i++)
+		held += in->devs[i].owner >= 0 && !strcmp(in->jobs[in->devs[i].owner].user, j->user);
+	return quota >= 0 && held + j->count > quota;
+}
+
+/* Why j waits, by rules (3), (5) and (8), into why; the job it waits behind, or NULL. */
+static const char *waiting_why(const struct sched_in *in, size_t k, size_t top, bool ok, double at,
+			       struct sbuf *why)
+{
+	const struct sched_job *j = &in->jobs[k];
+	struct sbuf when = SBUF_INIT;
+	if (ok)
+		format_time_utc(&when, at);
+	if (over_quota(in, k)) {
+		sbuf_addf(why, "over its user's quota of %d devices", sched_quota_of(in, j->user));
+	} else if (top == k) {
+		if (ok)
+			sbuf_addf(why, "first in line for %s: its devices are expected free from %s "
+				       "(the running jobs' limits.max_runtime)", j->type, when.buf);
+		else
+			sbuf_addf(why, "first in line for %s: no start time can be reserved (a running "
+				       "job it waits on has no limits.max_runtime)", j->type);
+	} else {
+		sbuf_addf(why, "held behind the reservation of job %s", in->jobs[top].id);
+		if (!ok)
+			sbuf_adds(why, " (no start time can be reserved for it: a running job it waits on "
+				       "has no limits.max_runtime, so nothing backfills)");
+		else if (j->max_runtime <= 0)
+			sbuf_addf(why, " from %s; without limits.max_runtime this job cannot backfill",
+				  when.buf);
+		else if (in->now + j->max_runtime > at)
+			sbuf_addf(why, " from %s; this job's limits.max_runtime would end after that, and "
+				       "the free devices outside the reservation are too few", when.buf);
+		else
+			sbuf_addf(why, " from %s; it would end by then, but too few devices are free",
+				  when.buf);
+	}
+	sbuf_release(&when);
+	return top == k ? NULL : in->jobs[top].id;
+}
+
+struct json_t *srv_waiting_json(struct srv *s, const char *id)
+{
+	struct sjob *j = srv_find(s, id);
+	if (!j || j->st != SJ_QUEUED || srv_external(j))
+		return NULL;
+	struct sched_job *sj = srv_sched_view(s);
+	size_t *q = xcalloc(s->njobs, sizeof(size_t)), nq = 0;
+	for (size_t i = 0; i < s->njobs; i++)
+		if (sj[i].state == SJ_QUEUED && !strcmp(sj[i].type, j->type))
+			q[nq++] = i;
+	sched_sort(sj, q, nq);
+	struct sched_in in = { sj, s->njobs, q, nq, s->devs, s->ndevs, s->quotas, s->nquotas,
+			       now_wall() };
+	/* the first in line that blocks its type (rule 3): not one over its quota (rule 5) */
+	size_t k = (size_t)(j - s->jobs), top = k;
+	for (size_t i = 0; i < nq; i++)
+		if (!over_quota(&in, q[i])) {
+			top = q[i];
+			break;
+		}
+	double at = 0;
+	bool ok = sched_reservation(&in, top, &at);
+	struct sbuf why = SBUF_INIT;
+	const char *behind = waiting_why(&in, k, top, ok, at, &why);
+	json_t *o = json_pack("{s:s, s:s?, s:o}", "why", why.buf, "behind", behind, "reserved_from",
+			      ok ? json_real(at) : json_null());
+	sbuf_release(&why);
+	free(q);
+	free(sj);
+	return o;
+}
+
+/* What the scheduler needs of a stored spec: its restart budget and time limit. */
+static void spec_sched_fields(const char *spec_json, int *max_restarts, long *max_runtime)
 {
 	struct spec *sp = NULL;
 	struct tc_err err = TC_ERR_INIT;
-	int n = spec_from_json(spec_json, &sp, &err) == 0 ? sp->max_restarts : 0;
+	bool ok = spec_from_json(spec_json, &sp, &err) == 0;
+	*max_restarts = ok ? sp->max_restarts : 0;
+	*max_runtime = ok ? sp->max_runtime : 0;
 	spec_free(sp);
 	tc_err_release(&err);
-	return n;
 }
 
 /* An active job read from the store into memory. */
 struct sjob *srv_load_job(struct srv *s, const struct job_row *r)
 {
-	int nwant = 0, nids = 0, *want, *ids;
+	int nwant = 0, nids = 0, *want, *ids, max_restarts;
+	long max_runtime;
 	(void)device_ids_parse(r->device_want, &want, &nwant, NULL); /* unreadable: any ids */
+	spec_sched_fields(r->spec_json, &max_restarts, &max_runtime);
 	srv_add_queued(s, r->id, r->user, r->name, r->device_type, r->device_count,
 		       nwant == r->device_count ? want : NULL, r->priority, r->preemptible, r->created,
-		       spec_max_restarts(r->spec_json), r->run_dir, backend_of(r));
+		       max_restarts, r->run_dir, backend_of(r));
 	free(want);
 	struct sjob *j = &s->jobs[s->njobs - 1];
+	j->max_runtime = max_runtime;
 	j->state = r->state;
 	j->stop_reason = r->stop_reason;
 	j->restarts = r->restarts;

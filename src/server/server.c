@@ -172,6 +172,7 @@ static int start_job(struct srv *s, struct sjob *j, const int *ids)
 		j->st = SJ_RUNNING;
 		j->state = JOB_STARTING;
 		j->term_sent = false;
+		j->started_at = now_wall(); /* its limit counts from here (sched.h rule 8) */
 		j->ids = xcalloc((size_t)j->count, sizeof(int));
 		memcpy(j->ids, ids, (size_t)j->count * sizeof(int));
 		int idx = (int)(j - s->jobs);
@@ -441,6 +442,18 @@ static void check_alive(struct srv *s)
 
 /* ---- scheduling ---- */
 
+/* sched.h rule (8): j starts out of order; say past whom, and why that is safe. */
+static void log_backfill(struct srv *s, const struct sjob *j, const struct sjob *ahead, double at)
+{
+	struct sbuf when = SBUF_INIT, lim = SBUF_INIT;
+	format_time_utc(&when, at);
+	format_duration(&lim, j->max_runtime);
+	logf_(s, "job %s (max_runtime %s) backfills past %s, whose devices are reserved from %s",
+	      j->id, lim.buf, ahead->id, when.buf);
+	sbuf_release(&when);
+	sbuf_release(&lim);
+}
+
 static void schedule(struct srv *s)
 {
 	refresh_leases(s);
@@ -454,12 +467,7 @@ static void schedule(struct srv *s)
 		if (s->njobs == before)
 			i++;
 	}
-	struct sched_job *sj = xcalloc(s->njobs ? s->njobs : 1, sizeof(*sj));
-	for (size_t i = 0; i < s->njobs; i++) {
-		struct sjob *j = &s->jobs[i];
-		sj[i] = (struct sched_job){ j->id, j->user, j->type, j->priority, j->preemptible,
-					    j->created, j->count, j->want, srv_external(j) ? SJ_IDLE : j->st };
-	}
+	struct sched_job *sj = srv_sched_view(s);
 	if (s->dirty) {
 		s->nqueue = 0;
 		for (size_t i = 0; i < s->njobs; i++)
@@ -472,7 +480,7 @@ static void schedule(struct srv *s)
 	}
 	for (int round = 0; round < 64; round++) {
 		struct sched_in in = { sj, s->njobs, s->queue, s->nqueue, s->devs, s->ndevs,
-				       s->quotas, s->nquotas };
+				       s->quotas, s->nquotas, now_wall() };
 		struct sched_decision d;
 		struct timespec t0, t1;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -487,6 +495,8 @@ static void schedule(struct srv *s)
 		size_t k = d.job;
 		struct sjob *j = &s->jobs[k];
 		if (d.action == SCHED_START) {
+			if (d.backfill)
+				log_backfill(s, j, &s->jobs[d.ahead], d.reserved);
 			size_t before = s->njobs;
 			int waits = start_job(s, j, d.ids);
 			sched_decision_release(&d);

@@ -80,6 +80,8 @@ struct server_opts {
 	/* --retention: finished jobs that ended longer ago are removed, at start and
 	 * hourly (jobs_gc); 0: kept */
 	double retention;
+	/* --default-max-runtime: limits.max_runtime, seconds, of a job whose spec has none; 0: none */
+	long default_max_runtime;
 };
 
 /* --endpoint-host: a lower-case DNS name of two labels or more, not an IP literal (eporigin.c). */

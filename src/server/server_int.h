@@ -32,6 +32,7 @@ struct sjob {
 	enum job_state state;
 	enum job_stop stop_reason;
 	int priority, count, restarts, max_restarts;
+	long max_runtime; /* limits.max_runtime, seconds; 0: none (sched.h rule 8) */
 	bool preemptible;
 	double created;
 	int *want;           /* count ids or NULL */
@@ -186,6 +187,15 @@ void sjob_release(struct sjob *j);
 /* An active job read from the store into memory (a restart's). */
 struct job_row;
 struct sjob *srv_load_job(struct srv *s, const struct job_row *r);
+/* The scheduler's view of the jobs in memory, parallel to s->jobs (sched.h); heap. */
+struct sched_job *srv_sched_view(struct srv *s);
+/*
+ * Why the queued job id waits (`show`, the API): {"why": TEXT, "behind":
+ * the job whose reservation holds it or null, "reserved_from": the
+ * reservation's time or null} by sched.h rules (3), (5) and (8); NULL
+ * when it is not queued here.
+ */
+struct json_t *srv_waiting_json(struct srv *s, const char *id);
 /*
  * server.c: one round of the loop (mu held): what the supervisors did, the
  * jobs of other backends, the sweeps, scheduling, and the telemetry every

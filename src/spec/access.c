@@ -5,9 +5,11 @@
  * up in the text.
  */
 #include "spec/spec_int.h"
+#include "core/util.h"
 #include "core/xalloc.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -245,6 +247,9 @@ int spec_from_json(const char *text, struct spec **out, struct tc_err *err)
 	take_checkpoint(s, json_object_get(o, "checkpoint"));
 	take_int(o, "priority", &s->priority);
 	s->preemptible = json_is_true(json_object_get(o, "preemptible"));
+	const char *mr = json_string_value(json_object_get(json_object_get(o, "limits"), "max_runtime"));
+	if (mr && !parse_duration(mr, LONG_MAX, &s->max_runtime))
+		s->max_runtime = 0;
 	take_parallel(s, json_object_get(o, "parallel"));
 	take_io(s, json_object_get(o, "inputs"), json_object_get(o, "outputs"));
 	take_metrics(s, json_object_get(o, "metrics"));

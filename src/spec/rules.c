@@ -779,6 +779,31 @@ static int r_priority(struct walk *w, yaml_node_t *n, const char *key)
 	return walk_int(w, n, key, 1, 1000, &w->s->priority);
 }
 
+/* ---- limits: ---- */
+
+#define MAX_RUNTIME_MAX (365L * 86400)
+
+static int r_max_runtime(struct walk *w, yaml_node_t *n, const char *key)
+{
+	const char *v = n->type == YAML_SCALAR_NODE && !is_null(n) ? scalar(n) : NULL;
+	if (!v || !parse_duration(v, MAX_RUNTIME_MAX, &w->s->max_runtime))
+		return walk_fail(w, n, key,
+				 "must be a duration with a unit, such as 90m, 2h, 1h30m or 45s "
+				 "(at most 365d), not '%s'", v ? v : "a list or mapping");
+	return 0;
+}
+
+static const struct rule limits_rules[] = {
+	{ "max_runtime", r_max_runtime, NULL },
+	{ NULL, NULL, NULL },
+};
+
+static int r_limits(struct walk *w, yaml_node_t *n, const char *key)
+{
+	(void)key;
+	return walk_map(w, n, "limits.", limits_rules);
+}
+
 static int r_preemptible(struct walk *w, yaml_node_t *n, const char *key)
 {
 	const char *v = plain(n) ? scalar(n) : NULL;
@@ -948,6 +973,7 @@ const struct rule spec_top_rules[] = {
 	{ "checkpoint", r_checkpoint, NULL },
 	{ "priority", r_priority, NULL },
 	{ "preemptible", r_preemptible, NULL },
+	{ "limits", r_limits, NULL },
 	{ "inputs", r_inputs, NULL },
 	{ "outputs", r_outputs, NULL },
 	{ "metrics", r_metrics, NULL },

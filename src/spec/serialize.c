@@ -6,6 +6,7 @@
 #include "spec/spec_int.h"
 #include "core/json.h"
 #include "core/sbuf.h"
+#include "core/util.h"
 #include "core/xalloc.h"
 
 #include <jansson.h>
@@ -98,6 +99,12 @@ static json_t *spec_json(const struct spec *s)
 		json_object_set_new(o, "logs", json_pack("{s:I}", "max_bytes",
 							 (json_int_t)s->logs_max_bytes));
 	json_object_set_new(o, "preemptible", json_boolean(s->preemptible));
+	if (s->max_runtime > 0) {
+		struct sbuf mr = SBUF_INIT;
+		format_duration(&mr, s->max_runtime);
+		json_object_set_new(o, "limits", json_pack("{s:s}", "max_runtime", mr.buf));
+		sbuf_release(&mr);
+	}
 	if (s->parallel.on) {
 		json_t *p = json_pack("{s:s, s:s, s:I}", "strategy", "auto", "model", s->parallel.model,
 				      "global_batch", (json_int_t)s->parallel.global_batch);

@@ -117,6 +117,8 @@ struct spec {
 	int priority;      /* 1..1000, higher first; default 100 */
 	bool preemptible;  /* may give its devices to a non-preemptible job */
 	bool device_ids_given; /* devices.ids was in the spec (the server must use exactly those) */
+	/* limits.max_runtime: wall seconds from the first start, restarts included; 0 = none */
+	long max_runtime;
 	/*
 	 * watchdog:, restart.policy and on_log: (docs/diagnostics.md).  The
 	 * watchdog is on when the key is given; its numbers have defaults

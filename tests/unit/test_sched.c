@@ -1,9 +1,11 @@
 /* test_sched.c -- src/sched/: queue order, all-or-nothing allocation, blocked
- * types, quotas and the preemption choice, as the rules in sched.h state them */
+ * types, quotas, the preemption choice and backfill, as the rules in sched.h
+ * state them */
 #include "test.h"
 
 #include "sched/sched.h"
 
+#include <math.h>
 #include <stdbool.h>
 
 /* A small world: jobs, devices, quotas; queue() builds the queue in order. */
@@ -16,6 +18,7 @@ struct world {
 	size_t nquotas;
 	size_t queue[64];
 	size_t nqueue;
+	double now; /* the decision's time (rule 8) */
 };
 
 static void devs(struct world *w, const char *type, int n)
@@ -29,7 +32,7 @@ static size_t job(struct world *w, const char *id, const char *user, const char 
 		  int priority, bool preemptible, double created)
 {
 	w->jobs[w->njobs] = (struct sched_job){ id, user, type, priority, preemptible, created, count,
-						NULL, SJ_QUEUED };
+						NULL, SJ_QUEUED, 0, 0 };
 	return w->njobs++;
 }
 
@@ -54,11 +57,16 @@ static void queue(struct world *w)
 	sched_sort(w->jobs, w->queue, w->nqueue);
 }
 
-static void decide(struct world *w, struct sched_decision *d)
+static struct sched_in input(struct world *w)
 {
 	queue(w);
-	struct sched_in in = { w->jobs, w->njobs, w->queue, w->nqueue, w->devs, w->ndevs,
-			       w->quotas, w->nquotas };
+	return (struct sched_in){ w->jobs, w->njobs, w->queue, w->nqueue, w->devs, w->ndevs,
+				  w->quotas, w->nquotas, w->now };
+}
+
+static void decide(struct world *w, struct sched_decision *d)
+{
+	struct sched_in in = input(w);
 	sched_decide(&in, d);
 }
 
@@ -296,7 +304,7 @@ TEST(paused_and_running_jobs_in_the_queue_are_skipped)
 	size_t k = job(&w, "next", "u", "gpu", 1, 100, false, 1);
 	queue(&w);
 	w.jobs[p].state = SJ_IDLE; /* paused after the queue was built */
-	struct sched_in in = { w.jobs, w.njobs, w.queue, w.nqueue, w.devs, w.ndevs, NULL, 0 };
+	struct sched_in in = { w.jobs, w.njobs, w.queue, w.nqueue, w.devs, w.ndevs, NULL, 0, 0 };
 	struct sched_decision d;
 	sched_decide(&in, &d);
 	CHECK_INT(d.action, SCHED_START);
@@ -562,4 +570,177 @@ TEST(unhealthy_devices_are_neither_free_nor_preemptible)
 	decide(&w, &d);
 	CHECK_INT(d.action, SCHED_NONE);
 	sched_decision_release(&d);
+}
+
+/* ---- (8) backfill ---- */
+
+#define NOW 1000.0
+
+/* A queued 1-user gpu job of priority 100 with a limit (0: none). */
+static size_t limited(struct world *w, const char *id, int count, double created, double limit)
+{
+	size_t k = job(w, id, "u", "gpu", count, 100, false, created);
+	w->jobs[k].max_runtime = limit;
+	return k;
+}
+
+/* Job k runs on gpu ids [from, from + its count) since started. */
+static void runs(struct world *w, size_t k, int from, double started)
+{
+	for (int id = from; id < from + w->jobs[k].count; id++)
+		hold(w, k, id);
+	w->jobs[k].started = started;
+}
+
+static void nothing_starts(struct world *w)
+{
+	struct sched_decision d;
+	decide(w, &d);
+	CHECK_INT(d.action, SCHED_NONE);
+	sched_decision_release(&d);
+}
+
+/* The job the next decision starts (which must be a start). */
+static size_t next_start(struct world *w)
+{
+	struct sched_decision d;
+	decide(w, &d);
+	CHECK_INT(d.action, SCHED_START);
+	size_t k = d.job;
+	sched_decision_release(&d);
+	return k;
+}
+
+/* The next decision backfills job k onto gpu id0; the caller releases d. */
+static void backfills(struct world *w, size_t k, int id0, struct sched_decision *d)
+{
+	decide(w, d);
+	CHECK_INT(d->action, SCHED_START);
+	CHECK_INT(d->job, k);
+	CHECK(d->backfill);
+	CHECK_INT(d->ids[0], id0);
+}
+
+/* The reservation of job k: its time, or -1 when none can be computed. */
+static double reserved(struct world *w, size_t k)
+{
+	struct sched_in in = input(w);
+	double at = 0;
+	return sched_reservation(&in, k, &at) ? at : -1;
+}
+
+/*
+ * 2 gpus; "long" (index 0) holds gpu 0 until NOW - 100 + long_limit; "big"
+ * (index 1, 2 gpus) waits for it.
+ */
+static void picture(struct world *w, double long_limit)
+{
+	w->now = NOW;
+	devs(w, "gpu", 2);
+	runs(w, limited(w, "long", 1, 1, long_limit), 0, NOW - 100);
+	limited(w, "big", 2, 2, 3600);
+}
+
+TEST(backfill_a_short_job_starts_when_it_ends_before_the_reservation)
+{
+	struct world w = { 0 };
+	picture(&w, 600); /* big reserved from NOW + 500 */
+	size_t sh = limited(&w, "short", 1, 3, 300);
+	struct sched_decision d;
+	backfills(&w, sh, 1, &d);
+	CHECK_STR(w.jobs[d.ahead].id, "big");
+	CHECK(fabs(d.reserved - (NOW + 500)) < 1e-9);
+	sched_decision_release(&d);
+	CHECK(fabs(reserved(&w, 1) - (NOW + 500)) < 1e-9);
+}
+
+TEST(backfill_not_for_a_job_ending_after_the_reservation_or_without_a_limit)
+{
+	struct world w = { 0 };
+	picture(&w, 600);
+	limited(&w, "long2", 1, 3, 501); /* would end at NOW + 501: it would delay big */
+	limited(&w, "nolimit", 1, 4, 0);
+	nothing_starts(&w);
+}
+
+TEST(backfill_nothing_past_a_running_job_without_a_limit)
+{
+	struct world w = { 0 };
+	picture(&w, 0); /* long never ends in the scheduler's view */
+	limited(&w, "short", 1, 3, 1);
+	nothing_starts(&w);
+	CHECK(reserved(&w, 1) < 0);
+}
+
+TEST(backfill_a_long_job_may_use_devices_the_reservation_does_not_need)
+{
+	struct world w = { 0 };
+	w.now = NOW;
+	devs(&w, "gpu", 4);
+	runs(&w, limited(&w, "a", 2, 1, 600), 0, NOW);  /* gpus 0-1 until NOW + 600 */
+	limited(&w, "big", 3, 2, 3600);                  /* then on gpus 0, 1, 2 */
+	size_t lg = limited(&w, "long", 1, 3, 7200);
+	struct sched_decision d;
+	backfills(&w, lg, 3, &d); /* not gpu 2, which big gets at NOW + 600 */
+	sched_decision_release(&d);
+	/* big needs all 4: only a job that ends by NOW + 600 may start */
+	w.jobs[1].count = 4;
+	w.jobs[lg].max_runtime = 601;
+	size_t ok = limited(&w, "fits", 2, 5, 600);
+	CHECK_INT(next_start(&w), ok);
+}
+
+TEST(backfill_a_stopping_job_or_one_past_its_limit_ends_now)
+{
+	struct world w = { 0 };
+	picture(&w, 0);
+	w.jobs[0].state = SJ_STOPPING; /* no limit, but it is going */
+	limited(&w, "short", 1, 3, 60);
+	nothing_starts(&w); /* big starts as soon as it is gone: nothing ends before */
+	CHECK(fabs(reserved(&w, 1) - NOW) < 1e-9);
+	w.jobs[0].state = SJ_RUNNING;
+	w.jobs[0].max_runtime = 50; /* started NOW - 100: past it, being stopped */
+	nothing_starts(&w);
+	CHECK(fabs(reserved(&w, 1) - NOW) < 1e-9);
+}
+
+TEST(backfill_respects_quotas)
+{
+	struct world w = { 0 };
+	picture(&w, 600);
+	w.quotas[w.nquotas++] = (struct sched_quota){ "u", 1 };
+	size_t sh = limited(&w, "short", 1, 3, 60); /* u holds 1 already */
+	nothing_starts(&w);
+	w.nquotas = 0;
+	CHECK_INT(next_start(&w), sh);
+}
+
+TEST(backfilled_jobs_in_turn_never_delay_the_reservation)
+{
+	/* start every job the scheduler allows; the reservation stays NOW + 500 */
+	struct world w = { 0 };
+	w.now = NOW;
+	devs(&w, "gpu", 4);
+	runs(&w, limited(&w, "long", 2, 1, 600), 0, NOW - 100);
+	limited(&w, "big", 4, 2, 3600);
+	static const char *const ids[] = { "s0", "s1", "s2", "s3", "s4", "s5" };
+	for (int i = 0; i < 6; i++)
+		limited(&w, ids[i], 1, 3 + i, i % 2 ? 400 : 900);
+	int started = 0;
+	for (int round = 0; round < 10; round++) {
+		struct sched_decision d;
+		decide(&w, &d);
+		bool none = d.action == SCHED_NONE;
+		if (!none) {
+			CHECK_INT(d.action, SCHED_START);
+			CHECK(d.backfill && w.jobs[d.job].max_runtime <= 500);
+			runs(&w, d.job, d.ids[0], NOW);
+			started++;
+		}
+		sched_decision_release(&d);
+		CHECK(fabs(reserved(&w, 1) - (NOW + 500)) < 1e-9);
+		if (none)
+			break;
+	}
+	CHECK_INT(started, 2); /* the two free gpus, to the 400 s jobs */
 }

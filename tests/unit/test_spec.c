@@ -7,6 +7,7 @@
 #include "spec/spec.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -641,4 +642,63 @@ TEST(logs_max_bytes)
 		       "s.yaml:2: logs.max_bytes: must be a size");
 	CHECK_CONTAINS(parse_err("command: [\"true\"]\nlogs: {max_byte: 1GiB}\n", "u.yaml"),
 		       "u.yaml:2: unknown key 'logs.max_byte' (did you mean 'logs.max_bytes'?)");
+}
+
+/* ---- limits: ---- */
+
+TEST(limits_max_runtime_is_a_duration_and_round_trips)
+{
+	long v = 0;
+	CHECK(parse_duration("90m", 86400, &v) && v == 5400);
+	CHECK(parse_duration("2h", 86400, &v) && v == 7200);
+	CHECK(parse_duration("1h30m", 86400, &v) && v == 5400);
+	CHECK(parse_duration("45s", 86400, &v) && v == 45);
+	CHECK(parse_duration("1d", 86400, &v) && v == 86400);
+	v = 7;
+	static const char *const bad[] = { "", "90", "m", "1.5h", "-1h", "30m1h", "1h1h", "0s",
+		"2d", "5x", "1h ", "99999999999999999999h" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK(!parse_duration(bad[i], 86400, &v));
+	CHECK(!parse_duration("99999999999999999999999s", LONG_MAX, &v));
+	CHECK(parse_duration("9223372036854775807s", LONG_MAX, &v) && v == LONG_MAX);
+	v = 7;
+	CHECK(!parse_duration("9223372036854775807m", LONG_MAX, &v));
+	CHECK_INT(v, 7);
+	struct sbuf sb = SBUF_INIT;
+	format_duration(&sb, 5400);
+	sbuf_adds(&sb, " ");
+	format_duration(&sb, 7200);
+	sbuf_adds(&sb, " ");
+	format_duration(&sb, 61);
+	CHECK_STR(sb.buf, "90m 2h 61s");
+	sbuf_release(&sb);
+
+	struct spec *s = parse_ok("command: [x]\nlimits:\n  max_runtime: 90m\n", "job.yaml");
+	CHECK_INT(s->max_runtime, 5400);
+	char *json = spec_to_json(s);
+	CHECK_CONTAINS(json, "\"max_runtime\": \"90m\"");
+	struct spec *back = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(spec_from_json(json, &back, &err), 0);
+	CHECK_INT(back->max_runtime, 5400);
+	spec_free(back);
+	free(json);
+	spec_free(s);
+	s = parse_ok("command: [x]\n", "job.yaml");
+	CHECK_INT(s->max_runtime, 0);
+	json = spec_to_json(s);
+	CHECK(!strstr(json, "limits"));
+	free(json);
+	spec_free(s);
+}
+
+TEST(limits_bad_max_runtime_names_file_line_and_key)
+{
+	const char *m = parse_err("command: [x]\nlimits:\n  max_runtime: 90\n", "job.yaml");
+	CHECK_CONTAINS(m, "job.yaml:3: limits.max_runtime: must be a duration with a unit");
+	CHECK_CONTAINS(m, "not '90'");
+	m = parse_err("command: [x]\nlimits:\n  max_runtme: 1h\n", "job.yaml");
+	CHECK_CONTAINS(m, "job.yaml:3: unknown key 'limits.max_runtme'");
+	m = parse_err("command: [x]\nlimits: 1h\n", "job.yaml");
+	CHECK_CONTAINS(m, "job.yaml:2:");
 }
