@@ -245,6 +245,8 @@ int spec_from_json(const char *text, struct spec **out, struct tc_err *err)
 	take_checkpoint(s, json_object_get(o, "checkpoint"));
 	take_int(o, "priority", &s->priority);
 	s->preemptible = json_is_true(json_object_get(o, "preemptible"));
+	const char *odf = json_string_value(json_object_get(o, "on_disk_full"));
+	s->disk_full_wait = odf && !strcmp(odf, "wait");
 	take_parallel(s, json_object_get(o, "parallel"));
 	take_io(s, json_object_get(o, "inputs"), json_object_get(o, "outputs"));
 	take_metrics(s, json_object_get(o, "metrics"));

@@ -95,6 +95,8 @@ static json_t *spec_json(const struct spec *s)
 	json_object_set_new(o, "checkpoint", c);
 	json_object_set_new(o, "priority", json_integer(s->priority));
 	json_object_set_new(o, "preemptible", json_boolean(s->preemptible));
+	if (s->disk_full_wait) /* the default, stop, is left out */
+		json_object_set_new(o, "on_disk_full", json_string("wait"));
 	if (s->parallel.on) {
 		json_t *p = json_pack("{s:s, s:s, s:I}", "strategy", "auto", "model", s->parallel.model,
 				      "global_batch", (json_int_t)s->parallel.global_batch);
