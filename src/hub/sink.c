@@ -48,10 +48,13 @@ struct sink {
 	bool own_st, shared_r;
 	/* direct only: what waits for space, oldest first, and the current group's records */
 	struct kept *head, **tail, *grp, **grp_tail;
+	bool keep; /* sink_keep_when_full: else a refusal fails the call, as any failure */
 	bool in_grp, grp_txn, grp_kept;
 	size_t kept_bytes;
 	long long next_try; /* now_mono_ms() before which a call does not try the kept ones */
 	char *why;          /* the last refusal's message */
+	char *dropped;      /* the last kept record that could not be written at all, unsaid */
+	int dropped_code;
 };
 
 static char *dup_or_null(const char *s)
@@ -142,10 +145,10 @@ static int kept_apply(struct store *st, const struct kept *r, struct tc_err *err
 	return tc_error(err, TC_EUSAGE, "sink: unknown record kind %d", (int)r->kind);
 }
 
-/* A failure that space coming back will cure: the file system refused a write. */
+/* A failure that space coming back will cure, for a sink that keeps: the file system refused a write. */
 static bool refused(const struct sink *k, int rc)
 {
-	return rc == TC_ESTORE && store_write_refused(k->st) && !store_read_only(k->st);
+	return k->keep && rc == TC_ESTORE && store_write_refused(k->st) && !store_read_only(k->st);
 }
 
 /* err's message becomes the sink's reason to wait; err is left empty (the record is kept). */
@@ -171,18 +174,22 @@ static void keep(struct sink *k, struct kept *c)
 	k->kept_bytes += c->blob.len;
 }
 
-int sink_flush(struct sink *k, struct tc_err *err)
+/* Write the kept records in order; false when the file system still refuses them. */
+static bool write_kept(struct sink *k)
 {
-	int rc = 0;
-	while (k && k->head) {
+	while (k->head) {
 		struct tc_err e = TC_ERR_INIT;
 		int arc = kept_apply(k->st, k->head, &e);
 		if (arc && refused(k, arc)) {
 			take_why(k, &e);
-			return tc_error(err, TC_ESTORE, "%s", k->why ? k->why : "the disk is full");
+			return false;
 		}
-		if (arc) /* not the disk: it cannot be written at all; said, and the rest goes on */
-			rc = tc_error(err, arc, "%s", e.msg ? e.msg : "database");
+		if (arc) { /* not the disk: it cannot be written at all; the next sink_flush says so */
+			free(k->dropped);
+			k->dropped = e.msg ? e.msg : xstrdup("database");
+			k->dropped_code = arc;
+			e.msg = NULL;
+		}
 		tc_err_release(&e);
 		struct kept *c = k->head;
 		k->head = c->next;
@@ -192,7 +199,27 @@ int sink_flush(struct sink *k, struct tc_err *err)
 		c->next = NULL;
 		kept_free(c);
 	}
+	return true;
+}
+
+int sink_flush(struct sink *k, struct tc_err *err)
+{
+	if (!k)
+		return 0;
+	if (!write_kept(k))
+		return tc_error(err, TC_ESTORE, "%s", k->why ? k->why : "the file system is full");
+	if (!k->dropped)
+		return 0;
+	int rc = tc_error(err, k->dropped_code, "%s", k->dropped);
+	free(k->dropped);
+	k->dropped = NULL;
 	return rc;
+}
+
+void sink_keep_when_full(struct sink *k)
+{
+	if (k && k->st)
+		k->keep = true;
 }
 
 bool sink_kept(const struct sink *k)
@@ -218,9 +245,7 @@ static void retry_kept(struct sink *k)
 {
 	if (!k->head || now_mono_ms() < k->next_try)
 		return;
-	struct tc_err e = TC_ERR_INIT;
-	(void)sink_flush(k, &e); /* what could not be written at all was said by the first try */
-	tc_err_release(&e);
+	(void)write_kept(k);
 }
 
 /* A direct call: written now, or kept when the file system refuses it (note 5). */
@@ -301,6 +326,7 @@ void sink_close(struct sink *k)
 	kept_free(k->grp);
 	kept_free(k->head); /* the caller waited with sink_flush as long as it would */
 	free(k->why);
+	free(k->dropped);
 	free(k);
 }
 

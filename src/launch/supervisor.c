@@ -452,6 +452,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		if ((rc = sink_direct_open(o->home, &sp.sink, err)))
 			goto out;
 		sp.own_sink = true;
+		sink_keep_when_full(sp.sink); /* and waits to write it (diskfull.c) */
 	}
 	sp.job_id = o->job_id ? xstrdup(o->job_id) : store_new_job_id();
 	*job_id = xstrdup(sp.job_id);
