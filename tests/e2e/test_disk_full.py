@@ -240,21 +240,30 @@ def said_while_alive(tmp_path, p, text, timeout=120):
                f"{(tmp_path / 'run.stderr').read_text()}")
 
 
+# every rank prints without end once the file go exists
+FILLS_ITS_LOG = ('["/bin/sh", "-c", "while [ ! -e go ]; do sleep 0.05; done;'
+                 ' while :; do echo rank $RANK fills its log with this line; done"]')
+
+
+def fill_and_wait_to_record(home, p, tmp_path):
+    """The disk filled under a running job that then fills its logs: the
+    supervisor stops it (on_disk_full: stop) and says it waits to record."""
+    job = running(home, p, tmp_path)
+    fill(home.parent)
+    (tmp_path / "go").touch()
+    said_while_alive(tmp_path, p, "is full: waiting to record job " + job)
+    return job
+
+
 def test_a_job_that_fills_the_disk_stops_with_the_cause_and_is_never_lost(trainctl, run_tc, home,
                                                                           tmp_path):
     """on_disk_full: stop (the default).  Its ranks print until their logs
     find the disk full; the supervisor stops them and cannot record that
     either: it keeps the end, says so, and records it once the test frees
     space.  Before: the job ended `lost` ("gone without record")."""
-    go = tmp_path / "go"
-    p = start_job(trainctl, home, tmp_path,
-                  '["/bin/sh", "-c", "while [ ! -e go ]; do sleep 0.05; done;'
-                  ' while :; do echo rank $RANK fills its log with this line; done"]')
+    p = start_job(trainctl, home, tmp_path, FILLS_ITS_LOG)
     try:
-        job = running(home, p, tmp_path)
-        fill(home.parent)
-        go.touch()
-        said_while_alive(tmp_path, p, "is full: waiting to record job " + job)
+        job = fill_and_wait_to_record(home, p, tmp_path)
         free(home.parent)
         rc = p.wait(timeout=120)
         assert rc not in (0, 3) + CRASH, (rc, (tmp_path / "run.stderr").read_text())
@@ -279,15 +288,9 @@ def test_a_supervisor_killed_while_it_waits_leaves_its_end_in_the_run_folder(tra
     """Only a kill ends the wait for space: the end it kept is then in the
     run folder's outcome.json (reserved when the job began), and the first
     command that finds the supervisor gone records that end, not `lost`."""
-    go = tmp_path / "go"
-    p = start_job(trainctl, home, tmp_path,
-                  '["/bin/sh", "-c", "while [ ! -e go ]; do sleep 0.05; done;'
-                  ' while :; do echo rank $RANK fills its log with this line; done"]')
+    p = start_job(trainctl, home, tmp_path, FILLS_ITS_LOG)
     try:
-        job = running(home, p, tmp_path)
-        fill(home.parent)
-        go.touch()
-        said_while_alive(tmp_path, p, "is full: waiting to record job " + job)
+        job = fill_and_wait_to_record(home, p, tmp_path)
         p.send_signal(signal.SIGTERM)  # said and waited past
         said_while_alive(tmp_path, p, "Terminated: still waiting to record job " + job)
     finally:
