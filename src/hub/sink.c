@@ -145,7 +145,7 @@ static int kept_apply(struct store *st, const struct kept *r, struct tc_err *err
 	return tc_error(err, TC_EUSAGE, "sink: unknown record kind %d", (int)r->kind);
 }
 
-/* A failure that space coming back will cure, for a sink that keeps: the file system refused a write. */
+/* A failure space coming back will cure (a sink that keeps): the file system refused a write. */
 static bool refused(const struct sink *k, int rc)
 {
 	return k->keep && rc == TC_ESTORE && store_write_refused(k->st) && !store_read_only(k->st);

@@ -553,6 +553,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	/* after the end is recorded and said: a dead webhook delays nothing of the job */
 	sup_notify_end(&sp);
 out:
+	sup_disk_wait_records(&sp); /* an end recorded on the way out (done already above) */
 	sup_release(&sp);
 	return rc;
 }
