@@ -3,12 +3,15 @@
 #include "container/container.h"
 #include "core/util.h"
 #include "jobs/jobs.h"
+#include "jobs/runpath.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 void backend_say(const struct backend_env *env, const char *fmt, ...)
 {
@@ -86,14 +89,60 @@ static bool local_gone(const struct job_row *j)
 	return job_state_active(j->state) && !proc_alive(j->sup_pid, j->sup_ticks);
 }
 
+/*
+ * The end a supervisor killed while a full disk kept it from the database
+ * left in the run folder (runpath.h: RUN_OUTCOME, docs/reliability.md):
+ * recorded as the job's end; 1 when there was one, 0 when none.
+ */
+static int recorded_outcome(struct store *st, const struct job_row *j, struct tc_err *err)
+{
+	struct sbuf path = SBUF_INIT, text = SBUF_INIT;
+	struct tc_err e2 = TC_ERR_INIT;
+	int rc = 0;
+	if (!j->run_dir)
+		return 0;
+	run_path(&path, j->run_dir, NULL, RUN_OUTCOME, 0);
+	json_t *o = NULL;
+	if (!read_file_nofollow(path.buf, &text, &e2))
+		o = json_loadb(text.buf, text.len, 0, NULL); /* reserved, never written: no object */
+	const char *job = json_string_value(json_object_get(o, "job"));
+	const char *state = json_string_value(json_object_get(o, "state"));
+	enum job_state end;
+	if (job && !strcmp(job, j->id) && state && job_state_parse(state, strlen(state), &end) &&
+	    job_state_terminal(end)) {
+		struct sbuf why = SBUF_INIT;
+		sbuf_addf(&why, "supervisor (pid %ld) is gone; its end, kept from the database by a"
+			  " full disk, read from %s", (long)j->sup_pid, path.buf);
+		const char *cause = json_string_value(json_object_get(o, "root_cause"));
+		rc = jobs_finish(st, j->id, end,
+				 (int)json_integer_value(json_object_get(o, "exit_code")),
+				 cause && *cause ? cause : NULL, why.buf, err);
+		sbuf_release(&why);
+		if (!rc && unlink(path.buf) < 0)
+			errno = 0; /* recorded: the file is only left over */
+		rc = rc ? rc : 1;
+	}
+	json_decref(o);
+	tc_err_release(&e2);
+	sbuf_release(&text);
+	sbuf_release(&path);
+	return rc;
+}
+
 /* A job that claims to be active but whose supervisor is gone is marked lost. */
 static int local_reconcile(struct store *st, struct job_row *j, struct tc_err *err)
 {
 	if (!local_gone(j))
 		return 0;
+	int rc = recorded_outcome(st, j, err);
+	if (rc < 0)
+		return rc;
 	struct sbuf why = SBUF_INIT;
 	sbuf_addf(&why, "supervisor (pid %ld) is gone without recording an end", (long)j->sup_pid);
-	int rc = jobs_mark_lost(st, j->id, why.buf, err);
+	if (!rc)
+		rc = jobs_mark_lost(st, j->id, why.buf, err);
+	else
+		rc = 0;
 	sbuf_release(&why);
 	struct job_row fresh = { 0 };
 	if (!rc && !(rc = store_job_get(st, j->id, &fresh, err))) {

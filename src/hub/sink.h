@@ -22,6 +22,17 @@
  *     through the one jobs_* transition of that state (jobs/jobs.h).
  * (4) sink_begin/sink_commit group records: one transaction when direct,
  *     one batch when remote.  Groups do not nest.
+ * (5) A full disk loses nothing (docs/reliability.md): a direct sink told
+ *     so (sink_keep_when_full) whose write the file system refuses (full,
+ *     over quota) keeps the record in memory, returns 0, and writes it
+ *     before any later record, with the next call (at most once a second)
+ *     or sink_flush.  Its owner waits with sink_flush before it closes it:
+ *     sink_close drops what is still kept.  Kept: state changes,
+ *     ends, notes, worker starts and ends, restarts, checkpoint rows, the
+ *     supervisor's pid, and metrics up to 64 MiB.  A group one of whose
+ *     records is refused is rolled back and kept whole.  The job's first
+ *     row (sink_create) is never kept: the job cannot start without it.
+ *     A remote sink is not changed: its events go through its journal.
  *
  * Ownership: a direct sink borrows its store (sink_direct_open's owns
  * it); sink_close frees the sink and never a borrowed store.  Strings passed in are copied or written at once.
@@ -130,6 +141,24 @@ int sink_supervisor(struct sink *k, const char *job, pid_t pid, unsigned long lo
 int sink_device_health(struct sink *k, const char *job, const char *node, const char *type,
 		       int id, const char *reason, struct tc_err *err);
 int sink_stop_reason(struct sink *k, const char *job, enum job_stop *asked, struct tc_err *err);
+
+/* Keep what a full disk refuses (note 5): a direct sink only (a remote one journals, note 2). */
+void sink_keep_when_full(struct sink *k);
+/*
+ * Write what a full disk made the sink keep (note 5): 0 when nothing
+ * waits any more; TC_ESTORE with the file system's refusal while records
+ * still wait (sink_kept), or the error of a kept record that could not be
+ * written for another reason (it is dropped, the rest written).
+ */
+int sink_flush(struct sink *k, struct tc_err *err);
+bool sink_kept(const struct sink *k);
+/*
+ * The job's end among the kept records (sink_finish's arguments): true
+ * when there is one; *root_cause (may be NULL) is the sink's, valid until
+ * the next call.
+ */
+bool sink_kept_end(const struct sink *k, enum job_state *end, int *exit_code,
+		   const char **root_cause);
 
 /* Group what follows (note 4); commit writes or sends it (rc != 0: rolled back when direct). */
 int sink_begin(struct sink *k, struct tc_err *err);

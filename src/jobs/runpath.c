@@ -38,6 +38,7 @@ void run_leaf(struct sbuf *out, enum run_what what, int rank)
 	case RUN_TELEMETRY: sbuf_adds(out, "telemetry.json"); break;
 	case RUN_DIAGNOSTICS: sbuf_adds(out, "diagnostics.json"); break;
 	case RUN_CONTAINER_ENV: sbuf_addf(out, "container-rank-%d.env", rank); break;
+	case RUN_OUTCOME: sbuf_adds(out, "outcome.json"); break;
 	}
 }
 

@@ -18,6 +18,8 @@
  *     telemetry.json          device samples for the report  RUN_TELEMETRY
  *     diagnostics.json        the watchdog's last look       RUN_DIAGNOSTICS
  *     container-rank-R.env    a container worker's env       RUN_CONTAINER_ENV
+ *     outcome.json            the end a full disk kept out   RUN_OUTCOME
+ *                             of the database (reliability.md)
  */
 #ifndef TC_JOBS_RUNPATH_H
 #define TC_JOBS_RUNPATH_H
@@ -41,6 +43,7 @@ enum run_what {
 	RUN_TELEMETRY,
 	RUN_DIAGNOSTICS,
 	RUN_CONTAINER_ENV,
+	RUN_OUTCOME,
 };
 
 /* STATE/runs, appended to out. */

@@ -234,6 +234,7 @@ static const char *const note_names[] = {
 	[JOB_NOTE_RESUME_MISMATCH] = "resume_mismatch",
 	[JOB_NOTE_UNHEALTHY] = "unhealthy",
 	[JOB_NOTE_NODE_EXCLUDED] = "node_excluded",
+	[JOB_NOTE_DISK_FULL] = "disk_full",
 };
 
 const char *job_note_name(enum job_note n)

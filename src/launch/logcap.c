@@ -416,10 +416,12 @@ int logcap_write(struct logcap *c, const char *data, size_t len)
 	}
 	note_time(c, (long long)(now_wall() * 1000.0));
 	if (write_all(c->fd, data, len) < 0) {
+		/* all or nothing: a short write's part is cut off, so a caller that keeps
+		 * the bytes to write later (a full disk, diskfull.c) never doubles them */
 		int e = errno;
 		struct stat sb;
-		if (fstat(c->fd, &sb) == 0)
-			c->size = (long long)sb.st_size; /* what a short write left */
+		if (ftruncate(c->fd, (off_t)c->size) < 0 && fstat(c->fd, &sb) == 0)
+			c->size = (long long)sb.st_size;
 		errno = e;
 		return -1;
 	}

@@ -68,7 +68,8 @@ int logcap_open(struct logcap *c, const char *run_dir, int rank, long long max,
 /*
  * Append data (whole lines) to the log, and its time to rank-R.times;
  * cuts the log first when it would pass the cap.  0, or -1 with errno
- * when the bytes could not be written (the caller warns).
+ * when the bytes could not be written: then none of them is in the log
+ * (a short write is cut off), so the caller may keep them and try again.
  */
 int logcap_write(struct logcap *c, const char *data, size_t len);
 

@@ -401,6 +401,7 @@ static void sup_release(struct sup *sp)
 	sup_health_end(sp);
 	sup_watchdog_stop(sp);
 	sup_container_end(sp);
+	sup_disk_end(sp);
 	if (sp->sigfd >= 0) {
 		close(sp->sigfd);
 		sigprocmask(SIG_SETMASK, &sp->old_mask, NULL);
@@ -454,6 +455,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		if ((rc = sink_direct_open(o->home, &sp.sink, err)))
 			goto out;
 		sp.own_sink = true;
+		sink_keep_when_full(sp.sink); /* and waits to write it (diskfull.c) */
 	}
 	sp.job_id = o->job_id ? xstrdup(o->job_id) : store_new_job_id();
 	*job_id = xstrdup(sp.job_id);
@@ -475,6 +477,8 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	s = sp.s; /* the ids leased */
 	if ((rc = make_run_folder(&sp, err)))
 		goto out;
+	if (!o->node && sp.own_sink)
+		sup_disk_reserve(&sp); /* the job's end, should a full disk keep it from the database */
 	sp.w = xcalloc((size_t)sp.n, sizeof(*sp.w));
 	for (int i = 0; i < sp.n; i++) {
 		sp.w[i].local_rank = i;
@@ -532,6 +536,8 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 		sup_notify(&sp, NOTIFY_FAILED, job_state_name(JOB_FAILED), err->msg,
 			   tc_exit_status(rc));
 	}
+	/* never gone before the end is recorded: a full disk only delays it (diskfull.c) */
+	sup_disk_wait_records(&sp);
 	/* report.json and the Ais-Bench files: a warning at worst, never the job's result */
 	if (!o->node && sp.own_sink) {
 		report_job_end(sink_store(sp.sink), sp.job_id, sp.rsamp, sup_say_cb, &sp);
@@ -551,6 +557,7 @@ int launch_run(const struct spec *s, const struct launch_opts *o, char **job_id,
 	/* after the end is recorded and said: a dead webhook delays nothing of the job */
 	sup_notify_end(&sp);
 out:
+	sup_disk_wait_records(&sp); /* an end recorded on the way out (done already above) */
 	sup_release(&sp);
 	return rc;
 }

@@ -15,7 +15,8 @@
  *   node.c        the single attempt of one node of a multi-node job;
  *   lease.c       the devices of a `trainctl run` job, leased in the store;
  *   watch.c       the progress watchdog, stragglers, on_log:, the resume
- *                 check and diagnostics.json (docs/diagnostics.md).
+ *                 check and diagnostics.json (docs/diagnostics.md);
+ *   diskfull.c    a full disk: the records that wait for space (a hook).
  *
  * The arrows between them go one way (scripts/check-arch.py reports the
  * folder's call cycles): supervisor.c and node.c call the rest; the hooks
@@ -114,6 +115,7 @@ struct sup {
 	struct sup_ctr *ctr;  /* image: jobs (container_hook.c); NULL on the host */
 	/* a node's hang report to its driver (node.c sets it; watch.c calls it), or NULL */
 	void (*node_hang)(struct sup *sp, struct json_t *h);
+	struct sup_disk *disk; /* diskfull.c's, made when first needed */
 };
 
 /* ---- say.c ---- */
@@ -366,5 +368,36 @@ void sup_health_end(struct sup *sp);
  * and on stdout (LAUNCH_NODE_HANG_TAG) for a node that reports to a hub.
  */
 int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err);
+
+/* ---- diskfull.c: a full disk (docs/reliability.md) ---- */
+
+/*
+ * The attempt loop's timer, once a second: the records the sink kept
+ * (hub/sink.h note 5) tried again; the output disk (run folder, checkpoint
+ * folder) looked at while workers run, and on_disk_full: applied when it
+ * is full; paused workers resumed when space returns.  ms until the next
+ * look.
+ */
+int sup_disk_tick(struct sup *sp, int64_t now);
+/*
+ * len bytes of rank w's output to its log: a write the file system
+ * refuses (full, over quota) applies on_disk_full and keeps the bytes
+ * until space returns; another failure is a warning, as it was.
+ */
+void sup_log_write(struct sup *sp, struct worker *w, const char *data, size_t len);
+/* After an attempt: the log bytes kept written (or said lost), workers never left stopped. */
+void sup_disk_attempt_end(struct sup *sp);
+void sup_disk_end(struct sup *sp);
+/*
+ * Before the supervisor ends: wait until every kept record is written,
+ * saying once that the file system is full.  Only a kill ends the wait.
+ */
+void sup_disk_wait_records(struct sup *sp);
+/*
+ * Reserve the run folder's outcome.json (runpath.h) while there is space:
+ * the job's end is written there should the supervisor be killed while it
+ * waits for space (backend.c reads it); removed once the end is recorded.
+ */
+void sup_disk_reserve(struct sup *sp);
 
 #endif

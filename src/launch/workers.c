@@ -64,8 +64,7 @@ static void emit_lines(struct sup *sp, struct worker *w, const char *data, size_
 
 static void emit_masked(struct sup *sp, struct worker *w, const char *data, size_t len)
 {
-	if (logcap_write(&w->log, data, len) < 0)
-		sup_say(sp, "warning: cannot write rank %d log: %s", w->rank, strerror(errno));
+	sup_log_write(sp, w, data, len); /* logs.max_bytes (logcap.c), a full disk (diskfull.c) */
 	console_expect(sp->con, data, len);
 	metrics_ingest_lines(sp->mi, w->rank, data, len);
 	sup_watch_lines(sp, w->rank, data, len);
@@ -472,6 +471,9 @@ void sup_attempt_loop(struct sup *sp)
 		int ct = console_tick(sp->con, now);
 		if (ct >= 0 && (timeout < 0 || ct < timeout))
 			timeout = ct;
+		int dt = sup_disk_tick(sp, now);
+		if (dt >= 0 && (timeout < 0 || dt < timeout))
+			timeout = dt;
 		if (sp->kill_at && (timeout < 0 || sp->kill_at - now < timeout))
 			timeout = sp->kill_at > now ? (int)(sp->kill_at - now) : 0;
 		if (drain_until) {
@@ -509,6 +511,7 @@ void sup_attempt_loop(struct sup *sp)
 			close_streams(sp);
 		reap(sp); /* SIGCHLD may have been coalesced with another signal */
 	}
+	sup_disk_attempt_end(sp); /* before the logs close */
 	for (int i = 0; i < sp->n; i++) {
 		logcap_close(&sp->w[i].log);
 	}

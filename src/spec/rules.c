@@ -814,6 +814,19 @@ static int r_preemptible(struct walk *w, yaml_node_t *n, const char *key)
 	return walk_fail(w, n, key, "must be true or false");
 }
 
+/* ---- on_disk_full: (docs/reliability.md) ---- */
+
+static int r_on_disk_full(struct walk *w, yaml_node_t *n, const char *key)
+{
+	static const char *const names[] = { "stop", "wait", NULL };
+	char *v = NULL;
+	int rc = walk_enum(w, n, key, names, &v);
+	if (!rc)
+		w->s->disk_full_wait = !strcmp(v, "wait");
+	free(v);
+	return rc;
+}
+
 /* ---- slurm: (backend: slurm, docs/slurm.md) ---- */
 
 /* A value that becomes part of an #SBATCH line: one line, printable. */
@@ -984,6 +997,7 @@ const struct rule spec_top_rules[] = {
 	{ "notify", spec_r_notify, NULL },
 	{ "watchdog", r_watchdog, NULL },
 	{ "on_log", r_on_log, NULL },
+	{ "on_disk_full", r_on_disk_full, NULL },
 	{ "endpoints", spec_r_endpoints, NULL },
 	{ "image", spec_r_image, NULL },
 	{ "container", spec_r_container, NULL },

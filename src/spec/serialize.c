@@ -105,6 +105,8 @@ static json_t *spec_json(const struct spec *s)
 		json_object_set_new(o, "limits", json_pack("{s:s}", "max_runtime", mr.buf));
 		sbuf_release(&mr);
 	}
+	if (s->disk_full_wait) /* the default, stop, is left out */
+		json_object_set_new(o, "on_disk_full", json_string("wait"));
 	if (s->parallel.on) {
 		json_t *p = json_pack("{s:s, s:s, s:I}", "strategy", "auto", "model", s->parallel.model,
 				      "global_batch", (json_int_t)s->parallel.global_batch);

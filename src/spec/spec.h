@@ -116,6 +116,8 @@ struct spec {
 	/* the scheduler of `trainctl server` (docs/server.md); `run` records them */
 	int priority;      /* 1..1000, higher first; default 100 */
 	bool preemptible;  /* may give its devices to a non-preemptible job */
+	/* on_disk_full: wait (pause the workers until space returns), else stop (docs/reliability.md) */
+	bool disk_full_wait;
 	bool device_ids_given; /* devices.ids was in the spec (the server must use exactly those) */
 	/* limits.max_runtime: wall seconds from the first start, restarts included; 0 = none */
 	long max_runtime;

@@ -380,6 +380,11 @@ size_t store_mbatch_bytes(const struct store_mbatch *b)
 	return b->bytes;
 }
 
+const char *store_mbatch_job(const struct store_mbatch *b)
+{
+	return b->job;
+}
+
 /* Where a step or text of the summary is: the pending chunk, or its own copy. */
 static const char *at_str(const struct series *s, long long at, const char *copy)
 {

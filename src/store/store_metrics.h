@@ -66,6 +66,8 @@ void store_mbatch_counters(struct store_mbatch *b, int rank, long long lines, lo
 /* Points queued and not yet written; bytes they take. */
 size_t store_mbatch_pending(const struct store_mbatch *b);
 size_t store_mbatch_bytes(const struct store_mbatch *b);
+/* The job whose records b holds. */
+const char *store_mbatch_job(const struct store_mbatch *b);
 /* Write everything queued in one transaction; on failure it stays queued. */
 int store_mbatch_write(struct store *st, struct store_mbatch *b, struct tc_err *err);
 /* Forget what is queued (after repeated failures). */

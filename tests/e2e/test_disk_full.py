@@ -9,13 +9,15 @@ The full disk is a real one: a 4 MiB tmpfs of this test's own, filled to the
 last byte, unmounted afterwards.
 """
 import errno
+import json
 import os
+import signal
 import sqlite3
 import subprocess
 
 import pytest
 
-from conftest import job_id_of
+from conftest import job_id_of, rank_log, show, wait_until
 
 CRASH = (-6, -11, 134, 139)  # SIGABRT, SIGSEGV, as the status or a shell's 128+N
 
@@ -187,3 +189,158 @@ def test_a_shm_without_its_wal(run_tc, home, shm):
             assert (job if argv[0] != "logs" else "hi") in p.stdout, (argv, p.stdout)
         else:
             assert len(p.stderr.splitlines()) == 1 and str(db) in p.stderr, (argv, p.stderr)
+
+
+# ---- a job on a disk that fills (on_disk_full:, the records kept) ----
+
+def start_job(trainctl, home, tmp_path, command, extra=""):
+    """`trainctl run` of a 2-rank job in the background: its stderr in a file
+    off the full disk, its stdout (every rank's lines) thrown away."""
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"name: fills\ncommand: {command}\nworkdir: {tmp_path}\n"
+                    f"devices: {{type: cpu, per_node: 2}}\n{extra}")
+    err = open(tmp_path / "run.stderr", "w")
+    env = dict(os.environ, TRAINCTL_HOME=str(home))
+    p = subprocess.Popen([trainctl, "run", str(spec)], env=env, stdout=subprocess.DEVNULL,
+                         stderr=err, text=True)
+    err.close()
+    return p
+
+
+def said(tmp_path, text):
+    return text in (tmp_path / "run.stderr").read_text()
+
+
+def running(home, p, tmp_path):
+    def check():
+        if p.poll() is not None:
+            raise AssertionError(f"trainctl run ended {p.returncode}: "
+                                 f"{(tmp_path / 'run.stderr').read_text()}")
+        try:
+            c = sqlite3.connect(os.path.join(home, "trainctl.db"))
+            try:
+                row = c.execute("SELECT id FROM jobs WHERE state='running'").fetchone()
+            finally:
+                c.close()  # an open file would keep the tmpfs busy
+        except sqlite3.OperationalError:
+            return None
+        return row and row[0]
+    return wait_until(check, timeout=120, what="the job running")
+
+
+def said_while_alive(tmp_path, p, text, timeout=120):
+    def check():
+        if said(tmp_path, text):
+            return True
+        if p.poll() is not None:
+            raise AssertionError(f"trainctl run ended {p.returncode} before saying '{text}': "
+                                 f"{(tmp_path / 'run.stderr').read_text()}")
+        return False
+    wait_until(check, timeout=timeout, what=lambda: f"'{text}' on stderr: "
+               f"{(tmp_path / 'run.stderr').read_text()}")
+
+
+# every rank prints without end once the file go exists
+FILLS_ITS_LOG = ('["/bin/sh", "-c", "while [ ! -e go ]; do sleep 0.05; done;'
+                 ' while :; do echo rank $RANK fills its log with this line; done"]')
+
+
+def fill_and_wait_to_record(home, p, tmp_path):
+    """The disk filled under a running job that then fills its logs: the
+    supervisor stops it (on_disk_full: stop) and says it waits to record."""
+    job = running(home, p, tmp_path)
+    fill(home.parent)
+    (tmp_path / "go").touch()
+    said_while_alive(tmp_path, p, "is full: waiting to record job " + job)
+    return job
+
+
+def test_a_job_that_fills_the_disk_stops_with_the_cause_and_is_never_lost(trainctl, run_tc, home,
+                                                                          tmp_path):
+    """on_disk_full: stop (the default).  Its ranks print until their logs
+    find the disk full; the supervisor stops them and cannot record that
+    either: it keeps the end, says so, and records it once the test frees
+    space.  Before: the job ended `lost` ("gone without record")."""
+    p = start_job(trainctl, home, tmp_path, FILLS_ITS_LOG)
+    try:
+        job = fill_and_wait_to_record(home, p, tmp_path)
+        free(home.parent)
+        rc = p.wait(timeout=120)
+        assert rc not in (0, 3) + CRASH, (rc, (tmp_path / "run.stderr").read_text())
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    err = (tmp_path / "run.stderr").read_text()
+    assert err.count("waiting to record") == 1, err  # said once
+    assert "space is back" in err, err
+    j = show(run_tc, job)
+    assert j["state"] == "failed", j
+    assert j["root_cause"].startswith(f"the file system at {home}/runs/{job}"), j["root_cause"]
+    assert "is full" in j["root_cause"], j["root_cause"]
+    kinds = [e.get("kind") for e in j["events"]]
+    assert "disk_full" in kinds, j["events"]
+    assert not [e for e in j["events"] if e.get("state") == "lost"], j["events"]
+
+
+def test_a_supervisor_killed_while_it_waits_leaves_its_end_in_the_run_folder(trainctl, run_tc,
+                                                                            home, tmp_path):
+    """Only a kill ends the wait for space: the end it kept is then in the
+    run folder's outcome.json (reserved when the job began), and the first
+    command that finds the supervisor gone records that end, not `lost`."""
+    p = start_job(trainctl, home, tmp_path, FILLS_ITS_LOG)
+    try:
+        job = fill_and_wait_to_record(home, p, tmp_path)
+        p.send_signal(signal.SIGTERM)  # said and waited past
+        said_while_alive(tmp_path, p, "Terminated: still waiting to record job " + job)
+    finally:
+        p.kill()
+        p.wait()
+    outcome = home / "runs" / job / "outcome.json"
+    assert json.loads(outcome.read_text())["state"] == "failed"
+    free(home.parent)
+    j = show(run_tc, job)
+    assert j["state"] == "failed", j
+    assert "is full" in j["root_cause"], j["root_cause"]
+    assert not [e for e in j["events"] if e.get("state") == "lost"], j["events"]
+    assert not outcome.exists()
+
+
+def test_on_disk_full_wait_pauses_the_job_and_it_goes_on_when_space_returns(trainctl, run_tc,
+                                                                            home, tmp_path):
+    """on_disk_full: wait.  The ranks are stopped while the disk is full and
+    continued once it is not; every line they printed reaches their logs,
+    the ones the full disk refused included, and the job succeeds."""
+    go = tmp_path / "go"
+    p = start_job(trainctl, home, tmp_path,
+                  '["/bin/sh", "-c", "i=0; while [ ! -e go ]; do echo tick $i; i=$((i+1));'
+                  ' sleep 0.01; done; echo done at $i"]', extra="on_disk_full: wait\n")
+    try:
+        job = running(home, p, tmp_path)
+        fill(home.parent)
+        said_while_alive(tmp_path, p, "the workers are paused until space returns")
+        free(home.parent)
+        said_while_alive(tmp_path, p, "the workers go on")
+        go.touch()
+        assert p.wait(timeout=120) == 0, (tmp_path / "run.stderr").read_text()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    j = show(run_tc, job)
+    assert j["state"] == "succeeded", j
+    texts = [e.get("reason") or "" for e in j["events"] if e.get("kind") == "disk_full"]
+    assert any("paused" in t for t in texts) and any("go on" in t for t in texts), j["events"]
+    for rank in (0, 1):
+        lines = rank_log(j, rank).splitlines()
+        assert lines[-1].startswith("done at "), lines[-3:]
+        ticks = [int(ln.split()[1]) for ln in lines[:-1]]
+        assert ticks == list(range(len(ticks))), "a line was lost"  # in order, none missing
+
+
+def test_on_disk_full_takes_stop_or_wait(run_tc, tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: x\ncommand: [/bin/true]\non_disk_full: later\n")
+    r = run_tc("run", str(spec), timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "on_disk_full" in r.stderr and "later" in r.stderr, r.stderr

@@ -11,8 +11,10 @@
 #include "hub/hub_int.h"
 #include "jobs/jobs.h"
 #include "store/store.h"
+#include "store/store_int.h"
 
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <math.h>
 #include <pwd.h>
 #include <sys/fsuid.h>
@@ -259,6 +261,86 @@ TEST(sink_direct_open_writes_through_a_connection_of_its_own)
 	store_close(st);
 	CHECK(sink_direct_open("/proc/no-such-home", &k, &err) < 0 && k == NULL);
 	tc_err_release(&err);
+}
+
+/* The database may not grow past its size now (SQLITE_FULL, as a full disk), or may again (0). */
+static void db_full(struct store *st, bool full)
+{
+	sqlite3_stmt *q = NULL;
+	long long pages = 1 << 30;
+	if (full) {
+		CHECK_INT(sqlite3_prepare_v2(st->db, "PRAGMA page_count", -1, &q, NULL), SQLITE_OK);
+		CHECK_INT(sqlite3_step(q), SQLITE_ROW);
+		pages = sqlite3_column_int64(q, 0);
+		sqlite3_finalize(q);
+	}
+	char sql[64];
+	snprintf(sql, sizeof(sql), "PRAGMA max_page_count = %lld", pages);
+	CHECK_INT(sqlite3_exec(st->db, sql, NULL, NULL, NULL), SQLITE_OK);
+}
+
+static enum job_state job_state_of(struct store *st)
+{
+	struct job_row j = { 0 };
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(store_job_get(st, JOB, &j, &err), 0);
+	enum job_state s = j.state;
+	job_row_release(&j);
+	return s;
+}
+
+TEST(sink_keeps_what_a_full_disk_refuses_and_writes_it_in_order_when_space_returns)
+{
+	const char *home = test_tmpdir();
+	struct store *st = job_store(home);
+	struct tc_err err = TC_ERR_INIT;
+	struct sink *plain = sink_direct(st), *k = sink_direct(st);
+	sink_keep_when_full(k);
+	char text[3000];
+	memset(text, 'x', sizeof(text) - 1);
+	text[sizeof(text) - 1] = '\0';
+	db_full(st, true);
+	/* a sink that does not keep fails as before, once the pages there are are used */
+	int rc = 0;
+	for (int i = 0; i < 100 && !rc; i++)
+		rc = sink_note(plain, JOB, JOB_NOTE_HANG, text, &err);
+	CHECK(rc == TC_ESTORE && err.msg && strstr(err.msg, "is full"));
+	tc_err_release(&err);
+	/* one that keeps returns 0 with nothing in err, and holds the records in order */
+	for (int i = 0; i < 4; i++) {
+		CHECK_INT(sink_note(k, JOB, JOB_NOTE_DISK_FULL, text, &err), 0);
+		CHECK(err.code == 0 && err.msg == NULL);
+	}
+	CHECK(sink_kept(k));
+	CHECK_INT(sink_mark(k, JOB, JOB_RUNNING, "up", &err), 0);
+	CHECK_INT(sink_begin(k, &err), 0); /* a group behind kept records waits whole */
+	CHECK_INT(sink_restarts(k, JOB, 1, &err), 0);
+	CHECK_INT(sink_commit(k, 0, &err), 0);
+	CHECK_INT(sink_finish(k, JOB, JOB_SUCCEEDED, 0, NULL, "done", &err), 0);
+	enum job_state end = JOB_LOST;
+	int code = -1;
+	const char *cause = "x";
+	CHECK(sink_kept_end(k, &end, &code, &cause) && end == JOB_SUCCEEDED && code == 0 && !cause);
+	CHECK(job_state_of(st) == JOB_QUEUED);
+	CHECK(sink_flush(k, &err) == TC_ESTORE && err.msg && strstr(err.msg, "is full"));
+	tc_err_release(&err);
+	CHECK(sink_kept(k));
+	/* space back: everything written, the end last */
+	db_full(st, false);
+	CHECK_INT(sink_flush(k, &err), 0);
+	CHECK(!sink_kept(k));
+	CHECK(job_state_of(st) == JOB_SUCCEEDED);
+	CHECK_INT(nevents(st, JOB_RUNNING), 1);
+	struct event_row *ev = NULL;
+	size_t n = 0, full = 0;
+	CHECK_INT(store_events(st, JOB, &ev, &n, &err), 0);
+	for (size_t i = 0; i < n; i++)
+		full += ev[i].reason && !strncmp(ev[i].reason, "disk_full: ", 11);
+	event_rows_free(ev, n);
+	CHECK_INT(full, 4);
+	sink_close(plain);
+	sink_close(k);
+	store_close(st);
 }
 
 TEST(hub_applies_notes_through_jobs_note)
