@@ -28,6 +28,26 @@
  *  (7) Unhealthy devices (owner SCHED_UNHEALTHY: failed their health check,
  *      devices/health.h) are neither free nor preemptible either: jobs get
  *      the healthy ones, and a job that needs more than those waits.
+ *  (8) Team limits: a team (struct sched_team_limit, per device type) may
+ *      hold at most guarantee + borrow devices of a type in its running and
+ *      stopping jobs plus the candidate; a job over that is skipped and
+ *      blocks nobody, as in (5).  A type a team has no row for, and a job
+ *      with no team, has guarantee 0 and no limit: it only borrows.  Per-user
+ *      quotas (5) apply as well, inside the team's.
+ *  (9) Borrowing: of a team's running and stopping jobs of a type, oldest
+ *      first (created, then id), the jobs whose devices take the team's sum
+ *      past its guarantee are borrowing.  A queued job that would borrow is
+ *      skipped (blocks nobody) while a job of another team that fits inside
+ *      its own guarantee (and its user's quota) waits for that type: idle
+ *      devices are lent, and come back to their team before they are lent
+ *      again.
+ * (10) Reclaim: when a job that fits inside its team's guarantee cannot
+ *      start for want of devices, borrowing running jobs of other teams of
+ *      that type are chosen, newest first, until the devices they hold plus
+ *      the free ones (plus those of jobs already stopping) let it start;
+ *      if even all of them would not do, nobody is reclaimed (rule 4 may
+ *      still apply).  Priority and preemptible do not matter here: the
+ *      devices were lent.  Victims stop as in (4): checkpoint, requeue.
  *
  * sched_decide() returns one decision; the caller applies it (marks the
  * job running with its ids, or the victims stopping) and asks again until
@@ -54,6 +74,7 @@ struct sched_job {
 	int count;         /* devices needed */
 	const int *want;   /* count exact ids, or NULL for any */
 	enum sched_state state;
+	const char *team;  /* NULL: none (rule 8) */
 };
 
 #define SCHED_FREE (-1)   /* owner of a free device */
@@ -71,6 +92,11 @@ struct sched_quota {
 	int max_devices;
 };
 
+struct sched_team_limit {
+	const char *team, *type;
+	int guarantee, borrow;
+};
+
 struct sched_in {
 	const struct sched_job *jobs;
 	size_t njobs;
@@ -80,6 +106,8 @@ struct sched_in {
 	size_t ndevs;
 	const struct sched_quota *quotas;
 	size_t nquotas;
+	const struct sched_team_limit *teams; /* rules 8-10; none: no team rules */
+	size_t nteams;
 };
 
 enum sched_action { SCHED_NONE, SCHED_START, SCHED_PREEMPT };
@@ -103,5 +131,11 @@ void sched_decision_release(struct sched_decision *d);
 
 /* The quota of user: its own row, else "*", else -1 (none). */
 int sched_quota_of(const struct sched_in *in, const char *user);
+
+/* Rule 8's row of team for type, or NULL (guarantee 0, no limit). */
+const struct sched_team_limit *sched_team_row(const struct sched_in *in, const char *team,
+					      const char *type);
+/* Rule 9: is running (or stopping) job k borrowing? */
+bool sched_borrowing(const struct sched_in *in, size_t k);
 
 #endif

@@ -150,6 +150,8 @@ static int take(struct load *l, const struct srvconf_key *k, yaml_node_t *v)
 			sbuf_release(&kv);
 		}
 		return 0;
+	case SRVCONF_SECTION:
+		return 0; /* its own loader's (config.h) */
 	}
 	return fail(l, v, k->name, "has a kind the loader does not know");
 }

@@ -7,7 +7,9 @@
  * into option words ("--listen=HOST:PORT"), each with the line it came
  * from: the command's one option parser then checks the file and the
  * command line alike, and an error of a word is blamed on its file and line.
- * A later section (a mapping of its own) is one more kind in this table.
+ * A section (a mapping of its own, `teams:`) is one more kind in this table:
+ * the loader checks only that it is there and makes no word of it; its own
+ * loader reads it (server/teams.h), so a reload can read it alone.
  */
 #ifndef TC_SERVER_CONFIG_H
 #define TC_SERVER_CONFIG_H
@@ -22,6 +24,7 @@ enum srvconf_kind {
 	SRVCONF_PATH,  /* one scalar, a path: relative ones against the file's folder */
 	SRVCONF_LIST,  /* a scalar or a list of them: one word each (a repeatable option) */
 	SRVCONF_PAIRS, /* a list of "K=V", or a mapping K: V: one "--name=K=V" each (--quota) */
+	SRVCONF_SECTION, /* a section its own loader reads (teams:): no word */
 };
 
 struct srvconf_key {

@@ -34,6 +34,7 @@ void sjob_release(struct sjob *j)
 {
 	free(j->id);
 	free(j->user);
+	free(j->team);
 	free(j->type);
 	free(j->name);
 	free(j->run_dir);
@@ -140,6 +141,10 @@ struct sjob *srv_load_job(struct srv *s, const struct job_row *r)
 		       spec_max_restarts(r->spec_json), r->run_dir, backend_of(r));
 	free(want);
 	struct sjob *j = &s->jobs[s->njobs - 1];
+	struct tc_err terr = TC_ERR_INIT;
+	if (store_job_team(s->st, r->id, &j->team, &terr)) /* unreadable: no team, it only borrows */
+		srvlog_act(s->o.quiet, "warning: job %s: %s", r->id, terr.msg);
+	tc_err_release(&terr);
 	j->state = r->state;
 	j->stop_reason = r->stop_reason;
 	j->restarts = r->restarts;

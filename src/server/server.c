@@ -457,7 +457,8 @@ static void schedule(struct srv *s)
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct sjob *j = &s->jobs[i];
 		sj[i] = (struct sched_job){ j->id, j->user, j->type, j->priority, j->preemptible,
-					    j->created, j->count, j->want, srv_external(j) ? SJ_IDLE : j->st };
+					    j->created, j->count, j->want, srv_external(j) ? SJ_IDLE : j->st,
+					    j->team };
 	}
 	if (s->dirty) {
 		s->nqueue = 0;
@@ -471,7 +472,7 @@ static void schedule(struct srv *s)
 	}
 	for (int round = 0; round < 64; round++) {
 		struct sched_in in = { sj, s->njobs, s->queue, s->nqueue, s->devs, s->ndevs,
-				       s->quotas, s->nquotas };
+				       s->quotas, s->nquotas, s->team_limits, s->nteam_limits };
 		struct sched_decision d;
 		struct timespec t0, t1;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -501,8 +502,13 @@ static void schedule(struct srv *s)
 		for (size_t v = 0; v < d.nvictims; v++) {
 			struct sjob *victim = &s->jobs[d.victims[v]];
 			struct tc_err err = TC_ERR_INIT;
-			logf_(s, "preempting %s (priority %d) for %s (priority %d)", victim->id,
-			      victim->priority, j->id, j->priority);
+			if (victim->priority < j->priority && victim->preemptible)
+				logf_(s, "preempting %s (priority %d) for %s (priority %d)", victim->id,
+				      victim->priority, j->id, j->priority);
+			else /* rule 10: what it borrowed goes back */
+				logf_(s, "preempting %s (team %s, borrowing) to reclaim %s's guarantee for %s",
+				      victim->id, victim->team ? victim->team : "none",
+				      j->team ? j->team : "?", j->id);
 			if (srv_stop_job(s, victim, JOB_STOP_PREEMPTED, &err))
 				logf_(s, "warning: %s", err.msg);
 			tc_err_release(&err);

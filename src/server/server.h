@@ -77,6 +77,9 @@ struct server_opts {
 	bool allow_root_jobs;
 	/* --metrics-job-series: per-job series of /metrics at most; 0: 500, < 0: none (prom.c) */
 	int metrics_job_series;
+	/* --config FILE (absolute), whose teams: section the server reads at start and on a
+	 * reload (SIGHUP, `trainctl server reload`; server/teams.h); NULL: no teams */
+	const char *config;
 };
 
 /* --endpoint-host: a lower-case DNS name of two labels or more, not an IP literal (eporigin.c). */

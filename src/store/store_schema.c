@@ -185,6 +185,8 @@ static const char *const migrations[] = {
 	" SELECT device_type, device_id, reason, since FROM device_health;"
 	"DROP TABLE device_health;"
 	"ALTER TABLE device_health_nodes RENAME TO device_health;",
+	/* the team a server job was submitted for (docs/server.md, "Teams"); NULL: none */
+	"ALTER TABLE jobs ADD COLUMN team TEXT;",
 };
 
 static int schema_version(struct store *st, int *version, struct tc_err *err)
