@@ -35,7 +35,7 @@
 
 static const char server_usage[] =
 	"usage: trainctl server [--listen HOST:PORT] [--state DIR] [options]\n"
-	"       trainctl server reload [--server URL]   (read --config's teams: again)\n"
+	"       trainctl server reload    the running server reads its settings file's teams again\n"
 	"\n"
 	"  -l, --listen HOST:PORT  where the API and web UI listen (default 127.0.0.1:8470)\n"
 	"      --socket PATH       the Unix socket of local clients (default STATE/server.sock)\n"
