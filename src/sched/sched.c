@@ -211,7 +211,8 @@ bool sched_borrowing(const struct sched_in *in, size_t k)
 	return before + j->count > (row ? row->guarantee : 0);
 }
 
-/* One decision's view of the teams: devices each (team, type) holds, and who waits inside its guarantee. */
+/* One decision's view of the teams: devices each (team, type) holds, and who waits
+ * inside its guarantee. */
 struct tuse {
 	const char *team, *type;
 	int holds;
@@ -258,7 +259,8 @@ static void team_view(const struct sched_in *in, struct teamview *tv)
 	}
 }
 
-/* Rules (8) and (9): is queued job j skipped for its team's limit, or to leave devices to a guarantee? */
+/* Rules (8) and (9): is queued job j skipped for its team's limit, or to leave the
+ * devices to a guarantee? */
 static bool team_skips(const struct sched_in *in, struct teamview *tv, const struct sched_job *j)
 {
 	if (!in->nteams)

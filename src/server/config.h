@@ -16,7 +16,9 @@
 
 #include "core/err.h"
 
+#include <stdarg.h>
 #include <stddef.h>
+#include <yaml.h>
 
 enum srvconf_kind {
 	SRVCONF_FLAG,  /* true or false: "--name" when true */
@@ -51,6 +53,16 @@ struct srvconf {
 int srvconf_load(const char *path, const struct srvconf_key *keys, struct srvconf *out,
 		 struct tc_err *err);
 void srvconf_free(struct srvconf *c);
+/* For a section's own loader: path read and parsed (TC_ESPEC; *doc is the caller's to
+ * yaml_document_delete on 0), a node's line (from 1), its text when a scalar (else NULL),
+ * and TC_ESPEC with "FILE:LINE: KEY: message" (no "KEY: " for a NULL key). */
+int srvconf_parse(const char *path, yaml_document_t *doc, struct tc_err *err);
+int srvconf_line(const yaml_node_t *n);
+const char *srvconf_scalar(const yaml_node_t *n);
+int srvconf_error(struct tc_err *err, const char *file, int line, const char *key,
+		  const char *fmt, ...) TC_PRINTF(5, 6);
+int srvconf_verror(struct tc_err *err, const char *file, int line, const char *key,
+		   const char *fmt, va_list ap);
 /* Put "FILE:LINE: key: " before err's message: word i of c was refused by the parser. */
 void srvconf_blame(const struct srvconf *c, size_t i, struct tc_err *err);
 

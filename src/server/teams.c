@@ -2,15 +2,14 @@
  * teams.c -- the teams: section of the server's settings file (teams.h).
  */
 #include "server/teams.h"
+#include "server/config.h"
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "core/xalloc.h"
-#include "core/yaml.h"
 #include "devices/devices.h"
 
 #include <grp.h>
 #include <pwd.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,32 +22,6 @@ struct tload {
 	struct tc_err *err;
 };
 
-static int line_of(const yaml_node_t *n)
-{
-	return (int)n->start_mark.line + 1;
-}
-
-static const char *scalar(const yaml_node_t *n)
-{
-	return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
-}
-
-static int tfail(const char *file, int line, struct tc_err *err, const char *key, const char *fmt,
-		 ...) TC_PRINTF(5, 6);
-
-static int tfail(const char *file, int line, struct tc_err *err, const char *key, const char *fmt,
-		 ...)
-{
-	struct sbuf sb = SBUF_INIT;
-	sbuf_addf(&sb, "%s:%d: %s: ", file, line, key);
-	va_list ap;
-	va_start(ap, fmt);
-	sbuf_vaddf(&sb, fmt, ap);
-	va_end(ap);
-	tc_error(err, TC_ESPEC, "%s", sb.buf);
-	sbuf_release(&sb);
-	return TC_ESPEC;
-}
 
 static bool name_ok(const char *s)
 {
@@ -79,30 +52,30 @@ static int take_counts(struct tload *l, struct team *t, const char *key, yaml_no
 	sbuf_addf(&k, "teams.%s.%s", t->name, key);
 	int rc = 0;
 	if (v->type != YAML_MAPPING_NODE) {
-		rc = tfail(l->file, line_of(v), l->err, k.buf,
-			   "must be a mapping of device type to count ({gpu: 4, cpu: 2})");
+		rc = srvconf_error(l->err, l->file, srvconf_line(v), k.buf,
+				   "must be a mapping of device type to count ({gpu: 4, cpu: 2})");
 		goto out;
 	}
 	for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
 		yaml_node_t *pk = yaml_document_get_node(l->doc, p->key);
 		yaml_node_t *pv = yaml_document_get_node(l->doc, p->value);
-		const char *type = scalar(pk), *num = scalar(pv);
+		const char *type = srvconf_scalar(pk), *num = srvconf_scalar(pv);
 		long n;
 		if (!type || !device_kind_find(type)) {
-			rc = tfail(l->file, line_of(pk ? pk : v), l->err, k.buf,
-				   "'%s' is not a device type (%s)", type ? type : "?", device_kind_names());
+			rc = srvconf_error(l->err, l->file, srvconf_line(pk ? pk : v), k.buf,
+					   "'%s' is not a device type (%s)", type ? type : "?", device_kind_names());
 			goto out;
 		}
 		if (!num || !parse_long(num, 0, 1 << 20, &n)) {
-			rc = tfail(l->file, line_of(pv ? pv : pk), l->err, k.buf,
-				   "%s: must be a count of devices (0 or more), not '%s'", type,
-				   num ? num : "a list or mapping");
+			rc = srvconf_error(l->err, l->file, srvconf_line(pv ? pv : pk), k.buf,
+					   "%s: must be a count of devices (0 or more), not '%s'", type,
+					   num ? num : "a list or mapping");
 			goto out;
 		}
-		struct team_share *sh = share_of(t, type, line_of(pk));
+		struct team_share *sh = share_of(t, type, srvconf_line(pk));
 		if (guarantee) {
 			sh->guarantee = (int)n;
-			sh->line = line_of(pk);
+			sh->line = srvconf_line(pk);
 		} else {
 			sh->borrow = (int)n;
 		}
@@ -124,23 +97,23 @@ static int take_members(struct tload *l, struct team *t, yaml_node_t *v)
 		items = v->data.sequence.items.start;
 		n = (size_t)(v->data.sequence.items.top - items);
 	} else if (v->type != YAML_SCALAR_NODE) {
-		rc = tfail(l->file, line_of(v), l->err, k.buf,
-			   "must be a list of Unix user names (@group for a Unix group)");
+		rc = srvconf_error(l->err, l->file, srvconf_line(v), k.buf,
+				   "must be a list of Unix user names (@group for a Unix group)");
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
 		yaml_node_t *e = items ? yaml_document_get_node(l->doc, items[i]) : one[0];
-		const char *s = scalar(e);
+		const char *s = srvconf_scalar(e);
 		if (!s || !name_ok(s[0] == '@' ? s + 1 : s)) {
-			rc = tfail(l->file, line_of(e ? e : v), l->err, k.buf,
-				   "'%s' is not a user name or @group", s ? s : "a list or mapping");
+			rc = srvconf_error(l->err, l->file, srvconf_line(e ? e : v), k.buf,
+					   "'%s' is not a user name or @group", s ? s : "a list or mapping");
 			goto out;
 		}
 		t->members = xrealloc(t->members, (t->nmembers + 1) * sizeof(char *));
 		t->members[t->nmembers++] = xstrdup(s);
 	}
 	if (!t->nmembers)
-		rc = tfail(l->file, line_of(v), l->err, k.buf, "a team needs at least one member");
+		rc = srvconf_error(l->err, l->file, srvconf_line(v), k.buf, "a team needs at least one member");
 out:
 	sbuf_release(&k);
 	return rc;
@@ -154,33 +127,33 @@ static int take_team(struct tload *l, struct team *t, yaml_node_t *v)
 	int rc = 0;
 	bool have_members = false;
 	if (v->type != YAML_MAPPING_NODE) {
-		rc = tfail(l->file, line_of(v), l->err, k.buf,
-			   "must be a mapping (members:, guarantee:, borrow:, default:)");
+		rc = srvconf_error(l->err, l->file, srvconf_line(v), k.buf,
+				   "must be a mapping (members:, guarantee:, borrow:, default:)");
 		goto out;
 	}
 	for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top && !rc;
 	     p++) {
 		yaml_node_t *pk = yaml_document_get_node(l->doc, p->key);
 		yaml_node_t *pv = yaml_document_get_node(l->doc, p->value);
-		const char *name = scalar(pk);
+		const char *name = srvconf_scalar(pk);
 		size_t which = 4;
 		for (size_t i = 0; name && i < 4; i++)
 			if (!strcmp(name, keys[i]))
 				which = i;
 		if (which == 4 || !pv) {
-			rc = tfail(l->file, line_of(pk ? pk : v), l->err, k.buf,
-				   "unknown key '%s' (a team has members, guarantee, borrow, default)",
-				   name ? name : "?");
+			rc = srvconf_error(l->err, l->file, srvconf_line(pk ? pk : v), k.buf,
+					   "unknown key '%s' (a team has members, guarantee, borrow, default)",
+					   name ? name : "?");
 			break;
 		}
 		if (which == 0) {
 			rc = take_members(l, t, pv);
 			have_members = true;
 		} else if (which == 3) {
-			const char *b = scalar(pv);
+			const char *b = srvconf_scalar(pv);
 			if (!b || (strcmp(b, "true") && strcmp(b, "false")))
-				rc = tfail(l->file, line_of(pv), l->err, k.buf,
-					   "default: must be true or false");
+				rc = srvconf_error(l->err, l->file, srvconf_line(pv), k.buf,
+						   "default: must be true or false");
 			else
 				t->is_default = !strcmp(b, "true");
 		} else {
@@ -188,7 +161,7 @@ static int take_team(struct tload *l, struct team *t, yaml_node_t *v)
 		}
 	}
 	if (!rc && !have_members)
-		rc = tfail(l->file, t->line, l->err, k.buf, "has no members: (Unix users, @group)");
+		rc = srvconf_error(l->err, l->file, t->line, k.buf, "has no members: (Unix users, @group)");
 out:
 	sbuf_release(&k);
 	return rc;
@@ -229,10 +202,10 @@ static int check_overlap(const struct teams *ts, struct tc_err *err)
 						other = &ts->t[b];
 				}
 			if (in > 1 && defaults != 1)
-				rc = tfail(ts->file, ts->t[a].line, err, "teams", "user '%s' is in team '%s' and"
-					   " team '%s' with %s marked default: true; mark exactly one of"
-					   " the user's teams default", users[u], ts->t[a].name,
-					   other ? other->name : "?", defaults ? "more than one" : "neither");
+				rc = srvconf_error(err, ts->file, ts->t[a].line, "teams", "user '%s' is in team '%s' and"
+						   " team '%s' with %s marked default: true; mark exactly one of"
+						   " the user's teams default", users[u], ts->t[a].name,
+						   other ? other->name : "?", defaults ? "more than one" : "neither");
 		}
 		for (size_t u = 0; u < nu; u++)
 			free(users[u]);
@@ -245,14 +218,8 @@ int teams_load(const char *path, struct teams *out, struct tc_err *err)
 {
 	teams_free(out);
 	out->file = xstrdup(path);
-	struct sbuf text = SBUF_INIT;
-	if (read_file(path, &text, err)) {
-		sbuf_release(&text);
-		return tc_error(err, TC_ESPEC, "%s", err->msg);
-	}
 	yaml_document_t doc;
-	int rc = tc_yaml_parse(path, text.buf, text.len, &doc, err);
-	sbuf_release(&text);
+	int rc = srvconf_parse(path, &doc, err);
 	if (rc)
 		return rc;
 	struct tload l = { &doc, path, out, err };
@@ -261,35 +228,35 @@ int teams_load(const char *path, struct teams *out, struct tc_err *err)
 	for (yaml_node_pair_t *p = root && root->type == YAML_MAPPING_NODE
 					   ? root->data.mapping.pairs.start : NULL;
 	     p && p < root->data.mapping.pairs.top; p++) {
-		const char *k = scalar(yaml_document_get_node(&doc, p->key));
+		const char *k = srvconf_scalar(yaml_document_get_node(&doc, p->key));
 		if (k && !strcmp(k, "teams"))
 			sec = yaml_document_get_node(&doc, p->value);
 	}
-	if (sec && !(sec->type == YAML_SCALAR_NODE && !*scalar(sec))) {
+	if (sec && !(sec->type == YAML_SCALAR_NODE && !*srvconf_scalar(sec))) {
 		if (sec->type != YAML_MAPPING_NODE)
-			rc = tfail(path, line_of(sec), err, "teams",
-				   "must be a mapping of team names to teams");
+			rc = srvconf_error(err, path, srvconf_line(sec), "teams",
+					   "must be a mapping of team names to teams");
 		for (yaml_node_pair_t *p = sec->type == YAML_MAPPING_NODE
 						   ? sec->data.mapping.pairs.start : NULL;
 		     !rc && p && p < sec->data.mapping.pairs.top; p++) {
 			yaml_node_t *k = yaml_document_get_node(&doc, p->key);
 			yaml_node_t *v = yaml_document_get_node(&doc, p->value);
-			const char *name = scalar(k);
+			const char *name = srvconf_scalar(k);
 			if (!name_ok(name) || !v) {
-				rc = tfail(path, line_of(k ? k : sec), err, "teams",
-					   "'%s' is not a team name (letters, digits, '-', '_', '.')",
-					   name ? name : "?");
+				rc = srvconf_error(err, path, srvconf_line(k ? k : sec), "teams",
+						   "'%s' is not a team name (letters, digits, '-', '_', '.')",
+						   name ? name : "?");
 				break;
 			}
 			if (teams_find(out, name)) {
-				rc = tfail(path, line_of(k), err, "teams", "team '%s' is given twice", name);
+				rc = srvconf_error(err, path, srvconf_line(k), "teams", "team '%s' is given twice", name);
 				break;
 			}
 			out->t = xrealloc(out->t, (out->n + 1) * sizeof(*out->t));
 			struct team *t = &out->t[out->n++];
 			memset(t, 0, sizeof(*t));
 			t->name = xstrdup(name);
-			t->line = line_of(k);
+			t->line = srvconf_line(k);
 			rc = take_team(&l, t, v);
 		}
 	}
@@ -316,10 +283,10 @@ int teams_check_devices(const struct teams *ts, const char *const *types, const 
 			if (sum > machine && sh->guarantee > 0) {
 				struct sbuf k = SBUF_INIT;
 				sbuf_addf(&k, "teams.%s.guarantee.%s", ts->t[a].name, sh->type);
-				int rc = tfail(ts->file, sh->line, err, k.buf,
-					       "the teams are guaranteed %d %s device%s in all, but this"
-					       " machine has %d; lower the guarantees", sum, sh->type,
-					       sum == 1 ? "" : "s", machine);
+				int rc = srvconf_error(err, ts->file, sh->line, k.buf,
+						       "the teams are guaranteed %d %s device%s in all, but this"
+						       " machine has %d; lower the guarantees", sum, sh->type,
+						       sum == 1 ? "" : "s", machine);
 				sbuf_release(&k);
 				return rc;
 			}

@@ -12,23 +12,7 @@ import subprocess
 import pytest
 
 from conftest import holds_for, wait_until
-from server_fixture import held, start_server
-
-# counts to $1, a checkpoint file per step, resumes from TRAINCTL_RESUME_FROM;
-# waits at step HOLD_AT until the file RELEASE exists (the test decides when it goes on)
-COUNTER = r'''#!/bin/sh
-start=0
-if [ -n "$TRAINCTL_RESUME_FROM" ]; then start=$(cat "$TRAINCTL_RESUME_FROM"); echo "resumed at $start"; fi
-i=$start
-tmp="$TRAINCTL_CKPT_DIR/.step.${RANK:-0}.tmp"
-while [ $i -lt $1 ]; do
-  if [ "$i" = "${HOLD_AT:-}" ]; then while [ ! -e "$RELEASE" ]; do sleep 0.05; done; fi
-  i=$((i+1)); sleep 0.1
-  echo $i > "$tmp"; mv "$tmp" "$TRAINCTL_CKPT_DIR/step_$i.txt"
-  echo "step $i"
-done
-echo "finished at $i"
-'''
+from server_fixture import counter, held, start_server  # noqa: F401  (counter: the fixture)
 
 ME = getpass.getuser()
 
@@ -50,14 +34,6 @@ teams:
     members: [{ME}]
     guarantee: {{gpu: 2}}
 """
-
-
-@pytest.fixture
-def counter(tmp_path):
-    p = tmp_path / "counter.sh"
-    p.write_text(COUNTER)
-    p.chmod(0o755)
-    return str(p)
 
 
 def submit(srv, spec, team=None):

@@ -212,7 +212,8 @@ TEST(teams_errors_name_file_line_and_key)
 		{ "teams:\n  a:\n    guarantee: {gpu: 1}\n", ":2: teams.a: has no members" },
 		{ "teams:\n  a b:\n    members: [x]\n", ":2: teams: 'a b' is not a team name" },
 		{ "teams: [a]\n", ":1: teams: must be a mapping" },
-		{ "teams:\n  a:\n    members: [x]\n  a:\n    members: [y]\n", ":4: teams: team 'a' is given twice" },
+		{ "teams:\n  a:\n    members: [x]\n  a:\n    members: [y]\n",
+		  ":4: teams: team 'a' is given twice" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct teams ts = { 0 };
