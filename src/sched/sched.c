@@ -362,6 +362,7 @@ void sched_decide(const struct sched_in *in, struct sched_decision *out)
 		if (reclaim(in, &tv, j, scratch, out)) {
 			out->action = SCHED_PREEMPT; /* rule (10) */
 			out->job = k;
+			out->reclaim = true;
 			break;
 		}
 		if (!j->preemptible) {

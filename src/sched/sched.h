@@ -118,6 +118,7 @@ struct sched_decision {
 	int *ids;         /* START: the device ids chosen (job's count of them); heap */
 	size_t *victims;  /* PREEMPT: job indices to stop; heap */
 	size_t nvictims;
+	bool reclaim;     /* PREEMPT: by rule (10), the victims' borrowed devices go back */
 };
 
 /* Rule (1) as a comparison of two jobs (qsort style). */

@@ -502,10 +502,10 @@ static void schedule(struct srv *s)
 		for (size_t v = 0; v < d.nvictims; v++) {
 			struct sjob *victim = &s->jobs[d.victims[v]];
 			struct tc_err err = TC_ERR_INIT;
-			if (victim->priority < j->priority && victim->preemptible)
+			if (!d.reclaim)
 				logf_(s, "preempting %s (priority %d) for %s (priority %d)", victim->id,
 				      victim->priority, j->id, j->priority);
-			else /* rule 10: what it borrowed goes back */
+			else /* sched.h rule 10: what it borrowed goes back */
 				logf_(s, "preempting %s (team %s, borrowing) to reclaim %s's guarantee for %s",
 				      victim->id, victim->team ? victim->team : "none",
 				      j->team ? j->team : "?", j->id);

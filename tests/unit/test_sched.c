@@ -659,6 +659,7 @@ TEST(reclaim_stops_the_newest_borrowers_only_as_many_as_needed)
 	decide(&w, &d);
 	CHECK_INT(d.action, SCHED_PREEMPT);
 	CHECK_INT(d.job, b1);
+	CHECK(d.reclaim);
 	CHECK_INT(d.nvictims, 1);
 	CHECK_INT(d.victims[0], a[3]);
 	sched_decision_release(&d);
