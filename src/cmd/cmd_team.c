@@ -53,6 +53,13 @@ static void show_one(json_t *t)
 	printf("jobs:        %lld running, %lld waiting\n",
 	       (long long)json_integer_value(json_object_get(t, "running_jobs")),
 	       (long long)json_integer_value(json_object_get(t, "waiting_jobs")));
+	json_t *w;
+	json_array_foreach(json_object_get(t, "waiting"), i, w)
+		printf("  waiting: %s (%s, %s:%lld) for %s\n", json_string_value(json_object_get(w, "id")),
+		       json_string_value(json_object_get(w, "user")),
+		       json_string_value(json_object_get(w, "type")),
+		       (long long)json_integer_value(json_object_get(w, "count")),
+		       json_string_value(json_object_get(w, "why")));
 	sbuf_release(&b);
 }
 

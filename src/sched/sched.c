@@ -277,6 +277,35 @@ static bool team_skips(const struct sched_in *in, struct teamview *tv, const str
 	return false;
 }
 
+enum sched_wait sched_why(const struct sched_in *in, size_t k)
+{
+	const struct sched_job *j = &in->jobs[k];
+	if (over_quota(in, j))
+		return SCHED_WAIT_QUOTA;
+	struct teamview tv = { NULL, 0, 0 };
+	team_view(in, &tv);
+	enum sched_wait w = SCHED_WAIT_DEVICES;
+	if (team_skips(in, &tv, j)) {
+		const struct sched_team_limit *row = sched_team_row(in, j->team, j->type);
+		int holds = tuse_of(&tv, j->team, j->type)->holds;
+		w = row && holds + j->count > row->guarantee + row->borrow ? SCHED_WAIT_TEAM_LIMIT
+									   : SCHED_WAIT_RECLAIM;
+	}
+	free(tv.u);
+	return w;
+}
+
+const char *sched_wait_name(enum sched_wait w)
+{
+	switch (w) {
+	case SCHED_WAIT_QUOTA: return "quota";
+	case SCHED_WAIT_TEAM_LIMIT: return "team limit";
+	case SCHED_WAIT_RECLAIM: return "guarantee of another team";
+	case SCHED_WAIT_DEVICES: break;
+	}
+	return "devices";
+}
+
 /* Rule (10) order: newest first. */
 static int cmp_newest(const void *x, const void *y, void *ctx)
 {

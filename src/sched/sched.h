@@ -139,4 +139,15 @@ const struct sched_team_limit *sched_team_row(const struct sched_in *in, const c
 /* Rule 9: is running (or stopping) job k borrowing? */
 bool sched_borrowing(const struct sched_in *in, size_t k);
 
+/* Why queued job k waits, by the first rule that holds it (for `team show` and the API). */
+enum sched_wait {
+	SCHED_WAIT_QUOTA,      /* rule 5: its user's quota */
+	SCHED_WAIT_TEAM_LIMIT, /* rule 8: its team's guarantee + borrow */
+	SCHED_WAIT_RECLAIM,    /* rule 9: it would borrow while another team waits for its guarantee */
+	SCHED_WAIT_DEVICES,    /* rules 2, 3: not enough free devices, or a job ahead holds the type */
+};
+enum sched_wait sched_why(const struct sched_in *in, size_t k);
+/* "quota", "team limit", "guarantee of another team", "devices" */
+const char *sched_wait_name(enum sched_wait w);
+
 #endif

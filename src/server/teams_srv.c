@@ -113,8 +113,57 @@ static void add_counts(struct sbuf *b, const char *key, const char *const *types
 }
 
 #define TEAM_TYPES 16
+#define TEAM_WAITING_MAX 100 /* waiting jobs listed per team, first in queue order */
 
-static void team_json(struct srv *s, const struct team *t, struct sbuf *b)
+/* The scheduler's view of the jobs now (as server.c's round builds it), for sched_why. */
+struct schedview {
+	struct sched_job *sj;
+	size_t *queue, nqueue;
+	struct sched_in in;
+};
+
+static void schedview_make(struct srv *s, struct schedview *v)
+{
+	v->sj = xcalloc(s->njobs ? s->njobs : 1, sizeof(*v->sj));
+	v->queue = xcalloc(s->njobs ? s->njobs : 1, sizeof(*v->queue));
+	v->nqueue = 0;
+	for (size_t i = 0; i < s->njobs; i++) {
+		const struct sjob *j = &s->jobs[i];
+		v->sj[i] = (struct sched_job){ j->id, j->user, j->type, j->priority, j->preemptible,
+					       j->created, j->count, j->want,
+					       srv_external(j) ? SJ_IDLE : j->st, j->team };
+		if (v->sj[i].state == SJ_QUEUED)
+			v->queue[v->nqueue++] = i;
+	}
+	sched_sort(v->sj, v->queue, v->nqueue);
+	v->in = (struct sched_in){ v->sj, s->njobs, v->queue, v->nqueue, s->devs, s->ndevs,
+				   s->quotas, s->nquotas, s->team_limits, s->nteam_limits };
+}
+
+/* ,"waiting":[{"id", "name", "user", "type", "count", "why"}, ...] of team t, in queue order */
+static void waiting_json(const struct schedview *v, const struct team *t, struct sbuf *b)
+{
+	sbuf_adds(b, ",\"waiting\":[");
+	size_t n = 0;
+	for (size_t q = 0; q < v->nqueue && n < TEAM_WAITING_MAX; q++) {
+		const struct sched_job *j = &v->sj[v->queue[q]];
+		if (!j->team || strcmp(j->team, t->name))
+			continue;
+		sbuf_adds(b, n++ ? ",{\"id\":" : "{\"id\":");
+		json_add_str(b, j->id);
+		sbuf_adds(b, ",\"user\":");
+		json_add_str(b, j->user);
+		sbuf_adds(b, ",\"type\":");
+		json_add_str(b, j->type);
+		sbuf_addf(b, ",\"count\":%d,\"why\":", j->count);
+		json_add_str(b, sched_wait_name(sched_why(&v->in, v->queue[q])));
+		sbuf_addch(b, '}');
+	}
+	sbuf_addch(b, ']');
+}
+
+static void team_json(struct srv *s, const struct schedview *v, const struct team *t,
+		      struct sbuf *b)
 {
 	const char *types[TEAM_TYPES];
 	int g[TEAM_TYPES] = { 0 }, bo[TEAM_TYPES] = { 0 }, use[TEAM_TYPES] = { 0 },
@@ -162,24 +211,30 @@ static void team_json(struct srv *s, const struct team *t, struct sbuf *b)
 	add_counts(b, "in_use", types, use, nt);
 	add_counts(b, "borrowed", types, borrowed, nt);
 	add_counts(b, "waiting_devices", types, wait, nt);
-	sbuf_addf(b, ",\"running_jobs\":%d,\"waiting_jobs\":%d}", running, queued);
+	sbuf_addf(b, ",\"running_jobs\":%d,\"waiting_jobs\":%d", running, queued);
+	waiting_json(v, t, b);
+	sbuf_addch(b, '}');
 }
 
 int srv_teams_json(struct srv *s, const char *name, struct sbuf *out)
 {
-	if (name) {
-		const struct team *t = teams_find(&s->teams, name);
-		if (!t)
-			return -1;
-		team_json(s, t, out);
-		return 0;
+	const struct team *t = name ? teams_find(&s->teams, name) : NULL;
+	if (name && !t)
+		return -1;
+	struct schedview v;
+	schedview_make(s, &v);
+	if (t) {
+		team_json(s, &v, t, out);
+	} else {
+		sbuf_adds(out, "{\"teams\":[");
+		for (size_t a = 0; a < s->teams.n; a++) {
+			if (a)
+				sbuf_addch(out, ',');
+			team_json(s, &v, &s->teams.t[a], out);
+		}
+		sbuf_adds(out, "]}");
 	}
-	sbuf_adds(out, "{\"teams\":[");
-	for (size_t a = 0; a < s->teams.n; a++) {
-		if (a)
-			sbuf_addch(out, ',');
-		team_json(s, &s->teams.t[a], out);
-	}
-	sbuf_adds(out, "]}");
+	free(v.sj);
+	free(v.queue);
 	return 0;
 }

@@ -125,7 +125,11 @@ def test_team_limit_and_the_admission_door(trainctl, tmp_path):
         srv.wait_state(a, "running")
         c = submit(srv, held(release, name="c"), team="nlp")
         holds_for(lambda: srv.job(c)["state"] == "queued", 1.0, "nlp's third device waits")
-        assert team(srv, "nlp")["waiting_jobs"] == 1
+        t = team(srv, "nlp")
+        assert t["waiting_jobs"] == 1 and t["waiting"][0]["id"] == c, t
+        assert t["waiting"][0]["why"] == "team limit", t
+        show = srv.cli("team", "show", "nlp")
+        assert f"waiting: {c} ({ME}, gpu:1) for team limit" in show.stdout, show.stdout
         release.touch()
         srv.wait_state(c, "succeeded")
         st, body = srv.call("GET", "/api/v1/teams/nosuch")

@@ -745,3 +745,26 @@ TEST(a_borrower_goes_on_when_the_waiting_guarantee_is_over_its_user_quota)
 	CHECK_INT(d.job, a2);
 	sched_decision_release(&d);
 }
+
+TEST(why_a_queued_job_waits)
+{
+	struct world w = { 0 };
+	two_teams(&w);
+	run_on_free(&w, tjob(&w, "a1", "a", 2, 1));
+	size_t a2 = tjob(&w, "a2", "a", 1, 2);
+	run_on_free(&w, a2);
+	size_t a3 = tjob(&w, "a3", "a", 1, 3);
+	size_t b1 = tjob(&w, "b1", "b", 2, 4);
+	size_t b2 = tjob(&w, "b2", "b", 3, 5);
+	queue(&w);
+	struct sched_in in = { w.jobs, w.njobs, w.queue, w.nqueue, w.devs, w.ndevs,
+			       w.quotas, w.nquotas, w.teams, w.nteams };
+	CHECK_INT(sched_why(&in, a3), SCHED_WAIT_RECLAIM); /* b1 waits inside its guarantee */
+	CHECK_STR(sched_wait_name(SCHED_WAIT_RECLAIM), "guarantee of another team");
+	CHECK_INT(sched_why(&in, b1), SCHED_WAIT_DEVICES);
+	CHECK_INT(sched_why(&in, b2), SCHED_WAIT_TEAM_LIMIT); /* 3 > 2 + 0 */
+	w.quotas[w.nquotas++] = (struct sched_quota){ "b1", 1 };
+	in.nquotas = w.nquotas;
+	CHECK_INT(sched_why(&in, b1), SCHED_WAIT_QUOTA);
+	CHECK_STR(sched_wait_name(SCHED_WAIT_QUOTA), "quota");
+}
