@@ -696,15 +696,23 @@ TEST(no_reclaim_past_the_guarantee_nor_of_jobs_inside_theirs)
 	sched_decision_release(&d);
 }
 
+/* a runs a1 (2, its guarantee) and a2 (1, borrowing), 1 gpu free; a3 (older than
+ * b1, but it would borrow) and b1 (2, inside b's guarantee) wait. */
+static void lending(struct world *w, size_t *a2, size_t *a3, size_t *b1)
+{
+	two_teams(w);
+	run_on_free(w, tjob(w, "a1", "a", 2, 1));
+	*a2 = tjob(w, "a2", "a", 1, 2);
+	run_on_free(w, *a2);
+	*a3 = tjob(w, "a3", "a", 1, 3);
+	*b1 = tjob(w, "b1", "b", 2, 4);
+}
+
 TEST(a_borrower_waits_while_a_guarantee_waits_then_the_guarantee_starts)
 {
 	struct world w = { 0 };
-	two_teams(&w);
-	run_on_free(&w, tjob(&w, "a1", "a", 2, 1));
-	size_t a2 = tjob(&w, "a2", "a", 1, 2);
-	run_on_free(&w, a2); /* borrowing; 1 free */
-	size_t a3 = tjob(&w, "a3", "a", 1, 3); /* older than b1, but would borrow */
-	size_t b1 = tjob(&w, "b1", "b", 2, 4);
+	size_t a2, a3, b1;
+	lending(&w, &a2, &a3, &b1);
 	struct sched_decision d;
 	decide(&w, &d);
 	CHECK_INT(d.action, SCHED_PREEMPT); /* a3 is skipped; b1 reclaims a2 */
@@ -749,12 +757,8 @@ TEST(a_borrower_goes_on_when_the_waiting_guarantee_is_over_its_user_quota)
 TEST(why_a_queued_job_waits)
 {
 	struct world w = { 0 };
-	two_teams(&w);
-	run_on_free(&w, tjob(&w, "a1", "a", 2, 1));
-	size_t a2 = tjob(&w, "a2", "a", 1, 2);
-	run_on_free(&w, a2);
-	size_t a3 = tjob(&w, "a3", "a", 1, 3);
-	size_t b1 = tjob(&w, "b1", "b", 2, 4);
+	size_t a2, a3, b1;
+	lending(&w, &a2, &a3, &b1);
 	size_t b2 = tjob(&w, "b2", "b", 3, 5);
 	queue(&w);
 	struct sched_in in = { w.jobs, w.njobs, w.queue, w.nqueue, w.devs, w.ndevs,
