@@ -43,7 +43,7 @@ src/hub/remote.c:journals_left                 the supervisor's side: its own jo
 src/hub/ship.c:ship_one                        a node's supervisor sends its own run folder's files, as the job's account
 src/spec/command.c:guess_in                    names in a PATH folder for a hint, with the caller's file ids; nothing read
 src/spec/notify_rules.c:spec_notify_load       --notify-file: the operator's own file
-src/server/config.c:srvconf_load               --config: the operator's own file, read before the server starts
+src/server/config.c:srvconf_parse              --config: the operator's own file (its path fixed at start), read at start and on a reload
 src/spec/spec.c:load_file                      the CLI's spec file (the user's own process) and RUN/job.yaml the server wrote
 EOF
 )

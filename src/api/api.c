@@ -153,6 +153,7 @@ struct api_call {
 	struct who w;          /* the caller, for routes that need one */
 	struct job_row job;    /* the path's {job}, found and visible to w */
 	const char *sweep;     /* the path's {sweep}, as given */
+	const char *team;      /* the path's {team}, as given */
 	const char *secret;    /* the path's {secret}, as given */
 	const char *endpoint;  /* the path's {ep}, as given */
 	const char *method;
@@ -283,6 +284,9 @@ static int r_report(struct api_call *c) { return h_report(c->con, &c->job); }
 static int r_endpoint_list(struct api_call *c) { return proxy_list(c->s, c->con, &c->job); }
 
 static int r_usage_report(struct api_call *c) { return h_usage_report(c->s, c->con, &c->w); }
+static int r_teams(struct api_call *c) { return h_teams(c->s, c->con, c->team); }
+static int r_reload(struct api_call *c) { return h_reload(c->s, c->con); }
+
 static int r_sweeps(struct api_call *c) { return h_sweep_list(c->s, c->con, &c->w); }
 static int r_sweep_submit(struct api_call *c)
 {
@@ -492,6 +496,9 @@ const struct route api_routes[] = {
 	{ ROUTE_GET, "/api/v1/jobs/{job}/report", r_report, NEED_USER },
 	{ ROUTE_GET, "/api/v1/jobs/{job}/endpoints", r_endpoint_list, NEED_USER },
 	{ ROUTE_GET, "/api/v1/usage", r_usage_report, NEED_USER },
+	{ ROUTE_GET, "/api/v1/teams", r_teams, NEED_USER },
+	{ ROUTE_GET, "/api/v1/teams/{team}", r_teams, NEED_USER },
+	{ ROUTE_POST, "/api/v1/server/reload", r_reload, NEED_ADMIN },
 	{ ROUTE_GET, "/api/v1/sweeps", r_sweeps, NEED_USER },
 	{ ROUTE_POST, "/api/v1/sweeps", r_sweep_submit, NEED_USER },
 	{ ROUTE_GET, "/api/v1/sweeps/{sweep}", r_sweep_detail, NEED_USER },
@@ -650,7 +657,8 @@ int api_dispatch(struct srv *s, struct MHD_Connection *con, const char *url,
 		return api_reply_refused(con, rq, url);
 	struct api_call c = { .s = s, .con = con, .url = url, .rq = rq, .w = rq->w,
 			      .sweep = route_param(m, "sweep"), .secret = route_param(m, "secret"),
-			      .endpoint = route_param(m, "ep"), .method = method };
+			      .endpoint = route_param(m, "ep"), .method = method,
+			      .team = route_param(m, "team") };
 	const char *job = route_param(m, "job");
 	bool have_job = false;
 	int ret;

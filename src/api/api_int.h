@@ -222,6 +222,7 @@ struct api_submit {
 	char *base; /* absolute folder its relative paths start from, or NULL */
 	char *name; /* a name replacing the spec's, or NULL */
 	struct strvec sets; /* "set": ["KEY=VALUE", ...] overrides (spec_parse_set) */
+	char *team; /* "team": the team asked for (--team), or NULL */
 };
 /*
  * A function of the body's bytes (pure, for the tests and the fuzzer): 0
@@ -295,6 +296,9 @@ int h_sweep_submit(struct srv *s, struct MHD_Connection *con, const struct who *
 int h_sweep_list(struct srv *s, struct MHD_Connection *con, const struct who *w);
 int h_sweep_detail(struct srv *s, struct MHD_Connection *con, const struct who *w, const char *ref);
 int h_sweep_stop(struct srv *s, struct MHD_Connection *con, const struct who *w, const char *ref);
+/* api_teams.c: GET /api/v1/teams, /api/v1/teams/{team}; POST /api/v1/server/reload (admin) */
+int h_teams(struct srv *s, struct MHD_Connection *con, const char *team);
+int h_reload(struct srv *s, struct MHD_Connection *con);
 /*
  * prom.c: GET /metrics; full adds the series that name jobs and users
  * (admins and the operator only).

@@ -54,6 +54,7 @@ void api_submit_release(struct api_submit *a)
 	free(a->file);
 	free(a->base);
 	free(a->name);
+	free(a->team);
 	strvec_clear(&a->sets);
 	memset(a, 0, sizeof(*a));
 }
@@ -121,12 +122,16 @@ unsigned api_submit_parse(const char *body, size_t len, struct api_submit *out, 
 	json_t *base = json_object_get(o, "base");
 	json_t *file = json_object_get(o, "file");
 	json_t *name = json_object_get(o, "name");
+	json_t *team = json_object_get(o, "team");
 	const char *b = json_string_value(base);
 	if (!json_is_object(o)) {
 		sbuf_adds(why, "the body must be a JSON object with a 'spec'");
 	} else if ((base && !json_is_string(base)) || (file && !json_is_string(file)) ||
 		   (name && !json_is_null(name) && !json_is_string(name))) {
 		sbuf_adds(why, "'base', 'file' and 'name' must be strings");
+	} else if (team && !json_is_null(team) &&
+		   (!json_is_string(team) || strlen(json_string_value(team)) != json_string_length(team))) {
+		sbuf_adds(why, "'team' must be a team's name");
 	} else if (b && b[0] != '/') {
 		sbuf_adds(why, "'base' must be an absolute path");
 	} else if (json_is_string(name) && *json_string_value(name) &&
@@ -151,6 +156,8 @@ unsigned api_submit_parse(const char *body, size_t len, struct api_submit *out, 
 		out->base = b ? xstrdup(b) : NULL;
 		if (json_is_string(name) && *json_string_value(name))
 			out->name = xstrdup(json_string_value(name));
+		if (json_is_string(team) && *json_string_value(team))
+			out->team = xstrdup(json_string_value(team));
 		out->sets = (struct strvec)STRVEC_INIT;
 		if (take_sets(json_object_get(o, "set"), &out->sets, why))
 			st = 0;
@@ -176,7 +183,7 @@ int h_submit(struct srv *s, struct MHD_Connection *con, const struct who *w,
 		struct admit_req r = { .owner = w->user, .admin = w->admin || w->local,
 				       .text = a.text, .file = a.file ? a.file : "spec",
 				       .base = a.base ? a.base : (cwd ? cwd : "/"), .name = a.name,
-				       .sets = &a.sets, .preemptible = -1 };
+				       .sets = &a.sets, .preemptible = -1, .team = a.team };
 		ret = admit_reply(s, con, &r);
 		free(cwd);
 	}

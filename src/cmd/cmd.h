@@ -49,6 +49,7 @@ int cmd_slurm_batch(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *e
 int cmd_supervise_node(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_hub(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_submit(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_team(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_stop(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_pause(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_resume(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);

@@ -33,10 +33,11 @@ int cmd_submit(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "name", required_argument, NULL, 'N' },
 		CMD_OPT_JSON,
 		{ "set", required_argument, NULL, 's' },
+		{ "team", required_argument, NULL, 't' },
 		CMD_OPT_HELP,
 		CMD_OPT_END,
 	};
-	const char *server = NULL, *name = NULL;
+	const char *server = NULL, *name = NULL, *team = NULL;
 	bool as_json = false;
 	json_t *sets = json_array();
 	int c, rc;
@@ -47,6 +48,7 @@ int cmd_submit(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			continue;
 		switch (c) {
 		case 'N': name = optarg; break;
+		case 't': team = optarg; break;
 		case 's':
 			/* its form here; the server checks it against the spec */
 			if ((rc = spec_set_check(optarg, err))) {
@@ -57,10 +59,11 @@ int cmd_submit(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			break;
 		case 'h':
 			json_decref(sets);
-			fputs("usage: trainctl submit SPEC.yaml [--server URL] [--name NAME] [--set KEY=VALUE]... [--json]\n"
+			fputs("usage: trainctl submit SPEC.yaml [--server URL] [--name NAME] [--set KEY=VALUE]... [--team TEAM] [--json]\n"
 			      "\nQueues the job on the server ($TRAINCTL_SERVER, token $TRAINCTL_TOKEN)"
 			      " and prints its id.\n--set overrides a spec key by its dotted path"
-			      " (args.lr=0.1; docs/spec.md).\n", stdout);
+			      " (args.lr=0.1; docs/spec.md).\n--team: the team whose devices it uses"
+			      " (a member of one team needs no flag; docs/server.md).\n", stdout);
 			return 0;
 		default:
 			json_decref(sets);
@@ -80,6 +83,8 @@ int cmd_submit(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	json_t *extra = json_object();
 	if (name)
 		json_object_set_new(extra, "name", json_string(name));
+	if (team)
+		json_object_set_new(extra, "team", json_string(team));
 	if (json_array_size(sets))
 		json_object_set(extra, "set", sets);
 	rc = cmd_post_file(server, "/api/v1/jobs", "spec", argv[optind], text.buf, text.len, extra,

@@ -12,6 +12,7 @@
 #include "notify/notify.h"
 #include "secret/secret.h"
 #include "server/config.h"
+#include "server/teams.h"
 #include "report/report.h"
 #include "server/server.h"
 #include "cmd/client.h"
@@ -36,6 +37,7 @@
 
 static const char server_usage[] =
 	"usage: trainctl server [--listen HOST:PORT] [--state DIR] [options]\n"
+	"       trainctl server reload    the running server reads its settings file's teams again\n"
 	"\n"
 	"  -l, --listen HOST:PORT  where the API and web UI listen (default 127.0.0.1:8470)\n"
 	"      --socket PATH       the Unix socket of local clients (default STATE/server.sock)\n"
@@ -85,7 +87,8 @@ static struct srvconf_key *conf_keys(const struct option *opts)
 	size_t n = 0, k = 0;
 	while (opts[n].name)
 		n++;
-	struct srvconf_key *keys = xcalloc(n + 1, sizeof(*keys));
+	struct srvconf_key *keys = xcalloc(n + 2, sizeof(*keys));
+	keys[k++] = (struct srvconf_key){ "teams", SRVCONF_SECTION, 0 }; /* server/teams.h */
 	for (const struct option *o = opts; o->name; o++) {
 		bool skip = false;
 		for (size_t i = 0; i < sizeof(no_key) / sizeof(no_key[0]); i++)
@@ -145,8 +148,50 @@ static int server_words(int argc, char **argv, const struct option *opts, struct
 	return 0;
 }
 
+/* `trainctl server reload`: the running server reads its settings file's teams again. */
+static int server_reload(int argc, char **argv, struct tc_err *err)
+{
+	static const struct option opts[] = { CMD_OPT_SERVER, CMD_OPT_JSON, CMD_OPT_HELP, CMD_OPT_END };
+	const char *server = NULL;
+	bool as_json = false;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (cmd_common_flag(c, &as_json, &server))
+			continue;
+		if (c == 'h') {
+			fputs("usage: trainctl server reload [--server URL]\n\nThe running server reads"
+			      " the teams of its --config file again, without stopping jobs (as\nSIGHUP"
+			      " does); a bad file is refused and the old settings stay.\n", stdout);
+			return 0;
+		}
+		return cmd_bad_option("server reload", "h", argc, argv, opts, err);
+	}
+	if (optind != argc)
+		return tc_error(err, TC_EUSAGE, "server reload: takes no arguments");
+	struct client *cl = NULL;
+	struct sbuf resp = SBUF_INIT;
+	int rc = client_open(server, &cl, err);
+	if (!rc)
+		rc = client_json(cl, "POST", "/api/v1/server/reload", "{}", &resp, err);
+	client_close(cl);
+	if (rc && rc != TC_EBACKEND)
+		rc = tc_error(err, TC_EUSAGE, "server reload: %s", err->msg); /* a refusal: exit 2 */
+	else if (!rc && as_json)
+		printf("%s\n", resp.buf);
+	else if (!rc) {
+		json_t *o = json_loadb(resp.buf, resp.len, 0, NULL);
+		printf("reloaded: %lld team(s)\n", (long long)json_integer_value(json_object_get(o, "teams")));
+		json_decref(o);
+	}
+	sbuf_release(&resp);
+	return rc;
+}
+
 int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 {
+	if (argc >= 2 && !strcmp(argv[1], "reload"))
+		return server_reload(argc - 1, argv + 1, err);
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, 'l' },
 		{ "state", required_argument, NULL, 'S' },
@@ -316,6 +361,14 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		rc = tc_error(err, TC_EUSAGE, "server: takes no arguments");
 		goto out;
 	}
+	if (conf.file) {
+		/* the teams: section (server/teams.h); the server checks it against its devices */
+		struct teams ts = { 0 };
+		rc = teams_load(conf.file, &ts, err);
+		teams_free(&ts);
+		if (rc)
+			goto out;
+	}
 	if (check) {
 		printf("%s: good\n", conf.file);
 		goto out;
@@ -330,7 +383,10 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	o.pass_env = (const char *const *)pass.v;
 	o.quotas = q;
 	o.nquotas = (int)nq;
+	char *config = conf.file ? path_absolute(conf.file, NULL) : NULL;
+	o.config = config; /* read again on a reload */
 	rc = server_run(&o, err);
+	free(config);
 	free(exe);
 	goto out;
 bad:

@@ -104,29 +104,14 @@ static int cmp_victim(const void *x, const void *y, void *ctx)
 	return -strcmp(a->id, b->id);
 }
 
-/* Rule (4): victims for job j, or false when preempting cannot help. */
-static bool choose_victims(const struct sched_in *in, const struct sched_job *j, bool *avail,
-			   struct sched_decision *out)
+/*
+ * Take candidates cand[0..nc) (heap; taken over) in order until j fits in
+ * avail plus their devices: true with out's victims (only those needed),
+ * false when even all of them would not do.
+ */
+static bool victims_until_fit(const struct sched_in *in, const struct sched_job *j, bool *avail,
+			      size_t *cand, size_t nc, struct sched_decision *out)
 {
-	/* devices of jobs already stopping are coming: wait for them */
-	for (size_t i = 0; i < in->ndevs; i++) {
-		int o = in->devs[i].owner;
-		if (o >= 0 && in->jobs[o].state == SJ_STOPPING)
-			avail[i] = true;
-	}
-	if (fits(in, j, avail, NULL))
-		return false;
-	size_t *cand = NULL, nc = 0, alloc = 0;
-	for (size_t k = 0; k < in->njobs; k++) {
-		const struct sched_job *v = &in->jobs[k];
-		if (v->state == SJ_RUNNING && v->preemptible && v->priority < j->priority &&
-		    !strcmp(v->type, j->type)) {
-			XGROW(cand, nc + 1, alloc);
-			cand[nc++] = k;
-		}
-	}
-	if (nc > 1)
-		qsort_r(cand, nc, sizeof(*cand), cmp_victim, (void *)in->jobs);
 	bool ok = false;
 	size_t used = 0;
 	for (; used < nc && !ok; used++) {
@@ -156,6 +141,202 @@ static bool choose_victims(const struct sched_in *in, const struct sched_job *j,
 	}
 	free(cand);
 	return false;
+}
+
+/* Devices of jobs already stopping are coming: mark them available. */
+static void mark_stopping(const struct sched_in *in, bool *avail)
+{
+	for (size_t i = 0; i < in->ndevs; i++) {
+		int o = in->devs[i].owner;
+		if (o >= 0 && in->jobs[o].state == SJ_STOPPING)
+			avail[i] = true;
+	}
+}
+
+/* Rule (4): victims for job j, or false when preempting cannot help. */
+static bool choose_victims(const struct sched_in *in, const struct sched_job *j, bool *avail,
+			   struct sched_decision *out)
+{
+	mark_stopping(in, avail); /* their devices are coming: wait for them */
+	if (fits(in, j, avail, NULL))
+		return false;
+	size_t *cand = NULL, nc = 0, alloc = 0;
+	for (size_t k = 0; k < in->njobs; k++) {
+		const struct sched_job *v = &in->jobs[k];
+		if (v->state == SJ_RUNNING && v->preemptible && v->priority < j->priority &&
+		    !strcmp(v->type, j->type)) {
+			XGROW(cand, nc + 1, alloc);
+			cand[nc++] = k;
+		}
+	}
+	if (nc > 1)
+		qsort_r(cand, nc, sizeof(*cand), cmp_victim, (void *)in->jobs);
+	return victims_until_fit(in, j, avail, cand, nc, out);
+}
+
+/* ---- teams: rules (9) to (11) ---- */
+
+static bool same_team(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+const struct sched_team_limit *sched_team_row(const struct sched_in *in, const char *team,
+					      const char *type)
+{
+	for (size_t i = 0; team && i < in->nteams; i++)
+		if (!strcmp(in->teams[i].team, team) && !strcmp(in->teams[i].type, type))
+			return &in->teams[i];
+	return NULL;
+}
+
+/* Is a older than b (rule 9's order)? */
+static bool older(const struct sched_job *a, const struct sched_job *b)
+{
+	if (a->created != b->created)
+		return a->created < b->created;
+	return strcmp(a->id, b->id) < 0;
+}
+
+bool sched_borrowing(const struct sched_in *in, size_t k)
+{
+	const struct sched_job *j = &in->jobs[k];
+	const struct sched_team_limit *row = sched_team_row(in, j->team, j->type);
+	int before = 0;
+	for (size_t i = 0; i < in->njobs; i++) {
+		const struct sched_job *o = &in->jobs[i];
+		if (i != k && (o->state == SJ_RUNNING || o->state == SJ_STOPPING) &&
+		    same_team(o->team, j->team) && !strcmp(o->type, j->type) && older(o, j))
+			before += o->count;
+	}
+	return before + j->count > (row ? row->guarantee : 0);
+}
+
+/* One decision's view of the teams: devices each (team, type) holds, and who waits
+ * inside its guarantee. */
+struct tuse {
+	const char *team, *type;
+	int holds;
+	bool waits; /* a queued job of it fits inside its guarantee (rule 9) */
+};
+struct teamview {
+	struct tuse *u;
+	size_t n, alloc;
+};
+
+static struct tuse *tuse_of(struct teamview *tv, const char *team, const char *type)
+{
+	for (size_t i = 0; i < tv->n; i++)
+		if (same_team(tv->u[i].team, team) && !strcmp(tv->u[i].type, type))
+			return &tv->u[i];
+	XGROW(tv->u, tv->n + 1, tv->alloc);
+	tv->u[tv->n] = (struct tuse){ team, type, 0, false };
+	return &tv->u[tv->n++];
+}
+
+static bool over_quota(const struct sched_in *in, const struct sched_job *j)
+{
+	int quota = sched_quota_of(in, j->user);
+	return quota >= 0 && user_holds(in, j->user) + j->count > quota;
+}
+
+static void team_view(const struct sched_in *in, struct teamview *tv)
+{
+	if (!in->nteams)
+		return;
+	for (size_t i = 0; i < in->ndevs; i++) {
+		int o = in->devs[i].owner;
+		if (o >= 0)
+			tuse_of(tv, in->jobs[o].team, in->jobs[o].type)->holds++;
+	}
+	for (size_t q = 0; q < in->nqueue; q++) {
+		const struct sched_job *j = &in->jobs[in->queue[q]];
+		const struct sched_team_limit *row = sched_team_row(in, j->team, j->type);
+		if (j->state != SJ_QUEUED || !row)
+			continue;
+		struct tuse *u = tuse_of(tv, j->team, j->type);
+		if (!u->waits && u->holds + j->count <= row->guarantee && !over_quota(in, j))
+			u->waits = true;
+	}
+}
+
+/* Rules (9) and (10): is queued job j skipped for its team's limit, or to leave the
+ * devices to a guarantee? */
+static bool team_skips(const struct sched_in *in, struct teamview *tv, const struct sched_job *j)
+{
+	if (!in->nteams)
+		return false;
+	const struct sched_team_limit *row = sched_team_row(in, j->team, j->type);
+	int holds = tuse_of(tv, j->team, j->type)->holds;
+	if (row && holds + j->count > row->guarantee + row->borrow)
+		return true;
+	if (holds + j->count <= (row ? row->guarantee : 0))
+		return false;
+	for (size_t i = 0; i < tv->n; i++)
+		if (tv->u[i].waits && !strcmp(tv->u[i].type, j->type) && !same_team(tv->u[i].team, j->team))
+			return true;
+	return false;
+}
+
+enum sched_wait sched_why(const struct sched_in *in, size_t k)
+{
+	const struct sched_job *j = &in->jobs[k];
+	if (over_quota(in, j))
+		return SCHED_WAIT_QUOTA;
+	struct teamview tv = { NULL, 0, 0 };
+	team_view(in, &tv);
+	enum sched_wait w = SCHED_WAIT_DEVICES;
+	if (team_skips(in, &tv, j)) {
+		const struct sched_team_limit *row = sched_team_row(in, j->team, j->type);
+		int holds = tuse_of(&tv, j->team, j->type)->holds;
+		w = row && holds + j->count > row->guarantee + row->borrow ? SCHED_WAIT_TEAM_LIMIT
+									   : SCHED_WAIT_RECLAIM;
+	}
+	free(tv.u);
+	return w;
+}
+
+const char *sched_wait_name(enum sched_wait w)
+{
+	switch (w) {
+	case SCHED_WAIT_QUOTA: return "quota";
+	case SCHED_WAIT_TEAM_LIMIT: return "team limit";
+	case SCHED_WAIT_RECLAIM: return "guarantee of another team";
+	case SCHED_WAIT_DEVICES: break;
+	}
+	return "devices";
+}
+
+/* Rule (11) order: newest first. */
+static int cmp_newest(const void *x, const void *y, void *ctx)
+{
+	const struct sched_job *jobs = ctx;
+	const struct sched_job *a = &jobs[*(const size_t *)x], *b = &jobs[*(const size_t *)y];
+	return older(a, b) ? 1 : older(b, a) ? -1 : 0;
+}
+
+/* Rule (11): borrowing jobs of other teams to stop for j, or false. */
+static bool reclaim(const struct sched_in *in, struct teamview *tv, const struct sched_job *j,
+		    bool *avail, struct sched_decision *out)
+{
+	const struct sched_team_limit *row = in->nteams ? sched_team_row(in, j->team, j->type) : NULL;
+	if (!row || tuse_of(tv, j->team, j->type)->holds + j->count > row->guarantee)
+		return false;
+	mark_stopping(in, avail);
+	if (fits(in, j, avail, NULL))
+		return false;
+	size_t *cand = NULL, nc = 0, alloc = 0;
+	for (size_t k = 0; k < in->njobs; k++) {
+		const struct sched_job *v = &in->jobs[k];
+		if (v->state == SJ_RUNNING && !strcmp(v->type, j->type) && !same_team(v->team, j->team) &&
+		    sched_borrowing(in, k)) {
+			XGROW(cand, nc + 1, alloc);
+			cand[nc++] = k;
+		}
+	}
+	if (nc > 1)
+		qsort_r(cand, nc, sizeof(*cand), cmp_newest, (void *)in->jobs);
+	return victims_until_fit(in, j, avail, cand, nc, out);
 }
 
 /* ---- backfill, rule (8): the reservations of blocked types ---- */
@@ -306,6 +487,8 @@ void sched_decide(const struct sched_in *in, struct sched_decision *out)
 	out->action = SCHED_NONE;
 	bool *free_now = xcalloc(in->ndevs ? in->ndevs : 1, sizeof(bool));
 	bool *scratch = xcalloc(in->ndevs ? in->ndevs : 1, sizeof(bool));
+	struct teamview tv = { NULL, 0, 0 };
+	team_view(in, &tv);
 	/*
 	 * types: the device types this node has; blocked: those a waiting job
 	 * holds up (rule 3).  The scan ends once every type is blocked; a job
@@ -338,6 +521,8 @@ void sched_decide(const struct sched_in *in, struct sched_decision *out)
 		int quota = sched_quota_of(in, j->user);
 		if (quota >= 0 && user_holds(in, j->user) + j->count > quota)
 			continue; /* rule (5): skipped, blocks nobody */
+		if (team_skips(in, &tv, j))
+			continue; /* rules (9), (10): skipped, blocks nobody */
 		int *ids = xcalloc((size_t)(j->count > 0 ? j->count : 1), sizeof(int));
 		if (behind ? backfill_fits(in, j, behind, free_now, scratch, ids)
 			   : fits(in, j, free_now, ids)) {
@@ -356,6 +541,13 @@ void sched_decide(const struct sched_in *in, struct sched_decision *out)
 		free(ids);
 		if (behind)
 			continue; /* it would delay the reservation: it waits, blocking nobody more */
+		memcpy(scratch, free_now, in->ndevs * sizeof(bool));
+		if (reclaim(in, &tv, j, scratch, out)) {
+			out->action = SCHED_PREEMPT; /* rule (11) */
+			out->job = k;
+			out->reclaim = true;
+			break;
+		}
 		if (!j->preemptible) {
 			memcpy(scratch, free_now, in->ndevs * sizeof(bool));
 			if (choose_victims(in, j, scratch, out)) {
@@ -377,4 +569,5 @@ void sched_decide(const struct sched_in *in, struct sched_decision *out)
 	backfill_release(&bf);
 	free(free_now);
 	free(scratch);
+	free(tv.u);
 }

@@ -40,6 +40,26 @@
  *      devices the reservation needs.  Jobs without a limit never backfill.
  *      The limits are enforced (a job past max_runtime is stopped), so a
  *      backfilled job cannot delay the reserved one.
+ *  (9) Team limits: a team (struct sched_team_limit, per device type) may
+ *      hold at most guarantee + borrow devices of a type in its running and
+ *      stopping jobs plus the candidate; a job over that is skipped and
+ *      blocks nobody, as in (5).  A type a team has no row for, and a job
+ *      with no team, has guarantee 0 and no limit: it only borrows.  Per-user
+ *      quotas (5) apply as well, inside the team's.
+ * (10) Borrowing: of a team's running and stopping jobs of a type, oldest
+ *      first (created, then id), the jobs whose devices take the team's sum
+ *      past its guarantee are borrowing.  A queued job that would borrow is
+ *      skipped (blocks nobody) while a job of another team that fits inside
+ *      its own guarantee (and its user's quota) waits for that type: idle
+ *      devices are lent, and come back to their team before they are lent
+ *      again.
+ * (11) Reclaim: when a job that fits inside its team's guarantee cannot
+ *      start for want of devices, borrowing running jobs of other teams of
+ *      that type are chosen, newest first, until the devices they hold plus
+ *      the free ones (plus those of jobs already stopping) let it start;
+ *      if even all of them would not do, nobody is reclaimed (rule 4 may
+ *      still apply).  Priority and preemptible do not matter here: the
+ *      devices were lent.  Victims stop as in (4): checkpoint, requeue.
  *
  * sched_decide() returns one decision; the caller applies it (marks the
  * job running with its ids, or the victims stopping) and asks again until
@@ -68,6 +88,7 @@ struct sched_job {
 	enum sched_state state;
 	double started;     /* RUNNING: wall time it started running (rule 8) */
 	double max_runtime; /* limits.max_runtime, seconds; 0 = none (rule 8) */
+	const char *team;  /* NULL: none (rule 9) */
 };
 
 #define SCHED_FREE (-1)   /* owner of a free device */
@@ -85,6 +106,11 @@ struct sched_quota {
 	int max_devices;
 };
 
+struct sched_team_limit {
+	const char *team, *type;
+	int guarantee, borrow;
+};
+
 struct sched_in {
 	const struct sched_job *jobs;
 	size_t njobs;
@@ -95,6 +121,8 @@ struct sched_in {
 	const struct sched_quota *quotas;
 	size_t nquotas;
 	double now; /* wall time of the decision (rule 8) */
+	const struct sched_team_limit *teams; /* rules 9-11; none: no team rules */
+	size_t nteams;
 };
 
 enum sched_action { SCHED_NONE, SCHED_START, SCHED_PREEMPT };
@@ -108,6 +136,7 @@ struct sched_decision {
 	bool backfill;    /* START: out of order, by rule (8) */
 	size_t ahead;     /* ... past this job (its type's reserved one) */
 	double reserved;  /* ... whose reservation is at this time */
+	bool reclaim;     /* PREEMPT: by rule (11), the victims' borrowed devices go back */
 };
 
 /* Rule (1) as a comparison of two jobs (qsort style). */
@@ -129,5 +158,22 @@ bool sched_reservation(const struct sched_in *in, size_t k, double *at);
 
 /* The quota of user: its own row, else "*", else -1 (none). */
 int sched_quota_of(const struct sched_in *in, const char *user);
+
+/* Rule 9's row of team for type, or NULL (guarantee 0, no limit). */
+const struct sched_team_limit *sched_team_row(const struct sched_in *in, const char *team,
+					      const char *type);
+/* Rule 10: is running (or stopping) job k borrowing? */
+bool sched_borrowing(const struct sched_in *in, size_t k);
+
+/* Why queued job k waits, by the first rule that holds it (for `team show` and the API). */
+enum sched_wait {
+	SCHED_WAIT_QUOTA,      /* rule 5: its user's quota */
+	SCHED_WAIT_TEAM_LIMIT, /* rule 9: its team's guarantee + borrow */
+	SCHED_WAIT_RECLAIM,    /* rule 10: it would borrow while another team waits for its guarantee */
+	SCHED_WAIT_DEVICES,    /* rules 2, 3: not enough free devices, or a job ahead holds the type */
+};
+enum sched_wait sched_why(const struct sched_in *in, size_t k);
+/* "quota", "team limit", "guarantee of another team", "devices" */
+const char *sched_wait_name(enum sched_wait w);
 
 #endif

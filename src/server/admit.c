@@ -75,7 +75,8 @@ bool srv_fs_as_caller(const struct who *w, struct fs_ids *save)
 
 /* The run folder, its job.yaml and the row; the job joins the queue in memory. */
 static int queue_job(struct srv *s, const struct admit_req *a, const struct spec *sp,
-		     const struct backend_ops *be, char **id_out, json_t **brief, struct tc_err *err)
+		     const struct backend_ops *be, const char *team, char **id_out, json_t **brief,
+		     struct tc_err *err)
 {
 	char *id = store_new_job_id();
 	struct sbuf run_dir = SBUF_INIT, path = SBUF_INIT;
@@ -94,7 +95,7 @@ static int queue_job(struct srv *s, const struct admit_req *a, const struct spec
 			      .user = (char *)a->owner, .priority = sp->priority,
 			      .preemptible = sp->preemptible, .device_type = sp->device_type,
 			      .device_count = sp->per_node, .device_want = want, .managed = true,
-			      .backend = sp->backend };
+			      .backend = sp->backend, .team = team };
 	if (!rc) {
 		if (!a->locked)
 			pthread_mutex_lock(&s->mu);
@@ -104,6 +105,7 @@ static int queue_job(struct srv *s, const struct admit_req *a, const struct spec
 				       want ? sp->device_ids : NULL, sp->priority, sp->preemptible,
 				       jr.created, sp->max_restarts, run_dir.buf, be);
 			s->jobs[s->njobs - 1].max_runtime = sp->max_runtime;
+			s->jobs[s->njobs - 1].team = team ? xstrdup(team) : NULL;
 			s->submitted++;
 			srv_wake(s);
 		}
@@ -138,9 +140,15 @@ unsigned srv_admit(struct srv *s, const struct admit_req *a, char **id, json_t *
 	struct passwd pw;
 	char *pwbuf = NULL;
 	struct spec *sp = NULL;
+	char *team = NULL;
 	unsigned st = 0;
 	/* the account first: nothing of a job that may not run is read */
 	if (srv_job_account(s, a->owner, &pw, &pwbuf, err)) {
+		st = 403;
+		goto out;
+	}
+	/* then its team: one the owner is not in is refused (docs/server.md, "Teams") */
+	if (srv_team_pick(s, a->owner, a->team, a->locked, &team, err)) {
 		st = 403;
 		goto out;
 	}
@@ -217,9 +225,10 @@ unsigned srv_admit(struct srv *s, const struct admit_req *a, char **id, json_t *
 		st = 400;
 		goto out;
 	}
-	if (!a->dry && queue_job(s, a, sp, be, id, brief, err))
+	if (!a->dry && queue_job(s, a, sp, be, team, id, brief, err))
 		st = api_status_of(err->code);
 out:
+	free(team);
 	spec_free(sp);
 	free(pwbuf);
 	return st;

@@ -52,6 +52,8 @@ struct admit_req {
 	int preemptible;          /* 0 or 1: replaces the spec's; -1: the spec's */
 	bool locked;              /* the caller holds s->mu (the main loop: a sweep's round) */
 	bool dry;                 /* check only, queue nothing (a sweep's trials when it comes in) */
+	const char *team;         /* the team asked for (--team), or NULL: the owner's one or
+				   * default team (server/teams.h); one the owner is not in is refused */
 };
 
 /*

@@ -20,19 +20,42 @@ struct load {
 	struct tc_err *err;
 };
 
-static int line_of(const yaml_node_t *n)
+int srvconf_line(const yaml_node_t *n)
 {
 	return (int)n->start_mark.line + 1;
 }
 
-static const char *scalar(const yaml_node_t *n)
+const char *srvconf_scalar(const yaml_node_t *n)
 {
 	return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
 }
 
+int srvconf_verror(struct tc_err *err, const char *file, int line, const char *key,
+		   const char *fmt, va_list ap)
+{
+	struct sbuf sb = SBUF_INIT;
+	sbuf_addf(&sb, "%s:%d: ", file, line);
+	if (key)
+		sbuf_addf(&sb, "%s: ", key);
+	sbuf_vaddf(&sb, fmt, ap);
+	tc_error(err, TC_ESPEC, "%s", sb.buf);
+	sbuf_release(&sb);
+	return TC_ESPEC;
+}
+
+int srvconf_error(struct tc_err *err, const char *file, int line, const char *key,
+		  const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = srvconf_verror(err, file, line, key, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
 static bool plain_null(const yaml_node_t *n)
 {
-	const char *v = scalar(n);
+	const char *v = srvconf_scalar(n);
 	return v && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
 	       (!*v || !strcmp(v, "null") || !strcmp(v, "~"));
 }
@@ -42,17 +65,11 @@ static int fail(struct load *l, const yaml_node_t *n, const char *key, const cha
 
 static int fail(struct load *l, const yaml_node_t *n, const char *key, const char *fmt, ...)
 {
-	struct sbuf sb = SBUF_INIT;
-	sbuf_addf(&sb, "%s:%d: ", l->file, n ? line_of(n) : 1);
-	if (key)
-		sbuf_addf(&sb, "%s: ", key);
 	va_list ap;
 	va_start(ap, fmt);
-	sbuf_vaddf(&sb, fmt, ap);
+	int rc = srvconf_verror(l->err, l->file, n ? srvconf_line(n) : 1, key, fmt, ap);
 	va_end(ap);
-	tc_error(l->err, TC_ESPEC, "%s", sb.buf);
-	sbuf_release(&sb);
-	return TC_ESPEC;
+	return rc;
 }
 
 static void add(struct load *l, const struct srvconf_key *k, const yaml_node_t *n, const char *value)
@@ -63,7 +80,7 @@ static void add(struct load *l, const struct srvconf_key *k, const yaml_node_t *
 	sbuf_addf(&sb, "--%s", k->name);
 	if (value)
 		sbuf_addf(&sb, "=%s", value);
-	c->w[c->n++] = (struct srvconf_word){ sbuf_detach(&sb), k->name, k->val, line_of(n) };
+	c->w[c->n++] = (struct srvconf_word){ sbuf_detach(&sb), k->name, k->val, srvconf_line(n) };
 }
 
 /* One scalar value of key k (not a list, a mapping or nothing). */
@@ -75,7 +92,7 @@ static int one_value(struct load *l, const struct srvconf_key *k, const yaml_nod
 			    v->type == YAML_SEQUENCE_NODE ? "list" : "mapping");
 	if (plain_null(v))
 		return fail(l, v, k->name, "has no value");
-	*out = scalar(v);
+	*out = srvconf_scalar(v);
 	return 0;
 }
 
@@ -99,7 +116,7 @@ static int take(struct load *l, const struct srvconf_key *k, yaml_node_t *v)
 	int rc;
 	switch (k->kind) {
 	case SRVCONF_FLAG:
-		s = scalar(v);
+		s = srvconf_scalar(v);
 		if (!s || v->data.scalar.style != YAML_PLAIN_SCALAR_STYLE ||
 		    (strcmp(s, "true") && strcmp(s, "false")))
 			return fail(l, v, k->name, "must be true or false, not %s%s%s",
@@ -139,7 +156,7 @@ static int take(struct load *l, const struct srvconf_key *k, yaml_node_t *v)
 		for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
 			yaml_node_t *pk = yaml_document_get_node(l->doc, p->key);
 			yaml_node_t *pv = yaml_document_get_node(l->doc, p->value);
-			const char *name = scalar(pk);
+			const char *name = srvconf_scalar(pk);
 			if (!name || !pv)
 				return fail(l, pk ? pk : v, k->name, "its keys must be plain names");
 			if ((rc = one_value(l, k, pv, &s)))
@@ -150,6 +167,8 @@ static int take(struct load *l, const struct srvconf_key *k, yaml_node_t *v)
 			sbuf_release(&kv);
 		}
 		return 0;
+	case SRVCONF_SECTION:
+		return 0; /* its own loader's (config.h) */
 	}
 	return fail(l, v, k->name, "has a kind the loader does not know");
 }
@@ -161,11 +180,11 @@ static int walk(struct load *l, yaml_node_t *root, const struct srvconf_key *key
 	for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
 		yaml_node_t *k = yaml_document_get_node(l->doc, p->key);
 		yaml_node_t *v = yaml_document_get_node(l->doc, p->value);
-		const char *name = scalar(k);
+		const char *name = srvconf_scalar(k);
 		if (!name || !v)
 			return fail(l, k ? k : root, NULL, "keys must be plain names");
 		for (yaml_node_pair_t *q = root->data.mapping.pairs.start; q < p; q++) {
-			const char *n2 = scalar(yaml_document_get_node(l->doc, q->key));
+			const char *n2 = srvconf_scalar(yaml_document_get_node(l->doc, q->key));
 			if (n2 && !strcmp(n2, name))
 				return fail(l, k, NULL, "key '%s' is given twice", name);
 		}
@@ -192,22 +211,27 @@ static int walk(struct load *l, yaml_node_t *root, const struct srvconf_key *key
 	return 0;
 }
 
+int srvconf_parse(const char *path, yaml_document_t *doc, struct tc_err *err)
+{
+	struct sbuf text = SBUF_INIT;
+	int rc = read_file(path, &text, err);
+	if (rc)
+		rc = tc_error(err, TC_ESPEC, "%s", err->msg);
+	else
+		rc = tc_yaml_parse(path, text.buf, text.len, doc, err);
+	sbuf_release(&text);
+	return rc;
+}
+
 int srvconf_load(const char *path, const struct srvconf_key *keys, struct srvconf *out,
 		 struct tc_err *err)
 {
 	srvconf_free(out);
 	out->file = xstrdup(path);
-	struct sbuf text = SBUF_INIT;
-	if (read_file(path, &text, err)) {
-		sbuf_release(&text);
-		return tc_error(err, TC_ESPEC, "%s", err->msg);
-	}
 	yaml_document_t doc;
-	int rc = tc_yaml_parse(path, text.buf, text.len, &doc, err);
-	if (rc) {
-		sbuf_release(&text);
+	int rc = srvconf_parse(path, &doc, err);
+	if (rc)
 		return rc;
-	}
 	char *abs = path_absolute(path, NULL);
 	char *base = path_dirname(abs);
 	struct load l = { .doc = &doc, .file = path, .base = base, .out = out, .err = err };
@@ -215,7 +239,6 @@ int srvconf_load(const char *path, const struct srvconf_key *keys, struct srvcon
 	if (root && !plain_null(root)) /* a file of comments only sets nothing */
 		rc = walk(&l, root, keys);
 	yaml_document_delete(&doc);
-	sbuf_release(&text);
 	free(abs);
 	free(base);
 	return rc;

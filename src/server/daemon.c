@@ -149,11 +149,17 @@ static bool is_loopback(const char *listen)
 	       !strncmp(listen, "[::1]:", 6);
 }
 
-static volatile sig_atomic_t got_signal;
+static volatile sig_atomic_t got_signal, got_hup;
 
 static void on_signal(int sig)
 {
 	got_signal = sig;
+}
+
+static void on_hup(int sig)
+{
+	(void)sig;
+	got_hup = 1;
 }
 
 /*
@@ -210,7 +216,7 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	    (rc = store_keep_pages(s->list_st, 64, err)))
 		goto out;
 	load_devices(s);
-	if ((rc = load_jobs(s, err)))
+	if ((rc = srv_teams_load(s, err)) || (rc = load_jobs(s, err)))
 		goto out;
 	srv_health_refresh(s); /* before the first round hands any device out */
 	signal(SIGPIPE, SIG_IGN);
@@ -218,6 +224,9 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	struct sigaction hup = { 0 };
+	hup.sa_handler = on_hup; /* reload the settings file's teams (teams_srv.c) */
+	sigaction(SIGHUP, &hup, NULL);
 	srv_notify_start(s);
 	char *login = NULL;
 	if ((rc = api_start(s, &login, err))) {
@@ -235,6 +244,12 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 	double period = o->sample_seconds > 0 ? o->sample_seconds : 5;
 	pthread_mutex_lock(&s->mu);
 	while (!got_signal) {
+		if (got_hup) {
+			got_hup = 0;
+			struct tc_err herr = TC_ERR_INIT;
+			(void)srv_teams_reload(s, &herr); /* it logs why when it keeps the old */
+			tc_err_release(&herr);
+		}
 		srv_round(s, period);
 		struct timespec ts, gap;
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -252,7 +267,7 @@ int server_run(const struct server_opts *o, struct tc_err *err)
 		/* wake-ups in the first MIN_ROUND_MS wait for its end (woken keeps them) */
 		while (!got_signal && pthread_cond_timedwait(&s->wake, &s->mu, &gap) != ETIMEDOUT)
 			;
-		while (!got_signal && !s->woken && pthread_cond_timedwait(&s->wake, &s->mu, &ts) != ETIMEDOUT)
+		while (!got_signal && !got_hup && !s->woken && pthread_cond_timedwait(&s->wake, &s->mu, &ts) != ETIMEDOUT)
 			;
 		s->woken = false;
 	}
@@ -265,6 +280,7 @@ out:
 	srv_privsep_end(s);
 	srv_notify_end(s);
 	srv_health_end(s);
+	srv_teams_end(s);
 	store_close(s->st);
 	store_close(s->list_st);
 	for (size_t i = 0; i < s->njobs; i++)

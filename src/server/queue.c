@@ -36,6 +36,7 @@ void sjob_release(struct sjob *j)
 {
 	free(j->id);
 	free(j->user);
+	free(j->team);
 	free(j->type);
 	free(j->name);
 	free(j->run_dir);
@@ -129,7 +130,7 @@ struct sched_job *srv_sched_view(struct srv *s)
 		struct sjob *j = &s->jobs[i];
 		sj[i] = (struct sched_job){ j->id, j->user, j->type, j->priority, j->preemptible,
 					    j->created, j->count, j->want, srv_external(j) ? SJ_IDLE : j->st,
-					    j->started_at, (double)j->max_runtime };
+					    j->started_at, (double)j->max_runtime, j->team };
 	}
 	return sj;
 }
@@ -192,7 +193,7 @@ struct json_t *srv_waiting_json(struct srv *s, const char *id)
 			q[nq++] = i;
 	sched_sort(sj, q, nq);
 	struct sched_in in = { sj, s->njobs, q, nq, s->devs, s->ndevs, s->quotas, s->nquotas,
-			       now_wall() };
+			       now_wall(), s->team_limits, s->nteam_limits };
 	/* the first in line that blocks its type (rule 3): not one over its quota (rule 5) */
 	size_t k = (size_t)(j - s->jobs), top = k;
 	for (size_t i = 0; i < nq; i++)
@@ -237,6 +238,10 @@ struct sjob *srv_load_job(struct srv *s, const struct job_row *r)
 	free(want);
 	struct sjob *j = &s->jobs[s->njobs - 1];
 	j->max_runtime = max_runtime;
+	struct tc_err terr = TC_ERR_INIT;
+	if (store_job_team(s->st, r->id, &j->team, &terr)) /* unreadable: no team, it only borrows */
+		srvlog_act(s->o.quiet, "warning: job %s: %s", r->id, terr.msg);
+	tc_err_release(&terr);
 	j->state = r->state;
 	j->stop_reason = r->stop_reason;
 	j->restarts = r->restarts;

@@ -480,7 +480,7 @@ static void schedule(struct srv *s)
 	}
 	for (int round = 0; round < 64; round++) {
 		struct sched_in in = { sj, s->njobs, s->queue, s->nqueue, s->devs, s->ndevs,
-				       s->quotas, s->nquotas, now_wall() };
+				       s->quotas, s->nquotas, now_wall(), s->team_limits, s->nteam_limits };
 		struct sched_decision d;
 		struct timespec t0, t1;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -512,8 +512,13 @@ static void schedule(struct srv *s)
 		for (size_t v = 0; v < d.nvictims; v++) {
 			struct sjob *victim = &s->jobs[d.victims[v]];
 			struct tc_err err = TC_ERR_INIT;
-			logf_(s, "preempting %s (priority %d) for %s (priority %d)", victim->id,
-			      victim->priority, j->id, j->priority);
+			if (!d.reclaim)
+				logf_(s, "preempting %s (priority %d) for %s (priority %d)", victim->id,
+				      victim->priority, j->id, j->priority);
+			else /* sched.h rule 10: what it borrowed goes back */
+				logf_(s, "preempting %s (team %s, borrowing) to reclaim %s's guarantee for %s",
+				      victim->id, victim->team ? victim->team : "none",
+				      j->team ? j->team : "?", j->id);
 			if (srv_stop_job(s, victim, JOB_STOP_PREEMPTED, &err))
 				logf_(s, "warning: %s", err.msg);
 			tc_err_release(&err);

@@ -82,6 +82,9 @@ struct server_opts {
 	double retention;
 	/* --default-max-runtime: limits.max_runtime, seconds, of a job whose spec has none; 0: none */
 	long default_max_runtime;
+	/* --config FILE (absolute), whose teams: section the server reads at start and on a
+	 * reload (SIGHUP, `trainctl server reload`; server/teams.h); NULL: no teams */
+	const char *config;
 };
 
 /* --endpoint-host: a lower-case DNS name of two labels or more, not an IP literal (eporigin.c). */

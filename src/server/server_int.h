@@ -21,6 +21,7 @@
 #include "jobs/state.h"
 #include "sched/sched.h"
 #include "server/server.h"
+#include "server/teams.h"
 #include "store/store.h"
 
 struct MHD_Daemon;
@@ -29,6 +30,7 @@ struct backend_ops;
 
 struct sjob {
 	char *id, *user, *type, *name, *run_dir;
+	char *team;          /* its team (teams_srv.c), or NULL */
 	enum job_state state;
 	enum job_stop stop_reason;
 	int priority, count, restarts, max_restarts;
@@ -137,6 +139,9 @@ struct srv {
 	char **lease_job;           /* per device: the job whose lease holds it, or NULL */
 	struct sched_quota *quotas;
 	size_t nquotas;
+	struct teams teams;         /* the settings file's teams: (teams_srv.c) */
+	struct sched_team_limit *team_limits; /* the scheduler's rows of them */
+	size_t nteam_limits;
 	long long last_event;
 	double next_sample;
 	double next_retention;      /* the next removal of old finished jobs (--retention) */
@@ -176,6 +181,18 @@ void srv_notify_end(struct srv *s);
 int srv_notify_check(const struct spec *sp, struct tc_err *err);
 /* The queued event of a job just submitted (never blocks). */
 void srv_notify_queued(struct srv *s, const struct spec *sp, const char *id, const char *user);
+
+/* ---- teams_srv.c: teams (server/teams.h); caller holds mu unless said ---- */
+/* (Re)read the teams of o.config; on an error the old ones stay. */
+int srv_teams_load(struct srv *s, struct tc_err *err);
+/* srv_teams_load for a reload (SIGHUP, the API): logs what it did or why it kept the old. */
+int srv_teams_reload(struct srv *s, struct tc_err *err);
+void srv_teams_end(struct srv *s);
+/* The team of user's new job (*team heap or NULL: no teams); locked: caller holds mu. */
+int srv_team_pick(struct srv *s, const char *user, const char *asked, bool locked, char **team,
+		  struct tc_err *err);
+/* Team name's JSON (-1: no such team), or every team's ({"teams": [...]}) for NULL. */
+int srv_teams_json(struct srv *s, const char *name, struct sbuf *out);
 
 /* queue.c: the jobs in memory, called with mu held */
 struct sjob *srv_find(struct srv *s, const char *id);

@@ -748,60 +748,11 @@ static int r_metrics(struct walk *w, yaml_node_t *n, const char *key)
 	return walk_map(w, n, "metrics.", metrics_rules);
 }
 
-/* ---- logs: (docs/spec.md): the rank logs' cap ---- */
-
-static int r_logs_max(struct walk *w, yaml_node_t *n, const char *key)
-{
-	double v = 0;
-	/* 0 is no limit; a smaller cap than a few lines would keep nothing useful */
-	if (n->type != YAML_SCALAR_NODE || !plan_parse_size(scalar(n), &v) ||
-	    (v != 0 && (v < SPEC_LOGS_MAX_BYTES_MIN || v > (double)(1LL << 50))))
-		return walk_fail(w, n, key, "must be a size from 4KiB to 1PiB such as 1GiB, or 0 for no limit");
-	w->s->logs_max_bytes = (long long)v;
-	return 0;
-}
-
-static const struct rule logs_rules[] = {
-	{ "max_bytes", r_logs_max, NULL },
-	{ NULL, NULL, NULL },
-};
-
-static int r_logs(struct walk *w, yaml_node_t *n, const char *key)
-{
-	(void)key;
-	return walk_map(w, n, "logs.", logs_rules);
-}
-
 /* ---- priority:, preemptible: (the server's scheduler, docs/server.md) ---- */
 
 static int r_priority(struct walk *w, yaml_node_t *n, const char *key)
 {
 	return walk_int(w, n, key, 1, 1000, &w->s->priority);
-}
-
-/* ---- limits: ---- */
-
-#define MAX_RUNTIME_MAX (365L * 86400)
-
-static int r_max_runtime(struct walk *w, yaml_node_t *n, const char *key)
-{
-	const char *v = n->type == YAML_SCALAR_NODE && !is_null(n) ? scalar(n) : NULL;
-	if (!v || !parse_duration(v, MAX_RUNTIME_MAX, &w->s->max_runtime))
-		return walk_fail(w, n, key,
-				 "must be a duration with a unit, such as 90m, 2h, 1h30m or 45s "
-				 "(at most 365d), not '%s'", v ? v : "a list or mapping");
-	return 0;
-}
-
-static const struct rule limits_rules[] = {
-	{ "max_runtime", r_max_runtime, NULL },
-	{ NULL, NULL, NULL },
-};
-
-static int r_limits(struct walk *w, yaml_node_t *n, const char *key)
-{
-	(void)key;
-	return walk_map(w, n, "limits.", limits_rules);
 }
 
 static int r_preemptible(struct walk *w, yaml_node_t *n, const char *key)
@@ -812,19 +763,6 @@ static int r_preemptible(struct walk *w, yaml_node_t *n, const char *key)
 		return 0;
 	}
 	return walk_fail(w, n, key, "must be true or false");
-}
-
-/* ---- on_disk_full: (docs/reliability.md) ---- */
-
-static int r_on_disk_full(struct walk *w, yaml_node_t *n, const char *key)
-{
-	static const char *const names[] = { "stop", "wait", NULL };
-	char *v = NULL;
-	int rc = walk_enum(w, n, key, names, &v);
-	if (!rc)
-		w->s->disk_full_wait = !strcmp(v, "wait");
-	free(v);
-	return rc;
 }
 
 /* ---- slurm: (backend: slurm, docs/slurm.md) ---- */
@@ -986,18 +924,18 @@ const struct rule spec_top_rules[] = {
 	{ "checkpoint", r_checkpoint, NULL },
 	{ "priority", r_priority, NULL },
 	{ "preemptible", r_preemptible, NULL },
-	{ "limits", r_limits, NULL },
+	{ "limits", spec_r_limits, NULL },
 	{ "inputs", r_inputs, NULL },
 	{ "outputs", r_outputs, NULL },
 	{ "metrics", r_metrics, NULL },
-	{ "logs", r_logs, NULL },
+	{ "logs", spec_r_logs, NULL },
 	{ "parallel", spec_r_parallel, NULL },
 	{ "slurm", r_slurm, NULL },
 	{ "overrides", r_overrides, NULL },
 	{ "notify", spec_r_notify, NULL },
 	{ "watchdog", r_watchdog, NULL },
 	{ "on_log", r_on_log, NULL },
-	{ "on_disk_full", r_on_disk_full, NULL },
+	{ "on_disk_full", spec_r_on_disk_full, NULL },
 	{ "endpoints", spec_r_endpoints, NULL },
 	{ "image", spec_r_image, NULL },
 	{ "container", spec_r_container, NULL },

@@ -107,6 +107,11 @@ json_t *spec_endpoints_json(const struct spec *s);
 void spec_endpoints_take(struct spec *s, json_t *a);
 void spec_endpoints_free(struct spec_endpoint *v, size_t n);
 
+/* limit_rules.c: limits:, logs: and on_disk_full: */
+int spec_r_limits(struct walk *w, yaml_node_t *n, const char *key);
+int spec_r_logs(struct walk *w, yaml_node_t *n, const char *key);
+int spec_r_on_disk_full(struct walk *w, yaml_node_t *n, const char *key);
+
 /* container_rules.c: image: and container: (docs/containers.md), JSON both ways */
 int spec_r_image(struct walk *w, yaml_node_t *n, const char *key);
 int spec_r_container(struct walk *w, yaml_node_t *n, const char *key);

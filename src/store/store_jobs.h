@@ -50,6 +50,9 @@ struct job_row {
 	/* the backend (see the slurm section below) */
 	char *backend;             /* "local" or "slurm" */
 	char *slurm_job, *slurm_nodes, *slurm_state; /* NULL when not set */
+	/* the job's team: written by store_job_submit, borrowed (not freed, not read
+	 * back here: store_job_team reads it) */
+	const char *team;
 };
 
 struct worker_row {

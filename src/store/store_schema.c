@@ -193,6 +193,8 @@ static const char *const migrations[] = {
 	" opened REAL NOT NULL, closed REAL, queue_wait REAL, outcome TEXT);"
 	"CREATE INDEX usage_job ON usage(job_id, closed);"
 	"CREATE INDEX usage_opened ON usage(opened);",
+	/* the team a server job was submitted for (docs/server.md, "Teams"); NULL: none */
+	"ALTER TABLE jobs ADD COLUMN team TEXT;",
 };
 
 static int schema_version(struct store *st, int *version, struct tc_err *err)

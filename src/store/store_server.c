@@ -47,11 +47,11 @@ int store_job_submit(struct store *st, const struct job_row *j, struct tc_err *e
 	rc = run_stmt(st, err,
 		      "INSERT INTO jobs (id, name, state, run_dir, spec_json, created, world_size,"
 		      " user, priority, preemptible, device_type, device_count, device_want,"
-		      " backend, managed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,1)",
-		      "sssssdisiisiss", j->id, j->name, queued, j->run_dir, j->spec_json, j->created,
+		      " backend, team, managed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,1)",
+		      "sssssdisiisisss", j->id, j->name, queued, j->run_dir, j->spec_json, j->created,
 		      (long long)j->world_size, j->user, (long long)j->priority,
 		      (long long)j->preemptible, j->device_type, (long long)j->device_count,
-		      j->device_want, j->backend);
+		      j->device_want, j->backend, j->team);
 	if (!rc)
 		rc = add_event(st, j->id, j->created, queued, "submitted", err);
 	return end(st, rc, err);
@@ -155,6 +155,22 @@ int store_job_stop_reason(struct store *st, const char *id, enum job_stop *out,
 		*out = job_stop_parse((const char *)sqlite3_column_text(q, 0));
 	else if (r != SQLITE_DONE)
 		rc = db_fail(st, err, "read stop reason");
+	sqlite3_finalize(q);
+	return rc;
+}
+
+int store_job_team(struct store *st, const char *id, char **team, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	*team = NULL;
+	int rc = prep_stmt(st, &q, err, "SELECT team FROM jobs WHERE id=?", "s", id);
+	if (rc)
+		return rc;
+	int r = sqlite3_step(q);
+	if (r == SQLITE_ROW && sqlite3_column_text(q, 0))
+		*team = xstrdup((const char *)sqlite3_column_text(q, 0));
+	else if (r != SQLITE_ROW && r != SQLITE_DONE)
+		rc = db_fail(st, err, "read a job's team");
 	sqlite3_finalize(q);
 	return rc;
 }

@@ -35,6 +35,8 @@ struct store;
 /* A new managed job in state queued (id, name, run_dir, spec_json, created,
  * world_size, the server's block of j and its backend). */
 int store_job_submit(struct store *st, const struct job_row *j, struct tc_err *err);
+/* The team a job was submitted for (column team; docs/server.md "Teams"): *team heap, NULL for none. */
+int store_job_team(struct store *st, const char *id, char **team, struct tc_err *err);
 /* Managed jobs not in a terminal state, oldest first. */
 int store_job_active_managed(struct store *st, struct job_row **out, size_t *nr,
 			     struct tc_err *err);

@@ -25,6 +25,8 @@ import sqlite3
 import subprocess
 import tempfile
 
+import pytest
+
 from conftest import ENDED, _end_leftovers, fail_if_ended, poll, wait_on_job
 
 
@@ -355,6 +357,35 @@ def as_user(trainctl, srv, name, token, *args):
                            "PATH=/usr/bin:/bin", f"HOME={home}", f"TRAINCTL_SERVER={srv.url}",
                            f"TRAINCTL_TOKEN={token}", str(trainctl)] + [str(a) for a in args],
                           capture_output=True, text=True, timeout=120)
+
+
+# A job's command (test_scheduler.py, test_teams.py): counts to $1, a step every 0.2 s, a checkpoint file per step; resumes from TRAINCTL_RESUME_FROM.
+# With HOLD_AT and RELEASE set it waits at step HOLD_AT until the file RELEASE exists,
+# so that the test, not the machine's speed, decides when it gets past there.
+# Every rank writes the checkpoint through a temporary file of its own: with one
+# shared name, one rank's mv could take (or truncate) the other's half-written file.
+COUNTER = r'''#!/bin/sh
+start=0
+if [ -n "$TRAINCTL_RESUME_FROM" ]; then start=$(cat "$TRAINCTL_RESUME_FROM"); echo "resumed at $start"; fi
+i=$start
+tmp="$TRAINCTL_CKPT_DIR/.step.${RANK:-0}.tmp"
+while [ $i -lt $1 ]; do
+  if [ "$i" = "${HOLD_AT:-}" ]; then while [ ! -e "$RELEASE" ]; do sleep 0.05; done; fi
+  i=$((i+1)); sleep 0.2
+  echo $i > "$tmp"; mv "$tmp" "$TRAINCTL_CKPT_DIR/step_$i.txt"
+  echo "step $i"
+done
+echo "finished at $i"
+'''
+
+
+@pytest.fixture
+def counter(tmp_path):
+    """COUNTER as an executable file of the test's."""
+    p = tmp_path / "counter.sh"
+    p.write_text(COUNTER)
+    p.chmod(0o755)
+    return str(p)
 
 
 def held(release, name="held", **extra):

@@ -9,26 +9,7 @@ import subprocess
 import pytest
 
 from conftest import holds_for, wait_until
-from server_fixture import held, start_server, sleeper, wait_for
-
-# counts to $1, a step every 0.2 s, a checkpoint file per step; resumes from TRAINCTL_RESUME_FROM.
-# With HOLD_AT and RELEASE set it waits at step HOLD_AT until the file RELEASE exists,
-# so that the test, not the machine's speed, decides when it gets past there.
-# Every rank writes the checkpoint through a temporary file of its own: with one
-# shared name, one rank's mv could take (or truncate) the other's half-written file.
-COUNTER = r'''#!/bin/sh
-start=0
-if [ -n "$TRAINCTL_RESUME_FROM" ]; then start=$(cat "$TRAINCTL_RESUME_FROM"); echo "resumed at $start"; fi
-i=$start
-tmp="$TRAINCTL_CKPT_DIR/.step.${RANK:-0}.tmp"
-while [ $i -lt $1 ]; do
-  if [ "$i" = "${HOLD_AT:-}" ]; then while [ ! -e "$RELEASE" ]; do sleep 0.05; done; fi
-  i=$((i+1)); sleep 0.2
-  echo $i > "$tmp"; mv "$tmp" "$TRAINCTL_CKPT_DIR/step_$i.txt"
-  echo "step $i"
-done
-echo "finished at $i"
-'''
+from server_fixture import counter, held, start_server, sleeper, wait_for  # noqa: F401  (counter: the fixture)
 
 
 def starts(job):
@@ -38,14 +19,6 @@ def starts(job):
 
 def ends(job):
     return [e["time"] for e in job["events"] if e["state"] in ("succeeded", "failed", "killed", "preempted", "paused")]
-
-
-@pytest.fixture
-def counter(tmp_path):
-    p = tmp_path / "counter.sh"
-    p.write_text(COUNTER)
-    p.chmod(0o755)
-    return str(p)
 
 
 def test_priority_order_and_all_or_nothing(trainctl, tmp_path):

@@ -1,6 +1,5 @@
 /* test_sched.c -- src/sched/: queue order, all-or-nothing allocation, blocked
- * types, quotas, the preemption choice and backfill, as the rules in sched.h
- * state them */
+ * types, quotas, the preemption choice, backfill, as the rules in sched.h state them */
 #include "test.h"
 
 #include "sched/sched.h"
@@ -19,6 +18,8 @@ struct world {
 	size_t queue[64];
 	size_t nqueue;
 	double now; /* the decision's time (rule 8) */
+	struct sched_team_limit teams[8];
+	size_t nteams;
 };
 
 static void devs(struct world *w, const char *type, int n)
@@ -32,7 +33,7 @@ static size_t job(struct world *w, const char *id, const char *user, const char 
 		  int priority, bool preemptible, double created)
 {
 	w->jobs[w->njobs] = (struct sched_job){ id, user, type, priority, preemptible, created, count,
-						NULL, SJ_QUEUED, 0, 0 };
+						NULL, SJ_QUEUED, 0, 0, NULL };
 	return w->njobs++;
 }
 
@@ -61,7 +62,7 @@ static struct sched_in input(struct world *w)
 {
 	queue(w);
 	return (struct sched_in){ w->jobs, w->njobs, w->queue, w->nqueue, w->devs, w->ndevs,
-				  w->quotas, w->nquotas, w->now };
+				  w->quotas, w->nquotas, w->now, w->teams, w->nteams };
 }
 
 static void decide(struct world *w, struct sched_decision *d)
@@ -304,7 +305,7 @@ TEST(paused_and_running_jobs_in_the_queue_are_skipped)
 	size_t k = job(&w, "next", "u", "gpu", 1, 100, false, 1);
 	queue(&w);
 	w.jobs[p].state = SJ_IDLE; /* paused after the queue was built */
-	struct sched_in in = { w.jobs, w.njobs, w.queue, w.nqueue, w.devs, w.ndevs, NULL, 0, 0 };
+	struct sched_in in = { w.jobs, w.njobs, w.queue, w.nqueue, w.devs, w.ndevs, NULL, 0, 0, NULL, 0 };
 	struct sched_decision d;
 	sched_decide(&in, &d);
 	CHECK_INT(d.action, SCHED_START);
@@ -570,6 +571,213 @@ TEST(unhealthy_devices_are_neither_free_nor_preemptible)
 	decide(&w, &d);
 	CHECK_INT(d.action, SCHED_NONE);
 	sched_decision_release(&d);
+}
+
+
+/* ---- (9)-(11) teams ---- */
+
+static void team(struct world *w, const char *name, const char *type, int guarantee, int borrow)
+{
+	w->teams[w->nteams++] = (struct sched_team_limit){ name, type, guarantee, borrow };
+}
+
+/* A job of team t; returns its index. */
+static size_t tjob(struct world *w, const char *id, const char *t, int count, double created)
+{
+	size_t k = job(w, id, id, "gpu", count, 100, false, created);
+	w->jobs[k].team = t;
+	return k;
+}
+
+/* Job k runs on the next count free gpus. */
+static void run_on_free(struct world *w, size_t k)
+{
+	int n = 0;
+	for (size_t i = 0; i < w->ndevs && n < w->jobs[k].count; i++)
+		if (w->devs[i].owner == SCHED_FREE) {
+			hold(w, k, w->devs[i].id);
+			n++;
+		}
+	CHECK_INT(n, w->jobs[k].count);
+}
+
+/* Two teams on 4 gpus: a guaranteed 2 and may borrow 2, b guaranteed 2. */
+static void two_teams(struct world *w)
+{
+	devs(w, "gpu", 4);
+	team(w, "a", "gpu", 2, 2);
+	team(w, "b", "gpu", 2, 0);
+}
+
+TEST(a_team_holds_at_most_guarantee_plus_borrow)
+{
+	struct world w = { 0 };
+	devs(&w, "gpu", 6);
+	team(&w, "a", "gpu", 2, 1);
+	run_on_free(&w, tjob(&w, "a1", "a", 3, 1));
+	size_t a2 = tjob(&w, "a2", "a", 1, 2);
+	size_t x = tjob(&w, "x", NULL, 1, 3); /* no team: no limit, only borrows */
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_START);
+	CHECK_INT(d.job, x); /* a2 is skipped (2 + 1 taken) and blocks nobody */
+	sched_decision_release(&d);
+	w.teams[0].borrow = 2;
+	w.jobs[x].state = SJ_IDLE;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_START);
+	CHECK_INT(d.job, a2);
+	sched_decision_release(&d);
+}
+
+TEST(the_newest_jobs_past_the_guarantee_are_borrowing)
+{
+	struct world w = { 0 };
+	two_teams(&w);
+	size_t a1 = tjob(&w, "a1", "a", 2, 1), a2 = tjob(&w, "a2", "a", 1, 2);
+	size_t b1 = tjob(&w, "b1", "b", 1, 3), x = tjob(&w, "x", NULL, 1, 4);
+	run_on_free(&w, a2);
+	run_on_free(&w, a1);
+	run_on_free(&w, b1);
+	w.jobs[x].state = SJ_RUNNING;
+	struct sched_in in = { w.jobs, w.njobs, NULL, 0, w.devs, w.ndevs, NULL, 0, 0, w.teams, w.nteams };
+	CHECK(!sched_borrowing(&in, a1)); /* oldest: inside the guarantee, whatever it started after */
+	CHECK(sched_borrowing(&in, a2));
+	CHECK(!sched_borrowing(&in, b1));
+	CHECK(sched_borrowing(&in, x)); /* no team: guarantee 0 */
+	CHECK(sched_team_row(&in, "a", "gpu") == &w.teams[0]);
+	CHECK(sched_team_row(&in, "a", "cpu") == NULL);
+	CHECK(sched_team_row(&in, NULL, "gpu") == NULL);
+}
+
+TEST(reclaim_stops_the_newest_borrowers_only_as_many_as_needed)
+{
+	struct world w = { 0 };
+	two_teams(&w);
+	static const char *const ids[] = { "a1", "a2", "a3", "a4" };
+	size_t a[4];
+	for (int i = 0; i < 4; i++) {
+		a[i] = tjob(&w, ids[i], "a", 1, 1 + i);
+		run_on_free(&w, a[i]);
+	}
+	w.jobs[a[3]].priority = 1000; /* priority and preemptible do not matter: they borrow */
+	size_t b1 = tjob(&w, "b1", "b", 1, 10);
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_PREEMPT);
+	CHECK_INT(d.job, b1);
+	CHECK(d.reclaim);
+	CHECK_INT(d.nvictims, 1);
+	CHECK_INT(d.victims[0], a[3]);
+	sched_decision_release(&d);
+	w.jobs[b1].count = 2;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_PREEMPT);
+	CHECK_INT(d.nvictims, 2);
+	CHECK_INT(d.victims[0], a[3]);
+	CHECK_INT(d.victims[1], a[2]);
+	sched_decision_release(&d);
+	/* while they stop, their devices are coming: nothing more is reclaimed */
+	w.jobs[a[3]].state = SJ_STOPPING;
+	w.jobs[a[2]].state = SJ_STOPPING;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE);
+	sched_decision_release(&d);
+}
+
+TEST(no_reclaim_past_the_guarantee_nor_of_jobs_inside_theirs)
+{
+	struct world w = { 0 };
+	two_teams(&w);
+	run_on_free(&w, tjob(&w, "a1", "a", 2, 1));
+	run_on_free(&w, tjob(&w, "b1", "b", 2, 2));
+	size_t b2 = tjob(&w, "b2", "b", 1, 3); /* b past its guarantee (borrow 0): skipped */
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE);
+	sched_decision_release(&d);
+	/* a is inside its guarantee: nothing of it is reclaimed for a team with no row */
+	w.jobs[b2].team = "c";
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE);
+	sched_decision_release(&d);
+}
+
+/* a runs a1 (2, its guarantee) and a2 (1, borrowing), 1 gpu free; a3 (older than
+ * b1, but it would borrow) and b1 (2, inside b's guarantee) wait. */
+static void lending(struct world *w, size_t *a2, size_t *a3, size_t *b1)
+{
+	two_teams(w);
+	run_on_free(w, tjob(w, "a1", "a", 2, 1));
+	*a2 = tjob(w, "a2", "a", 1, 2);
+	run_on_free(w, *a2);
+	*a3 = tjob(w, "a3", "a", 1, 3);
+	*b1 = tjob(w, "b1", "b", 2, 4);
+}
+
+TEST(a_borrower_waits_while_a_guarantee_waits_then_the_guarantee_starts)
+{
+	struct world w = { 0 };
+	size_t a2, a3, b1;
+	lending(&w, &a2, &a3, &b1);
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_PREEMPT); /* a3 is skipped; b1 reclaims a2 */
+	CHECK_INT(d.job, b1);
+	CHECK_INT(d.nvictims, 1);
+	CHECK_INT(d.victims[0], a2);
+	sched_decision_release(&d);
+	w.jobs[a2].state = SJ_STOPPING;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE); /* a3 still may not take the free gpu */
+	sched_decision_release(&d);
+	for (size_t i = 0; i < w.ndevs; i++) /* a2 is gone, back in the queue */
+		if (w.devs[i].owner == (int)a2)
+			w.devs[i].owner = SCHED_FREE;
+	w.jobs[a2].state = SJ_QUEUED;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_START);
+	CHECK_INT(d.job, b1);
+	apply_start(&w, &d);
+	sched_decision_release(&d);
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_NONE); /* no device left; a3 (a2) wait their turn */
+	sched_decision_release(&d);
+	(void)a3;
+}
+
+TEST(a_borrower_goes_on_when_the_waiting_guarantee_is_over_its_user_quota)
+{
+	struct world w = { 0 };
+	two_teams(&w);
+	run_on_free(&w, tjob(&w, "a1", "a", 2, 1));
+	size_t a2 = tjob(&w, "a2", "a", 1, 2);
+	tjob(&w, "b1", "b", 1, 3);
+	w.quotas[w.nquotas++] = (struct sched_quota){ "b1", 0 };
+	struct sched_decision d;
+	decide(&w, &d);
+	CHECK_INT(d.action, SCHED_START);
+	CHECK_INT(d.job, a2);
+	sched_decision_release(&d);
+}
+
+TEST(why_a_queued_job_waits)
+{
+	struct world w = { 0 };
+	size_t a2, a3, b1;
+	lending(&w, &a2, &a3, &b1);
+	size_t b2 = tjob(&w, "b2", "b", 3, 5);
+	queue(&w);
+	struct sched_in in = { w.jobs, w.njobs, w.queue, w.nqueue, w.devs, w.ndevs,
+			       w.quotas, w.nquotas, 0, w.teams, w.nteams };
+	CHECK_INT(sched_why(&in, a3), SCHED_WAIT_RECLAIM); /* b1 waits inside its guarantee */
+	CHECK_STR(sched_wait_name(SCHED_WAIT_RECLAIM), "guarantee of another team");
+	CHECK_INT(sched_why(&in, b1), SCHED_WAIT_DEVICES);
+	CHECK_INT(sched_why(&in, b2), SCHED_WAIT_TEAM_LIMIT); /* 3 > 2 + 0 */
+	w.quotas[w.nquotas++] = (struct sched_quota){ "b1", 1 };
+	in.nquotas = w.nquotas;
+	CHECK_INT(sched_why(&in, b1), SCHED_WAIT_QUOTA);
+	CHECK_STR(sched_wait_name(SCHED_WAIT_QUOTA), "quota");
 }
 
 /* ---- (8) backfill ---- */

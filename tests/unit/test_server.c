@@ -68,6 +68,10 @@ static const struct example {
 	{ "POST", "/api/v1/sweeps", ROUTE_POST, "/api/v1/sweeps", NULL },
 	{ "GET", "/api/v1/sweeps/s-1", ROUTE_GET, "/api/v1/sweeps/{sweep}", NULL },
 	{ "POST", "/api/v1/sweeps/s-1/stop", ROUTE_POST, "/api/v1/sweeps/{sweep}/stop", NULL },
+	/* teams; the reload of the settings file (an admin's) */
+	{ "GET", "/api/v1/teams", ROUTE_GET, "/api/v1/teams", NULL },
+	{ "GET", "/api/v1/teams/vision", ROUTE_GET, "/api/v1/teams/{team}", NULL },
+	{ "POST", "/api/v1/server/reload", ROUTE_POST, "/api/v1/server/reload", NULL },
 	/* the caller's own secrets */
 	{ "GET", "/api/v1/secrets", ROUTE_GET, "/api/v1/secrets", NULL },
 	{ "POST", "/api/v1/secrets/hf_token", ROUTE_POST, "/api/v1/secrets/{secret}", NULL },
@@ -153,12 +157,14 @@ TEST(route_table_is_well_formed)
 		for (size_t k = i + 1; k < api_nroutes; k++)
 			CHECK(strcmp(api_routes[k].pattern, r->pattern) || !(api_routes[k].methods & r->methods));
 		/*
-		 * the API wants a caller; /metrics, the version check, the UI and
-		 * the hub's routes (the job's secret: hub/hub.h) do not
+		 * the API wants a caller, the server's own settings an admin;
+		 * /metrics, the version check, the UI and the hub's routes (the
+		 * job's secret: hub/hub.h) do not
 		 */
 		bool api = (!strncmp(r->pattern, "/api/v1/", 8) && strncmp(r->pattern, "/api/v1/hub/", 12)) ||
 			   !strncmp(r->pattern, "/jobs/", 6); /* a job's endpoints */
-		CHECK_INT(r->need, api ? NEED_USER : NEED_NONE);
+		bool admin = !strncmp(r->pattern, "/api/v1/server/", 15);
+		CHECK_INT(r->need, admin ? NEED_ADMIN : api ? NEED_USER : NEED_NONE);
 	}
 }
 

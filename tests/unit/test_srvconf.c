@@ -4,6 +4,7 @@
  */
 #include "test.h"
 #include "server/config.h"
+#include "server/teams.h"
 #include "core/err.h"
 
 #include <stdlib.h>
@@ -14,6 +15,7 @@ static const struct srvconf_key keys[] = {
 	{ "listen", SRVCONF_VALUE, 'l' }, { "quiet", SRVCONF_FLAG, 'q' },
 	{ "allow-root-jobs", SRVCONF_FLAG, 'R' }, { "host-name", SRVCONF_LIST, 'H' },
 	{ "quota", SRVCONF_PAIRS, 'Q' }, { "state", SRVCONF_PATH, 'S' },
+	{ "teams", SRVCONF_SECTION, 0 },
 	{ NULL, 0, 0 },
 };
 
@@ -97,5 +99,130 @@ TEST(srvconf_errors)
 		CHECK_CONTAINS(err.msg, cases[i].msg);
 		tc_err_release(&err);
 		srvconf_free(&c);
+	}
+}
+
+
+/* ---- the teams: section (server/teams.h) ---- */
+
+/* teams_load of text; *msg: its error (heap) or NULL. */
+static int load_teams(const char *text, struct teams *ts, char **msg)
+{
+	char dir[] = "/tmp/tc-teams-XXXXXX";
+	char path[64];
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/s.yaml", dir);
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL);
+	fputs(text, f);
+	CHECK(fclose(f) == 0);
+	struct tc_err err = TC_ERR_INIT;
+	int rc = teams_load(path, ts, &err);
+	*msg = rc && err.msg ? strdup(err.msg) : NULL;
+	tc_err_release(&err);
+	unlink(path);
+	rmdir(dir);
+	return rc;
+}
+
+static const char TEAMS[] = "listen: 127.0.0.1:1\n"
+			    "teams:\n"
+			    "  vision:\n"
+			    "    members: [alice, bob]\n"
+			    "    guarantee: {gpu: 4, cpu: 2}\n"
+			    "    borrow: {gpu: 2}\n"
+			    "    default: true\n"
+			    "  nlp:\n"
+			    "    members: alice\n"
+			    "    guarantee: {gpu: 2}\n";
+
+TEST(teams_section_is_no_option_word)
+{
+	struct srvconf c = SRVCONF_INIT;
+	struct tc_err err = TC_ERR_INIT;
+	char path[64];
+	CHECK_INT(load(TEAMS, path, &c, &err), 0);
+	CHECK_INT(c.n, 1);
+	CHECK_STR(c.w[0].arg, "--listen=127.0.0.1:1");
+	srvconf_free(&c);
+	tc_err_release(&err);
+}
+
+TEST(teams_load_members_guarantees_and_default)
+{
+	struct teams ts = { 0 };
+	char *msg = NULL;
+	CHECK_INT(load_teams(TEAMS, &ts, &msg), 0);
+	CHECK_INT(ts.n, 2);
+	const struct team *v = teams_find(&ts, "vision");
+	CHECK(v && v->is_default && v->nmembers == 2);
+	CHECK_INT(teams_share(v, "gpu")->guarantee, 4);
+	CHECK_INT(teams_share(v, "gpu")->borrow, 2);
+	CHECK_INT(teams_share(v, "cpu")->guarantee, 2);
+	CHECK_INT(teams_share(v, "cpu")->borrow, 0);
+	CHECK(teams_share(v, "npu") == NULL);
+	CHECK(teams_member(v, "bob") && !teams_member(v, "carol"));
+	/* alice is in both: her default; bob in one; carol in none */
+	const struct team *t = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(teams_pick(&ts, "alice", NULL, &t, &err), 0);
+	CHECK_STR(t->name, "vision");
+	CHECK_INT(teams_pick(&ts, "alice", "nlp", &t, &err), 0);
+	CHECK_STR(t->name, "nlp");
+	CHECK(teams_pick(&ts, "bob", "nlp", &t, &err) == TC_EUSAGE);
+	CHECK(strstr(err.msg, "user 'bob' is not a member of team 'nlp' (vision)") != NULL);
+	CHECK(teams_pick(&ts, "carol", NULL, &t, &err) == TC_EUSAGE);
+	CHECK(strstr(err.msg, "user 'carol' is in no team") != NULL);
+	CHECK(teams_pick(&ts, "bob", "nosuch", &t, &err) == TC_EUSAGE);
+	CHECK(strstr(err.msg, "team 'nosuch' does not exist (the teams: vision, nlp)") != NULL);
+	/* guarantees against the machine */
+	const char *types[] = { "gpu", "cpu" };
+	int have[] = { 6, 2 };
+	CHECK_INT(teams_check_devices(&ts, types, have, 2, &err), 0);
+	have[0] = 5;
+	CHECK(teams_check_devices(&ts, types, have, 2, &err) == TC_ESPEC);
+	CHECK(strstr(err.msg, "s.yaml:5: teams.vision.guarantee.gpu: the teams are guaranteed 6 gpu"
+			      " devices in all, but this machine has 5") != NULL);
+	tc_err_release(&err);
+	teams_free(&ts);
+	/* no teams: no team, and none may be asked for */
+	CHECK_INT(load_teams("listen: x\n", &ts, &msg), 0);
+	CHECK_INT(teams_pick(&ts, "alice", NULL, &t, &err), 0);
+	CHECK(t == NULL);
+	CHECK(teams_pick(&ts, "alice", "vision", &t, &err) == TC_EUSAGE);
+	tc_err_release(&err);
+	teams_free(&ts);
+}
+
+TEST(teams_errors_name_file_line_and_key)
+{
+	static const struct {
+		const char *text, *want;
+	} cases[] = {
+		{ "teams:\n  v:\n    members: [a]\n    colour: red\n",
+		  ":4: teams.v: unknown key 'colour'" },
+		{ "teams:\n  a:\n    members: [x]\n  b:\n    members: [x]\n",
+		  ":2: teams: user 'x' is in team 'a' and team 'b' with neither marked default" },
+		{ "teams:\n  a:\n    members: [x]\n    default: true\n  b:\n    members: [x]\n"
+		  "    default: true\n", "with more than one marked default" },
+		{ "teams:\n  a:\n    members: [x]\n    guarantee: {gpx: 1}\n",
+		  ":4: teams.a.guarantee: 'gpx' is not a device type" },
+		{ "teams:\n  a:\n    members: [x]\n    borrow: {gpu: -1}\n",
+		  ":4: teams.a.borrow: gpu: must be a count of devices" },
+		{ "teams:\n  a:\n    guarantee: {gpu: 1}\n", ":2: teams.a: has no members" },
+		{ "teams:\n  a b:\n    members: [x]\n", ":2: teams: 'a b' is not a team name" },
+		{ "teams: [a]\n", ":1: teams: must be a mapping" },
+		{ "teams:\n  a:\n    members: [x]\n  a:\n    members: [y]\n",
+		  ":4: teams: team 'a' is given twice" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct teams ts = { 0 };
+		char *msg = NULL;
+		CHECK_INT(load_teams(cases[i].text, &ts, &msg), TC_ESPEC);
+		if (!msg || !strstr(msg, cases[i].want))
+			fprintf(stderr, "case %zu: %s\n", i, msg ? msg : "(none)");
+		CHECK(msg && strstr(msg, cases[i].want));
+		free(msg);
+		teams_free(&ts);
 	}
 }

@@ -1,0 +1,133 @@
+/*
+ * cmd_team.c -- `trainctl team ls` and `trainctl team show TEAM`: the
+ * server's teams (docs/server.md, "Teams") through GET /api/v1/teams.
+ */
+#include "cmd/client.h"
+#include "cmd/cmd.h"
+#include "core/enc.h"
+#include "core/sbuf.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char team_usage[] =
+	"usage: trainctl team ls [--server URL] [--json]\n"
+	"       trainctl team show TEAM [--server URL] [--json]\n"
+	"\n"
+	"The server's teams (its settings file's teams:, docs/server.md): members,\n"
+	"devices guaranteed and borrowable per type, in use, borrowed, and waiting.\n";
+
+/* "gpu:4 cpu:2" of a {type: N} object ("-" when empty). */
+static void counts(json_t *o, struct sbuf *out)
+{
+	const char *k;
+	json_t *v;
+	sbuf_reset(out);
+	json_object_foreach(o, k, v)
+		sbuf_addf(out, "%s%s:%lld", out->len ? " " : "", k, (long long)json_integer_value(v));
+	if (!out->len)
+		sbuf_adds(out, "-");
+}
+
+static void show_one(json_t *t)
+{
+	static const char *const rows[][2] = {
+		{ "guarantee", "guarantee" }, { "borrow", "may borrow" }, { "in_use", "in use" },
+		{ "borrowed", "borrowed" },   { "waiting_devices", "waiting for" },
+	};
+	struct sbuf b = SBUF_INIT;
+	printf("team:        %s%s\n", json_string_value(json_object_get(t, "name")),
+	       json_is_true(json_object_get(t, "default")) ? " (default)" : "");
+	size_t i;
+	json_t *m;
+	printf("members:    ");
+	json_array_foreach(json_object_get(t, "members"), i, m)
+		printf(" %s", json_string_value(m));
+	printf("\n");
+	for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
+		counts(json_object_get(t, rows[r][0]), &b);
+		printf("%-12s %s\n", rows[r][1], b.buf);
+	}
+	printf("jobs:        %lld running, %lld waiting\n",
+	       (long long)json_integer_value(json_object_get(t, "running_jobs")),
+	       (long long)json_integer_value(json_object_get(t, "waiting_jobs")));
+	json_t *w;
+	json_array_foreach(json_object_get(t, "waiting"), i, w)
+		printf("  waiting: %s (%s, %s:%lld) for %s\n", json_string_value(json_object_get(w, "id")),
+		       json_string_value(json_object_get(w, "user")),
+		       json_string_value(json_object_get(w, "type")),
+		       (long long)json_integer_value(json_object_get(w, "count")),
+		       json_string_value(json_object_get(w, "why")));
+	sbuf_release(&b);
+}
+
+int cmd_team(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	static const struct option opts[] = {
+		CMD_OPT_SERVER,
+		CMD_OPT_JSON,
+		CMD_OPT_HELP,
+		CMD_OPT_END,
+	};
+	const char *server = NULL;
+	bool as_json = false;
+	int c;
+	(void)ctx;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (cmd_common_flag(c, &as_json, &server))
+			continue;
+		if (c == 'h') {
+			fputs(team_usage, stdout);
+			return 0;
+		}
+		return cmd_bad_option("team", "h", argc, argv, opts, err);
+	}
+	const char *verb = optind < argc ? argv[optind] : NULL;
+	bool ls = verb && (!strcmp(verb, "ls") || !strcmp(verb, "list"));
+	bool show = verb && !strcmp(verb, "show");
+	if (!(ls && optind + 1 == argc) && !(show && optind + 2 == argc))
+		return tc_error(err, TC_EUSAGE, "team: give ls, or show TEAM (trainctl team --help)");
+	struct sbuf path = SBUF_INIT, resp = SBUF_INIT, row = SBUF_INIT;
+	sbuf_adds(&path, "/api/v1/teams");
+	if (show) {
+		sbuf_addch(&path, '/');
+		url_encode(&path, argv[optind + 1], false);
+	}
+	struct client *cl = NULL;
+	int rc = client_open(server, &cl, err);
+	if (!rc)
+		rc = client_json(cl, "GET", path.buf, NULL, &resp, err);
+	client_close(cl);
+	if (!rc && as_json) {
+		fwrite(resp.buf, 1, resp.len, stdout);
+		fputc('\n', stdout);
+	} else if (!rc) {
+		json_t *o = json_loadb(resp.buf, resp.len, 0, NULL);
+		if (show) {
+			show_one(o);
+		} else {
+			size_t i;
+			json_t *t;
+			printf("%-16s %-14s %-14s %-14s %-14s %s\n", "TEAM", "GUARANTEE", "BORROW",
+			       "IN_USE", "BORROWED", "WAITING");
+			json_array_foreach(json_object_get(o, "teams"), i, t) {
+				printf("%-16s", json_string_value(json_object_get(t, "name")));
+				static const char *const cols[] = { "guarantee", "borrow", "in_use",
+								    "borrowed" };
+				for (size_t k = 0; k < 4; k++) {
+					counts(json_object_get(t, cols[k]), &row);
+					printf(" %-14s", row.buf);
+				}
+				printf(" %lld\n", (long long)json_integer_value(json_object_get(t, "waiting_jobs")));
+			}
+		}
+		json_decref(o);
+	}
+	sbuf_release(&path);
+	sbuf_release(&resp);
+	sbuf_release(&row);
+	return rc;
+}
