@@ -27,7 +27,9 @@
  * real functions are found with dlsym(RTLD_NEXT), so ASan's interceptors
  * and this library each see the call.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
