@@ -255,14 +255,15 @@ static int spawn_workers(struct sup *sp, const struct env_plan *plan, struct tc_
 		run_path(&lp, sp->run_dir, NULL, RUN_RANK_LOG, w->rank);
 		/* logs/ belongs to the job's user: a symlink there must not aim root's writes */
 		w->logfd = open_regular_nofollow(lp.buf, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (w->logfd < 0)
+			rc = tc_error_errno(err, TC_ESYS, "cannot start rank %d: cannot open its log '%s'",
+					    w->rank, lp.buf);
 		sbuf_reset(&lp);
 		run_path(&lp, sp->run_dir, NULL, RUN_RANK_TIMES, w->rank);
 		w->timesfd = open_regular_nofollow(lp.buf, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		w->times_last = 0;
 		sbuf_release(&lp);
-		if (w->logfd < 0)
-			rc = tc_error_errno(err, TC_ESYS, "cannot start rank %d", w->rank);
-		else if ((rc = start_worker(sp, w, &argv, &env, err)))
+		if (!rc && (rc = start_worker(sp, w, &argv, &env, err)))
 			tc_error_prefix(err, "rank %d", w->rank);
 		strvec_clear(&env);
 		if (rc)
