@@ -77,20 +77,21 @@ class Submitter(threading.Thread):
             self.halt.wait(0.05)
 
 
-def jobs(state):
+def query(state, sql):
+    """sql's rows from the state folder's database, opened read-only."""
     c = sqlite3.connect(f"file:{state}/trainctl.db?mode=ro", uri=True, timeout=30)
     try:
-        return c.execute("SELECT id, name, state FROM jobs").fetchall()
+        return c.execute(sql).fetchall()
     finally:
         c.close()
+
+
+def jobs(state):
+    return query(state, "SELECT id, name, state FROM jobs")
 
 
 def integrity(state):
-    c = sqlite3.connect(f"file:{state}/trainctl.db?mode=ro", uri=True, timeout=30)
-    try:
-        return c.execute("PRAGMA integrity_check").fetchall()
-    finally:
-        c.close()
+    return query(state, "PRAGMA integrity_check")
 
 
 def test_server_sigkilled_at_random_keeps_every_accepted_submission(trainctl, tmp_path):

@@ -180,6 +180,18 @@ def message_problem(out, shots):
             f" and the operation: {out.strip()[-600:]!r}")
 
 
+def exit_problems(who, rc, out, shots):
+    """What is wrong with how a run under a fault ended (rc None: it hung)."""
+    if rc is None:
+        return [f"{who}no answer within {DEADLINE} s: {out[-600:]!r}"]
+    if rc < 0 or rc in CRASH_RC:
+        return [f"{who}crashed (status {rc}): {out[-1500:]!r}"]
+    if rc != 0 and not shots:
+        return [f"{who}failed (exit {rc}) although no fault was injected: {out[-600:]!r}"]
+    p = rc != 0 and message_problem(out, shots)
+    return [who + p] if p else []
+
+
 class Sweep:
     """The points run and their outcome, per (kind, op, errno)."""
 
@@ -267,17 +279,7 @@ def run_point(trainctl, lib, spec, base, op=None, n=None, err=None):
     log.mkdir()
     rc, out = run_bounded([trainctl, "run", "-q", spec], fault_env(lib, home, log, op, n, err))
     shots = injected(log)
-    problems = []
-    if rc is None:
-        problems.append(f"no answer within {DEADLINE} s: {out[-600:]!r}")
-    elif rc < 0 or rc in CRASH_RC:
-        problems.append(f"crashed (status {rc}): {out[-1500:]!r}")
-    elif rc != 0 and not shots:
-        problems.append(f"failed (exit {rc}) although no fault was injected: {out[-600:]!r}")
-    elif rc != 0:
-        p = message_problem(out, shots)
-        if p:
-            problems.append(p)
+    problems = exit_problems("", rc, out, shots)
     problems += [f"sanitizer: {t[-1500:]}" for t in sanitizer_text(home, out)]
     bad = integrity(home)
     if bad:
@@ -404,15 +406,7 @@ def server_point(trainctl, lib, work, base, op=None, n=None, err=None):
             problems.append("the server ignored SIGTERM")
     text = slog.read_text(errors="replace")
     shots = injected(log)
-    rc = proc.returncode
-    if rc < 0 and rc != -signal.SIGKILL or rc in CRASH_RC:
-        problems.append(f"the server crashed (status {rc}): {text[-1500:]!r}")
-    elif rc != 0 and not shots:
-        problems.append(f"the server exited {rc} although no fault was injected: {text[-600:]!r}")
-    elif rc != 0:
-        p = message_problem(text, shots)
-        if p:
-            problems.append("the server: " + p)
+    problems += exit_problems("the server: ", proc.returncode, text, shots)
     problems += [f"sanitizer: {t[-1500:]}" for t in sanitizer_text(state, text)]
     bad = integrity(state)
     if bad:
