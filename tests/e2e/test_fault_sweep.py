@@ -23,7 +23,8 @@ writes the table of docs/reliability.md to $TC_FAULT_REPORT.  One point:
     TC_FAULT_ONLY=job:pwrite:240:EIO pytest tests/e2e/test_fault_sweep.py -k job
 
 Whether the job's outcome and metrics survived a fault is counted in the
-table; TC_FAULT_STRICT=1 makes a lost outcome fail the sweep too.
+table (refused before it ran, kept, lost); TC_FAULT_STRICT=1 makes a lost
+outcome fail the sweep too.
 """
 import json
 import os
@@ -192,6 +193,13 @@ def exit_problems(who, rc, out, shots):
     return [who + p] if p else []
 
 
+# a point's counts: its outcome is one of refused (nothing ran: no job, or a
+# job that failed before its workers ran, with its cause), kept (it ran and
+# succeeded with its four metric points), lost (it ran, and its end or its
+# metrics were not recorded as they were)
+COLUMNS = ("run", "fired", "passed", "refused", "kept", "lost")
+
+
 class Sweep:
     """The points run and their outcome, per (kind, op, errno)."""
 
@@ -203,24 +211,25 @@ class Sweep:
     def over_budget(self):
         return BUDGET_S and time.monotonic() - self.started > BUDGET_S
 
-    def note(self, kind, op, n, err, fired, problems, kept):
-        r = self.rows.setdefault((kind, op, err), {"run": 0, "fired": 0, "passed": 0, "kept": 0})
+    def note(self, kind, op, n, err, fired, problems, outcome):
+        r = self.rows.setdefault((kind, op, err), dict.fromkeys(COLUMNS, 0))
         r["run"] += 1
         r["fired"] += bool(fired)
         r["passed"] += not problems
-        r["kept"] += bool(kept)
+        r[outcome] += 1
         for p in problems:
             self.problems.append(f"{kind} {op} N={n} {err}: {p}"
                                  f" (again: TC_FAULT_ONLY={kind}:{op}:{n}:{err})")
 
     def table(self, clean):
         lines = ["| run | op | errno | calls in a clean run | points run | fault hit | passed"
-                 " | outcome and metrics kept |", "|---|---|---|---|---|---|---|---|"]
+                 " | refused before it ran | ran: outcome and metrics kept | ran: outcome lost |",
+                 "|---|---|---|---|---|---|---|---|---|---|"]
         for (kind, op, err), r in sorted(self.rows.items()):
-            lines.append(f"| {kind} | {op} | {err} | {clean[kind][op]} | {r['run']} | {r['fired']}"
-                         f" | {r['passed']} | {r['kept']} |")
-        tot = {k: sum(r[k] for r in self.rows.values()) for k in ("run", "fired", "passed", "kept")}
-        lines.append(f"| all | | | | {tot['run']} | {tot['fired']} | {tot['passed']} | {tot['kept']} |")
+            lines.append(f"| {kind} | {op} | {err} | {clean[kind][op]} | "
+                         + " | ".join(str(r[k]) for k in COLUMNS) + " |")
+        tot = [str(sum(r[k] for r in self.rows.values())) for k in COLUMNS]
+        lines.append("| all | | | | " + " | ".join(tot) + " |")
         return "\n".join(lines)
 
     def finish(self, kind, clean):
@@ -272,7 +281,7 @@ def job_spec(tmp_path):
 
 def run_point(trainctl, lib, spec, base, op=None, n=None, err=None):
     """One `trainctl run` under the injector in a state folder of its own:
-    (its problems, whether the outcome was kept, the injections, log folder)."""
+    (its problems, its outcome (Sweep), the injections, log folder)."""
     tag = f"{op}-{n}-{err}" if op else "clean"
     home, log = base / tag / "home", base / tag / "log"
     home.mkdir(parents=True)
@@ -292,8 +301,8 @@ def run_point(trainctl, lib, spec, base, op=None, n=None, err=None):
                            timeout=DEADLINE)
         if p.returncode != 0:
             problems.append(f"ps after the fault: exit {p.returncode}: {p.stderr.strip()[-400:]}")
-    kept = False
-    for job, (_, state) in jobs.items():
+    outcome = "refused"
+    for job, (_, state) in sorted(jobs.items())[:1]:
         p = subprocess.run([str(trainctl), "show", job], env=env, capture_output=True, text=True,
                            timeout=DEADLINE)
         if p.returncode != 0:
@@ -304,33 +313,38 @@ def run_point(trainctl, lib, spec, base, op=None, n=None, err=None):
             state = jobs_in(home).get(job, ("", state))[1]
             if state not in ENDED + ("lost",):
                 problems.append(f"job {job} left {state} after the fault and `doctor --fix`")
+        rank_log = home / "runs" / job / "logs" / "rank-0.log"
+        ran = rank_log.exists() and "[0, 4]" in rank_log.read_text(errors="replace")
         if state == "succeeded":
             p = subprocess.run([str(trainctl), "metrics", job, "--format", "json"], env=env,
                                capture_output=True, text=True, timeout=DEADLINE)
-            kept = p.returncode == 0 and len(json.loads(p.stdout or "[]")) == 4
+            ran = True
+        outcome = "refused" if not ran else "kept" if (
+            state == "succeeded" and p.returncode == 0 and len(json.loads(p.stdout or "[]")) == 4) \
+            else "lost"
     if op:
         r = subprocess.run([str(trainctl), "run", "-q", spec], env=env, capture_output=True,
                            text=True, timeout=DEADLINE)
         if r.returncode != 0:
             problems.append(f"a new run after the fault failed (exit {r.returncode}):"
                             f" {r.stderr.strip()[-400:]}")
-        if STRICT and shots and not kept:
+        if STRICT and outcome == "lost":
             problems.append(f"the job's outcome or metrics were lost: {jobs}")
-    return problems, kept, shots, log
+    return problems, outcome, shots, log
 
 
 def test_fault_sweep_job(trainctl, job_spec, tmp_path):
     lib = injector(trainctl)
-    problems, kept, _, log = run_point(trainctl, lib, job_spec, tmp_path)
-    assert not problems and kept, f"the clean run under the injector: {problems}"
+    problems, outcome, _, log = run_point(trainctl, lib, job_spec, tmp_path)
+    assert not problems and outcome == "kept", f"the clean run under the injector: {problems}"
     clean = counts(log)
     assert clean["pwrite"] > 0, f"the injector saw none of SQLite's writes: {clean}"
     sweep = Sweep()
     for op, n, err in points("job", clean, SAMPLE):
         if sweep.over_budget():
             break
-        problems, kept, shots, _ = run_point(trainctl, lib, job_spec, tmp_path, op, n, err)
-        sweep.note("job", op, n, err, shots, problems, kept)
+        problems, outcome, shots, _ = run_point(trainctl, lib, job_spec, tmp_path, op, n, err)
+        sweep.note("job", op, n, err, shots, problems, outcome)
     sweep.finish("job", clean)
 
 
@@ -358,7 +372,7 @@ def submit(sock, port, spec):
 def server_point(trainctl, lib, work, base, op=None, n=None, err=None):
     """A server under the injector takes three submissions and runs them;
     then a clean server on the same state folder must show each accepted one,
-    once, and end it.  (problems, outcome kept, injections, log folder)."""
+    once, and end it.  (problems, outcome (Sweep), injections, log folder)."""
     tag = f"srv-{op}-{n}-{err}" if op else "srv-clean"
     state, log = base / tag / "state", base / tag / "log"
     state.mkdir(parents=True)
@@ -411,14 +425,16 @@ def server_point(trainctl, lib, work, base, op=None, n=None, err=None):
     bad = integrity(state)
     if bad:
         problems.append(bad)
-    kept = False
     if op or problems:
         kept = after_server(trainctl, state, accepted, problems)
     else:
         kept = all(jobs_in(state).get(j, ("", ""))[1] == "succeeded" for j in accepted.values())
         if len(accepted) != 3:
             problems.append(f"the clean server accepted {len(accepted)} of 3 submissions: {text[-600:]}")
-    return problems, kept, shots, log
+    outcome = "refused" if not accepted else "kept" if kept else "lost"
+    if STRICT and outcome == "lost":
+        problems.append(f"an accepted job did not succeed: {jobs_in(state)}")
+    return problems, outcome, shots, log
 
 
 def after_server(trainctl, state, accepted, problems):
@@ -455,8 +471,8 @@ def after_server(trainctl, state, accepted, problems):
 def test_fault_sweep_server(trainctl, job_spec, tmp_path):
     lib = injector(trainctl)
     work = job_spec.parent
-    problems, kept, _, log = server_point(trainctl, lib, work, tmp_path)
-    assert not problems and kept, f"the clean server under the injector: {problems}"
+    problems, outcome, _, log = server_point(trainctl, lib, work, tmp_path)
+    assert not problems and outcome == "kept", f"the clean server under the injector: {problems}"
     clean = counts(log)
     sweep = Sweep()
     # a server makes about twice the calls of a job and each point costs a
@@ -464,6 +480,6 @@ def test_fault_sweep_server(trainctl, job_spec, tmp_path):
     for op, n, err in points("server", clean, SERVER_SAMPLE, every_errno=False):
         if sweep.over_budget():
             break
-        problems, kept, shots, _ = server_point(trainctl, lib, work, tmp_path, op, n, err)
-        sweep.note("server", op, n, err, shots, problems, kept)
+        problems, outcome, shots, _ = server_point(trainctl, lib, work, tmp_path, op, n, err)
+        sweep.note("server", op, n, err, shots, problems, outcome)
     sweep.finish("server", clean)
