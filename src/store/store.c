@@ -32,39 +32,6 @@ static bool fs_full(const char *home)
 	return home && statvfs(home, &fs) == 0 && fs.f_bavail == 0;
 }
 
-/* What sqlite was doing to the file when an I/O error came (its extended
- * code); NULL where it does not say. */
-static const char *io_step(int ext)
-{
-	switch (ext) {
-	case SQLITE_IOERR_READ:
-	case SQLITE_IOERR_SHORT_READ:
-		return "a read";
-	case SQLITE_IOERR_WRITE:
-		return "a write";
-	case SQLITE_IOERR_FSYNC:
-		return "an fsync";
-	case SQLITE_IOERR_DIR_FSYNC:
-		return "an fsync of its folder";
-	case SQLITE_IOERR_TRUNCATE:
-		return "a truncate";
-	case SQLITE_IOERR_FSTAT:
-		return "a stat";
-	case SQLITE_IOERR_DELETE:
-		return "a delete";
-	case SQLITE_IOERR_SHMOPEN:
-	case SQLITE_IOERR_SHMSIZE:
-	case SQLITE_IOERR_SHMMAP:
-		return "the open of its -shm";
-	case SQLITE_IOERR_RDLOCK:
-	case SQLITE_IOERR_LOCK:
-	case SQLITE_IOERR_UNLOCK:
-		return "a lock";
-	default:
-		return NULL;
-	}
-}
-
 /*
  * Say what failed, in words a user can act on where sqlite's alone would not
  * do (db_fail, store_int.h).  sqlite_msg is sqlite's message of the failure;
@@ -80,20 +47,8 @@ static int word_fail(struct store *st, struct tc_err *err, const char *what,
 		      (code == SQLITE_IOERR && sys == EROFS);
 	st->named = st->path && (full || code == SQLITE_NOTADB || code == SQLITE_CORRUPT ||
 				 code == SQLITE_IOERR || code == SQLITE_CANTOPEN);
-	if (st->named && !full && (code == SQLITE_IOERR || code == SQLITE_CANTOPEN)) {
-		/* a call the disk refused: which file, what step, and the system's
-		 * word where it is one of a failing disk (sqlite reads errno late:
-		 * another may have replaced it) */
-		const char *step = code == SQLITE_CANTOPEN ? "an open"
-							   : io_step(sqlite3_extended_errcode(st->db));
-		if (sys != EIO && sys != EROFS)
-			sys = 0;
-		return tc_error(err, TC_ESTORE, "database %s: %s failed (%s%s%s%ssqlite: %s): check"
-				" the file system (its free space, `dmesg`), then try again;"
-				" `trainctl doctor` checks the state folder", st->path,
-				step ? step : "an I/O call", what ? what : "", what ? "; " : "",
-				sys ? strerror(sys) : "", sys ? "; " : "", sqlite_msg);
-	}
+	if (st->named && !full && (code == SQLITE_IOERR || code == SQLITE_CANTOPEN))
+		return io_fail(st, err, what, sqlite_msg);
 	if (!st->named)
 		return what ? tc_error(err, TC_ESTORE, "database: %s: %s", what, sqlite_msg)
 			    : tc_error(err, TC_ESTORE, "database: %s", sqlite_msg);
