@@ -172,6 +172,35 @@ def test_server_sigkilled_at_random_keeps_every_accepted_submission(trainctl, tm
         srv.stop()
 
 
+def test_restart_waits_while_a_child_of_the_killed_server_holds_its_lock(trainctl, tmp_path):
+    """A server SIGKILLed right after a fork leaves server.lock locked by its
+    child until the child closes its fds: a restart waits for it (the crash
+    loop met this on a loaded machine: "another server (pid N) already uses
+    the state folder", N long gone) rather than refusing."""
+    state = tmp_path / "state"
+    state.mkdir()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    lock = state / "server.lock"
+    holder = subprocess.Popen(
+        ["/usr/bin/python3", "-c",
+         "import fcntl, sys, time\n"
+         f"f = open({str(lock)!r}, 'w'); f.write('{gone.pid} 127.0.0.1:1\\n'); f.flush()\n"
+         "fcntl.flock(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(1.5)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        srv = start_server(trainctl, state)
+        try:
+            assert holder.poll() is not None, "the server started while the lock was held"
+        finally:
+            srv.stop()
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+
+
 # ---- a supervisor killed mid-upload ----
 
 CKPT_PY = r'''
