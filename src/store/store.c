@@ -213,7 +213,7 @@ static int connect_db(struct store *st, enum open_how how, int flags, struct tc_
 		goto out;
 	}
 	if (how == OPEN_WRITE) {
-		if ((rc = wal_mode(st, err)) ||
+		if ((rc = wal_mode(st, err)) || (rc = refuse_read_only(st, err)) ||
 		    (rc = exec_sql(st, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", err)))
 			goto out;
 		rc = store_migrate(st, err);
@@ -228,7 +228,8 @@ out:
 /* The primary SQLite code of st's last failure; 0 when it has no connection. */
 static int fail_code(const struct store *st)
 {
-	return st->db ? sqlite3_errcode(st->db) & 0xff : 0;
+	int code = st->db ? sqlite3_errcode(st->db) & 0xff : 0;
+	return code ? code : st->refused ? SQLITE_READONLY : 0; /* refuse_read_only */
 }
 
 /* Open home's database how says; *code: SQLite's code of a failure (0: none or not SQLite's). */

@@ -49,3 +49,15 @@ int io_fail(struct store *st, struct tc_err *err, const char *what, const char *
 			" the state folder", st->path, step ? step : "an I/O call", what ? what : "",
 			what ? "; " : "", sys ? strerror(sys) : "", sys ? "; " : "", sqlite_msg);
 }
+
+int refuse_read_only(struct store *st, struct tc_err *err)
+{
+	if (sqlite3_db_readonly(st->db, "main") != 1)
+		return 0;
+	/* a writer on it would fail at every write, a server lose every job */
+	st->refused = st->named = true;
+	return tc_error(err, TC_ESTORE, "database %s: cannot open it for writing (sqlite opened it"
+			" read-only): check its permissions and the file system (free space, quota,"
+			" `dmesg`), then try again; `trainctl doctor` checks the state folder",
+			st->path);
+}

@@ -34,6 +34,9 @@ int exec_sql(struct store *st, const char *sql, struct tc_err *err);
 /* An I/O error or a failed open of the database, worded: the file, the step
  * sqlite was at (write, fsync...), what to do (store_fail.c). */
 int io_fail(struct store *st, struct tc_err *err, const char *what, const char *sqlite_msg);
+/* A connection opened for writing that sqlite opened read-only (it does so
+ * when the file may not be opened for writing): TC_ESTORE, st->refused. */
+int refuse_read_only(struct store *st, struct tc_err *err);
 /* Bring the schema up to date (store_schema.c); an open calls it once. */
 int store_migrate(struct store *st, struct tc_err *err);
 /* 0 when the schema is this trainctl's, without writing (a read-only open); TC_ESTORE else. */
