@@ -57,7 +57,8 @@ e2e: asan tests/ui/node_modules/playwright-core
 	TRAINCTL=$(CURDIR)/$(ASAN_BUILD)/trainctl $(PYTHON) -m pytest -q tests/e2e
 
 # The e2e suite twice while stress-ng keeps 2 CPUs busy, as on a loaded CI
-# machine (scripts/soak.sh; SOAK_ROUNDS, SOAK_CPUS).  Not part of check.
+# machine (scripts/soak.sh; SOAK_ROUNDS, SOAK_CPUS), after the I/O fault sweep
+# over every N and 200 crash-loop rounds (docs/reliability.md).  Not part of check.
 soak: asan tests/ui/node_modules/playwright-core
 	TRAINCTL=$(CURDIR)/$(ASAN_BUILD)/trainctl PYTHON=$(PYTHON) scripts/soak.sh
 

@@ -30,6 +30,7 @@ src/jobs/exec.c:exec_find_child                /proc/PID/environ: the kernel's
 src/jobs/exec.c:read_cmdline                   /proc/PID/cmdline: the kernel's
 src/jobs/exec.c:exec_container_client          /proc/PID/environ: the kernel's
 src/server/daemon.c:lock_state                 STATE/server.lock: the server's own folder
+src/server/daemon.c:holder_alive               STATE/server.lock: the server's own folder (the pid of the holder, to say who)
 src/server/privsep.c:hub_key                   STATE/hub.key: the server's own 0600 file (O_NOFOLLOW)
 src/server/privsep.c:hand_run_folder           opens STATE/runs, the server's own, as the base of an openat
 src/server/privsep.c:srv_ingest_journals       opens STATE/runs, the server's own, as the base of hub_ingest's openat walk

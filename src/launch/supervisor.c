@@ -108,10 +108,10 @@ static int make_run_folder(struct sup *sp, struct tc_err *err)
 	sbuf_release(&sln);
 	/* logs/ belongs to the job's user: never follow what it put there */
 	sp->suplog_fd = open_regular_nofollow(sl, O_WRONLY | O_CREAT | O_APPEND, 0644);
-	free(sl);
 	if (sp->suplog_fd < 0)
-		return tc_error_errno(err, TC_ESYS, "cannot open supervisor log");
-	return 0;
+		rc = tc_error_errno(err, TC_ESYS, "cannot open the supervisor log '%s'", sl);
+	free(sl);
+	return rc;
 }
 
 /* ---- the job ---- */

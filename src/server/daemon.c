@@ -89,6 +89,38 @@ static int load_jobs(struct srv *s, struct tc_err *err)
  * proc_start closes every fd above 2 in children, so a supervisor that
  * outlives the server never keeps it.
  */
+/* Is the server that path (server.lock) names alive?  Unknown: yes. */
+static bool holder_alive(const char *path)
+{
+	struct sbuf who = SBUF_INIT;
+	long pid = read_file(path, &who, NULL) == 0 && who.len ? strtol(who.buf, NULL, 10) : 0;
+	sbuf_release(&who);
+	return pid <= 0 || kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+/*
+ * flock fd.  A server SIGKILLed just after a fork leaves its child holding
+ * the lock until the child closes its fds or execs, which on a loaded
+ * machine can be a while: while the server the file names is gone, try
+ * again for up to 5 s instead of refusing the restart (errno EWOULDBLOCK
+ * when it stays locked).
+ */
+static int lock_or_wait(int fd, const char *path)
+{
+	for (int i = 0;; i++) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return 0;
+		if (errno != EWOULDBLOCK)
+			return -1;
+		if (i == 500 || holder_alive(path)) {
+			errno = EWOULDBLOCK;
+			return -1;
+		}
+		struct timespec ts = { 0, 10 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+}
+
 static int lock_state(struct srv *s, struct tc_err *err)
 {
 	struct sbuf path = SBUF_INIT, who = SBUF_INIT;
@@ -98,7 +130,7 @@ static int lock_state(struct srv *s, struct tc_err *err)
 		rc = tc_error_errno(err, TC_ESYS, "server: cannot open %s", path.buf);
 	if (rc)
 		goto out;
-	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+	if (lock_or_wait(fd, path.buf) == 0) {
 		sbuf_addf(&who, "%ld %s\n", (long)getpid(), s->o.listen);
 		if (ftruncate(fd, 0) < 0 || pwrite(fd, who.buf, who.len, 0) != (ssize_t)who.len) {
 			rc = tc_error_errno(err, TC_ESYS, "server: cannot write %s", path.buf);

@@ -25,49 +25,11 @@
 #include <time.h>
 #include <unistd.h>
 
-/* No block left for us on the file system holding home (an I/O error's likely cause). */
-static bool fs_full(const char *home)
-{
-	struct statvfs fs;
-	return home && statvfs(home, &fs) == 0 && fs.f_bavail == 0;
-}
-
-/*
- * Say what failed, in words a user can act on where sqlite's alone would not
- * do (db_fail, store_int.h).  sqlite_msg is sqlite's message of the failure;
- * what, the step that failed, or NULL (exec_sql's errors never named one).
- */
-static int word_fail(struct store *st, struct tc_err *err, const char *what,
-		     const char *sqlite_msg)
-{
-	int code = sqlite3_errcode(st->db) & 0xff, sys = sqlite3_system_errno(st->db);
-	bool full = code == SQLITE_FULL ||
-		    (code == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT || fs_full(st->home)));
-	st->refused = full || code == SQLITE_READONLY ||
-		      (code == SQLITE_IOERR && sys == EROFS);
-	st->named = st->path && (full || code == SQLITE_NOTADB || code == SQLITE_CORRUPT);
-	if (!st->named)
-		return what ? tc_error(err, TC_ESTORE, "database: %s: %s", what, sqlite_msg)
-			    : tc_error(err, TC_ESTORE, "database: %s", sqlite_msg);
-	if (!full)
-		return tc_error(err, TC_ESTORE, "database %s is damaged (sqlite: %s): move it aside and"
-				" start again, or restore a copy; `trainctl doctor` checks the state"
-				" folder", st->path, sqlite_msg);
-	return tc_error(err, TC_ESTORE, "database %s: the file system holding %s is %s (sqlite: %s):"
-			" free space there, then try again", st->path, st->home,
-			sys == EDQUOT ? "over its quota" : "full", sqlite_msg);
-}
-
-int db_fail(struct store *st, struct tc_err *err, const char *what)
-{
-	return word_fail(st, err, what, sqlite3_errmsg(st->db));
-}
-
 int exec_sql(struct store *st, const char *sql, struct tc_err *err)
 {
 	char *msg = NULL;
 	if (sqlite3_exec(st->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		int rc = word_fail(st, err, NULL, msg ? msg : "error");
+		int rc = db_fail_msg(st, err, NULL, msg ? msg : "error");
 		sqlite3_free(msg);
 		return rc;
 	}
@@ -210,7 +172,7 @@ static int connect_db(struct store *st, enum open_how how, int flags, struct tc_
 		goto out;
 	}
 	if (how == OPEN_WRITE) {
-		if ((rc = wal_mode(st, err)) ||
+		if ((rc = wal_mode(st, err)) || (rc = refuse_read_only(st, err)) ||
 		    (rc = exec_sql(st, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", err)))
 			goto out;
 		rc = store_migrate(st, err);
@@ -225,7 +187,8 @@ out:
 /* The primary SQLite code of st's last failure; 0 when it has no connection. */
 static int fail_code(const struct store *st)
 {
-	return st->db ? sqlite3_errcode(st->db) & 0xff : 0;
+	int code = st->db ? sqlite3_errcode(st->db) & 0xff : 0;
+	return code ? code : st->refused ? SQLITE_READONLY : 0; /* refuse_read_only */
 }
 
 /* Open home's database how says; *code: SQLite's code of a failure (0: none or not SQLite's). */

@@ -23,13 +23,22 @@ struct store {
 
 /*
  * Fill err with "database: WHAT: sqlite's message" (TC_ESTORE); returns
- * TC_ESTORE.  Two faults are worded for the user instead, naming the file:
- * a damaged database (SQLITE_NOTADB, SQLITE_CORRUPT) and a full file system
- * (SQLITE_FULL, or ENOSPC/EDQUOT under an I/O error).
+ * TC_ESTORE.  Three faults are worded for the user instead, naming the file:
+ * a damaged database (SQLITE_NOTADB, SQLITE_CORRUPT), a full file system
+ * (SQLITE_FULL, or ENOSPC/EDQUOT under an I/O error), and any other I/O
+ * error or failed open (io_fail); store_fail.c.
  */
 int db_fail(struct store *st, struct tc_err *err, const char *what);
+/* The same with sqlite's message given (sqlite3_exec's own). */
+int db_fail_msg(struct store *st, struct tc_err *err, const char *what, const char *sqlite_msg);
 /* Run sql (several statements, no parameters) with sqlite3_exec; TC_ESTORE. */
 int exec_sql(struct store *st, const char *sql, struct tc_err *err);
+/* An I/O error or a failed open of the database, worded: the file, the step
+ * sqlite was at (write, fsync...), what to do (store_fail.c). */
+int io_fail(struct store *st, struct tc_err *err, const char *what, const char *sqlite_msg);
+/* A connection opened for writing that sqlite opened read-only (it does so
+ * when the file may not be opened for writing): TC_ESTORE, st->refused. */
+int refuse_read_only(struct store *st, struct tc_err *err);
 /* Bring the schema up to date (store_schema.c); an open calls it once. */
 int store_migrate(struct store *st, struct tc_err *err);
 /* 0 when the schema is this trainctl's, without writing (a read-only open); TC_ESTORE else. */
