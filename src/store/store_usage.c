@@ -21,12 +21,12 @@ int store_usage_edge(struct store *st, const char *id, enum job_state to, double
 		/*
 		 * A restart keeps the interval open; the first interval of a
 		 * job carries its queue wait (created -> first running).
-		 * team: no job row names one yet (NULL).
+		 * team: the one the job was submitted for (NULL: none).
 		 */
 		return run_stmt(st, err,
 				"INSERT INTO usage (job_id, user, team, device_type, device_count,"
 				" opened, queue_wait)"
-				" SELECT id, user, NULL, device_type, device_count, ?1,"
+				" SELECT id, user, team, device_type, device_count, ?1,"
 				"  CASE WHEN EXISTS (SELECT 1 FROM usage WHERE job_id = ?2) THEN NULL"
 				"  ELSE MAX(0, ?1 - created) END"
 				" FROM jobs WHERE id = ?2 AND NOT EXISTS"

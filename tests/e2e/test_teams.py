@@ -99,6 +99,12 @@ def test_borrow_then_reclaim_with_checkpoint(trainctl, tmp_path, counter):
         release_old.touch()
         srv.wait_state(old, "succeeded")
         assert "preempted" not in [e["state"] for e in srv.job(old)["events"]]
+        # usage by team: each interval names the team its job was submitted for
+        st, use = srv.call("GET", "/api/v1/usage?since=2026-01-01&by=team")
+        assert st == 200, use
+        groups = {r["group"]: r for r in use["rows"]}
+        assert set(groups) == {"vision", "nlp"}, use
+        assert groups["vision"]["jobs"] == 2 and groups["nlp"]["jobs"] == 1, use
     finally:
         srv.stop()
 
