@@ -301,6 +301,55 @@ static void usage_series(struct srv *s, struct sbuf *b, bool full)
 	free(v);
 }
 
+/* ---- teams (mu held): devices in use, borrowed and guaranteed; the queue ---- */
+
+static void team_gauge(struct sbuf *b, const char *name, const char *team, const char *type,
+		       double v)
+{
+	sbuf_adds(b, name);
+	sbuf_addch(b, '{');
+	add_label(b, "team", team);
+	if (type) {
+		sbuf_addch(b, ',');
+		add_label(b, "type", type);
+	}
+	sbuf_addch(b, '}');
+	add_value(b, v);
+}
+
+static void team_series(struct srv *s, struct sbuf *b)
+{
+	if (!s->teams.n)
+		return;
+	struct team_counts *c = xcalloc(s->teams.n, sizeof(*c));
+	for (size_t a = 0; a < s->teams.n; a++)
+		srv_team_counts(s, &s->teams.t[a], &c[a]);
+	static const struct {
+		const char *name, *help;
+	} per_type[] = {
+		{ "trainctl_team_devices_in_use", "Devices held by a team's jobs, by type." },
+		{ "trainctl_team_devices_borrowed", "Devices a team holds beyond its guarantee." },
+		{ "trainctl_team_devices_guaranteed", "A team's guaranteed devices (the settings file)." },
+	};
+	for (size_t m = 0; m < sizeof(per_type) / sizeof(per_type[0]); m++) {
+		head(b, per_type[m].name, "gauge", per_type[m].help);
+		for (size_t a = 0; a < s->teams.n; a++)
+			for (size_t i = 0; i < c[a].ntypes; i++)
+				team_gauge(b, per_type[m].name, s->teams.t[a].name, c[a].types[i],
+					   m == 0 ? c[a].in_use[i] : m == 1 ? c[a].borrowed[i]
+					   : c[a].guarantee[i]);
+	}
+	head(b, "trainctl_team_queue_length", "gauge", "A team's jobs waiting in the queue.");
+	for (size_t a = 0; a < s->teams.n; a++)
+		team_gauge(b, "trainctl_team_queue_length", s->teams.t[a].name, NULL, c[a].queued);
+	head(b, "trainctl_team_queue_oldest_wait_seconds", "gauge",
+	     "How long a team's longest-waiting job has waited (0: none waits).");
+	for (size_t a = 0; a < s->teams.n; a++)
+		team_gauge(b, "trainctl_team_queue_oldest_wait_seconds", s->teams.t[a].name, NULL,
+			   c[a].oldest_wait);
+	free(c);
+}
+
 /* ---- devices ---- */
 
 static void dev_labels(struct sbuf *b, const struct pdev *d, const char *uuid, const char *node)
@@ -569,8 +618,10 @@ int h_prometheus(struct srv *s, struct MHD_Connection *con, bool full)
 	struct tc_err err = TC_ERR_INIT;
 	pthread_mutex_lock(&s->mu);
 	int rc = server_series(s, &b, &err);
-	if (!rc)
+	if (!rc) {
 		usage_series(s, &b, full);
+		team_series(s, &b);
+	}
 	snap_take(s, &n, full);
 	long budget = s->o.metrics_job_series > 0 ? s->o.metrics_job_series
 		      : s->o.metrics_job_series < 0 ? 0 : JOB_SERIES_DEFAULT;

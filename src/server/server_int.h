@@ -193,6 +193,21 @@ int srv_team_pick(struct srv *s, const char *user, const char *asked, bool locke
 		  struct tc_err *err);
 /* Team name's JSON (-1: no such team), or every team's ({"teams": [...]}) for NULL. */
 int srv_teams_json(struct srv *s, const char *name, struct sbuf *out);
+/*
+ * A team's devices per type (its rows, then the types its jobs use beyond
+ * them), held and waited for, and its waiting jobs: for the teams API and
+ * the Prometheus series (mu held).
+ */
+#define TEAM_TYPES 16
+struct team_counts {
+	const char *types[TEAM_TYPES];
+	int guarantee[TEAM_TYPES], borrow[TEAM_TYPES]; /* [0, nshare): the team's rows */
+	int in_use[TEAM_TYPES], borrowed[TEAM_TYPES], waiting[TEAM_TYPES];
+	size_t ntypes, nshare;
+	int running, queued;
+	double oldest_wait; /* seconds its longest-waiting job has waited; 0: none */
+};
+void srv_team_counts(const struct srv *s, const struct team *t, struct team_counts *c);
 
 /* queue.c: the jobs in memory, called with mu held */
 struct sjob *srv_find(struct srv *s, const char *id);

@@ -113,7 +113,6 @@ static void add_counts(struct sbuf *b, const char *key, const char *const *types
 	sbuf_addch(b, '}');
 }
 
-#define TEAM_TYPES 16
 #define TEAM_WAITING_MAX 100 /* waiting jobs listed per team, first in queue order */
 
 /* The scheduler's view of the jobs now (as server.c's round builds it), for sched_why. */
@@ -159,41 +158,47 @@ static void waiting_json(const struct schedview *v, const struct team *t, struct
 	sbuf_addch(b, ']');
 }
 
-static void team_json(struct srv *s, const struct schedview *v, const struct team *t,
-		      struct sbuf *b)
+void srv_team_counts(const struct srv *s, const struct team *t, struct team_counts *c)
 {
-	const char *types[TEAM_TYPES];
-	int g[TEAM_TYPES] = { 0 }, bo[TEAM_TYPES] = { 0 }, use[TEAM_TYPES] = { 0 },
-	    wait[TEAM_TYPES] = { 0 };
-	size_t nt = 0;
-	for (size_t i = 0; i < t->nshare && nt < TEAM_TYPES; i++, nt++) {
-		types[nt] = t->share[i].type;
-		g[nt] = t->share[i].guarantee;
-		bo[nt] = t->share[i].borrow;
+	memset(c, 0, sizeof(*c));
+	double now = now_wall();
+	for (size_t i = 0; i < t->nshare && c->ntypes < TEAM_TYPES; i++, c->ntypes++) {
+		c->types[c->ntypes] = t->share[i].type;
+		c->guarantee[c->ntypes] = t->share[i].guarantee;
+		c->borrow[c->ntypes] = t->share[i].borrow;
 	}
-	int queued = 0, running = 0;
+	c->nshare = c->ntypes;
 	for (size_t k = 0; k < s->njobs; k++) {
 		const struct sjob *j = &s->jobs[k];
 		if (!j->team || strcmp(j->team, t->name))
 			continue;
 		size_t i = 0;
-		while (i < nt && strcmp(types[i], j->type))
+		while (i < c->ntypes && strcmp(c->types[i], j->type))
 			i++;
-		if (i == nt && nt < TEAM_TYPES)
-			types[nt++] = j->type; /* a type it has no row for: guarantee 0, no limit */
-		if (i == nt)
+		if (i == c->ntypes && c->ntypes < TEAM_TYPES)
+			c->types[c->ntypes++] = j->type; /* a type it has no row for: guarantee 0, no limit */
+		if (i == c->ntypes)
 			continue;
 		if (j->st == SJ_RUNNING || j->st == SJ_STOPPING) {
-			use[i] += j->count;
-			running++;
+			c->in_use[i] += j->count;
+			c->running++;
 		} else if (j->st == SJ_QUEUED) {
-			wait[i] += j->count;
-			queued++;
+			c->waiting[i] += j->count;
+			c->queued++;
+			double since = j->queued_at > 0 ? j->queued_at : j->created;
+			if (since > 0 && now - since > c->oldest_wait)
+				c->oldest_wait = now - since;
 		}
 	}
-	int borrowed[TEAM_TYPES];
-	for (size_t i = 0; i < nt; i++)
-		borrowed[i] = use[i] > g[i] ? use[i] - g[i] : 0;
+	for (size_t i = 0; i < c->ntypes; i++)
+		c->borrowed[i] = c->in_use[i] > c->guarantee[i] ? c->in_use[i] - c->guarantee[i] : 0;
+}
+
+static void team_json(struct srv *s, const struct schedview *v, const struct team *t,
+		      struct sbuf *b)
+{
+	struct team_counts c;
+	srv_team_counts(s, t, &c);
 	sbuf_adds(b, "{\"name\":");
 	json_add_str(b, t->name);
 	sbuf_adds(b, ",\"members\":[");
@@ -203,12 +208,12 @@ static void team_json(struct srv *s, const struct schedview *v, const struct tea
 		json_add_str(b, t->members[m]);
 	}
 	sbuf_addf(b, "],\"default\":%s", t->is_default ? "true" : "false");
-	add_counts(b, "guarantee", types, g, t->nshare < nt ? t->nshare : nt);
-	add_counts(b, "borrow", types, bo, t->nshare < nt ? t->nshare : nt);
-	add_counts(b, "in_use", types, use, nt);
-	add_counts(b, "borrowed", types, borrowed, nt);
-	add_counts(b, "waiting_devices", types, wait, nt);
-	sbuf_addf(b, ",\"running_jobs\":%d,\"waiting_jobs\":%d", running, queued);
+	add_counts(b, "guarantee", c.types, c.guarantee, c.nshare);
+	add_counts(b, "borrow", c.types, c.borrow, c.nshare);
+	add_counts(b, "in_use", c.types, c.in_use, c.ntypes);
+	add_counts(b, "borrowed", c.types, c.borrowed, c.ntypes);
+	add_counts(b, "waiting_devices", c.types, c.waiting, c.ntypes);
+	sbuf_addf(b, ",\"running_jobs\":%d,\"waiting_jobs\":%d", c.running, c.queued);
 	waiting_json(v, t, b);
 	sbuf_addch(b, '}');
 }

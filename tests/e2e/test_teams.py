@@ -76,6 +76,14 @@ def test_borrow_then_reclaim_with_checkpoint(trainctl, tmp_path, counter):
         show = srv.cli("team", "show", "vision")
         assert show.returncode == 0, show.stderr
         assert "borrowed     gpu:2" in show.stdout, show.stdout
+        # the same in the Prometheus series
+        st, text = srv.call("GET", "/metrics")
+        assert st == 200, text
+        for line in ('trainctl_team_devices_in_use{team="vision",type="gpu"} 4',
+                     'trainctl_team_devices_borrowed{team="vision",type="gpu"} 2',
+                     'trainctl_team_devices_guaranteed{team="nlp",type="gpu"} 2',
+                     'trainctl_team_queue_length{team="nlp"} 0'):
+            assert line in text.splitlines(), [l for l in text.splitlines() if "team" in l]
         # vision may borrow no more: a fifth device is past guarantee + borrow
         # nlp wants its guarantee back: the newest borrower ('new') is preempted, 'old' is not
         b = srv.cli("submit", str(write_spec(tmp_path, "b.yaml", "b", 2, 1)), "--team", "nlp")
