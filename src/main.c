@@ -36,6 +36,7 @@ static const struct command {
 	{ "zoo", cmd_zoo, "ModelZoo: check a model folder, run model.yaml tests, new skeleton" },
 	{ "server", cmd_server, "run the platform: queue, scheduler, HTTP API and web UI" },
 	{ "team", cmd_team, "the server's teams: ls, show TEAM (guarantees, in use, borrowed)" },
+	{ "queue", cmd_queue, "the server's waiting jobs in start order, and why each waits" },
 	{ "submit", cmd_submit, "queue a job on the server (--server URL or TRAINCTL_SERVER)" },
 	{ "stop", cmd_stop, "stop a job (through the server, or its supervisor directly)" },
 	{ "pause", cmd_pause, "stop a job with a checkpoint and hold it (server)" },

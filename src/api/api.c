@@ -285,6 +285,7 @@ static int r_endpoint_list(struct api_call *c) { return proxy_list(c->s, c->con,
 
 static int r_usage_report(struct api_call *c) { return h_usage_report(c->s, c->con, &c->w); }
 static int r_teams(struct api_call *c) { return h_teams(c->s, c->con, c->team); }
+static int r_queue(struct api_call *c) { return h_queue(c->s, c->con, &c->w); }
 static int r_reload(struct api_call *c) { return h_reload(c->s, c->con); }
 
 static int r_sweeps(struct api_call *c) { return h_sweep_list(c->s, c->con, &c->w); }
@@ -496,6 +497,7 @@ const struct route api_routes[] = {
 	{ ROUTE_GET, "/api/v1/jobs/{job}/report", r_report, NEED_USER },
 	{ ROUTE_GET, "/api/v1/jobs/{job}/endpoints", r_endpoint_list, NEED_USER },
 	{ ROUTE_GET, "/api/v1/usage", r_usage_report, NEED_USER },
+	{ ROUTE_GET, "/api/v1/queue", r_queue, NEED_USER },
 	{ ROUTE_GET, "/api/v1/teams", r_teams, NEED_USER },
 	{ ROUTE_GET, "/api/v1/teams/{team}", r_teams, NEED_USER },
 	{ ROUTE_POST, "/api/v1/server/reload", r_reload, NEED_ADMIN },

@@ -298,6 +298,8 @@ int h_sweep_detail(struct srv *s, struct MHD_Connection *con, const struct who *
 int h_sweep_stop(struct srv *s, struct MHD_Connection *con, const struct who *w, const char *ref);
 /* api_teams.c: GET /api/v1/teams, /api/v1/teams/{team}; POST /api/v1/server/reload (admin) */
 int h_teams(struct srv *s, struct MHD_Connection *con, const char *team);
+/* GET /api/v1/queue: the local queue in order, each job's reason (srv_queue_json). */
+int h_queue(struct srv *s, struct MHD_Connection *con, const struct who *w);
 int h_reload(struct srv *s, struct MHD_Connection *con);
 /*
  * prom.c: GET /metrics; full adds the series that name jobs and users

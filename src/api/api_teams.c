@@ -2,12 +2,14 @@
  * api_teams.c -- the server's teams (docs/server.md, "Teams"): GET
  * /api/v1/teams and /api/v1/teams/{team} (members, guarantee, borrow limit,
  * in use, borrowed, waiting), and POST /api/v1/server/reload, which reads
- * the settings file's teams again (as SIGHUP does) or says why it kept them.
+ * the settings file's teams again (as SIGHUP does) or says why it kept them;
+ * and GET /api/v1/queue, the local queue in order with why each job waits.
  */
 #include "api/api_int.h"
 #include "api/reply.h"
 #include "server/server_int.h"
 
+#include <jansson.h>
 #include <pthread.h>
 
 int h_teams(struct srv *s, struct MHD_Connection *con, const char *team)
@@ -40,4 +42,12 @@ int h_reload(struct srv *s, struct MHD_Connection *con)
 	}
 	tc_err_release(&err);
 	return ret;
+}
+
+int h_queue(struct srv *s, struct MHD_Connection *con, const struct who *w)
+{
+	pthread_mutex_lock(&s->mu);
+	json_t *o = srv_queue_json(s, w->user, w->admin || w->local);
+	pthread_mutex_unlock(&s->mu);
+	return reply_jsont(con, 200, o);
 }

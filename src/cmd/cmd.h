@@ -50,6 +50,7 @@ int cmd_supervise_node(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err
 int cmd_hub(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_submit(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_team(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_queue(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_stop(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_pause(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_resume(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
@@ -117,6 +118,8 @@ int cmd_job_json(int argc, char **argv, const char *server, const char *home, co
 /* cmd_metrics.c: s as one CSV field (quoted when it holds a comma, quote or line break) */
 struct sbuf;
 void cmd_add_csv(struct sbuf *sb, const char *s);
+/* seconds as "42s" (tenths under a minute), "5m", "3h", "2d": an age (ps, queue) */
+void cmd_add_age(struct sbuf *sb, double d);
 /* cmd_usage.c: `trainctl usage`; cmd_gc.c: `trainctl gc` */
 int cmd_usage(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_gc(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);

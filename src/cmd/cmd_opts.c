@@ -169,3 +169,19 @@ int cmd_check_rank(const char *verb, const char *id, long rank, long world, stru
 	return tc_error(err, TC_EUSAGE, "%s: job %s has ranks 0-%ld (not %ld)", verb, id, world - 1,
 			rank);
 }
+
+/* seconds as "42s", "5m", "3h", "2d": an age */
+void cmd_add_age(struct sbuf *sb, double d)
+{
+	if (d < 0)
+		d = 0;
+	/* tenths under a minute, as DURATION has: "3s" beside "3.1s" read as younger than it ran */
+	if (d < 60)
+		sbuf_addf(sb, "%.1fs", d);
+	else if (d < 3600)
+		sbuf_addf(sb, "%dm", (int)(d / 60));
+	else if (d < 86400)
+		sbuf_addf(sb, "%dh", (int)(d / 3600));
+	else
+		sbuf_addf(sb, "%dd", (int)(d / 86400));
+}

@@ -55,22 +55,6 @@ static long long jint(json_t *o, const char *k)
 	return json_integer_value(json_object_get(o, k));
 }
 
-/* seconds as "42s", "5m", "3h", "2d": an age */
-static void add_age(struct sbuf *sb, double d)
-{
-	if (d < 0)
-		d = 0;
-	/* tenths under a minute, as DURATION has: "3s" beside "3.1s" read as younger than it ran */
-	if (d < 60)
-		sbuf_addf(sb, "%.1fs", d);
-	else if (d < 3600)
-		sbuf_addf(sb, "%dm", (int)(d / 60));
-	else if (d < 86400)
-		sbuf_addf(sb, "%dh", (int)(d / 3600));
-	else
-		sbuf_addf(sb, "%dd", (int)(d / 86400));
-}
-
 /* seconds as "4.2s", "5m07s", "3h12m": a duration */
 static void add_duration(struct sbuf *sb, double d)
 {
@@ -141,7 +125,7 @@ static void c_state(json_t *j, const struct ps_ctx *x, struct sbuf *out)
 
 static void c_age(json_t *j, const struct ps_ctx *x, struct sbuf *out)
 {
-	add_age(out, x->now - json_number_value(json_object_get(j, "created")));
+	cmd_add_age(out, x->now - json_number_value(json_object_get(j, "created")));
 }
 
 static void c_start(json_t *j, const struct ps_ctx *x, struct sbuf *out)

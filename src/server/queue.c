@@ -204,7 +204,22 @@ struct json_t *srv_waiting_json(struct srv *s, const char *id)
 	double at = 0;
 	bool ok = sched_reservation(&in, top, &at);
 	struct sbuf why = SBUF_INIT;
-	const char *behind = waiting_why(&in, k, top, ok, at, &why);
+	const char *behind = NULL;
+	enum sched_wait tw = sched_why(&in, k);
+	if (tw == SCHED_WAIT_TEAM_LIMIT || tw == SCHED_WAIT_RECLAIM) {
+		/* rules (9), (10): its team's, before any reservation */
+		const struct sched_team_limit *row = sched_team_row(&in, j->team, j->type);
+		if (tw == SCHED_WAIT_TEAM_LIMIT)
+			sbuf_addf(&why, "its team %s would hold more than its guarantee plus what it "
+				  "may borrow (%d + %d %s)", j->team, row ? row->guarantee : 0,
+				  row ? row->borrow : 0, j->type);
+		else
+			sbuf_addf(&why, "it would borrow %s while another team waits for its "
+				  "guarantee", j->type);
+		ok = false;
+	} else {
+		behind = waiting_why(&in, k, top, ok, at, &why);
+	}
 	json_t *o = json_pack("{s:s, s:s?, s:o}", "why", why.buf, "behind", behind, "reserved_from",
 			      ok ? json_real(at) : json_null());
 	sbuf_release(&why);
@@ -274,4 +289,37 @@ struct sjob *srv_load_job(struct srv *s, const struct job_row *r)
 		j->term_sent = asked;
 	}
 	return j;
+}
+
+#define QUEUE_LIST_MAX 1000 /* jobs listed, first in queue order */
+
+json_t *srv_queue_json(struct srv *s, const char *viewer, bool all)
+{
+	struct sched_job *sj = srv_sched_view(s); /* a Slurm job is SJ_IDLE here: not ours */
+	size_t *q = xcalloc(s->njobs ? s->njobs : 1, sizeof(size_t)), nq = 0;
+	for (size_t i = 0; i < s->njobs; i++)
+		if (sj[i].state == SJ_QUEUED)
+			q[nq++] = i;
+	sched_sort(sj, q, nq);
+	json_t *a = json_array();
+	double now = now_wall();
+	for (size_t p = 0; p < nq && p < QUEUE_LIST_MAX; p++) {
+		const struct sjob *j = &s->jobs[q[p]];
+		/* as on a team's page: who waits and why; a job's name only to its owner */
+		bool mine = all || (viewer && j->user && !strcmp(viewer, j->user));
+		double since = j->queued_at > 0 ? j->queued_at : j->created;
+		json_t *o = json_pack("{s:I, s:s, s:s?, s:s?, s:s?, s:s, s:i, s:i, s:f}", "position",
+				      (json_int_t)(p + 1), "id", j->id, "name", mine ? j->name : NULL,
+				      "user", j->user, "team", j->team, "type", j->type, "count",
+				      j->count, "priority", j->priority, "waited_seconds",
+				      since > 0 && now > since ? now - since : 0.0);
+		json_t *w = srv_waiting_json(s, j->id);
+		if (w)
+			json_object_update(o, w);
+		json_decref(w);
+		json_array_append_new(a, o);
+	}
+	free(q);
+	free(sj);
+	return json_pack("{s:o, s:I}", "jobs", a, "queued", (json_int_t)nq);
 }

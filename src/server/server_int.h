@@ -224,10 +224,17 @@ struct sched_job *srv_sched_view(struct srv *s);
 /*
  * Why the queued job id waits (`show`, the API): {"why": TEXT, "behind":
  * the job whose reservation holds it or null, "reserved_from": the
- * reservation's time or null} by sched.h rules (3), (5) and (8); NULL
+ * reservation's time or null} by sched.h rules (3), (5) and (8) to (10); NULL
  * when it is not queued here.
  */
 struct json_t *srv_waiting_json(struct srv *s, const char *id);
+/*
+ * The local queue in order: {"jobs": [{position, id, name (the viewer's
+ * own jobs, or all), user, team, type, count, priority, waited_seconds,
+ * why, behind, reserved_from}, ...], "queued": N}, for GET /api/v1/queue
+ * and `trainctl queue` (mu held).
+ */
+struct json_t *srv_queue_json(struct srv *s, const char *viewer, bool all);
 /*
  * server.c: one round of the loop (mu held): what the supervisors did, the
  * jobs of other backends, the sweeps, scheduling, and the telemetry every

@@ -4,6 +4,7 @@ back, the newest borrowed job is preempted (with its checkpoint), queued
 again, and later finishes with its progress kept.  Bad settings files and a
 bad reload are refused with the file, line and key.  Devices are fake
 (TRAINCTL_FAKE_DEVICES); the workers are shell scripts."""
+import json
 import getpass
 import os
 import signal
@@ -144,6 +145,16 @@ def test_team_limit_and_the_admission_door(trainctl, tmp_path):
         assert t["waiting"][0]["why"] == "team limit", t
         show = srv.cli("team", "show", "nlp")
         assert f"waiting: {c} ({ME}, gpu:1) for team limit" in show.stdout, show.stdout
+        # `trainctl queue` says the same, in start order
+        q = srv.cli("queue", "--json")
+        assert q.returncode == 0, q.stderr
+        (row,) = json.loads(q.stdout)["jobs"]
+        assert (row["position"], row["id"], row["team"], row["name"]) == (1, c, "nlp", "c"), row
+        assert row["why"] == "its team nlp would hold more than its guarantee plus what it " \
+                             "may borrow (2 + 0 gpu)", row
+        q = srv.cli("queue")
+        assert q.returncode == 0, q.stderr
+        assert c in q.stdout and "its team nlp would hold more" in q.stdout, q.stdout
         release.touch()
         srv.wait_state(c, "succeeded")
         st, body = srv.call("GET", "/api/v1/teams/nosuch")

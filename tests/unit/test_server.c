@@ -69,6 +69,7 @@ static const struct example {
 	{ "GET", "/api/v1/sweeps/s-1", ROUTE_GET, "/api/v1/sweeps/{sweep}", NULL },
 	{ "POST", "/api/v1/sweeps/s-1/stop", ROUTE_POST, "/api/v1/sweeps/{sweep}/stop", NULL },
 	/* teams; the reload of the settings file (an admin's) */
+	{ "GET", "/api/v1/queue", ROUTE_GET, "/api/v1/queue", NULL },
 	{ "GET", "/api/v1/teams", ROUTE_GET, "/api/v1/teams", NULL },
 	{ "GET", "/api/v1/teams/vision", ROUTE_GET, "/api/v1/teams/{team}", NULL },
 	{ "POST", "/api/v1/server/reload", ROUTE_POST, "/api/v1/server/reload", NULL },

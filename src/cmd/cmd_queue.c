@@ -1,0 +1,97 @@
+/*
+ * cmd_queue.c -- `trainctl queue`: the server's waiting jobs in the order
+ * they will start, and why each waits (a quota, its team's limit or
+ * another team's guarantee, the devices, a reservation it cannot backfill
+ * past), through GET /api/v1/queue (docs/server.md, "Why a job waits").
+ */
+#include "cmd/client.h"
+#include "cmd/cmd.h"
+#include "core/sbuf.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+
+static const char queue_usage[] =
+	"usage: trainctl queue [--server URL] [--json]\n"
+	"\n"
+	"The server's waiting jobs in the order they will start (priority, then\n"
+	"submission), and why each waits. Another user's job shows without its name.\n";
+
+static const char *str_or(json_t *o, const char *key, const char *dflt)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+	return v && *v ? v : dflt;
+}
+
+static void print_queue(json_t *o)
+{
+	size_t i;
+	json_t *j;
+	struct sbuf dev = SBUF_INIT, waited = SBUF_INIT;
+	printf("%-4s %-22s %-16s %-10s %-10s %-8s %-8s %s\n", "POS", "JOB", "NAME", "USER", "TEAM",
+	       "DEVICES", "WAITED", "WHY");
+	json_array_foreach(json_object_get(o, "jobs"), i, j) {
+		sbuf_reset(&dev);
+		sbuf_addf(&dev, "%s:%lld", str_or(j, "type", "-"),
+			  (long long)json_integer_value(json_object_get(j, "count")));
+		sbuf_reset(&waited);
+		cmd_add_age(&waited, json_number_value(json_object_get(j, "waited_seconds")));
+		printf("%-4lld %-22s %-16s %-10s %-10s %-8s %-8s %s\n",
+		       (long long)json_integer_value(json_object_get(j, "position")),
+		       str_or(j, "id", "-"), str_or(j, "name", "-"), str_or(j, "user", "-"),
+		       str_or(j, "team", "-"), dev.buf, waited.buf, str_or(j, "why", "-"));
+	}
+	size_t shown = json_array_size(json_object_get(o, "jobs"));
+	long long queued = (long long)json_integer_value(json_object_get(o, "queued"));
+	if ((long long)shown < queued)
+		printf("(%lld more)\n", queued - (long long)shown);
+	sbuf_release(&dev);
+	sbuf_release(&waited);
+}
+
+int cmd_queue(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
+{
+	static const struct option opts[] = {
+		CMD_OPT_SERVER,
+		CMD_OPT_JSON,
+		CMD_OPT_HELP,
+		CMD_OPT_END,
+	};
+	const char *server = NULL;
+	bool as_json = false;
+	int c;
+	(void)ctx;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (cmd_common_flag(c, &as_json, &server))
+			continue;
+		if (c == 'h') {
+			fputs(queue_usage, stdout);
+			return 0;
+		}
+		return cmd_bad_option("queue", "h", argc, argv, opts, err);
+	}
+	if (optind < argc)
+		return tc_error(err, TC_EUSAGE, "queue: unexpected '%s' (trainctl queue --help)",
+				argv[optind]);
+	struct sbuf resp = SBUF_INIT;
+	struct client *cl = NULL;
+	int rc = client_open(server, &cl, err);
+	if (!rc)
+		rc = client_json(cl, "GET", "/api/v1/queue", NULL, &resp, err);
+	client_close(cl);
+	if (!rc && as_json) {
+		fwrite(resp.buf, 1, resp.len, stdout);
+		fputc('\n', stdout);
+	} else if (!rc) {
+		json_t *o = json_loadb(resp.buf, resp.len, 0, NULL);
+		if (!o)
+			rc = tc_error(err, TC_EBACKEND, "queue: the server's answer is not JSON");
+		else
+			print_queue(o);
+		json_decref(o);
+	}
+	sbuf_release(&resp);
+	return rc;
+}
