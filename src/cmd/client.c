@@ -360,3 +360,23 @@ int client_events(struct client *c, const char *path,
 	sbuf_release(&r.errbody);
 	return rc;
 }
+
+int client_get_json(const char *url, const char *path, bool as_json, json_t **out,
+		    struct tc_err *err)
+{
+	struct sbuf resp = SBUF_INIT;
+	struct client *cl = NULL;
+	*out = NULL;
+	int rc = client_open(url, &cl, err);
+	if (!rc)
+		rc = client_json(cl, "GET", path, NULL, &resp, err);
+	client_close(cl);
+	if (!rc && as_json) {
+		fwrite(resp.buf, 1, resp.len, stdout);
+		fputc('\n', stdout);
+	} else if (!rc && !(*out = json_loadb(resp.buf, resp.len, 0, NULL))) {
+		rc = tc_error(err, TC_EBACKEND, "%s: the server's answer is not JSON", path);
+	}
+	sbuf_release(&resp);
+	return rc;
+}

@@ -6,6 +6,7 @@
 #ifndef TC_CMD_CLIENT_H
 #define TC_CMD_CLIENT_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "core/err.h"
@@ -32,6 +33,13 @@ int client_call(struct client *c, const char *method, const char *path, const ch
  */
 int client_json(struct client *c, const char *method, const char *path, const char *body,
 		struct sbuf *resp, struct tc_err *err);
+/*
+ * GET path of the server (url as client_open's) for a read verb: with
+ * as_json the answer is printed as it came and *out is NULL; else *out is
+ * the parsed object (the caller's; TC_EBACKEND when it is not JSON).
+ */
+int client_get_json(const char *url, const char *path, bool as_json, json_t **out,
+		    struct tc_err *err);
 /* Stream a server-sent-events answer; on_data gets each "data:" payload. */
 int client_events(struct client *c, const char *path,
 		  int (*on_data)(void *arg, const char *event, const char *data), void *arg,

@@ -43,9 +43,9 @@ static void print_queue(json_t *o)
 		       str_or(j, "team", "-"), dev.buf, waited.buf, str_or(j, "why", "-"));
 	}
 	size_t shown = json_array_size(json_object_get(o, "jobs"));
-	long long queued = (long long)json_integer_value(json_object_get(o, "queued"));
-	if ((long long)shown < queued)
-		printf("(%lld more)\n", queued - (long long)shown);
+	long long total = (long long)json_integer_value(json_object_get(o, "total"));
+	if ((long long)shown < total)
+		printf("(%lld more)\n", total - (long long)shown);
 	sbuf_release(&dev);
 	sbuf_release(&waited);
 }
@@ -75,23 +75,10 @@ int cmd_queue(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	if (optind < argc)
 		return tc_error(err, TC_EUSAGE, "queue: unexpected '%s' (trainctl queue --help)",
 				argv[optind]);
-	struct sbuf resp = SBUF_INIT;
-	struct client *cl = NULL;
-	int rc = client_open(server, &cl, err);
-	if (!rc)
-		rc = client_json(cl, "GET", "/api/v1/queue", NULL, &resp, err);
-	client_close(cl);
-	if (!rc && as_json) {
-		fwrite(resp.buf, 1, resp.len, stdout);
-		fputc('\n', stdout);
-	} else if (!rc) {
-		json_t *o = json_loadb(resp.buf, resp.len, 0, NULL);
-		if (!o)
-			rc = tc_error(err, TC_EBACKEND, "queue: the server's answer is not JSON");
-		else
-			print_queue(o);
-		json_decref(o);
-	}
-	sbuf_release(&resp);
+	json_t *o = NULL;
+	int rc = client_get_json(server, "/api/v1/queue", as_json, &o, err);
+	if (o)
+		print_queue(o);
+	json_decref(o);
 	return rc;
 }

@@ -90,22 +90,15 @@ int cmd_team(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	bool show = verb && !strcmp(verb, "show");
 	if (!(ls && optind + 1 == argc) && !(show && optind + 2 == argc))
 		return tc_error(err, TC_EUSAGE, "team: give ls, or show TEAM (trainctl team --help)");
-	struct sbuf path = SBUF_INIT, resp = SBUF_INIT, row = SBUF_INIT;
+	struct sbuf path = SBUF_INIT, row = SBUF_INIT;
 	sbuf_adds(&path, "/api/v1/teams");
 	if (show) {
 		sbuf_addch(&path, '/');
 		url_encode(&path, argv[optind + 1], false);
 	}
-	struct client *cl = NULL;
-	int rc = client_open(server, &cl, err);
-	if (!rc)
-		rc = client_json(cl, "GET", path.buf, NULL, &resp, err);
-	client_close(cl);
-	if (!rc && as_json) {
-		fwrite(resp.buf, 1, resp.len, stdout);
-		fputc('\n', stdout);
-	} else if (!rc) {
-		json_t *o = json_loadb(resp.buf, resp.len, 0, NULL);
+	json_t *o = NULL;
+	int rc = client_get_json(server, path.buf, as_json, &o, err);
+	if (o) {
 		if (show) {
 			show_one(o);
 		} else {
@@ -127,7 +120,6 @@ int cmd_team(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		json_decref(o);
 	}
 	sbuf_release(&path);
-	sbuf_release(&resp);
 	sbuf_release(&row);
 	return rc;
 }

@@ -321,5 +321,5 @@ json_t *srv_queue_json(struct srv *s, const char *viewer, bool all)
 	}
 	free(q);
 	free(sj);
-	return json_pack("{s:o, s:I}", "jobs", a, "queued", (json_int_t)nq);
+	return json_pack("{s:o, s:I}", "jobs", a, "total", (json_int_t)nq);
 }

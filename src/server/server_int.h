@@ -231,7 +231,7 @@ struct json_t *srv_waiting_json(struct srv *s, const char *id);
 /*
  * The local queue in order: {"jobs": [{position, id, name (the viewer's
  * own jobs, or all), user, team, type, count, priority, waited_seconds,
- * why, behind, reserved_from}, ...], "queued": N}, for GET /api/v1/queue
+ * why, behind, reserved_from}, ...], "total": N}, for GET /api/v1/queue
  * and `trainctl queue` (mu held).
  */
 struct json_t *srv_queue_json(struct srv *s, const char *viewer, bool all);
