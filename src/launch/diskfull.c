@@ -365,6 +365,11 @@ int sup_disk_tick(struct sup *sp, int64_t now)
 	return d->next > now ? (int)(d->next - now) : 0;
 }
 
+bool sup_disk_paused(const struct sup *sp)
+{
+	return sp->disk && sp->disk->paused;
+}
+
 void sup_disk_attempt_end(struct sup *sp)
 {
 	struct sup_disk *d = sp->disk;

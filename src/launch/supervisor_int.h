@@ -387,6 +387,8 @@ int sup_disk_tick(struct sup *sp, int64_t now);
 void sup_log_write(struct sup *sp, struct worker *w, const char *data, size_t len);
 /* After an attempt: the log bytes kept written (or said lost), workers never left stopped. */
 void sup_disk_attempt_end(struct sup *sp);
+/* on_disk_full: wait has the workers paused now (the watchdog counts no silence then). */
+bool sup_disk_paused(const struct sup *sp);
 void sup_disk_end(struct sup *sp);
 /*
  * Before the supervisor ends: wait until every kept record is written,

@@ -794,6 +794,9 @@ int sup_watch_tick(struct sup *sp, int64_t now)
 			write_diagnostics(sp);
 		}
 	}
+	/* paused for want of space (on_disk_full: wait): not a hang; the clock starts again after */
+	if (sup_disk_paused(sp))
+		w->progress_ms = now;
 	double to = diag_hang_timeout(&w->rule, w->attempt_max, w->cached_median);
 	if (to > 0 && w->finishing && to < FINISH_SECONDS)
 		to = FINISH_SECONDS;

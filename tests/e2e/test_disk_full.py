@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import sqlite3
+import time
 import subprocess
 
 import pytest
@@ -310,15 +311,20 @@ def test_on_disk_full_wait_pauses_the_job_and_it_goes_on_when_space_returns(trai
                                                                             home, tmp_path):
     """on_disk_full: wait.  The ranks are stopped while the disk is full and
     continued once it is not; every line they printed reaches their logs,
-    the ones the full disk refused included, and the job succeeds."""
+    the ones the full disk refused included, and the job succeeds.  A pause
+    longer than the watchdog's timeout is not a hang."""
     go = tmp_path / "go"
     p = start_job(trainctl, home, tmp_path,
                   '["/bin/sh", "-c", "i=0; while [ ! -e go ]; do echo tick $i; i=$((i+1));'
-                  ' sleep 0.01; done; echo done at $i"]', extra="on_disk_full: wait\n")
+                  ' sleep 0.01; done; echo done at $i"]',
+                  extra="on_disk_full: wait\nwatchdog: {progress_pattern: tick, min_seconds: 2,"
+                        " warmup_steps: 1}\nrestart: {max_restarts: 1}\n")
     try:
         job = running(home, p, tmp_path)
         fill(home.parent)
         said_while_alive(tmp_path, p, "the workers are paused until space returns")
+        time.sleep(4)  # the pause itself, twice the watchdog's timeout: no condition to wait on
+        assert "hang detected" not in (tmp_path / "run.stderr").read_text()
         free(home.parent)
         said_while_alive(tmp_path, p, "the workers go on")
         go.touch()
@@ -331,6 +337,7 @@ def test_on_disk_full_wait_pauses_the_job_and_it_goes_on_when_space_returns(trai
     assert j["state"] == "succeeded", j
     texts = [e.get("reason") or "" for e in j["events"] if e.get("kind") == "disk_full"]
     assert any("paused" in t for t in texts) and any("go on" in t for t in texts), j["events"]
+    assert not [e for e in j["events"] if e.get("kind") == "hang"], j["events"]
     for rank in (0, 1):
         lines = rank_log(j, rank).splitlines()
         assert lines[-1].startswith("done at "), lines[-3:]
