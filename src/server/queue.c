@@ -166,8 +166,8 @@ void srv_fairshare_refresh(struct srv *s)
 		}
 		return;
 	}
-	if (s->fs && now < s->fs_next)
-		return;
+	if (now < s->fs_next)
+		return; /* 0 at start and after a reload: read now */
 	/* usage changes slowly against the half-life: read it again every h/16, 1 s to 60 s */
 	double every = h / 16;
 	s->fs_next = now + (every < 1 ? 1 : every > 60 ? 60 : every);
