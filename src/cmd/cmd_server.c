@@ -37,7 +37,8 @@
 
 static const char server_usage[] =
 	"usage: trainctl server [--listen HOST:PORT] [--state DIR] [options]\n"
-	"       trainctl server reload    the running server reads its settings file's teams again\n"
+	"       trainctl server reload    the running server reads its settings file's teams\n"
+	"                                 and fair_share again\n"
 	"\n"
 	"  -l, --listen HOST:PORT  where the API and web UI listen (default 127.0.0.1:8470)\n"
 	"      --socket PATH       the Unix socket of local clients (default STATE/server.sock)\n"
@@ -166,7 +167,7 @@ static int server_reload(int argc, char **argv, struct tc_err *err)
 			continue;
 		if (c == 'h') {
 			fputs("usage: trainctl server reload [--server URL]\n\nThe running server reads"
-			      " the teams of its --config file again, without stopping jobs (as\nSIGHUP"
+			      " the teams and fair_share of its --config file again, without stopping\njobs (as SIGHUP"
 			      " does); a bad file is refused and the old settings stay.\n", stdout);
 			return 0;
 		}
