@@ -37,7 +37,8 @@
 
 static const char server_usage[] =
 	"usage: trainctl server [--listen HOST:PORT] [--state DIR] [options]\n"
-	"       trainctl server reload    the running server reads its settings file's teams again\n"
+	"       trainctl server reload    the running server reads its settings file's teams\n"
+	"                                 and fair_share again\n"
 	"\n"
 	"  -l, --listen HOST:PORT  where the API and web UI listen (default 127.0.0.1:8470)\n"
 	"      --socket PATH       the Unix socket of local clients (default STATE/server.sock)\n"
@@ -59,6 +60,10 @@ static const char server_usage[] =
 	"      --state DIR         state folder: trainctl.db and runs/ (default $TRAINCTL_HOME)\n"
 	"      --cpu-slots N       cpu jobs' workers that may run at once (default: cores)\n"
 	"      --quota USER=N      at most N devices held by USER's jobs (USER * = everyone else)\n"
+	"      --fair-share on|off order equal priorities by recent usage against the\n"
+	"                          teams' guarantees (default: on with teams; in a file:\n"
+	"                          fair_share: {enabled:, half_life:}, docs/server.md)\n"
+	"      --fair-share-half-life D  usage weighs half after D (30s, 12h, 7d; default 7d)\n"
 	"      --default-max-runtime D  limits.max_runtime of jobs whose spec has none\n"
 	"                          (90m, 24h, 7d; default: no limit)\n"
 	"      --sample-seconds S  resource telemetry period (default 5)\n"
@@ -87,8 +92,9 @@ static struct srvconf_key *conf_keys(const struct option *opts)
 	size_t n = 0, k = 0;
 	while (opts[n].name)
 		n++;
-	struct srvconf_key *keys = xcalloc(n + 2, sizeof(*keys));
+	struct srvconf_key *keys = xcalloc(n + 3, sizeof(*keys));
 	keys[k++] = (struct srvconf_key){ "teams", SRVCONF_SECTION, 0 }; /* server/teams.h */
+	keys[k++] = (struct srvconf_key){ "fair_share", SRVCONF_SECTION, 0 }; /* ditto */
 	for (const struct option *o = opts; o->name; o++) {
 		bool skip = false;
 		for (size_t i = 0; i < sizeof(no_key) / sizeof(no_key[0]); i++)
@@ -161,7 +167,7 @@ static int server_reload(int argc, char **argv, struct tc_err *err)
 			continue;
 		if (c == 'h') {
 			fputs("usage: trainctl server reload [--server URL]\n\nThe running server reads"
-			      " the teams of its --config file again, without stopping jobs (as\nSIGHUP"
+			      " the teams and fair_share of its --config file again, without stopping\njobs (as SIGHUP"
 			      " does); a bad file is refused and the old settings stay.\n", stdout);
 			return 0;
 		}
@@ -217,10 +223,13 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "metrics-job-series", required_argument, NULL, 'J' },
 		{ "retention", required_argument, NULL, 'G' },
 		{ "default-max-runtime", required_argument, NULL, 'L' },
+		{ "fair-share", required_argument, NULL, 'W' },
+		{ "fair-share-half-life", required_argument, NULL, 'X' },
 		CMD_OPT_HELP,
 		CMD_OPT_END,
 	};
-	struct server_opts o = { .home = ctx->home, .listen = TC_SERVER_DEFAULT_LISTEN };
+	struct server_opts o = { .home = ctx->home, .listen = TC_SERVER_DEFAULT_LISTEN,
+				 .fair_share = -1 };
 	struct strvec hosts = STRVEC_INIT, pass = STRVEC_INIT;
 	struct server_quota *q = NULL;
 	struct notify_hook *hooks = NULL;
@@ -353,6 +362,21 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			}
 			break;
 		case 'V': o.behind_https = true; break;
+		case 'W':
+			if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
+				rc = tc_error(err, TC_EUSAGE, "server: --fair-share takes on or off, not"
+					      " '%s'", optarg);
+				goto bad;
+			}
+			o.fair_share = !strcmp(optarg, "on");
+			break;
+		case 'X':
+			if (!usage_parse_age(optarg, &o.fair_share_half_life)) {
+				rc = tc_error(err, TC_EUSAGE, "server: --fair-share-half-life takes a"
+					      " duration such as 7d, 12h, 90m or 30s, not '%s'", optarg);
+				goto bad;
+			}
+			break;
 		case 'h': fputs(server_usage, stdout); goto out;
 		default: rc = cmd_bad_option("server", "l:qh", argc, argv, opts, err); goto bad;
 		}

@@ -10,6 +10,8 @@ int sched_cmp(const struct sched_job *a, const struct sched_job *b)
 {
 	if (a->priority != b->priority)
 		return a->priority > b->priority ? -1 : 1;
+	if (a->fairshare != b->fairshare)
+		return a->fairshare > b->fairshare ? -1 : 1;
 	if (a->created != b->created)
 		return a->created < b->created ? -1 : 1;
 	return strcmp(a->id, b->id);

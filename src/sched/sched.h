@@ -5,7 +5,10 @@
  * cheap with 10,000 jobs queued.
  *
  * THE RULES (docs/server.md)
- *  (1) Queue order: priority (higher first), then submission time, then id.
+ *  (1) Queue order: priority (higher first), then the fair-share factor
+ *      (higher first: sched/fairshare.h, from the recent usage of the job's
+ *      team and user against their shares; the caller's, 0 for all when
+ *      fair share is off), then submission time, then id.
  *  (2) All or nothing: a job starts only when every device it needs is free:
  *      `count` devices of its type (the lowest free ids), or exactly the ids
  *      its spec named.  A device belongs to at most one job.
@@ -89,6 +92,7 @@ struct sched_job {
 	double started;     /* RUNNING: wall time it started running (rule 8) */
 	double max_runtime; /* limits.max_runtime, seconds; 0 = none (rule 8) */
 	const char *team;  /* NULL: none (rule 9) */
+	double fairshare;  /* rule (1): the fair-share factor in [0, 1] (fairshare.h); 0: off */
 };
 
 #define SCHED_FREE (-1)   /* owner of a free device */

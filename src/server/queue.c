@@ -9,8 +9,10 @@
 #include "core/xalloc.h"
 #include "devices/devices.h"
 #include "jobs/jobs.h"
+#include "sched/fairshare.h"
 #include "server/srvlog.h"
 #include "spec/spec.h"
+#include "store/store_usage.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -128,11 +130,71 @@ struct sched_job *srv_sched_view(struct srv *s)
 	struct sched_job *sj = xcalloc(s->njobs ? s->njobs : 1, sizeof(*sj));
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct sjob *j = &s->jobs[i];
+		struct fs_factor f = { 0, 0, 0, 0, 0 };
+		if (s->fs && j->st == SJ_QUEUED) /* only the queue's order uses it */
+			fs_factor(s->fs, j->team, j->user, j->type, &f);
 		sj[i] = (struct sched_job){ j->id, j->user, j->type, j->priority, j->preemptible,
 					    j->created, j->count, j->want, srv_external(j) ? SJ_IDLE : j->st,
-					    j->started_at, (double)j->max_runtime, j->team };
+					    j->started_at, (double)j->max_runtime, j->team, f.factor };
 	}
 	return sj;
+}
+
+#define FS_HALF_LIFE_DEFAULT (7 * 86400.0) /* Slurm's PriorityDecayHalfLife */
+#define FS_HORIZON 20 /* half-lives of usage read: older weighs under 1e-6 */
+
+bool srv_fairshare_on(const struct srv *s, double *half_life)
+{
+	*half_life = s->o.fair_share_half_life > 0 ? s->o.fair_share_half_life
+		     : s->teams.fs_half_life > 0   ? s->teams.fs_half_life
+						   : FS_HALF_LIFE_DEFAULT;
+	if (s->o.fair_share >= 0)
+		return s->o.fair_share > 0;
+	if (s->teams.fs_enabled_set)
+		return s->teams.fs_enabled;
+	return s->teams.n > 0;
+}
+
+void srv_fairshare_refresh(struct srv *s)
+{
+	double h, now = now_wall();
+	if (!srv_fairshare_on(s, &h)) {
+		if (s->fs) {
+			fs_free(s->fs);
+			s->fs = NULL;
+			s->dirty = true; /* back to priority, then submission */
+		}
+		return;
+	}
+	if (now < s->fs_next)
+		return; /* 0 at start and after a reload: read now */
+	/* usage changes slowly against the half-life: read it again every h/16, 1 s to 60 s */
+	double every = h / 16;
+	s->fs_next = now + (every < 1 ? 1 : every > 60 ? 60 : every);
+	struct usage_interval *u;
+	size_t n;
+	struct tc_err err = TC_ERR_INIT;
+	if (store_usage_intervals(s->st, now - FS_HORIZON * h, now, &u, &n, &err)) {
+		/* the old factors stay until the next try */
+		srvlog_act(s->o.quiet, "warning: fair share: %s", err.msg);
+		tc_err_release(&err);
+		return;
+	}
+	struct fs_interval *iv = xcalloc(n ? n : 1, sizeof(*iv));
+	for (size_t i = 0; i < n; i++)
+		iv[i] = (struct fs_interval){ u[i].team, u[i].user, u[i].device_type, u[i].device_count,
+					      u[i].opened, u[i].stop };
+	fs_free(s->fs);
+	s->fs = fs_build(iv, n, s->team_limits, s->nteam_limits, s->devs, s->ndevs, now, h);
+	free(iv);
+	usage_intervals_free(u, n);
+	s->dirty = true; /* the queue's order follows the new factors */
+}
+
+void srv_fairshare_end(struct srv *s)
+{
+	fs_free(s->fs);
+	s->fs = NULL;
 }
 
 /* Rule (5) of sched.h: would job k go over its user's quota? */
@@ -291,6 +353,18 @@ struct sjob *srv_load_job(struct srv *s, const struct job_row *r)
 	return j;
 }
 
+/* Rule (1)'s factor of queued job j and its parts (sched/fairshare.h); null while off. */
+static json_t *fairshare_json(const struct srv *s, const struct sjob *j)
+{
+	if (!s->fs)
+		return json_null();
+	struct fs_factor f;
+	fs_factor(s->fs, j->team, j->user, j->type, &f);
+	return json_pack("{s:f, s:f, s:f, s:f, s:f}", "factor", f.factor, "team_usage", f.team_usage,
+			 "team_share", f.team_share, "user_usage", f.user_usage, "user_share",
+			 f.user_share);
+}
+
 #define QUEUE_LIST_MAX 1000 /* jobs listed, first in queue order */
 
 json_t *srv_queue_json(struct srv *s, const char *viewer, bool all)
@@ -317,9 +391,13 @@ json_t *srv_queue_json(struct srv *s, const char *viewer, bool all)
 		if (w)
 			json_object_update(o, w);
 		json_decref(w);
+		json_object_set_new(o, "fair_share", fairshare_json(s, j));
 		json_array_append_new(a, o);
 	}
 	free(q);
 	free(sj);
-	return json_pack("{s:o, s:I}", "jobs", a, "total", (json_int_t)nq);
+	double h;
+	bool on = srv_fairshare_on(s, &h);
+	return json_pack("{s:o, s:I, s:{s:b, s:f}}", "jobs", a, "total", (json_int_t)nq, "fair_share",
+			 "enabled", on, "half_life", h);
 }

@@ -467,6 +467,7 @@ static void schedule(struct srv *s)
 		if (s->njobs == before)
 			i++;
 	}
+	srv_fairshare_refresh(s); /* rule (1)'s factors: may set dirty */
 	struct sched_job *sj = srv_sched_view(s);
 	if (s->dirty) {
 		s->nqueue = 0;

@@ -85,6 +85,10 @@ struct server_opts {
 	/* --config FILE (absolute), whose teams: section the server reads at start and on a
 	 * reload (SIGHUP, `trainctl server reload`; server/teams.h); NULL: no teams */
 	const char *config;
+	/* --fair-share on|off and --fair-share-half-life: they win over the file's fair_share:
+	 * (server/teams.h); fair_share -1 and half-life 0: not given */
+	int fair_share;
+	double fair_share_half_life;
 };
 
 /* --endpoint-host: a lower-case DNS name of two labels or more, not an IP literal (eporigin.c). */

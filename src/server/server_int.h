@@ -142,6 +142,10 @@ struct srv {
 	struct teams teams;         /* the settings file's teams: (teams_srv.c) */
 	struct sched_team_limit *team_limits; /* the scheduler's rows of them */
 	size_t nteam_limits;
+	/* fair share (sched/fairshare.h; queue.c): the table of decayed usage, read from
+	 * the store at most every few seconds; NULL while fair share is off */
+	struct fs_table *fs;
+	double fs_next;             /* when it is read again; 0: at the next round */
 	long long last_event;
 	double next_sample;
 	double next_retention;      /* the next removal of old finished jobs (--retention) */
@@ -219,8 +223,18 @@ void sjob_release(struct sjob *j);
 /* An active job read from the store into memory (a restart's). */
 struct job_row;
 struct sjob *srv_load_job(struct srv *s, const struct job_row *r);
-/* The scheduler's view of the jobs in memory, parallel to s->jobs (sched.h); heap. */
+/* The scheduler's view of the jobs in memory, parallel to s->jobs (sched.h), each
+ * with its fair-share factor from s->fs; heap. */
 struct sched_job *srv_sched_view(struct srv *s);
+/*
+ * Fair share (sched/fairshare.h): whether it is on and its half-life, from
+ * the command line, else the settings file, else the defaults (on when there
+ * are teams; 7 days); and the table of usage read again when it is due (at
+ * most every few seconds: one query), the queue re-sorted by the new factors.
+ */
+bool srv_fairshare_on(const struct srv *s, double *half_life);
+void srv_fairshare_refresh(struct srv *s);
+void srv_fairshare_end(struct srv *s);
 /*
  * Why the queued job id waits (`show`, the API): {"why": TEXT, "behind":
  * the job whose reservation holds it or null, "reserved_from": the

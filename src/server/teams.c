@@ -7,6 +7,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "devices/devices.h"
+#include "jobs/usage.h"
 
 #include <grp.h>
 #include <pwd.h>
@@ -214,6 +215,40 @@ static int check_overlap(const struct teams *ts, struct tc_err *err)
 	return rc;
 }
 
+/* fair_share: {enabled: BOOL, half_life: DURATION} (teams.h). */
+static int take_fair_share(struct tload *l, yaml_node_t *v)
+{
+	if (v->type == YAML_SCALAR_NODE && !*srvconf_scalar(v))
+		return 0; /* an empty section: the defaults */
+	if (v->type != YAML_MAPPING_NODE)
+		return srvconf_error(l->err, l->file, srvconf_line(v), "fair_share",
+				     "must be a mapping (enabled:, half_life:)");
+	for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
+		yaml_node_t *pk = yaml_document_get_node(l->doc, p->key);
+		yaml_node_t *pv = yaml_document_get_node(l->doc, p->value);
+		const char *name = srvconf_scalar(pk), *val = srvconf_scalar(pv);
+		int line = srvconf_line(pv ? pv : pk ? pk : v);
+		if (name && !strcmp(name, "enabled")) {
+			if (!val || (strcmp(val, "true") && strcmp(val, "false")))
+				return srvconf_error(l->err, l->file, line, "fair_share.enabled",
+						     "must be true or false, not '%s'",
+						     val ? val : "a list or mapping");
+			l->out->fs_enabled_set = true;
+			l->out->fs_enabled = !strcmp(val, "true");
+		} else if (name && !strcmp(name, "half_life")) {
+			if (!val || !usage_parse_age(val, &l->out->fs_half_life))
+				return srvconf_error(l->err, l->file, line, "fair_share.half_life",
+						     "must be a duration such as 7d, 12h, 90m or 30s,"
+						     " not '%s'", val ? val : "a list or mapping");
+		} else {
+			return srvconf_error(l->err, l->file, srvconf_line(pk ? pk : v), "fair_share",
+					     "unknown key '%s' (fair_share has enabled, half_life)",
+					     name ? name : "?");
+		}
+	}
+	return 0;
+}
+
 int teams_load(const char *path, struct teams *out, struct tc_err *err)
 {
 	teams_free(out);
@@ -224,15 +259,19 @@ int teams_load(const char *path, struct teams *out, struct tc_err *err)
 		return rc;
 	struct tload l = { &doc, path, out, err };
 	yaml_node_t *root = yaml_document_get_root_node(&doc);
-	yaml_node_t *sec = NULL;
+	yaml_node_t *sec = NULL, *fs = NULL;
 	for (yaml_node_pair_t *p = root && root->type == YAML_MAPPING_NODE
 					   ? root->data.mapping.pairs.start : NULL;
 	     p && p < root->data.mapping.pairs.top; p++) {
 		const char *k = srvconf_scalar(yaml_document_get_node(&doc, p->key));
 		if (k && !strcmp(k, "teams"))
 			sec = yaml_document_get_node(&doc, p->value);
+		if (k && !strcmp(k, "fair_share"))
+			fs = yaml_document_get_node(&doc, p->value);
 	}
-	if (sec && !(sec->type == YAML_SCALAR_NODE && !*srvconf_scalar(sec))) {
+	if (fs)
+		rc = take_fair_share(&l, fs);
+	if (!rc && sec && !(sec->type == YAML_SCALAR_NODE && !*srvconf_scalar(sec))) {
 		if (sec->type != YAML_MAPPING_NODE)
 			rc = srvconf_error(err, path, srvconf_line(sec), "teams",
 					   "must be a mapping of team names to teams");

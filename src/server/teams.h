@@ -43,9 +43,19 @@ struct teams {
 	char *file;
 	struct team *t;
 	size_t n;
+	/*
+	 * The fair_share: section of the same file (sched/fairshare.h), read
+	 * with the teams so that a reload applies it:
+	 *   fair_share:
+	 *     enabled: true       # default: on when the file has teams, else off
+	 *     half_life: 7d       # usage weighs half after this long (s, m, h, d, w)
+	 */
+	bool fs_enabled_set, fs_enabled;
+	double fs_half_life; /* seconds; 0: not set */
 };
 
-/* The teams: section of path (none: n == 0); TC_ESPEC "FILE:LINE: teams.NAME.KEY: ...". */
+/* The teams: and fair_share: sections of path (none: n == 0); TC_ESPEC
+ * "FILE:LINE: teams.NAME.KEY: ..." or "FILE:LINE: fair_share.KEY: ...". */
 int teams_load(const char *path, struct teams *out, struct tc_err *err);
 /* Sum of guarantees of a type over what the machine has (types[i] has have[i]): TC_ESPEC. */
 int teams_check_devices(const struct teams *t, const char *const *types, const int *have,

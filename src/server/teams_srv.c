@@ -63,6 +63,9 @@ int srv_teams_load(struct srv *s, struct tc_err *err)
 	limits_of(&s->teams, &s->team_limits, &s->nteam_limits);
 	/* jobs keep the names of their teams: a team gone from the file has no row left */
 	s->dirty = true;
+	/* the fair-share table holds the old rows' shares (and the old half-life): read it again */
+	srv_fairshare_end(s);
+	s->fs_next = 0;
 	return 0;
 }
 
@@ -80,6 +83,7 @@ int srv_teams_reload(struct srv *s, struct tc_err *err)
 
 void srv_teams_end(struct srv *s)
 {
+	srv_fairshare_end(s);
 	teams_free(&s->teams);
 	free(s->team_limits);
 	s->team_limits = NULL;

@@ -98,6 +98,54 @@ void usage_rows_free(struct usage_row *v, size_t nr)
 	free(v);
 }
 
+int store_usage_intervals(struct store *st, double since, double now, struct usage_interval **out,
+			  size_t *n, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	size_t alloc = 0;
+	*out = NULL;
+	*n = 0;
+	int rc = prep_stmt(st, &q, err,
+			   "SELECT team, user, device_type, device_count, opened, stop FROM"
+			   " (SELECT u.team, u.user, u.device_type, u.device_count, u.opened,"
+			   "   COALESCE(u.closed, NULLIF(j.ended, 0), ?2) AS stop"
+			   "  FROM usage u LEFT JOIN jobs j ON j.id = u.job_id)"
+			   " WHERE stop > ?1 ORDER BY opened",
+			   "dd", since, now);
+	if (rc)
+		return rc;
+	int r;
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		XGROW(*out, *n + 1, alloc);
+		struct usage_interval *u = &(*out)[(*n)++];
+		u->team = sqlite3_column_type(q, 0) == SQLITE_NULL ? NULL : col_dup(q, 0);
+		u->user = col_dup(q, 1);
+		u->device_type = col_dup(q, 2);
+		u->device_count = sqlite3_column_int(q, 3);
+		u->opened = sqlite3_column_double(q, 4);
+		u->stop = sqlite3_column_double(q, 5);
+	}
+	if (r != SQLITE_DONE)
+		rc = db_fail(st, err, "read usage");
+	sqlite3_finalize(q);
+	if (rc) {
+		usage_intervals_free(*out, *n);
+		*out = NULL;
+		*n = 0;
+	}
+	return rc;
+}
+
+void usage_intervals_free(struct usage_interval *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].team);
+		free(v[i].user);
+		free(v[i].device_type);
+	}
+	free(v);
+}
+
 int store_jobs_ended_before(struct store *st, double before, struct job_row **out, size_t *nr,
 			    struct tc_err *err)
 {

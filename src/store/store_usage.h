@@ -55,6 +55,21 @@ int store_usage_report(struct store *st, const struct usage_query *q, struct usa
 void usage_rows_free(struct usage_row *v, size_t nr);
 
 /*
+ * Fair share (sched/fairshare.h): every interval that held devices after
+ * since, its end as the report reads it (open: the job's recorded end, else
+ * now), oldest first.  Ownership: the caller's (usage_intervals_free).
+ */
+struct usage_interval {
+	char *team; /* NULL: the job had none */
+	char *user, *device_type;
+	int device_count;
+	double opened, stop;
+};
+int store_usage_intervals(struct store *st, double since, double now, struct usage_interval **out,
+			  size_t *n, struct tc_err *err);
+void usage_intervals_free(struct usage_interval *v, size_t n);
+
+/*
  * Retention: the finished jobs (terminal states only) that ended before
  * `before`, oldest first (job_rows_free).
  */

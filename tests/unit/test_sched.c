@@ -33,7 +33,7 @@ static size_t job(struct world *w, const char *id, const char *user, const char 
 		  int priority, bool preemptible, double created)
 {
 	w->jobs[w->njobs] = (struct sched_job){ id, user, type, priority, preemptible, created, count,
-						NULL, SJ_QUEUED, 0, 0, NULL };
+						NULL, SJ_QUEUED, 0, 0, NULL, 0 };
 	return w->njobs++;
 }
 
