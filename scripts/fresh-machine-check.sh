@@ -57,11 +57,12 @@ root=$CACHE/$key
 
 build_root() {
 	tmp=$CACHE/$key.tmp.$$
-	trap 'rm -rf "$tmp"' EXIT
+	# --one-file-system: never into a mount a killed build left behind
+	trap 'rm -rf --one-file-system "$tmp"' EXIT
 	trap 'exit 130' INT TERM
 	# roots of older lists and temporary roots of builds that died
 	for old in "$CACHE"/*; do
-		[ -d "$old" ] && [ "$old" != "$root" ] && rm -rf "$old"
+		[ -d "$old" ] && [ "$old" != "$root" ] && rm -rf --one-file-system "$old"
 	done
 	echo "fresh-machine: building the root $root ($(printf '%s\n' "$pkgs" | wc -l) packages; minutes)"
 	# the debs this host already downloaded are linked in so that apt need
