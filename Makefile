@@ -59,7 +59,10 @@ e2e: asan tests/ui/node_modules/playwright-core
 # The e2e suite twice while stress-ng keeps 2 CPUs busy, as on a loaded CI
 # machine (scripts/soak.sh; SOAK_ROUNDS, SOAK_CPUS), after the I/O fault sweep
 # over every N and 200 crash-loop rounds (docs/reliability.md).  Not part of check.
+# First the fresh-machine check, building its root when it is not cached
+# (scripts/fresh-machine-check.sh; make check runs it only with a warm cache).
 soak: asan tests/ui/node_modules/playwright-core
+	scripts/fresh-machine-check.sh
 	TRAINCTL=$(CURDIR)/$(ASAN_BUILD)/trainctl PYTHON=$(PYTHON) scripts/soak.sh
 
 check: deps

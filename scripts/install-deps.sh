@@ -3,7 +3,16 @@
 # Idempotent: does nothing when everything is present.
 #   scripts/install-deps.sh         what make check and make demo need
 #   scripts/install-deps.sh soak    stress-ng only, for make soak
+#   scripts/install-deps.sh --list [soak]
+#                                   print the packages a fresh machine gets,
+#                                   one a line, and install nothing (the
+#                                   fresh-machine check builds its root from it)
 set -eu
+list=""
+if [ "${1:-}" = --list ]; then
+	list=1
+	shift
+fi
 if [ "${1:-}" = soak ]; then
 	PKGS="stress-ng"
 else
@@ -32,8 +41,13 @@ prometheus"
 # boto3 and rclone are the other clients they check trainctl against
 # s3rver (tests/s3) needs node and npm; a node from elsewhere that brings its
 # own npm is fine, and Debian's npm would conflict with it
-command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
-command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
+# (--list: a fresh machine has neither)
+[ -z "$list" ] && command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
+[ -z "$list" ] && command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
+fi
+if [ -n "$list" ]; then
+	printf '%s\n' $PKGS
+	exit 0
 fi
 missing=""
 for p in $PKGS; do
