@@ -82,6 +82,38 @@ TEST(sbatch_script)
 	spec_free(s);
 }
 
+TEST(sbatch_team_account)
+{
+	/* a team's slurm: {account, qos} replaces the spec's and reaches the #SBATCH lines */
+	struct spec *s = test_spec_ok("name: t\ncommand: [x]\nbackend: slurm\n"
+				  "devices: {type: cpu, per_node: 1}\n"
+				  "slurm: {partition: debug, account: mine}\n");
+	struct sbuf said = SBUF_INIT;
+	slurm_spec_charge(s, "vision", "high", &said);
+	CHECK_STR(said.buf, "slurm.account 'mine' replaced by the team's 'vision'");
+	struct slurm_script_in in = { s, "J2", "/h", "/h/runs/J2", "/opt/trainctl" };
+	char *text = slurm_script(&in);
+	CHECK_CONTAINS(text, "#SBATCH --partition=debug\n#SBATCH --account=vision\n"
+			     "#SBATCH --qos=high\n");
+	free(text);
+	/* no qos in the mapping: the spec's stays; the same account again says nothing */
+	sbuf_reset(&said);
+	slurm_spec_charge(s, "vision", NULL, &said);
+	CHECK_INT(said.len, 0);
+	text = slurm_script(&in);
+	CHECK_CONTAINS(text, "#SBATCH --account=vision\n#SBATCH --qos=high\n");
+	free(text);
+	sbuf_release(&said);
+	spec_free(s);
+	/* without a mapping there is no --account line */
+	s = test_spec_ok("name: t\ncommand: [x]\nbackend: slurm\ndevices: {type: cpu, per_node: 1}\n");
+	in.spec = s;
+	text = slurm_script(&in);
+	CHECK(!strstr(text, "--account"));
+	free(text);
+	spec_free(s);
+}
+
 /* The name of the state slurm_state_map gives, or NULL. */
 static const char *slurm_state_map_name(const char *slurm_state, bool *final)
 {
