@@ -22,6 +22,7 @@ python3-torch python3-sklearn python3-pytest python3-numpy \
 libcurl4-openssl-dev libssl-dev rclone curl jq \
 libmicrohttpd-dev chromium chromium-driver \
 slurm-wlm munge libslurm-dev iproute2 zsh \
+slurmdbd mariadb-server \
 podman runc uidmap mmdebstrap catatonit lintian \
 clang libclang-rt-dev \
 openssh-server openssh-client \
@@ -29,6 +30,9 @@ jupyter-notebook python3-ipykernel python3-websocket \
 ceph-mon ceph-osd radosgw ceph-common python3-boto3 \
 python3-setuptools python3-wheel python3-venv \
 prometheus"
+# slurmdbd and mariadb-server: Slurm's accounting (sshare, sacct) for the tests
+# of teams mapped to Slurm accounts (tests/e2e/slurmdbd_fixture.py), started by
+# the tests on a private datadir and loopback ports, never as services
 # python3-setuptools and python3-wheel build the Python package offline
 # (python/_build/backend.py); python3-venv: its install test's bare venv
 # catatonit is podman's --init (the container tests' workers run under it);

@@ -165,8 +165,17 @@ struct slurm_script_in {
 	const char *job_id, *home, *run_dir;
 	const char *exe; /* the trainctl binary every node runs (shared filesystem) */
 };
+/* The gres name of a device type ("gpu" for gpu and rocm), NULL for none (cpu). */
+const char *slurm_gres_of(const char *device_type);
 /* The batch script (heap text): #SBATCH lines, then exec trainctl slurm-batch. */
 char *slurm_script(const struct slurm_script_in *in);
+/*
+ * A server's team mapping (docs/slurm.md, "Teams and Slurm accounts"):
+ * s's Slurm job is charged to account, and to qos when not NULL; they
+ * replace what the spec's slurm: named.  The words of what changed (none:
+ * empty) go to said.
+ */
+void slurm_spec_charge(struct spec *s, const char *account, const char *qos, struct sbuf *said);
 
 /*
  * trainctl's state for a Slurm job state (JOB_STATE names) into *out, and

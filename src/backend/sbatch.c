@@ -12,8 +12,10 @@
 #include "backend/backend.h"
 #include "core/util.h"
 #include "core/sbuf.h"
+#include "core/xalloc.h"
 #include "jobs/runpath.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* gres name for a device type; NULL: no gres (cpu) */
@@ -23,6 +25,14 @@ static const struct gres_row {
 	{ "gpu", "gpu" }, { "npu", "npu" }, { "sdaa", "sdaa" }, { "mlu", "mlu" },
 	{ "musa", "musa" }, { "rocm", "gpu" }, { "xpu", "xpu" }, { "cpu", NULL },
 };
+
+const char *slurm_gres_of(const char *device_type)
+{
+	for (size_t i = 0; i < sizeof(gres_names) / sizeof(gres_names[0]); i++)
+		if (!strcmp(gres_names[i].type, device_type))
+			return gres_names[i].gres;
+	return NULL;
+}
 
 char *slurm_script(const struct slurm_script_in *in)
 {
@@ -38,10 +48,7 @@ char *slurm_script(const struct slurm_script_in *in)
 	sbuf_addf(&sb, "#SBATCH --nodes=%d\n", s->nodes);
 	sbuf_adds(&sb, "#SBATCH --ntasks-per-node=1\n");
 	sbuf_addf(&sb, "#SBATCH --cpus-per-task=%d\n", s->per_node);
-	const char *gres = NULL;
-	for (size_t i = 0; i < sizeof(gres_names) / sizeof(gres_names[0]); i++)
-		if (!strcmp(gres_names[i].type, s->device_type))
-			gres = gres_names[i].gres;
+	const char *gres = slurm_gres_of(s->device_type);
 	if (s->slurm.gres && strcmp(s->slurm.gres, "none") != 0)
 		sbuf_addf(&sb, "#SBATCH --gres=%s\n", s->slurm.gres);
 	else if (!s->slurm.gres && gres)
@@ -72,6 +79,23 @@ char *slurm_script(const struct slurm_script_in *in)
 	sbuf_add_shell_quoted(&sb, in->job_id);
 	sbuf_addch(&sb, '\n');
 	return sbuf_detach(&sb);
+}
+
+static void charge_one(char **slot, const char *want, const char *what, struct sbuf *said)
+{
+	if (*slot && strcmp(*slot, want))
+		sbuf_addf(said, "%sslurm.%s '%s' replaced by the team's '%s'", said->len ? "; " : "",
+			  what, *slot, want);
+	free(*slot);
+	*slot = xstrdup(want);
+}
+
+void slurm_spec_charge(struct spec *s, const char *account, const char *qos, struct sbuf *said)
+{
+	if (account)
+		charge_one(&s->slurm.account, account, "account", said);
+	if (qos)
+		charge_one(&s->slurm.qos, qos, "qos", said);
 }
 
 /*

@@ -31,6 +31,57 @@ static void counts(json_t *o, struct sbuf *out)
 		sbuf_adds(out, "-");
 }
 
+/* A number of sshare as Slurm wrote it ("-" when Slurm left it empty). */
+static void share_num(struct sbuf *b, json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	double d = json_number_value(v);
+	if (json_is_number(v) && d > -9e15 && d < 9e15 && d == (double)(long long)d)
+		sbuf_addf(b, "%lld", (long long)d); /* RawUsage, RawShares: whole numbers */
+	else if (json_is_number(v))
+		sbuf_addf(b, "%g", d);
+	else if (json_is_string(v))
+		sbuf_adds(b, json_string_value(v));
+	else
+		sbuf_adds(b, "-");
+}
+
+/* slurm: the account its Slurm jobs are charged to and Slurm's fair share for it (sshare). */
+static void show_slurm(json_t *sl)
+{
+	static const char *const keys[] = { "raw_shares", "norm_shares", "raw_usage",
+					    "effective_usage", "fair_share" };
+	static const char *const heads[] = { "RawShares", "NormShares", "RawUsage", "EffectvUsage",
+					     "FairShare" };
+	const char *qos = json_string_value(json_object_get(sl, "qos"));
+	printf("slurm:       account %s%s%s\n", json_string_value(json_object_get(sl, "account")),
+	       qos ? ", qos " : "", qos ? qos : "");
+	const char *why = json_string_value(json_object_get(sl, "error"));
+	if (why) {
+		printf("  sshare:    %s\n", why);
+		return;
+	}
+	if (!json_object_get(sl, "raw_usage"))
+		return; /* the list's form: the mapping only */
+	printf("  %-10s", "sshare:");
+	for (size_t k = 0; k < 5; k++)
+		printf(" %-12s", heads[k]);
+	printf("\n");
+	struct sbuf b = SBUF_INIT;
+	json_t *users = json_object_get(sl, "users");
+	for (size_t i = 0; i <= json_array_size(users); i++) {
+		json_t *row = i ? json_array_get(users, i - 1) : sl;
+		printf("  %-10s", i ? json_string_value(json_object_get(row, "user")) : "(account)");
+		for (size_t k = 0; k < 5; k++) {
+			sbuf_reset(&b);
+			share_num(&b, row, keys[k]);
+			printf(" %-12s", b.buf);
+		}
+		printf("\n");
+	}
+	sbuf_release(&b);
+}
+
 static void show_one(json_t *t)
 {
 	static const char *const rows[][2] = {
@@ -50,6 +101,8 @@ static void show_one(json_t *t)
 		counts(json_object_get(t, rows[r][0]), &b);
 		printf("%-12s %s\n", rows[r][1], b.buf);
 	}
+	if (json_is_object(json_object_get(t, "slurm")))
+		show_slurm(json_object_get(t, "slurm"));
 	printf("jobs:        %lld running, %lld waiting\n",
 	       (long long)json_integer_value(json_object_get(t, "running_jobs")),
 	       (long long)json_integer_value(json_object_get(t, "waiting_jobs")));

@@ -1,7 +1,8 @@
 /*
  * cmd_usage.c -- `trainctl usage`: device-hours per device type, jobs and
  * queue waits per user or team over a period (jobs/usage.h), from the
- * state folder's database or from the server's GET /api/v1/usage.
+ * state folder's database or from the server's GET /api/v1/usage; Slurm
+ * jobs' device time from sacct (docs/slurm.md).
  */
 #include "cmd/cmd.h"
 #include "cmd/client.h"
@@ -23,7 +24,8 @@ static const char usage[] =
 	"What the jobs used between two dates, recorded as they ran: per user (or team)\n"
 	"and device type, the device-hours held, the jobs, and the mean and longest\n"
 	"wait from queued to first running.  Dates are UTC: 2026-11-01 or\n"
-	"2026-11-01T12:00:00; each interval is cut to the window [since, until).\n\n"
+	"2026-11-01T12:00:00; each interval is cut to the window [since, until).\n"
+	"Jobs run through Slurm count as Slurm's accounting (sacct) has them.\n\n"
 	"  --since DATE     start of the window (default: 30 days before --until)\n"
 	"  --until DATE     end of the window, not included (default: now)\n"
 	"  --by user|team   group by the job's user (default) or its team\n"
@@ -61,11 +63,30 @@ static void add_wait(struct sbuf *sb, json_t *v)
 		sbuf_addf(sb, "%ldh%02ldm", s / 3600, s / 60 % 60);
 }
 
+/* Where the Slurm jobs' device time comes from (docs/slurm.md): sacct, or why not. */
+static void print_slurm(json_t *sl)
+{
+	if (!json_is_object(sl))
+		return;
+	if (json_object_get(sl, "error")) {
+		printf("slurm jobs: counted from trainctl's record of their states; sacct could not"
+		       " say: %s\n", str(sl, "error"));
+		return;
+	}
+	long long n = (long long)json_integer_value(json_object_get(sl, "jobs"));
+	long long unknown = (long long)json_integer_value(json_object_get(sl, "unknown_to_sacct"));
+	printf("slurm jobs: %lld, counted from sacct", n);
+	if (unknown)
+		printf(" (%lld unknown to sacct, not counted)", unknown);
+	printf("\n");
+}
+
 static void print_table(json_t *rep)
 {
 	json_t *rows = json_object_get(rep, "rows"), *r;
 	size_t i;
 	printf("usage %s .. %s by %s\n", str(rep, "since"), str(rep, "until"), str(rep, "by"));
+	print_slurm(json_object_get(rep, "slurm"));
 	if (!json_array_size(rows)) {
 		printf("no device time recorded in this period\n");
 		return;

@@ -3,12 +3,15 @@
  * removal of old finished jobs (usage.h).
  */
 #include "jobs/usage.h"
+#include "backend/backend.h"
+#include "backend/slurm_acct.h"
 #include "jobs/jobs.h"
 #include "core/json.h"
 #include "core/xalloc.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -96,15 +99,151 @@ static json_t *iso_date(double t)
 	return json_string(buf);
 }
 
+/* The row of (group, type) in *v, added when there is none. */
+static struct usage_row *row_of(struct usage_row **v, size_t *n, const char *group,
+				const char *type)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (!strcmp((*v)[i].group ? (*v)[i].group : "", group) &&
+		    !strcmp((*v)[i].device_type ? (*v)[i].device_type : "", type))
+			return &(*v)[i];
+	*v = xrealloc(*v, (*n + 1) * sizeof(**v));
+	struct usage_row *r = &(*v)[(*n)++];
+	memset(r, 0, sizeof(*r));
+	r->group = xstrdup(group);
+	r->device_type = xstrdup(type);
+	return r;
+}
+
+/*
+ * Devices sacct says job j held: its gres of j's type in AllocTRES (all
+ * nodes together), else (cpu, or a cluster without that gres) the job's
+ * devices per node times its nodes.
+ */
+static long slurm_devices(const struct usage_slurm_job *j, const struct slurm_acct_row *r)
+{
+	const char *gres = slurm_gres_of(j->device_type);
+	long n = gres ? slurm_acct_gres(r, gres) : -1;
+	if (n >= 0)
+		return n;
+	return (long)j->per_node * (r->nodes > 0 ? r->nodes : 1);
+}
+
+/* j's allocation as sacct has it, clipped to q's window, added to its row. */
+static void add_slurm_job(struct usage_row **v, size_t *n, const struct usage_query *q,
+			  const struct usage_slurm_job *j, const struct slurm_acct_row *r)
+{
+	if (r->start <= 0)
+		return; /* never started */
+	double stop = r->end > 0 ? r->end : q->now;
+	double held = fmin(stop, q->until) - fmax(r->start, q->since);
+	if (!(r->start < q->until && stop > q->since))
+		return;
+	struct usage_row *u = row_of(v, n, j->group, j->device_type);
+	u->device_seconds += (double)slurm_devices(j, r) * fmax(0, held);
+	u->jobs++;
+	if (r->start >= q->since) { /* its start is in the window: so is its wait */
+		double w = fmax(0, r->start - (j->created > 0 ? j->created : r->submit));
+		u->wait_mean = (u->wait_mean * (double)u->waited + w) / (double)(u->waited + 1);
+		u->wait_max = u->waited ? fmax(u->wait_max, w) : w;
+		u->waited++;
+	}
+}
+
+static int cmp_rows(const void *a, const void *b)
+{
+	const struct usage_row *x = a, *y = b;
+	int c = strcmp(x->group ? x->group : "", y->group ? y->group : "");
+	return c ? c : strcmp(x->device_type ? x->device_type : "", y->device_type ? y->device_type : "");
+}
+
+/*
+ * The Slurm jobs of q's window, counted from Slurm's accounting: each job
+ * once, with the times and allocation sacct has (the store's interval of
+ * such a job only follows the states it saw, with one node's devices).
+ * *slurm: what the report says of it; NULL when there are no such jobs.
+ * When sacct cannot answer, *apart stays false: their recorded intervals
+ * count instead, and *slurm says why.
+ */
+static int slurm_usage(struct store *st, const struct usage_query *q, struct usage_row **v,
+		       size_t *n, bool *apart, json_t **slurm, struct tc_err *err)
+{
+	struct usage_slurm_job *jobs;
+	size_t nj;
+	*apart = false;
+	*slurm = NULL;
+	int rc = store_usage_slurm_jobs(st, q, &jobs, &nj, err);
+	if (rc || !nj)
+		return rc;
+	const char **ids = xcalloc(nj, sizeof(*ids));
+	for (size_t i = 0; i < nj; i++)
+		ids[i] = jobs[i].slurm_id;
+	struct slurm_acct_row *rows = NULL;
+	size_t nr = 0;
+	struct tc_err e2 = TC_ERR_INIT;
+	*slurm = json_object();
+	if (slurm_sacct(ids, nj, &rows, &nr, &e2)) {
+		json_object_set_new(*slurm, "source", json_string("trainctl"));
+		json_object_set_new(*slurm, "error", json_string(e2.msg ? e2.msg : "sacct failed"));
+	} else {
+		*apart = true;
+		size_t known = 0;
+		for (size_t i = 0; i < nj; i++)
+			for (size_t k = 0; k < nr; k++)
+				if (!strcmp(rows[k].id, jobs[i].slurm_id)) {
+					add_slurm_job(v, n, q, &jobs[i], &rows[k]);
+					known++;
+					break;
+				}
+		json_object_set_new(*slurm, "source", json_string("sacct"));
+		json_object_set_new(*slurm, "jobs", json_integer((json_int_t)nj));
+		json_object_set_new(*slurm, "unknown_to_sacct", json_integer((json_int_t)(nj - known)));
+	}
+	tc_err_release(&e2);
+	slurm_acct_rows_free(rows, nr);
+	free(ids);
+	usage_slurm_jobs_free(jobs, nj);
+	return 0;
+}
+
 int usage_report_json(struct store *st, const struct usage_query *q, json_t **out,
 		      struct tc_err *err)
 {
-	struct usage_row *v;
-	size_t n;
+	struct usage_row *v = NULL;
+	size_t n = 0;
+	bool apart = false;
+	json_t *slurm = NULL;
 	*out = NULL;
-	int rc = store_usage_report(st, q, &v, &n, err);
-	if (rc)
+	int rc = slurm_usage(st, q, &v, &n, &apart, &slurm, err);
+	struct usage_query local = *q;
+	local.slurm_apart = apart;
+	struct usage_row *lv = NULL;
+	size_t ln = 0;
+	if (!rc)
+		rc = store_usage_report(st, &local, &lv, &ln, err);
+	if (rc) {
+		usage_rows_free(v, n);
+		json_decref(slurm);
 		return rc;
+	}
+	/* the Slurm jobs' rows join the store's */
+	for (size_t i = 0; i < n; i++) {
+		struct usage_row *u = row_of(&lv, &ln, v[i].group, v[i].device_type);
+		if (v[i].waited) {
+			long w = u->waited + v[i].waited;
+			u->wait_mean = (u->wait_mean * (double)u->waited +
+					v[i].wait_mean * (double)v[i].waited) / (double)w;
+			u->wait_max = u->waited ? fmax(u->wait_max, v[i].wait_max) : v[i].wait_max;
+			u->waited = w;
+		}
+		u->device_seconds += v[i].device_seconds;
+		u->jobs += v[i].jobs;
+	}
+	usage_rows_free(v, n);
+	v = lv;
+	n = ln;
+	if (n > 1)
+		qsort(v, n, sizeof(*v), cmp_rows);
 	json_t *rows = json_array();
 	for (size_t i = 0; i < n; i++) {
 		json_t *o = json_object();
@@ -127,6 +266,8 @@ int usage_report_json(struct store *st, const struct usage_query *q, json_t **ou
 	json_object_set_new(*out, "until", iso_date(q->until));
 	json_object_set_new(*out, "by", json_string(usage_by_name(q->by)));
 	json_object_set_new(*out, "rows", rows);
+	if (slurm)
+		json_object_set_new(*out, "slurm", slurm);
 	return 0;
 }
 

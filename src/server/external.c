@@ -65,6 +65,23 @@ static int hand_run_dir(struct srv *s, const struct sjob *j, const char *const *
 }
 
 /*
+ * The team's Slurm account and qos (teams: NAME: slurm:) go on the job's
+ * sbatch; Slurm's fair share and limits then apply to it, not ours.  A
+ * team gone from the file (reload) charges nothing: the spec's own stay.
+ */
+static void charge_team(struct srv *s, const struct sjob *j, struct spec *sp)
+{
+	const struct team *t = teams_find(&s->teams, j->team);
+	if (!t || !t->slurm_account)
+		return;
+	struct sbuf said = SBUF_INIT;
+	slurm_spec_charge(sp, t->slurm_account, t->slurm_qos, &said);
+	if (said.len)
+		srvlog_act(s->o.quiet, "job %s: %s", j->id, said.buf);
+	sbuf_release(&said);
+}
+
+/*
  * A backend with a queue of its own (slurm) gets the queued job j (sbatch of
  * job.sbatch in its run folder); from then on it decides where and when the
  * job runs and srv_poll_external follows it.  A refused submission ends the job
@@ -92,6 +109,8 @@ void srv_submit_external(struct srv *s, struct sjob *j)
 	run_path(&p, j->run_dir, NULL, RUN_SPEC, 0);
 	if (!rc)
 		rc = spec_load(p.buf, &sp, &err);
+	if (!rc)
+		charge_team(s, j, sp);
 	if (!rc)
 		rc = hand_run_dir(s, j, sub, sizeof(sub) / sizeof(sub[0]), &err);
 	if (!rc)

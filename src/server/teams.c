@@ -120,16 +120,58 @@ out:
 	return rc;
 }
 
+/*
+ * slurm: {account: A, qos: Q} -- where the team's Slurm jobs are charged;
+ * account defaults to the team's name.  Values are Slurm names: they go on
+ * an #SBATCH line.
+ */
+static int take_slurm(struct tload *l, struct team *t, yaml_node_t *v)
+{
+	struct sbuf k = SBUF_INIT;
+	sbuf_addf(&k, "teams.%s.slurm", t->name);
+	int rc = 0;
+	if (v->type == YAML_SCALAR_NODE && !*srvconf_scalar(v))
+		; /* slurm: with nothing: the account is the team's name */
+	else if (v->type != YAML_MAPPING_NODE)
+		rc = srvconf_error(l->err, l->file, srvconf_line(v), k.buf,
+				   "must be a mapping ({account: NAME, qos: NAME})");
+	for (yaml_node_pair_t *p = v->type == YAML_MAPPING_NODE ? v->data.mapping.pairs.start : NULL;
+	     !rc && p && p < v->data.mapping.pairs.top; p++) {
+		yaml_node_t *pk = yaml_document_get_node(l->doc, p->key);
+		yaml_node_t *pv = yaml_document_get_node(l->doc, p->value);
+		const char *name = srvconf_scalar(pk), *val = srvconf_scalar(pv);
+		bool acct = name && !strcmp(name, "account"), qos = name && !strcmp(name, "qos");
+		if (!acct && !qos)
+			rc = srvconf_error(l->err, l->file, srvconf_line(pk ? pk : v), k.buf,
+					   "unknown key '%s' (slurm: has account, qos)", name ? name : "?");
+		else if (!name_ok(val))
+			rc = srvconf_error(l->err, l->file, srvconf_line(pv ? pv : pk), k.buf,
+					   "%s: '%s' is not a Slurm %s name (letters, digits, '-', '_', '.')",
+					   name, val ? val : "a list or mapping", name);
+		else if (acct && !t->slurm_account)
+			t->slurm_account = xstrdup(val);
+		else if (qos && !t->slurm_qos)
+			t->slurm_qos = xstrdup(val);
+		else
+			rc = srvconf_error(l->err, l->file, srvconf_line(pk), k.buf, "%s: given twice", name);
+	}
+	if (!rc && !t->slurm_account)
+		t->slurm_account = xstrdup(t->name);
+	sbuf_release(&k);
+	return rc;
+}
+
 static int take_team(struct tload *l, struct team *t, yaml_node_t *v)
 {
-	static const char *const keys[] = { "members", "guarantee", "borrow", "default" };
+	static const char *const keys[] = { "members", "guarantee", "borrow", "default", "slurm" };
+	const size_t nkeys = sizeof(keys) / sizeof(keys[0]);
 	struct sbuf k = SBUF_INIT;
 	sbuf_addf(&k, "teams.%s", t->name);
 	int rc = 0;
 	bool have_members = false;
 	if (v->type != YAML_MAPPING_NODE) {
 		rc = srvconf_error(l->err, l->file, srvconf_line(v), k.buf,
-				   "must be a mapping (members:, guarantee:, borrow:, default:)");
+				   "must be a mapping (members:, guarantee:, borrow:, default:, slurm:)");
 		goto out;
 	}
 	for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top && !rc;
@@ -137,13 +179,14 @@ static int take_team(struct tload *l, struct team *t, yaml_node_t *v)
 		yaml_node_t *pk = yaml_document_get_node(l->doc, p->key);
 		yaml_node_t *pv = yaml_document_get_node(l->doc, p->value);
 		const char *name = srvconf_scalar(pk);
-		size_t which = 4;
-		for (size_t i = 0; name && i < 4; i++)
+		size_t which = nkeys;
+		for (size_t i = 0; name && i < nkeys; i++)
 			if (!strcmp(name, keys[i]))
 				which = i;
-		if (which == 4 || !pv) {
+		if (which == nkeys || !pv) {
 			rc = srvconf_error(l->err, l->file, srvconf_line(pk ? pk : v), k.buf,
-					   "unknown key '%s' (a team has members, guarantee, borrow, default)",
+					   "unknown key '%s' (a team has members, guarantee, borrow, default,"
+					   " slurm)",
 					   name ? name : "?");
 			break;
 		}
@@ -157,6 +200,8 @@ static int take_team(struct tload *l, struct team *t, yaml_node_t *v)
 						   "default: must be true or false");
 			else
 				t->is_default = !strcmp(b, "true");
+		} else if (which == 4) {
+			rc = take_slurm(l, t, pv);
 		} else {
 			rc = take_counts(l, t, keys[which], pv);
 		}
@@ -344,6 +389,8 @@ void teams_free(struct teams *ts)
 		for (size_t s = 0; s < t->nshare; s++)
 			free(t->share[s].type);
 		free(t->share);
+		free(t->slurm_account);
+		free(t->slurm_qos);
 	}
 	free(ts->t);
 	free(ts->file);

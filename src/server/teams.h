@@ -8,11 +8,14 @@
  *       guarantee: {gpu: 4, cpu: 2}      # devices per type the team always gets back
  *       borrow: {gpu: 2}                 # how many more it may use while others idle (0)
  *       default: true                    # the team of a member of several teams
+ *       slurm: {account: cv, qos: normal} # its jobs sent to Slurm: --account, --qos
  *
  * A type a team names in neither guarantee nor borrow has guarantee 0 and
  * no limit for it: its jobs there only borrow (sched.h rules 9-11).  The
  * section is loaded on its own (teams_load), so that a reload reads it
- * again without the options of the command line.
+ * again without the options of the command line.  slurm: (docs/slurm.md,
+ * "Teams and Slurm accounts") names the Slurm account (default: the team's
+ * name) and optional qos its Slurm jobs are charged to; Slurm schedules them.
  * Ownership: struct teams owns every string in it; teams_free frees them.
  */
 #ifndef TC_SERVER_TEAMS_H
@@ -37,6 +40,8 @@ struct team {
 	size_t nshare;
 	bool is_default;
 	int line;
+	char *slurm_account; /* NULL: no slurm: key, no --account */
+	char *slurm_qos;     /* NULL: none given */
 };
 
 struct teams {

@@ -218,6 +218,16 @@ static void team_json(struct srv *s, const struct schedview *v, const struct tea
 	add_counts(b, "borrowed", c.types, c.borrowed, c.ntypes);
 	add_counts(b, "waiting_devices", c.types, c.waiting, c.ntypes);
 	sbuf_addf(b, ",\"running_jobs\":%d,\"waiting_jobs\":%d", c.running, c.queued);
+	if (t->slurm_account) { /* its Slurm jobs' account (docs/slurm.md); h_teams adds sshare's numbers */
+		sbuf_adds(b, ",\"slurm\":{\"account\":");
+		json_add_str(b, t->slurm_account);
+		sbuf_adds(b, ",\"qos\":");
+		if (t->slurm_qos)
+			json_add_str(b, t->slurm_qos);
+		else
+			sbuf_adds(b, "null");
+		sbuf_addch(b, '}');
+	}
 	waiting_json(v, t, b);
 	sbuf_addch(b, '}');
 }

@@ -57,13 +57,15 @@ int store_usage_report(struct store *st, const struct usage_query *uq, struct us
 		"   AS grp, u.device_type, u.device_count, u.opened, u.queue_wait,"
 		"   COALESCE(u.closed, NULLIF(j.ended, 0), ?3) AS stop"
 		"  FROM usage u LEFT JOIN jobs j ON j.id = u.job_id"
-		"  WHERE (?4 IS NULL OR u.user = ?4))"
+		"  WHERE (?4 IS NULL OR u.user = ?4)"
+		"   AND NOT (?6 AND COALESCE(j.backend, '') = 'slurm' AND COALESCE(j.slurm_job, '') != ''))"
 		" SELECT grp, device_type,"
 		"  SUM(device_count * MAX(0, MIN(stop, ?2) - MAX(opened, ?1))),"
 		"  COUNT(DISTINCT job_id), COUNT(queue_wait), AVG(queue_wait), MAX(queue_wait)"
 		" FROM iv WHERE opened < ?2 AND stop > ?1"
 		" GROUP BY grp, device_type ORDER BY grp, device_type",
-		"dddsi", uq->since, uq->until, uq->now, uq->user, (long long)(uq->by == USAGE_BY_TEAM));
+		"dddsii", uq->since, uq->until, uq->now, uq->user, (long long)(uq->by == USAGE_BY_TEAM),
+		(long long)uq->slurm_apart);
 	if (rc)
 		return rc;
 	int r;
@@ -141,6 +143,55 @@ void usage_intervals_free(struct usage_interval *v, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		free(v[i].team);
 		free(v[i].user);
+		free(v[i].device_type);
+	}
+	free(v);
+}
+
+int store_usage_slurm_jobs(struct store *st, const struct usage_query *uq,
+			   struct usage_slurm_job **out, size_t *nr, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	size_t alloc = 0;
+	*out = NULL;
+	*nr = 0;
+	int rc = prep_stmt(st, &q, err,
+			   "SELECT id, slurm_job, COALESCE(CASE ?4 WHEN 1 THEN team ELSE user END, ''),"
+			   " device_type, device_count, created FROM jobs"
+			   " WHERE backend = 'slurm' AND COALESCE(slurm_job, '') != ''"
+			   "  AND created < ?2 AND (COALESCE(ended, 0) = 0 OR ended > ?1)"
+			   "  AND (?3 IS NULL OR user = ?3) ORDER BY created, id",
+			   "ddsi", uq->since, uq->until, uq->user, (long long)(uq->by == USAGE_BY_TEAM));
+	if (rc)
+		return rc;
+	int r;
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		XGROW(*out, *nr + 1, alloc);
+		struct usage_slurm_job *u = &(*out)[(*nr)++];
+		u->job_id = col_dup(q, 0);
+		u->slurm_id = col_dup(q, 1);
+		u->group = col_dup(q, 2);
+		u->device_type = col_dup(q, 3);
+		u->per_node = sqlite3_column_int(q, 4);
+		u->created = sqlite3_column_double(q, 5);
+	}
+	if (r != SQLITE_DONE)
+		rc = db_fail(st, err, "read the Slurm jobs of usage");
+	sqlite3_finalize(q);
+	if (rc) {
+		usage_slurm_jobs_free(*out, *nr);
+		*out = NULL;
+		*nr = 0;
+	}
+	return rc;
+}
+
+void usage_slurm_jobs_free(struct usage_slurm_job *v, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++) {
+		free(v[i].job_id);
+		free(v[i].slurm_id);
+		free(v[i].group);
 		free(v[i].device_type);
 	}
 	free(v);

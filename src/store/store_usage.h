@@ -17,6 +17,7 @@
 #ifndef TC_STORE_USAGE_H
 #define TC_STORE_USAGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/err.h"
@@ -38,6 +39,7 @@ struct usage_query {
 	double now;          /* where an open interval of a job with no recorded end stops */
 	enum usage_by by;
 	const char *user;    /* NULL: everyone's; else only this user's intervals */
+	bool slurm_apart;    /* leave out the intervals of jobs with a Slurm id (counted from sacct) */
 };
 
 /* One group (a user, or a team; "" for none) and device type. */
@@ -68,6 +70,23 @@ struct usage_interval {
 int store_usage_intervals(struct store *st, double since, double now, struct usage_interval **out,
 			  size_t *n, struct tc_err *err);
 void usage_intervals_free(struct usage_interval *v, size_t n);
+
+/*
+ * The jobs with a Slurm id (backend: slurm) that may have run in q's
+ * window (created before until, not ended before since), of q's user when
+ * it names one: what sacct is asked about (jobs/usage.c).  Their intervals
+ * here follow the states the store saw, with the devices of one node.
+ */
+struct usage_slurm_job {
+	char *job_id, *slurm_id;
+	char *group;        /* user or team, as q->by says ("" for none) */
+	char *device_type;
+	int per_node;       /* the job's device count: per node */
+	double created;
+};
+int store_usage_slurm_jobs(struct store *st, const struct usage_query *q,
+			   struct usage_slurm_job **out, size_t *nr, struct tc_err *err);
+void usage_slurm_jobs_free(struct usage_slurm_job *v, size_t nr);
 
 /*
  * Retention: the finished jobs (terminal states only) that ended before

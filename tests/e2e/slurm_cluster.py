@@ -89,11 +89,15 @@ def have_slurm():
 
 
 class Cluster:
-    def __init__(self, root, cpus=2, kill_wait=5, plugstack=None):
+    def __init__(self, root, cpus=2, kill_wait=5, plugstack=None, conf_set=None, before_ctld=None):
         self.root = Path(root)
         self.cpus = cpus
         self.kill_wait = kill_wait
         self.plugstack = plugstack  # a plugstack.conf (SPANK plugins: the fake pyxis), or None
+        # {Key: value} replacing (or added to) slurm.conf's lines, and a call made once
+        # munged runs, before slurmctld starts: the accounting fixture (slurmdbd_fixture.py)
+        self.conf_set = conf_set or {}
+        self.before_ctld = before_ctld
         self.procs = []
         self.conf = self.root / "slurm.conf"
         self.env = dict(os.environ, SLURM_CONF=str(self.conf))
@@ -120,6 +124,9 @@ PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
 """
         if self.plugstack:
             lines += f"PlugStackConfig={self.plugstack}\n"
+        if self.conf_set:
+            kept = [l for l in lines.splitlines() if l.split("=", 1)[0] not in self.conf_set]
+            lines = "\n".join(kept + [f"{k}={v}" for k, v in self.conf_set.items()]) + "\n"
         self.conf.write_text(lines)
 
     # ---- start / stop ----
@@ -137,6 +144,12 @@ PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
         self._run(["munged", "-f", f"--socket={r}/munge/munge.socket", f"--key-file={key}",
                    f"--log-file={r}/log/munged.log", f"--pid-file={r}/munge/munged.pid",
                    f"--seed-file={r}/munge/munged.seed"])
+        if self.before_ctld:
+            try:
+                self.before_ctld(self)
+            except Exception:
+                self.stop()
+                raise
         self._run(["slurmctld", "-f", str(self.conf), "-i"])
         for n in ("n1", "n2"):
             self._run(["slurmd", "-f", str(self.conf), "-N", n])

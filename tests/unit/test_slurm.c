@@ -3,6 +3,7 @@
 #include "test.h"
 
 #include "backend/backend.h"
+#include "backend/slurm_acct.h"
 #include "core/sbuf.h"
 #include "core/util.h"
 #include "launch/launch.h"
@@ -80,6 +81,98 @@ TEST(sbatch_script)
 	CHECK_CONTAINS(text, "exec '/opt/trainctl' slurm-batch 'J1'\n");
 	free(text);
 	spec_free(s);
+}
+
+TEST(sbatch_team_account)
+{
+	/* a team's slurm: {account, qos} replaces the spec's and reaches the #SBATCH lines */
+	struct spec *s = test_spec_ok("name: t\ncommand: [x]\nbackend: slurm\n"
+				  "devices: {type: cpu, per_node: 1}\n"
+				  "slurm: {partition: debug, account: mine}\n");
+	struct sbuf said = SBUF_INIT;
+	slurm_spec_charge(s, "vision", "high", &said);
+	CHECK_STR(said.buf, "slurm.account 'mine' replaced by the team's 'vision'");
+	struct slurm_script_in in = { s, "J2", "/h", "/h/runs/J2", "/opt/trainctl" };
+	char *text = slurm_script(&in);
+	CHECK_CONTAINS(text, "#SBATCH --partition=debug\n#SBATCH --account=vision\n"
+			     "#SBATCH --qos=high\n");
+	free(text);
+	/* no qos in the mapping: the spec's stays; the same account again says nothing */
+	sbuf_reset(&said);
+	slurm_spec_charge(s, "vision", NULL, &said);
+	CHECK_INT(said.len, 0);
+	text = slurm_script(&in);
+	CHECK_CONTAINS(text, "#SBATCH --account=vision\n#SBATCH --qos=high\n");
+	free(text);
+	sbuf_release(&said);
+	spec_free(s);
+	/* without a mapping there is no --account line */
+	s = test_spec_ok("name: t\ncommand: [x]\nbackend: slurm\ndevices: {type: cpu, per_node: 1}\n");
+	in.spec = s;
+	text = slurm_script(&in);
+	CHECK(!strstr(text, "--account"));
+	free(text);
+	spec_free(s);
+}
+
+TEST(sshare_parse)
+{
+	/* sshare -P -A cv: the account's row, its users' rows, a parent's word kept */
+	const char *text = "Account|User|RawShares|NormShares|RawUsage|EffectvUsage|FairShare\n"
+			   "cv||10|0.500000|1234|0.250000|\n"
+			   " cv|alice|parent|1.000000|1200|0.240000|0.812500\n"
+			   " cvsub||1|0.1|0|0.0|\n";
+	json_t *o = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(slurm_share_parse(text, "cv", &o, &err), 0);
+	CHECK_STR(json_string_value(json_object_get(o, "account")), "cv");
+	CHECK(json_number_value(json_object_get(o, "raw_shares")) == 10);
+	CHECK(json_number_value(json_object_get(o, "norm_shares")) == 0.5);
+	CHECK(json_number_value(json_object_get(o, "raw_usage")) == 1234);
+	CHECK(json_number_value(json_object_get(o, "effective_usage")) == 0.25);
+	CHECK(json_is_null(json_object_get(o, "fair_share"))); /* Slurm left it empty: no number made up */
+	json_t *users = json_object_get(o, "users");
+	CHECK_INT(json_array_size(users), 1);
+	json_t *a = json_array_get(users, 0);
+	CHECK_STR(json_string_value(json_object_get(a, "user")), "alice");
+	CHECK_STR(json_string_value(json_object_get(a, "raw_shares")), "parent");
+	CHECK(json_number_value(json_object_get(a, "fair_share")) == 0.8125);
+	json_decref(o);
+	/* an account Slurm does not know: a header and nothing else */
+	CHECK_INT(slurm_share_parse("Account|User|RawShares|NormShares|RawUsage|EffectvUsage|FairShare\n",
+				    "nosuch", &o, &err), TC_EBACKEND);
+	CHECK_CONTAINS(err.msg, "no row for account 'nosuch'");
+	CHECK_INT(slurm_share_parse("Account|User|RawShares\ncv||1\n", "cv", &o, &err), TC_EBACKEND);
+	CHECK_CONTAINS(err.msg, "no column NormShares");
+	tc_err_release(&err);
+}
+
+TEST(sacct_parse)
+{
+	const char *text = "JobID|Account|ElapsedRaw|AllocTRES|Submit|Start|End|State\n"
+			   "12|cv|90|billing=4,cpu=4,gres/gpu=4,gres/gpu:a100=4,mem=8G,node=2|1000|1010|1100|COMPLETED\n"
+			   "13|nlp|0||1000|Unknown|Unknown|PENDING\n"
+			   "14|cv|5|billing=1,cpu=1,node=1|1000|1001|Unknown|RUNNING\n";
+	struct slurm_acct_row *v = NULL;
+	size_t n = 0;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(slurm_sacct_parse(text, &v, &n, &err), 0);
+	CHECK_INT(n, 3);
+	CHECK_STR(v[0].id, "12");
+	CHECK_STR(v[0].account, "cv");
+	CHECK(v[0].elapsed == 90 && v[0].submit == 1000 && v[0].start == 1010 && v[0].end == 1100);
+	CHECK_INT(v[0].nodes, 2);
+	CHECK_INT(v[0].cpus, 4);
+	CHECK_INT(slurm_acct_gres(&v[0], "gpu"), 4); /* the typed gres/gpu:a100 is the same gpus */
+	CHECK_INT(slurm_acct_gres(&v[0], "npu"), -1);
+	CHECK_STR(v[0].state, "COMPLETED");
+	CHECK(v[1].start == 0 && v[1].end == 0 && v[1].nodes == 0); /* pending: nothing allocated */
+	CHECK(v[2].start == 1001 && v[2].end == 0);                /* running: no end yet */
+	CHECK_INT(slurm_acct_gres(&v[2], "gpu"), -1);               /* no gres on that cluster */
+	slurm_acct_rows_free(v, n);
+	CHECK_INT(slurm_sacct_parse("JobID|State\n1|RUNNING\n", &v, &n, &err), TC_EBACKEND);
+	CHECK_CONTAINS(err.msg, "sacct: its output has no column Account");
+	tc_err_release(&err);
 }
 
 /* The name of the state slurm_state_map gives, or NULL. */

@@ -194,6 +194,22 @@ TEST(teams_load_members_guarantees_and_default)
 	teams_free(&ts);
 }
 
+TEST(teams_slurm_account_and_qos)
+{
+	struct teams ts = { 0 };
+	char *msg = NULL;
+	CHECK_INT(load_teams("teams:\n  a:\n    members: [x]\n    slurm: {account: acct-a, qos: high}\n"
+			     "  b:\n    members: [y]\n    slurm: {qos: low}\n"
+			     "  c:\n    members: [z]\n", &ts, &msg), 0);
+	const struct team *a = teams_find(&ts, "a"), *b = teams_find(&ts, "b"), *c = teams_find(&ts, "c");
+	CHECK_STR(a->slurm_account, "acct-a");
+	CHECK_STR(a->slurm_qos, "high");
+	CHECK_STR(b->slurm_account, "b"); /* the account defaults to the team's name */
+	CHECK_STR(b->slurm_qos, "low");
+	CHECK(c->slurm_account == NULL && c->slurm_qos == NULL); /* no slurm: no --account */
+	teams_free(&ts);
+}
+
 TEST(teams_errors_name_file_line_and_key)
 {
 	static const struct {
@@ -214,6 +230,12 @@ TEST(teams_errors_name_file_line_and_key)
 		{ "teams: [a]\n", ":1: teams: must be a mapping" },
 		{ "teams:\n  a:\n    members: [x]\n  a:\n    members: [y]\n",
 		  ":4: teams: team 'a' is given twice" },
+		{ "teams:\n  a:\n    members: [x]\n    slurm:\n      acount: a\n",
+		  ":5: teams.a.slurm: unknown key 'acount' (slurm: has account, qos)" },
+		{ "teams:\n  a:\n    members: [x]\n    slurm: {account: 'a b'}\n",
+		  ":4: teams.a.slurm: account: 'a b' is not a Slurm account name" },
+		{ "teams:\n  a:\n    members: [x]\n    slurm: ml\n",
+		  ":4: teams.a.slurm: must be a mapping" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct teams ts = { 0 };

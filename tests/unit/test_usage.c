@@ -87,6 +87,46 @@ TEST(report_cuts_intervals_to_the_window_and_closes_open_ones)
 	store_close(st);
 }
 
+TEST(slurm_jobs_apart_from_the_store_intervals)
+{
+	/* a Slurm job's interval is left out when sacct counts it; a deleted job's stays */
+	struct store *st = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(store_open(test_tmpdir(), &st, &err), 0);
+	struct job_row row = { .id = "S", .name = "s", .state = JOB_QUEUED, .run_dir = "/nonexistent",
+			       .spec_json = "{}", .created = 1000, .user = "ann",
+			       .device_type = "cpu", .device_count = 2 };
+	CHECK_INT(store_job_create(st, &row, &err), 0);
+	CHECK_INT(store_slurm_set(st, "S", "77", NULL, NULL, &err), 0);
+	CHECK_INT(exec_sql(st,
+			   "INSERT INTO usage (job_id, user, device_type, device_count, opened, closed)"
+			   " VALUES ('S', 'ann', 'cpu', 2, 1010, 1110),"
+			   " ('gone', 'ann', 'cpu', 1, 1000, 1100);", &err), 0);
+	struct usage_query q = { .since = 900, .until = 1200, .now = 1150, .by = USAGE_BY_USER };
+	struct usage_row *v = NULL;
+	size_t n = 0;
+	CHECK_INT(store_usage_report(st, &q, &v, &n, &err), 0);
+	CHECK(n == 1 && v[0].device_seconds == 2 * 100 + 100);
+	usage_rows_free(v, n);
+	q.slurm_apart = true;
+	CHECK_INT(store_usage_report(st, &q, &v, &n, &err), 0);
+	CHECK(n == 1 && v[0].device_seconds == 100 && v[0].jobs == 1);
+	usage_rows_free(v, n);
+	struct usage_slurm_job *sj = NULL;
+	CHECK_INT(store_usage_slurm_jobs(st, &q, &sj, &n, &err), 0);
+	CHECK_INT(n, 1);
+	CHECK(!strcmp(sj[0].job_id, "S") && !strcmp(sj[0].slurm_id, "77") && !strcmp(sj[0].group, "ann"));
+	CHECK(!strcmp(sj[0].device_type, "cpu") && sj[0].per_node == 2 && sj[0].created == 1000);
+	usage_slurm_jobs_free(sj, n);
+	/* a window before the job was created has none */
+	q.since = 100;
+	q.until = 900;
+	CHECK_INT(store_usage_slurm_jobs(st, &q, &sj, &n, &err), 0);
+	CHECK_INT(n, 0);
+	usage_slurm_jobs_free(sj, n);
+	store_close(st);
+}
+
 TEST(dates_and_ages)
 {
 	double t;
