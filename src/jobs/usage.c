@@ -4,6 +4,7 @@
  */
 #include "jobs/usage.h"
 #include "jobs/jobs.h"
+#include "core/enc.h"
 #include "core/json.h"
 #include "core/xalloc.h"
 
@@ -128,6 +129,44 @@ int usage_report_json(struct store *st, const struct usage_query *q, json_t **ou
 	json_object_set_new(*out, "by", json_string(usage_by_name(q->by)));
 	json_object_set_new(*out, "rows", rows);
 	return 0;
+}
+
+static double row_num(json_t *o, const char *key)
+{
+	return json_number_value(json_object_get(o, key));
+}
+
+static const char *row_str(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+	return s ? s : "";
+}
+
+static void add_opt_num(struct sbuf *sb, json_t *v)
+{
+	if (json_is_number(v))
+		sbuf_addf(sb, "%.3f", json_number_value(v));
+}
+
+void usage_report_csv(json_t *rep, struct sbuf *out)
+{
+	json_t *rows = json_object_get(rep, "rows"), *r;
+	size_t i;
+	csv_add(out, row_str(rep, "by"));
+	sbuf_adds(out, ",device_type,device_hours,device_seconds,jobs,wait_mean_seconds,"
+		       "wait_max_seconds\n");
+	json_array_foreach(rows, i, r) {
+		csv_add(out, row_str(r, "group"));
+		sbuf_addch(out, ',');
+		csv_add(out, row_str(r, "device_type"));
+		sbuf_addf(out, ",%.6f,%.3f,%lld,", row_num(r, "device_hours"),
+			  row_num(r, "device_seconds"),
+			  (long long)json_integer_value(json_object_get(r, "jobs")));
+		add_opt_num(out, json_object_get(r, "wait_mean_seconds"));
+		sbuf_addch(out, ',');
+		add_opt_num(out, json_object_get(r, "wait_max_seconds"));
+		sbuf_addch(out, '\n');
+	}
 }
 
 int jobs_gc(struct store *st, double before, bool dry_run, json_t **out, struct tc_err *err)
