@@ -131,15 +131,10 @@ int usage_report_json(struct store *st, const struct usage_query *q, json_t **ou
 	return 0;
 }
 
-static double row_num(json_t *o, const char *key)
+/* a string of the report, "" for none */
+static const char *text_of(json_t *v)
 {
-	return json_number_value(json_object_get(o, key));
-}
-
-static const char *row_str(json_t *o, const char *key)
-{
-	const char *s = json_string_value(json_object_get(o, key));
-	return s ? s : "";
+	return json_is_string(v) ? json_string_value(v) : "";
 }
 
 static void add_opt_num(struct sbuf *sb, json_t *v)
@@ -152,15 +147,16 @@ void usage_report_csv(json_t *rep, struct sbuf *out)
 {
 	json_t *rows = json_object_get(rep, "rows"), *r;
 	size_t i;
-	csv_add(out, row_str(rep, "by"));
+	csv_add(out, text_of(json_object_get(rep, "by")));
 	sbuf_adds(out, ",device_type,device_hours,device_seconds,jobs,wait_mean_seconds,"
 		       "wait_max_seconds\n");
 	json_array_foreach(rows, i, r) {
-		csv_add(out, row_str(r, "group"));
+		csv_add(out, text_of(json_object_get(r, "group")));
 		sbuf_addch(out, ',');
-		csv_add(out, row_str(r, "device_type"));
-		sbuf_addf(out, ",%.6f,%.3f,%lld,", row_num(r, "device_hours"),
-			  row_num(r, "device_seconds"),
+		csv_add(out, text_of(json_object_get(r, "device_type")));
+		sbuf_addf(out, ",%.6f,%.3f,%lld,",
+			  json_number_value(json_object_get(r, "device_hours")),
+			  json_number_value(json_object_get(r, "device_seconds")),
 			  (long long)json_integer_value(json_object_get(r, "jobs")));
 		add_opt_num(out, json_object_get(r, "wait_mean_seconds"));
 		sbuf_addch(out, ',');

@@ -28,17 +28,9 @@ import pytest
 from conftest import REPO, _end_leftovers, holds_for
 from endpoint_helpers import request
 from server_fixture import held, start_server, token_for, unix_accounts
+from test_security_browser import chromium_or_fail
 
 HOSTILE = '<img src=x onerror="window.__pwned=1"><b class="pwn">bold</b>'
-
-
-def chromium_or_fail():
-    node = shutil.which("node")
-    if not node or not (REPO / "tests" / "ui" / "node_modules" / "playwright-core").is_dir() \
-            or not os.path.exists("/usr/bin/chromium"):
-        pytest.fail("the browser tests need node, `npm ci --prefix tests/ui` and /usr/bin/chromium "
-                    "(scripts/install-deps.sh)", pytrace=False)
-    return node
 
 
 @contextlib.contextmanager
