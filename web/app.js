@@ -931,9 +931,11 @@
     const extra = Object.entries(o).filter(([k]) => !QUEUE_KNOWN.has(k));
     return extra.length ? html`<div class="muted extra">${extra.map(([k, v], i) => html`${i ? " · " : ""}${k}: ${fmtVal(v)}`)}</div>` : "";
   }
-  function behindLine(w) {
+  // the job w is held behind (a link where the viewer may open it: jobs lists the queue, for its owner)
+  function behindLine(w, jobs) {
     if (!w.behind) return "";
-    return html`<div class="behind">held behind ${jobRef(w.behind, null)}${w.reserved_from ? html`, whose devices are reserved from <span class="reserved">${fmtTime(w.reserved_from)}</span>` : ""}</div>`;
+    const owner = ((jobs || []).find(x => x.id === w.behind) || {}).user;
+    return html`<div class="behind">held behind ${jobRef(w.behind, owner)}${w.reserved_from ? html`, whose devices are reserved from <span class="reserved">${fmtTime(w.reserved_from)}</span>` : ""}</div>`;
   }
   async function pageQueue() {
     put(view, html`<div class="card"><div class="toolbar"><h1>Queue</h1><span class="muted" id="q-info"></span><a class="button" href="#/teams">Teams</a></div>
@@ -951,7 +953,7 @@
         <td>${j.name != null ? html`<span class="name">${j.name}</span>` : html`<span class="muted">another user's job</span>`}<div class="muted">${jobRef(j.id, j.user)}</div></td>
         <td>${j.user}</td><td class="team">${j.team || "-"}</td><td>${j.type} × ${j.count}</td>
         <td class="hide-narrow">${j.priority}</td><td>${fmtSecs(j.waited_seconds)}</td>
-        <td class="wrap why">${j.why}${behindLine(j)}${extraFields(j)}</td></tr>`)}`
+        <td class="wrap why">${j.why}${behindLine(j, r.jobs)}${extraFields(j)}</td></tr>`)}`
         : html`<tr><td colspan="8" class="muted">no job waits</td></tr>`);
     }
     await load();
@@ -962,14 +964,14 @@
     const el = document.getElementById("job-wait");
     if (!el || view.dataset.job !== j.id) return;
     if (!j.waiting) { el.replaceChildren(); return; }
-    let pos = null;
+    let pos = null, q = null;
     try {
-      const q = await api("/queue");
+      q = await api("/queue");
       const me = q.jobs.find(x => x.id === j.id);
       if (me) pos = html`<span class="pos">${me.position}</span> of ${q.total} waiting${extraFields(me)}`;
     } catch (e) { /* the reason alone still says it */ }
     if (!el.isConnected || view.dataset.job !== j.id) return;
-    put(el, html`<div class="card waiting"><h2>Why it waits</h2><p class="why">${j.waiting.why}</p>${behindLine(j.waiting)}
+    put(el, html`<div class="card waiting"><h2>Why it waits</h2><p class="why">${j.waiting.why}</p>${behindLine(j.waiting, q && q.jobs)}
       ${pos ? html`<p class="muted">place in the <a href="#/queue">queue</a>: ${pos}</p>` : ""}</div>`);
   }
 

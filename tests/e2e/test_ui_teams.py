@@ -1,15 +1,18 @@
 """The web UI's teams, queue and usage pages and the submit form's team
 (docs/server.md "Teams", docs/usage.md), in a real browser (Debian's
 chromium driven by playwright-core, tests/ui/ui_teams.js), against a root
-server with real accounts and two teams on 6 fake GPUs:
+server with real accounts and teams on 6 fake GPUs:
 
   vision (a; guarantee 2, may borrow 2): two 2-GPU jobs of a run, the second
       on nlp's idle devices (borrowing 2); a 1-GPU job of a waits (team limit);
   nlp (a and b; guarantee 2, borrows nothing): a 2-GPU job of b runs, a
-      1-GPU job of b waits (team limit).
+      1-GPU job of b waits (team limit);
+  misc (c; no guarantee, no limit): a 1-GPU job waits for devices, held
+      behind a reservation (the running jobs have limits.max_runtime).
 
-b (not an admin) sees both teams with the right numbers, the queue with a's
-waiting job's name hidden, why its own job waits on its page, only its own
+b (not an admin) sees the teams with the right numbers, the queue in start
+order with a's waiting job's name hidden and the reservation misc's job is
+held behind, why its own job waits on its page, only its own
 usage (another user's is refused), and a form with no team choice (its one
 team); a (two teams) picks nlp in the form and the job lands in nlp; the
 operator sees everyone's usage as a table, a bar chart and the same CSV as
@@ -41,14 +44,15 @@ def teams_server(trainctl):
     os.chmod(base, 0o711)
     state = os.path.join(base, "state")
     try:
-        with unix_accounts("a", "b") as u:
+        with unix_accounts("a", "b", "c") as u:
             conf = os.path.join(base, "server.yaml")
             with open(conf, "w") as f:
                 f.write(f"teams:\n"
                         f"  vision:\n    members: [{u['a']}]\n    guarantee: {{gpu: 2}}\n"
                         f"    borrow: {{gpu: 2}}\n    default: true\n"
-                        f"  nlp:\n    members: [{u['a']}, {u['b']}]\n    guarantee: {{gpu: 2}}\n")
-            toks = {r: token_for(trainctl, state, u[r]) for r in ("a", "b")}
+                        f"  nlp:\n    members: [{u['a']}, {u['b']}]\n    guarantee: {{gpu: 2}}\n"
+                        f"  misc:\n    members: [{u['c']}]\n")
+            toks = {r: token_for(trainctl, state, u[r]) for r in ("a", "b", "c")}
             srv = start_server(trainctl, state, fake="gpu:6", args=["--config", conf], root_jobs=False)
             try:
                 yield srv, u, toks, base
@@ -84,7 +88,9 @@ def test_teams_queue_usage_pages(trainctl, tmp_path):
         home = {r: f"/home/{u[r]}" for r in u}
 
         def job(role, name, gpus, team=None):
-            spec = held(release, name=name, devices={"type": "gpu", "per_node": gpus}, workdir=home[role])
+            # a limit: the queue can tell when devices free up (a reservation's time)
+            spec = held(release, name=name, devices={"type": "gpu", "per_node": gpus}, workdir=home[role],
+                        limits={"max_runtime": "1h"})
             return submit(srv, tok[role], spec, team)
 
         v1 = job("a", "vis-one", 2)
@@ -95,8 +101,13 @@ def test_teams_queue_usage_pages(trainctl, tmp_path):
         srv.wait_state(n1, "running")
         n2 = job("b", "nlp-waits", 1)
         v3 = job("a", "vis-secret-name", 1)
-        holds_for(lambda: srv.job(n2)["state"] == "queued" and srv.job(v3)["state"] == "queued", 1.0,
-                  "both third jobs wait for their team's limit")
+        m1 = job("c", "misc-one", 1)  # misc has no limit: it waits for devices, behind a reservation
+        holds_for(lambda: all(srv.job(j)["state"] == "queued" for j in (n2, v3, m1)), 1.0,
+                  "the third jobs wait for their team's limit, misc's for devices")
+        st, api_queue = srv.call("GET", "/api/v1/queue")
+        assert st == 200, api_queue
+        api_m1 = {x["id"]: x for x in api_queue["jobs"]}[m1]
+        assert api_m1["behind"] and api_m1["reserved_from"], api_queue
         plan = {"logins": {"a": login_link(srv, tok["a"]), "b": login_link(srv, tok["b"]),
                            "admin": srv.login_url()},
                 "n2": n2, "hidden": "vis-secret-name", "a_user": u["a"],
@@ -132,11 +143,19 @@ def test_teams_queue_usage_pages(trainctl, tmp_path):
 
         # ---- the queue, as b: start order, reasons; a's job's name is not b's to see ----
         q = {x["id"]: x for x in b["queue"]}
-        assert set(q) == {n2, v3}, why
+        assert set(q) == {n2, v3, m1}, why
         assert q[n2]["name"] == "nlp-waits" and q[n2]["team"] == "nlp" and q[n2]["link"], why
         assert "its team nlp would hold more than its guarantee" in q[n2]["why"], why
         assert q[v3]["name"] is None and not q[v3]["link"] and not b["queue_shows_hidden"], why
-        assert sorted(x["pos"] for x in b["queue"]) == ["1", "2"], why
+        assert [x["id"] for x in b["queue"]] == [x["id"] for x in api_queue["jobs"]], why
+        assert [x["pos"] for x in b["queue"]] == ["1", "2", "3"], why
+        # held behind a reservation: the job it waits on and the time its devices are reserved from
+        assert api_m1["behind"] in q[m1]["behind"] and q[m1]["reserved"] not in (None, "", "-"), why
+        # a link where b may open that job (b's own), text otherwise
+        owner = {x["id"]: x["user"] for x in api_queue["jobs"]}.get(api_m1["behind"])
+        assert q[m1]["behind_link"] == (owner == u["b"]), why
+        assert q[m1]["why"].startswith(api_m1["why"]), why
+        assert q[n2]["behind"] is None and q[v3]["behind"] is None, why
         # a sees its own job's name
         assert {x["id"]: x["name"] for x in r["a"]["queue"]}[v3] == "vis-secret-name", why
 
@@ -200,5 +219,5 @@ def test_teams_queue_usage_pages(trainctl, tmp_path):
         for j in (sb["id"], sa["id"]):
             srv.call("POST", f"/api/v1/jobs/{j}/stop", {})
         open(release, "w").close()
-        for j in (v1, v2, n1, n2, v3):
+        for j in (v1, v2, n1, n2, v3, m1):
             srv.wait_state(j, "succeeded", timeout=180)

@@ -62,6 +62,9 @@ function queueOf() {
     id: tr.dataset.id, pos: tr.querySelector(".pos").textContent, team: tr.querySelector(".team").textContent,
     name: tr.querySelector(".name") ? tr.querySelector(".name").textContent : null,
     why: tr.querySelector(".why").textContent, link: !!tr.querySelector(`a[href="#/job/${tr.dataset.id}"]`),
+    behind: tr.querySelector(".behind") ? tr.querySelector(".behind").textContent : null,
+    reserved: tr.querySelector(".behind .reserved") ? tr.querySelector(".behind .reserved").textContent : null,
+    behind_link: !!tr.querySelector(".behind a"),
   }));
 }
 
