@@ -6,6 +6,8 @@
   // endpoint states, backends, version; read once before the first page, so
   // the UI keeps no lists of its own (and no state names)
   let INFO = { states: [], sweep_states: [], trial_states: [], endpoint_states: [], backends: [], version: "" };
+  // who the browser is (GET /api/v1/whoami): what a page offers (links to jobs, the usage of others)
+  let WHO = { user: "", admin: false };
   let cleanup = [];   // what the current page must stop when leaving
   let routeGen = 0;   // bumped on every route: a page whose await outlived it stops
 
@@ -76,7 +78,12 @@
   function fmtTime(t) { return t ? new Date(t * 1000).toLocaleString() : "-"; }
   function fmtDur(j) {
     const start = j.started || j.created; if (!start) return "-";
-    let d = Math.max(0, (j.ended || Date.now() / 1000) - start);
+    return fmtSecs((j.ended || Date.now() / 1000) - start);
+  }
+  // seconds as 4.2s, 5m07s, 3h12m ("-" for none)
+  function fmtSecs(d) {
+    if (d == null || !isFinite(d)) return "-";
+    d = Math.max(0, d);
     if (d < 60) return d.toFixed(1) + "s";
     if (d < 3600) return Math.floor(d / 60) + "m" + String(Math.floor(d % 60)).padStart(2, "0") + "s";
     return Math.floor(d / 3600) + "h" + String(Math.floor(d % 3600 / 60)).padStart(2, "0") + "m";
@@ -281,12 +288,24 @@
     let types = ["cpu"];
     const gen = routeGen;
     try { const d = await api("/devices"); types = [...new Set(d.devices.map(x => x.type))]; } catch (e) { /* keep cpu */ }
+    // the teams the user may submit to (GET /api/v1/teams: member), and the one a job gets unasked
+    let teams = { teams: [], your_team: null };
+    try { teams = await api("/teams"); } catch (e) { /* a server without the teams API: no choice */ }
     if (gen !== routeGen) return;
+    const mine = teams.teams.filter(t => t.member).map(t => t.name);
+    // a user in one team needs no choice (the server picks it, as `trainctl submit` without --team)
+    const teamRow = id => !teams.teams.length ? "" : mine.length > 1 ? html`
+        <label for="${id}">Team</label><select id="${id}" name="team" class="team-pick" required>
+          ${teams.your_team ? "" : html`<option value="">choose a team</option>`}${mine.map(n => html`<option value="${n}">${n}</option>`)}</select>
+        <span class="hint">the team whose guarantee and borrowing limit the job counts against (trainctl submit --team)</span>`
+      : html`<label>Team</label><div class="team-only">${mine.length ? html`${mine[0]} <span class="muted">(your only team)</span>`
+        : html`<span class="error">you are in none of this server's teams: it refuses your jobs</span>`}</div>`;
     put(view, html`
       <div class="card"><div class="toolbar"><h1>Submit a job</h1></div>
       <form class="grid" id="submit">
         <label for="s-name">Job name</label><input id="s-name" name="name" required pattern="[A-Za-z0-9._-]+">
         <span class="hint">required: letters, digits, '.', '_' and '-', e.g. digits-ddp</span>
+        ${teamRow("s-team")}
         <label for="s-kind">Job type</label>
         <select id="s-kind" name="kind"><option value="regular">regular (one node)</option><option value="distributed">distributed (nodes × devices)</option></select>
         <label for="s-backend">Backend</label><select id="s-backend" name="backend">${INFO.backends.map(b => html`<option value="${b.name}">${b.name}</option>`)}</select>
@@ -306,6 +325,7 @@
       </form></div>
       <div class="card"><div class="toolbar"><h2>Or paste a spec</h2></div>
       <form class="grid" id="submit-spec">
+        ${teamRow("y-team")}
         <label for="y-spec">Spec (YAML or JSON)</label><textarea id="y-spec" name="spec" required rows="12" spellcheck="false"></textarea>
         <span class="hint">the job file you would give <code>trainctl submit</code> (docs/spec.md)</span>
         <label for="y-base">Its folder</label><input id="y-base" name="base">
@@ -313,6 +333,9 @@
         <span></span><div class="row"><button class="primary" type="submit" id="y-go">Submit spec</button><span id="y-err" class="error"></span></div>
       </form></div>`);
     const f = document.getElementById("submit");
+    view.querySelectorAll("select.team-pick").forEach(sel => { if (teams.your_team && mine.includes(teams.your_team)) sel.value = teams.your_team; });
+    // the team chosen in form el, for the body of POST /api/v1/jobs (none: the server's pick)
+    const teamOf = el => { const t = el.querySelector("select.team-pick"); return t && t.value ? { team: t.value } : {}; };
     const kind = document.getElementById("s-kind"), be = document.getElementById("s-backend");
     // the backends this job may use here; the others say why not
     function backends() {
@@ -354,7 +377,7 @@
       }
       if (Object.keys(env).length) spec.env = env;
       try {
-        const r = await api("/jobs", { method: "POST", body: { spec } });
+        const r = await api("/jobs", { method: "POST", body: Object.assign({ spec }, teamOf(f)) });
         location.hash = "#/job/" + r.id;
       } catch (e) { document.getElementById("s-err").textContent = e.message; }
     };
@@ -362,7 +385,7 @@
     const y = document.getElementById("submit-spec");
     y.onsubmit = async ev => {
       ev.preventDefault();
-      const body = { spec: y.elements.spec.value, file: "pasted spec" };
+      const body = Object.assign({ spec: y.elements.spec.value, file: "pasted spec" }, teamOf(y));
       if (y.elements.base.value.trim()) body.base = y.elements.base.value.trim();
       try {
         const r = await api("/jobs", { method: "POST", body });
@@ -411,6 +434,7 @@
     view.dataset.job = j.id;
     put(view, html`
       <div class="card" id="job-head"></div>
+      <div id="job-wait"></div>
       <div class="tabs">${["brief", "logs", "metrics", "resources", "checkpoints", "report"].map(t =>
         html`<button data-tab="${t}" class="${t === tab ? "active" : ""}">${t[0].toUpperCase() + t.slice(1)}</button>`)}</div>
       <div id="tab"></div>`);
@@ -457,8 +481,9 @@
     if (!head || view.dataset.job !== j.id) return; /* the user left this job's page */
     put(head, html`
       <div class="toolbar"><h1>${j.name} ${stateBadge(j.state)}</h1><span id="job-actions">${actionButtons(j)}</span></div>
-      <div class="muted">${j.id} · ${j.user} · ${j.device_type} × ${j.device_count}${j.devices ? " [" + j.devices + "]" : ""} · priority ${j.priority}${j.preemptible ? " · preemptible" : ""}</div>`);
+      <div class="muted">${j.id} · ${j.user}${j.team ? html` · team <span id="job-team">${j.team}</span>` : ""} · ${j.device_type} × ${j.device_count}${j.devices ? " [" + j.devices + "]" : ""} · priority ${j.priority}${j.preemptible ? " · preemptible" : ""}</div>`);
     bindActions(head, () => j.id, () => route());
+    waitCard(j);
   }
   function tabBrief(j, el) {
     put(el, html`
@@ -855,6 +880,202 @@
     const t = setInterval(load, 5000); cleanup.push(() => clearInterval(t));
   }
 
+  // ---- teams page (docs/server.md, "Teams") ----
+  // per type: the guarantee, the borrowing limit, in use, borrowed, waiting
+  const TEAM_COLS = [["guarantee", "Guarantee"], ["borrow", "Borrow limit"], ["in_use", "In use"],
+    ["borrowed", "Borrowed"], ["waiting_devices", "Waiting"]];
+  // a job id as a link where the viewer may open it (their own, or an admin's view), else as text
+  function jobRef(id, user) {
+    return WHO.admin || user === WHO.user ? html`<a href="#/job/${id}">${id}</a>` : html`<span>${id}</span>`;
+  }
+  function teamCard(t) {
+    const types = [...new Set(TEAM_COLS.flatMap(([k]) => Object.keys(t[k] || {})))].sort();
+    const waiting = Array.isArray(t.waiting) ? t.waiting : [];
+    return html`<div class="card team" data-team="${t.name}">
+      <div class="toolbar"><h2>${t.name}</h2>${t.member ? html`<span class="state mine">your team</span>` : ""}
+        ${t.default ? html`<span class="muted">default of members in several teams</span>` : ""}</div>
+      <p class="members"><span class="muted">members: </span>${(t.members || []).join(", ") || "none"}</p>
+      <div class="scroll"><table class="team-devs"><thead><tr><th>Device type</th>${TEAM_COLS.map(([, h]) => html`<th>${h}</th>`)}</tr></thead>
+        <tbody>${types.length ? types.map(ty => html`<tr data-type="${ty}"><td>${ty}</td>${TEAM_COLS.map(([k]) =>
+          html`<td data-col="${k}">${k === "borrow" && !(ty in (t.guarantee || {})) && !(ty in (t.borrow || {})) ? "no limit" : (t[k] || {})[ty] || 0}</td>`)}</tr>`)
+        : html`<tr><td colspan="6" class="muted">no devices guaranteed, none in use</td></tr>`}</tbody></table></div>
+      <p><span class="running-jobs">${t.running_jobs}</span> running · <span class="waiting-jobs">${t.waiting_jobs}</span> waiting</p>
+      ${waiting.length ? html`<div class="scroll"><table class="team-waiting"><thead><tr><th>Waiting job</th><th>User</th><th>Devices</th><th>Why</th></tr></thead>
+        <tbody>${waiting.map(w => html`<tr data-id="${w.id}"><td>${jobRef(w.id, w.user)}</td><td>${w.user}</td><td>${w.type} × ${w.count}</td><td class="wrap why">${w.why}</td></tr>`)}</tbody></table></div>
+        ${t.waiting_jobs > waiting.length ? html`<p class="muted">the first ${waiting.length} in queue order</p>` : ""}` : ""}
+    </div>`;
+  }
+  async function pageTeams() {
+    put(view, html`<div class="card"><div class="toolbar"><h1>Teams</h1><a class="button" href="#/queue">Queue</a><a class="button" href="#/usage">Usage</a>
+      <span class="muted">refreshed every 5 s</span></div>
+      <p class="muted">A team always gets its guarantee back; beyond it, it may borrow idle devices up to its borrowing limit,
+        and borrowed jobs are preempted (checkpoint first) when another team needs its guarantee.</p></div>
+      <div id="teams"></div>`);
+    const box = document.getElementById("teams");
+    async function load() {
+      let r;
+      try { r = await api("/teams"); } catch (e) { if (box.isConnected) showError(box, e); return; }
+      if (!box.isConnected) return;
+      put(box, r.teams.length ? html`${r.teams.map(teamCard)}` :
+        html`<div class="card muted">this server has no teams (the teams: section of its --config file)</div>`);
+    }
+    await load();
+    const t = setInterval(load, 5000); cleanup.push(() => clearInterval(t));
+  }
+
+  // ---- the queue (GET /api/v1/queue): waiting jobs in start order, with why ----
+  const QUEUE_KNOWN = new Set(["position", "id", "name", "user", "team", "type", "count", "priority",
+    "waited_seconds", "why", "behind", "reserved_from"]);
+  // what the server added beyond the fields above (fair-share factors, ...), as plain text
+  function extraFields(o) {
+    const extra = Object.entries(o).filter(([k]) => !QUEUE_KNOWN.has(k));
+    return extra.length ? html`<div class="muted extra">${extra.map(([k, v], i) => html`${i ? " · " : ""}${k}: ${fmtVal(v)}`)}</div>` : "";
+  }
+  // the job w is held behind (a link where the viewer may open it: jobs lists the queue, for its owner)
+  function behindLine(w, jobs) {
+    if (!w.behind) return "";
+    const owner = ((jobs || []).find(x => x.id === w.behind) || {}).user;
+    return html`<div class="behind">held behind ${jobRef(w.behind, owner)}${w.reserved_from ? html`, whose devices are reserved from <span class="reserved">${fmtTime(w.reserved_from)}</span>` : ""}</div>`;
+  }
+  async function pageQueue() {
+    put(view, html`<div class="card"><div class="toolbar"><h1>Queue</h1><span class="muted" id="q-info"></span><a class="button" href="#/teams">Teams</a></div>
+      <div class="scroll"><table id="queue"><thead><tr><th>#</th><th>Job</th><th>User</th><th>Team</th><th>Devices</th>
+        <th class="hide-narrow">Priority</th><th>Waited</th><th>Why it waits</th></tr></thead><tbody></tbody></table></div></div>`);
+    const tb = view.querySelector("#queue tbody");
+    async function load() {
+      let r;
+      try { r = await api("/queue"); } catch (e) { banner(e.message); return; }
+      if (!tb.isConnected) return;
+      document.getElementById("q-info").textContent = r.total > r.jobs.length ?
+        `${r.total} waiting, the first ${r.jobs.length} shown · refreshed every 5 s` : `${r.total} waiting · refreshed every 5 s`;
+      put(tb, r.jobs.length ? html`${r.jobs.map(j => html`<tr data-id="${j.id}">
+        <td class="pos">${j.position}</td>
+        <td>${j.name != null ? html`<span class="name">${j.name}</span>` : html`<span class="muted">another user's job</span>`}<div class="muted">${jobRef(j.id, j.user)}</div></td>
+        <td>${j.user}</td><td class="team">${j.team || "-"}</td><td>${j.type} × ${j.count}</td>
+        <td class="hide-narrow">${j.priority}</td><td>${fmtSecs(j.waited_seconds)}</td>
+        <td class="wrap why">${j.why}${behindLine(j, r.jobs)}${extraFields(j)}</td></tr>`)}`
+        : html`<tr><td colspan="8" class="muted">no job waits</td></tr>`);
+    }
+    await load();
+    const t = setInterval(load, 5000); cleanup.push(() => clearInterval(t));
+  }
+  // a queued job's page: why it waits (the job's own `waiting`) and its place in the queue
+  async function waitCard(j) {
+    const el = document.getElementById("job-wait");
+    if (!el || view.dataset.job !== j.id) return;
+    if (!j.waiting) { el.replaceChildren(); return; }
+    let pos = null, q = null;
+    try {
+      q = await api("/queue");
+      const me = q.jobs.find(x => x.id === j.id);
+      if (me) pos = html`<span class="pos">${me.position}</span> of ${q.total} waiting${extraFields(me)}`;
+    } catch (e) { /* the reason alone still says it */ }
+    if (!el.isConnected || view.dataset.job !== j.id) return;
+    put(el, html`<div class="card waiting"><h2>Why it waits</h2><p class="why">${j.waiting.why}</p>${behindLine(j.waiting, q && q.jobs)}
+      ${pos ? html`<p class="muted">place in the <a href="#/queue">queue</a>: ${pos}</p>` : ""}</div>`);
+  }
+
+  // ---- usage (GET /api/v1/usage, docs/usage.md): device-hours per team or user ----
+  const SVGNS = "http://www.w3.org/2000/svg";
+  function svgEl(tag, attrs) {
+    const e = document.createElementNS(SVGNS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+    return e;
+  }
+  // one bar group per team (or user), a bar per device type, built with DOM calls
+  function usageChart(el, rows, by) {
+    const groups = [...new Set(rows.map(r => r.group))], types = [...new Set(rows.map(r => r.device_type))].sort();
+    const max = Math.max(0, ...rows.map(r => r.device_hours));
+    const W = Math.max(320, 90 * groups.length * Math.max(1, types.length) / 2 + 80), H = 240, top = 20, bottom = 40, left = 56;
+    const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, width: "100%", height: H, role: "img", class: "usage-chart" });
+    const title = svgEl("title"); title.textContent = "device-hours per " + by; svg.appendChild(title);
+    const plotH = H - top - bottom, gw = (W - left - 10) / Math.max(1, groups.length);
+    const bw = Math.max(6, Math.min(40, (gw - 16) / Math.max(1, types.length)));
+    svg.appendChild(svgEl("line", { x1: left, y1: top + plotH, x2: W - 10, y2: top + plotH, stroke: "#c5ccd8" }));
+    const unit = svgEl("text", { x: 4, y: 12, "font-size": 11, fill: "#5b6578" });
+    unit.textContent = "device-hours";
+    svg.appendChild(unit);
+    for (const f of [0, 0.5, 1]) {
+      const y = top + plotH * (1 - f);
+      const t = svgEl("text", { x: left - 6, y: y + 4, "text-anchor": "end", "font-size": 11, fill: "#5b6578" });
+      t.textContent = (max * f).toPrecision(3).replace(/\.?0+$/, "") || "0";
+      svg.appendChild(t);
+    }
+    groups.forEach((g, gi) => {
+      const x0 = left + gi * gw + (gw - bw * types.length) / 2;
+      types.forEach((ty, ti) => {
+        const r = rows.find(x => x.group === g && x.device_type === ty);
+        if (!r) return;
+        const h = max > 0 ? plotH * r.device_hours / max : 0;
+        const rect = svgEl("rect", { x: x0 + ti * bw, y: top + plotH - h, width: bw - 2, height: h,
+          fill: METRIC_COLORS[ti % METRIC_COLORS.length], class: "bar" });
+        rect.dataset.group = g; rect.dataset.type = ty; rect.dataset.hours = String(r.device_hours);
+        const tip = svgEl("title"); tip.textContent = `${g || "-"} · ${ty}: ${r.device_hours.toFixed(3)} device-hours`;
+        rect.appendChild(tip);
+        svg.appendChild(rect);
+      });
+      const label = svgEl("text", { x: left + gi * gw + gw / 2, y: H - bottom + 16, "text-anchor": "middle", "font-size": 12, fill: "#1d2430" });
+      label.textContent = g || "(none)";
+      svg.appendChild(label);
+    });
+    const legend = document.createElement("div");
+    legend.className = "legend muted";
+    types.forEach((ty, ti) => {
+      const sw = document.createElement("span");
+      sw.className = "swatch"; sw.style.background = METRIC_COLORS[ti % METRIC_COLORS.length];
+      const name = document.createElement("span"); name.textContent = ty;
+      legend.append(sw, name);
+    });
+    el.replaceChildren(svg, legend);
+  }
+  function isoDay(t) { return new Date(t).toISOString().slice(0, 10); }
+  async function pageUsage(query) {
+    const q = new URLSearchParams(query);
+    const gen = routeGen;
+    put(view, html`<div class="card"><div class="toolbar"><h1>Usage</h1><a class="button" id="u-csv" download>CSV</a></div>
+      <form class="toolbar" id="u-form">
+        <label for="u-since">since</label><input id="u-since" type="date" required>
+        <label for="u-until">until</label><input id="u-until" type="date">
+        <label for="u-by">by</label><select id="u-by"><option value="team">team</option><option value="user">user</option></select>
+        ${WHO.admin ? html`<label for="u-user">user</label><input id="u-user" placeholder="everyone" style="width:140px">` : ""}
+        <button class="primary" type="submit">Show</button></form>
+      <p class="muted" id="u-info"></p></div>
+      <div class="card chart-card"><div id="u-chart"></div></div>
+      <div class="card scroll"><table id="usage"><thead><tr><th id="u-group">Team</th><th>Device type</th><th>Device-hours</th><th>Jobs</th>
+        <th>Mean wait</th><th>Longest wait</th></tr></thead><tbody></tbody></table></div>`);
+    const f = document.getElementById("u-form"), since = document.getElementById("u-since"),
+      until = document.getElementById("u-until"), by = document.getElementById("u-by"), user = document.getElementById("u-user");
+    since.value = q.get("since") || isoDay(Date.now() - 30 * 86400e3);
+    until.value = q.get("until") || "";
+    by.value = q.get("by") === "user" ? "user" : "team";
+    if (user) user.value = q.get("user") || "";
+    f.onsubmit = ev => {
+      ev.preventDefault();
+      const p = new URLSearchParams({ since: since.value, by: by.value });
+      if (until.value) p.set("until", until.value);
+      if (user && user.value.trim()) p.set("user", user.value.trim());
+      location.hash = "#/usage?" + p; /* the window is in the address: a link to it shows the same */
+    };
+    // the API's arguments: until is the end of the day the picker names (a window [since, until))
+    const p = new URLSearchParams({ since: since.value, by: by.value });
+    if (until.value) p.set("until", isoDay(Date.parse(until.value) + 86400e3));
+    if (user && user.value.trim()) p.set("user", user.value.trim());
+    document.getElementById("u-csv").href = "/api/v1/usage?" + p + "&format=csv";
+    document.getElementById("u-group").textContent = by.value === "user" ? "User" : "Team";
+    let r;
+    try { r = await api("/usage?" + p); } catch (e) { if (gen === routeGen) showError(document.getElementById("u-chart"), e); return; }
+    if (gen !== routeGen) return;
+    document.getElementById("u-info").textContent = `${r.since} .. ${r.until} (UTC), by ${r.by}` +
+      (WHO.admin ? "" : " · your own jobs only");
+    put(view.querySelector("#usage tbody"), r.rows.length ? html`${r.rows.map(x => html`<tr data-group="${x.group}" data-type="${x.device_type}">
+      <td class="group">${x.group || "(none)"}</td><td>${x.device_type}</td><td class="hours">${x.device_hours.toFixed(3)}</td>
+      <td class="jobs">${x.jobs}</td><td>${fmtSecs(x.wait_mean_seconds)}</td><td>${fmtSecs(x.wait_max_seconds)}</td></tr>`)}`
+      : html`<tr><td colspan="6" class="muted">no device time recorded in this period</td></tr>`);
+    const chartEl = document.getElementById("u-chart");
+    if (r.rows.length) usageChart(chartEl, r.rows, r.by);
+    else chartEl.replaceChildren();
+  }
+
   // ---- routing ----
   // stop what the current page runs (streams, polls, charts); its awaits see routeGen moved on
   function stopPage() {
@@ -874,16 +1095,23 @@
     if (parts[0] === "submit") return pageSubmit();
     if (parts[0] === "login") return showLogin();
     if (parts[0] === "devices") return pageDevices();
+    if (parts[0] === "teams") return pageTeams();
+    if (parts[0] === "queue") return pageQueue();
+    if (parts[0] === "usage") return pageUsage(query || "");
     if (parts[0] === "compare") return pageCompare(query || "");
     if (parts[0] === "sweeps") return pageSweeps();
     if (parts[0] === "sweep" && parts[1]) return pageSweep(decodeURIComponent(parts[1]));
     return pageJobs(query || "");
   }
   window.addEventListener("hashchange", route);
-  api("/whoami").then(w => { document.getElementById("who").textContent = w.user + (w.admin ? " (admin)" : ""); }).catch(() => {});
+  const whoP = api("/whoami").then(w => {
+    WHO = w;
+    document.getElementById("who").textContent = w.user + (w.admin ? " (admin)" : "");
+  }).catch(() => {});
   // without the info (an old server, or no token yet) pages still work, with no state filter or backend choice
-  api("/info").then(i => {
+  const infoP = api("/info").then(i => {
     INFO = i;
     document.querySelector(".brand").title = "trainctl " + i.version;
-  }).catch(() => {}).finally(route);
+  }).catch(() => {});
+  Promise.all([whoP, infoP]).finally(route);
 })();

@@ -284,7 +284,7 @@ static int r_report(struct api_call *c) { return h_report(c->con, &c->job); }
 static int r_endpoint_list(struct api_call *c) { return proxy_list(c->s, c->con, &c->job); }
 
 static int r_usage_report(struct api_call *c) { return h_usage_report(c->s, c->con, &c->w); }
-static int r_teams(struct api_call *c) { return h_teams(c->s, c->con, c->team); }
+static int r_teams(struct api_call *c) { return h_teams(c->s, c->con, c->team, &c->w); }
 static int r_queue(struct api_call *c) { return h_queue(c->s, c->con, &c->w); }
 static int r_reload(struct api_call *c) { return h_reload(c->s, c->con); }
 

@@ -540,13 +540,36 @@ int h_checkpoints(struct srv *s, struct MHD_Connection *con, const struct job_ro
 	return reply_wire(con, rc, &err, &body);
 }
 
+/* The report as a CSV download (the same rows as `trainctl usage --format csv`); takes o. */
+static int usage_csv_reply(struct MHD_Connection *con, const struct usage_query *q, json_t *o)
+{
+	struct sbuf body = SBUF_INIT, cd = SBUF_INIT;
+	usage_report_csv(o, &body);
+	json_decref(o);
+	struct MHD_Response *r = MHD_create_response_from_buffer(body.len, body.buf,
+								 MHD_RESPMEM_MUST_COPY);
+	sbuf_release(&body);
+	if (!r)
+		return MHD_NO;
+	api_page_headers(r);
+	MHD_add_response_header(r, "Content-Type", "text/csv; charset=utf-8");
+	sbuf_addf(&cd, "attachment; filename=\"usage-by-%s.csv\"", usage_by_name(q->by));
+	MHD_add_response_header(r, "Content-Disposition", cd.buf);
+	sbuf_release(&cd);
+	int ret = MHD_queue_response(con, 200, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
 int h_usage_report(struct srv *s, struct MHD_Connection *con, const struct who *w)
 {
 	/*
 	 * Who used what is an admin's (and the operator's) to see; anyone else
 	 * gets their own usage, as the job list gives them their own jobs.
 	 */
-	const char *user = arg_of(con, "user");
+	const char *user = arg_of(con, "user"), *format = arg_of(con, "format");
+	if (format && strcmp(format, "json") && strcmp(format, "csv"))
+		return reply_err(con, 400, "format: '%s' is not json or csv", format);
 	if (!(w->admin || w->local)) {
 		if (user && *user && strcmp(user, w->user) != 0)
 			return reply_err(con, 403, "only an admin may see another user's usage");
@@ -562,7 +585,13 @@ int h_usage_report(struct srv *s, struct MHD_Connection *con, const struct who *
 		rc = usage_report_json(s->list_st, &q, &o, &err);
 		pthread_mutex_unlock(&s->list_mu);
 	}
-	int ret = rc ? reply_tc(con, &err) : reply_jsont(con, 200, o);
+	int ret;
+	if (rc)
+		ret = reply_tc(con, &err);
+	else if (format && !strcmp(format, "csv"))
+		ret = usage_csv_reply(con, &q, o);
+	else
+		ret = reply_jsont(con, 200, o);
 	tc_err_release(&err);
 	return ret;
 }

@@ -297,7 +297,7 @@ int h_sweep_list(struct srv *s, struct MHD_Connection *con, const struct who *w)
 int h_sweep_detail(struct srv *s, struct MHD_Connection *con, const struct who *w, const char *ref);
 int h_sweep_stop(struct srv *s, struct MHD_Connection *con, const struct who *w, const char *ref);
 /* api_teams.c: GET /api/v1/teams, /api/v1/teams/{team}; POST /api/v1/server/reload (admin) */
-int h_teams(struct srv *s, struct MHD_Connection *con, const char *team);
+int h_teams(struct srv *s, struct MHD_Connection *con, const char *team, const struct who *w);
 /* GET /api/v1/queue: the local queue in order, each job's reason (srv_queue_json). */
 int h_queue(struct srv *s, struct MHD_Connection *con, const struct who *w);
 int h_reload(struct srv *s, struct MHD_Connection *con);

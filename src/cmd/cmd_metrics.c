@@ -1,5 +1,6 @@
 /* cmd_metrics.c -- `trainctl metrics JOB [--name M] [--rank R] [--format F] [--points N]` */
 #include "cmd/cmd.h"
+#include "core/enc.h"
 #include "core/json.h"
 #include "core/sbuf.h"
 #include "core/util.h"
@@ -52,17 +53,7 @@ static void add_value(struct sbuf *sb, const struct store_mpoint *p, bool json)
 
 void cmd_add_csv(struct sbuf *sb, const char *s)
 {
-	if (!strpbrk(s, ",\"\n\r")) {
-		sbuf_adds(sb, s);
-		return;
-	}
-	sbuf_addch(sb, '"');
-	for (; *s; s++) {
-		if (*s == '"')
-			sbuf_addch(sb, '"');
-		sbuf_addch(sb, *s);
-	}
-	sbuf_addch(sb, '"');
+	csv_add(sb, s);
 }
 
 static void print_point(void *data, const struct metrics_point *pt)

@@ -106,30 +106,10 @@ static void print_table(json_t *rep)
 	}
 }
 
-static void add_opt_num(struct sbuf *sb, json_t *v)
-{
-	if (json_is_number(v))
-		sbuf_addf(sb, "%.3f", json_number_value(v));
-}
-
 static void print_csv(json_t *rep)
 {
 	struct sbuf sb = SBUF_INIT;
-	json_t *rows = json_object_get(rep, "rows"), *r;
-	size_t i;
-	sbuf_addf(&sb, "%s,device_type,device_hours,device_seconds,jobs,wait_mean_seconds,"
-		       "wait_max_seconds\n", str(rep, "by"));
-	json_array_foreach(rows, i, r) {
-		cmd_add_csv(&sb, str(r, "group"));
-		sbuf_addch(&sb, ',');
-		cmd_add_csv(&sb, str(r, "device_type"));
-		sbuf_addf(&sb, ",%.6f,%.3f,%lld,", num(r, "device_hours"), num(r, "device_seconds"),
-			  (long long)json_integer_value(json_object_get(r, "jobs")));
-		add_opt_num(&sb, json_object_get(r, "wait_mean_seconds"));
-		sbuf_addch(&sb, ',');
-		add_opt_num(&sb, json_object_get(r, "wait_max_seconds"));
-		sbuf_addch(&sb, '\n');
-	}
+	usage_report_csv(rep, &sb);
 	fputs(sb.buf, stdout);
 	sbuf_release(&sb);
 }

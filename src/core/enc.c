@@ -1,6 +1,8 @@
 /* enc.c -- URL, hex, UTF-8 and varint encodings; see enc.h. */
 #include "core/enc.h"
 
+#include <string.h>
+
 void url_encode(struct sbuf *sb, const char *s, bool keep_slash)
 {
 	static const char hex[] = "0123456789ABCDEF";
@@ -68,6 +70,21 @@ size_t varint_put(unsigned char *out, uint64_t v)
 	}
 	out[n++] = (unsigned char)v;
 	return n;
+}
+
+void csv_add(struct sbuf *sb, const char *s)
+{
+	if (!strpbrk(s, ",\"\n\r")) {
+		sbuf_adds(sb, s);
+		return;
+	}
+	sbuf_addch(sb, '"');
+	for (; *s; s++) {
+		if (*s == '"')
+			sbuf_addch(sb, '"');
+		sbuf_addch(sb, *s);
+	}
+	sbuf_addch(sb, '"');
 }
 
 void term_escape(struct sbuf *sb, const char *s, size_t len, bool keep_newline)

@@ -40,6 +40,9 @@ void utf8_add(struct sbuf *sb, unsigned long cp);
  */
 void term_escape(struct sbuf *sb, const char *s, size_t len, bool keep_newline);
 
+/* Append s as one CSV field (RFC 4180): quoted, with '"' doubled, when it holds ',', '"' or a newline. */
+void csv_add(struct sbuf *sb, const char *s);
+
 /*
  * Write v as a base-128 varint (protobuf, LEB128: low groups first, the top
  * bit set on all bytes but the last) into out; returns the bytes written,

@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 #include "backend/slurm_acct.h"
 #include "jobs/jobs.h"
+#include "core/enc.h"
 #include "core/json.h"
 #include "core/xalloc.h"
 
@@ -269,6 +270,40 @@ int usage_report_json(struct store *st, const struct usage_query *q, json_t **ou
 	if (slurm)
 		json_object_set_new(*out, "slurm", slurm);
 	return 0;
+}
+
+/* a string of the report, "" for none */
+static const char *text_of(json_t *v)
+{
+	return json_is_string(v) ? json_string_value(v) : "";
+}
+
+static void add_opt_num(struct sbuf *sb, json_t *v)
+{
+	if (json_is_number(v))
+		sbuf_addf(sb, "%.3f", json_number_value(v));
+}
+
+void usage_report_csv(json_t *rep, struct sbuf *out)
+{
+	json_t *rows = json_object_get(rep, "rows"), *r;
+	size_t i;
+	csv_add(out, text_of(json_object_get(rep, "by")));
+	sbuf_adds(out, ",device_type,device_hours,device_seconds,jobs,wait_mean_seconds,"
+		       "wait_max_seconds\n");
+	json_array_foreach(rows, i, r) {
+		csv_add(out, text_of(json_object_get(r, "group")));
+		sbuf_addch(out, ',');
+		csv_add(out, text_of(json_object_get(r, "device_type")));
+		sbuf_addf(out, ",%.6f,%.3f,%lld,",
+			  json_number_value(json_object_get(r, "device_hours")),
+			  json_number_value(json_object_get(r, "device_seconds")),
+			  (long long)json_integer_value(json_object_get(r, "jobs")));
+		add_opt_num(out, json_object_get(r, "wait_mean_seconds"));
+		sbuf_addch(out, ',');
+		add_opt_num(out, json_object_get(r, "wait_max_seconds"));
+		sbuf_addch(out, '\n');
+	}
 }
 
 int jobs_gc(struct store *st, double before, bool dry_run, json_t **out, struct tc_err *err)

@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "core/err.h"
+#include "core/sbuf.h"
 #include "store/store.h"
 
 /* "2026-11-01" (UTC midnight) or "2026-11-01T12:30:00[Z]" (UTC): seconds since the epoch. */
@@ -41,6 +42,14 @@ int usage_query_parse(const char *since, const char *until, const char *by, doub
  */
 int usage_report_json(struct store *st, const struct usage_query *q, json_t **out,
 		      struct tc_err *err);
+
+/*
+ * A report (usage_report_json's) as CSV, appended to out: the header
+ * "BY,device_type,device_hours,device_seconds,jobs,wait_mean_seconds,
+ * wait_max_seconds", then a line per row (a wait left empty where none was
+ * measured).  `trainctl usage --format csv` and GET /api/v1/usage?format=csv.
+ */
+void usage_report_csv(json_t *rep, struct sbuf *out);
 
 /*
  * Remove finished jobs that ended before `before` (seconds since the
