@@ -122,6 +122,11 @@ struct spec {
 	/* limits.max_runtime: wall seconds from the first start, restarts included; 0 = none */
 	long max_runtime;
 	/*
+	 * limits.idle_minutes: a job with a jupyter or ssh endpoint is stopped
+	 * after this long without activity (launch/idle.c); 0 = never
+	 */
+	double idle_minutes;
+	/*
 	 * watchdog:, restart.policy and on_log: (docs/diagnostics.md).  The
 	 * watchdog is on when the key is given; its numbers have defaults
 	 * either way (spec_init) and are written back only when it is on.
