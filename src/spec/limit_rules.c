@@ -49,29 +49,47 @@ static int r_idle_minutes(struct walk *w, yaml_node_t *n, const char *key)
 	return 0;
 }
 
-int spec_check_limits(struct walk *w)
+bool spec_idle_watched(const struct spec *s)
 {
-	const struct spec *s = w->s;
-	if (s->idle_minutes <= 0)
-		return 0;
 	bool watched = false;
 	for (size_t i = 0; i < s->nendpoints; i++) {
 		const struct endpoint_kind *k = endpoint_kind_find(s->endpoints[i].kind);
 		watched |= k && k->activity;
 	}
-	/* the supervisor of a local one-node job watches; a Slurm job's nodes do not yet */
-	if (watched && (s->nodes > 1 || strcmp(s->backend, backend_names[BACKEND_LOCAL]) != 0))
+	return watched;
+}
+
+/* the supervisor of a local one-node job watches; a Slurm job's nodes do not yet */
+static bool idle_supported(const struct spec *s)
+{
+	return s->nodes <= 1 && !strcmp(s->backend, backend_names[BACKEND_LOCAL]);
+}
+
+int spec_check_limits(struct walk *w)
+{
+	const struct spec *s = w->s;
+	if (s->idle_minutes <= 0)
+		return 0;
+	if (!spec_idle_watched(s))
+		return tc_error(w->err, TC_ESPEC,
+				"%s:%d: limits.idle_minutes: is for an interactive job: it needs an "
+				"endpoint whose activity trainctl can see (endpoints: with kind %s), and "
+				"this job has none",
+				w->file, w->idle_line, endpoint_idle_kind_names());
+	if (!idle_supported(s))
 		return tc_error(w->err, TC_ESPEC,
 				"%s:%d: limits.idle_minutes: is watched for a one-node job of backend "
 				"local, not yet for backend %s",
 				w->file, w->idle_line, s->backend);
-	if (watched)
-		return 0;
-	return tc_error(w->err, TC_ESPEC,
-			"%s:%d: limits.idle_minutes: is for an interactive job: it needs an endpoint "
-			"whose activity trainctl can see (endpoints: with kind %s), and this job has "
-			"none",
-			w->file, w->idle_line, endpoint_idle_kind_names());
+	return 0;
+}
+
+bool spec_idle_default(struct spec *s, double minutes)
+{
+	if (s->idle_minutes > 0 || minutes <= 0 || !spec_idle_watched(s) || !idle_supported(s))
+		return false;
+	s->idle_minutes = minutes;
+	return true;
 }
 
 static const struct rule limits_rules[] = {

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import ENDED, notes, wait_on_job, wait_until
 from endpoint_helpers import jupyter_ok, run_cell, websocket  # noqa: F401 (a fixture)
+from server_fixture import start_server
 
 
 def need_jupyter():
@@ -143,3 +144,39 @@ def test_bad_idle_minutes_and_a_job_without_an_endpoint_are_refused(run_tc, tmp_
     p = run_tc("run", plain)
     assert p.returncode == 2, p.stderr
     assert f"{plain}:3: limits.idle_minutes: is for an interactive job" in p.stderr, p.stderr
+
+
+def test_server_default_idle_minutes_stops_an_idle_jupyter_job(trainctl, tmp_path):
+    need_jupyter()
+    srv = start_server(trainctl, tmp_path / "state", args=["--default-idle-minutes", "0.1"])
+    try:
+        nb = srv.submit({"name": "srv-nb", "command": "sleep 900", "workdir": str(tmp_path),
+                         "endpoints": ["jupyter"]})
+        plain = srv.submit({"name": "plain", "command": "sleep 0.2", "workdir": str(tmp_path)})
+        row = srv.wait_state(nb, "killed", timeout=240)
+        assert row["root_cause"].startswith("stopped: idle for 0.1 minutes (limits.idle_minutes)"), row
+        job = srv.job(nb)
+        assert job["spec"]["limits"]["idle_minutes"] == 0.1, job["spec"]
+        assert len(notes(job, "idle")) == 1, job["events"]
+        # a job without an endpoint to watch does not take the default
+        srv.wait_state(plain, "succeeded")
+        assert "idle_minutes" not in srv.job(plain)["spec"].get("limits", {})
+    finally:
+        srv.stop()
+
+
+def test_bad_default_idle_minutes_is_refused(trainctl, tmp_path):
+    p = subprocess.run([str(trainctl), "server", "--state", str(tmp_path / "s"),
+                        "--default-idle-minutes", "30m"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert "--default-idle-minutes must be a number of minutes" in p.stderr, p.stderr
+    conf = tmp_path / "server.yaml"
+    conf.write_text("quiet: true\ndefault-idle-minutes: 0\n")
+    p = subprocess.run([str(trainctl), "server", "--check-config", str(conf)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert f"{conf}:2" in p.stderr and "default-idle-minutes" in p.stderr, p.stderr
+    conf.write_text("default-idle-minutes: 30\n")
+    p = subprocess.run([str(trainctl), "server", "--check-config", str(conf)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "good" in p.stdout, p.stderr
