@@ -5,6 +5,7 @@ session is use.  Local `trainctl run` jobs, Debian's jupyter-notebook
 asked through its REST API; the cell runs over the kernel's WebSocket."""
 import json
 import os
+import shutil
 import subprocess
 import time
 import urllib.request
@@ -180,3 +181,45 @@ def test_bad_default_idle_minutes_is_refused(trainctl, tmp_path):
     p = subprocess.run([str(trainctl), "server", "--check-config", str(conf)],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and "good" in p.stdout, p.stderr
+
+
+SSH_QUIET = ["-F", "/dev/null", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR"]
+
+
+def test_open_ssh_session_is_use(trainctl, run_tc, home, tmp_path):
+    if not (shutil.which("ssh") and os.access("/usr/sbin/sshd", os.X_OK)):
+        pytest.fail("needs openssh-server and openssh-client (scripts/install-deps.sh)", pytrace=False)
+    key = tmp_path / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "test", "-f", str(key)], check=True)
+    limit_s = 12
+    pub = (tmp_path / "key.pub").read_text().strip()
+    s = spec(tmp_path, "idle-ssh", limit_s / 60, endpoint=json.dumps({"kind": "ssh", "public_key": pub}))
+    env = dict(os.environ, TRAINCTL_HOME=str(home))
+    env.pop("TRAINCTL_SERVER", None)
+    with open(tmp_path / "run.log", "w") as log:
+        p = start_run(trainctl, home, s, log)
+    try:
+        last = []
+
+        def up():
+            r = run_tc("ssh", "idle-ssh", "--", "-i", key, *SSH_QUIET, "true")
+            last[:] = [r.stderr]
+            return r.returncode == 0
+        wait_on_job(up, lambda: job_of(run_tc, "idle-ssh"), timeout=120,
+                    what=lambda: f"the job's ssh endpoint to let the key in: {last}")
+        # a session open well past the limit: the job must not be stopped under it
+        session = subprocess.run([str(trainctl), "ssh", "idle-ssh", "--", "-i", str(key), *SSH_QUIET,
+                                  f"sleep {3 * limit_s}; echo session done"],
+                                 env=env, capture_output=True, text=True, timeout=300)
+        assert session.stdout.strip() == "session done", session.stderr
+        job = job_of(run_tc, "idle-ssh")
+        assert job["state"] == "running" and not notes(job, "idle"), job
+        job = ended(run_tc, "idle-ssh", 180)
+        assert p.wait(timeout=120) == 1
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert job["state"] == "killed", job
+    assert job["root_cause"].startswith("stopped: idle for 0.2 minutes (limits.idle_minutes)"), job
+    assert len(notes(job, "idle")) == 1, job["events"]
