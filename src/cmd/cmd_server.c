@@ -66,6 +66,8 @@ static const char server_usage[] =
 	"      --fair-share-half-life D  usage weighs half after D (30s, 12h, 7d; default 7d)\n"
 	"      --default-max-runtime D  limits.max_runtime of jobs whose spec has none\n"
 	"                          (90m, 24h, 7d; default: no limit)\n"
+	"      --default-idle-minutes M  limits.idle_minutes of jobs with a jupyter or ssh\n"
+	"                          endpoint whose spec has none (30, 0.5; default: none)\n"
 	"      --sample-seconds S  resource telemetry period (default 5)\n"
 	"      --retention AGE     remove finished jobs (rows, run folders) that ended more\n"
 	"                          than AGE ago (30d, 12h...), at start and hourly (docs/usage.md)\n"
@@ -225,6 +227,7 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 		{ "default-max-runtime", required_argument, NULL, 'L' },
 		{ "fair-share", required_argument, NULL, 'W' },
 		{ "fair-share-half-life", required_argument, NULL, 'X' },
+		{ "default-idle-minutes", required_argument, NULL, 'I' },
 		CMD_OPT_HELP,
 		CMD_OPT_END,
 	};
@@ -277,6 +280,16 @@ int cmd_server(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 			if (!parse_duration(optarg, 365L * 86400, &o.default_max_runtime)) {
 				rc = tc_error(err, TC_EUSAGE, "server: --default-max-runtime must be a "
 					      "duration with a unit up to 365d (90m, 24h, 7d), not '%s'",
+					      optarg);
+				goto bad;
+			}
+			break;
+		case 'I':
+			/* the spec's bounds (spec/limit_rules.c) */
+			if (!parse_double(optarg, &o.default_idle_minutes) ||
+			    !(o.default_idle_minutes >= 0.05 && o.default_idle_minutes <= 525600)) {
+				rc = tc_error(err, TC_EUSAGE, "server: --default-idle-minutes must be a "
+					      "number of minutes from 0.05 to 525600 (30, 0.5), not '%s'",
 					      optarg);
 				goto bad;
 			}

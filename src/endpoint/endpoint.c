@@ -85,7 +85,8 @@ static int build_generic(const struct endpoint_ctx *c, struct endpoint_cmd *cmd,
 
 static const struct endpoint_kind kinds[] = {
 	{ .name = "jupyter", .http = true, .auth_header = "Authorization",
-	  .auth_value = "token %s", .program = JUPYTER_PROGRAM, .build = build_jupyter },
+	  .auth_value = "token %s", .program = JUPYTER_PROGRAM, .build = build_jupyter,
+	  .activity = endpoint_jupyter_activity },
 	{ .name = "tensorboard", .http = true, .program = TENSORBOARD_PROGRAM, .build = build_tensorboard },
 	{ .name = "generic", .keys = ENDPOINT_KEY_COMMAND | ENDPOINT_KEY_PORT,
 	  .needs = ENDPOINT_KEY_COMMAND, .http = true, .strip_prefix = true,
@@ -96,7 +97,8 @@ static const struct endpoint_kind kinds[] = {
 	 * sessions enter the rank's container as `trainctl exec` does.
 	 */
 	{ .name = "ssh", .keys = ENDPOINT_KEY_PUBLIC_KEY, .http = false, .on_host = true,
-	  .program = "sshd", .also_in = "/usr/sbin", .build = endpoint_build_ssh },
+	  .program = "sshd", .also_in = "/usr/sbin", .build = endpoint_build_ssh,
+	  .activity = endpoint_ssh_activity },
 };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 
@@ -118,6 +120,26 @@ const char *endpoint_kind_names(void)
 			if (!kinds[i].not_yet)
 				off += (size_t)snprintf(names + off, sizeof(names) - off, "%s%s",
 							off ? ", " : "", kinds[i].name);
+		made = true;
+	}
+	return names;
+}
+
+const char *endpoint_idle_kind_names(void)
+{
+	static char names[256];
+	static bool made;
+	if (!made) {
+		size_t off = 0, n = 0, left = 0;
+		for (size_t i = 0; i < NKINDS; i++)
+			left += kinds[i].activity && !kinds[i].not_yet;
+		for (size_t i = 0; i < NKINDS; i++)
+			if (kinds[i].activity && !kinds[i].not_yet) {
+				n++;
+				off += (size_t)snprintf(names + off, sizeof(names) - off, "%s%s",
+							n == 1 ? "" : n == left ? " or " : ", ",
+							kinds[i].name);
+			}
 		made = true;
 	}
 	return names;
@@ -422,6 +444,40 @@ bool endpoint_reaped(struct endpoint_set *es, pid_t pid, int status)
 			return true;
 		}
 	return false;
+}
+
+size_t endpoint_probes(const struct endpoint_set *es, struct endpoint_probe *out, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; es && i < es->n && n < max; i++) {
+		const struct sidecar *c = &es->sc[i];
+		const struct endpoint_kind *k = endpoint_kind_find(c->ep->kind);
+		if (c->pid <= 0 || !k || !k->activity)
+			continue;
+		out[n++] = (struct endpoint_probe){
+			.kind = k, .name = xstrdup(c->ep->name),
+			.base_path = endpoint_base_path(es->job_id, c->ep->name),
+			.secret = c->row.secret ? xstrdup(c->row.secret) : NULL, .port = c->row.port,
+		};
+	}
+	return n;
+}
+
+void endpoint_probe_release(struct endpoint_probe *p)
+{
+	free(p->name);
+	free(p->base_path);
+	if (p->secret)
+		memset(p->secret, 0, strlen(p->secret));
+	free(p->secret);
+	*p = (struct endpoint_probe){ 0 };
+}
+
+int endpoint_activity(const struct endpoint_probe *p, double now, double *last,
+		      struct tc_err *err)
+{
+	*last = 0;
+	return p->kind && p->kind->activity ? p->kind->activity(p, now, last, err) : 0;
 }
 
 static void stopped(void *arg, size_t i, int status)

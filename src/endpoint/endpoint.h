@@ -33,6 +33,12 @@
  *     job_endpoints (store.h: struct store_endpoint), written through the
  *     job's sink (hub/sink.h: sink_endpoint), so a supervisor that reports
  *     to a hub never opens the database.
+ * (5) Activity, for limits.idle_minutes (launch/idle.c): a kind whose use
+ *     trainctl can see has an activity function in its row: Jupyter is
+ *     asked through its own REST API with the endpoint's token (activity.c),
+ *     ssh counts the open connections to its sshd (ssh.c).  The supervisor
+ *     asks from a thread of its own, so a probe gets copies
+ *     (endpoint_probes), never the set.
  *
  * Ownership: struct endpoint_set owns its children's records and strings;
  * endpoint_set_free(NULL) is a no-op.  Nothing here prints: messages go to
@@ -52,6 +58,7 @@ struct proc;
 struct spec;
 struct spec_endpoint;
 struct sink;
+struct endpoint_probe;
 
 /* What a kind's build function knows of the endpoint it makes. */
 struct endpoint_ctx {
@@ -94,14 +101,24 @@ struct endpoint_kind {
 	const char *program, *also_in;
 	/* Fill cmd for c; 0 or a negative TC_E* with err set. */
 	int (*build)(const struct endpoint_ctx *c, struct endpoint_cmd *cmd, struct tc_err *err);
+	/*
+	 * Note 5: when p was last used, wall seconds, into *last (now: in use
+	 * now; 0: no sign of use); 0 or a negative TC_E* with err set when it
+	 * cannot be asked.  NULL: its use is not seen.
+	 */
+	int (*activity)(const struct endpoint_probe *p, double now, double *last, struct tc_err *err);
 };
-/* The ssh row's build (endpoint/ssh.c, endpoint/ssh.h). */
+/* The ssh row's build and activity (endpoint/ssh.c, endpoint/ssh.h). */
 int endpoint_build_ssh(const struct endpoint_ctx *c, struct endpoint_cmd *cmd, struct tc_err *err);
+int endpoint_ssh_activity(const struct endpoint_probe *p, double now, double *last,
+			  struct tc_err *err);
 
 /* The row of kind name, or NULL. */
 const struct endpoint_kind *endpoint_kind_find(const char *name);
 /* "jupyter, tensorboard, generic, ssh": the kinds with a row that is built, for messages. */
 const char *endpoint_kind_names(void);
+/* "jupyter or ssh": the kinds whose activity is seen (note 5), for messages. */
+const char *endpoint_idle_kind_names(void);
 /* Build cmd for c through its kind's row (argv unit-tested per kind). */
 int endpoint_build(const struct endpoint_ctx *c, struct endpoint_cmd *cmd, struct tc_err *err);
 void endpoint_cmd_clear(struct endpoint_cmd *cmd);
@@ -173,6 +190,35 @@ size_t endpoint_http_running(const struct endpoint_set *es, const char **names, 
  * ours, which is recorded exited with status.
  */
 bool endpoint_reaped(struct endpoint_set *es, pid_t pid, int status);
+/* ---- activity (note 5) ---- */
+
+/* One running endpoint whose kind sees activity: copies, for another thread. */
+struct endpoint_probe {
+	const struct endpoint_kind *kind;
+	char *name;
+	char *base_path; /* "/jobs/JOB/endpoints/NAME/" */
+	char *secret;    /* its token, or NULL */
+	int port;        /* on 127.0.0.1 */
+};
+/* The running endpoints whose kind has an activity function, copied into out (at most max). */
+size_t endpoint_probes(const struct endpoint_set *es, struct endpoint_probe *out, size_t max);
+void endpoint_probe_release(struct endpoint_probe *p);
+/* p's kind's activity function (endpoint_kind.activity). */
+int endpoint_activity(const struct endpoint_probe *p, double now, double *last,
+		      struct tc_err *err);
+/* The Jupyter row's (activity.c). */
+int endpoint_jupyter_activity(const struct endpoint_probe *p, double now, double *last,
+			      struct tc_err *err);
+/*
+ * Pure parts of it (unit-tested): the newest activity in the answers of
+ * GET api/status and GET api/kernels (either may be NULL): their
+ * last_activity times, and now when a kernel's execution_state is busy.
+ * 0 when neither says anything; -1 when one is not the JSON Jupyter sends.
+ */
+int endpoint_jupyter_parse(const char *status, const char *kernels, double now, double *last);
+/* An ISO 8601 UTC time as Jupyter writes it ("2026-11-29T01:02:03.123456Z") -> epoch seconds. */
+bool endpoint_iso_time(const char *s, double *out);
+
 /*
  * Stop them all: SIGTERM to each group, SIGKILL after grace_seconds, every
  * child reaped, each recorded stopped.  Then free es.

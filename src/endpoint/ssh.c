@@ -286,39 +286,89 @@ static bool local_addr_ok(const char *hex)
 	return !strncasecmp(hex, "0000000000000000FFFF0000", 24) && !strcasecmp(hex + 30, "7F");
 }
 
-int ssh_port_owner(int port, uid_t *uid)
+/* TCP states of /proc/net/tcp (include/net/tcp_states.h) */
+#define TCP_ESTABLISHED_ST 0x01
+#define TCP_LISTEN_ST 0x0A
+
+/*
+ * Each socket of /proc/net/tcp and tcp6 in state st whose local address is
+ * the loopback (or any) at port: fn(its uid, ctx); false from fn stops.
+ */
+static void each_socket(int port, unsigned st_want, bool (*fn)(uid_t uid, void *ctx), void *ctx)
 {
 	static const char *const tables[] = { "/proc/net/tcp", "/proc/net/tcp6" };
-	bool found = false;
-	uid_t who = 0;
-	for (size_t t = 0; t < 2; t++) {
+	bool more = true;
+	for (size_t t = 0; t < 2 && more; t++) {
 		FILE *f = fopen(tables[t], "re");
 		if (!f)
 			continue;
 		char *line = NULL;
 		size_t cap = 0;
-		while (getline(&line, &cap, f) > 0) {
+		while (more && getline(&line, &cap, f) > 0) {
 			char addr[64];
 			unsigned p = 0, st = 0, u = 0;
 			if (sscanf(line, " %*s %63[0-9A-Fa-f]:%x %*s %x %*s %*s %*s %u", addr, &p, &st,
 				   &u) != 4)
 				continue; /* the header */
-			if (st != 0x0A || (int)p != port || !local_addr_ok(addr))
-				continue; /* not LISTEN on it */
-			if (found && (uid_t)u != who) {
-				free(line);
-				fclose(f);
-				return -1;
-			}
-			found = true;
-			who = (uid_t)u;
+			if (st == st_want && (int)p == port && local_addr_ok(addr))
+				more = fn((uid_t)u, ctx);
 		}
 		free(line);
 		fclose(f);
 	}
-	if (!found)
-		return 1;
-	*uid = who;
+}
+
+struct owner {
+	int found; /* 0: none, 1: one uid, -1: several */
+	uid_t who;
+};
+
+static bool one_owner(uid_t uid, void *ctx)
+{
+	struct owner *o = ctx;
+	if (o->found && uid != o->who) {
+		o->found = -1;
+		return false;
+	}
+	o->found = 1;
+	o->who = uid;
+	return true;
+}
+
+int ssh_port_owner(int port, uid_t *uid)
+{
+	struct owner o = { 0, 0 };
+	each_socket(port, TCP_LISTEN_ST, one_owner, &o);
+	if (o.found <= 0)
+		return o.found < 0 ? -1 : 1;
+	*uid = o.who;
+	return 0;
+}
+
+static bool count_one(uid_t uid, void *ctx)
+{
+	(void)uid;
+	++*(int *)ctx;
+	return true;
+}
+
+int ssh_port_sessions(int port)
+{
+	int n = 0;
+	each_socket(port, TCP_ESTABLISHED_ST, count_one, &n);
+	return n;
+}
+
+/*
+ * limits.idle_minutes: an open connection to the job's sshd (a session,
+ * whether `trainctl ssh`, a plain ssh or the server's relay made it) is use
+ * now.  /proc/net/tcp says nothing of the past: no connection, no sign.
+ */
+int endpoint_ssh_activity(const struct endpoint_probe *p, double now, double *last,
+			  struct tc_err *err)
+{
+	(void)err;
+	*last = ssh_port_sessions(p->port) > 0 ? now : 0;
 	return 0;
 }
 

@@ -83,6 +83,11 @@ int ssh_where_check(struct ssh_where *w, const char *job_id, const char *job_use
  * listeners of two uids share it.
  */
 int ssh_port_owner(int port, uid_t *uid);
+/*
+ * The connections open now (ESTABLISHED) to port on the loopback, from
+ * /proc/net/tcp and tcp6: an sshd's sessions (limits.idle_minutes).
+ */
+int ssh_port_sessions(int port);
 
 /*
  * The ssh command line into rank of the endpoint in dir: the port, the

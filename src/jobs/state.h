@@ -200,6 +200,7 @@ enum job_note {
 	JOB_NOTE_UNHEALTHY,       /* "unhealthy": a node's device failed its health check */
 	JOB_NOTE_NODE_EXCLUDED,   /* "node_excluded": a node left out of the next attempts (on_log exclude_node) */
 	JOB_NOTE_DISK_FULL,       /* "disk_full": a file system the job writes is full */
+	JOB_NOTE_IDLE,            /* "idle": limits.idle_minutes: the stop is near, or called off */
 };
 const char *job_note_name(enum job_note n);
 /* The note a reason text is, JOB_NOTE_NONE for a change of state's. */

@@ -56,6 +56,8 @@ static void decide_stopped(const struct attempt_outcome *o, struct attempt_verdi
 	}
 	if (o->asked != JOB_STOP_NONE) {
 		sbuf_addf(&v->why, "stopped through the server (%s)", job_stop_name(o->asked));
+	} else if (o->cause && *o->cause) {
+		sbuf_adds(&v->why, o->cause); /* the supervisor's own stop: limits.idle_minutes */
 	} else {
 		sbuf_adds(&v->why, "stopped by ");
 		proc_describe_stop_signal(&v->why, o->signal);

@@ -61,7 +61,8 @@ struct attempt_outcome {
 	enum attempt_end end;
 	enum attempt_scope scope;
 	enum attempt_final final; /* ATTEMPT_FAILED */
-	const char *cause;        /* FAILED, UPLOAD_FAILED: the root cause's first line */
+	const char *cause;        /* FAILED, UPLOAD_FAILED: the root cause's first line; STOPPED
+				     by the supervisor itself (asked NONE): why (an idle job) */
 	int signal;               /* STOPPED: the signal that stopped the workers */
 	enum job_stop asked;      /* STOPPED: what the server asked (JOB_STOP_NONE: a user's signal) */
 	int restarts;             /* restarts spent before this attempt */

@@ -256,7 +256,12 @@ static int attempt_outcome(struct sup *sp, struct attempts *a, int *exit_status,
 	struct sbuf cause = SBUF_INIT;
 	*again = false;
 	*exit_status = 1;
-	if (sp->user_signal) {
+	if (sp->idle_stop) {
+		/* limits.idle_minutes: an unused job is stopped, and nothing failed */
+		o.end = ATTEMPT_STOPPED;
+		o.signal = SIGTERM;
+		sbuf_add(&cause, sp->fail_why.buf, sp->fail_why.len);
+	} else if (sp->user_signal) {
 		o.end = ATTEMPT_STOPPED;
 		o.signal = sp->user_signal;
 		o.asked = stop_asked(sp);
@@ -394,6 +399,7 @@ static int one_node_only(struct sup *sp, struct tc_err *err)
 
 static void sup_release(struct sup *sp)
 {
+	sup_idle_end(sp); /* its thread asks the endpoints: it goes first */
 	sup_endpoints_stop(sp);
 	sup_notify_end(sp);
 	sup_watch_end(sp); /* its last diagnostics.json names the workers' ranks */

@@ -16,11 +16,13 @@
  *   lease.c       the devices of a `trainctl run` job, leased in the store;
  *   watch.c       the progress watchdog, stragglers, on_log:, the resume
  *                 check and diagnostics.json (docs/diagnostics.md);
- *   diskfull.c    a full disk: the records that wait for space (a hook).
+ *   diskfull.c    a full disk: the records that wait for space (a hook);
+ *   idle.c        limits.idle_minutes: an unused interactive job stopped
+ *                 (a hook).
  *
  * The arrows between them go one way (scripts/check-arch.py reports the
  * folder's call cycles): supervisor.c and node.c call the rest; the hooks
- * (lease, health, container, endpoints, notify, watch) call only the
+ * (lease, health, container, endpoints, notify, watch, idle) call only the
  * leaves say.c, stop.c and userdir.c; a hook that must reach its driver
  * does it through a pointer the driver set (struct sup: node_hang).
  *
@@ -116,6 +118,8 @@ struct sup {
 	/* a node's hang report to its driver (node.c sets it; watch.c calls it), or NULL */
 	void (*node_hang)(struct sup *sp, struct json_t *h);
 	struct sup_disk *disk; /* diskfull.c's, made when first needed */
+	struct sup_idle *idle; /* idle.c's, made when first needed */
+	bool idle_stop;        /* idle.c stopped the workers: the job ends killed, fail_why says why */
 };
 
 /* ---- say.c ---- */
@@ -368,6 +372,19 @@ void sup_health_end(struct sup *sp);
  * and on stdout (LAUNCH_NODE_HANG_TAG) for a node that reports to a hub.
  */
 int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err);
+
+/* ---- idle.c: limits.idle_minutes ---- */
+
+/*
+ * The attempt loop's timer: once the endpoints run, their activity is
+ * asked from idle.c's thread; a job idle for the limit less a lead gets a
+ * warning (an idle note), then the usual stop with "stopped: idle for 30
+ * minutes (limits.idle_minutes)" in fail_why and idle_stop set; use after
+ * the warning calls it off (a note).  ms until the next look, or -1.
+ */
+int sup_idle_tick(struct sup *sp, int64_t now);
+/* Stop the thread and free what it had (the job's end). */
+void sup_idle_end(struct sup *sp);
 
 /* ---- diskfull.c: a full disk (docs/reliability.md) ---- */
 

@@ -474,6 +474,9 @@ void sup_attempt_loop(struct sup *sp)
 		int dt = sup_disk_tick(sp, now);
 		if (dt >= 0 && (timeout < 0 || dt < timeout))
 			timeout = dt;
+		int it = sup_idle_tick(sp, now);
+		if (it >= 0 && (timeout < 0 || it < timeout))
+			timeout = it;
 		if (sp->kill_at && (timeout < 0 || sp->kill_at - now < timeout))
 			timeout = sp->kill_at > now ? (int)(sp->kill_at - now) : 0;
 		if (drain_until) {

@@ -178,6 +178,8 @@ unsigned srv_admit(struct srv *s, const struct admit_req *a, char **id, json_t *
 	/* the server's default time limit is the spec's from here on (job.yaml, backfill) */
 	if (!sp->max_runtime)
 		sp->max_runtime = s->o.default_max_runtime;
+	/* ... and its idle limit, for a job with a jupyter or ssh endpoint */
+	spec_idle_default(sp, s->o.default_idle_minutes);
 	/* the spec's own hooks: no secret from the server's environment (notify_srv.c) */
 	if (srv_notify_check(sp, err)) {
 		st = api_status_of(err->code);

@@ -82,6 +82,8 @@ struct server_opts {
 	double retention;
 	/* --default-max-runtime: limits.max_runtime, seconds, of a job whose spec has none; 0: none */
 	long default_max_runtime;
+	/* --default-idle-minutes: limits.idle_minutes of an interactive job whose spec has none; 0: none */
+	double default_idle_minutes;
 	/* --config FILE (absolute), whose teams: section the server reads at start and on a
 	 * reload (SIGHUP, `trainctl server reload`; server/teams.h); NULL: no teams */
 	const char *config;

@@ -250,6 +250,8 @@ int spec_from_json(const char *text, struct spec **out, struct tc_err *err)
 	const char *mr = json_string_value(json_object_get(json_object_get(o, "limits"), "max_runtime"));
 	if (mr && !parse_duration(mr, LONG_MAX, &s->max_runtime))
 		s->max_runtime = 0;
+	json_t *idle = json_object_get(json_object_get(o, "limits"), "idle_minutes");
+	s->idle_minutes = json_is_number(idle) && json_number_value(idle) > 0 ? json_number_value(idle) : 0;
 	const char *odf = json_string_value(json_object_get(o, "on_disk_full"));
 	s->disk_full_wait = odf && !strcmp(odf, "wait");
 	take_parallel(s, json_object_get(o, "parallel"));

@@ -1,12 +1,16 @@
 /*
  * limit_rules.c -- the keys that bound what a job may use: limits:
- * (max_runtime), logs: (each rank log's cap) and on_disk_full: (what a
+ * (max_runtime, idle_minutes), logs: (each rank log's cap) and on_disk_full: (what a
  * full output disk does); see spec_int.h.
  */
 #include "spec/spec_int.h"
+#include "backend/names.h"
 #include "core/util.h"
+#include "endpoint/endpoint.h"
 #include "plan/plan.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,8 +28,73 @@ static int r_max_runtime(struct walk *w, yaml_node_t *n, const char *key)
 	return 0;
 }
 
+/* a tenth of a minute is short enough for a test; a year is max_runtime's bound too */
+#define IDLE_MINUTES_MIN 0.05
+#define IDLE_MINUTES_MAX (365.0 * 24 * 60)
+
+/* A plain number of minutes (the key says the unit), fractions allowed. */
+static int r_idle_minutes(struct walk *w, yaml_node_t *n, const char *key)
+{
+	const char *v = plain(n) && !is_null(n) ? scalar(n) : NULL;
+	char *end = NULL;
+	errno = 0;
+	double d = v ? strtod(v, &end) : 0;
+	if (!v || end == v || *end || errno || !isfinite(d) || d < IDLE_MINUTES_MIN ||
+	    d > IDLE_MINUTES_MAX)
+		return walk_fail(w, n, key,
+				 "must be a number of minutes from 0.05 to 525600 (365 days), such as "
+				 "30 or 0.5, not '%s'", v ? v : scalar(n) ? scalar(n) : "a list or mapping");
+	w->s->idle_minutes = d;
+	w->idle_line = line_of(n);
+	return 0;
+}
+
+bool spec_idle_watched(const struct spec *s)
+{
+	bool watched = false;
+	for (size_t i = 0; i < s->nendpoints; i++) {
+		const struct endpoint_kind *k = endpoint_kind_find(s->endpoints[i].kind);
+		watched |= k && k->activity;
+	}
+	return watched;
+}
+
+/* the supervisor of a local one-node job watches; a Slurm job's nodes do not yet */
+static bool idle_supported(const struct spec *s)
+{
+	return s->nodes <= 1 && !strcmp(s->backend, backend_names[BACKEND_LOCAL]);
+}
+
+int spec_check_limits(struct walk *w)
+{
+	const struct spec *s = w->s;
+	if (s->idle_minutes <= 0)
+		return 0;
+	if (!spec_idle_watched(s))
+		return tc_error(w->err, TC_ESPEC,
+				"%s:%d: limits.idle_minutes: is for an interactive job: it needs an "
+				"endpoint whose activity trainctl can see (endpoints: with kind %s), and "
+				"this job has none",
+				w->file, w->idle_line, endpoint_idle_kind_names());
+	if (!idle_supported(s))
+		return tc_error(w->err, TC_ESPEC,
+				"%s:%d: limits.idle_minutes: is watched for a one-node job of backend "
+				"local, not yet for backend %s",
+				w->file, w->idle_line, s->backend);
+	return 0;
+}
+
+bool spec_idle_default(struct spec *s, double minutes)
+{
+	if (s->idle_minutes > 0 || minutes <= 0 || !spec_idle_watched(s) || !idle_supported(s))
+		return false;
+	s->idle_minutes = minutes;
+	return true;
+}
+
 static const struct rule limits_rules[] = {
 	{ "max_runtime", r_max_runtime, NULL },
+	{ "idle_minutes", r_idle_minutes, NULL },
 	{ NULL, NULL, NULL },
 };
 

@@ -99,11 +99,17 @@ static json_t *spec_json(const struct spec *s)
 		json_object_set_new(o, "logs", json_pack("{s:I}", "max_bytes",
 							 (json_int_t)s->logs_max_bytes));
 	json_object_set_new(o, "preemptible", json_boolean(s->preemptible));
-	if (s->max_runtime > 0) {
-		struct sbuf mr = SBUF_INIT;
-		format_duration(&mr, s->max_runtime);
-		json_object_set_new(o, "limits", json_pack("{s:s}", "max_runtime", mr.buf));
-		sbuf_release(&mr);
+	if (s->max_runtime > 0 || s->idle_minutes > 0) {
+		json_t *lim = json_object();
+		if (s->max_runtime > 0) {
+			struct sbuf mr = SBUF_INIT;
+			format_duration(&mr, s->max_runtime);
+			json_object_set_new(lim, "max_runtime", json_string(mr.buf));
+			sbuf_release(&mr);
+		}
+		if (s->idle_minutes > 0)
+			json_object_set_new(lim, "idle_minutes", json_real(s->idle_minutes));
+		json_object_set_new(o, "limits", lim);
 	}
 	if (s->disk_full_wait) /* the default, stop, is left out */
 		json_object_set_new(o, "on_disk_full", json_string("wait"));

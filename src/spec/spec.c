@@ -186,6 +186,8 @@ static int finish_walk(struct walk *w, yaml_node_t *root, const char *backend)
 				"%s:%d: container.runtime: pyxis runs workers as Slurm steps: it needs "
 				"backend: slurm (backend is %s)",
 				name, w->runtime_line, s->backend);
+	if (spec_check_limits(w))
+		return TC_ESPEC;
 	if (!s->workdir)
 		s->workdir = xstrdup(w->base);
 	if (!s->name) {
@@ -290,7 +292,7 @@ static int parse_text(const char *text, size_t len, const char *name, const char
 	}
 	have_doc = true;
 	yaml_node_t *root = yaml_document_get_root_node(&doc);
-	struct walk w = { &doc, name, base, s, err, 1, 0, 1, false, false, 1, 0, 0, 1, 1, 0, 1 };
+	struct walk w = { &doc, name, base, s, err, 1, 0, 1, false, false, 1, 0, 0, 1, 1, 0, 1, 1 };
 	if (!root) {
 		rc = tc_error(err, TC_ESPEC, "%s:1: the spec is empty", name);
 		goto out;

@@ -122,6 +122,11 @@ struct spec {
 	/* limits.max_runtime: wall seconds from the first start, restarts included; 0 = none */
 	long max_runtime;
 	/*
+	 * limits.idle_minutes: a job with a jupyter or ssh endpoint is stopped
+	 * after this long without activity (launch/idle.c); 0 = never
+	 */
+	double idle_minutes;
+	/*
 	 * watchdog:, restart.policy and on_log: (docs/diagnostics.md).  The
 	 * watchdog is on when the key is given; its numbers have defaults
 	 * either way (spec_init) and are written back only when it is on.
@@ -283,6 +288,14 @@ char *spec_to_json(const struct spec *s);
  * object.
  */
 int spec_from_json(const char *text, struct spec **out, struct tc_err *err);
+/* Has s an endpoint whose activity limits.idle_minutes can see (jupyter, ssh)? */
+bool spec_idle_watched(const struct spec *s);
+/*
+ * A server's --default-idle-minutes: s takes minutes as its
+ * limits.idle_minutes when it has none, an endpoint it can watch and runs
+ * where it is watched (one node, backend local).  True when it did.
+ */
+bool spec_idle_default(struct spec *s, double minutes);
 /* The resolved spec as YAML text; heap string. */
 char *spec_to_yaml(const struct spec *s);
 

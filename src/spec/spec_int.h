@@ -36,6 +36,7 @@ struct walk {
 	int devices_line; /* where devices: is, for the device count's errors */
 	int container_line; /* where container: is ("needs image:") */
 	int runtime_line;   /* where container.runtime is (pyxis needs backend: slurm) */
+	int idle_line;      /* where limits.idle_minutes is (it needs an endpoint to watch) */
 };
 
 typedef int (*rule_fn)(struct walk *w, yaml_node_t *n, const char *key);
@@ -111,6 +112,8 @@ void spec_endpoints_free(struct spec_endpoint *v, size_t n);
 int spec_r_limits(struct walk *w, yaml_node_t *n, const char *key);
 int spec_r_logs(struct walk *w, yaml_node_t *n, const char *key);
 int spec_r_on_disk_full(struct walk *w, yaml_node_t *n, const char *key);
+/* After the walk: limits.idle_minutes only with an endpoint whose activity is watched. */
+int spec_check_limits(struct walk *w);
 
 /* container_rules.c: image: and container: (docs/containers.md), JSON both ways */
 int spec_r_image(struct walk *w, yaml_node_t *n, const char *key);

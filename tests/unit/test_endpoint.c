@@ -114,3 +114,36 @@ TEST(list_json)
 		  "http://127.0.0.1:9000/");
 	json_decref(a);
 }
+
+TEST(idle_kinds_and_jupyter_activity)
+{
+	CHECK_STR(endpoint_idle_kind_names(), "jupyter or ssh");
+	CHECK(endpoint_kind_find("jupyter")->activity && endpoint_kind_find("ssh")->activity);
+	CHECK(!endpoint_kind_find("tensorboard")->activity);
+	double t = 0;
+	CHECK(endpoint_iso_time("2026-11-29T01:02:03.500000Z", &t));
+	CHECK(t == 1795914123.5);
+	CHECK(endpoint_iso_time("2026-11-29T01:02:03+00:00", &t) && t == 1795914123);
+	CHECK(!endpoint_iso_time("2026-11-29T01:02:03", &t));
+	CHECK(!endpoint_iso_time("yesterday", &t));
+	const char *status = "{\"connections\": 0, \"kernels\": 1, "
+			     "\"last_activity\": \"2026-11-29T01:00:00.000000Z\", "
+			     "\"started\": \"2026-11-29T00:59:00.000000Z\"}";
+	const char *idle = "[{\"id\": \"k\", \"execution_state\": \"idle\", "
+			   "\"last_activity\": \"2026-11-29T01:02:03.500000Z\"}]";
+	const char *busy = "[{\"id\": \"k\", \"execution_state\": \"idle\"}, {\"id\": \"k2\", "
+			   "\"execution_state\": \"busy\", "
+			   "\"last_activity\": \"2026-11-29T00:00:00.000000Z\"}]";
+	double last = 0;
+	CHECK_INT(endpoint_jupyter_parse(status, NULL, 2e9, &last), 0);
+	CHECK(last == 1795914000);
+	CHECK_INT(endpoint_jupyter_parse(status, idle, 2e9, &last), 0);
+	CHECK(last == 1795914123.5); /* the newer of the two */
+	CHECK_INT(endpoint_jupyter_parse(status, busy, 2e9, &last), 0);
+	CHECK(last == 2e9); /* a busy kernel is in use now */
+	CHECK_INT(endpoint_jupyter_parse(status, "[]", 2e9, &last), 0);
+	CHECK(last == 1795914000);
+	CHECK_INT(endpoint_jupyter_parse("<html>", NULL, 2e9, &last), -1);
+	CHECK_INT(endpoint_jupyter_parse(NULL, "{}", 2e9, &last), -1);
+	CHECK_INT(endpoint_jupyter_parse("{\"last_activity\": \"soon\"}", NULL, 2e9, &last), -1);
+}

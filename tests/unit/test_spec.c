@@ -702,3 +702,48 @@ TEST(limits_bad_max_runtime_names_file_line_and_key)
 	m = parse_err("command: [x]\nlimits: 1h\n", "job.yaml");
 	CHECK_CONTAINS(m, "job.yaml:2:");
 }
+
+TEST(limits_idle_minutes_needs_an_endpoint_it_can_watch)
+{
+	const char *nb = "command: [x]\nendpoints:\n  - {name: nb, kind: jupyter}\n";
+	struct sbuf t = SBUF_INIT;
+	sbuf_addf(&t, "%slimits:\n  idle_minutes: 0.1\n", nb);
+	struct spec *s = parse_ok(t.buf, "job.yaml");
+	CHECK(s->idle_minutes > 0.099 && s->idle_minutes < 0.101);
+	char *json = spec_to_json(s);
+	CHECK_CONTAINS(json, "\"idle_minutes\": 0.1");
+	struct spec *back = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(spec_from_json(json, &back, &err), 0);
+	CHECK(back->idle_minutes > 0.099 && back->idle_minutes < 0.101);
+	spec_free(back);
+	free(json);
+	spec_free(s);
+	/* the stored JSON parses again as a spec (a server's supervisor reads it so) */
+	sbuf_reset(&t);
+	sbuf_addf(&t, "%slimits: {idle_minutes: 30, max_runtime: 2h}\n", nb);
+	s = parse_ok(t.buf, "job.yaml");
+	json = spec_to_json(s);
+	spec_free(s);
+	s = parse_ok(json, "job.json");
+	CHECK(s->idle_minutes == 30 && s->max_runtime == 7200);
+	free(json);
+	spec_free(s);
+	/* bad values name file, line and key */
+	static const char *const bad[] = { "30m", "0", "-1", "0.01", "600000", "nan", "[1]", "\"5\"" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		sbuf_reset(&t);
+		sbuf_addf(&t, "%slimits:\n  idle_minutes: %s\n", nb, bad[i]);
+		CHECK_CONTAINS(parse_err(t.buf, "job.yaml"),
+			       "job.yaml:5: limits.idle_minutes: must be a number of minutes");
+	}
+	/* no endpoint to watch (tensorboard's use is not seen): refused */
+	CHECK_CONTAINS(parse_err("command: [x]\nlimits:\n  idle_minutes: 5\n", "job.yaml"),
+		       "job.yaml:3: limits.idle_minutes: is for an interactive job: it needs an "
+		       "endpoint whose activity trainctl can see (endpoints: with kind jupyter or "
+		       "ssh)");
+	CHECK_CONTAINS(parse_err("command: [x]\nendpoints: [{name: tb, kind: tensorboard}]\n"
+				 "limits: {idle_minutes: 5}\n", "job.yaml"),
+		       "job.yaml:3: limits.idle_minutes: is for an interactive job");
+	sbuf_release(&t);
+}
