@@ -189,26 +189,10 @@ PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
         # jobs first, so that no job step outlives the cluster
         subprocess.run(["scancel", "--full", "--user", str(os.getuid())], env=self.env,
                        capture_output=True, timeout=30)
-        pids = self._pids()
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        poll(lambda: not any(_alive(p) for p in pids), 30, 0.1)
-        for pid in pids:
-            if _alive(pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        stop_daemons(self._pids())
 
     def logs(self):
-        text = []
-        for f in sorted((self.root / "log").glob("*.log")):
-            lines = f.read_text(errors="replace").splitlines()[-15:]
-            text.append(f"--- {f.name}\n" + "\n".join(lines))
-        return "\n".join(text)
+        return log_tails(self.root / "log")
 
     def squeue(self):
         return subprocess.run(["squeue", "-h", "-o", "%i %T"], env=self.env, capture_output=True,
@@ -231,6 +215,31 @@ PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
                            capture_output=True, text=True)
         states = dict(l.split() for l in p.stdout.splitlines() if len(l.split()) == 2)
         return sorted(states) == ["n1", "n2"] and set(states.values()) == {"idle"}
+
+
+def stop_daemons(pids):
+    """SIGTERM to each of our daemons, SIGKILL to those still there 30 s later."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    poll(lambda: not any(_alive(p) for p in pids), 30, 0.1)
+    for pid in pids:
+        if _alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def log_tails(folder):
+    """The last lines of each *.log in folder, for a failure's message."""
+    text = []
+    for f in sorted(Path(folder).glob("*.log")):
+        lines = f.read_text(errors="replace").splitlines()[-15:]
+        text.append(f"--- {f.name}\n" + "\n".join(lines))
+    return "\n".join(text)
 
 
 def _alive(pid):
