@@ -242,6 +242,16 @@ def log_tails(folder):
     return "\n".join(text)
 
 
+def serve(c):
+    """By hand: print how to reach cluster c, then wait for Ctrl-C or SIGTERM."""
+    print(f"export SLURM_CONF={c.conf}", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+
+
 def _alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -308,11 +318,7 @@ def root_slurm_server(trainctl, prefix, role, env=None):
 if __name__ == "__main__":
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/trainctl-slurm").resolve()
     c = Cluster(root).start()
-    print(f"export SLURM_CONF={c.conf}", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
-        signal.pause()
-    except KeyboardInterrupt:
-        pass
+        serve(c)
     finally:
         c.stop()

@@ -18,13 +18,12 @@ import contextlib
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from conftest import poll
-from slurm_cluster import Cluster, _free_port, have_slurm, log_tails, stop_daemons
+from slurm_cluster import Cluster, _free_port, have_slurm, log_tails, serve, stop_daemons
 
 
 def have_accounting():
@@ -192,9 +191,4 @@ if __name__ == "__main__":
     where = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/trainctl-slurmdbd").resolve()
     user = "root" if os.getuid() == 0 else os.environ.get("USER", "root")
     with accounting_cluster(where, {"tc_demo": [user]}) as (c, a):
-        print(f"export SLURM_CONF={c.conf}", flush=True)
-        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-        try:
-            signal.pause()
-        except KeyboardInterrupt:
-            pass
+        serve(c)
