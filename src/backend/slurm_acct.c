@@ -51,6 +51,36 @@ static int columns(char **f, size_t nf, const char *const *want, size_t nwant, i
 
 #define MAX_FIELDS 32
 
+/*
+ * fn(arg, f, at) for each row of cmd's parsable text after its header:
+ * f its fields, f[at[i]] the one of cols[i]; a row too short to hold them
+ * all is skipped.  TC_EBACKEND when a column is missing or there is no header.
+ */
+static int each_row(const char *text, const char *cmd, const char *const *cols, size_t ncols,
+		    void (*fn)(void *arg, char **f, const int *at), void *arg, struct tc_err *err)
+{
+	char *copy = xstrdup(text), *save = NULL;
+	int at[MAX_FIELDS];
+	int rc = 0, need = 0;
+	bool header = true;
+	for (char *line = strtok_r(copy, "\n", &save); line && !rc; line = strtok_r(NULL, "\n", &save)) {
+		char *f[MAX_FIELDS];
+		size_t nf = split_fields(line, f, MAX_FIELDS);
+		if (header) {
+			rc = columns(f, nf, cols, ncols, at, cmd, err);
+			for (size_t c = 0; c < ncols && !rc; c++)
+				need = at[c] + 1 > need ? at[c] + 1 : need;
+			header = false;
+		} else if (nf >= (size_t)need) {
+			fn(arg, f, at);
+		}
+	}
+	if (!rc && header)
+		rc = tc_error(err, TC_EBACKEND, "%s: printed nothing", cmd);
+	free(copy);
+	return rc;
+}
+
 /* ---- sshare ---- */
 
 static const char *const share_cols[] = { "Account", "User", "RawShares", "NormShares",
@@ -80,51 +110,46 @@ static const char *trim(char *s)
 	return s;
 }
 
+struct share_acc {
+	const char *account;
+	json_t *acct, *users;
+};
+
+static void share_row(void *arg, char **f, const int *at)
+{
+	struct share_acc *a = arg;
+	if (strcmp(trim(f[at[0]]), a->account))
+		return; /* a parent's or a child account's row */
+	const char *user = trim(f[at[1]]);
+	json_t *o = json_object();
+	if (*user)
+		json_object_set_new(o, "user", json_string(user));
+	for (size_t c = 2; c < NSHARE; c++)
+		json_object_set_new(o, share_keys[c], share_value(trim(f[at[c]])));
+	if (*user)
+		json_array_append_new(a->users, o);
+	else if (!a->acct)
+		a->acct = o;
+	else
+		json_decref(o);
+}
+
 int slurm_share_parse(const char *text, const char *account, json_t **out, struct tc_err *err)
 {
+	struct share_acc a = { account, NULL, json_array() };
 	*out = NULL;
-	char *copy = xstrdup(text), *save = NULL;
-	int at[NSHARE];
-	int rc = 0;
-	bool header = true;
-	json_t *acct = NULL, *users = json_array();
-	for (char *line = strtok_r(copy, "\n", &save); line && !rc; line = strtok_r(NULL, "\n", &save)) {
-		char *f[MAX_FIELDS];
-		size_t nf = split_fields(line, f, MAX_FIELDS);
-		if (header) {
-			rc = columns(f, nf, share_cols, NSHARE, at, "sshare", err);
-			header = false;
-			continue;
-		}
-		if (strcmp(trim(f[at[0]]), account))
-			continue; /* a parent's or a child account's row */
-		const char *user = trim(f[at[1]]);
-		json_t *o = json_object();
-		if (*user)
-			json_object_set_new(o, "user", json_string(user));
-		for (size_t c = 2; c < NSHARE; c++)
-			json_object_set_new(o, share_keys[c], share_value(trim(f[at[c]])));
-		if (*user)
-			json_array_append_new(users, o);
-		else if (!acct)
-			acct = o;
-		else
-			json_decref(o);
-	}
-	if (!rc && header)
-		rc = tc_error(err, TC_EBACKEND, "sshare: printed nothing");
-	else if (!rc && !acct)
+	int rc = each_row(text, "sshare", share_cols, NSHARE, share_row, &a, err);
+	if (!rc && !a.acct)
 		rc = tc_error(err, TC_EBACKEND, "sshare has no row for account '%s': it is not in Slurm's"
 			      " accounting (sacctmgr add account %s)", account, account);
 	if (!rc) {
-		json_object_set_new(acct, "account", json_string(account));
-		json_object_set_new(acct, "users", users);
-		*out = acct;
+		json_object_set_new(a.acct, "account", json_string(account));
+		json_object_set_new(a.acct, "users", a.users);
+		*out = a.acct;
 	} else {
-		json_decref(acct);
-		json_decref(users);
+		json_decref(a.acct);
+		json_decref(a.users);
 	}
-	free(copy);
 	return rc;
 }
 
@@ -254,45 +279,42 @@ static const char *const sacct_cols[] = { "JobID", "Account", "ElapsedRaw", "All
 					  "Submit", "Start", "End", "State" };
 #define NSACCT (sizeof(sacct_cols) / sizeof(sacct_cols[0]))
 
+struct sacct_acc {
+	struct slurm_acct_row *v;
+	size_t n, alloc;
+};
+
+static void sacct_row(void *arg, char **f, const int *at)
+{
+	struct sacct_acc *a = arg;
+	if (strchr(f[at[0]], '.'))
+		return; /* a step (-X leaves none) */
+	XGROW(a->v, a->n + 1, a->alloc);
+	struct slurm_acct_row *r = &a->v[a->n++];
+	memset(r, 0, sizeof(*r));
+	r->id = xstrdup(f[at[0]]);
+	r->account = xstrdup(f[at[1]]);
+	long el;
+	r->elapsed = parse_long(f[at[2]], 0, 1L << 40, &el) ? (double)el : 0;
+	take_tres(r, f[at[3]]);
+	r->submit = when(f[at[4]]);
+	r->start = when(f[at[5]]);
+	r->end = when(f[at[6]]);
+	r->state = xstrdup(trim(f[at[7]]));
+}
+
 int slurm_sacct_parse(const char *text, struct slurm_acct_row **out, size_t *n,
 		      struct tc_err *err)
 {
-	*out = NULL;
-	*n = 0;
-	char *copy = xstrdup(text), *save = NULL;
-	int at[NSACCT];
-	int rc = 0;
-	bool header = true;
-	size_t alloc = 0;
-	for (char *line = strtok_r(copy, "\n", &save); line && !rc; line = strtok_r(NULL, "\n", &save)) {
-		char *f[MAX_FIELDS];
-		size_t nf = split_fields(line, f, MAX_FIELDS);
-		if (header) {
-			rc = columns(f, nf, sacct_cols, NSACCT, at, "sacct", err);
-			header = false;
-			continue;
-		}
-		if ((size_t)at[NSACCT - 1] >= nf || strchr(f[at[0]], '.'))
-			continue; /* short line; a step (-X leaves none) */
-		XGROW(*out, *n + 1, alloc);
-		struct slurm_acct_row *r = &(*out)[(*n)++];
-		memset(r, 0, sizeof(*r));
-		r->id = xstrdup(f[at[0]]);
-		r->account = xstrdup(f[at[1]]);
-		long el;
-		r->elapsed = parse_long(f[at[2]], 0, 1L << 40, &el) ? (double)el : 0;
-		take_tres(r, f[at[3]]);
-		r->submit = when(f[at[4]]);
-		r->start = when(f[at[5]]);
-		r->end = when(f[at[6]]);
-		r->state = xstrdup(trim(f[at[7]]));
-	}
+	struct sacct_acc a = { NULL, 0, 0 };
+	int rc = each_row(text, "sacct", sacct_cols, NSACCT, sacct_row, &a, err);
 	if (rc) {
-		slurm_acct_rows_free(*out, *n);
-		*out = NULL;
-		*n = 0;
+		slurm_acct_rows_free(a.v, a.n);
+		a.v = NULL;
+		a.n = 0;
 	}
-	free(copy);
+	*out = a.v;
+	*n = a.n;
 	return rc;
 }
 

@@ -17,7 +17,8 @@ static const char team_usage[] =
 	"       trainctl team show TEAM [--server URL] [--json]\n"
 	"\n"
 	"The server's teams (its settings file's teams:, docs/server.md): members,\n"
-	"devices guaranteed and borrowable per type, in use, borrowed, and waiting.\n";
+	"devices guaranteed and borrowable per type, in use, borrowed, and waiting;\n"
+	"show adds Slurm's fair share (sshare) for a team mapped to a Slurm account.\n";
 
 /* "gpu:4 cpu:2" of a {type: N} object ("-" when empty). */
 static void counts(json_t *o, struct sbuf *out)

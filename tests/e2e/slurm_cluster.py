@@ -189,26 +189,10 @@ PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
         # jobs first, so that no job step outlives the cluster
         subprocess.run(["scancel", "--full", "--user", str(os.getuid())], env=self.env,
                        capture_output=True, timeout=30)
-        pids = self._pids()
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        poll(lambda: not any(_alive(p) for p in pids), 30, 0.1)
-        for pid in pids:
-            if _alive(pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        stop_daemons(self._pids())
 
     def logs(self):
-        text = []
-        for f in sorted((self.root / "log").glob("*.log")):
-            lines = f.read_text(errors="replace").splitlines()[-15:]
-            text.append(f"--- {f.name}\n" + "\n".join(lines))
-        return "\n".join(text)
+        return log_tails(self.root / "log")
 
     def squeue(self):
         return subprocess.run(["squeue", "-h", "-o", "%i %T"], env=self.env, capture_output=True,
@@ -231,6 +215,41 @@ PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
                            capture_output=True, text=True)
         states = dict(l.split() for l in p.stdout.splitlines() if len(l.split()) == 2)
         return sorted(states) == ["n1", "n2"] and set(states.values()) == {"idle"}
+
+
+def stop_daemons(pids):
+    """SIGTERM to each of our daemons, SIGKILL to those still there 30 s later."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    poll(lambda: not any(_alive(p) for p in pids), 30, 0.1)
+    for pid in pids:
+        if _alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def log_tails(folder):
+    """The last lines of each *.log in folder, for a failure's message."""
+    text = []
+    for f in sorted(Path(folder).glob("*.log")):
+        lines = f.read_text(errors="replace").splitlines()[-15:]
+        text.append(f"--- {f.name}\n" + "\n".join(lines))
+    return "\n".join(text)
+
+
+def serve(c):
+    """By hand: print how to reach cluster c, then wait for Ctrl-C or SIGTERM."""
+    print(f"export SLURM_CONF={c.conf}", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
 
 
 def _alive(pid):
@@ -299,11 +318,7 @@ def root_slurm_server(trainctl, prefix, role, env=None):
 if __name__ == "__main__":
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/trainctl-slurm").resolve()
     c = Cluster(root).start()
-    print(f"export SLURM_CONF={c.conf}", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
-        signal.pause()
-    except KeyboardInterrupt:
-        pass
+        serve(c)
     finally:
         c.stop()

@@ -18,13 +18,12 @@ import contextlib
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from conftest import poll
-from slurm_cluster import Cluster, _alive, _free_port, have_slurm
+from slurm_cluster import Cluster, _free_port, have_slurm, log_tails, serve, stop_daemons
 
 
 def have_accounting():
@@ -145,9 +144,9 @@ StorageLoc=slurm_acct_db
 
     def before_ctld(self, cluster):
         """Cluster's hook: the databases up, the cluster and the accounts in them."""
-        self.cluster = cluster
         self._start_mariadb()
         self._start_slurmdbd(cluster)
+        self.cluster = cluster  # slurmdbd answers: stop() removes the accounts through it
         self.sacctmgr(cluster, "add", "cluster", "tctest")
         for acct, users in self.accounts.items():
             self.sacctmgr(cluster, "add", "account", acct, "cluster=tctest",
@@ -158,27 +157,15 @@ StorageLoc=slurm_acct_db
     def stop(self):
         if self.cluster:
             for acct in self.accounts:
-                self.sacctmgr(self.cluster, "delete", "account", acct, check=False)
-        for pid in reversed(self.pids):
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        poll(lambda: not any(_alive(p) for p in self.pids), 30, 0.1)
-        for pid in self.pids:
-            if _alive(pid):
                 try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                    self.sacctmgr(self.cluster, "delete", "account", acct, check=False)
+                except subprocess.TimeoutExpired:
+                    break  # slurmdbd is gone; the database goes with the test's folder
+        stop_daemons(list(reversed(self.pids)))
         self.pids = []
 
     def logs(self):
-        text = []
-        for f in sorted((self.root / "log").glob("*.log")):
-            lines = f.read_text(errors="replace").splitlines()[-15:]
-            text.append(f"--- {f.name}\n" + "\n".join(lines))
-        return "\n".join(text)
+        return log_tails(self.root / "log")
 
 
 @contextlib.contextmanager
@@ -204,9 +191,4 @@ if __name__ == "__main__":
     where = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/trainctl-slurmdbd").resolve()
     user = "root" if os.getuid() == 0 else os.environ.get("USER", "root")
     with accounting_cluster(where, {"tc_demo": [user]}) as (c, a):
-        print(f"export SLURM_CONF={c.conf}", flush=True)
-        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-        try:
-            signal.pause()
-        except KeyboardInterrupt:
-            pass
+        serve(c)

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import wait_until
 from server_fixture import start_server
+from slurm_cluster import cluster  # noqa: F401  (the fixture: a cluster without accounting)
 from slurmdbd_fixture import MISSING, accounting_cluster, have_accounting
 
 ME = getpass.getuser()
@@ -31,8 +32,8 @@ def acct_cluster(tmp_path_factory):
         yield c
 
 
-def slurm(cluster, *argv):
-    p = subprocess.run(list(argv), env=cluster.env, capture_output=True, text=True, timeout=60)
+def slurm(c, *argv):
+    p = subprocess.run(list(argv), env=c.env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, (argv, p.stdout, p.stderr)
     return p.stdout
 
@@ -132,6 +133,31 @@ teams:
         r = srv.cli("usage", "--since", SINCE, "--by", "team")
         assert r.returncode == 0, r.stderr
         assert "slurm jobs: 1, counted from sacct" in r.stdout, r.stdout
+    finally:
+        srv.stop()
+
+
+def test_usage_without_slurm_accounting_says_so(trainctl, tmp_path, cluster):
+    """A cluster with no slurmdbd (AccountingStorageType=none): sacct cannot
+    say, so the Slurm job counts from the store's record, and the report says
+    why; nothing is invented and nothing is left out."""
+    srv = start_server(trainctl, tmp_path / "state", env={"SLURM_CONF": str(cluster.conf)})
+    try:
+        spec = tmp_path / "job.yaml"
+        spec.write_text("name: no-acct\ncommand: [/bin/sh, -c, 'sleep 1']\n"
+                        "devices: {type: cpu, per_node: 1}\nbackend: slurm\n")
+        p = srv.cli("submit", spec)
+        assert p.returncode == 0, p.stderr
+        srv.wait_state(p.stdout.strip(), "succeeded", timeout=180)
+        r = srv.cli("usage", "--since", SINCE, "--format", "json")
+        assert r.returncode == 0, r.stderr
+        rep = json.loads(r.stdout)
+        assert rep["slurm"]["source"] == "trainctl" and "sacct" in rep["slurm"]["error"], rep
+        (mine,) = [x for x in rep["rows"] if x["group"] == ME]
+        assert mine["jobs"] == 1 and mine["device_seconds"] > 0, rep
+        r = srv.cli("usage", "--since", SINCE)
+        assert "counted from trainctl's record of their states; sacct could not say" in r.stdout, \
+            r.stdout
     finally:
         srv.stop()
 
