@@ -44,6 +44,18 @@ def pytest_sessionfinish(session, exitstatus):
         shutil.rmtree(_OWN_BASETEMP, ignore_errors=True)
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def chromium_or_fail():
+    """node, for the browser tests (Debian's chromium through playwright-core); fails saying what is missing."""
+    node = shutil.which("node")
+    if not node or not (REPO / "tests" / "ui" / "node_modules" / "playwright-core").is_dir() \
+            or not os.path.exists("/usr/bin/chromium"):
+        pytest.fail("the browser tests need node, `npm ci --prefix tests/ui` and /usr/bin/chromium "
+                    "(scripts/install-deps.sh)", pytrace=False)
+    return node
+
+
 PYTHON = "/usr/bin/python3"  # Debian's python3-torch / python3-sklearn live here
 TORCHRUN_WRAPPER = REPO / "tests" / "e2e" / "torchrun_wrapper.py"
 ENV_DUMP = REPO / "tests" / "e2e" / "env_dump.py"

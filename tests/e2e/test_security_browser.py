@@ -33,13 +33,12 @@ second door fails test_one_door_for_browser_credentials).
 Screenshots go to build/test-artifacts/ui/."""
 import json
 import os
-import shutil
 import subprocess
 import urllib.parse
 
 import pytest
 
-from conftest import REPO, wait_until
+from conftest import REPO, chromium_or_fail, wait_until
 from endpoint_helpers import echo_job, open_endpoint, request, session
 from server_fixture import endpoint_up, root_server, token_for
 
@@ -130,15 +129,6 @@ function post(action, fields) {
 })();
 </script></body></html>
 '''
-
-
-def chromium_or_fail():
-    node = shutil.which("node")
-    if not node or not (REPO / "tests" / "ui" / "node_modules" / "playwright-core").is_dir() \
-            or not os.path.exists("/usr/bin/chromium"):
-        pytest.fail("the browser tests need node, `npm ci --prefix tests/ui` and /usr/bin/chromium "
-                    "(scripts/install-deps.sh)", pytrace=False)
-    return node
 
 
 def attacker_job(srv, u, api, thief_host, login=""):

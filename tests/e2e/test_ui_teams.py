@@ -28,10 +28,9 @@ import tempfile
 
 import pytest
 
-from conftest import REPO, _end_leftovers, holds_for
+from conftest import REPO, _end_leftovers, chromium_or_fail, holds_for
 from endpoint_helpers import request
 from server_fixture import held, start_server, token_for, unix_accounts
-from test_security_browser import chromium_or_fail
 
 HOSTILE = '<img src=x onerror="window.__pwned=1"><b class="pwn">bold</b>'
 
