@@ -80,4 +80,6 @@ fi
 if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
 	$SUDO systemctl disable --now ssh.service ssh.socket >/dev/null 2>&1 || true
 	$SUDO systemctl disable --now prometheus.service prometheus-node-exporter.service >/dev/null 2>&1 || true
+	# mariadb-server is for the tests' own slurmdbd (tests/e2e/slurmdbd_fixture.py), never a service
+	$SUDO systemctl disable --now mariadb.service slurmdbd.service >/dev/null 2>&1 || true
 fi

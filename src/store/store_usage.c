@@ -111,7 +111,9 @@ int store_usage_intervals(struct store *st, double since, double now, struct usa
 			   "SELECT team, user, device_type, device_count, opened, stop FROM"
 			   " (SELECT u.team, u.user, u.device_type, u.device_count, u.opened,"
 			   "   COALESCE(u.closed, NULLIF(j.ended, 0), ?2) AS stop"
-			   "  FROM usage u LEFT JOIN jobs j ON j.id = u.job_id)"
+			   "  FROM usage u LEFT JOIN jobs j ON j.id = u.job_id"
+			   /* a Slurm job held none of this machine's devices: Slurm shares its own */
+			   "  WHERE NOT (COALESCE(j.backend, '') = 'slurm' AND COALESCE(j.slurm_job, '') != ''))"
 			   " WHERE stop > ?1 ORDER BY opened",
 			   "dd", since, now);
 	if (rc)

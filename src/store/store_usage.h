@@ -59,7 +59,8 @@ void usage_rows_free(struct usage_row *v, size_t nr);
 /*
  * Fair share (sched/fairshare.h): every interval that held devices after
  * since, its end as the report reads it (open: the job's recorded end, else
- * now), oldest first.  Ownership: the caller's (usage_intervals_free).
+ * now), oldest first; a Slurm job's are not (it held none of this machine's
+ * devices, and Slurm has a fair share of its own).  Ownership: the caller's (usage_intervals_free).
  */
 struct usage_interval {
 	char *team; /* NULL: the job had none */

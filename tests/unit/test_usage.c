@@ -118,6 +118,11 @@ TEST(slurm_jobs_apart_from_the_store_intervals)
 	CHECK(!strcmp(sj[0].job_id, "S") && !strcmp(sj[0].slurm_id, "77") && !strcmp(sj[0].group, "ann"));
 	CHECK(!strcmp(sj[0].device_type, "cpu") && sj[0].per_node == 2 && sj[0].created == 1000);
 	usage_slurm_jobs_free(sj, n);
+	/* fair share reads this machine's intervals only: not the Slurm job's */
+	struct usage_interval *iv = NULL;
+	CHECK_INT(store_usage_intervals(st, 900, 1150, &iv, &n, &err), 0);
+	CHECK(n == 1 && iv[0].device_count == 1 && iv[0].opened == 1000);
+	usage_intervals_free(iv, n);
 	/* a window before the job was created has none */
 	q.since = 100;
 	q.until = 900;
