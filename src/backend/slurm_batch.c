@@ -49,6 +49,7 @@ struct batch {
 	bool slurm_ends;       /* Slurm itself ends or requeues the job: its state tells how */
 	struct sink *sink;     /* where the job's records go: the hub's or the database's */
 	bool remote;           /* the hub's (TRAINCTL_HUB_URL): no database here */
+	bool excluded;         /* the attempt's srun left the excluded nodes out */
 };
 
 /* Why the job was asked to stop: the database, or the hub for a driver that reports to one. */
@@ -241,11 +242,59 @@ static void node_results(struct batch *b, int fd)
 	free(hp.next);
 }
 
+/*
+ * The hosts of an attempt's step, by node rank: the allocation's
+ * (SLURM_JOB_NODELIST, expanded by scontrol) less the nodes srun was told
+ * to exclude, the first a->nodes of them (srun gives task n the n-th
+ * node of its step in Slurm's order).  Empty when Slurm does not say.
+ */
+static void step_hosts(const struct launch_attempt *a, bool excluded, struct strvec *out)
+{
+	const char *list = getenv("SLURM_JOB_NODELIST");
+	if (!list || !*list)
+		return;
+	const char *argv[] = { "scontrol", "show", "hostnames", list, NULL };
+	struct sbuf o = SBUF_INIT, e = SBUF_INIT;
+	struct tc_err err = TC_ERR_INIT;
+	int status = 0;
+	if (!slurm_command(argv, NULL, &o, &e, &status, &err) && slurm_exited_ok(status)) {
+		char *save = NULL;
+		for (char *h = strtok_r(o.buf, "\n", &save); h && (int)out->nr < a->nodes;
+		     h = strtok_r(NULL, "\n", &save))
+			if (!excluded || !launch_host_listed(a->exclude, h))
+				strvec_push(out, h);
+	}
+	tc_err_release(&err);
+	sbuf_release(&o);
+	sbuf_release(&e);
+}
+
+/*
+ * Node n of attempt a left no outcome: the driver writes its
+ * node-<n>.json itself, a failure with "lost" set and the host Slurm ran
+ * it on, so that the attempt's cause names it (multinode.c).
+ */
+static void node_lost_write(struct batch *b, const struct launch_attempt *a, int n)
+{
+	struct strvec hosts = STRVEC_INIT;
+	step_hosts(a, b->excluded, &hosts);
+	const char *host = n < (int)hosts.nr ? hosts.v[n] : NULL;
+	json_t *o = json_pack("{s:i, s:i, s:s, s:f, s:b, s:s, s:s?}", "node", n, "attempt",
+			      a->attempt, "state", job_state_name(JOB_FAILED), "time", now_wall(),
+			      "lost", 1, "cause", LAUNCH_NODE_LOST_CAUSE, "node_name", host);
+	char *path = launch_node_result_path(b->run_dir, a->attempt, n);
+	node_report_write(o, path);
+	free(path);
+	json_decref(o);
+	strvec_clear(&hosts);
+}
+
 static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed, bool *stopped,
 			struct tc_err *err)
 {
 	struct batch *b = ctx;
 	struct strvec argv = STRVEC_INIT;
+	b->excluded = false;
 	strvec_push(&argv, "srun");
 	strvec_push(&argv, "--kill-on-bad-exit=1");
 	strvec_pushf(&argv, "--nodes=%d", a->nodes);
@@ -268,7 +317,8 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 			for (const char *c = a->exclude; *c; c++)
 				left -= *c == ',';
 		}
-		if (left >= a->nodes) {
+		b->excluded = left >= a->nodes;
+		if (b->excluded) {
 			/* srun's options come before the program: insert after "srun" */
 			struct strvec front = STRVEC_INIT;
 			strvec_push(&front, "srun");
@@ -308,7 +358,8 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 		return 0;
 	}
 	/* nodes stopped by a signal and none failed: scancel --signal, --signal=TERM@ */
-	int killed = 0, bad = 0;
+	int killed = 0, bad = 0, missing = 0;
+	bool *lost = xcalloc((size_t)a->nodes, sizeof(bool));
 	for (int n = 0; n < a->nodes; n++) {
 		char *path = launch_node_result_path(b->run_dir, a->attempt, n);
 		json_t *r = json_load_file(path, 0, NULL);
@@ -318,12 +369,24 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 		if (word && job_state_parse(word, strlen(word), &state)) {
 			killed += state == JOB_KILLED;
 			bad += state == JOB_FAILED;
+		} else {
+			lost[n] = true;
+			missing++;
 		}
 		json_decref(r);
 	}
 	/* `trainctl stop` says so before its scancel: a stop, whatever the nodes saw */
 	enum job_stop asked = stop_reason(b);
-	if ((killed && !bad) || asked == JOB_STOP_STOPPED)
+	/*
+	 * A node that left no outcome while another did and no stop was asked
+	 * is lost (its supervisor was killed, its host died): a failure to
+	 * recover from, although srun then stopped the others with a signal.
+	 * No node at all: srun itself failed, or Slurm ended the step.
+	 */
+	bool node_lost = missing && missing < a->nodes && asked != JOB_STOP_STOPPED;
+	if (node_lost)
+		*failed = true;
+	else if ((killed && !bad) || asked == JOB_STOP_STOPPED)
 		*stopped = true;
 	else
 		*failed = !slurm_exited_ok(status);
@@ -338,6 +401,11 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 		*stopped = true;
 		*failed = false;
 	}
+	if (*failed && node_lost)
+		for (int n = 0; n < a->nodes; n++)
+			if (lost[n])
+				node_lost_write(b, a, n);
+	free(lost);
 	return 0;
 }
 
@@ -383,7 +451,7 @@ int slurm_batch_main(const char *home, const char *job_id, int *exit_status, str
 	struct hub_ship *ship = NULL;
 	const char *hub = getenv("TRAINCTL_HUB_URL");
 	struct batch b = { home, job_id, NULL, path_self_exe(), 0, getenv("SLURM_JOB_ID"), false,
-			   NULL, hub && *hub };
+			   NULL, hub && *hub, false };
 	*exit_status = 1;
 	int rc = batch_open(&b, &s, &rd, err);
 	if (rc)

@@ -144,6 +144,15 @@ struct launch_attempt {
 	 */
 	const char *exclude;
 };
+/*
+ * A node that left no outcome of an attempt while no stop was asked (its
+ * supervisor was killed, its host died): the backend writes its
+ * node-<n>.json with "lost": true, this cause and the host's name, and the
+ * attempt fails (multinode.c: a failure to restart from, never a stop).
+ */
+#define LAUNCH_NODE_LOST_CAUSE "its supervisor ended without reporting"
+/* Is name one item of the comma-separated list ("n1,n3")?  NULL: no. */
+bool launch_host_listed(const char *list, const char *name);
 struct launch_backend_ops {
 	int (*run_attempt)(void *ctx, const struct launch_attempt *a, bool *failed, bool *stopped,
 			   struct tc_err *err);

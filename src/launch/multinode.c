@@ -112,13 +112,20 @@ static const char *node_name(json_t *o)
 	return name && *name && !strchr(name, ',') ? name : NULL;
 }
 
+bool launch_host_listed(const char *list, const char *name)
+{
+	size_t len = strlen(name);
+	for (const char *p = list; p && *name && (p = strstr(p, name)); p++)
+		if ((p == list || p[-1] == ',') && (p[len] == ',' || !p[len]))
+			return true;
+	return false;
+}
+
 /* Leave node name out of the next attempts (launch.h: launch_attempt.exclude); false: already. */
 static bool exclude_node(struct mn *m, const char *name)
 {
-	for (const char *p = m->exclude.buf; p && (p = strstr(p, name)); p++)
-		if ((p == m->exclude.buf || p[-1] == ',') &&
-		    (p[strlen(name)] == ',' || !p[strlen(name)]))
-			return false;
+	if (launch_host_listed(m->exclude.buf, name))
+		return false;
 	sbuf_addf(&m->exclude, "%s%s", m->exclude.len ? "," : "", name);
 	return true;
 }
@@ -190,7 +197,9 @@ static void attempt_cause(struct mn *m, int attempt, int nodes, struct sbuf *cau
 		bool fin = failed && ((action && !strcmp(action, "fail")) ||
 				      json_is_true(json_object_get(o, "final")));
 		*final = *final || fin;
-		int prio = failed && (action || fin) ? 1 : 0;
+		/* a lost node is the cause: the others' failures may be its echo (a peer gone) */
+		bool lost = failed && json_is_true(json_object_get(o, "lost"));
+		int prio = lost ? 2 : failed && (action || fin) ? 1 : 0;
 		if (failed && (prio > best_prio || (prio == best_prio && t < best))) {
 			best = t;
 			best_prio = prio;
@@ -199,8 +208,10 @@ static void attempt_cause(struct mn *m, int attempt, int nodes, struct sbuf *cau
 			const char *host = json_string_value(json_object_get(o, "hostname"));
 			const char *c = json_string_value(json_object_get(o, "cause"));
 			const char *d = json_string_value(json_object_get(o, "detail"));
-			sbuf_addf(cause, "node %d%s%s%s: %s", n, host ? " (" : "", host ? host : "",
-				  host ? ")" : "", c ? c : job_state_name(JOB_FAILED));
+			if (lost)
+				host = node_name(o);
+			sbuf_addf(cause, "node %d%s%s%s%s %s", n, host ? " (" : "", host ? host : "",
+				  host ? ")" : "", lost ? " lost:" : ":", c ? c : job_state_name(JOB_FAILED));
 			if (d)
 				sbuf_adds(detail, d);
 		}

@@ -1,0 +1,153 @@
+"""A lost node (docs/slurm.md, "A lost node"): a node whose supervisor ends
+without reporting (SIGKILLed, its host gone) while nobody asked the job to
+stop is a failure the job restarts from, within restart.max_restarts,
+never a stop.
+
+On the localhost Slurm cluster (slurm_cluster.py: slurmd n1 and n2 on one
+host). The node's processes are found by what they are (a `trainctl
+supervise-node JOB` whose srun task is node 1) and killed with SIGKILL, as
+when a host dies. Every wait is on a condition."""
+import os
+import signal
+import subprocess
+
+from conftest import job_id_in, notes, poll, rank_log, show, wait_until
+from slurm_cluster import cluster, slurm_tc  # noqa: F401  (the fixtures)
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def node_supervisor(job, node):
+    """pid of `trainctl supervise-node JOB` running as srun's task `node` (SLURM_NODEID), or None"""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        argv = _read(f"/proc/{name}/cmdline").split(b"\0")
+        if b"supervise-node" not in argv or job.encode() not in argv:
+            continue
+        env = _read(f"/proc/{name}/environ").split(b"\0")
+        if f"SLURM_NODEID={node}".encode() in env:
+            return int(name)
+    return None
+
+
+def process_tree(pid):
+    """pid and every process below it"""
+    children = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        stat = _read(f"/proc/{name}/stat").decode(errors="replace")
+        try:
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def kill_node(job, node):
+    """SIGKILL node `node`'s supervisor and everything under it at once, as when its host dies"""
+    pid = node_supervisor(job, node)
+    assert pid, f"no supervise-node {job} for node {node}"
+    for p in process_tree(pid):
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return pid
+
+
+# Each rank says which attempt and node it is, logs a few steps; in the first attempt it then
+# waits (the kill comes then), later attempts finish.
+WORKER = ('echo "attempt $TORCHELASTIC_RESTART_COUNT node $SLURM_NODEID rank $RANK of $WORLD_SIZE";'
+          ' for i in 1 2 3; do echo "DLLL {\\"type\\": \\"LOG\\", \\"step\\": [0, $i],'
+          ' \\"data\\": {\\"train.loss\\": 1.5}}"; done;'
+          ' if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then echo ready; exec sleep 300; fi')
+
+
+def start_job(trainctl, cluster, tmp_path, name, extra=""):
+    spec = tmp_path / f"{name}.yaml"
+    spec.write_text(f"""
+name: {name}
+command: '{WORKER}'
+devices: {{type: cpu, per_node: 1}}
+nodes: 2
+backend: slurm
+restart: {{max_restarts: 2, grace_seconds: 3}}
+{extra}""")
+    env = dict(os.environ, SLURM_CONF=str(cluster.conf), TRAINCTL_HOME=str(tmp_path / "trainctl-home"))
+    return subprocess.Popen([str(trainctl), "run", "-q", str(spec)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_lost_node_restarts_the_job(slurm_tc, cluster, tmp_path, home, trainctl):
+    proc = start_job(trainctl, cluster, tmp_path, "lost1")
+    try:
+        job = wait_until(lambda: job_id_in(home), timeout=120, what="the job's row")
+
+        def ready():
+            if proc.poll() is not None:
+                raise AssertionError(f"the run ended early: {proc.communicate()}")
+            j = show(slurm_tc, job)
+            return all("ready" in _log(j, r) for r in (0, 1)) and node_supervisor(job, 1)
+
+        wait_until(ready, timeout=240, what=lambda: "both ranks in the first attempt: "
+                   + cluster.squeue() + cluster.logs())
+        kill_node(job, 1)
+        out, err = proc.communicate(timeout=400)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err + cluster.logs()
+    j = show(slurm_tc, job)
+    assert j["state"] == "succeeded" and j["restarts"] == 1, j["events"]
+    restarting = [e for e in j["events"] if e["state"] == "restarting"]
+    assert len(restarting) == 1, j["events"]
+    why = restarting[0]["reason"]
+    assert why.startswith("node 1 (n2) lost: its supervisor ended without reporting"), why
+    assert "restarting every node (1 of 2)" in why, why
+    # never recorded as a stop
+    assert not [e for e in j["events"] if e["state"] == "killed"], j["events"]
+    # the restart ran on both nodes again
+    for r in (0, 1):
+        assert f"attempt 1 node {r} rank {r} of 2" in rank_log(j, r), rank_log(j, r)
+
+
+def _log(job, rank):
+    try:
+        return rank_log(job, rank)
+    except OSError:
+        return ""
+
+
+def test_a_stop_is_still_a_stop(slurm_tc, cluster, tmp_path, home, trainctl):
+    # `trainctl stop` while both nodes run: killed, no restart (a stop is no lost node)
+    proc = start_job(trainctl, cluster, tmp_path, "stopped1")
+    try:
+        job = wait_until(lambda: job_id_in(home), timeout=120, what="the job's row")
+        wait_until(lambda: all("ready" in _log(show(slurm_tc, job), r) for r in (0, 1)),
+                   timeout=240, what="both ranks in the first attempt")
+        p = slurm_tc("stop", job)
+        assert p.returncode == 0, p.stderr
+        proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    j = show(slurm_tc, job)
+    assert j["state"] == "killed" and j["restarts"] == 0, j["events"]
+    assert not notes(j, "node_lost"), j["events"]
+    assert poll(cluster.nodes_idle, 120, 0.3), cluster.squeue()
