@@ -223,6 +223,45 @@ static void attempt_cause(struct mn *m, int attempt, int nodes, struct sbuf *cau
 }
 
 /*
+ * The nodes of the attempt that were lost (node-<n>.json "lost", written
+ * by the backend: launch.h LAUNCH_NODE_LOST_CAUSE), as "node 1 (n2)" in
+ * *who; their count.
+ */
+static int attempt_lost(struct mn *m, int attempt, struct sbuf *who)
+{
+	int lost = 0;
+	for (int n = 0; n < m->s->nodes; n++) {
+		char *path = launch_node_result_path(m->run_dir, attempt, n);
+		json_t *o = json_load_file(path, 0, NULL);
+		free(path);
+		if (json_is_true(json_object_get(o, "lost"))) {
+			const char *name = node_name(o);
+			sbuf_addf(who, "%snode %d%s%s%s", lost ? ", " : "", n, name ? " (" : "",
+				  name ? name : "", name ? ")" : "");
+			lost++;
+		}
+		json_decref(o);
+	}
+	return lost;
+}
+
+/*
+ * A restart a lost node caused: its node_lost note (jobs/state.h), which
+ * is how the job's restarts are told apart by cause (show, the report).
+ */
+static void note_node_lost(struct mn *m, const char *who, int restarts)
+{
+	struct sbuf t = SBUF_INIT;
+	sbuf_addf(&t, "%s lost in attempt %d: %s; restart %d of %d", who, m->attempt,
+		  LAUNCH_NODE_LOST_CAUSE, restarts, m->s->max_restarts);
+	struct tc_err e = TC_ERR_INIT;
+	if (sink_note(m->sink, m->job_id, JOB_NOTE_NODE_LOST, t.buf, &e))
+		say(m, "warning: %s", e.msg);
+	tc_err_release(&e);
+	sbuf_release(&t);
+}
+
+/*
  * The nodes' hang reports of the attempt (attempts/<k>/hang-node-<n>.json,
  * watch.c): every rank's stack compared across the nodes names the job's
  * likely culprit, with its node; recorded as the job's hang event, and the
@@ -624,7 +663,7 @@ static void mn_restart(struct mn *m, struct tc_err *err)
 
 /* The verdict on the attempt (attempt.h), recorded; *again: run the next one. */
 static int mn_verdict(struct mn *m, const struct attempt_outcome *o, const char *detail,
-		      bool *again, struct tc_err *err)
+		      const char *lost, bool *again, struct tc_err *err)
 {
 	struct attempt_verdict v;
 	attempt_decide(o, &v);
@@ -635,6 +674,8 @@ static int mn_verdict(struct mn *m, const struct attempt_outcome *o, const char 
 				 .attempt = m->attempt, .say = io_say, .say_ctx = m,
 				 .result = &m->result };
 	int rc = attempt_record(&c, &v, detail, err);
+	if (!rc && v.again && lost)
+		note_node_lost(m, lost, v.restarts);
 	*again = v.again;
 	attempt_verdict_release(&v);
 	return rc;
@@ -705,14 +746,15 @@ static int mn_main(struct mn *mp, int *exit_status, struct tc_err *err)
 			mn_diagnostics(&m, m.attempt);
 		struct attempt_outcome o = { .scope = ATTEMPT_EVERY_NODE, .restarts = m.restarts,
 					     .max_restarts = s->max_restarts };
-		struct sbuf cause = SBUF_INIT, detail = SBUF_INIT, hang = SBUF_INIT;
+		struct sbuf cause = SBUF_INIT, detail = SBUF_INIT, hang = SBUF_INIT, lost = SBUF_INIT;
 		if (!failed) {
 			/* the results are part of the result: a failed final upload fails the job */
 			o.end = jobio_final_upload(m.io, &cause) ? ATTEMPT_UPLOAD_FAILED : ATTEMPT_OK;
 		} else {
 			bool final = false;
 			attempt_cause(&m, m.attempt, s->nodes, &cause, &detail, &final);
-			if (attempt_hang(&m, m.attempt, &hang)) {
+			bool gone = attempt_lost(&m, m.attempt, &lost) > 0;
+			if (attempt_hang(&m, m.attempt, &hang) && !gone) {
 				/* a hang stalls every rank: the job's cause, whichever node stopped first */
 				sbuf_reset(&cause);
 				sbuf_add(&cause, hang.buf, hang.len);
@@ -723,12 +765,13 @@ static int mn_main(struct mn *mp, int *exit_status, struct tc_err *err)
 		}
 		o.cause = cause.buf;
 		bool again = false;
-		rc = mn_verdict(&m, &o, detail.buf, &again, err);
+		rc = mn_verdict(&m, &o, detail.buf, lost.len ? lost.buf : NULL, &again, err);
 		if (o.end == ATTEMPT_OK)
 			*exit_status = 0;
 		sbuf_release(&cause);
 		sbuf_release(&detail);
 		sbuf_release(&hang);
+		sbuf_release(&lost);
 		if (!again)
 			goto out;
 		if (rc)

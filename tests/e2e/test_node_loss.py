@@ -7,6 +7,7 @@ On the localhost Slurm cluster (slurm_cluster.py: slurmd n1 and n2 on one
 host). The node's processes are found by what they are (a `trainctl
 supervise-node JOB` whose srun task is node 1) and killed with SIGKILL, as
 when a host dies. Every wait is on a condition."""
+import json
 import os
 import signal
 import subprocess
@@ -114,11 +115,21 @@ def test_lost_node_restarts_the_job(slurm_tc, cluster, tmp_path, home, trainctl)
     assert proc.returncode == 0, err + cluster.logs()
     j = show(slurm_tc, job)
     assert j["state"] == "succeeded" and j["restarts"] == 1, j["events"]
-    restarting = [e for e in j["events"] if e["state"] == "restarting"]
+    restarting = [e for e in j["events"] if e["state"] == "restarting" and "kind" not in e]
     assert len(restarting) == 1, j["events"]
     why = restarting[0]["reason"]
     assert why.startswith("node 1 (n2) lost: its supervisor ended without reporting"), why
     assert "restarting every node (1 of 2)" in why, why
+    # counted apart from a failing worker's restarts: the note, show, the report
+    lost = notes(j, "node_lost")
+    assert [e["reason"] for e in lost] == [
+        "node_lost: node 1 (n2) lost in attempt 0: its supervisor ended without reporting;"
+        " restart 1 of 2"], j["events"]
+    assert j["restarts_by_cause"] == {"node_lost": 1, "worker_failed": 0}, j
+    text = slurm_tc("show", job).stdout
+    assert "restarts   1 (1 after a lost node, 0 after a failing worker)" in text, text
+    rep = json.load(open(os.path.join(j["run_dir"], "report.json")))
+    assert (rep["restarts"], rep["restarts_node_lost"], rep["restarts_worker_failed"]) == (1, 1, 0), rep
     # never recorded as a stop
     assert not [e for e in j["events"] if e["state"] == "killed"], j["events"]
     # the restart ran on both nodes again
@@ -151,3 +162,20 @@ def test_a_stop_is_still_a_stop(slurm_tc, cluster, tmp_path, home, trainctl):
     assert j["state"] == "killed" and j["restarts"] == 0, j["events"]
     assert not notes(j, "node_lost"), j["events"]
     assert poll(cluster.nodes_idle, 120, 0.3), cluster.squeue()
+
+
+def test_a_failing_worker_restart_is_counted_as_such(run_tc, tmp_path):
+    # one machine: the worker fails in the first attempt, the restart succeeds
+    spec = tmp_path / "job.yaml"
+    spec.write_text("""
+name: flaky
+command: 'test "$TORCHELASTIC_RESTART_COUNT" != 0'
+restart: {max_restarts: 1}
+""")
+    p = run_tc("run", "-q", spec)
+    assert p.returncode == 0, p.stderr
+    j = show(run_tc, "flaky")
+    assert j["restarts"] == 1 and not notes(j, "node_lost"), j["events"]
+    assert j["restarts_by_cause"] == {"node_lost": 0, "worker_failed": 1}, j
+    text = run_tc("show", "flaky").stdout
+    assert "restarts   1 (0 after a lost node, 1 after a failing worker)" in text, text
