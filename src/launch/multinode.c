@@ -63,6 +63,10 @@ struct mn {
 	struct sbuf result; /* the job's outcome, said after the final upload's lines */
 	struct launch_notify *ln; /* the job's webhooks (notify_int.h), or NULL */
 	struct sbuf exclude;      /* nodes left out of the next attempts (health, on_log): "n1,n3" */
+	/* membership (members_*): the hosts by node rank, the allocation's others */
+	struct strvec members, spares;
+	int nodes;                /* nodes of this attempt: members.nr, else spec.nodes */
+	struct sbuf change;       /* this attempt's change of members, for its running event */
 	/* the job's diagnostics.json (docs/diagnostics.md), from the nodes' reports */
 	json_t *hangs, *matches;
 	size_t diag_len; /* bytes of the last one written: a rewrite is padded to at least that */
@@ -198,7 +202,7 @@ static void attempt_cause(struct mn *m, int attempt, int nodes, struct sbuf *cau
 				      json_is_true(json_object_get(o, "final")));
 		*final = *final || fin;
 		/* a lost node is the cause: the others' failures may be its echo (a peer gone) */
-		bool lost = failed && json_is_true(json_object_get(o, "lost"));
+		bool lost = failed && json_is_true(json_object_get(o, LAUNCH_NODE_LOST_KEY));
 		int prio = lost ? 2 : failed && (action || fin) ? 1 : 0;
 		if (failed && (prio > best_prio || (prio == best_prio && t < best))) {
 			best = t;
@@ -223,19 +227,22 @@ static void attempt_cause(struct mn *m, int attempt, int nodes, struct sbuf *cau
 }
 
 /*
- * The nodes of the attempt that were lost (node-<n>.json "lost", written
+ * The nodes of the attempt that were lost (node-<n>.json LAUNCH_NODE_LOST_KEY, written
  * by the backend: launch.h LAUNCH_NODE_LOST_CAUSE), as "node 1 (n2)" in
  * *who; their count.
  */
 static int attempt_lost(struct mn *m, int attempt, struct sbuf *who)
 {
 	int lost = 0;
-	for (int n = 0; n < m->s->nodes; n++) {
+	for (int n = 0; n < m->nodes; n++) {
 		char *path = launch_node_result_path(m->run_dir, attempt, n);
 		json_t *o = json_load_file(path, 0, NULL);
 		free(path);
-		if (json_is_true(json_object_get(o, "lost"))) {
+		if (json_is_true(json_object_get(o, LAUNCH_NODE_LOST_KEY))) {
 			const char *name = node_name(o);
+			/* policy replace: a spare takes its rank in the next attempts (members_update) */
+			if (name && m->s->node_policy == NODE_POLICY_REPLACE)
+				exclude_node(m, name);
 			sbuf_addf(who, "%snode %d%s%s%s", lost ? ", " : "", n, name ? " (" : "",
 				  name ? name : "", name ? ")" : "");
 			lost++;
@@ -269,7 +276,7 @@ static void note_node_lost(struct mn *m, const char *who, int restarts)
  */
 static bool attempt_hang(struct mn *m, int attempt, struct sbuf *cause)
 {
-	int nodes = m->s->nodes, world = m->world;
+	int nodes = m->nodes, world = m->world;
 	json_t **rep = xcalloc((size_t)nodes, sizeof(json_t *));
 	struct sbuf *text = xcalloc((size_t)world, sizeof(struct sbuf));
 	int *node_of = xcalloc((size_t)world, sizeof(int));
@@ -398,7 +405,7 @@ static void mn_diagnostics(struct mn *m, int attempt)
 	json_t *o = json_object(), *ranks = json_array(), *sg = json_array(), *per = json_array();
 	double med = NAN, to = NAN;
 	long long steps = 0;
-	for (int n = 0; n < s->nodes; n++) {
+	for (int n = 0; n < m->nodes; n++) {
 		char *path = launch_node_result_path(m->run_dir, attempt, n);
 		json_t *r = json_load_file(path, 0, NULL);
 		free(path);
@@ -506,7 +513,7 @@ static int mn_open(struct mn *m, struct tc_err *err)
 /* Stage the inputs, start watching checkpoints, and find where attempts resume. */
 static int mn_begin(struct mn *m, struct tc_err *err)
 {
-	m->world = m->s->nodes * m->s->per_node;
+	m->world = m->nodes * m->s->per_node;
 	struct jobio_ctx ioc = {
 		.s = m->s, .home = m->home, .job_id = m->job_id, .run_dir = m->run_dir,
 		.data_dir = m->data_dir, .output_dir = m->output_dir, .ckpt_dir = m->ckpt_dir,
@@ -548,15 +555,75 @@ static void start_reason(struct mn *m, struct sbuf *why)
 {
 	const char *where = m->ops->where ? m->ops->where : "?";
 	if (m->requeued)
-		sbuf_addf(why, "requeued: attempt %d on %d nodes (%s)", m->attempt, m->s->nodes, where);
+		sbuf_addf(why, "requeued: attempt %d on %d nodes (%s)", m->attempt, m->nodes, where);
 	else if (m->restarts == 0)
 		sbuf_addf(why, "%d worker%s started on %d nodes (%s)", m->world,
-			  m->world == 1 ? "" : "s", m->s->nodes, where);
+			  m->world == 1 ? "" : "s", m->nodes, where);
 	else
 		sbuf_addf(why, "restart %d of %d: %d worker%s started on %d nodes", m->restarts,
-			  m->s->max_restarts, m->world, m->world == 1 ? "" : "s", m->s->nodes);
+			  m->s->max_restarts, m->world, m->world == 1 ? "" : "s", m->nodes);
 	if (m->resume)
 		sbuf_addf(why, ", resuming from %s", m->resume);
+	if (m->change.len)
+		sbuf_addf(why, "; %s", m->change.buf);
+}
+
+/* ---- membership: which host is which node rank (spares, replace) ---- */
+
+/*
+ * The allocation's hosts, where the backend says (Slurm: its node list in
+ * Slurm's order): the first spec.nodes are the members, node rank by
+ * place, the rest spares (spares:, or an allocation asked bigger through
+ * slurm.extra).  Else no members: the backend places the nodes.
+ */
+static void members_begin(struct mn *m)
+{
+	m->nodes = m->s->nodes;
+	struct strvec all = STRVEC_INIT;
+	if (m->ops->hosts && !m->ops->hosts(m->ops->ctx, &all) && all.nr) {
+		/* an elastic job starts on what was allocated, up to nodes.max */
+		size_t want = all.nr < (size_t)m->s->nodes ? all.nr : (size_t)m->s->nodes;
+		for (size_t i = 0; i < all.nr; i++)
+			strvec_push(i < want ? &m->members : &m->spares, all.v[i]);
+		m->nodes = (int)want;
+	}
+	strvec_clear(&all);
+}
+
+/*
+ * Before an attempt: each member left out (lost under restart.policy
+ * replace, unhealthy, on_log exclude_node) gives its node rank to the
+ * first spare not left out; the others keep theirs.  No spare left: it
+ * stays (it may be back).  The change is said in the attempt's event.
+ */
+static void members_update(struct mn *m)
+{
+	sbuf_reset(&m->change);
+	for (size_t n = 0; n < m->members.nr; n++) {
+		if (!launch_host_listed(m->exclude.buf, m->members.v[n]))
+			continue;
+		size_t i = 0;
+		while (i < m->spares.nr && launch_host_listed(m->exclude.buf, m->spares.v[i]))
+			i++;
+		if (i == m->spares.nr)
+			continue;
+		sbuf_addf(&m->change, "%sspare %s takes node %zu in place of %s",
+			  m->change.len ? ", " : "", m->spares.v[i], n, m->members.v[n]);
+		char *old = m->members.v[n];
+		m->members.v[n] = m->spares.v[i];
+		m->spares.v[i] = old; /* kept with the spares, left out by exclude */
+	}
+}
+
+/* The members as the attempt's hosts ("n1,n3"), or NULL: the backend places the nodes. */
+static char *members_list(struct mn *m)
+{
+	if (!m->members.nr)
+		return NULL;
+	struct sbuf l = SBUF_INIT;
+	for (size_t i = 0; i < m->members.nr; i++)
+		sbuf_addf(&l, "%s%s", i ? "," : "", m->members.v[i]);
+	return sbuf_detach(&l);
 }
 
 /* Run attempt m->attempt on every node through the backend, recorded running first. */
@@ -570,6 +637,8 @@ static int mn_run_attempt(struct mn *m, bool *failed, bool *stopped, struct tc_e
 		return tc_error_errno(err, TC_ESYS, "cannot find a free port");
 	}
 	int rc = publish_master(m, addr, port, err);
+	members_update(m);
+	char *hosts = members_list(m);
 	struct sbuf why = SBUF_INIT;
 	start_reason(m, &why);
 	m->requeued = false;
@@ -580,10 +649,11 @@ static int mn_run_attempt(struct mn *m, bool *failed, bool *stopped, struct tc_e
 		launch_notify(m->ln, NOTIFY_STARTED, "running", why.buf, m->attempt, -1);
 	sbuf_release(&why);
 	if (!rc) {
-		struct launch_attempt a = { m->attempt, m->s->nodes, addr, port, m->resume,
-					    m->exclude.len ? m->exclude.buf : NULL };
+		struct launch_attempt a = { m->attempt, m->nodes, addr, port, m->resume,
+					    m->exclude.len ? m->exclude.buf : NULL, hosts };
 		rc = m->ops->run_attempt(m->ops->ctx, &a, failed, stopped, err);
 	}
+	free(hosts);
 	free(addr);
 	return rc;
 }
@@ -615,7 +685,7 @@ static bool ckpt_writer(struct mn *m, int attempt, int n)
 static bool common_ckpts(struct mn *m, int attempt, struct strvec *names)
 {
 	bool listed = false;
-	for (int n = 0; n < m->s->nodes; n++) {
+	for (int n = 0; n < m->nodes; n++) {
 		char *path = launch_node_result_path(m->run_dir, attempt, n);
 		json_t *o = json_load_file(path, 0, NULL);
 		free(path);
@@ -688,6 +758,9 @@ static void mn_release(struct mn *m)
 	free(m->resume);
 	sbuf_release(&m->result);
 	sbuf_release(&m->exclude);
+	sbuf_release(&m->change);
+	strvec_clear(&m->members);
+	strvec_clear(&m->spares);
 	json_decref(m->hangs);
 	json_decref(m->matches);
 	free(m->log_dir);
@@ -707,7 +780,8 @@ int launch_multinode(const struct spec *s, const char *home, const char *job_id,
 {
 	struct mn m = { .s = s, .home = home, .job_id = job_id, .ops = ops, .logfd = -1,
 			.result = SBUF_INIT, .exclude = SBUF_INIT, .hangs = json_array(),
-			.matches = json_array() };
+			.matches = json_array(), .members = STRVEC_INIT, .spares = STRVEC_INIT,
+			.change = SBUF_INIT };
 	return mn_main(&m, exit_status, err);
 }
 
@@ -717,7 +791,8 @@ int launch_multinode_remote(const struct spec *s, const char *home, const char *
 {
 	struct mn m = { .s = s, .home = home, .job_id = job_id, .ops = ops, .logfd = -1,
 			.result = SBUF_INIT, .exclude = SBUF_INIT, .sink = sink, .remote = true,
-			.restarts = restarts, .hangs = json_array(), .matches = json_array() };
+			.restarts = restarts, .hangs = json_array(), .matches = json_array(),
+			.members = STRVEC_INIT, .spares = STRVEC_INIT, .change = SBUF_INIT };
 	return mn_main(&m, exit_status, err);
 }
 
@@ -731,6 +806,7 @@ static int mn_main(struct mn *mp, int *exit_status, struct tc_err *err)
 	if ((rc = mn_open(&m, err)))
 		goto out;
 	m.ln = launch_notify_open(s, m.home, job_id, m.sink, io_say, &m);
+	members_begin(&m);
 	if ((rc = mn_begin(&m, err)))
 		goto fail;
 	for (;; m.attempt++) {
@@ -752,7 +828,7 @@ static int mn_main(struct mn *mp, int *exit_status, struct tc_err *err)
 			o.end = jobio_final_upload(m.io, &cause) ? ATTEMPT_UPLOAD_FAILED : ATTEMPT_OK;
 		} else {
 			bool final = false;
-			attempt_cause(&m, m.attempt, s->nodes, &cause, &detail, &final);
+			attempt_cause(&m, m.attempt, m.nodes, &cause, &detail, &final);
 			bool gone = attempt_lost(&m, m.attempt, &lost) > 0;
 			if (attempt_hang(&m, m.attempt, &hang) && !gone) {
 				/* a hang stalls every rank: the job's cause, whichever node stopped first */

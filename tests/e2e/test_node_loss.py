@@ -3,8 +3,8 @@ without reporting (SIGKILLed, its host gone) while nobody asked the job to
 stop is a failure the job restarts from, within restart.max_restarts,
 never a stop.
 
-On the localhost Slurm cluster (slurm_cluster.py: slurmd n1 and n2 on one
-host). The node's processes are found by what they are (a `trainctl
+On a localhost Slurm cluster (slurm_cluster.py: slurmd n1, n2 and n3 on
+one host, so that a 2-node job can have a spare). The node's processes are found by what they are (a `trainctl
 supervise-node JOB` whose srun task is node 1) and killed with SIGKILL, as
 when a host dies. Every wait is on a condition."""
 import json
@@ -12,8 +12,27 @@ import os
 import signal
 import subprocess
 
+import pytest
+
 from conftest import job_id_in, notes, poll, rank_log, show, wait_until
-from slurm_cluster import cluster, slurm_tc  # noqa: F401  (the fixtures)
+from slurm_cluster import Cluster, have_slurm
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if not have_slurm():
+        pytest.fail("Slurm is not installed (apt install slurm-wlm munge; scripts/install-deps.sh)",
+                    pytrace=False)
+    c = Cluster(tmp_path_factory.mktemp("slurm3"), nodes=3).start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def slurm_tc(run_tc, cluster):
+    def run(*args, env=None, **kw):
+        return run_tc(*args, env=dict(env or {}, SLURM_CONF=cluster.conf), **kw)
+    return run
 
 
 def _read(path):
@@ -78,7 +97,7 @@ WORKER = ('echo "attempt $TORCHELASTIC_RESTART_COUNT node $SLURM_NODEID rank $RA
           ' if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then echo ready; exec sleep 300; fi')
 
 
-def start_job(trainctl, cluster, tmp_path, name, extra=""):
+def start_job(trainctl, cluster, tmp_path, name, extra="", policy=""):
     spec = tmp_path / f"{name}.yaml"
     spec.write_text(f"""
 name: {name}
@@ -86,7 +105,7 @@ command: '{WORKER}'
 devices: {{type: cpu, per_node: 1}}
 nodes: 2
 backend: slurm
-restart: {{max_restarts: 2, grace_seconds: 3}}
+restart: {{max_restarts: 2, grace_seconds: 3{policy}}}
 {extra}""")
     env = dict(os.environ, SLURM_CONF=str(cluster.conf), TRAINCTL_HOME=str(tmp_path / "trainctl-home"))
     return subprocess.Popen([str(trainctl), "run", "-q", str(spec)],
@@ -135,6 +154,59 @@ def test_lost_node_restarts_the_job(slurm_tc, cluster, tmp_path, home, trainctl)
     # the restart ran on both nodes again
     for r in (0, 1):
         assert f"attempt 1 node {r} rank {r} of 2" in rank_log(j, r), rank_log(j, r)
+
+
+def node_result(job, attempt, node):
+    return json.load(open(os.path.join(job["run_dir"], "attempts", str(attempt), f"node-{node}.json")))
+
+
+def run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, name, extra, policy=""):
+    """start the job, wait for both ranks' first attempt, SIGKILL node 1; (job id, run's exit, stderr)"""
+    proc = start_job(trainctl, cluster, tmp_path, name, extra, policy)
+    try:
+        job = wait_until(lambda: job_id_in(home), timeout=120, what="the job's row")
+
+        def ready():
+            if proc.poll() is not None:
+                raise AssertionError(f"the run ended early: {proc.communicate()}")
+            j = show(slurm_tc, job)
+            return all("ready" in _log(j, r) for r in (0, 1)) and node_supervisor(job, 1)
+
+        wait_until(ready, timeout=240, what=lambda: "both ranks in the first attempt: "
+                   + cluster.squeue() + cluster.logs())
+        kill_node(job, 1)
+        _, err = proc.communicate(timeout=400)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return job, proc.returncode, err
+
+
+def test_a_spare_takes_the_lost_node_rank(slurm_tc, cluster, tmp_path, home, trainctl):
+    job, rc, err = run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, "spare1", "spares: 1\n")
+    assert rc == 0, err + cluster.logs()
+    j = show(slurm_tc, job)
+    assert j["state"] == "succeeded" and j["restarts"] == 1, j["events"]
+    # the first attempt on n1, n2 (n3 the spare); the restart on n1 and n3, n3 as node 1
+    assert [node_result(j, 0, n)["node_name"] for n in (0, 1)] == ["n1", "n2"]
+    assert node_result(j, 0, 1)["node_lost"] is True
+    assert [node_result(j, 1, n)["node_name"] for n in (0, 1)] == ["n1", "n3"]
+    running = [e["reason"] for e in j["events"] if e["state"] == "running" and "kind" not in e]
+    assert len(running) == 2 and "spare n3 takes node 1 in place of n2" in running[1], running
+    assert "attempt 1 node 1 rank 1 of 2" in rank_log(j, 1), rank_log(j, 1)
+    # the batch script asked for the spare and for an allocation that outlives a node
+    script = open(os.path.join(j["run_dir"], "job.sbatch")).read()
+    assert "#SBATCH --nodes=3\n" in script and "#SBATCH --no-kill\n" in script, script
+
+
+def test_policy_restart_keeps_the_same_hosts(slurm_tc, cluster, tmp_path, home, trainctl):
+    job, rc, err = run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, "samehosts",
+                                "spares: 1\n", ", policy: restart")
+    assert rc == 0, err + cluster.logs()
+    j = show(slurm_tc, job)
+    assert j["state"] == "succeeded" and j["restarts"] == 1, j["events"]
+    assert [node_result(j, 1, n)["node_name"] for n in (0, 1)] == ["n1", "n2"]
 
 
 def _log(job, rank):
