@@ -590,13 +590,32 @@ static void members_begin(struct mn *m)
 	strvec_clear(&all);
 }
 
+/* An elastic job (nodes: {min, max}) goes on without member n: the ranks above it move down. */
+static int members_drop(struct mn *m, size_t n, struct tc_err *err)
+{
+	if ((int)m->members.nr - 1 < m->s->nodes_min)
+		return tc_error(err, TC_EJOB, "node %zu (%s) is left out and no spare is left: %zu "
+				"node%s would be fewer than nodes.min %d", n, m->members.v[n],
+				m->members.nr - 1, m->members.nr == 2 ? "" : "s", m->s->nodes_min);
+	sbuf_addf(&m->change, "%snode %zu (%s) left out, no spare left: going on with %zu node%s",
+		  m->change.len ? ", " : "", n, m->members.v[n], m->members.nr - 1,
+		  m->members.nr == 2 ? "" : "s");
+	free(m->members.v[n]);
+	memmove(&m->members.v[n], &m->members.v[n + 1], (m->members.nr - n - 1) * sizeof(char *));
+	m->members.nr--;
+	return 0;
+}
+
 /*
  * Before an attempt: each member left out (lost under restart.policy
  * replace, unhealthy, on_log exclude_node) gives its node rank to the
- * first spare not left out; the others keep theirs.  No spare left: it
- * stays (it may be back).  The change is said in the attempt's event.
+ * first spare not left out; the others keep theirs.  No spare left: an
+ * elastic job goes on with fewer nodes down to nodes.min (an error
+ * below it), any other runs on the same hosts (the node may be back).
+ * The change is said in the attempt's event; the attempt's world is
+ * recomputed from the members (the nodes derive the rest from it).
  */
-static void members_update(struct mn *m)
+static int members_update(struct mn *m, struct tc_err *err)
 {
 	sbuf_reset(&m->change);
 	for (size_t n = 0; n < m->members.nr; n++) {
@@ -605,6 +624,12 @@ static void members_update(struct mn *m)
 		size_t i = 0;
 		while (i < m->spares.nr && launch_host_listed(m->exclude.buf, m->spares.v[i]))
 			i++;
+		if (i == m->spares.nr && m->s->nodes_min < m->s->nodes) {
+			int rc = members_drop(m, n--, err);
+			if (rc)
+				return rc;
+			continue;
+		}
 		if (i == m->spares.nr)
 			continue;
 		sbuf_addf(&m->change, "%sspare %s takes node %zu in place of %s",
@@ -613,6 +638,11 @@ static void members_update(struct mn *m)
 		m->members.v[n] = m->spares.v[i];
 		m->spares.v[i] = old; /* kept with the spares, left out by exclude */
 	}
+	if (m->members.nr) {
+		m->nodes = (int)m->members.nr;
+		m->world = m->nodes * m->s->per_node;
+	}
+	return 0;
 }
 
 /* The members as the attempt's hosts ("n1,n3"), or NULL: the backend places the nodes. */
@@ -637,7 +667,8 @@ static int mn_run_attempt(struct mn *m, bool *failed, bool *stopped, struct tc_e
 		return tc_error_errno(err, TC_ESYS, "cannot find a free port");
 	}
 	int rc = publish_master(m, addr, port, err);
-	members_update(m);
+	if (!rc)
+		rc = members_update(m, err);
 	char *hosts = members_list(m);
 	struct sbuf why = SBUF_INIT;
 	start_reason(m, &why);

@@ -97,13 +97,13 @@ WORKER = ('echo "attempt $TORCHELASTIC_RESTART_COUNT node $SLURM_NODEID rank $RA
           ' if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then echo ready; exec sleep 300; fi')
 
 
-def start_job(trainctl, cluster, tmp_path, name, extra="", policy=""):
+def start_job(trainctl, cluster, tmp_path, name, extra="", policy="", nodes="2"):
     spec = tmp_path / f"{name}.yaml"
     spec.write_text(f"""
 name: {name}
 command: '{WORKER}'
 devices: {{type: cpu, per_node: 1}}
-nodes: 2
+nodes: {nodes}
 backend: slurm
 restart: {{max_restarts: 2, grace_seconds: 3{policy}}}
 {extra}""")
@@ -160,9 +160,9 @@ def node_result(job, attempt, node):
     return json.load(open(os.path.join(job["run_dir"], "attempts", str(attempt), f"node-{node}.json")))
 
 
-def run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, name, extra, policy=""):
+def run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, name, extra, policy="", nodes="2"):
     """start the job, wait for both ranks' first attempt, SIGKILL node 1; (job id, run's exit, stderr)"""
-    proc = start_job(trainctl, cluster, tmp_path, name, extra, policy)
+    proc = start_job(trainctl, cluster, tmp_path, name, extra, policy, nodes)
     try:
         job = wait_until(lambda: job_id_in(home), timeout=120, what="the job's row")
 
@@ -207,6 +207,38 @@ def test_policy_restart_keeps_the_same_hosts(slurm_tc, cluster, tmp_path, home, 
     j = show(slurm_tc, job)
     assert j["state"] == "succeeded" and j["restarts"] == 1, j["events"]
     assert [node_result(j, 1, n)["node_name"] for n in (0, 1)] == ["n1", "n2"]
+
+
+def test_elastic_job_goes_on_with_fewer_nodes(slurm_tc, cluster, tmp_path, home, trainctl):
+    # nodes {min: 1, max: 2}, no spare: node 1 lost -> the restart runs on node 0 alone, world 1
+    # (Slurm may start a --nodes=1-2 job on 1 node while others complete: slurm.extra pins 2)
+    job, rc, err = run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, "elastic",
+                                'slurm: {extra: ["--nodes=2"]}\n', nodes="{min: 1, max: 2}")
+    assert rc == 0, err + cluster.logs()
+    j = show(slurm_tc, job)
+    assert j["state"] == "succeeded" and j["restarts"] == 1, j["events"]
+    assert j["restarts_by_cause"] == {"node_lost": 1, "worker_failed": 0}, j
+    assert node_result(j, 1, 0)["node_name"] == "n1"
+    assert not os.path.exists(os.path.join(j["run_dir"], "attempts", "1", "node-1.json"))
+    running = [e["reason"] for e in j["events"] if e["state"] == "running" and "kind" not in e]
+    assert len(running) == 2 and running[1].startswith("restart 1 of 2: 1 worker started on 1 node"), running
+    assert "node 1 (n2) left out, no spare left: going on with 1 node" in running[1], running
+    # the new round's environment is computed for one node (the worker prints it)
+    assert "attempt 1 node 0 rank 0 of 1" in rank_log(j, 0), rank_log(j, 0)
+    script = open(os.path.join(j["run_dir"], "job.sbatch")).read()
+    assert "#SBATCH --nodes=1-2\n" in script and "#SBATCH --no-kill\n" in script, script
+
+
+def test_elastic_job_below_min_fails_with_the_reason(slurm_tc, cluster, tmp_path, home, trainctl):
+    # nodes {min: 2, max: 3} on an allocation of 2 (slurm.extra has the last word): no spare,
+    # and one node fewer is below min
+    job, rc, err = run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, "elastic2",
+                                'slurm: {extra: ["--nodes=2"]}\n', nodes="{min: 2, max: 3}")
+    assert rc == 1, err
+    j = show(slurm_tc, job)
+    assert j["state"] == "failed", j["events"]
+    assert j["root_cause"].startswith("node 1 (n2) is left out and no spare is left: 1 node would be "
+                                      "fewer than nodes.min 2"), j["root_cause"]
 
 
 def _log(job, rank):
