@@ -232,14 +232,19 @@ def _alive(pid):
 # The fixtures a test module gets by importing them (`from slurm_cluster import
 # cluster, slurm_tc`): one cluster per module, stopped at its end, and run_tc
 # with SLURM_CONF pointing at it.
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def module_cluster(tmp_path_factory, nodes=2):
+    """the body of a module's cluster fixture: started, yielded, stopped"""
     if not have_slurm():
         pytest.fail("Slurm is not installed (apt install slurm-wlm munge; scripts/install-deps.sh)",
                     pytrace=False)
-    c = Cluster(tmp_path_factory.mktemp("slurm")).start()
+    c = Cluster(tmp_path_factory.mktemp("slurm"), nodes=nodes).start()
     yield c
     c.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    yield from module_cluster(tmp_path_factory)
 
 
 @pytest.fixture

@@ -15,17 +15,12 @@ import subprocess
 import pytest
 
 from conftest import job_id_in, notes, poll, rank_log, show, wait_until
-from slurm_cluster import Cluster, have_slurm
+from slurm_cluster import module_cluster
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    if not have_slurm():
-        pytest.fail("Slurm is not installed (apt install slurm-wlm munge; scripts/install-deps.sh)",
-                    pytrace=False)
-    c = Cluster(tmp_path_factory.mktemp("slurm3"), nodes=3).start()
-    yield c
-    c.stop()
+    yield from module_cluster(tmp_path_factory, nodes=3)
 
 
 @pytest.fixture
@@ -113,25 +108,8 @@ restart: {{max_restarts: 2, grace_seconds: 3{policy}}}
 
 
 def test_lost_node_restarts_the_job(slurm_tc, cluster, tmp_path, home, trainctl):
-    proc = start_job(trainctl, cluster, tmp_path, "lost1")
-    try:
-        job = wait_until(lambda: job_id_in(home), timeout=120, what="the job's row")
-
-        def ready():
-            if proc.poll() is not None:
-                raise AssertionError(f"the run ended early: {proc.communicate()}")
-            j = show(slurm_tc, job)
-            return all("ready" in _log(j, r) for r in (0, 1)) and node_supervisor(job, 1)
-
-        wait_until(ready, timeout=240, what=lambda: "both ranks in the first attempt: "
-                   + cluster.squeue() + cluster.logs())
-        kill_node(job, 1)
-        out, err = proc.communicate(timeout=400)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, err + cluster.logs()
+    job, rc, err = run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, "lost1", "")
+    assert rc == 0, err + cluster.logs()
     j = show(slurm_tc, job)
     assert j["state"] == "succeeded" and j["restarts"] == 1, j["events"]
     restarting = [e for e in j["events"] if e["state"] == "restarting" and "kind" not in e]
