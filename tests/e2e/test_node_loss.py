@@ -261,3 +261,14 @@ restart: {max_restarts: 1}
     assert j["restarts_by_cause"] == {"node_lost": 0, "worker_failed": 1}, j
     text = run_tc("show", "flaky").stdout
     assert "restarts   1 (0 after a lost node, 1 after a failing worker)" in text, text
+
+
+def test_bad_node_keys_are_refused_with_their_name(run_tc, tmp_path):
+    for body, msg in (("nodes: {min: 3, max: 2}", "nodes: min (3) is more than max (2)"),
+                      ("nodes: {min: 2}", "nodes: takes both min and max"),
+                      ("restart: {policy: [replace, restart]}", "the list names replace or restart only once"),
+                      ("spares: -1", "spares: must be between 0 and 4096")):
+        spec = tmp_path / "bad.yaml"
+        spec.write_text(f"name: bad\ncommand: 'true'\nbackend: slurm\n{body}\n")
+        p = run_tc("run", "-q", spec)
+        assert p.returncode == 2 and msg in p.stderr and "bad.yaml:" in p.stderr, (body, p.stderr)
