@@ -45,7 +45,18 @@ char *slurm_script(const struct slurm_script_in *in)
 		  in->job_id, s->name, s->nodes, plural_s(s->nodes), s->per_node, s->device_type,
 		  plural_s(s->per_node));
 	sbuf_addf(&sb, "#SBATCH --job-name=%s\n", s->name);
-	sbuf_addf(&sb, "#SBATCH --nodes=%d\n", s->nodes);
+	/*
+	 * The spares come with the job (docs/slurm.md, "Spares"); an elastic
+	 * job (nodes: {min, max}) starts on what Slurm gives between the two.
+	 * Either way a node's failure must not end the allocation: --no-kill.
+	 */
+	if (s->nodes_min && s->nodes_min < s->nodes)
+		sbuf_addf(&sb, "#SBATCH --nodes=%d-%d\n", s->nodes_min + s->spares,
+			  s->nodes + s->spares);
+	else
+		sbuf_addf(&sb, "#SBATCH --nodes=%d\n", s->nodes + s->spares);
+	if (s->spares || (s->nodes_min && s->nodes_min < s->nodes))
+		sbuf_adds(&sb, "#SBATCH --no-kill\n");
 	sbuf_adds(&sb, "#SBATCH --ntasks-per-node=1\n");
 	sbuf_addf(&sb, "#SBATCH --cpus-per-task=%d\n", s->per_node);
 	const char *gres = slurm_gres_of(s->device_type);

@@ -49,6 +49,7 @@ struct batch {
 	bool slurm_ends;       /* Slurm itself ends or requeues the job: its state tells how */
 	struct sink *sink;     /* where the job's records go: the hub's or the database's */
 	bool remote;           /* the hub's (TRAINCTL_HUB_URL): no database here */
+	bool excluded;         /* the attempt's srun left the excluded nodes out */
 };
 
 /* Why the job was asked to stop: the database, or the hub for a driver that reports to one. */
@@ -241,14 +242,95 @@ static void node_results(struct batch *b, int fd)
 	free(hp.next);
 }
 
+/* "n1,n3" into its items. */
+static void split_hosts(const char *list, struct strvec *out)
+{
+	for (const char *p = list; p && *p;) {
+		const char *c = strchr(p, ',');
+		size_t len = c ? (size_t)(c - p) : strlen(p);
+		if (len) {
+			char *h = xstrndup(p, len);
+			strvec_push_nodup(out, h);
+		}
+		p = c ? c + 1 : NULL;
+	}
+}
+
+/* The allocation's hosts (SLURM_JOB_NODELIST, expanded by scontrol) in Slurm's order. */
+static int alloc_hosts(void *ctx, struct strvec *out)
+{
+	(void)ctx;
+	const char *list = getenv("SLURM_JOB_NODELIST");
+	if (!list || !*list)
+		return -1;
+	const char *argv[] = { "scontrol", "show", "hostnames", list, NULL };
+	struct sbuf o = SBUF_INIT, e = SBUF_INIT;
+	struct tc_err err = TC_ERR_INIT;
+	int status = 0, rc = -1;
+	if (!slurm_command(argv, NULL, &o, &e, &status, &err) && slurm_exited_ok(status)) {
+		char *save = NULL;
+		for (char *h = strtok_r(o.buf, "\n", &save); h; h = strtok_r(NULL, "\n", &save))
+			strvec_push(out, h);
+		rc = out->nr ? 0 : -1;
+	}
+	tc_err_release(&err);
+	sbuf_release(&o);
+	sbuf_release(&e);
+	return rc;
+}
+
+/*
+ * The hosts of an attempt's step, by node rank: a->hosts when the driver
+ * chose them, else the allocation's
+ * (SLURM_JOB_NODELIST, expanded by scontrol) less the nodes srun was told
+ * to exclude, the first a->nodes of them (srun gives task n the n-th
+ * node of its step in Slurm's order).  Empty when Slurm does not say.
+ */
+static void step_hosts(const struct launch_attempt *a, bool excluded, struct strvec *out)
+{
+	if (a->hosts) {
+		split_hosts(a->hosts, out);
+		return;
+	}
+	struct strvec all = STRVEC_INIT;
+	alloc_hosts(NULL, &all);
+	for (size_t i = 0; i < all.nr && (int)out->nr < a->nodes; i++)
+		if (!excluded || !launch_host_listed(a->exclude, all.v[i]))
+			strvec_push(out, all.v[i]);
+	strvec_clear(&all);
+}
+
+/*
+ * Node n of attempt a left no outcome: the driver writes its
+ * node-<n>.json itself, a failure with LAUNCH_NODE_LOST_KEY set and the host Slurm ran
+ * it on, so that the attempt's cause names it (multinode.c).
+ */
+static void node_lost_write(struct batch *b, const struct launch_attempt *a, int n)
+{
+	struct strvec hosts = STRVEC_INIT;
+	step_hosts(a, b->excluded, &hosts);
+	const char *host = n < (int)hosts.nr ? hosts.v[n] : NULL;
+	json_t *o = json_pack("{s:i, s:i, s:s, s:f, s:b, s:s, s:s?}", "node", n, "attempt",
+			      a->attempt, "state", job_state_name(JOB_FAILED), "time", now_wall(),
+			      LAUNCH_NODE_LOST_KEY, 1, "cause", LAUNCH_NODE_LOST_CAUSE, "node_name", host);
+	char *path = launch_node_result_path(b->run_dir, a->attempt, n);
+	node_report_write(o, path);
+	free(path);
+	json_decref(o);
+	strvec_clear(&hosts);
+}
+
 static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed, bool *stopped,
 			struct tc_err *err)
 {
 	struct batch *b = ctx;
 	struct strvec argv = STRVEC_INIT;
+	b->excluded = false;
 	strvec_push(&argv, "srun");
 	strvec_push(&argv, "--kill-on-bad-exit=1");
 	strvec_pushf(&argv, "--nodes=%d", a->nodes);
+	if (a->hosts) /* the driver's members: srun's task order is Slurm's, the ranks are these */
+		strvec_pushf(&argv, "--nodelist=%s", a->hosts);
 	strvec_pushf(&argv, "--ntasks=%d", a->nodes);
 	strvec_push(&argv, "--ntasks-per-node=1");
 	strvec_push(&argv, "--export=ALL");
@@ -259,7 +341,7 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 	strvec_pushf(&argv, "--master=%s:%d", a->master_addr, a->master_port);
 	if (a->resume_from)
 		strvec_pushf(&argv, "--resume=%s", a->resume_from);
-	if (a->exclude) {
+	if (a->exclude && !a->hosts) {
 		/* nodes whose devices failed their health check, when the allocation has spares */
 		long have = 0, left = 0;
 		const char *nn = getenv("SLURM_JOB_NUM_NODES");
@@ -268,7 +350,8 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 			for (const char *c = a->exclude; *c; c++)
 				left -= *c == ',';
 		}
-		if (left >= a->nodes) {
+		b->excluded = left >= a->nodes;
+		if (b->excluded) {
 			/* srun's options come before the program: insert after "srun" */
 			struct strvec front = STRVEC_INIT;
 			strvec_push(&front, "srun");
@@ -283,6 +366,8 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 	struct proc p = PROC_INIT;
 	p.args = argv; /* taken over: proc_clear frees it */
 	proc_env_inherit(&p.env);
+	if (a->hosts) /* each node finds its rank by its name (slurm_node_main) */
+		env_set(&p.env, "TRAINCTL_NODE_HOSTS", a->hosts);
 	/* ours are handled here (on_batch_signal); srun gets its own defaults */
 	p.default_sigs = PROC_SIG(SIGTERM) | PROC_SIG(SIGINT) | PROC_SIG(SIGUSR1) | PROC_SIG(SIGUSR2);
 	if (b->remote)
@@ -308,7 +393,8 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 		return 0;
 	}
 	/* nodes stopped by a signal and none failed: scancel --signal, --signal=TERM@ */
-	int killed = 0, bad = 0;
+	int killed = 0, bad = 0, missing = 0;
+	bool *lost = xcalloc((size_t)a->nodes, sizeof(bool));
 	for (int n = 0; n < a->nodes; n++) {
 		char *path = launch_node_result_path(b->run_dir, a->attempt, n);
 		json_t *r = json_load_file(path, 0, NULL);
@@ -318,12 +404,24 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 		if (word && job_state_parse(word, strlen(word), &state)) {
 			killed += state == JOB_KILLED;
 			bad += state == JOB_FAILED;
+		} else {
+			lost[n] = true;
+			missing++;
 		}
 		json_decref(r);
 	}
 	/* `trainctl stop` says so before its scancel: a stop, whatever the nodes saw */
 	enum job_stop asked = stop_reason(b);
-	if ((killed && !bad) || asked == JOB_STOP_STOPPED)
+	/*
+	 * A node that left no outcome while another did and no stop was asked
+	 * is lost (its supervisor was killed, its host died): a failure to
+	 * recover from, although srun then stopped the others with a signal.
+	 * No node at all: srun itself failed, or Slurm ended the step.
+	 */
+	bool node_lost = missing && missing < a->nodes && asked != JOB_STOP_STOPPED;
+	if (node_lost)
+		*failed = true;
+	else if ((killed && !bad) || asked == JOB_STOP_STOPPED)
 		*stopped = true;
 	else
 		*failed = !slurm_exited_ok(status);
@@ -338,6 +436,11 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 		*stopped = true;
 		*failed = false;
 	}
+	if (*failed && node_lost)
+		for (int n = 0; n < a->nodes; n++)
+			if (lost[n])
+				node_lost_write(b, a, n);
+	free(lost);
 	return 0;
 }
 
@@ -383,7 +486,7 @@ int slurm_batch_main(const char *home, const char *job_id, int *exit_status, str
 	struct hub_ship *ship = NULL;
 	const char *hub = getenv("TRAINCTL_HUB_URL");
 	struct batch b = { home, job_id, NULL, path_self_exe(), 0, getenv("SLURM_JOB_ID"), false,
-			   NULL, hub && *hub };
+			   NULL, hub && *hub, false };
 	*exit_status = 1;
 	int rc = batch_open(&b, &s, &rd, err);
 	if (rc)
@@ -402,7 +505,7 @@ int slurm_batch_main(const char *home, const char *job_id, int *exit_status, str
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGUSR1, &sa, NULL);
 	sigaction(SIGUSR2, &sa, NULL);
-	struct launch_backend_ops ops = { srun_attempt, &b, nodes };
+	struct launch_backend_ops ops = { srun_attempt, &b, nodes, alloc_hosts };
 	if (b.remote) {
 		/* the restarts spent before a requeue: the hub counts them (none when it is away) */
 		enum job_stop asked = JOB_STOP_NONE;
@@ -469,6 +572,33 @@ static int env_int(const char *name, int *out, struct tc_err *err)
 	return 0;
 }
 
+/*
+ * This node's rank and the attempt's node count: its place in the
+ * driver's TRAINCTL_NODE_HOSTS (by SLURMD_NODENAME: a spare in a lost
+ * node's place takes its rank, the others keep theirs), else srun's
+ * SLURM_NODEID of SLURM_NNODES.
+ */
+static int node_rank_of(struct launch_node *nd, struct tc_err *err)
+{
+	const char *hosts = getenv("TRAINCTL_NODE_HOSTS"), *me = getenv("SLURMD_NODENAME");
+	if (!hosts || !*hosts) {
+		int rc = env_int("SLURM_NODEID", &nd->node_rank, err);
+		return rc ? rc : env_int("SLURM_NNODES", &nd->nnodes, err);
+	}
+	struct strvec v = STRVEC_INIT;
+	split_hosts(hosts, &v);
+	nd->nnodes = (int)v.nr;
+	nd->node_rank = -1;
+	for (size_t i = 0; me && i < v.nr; i++)
+		if (!strcmp(v.v[i], me))
+			nd->node_rank = (int)i;
+	strvec_clear(&v);
+	if (nd->node_rank < 0)
+		return tc_error(err, TC_EUSAGE, "supervise-node: this node (%s) is not one of "
+				"$TRAINCTL_NODE_HOSTS (%s)", me ? me : "$SLURMD_NODENAME not set", hosts);
+	return 0;
+}
+
 int slurm_node_main(const struct slurm_node_args *a, int *exit_status, struct tc_err *err)
 {
 	struct launch_node nd = { 0 };
@@ -479,9 +609,7 @@ int slurm_node_main(const struct slurm_node_args *a, int *exit_status, struct tc
 	struct sbuf p = SBUF_INIT;
 	char *addr = NULL, *id = NULL;
 	*exit_status = 1;
-	int rc = env_int("SLURM_NODEID", &nd.node_rank, err);
-	if (!rc)
-		rc = env_int("SLURM_NNODES", &nd.nnodes, err);
+	int rc = node_rank_of(&nd, err);
 	const char *colon = a->master ? strrchr(a->master, ':') : NULL;
 	long port = 0;
 	if (!rc && (!colon || colon == a->master || !parse_long(colon + 1, 1, 65535, &port)))
@@ -515,9 +643,13 @@ int slurm_node_main(const struct slurm_node_args *a, int *exit_status, struct tc
 		if ((rc = spec_load(p.buf, &s, err)))
 			goto out;
 	}
-	if (s->nodes != nd.nnodes) {
-		rc = tc_error(err, TC_EUSAGE, "supervise-node: the job wants %d nodes, srun gave %d",
-			      s->nodes, nd.nnodes);
+	if (nd.nnodes > s->nodes || nd.nnodes < s->nodes_min) {
+		if (s->nodes_min < s->nodes)
+			rc = tc_error(err, TC_EUSAGE, "supervise-node: the job wants %d to %d nodes, "
+				      "srun gave %d", s->nodes_min, s->nodes, nd.nnodes);
+		else
+			rc = tc_error(err, TC_EUSAGE, "supervise-node: the job wants %d nodes, srun gave %d",
+				      s->nodes, nd.nnodes);
 		goto out;
 	}
 	/* a server's job: its secrets came with sbatch's environment (slurm.c), never a store here */

@@ -336,9 +336,26 @@ void job_json_brief_text(const struct job_row *j, struct sbuf *out)
 	out->buf[out->len] = '\0';
 }
 
+void job_restart_causes(const struct event_row *ev, size_t nev, int restarts, int *node_lost,
+			int *worker_failed)
+{
+	int lost = 0;
+	for (size_t i = 0; i < nev; i++)
+		lost += job_note_of_reason(ev[i].reason) == JOB_NOTE_NODE_LOST;
+	if (lost > restarts) /* a row the count has not caught up with */
+		lost = restarts;
+	*node_lost = lost;
+	*worker_failed = restarts - lost;
+}
+
 void job_history_json(json_t *o, const struct event_row *ev, size_t nev,
 		      const struct worker_row *wk, size_t nwk)
 {
+	int lost, worker;
+	job_restart_causes(ev, nev, (int)json_integer_value(json_object_get(o, "restarts")), &lost,
+			   &worker);
+	json_object_set_new(o, "restarts_by_cause", json_pack("{s:i, s:i}", "node_lost", lost,
+								"worker_failed", worker));
 	json_t *events = json_array();
 	for (size_t i = 0; i < nev; i++) {
 		json_t *e = json_object();

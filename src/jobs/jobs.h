@@ -100,6 +100,14 @@ void job_json_brief_text(const struct job_row *j, struct sbuf *out);
  */
 void job_history_json(json_t *o, const struct event_row *ev, size_t nev,
 		      const struct worker_row *wk, size_t nwk);
+/*
+ * Of restarts, how many a lost node caused (its node_lost notes in ev,
+ * state.h) and how many a failing worker (a rank's failure, a hang, an
+ * on_log match: the rest).  job_history_json adds them as
+ * "restarts_by_cause": {"node_lost", "worker_failed"}.
+ */
+void job_restart_causes(const struct event_row *ev, size_t nev, int restarts, int *node_lost,
+			int *worker_failed);
 
 /* ---- actions (actions.c) ---- */
 

@@ -262,8 +262,13 @@ void jobs_show_text(json_t *o, struct sbuf *out)
 	line_time(out, "created", get(o, "created"));
 	line_time(out, "started", get(o, "started"));
 	line_time(out, "ended", get(o, "ended"));
-	sbuf_addf(out, "%-10s %lld\n%-10s %lld\n", "workers", num(o, "workers"), "restarts",
+	sbuf_addf(out, "%-10s %lld\n%-10s %lld", "workers", num(o, "workers"), "restarts",
 		  num(o, "restarts"));
+	json_t *by = get(o, "restarts_by_cause");
+	if (num(o, "restarts") > 0 && json_is_object(by))
+		sbuf_addf(out, " (%lld after a lost node, %lld after a failing worker)",
+			  num(by, "node_lost"), num(by, "worker_failed"));
+	sbuf_addch(out, '\n');
 	/* a server's queued job: why it waits (sched.h rules 3, 5, 8) */
 	if (json_is_string(get(get(o, "waiting"), "why")))
 		sbuf_addf(out, "%-10s %s\n", "waiting", str(get(o, "waiting"), "why", ""));

@@ -236,6 +236,7 @@ static const char *const note_names[] = {
 	[JOB_NOTE_NODE_EXCLUDED] = "node_excluded",
 	[JOB_NOTE_DISK_FULL] = "disk_full",
 	[JOB_NOTE_IDLE] = "idle",
+	[JOB_NOTE_NODE_LOST] = "node_lost",
 };
 
 const char *job_note_name(enum job_note n)

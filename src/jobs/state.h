@@ -201,6 +201,13 @@ enum job_note {
 	JOB_NOTE_NODE_EXCLUDED,   /* "node_excluded": a node left out of the next attempts (on_log exclude_node) */
 	JOB_NOTE_DISK_FULL,       /* "disk_full": a file system the job writes is full */
 	JOB_NOTE_IDLE,            /* "idle": limits.idle_minutes: the stop is near, or called off */
+	/*
+	 * "node_lost": one per restart a lost node caused (a multi-node job's
+	 * node ended without reporting): the job's restarts after a lost node
+	 * are these notes, the others followed a failing worker
+	 * (job_restart_causes)
+	 */
+	JOB_NOTE_NODE_LOST,
 };
 const char *job_note_name(enum job_note n);
 /* The note a reason text is, JOB_NOTE_NONE for a change of state's. */

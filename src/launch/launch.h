@@ -143,12 +143,32 @@ struct launch_attempt {
 	 * has nodes to spare (Slurm: srun --exclude).
 	 */
 	const char *exclude;
+	/*
+	 * The hosts of the attempt by node rank ("n1,n3": n3 is node 1), or
+	 * NULL: the backend's choice.  Set when the backend told the driver
+	 * its allocation (launch_backend_ops.hosts): the driver keeps the
+	 * survivors' ranks and puts a spare in a lost node's place; exclude
+	 * is then already applied.
+	 */
+	const char *hosts;
 };
+/*
+ * A node that left no outcome of an attempt while no stop was asked (its
+ * supervisor was killed, its host died): the backend writes its
+ * node-<n>.json with LAUNCH_NODE_LOST_KEY true, this cause and the host's name, and the
+ * attempt fails (multinode.c: a failure to restart from, never a stop).
+ */
+#define LAUNCH_NODE_LOST_CAUSE "its supervisor ended without reporting"
+#define LAUNCH_NODE_LOST_KEY "node_lost" /* node-<n>.json: true */
+/* Is name one item of the comma-separated list ("n1,n3")?  NULL: no. */
+bool launch_host_listed(const char *list, const char *name);
 struct launch_backend_ops {
 	int (*run_attempt)(void *ctx, const struct launch_attempt *a, bool *failed, bool *stopped,
 			   struct tc_err *err);
 	void *ctx;
 	const char *where; /* "n[1-2]": named in the job's events */
+	/* the allocation's hosts in the backend's order, or NULL: it does not say */
+	int (*hosts)(void *ctx, struct strvec *out);
 };
 
 /*

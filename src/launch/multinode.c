@@ -63,6 +63,10 @@ struct mn {
 	struct sbuf result; /* the job's outcome, said after the final upload's lines */
 	struct launch_notify *ln; /* the job's webhooks (notify_int.h), or NULL */
 	struct sbuf exclude;      /* nodes left out of the next attempts (health, on_log): "n1,n3" */
+	/* membership (members_*): the hosts by node rank, the allocation's others */
+	struct strvec members, spares;
+	int nodes;                /* nodes of this attempt: members.nr, else spec.nodes */
+	struct sbuf change;       /* this attempt's change of members, for its running event */
 	/* the job's diagnostics.json (docs/diagnostics.md), from the nodes' reports */
 	json_t *hangs, *matches;
 	size_t diag_len; /* bytes of the last one written: a rewrite is padded to at least that */
@@ -112,13 +116,20 @@ static const char *node_name(json_t *o)
 	return name && *name && !strchr(name, ',') ? name : NULL;
 }
 
+bool launch_host_listed(const char *list, const char *name)
+{
+	size_t len = strlen(name);
+	for (const char *p = list; p && *name && (p = strstr(p, name)); p++)
+		if ((p == list || p[-1] == ',') && (p[len] == ',' || !p[len]))
+			return true;
+	return false;
+}
+
 /* Leave node name out of the next attempts (launch.h: launch_attempt.exclude); false: already. */
 static bool exclude_node(struct mn *m, const char *name)
 {
-	for (const char *p = m->exclude.buf; p && (p = strstr(p, name)); p++)
-		if ((p == m->exclude.buf || p[-1] == ',') &&
-		    (p[strlen(name)] == ',' || !p[strlen(name)]))
-			return false;
+	if (launch_host_listed(m->exclude.buf, name))
+		return false;
 	sbuf_addf(&m->exclude, "%s%s", m->exclude.len ? "," : "", name);
 	return true;
 }
@@ -190,7 +201,9 @@ static void attempt_cause(struct mn *m, int attempt, int nodes, struct sbuf *cau
 		bool fin = failed && ((action && !strcmp(action, "fail")) ||
 				      json_is_true(json_object_get(o, "final")));
 		*final = *final || fin;
-		int prio = failed && (action || fin) ? 1 : 0;
+		/* a lost node is the cause: the others' failures may be its echo (a peer gone) */
+		bool lost = failed && json_is_true(json_object_get(o, LAUNCH_NODE_LOST_KEY));
+		int prio = lost ? 2 : failed && (action || fin) ? 1 : 0;
 		if (failed && (prio > best_prio || (prio == best_prio && t < best))) {
 			best = t;
 			best_prio = prio;
@@ -199,8 +212,10 @@ static void attempt_cause(struct mn *m, int attempt, int nodes, struct sbuf *cau
 			const char *host = json_string_value(json_object_get(o, "hostname"));
 			const char *c = json_string_value(json_object_get(o, "cause"));
 			const char *d = json_string_value(json_object_get(o, "detail"));
-			sbuf_addf(cause, "node %d%s%s%s: %s", n, host ? " (" : "", host ? host : "",
-				  host ? ")" : "", c ? c : job_state_name(JOB_FAILED));
+			if (lost)
+				host = node_name(o);
+			sbuf_addf(cause, "node %d%s%s%s%s %s", n, host ? " (" : "", host ? host : "",
+				  host ? ")" : "", lost ? " lost:" : ":", c ? c : job_state_name(JOB_FAILED));
 			if (d)
 				sbuf_adds(detail, d);
 		}
@@ -212,6 +227,48 @@ static void attempt_cause(struct mn *m, int attempt, int nodes, struct sbuf *cau
 }
 
 /*
+ * The nodes of the attempt that were lost (node-<n>.json LAUNCH_NODE_LOST_KEY, written
+ * by the backend: launch.h LAUNCH_NODE_LOST_CAUSE), as "node 1 (n2)" in
+ * *who; their count.
+ */
+static int attempt_lost(struct mn *m, int attempt, struct sbuf *who)
+{
+	int lost = 0;
+	for (int n = 0; n < m->nodes; n++) {
+		char *path = launch_node_result_path(m->run_dir, attempt, n);
+		json_t *o = json_load_file(path, 0, NULL);
+		free(path);
+		if (json_is_true(json_object_get(o, LAUNCH_NODE_LOST_KEY))) {
+			const char *name = node_name(o);
+			/* policy replace: a spare takes its rank in the next attempts (members_update) */
+			if (name && m->s->node_policy == NODE_POLICY_REPLACE)
+				exclude_node(m, name);
+			sbuf_addf(who, "%snode %d%s%s%s", lost ? ", " : "", n, name ? " (" : "",
+				  name ? name : "", name ? ")" : "");
+			lost++;
+		}
+		json_decref(o);
+	}
+	return lost;
+}
+
+/*
+ * A restart a lost node caused: its node_lost note (jobs/state.h), which
+ * is how the job's restarts are told apart by cause (show, the report).
+ */
+static void note_node_lost(struct mn *m, const char *who, int restarts)
+{
+	struct sbuf t = SBUF_INIT;
+	sbuf_addf(&t, "%s lost in attempt %d: %s; restart %d of %d", who, m->attempt,
+		  LAUNCH_NODE_LOST_CAUSE, restarts, m->s->max_restarts);
+	struct tc_err e = TC_ERR_INIT;
+	if (sink_note(m->sink, m->job_id, JOB_NOTE_NODE_LOST, t.buf, &e))
+		say(m, "warning: %s", e.msg);
+	tc_err_release(&e);
+	sbuf_release(&t);
+}
+
+/*
  * The nodes' hang reports of the attempt (attempts/<k>/hang-node-<n>.json,
  * watch.c): every rank's stack compared across the nodes names the job's
  * likely culprit, with its node; recorded as the job's hang event, and the
@@ -219,7 +276,7 @@ static void attempt_cause(struct mn *m, int attempt, int nodes, struct sbuf *cau
  */
 static bool attempt_hang(struct mn *m, int attempt, struct sbuf *cause)
 {
-	int nodes = m->s->nodes, world = m->world;
+	int nodes = m->nodes, world = m->world;
 	json_t **rep = xcalloc((size_t)nodes, sizeof(json_t *));
 	struct sbuf *text = xcalloc((size_t)world, sizeof(struct sbuf));
 	int *node_of = xcalloc((size_t)world, sizeof(int));
@@ -348,7 +405,7 @@ static void mn_diagnostics(struct mn *m, int attempt)
 	json_t *o = json_object(), *ranks = json_array(), *sg = json_array(), *per = json_array();
 	double med = NAN, to = NAN;
 	long long steps = 0;
-	for (int n = 0; n < s->nodes; n++) {
+	for (int n = 0; n < m->nodes; n++) {
 		char *path = launch_node_result_path(m->run_dir, attempt, n);
 		json_t *r = json_load_file(path, 0, NULL);
 		free(path);
@@ -456,7 +513,7 @@ static int mn_open(struct mn *m, struct tc_err *err)
 /* Stage the inputs, start watching checkpoints, and find where attempts resume. */
 static int mn_begin(struct mn *m, struct tc_err *err)
 {
-	m->world = m->s->nodes * m->s->per_node;
+	m->world = m->nodes * m->s->per_node;
 	struct jobio_ctx ioc = {
 		.s = m->s, .home = m->home, .job_id = m->job_id, .run_dir = m->run_dir,
 		.data_dir = m->data_dir, .output_dir = m->output_dir, .ckpt_dir = m->ckpt_dir,
@@ -498,15 +555,105 @@ static void start_reason(struct mn *m, struct sbuf *why)
 {
 	const char *where = m->ops->where ? m->ops->where : "?";
 	if (m->requeued)
-		sbuf_addf(why, "requeued: attempt %d on %d nodes (%s)", m->attempt, m->s->nodes, where);
+		sbuf_addf(why, "requeued: attempt %d on %d nodes (%s)", m->attempt, m->nodes, where);
 	else if (m->restarts == 0)
 		sbuf_addf(why, "%d worker%s started on %d nodes (%s)", m->world,
-			  m->world == 1 ? "" : "s", m->s->nodes, where);
+			  m->world == 1 ? "" : "s", m->nodes, where);
 	else
 		sbuf_addf(why, "restart %d of %d: %d worker%s started on %d nodes", m->restarts,
-			  m->s->max_restarts, m->world, m->world == 1 ? "" : "s", m->s->nodes);
+			  m->s->max_restarts, m->world, m->world == 1 ? "" : "s", m->nodes);
 	if (m->resume)
 		sbuf_addf(why, ", resuming from %s", m->resume);
+	if (m->change.len)
+		sbuf_addf(why, "; %s", m->change.buf);
+}
+
+/* ---- membership: which host is which node rank (spares, replace) ---- */
+
+/*
+ * The allocation's hosts, where the backend says (Slurm: its node list in
+ * Slurm's order): the first spec.nodes are the members, node rank by
+ * place, the rest spares (spares:, or an allocation asked bigger through
+ * slurm.extra).  Else no members: the backend places the nodes.
+ */
+static void members_begin(struct mn *m)
+{
+	m->nodes = m->s->nodes;
+	struct strvec all = STRVEC_INIT;
+	if (m->ops->hosts && !m->ops->hosts(m->ops->ctx, &all) && all.nr) {
+		/* an elastic job starts on what was allocated, up to nodes.max */
+		size_t want = all.nr < (size_t)m->s->nodes ? all.nr : (size_t)m->s->nodes;
+		for (size_t i = 0; i < all.nr; i++)
+			strvec_push(i < want ? &m->members : &m->spares, all.v[i]);
+		m->nodes = (int)want;
+	}
+	strvec_clear(&all);
+}
+
+/* An elastic job (nodes: {min, max}) goes on without member n: the ranks above it move down. */
+static int members_drop(struct mn *m, size_t n, struct tc_err *err)
+{
+	if ((int)m->members.nr - 1 < m->s->nodes_min)
+		return tc_error(err, TC_EJOB, "node %zu (%s) is left out and no spare is left: %zu "
+				"node%s would be fewer than nodes.min %d", n, m->members.v[n],
+				m->members.nr - 1, m->members.nr == 2 ? "" : "s", m->s->nodes_min);
+	sbuf_addf(&m->change, "%snode %zu (%s) left out, no spare left: going on with %zu node%s",
+		  m->change.len ? ", " : "", n, m->members.v[n], m->members.nr - 1,
+		  m->members.nr == 2 ? "" : "s");
+	free(m->members.v[n]);
+	memmove(&m->members.v[n], &m->members.v[n + 1], (m->members.nr - n - 1) * sizeof(char *));
+	m->members.nr--;
+	return 0;
+}
+
+/*
+ * Before an attempt: each member left out (lost under restart.policy
+ * replace, unhealthy, on_log exclude_node) gives its node rank to the
+ * first spare not left out; the others keep theirs.  No spare left: an
+ * elastic job goes on with fewer nodes down to nodes.min (an error
+ * below it), any other runs on the same hosts (the node may be back).
+ * The change is said in the attempt's event; the attempt's world is
+ * recomputed from the members (the nodes derive the rest from it).
+ */
+static int members_update(struct mn *m, struct tc_err *err)
+{
+	sbuf_reset(&m->change);
+	for (size_t n = 0; n < m->members.nr; n++) {
+		if (!launch_host_listed(m->exclude.buf, m->members.v[n]))
+			continue;
+		size_t i = 0;
+		while (i < m->spares.nr && launch_host_listed(m->exclude.buf, m->spares.v[i]))
+			i++;
+		if (i == m->spares.nr && m->s->nodes_min < m->s->nodes) {
+			int rc = members_drop(m, n--, err);
+			if (rc)
+				return rc;
+			continue;
+		}
+		if (i == m->spares.nr)
+			continue;
+		sbuf_addf(&m->change, "%sspare %s takes node %zu in place of %s",
+			  m->change.len ? ", " : "", m->spares.v[i], n, m->members.v[n]);
+		char *old = m->members.v[n];
+		m->members.v[n] = m->spares.v[i];
+		m->spares.v[i] = old; /* kept with the spares, left out by exclude */
+	}
+	if (m->members.nr) {
+		m->nodes = (int)m->members.nr;
+		m->world = m->nodes * m->s->per_node;
+	}
+	return 0;
+}
+
+/* The members as the attempt's hosts ("n1,n3"), or NULL: the backend places the nodes. */
+static char *members_list(struct mn *m)
+{
+	if (!m->members.nr)
+		return NULL;
+	struct sbuf l = SBUF_INIT;
+	for (size_t i = 0; i < m->members.nr; i++)
+		sbuf_addf(&l, "%s%s", i ? "," : "", m->members.v[i]);
+	return sbuf_detach(&l);
 }
 
 /* Run attempt m->attempt on every node through the backend, recorded running first. */
@@ -520,6 +667,9 @@ static int mn_run_attempt(struct mn *m, bool *failed, bool *stopped, struct tc_e
 		return tc_error_errno(err, TC_ESYS, "cannot find a free port");
 	}
 	int rc = publish_master(m, addr, port, err);
+	if (!rc)
+		rc = members_update(m, err);
+	char *hosts = members_list(m);
 	struct sbuf why = SBUF_INIT;
 	start_reason(m, &why);
 	m->requeued = false;
@@ -530,10 +680,11 @@ static int mn_run_attempt(struct mn *m, bool *failed, bool *stopped, struct tc_e
 		launch_notify(m->ln, NOTIFY_STARTED, "running", why.buf, m->attempt, -1);
 	sbuf_release(&why);
 	if (!rc) {
-		struct launch_attempt a = { m->attempt, m->s->nodes, addr, port, m->resume,
-					    m->exclude.len ? m->exclude.buf : NULL };
+		struct launch_attempt a = { m->attempt, m->nodes, addr, port, m->resume,
+					    m->exclude.len ? m->exclude.buf : NULL, hosts };
 		rc = m->ops->run_attempt(m->ops->ctx, &a, failed, stopped, err);
 	}
+	free(hosts);
 	free(addr);
 	return rc;
 }
@@ -565,7 +716,7 @@ static bool ckpt_writer(struct mn *m, int attempt, int n)
 static bool common_ckpts(struct mn *m, int attempt, struct strvec *names)
 {
 	bool listed = false;
-	for (int n = 0; n < m->s->nodes; n++) {
+	for (int n = 0; n < m->nodes; n++) {
 		char *path = launch_node_result_path(m->run_dir, attempt, n);
 		json_t *o = json_load_file(path, 0, NULL);
 		free(path);
@@ -613,7 +764,7 @@ static void mn_restart(struct mn *m, struct tc_err *err)
 
 /* The verdict on the attempt (attempt.h), recorded; *again: run the next one. */
 static int mn_verdict(struct mn *m, const struct attempt_outcome *o, const char *detail,
-		      bool *again, struct tc_err *err)
+		      const char *lost, bool *again, struct tc_err *err)
 {
 	struct attempt_verdict v;
 	attempt_decide(o, &v);
@@ -624,6 +775,8 @@ static int mn_verdict(struct mn *m, const struct attempt_outcome *o, const char 
 				 .attempt = m->attempt, .say = io_say, .say_ctx = m,
 				 .result = &m->result };
 	int rc = attempt_record(&c, &v, detail, err);
+	if (!rc && v.again && lost)
+		note_node_lost(m, lost, v.restarts);
 	*again = v.again;
 	attempt_verdict_release(&v);
 	return rc;
@@ -636,6 +789,9 @@ static void mn_release(struct mn *m)
 	free(m->resume);
 	sbuf_release(&m->result);
 	sbuf_release(&m->exclude);
+	sbuf_release(&m->change);
+	strvec_clear(&m->members);
+	strvec_clear(&m->spares);
 	json_decref(m->hangs);
 	json_decref(m->matches);
 	free(m->log_dir);
@@ -655,7 +811,8 @@ int launch_multinode(const struct spec *s, const char *home, const char *job_id,
 {
 	struct mn m = { .s = s, .home = home, .job_id = job_id, .ops = ops, .logfd = -1,
 			.result = SBUF_INIT, .exclude = SBUF_INIT, .hangs = json_array(),
-			.matches = json_array() };
+			.matches = json_array(), .members = STRVEC_INIT, .spares = STRVEC_INIT,
+			.change = SBUF_INIT };
 	return mn_main(&m, exit_status, err);
 }
 
@@ -665,7 +822,8 @@ int launch_multinode_remote(const struct spec *s, const char *home, const char *
 {
 	struct mn m = { .s = s, .home = home, .job_id = job_id, .ops = ops, .logfd = -1,
 			.result = SBUF_INIT, .exclude = SBUF_INIT, .sink = sink, .remote = true,
-			.restarts = restarts, .hangs = json_array(), .matches = json_array() };
+			.restarts = restarts, .hangs = json_array(), .matches = json_array(),
+			.members = STRVEC_INIT, .spares = STRVEC_INIT, .change = SBUF_INIT };
 	return mn_main(&m, exit_status, err);
 }
 
@@ -679,6 +837,7 @@ static int mn_main(struct mn *mp, int *exit_status, struct tc_err *err)
 	if ((rc = mn_open(&m, err)))
 		goto out;
 	m.ln = launch_notify_open(s, m.home, job_id, m.sink, io_say, &m);
+	members_begin(&m);
 	if ((rc = mn_begin(&m, err)))
 		goto fail;
 	for (;; m.attempt++) {
@@ -694,14 +853,15 @@ static int mn_main(struct mn *mp, int *exit_status, struct tc_err *err)
 			mn_diagnostics(&m, m.attempt);
 		struct attempt_outcome o = { .scope = ATTEMPT_EVERY_NODE, .restarts = m.restarts,
 					     .max_restarts = s->max_restarts };
-		struct sbuf cause = SBUF_INIT, detail = SBUF_INIT, hang = SBUF_INIT;
+		struct sbuf cause = SBUF_INIT, detail = SBUF_INIT, hang = SBUF_INIT, lost = SBUF_INIT;
 		if (!failed) {
 			/* the results are part of the result: a failed final upload fails the job */
 			o.end = jobio_final_upload(m.io, &cause) ? ATTEMPT_UPLOAD_FAILED : ATTEMPT_OK;
 		} else {
 			bool final = false;
-			attempt_cause(&m, m.attempt, s->nodes, &cause, &detail, &final);
-			if (attempt_hang(&m, m.attempt, &hang)) {
+			attempt_cause(&m, m.attempt, m.nodes, &cause, &detail, &final);
+			bool gone = attempt_lost(&m, m.attempt, &lost) > 0;
+			if (attempt_hang(&m, m.attempt, &hang) && !gone) {
 				/* a hang stalls every rank: the job's cause, whichever node stopped first */
 				sbuf_reset(&cause);
 				sbuf_add(&cause, hang.buf, hang.len);
@@ -712,12 +872,13 @@ static int mn_main(struct mn *mp, int *exit_status, struct tc_err *err)
 		}
 		o.cause = cause.buf;
 		bool again = false;
-		rc = mn_verdict(&m, &o, detail.buf, &again, err);
+		rc = mn_verdict(&m, &o, detail.buf, lost.len ? lost.buf : NULL, &again, err);
 		if (o.end == ATTEMPT_OK)
 			*exit_status = 0;
 		sbuf_release(&cause);
 		sbuf_release(&detail);
 		sbuf_release(&hang);
+		sbuf_release(&lost);
 		if (!again)
 			goto out;
 		if (rc)

@@ -389,6 +389,10 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
 	json_object_set_new(r, "state", json_string(job_state_name(job->state)));
 	json_object_set_new(r, "exit_code", job->ended > 0 ? json_integer(job->exit_code) : json_null());
 	json_object_set_new(r, "restarts", json_integer(job->restarts));
+	int lost, worker;
+	job_restart_causes(ev, nev, job->restarts, &lost, &worker);
+	json_object_set_new(r, "restarts_node_lost", json_integer(lost));
+	json_object_set_new(r, "restarts_worker_failed", json_integer(worker));
 	/* a watched job's stragglers and hangs (docs/diagnostics.md): the job
 	 * wrote diagnostics.json, read and typed by the one reader show uses */
 	json_t *diag = jobs_diagnostics(job->run_dir);

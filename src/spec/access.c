@@ -233,17 +233,35 @@ int spec_from_json(const char *text, struct spec **out, struct tc_err *err)
 	s->env = take_kv(json_object_get(o, "env"), &s->nenv);
 	take_str(o, "framework", &s->framework);
 	take_devices(s, json_object_get(o, "devices"));
-	take_int(o, "nodes", &s->nodes);
+	json_t *nodes = json_object_get(o, "nodes");
+	if (json_is_object(nodes)) { /* elastic: {min, max} */
+		take_int(nodes, "min", &s->nodes_min);
+		take_int(nodes, "max", &s->nodes);
+	} else {
+		take_int(o, "nodes", &s->nodes);
+		s->nodes_min = s->nodes;
+	}
+	take_int(o, "spares", &s->spares);
 	take_str(o, "backend", &s->backend);
 	take_slurm(s, json_object_get(o, "slurm"));
 	spec_container_take(s, o);
 	json_t *r = json_object_get(o, "restart");
 	take_int(r, "max_restarts", &s->max_restarts);
 	take_int(r, "grace_seconds", &s->grace_seconds);
-	const char *pol = json_string_value(json_object_get(r, "policy"));
-	if (pol)
-		s->restart_policy = !strcmp(pol, "always") ? RESTART_POLICY_ALWAYS
-							   : RESTART_POLICY_FIRST_STEP;
+	/* a word, or a list of them (serialize.c): first_step|always, replace|restart */
+	json_t *pols = json_object_get(r, "policy"), *one = json_is_array(pols) ? NULL : pols, *x;
+	size_t i = 0;
+	for (x = one ? one : json_array_get(pols, 0); x; x = one ? NULL : json_array_get(pols, ++i)) {
+		const char *pol = json_string_value(x);
+		if (!pol)
+			continue;
+		if (!strcmp(pol, "restart") || !strcmp(pol, "replace"))
+			s->node_policy = !strcmp(pol, "restart") ? NODE_POLICY_RESTART
+								 : NODE_POLICY_REPLACE;
+		else
+			s->restart_policy = !strcmp(pol, "always") ? RESTART_POLICY_ALWAYS
+								   : RESTART_POLICY_FIRST_STEP;
+	}
 	take_checkpoint(s, json_object_get(o, "checkpoint"));
 	take_int(o, "priority", &s->priority);
 	s->preemptible = json_is_true(json_object_get(o, "preemptible"));

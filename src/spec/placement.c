@@ -1,7 +1,7 @@
 /*
- * placement.c -- devices: and parallel: of a spec: which devices a job
- * gets, checked against this machine, and how the planner splits the
- * job over them; see spec_int.h.
+ * placement.c -- devices:, parallel:, nodes: and spares: of a spec: which
+ * devices a job gets, checked against this machine, how the planner
+ * splits the job over them, and on how many nodes it runs; see spec_int.h.
  */
 #include "spec/spec_int.h"
 #include "core/sbuf.h"
@@ -307,4 +307,46 @@ out:
 	sbuf_release(&msg);
 	device_list_release(&devs);
 	return rc;
+}
+
+/* ---- nodes: and spares: (docs/slurm.md: elastic jobs, spares) ---- */
+
+static int r_nodes_min(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_int(w, n, key, 1, 4096, &w->s->nodes_min);
+}
+
+static int r_nodes_max(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_int(w, n, key, 1, 4096, &w->s->nodes);
+}
+
+static const struct rule nodes_rules[] = {
+	{ "min", r_nodes_min, NULL },
+	{ "max", r_nodes_max, NULL },
+	{ NULL, NULL, NULL },
+};
+
+/* nodes: N, or nodes: {min: A, max: B} (elastic: the job goes on with fewer, down to A) */
+int spec_r_nodes(struct walk *w, yaml_node_t *n, const char *key)
+{
+	w->nodes_line = line_of(n);
+	if (n->type != YAML_MAPPING_NODE) {
+		int rc = walk_int(w, n, key, 1, 4096, &w->s->nodes);
+		w->s->nodes_min = w->s->nodes;
+		return rc;
+	}
+	w->s->nodes_min = w->s->nodes = 0;
+	int rc = walk_map(w, n, "nodes.", nodes_rules);
+	if (!rc && (!w->s->nodes_min || !w->s->nodes))
+		rc = walk_fail(w, n, key, "takes both min and max ({min: 1, max: 2})");
+	if (!rc && w->s->nodes_min > w->s->nodes)
+		rc = walk_fail(w, n, key, "min (%d) is more than max (%d)", w->s->nodes_min,
+			       w->s->nodes);
+	return rc;
+}
+
+int spec_r_spares(struct walk *w, yaml_node_t *n, const char *key)
+{
+	return walk_int(w, n, key, 0, 4096, &w->s->spares);
 }

@@ -189,12 +189,6 @@ static int r_framework(struct walk *w, yaml_node_t *n, const char *key)
 	return walk_enum(w, n, key, fw, &w->s->framework);
 }
 
-static int r_nodes(struct walk *w, yaml_node_t *n, const char *key)
-{
-	w->nodes_line = line_of(n);
-	return walk_int(w, n, key, 1, 4096, &w->s->nodes);
-}
-
 static int r_backend(struct walk *w, yaml_node_t *n, const char *key)
 {
 	return walk_enum(w, n, key, backend_names, &w->s->backend);
@@ -212,16 +206,44 @@ static int r_grace(struct walk *w, yaml_node_t *n, const char *key)
 	return walk_int(w, n, key, 0, 86400, &w->s->grace_seconds);
 }
 
-static int r_restart_policy(struct walk *w, yaml_node_t *n, const char *key)
+/*
+ * restart.policy: a word or a list of them, one of each pair: first_step
+ * or always (a worker's failure), replace or restart (a lost node).
+ */
+static int restart_policy_word(struct walk *w, yaml_node_t *n, const char *key, bool *failure,
+			       bool *node)
 {
-	static const char *const names[] = { "first_step", "always", NULL };
+	static const char *const names[] = { "first_step", "always", "replace", "restart", NULL };
 	char *v = NULL;
 	int rc = walk_enum(w, n, key, names, &v);
-	if (!rc)
+	bool is_node = !rc && (!strcmp(v, "replace") || !strcmp(v, "restart"));
+	if (!rc && (is_node ? *node : *failure))
+		rc = walk_fail(w, n, key, "'%s': the list names %s only once", v,
+			       is_node ? "replace or restart" : "first_step or always");
+	if (!rc && is_node) {
+		*node = true;
+		w->s->node_policy = !strcmp(v, "restart") ? NODE_POLICY_RESTART : NODE_POLICY_REPLACE;
+	} else if (!rc) {
+		*failure = true;
 		w->s->restart_policy = !strcmp(v, "always") ? RESTART_POLICY_ALWAYS
 							    : RESTART_POLICY_FIRST_STEP;
+	}
 	free(v);
 	return rc;
+}
+
+static int r_restart_policy(struct walk *w, yaml_node_t *n, const char *key)
+{
+	bool failure = false, node = false;
+	if (n->type != YAML_SEQUENCE_NODE)
+		return restart_policy_word(w, n, key, &failure, &node);
+	for (yaml_node_item_t *i = n->data.sequence.items.start; i < n->data.sequence.items.top; i++) {
+		yaml_node_t *x = yaml_document_get_node(w->doc, *i);
+		int rc = x ? restart_policy_word(w, x, key, &failure, &node) : 0;
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 static const struct rule restart_rules[] = {
@@ -918,7 +940,8 @@ const struct rule spec_top_rules[] = {
 	{ "env", r_env, NULL },
 	{ "framework", r_framework, NULL },
 	{ "devices", spec_r_devices, NULL },
-	{ "nodes", r_nodes, NULL },
+	{ "nodes", spec_r_nodes, NULL },
+	{ "spares", spec_r_spares, NULL },
 	{ "backend", r_backend, NULL },
 	{ "restart", r_restart, NULL },
 	{ "checkpoint", r_checkpoint, NULL },

@@ -58,7 +58,13 @@ static json_t *spec_json(const struct spec *s)
 	if (s->min_per_node)
 		json_object_set_new(d, "min_per_node", json_integer(s->min_per_node));
 	json_object_set_new(o, "devices", d);
-	json_object_set_new(o, "nodes", json_integer(s->nodes));
+	if (s->nodes_min && s->nodes_min != s->nodes)
+		json_object_set_new(o, "nodes", json_pack("{s:i, s:i}", "min", s->nodes_min, "max",
+							   s->nodes));
+	else
+		json_object_set_new(o, "nodes", json_integer(s->nodes));
+	if (s->spares)
+		json_object_set_new(o, "spares", json_integer(s->spares));
 	json_object_set_new(o, "backend", json_string(s->backend));
 	spec_container_json(s, o);
 	if (!strcmp(s->backend, "slurm")) {
@@ -83,9 +89,17 @@ static json_t *spec_json(const struct spec *s)
 	json_t *r = json_object();
 	json_object_set_new(r, "max_restarts", json_integer(s->max_restarts));
 	json_object_set_new(r, "grace_seconds", json_integer(s->grace_seconds));
+	json_t *pol = json_array();
 	if (s->restart_policy != RESTART_POLICY_DEFAULT)
-		json_object_set_new(r, "policy", json_string(s->restart_policy == RESTART_POLICY_ALWAYS
-								     ? "always" : "first_step"));
+		json_array_append_new(pol, json_string(s->restart_policy == RESTART_POLICY_ALWAYS
+							       ? "always" : "first_step"));
+	if (s->node_policy != NODE_POLICY_REPLACE)
+		json_array_append_new(pol, json_string("restart"));
+	if (json_array_size(pol) == 1)
+		json_object_set(r, "policy", json_array_get(pol, 0));
+	else if (json_array_size(pol) > 1)
+		json_object_set(r, "policy", pol);
+	json_decref(pol);
 	json_object_set_new(o, "restart", r);
 	json_t *c = json_object();
 	json_object_set_new(c, "dir", json_string(s->ckpt_dir));

@@ -31,6 +31,7 @@ void spec_init(struct spec *s)
 	s->device_type = xstrdup("cpu");
 	s->per_node = 1;
 	s->nodes = 1;
+	s->nodes_min = 1;
 	s->backend = xstrdup(backend_names[BACKEND_LOCAL]);
 	s->max_restarts = 0;
 	s->grace_seconds = 30;

@@ -74,7 +74,13 @@ struct spec {
 	int per_node;       /* resolved number of workers on the node */
 	int *device_ids;    /* per_node entries, the physical ids */
 	char *hccn_conf;    /* npu: where device IPs come from ("{node}": the node rank) */
-	int nodes;
+	int nodes;          /* nodes.max with nodes: {min, max}: the allocation and the first attempt */
+	int nodes_min;      /* nodes.min: fewer nodes end the job; == nodes unless elastic */
+	int spares;         /* spares: hosts allocated beyond nodes to replace a lost one */
+	enum spec_node_policy {
+		NODE_POLICY_REPLACE = 0, /* restart.policy replace: a spare takes a lost node's rank */
+		NODE_POLICY_RESTART,     /* restart.policy restart: the same hosts again */
+	} node_policy;
 	char *backend;      /* local | slurm (nodes > 1 needs slurm) */
 	int master_port;    /* 0 = pick a free one */
 	int max_restarts;

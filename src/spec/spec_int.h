@@ -110,6 +110,9 @@ void spec_endpoints_free(struct spec_endpoint *v, size_t n);
 
 /* limit_rules.c: limits:, logs: and on_disk_full: */
 int spec_r_limits(struct walk *w, yaml_node_t *n, const char *key);
+/* placement.c: nodes: (N, or {min, max}) and spares: */
+int spec_r_nodes(struct walk *w, yaml_node_t *n, const char *key);
+int spec_r_spares(struct walk *w, yaml_node_t *n, const char *key);
 int spec_r_logs(struct walk *w, yaml_node_t *n, const char *key);
 int spec_r_on_disk_full(struct walk *w, yaml_node_t *n, const char *key);
 /* After the walk: limits.idle_minutes only with an endpoint whose activity is watched. */

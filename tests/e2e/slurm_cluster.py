@@ -89,8 +89,10 @@ def have_slurm():
 
 
 class Cluster:
-    def __init__(self, root, cpus=2, kill_wait=5, plugstack=None, conf_set=None, before_ctld=None):
+    def __init__(self, root, cpus=2, kill_wait=5, plugstack=None, conf_set=None, before_ctld=None,
+                 nodes=2):
         self.root = Path(root)
+        self.names = [f"n{i + 1}" for i in range(nodes)]  # slurmd n1, n2, ...
         self.cpus = cpus
         self.kill_wait = kill_wait
         self.plugstack = plugstack  # a plugstack.conf (SPANK plugins: the fake pyxis), or None
@@ -107,7 +109,7 @@ class Cluster:
     def _write_conf(self):
         r = self.root
         self.ctld_port = _free_port()
-        self.node_ports = [_free_port(), _free_port()]
+        self.node_ports = [_free_port() for _ in self.names]
         lines = f"""ClusterName=tctest
 SlurmctldHost=localhost
 SlurmctldPort={self.ctld_port}
@@ -118,9 +120,9 @@ SlurmUser={os.environ.get("USER", "root") if os.getuid() else "root"}
 SlurmdUser=root
 {common_conf(r, self.kill_wait)}SlurmdTimeout=30
 MessageTimeout=5
-NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port={self.node_ports[0]} CPUs={self.cpus} State=UNKNOWN
-NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port={self.node_ports[1]} CPUs={self.cpus} State=UNKNOWN
-PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
+""" + "".join(f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} CPUs={self.cpus}"
+              f" State=UNKNOWN\n" for n, port in zip(self.names, self.node_ports)) + f"""\
+PartitionName=debug Nodes=n[1-{len(self.names)}] Default=YES MaxTime=INFINITE State=UP
 """
         if self.plugstack:
             lines += f"PlugStackConfig={self.plugstack}\n"
@@ -151,7 +153,7 @@ PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
                 self.stop()
                 raise
         self._run(["slurmctld", "-f", str(self.conf), "-i"])
-        for n in ("n1", "n2"):
+        for n in self.names:
             self._run(["slurmd", "-f", str(self.conf), "-N", n])
         seen = {"out": ""}
 
@@ -160,7 +162,7 @@ PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
                                capture_output=True, text=True)
             seen["out"] = p.stdout + p.stderr
             states = dict(l.split() for l in p.stdout.splitlines() if len(l.split()) == 2)
-            return states.get("n1") == "idle" and states.get("n2") == "idle"
+            return all(states.get(n) == "idle" for n in self.names)
 
         if poll(idle, timeout, 0.3):
             return self
@@ -176,7 +178,7 @@ PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
 
     def _pids(self):
         r = self.root
-        files = [r / "slurmd-n1.pid", r / "slurmd-n2.pid", r / "slurmctld.pid", r / "munge" / "munged.pid"]
+        files = [r / f"slurmd-{n}.pid" for n in self.names] + [r / "slurmctld.pid", r / "munge" / "munged.pid"]
         out = []
         for f in files:
             try:
@@ -214,7 +216,7 @@ PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
         p = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=self.env,
                            capture_output=True, text=True)
         states = dict(l.split() for l in p.stdout.splitlines() if len(l.split()) == 2)
-        return sorted(states) == ["n1", "n2"] and set(states.values()) == {"idle"}
+        return sorted(states) == sorted(self.names) and set(states.values()) == {"idle"}
 
 
 def stop_daemons(pids):
@@ -263,14 +265,19 @@ def _alive(pid):
 # The fixtures a test module gets by importing them (`from slurm_cluster import
 # cluster, slurm_tc`): one cluster per module, stopped at its end, and run_tc
 # with SLURM_CONF pointing at it.
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def module_cluster(tmp_path_factory, nodes=2):
+    """the body of a module's cluster fixture: started, yielded, stopped"""
     if not have_slurm():
         pytest.fail("Slurm is not installed (apt install slurm-wlm munge; scripts/install-deps.sh)",
                     pytrace=False)
-    c = Cluster(tmp_path_factory.mktemp("slurm")).start()
+    c = Cluster(tmp_path_factory.mktemp("slurm"), nodes=nodes).start()
     yield c
     c.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    yield from module_cluster(tmp_path_factory)
 
 
 @pytest.fixture

@@ -1,0 +1,274 @@
+"""A lost node (docs/slurm.md, "A lost node"): a node whose supervisor ends
+without reporting (SIGKILLed, its host gone) while nobody asked the job to
+stop is a failure the job restarts from, within restart.max_restarts,
+never a stop.
+
+On a localhost Slurm cluster (slurm_cluster.py: slurmd n1, n2 and n3 on
+one host, so that a 2-node job can have a spare). The node's processes are found by what they are (a `trainctl
+supervise-node JOB` whose srun task is node 1) and killed with SIGKILL, as
+when a host dies. Every wait is on a condition."""
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+
+from conftest import job_id_in, notes, poll, rank_log, show, wait_until
+from slurm_cluster import module_cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    yield from module_cluster(tmp_path_factory, nodes=3)
+
+
+@pytest.fixture
+def slurm_tc(run_tc, cluster):
+    def run(*args, env=None, **kw):
+        return run_tc(*args, env=dict(env or {}, SLURM_CONF=cluster.conf), **kw)
+    return run
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def node_supervisor(job, node):
+    """pid of `trainctl supervise-node JOB` running as srun's task `node` (SLURM_NODEID), or None"""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        argv = _read(f"/proc/{name}/cmdline").split(b"\0")
+        if b"supervise-node" not in argv or job.encode() not in argv:
+            continue
+        env = _read(f"/proc/{name}/environ").split(b"\0")
+        if f"SLURM_NODEID={node}".encode() in env:
+            return int(name)
+    return None
+
+
+def process_tree(pid):
+    """pid and every process below it"""
+    children = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        stat = _read(f"/proc/{name}/stat").decode(errors="replace")
+        try:
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def kill_node(job, node):
+    """SIGKILL node `node`'s supervisor and everything under it at once, as when its host dies"""
+    pid = node_supervisor(job, node)
+    assert pid, f"no supervise-node {job} for node {node}"
+    for p in process_tree(pid):
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return pid
+
+
+# Each rank says which attempt and node it is, logs a few steps; in the first attempt it then
+# waits (the kill comes then), later attempts finish.
+WORKER = ('echo "attempt $TORCHELASTIC_RESTART_COUNT node $SLURM_NODEID rank $RANK of $WORLD_SIZE";'
+          ' for i in 1 2 3; do echo "DLLL {\\"type\\": \\"LOG\\", \\"step\\": [0, $i],'
+          ' \\"data\\": {\\"train.loss\\": 1.5}}"; done;'
+          ' if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then echo ready; exec sleep 300; fi')
+
+
+def start_job(trainctl, cluster, tmp_path, name, extra="", policy="", nodes="2"):
+    spec = tmp_path / f"{name}.yaml"
+    spec.write_text(f"""
+name: {name}
+command: '{WORKER}'
+devices: {{type: cpu, per_node: 1}}
+nodes: {nodes}
+backend: slurm
+restart: {{max_restarts: 2, grace_seconds: 3{policy}}}
+{extra}""")
+    env = dict(os.environ, SLURM_CONF=str(cluster.conf), TRAINCTL_HOME=str(tmp_path / "trainctl-home"))
+    return subprocess.Popen([str(trainctl), "run", "-q", str(spec)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_lost_node_restarts_the_job(slurm_tc, cluster, tmp_path, home, trainctl):
+    job, rc, err = run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, "lost1", "")
+    assert rc == 0, err + cluster.logs()
+    j = show(slurm_tc, job)
+    assert j["state"] == "succeeded" and j["restarts"] == 1, j["events"]
+    restarting = [e for e in j["events"] if e["state"] == "restarting" and "kind" not in e]
+    assert len(restarting) == 1, j["events"]
+    why = restarting[0]["reason"]
+    assert why.startswith("node 1 (n2) lost: its supervisor ended without reporting"), why
+    assert "restarting every node (1 of 2)" in why, why
+    # counted apart from a failing worker's restarts: the note, show, the report
+    lost = notes(j, "node_lost")
+    assert [e["reason"] for e in lost] == [
+        "node_lost: node 1 (n2) lost in attempt 0: its supervisor ended without reporting;"
+        " restart 1 of 2"], j["events"]
+    assert j["restarts_by_cause"] == {"node_lost": 1, "worker_failed": 0}, j
+    text = slurm_tc("show", job).stdout
+    assert "restarts   1 (1 after a lost node, 0 after a failing worker)" in text, text
+    rep = json.load(open(os.path.join(j["run_dir"], "report.json")))
+    assert (rep["restarts"], rep["restarts_node_lost"], rep["restarts_worker_failed"]) == (1, 1, 0), rep
+    # never recorded as a stop
+    assert not [e for e in j["events"] if e["state"] == "killed"], j["events"]
+    # the restart ran on both nodes again
+    for r in (0, 1):
+        assert f"attempt 1 node {r} rank {r} of 2" in rank_log(j, r), rank_log(j, r)
+
+
+def node_result(job, attempt, node):
+    return json.load(open(os.path.join(job["run_dir"], "attempts", str(attempt), f"node-{node}.json")))
+
+
+def run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, name, extra, policy="", nodes="2"):
+    """start the job, wait for both ranks' first attempt, SIGKILL node 1; (job id, run's exit, stderr)"""
+    proc = start_job(trainctl, cluster, tmp_path, name, extra, policy, nodes)
+    try:
+        job = wait_until(lambda: job_id_in(home), timeout=120, what="the job's row")
+
+        def ready():
+            if proc.poll() is not None:
+                raise AssertionError(f"the run ended early: {proc.communicate()}")
+            j = show(slurm_tc, job)
+            return all("ready" in _log(j, r) for r in (0, 1)) and node_supervisor(job, 1)
+
+        wait_until(ready, timeout=240, what=lambda: "both ranks in the first attempt: "
+                   + cluster.squeue() + cluster.logs())
+        kill_node(job, 1)
+        _, err = proc.communicate(timeout=400)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return job, proc.returncode, err
+
+
+def test_a_spare_takes_the_lost_node_rank(slurm_tc, cluster, tmp_path, home, trainctl):
+    job, rc, err = run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, "spare1", "spares: 1\n")
+    assert rc == 0, err + cluster.logs()
+    j = show(slurm_tc, job)
+    assert j["state"] == "succeeded" and j["restarts"] == 1, j["events"]
+    # the first attempt on n1, n2 (n3 the spare); the restart on n1 and n3, n3 as node 1
+    assert [node_result(j, 0, n)["node_name"] for n in (0, 1)] == ["n1", "n2"]
+    assert node_result(j, 0, 1)["node_lost"] is True
+    assert [node_result(j, 1, n)["node_name"] for n in (0, 1)] == ["n1", "n3"]
+    running = [e["reason"] for e in j["events"] if e["state"] == "running" and "kind" not in e]
+    assert len(running) == 2 and "spare n3 takes node 1 in place of n2" in running[1], running
+    assert "attempt 1 node 1 rank 1 of 2" in rank_log(j, 1), rank_log(j, 1)
+    # the batch script asked for the spare and for an allocation that outlives a node
+    script = open(os.path.join(j["run_dir"], "job.sbatch")).read()
+    assert "#SBATCH --nodes=3\n" in script and "#SBATCH --no-kill\n" in script, script
+
+
+def test_policy_restart_keeps_the_same_hosts(slurm_tc, cluster, tmp_path, home, trainctl):
+    job, rc, err = run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, "samehosts",
+                                "spares: 1\n", ", policy: restart")
+    assert rc == 0, err + cluster.logs()
+    j = show(slurm_tc, job)
+    assert j["state"] == "succeeded" and j["restarts"] == 1, j["events"]
+    assert [node_result(j, 1, n)["node_name"] for n in (0, 1)] == ["n1", "n2"]
+
+
+def test_elastic_job_goes_on_with_fewer_nodes(slurm_tc, cluster, tmp_path, home, trainctl):
+    # nodes {min: 1, max: 2}, no spare: node 1 lost -> the restart runs on node 0 alone, world 1
+    # (Slurm may start a --nodes=1-2 job on 1 node while others complete: slurm.extra pins 2)
+    job, rc, err = run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, "elastic",
+                                'slurm: {extra: ["--nodes=2"]}\n', nodes="{min: 1, max: 2}")
+    assert rc == 0, err + cluster.logs()
+    j = show(slurm_tc, job)
+    assert j["state"] == "succeeded" and j["restarts"] == 1, j["events"]
+    assert j["restarts_by_cause"] == {"node_lost": 1, "worker_failed": 0}, j
+    assert node_result(j, 1, 0)["node_name"] == "n1"
+    assert not os.path.exists(os.path.join(j["run_dir"], "attempts", "1", "node-1.json"))
+    running = [e["reason"] for e in j["events"] if e["state"] == "running" and "kind" not in e]
+    assert len(running) == 2 and running[1].startswith("restart 1 of 2: 1 worker started on 1 node"), running
+    assert "node 1 (n2) left out, no spare left: going on with 1 node" in running[1], running
+    # the new round's environment is computed for one node (the worker prints it)
+    assert "attempt 1 node 0 rank 0 of 1" in rank_log(j, 0), rank_log(j, 0)
+    script = open(os.path.join(j["run_dir"], "job.sbatch")).read()
+    assert "#SBATCH --nodes=1-2\n" in script and "#SBATCH --no-kill\n" in script, script
+
+
+def test_elastic_job_below_min_fails_with_the_reason(slurm_tc, cluster, tmp_path, home, trainctl):
+    # nodes {min: 2, max: 3} on an allocation of 2 (slurm.extra has the last word): no spare,
+    # and one node fewer is below min
+    job, rc, err = run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, "elastic2",
+                                'slurm: {extra: ["--nodes=2"]}\n', nodes="{min: 2, max: 3}")
+    assert rc == 1, err
+    j = show(slurm_tc, job)
+    assert j["state"] == "failed", j["events"]
+    assert j["root_cause"].startswith("node 1 (n2) is left out and no spare is left: 1 node would be "
+                                      "fewer than nodes.min 2"), j["root_cause"]
+
+
+def _log(job, rank):
+    try:
+        return rank_log(job, rank)
+    except OSError:
+        return ""
+
+
+def test_a_stop_is_still_a_stop(slurm_tc, cluster, tmp_path, home, trainctl):
+    # `trainctl stop` while both nodes run: killed, no restart (a stop is no lost node)
+    proc = start_job(trainctl, cluster, tmp_path, "stopped1")
+    try:
+        job = wait_until(lambda: job_id_in(home), timeout=120, what="the job's row")
+        wait_until(lambda: all("ready" in _log(show(slurm_tc, job), r) for r in (0, 1)),
+                   timeout=240, what="both ranks in the first attempt")
+        p = slurm_tc("stop", job)
+        assert p.returncode == 0, p.stderr
+        proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    j = show(slurm_tc, job)
+    assert j["state"] == "killed" and j["restarts"] == 0, j["events"]
+    assert not notes(j, "node_lost"), j["events"]
+    assert poll(cluster.nodes_idle, 120, 0.3), cluster.squeue()
+
+
+def test_a_failing_worker_restart_is_counted_as_such(run_tc, tmp_path):
+    # one machine: the worker fails in the first attempt, the restart succeeds
+    spec = tmp_path / "job.yaml"
+    spec.write_text("""
+name: flaky
+command: 'test "$TORCHELASTIC_RESTART_COUNT" != 0'
+restart: {max_restarts: 1}
+""")
+    p = run_tc("run", "-q", spec)
+    assert p.returncode == 0, p.stderr
+    j = show(run_tc, "flaky")
+    assert j["restarts"] == 1 and not notes(j, "node_lost"), j["events"]
+    assert j["restarts_by_cause"] == {"node_lost": 0, "worker_failed": 1}, j
+    text = run_tc("show", "flaky").stdout
+    assert "restarts   1 (0 after a lost node, 1 after a failing worker)" in text, text
+
+
+def test_bad_node_keys_are_refused_with_their_name(run_tc, tmp_path):
+    for body, msg in (("nodes: {min: 3, max: 2}", "nodes: min (3) is more than max (2)"),
+                      ("nodes: {min: 2}", "nodes: takes both min and max"),
+                      ("restart: {policy: [replace, restart]}", "the list names replace or restart only once"),
+                      ("spares: -1", "spares: must be between 0 and 4096")):
+        spec = tmp_path / "bad.yaml"
+        spec.write_text(f"name: bad\ncommand: 'true'\nbackend: slurm\n{body}\n")
+        p = run_tc("run", "-q", spec)
+        assert p.returncode == 2 and msg in p.stderr and "bad.yaml:" in p.stderr, (body, p.stderr)
