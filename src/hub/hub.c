@@ -544,8 +544,8 @@ static int rdzv_op(struct rdzv *rz, json_t *o, struct rdzv_reply *a, struct tc_e
 	if (!strcmp(op, "open")) {
 		struct rdzv_conf c = {
 			.min = (int)i_or(o, "min"), .max = (int)i_or(o, "max"),
-			.window_s = secs_of(o, "window"), .beat_s = secs_of(o, "beat"),
-			.lost_s = secs_of(o, "lost"),
+			.window_s = secs_of(o, "window_s"), .beat_s = secs_of(o, "beat_s"),
+			.lost_s = secs_of(o, "lost_s"),
 		};
 		if (rdzv_conf_check(&c, err))
 			return err->code;

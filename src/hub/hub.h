@@ -183,8 +183,8 @@ int hub_http_answer(struct hub *h, struct MHD_Connection *con, const char *job,
 		    const char *body, size_t len);
 /*
  * POST /api/v1/hub/{job}/rdzv (rdzv.h): {"op":"open"|"join"|"beat","round":R,
- * "node":..,"host":..,"stream":..,"rank":..,"min":..,"max":..,"window":..,
- * "beat":..,"lost":..}, answered 200 or 409 {"round","state","rank","world",
+ * "node":..,"host":..,"stream":..,"rank":..,"min":..,"max":..,"window_s":..,
+ * "beat_s":..,"lost_s":..}, answered 200 or 409 {"round","state","rank","world",
  * "poll_ms","why"|"error"}; *status 400, 401, 404, 503 with err otherwise.
  */
 void hub_rdzv_receive(struct hub *h, const char *job, const char *secret, const char *body,

@@ -33,11 +33,19 @@ struct rdzv {
 	bool dirty;
 };
 
-static const char *const state_names[] = { "none", "joining", "running" };
+static const char *const state_names[] = { "none", "joining", "closed" };
 
 const char *rdzv_state_name(enum rdzv_state s)
 {
 	return state_names[s];
+}
+
+enum rdzv_state rdzv_state_parse(const char *w)
+{
+	for (int i = 0; w && i < (int)(sizeof(state_names) / sizeof(state_names[0])); i++)
+		if (!strcmp(w, state_names[i]))
+			return (enum rdzv_state)i;
+	return RDZV_NONE;
 }
 
 void rdzv_reply_release(struct rdzv_reply *a)
@@ -133,8 +141,8 @@ static void reply(const struct rdzv *r, int status, int rank, struct rdzv_reply 
 	out->round = r->round;
 	out->state = r->state;
 	out->rank = rank;
-	out->world = r->state == RDZV_RUNNING ? (int)r->n : 0;
-	double p = r->state == RDZV_RUNNING ? r->conf.beat_s * 1000 : 200;
+	out->world = r->state == RDZV_CLOSED ? (int)r->n : 0;
+	double p = r->state == RDZV_CLOSED ? r->conf.beat_s * 1000 : 200;
 	out->poll_ms = p < 50 ? 50 : (int)p;
 	sbuf_reset(&out->why);
 	if (status == 200)
@@ -160,13 +168,13 @@ static int cmp_rank(const void *a, const void *b)
 	return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-/* Joining -> running: ranks made contiguous in their order (note 3). */
+/* Joining -> closed: ranks made contiguous in their order (note 3). */
 static void close_round(struct rdzv *r)
 {
 	qsort(r->m, r->n, sizeof(*r->m), cmp_rank);
 	for (size_t i = 0; i < r->n; i++)
 		r->m[i].rank = (int)i;
-	r->state = RDZV_RUNNING;
+	r->state = RDZV_CLOSED;
 	r->dirty = true;
 }
 
@@ -219,8 +227,8 @@ void rdzv_open(struct rdzv *r, long long round, const struct rdzv_conf *c, doubl
 		return;
 	}
 	if (round > r->round) {
-		/* a running round's members keep their ranks in the next (note 3) */
-		bool keep = r->state == RDZV_RUNNING;
+		/* a closed round's members keep their ranks in the next (note 3) */
+		bool keep = r->state == RDZV_CLOSED;
 		if (r->round >= 0) {
 			sbuf_reset(&r->why);
 			sbuf_addf(&r->why, "round %lld ended: the driver opened round %lld", r->round,
@@ -286,8 +294,8 @@ void rdzv_join(struct rdzv *r, long long round, const char *node, const char *ho
 		reply(r, 200, me->rank, out);
 		return;
 	}
-	if (r->state == RDZV_RUNNING) {
-		refuse(r, out, "round %lld is running and its members are fixed: join the next",
+	if (r->state == RDZV_CLOSED) {
+		refuse(r, out, "round %lld is closed to joiners (its members are fixed): join the next",
 		       r->round);
 		return;
 	}
@@ -349,7 +357,7 @@ void rdzv_tick(struct rdzv *r, double now)
 		maybe_close(r, now);
 		return;
 	}
-	if (r->state != RDZV_RUNNING)
+	if (r->state != RDZV_CLOSED)
 		return;
 	struct sbuf lost = SBUF_INIT;
 	for (size_t i = 0; i < r->n;) {
@@ -421,8 +429,8 @@ static void members_json(const struct member *v, size_t n, bool full, bool ages,
 
 void rdzv_json(const struct rdzv *r, bool ages, double now, struct sbuf *out)
 {
-	sbuf_addf(out, "{\"round\":%lld,\"state\":\"%s\",\"min\":%d,\"max\":%d,\"window\":%g,"
-		       "\"beat\":%g,\"lost\":%g,\"fenced\":%lld,\"why\":",
+	sbuf_addf(out, "{\"round\":%lld,\"state\":\"%s\",\"min\":%d,\"max\":%d,\"window_s\":%g,"
+		       "\"beat_s\":%g,\"lost_s\":%g,\"fenced\":%lld,\"why\":",
 		  r->round, rdzv_state_name(r->state), r->conf.min, r->conf.max, r->conf.window_s,
 		  r->conf.beat_s, r->conf.lost_s, r->fenced);
 	json_add_str(out, r->why.buf ? r->why.buf : "");
@@ -466,14 +474,13 @@ int rdzv_load(struct rdzv *r, const char *text, double now, struct tc_err *err)
 	members_clear(r->m, &r->n);
 	members_clear(r->prev, &r->nprev);
 	r->round = json_integer_value(json_object_get(o, "round"));
-	r->state = !strcmp(st, "running") ? RDZV_RUNNING : !strcmp(st, "joining") ? RDZV_JOINING
-										 : RDZV_NONE;
+	r->state = rdzv_state_parse(st);
 	r->conf = (struct rdzv_conf){
 		.min = (int)json_integer_value(json_object_get(o, "min")),
 		.max = (int)json_integer_value(json_object_get(o, "max")),
-		.window_s = json_number_value(json_object_get(o, "window")),
-		.beat_s = json_number_value(json_object_get(o, "beat")),
-		.lost_s = json_number_value(json_object_get(o, "lost")),
+		.window_s = json_number_value(json_object_get(o, "window_s")),
+		.beat_s = json_number_value(json_object_get(o, "beat_s")),
+		.lost_s = json_number_value(json_object_get(o, "lost_s")),
 	};
 	r->fenced = json_integer_value(json_object_get(o, "fenced"));
 	sbuf_reset(&r->why);

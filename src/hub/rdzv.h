@@ -4,13 +4,14 @@
  * rdzv_client.c: the node's and the driver's side).
  *
  * NOTES ON THE DESIGN
- * (1) A job has at most one current round: a number, a state (joining,
- *     running; a round that ended is gone, its number only grows) and its
+ * (1) A job has at most one current round: a number, a state (joining;
+ *     closed: closed to joiners, its members train; a round that ended is
+ *     replaced by the next, its number only grows) and its
  *     members: node name, host, the stream its supervisor sends events on
  *     (hub.h note 3), node rank, last heartbeat.  The driver opens round R
  *     at the start of attempt R (POST .../rdzv {"op":"open"}); nodes join
  *     it, then heartbeat.
- * (2) A joining round closes to joiners (becomes running) when max nodes
+ * (2) A joining round closes to joiners when max nodes
  *     joined, or when every surviving member of the round before has
  *     joined again and at least min are in, or when the join window
  *     (TorchElastic's last call) has run window seconds since min were in.
@@ -18,8 +19,8 @@
  *     asks for its rank back and gets it; a new node takes the lowest rank
  *     no member holds or reserves.  At the close the ranks are made
  *     contiguous in their order (a lost node without a replacement shifts
- *     the ones above it down): the rank is final once the round runs.
- * (4) A member of a running round silent for lost seconds is lost: the
+ *     the ones above it down): the rank is final once the round is closed.
+ * (4) A member of a closed round silent for lost seconds is lost: the
  *     round ends and round R+1 opens, joining, with the survivors' ranks
  *     reserved.  A joiner silent that long just leaves the joining round.
  * (5) Fencing: once a job has a round, a node supervisor's stream
@@ -41,7 +42,7 @@
 #include "core/err.h"
 #include "core/sbuf.h"
 
-enum rdzv_state { RDZV_NONE, RDZV_JOINING, RDZV_RUNNING };
+enum rdzv_state { RDZV_NONE, RDZV_JOINING, RDZV_CLOSED };
 
 struct rdzv_conf {
 	int min, max;      /* nodes; 1 <= min <= max */
@@ -61,12 +62,14 @@ struct rdzv_reply {
 	long long round;      /* the current round (-1: none) */
 	enum rdzv_state state;
 	int rank;             /* the member's node rank (-1: none) */
-	int world;            /* members, once running (0 while joining) */
+	int world;            /* members, once closed (0 while joining) */
 	int poll_ms;          /* when to ask again */
 	struct sbuf why;      /* 409: why; else why the round before ended (may be empty) */
 };
 void rdzv_reply_release(struct rdzv_reply *a);
 const char *rdzv_state_name(enum rdzv_state s);
+/* A name back (RDZV_NONE for any other word). */
+enum rdzv_state rdzv_state_parse(const char *w);
 
 /* ---- the hub's side (rdzv.c) ---- */
 struct rdzv;
@@ -129,7 +132,7 @@ int rdzv_client_beat(struct rdzv_client *c, long long round, struct rdzv_reply *
 		     struct tc_err *err);
 /*
  * Join round and ask until it runs, at most timeout_s: 0 with out (status
- * 200, running), or an error: the hub refused (TC_EJOB: out->why), did not
+ * 200, closed), or an error: the hub refused (TC_EJOB: out->why), did not
  * answer, or the round did not close in time.
  */
 int rdzv_client_rendezvous(struct rdzv_client *c, long long round, int timeout_s,

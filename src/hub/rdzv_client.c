@@ -140,9 +140,7 @@ static int post(struct rdzv_client *c, const struct sbuf *body, struct rdzv_repl
 		const char *why = json_string_value(json_object_get(o, status == 200 ? "why" : "error"));
 		out->status = (int)status;
 		out->round = json_integer_value(json_object_get(o, "round"));
-		out->state = st && !strcmp(st, "running")   ? RDZV_RUNNING
-			     : st && !strcmp(st, "joining") ? RDZV_JOINING
-							    : RDZV_NONE;
+		out->state = rdzv_state_parse(st);
 		out->rank = json_is_integer(rk) ? (int)json_integer_value(rk) : -1;
 		out->world = json_is_integer(w) ? (int)json_integer_value(w) : 0;
 		out->poll_ms = json_is_integer(p) ? (int)json_integer_value(p) : 200;
@@ -183,11 +181,11 @@ int rdzv_client_open(struct rdzv_client *c, long long round, const struct rdzv_c
 	sbuf_addf(&b, "{\"op\":\"open\",\"round\":%lld,\"min\":%d,\"max\":%d", round, conf->min,
 		  conf->max);
 	if (conf->window_s > 0)
-		sbuf_addf(&b, ",\"window\":%g", conf->window_s);
+		sbuf_addf(&b, ",\"window_s\":%g", conf->window_s);
 	if (conf->beat_s > 0)
-		sbuf_addf(&b, ",\"beat\":%g", conf->beat_s);
+		sbuf_addf(&b, ",\"beat_s\":%g", conf->beat_s);
 	if (conf->lost_s > 0)
-		sbuf_addf(&b, ",\"lost\":%g", conf->lost_s);
+		sbuf_addf(&b, ",\"lost_s\":%g", conf->lost_s);
 	sbuf_addch(&b, '}');
 	int rc = post(c, &b, out, err);
 	sbuf_release(&b);
@@ -243,7 +241,7 @@ int rdzv_client_rendezvous(struct rdzv_client *c, long long round, int timeout_s
 		if (out->status != 200)
 			return tc_error(err, TC_EJOB, "rdzv: %s", out->why.buf);
 		joined = true;
-		if (out->state == RDZV_RUNNING)
+		if (out->state == RDZV_CLOSED)
 			return 0;
 		if (now_mono_ms() >= until)
 			return tc_error(err, TC_EJOB,

@@ -67,7 +67,7 @@ TEST(rdzv_round_closes_when_max_joined_with_ranks_in_join_order)
 	CHECK_INT(rdzv_state(r), RDZV_JOINING);
 	CHECK_INT(join(r, 0, "a", NULL, 0.3, 200), 0); /* again: the same rank */
 	CHECK_INT(join(r, 0, "c", NULL, 0.4, 200), 2);
-	CHECK_INT(rdzv_state(r), RDZV_RUNNING);
+	CHECK_INT(rdzv_state(r), RDZV_CLOSED);
 	CHECK_INT(join(r, 0, "d", NULL, 0.5, 409), -1); /* a running round's members are fixed */
 	CHECK_INT(join(r, 1, "a", NULL, 0.5, 409), -1); /* a round not open */
 	rdzv_free(r);
@@ -88,7 +88,7 @@ TEST(rdzv_join_window_closes_a_round_with_min_nodes)
 	rdzv_tick(r, 9.4);
 	CHECK_INT(rdzv_state(r), RDZV_JOINING); /* the window runs 5 s from the second join */
 	rdzv_tick(r, 9.6);
-	CHECK_INT(rdzv_state(r), RDZV_RUNNING);
+	CHECK_INT(rdzv_state(r), RDZV_CLOSED);
 	struct rdzv_reply a = rep();
 	rdzv_beat(r, 0, "b", 9.7, &a);
 	CHECK_INT(a.world, 2);
@@ -112,7 +112,7 @@ TEST(rdzv_lost_member_ends_the_round_survivors_keep_ranks_a_spare_takes_the_lost
 	join(r, 0, "a", "node0.a0.1", 0, 200);
 	join(r, 0, "b", "node1.a0.1", 0, 200);
 	join(r, 0, "c", "node2.a0.1", 0, 200);
-	CHECK_INT(rdzv_state(r), RDZV_RUNNING);
+	CHECK_INT(rdzv_state(r), RDZV_CLOSED);
 	CHECK_INT(beat(r, 0, "a", 2, NULL), 200);
 	CHECK_INT(beat(r, 0, "c", 2, NULL), 200);
 	rdzv_tick(r, 3.5); /* b silent 3.5 s > lost 3 */
@@ -127,7 +127,7 @@ TEST(rdzv_lost_member_ends_the_round_survivors_keep_ranks_a_spare_takes_the_lost
 	CHECK_INT(join(r, 1, "spare", "node3.a0.1", 3.8, 200), 1);
 	CHECK_INT(rdzv_state(r), RDZV_JOINING);
 	CHECK_INT(join(r, 1, "a", "node0.a0.1", 3.9, 200), 0);
-	CHECK_INT(rdzv_state(r), RDZV_RUNNING); /* max */
+	CHECK_INT(rdzv_state(r), RDZV_CLOSED); /* max */
 	rdzv_free(r);
 }
 
@@ -146,7 +146,7 @@ TEST(rdzv_without_a_spare_the_survivors_close_the_round_and_ranks_close_up)
 	CHECK_INT(rdzv_state(r), RDZV_JOINING);
 	/* every survivor is back: no window to wait out; contiguous ranks in order */
 	CHECK_INT(join(r, 1, "b", NULL, 3.4, 200), 0);
-	CHECK_INT(rdzv_state(r), RDZV_RUNNING);
+	CHECK_INT(rdzv_state(r), RDZV_CLOSED);
 	struct rdzv_reply a = rep();
 	rdzv_beat(r, 1, "c", 3.5, &a);
 	CHECK_INT(a.rank, 1);
@@ -200,7 +200,7 @@ TEST(rdzv_json_reloads_the_same_round_with_a_grace_period)
 	CHECK_STR(t2.buf, t.buf);
 	rdzv_tick(r2, 502); /* within lost (3 s) of the reload: nobody lost */
 	CHECK_INT(rdzv_round(r2), 4);
-	CHECK_INT(rdzv_state(r2), RDZV_RUNNING);
+	CHECK_INT(rdzv_state(r2), RDZV_CLOSED);
 	CHECK(rdzv_fences(r2, "node0.a3.1"));
 	CHECK(!rdzv_fences(r2, "node0.a4.1"));
 	CHECK_INT(rdzv_load(r2, "{\"round\":1}", 0, &err) != 0, 1);
@@ -296,7 +296,7 @@ TEST(hub_refuses_a_fenced_nodes_late_records_and_keeps_rounds_over_a_restart)
 	struct sbuf out = SBUF_INIT;
 	CHECK_INT(hub_rdzv(h, "{\"op\":\"join\",\"round\":0,\"node\":\"n1\","
 			      "\"stream\":\"node1.a0.7.0.100\"}", &out), 200);
-	CHECK_CONTAINS(out.buf, "\"state\":\"running\"");
+	CHECK_CONTAINS(out.buf, "\"state\":\"closed\"");
 	CHECK_INT(batch(h, old, CKPT(2, "ck-20", 20)), 2); /* a member: applied */
 	CHECK_INT(node_ckpts(st), 2);
 	/* attempt 1: the driver opens round 1; node 1 comes back as a new process */
@@ -339,13 +339,13 @@ TEST(hub_refuses_a_fenced_nodes_late_records_and_keeps_rounds_over_a_restart)
 	sbuf_reset(&out);
 	CHECK_INT(hub_rdzv(h, "{\"op\":\"beat\",\"round\":1,\"node\":\"n1\"}", &out), 200);
 	CHECK_CONTAINS(out.buf, "\"rank\":1");
-	CHECK_CONTAINS(out.buf, "\"state\":\"running\"");
+	CHECK_CONTAINS(out.buf, "\"state\":\"closed\"");
 	hub_free(h);
 	CHECK_INT(hub_new(home, &h, &err), 0);
 	char *row = NULL;
 	CHECK_INT(store_hub_rdzv_get(st, JOB, &row, &err), 0);
 	CHECK(row != NULL);
-	CHECK_CONTAINS(row, "\"round\":1,\"state\":\"running\"");
+	CHECK_CONTAINS(row, "\"round\":1,\"state\":\"closed\"");
 	CHECK_CONTAINS(row, "\"fenced\":3");
 	free(row);
 	/* running members reloaded get a grace period: a beat is answered at once */
