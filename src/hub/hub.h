@@ -62,6 +62,8 @@ struct hub_remote_opts {
 #define HUB_WAIT_DEFAULT 180 /* seconds (note 5) */
 
 int sink_remote_open(const struct hub_remote_opts *o, struct sink **out, struct tc_err *err);
+/* A remote sink's stream name (note 3: "node1.a0..."); NULL for a direct sink. */
+const char *sink_remote_stream(const struct sink *k);
 /* Counters of a remote sink (tests, benchmarks): events appended and acknowledged. */
 void sink_remote_counts(const struct sink *k, long long *appended, long long *acked);
 /*

@@ -231,6 +231,12 @@ int rdzv_client_rendezvous(struct rdzv_client *c, long long round, int timeout_s
 	for (;;) {
 		int rc = joined ? rdzv_client_beat(c, round, out, err)
 				: rdzv_client_join(c, round, out, err);
+		if (rc && now_mono_ms() < until) {
+			/* the hub did not answer (restarting, a network cut): ask again */
+			tc_err_release(err);
+			sleep_ms(500);
+			continue;
+		}
 		if (rc)
 			return rc;
 		if (out->status == 409 && joined && out->round == round &&
