@@ -54,16 +54,28 @@ def wait(pred, timeout, what):
 
 
 def lines_in(paths, rnd):
-    ts = []
+    """each node's first time in round rnd or a later one (a loss declared
+    falsely on a loaded machine starts another round: counted by rounds_seen)"""
+    first = {}
     for p in paths:
         with open(p) as f:
             for line in f:
                 if not line.endswith("\n"):
                     continue
                 o = json.loads(line)
-                if o["round"] == rnd:
-                    ts.append(o["t"])
-    return ts
+                if o["round"] >= rnd and o["node"] not in first:
+                    first[o["node"]] = o["t"]
+    return list(first.values())
+
+
+def rounds_seen(paths):
+    rs = set()
+    for p in paths:
+        with open(p) as f:
+            for line in f:
+                if line.endswith("\n"):
+                    rs.add(json.loads(line)["round"])
+    return len(rs)
 
 
 def run_trainctl(trainctl, n, threads, beat, lost):
@@ -106,6 +118,13 @@ def run_trainctl(trainctl, n, threads, beat, lost):
         ts = wait(lambda: (lambda v: v if len(v) == n - 1 else None)(lines_in(outs, 1)),
                   120, f"{n - 1} survivors in round 1")
         change = max(ts) - tk
+        rounds = rounds_seen(outs + [vout])
+        # when the hub declared the loss (round 1 opened): the rest is the rendezvous itself
+        st = json.loads(subprocess.run(
+            ["curl", "-sS", "-H", "X-Trainctl-Hub-Secret: " + env["TRAINCTL_HUB_SECRET"],
+             f"http://127.0.0.1:{port}/api/v1/hub/{JOB}/status"], capture_output=True,
+            text=True, check=True).stdout)["rdzv"]
+        rejoin = max(ts) - st["opened"] if st["round"] == 1 else None
     finally:
         hub.send_signal(signal.SIGTERM)
         hub.wait(timeout=60)
@@ -116,9 +135,11 @@ def run_trainctl(trainctl, n, threads, beat, lost):
     with open(hub_out) as f:
         use = json.loads(f.read().splitlines()[-1])
     return {"impl": "trainctl", "nodes": n, "first_round_s": round(first_round, 3),
-            "round_change_s": round(change, 3), "lost_s": lost, "beat_s": beat,
+            "round_change_s": round(change, 3),
+            "after_loss_declared_s": round(rejoin, 3) if rejoin is not None else None,
+            "lost_s": lost, "beat_s": beat,
             "hub_cpu_s": use["cpu_s"], "hub_maxrss_mb": round(use["maxrss_kb"] / 1024, 1),
-            "node_processes": len(procs)}
+            "node_processes": len(procs), "rounds": rounds}
 
 
 C10D_AGENT = r'''
@@ -219,8 +240,8 @@ def main():
     ap.add_argument("--trainctl", default="build/trainctl")
     ap.add_argument("--nodes", default="8,64,256,1024")
     ap.add_argument("--threads", type=int, default=128, help="node threads per process")
-    ap.add_argument("--beat", type=float, default=0.3)
-    ap.add_argument("--lost", type=float, default=1.2)
+    ap.add_argument("--beat", type=float, default=1.0)
+    ap.add_argument("--lost", type=float, default=4.0)
     ap.add_argument("--c10d-nodes", default="8,16,32")
     ap.add_argument("--python", default="/usr/bin/python3")
     ap.add_argument("--last-call", type=float, default=0.5)
@@ -235,9 +256,10 @@ def main():
         r = run_c10d(args.python, n, args.last_call, args.beat, int(round(args.lost / args.beat)))
         print(json.dumps(r), flush=True)
         rows.append(r)
-    print(f"{'impl':9} {'nodes':>6} {'first round s':>14} {'round change s':>15}")
+    print(f"{'impl':9} {'nodes':>6} {'first round s':>14} {'round change s':>15} {'after declared s':>17}")
     for r in rows:
-        print(f"{r['impl']:9} {r['nodes']:>6} {r['first_round_s']:>14} {r['round_change_s']:>15}")
+        print(f"{r['impl']:9} {r['nodes']:>6} {r['first_round_s']:>14} {r['round_change_s']:>15}"
+              f" {str(r.get('after_loss_declared_s', '-')):>17}")
 
 
 if __name__ == "__main__":

@@ -150,6 +150,15 @@ static void *sim_node_main(void *arg)
 			rc = tc_error(&e, TC_EUSAGE, "rdzv-sim: TRAINCTL_HUB_URL is not set");
 		if (!rc)
 			rc = rdzv_client_rendezvous(c, round, 600, &a, &e);
+		if (rc == TC_EJOB && a.status == 409) {
+			/* not admitted (the round closed without it): wait for the next, as a spare */
+			tc_err_release(&e);
+			rdzv_client_free(c);
+			struct timespec ts = { 1, 0 };
+			nanosleep(&ts, NULL);
+			round = a.round > round ? a.round : round;
+			continue;
+		}
 		pthread_mutex_lock(&out_mu);
 		if (rc)
 			fprintf(stderr, "rdzv-sim: %s: %s\n", name, e.msg);

@@ -936,7 +936,7 @@ int hub_daemon_start_unix(struct hub *h, const char *path, struct hub_daemon **o
 	mode_t old = umask(0);
 	int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
-	if (rc < 0 || listen(fd, 128) < 0) {
+	if (rc < 0 || listen(fd, 4096) < 0) {
 		rc = tc_error_errno(err, TC_ESYS, "hub: cannot listen on %s", path);
 		close(fd);
 		return rc;
@@ -957,7 +957,8 @@ int hub_daemon_start(struct hub *h, const char *addr, int port, struct hub_daemo
 	int one = 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	socklen_t sl = sizeof(sa);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0 ||
+	/* a backlog for every node of a large job connecting at once (rdzv.h): a SYN dropped waits 1 s */
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 4096) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&sa, &sl) < 0) {
 		int rc = tc_error_errno(err, TC_ESYS, "hub: cannot listen on %s:%d", addr, port);
 		close(fd);

@@ -23,6 +23,7 @@ struct rdzv {
 	enum rdzv_state state;
 	struct rdzv_conf conf;
 	double min_at;                  /* when min members were first in (0: not yet) */
+	double opened;                  /* when the current round opened (0: before a restart) */
 	struct member *m;               /* the current round's */
 	size_t n, alloc;
 	struct member *prev;            /* the survivors of the round before: node, rank */
@@ -196,8 +197,9 @@ static void maybe_close(struct rdzv *r, double now)
 }
 
 /* Round next opens, joining; keep: the members whose ranks it reserves (moved out of r->m). */
-static void next_round(struct rdzv *r, long long next, bool keep)
+static void next_round(struct rdzv *r, long long next, bool keep, double now)
 {
+	r->opened = now;
 	members_clear(r->prev, &r->nprev);
 	if (keep) {
 		struct member *t = r->prev;
@@ -234,7 +236,7 @@ void rdzv_open(struct rdzv *r, long long round, const struct rdzv_conf *c, doubl
 			sbuf_addf(&r->why, "round %lld ended: the driver opened round %lld", r->round,
 				  round);
 		}
-		next_round(r, round, keep);
+		next_round(r, round, keep, now);
 	}
 	if (memcmp(&r->conf, c, sizeof(*c)) != 0)
 		r->dirty = true;
@@ -377,7 +379,7 @@ void rdzv_tick(struct rdzv *r, double now)
 		sbuf_reset(&r->why);
 		sbuf_addf(&r->why, "round %lld ended: node %s lost: no heartbeat for %g s", r->round,
 			  lost.buf, r->conf.lost_s);
-		next_round(r, r->round + 1, true);
+		next_round(r, r->round + 1, true, now);
 	}
 	sbuf_release(&lost);
 }
@@ -430,9 +432,9 @@ static void members_json(const struct member *v, size_t n, bool full, bool ages,
 void rdzv_json(const struct rdzv *r, bool ages, double now, struct sbuf *out)
 {
 	sbuf_addf(out, "{\"round\":%lld,\"state\":\"%s\",\"min\":%d,\"max\":%d,\"window_s\":%g,"
-		       "\"beat_s\":%g,\"lost_s\":%g,\"fenced\":%lld,\"why\":",
+		       "\"beat_s\":%g,\"lost_s\":%g,\"opened\":%.3f,\"fenced\":%lld,\"why\":",
 		  r->round, rdzv_state_name(r->state), r->conf.min, r->conf.max, r->conf.window_s,
-		  r->conf.beat_s, r->conf.lost_s, r->fenced);
+		  r->conf.beat_s, r->conf.lost_s, r->opened, r->fenced);
 	json_add_str(out, r->why.buf ? r->why.buf : "");
 	sbuf_adds(out, ",\"members\":");
 	members_json(r->m, r->n, true, ages, now, out);
@@ -483,6 +485,7 @@ int rdzv_load(struct rdzv *r, const char *text, double now, struct tc_err *err)
 		.lost_s = json_number_value(json_object_get(o, "lost_s")),
 	};
 	r->fenced = json_integer_value(json_object_get(o, "fenced"));
+	r->opened = json_number_value(json_object_get(o, "opened"));
 	sbuf_reset(&r->why);
 	const char *why = json_string_value(json_object_get(o, "why"));
 	sbuf_adds(&r->why, why ? why : "");
