@@ -90,7 +90,8 @@ def run_trainctl(trainctl, n, threads, beat, lost):
     try:
         wait(lambda: os.path.getsize(hub_out) > 0, 30, "the hub")
         subprocess.run([trainctl, "rdzv-sim", "open", JOB, "--round", "0", "--min", "1",
-                        "--max", str(n), "--beat-s", str(beat), "--lost-s", str(lost)],
+                        "--max", str(n), "--window-s", "60", "--beat-s", str(beat),
+                        "--lost-s", str(lost)],
                        env=env, check=True, stdout=subprocess.DEVNULL)
         outs = []
         t0 = time.time()
