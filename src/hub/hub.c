@@ -517,6 +517,22 @@ static long long i_or(json_t *o, const char *key)
 
 static enum MHD_Result answer(struct MHD_Connection *con, int status, const char *text);
 
+/* out when ok, else {"error": err's message}; out and err released. */
+static int answer_out(struct MHD_Connection *con, int status, bool ok, struct sbuf *out,
+		      struct tc_err *err)
+{
+	if (!ok) {
+		sbuf_reset(out);
+		sbuf_adds(out, "{\"error\":");
+		json_add_str(out, err->msg ? err->msg : "error");
+		sbuf_adds(out, "}");
+	}
+	tc_err_release(err);
+	int ret = answer(con, status, out->buf);
+	sbuf_release(out);
+	return ret;
+}
+
 /* A string member of at most 255 bytes, not empty; NULL otherwise. */
 static const char *name_of(json_t *o, const char *key)
 {
@@ -609,16 +625,8 @@ int hub_http_rdzv(struct hub *h, struct MHD_Connection *con, const char *job, co
 	struct sbuf out = SBUF_INIT;
 	struct tc_err err = TC_ERR_INIT;
 	hub_rdzv_receive(h, job, secret, body, len, &status, &out, &err);
-	if (status != 200 && status != 409) {
-		sbuf_reset(&out);
-		sbuf_adds(&out, "{\"error\":");
-		json_add_str(&out, err.msg ? err.msg : "error");
-		sbuf_adds(&out, "}");
-	}
-	tc_err_release(&err);
-	int ret = answer(con, status, out.buf);
-	sbuf_release(&out);
-	return ret;
+	/* a 409 carries the round in its body (rdzv_client.c reads it) */
+	return answer_out(con, status, status == 200 || status == 409, &out, &err);
 }
 
 /* The job's report.json (report/report.h), built from what the hub recorded. */
@@ -736,16 +744,7 @@ static int http_get(struct hub *h, struct MHD_Connection *con, const char *job, 
 		report_json(h, job, secret, &status, &out, &err);
 	else
 		status_json(h, job, secret, &status, &out, &err);
-	if (status != 200) {
-		sbuf_reset(&out);
-		sbuf_adds(&out, "{\"error\":");
-		json_add_str(&out, err.msg ? err.msg : "error");
-		sbuf_adds(&out, "}");
-	}
-	tc_err_release(&err);
-	int ret = answer(con, status, out.buf);
-	sbuf_release(&out);
-	return ret;
+	return answer_out(con, status, status == 200, &out, &err);
 }
 
 int hub_http_status(struct hub *h, struct MHD_Connection *con, const char *job)

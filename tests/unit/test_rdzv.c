@@ -213,18 +213,19 @@ TEST(rdzv_json_reloads_the_same_round_with_a_grace_period)
 
 /* ---- the hub: fencing against a real store ---- */
 
+/* A store in home with JOB, keyed to SECRET through the hub itself (hub_rekey). */
 static struct store *job_store(const char *home)
 {
 	struct store *st = NULL;
+	struct hub *h = NULL;
 	struct tc_err err = TC_ERR_INIT;
-	CHECK_INT(store_open(home, &st, &err), 0);
-	struct job_row j = { .id = JOB, .name = "t", .state = JOB_QUEUED, .run_dir = "/tmp/x",
-			     .spec_json = "{}", .created = now_wall(), .world_size = 2 };
-	CHECK_INT(store_job_create(st, &j, &err), 0);
-	struct sbuf sha = SBUF_INIT;
-	hub_secret_hash(SECRET, &sha);
-	CHECK_INT(store_hub_job_set(st, JOB, sha.buf, "http://127.0.0.1:1", &err), 0);
-	sbuf_release(&sha);
+	struct job_row j = { .id = JOB, .name = "rdzv", .state = JOB_RUNNING, .run_dir = "/nowhere",
+			     .spec_json = "{}", .created = now_wall() };
+	CHECK_INT(store_open(home, &st, &err) || store_job_create(st, &j, &err) ||
+			  hub_new(home, &h, &err) ||
+			  hub_rekey(h, JOB, SECRET, "http://127.0.0.1:1", &err),
+		  0);
+	hub_free(h);
 	return st;
 }
 
