@@ -54,6 +54,7 @@ static const struct command {
 	{ "slurm-batch", cmd_slurm_batch, NULL },       /* job.sbatch runs it (backend: slurm) */
 	{ "supervise-node", cmd_supervise_node, NULL }, /* srun starts it on every node */
 	{ "hub", cmd_hub, NULL },
+	{ "rdzv-sim", cmd_rdzv_sim, NULL }, /* bench/rdzv_bench.sh, tests/e2e/test_rdzv.py */
 	{ "ssh-serve", cmd_ssh_serve, NULL },     /* an ssh endpoint's sidecar (endpoint/ssh.h) */
 	{ "ssh-session", cmd_ssh_session, NULL }, /* its sshd's ForceCommand */                       /* a Slurm job's hub, after run's terminal closed */
 };

@@ -178,6 +178,7 @@ static int r_whoami(struct api_call *c)
 /* ---- the hub of the server's Slurm jobs (hub/hub.h): the job's secret, not a token ---- */
 
 #define HUB_MAX_BODY (64u << 20) /* a batch of events: a metrics batch is megabytes */
+#define HUB_MAX_RDZV_BODY (64u << 10) /* a rendezvous request: a few names */
 
 /* "/api/v1/hub/JOB/..." -> JOB (heap) */
 static char *hub_job_of(const char *url)
@@ -214,6 +215,25 @@ static int r_hub_status(struct api_call *c)
 	} else {
 		char *job = hub_job_of(c->url);
 		ret = hub_http_status(h, c->con, job);
+		free(job);
+	}
+	tc_err_release(&err);
+	return ret;
+}
+
+/* A node's rendezvous: join, heartbeat; the driver's open (hub/rdzv.h). */
+static int r_hub_rdzv(struct api_call *c)
+{
+	struct tc_err err = TC_ERR_INIT;
+	struct hub *h = srv_hub(c->s, &err);
+	int ret;
+	if (c->rq->too_big) {
+		ret = reply_err(c->con, 413, "a rendezvous request is over %u bytes", HUB_MAX_RDZV_BODY);
+	} else if (!h) {
+		ret = reply_err(c->con, 503, "%s", err.msg);
+	} else {
+		char *job = hub_job_of(c->url);
+		ret = hub_http_rdzv(h, c->con, job, c->rq->body.data.buf, c->rq->body.data.len);
 		free(job);
 	}
 	tc_err_release(&err);
@@ -472,6 +492,7 @@ const struct route api_routes[] = {
 	/* the server's Slurm jobs report here: the job's secret, checked by the hub */
 	{ ROUTE_POST, "/api/v1/hub/{hubjob}/events", r_hub_events, NEED_NONE },
 	{ ROUTE_GET, "/api/v1/hub/{hubjob}/status", r_hub_status, NEED_NONE },
+	{ ROUTE_POST, "/api/v1/hub/{hubjob}/rdzv", r_hub_rdzv, NEED_NONE },
 	{ ROUTE_GET, "/api/v1/hub/{hubjob}/relay/{ep}", r_hub_relay, NEED_NONE },
 	{ ROUTE_POST, "/api/v1/session", r_session_new, NEED_USER },
 	{ ROUTE_DELETE, "/api/v1/session", r_session_end, NEED_USER },
@@ -551,6 +572,8 @@ static size_t body_cap(const struct route *r)
 		return 0;
 	if (r->fn == r_hub_events)
 		return HUB_MAX_BODY;
+	if (r->fn == r_hub_rdzv)
+		return HUB_MAX_RDZV_BODY;
 	if (r->fn == r_submit || r->fn == r_clone || r->fn == r_sweep_submit ||
 	    r->fn == r_secret_put || r->fn == r_endpoint)
 		return TC_SERVER_MAX_BODY;
@@ -574,7 +597,9 @@ static unsigned hub_secret_refusal(struct srv *s, struct MHD_Connection *con,
 								 "X-Trainctl-Hub-Secret");
 		const char *stream = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND,
 								 "stream");
-		status = hub_check_batch(h, route_param(m, "hubjob"), secret, stream, msg);
+		status = m->route->fn == r_hub_rdzv
+				 ? hub_check_rdzv(h, route_param(m, "hubjob"), secret, msg)
+				 : hub_check_batch(h, route_param(m, "hubjob"), secret, stream, msg);
 	}
 	tc_err_release(&err);
 	return (unsigned)status;
@@ -598,7 +623,8 @@ void api_decide(struct srv *s, struct MHD_Connection *con, const char *url,
 		MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Transfer-Encoding"));
 	*now = false;
 	rq->auth = authenticate(s, con, r ? r->need : NEED_NONE, rq->peer_uid, &rq->w);
-	if (!rq->auth && !rq->m.status && rq->m.route->fn == r_hub_events)
+	if (!rq->auth && !rq->m.status && (rq->m.route->fn == r_hub_events ||
+					   rq->m.route->fn == r_hub_rdzv))
 		rq->refuse = hub_secret_refusal(s, con, &rq->m, &rq->refuse_msg);
 	if (rq->auth || rq->refuse) {
 		*now = !reqbody_drains(declared);

@@ -48,6 +48,7 @@ int cmd_secret(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_slurm_batch(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_supervise_node(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_hub(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_rdzv_sim(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_submit(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_team(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_queue(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);

@@ -714,6 +714,32 @@ static int apply_packed(struct store *st, const char *job, struct store_mbatch *
 	return rc;
 }
 
+/*
+ * A fenced node's events (rdzv.h note 5): those that change the live job
+ * are refused: its states and restarts, its workers' starts and ends, its
+ * metrics (a new round resumes from a checkpoint and writes those steps
+ * again: a late point of the old round would stand beside them), its
+ * checkpoints and their states (the next round must never resume from a
+ * fenced node's), its endpoints and webhooks, Slurm's ids.  Kept, as
+ * history that changes nothing the job runs by: its files (the logs of the
+ * node that was lost), device health, notes and webhook deliveries.
+ */
+bool hub_ev_fenced(const char *line, size_t len)
+{
+	static const char pre[] = "{\"ev\":\"";
+	static const char *const kept[] = { "file", "health", "note", "delivery" };
+	size_t pl = sizeof(pre) - 1;
+	if (len <= pl || memcmp(line, pre, pl) != 0)
+		return true; /* not as event.c writes it: never applied from a fenced node */
+	const char *name = line + pl, *q = memchr(name, '"', len - pl);
+	if (!q)
+		return true;
+	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
+		if ((size_t)(q - name) == strlen(kept[i]) && !memcmp(name, kept[i], strlen(kept[i])))
+			return false;
+	return true;
+}
+
 int hub_apply_line(struct store *st, const char *job, struct store_mbatch **mb,
 		   const char *line, size_t len, struct tc_err *err)
 {

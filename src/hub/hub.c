@@ -5,6 +5,7 @@
  */
 #include "hub/hub.h"
 #include "hub/hub_int.h"
+#include "hub/rdzv.h"
 #include "core/json.h"
 #include "core/lazylib.h"
 #include "core/reqbody.h"
@@ -30,6 +31,7 @@ struct hub_job {
 	/* when each stream's last batch came in (hub_heard_each): a node's lag */
 	struct heard { char *stream; double at; } *heard;
 	size_t nheard, heard_alloc;
+	struct rdzv *rz; /* its rendezvous round (rdzv.h), read from the store on first use */
 };
 
 struct hub {
@@ -72,6 +74,7 @@ void hub_free(struct hub *h)
 		for (size_t k = 0; k < h->jobs[i].nheard; k++)
 			free(h->jobs[i].heard[k].stream);
 		free(h->jobs[i].heard);
+		rdzv_free(h->jobs[i].rz);
 	}
 	free(h->jobs);
 	store_close(h->st);
@@ -158,6 +161,19 @@ int hub_check_secret(struct hub *h, const char *job, const char *secret, int *st
 	return j ? 0 : -1;
 }
 
+int hub_check_rdzv(struct hub *h, const char *job, const char *secret, char **msg)
+{
+	struct tc_err err = TC_ERR_INIT;
+	int status = 503;
+	*msg = NULL;
+	if (h && job && hub_check_secret(h, job, secret, &status, &err) == 0)
+		status = 0;
+	else
+		*msg = xstrdup(err.msg ? err.msg : "hub: the job's secret is required");
+	tc_err_release(&err);
+	return status;
+}
+
 int hub_check_batch(struct hub *h, const char *job, const char *secret, const char *stream,
 		    char **msg)
 {
@@ -194,9 +210,62 @@ long long hub_line_seq(const char *p, const char *end, const char **rest)
 	return v;
 }
 
-/* Apply the lines after acked; *acked moves with them.  TC_ESTORE aborts the batch. */
-static int apply_body(struct hub *h, struct hub_job *j, const char *body, size_t len,
-		      long long *acked, struct tc_err *err)
+/* The job's round, read from the store once (h->mu held); NULL: the store failed (err). */
+static struct rdzv *job_rdzv(struct hub *h, struct hub_job *j, struct tc_err *err)
+{
+	if (j->rz)
+		return j->rz;
+	char *text = NULL;
+	if (store_hub_rdzv_get(h->st, j->id, &text, err))
+		return NULL;
+	struct rdzv *r = rdzv_new();
+	/* a restarted hub: its members get a grace period from now (rdzv.h note 6) */
+	if (text && rdzv_load(r, text, now_wall(), err)) {
+		tc_error(err, TC_ESTORE, "hub: job %s: the stored rendezvous round is damaged: %s",
+			 j->id, err->msg);
+		free(text);
+		rdzv_free(r);
+		return NULL;
+	}
+	free(text);
+	j->rz = r;
+	return r;
+}
+
+/* The round into the store when it changed in a way a restart must keep (h->mu held). */
+static int rdzv_save(struct hub *h, struct hub_job *j, struct tc_err *err)
+{
+	if (!j->rz || !rdzv_take_dirty(j->rz))
+		return 0;
+	struct sbuf t = SBUF_INIT;
+	rdzv_json(j->rz, false, 0, &t);
+	int rc = store_hub_rdzv_set(h->st, j->id, t.buf, err);
+	sbuf_release(&t);
+	return rc;
+}
+
+/*
+ * A fenced stream's event (rdzv.h note 5) that would change the live job:
+ * passed over (acknowledged, never applied), counted, said once per stream.
+ */
+static void fence_event(struct hub *h, struct hub_job *j, const char *stream, long long seq)
+{
+	if (!rdzv_count_fenced(j->rz, stream) || !h->warn)
+		return;
+	struct sbuf m = SBUF_INIT;
+	sbuf_addf(&m, "warning: hub: job %s: stream %s is no member of rendezvous round %lld:"
+		      " its events that change the job are refused from event %lld on",
+		  j->id, stream, rdzv_round(j->rz), seq);
+	h->warn(h->warn_ctx, m.buf);
+	sbuf_release(&m);
+}
+
+/*
+ * Apply the lines after acked; *acked moves with them.  TC_ESTORE aborts the
+ * batch.  fence: stream is fenced (fence_event).
+ */
+static int apply_body(struct hub *h, struct hub_job *j, const char *stream, bool fence,
+		      const char *body, size_t len, long long *acked, struct tc_err *err)
 {
 	const char *p = body, *end = body + len;
 	struct sbuf ev = SBUF_INIT;
@@ -216,6 +285,12 @@ static int apply_body(struct hub *h, struct hub_job *j, const char *body, size_t
 			/* the event is '{' + what follows the seq's comma */
 			sbuf_addch(&ev, '{');
 			sbuf_add(&ev, rest, (size_t)(le - rest));
+			if (fence && hub_ev_fenced(ev.buf, ev.len)) {
+				fence_event(h, j, stream, seq);
+				*acked = seq;
+				p = le + (nl ? 1 : 0);
+				continue;
+			}
 			struct tc_err e2 = TC_ERR_INIT;
 			int arc = hub_apply_line(h->st, j->id, &j->mb, ev.buf, ev.len, &e2);
 			if (arc == TC_ESTORE) {
@@ -256,10 +331,15 @@ static int apply_stream(struct hub *h, struct hub_job *j, const char *job, const
 	if (!rc)
 		rc = store_hub_acked(h->st, job, stream, acked, err);
 	long long before = *acked;
+	struct rdzv *rz = rc ? NULL : job_rdzv(h, j, err);
+	if (!rc && !rz)
+		rc = err->code ? err->code : TC_ESTORE;
 	if (!rc)
-		rc = apply_body(h, j, body, len, acked, err);
+		rc = apply_body(h, j, stream, rdzv_fences(rz, stream), body, len, acked, err);
 	if (!rc && *acked != before)
 		rc = store_hub_set_acked(h->st, job, stream, *acked, err);
+	if (!rc)
+		rc = rdzv_save(h, j, err); /* the fenced count */
 	rc = store_commit(h->st, rc, err);
 	if (rc) {
 		store_mbatch_free(j->mb);
@@ -401,8 +481,10 @@ static void status_json(struct hub *h, const char *job, const char *secret, int 
 	*status = 200;
 	pthread_mutex_lock(&h->mu);
 	struct job_row r = { 0 };
-	if (authorized(h, job, secret, status, err)) {
-		if (store_job_get(h->st, job, &r, err)) {
+	struct hub_job *j = authorized(h, job, secret, status, err);
+	if (j) {
+		struct rdzv *rz = NULL;
+		if (store_job_get(h->st, job, &r, err) || !(rz = job_rdzv(h, j, err))) {
 			*status = 503;
 		} else {
 			sbuf_adds(out, "{\"stop\":");
@@ -411,11 +493,140 @@ static void status_json(struct hub *h, const char *job, const char *secret, int 
 				  job_state_name(r.state));
 			if (ckpts_json(h->st, job, out, err) || node_ckpts_json(h->st, job, out, err))
 				*status = 503;
+			/* the rendezvous round: a driver reads a lost node here (rdzv.h) */
+			double now = now_wall();
+			rdzv_tick(rz, now);
+			if (rdzv_round(rz) >= 0) {
+				sbuf_adds(out, ",\"rdzv\":");
+				rdzv_json(rz, true, now, out);
+			}
+			if (rdzv_save(h, j, err))
+				*status = 503;
 			sbuf_addch(out, '}');
 		}
 	}
 	job_row_release(&r);
 	pthread_mutex_unlock(&h->mu);
+}
+
+static long long i_or(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	return json_is_integer(v) ? json_integer_value(v) : 0;
+}
+
+static enum MHD_Result answer(struct MHD_Connection *con, int status, const char *text);
+
+/* out when ok, else {"error": err's message}; out and err released. */
+static int answer_out(struct MHD_Connection *con, int status, bool ok, struct sbuf *out,
+		      struct tc_err *err)
+{
+	if (!ok) {
+		sbuf_reset(out);
+		sbuf_adds(out, "{\"error\":");
+		json_add_str(out, err->msg ? err->msg : "error");
+		sbuf_adds(out, "}");
+	}
+	tc_err_release(err);
+	int ret = answer(con, status, out->buf);
+	sbuf_release(out);
+	return ret;
+}
+
+/* A string member of at most 255 bytes, not empty; NULL otherwise. */
+static const char *name_of(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	size_t n = json_string_length(v);
+	return json_is_string(v) && n && n < 256 ? json_string_value(v) : NULL;
+}
+
+static double secs_of(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	return json_is_number(v) ? json_number_value(v) : 0;
+}
+
+/* One rendezvous request's body applied to rz (rdzv.h); 400 with err when malformed. */
+static int rdzv_op(struct rdzv *rz, json_t *o, struct rdzv_reply *a, struct tc_err *err)
+{
+	const char *op = json_string_value(json_object_get(o, "op"));
+	json_t *rd = json_object_get(o, "round");
+	const char *node = name_of(o, "node");
+	double now = now_wall();
+	if (!op || !json_is_integer(rd) || json_integer_value(rd) < 0)
+		return tc_error(err, TC_EINPUT, "rdzv: the body needs \"op\" and a \"round\" >= 0");
+	long long round = json_integer_value(rd);
+	if (!strcmp(op, "open")) {
+		struct rdzv_conf c = {
+			.min = (int)i_or(o, "min"), .max = (int)i_or(o, "max"),
+			.window_s = secs_of(o, "window_s"), .beat_s = secs_of(o, "beat_s"),
+			.lost_s = secs_of(o, "lost_s"),
+		};
+		if (rdzv_conf_check(&c, err))
+			return err->code;
+		rdzv_open(rz, round, &c, now, a);
+	} else if (!node) {
+		return tc_error(err, TC_EINPUT, "rdzv: \"%s\" needs \"node\", 1 to 255 bytes", op);
+	} else if (!strcmp(op, "join")) {
+		json_t *w = json_object_get(o, "rank");
+		int want = json_is_integer(w) && json_integer_value(w) >= 0 &&
+				   json_integer_value(w) < RDZV_MAX_NODES
+			   ? (int)json_integer_value(w) : -1;
+		rdzv_join(rz, round, node, name_of(o, "host"), name_of(o, "stream"), want, now, a);
+	} else if (!strcmp(op, "beat")) {
+		rdzv_beat(rz, round, node, now, a);
+	} else {
+		return tc_error(err, TC_EINPUT, "rdzv: unknown op '%s' (open, join, beat)", op);
+	}
+	return 0;
+}
+
+void hub_rdzv_receive(struct hub *h, const char *job, const char *secret, const char *body,
+		      size_t len, int *status, struct sbuf *out, struct tc_err *err)
+{
+	*status = 200;
+	json_t *o = json_loadb(body ? body : "", len, 0, NULL);
+	struct rdzv_reply a = { .why = SBUF_INIT };
+	pthread_mutex_lock(&h->mu);
+	struct hub_job *j = authorized(h, job, secret, status, err);
+	struct rdzv *rz = j ? job_rdzv(h, j, err) : NULL;
+	if (!j) {
+		/* *status says */
+	} else if (!rz) {
+		*status = 503;
+	} else if (!json_is_object(o)) {
+		*status = 400;
+		tc_error(err, TC_EINPUT, "rdzv: the body is not a JSON object");
+	} else if (rdzv_op(rz, o, &a, err)) {
+		*status = 400;
+	} else if (rdzv_save(h, j, err)) {
+		*status = 503;
+	} else {
+		*status = a.status;
+		sbuf_addf(out, "{\"round\":%lld,\"state\":\"%s\",\"rank\":%d,\"world\":%d,"
+			       "\"poll_ms\":%d,\"%s\":",
+			  a.round, rdzv_state_name(a.state), a.rank, a.world, a.poll_ms,
+			  a.status == 200 ? "why" : "error");
+		json_add_str(out, a.why.buf);
+		sbuf_addch(out, '}');
+	}
+	pthread_mutex_unlock(&h->mu);
+	rdzv_reply_release(&a);
+	json_decref(o);
+}
+
+int hub_http_rdzv(struct hub *h, struct MHD_Connection *con, const char *job, const char *body,
+		  size_t len)
+{
+	const char *secret = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
+							 "X-Trainctl-Hub-Secret");
+	int status = 0;
+	struct sbuf out = SBUF_INIT;
+	struct tc_err err = TC_ERR_INIT;
+	hub_rdzv_receive(h, job, secret, body, len, &status, &out, &err);
+	/* a 409 carries the round in its body (rdzv_client.c reads it) */
+	return answer_out(con, status, status == 200 || status == 409, &out, &err);
 }
 
 /* The job's report.json (report/report.h), built from what the hub recorded. */
@@ -470,6 +681,7 @@ int hub_write_report(struct hub *h, const char *job, struct tc_err *err)
 /* ---- the standalone listener ---- */
 
 #define HUB_MAX_BODY (64u << 20)
+#define HUB_MAX_RDZV_BODY (64u << 10) /* a rendezvous request is a few names */
 
 struct hub_daemon {
 	struct hub *h;
@@ -532,16 +744,7 @@ static int http_get(struct hub *h, struct MHD_Connection *con, const char *job, 
 		report_json(h, job, secret, &status, &out, &err);
 	else
 		status_json(h, job, secret, &status, &out, &err);
-	if (status != 200) {
-		sbuf_reset(&out);
-		sbuf_adds(&out, "{\"error\":");
-		json_add_str(&out, err.msg ? err.msg : "error");
-		sbuf_adds(&out, "}");
-	}
-	tc_err_release(&err);
-	int ret = answer(con, status, out.buf);
-	sbuf_release(&out);
-	return ret;
+	return answer_out(con, status, status == 200, &out, &err);
 }
 
 int hub_http_status(struct hub *h, struct MHD_Connection *con, const char *job)
@@ -592,16 +795,21 @@ static void decide(struct hub_daemon *d, struct MHD_Connection *con, const char 
 		MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length"),
 		MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Transfer-Encoding"));
 	char *job = route_job(url, "/events");
+	char *rjob = job ? NULL : route_job(url, "/rdzv");
 	size_t cap = 0;
 	*now = false;
+	const char *secret = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
+							 "X-Trainctl-Hub-Secret");
 	if (job && !strcmp(method, "POST")) {
-		const char *secret = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
-								 "X-Trainctl-Hub-Secret");
 		const char *stream = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "stream");
 		rq->refuse = hub_check_batch(d->h, job, secret, stream, &rq->msg);
 		cap = HUB_MAX_BODY;
+	} else if (rjob && !strcmp(method, "POST")) {
+		rq->refuse = hub_check_rdzv(d->h, rjob, secret, &rq->msg);
+		cap = HUB_MAX_RDZV_BODY;
 	}
 	free(job);
+	free(rjob);
 	if (rq->refuse) {
 		*now = !reqbody_drains(declared);
 		return;
@@ -646,7 +854,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 	enum MHD_Result ret;
 	char *sjob = job ? NULL : route_job(url, "/status");
 	char *rjob = job || sjob ? NULL : route_job(url, "/report");
-	if (sjob && !strcmp(method, "GET"))
+	char *zjob = job || sjob || rjob ? NULL : route_job(url, "/rdzv");
+	if (zjob && !strcmp(method, "POST"))
+		ret = hub_http_rdzv(d->h, con, zjob, rq->body.data.buf, rq->body.data.len) == MHD_YES
+			      ? MHD_YES : MHD_NO;
+	else if (sjob && !strcmp(method, "GET"))
 		ret = hub_http_status(d->h, con, sjob) == MHD_YES ? MHD_YES : MHD_NO;
 	else if (rjob && !strcmp(method, "GET"))
 		ret = http_get(d->h, con, rjob, true) == MHD_YES ? MHD_YES : MHD_NO;
@@ -660,6 +872,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 	free(job);
 	free(sjob);
 	free(rjob);
+	free(zjob);
 	return ret;
 }
 
@@ -689,7 +902,8 @@ static int daemon_on(struct hub *h, int fd, struct hub_daemon **out, struct tc_e
 				  MHD_OPTION_LISTEN_SOCKET, fd,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_done, d,
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
-				  MHD_OPTION_CONNECTION_LIMIT, (unsigned int)1024,
+				  /* every node keeps one for its heartbeats (rdzv_client.c) */
+				  MHD_OPTION_CONNECTION_LIMIT, (unsigned int)4096,
 				  MHD_OPTION_END);
 	if (!d->mhd) {
 		int rc = tc_error_errno(err, TC_ESYS, "hub: cannot start the HTTP listener");
@@ -721,7 +935,7 @@ int hub_daemon_start_unix(struct hub *h, const char *path, struct hub_daemon **o
 	mode_t old = umask(0);
 	int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
-	if (rc < 0 || listen(fd, 128) < 0) {
+	if (rc < 0 || listen(fd, 4096) < 0) {
 		rc = tc_error_errno(err, TC_ESYS, "hub: cannot listen on %s", path);
 		close(fd);
 		return rc;
@@ -742,7 +956,8 @@ int hub_daemon_start(struct hub *h, const char *addr, int port, struct hub_daemo
 	int one = 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	socklen_t sl = sizeof(sa);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0 ||
+	/* a backlog for every node of a large job connecting at once (rdzv.h): a SYN dropped waits 1 s */
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 4096) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&sa, &sl) < 0) {
 		int rc = tc_error_errno(err, TC_ESYS, "hub: cannot listen on %s:%d", addr, port);
 		close(fd);

@@ -62,6 +62,8 @@ struct hub_remote_opts {
 #define HUB_WAIT_DEFAULT 180 /* seconds (note 5) */
 
 int sink_remote_open(const struct hub_remote_opts *o, struct sink **out, struct tc_err *err);
+/* A remote sink's stream name (note 3: "node1.a0..."); NULL for a direct sink. */
+const char *sink_remote_stream(const struct sink *k);
 /* Counters of a remote sink (tests, benchmarks): events appended and acknowledged. */
 void sink_remote_counts(const struct sink *k, long long *appended, long long *acked);
 /*
@@ -87,7 +89,8 @@ int hub_flush_main(const char *home, const char *job_id, int *left, struct tc_er
  * Ask the hub of the environment (TRAINCTL_HUB_URL, the secret) what the
  * job's record says: why it was asked to stop and the restarts spent.
  * GET {url}/api/v1/hub/{job}/status, answered {"stop":WORD|null,"restarts":N,
- * "state":WORD}.  An error when the hub does not answer within timeout_s.
+ * "state":WORD, "rdzv":{...}} ("rdzv": the job's rendezvous round, rdzv.h,
+ * when it has one).  An error when the hub does not answer within timeout_s.
  */
 int hub_job_status(const char *job, int timeout_s, enum job_stop *stop, int *restarts,
 		   struct tc_err *err);
@@ -180,6 +183,18 @@ void hub_heard_each(struct hub *h, void (*fn)(void *ctx, const char *job, const 
 struct MHD_Connection;
 int hub_http_answer(struct hub *h, struct MHD_Connection *con, const char *job,
 		    const char *body, size_t len);
+/*
+ * POST /api/v1/hub/{job}/rdzv (rdzv.h): {"op":"open"|"join"|"beat","round":R,
+ * "node":..,"host":..,"stream":..,"rank":..,"min":..,"max":..,"window_s":..,
+ * "beat_s":..,"lost_s":..}, answered 200 or 409 {"round","state","rank","world",
+ * "poll_ms","why"|"error"}; *status 400, 401, 404, 503 with err otherwise.
+ */
+void hub_rdzv_receive(struct hub *h, const char *job, const char *secret, const char *body,
+		      size_t len, int *status, struct sbuf *out, struct tc_err *err);
+int hub_http_rdzv(struct hub *h, struct MHD_Connection *con, const char *job, const char *body,
+		  size_t len);
+/* A rendezvous request's headers: 0, or the refusal's status with *msg (heap). */
+int hub_check_rdzv(struct hub *h, const char *job, const char *secret, char **msg);
 /* Answer GET /api/v1/hub/{job}/status on con (see hub_job_status). */
 int hub_http_status(struct hub *h, struct MHD_Connection *con, const char *job);
 

@@ -49,6 +49,12 @@ int hub_ev_file(struct hub_remote *r, const char *job, const char *rel, long lon
 		const void *data, size_t len, struct tc_err *err);
 
 /*
+ * Would this event ('{' "ev":...) change the live job, so that a fenced
+ * node's is refused (rdzv.h note 5)?  (event.c)
+ */
+bool hub_ev_fenced(const char *line, size_t len);
+
+/*
  * hub.c: the seq of a journal line ({"seq":N,...) in [p, end), and in *rest
  * where the event after the seq's comma starts; -1 when the line has none.
  */

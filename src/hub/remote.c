@@ -609,6 +609,13 @@ void sink_remote_counts(const struct sink *k, long long *appended, long long *ac
 	pthread_mutex_unlock(&r->mu);
 }
 
+const char *sink_remote_stream(const struct sink *k)
+{
+	struct hub_remote *r = sink_remote_of(k);
+	const char *p = r ? strstr(r->url, "?stream=") : NULL;
+	return p ? p + strlen("?stream=") : NULL;
+}
+
 static char *secret_from_env(struct tc_err *err)
 {
 	const char *v = getenv("TRAINCTL_HUB_SECRET");

@@ -29,6 +29,7 @@
 #include "jobs/jobs.h"
 #include "diag/diag.h"
 #include "hub/hub.h"
+#include "hub/rdzv.h"
 #include "hub/sink.h"
 #include "jobs/runpath.h"
 #include "report/report.h"
@@ -680,6 +681,8 @@ static int mn_run_attempt(struct mn *m, bool *failed, bool *stopped, struct tc_e
 		launch_notify(m->ln, NOTIFY_STARTED, "running", why.buf, m->attempt, -1);
 	sbuf_release(&why);
 	if (!rc) {
+		/* the attempt's rendezvous round at the hub (hub/rdzv.h), its members expected */
+		hub_rdzv_open_env(m->job_id, m->attempt, m->nodes, io_say, m);
 		struct launch_attempt a = { m->attempt, m->nodes, addr, port, m->resume,
 					    m->exclude.len ? m->exclude.buf : NULL, hosts };
 		rc = m->ops->run_attempt(m->ops->ctx, &a, failed, stopped, err);

@@ -12,6 +12,7 @@
 #include "core/xalloc.h"
 #include "ckpt/ckpt.h"
 #include "hub/hub.h"
+#include "hub/rdzv.h"
 #include "jobs/jobs.h"
 #include "jobs/runpath.h"
 
@@ -241,6 +242,56 @@ static int node_result(struct sup *sp, enum job_state state, const char *cause,
 	return rc;
 }
 
+/* The hub ended this node's round (the heartbeat thread's call): said; the driver reads why. */
+static void node_rdzv_lost(void *ctx, const char *why)
+{
+	struct sup *sp = ctx;
+	sup_say(sp, "warning: node %d: the hub ended this node's rendezvous round: %s",
+		sp->o->node->node_rank, why);
+}
+
+/*
+ * A node that reports to a hub joins the attempt's rendezvous round (the
+ * driver opened it: hub/rdzv.h), waits until it is closed and heartbeats
+ * until the attempt ends (*keeper; the client is the keeper's until it
+ * stops).  The hub then fences this node's stream once it is no member
+ * of the job's current round.  Trouble (no hub route, no round open, too
+ * few nodes in time) is said, and the attempt goes on as without one.
+ */
+static void node_rdzv(struct sup *sp, struct rdzv_client **cp, struct rdzv_keeper **keeper)
+{
+	const struct launch_node *nd = sp->o->node;
+	*cp = NULL;
+	*keeper = NULL;
+	if (!sp->o->sink)
+		return;
+	char hostname[256] = "";
+	const char *name = getenv("SLURMD_NODENAME");
+	if ((!name || !*name) && gethostname(hostname, sizeof(hostname) - 1) == 0)
+		name = hostname;
+	char *host = host_ipv4();
+	struct rdzv_reply a = { .why = SBUF_INIT };
+	struct tc_err e = TC_ERR_INIT;
+	int timeout = nd->ranktable_timeout > 0 ? (int)nd->ranktable_timeout : 300;
+	int rc = rdzv_client_from_env(sp->job_id, name && *name ? name : "node", host,
+				      sink_remote_stream(sp->o->sink), nd->node_rank, cp, &e);
+	if (!rc && *cp)
+		rc = rdzv_client_rendezvous(*cp, nd->attempt, timeout, &a, &e);
+	if (rc) {
+		sup_say(sp, "warning: node %d: rendezvous round %d: %s", nd->node_rank, nd->attempt,
+			e.msg);
+		rdzv_client_free(*cp);
+		*cp = NULL;
+	} else if (*cp) {
+		sup_say(sp, "node %d: rendezvous round %d closed: node rank %d of %d", nd->node_rank,
+			nd->attempt, a.rank, a.world);
+		*keeper = rdzv_keep_start(*cp, nd->attempt, a.poll_ms, node_rdzv_lost, sp);
+	}
+	rdzv_reply_release(&a);
+	tc_err_release(&e);
+	free(host);
+}
+
 /* nodeckpt.c's lines (from its thread too: sup_say() writes each line at once) */
 static void node_say(void *ctx, const char *msg)
 {
@@ -318,10 +369,15 @@ int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
 		*exit_status = 1;
 		return 0; /* the driver decides: the attempt failed on this node */
 	}
+	struct rdzv_client *rzc = NULL;
+	struct rdzv_keeper *rzk = NULL;
+	node_rdzv(sp, &rzc, &rzk);
 	if ((rc = node_rank_table(sp, &rank_table, err))) {
 		struct tc_err e2 = TC_ERR_INIT;
 		node_result(sp, JOB_FAILED, err->msg, NULL, false, NULL, &e2);
 		tc_err_release(&e2);
+		rdzv_keep_stop(rzk);
+		rdzv_client_free(rzc);
 		return rc;
 	}
 	int *ports = sup_rank_ports(sp);
@@ -394,6 +450,8 @@ int sup_node_attempt(struct sup *sp, int *exit_status, struct tc_err *err)
 	}
 	node_ckpts_stop(nck, NULL, NULL); /* workers that never started: nothing to say */
 	hub_ship_stop(ship); /* the last of the attempt's files */
+	rdzv_keep_stop(rzk); /* its heartbeats end with the attempt */
+	rdzv_client_free(rzc);
 	free(ports);
 	free(rank_table);
 	return rc;

@@ -1,4 +1,4 @@
-/* store_hub.c -- the hub's bookkeeping: hub_jobs and hub_streams (store.h). */
+/* store_hub.c -- the hub's bookkeeping: hub_jobs, hub_streams and hub_rdzv (store.h). */
 #include "store/store.h"
 #include "store/store_int.h"
 
@@ -59,4 +59,29 @@ int store_hub_set_acked(struct store *st, const char *job, const char *stream, l
 			"INSERT INTO hub_streams (job_id, stream, acked) VALUES (?1,?2,?3)"
 			" ON CONFLICT(job_id, stream) DO UPDATE SET acked=?3",
 			"ssi", job, stream, seq);
+}
+
+int store_hub_rdzv_set(struct store *st, const char *job, const char *round_json,
+		       struct tc_err *err)
+{
+	return run_stmt(st, err,
+			"INSERT INTO hub_rdzv (job_id, round) VALUES (?1,?2)"
+			" ON CONFLICT(job_id) DO UPDATE SET round=?2",
+			"ss", job, round_json);
+}
+
+int store_hub_rdzv_get(struct store *st, const char *job, char **round_json, struct tc_err *err)
+{
+	sqlite3_stmt *q;
+	*round_json = NULL;
+	int rc = prep_stmt(st, &q, err, "SELECT round FROM hub_rdzv WHERE job_id=?", "s", job);
+	if (rc)
+		return rc;
+	int r = sqlite3_step(q);
+	if (r == SQLITE_ROW)
+		*round_json = col_dup(q, 0);
+	else if (r != SQLITE_DONE)
+		rc = db_fail(st, err, "read the job's rendezvous round");
+	sqlite3_finalize(q);
+	return rc;
 }

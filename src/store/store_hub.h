@@ -30,5 +30,12 @@ int store_hub_acked(struct store *st, const char *job, const char *stream, long 
 		    struct tc_err *err);
 int store_hub_set_acked(struct store *st, const char *job, const char *stream, long long seq,
 			struct tc_err *err);
+/*
+ * hub_rdzv: a multi-node job's rendezvous round (hub/rdzv.h), as the JSON
+ * text rdzv_json writes; *round_json NULL (and 0) when the job has none.
+ */
+int store_hub_rdzv_set(struct store *st, const char *job, const char *round_json,
+		       struct tc_err *err);
+int store_hub_rdzv_get(struct store *st, const char *job, char **round_json, struct tc_err *err);
 
 #endif

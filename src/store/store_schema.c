@@ -195,6 +195,11 @@ static const char *const migrations[] = {
 	"CREATE INDEX usage_opened ON usage(opened);",
 	/* the team a server job was submitted for (docs/server.md, "Teams"); NULL: none */
 	"ALTER TABLE jobs ADD COLUMN team TEXT;",
+	/* (in order of landing): the rendezvous round of a multi-node job the hub keeps
+	 * (hub/rdzv.h), its JSON text, so a restarted hub reloads it (store_hub.c) */
+	"CREATE TABLE hub_rdzv ("
+	" job_id TEXT PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,"
+	" round TEXT NOT NULL);",
 };
 
 static int schema_version(struct store *st, int *version, struct tc_err *err)

@@ -37,6 +37,7 @@ static const struct example {
 	/* the hub's routes: the job's secret, not a token (no {job}: no lookup for a user) */
 	{ "POST", "/api/v1/hub/j-1/events", ROUTE_POST, "/api/v1/hub/{hubjob}/events", NULL },
 	{ "GET", "/api/v1/hub/j-1/status", ROUTE_GET, "/api/v1/hub/{hubjob}/status", NULL },
+	{ "POST", "/api/v1/hub/j-1/rdzv", ROUTE_POST, "/api/v1/hub/{hubjob}/rdzv", NULL },
 	{ "GET", "/api/v1/hub/j-1/relay/web", ROUTE_GET, "/api/v1/hub/{hubjob}/relay/{ep}", NULL },
 	{ "GET", "/api/v1/info", ROUTE_GET, "/api/v1/info", NULL },
 	{ "GET", "/api/v1/devices", ROUTE_GET, "/api/v1/devices", NULL },
