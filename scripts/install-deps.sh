@@ -28,7 +28,8 @@ openssh-server openssh-client \
 jupyter-notebook python3-ipykernel python3-websocket \
 ceph-mon ceph-osd radosgw ceph-common python3-boto3 \
 python3-setuptools python3-wheel python3-venv \
-prometheus"
+prometheus git"
+# git: test_formats_doc.py lists the tracked files (git ls-files)
 # python3-setuptools and python3-wheel build the Python package offline
 # (python/_build/backend.py); python3-venv: its install test's bare venv
 # catatonit is podman's --init (the container tests' workers run under it);
