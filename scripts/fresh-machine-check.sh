@@ -132,7 +132,7 @@ fi
 host_file() { # kind entry -> the file on this host, or nothing
 	case "$1" in
 	module) /usr/bin/python3 -c "import ${2#py:} as m; print(getattr(m, '__file__', '') or '')" 2>/dev/null || true ;;
-	file) [ -e "$2" ] && echo "$2" ;;
+	file) if [ -e "$2" ]; then echo "$2"; fi ;;
 	library) ldconfig -p | awk -v s="$2" '$1 == s { print $NF; exit }' ;;
 	program) PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v "$2" 2>/dev/null || true ;;
 	esac
@@ -144,7 +144,7 @@ owner() { # file -> its package, trying the merged-/usr twins of its path
 }
 echo "fresh-machine: missing in a root of install-deps.sh's $np packages ($root):"
 printf '%s\n' "$missing" | while read -r _ kind e; do
-	f=$(host_file "$kind" "$e")
+	f=$(host_file "$kind" "$e") || f=""
 	p=""
 	[ -n "$f" ] && p=$(owner "$f")
 	if [ -n "$p" ]; then

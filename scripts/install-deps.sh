@@ -29,7 +29,8 @@ openssh-server openssh-client \
 jupyter-notebook python3-ipykernel python3-websocket \
 ceph-mon ceph-osd radosgw ceph-common python3-boto3 \
 python3-setuptools python3-wheel python3-venv \
-prometheus"
+prometheus git"
+# git: test_formats_doc.py lists the tracked files (git ls-files)
 # slurmdbd and mariadb-server: Slurm's accounting (sshare, sacct) for the tests
 # of teams mapped to Slurm accounts (tests/e2e/slurmdbd_fixture.py), started by
 # the tests on a private datadir and loopback ports, never as services
