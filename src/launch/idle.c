@@ -148,16 +148,11 @@ static void add_minutes(struct sbuf *sb, double m)
 static void stop(struct sup *sp)
 {
 	sp->idle_stop = true;
-	sp->failed = true; /* a worker the stop kills is no failure of its own */
-	sp->fail_rank = sp->w[0].rank;
-	sp->fail_status = 0;
 	sbuf_reset(&sp->fail_why);
 	sbuf_adds(&sp->fail_why, "stopped: idle for ");
 	add_minutes(&sp->fail_why, sp->s->idle_minutes);
 	sbuf_adds(&sp->fail_why, " (limits.idle_minutes)");
-	sup_event(sp, "%s; stopping the workers (SIGKILL in %d s)", sp->fail_why.buf,
-		  sp->s->grace_seconds);
-	sup_begin_stop(sp);
+	sup_stop_for_limit(sp);
 }
 
 int sup_idle_tick(struct sup *sp, int64_t now_ms)
