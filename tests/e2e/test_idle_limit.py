@@ -216,3 +216,27 @@ def test_open_ssh_session_is_use(trainctl, run_tc, home, tmp_path):
     assert job["state"] == "killed", job
     assert job["root_cause"].startswith("stopped: idle for 0.2 minutes (limits.idle_minutes)"), job
     assert len(notes(job, "idle")) == 1, job["events"]
+
+
+def test_use_after_the_warning_calls_the_stop_off(trainctl, run_tc, home, tmp_path):
+    need_jupyter()
+    s = spec(tmp_path, "warned-nb", 0.5)  # 30 s; the warning 3 s before, asked every second
+    with running(trainctl, home, s, tmp_path / "run.log") as p:
+        base, token = jupyter(run_tc, "warned-nb")
+        wait_on_job(lambda: notes(job_of(run_tc, "warned-nb"), "idle"),
+                    lambda: job_of(run_tc, "warned-nb"), timeout=180, what="the idle warning")
+        # a user's API call is use: Jupyter's last_activity moves
+        req = urllib.request.Request(base + "api/contents", headers={"Authorization": f"token {token}"})
+        urllib.request.urlopen(req, timeout=30).read()
+        called_off = wait_on_job(
+            lambda: [n for n in notes(job_of(run_tc, "warned-nb"), "idle") if "called off" in n["reason"]],
+            lambda: job_of(run_tc, "warned-nb"), timeout=60, what="the stop called off")
+        assert called_off[0]["reason"] == "idle: in use again: the stop is called off"
+        assert job_of(run_tc, "warned-nb")["state"] == "running"
+        # idle again: warned again, then stopped
+        job = ended(run_tc, "warned-nb", 180)
+        assert p.wait(timeout=120) == 1
+    assert job["state"] == "killed", job
+    said = [n["reason"] for n in notes(job, "idle")]
+    assert len(said) == 3 and said[0].startswith("idle: no use for ") and "called off" in said[1] \
+        and said[2].startswith("idle: no use for "), said
