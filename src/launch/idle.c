@@ -4,7 +4,7 @@
  *
  * A thread of its own asks the job's endpoints whose activity is seen
  * (endpoint.h note 5: Jupyter's REST API, the sshd's open connections)
- * every tenth of the limit (1 s to 30 s), so that a slow answer never
+ * every thirtieth of the limit (1 s to 30 s), so that a slow answer never
  * holds the attempt loop, and keeps the newest time of use.  The loop's
  * tick (sup_idle_tick) decides on it: once the job has been idle for the
  * limit less the warning's lead (a tenth of the limit, at most 5 min) it
@@ -107,7 +107,8 @@ static bool begin(struct sup *sp, struct sup_idle *d)
 	d->begun = true;
 	d->limit_s = sp->s->idle_minutes * 60;
 	d->lead_s = fmin(LEAD_MAX_S, d->limit_s / 10);
-	d->every_ms = (int)fmax(1000, fmin(30000, d->limit_s * 100));
+	/* a third of the lead: use seen after the warning calls the stop off in time */
+	d->every_ms = (int)fmax(1000, fmin(30000, d->limit_s * 1000 / 30));
 	d->npr = endpoint_probes(sp->eps, d->pr, MAX_PROBES);
 	if (!d->npr) {
 		sup_say(sp, "warning: limits.idle_minutes: no %s endpoint runs: the job is not "
@@ -148,16 +149,11 @@ static void add_minutes(struct sbuf *sb, double m)
 static void stop(struct sup *sp)
 {
 	sp->idle_stop = true;
-	sp->failed = true; /* a worker the stop kills is no failure of its own */
-	sp->fail_rank = sp->w[0].rank;
-	sp->fail_status = 0;
 	sbuf_reset(&sp->fail_why);
 	sbuf_adds(&sp->fail_why, "stopped: idle for ");
 	add_minutes(&sp->fail_why, sp->s->idle_minutes);
 	sbuf_adds(&sp->fail_why, " (limits.idle_minutes)");
-	sup_event(sp, "%s; stopping the workers (SIGKILL in %d s)", sp->fail_why.buf,
-		  sp->s->grace_seconds);
-	sup_begin_stop(sp);
+	sup_stop_for_limit(sp);
 }
 
 int sup_idle_tick(struct sup *sp, int64_t now_ms)

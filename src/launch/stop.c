@@ -97,17 +97,22 @@ int sup_limit_tick(struct sup *sp, int64_t now)
 	if (now < sp->limit_at)
 		return sp->limit_at - now > INT_MAX ? INT_MAX : (int)(sp->limit_at - now);
 	sp->over_limit = true;
-	sp->failed = true;
-	sp->fail_rank = sp->w[0].rank; /* its log's tail goes with the cause */
-	sp->fail_status = 0;
 	sbuf_reset(&sp->fail_why);
 	sbuf_adds(&sp->fail_why, "stopped: it ran past limits.max_runtime (");
 	format_duration(&sp->fail_why, sp->s->max_runtime);
 	sbuf_addch(&sp->fail_why, ')');
+	sup_stop_for_limit(sp);
+	return -1;
+}
+
+void sup_stop_for_limit(struct sup *sp)
+{
+	sp->failed = true; /* a worker the stop kills is no failure of its own */
+	sp->fail_rank = sp->w[0].rank; /* its log's tail goes with the cause */
+	sp->fail_status = 0;
 	sup_event(sp, "%s; stopping the workers (SIGKILL in %d s)", sp->fail_why.buf,
 		  sp->s->grace_seconds);
 	sup_begin_stop(sp);
-	return -1;
 }
 
 void sup_begin_stop(struct sup *sp)

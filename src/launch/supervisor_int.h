@@ -184,6 +184,12 @@ void sup_stop_pending(struct sup *sp, const char *why);
  * SIGKILL after the grace period), unless it is stopping already.
  */
 int sup_limit_tick(struct sup *sp, int64_t now);
+/*
+ * The stop of a limit (max_runtime, idle_minutes) whose cause is in
+ * fail_why: the attempt is failed (so that the workers the stop kills are
+ * not its cause), said, and the usual stop begins.
+ */
+void sup_stop_for_limit(struct sup *sp);
 
 /* ---- record.c ---- */
 

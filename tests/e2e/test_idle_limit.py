@@ -3,6 +3,7 @@ warning first, and ends killed (not failed) with the reason; a Jupyter
 kernel running a cell is use, however long the cell takes; an open ssh
 session is use.  Local `trainctl run` jobs, Debian's jupyter-notebook
 asked through its REST API; the cell runs over the kernel's WebSocket."""
+import contextlib
 import json
 import os
 import shutil
@@ -22,10 +23,20 @@ def need_jupyter():
         pytest.fail("jupyter-notebook is missing (scripts/install-deps.sh)", pytrace=False)
 
 
-def start_run(trainctl, home, spec, log):
+@contextlib.contextmanager
+def running(trainctl, home, spec, log_path):
+    """`trainctl run spec` (its output in log_path), killed at the end if still running."""
     env = dict(os.environ, TRAINCTL_HOME=str(home))
-    return subprocess.Popen([str(trainctl), "run", str(spec)], env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
+    env.pop("TRAINCTL_SERVER", None)
+    with open(log_path, "w") as log:
+        p = subprocess.Popen([str(trainctl), "run", str(spec)], env=env, stdout=log,
+                             stderr=subprocess.STDOUT)
+    try:
+        yield p
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 def job_of(run_tc, name):
@@ -73,16 +84,10 @@ def ended(run_tc, name, timeout):
 def test_idle_jupyter_job_is_warned_then_stopped(trainctl, run_tc, home, tmp_path):
     need_jupyter()
     s = spec(tmp_path, "idle-nb", 0.1)  # 6 s
-    with open(tmp_path / "run.log", "w") as log:
-        p = start_run(trainctl, home, s, log)
-    try:
+    with running(trainctl, home, s, tmp_path / "run.log") as p:
         jupyter(run_tc, "idle-nb")
         job = ended(run_tc, "idle-nb", 180)
         assert p.wait(timeout=120) == 1
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
     out = (tmp_path / "run.log").read_text()
     # an idle job is stopped, not broken: killed, no restart, the reason as its root cause
     assert job["state"] == "killed", job
@@ -103,9 +108,7 @@ def test_busy_kernel_is_use_and_the_job_stops_once_it_is_idle(trainctl, run_tc, 
     need_jupyter()
     limit_s = 12
     s = spec(tmp_path, "busy-nb", limit_s / 60)
-    with open(tmp_path / "run.log", "w") as log:
-        p = start_run(trainctl, home, s, log)
-    try:
+    with running(trainctl, home, s, tmp_path / "run.log") as p:
         base, token = jupyter(run_tc, "busy-nb")
         req = urllib.request.Request(base + "api/kernels", data=b'{"name": "python3"}',
                                      headers={"Authorization": f"token {token}",
@@ -123,10 +126,6 @@ def test_busy_kernel_is_use_and_the_job_stops_once_it_is_idle(trainctl, run_tc, 
         cell_done = time.time()
         job = ended(run_tc, "busy-nb", 180)
         assert p.wait(timeout=120) == 1
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
     # idle once the cell was done: warned, then stopped
     assert job["state"] == "killed", job
     assert job["root_cause"].startswith("stopped: idle for 0.2 minutes (limits.idle_minutes)"), job
@@ -196,9 +195,7 @@ def test_open_ssh_session_is_use(trainctl, run_tc, home, tmp_path):
     s = spec(tmp_path, "idle-ssh", limit_s / 60, endpoint=json.dumps({"kind": "ssh", "public_key": pub}))
     env = dict(os.environ, TRAINCTL_HOME=str(home))
     env.pop("TRAINCTL_SERVER", None)
-    with open(tmp_path / "run.log", "w") as log:
-        p = start_run(trainctl, home, s, log)
-    try:
+    with running(trainctl, home, s, tmp_path / "run.log") as p:
         last = []
 
         def up():
@@ -216,10 +213,30 @@ def test_open_ssh_session_is_use(trainctl, run_tc, home, tmp_path):
         assert job["state"] == "running" and not notes(job, "idle"), job
         job = ended(run_tc, "idle-ssh", 180)
         assert p.wait(timeout=120) == 1
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
     assert job["state"] == "killed", job
     assert job["root_cause"].startswith("stopped: idle for 0.2 minutes (limits.idle_minutes)"), job
     assert len(notes(job, "idle")) == 1, job["events"]
+
+
+def test_use_after_the_warning_calls_the_stop_off(trainctl, run_tc, home, tmp_path):
+    need_jupyter()
+    s = spec(tmp_path, "warned-nb", 0.5)  # 30 s; the warning 3 s before, asked every second
+    with running(trainctl, home, s, tmp_path / "run.log") as p:
+        base, token = jupyter(run_tc, "warned-nb")
+        wait_on_job(lambda: notes(job_of(run_tc, "warned-nb"), "idle"),
+                    lambda: job_of(run_tc, "warned-nb"), timeout=180, what="the idle warning")
+        # a user's API call is use: Jupyter's last_activity moves
+        req = urllib.request.Request(base + "api/contents", headers={"Authorization": f"token {token}"})
+        urllib.request.urlopen(req, timeout=30).read()
+        called_off = wait_on_job(
+            lambda: [n for n in notes(job_of(run_tc, "warned-nb"), "idle") if "called off" in n["reason"]],
+            lambda: job_of(run_tc, "warned-nb"), timeout=60, what="the stop called off")
+        assert called_off[0]["reason"] == "idle: in use again: the stop is called off"
+        assert job_of(run_tc, "warned-nb")["state"] == "running"
+        # idle again: warned again, then stopped
+        job = ended(run_tc, "warned-nb", 180)
+        assert p.wait(timeout=120) == 1
+    assert job["state"] == "killed", job
+    said = [n["reason"] for n in notes(job, "idle")]
+    assert len(said) == 3 and said[0].startswith("idle: no use for ") and "called off" in said[1] \
+        and said[2].startswith("idle: no use for "), said
