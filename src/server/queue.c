@@ -256,10 +256,11 @@ struct json_t *srv_waiting_json(struct srv *s, const char *id)
 	sched_sort(sj, q, nq);
 	struct sched_in in = { sj, s->njobs, q, nq, s->devs, s->ndevs, s->quotas, s->nquotas,
 			       now_wall(), s->team_limits, s->nteam_limits };
-	/* the first in line that blocks its type (rule 3): not one over its quota (rule 5) */
+	/* the first in line that blocks its type (rule 3): not one over its quota (rule 5) nor
+	 * one its team's rules hold (9, 10): those are skipped and block nobody */
 	size_t k = (size_t)(j - s->jobs), top = k;
 	for (size_t i = 0; i < nq; i++)
-		if (!over_quota(&in, q[i])) {
+		if (sched_why(&in, q[i]) == SCHED_WAIT_DEVICES) {
 			top = q[i];
 			break;
 		}

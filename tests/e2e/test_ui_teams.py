@@ -7,8 +7,10 @@ server with real accounts and teams on 6 fake GPUs:
       on nlp's idle devices (borrowing 2); a 1-GPU job of a waits (team limit);
   nlp (a and b; guarantee 2, borrows nothing): a 2-GPU job of b runs, a
       1-GPU job of b waits (team limit);
-  misc (c; no guarantee, no limit): a 1-GPU job waits for devices, held
-      behind a reservation (the running jobs have limits.max_runtime).
+  misc (c; no guarantee, no limit): two 1-GPU jobs wait for devices: the
+      first in line (the team-held jobs ahead block nobody) has the
+      reservation (the running jobs have limits.max_runtime), the second is
+      held behind it.
 
 b (not an admin) sees the teams with the right numbers, the queue in start
 order with a's waiting job's name hidden and the reservation misc's job is
@@ -100,13 +102,20 @@ def test_teams_queue_usage_pages(trainctl, tmp_path):
         srv.wait_state(n1, "running")
         n2 = job("b", "nlp-waits", 1)
         v3 = job("a", "vis-secret-name", 1)
-        m1 = job("c", "misc-one", 1)  # misc has no limit: it waits for devices, behind a reservation
-        holds_for(lambda: all(srv.job(j)["state"] == "queued" for j in (n2, v3, m1)), 1.0,
+        # misc has no team limit: its jobs wait for devices; the first in line for the type
+        # (the team-held jobs ahead of it block nobody) gets the reservation, the second is
+        # held behind it
+        m1 = job("c", "misc-one", 1)
+        m2 = job("c", "misc-two", 1)
+        holds_for(lambda: all(srv.job(j)["state"] == "queued" for j in (n2, v3, m1, m2)), 1.0,
                   "the third jobs wait for their team's limit, misc's for devices")
         st, api_queue = srv.call("GET", "/api/v1/queue")
         assert st == 200, api_queue
         api_m1 = {x["id"]: x for x in api_queue["jobs"]}[m1]
-        assert api_m1["behind"] and api_m1["reserved_from"], api_queue
+        api_m2 = {x["id"]: x for x in api_queue["jobs"]}[m2]
+        assert api_m1["behind"] is None and api_m1["reserved_from"], api_queue
+        assert "first in line for gpu" in api_m1["why"], api_queue
+        assert api_m2["behind"] == m1 and api_m2["reserved_from"], api_queue
         plan = {"logins": {"a": login_link(srv, tok["a"]), "b": login_link(srv, tok["b"]),
                            "admin": srv.login_url()},
                 "n2": n2, "hidden": "vis-secret-name", "a_user": u["a"],
@@ -142,18 +151,18 @@ def test_teams_queue_usage_pages(trainctl, tmp_path):
 
         # ---- the queue, as b: start order, reasons; a's job's name is not b's to see ----
         q = {x["id"]: x for x in b["queue"]}
-        assert set(q) == {n2, v3, m1}, why
+        assert set(q) == {n2, v3, m1, m2}, why
         assert q[n2]["name"] == "nlp-waits" and q[n2]["team"] == "nlp" and q[n2]["link"], why
         assert "its team nlp would hold more than its guarantee" in q[n2]["why"], why
         assert q[v3]["name"] is None and not q[v3]["link"] and not b["queue_shows_hidden"], why
         assert [x["id"] for x in b["queue"]] == [x["id"] for x in api_queue["jobs"]], why
-        assert [x["pos"] for x in b["queue"]] == ["1", "2", "3"], why
+        assert [x["pos"] for x in b["queue"]] == ["1", "2", "3", "4"], why
         # held behind a reservation: the job it waits on and the time its devices are reserved from
-        assert api_m1["behind"] in q[m1]["behind"] and q[m1]["reserved"] not in (None, "", "-"), why
-        # a link where b may open that job (b's own), text otherwise
-        owner = {x["id"]: x["user"] for x in api_queue["jobs"]}.get(api_m1["behind"])
-        assert q[m1]["behind_link"] == (owner == u["b"]), why
-        assert q[m1]["why"].startswith(api_m1["why"]), why
+        assert m1 in q[m2]["behind"] and q[m2]["reserved"] not in (None, "", "-"), why
+        # a link where b may open that job (b's own), text otherwise: misc's is c's
+        assert not q[m2]["behind_link"], why
+        assert q[m2]["why"].startswith(api_m2["why"]) and q[m1]["why"].startswith(api_m1["why"]), why
+        assert q[m1]["behind"] is None, why
         assert q[n2]["behind"] is None and q[v3]["behind"] is None, why
         # a sees its own job's name
         assert {x["id"]: x["name"] for x in r["a"]["queue"]}[v3] == "vis-secret-name", why
@@ -218,5 +227,5 @@ def test_teams_queue_usage_pages(trainctl, tmp_path):
         for j in (sb["id"], sa["id"]):
             srv.call("POST", f"/api/v1/jobs/{j}/stop", {})
         open(release, "w").close()
-        for j in (v1, v2, n1, n2, v3, m1):
+        for j in (v1, v2, n1, n2, v3, m1, m2):
             srv.wait_state(j, "succeeded", timeout=180)
