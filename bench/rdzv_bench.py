@@ -62,7 +62,10 @@ def lines_in(paths, rnd):
             for line in f:
                 if not line.endswith("\n"):
                     continue
-                o = json.loads(line)
+                try:
+                    o = json.loads(line)
+                except ValueError:  # a line read while it was being written
+                    continue
                 if o["round"] >= rnd and o["node"] not in first:
                     first[o["node"]] = o["t"]
     return list(first.values())

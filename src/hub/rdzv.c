@@ -16,6 +16,7 @@ struct member {
 	char *node, *host, *stream;
 	int rank;
 	double beat; /* the last heartbeat (or join) */
+	bool back;   /* a member of the round before, joined again */
 };
 
 struct rdzv {
@@ -28,6 +29,7 @@ struct rdzv {
 	size_t n, alloc;
 	struct member *prev;            /* the survivors of the round before: node, rank */
 	size_t nprev, prev_alloc;
+	size_t nback;                   /* members that are back from prev (note 2) */
 	struct sbuf why;                /* why the round before ended */
 	long long fenced;               /* events refused (note 5) */
 	struct strvec warned;           /* streams already said to be fenced */
@@ -189,9 +191,7 @@ static void maybe_close(struct rdzv *r, double now)
 	}
 	if (r->min_at == 0)
 		r->min_at = now;
-	bool back = r->nprev > 0;
-	for (size_t i = 0; back && i < r->nprev; i++)
-		back = find(r->m, r->n, r->prev[i].node) != NULL;
+	bool back = r->nprev > 0 && r->nback == r->nprev;
 	if ((int)r->n >= r->conf.max || back || now - r->min_at >= r->conf.window_s)
 		close_round(r);
 }
@@ -213,6 +213,7 @@ static void next_round(struct rdzv *r, long long next, bool keep, double now)
 	} else {
 		members_clear(r->m, &r->n);
 	}
+	r->nback = 0;
 	r->round = next;
 	r->state = RDZV_JOINING;
 	r->min_at = 0;
@@ -245,23 +246,33 @@ void rdzv_open(struct rdzv *r, long long round, const struct rdzv_conf *c, doubl
 	reply(r, 200, -1, out);
 }
 
-static bool rank_held(const struct rdzv *r, int rank)
+/*
+ * The rank a new member takes: its own from the round before, else want,
+ * else the lowest that no member holds and no survivor of the round
+ * before keeps (one pass: a round of thousands joins in linear time each).
+ */
+static int pick_rank(const struct rdzv *r, const struct member *was, int want)
 {
+	int max = r->conf.max, rank = -1;
+	char *taken = xcalloc((size_t)max, 1);
 	for (size_t i = 0; i < r->n; i++)
-		if (r->m[i].rank == rank)
-			return true;
-	return false;
-}
-
-/* Is rank held by a member, or reserved for a survivor not yet back? */
-static bool rank_taken(const struct rdzv *r, int rank)
-{
-	if (rank_held(r, rank))
-		return true;
-	for (size_t i = 0; i < r->nprev; i++)
-		if (r->prev[i].rank == rank && !find(r->m, r->n, r->prev[i].node))
-			return true;
-	return false;
+		if (r->m[i].rank >= 0 && r->m[i].rank < max)
+			taken[r->m[i].rank] = 1;
+	if (was && was->rank >= 0 && was->rank < max && !taken[was->rank]) {
+		rank = was->rank;
+	} else {
+		/* a survivor not back yet keeps its rank (one back holds it already) */
+		for (size_t i = 0; i < r->nprev; i++)
+			if (r->prev[i].rank >= 0 && r->prev[i].rank < max)
+				taken[r->prev[i].rank] = 1;
+		if (!was && want >= 0 && want < max && !taken[want])
+			rank = want;
+		for (int k = 0; rank < 0 && k < max; k++)
+			if (!taken[k])
+				rank = k;
+	}
+	free(taken);
+	return rank;
 }
 
 static void set_str(char **at, const char *v)
@@ -301,15 +312,8 @@ void rdzv_join(struct rdzv *r, long long round, const char *node, const char *ho
 		       r->round);
 		return;
 	}
-	int rank = -1;
 	struct member *was = find(r->prev, r->nprev, node);
-	if (was && !rank_held(r, was->rank))
-		rank = was->rank;
-	else if (!was && want >= 0 && want < r->conf.max && !rank_taken(r, want))
-		rank = want;
-	for (int k = 0; rank < 0 && k < r->conf.max; k++)
-		if (!rank_taken(r, k))
-			rank = k;
+	int rank = pick_rank(r, was, want);
 	if (rank < 0) {
 		refuse(r, out, "round %lld is full: %d of %d node ranks are held%s", r->round,
 		       r->conf.max, r->conf.max,
@@ -318,7 +322,8 @@ void rdzv_join(struct rdzv *r, long long round, const char *node, const char *ho
 	}
 	XGROW(r->m, r->n + 1, r->alloc);
 	r->m[r->n++] = (struct member){ xstrdup(node), host ? xstrdup(host) : NULL,
-					stream ? xstrdup(stream) : NULL, rank, now };
+					stream ? xstrdup(stream) : NULL, rank, now, was != NULL };
+	r->nback += was != NULL;
 	maybe_close(r, now);
 	me = find(r->m, r->n, node);
 	reply(r, 200, me->rank, out);
@@ -348,6 +353,7 @@ void rdzv_tick(struct rdzv *r, double now)
 		for (size_t i = 0; i < r->n;) {
 			if (now - r->m[i].beat > r->conf.lost_s) {
 				struct member gone = r->m[i];
+				r->nback -= gone.back;
 				free(gone.node);
 				free(gone.host);
 				free(gone.stream);
@@ -458,7 +464,7 @@ static int load_members(json_t *a, struct member **v, size_t *n, size_t *alloc, 
 		const char *s = json_string_value(json_object_get(x, "stream"));
 		(*v)[(*n)++] = (struct member){ xstrdup(node), h ? xstrdup(h) : NULL,
 						s ? xstrdup(s) : NULL, (int)json_integer_value(rk),
-						now };
+						now, false };
 	}
 	return 0;
 }
@@ -495,6 +501,11 @@ int rdzv_load(struct rdzv *r, const char *text, double now, struct tc_err *err)
 	if (!rc)
 		rc = load_members(json_object_get(o, "prev"), &r->prev, &r->nprev, &r->prev_alloc, now,
 				  err);
+	r->nback = 0;
+	for (size_t i = 0; !rc && i < r->n; i++) {
+		r->m[i].back = find(r->prev, r->nprev, r->m[i].node) != NULL;
+		r->nback += r->m[i].back;
+	}
 	if (!rc && r->state != RDZV_NONE && rdzv_conf_check(&r->conf, err))
 		rc = err->code;
 out:
