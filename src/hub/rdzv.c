@@ -247,9 +247,11 @@ void rdzv_open(struct rdzv *r, long long round, const struct rdzv_conf *c, doubl
 }
 
 /*
- * The rank a new member takes: its own from the round before, else want,
- * else the lowest that no member holds and no survivor of the round
- * before keeps (one pass: a round of thousands joins in linear time each).
+ * The rank a new member takes: want, when no member holds it (the driver
+ * gave this node that rank: a spare in a lost node's place, a rank moved
+ * down when the job shrank), else its own from the round before, else the
+ * lowest that no member holds and no survivor of the round before keeps
+ * (one pass: a round of thousands joins in linear time each).
  */
 static int pick_rank(const struct rdzv *r, const struct member *was, int want)
 {
@@ -258,15 +260,15 @@ static int pick_rank(const struct rdzv *r, const struct member *was, int want)
 	for (size_t i = 0; i < r->n; i++)
 		if (r->m[i].rank >= 0 && r->m[i].rank < max)
 			taken[r->m[i].rank] = 1;
-	if (was && was->rank >= 0 && was->rank < max && !taken[was->rank]) {
+	if (want >= 0 && want < max && !taken[want]) {
+		rank = want;
+	} else if (was && was->rank >= 0 && was->rank < max && !taken[was->rank]) {
 		rank = was->rank;
 	} else {
 		/* a survivor not back yet keeps its rank (one back holds it already) */
 		for (size_t i = 0; i < r->nprev; i++)
 			if (r->prev[i].rank >= 0 && r->prev[i].rank < max)
 				taken[r->prev[i].rank] = 1;
-		if (!was && want >= 0 && want < max && !taken[want])
-			rank = want;
 		for (int k = 0; rank < 0 && k < max; k++)
 			if (!taken[k])
 				rank = k;

@@ -454,3 +454,39 @@ TEST(rdzv_client_rendezvous_over_http_and_its_keeper_hears_the_round_end)
 	store_close(st);
 	tc_err_release(&err);
 }
+
+/* join node asking for rank want; its rank (the status must be 200) */
+static int join_want(struct rdzv *r, long long round, const char *node, int want, double now)
+{
+	struct rdzv_reply a = rep();
+	rdzv_join(r, round, node, "10.0.0.1", NULL, want, now, &a);
+	CHECK_INT(a.status, 200);
+	int rank = a.rank;
+	rdzv_reply_release(&a);
+	return rank;
+}
+
+TEST(rdzv_the_drivers_rank_wins_over_a_kept_one)
+{
+	/* the driver saw node b lost before the hub did and gave its rank to spare s:
+	 * the round closes with s at rank 1 (b's rank is no longer kept for b) */
+	struct rdzv *r = rdzv_new();
+	open_round(r, 0, 2, 2, 0);
+	CHECK_INT(join_want(r, 0, "a", 0, 0), 0);
+	CHECK_INT(join_want(r, 0, "b", 1, 0), 1);
+	CHECK_INT(rdzv_state(r), RDZV_CLOSED);
+	open_round(r, 1, 2, 2, 1);
+	CHECK_INT(join_want(r, 1, "a", 0, 1.1), 0);
+	CHECK_INT(join_want(r, 1, "s", 1, 1.2), 1);
+	CHECK_INT(rdzv_state(r), RDZV_CLOSED);
+	/* the job shrank: c, rank 2 before, is moved down to rank 1 */
+	open_round(r, 2, 3, 3, 2);
+	join_want(r, 2, "a", 0, 2);
+	join_want(r, 2, "s", 1, 2);
+	join_want(r, 2, "c", 2, 2);
+	open_round(r, 3, 2, 2, 3);
+	CHECK_INT(join_want(r, 3, "a", 0, 3.1), 0);
+	CHECK_INT(join_want(r, 3, "c", 1, 3.2), 1);
+	CHECK_INT(rdzv_state(r), RDZV_CLOSED);
+	rdzv_free(r);
+}
