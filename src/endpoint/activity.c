@@ -74,8 +74,11 @@ int endpoint_jupyter_parse(const char *status, const char *kernels, double now, 
 			if (!json_is_object(k) || !newer(k, last))
 				rc = -1;
 			const char *st = json_string_value(json_object_get(k, "execution_state"));
-			if (st && !strcmp(st, "busy"))
-				*last = now; /* a cell runs: in use now, however long it takes */
+			/* a cell runs: in use now, however long it takes.  "starting" too: Jupyter
+			 * (notebook 6) says it until a client asks the kernel's info, so a cell sent
+			 * straight over the kernel's channels runs under "starting" */
+			if (st && (!strcmp(st, "busy") || !strcmp(st, "starting")))
+				*last = now;
 		}
 		json_decref(a);
 	}

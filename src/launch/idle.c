@@ -44,6 +44,13 @@ struct sup_idle {
 	pthread_cond_t cv;
 	bool quit;
 	double last;   /* wall seconds of the newest use seen; 0 until an endpoint answers */
+	/*
+	 * wall seconds of the newest answer: idleness is counted up to it, not to
+	 * now, so that an endpoint slow to answer (a loaded machine) never looks
+	 * idle for want of an answer; one that stops answering is not stopped
+	 * (the log says why)
+	 */
+	double answered;
 	char *trouble; /* the newest probe failure not yet said, or NULL */
 	/* the attempt loop's */
 	bool begun;
@@ -69,7 +76,12 @@ static void ask(struct sup_idle *d)
 		if (t > newest)
 			newest = t;
 	}
+	double done = now_wall();
+	if (newest >= now)
+		newest = done; /* a busy kernel: in use until the answer came */
 	pthread_mutex_lock(&d->mu);
+	if (answered)
+		d->answered = done;
 	if (answered && !d->last)
 		d->last = now; /* the clock starts */
 	if (d->last && newest > d->last)
@@ -170,7 +182,7 @@ int sup_idle_tick(struct sup *sp, int64_t now_ms)
 	if (!d->running)
 		return -1;
 	pthread_mutex_lock(&d->mu);
-	double last = d->last;
+	double last = d->last, answered = d->answered;
 	char *trouble = d->trouble;
 	d->trouble = NULL;
 	pthread_mutex_unlock(&d->mu);
@@ -184,7 +196,7 @@ int sup_idle_tick(struct sup *sp, int64_t now_ms)
 	}
 	if (!last)
 		return 1000; /* no endpoint has answered yet */
-	double now = now_wall(), idle = now - last;
+	double now = now_wall(), idle = answered - last;
 	if (d->warned_at && idle < d->limit_s - d->lead_s) {
 		d->warned_at = 0;
 		note(sp, "in use again: the stop is called off");

@@ -65,7 +65,7 @@ def rule_keys():
               "metrics_rules": "metrics.", "pattern_rules": "metrics.patterns[].", "parallel_rules": "parallel.", "slurm_rules": "slurm.",
               "hook_rules": "notify[].", "file_rules": "", "watchdog_rules": "watchdog.",
               "endpoint_rules": "endpoints[].", "container_rules": "container.", "logs_rules": "logs.",
-              "limits_rules": "limits."}
+              "limits_rules": "limits.", "nodes_rules": "nodes."}
     keys = []
     for m in _re.finditer(r"(?:static )?const struct rule (\w+)\[\] = \{(.*?)\n\};", src, _re.S):
         assert m.group(1) in prefix, f"new rule table {m.group(1)}: teach this test its prefix"

@@ -141,6 +141,9 @@ TEST(idle_kinds_and_jupyter_activity)
 	CHECK(last == 1795914123.5); /* the newer of the two */
 	CHECK_INT(endpoint_jupyter_parse(status, busy, 2e9, &last), 0);
 	CHECK(last == 2e9); /* a busy kernel is in use now */
+	CHECK_INT(endpoint_jupyter_parse(status, "[{\"id\": \"k\", \"execution_state\": \"starting\"}]",
+					 2e9, &last), 0);
+	CHECK(last == 2e9); /* "starting": a cell may run under it (notebook 6) */
 	CHECK_INT(endpoint_jupyter_parse(status, "[]", 2e9, &last), 0);
 	CHECK(last == 1795914000);
 	CHECK_INT(endpoint_jupyter_parse("<html>", NULL, 2e9, &last), -1);
