@@ -89,6 +89,8 @@ ALLOW = {
          "attempt decision (issue 24, part 1)"),
         ("src/cmd/cmd_server.c", "cmd_supervise", "failed",
          "a word of a warning (\"report: failed\"), no state"),
+        ("src/endpoint/activity.c", "endpoint_jupyter_parse", "starting",
+         "a Jupyter kernel's execution_state, Jupyter's word, not a job's"),
     ],
     "store-call": [
         # the supervisor's second road to the database (issue 24, part 3: the sink only)
