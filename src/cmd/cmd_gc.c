@@ -63,7 +63,7 @@ int cmd_gc(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err)
 	if (rc)
 		return rc;
 	json_t *gone = NULL;
-	rc = jobs_gc(st, now_wall() - secs, dry, &gone, err);
+	rc = jobs_gc(st, now_wall() - secs, dry, NULL, &gone, err);
 	store_close(st);
 	/* what was removed is said even when a later job stopped the walk */
 	size_t i, n = json_array_size(gone);

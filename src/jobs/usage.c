@@ -306,13 +306,16 @@ void usage_report_csv(json_t *rep, struct sbuf *out)
 	}
 }
 
-int jobs_gc(struct store *st, double before, bool dry_run, json_t **out, struct tc_err *err)
+int jobs_gc(struct store *st, double before, bool dry_run, const struct jobs_gc_rule *rule,
+	    json_t **out, struct tc_err *err)
 {
 	struct job_row *v;
 	size_t n;
 	*out = json_array();
 	int rc = store_jobs_ended_before(st, before, &v, &n, err);
 	for (size_t i = 0; !rc && i < n; i++) {
+		if (rule && !(v[i].ended < rule->before_of(rule->ctx, &v[i])))
+			continue; /* kept longer by its own rule */
 		/* jobs_delete refuses a job that has not ended, again: an active job is never touched */
 		if (!dry_run && (rc = jobs_delete(st, &v[i], err)))
 			break;

@@ -57,8 +57,16 @@ void usage_report_csv(json_t *rep, struct sbuf *out);
  * nothing.  A job not finished is never a candidate.  *out: the jobs
  * removed (or that would be) as [{"id", "name", "state", "ended",
  * "run_dir"}]; a job that could not be removed stops the walk with its
- * error, and *out holds those removed before it.
+ * error, and *out holds those removed before it.  before_of, when not
+ * NULL, gives each candidate its own time (the server's retention per
+ * team): it is removed only when it ended before that one too.
  */
-int jobs_gc(struct store *st, double before, bool dry_run, json_t **out, struct tc_err *err);
+struct job_row;
+struct jobs_gc_rule {
+	double (*before_of)(void *ctx, const struct job_row *r);
+	void *ctx;
+};
+int jobs_gc(struct store *st, double before, bool dry_run, const struct jobs_gc_rule *rule,
+	    json_t **out, struct tc_err *err);
 
 #endif

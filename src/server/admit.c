@@ -141,6 +141,7 @@ unsigned srv_admit(struct srv *s, const struct admit_req *a, char **id, json_t *
 	char *pwbuf = NULL;
 	struct spec *sp = NULL;
 	char *team = NULL;
+	long team_runtime = 0; /* the team's max_runtime: (0: the server's default) */
 	unsigned st = 0;
 	/* the account first: nothing of a job that may not run is read */
 	if (srv_job_account(s, a->owner, &pw, &pwbuf, err)) {
@@ -148,7 +149,7 @@ unsigned srv_admit(struct srv *s, const struct admit_req *a, char **id, json_t *
 		goto out;
 	}
 	/* then its team: one the owner is not in is refused (docs/server.md, "Teams") */
-	if (srv_team_pick(s, a->owner, a->team, a->locked, &team, err)) {
+	if (srv_team_pick(s, a->owner, a->team, a->locked, &team, &team_runtime, err)) {
 		st = 403;
 		goto out;
 	}
@@ -175,9 +176,10 @@ unsigned srv_admit(struct srv *s, const struct admit_req *a, char **id, json_t *
 		sp->priority = a->priority;
 	if (a->preemptible >= 0)
 		sp->preemptible = a->preemptible;
-	/* the server's default time limit is the spec's from here on (job.yaml, backfill) */
+	/* the team's default time limit, else the server's, is the spec's from here on
+	 * (job.yaml, backfill) */
 	if (!sp->max_runtime)
-		sp->max_runtime = s->o.default_max_runtime;
+		sp->max_runtime = team_runtime ? team_runtime : s->o.default_max_runtime;
 	/* ... and its idle limit, for a job with a jupyter or ssh endpoint */
 	spec_idle_default(sp, s->o.default_idle_minutes);
 	/* the spec's own hooks: no secret from the server's environment (notify_srv.c) */

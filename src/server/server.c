@@ -536,18 +536,48 @@ static void schedule(struct srv *s)
 	free(sj);
 }
 
-/* ---- retention (--retention): old finished jobs removed, at start and hourly ---- */
+/* ---- retention (--retention, a team's retention:): old finished jobs removed, at start and
+ * hourly ---- */
+
+struct keep_ctx {
+	struct srv *s;
+	double now;
+};
+
+/* The time before which job r must have ended to go: its team's retention, else the server's. */
+static double retention_before(void *ctx, const struct job_row *r)
+{
+	struct keep_ctx *k = ctx;
+	char *team = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	if (store_job_team(k->s->st, r->id, &team, &err)) {
+		tc_err_release(&err);
+		return -1; /* not known: kept */
+	}
+	double keep = srv_team_retention(k->s, team);
+	free(team);
+	return keep > 0 ? k->now - keep : -1;
+}
 
 static void retention(struct srv *s)
 {
 	double now = now_wall();
-	if (s->o.retention <= 0 || now < s->next_retention)
+	if (now < s->next_retention)
 		return;
 	s->next_retention = now + 3600;
+	/* the shortest retention of any rule: the jobs that may go */
+	double shortest = s->o.retention;
+	for (size_t t = 0; t < s->teams.n; t++)
+		if (s->teams.t[t].retention > 0 && (shortest <= 0 || s->teams.t[t].retention < shortest))
+			shortest = s->teams.t[t].retention;
+	if (shortest <= 0)
+		return;
 	json_t *gone = NULL, *j;
 	size_t i;
 	struct tc_err err = TC_ERR_INIT;
-	int rc = jobs_gc(s->st, now - s->o.retention, false, &gone, &err);
+	struct keep_ctx k = { s, now };
+	struct jobs_gc_rule rule = { retention_before, &k };
+	int rc = jobs_gc(s->st, now - shortest, false, &rule, &gone, &err);
 	json_array_foreach(gone, i, j) {
 		const char *ended = json_string_value(json_object_get(j, "ended"));
 		logf_(s, "retention: removed %s (%s, ended %s)",

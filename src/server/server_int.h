@@ -192,9 +192,14 @@ int srv_teams_load(struct srv *s, struct tc_err *err);
 /* srv_teams_load for a reload (SIGHUP, the API): logs what it did or why it kept the old. */
 int srv_teams_reload(struct srv *s, struct tc_err *err);
 void srv_teams_end(struct srv *s);
-/* The team of user's new job (*team heap or NULL: no teams); locked: caller holds mu. */
+/*
+ * The team of user's new job (*team heap or NULL: no teams) and the team's
+ * default time limit (*max_runtime seconds, 0: the server's); locked: caller holds mu.
+ */
 int srv_team_pick(struct srv *s, const char *user, const char *asked, bool locked, char **team,
-		  struct tc_err *err);
+		  long *max_runtime, struct tc_err *err);
+/* How long finished jobs of team (NULL: none) are kept: the team's retention:, else --retention. */
+double srv_team_retention(const struct srv *s, const char *team);
 /* Team name's JSON (-1: no such team), or every team's ({"teams": [...]}) for NULL. */
 int srv_teams_json(struct srv *s, const char *name, struct sbuf *out);
 /*

@@ -161,9 +161,26 @@ static int take_slurm(struct tload *l, struct team *t, yaml_node_t *v)
 	return rc;
 }
 
+/* max_runtime: (a duration up to 365d, as --default-max-runtime) or retention: (an age). */
+static int take_time(struct tload *l, struct team *t, bool limit, yaml_node_t *v)
+{
+	const char *val = srvconf_scalar(v);
+	struct sbuf k = SBUF_INIT;
+	sbuf_addf(&k, "teams.%s.%s", t->name, limit ? "max_runtime" : "retention");
+	int rc = 0;
+	if (limit ? !val || !parse_duration(val, 365L * 86400, &t->max_runtime)
+		  : !val || !usage_parse_age(val, &t->retention))
+		rc = srvconf_error(l->err, l->file, srvconf_line(v), k.buf,
+				   "must be a duration with a unit%s (90m, 24h, 30d), not '%s'",
+				   limit ? " up to 365d" : "", val ? val : "a list or mapping");
+	sbuf_release(&k);
+	return rc;
+}
+
 static int take_team(struct tload *l, struct team *t, yaml_node_t *v)
 {
-	static const char *const keys[] = { "members", "guarantee", "borrow", "default", "slurm" };
+	static const char *const keys[] = { "members",	  "guarantee", "borrow",   "default",
+					    "slurm",	  "max_runtime", "retention" };
 	const size_t nkeys = sizeof(keys) / sizeof(keys[0]);
 	struct sbuf k = SBUF_INIT;
 	sbuf_addf(&k, "teams.%s", t->name);
@@ -171,7 +188,8 @@ static int take_team(struct tload *l, struct team *t, yaml_node_t *v)
 	bool have_members = false;
 	if (v->type != YAML_MAPPING_NODE) {
 		rc = srvconf_error(l->err, l->file, srvconf_line(v), k.buf,
-				   "must be a mapping (members:, guarantee:, borrow:, default:, slurm:)");
+				   "must be a mapping (members:, guarantee:, borrow:, default:, slurm:,"
+				   " max_runtime:, retention:)");
 		goto out;
 	}
 	for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top && !rc;
@@ -186,7 +204,7 @@ static int take_team(struct tload *l, struct team *t, yaml_node_t *v)
 		if (which == nkeys || !pv) {
 			rc = srvconf_error(l->err, l->file, srvconf_line(pk ? pk : v), k.buf,
 					   "unknown key '%s' (a team has members, guarantee, borrow, default,"
-					   " slurm)",
+					   " slurm, max_runtime, retention)",
 					   name ? name : "?");
 			break;
 		}
@@ -202,6 +220,8 @@ static int take_team(struct tload *l, struct team *t, yaml_node_t *v)
 				t->is_default = !strcmp(b, "true");
 		} else if (which == 4) {
 			rc = take_slurm(l, t, pv);
+		} else if (which == 5 || which == 6) {
+			rc = take_time(l, t, which == 5, pv);
 		} else {
 			rc = take_counts(l, t, keys[which], pv);
 		}

@@ -9,6 +9,8 @@
  *       borrow: {gpu: 2}                 # how many more it may use while others idle (0)
  *       default: true                    # the team of a member of several teams
  *       slurm: {account: cv, qos: normal} # its jobs sent to Slurm: --account, --qos
+ *       max_runtime: 24h                 # limits.max_runtime of its jobs without one
+ *       retention: 30d                   # its finished jobs removed after this long
  *
  * A type a team names in neither guarantee nor borrow has guarantee 0 and
  * no limit for it: its jobs there only borrow (sched.h rules 9-11).  The
@@ -42,6 +44,14 @@ struct team {
 	int line;
 	char *slurm_account; /* NULL: no slurm: key, no --account */
 	char *slurm_qos;     /* NULL: none given */
+	/*
+	 * The server's defaults for this team's jobs, in place of
+	 * --default-max-runtime and --retention (0: the server's): the time
+	 * limit of a job whose spec has none, and how long its finished jobs
+	 * are kept (seconds).
+	 */
+	long max_runtime;
+	double retention;
 };
 
 struct teams {

@@ -66,6 +66,8 @@ int srv_teams_load(struct srv *s, struct tc_err *err)
 	/* the fair-share table holds the old rows' shares (and the old half-life): read it again */
 	srv_fairshare_end(s);
 	s->fs_next = 0;
+	/* a team's retention: may have changed: apply it at the next round, not in an hour */
+	s->next_retention = 0;
 	return 0;
 }
 
@@ -91,16 +93,23 @@ void srv_teams_end(struct srv *s)
 }
 
 int srv_team_pick(struct srv *s, const char *user, const char *asked, bool locked, char **team,
-		  struct tc_err *err)
+		  long *max_runtime, struct tc_err *err)
 {
 	const struct team *t = NULL;
 	if (!locked)
 		pthread_mutex_lock(&s->mu);
 	int rc = teams_pick(&s->teams, user, asked, &t, err);
 	*team = t ? xstrdup(t->name) : NULL;
+	*max_runtime = t ? t->max_runtime : 0;
 	if (!locked)
 		pthread_mutex_unlock(&s->mu);
 	return rc;
+}
+
+double srv_team_retention(const struct srv *s, const char *team)
+{
+	const struct team *t = team ? teams_find(&s->teams, team) : NULL;
+	return t && t->retention > 0 ? t->retention : s->o.retention;
 }
 
 /* {"gpu": N, ...} of a per-type count over the team's rows and the types its jobs use. */

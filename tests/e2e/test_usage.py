@@ -234,3 +234,42 @@ def test_docs_usage_example(trainctl, home, REPO):
     assert len(rows) == 1 and rows[0]["device_type"] == "gpu" and rows[0]["jobs"] == "1", p.stdout
     assert 3.5 < float(rows[0]["device_seconds"]) < 60, p.stdout
     assert "nothing to remove" in p.stdout
+
+
+def test_a_teams_retention_and_time_limit_replace_the_servers(run_tc, home, trainctl, tmp_path):
+    """teams.T.retention: a team's finished jobs go after its own time, the
+    others' after --retention; teams.T.max_runtime: the time limit of its
+    jobs that name none, in place of --default-max-runtime."""
+    ids = {n: job_id_of(run_tc("run", "--name", n, "--", "true")) for n in ("a20", "b20", "none40", "a5")}
+    dirs = {n: db(home, "SELECT run_dir FROM jobs WHERE id = ?", i)[0][0] for n, i in ids.items()}
+    with sqlite3.connect(os.path.join(home, "trainctl.db")) as c:
+        for n, team, days in (("a20", "short", 20), ("b20", "long", 20), ("none40", None, 40),
+                              ("a5", "short", 5)):
+            c.execute("UPDATE jobs SET ended = ended - 86400 * ?, team = ? WHERE id = ?",
+                      (days, team, ids[n]))
+    conf = tmp_path / "server.yaml"
+    conf.write_text(f"teams:\n  short:\n    members: [{me()}]\n    default: true\n"
+                    f"    retention: 10d\n    max_runtime: 90m\n"
+                    f"  long:\n    members: [{me()}]\n")
+    srv = start_server(trainctl, home, args=["--retention", "30d", "--default-max-runtime", "24h",
+                                             "--config", str(conf)])
+    try:
+        gone = ("a20", "none40")  # short's 10 days; the server's 30 for a job of no team
+        wait_until(lambda: all(srv.job_or_none(ids[n]) is None for n in gone),
+                   what="the jobs past their retention removed")
+        for n in gone:
+            assert not os.path.exists(dirs[n]), n
+            assert f"retention: removed {ids[n]}" in srv.log()
+        # long has no retention of its own: the server's 30 days keep its 20-day-old job
+        assert srv.job(ids["b20"])["state"] == "succeeded"
+        assert srv.job(ids["a5"])["state"] == "succeeded"
+        # the team's time limit, in the job's spec; the other team's jobs get the server's
+        st, out = srv.call("POST", "/api/v1/jobs", {"spec": {"name": "lim", "command": "true"}})
+        assert st == 201, out
+        assert srv.job(out["id"])["spec"]["limits"]["max_runtime"] == "90m", srv.job(out["id"])["spec"]
+        st, out = srv.call("POST", "/api/v1/jobs", {"spec": {"name": "lim2", "command": "true"},
+                                                    "team": "long"})
+        assert st == 201, out
+        assert srv.job(out["id"])["spec"]["limits"]["max_runtime"] == "1d", srv.job(out["id"])["spec"]
+    finally:
+        srv.stop()

@@ -210,6 +210,18 @@ TEST(teams_slurm_account_and_qos)
 	teams_free(&ts);
 }
 
+TEST(teams_max_runtime_and_retention)
+{
+	struct teams ts = { 0 };
+	char *msg = NULL;
+	CHECK_INT(load_teams("teams:\n  a:\n    members: [x]\n    max_runtime: 90m\n"
+			     "    retention: 30d\n  b:\n    members: [y]\n", &ts, &msg), 0);
+	const struct team *a = teams_find(&ts, "a"), *b = teams_find(&ts, "b");
+	CHECK(a->max_runtime == 90 * 60 && a->retention == 30 * 86400.0);
+	CHECK(b->max_runtime == 0 && b->retention == 0); /* the server's defaults */
+	teams_free(&ts);
+}
+
 TEST(teams_errors_name_file_line_and_key)
 {
 	static const struct {
@@ -236,6 +248,12 @@ TEST(teams_errors_name_file_line_and_key)
 		  ":4: teams.a.slurm: account: 'a b' is not a Slurm account name" },
 		{ "teams:\n  a:\n    members: [x]\n    slurm: ml\n",
 		  ":4: teams.a.slurm: must be a mapping" },
+		{ "teams:\n  a:\n    members: [x]\n    max_runtime: 90\n",
+		  ":4: teams.a.max_runtime: must be a duration with a unit up to 365d" },
+		{ "teams:\n  a:\n    members: [x]\n    max_runtime: 400d\n",
+		  ":4: teams.a.max_runtime: must be a duration" },
+		{ "teams:\n  a:\n    members: [x]\n    retention: soon\n",
+		  ":4: teams.a.retention: must be a duration with a unit (90m, 24h, 30d), not 'soon'" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct teams ts = { 0 };
