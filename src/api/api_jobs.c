@@ -274,17 +274,9 @@ int h_detail(struct srv *s, struct MHD_Connection *con, const struct job_row *x)
 	pthread_mutex_lock(&s->mu);
 	int rc = jobs_show(s->st, x->id, false, &o, &err);
 	json_t *waiting = rc ? NULL : srv_waiting_json(s, x->id);
-	/* the team it was submitted for (none: null); unreadable, the answer goes without it */
-	char *team = NULL;
-	struct tc_err terr = TC_ERR_INIT;
-	bool team_ok = !rc && !store_job_team(s->st, x->id, &team, &terr);
 	pthread_mutex_unlock(&s->mu);
 	if (waiting)
 		json_object_set_new(o, "waiting", waiting);
-	if (team_ok)
-		json_object_set_new(o, "team", team ? json_string(team) : json_null());
-	free(team);
-	tc_err_release(&terr);
 	int ret = rc ? reply_tc(con, &err) : reply_jsont(con, 200, o);
 	tc_err_release(&err);
 	return ret;

@@ -114,6 +114,12 @@ int jobs_show(struct store *st, const char *ref, bool reconcile, json_t **out,
 		trial_row_release(&tr);
 	}
 	tc_err_release(&e2);
+	/* the team it was submitted for (null: none); unreadable, the answer goes without it */
+	char *team = NULL;
+	if (!store_job_team(st, j.id, &team, &e2))
+		json_object_set_new(o, "team", team ? json_string(team) : json_null());
+	free(team);
+	tc_err_release(&e2);
 	json_t *diag = jobs_diagnostics(j.run_dir);
 	if (diag)
 		json_object_set_new(o, "diagnostics", diag);
