@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -243,35 +244,60 @@ static const char *waiting_why(const struct sched_in *in, size_t k, size_t top, 
 	return top == k ? NULL : in->jobs[top].id;
 }
 
-struct json_t *srv_waiting_json(struct srv *s, const char *id)
+/*
+ * One device type's line (rule 3), computed once and shared by every job of
+ * that type a listing explains: the queue in order, the first job in it that
+ * blocks the type, and that job's reservation (rule 8).  Building it is
+ * O(n log n); srv_queue_json builds one per type rather than one per job.
+ */
+struct type_line {
+	const char *type;
+	size_t *q, nq;
+	struct sched_in in;
+	size_t top; /* the blocking job, or SIZE_MAX: none blocks */
+	bool ok;    /* top has a reservation, from at */
+	double at;
+};
+
+static void type_line_build(struct srv *s, const struct sched_job *sj, double now, const char *type,
+			    struct type_line *t)
 {
-	struct sjob *j = srv_find(s, id);
-	if (!j || j->st != SJ_QUEUED || srv_external(j))
-		return NULL;
-	struct sched_job *sj = srv_sched_view(s);
-	size_t *q = xcalloc(s->njobs, sizeof(size_t)), nq = 0;
+	t->type = type;
+	t->q = xcalloc(s->njobs ? s->njobs : 1, sizeof(size_t));
+	t->nq = 0;
 	for (size_t i = 0; i < s->njobs; i++)
-		if (sj[i].state == SJ_QUEUED && !strcmp(sj[i].type, j->type))
-			q[nq++] = i;
-	sched_sort(sj, q, nq);
-	struct sched_in in = { sj, s->njobs, q, nq, s->devs, s->ndevs, s->quotas, s->nquotas,
-			       now_wall(), s->team_limits, s->nteam_limits };
+		if (sj[i].state == SJ_QUEUED && !strcmp(sj[i].type, type))
+			t->q[t->nq++] = i;
+	sched_sort(sj, t->q, t->nq);
+	t->in = (struct sched_in){ sj, s->njobs, t->q, t->nq, s->devs, s->ndevs, s->quotas,
+				   s->nquotas, now, s->team_limits, s->nteam_limits };
 	/* the first in line that blocks its type (rule 3): not one over its quota (rule 5) nor
 	 * one its team's rules hold (9, 10): those are skipped and block nobody */
-	size_t k = (size_t)(j - s->jobs), top = k;
-	for (size_t i = 0; i < nq; i++)
-		if (sched_why(&in, q[i]) == SCHED_WAIT_DEVICES) {
-			top = q[i];
+	t->top = SIZE_MAX;
+	for (size_t i = 0; i < t->nq; i++)
+		if (sched_why(&t->in, t->q[i]) == SCHED_WAIT_DEVICES) {
+			t->top = t->q[i];
 			break;
 		}
-	double at = 0;
-	bool ok = sched_reservation(&in, top, &at);
+	t->at = 0;
+	t->ok = t->top != SIZE_MAX && sched_reservation(&t->in, t->top, &t->at);
+}
+
+/* Why queued job k (an index into s->jobs) waits, on its type's line t. */
+static json_t *waiting_json_on(struct srv *s, const struct type_line *t, size_t k)
+{
+	const struct sjob *j = &s->jobs[k];
+	size_t top = t->top == SIZE_MAX ? k : t->top;
+	double at = t->at;
+	bool ok = t->ok;
+	if (t->top == SIZE_MAX) /* nobody blocks: k is its own first in line */
+		ok = sched_reservation(&t->in, k, &at);
 	struct sbuf why = SBUF_INIT;
 	const char *behind = NULL;
-	enum sched_wait tw = sched_why(&in, k);
+	enum sched_wait tw = sched_why(&t->in, k);
 	if (tw == SCHED_WAIT_TEAM_LIMIT || tw == SCHED_WAIT_RECLAIM) {
 		/* rules (9), (10): its team's, before any reservation */
-		const struct sched_team_limit *row = sched_team_row(&in, j->team, j->type);
+		const struct sched_team_limit *row = sched_team_row(&t->in, j->team, j->type);
 		if (tw == SCHED_WAIT_TEAM_LIMIT)
 			sbuf_addf(&why, "its team %s would hold more than its guarantee plus what it "
 				  "may borrow (%d + %d %s)", j->team, row ? row->guarantee : 0,
@@ -281,12 +307,24 @@ struct json_t *srv_waiting_json(struct srv *s, const char *id)
 				  "guarantee", j->type);
 		ok = false;
 	} else {
-		behind = waiting_why(&in, k, top, ok, at, &why);
+		behind = waiting_why(&t->in, k, top, ok, at, &why);
 	}
 	json_t *o = json_pack("{s:s, s:s?, s:o}", "why", why.buf, "behind", behind, "reserved_from",
 			      ok ? json_real(at) : json_null());
 	sbuf_release(&why);
-	free(q);
+	return o;
+}
+
+struct json_t *srv_waiting_json(struct srv *s, const char *id)
+{
+	struct sjob *j = srv_find(s, id);
+	if (!j || j->st != SJ_QUEUED || srv_external(j))
+		return NULL;
+	struct sched_job *sj = srv_sched_view(s);
+	struct type_line t;
+	type_line_build(s, sj, now_wall(), j->type, &t);
+	json_t *o = waiting_json_on(s, &t, (size_t)(j - s->jobs));
+	free(t.q);
 	free(sj);
 	return o;
 }
@@ -378,6 +416,8 @@ json_t *srv_queue_json(struct srv *s, const char *viewer, bool all)
 	sched_sort(sj, q, nq);
 	json_t *a = json_array();
 	double now = now_wall();
+	struct type_line *lines = NULL; /* one per device type listed, built on first use */
+	size_t nlines = 0, alloc = 0;
 	for (size_t p = 0; p < nq && p < QUEUE_LIST_MAX; p++) {
 		const struct sjob *j = &s->jobs[q[p]];
 		/* as on a team's page: who waits and why; a job's name only to its owner */
@@ -388,13 +428,20 @@ json_t *srv_queue_json(struct srv *s, const char *viewer, bool all)
 				      "user", j->user, "team", j->team, "type", j->type, "count",
 				      j->count, "priority", j->priority, "waited_seconds",
 				      since > 0 && now > since ? now - since : 0.0);
-		json_t *w = srv_waiting_json(s, j->id);
-		if (w)
-			json_object_update(o, w);
-		json_decref(w);
+		size_t l = 0;
+		while (l < nlines && strcmp(lines[l].type, j->type))
+			l++;
+		if (l == nlines) {
+			XGROW(lines, nlines + 1, alloc);
+			type_line_build(s, sj, now, j->type, &lines[nlines++]);
+		}
+		json_object_update_new(o, waiting_json_on(s, &lines[l], q[p]));
 		json_object_set_new(o, "fair_share", fairshare_json(s, j));
 		json_array_append_new(a, o);
 	}
+	for (size_t l = 0; l < nlines; l++)
+		free(lines[l].q);
+	free(lines);
 	free(q);
 	free(sj);
 	double h;
