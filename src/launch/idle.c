@@ -210,6 +210,11 @@ int sup_idle_tick(struct sup *sp, int64_t now_ms)
 		sbuf_addf(&t, ": stopping in %s unless it is used (limits.idle_minutes %g)", in.buf,
 			  sp->s->idle_minutes);
 		note(sp, t.buf);
+		/* the owner hears of it where the job's hooks send (notify.h: "idle") */
+		struct sbuf r = SBUF_INIT;
+		sbuf_addf(&r, "%s: %s", job_note_name(JOB_NOTE_IDLE), t.buf);
+		sup_notify(sp, NOTIFY_IDLE, job_state_name(JOB_RUNNING), r.buf, -1);
+		sbuf_release(&r);
 		sbuf_release(&t);
 		sbuf_release(&in);
 	} else if (d->warned_at && idle >= d->limit_s && now >= d->warned_at + d->lead_s) {

@@ -26,6 +26,7 @@ static const char *const event_names[NOTIFY_NEVENTS] = {
 	[NOTIFY_HANG] = "hang",           [NOTIFY_RESTARTED] = "restarted",
 	[NOTIFY_PREEMPTED] = "preempted", [NOTIFY_LOG_MATCH] = "log_match",
 	[NOTIFY_KILLED] = "killed",       [NOTIFY_UNHEALTHY] = "device_unhealthy",
+	[NOTIFY_IDLE] = "idle",
 };
 
 const char *notify_event_name(enum notify_event e)

@@ -50,6 +50,7 @@ enum notify_event {
 	NOTIFY_LOG_MATCH, /* an on_log: pattern matched ("log_match") */
 	NOTIFY_KILLED,    /* stopped by a user */
 	NOTIFY_UNHEALTHY, /* a device failed its health check ("device_unhealthy") */
+	NOTIFY_IDLE,      /* limits.idle_minutes: the warning before the stop ("idle") */
 	NOTIFY_NEVENTS
 };
 #define NOTIFY_ALL ((1u << NOTIFY_NEVENTS) - 1)
@@ -57,7 +58,7 @@ enum notify_event {
 #define NOTIFY_DEFAULT_EVENTS                                                             \
 	((1u << NOTIFY_SUCCEEDED) | (1u << NOTIFY_FAILED) | (1u << NOTIFY_KILLED) |           \
 	 (1u << NOTIFY_HANG) | (1u << NOTIFY_RESTARTED) | (1u << NOTIFY_PREEMPTED) |         \
-	 (1u << NOTIFY_UNHEALTHY))
+	 (1u << NOTIFY_UNHEALTHY) | (1u << NOTIFY_IDLE))
 
 /* "failed", "log_match", ...; static. */
 const char *notify_event_name(enum notify_event e);

@@ -16,6 +16,7 @@ import pytest
 from conftest import ENDED, notes, wait_on_job, wait_until
 from endpoint_helpers import jupyter_ok, run_cell, websocket  # noqa: F401 (a fixture)
 from server_fixture import start_server
+from test_notify import Receiver
 
 
 def need_jupyter():
@@ -64,7 +65,7 @@ def jupyter(run_tc, name):
     return wait_on_job(up, lambda: job_of(run_tc, name), timeout=180, what="the job's Jupyter")
 
 
-def spec(tmp_path, name, minutes, endpoint="jupyter"):
+def spec(tmp_path, name, minutes, endpoint="jupyter", extra=""):
     s = tmp_path / f"{name}.yaml"
     s.write_text(f"""name: {name}
 workdir: {tmp_path}
@@ -72,7 +73,7 @@ command: "sleep 900"
 endpoints: [{endpoint}]
 limits: {{idle_minutes: {minutes}}}
 restart: {{max_restarts: 2, grace_seconds: 10}}
-""")
+{extra}""")
     return s
 
 
@@ -83,7 +84,15 @@ def ended(run_tc, name, timeout):
 
 def test_idle_jupyter_job_is_warned_then_stopped(trainctl, run_tc, home, tmp_path):
     need_jupyter()
-    s = spec(tmp_path, "idle-nb", 0.1)  # 6 s
+    hook = Receiver()  # the warning reaches the job's webhooks too (default events)
+    try:
+        idle_job_stopped(trainctl, run_tc, home, tmp_path, hook)
+    finally:
+        hook.close()
+
+
+def idle_job_stopped(trainctl, run_tc, home, tmp_path, hook):
+    s = spec(tmp_path, "idle-nb", 0.1, extra=f"notify: [{{url: '{hook.url}'}}]\n")  # 6 s
     with running(trainctl, home, s, tmp_path / "run.log") as p:
         jupyter(run_tc, "idle-nb")
         job = ended(run_tc, "idle-nb", 180)
@@ -101,6 +110,10 @@ def test_idle_jupyter_job_is_warned_then_stopped(trainctl, run_tc, home, tmp_pat
     # the console says both
     assert "idle: no use for " in out and "stopped: idle for 0.1 minutes" in out, out
     assert out.index("idle: no use for ") < out.index("stopped: idle for"), out
+    # the hook heard the warning, then the end
+    events = wait_until(lambda: (lambda e: e if "killed" in e else None)(hook.events()), timeout=60,
+                        what="the webhook's killed event")
+    assert "idle" in events and events.index("idle") < events.index("killed"), events
 
 
 def test_busy_kernel_is_use_and_the_job_stops_once_it_is_idle(trainctl, run_tc, home, tmp_path,
