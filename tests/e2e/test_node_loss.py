@@ -6,82 +6,13 @@ never a stop.
 On a localhost Slurm cluster (slurm_cluster.py: slurmd n1, n2 and n3 on
 one host, so that a 2-node job can have a spare). The node's processes are found by what they are (a `trainctl
 supervise-node JOB` whose srun task is node 1) and killed with SIGKILL, as
-when a host dies. Every wait is on a condition."""
+when a host dies (node_loss_helpers.py). Every wait is on a condition."""
 import json
 import os
-import signal
 import subprocess
 
-import pytest
-
 from conftest import ENV_DUMP, job_id_in, notes, poll, rank_log, show, wait_until
-from slurm_cluster import module_cluster
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    yield from module_cluster(tmp_path_factory, nodes=3)
-
-
-@pytest.fixture
-def slurm_tc(run_tc, cluster):
-    def run(*args, env=None, **kw):
-        return run_tc(*args, env=dict(env or {}, SLURM_CONF=cluster.conf), **kw)
-    return run
-
-
-def _read(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
-def node_supervisor(job, node):
-    """pid of `trainctl supervise-node JOB` running as srun's task `node` (SLURM_NODEID), or None"""
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        argv = _read(f"/proc/{name}/cmdline").split(b"\0")
-        if b"supervise-node" not in argv or job.encode() not in argv:
-            continue
-        env = _read(f"/proc/{name}/environ").split(b"\0")
-        if f"SLURM_NODEID={node}".encode() in env:
-            return int(name)
-    return None
-
-
-def process_tree(pid):
-    """pid and every process below it"""
-    children = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        stat = _read(f"/proc/{name}/stat").decode(errors="replace")
-        try:
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        except (IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(name))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(children.get(p, []))
-    return out
-
-
-def kill_node(job, node):
-    """SIGKILL node `node`'s supervisor and everything under it at once, as when its host dies"""
-    pid = node_supervisor(job, node)
-    assert pid, f"no supervise-node {job} for node {node}"
-    for p in process_tree(pid):
-        try:
-            os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return pid
+from node_loss_helpers import cluster, kill_node, node_result, node_supervisor, slurm_tc  # noqa: F401 (the fixtures)
 
 
 # Each rank says which attempt and node it is, logs a few steps; in the first attempt it then
@@ -134,10 +65,6 @@ def test_lost_node_restarts_the_job(slurm_tc, cluster, tmp_path, home, trainctl)
     # the restart ran on both nodes again
     for r in (0, 1):
         assert f"attempt 1 node {r} rank {r} of 2" in rank_log(j, r), rank_log(j, r)
-
-
-def node_result(job, attempt, node):
-    return json.load(open(os.path.join(job["run_dir"], "attempts", str(attempt), f"node-{node}.json")))
 
 
 def run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, name, extra, policy="", nodes="2",
@@ -226,7 +153,7 @@ def test_fewer_nodes_round_env_and_rank_table(slurm_tc, cluster, tmp_path, home,
     dump = tmp_path / "env"
     job, rc, err = run_and_kill(
         trainctl, cluster, tmp_path, home, slurm_tc, "elastic-npu",
-        f'framework: mindspore\nslurm: {{gres: none, extra: ["--nodes=2"]}}\n', nodes="{min: 1, max: 2}",
+        'framework: mindspore\nslurm: {gres: none, extra: ["--nodes=2"]}\n', nodes="{min: 1, max: 2}",
         ranks=(0, 1, 2, 3), worker=ENV_WORKER,
         devices=f'{{type: npu, per_node: 2, hccn_conf: "{tmp_path}/hccn-{{node}}.conf"}}',
         env={"TRAINCTL_FAKE_DEVICES": "npu:8", "ENV_DUMP_ROOT": str(dump)})

@@ -15,26 +15,11 @@ import os
 import re
 import subprocess
 
-import pytest
-
 from conftest import DIGITS, PYTHON, job_id_in, show, wait_until
-from slurm_cluster import module_cluster
-from test_node_loss import kill_node, node_result, node_supervisor
+from node_loss_helpers import cluster, kill_node, node_result, node_supervisor, slurm_tc  # noqa: F401 (the fixtures)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    yield from module_cluster(tmp_path_factory, nodes=3)
-
-
-@pytest.fixture
-def slurm_tc(run_tc, cluster):
-    def run(*args, env=None, **kw):
-        return run_tc(*args, env=dict(env or {}, SLURM_CONF=cluster.conf), **kw)
-    return run
-
-
-EPOCHS = 4
+EPOCHS = 5
 # ~23 steps of 32 samples per rank and epoch: 0.05 s a step makes an epoch last
 # over a second, so that the kill lands well before the last epoch
 SPEC = f"""
@@ -65,13 +50,12 @@ def run_and_kill_after_epoch_1(trainctl, cluster, home, slurm_tc, spec):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         job = wait_until(lambda: job_id_in(home), timeout=120, what="the job's row")
+        first = os.path.join(ckpt_dir(show(slurm_tc, job)), "epoch-1.pt")
 
-        def epoch_1_written():
+        def epoch_1_written():  # a cheap look: the kill must come well before the last epoch
             if proc.poll() is not None:
                 raise AssertionError(f"the run ended early: {proc.communicate()}")
-            j = show(slurm_tc, job)
-            return (os.path.exists(os.path.join(ckpt_dir(j), "epoch-1.pt"))
-                    and node_supervisor(job, 1))
+            return os.path.exists(first) and node_supervisor(job, 1)
 
         wait_until(epoch_1_written, timeout=240, step=0.1,
                    what=lambda: "epoch-1.pt and node 1's supervisor: " + cluster.squeue() + cluster.logs())
