@@ -7,6 +7,7 @@ import signal
 
 import pytest
 
+from conftest import job_id_in, wait_until
 from slurm_cluster import module_cluster
 
 
@@ -78,3 +79,25 @@ def kill_node(job, node):
 
 def node_result(job, attempt, node):
     return json.load(open(os.path.join(job["run_dir"], "attempts", str(attempt), f"node-{node}.json")))
+
+
+def kill_node_1_when(proc, home, cluster, ready, what):
+    """`trainctl run` proc going with home's one job: once ready(job id)'s predicate holds,
+    SIGKILL node 1, wait for the run's end; (job id, run's exit, stderr)"""
+    try:
+        job = wait_until(lambda: job_id_in(home), timeout=120, what="the job's row")
+        holds = ready(job)
+
+        def check():
+            if proc.poll() is not None:
+                raise AssertionError(f"the run ended early: {proc.communicate()}")
+            return holds()
+
+        wait_until(check, timeout=240, what=lambda: f"{what}: " + cluster.squeue() + cluster.logs())
+        kill_node(job, 1)
+        _, err = proc.communicate(timeout=400)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return job, proc.returncode, err

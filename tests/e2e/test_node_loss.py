@@ -12,7 +12,8 @@ import os
 import subprocess
 
 from conftest import ENV_DUMP, job_id_in, notes, poll, rank_log, show, wait_until
-from node_loss_helpers import cluster, kill_node, node_result, node_supervisor, slurm_tc  # noqa: F401 (the fixtures)
+from node_loss_helpers import (cluster, kill_node_1_when, node_result, node_supervisor,  # noqa: F401 (the fixtures)
+                               slurm_tc)
 
 
 # Each rank says which attempt and node it is, logs a few steps; in the first attempt it then
@@ -71,24 +72,11 @@ def run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, name, extra, polic
                  ranks=(0, 1), **job):
     """start the job, wait for its ranks' first attempt, SIGKILL node 1; (job id, run's exit, stderr)"""
     proc = start_job(trainctl, cluster, tmp_path, name, extra, policy, nodes, **job)
-    try:
-        job = wait_until(lambda: job_id_in(home), timeout=120, what="the job's row")
 
-        def ready():
-            if proc.poll() is not None:
-                raise AssertionError(f"the run ended early: {proc.communicate()}")
-            j = show(slurm_tc, job)
-            return all("ready" in _log(j, r) for r in ranks) and node_supervisor(job, 1)
+    def ready(job):
+        return lambda: all("ready" in _log(show(slurm_tc, job), r) for r in ranks) and node_supervisor(job, 1)
 
-        wait_until(ready, timeout=240, what=lambda: "both ranks in the first attempt: "
-                   + cluster.squeue() + cluster.logs())
-        kill_node(job, 1)
-        _, err = proc.communicate(timeout=400)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    return job, proc.returncode, err
+    return kill_node_1_when(proc, home, cluster, ready, "the ranks in the first attempt")
 
 
 def test_a_spare_takes_the_lost_node_rank(slurm_tc, cluster, tmp_path, home, trainctl):

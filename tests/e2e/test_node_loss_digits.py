@@ -15,8 +15,9 @@ import os
 import re
 import subprocess
 
-from conftest import DIGITS, PYTHON, job_id_in, show, wait_until
-from node_loss_helpers import cluster, kill_node, node_result, node_supervisor, slurm_tc  # noqa: F401 (the fixtures)
+from conftest import DIGITS, PYTHON, show
+from node_loss_helpers import (cluster, kill_node_1_when, node_result, node_supervisor,  # noqa: F401 (the fixtures)
+                               slurm_tc)
 
 
 EPOCHS = 5
@@ -48,24 +49,12 @@ def run_and_kill_after_epoch_1(trainctl, cluster, home, slurm_tc, spec):
     env = dict(os.environ, SLURM_CONF=str(cluster.conf), TRAINCTL_HOME=str(home))
     proc = subprocess.Popen([str(trainctl), "run", "-q", str(spec)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        job = wait_until(lambda: job_id_in(home), timeout=120, what="the job's row")
+
+    def epoch_1_written(job):  # a cheap look: the kill must come well before the last epoch
         first = os.path.join(ckpt_dir(show(slurm_tc, job)), "epoch-1.pt")
+        return lambda: os.path.exists(first) and node_supervisor(job, 1)
 
-        def epoch_1_written():  # a cheap look: the kill must come well before the last epoch
-            if proc.poll() is not None:
-                raise AssertionError(f"the run ended early: {proc.communicate()}")
-            return os.path.exists(first) and node_supervisor(job, 1)
-
-        wait_until(epoch_1_written, timeout=240, step=0.1,
-                   what=lambda: "epoch-1.pt and node 1's supervisor: " + cluster.squeue() + cluster.logs())
-        kill_node(job, 1)
-        _, err = proc.communicate(timeout=400)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    return job, proc.returncode, err
+    return kill_node_1_when(proc, home, cluster, epoch_1_written, "epoch-1.pt and node 1's supervisor")
 
 
 def summaries(tc, job, name):
