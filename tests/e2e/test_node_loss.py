@@ -6,82 +6,14 @@ never a stop.
 On a localhost Slurm cluster (slurm_cluster.py: slurmd n1, n2 and n3 on
 one host, so that a 2-node job can have a spare). The node's processes are found by what they are (a `trainctl
 supervise-node JOB` whose srun task is node 1) and killed with SIGKILL, as
-when a host dies. Every wait is on a condition."""
+when a host dies (node_loss_helpers.py). Every wait is on a condition."""
 import json
 import os
-import signal
 import subprocess
 
-import pytest
-
-from conftest import job_id_in, notes, poll, rank_log, show, wait_until
-from slurm_cluster import module_cluster
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    yield from module_cluster(tmp_path_factory, nodes=3)
-
-
-@pytest.fixture
-def slurm_tc(run_tc, cluster):
-    def run(*args, env=None, **kw):
-        return run_tc(*args, env=dict(env or {}, SLURM_CONF=cluster.conf), **kw)
-    return run
-
-
-def _read(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
-def node_supervisor(job, node):
-    """pid of `trainctl supervise-node JOB` running as srun's task `node` (SLURM_NODEID), or None"""
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        argv = _read(f"/proc/{name}/cmdline").split(b"\0")
-        if b"supervise-node" not in argv or job.encode() not in argv:
-            continue
-        env = _read(f"/proc/{name}/environ").split(b"\0")
-        if f"SLURM_NODEID={node}".encode() in env:
-            return int(name)
-    return None
-
-
-def process_tree(pid):
-    """pid and every process below it"""
-    children = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        stat = _read(f"/proc/{name}/stat").decode(errors="replace")
-        try:
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        except (IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(name))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(children.get(p, []))
-    return out
-
-
-def kill_node(job, node):
-    """SIGKILL node `node`'s supervisor and everything under it at once, as when its host dies"""
-    pid = node_supervisor(job, node)
-    assert pid, f"no supervise-node {job} for node {node}"
-    for p in process_tree(pid):
-        try:
-            os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return pid
+from conftest import ENV_DUMP, job_id_in, notes, poll, rank_log, show, wait_until
+from node_loss_helpers import (cluster, kill_node_1_when, node_result, node_supervisor,  # noqa: F401 (the fixtures)
+                               slurm_tc)
 
 
 # Each rank says which attempt and node it is, logs a few steps; in the first attempt it then
@@ -92,17 +24,19 @@ WORKER = ('echo "attempt $TORCHELASTIC_RESTART_COUNT node $SLURM_NODEID rank $RA
           ' if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then echo ready; exec sleep 300; fi')
 
 
-def start_job(trainctl, cluster, tmp_path, name, extra="", policy="", nodes="2"):
+def start_job(trainctl, cluster, tmp_path, name, extra="", policy="", nodes="2", worker=WORKER,
+              devices="{type: cpu, per_node: 1}", env=None):
     spec = tmp_path / f"{name}.yaml"
     spec.write_text(f"""
 name: {name}
-command: '{WORKER}'
-devices: {{type: cpu, per_node: 1}}
+command: '{worker}'
+devices: {devices}
 nodes: {nodes}
 backend: slurm
 restart: {{max_restarts: 2, grace_seconds: 3{policy}}}
 {extra}""")
-    env = dict(os.environ, SLURM_CONF=str(cluster.conf), TRAINCTL_HOME=str(tmp_path / "trainctl-home"))
+    env = dict(os.environ, SLURM_CONF=str(cluster.conf), TRAINCTL_HOME=str(tmp_path / "trainctl-home"),
+               **(env or {}))
     return subprocess.Popen([str(trainctl), "run", "-q", str(spec)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -134,31 +68,15 @@ def test_lost_node_restarts_the_job(slurm_tc, cluster, tmp_path, home, trainctl)
         assert f"attempt 1 node {r} rank {r} of 2" in rank_log(j, r), rank_log(j, r)
 
 
-def node_result(job, attempt, node):
-    return json.load(open(os.path.join(job["run_dir"], "attempts", str(attempt), f"node-{node}.json")))
+def run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, name, extra, policy="", nodes="2",
+                 ranks=(0, 1), **job):
+    """start the job, wait for its ranks' first attempt, SIGKILL node 1; (job id, run's exit, stderr)"""
+    proc = start_job(trainctl, cluster, tmp_path, name, extra, policy, nodes, **job)
 
+    def ready(job):
+        return lambda: all("ready" in _log(show(slurm_tc, job), r) for r in ranks) and node_supervisor(job, 1)
 
-def run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, name, extra, policy="", nodes="2"):
-    """start the job, wait for both ranks' first attempt, SIGKILL node 1; (job id, run's exit, stderr)"""
-    proc = start_job(trainctl, cluster, tmp_path, name, extra, policy, nodes)
-    try:
-        job = wait_until(lambda: job_id_in(home), timeout=120, what="the job's row")
-
-        def ready():
-            if proc.poll() is not None:
-                raise AssertionError(f"the run ended early: {proc.communicate()}")
-            j = show(slurm_tc, job)
-            return all("ready" in _log(j, r) for r in (0, 1)) and node_supervisor(job, 1)
-
-        wait_until(ready, timeout=240, what=lambda: "both ranks in the first attempt: "
-                   + cluster.squeue() + cluster.logs())
-        kill_node(job, 1)
-        _, err = proc.communicate(timeout=400)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    return job, proc.returncode, err
+    return kill_node_1_when(proc, home, cluster, ready, "the ranks in the first attempt")
 
 
 def test_a_spare_takes_the_lost_node_rank(slurm_tc, cluster, tmp_path, home, trainctl):
@@ -205,6 +123,65 @@ def test_elastic_job_goes_on_with_fewer_nodes(slurm_tc, cluster, tmp_path, home,
     assert "attempt 1 node 0 rank 0 of 1" in rank_log(j, 0), rank_log(j, 0)
     script = open(os.path.join(j["run_dir"], "job.sbatch")).read()
     assert "#SBATCH --nodes=1-2\n" in script and "#SBATCH --no-kill\n" in script, script
+
+
+# Each rank dumps its environment per round (env_dump.py into round-<k>/rank-<r>.json), then as WORKER
+ENV_WORKER = ('d="$ENV_DUMP_ROOT/round-$TORCHELASTIC_RESTART_COUNT"; mkdir -p "$d" &&'
+              f' ENV_DUMP_DIR="$d" /usr/bin/python3 {ENV_DUMP} && echo "dumped $RANK" &&'
+              ' if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then echo ready; exec sleep 300; fi')
+
+
+def test_fewer_nodes_round_env_and_rank_table(slurm_tc, cluster, tmp_path, home, trainctl):
+    # The Ascend profile (framework: mindspore on npu: the rank table) with 2 fake npus a node,
+    # nodes {min: 1, max: 2}, no spare: the round after node 1 is lost has the torchrun set, the
+    # rank-table variables and hccl.json of a one-node world, computed anew (not the old ones)
+    for n in (0, 1):
+        (tmp_path / f"hccn-{n}.conf").write_text(
+            f"address_0=192.168.{n}.10\naddress_1=192.168.{n}.11\n")
+    dump = tmp_path / "env"
+    job, rc, err = run_and_kill(
+        trainctl, cluster, tmp_path, home, slurm_tc, "elastic-npu",
+        'framework: mindspore\nslurm: {gres: none, extra: ["--nodes=2"]}\n', nodes="{min: 1, max: 2}",
+        ranks=(0, 1, 2, 3), worker=ENV_WORKER,
+        devices=f'{{type: npu, per_node: 2, hccn_conf: "{tmp_path}/hccn-{{node}}.conf"}}',
+        env={"TRAINCTL_FAKE_DEVICES": "npu:8", "ENV_DUMP_ROOT": str(dump)})
+    assert rc == 0, err + cluster.logs()
+    j = show(slurm_tc, job)
+    assert j["state"] == "succeeded" and j["restarts"] == 1, j["events"]
+    running = [e["reason"] for e in j["events"] if e["state"] == "running" and "kind" not in e]
+    assert "node 1 (n2) left out, no spare left: going on with 1 node" in running[1], running
+
+    def envs(round_):
+        d = dump / f"round-{round_}"
+        return {int(f.stem.split("-")[1]): json.loads(f.read_text()) for f in d.glob("rank-*.json")}
+
+    def table(round_):
+        return json.load(open(os.path.join(j["run_dir"], "ranktable", f"attempt-{round_}", "hccl.json")))
+
+    for round_, nodes in ((0, 2), (1, 1)):
+        e = envs(round_)
+        world = 2 * nodes
+        assert sorted(e) == list(range(world)), (round_, sorted(e))
+        master = open(os.path.join(j["run_dir"], "attempts", str(round_), "master")).read().strip()
+        for r, v in e.items():
+            want = {"RANK": r, "WORLD_SIZE": world, "ROLE_WORLD_SIZE": world, "LOCAL_WORLD_SIZE": 2,
+                    "LOCAL_RANK": r % 2, "GROUP_RANK": r // 2, "GROUP_WORLD_SIZE": nodes,
+                    "TORCHELASTIC_RESTART_COUNT": round_, "RANK_ID": r, "RANK_SIZE": world,
+                    "SERVER_ID": r // 2, "DEVICE_NUM": 2, "DEVICE_ID": r % 2,
+                    "RANK_TABLE_FILE": os.path.join(j["run_dir"], "ranktable", f"attempt-{round_}",
+                                                    "hccl.json")}
+            got = {k: v.get(k) for k in want}
+            assert got == {k: str(x) for k, x in want.items()}, (round_, r, got)
+            # trainctl sets no NNODES (nor does torchrun); where one is set it must be this round's.
+            # The round's srun spans its own nodes: Slurm's step variables agree.
+            assert v.get("NNODES") in (None, str(nodes)), (round_, r, v.get("NNODES"))
+            assert (v.get("SLURM_NNODES"), v.get("SLURMD_NODENAME")) == (str(nodes), f"n{r // 2 + 1}"), \
+                (round_, r, v.get("SLURM_NNODES"), v.get("SLURMD_NODENAME"))
+            assert f"{v['MASTER_ADDR']}:{v['MASTER_PORT']}" == master, (round_, r, master)
+        t = table(round_)
+        assert t["server_count"] == str(nodes), t
+        assert [[(d["rank_id"], d["device_id"], d["device_ip"]) for d in s["device"]] for s in t["server_list"]] \
+            == [[(str(2 * n + i), str(i), f"192.168.{n}.1{i}") for i in (0, 1)] for n in range(nodes)], t
 
 
 def test_elastic_job_below_min_fails_with_the_reason(slurm_tc, cluster, tmp_path, home, trainctl):
