@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -65,12 +66,12 @@ int slurm_spare_main(const struct slurm_spare_args *a, struct tc_err *err)
 	int *ids = NULL, n = 0;
 	int rc = parse_devices(a->devices, &type, &ids, &n, err);
 	if (!rc) {
-		struct sigaction sa = { 0 };
-		sa.sa_handler = on_spare_signal;
+		/* srun passes a stop on as SIGTERM; no SA_RESTART: the nap sees it at once */
+		static const int sigs[] = { SIGTERM, SIGINT, SIGHUP };
+		struct sigaction sa = { .sa_handler = on_spare_signal };
 		sigemptyset(&sa.sa_mask);
-		sigaction(SIGTERM, &sa, NULL);
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGHUP, &sa, NULL);
+		for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+			sigaction(sigs[i], &sa, NULL);
 		struct launch_spare_watch w = { .node_name = me, .type = type, .ids = ids, .n = n,
 						.interval = a->interval, .tell = a->tell,
 						.tell_ctx = a->tell_ctx, .stop = &spare_stop };
@@ -181,28 +182,24 @@ static void take_line(struct slurm_spares *sp, struct sink **ts, const char *lin
 	launch_spare_health_release(&h);
 }
 
-/* The reader thread: the step's stdout to its end. */
+/* The reader thread: the step's stdout to its end (the pipe is its own until then). */
 static void *reader_main(void *arg)
 {
 	struct slurm_spares *sp = arg;
 	struct sink *ts = NULL;
-	struct sbuf in = SBUF_INIT;
-	char buf[4096];
-	for (;;) {
-		ssize_t n = read(sp->p.out.fd, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		sbuf_add(&in, buf, (size_t)n);
-		char *nl;
-		while (in.len && (nl = memchr(in.buf, '\n', in.len))) {
-			size_t len = (size_t)(nl - in.buf);
-			take_line(sp, &ts, in.buf, len);
-			sbuf_remove_front(&in, len + 1);
-		}
+	FILE *f = fdopen(sp->p.out.fd, "r");
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	if (!f)
+		launch_say("warning: the spares' step: cannot read its output: %s", strerror(errno));
+	while (f && (n = getline(&line, &cap, f)) > 0)
+		take_line(sp, &ts, line, (size_t)n - (line[n - 1] == '\n'));
+	free(line);
+	if (f) {
+		fclose(f); /* closes the pipe: proc_clear must not again */
+		sp->p.out.fd = -1;
 	}
-	sbuf_release(&in);
 	sink_close(ts);
 	pthread_mutex_lock(&sp->lock);
 	sp->eof = true;

@@ -16,7 +16,7 @@ import signal
 import subprocess
 
 from conftest import job_id_in, notes, rank_log, show, wait_until
-from slurm_cluster import module_cluster
+from slurm_cluster import module_cluster, slurm_tc  # noqa: F401 (a fixture, on our cluster)
 
 import pytest
 
@@ -26,27 +26,17 @@ def cluster(tmp_path_factory):
     yield from module_cluster(tmp_path_factory, nodes=4)
 
 
-@pytest.fixture
-def slurm_tc(run_tc, cluster):
-    def run(*args, env=None, **kw):
-        return run_tc(*args, env=dict(env or {}, SLURM_CONF=cluster.conf), **kw)
-    return run
-
-
-def _read(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
 def _procs():
-    """(pid, argv, environ) of every process we can read"""
+    """(pid, argv, environ) of every process we may read"""
     for name in os.listdir("/proc"):
-        if name.isdigit():
-            yield int(name), _read(f"/proc/{name}/cmdline").split(b"\0"), \
-                _read(f"/proc/{name}/environ").split(b"\0")
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as c, open(f"/proc/{name}/environ", "rb") as e:
+                argv, env = c.read().split(b"\0"), e.read().split(b"\0")
+        except OSError:  # gone, or another account's
+            continue
+        yield int(name), argv, env
 
 
 def spares_running(job):
@@ -123,7 +113,12 @@ slurm: {{gres: none}}
     proc = subprocess.Popen([str(trainctl), "run", "-q", str(spec)], env=full,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        job = wait_until(lambda: job_id_in(home), timeout=120, what="the job's row")
+        def recorded():
+            if proc.poll() is not None:
+                raise AssertionError(f"the run ended early: {proc.communicate()}")
+            return job_id_in(home)
+
+        job = wait_until(recorded, timeout=120, what="the job's row")
 
         def ranks(word):
             def ready():
