@@ -53,6 +53,7 @@ static const struct command {
 	{ "supervise", cmd_supervise, NULL }, /* started by the server, not typed */
 	{ "slurm-batch", cmd_slurm_batch, NULL },       /* job.sbatch runs it (backend: slurm) */
 	{ "supervise-node", cmd_supervise_node, NULL }, /* srun starts it on every node */
+	{ "supervise-spare", cmd_supervise_spare, NULL }, /* and on each spare while it waits */
 	{ "hub", cmd_hub, NULL },
 	{ "rdzv-sim", cmd_rdzv_sim, NULL }, /* bench/rdzv_bench.sh, tests/e2e/test_rdzv.py */
 	{ "ssh-serve", cmd_ssh_serve, NULL },     /* an ssh endpoint's sidecar (endpoint/ssh.h) */

@@ -6,6 +6,7 @@
  */
 #include "backend/backend.h"
 #include "backend/slurm_int.h"
+#include "backend/slurm_spare.h"
 #include "core/proc.h"
 #include "jobs/jobs.h"
 #include "core/sbuf.h"
@@ -50,6 +51,7 @@ struct batch {
 	struct sink *sink;     /* where the job's records go: the hub's or the database's */
 	bool remote;           /* the hub's (TRAINCTL_HUB_URL): no database here */
 	bool excluded;         /* the attempt's srun left the excluded nodes out */
+	struct slurm_spares *spares; /* the spares' health step (slurm_spare.h) */
 };
 
 /* Why the job was asked to stop: the database, or the hub for a driver that reports to one. */
@@ -372,12 +374,14 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 	p.default_sigs = PROC_SIG(SIGTERM) | PROC_SIG(SIGINT) | PROC_SIG(SIGUSR1) | PROC_SIG(SIGUSR2);
 	if (b->remote)
 		p.out.how = PROC_IO_PIPE; /* the nodes' outcomes come this way (node_results) */
+	slurm_spares_release(b->spares, a->hosts); /* a called spare's CPUs, free for this step */
 	int rc = proc_start(&p, err);
 	if (rc) {
 		proc_clear(&p);
 		return rc;
 	}
 	batch_srun = p.pid;
+	slurm_spares_watch(b->spares, a->hosts, a->exclude); /* the spares left, checked while they wait */
 	if (b->remote)
 		node_results(b, p.out.fd);
 	int status = 0;
@@ -486,7 +490,7 @@ int slurm_batch_main(const char *home, const char *job_id, int *exit_status, str
 	struct hub_ship *ship = NULL;
 	const char *hub = getenv("TRAINCTL_HUB_URL");
 	struct batch b = { home, job_id, NULL, path_self_exe(), 0, getenv("SLURM_JOB_ID"), false,
-			   NULL, hub && *hub, false };
+			   NULL, hub && *hub, false, NULL };
 	*exit_status = 1;
 	int rc = batch_open(&b, &s, &rd, err);
 	if (rc)
@@ -505,7 +509,9 @@ int slurm_batch_main(const char *home, const char *job_id, int *exit_status, str
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGUSR1, &sa, NULL);
 	sigaction(SIGUSR2, &sa, NULL);
-	struct launch_backend_ops ops = { srun_attempt, &b, nodes, alloc_hosts };
+	b.spares = slurm_spares_new(b.exe, home, job_id, s, b.sink, alloc_hosts);
+	struct launch_backend_ops ops = { srun_attempt, &b, nodes, alloc_hosts, slurm_spares_usable,
+					  b.spares };
 	if (b.remote) {
 		/* the restarts spent before a requeue: the hub counts them (none when it is away) */
 		enum job_stop asked = JOB_STOP_NONE;
@@ -533,6 +539,8 @@ int slurm_batch_main(const char *home, const char *job_id, int *exit_status, str
 		/* launch_multinode keeps its own connection */
 		rc = launch_multinode(s, home, job_id, &ops, exit_status, err);
 	}
+	slurm_spares_free(b.spares); /* the job is done: no spare waits any more */
+	b.spares = NULL;
 	if (rc || *exit_status != 143 || batch_term || b.slurm_ends)
 		goto out;
 	/*

@@ -47,6 +47,7 @@ int cmd_secret(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 /* cmd_slurm.c: backend: slurm's batch driver and node supervisor (not typed) */
 int cmd_slurm_batch(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_supervise_node(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
+int cmd_supervise_spare(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_hub(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_rdzv_sim(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);
 int cmd_submit(int argc, char **argv, struct cmd_ctx *ctx, struct tc_err *err);

@@ -169,6 +169,12 @@ struct launch_backend_ops {
 	const char *where; /* "n[1-2]": named in the job's events */
 	/* the allocation's hosts in the backend's order, or NULL: it does not say */
 	int (*hosts)(void *ctx, struct strvec *out);
+	/*
+	 * May spare host take a node rank (its newest health check did not
+	 * fail; *why: the failure)?  NULL: every spare may (docs/slurm.md, "Spares").
+	 */
+	bool (*spare_usable)(void *spare_ctx, const char *host, struct sbuf *why);
+	void *spare_ctx;
 };
 
 /*

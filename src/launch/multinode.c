@@ -608,6 +608,25 @@ static int members_drop(struct mn *m, size_t n, struct tc_err *err)
 }
 
 /*
+ * May spare host take a member's node rank: not left out, and its newest
+ * health check did not fail (the backend's spare_usable); a failed one is
+ * named in the attempt's change, once.
+ */
+static bool spare_usable(struct mn *m, const char *host)
+{
+	if (launch_host_listed(m->exclude.buf, host))
+		return false;
+	struct sbuf why = SBUF_INIT, said = SBUF_INIT;
+	bool ok = !m->ops->spare_usable || m->ops->spare_usable(m->ops->spare_ctx, host, &why);
+	sbuf_addf(&said, "spare %s failed its health check: ", host);
+	if (!ok && !strstr(m->change.buf, said.buf))
+		sbuf_addf(&m->change, "%s%s%s", m->change.len ? ", " : "", said.buf, why.buf);
+	sbuf_release(&why);
+	sbuf_release(&said);
+	return ok;
+}
+
+/*
  * Before an attempt: each member left out (lost under restart.policy
  * replace, unhealthy, on_log exclude_node) gives its node rank to the
  * first spare not left out; the others keep theirs.  No spare left: an
@@ -623,7 +642,7 @@ static int members_update(struct mn *m, struct tc_err *err)
 		if (!launch_host_listed(m->exclude.buf, m->members.v[n]))
 			continue;
 		size_t i = 0;
-		while (i < m->spares.nr && launch_host_listed(m->exclude.buf, m->spares.v[i]))
+		while (i < m->spares.nr && !spare_usable(m, m->spares.v[i]))
 			i++;
 		if (i == m->spares.nr && m->s->nodes_min < m->s->nodes) {
 			int rc = members_drop(m, n--, err);
