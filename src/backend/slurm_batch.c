@@ -6,6 +6,7 @@
  */
 #include "backend/backend.h"
 #include "backend/slurm_int.h"
+#include "backend/slurm_release.h"
 #include "core/proc.h"
 #include "jobs/jobs.h"
 #include "core/sbuf.h"
@@ -505,7 +506,8 @@ int slurm_batch_main(const char *home, const char *job_id, int *exit_status, str
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGUSR1, &sa, NULL);
 	sigaction(SIGUSR2, &sa, NULL);
-	struct launch_backend_ops ops = { srun_attempt, &b, nodes, alloc_hosts };
+	struct launch_backend_ops ops = { srun_attempt, &b, nodes, alloc_hosts, slurm_release_node,
+					  slurm_node_usable };
 	if (b.remote) {
 		/* the restarts spent before a requeue: the hub counts them (none when it is away) */
 		enum job_stop asked = JOB_STOP_NONE;
@@ -652,6 +654,9 @@ int slurm_node_main(const struct slurm_node_args *a, int *exit_status, struct tc
 				      s->nodes, nd.nnodes);
 		goto out;
 	}
+	/* fewer nodes than nodes.max: parallel: auto planned for this attempt's count (spec.h) */
+	if (s->parallel.on && nd.nnodes != s->nodes && (rc = spec_replan(s, nd.nnodes, err)))
+		goto out;
 	/* a server's job: its secrets came with sbatch's environment (slurm.c), never a store here */
 	struct strvec secrets = STRVEC_INIT;
 	bool handed = secret_take_env(&secrets);

@@ -9,12 +9,12 @@ supervise-node JOB` whose srun task is node 1) and killed with SIGKILL, as
 when a host dies. Every wait is on a condition."""
 import json
 import os
-import signal
 import subprocess
 
 import pytest
 
 from conftest import job_id_in, notes, poll, rank_log, show, wait_until
+from node_procs import kill_node, node_supervisor
 from slurm_cluster import module_cluster
 
 
@@ -28,60 +28,6 @@ def slurm_tc(run_tc, cluster):
     def run(*args, env=None, **kw):
         return run_tc(*args, env=dict(env or {}, SLURM_CONF=cluster.conf), **kw)
     return run
-
-
-def _read(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
-def node_supervisor(job, node):
-    """pid of `trainctl supervise-node JOB` running as srun's task `node` (SLURM_NODEID), or None"""
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        argv = _read(f"/proc/{name}/cmdline").split(b"\0")
-        if b"supervise-node" not in argv or job.encode() not in argv:
-            continue
-        env = _read(f"/proc/{name}/environ").split(b"\0")
-        if f"SLURM_NODEID={node}".encode() in env:
-            return int(name)
-    return None
-
-
-def process_tree(pid):
-    """pid and every process below it"""
-    children = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        stat = _read(f"/proc/{name}/stat").decode(errors="replace")
-        try:
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        except (IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(name))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(children.get(p, []))
-    return out
-
-
-def kill_node(job, node):
-    """SIGKILL node `node`'s supervisor and everything under it at once, as when its host dies"""
-    pid = node_supervisor(job, node)
-    assert pid, f"no supervise-node {job} for node {node}"
-    for p in process_tree(pid):
-        try:
-            os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return pid
 
 
 # Each rank says which attempt and node it is, logs a few steps; in the first attempt it then
@@ -209,9 +155,9 @@ def test_elastic_job_goes_on_with_fewer_nodes(slurm_tc, cluster, tmp_path, home,
 
 def test_elastic_job_below_min_fails_with_the_reason(slurm_tc, cluster, tmp_path, home, trainctl):
     # nodes {min: 2, max: 3} on an allocation of 2 (slurm.extra has the last word): no spare,
-    # and one node fewer is below min
+    # and one node fewer is below min; wait: 0 fails at once (waiting: test_node_loss_elastic.py)
     job, rc, err = run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, "elastic2",
-                                'slurm: {extra: ["--nodes=2"]}\n', nodes="{min: 2, max: 3}")
+                                'slurm: {extra: ["--nodes=2"]}\n', nodes="{min: 2, max: 3, wait: 0}")
     assert rc == 1, err
     j = show(slurm_tc, job)
     assert j["state"] == "failed", j["events"]

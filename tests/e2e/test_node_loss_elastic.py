@@ -1,0 +1,154 @@
+"""An elastic job after a lost node (docs/slurm.md, "Fewer nodes"): the
+attempt on fewer nodes gets the `parallel: auto` plan for its own node
+count, the node left out is given back to Slurm (the running job shrunk),
+and below nodes.min the job waits for a node to be usable again, up to
+nodes.wait, or fails with the reason.
+
+On a localhost Slurm cluster of its own (slurm_cluster.py: slurmd n1, n2,
+n3 on one host). A node is lost as in test_node_loss.py (its supervisor's
+tree SIGKILLed); a node is made unusable for real by stopping its slurmd,
+and usable again by starting it. Every wait is on a condition."""
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+
+from conftest import alive, job_id_in, notes, poll, rank_log, show, wait_until
+from slurm_cluster import module_cluster
+from node_procs import kill_node, node_supervisor
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    yield from module_cluster(tmp_path_factory, nodes=3)
+
+
+@pytest.fixture
+def slurm_tc(run_tc, cluster):
+    def run(*args, env=None, **kw):
+        return run_tc(*args, env=dict(env or {}, SLURM_CONF=cluster.conf), **kw)
+    return run
+
+
+# Each rank says its attempt, rank and plan; the first attempt then waits (the kill comes
+# then); later attempts say so and end once the test lets them (the file GO exists).
+WORKER = ('echo "attempt $TORCHELASTIC_RESTART_COUNT rank $RANK of $WORLD_SIZE'
+          ' plan $TRAINCTL_DP $TRAINCTL_TP $TRAINCTL_PP";'
+          ' if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then echo ready; exec sleep 300; fi;'
+          ' echo again; i=0; while [ ! -e "$GO" ] && [ $i -lt 600 ]; do sleep 0.2; i=$((i+1)); done')
+
+
+def start(trainctl, cluster, tmp_path, home, name, nodes, per_node=1, extra=""):
+    go = tmp_path / f"{name}.go"
+    spec = tmp_path / f"{name}.yaml"
+    spec.write_text(f"""
+name: {name}
+command: '{WORKER}'
+env: {{GO: "{go}"}}
+devices: {{type: cpu, per_node: {per_node}}}
+nodes: {nodes}
+backend: slurm
+restart: {{max_restarts: 2, grace_seconds: 3}}
+slurm: {{extra: ["--nodes=2"]}}
+{extra}""")
+    env = dict(os.environ, SLURM_CONF=str(cluster.conf), TRAINCTL_HOME=str(home))
+    proc = subprocess.Popen([str(trainctl), "run", "-q", str(spec)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return proc, go
+
+
+def _log(job, rank):
+    try:
+        return rank_log(job, rank)
+    except OSError:
+        return ""
+
+
+def first_attempt(proc, slurm_tc, cluster, home, ranks):
+    """the job's id once each of `ranks` runs its first attempt and node 1's supervisor is there"""
+    job = wait_until(lambda: job_id_in(home), timeout=120, what="the job's row")
+
+    def ready():
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended early: {proc.communicate()}")
+        j = show(slurm_tc, job)
+        return all("ready" in _log(j, r) for r in ranks) and node_supervisor(job, 1)
+
+    wait_until(ready, timeout=240, what=lambda: "the first attempt: " + cluster.squeue()
+               + cluster.logs())
+    return job
+
+
+def finish(proc, timeout=400):
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return proc.returncode, err
+
+
+def scontrol_job(cluster, sid):
+    p = subprocess.run(["scontrol", "-o", "show", "job", sid], env=cluster.env,
+                       capture_output=True, text=True)
+    return dict(f.split("=", 1) for f in p.stdout.split() if "=" in f)
+
+
+def node_state(cluster, name):
+    p = subprocess.run(["sinfo", "-h", "-N", "-n", name, "-o", "%t"], env=cluster.env,
+                       capture_output=True, text=True)
+    return p.stdout.strip()
+
+
+def running_reasons(j):
+    return [e["reason"] for e in j["events"] if e["state"] == "running" and "kind" not in e]
+
+
+def test_fewer_nodes_replans_and_gives_the_node_back(slurm_tc, cluster, tmp_path, home, trainctl):
+    # nodes {min: 1, max: 2}, 2 workers a node, parallel: auto; node 1 lost -> the restart
+    # runs on one node with the planner's plan for one node, and n2 is given back to Slurm
+    par = "parallel: {strategy: auto, model: gpt2-small, global_batch: 16}\n"
+    proc, go = start(trainctl, cluster, tmp_path, home, "replan", "{min: 1, max: 2}", per_node=2,
+                     extra=par)
+    try:
+        job = first_attempt(proc, slurm_tc, cluster, home, (0, 2))
+        kill_node(job, 1)
+        wait_until(lambda: "again" in _log(show(slurm_tc, job), 0), timeout=240,
+                   what=lambda: "the restart on one node: " + str(show(slurm_tc, job)["events"]))
+        j = show(slurm_tc, job)
+        # the job holds n1 alone now, and n2 is free for others
+        sj = scontrol_job(cluster, str(j["slurm"]["job"]))
+        assert sj.get("NodeList") == "n1" and sj.get("NumNodes") == "1", sj
+        assert poll(lambda: node_state(cluster, "n2") == "idle", 60, 0.3), node_state(cluster, "n2")
+        go.write_text("")
+        rc, err = finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert rc == 0, err + cluster.logs()
+    j = show(slurm_tc, job)
+    assert j["state"] == "succeeded" and j["restarts"] == 1, j["events"]
+
+    def planned(devices, nodes):
+        p = slurm_tc("plan", "strategy", "--model", "gpt2-small", "--devices", str(devices),
+                     "--nodes", str(nodes), "--global-batch", "16", "--format", "json")
+        assert p.returncode == 0, p.stderr
+        c = json.loads(p.stdout)["candidates"][0]
+        return c["dp"], c["tp"], c["pp"]
+
+    two, one = planned(4, 2), planned(2, 1)
+    assert two != one, (two, one)  # else the test could not tell them apart
+    for r in (0, 1):
+        log = rank_log(j, r)
+        assert f"attempt 0 rank {r} of 4 plan {two[0]} {two[1]} {two[2]}" in log, log
+        assert f"attempt 1 rank {r} of 2 plan {one[0]} {one[1]} {one[2]}" in log, log
+    running = running_reasons(j)
+    assert len(running) == 2, running
+    assert "node 1 (n2) left out, no spare left: going on with 1 node" in running[1], running
+    assert "n2 released from the allocation" in running[1], running
+    assert f"plan dp={one[0]} tp={one[1]} pp={one[2]} for 1 node" in running[1], running
+    assert poll(cluster.nodes_idle, 120, 0.3), cluster.squeue()
