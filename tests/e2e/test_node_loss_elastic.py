@@ -152,3 +152,111 @@ def test_fewer_nodes_replans_and_gives_the_node_back(slurm_tc, cluster, tmp_path
     assert "n2 released from the allocation" in running[1], running
     assert f"plan dp={one[0]} tp={one[1]} pp={one[2]} for 1 node" in running[1], running
     assert poll(cluster.nodes_idle, 120, 0.3), cluster.squeue()
+
+
+def node_host(job, node):
+    """the Slurm node (SLURMD_NODENAME) node `node`'s supervisor runs on"""
+    pid = node_supervisor(job, node)
+    env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+    return next(v.split(b"=", 1)[1].decode() for v in env if v.startswith(b"SLURMD_NODENAME="))
+
+
+def slurmd_pid(cluster, name):
+    return int((cluster.root / f"slurmd-{name}.pid").read_text().strip())
+
+
+def stop_slurmd(cluster, name):
+    """stop node `name`'s slurmd (its host gone for Slurm): SIGTERM, until it is gone"""
+    pid = slurmd_pid(cluster, name)
+    os.kill(pid, signal.SIGTERM)
+    wait_until(lambda: not alive(pid), timeout=60, what=f"slurmd {name} to stop")
+
+
+def start_slurmd(cluster, name):
+    p = subprocess.run(["slurmd", "-f", str(cluster.conf), "-N", name], env=cluster.env,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    wait_until(lambda: node_state(cluster, name).rstrip("*") in ("idle", "alloc", "mix")
+               and not node_state(cluster, name).endswith("*"), timeout=120,
+               what=lambda: f"slurmd {name} back: {node_state(cluster, name)}")
+
+
+def lose_node_and_its_slurmd(job, cluster):
+    """node 1's host gone: its slurmd stopped, its supervisor's tree SIGKILLed; its name"""
+    host = node_host(job, 1)
+    stop_slurmd(cluster, host)
+    kill_node(job, 1)
+    return host
+
+
+def test_below_min_waits_for_the_node_to_come_back(slurm_tc, cluster, tmp_path, home, trainctl):
+    # nodes {min: 2, max: 3} on 2 nodes: node 1's host goes away, so the restart would be
+    # below min: the job waits (a wait_nodes event) until the node is usable again, then
+    # runs on both nodes
+    proc, go = start(trainctl, cluster, tmp_path, home, "waits", "{min: 2, max: 3, wait: 5m}")
+    host = None
+    try:
+        job = first_attempt(proc, slurm_tc, cluster, home, (0, 1))
+        host = lose_node_and_its_slurmd(job, cluster)
+        waiting = wait_until(lambda: notes(show(slurm_tc, job), "wait_nodes"), timeout=240,
+                             what=lambda: "the wait for nodes: " + str(show(slurm_tc, job)["events"]))
+        assert waiting[0]["reason"] == (
+            f"wait_nodes: node 1 ({host}) is left out and no spare is left: 1 node up, nodes.min"
+            f" is 2; waiting up to 5m for {host} to be usable again"), waiting
+        # the driver looked and found the node not usable (a step on it fails, or Slurm says it
+        # does not respond); still waiting: nothing started without the node
+        log = os.path.join(show(slurm_tc, job)["run_dir"], "logs", "supervisor.log")
+        wait_until(lambda: f"{host} is not usable yet: " in open(log).read(), timeout=120,
+                   what=lambda: "a look at the node: " + open(log).read())
+        assert len(running_reasons(show(slurm_tc, job))) == 1
+        start_slurmd(cluster, host)
+        host = None
+        wait_until(lambda: all("again" in _log(show(slurm_tc, job), r) for r in (0, 1)),
+                   timeout=240, what=lambda: "the restart on both nodes: "
+                   + str(show(slurm_tc, job)["events"]))
+        go.write_text("")
+        rc, err = finish(proc)
+    finally:
+        if host:
+            start_slurmd(cluster, host)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert rc == 0, err + cluster.logs()
+    j = show(slurm_tc, job)
+    assert j["state"] == "succeeded" and j["restarts"] == 1, j["events"]
+    running = running_reasons(j)
+    assert len(running) == 2 and running[1].startswith("restart 1 of 2: 2 workers started on 2 nodes"), running
+    assert "usable again after a wait for nodes" in running[1], running
+    assert "attempt 1 rank 1 of 2" in rank_log(j, 1), rank_log(j, 1)
+    assert poll(cluster.nodes_idle, 120, 0.3), cluster.squeue()
+
+
+def test_below_min_fails_when_the_wait_ends(slurm_tc, cluster, tmp_path, home, trainctl):
+    proc, go = start(trainctl, cluster, tmp_path, home, "waitsout", "{min: 2, max: 3, wait: 15s}")
+    host = None
+    try:
+        job = first_attempt(proc, slurm_tc, cluster, home, (0, 1))
+        host = lose_node_and_its_slurmd(job, cluster)
+        rc, err = finish(proc)
+    finally:
+        if host:
+            start_slurmd(cluster, host)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert rc == 1, err
+    j = show(slurm_tc, job)
+    assert j["state"] == "failed", j["events"]
+    assert notes(j, "wait_nodes"), j["events"]
+    assert j["root_cause"].startswith(f"waited 15s for nodes: 1 node up, nodes.min is 2 ({host}: "), \
+        j["root_cause"]
+    assert poll(cluster.nodes_idle, 180, 0.3), cluster.squeue()
+
+
+def test_nodes_wait_must_be_a_duration(run_tc, tmp_path):
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("command: [true]\nbackend: slurm\nnodes: {min: 1, max: 2, wait: 5}\n")
+    p = run_tc("run", spec)
+    assert p.returncode == 2, p.stderr
+    assert "bad.yaml:3: nodes.wait: must be a duration" in p.stderr, p.stderr

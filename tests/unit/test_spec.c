@@ -501,6 +501,40 @@ TEST(parallel_plan_per_node_count)
 	spec_free(s);
 }
 
+/* nodes.wait: how long an elastic job below nodes.min waits for nodes; kept through JSON */
+TEST(nodes_wait)
+{
+	struct spec *s = parse_ok("command: [x]\nbackend: slurm\nnodes: {min: 1, max: 2}\n", "j.yaml");
+	CHECK_INT(s->nodes_wait, SPEC_NODES_WAIT_DEFAULT);
+	spec_free(s);
+	s = parse_ok("command: [x]\nbackend: slurm\nnodes: {min: 1, max: 2, wait: 90s}\n", "j.yaml");
+	CHECK_INT(s->nodes_wait, 90);
+	char *json = spec_to_json(s);
+	CHECK_CONTAINS(json, "\"wait\": \"90s\"");
+	struct spec *t = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(spec_from_json(json, &t, &err), 0);
+	CHECK_INT(t->nodes_wait, 90);
+	free(json);
+	spec_free(t);
+	spec_free(s);
+	s = parse_ok("command: [x]\nbackend: slurm\nnodes: {min: 1, max: 2, wait: 0}\n", "j.yaml");
+	CHECK_INT(s->nodes_wait, 0);
+	char *yaml = spec_to_yaml(s);
+	t = parse_ok(yaml, "job.yaml");
+	CHECK_INT(t->nodes_wait, 0);
+	free(yaml);
+	spec_free(t);
+	spec_free(s);
+	CHECK_CONTAINS(parse_err("command: [x]\nbackend: slurm\nnodes: {min: 1, max: 2, wait: 5}\n",
+				 "j.yaml"),
+		       "j.yaml:3: nodes.wait: must be a duration with a unit, such as 10m, 1h or 90s "
+		       "(at most 7d), or 0, not '5'");
+	CHECK_CONTAINS(parse_err("command: [x]\nbackend: slurm\nnodes: {min: 1, max: 2, wiat: 5m}\n",
+				 "j.yaml"),
+		       "unknown key 'nodes.wiat'");
+}
+
 TEST(parallel_errors)
 {
 	setenv("TRAINCTL_FAKE_DEVICES", "gpu:2", 1);
