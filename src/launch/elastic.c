@@ -19,13 +19,10 @@ static void say(struct elastic *e, const char *fmt, ...) TC_PRINTF(2, 3);
 
 static void say(struct elastic *e, const char *fmt, ...)
 {
-	struct sbuf sb = SBUF_INIT;
 	va_list ap;
 	va_start(ap, fmt);
-	sbuf_vaddf(&sb, fmt, ap);
+	sbuf_vsay(e->say, e->say_ctx, fmt, ap);
 	va_end(ap);
-	e->say(e->say_ctx, sb.buf);
-	sbuf_release(&sb);
 }
 
 /* Take name out of the left-out list (launch.h: launch_attempt.exclude): it is usable again. */

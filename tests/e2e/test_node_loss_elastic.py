@@ -9,6 +9,7 @@ n3 on one host). A node is lost as in test_node_loss.py (its supervisor's
 tree SIGKILLed); a node is made unusable for real by stopping its slurmd,
 and usable again by starting it. Every wait is on a condition."""
 import json
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,20 +17,13 @@ import subprocess
 import pytest
 
 from conftest import alive, job_id_in, notes, poll, rank_log, show, wait_until
-from slurm_cluster import module_cluster
 from node_procs import kill_node, node_supervisor
+from slurm_cluster import module_cluster, slurm_tc  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     yield from module_cluster(tmp_path_factory, nodes=3)
-
-
-@pytest.fixture
-def slurm_tc(run_tc, cluster):
-    def run(*args, env=None, **kw):
-        return run_tc(*args, env=dict(env or {}, SLURM_CONF=cluster.conf), **kw)
-    return run
 
 
 # Each rank says its attempt, rank and plan; the first attempt then waits (the kill comes
@@ -54,9 +48,22 @@ restart: {{max_restarts: 2, grace_seconds: 3}}
 slurm: {{extra: ["--nodes=2"]}}
 {extra}""")
     env = dict(os.environ, SLURM_CONF=str(cluster.conf), TRAINCTL_HOME=str(home))
-    proc = subprocess.Popen([str(trainctl), "run", "-q", str(spec)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return proc, go
+    return subprocess.Popen([str(trainctl), "run", "-q", str(spec)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), go
+
+
+@contextlib.contextmanager
+def running(cluster, proc):
+    """the run's end, and the cluster as it was: a stopped slurmd (down["host"]) started again"""
+    down = {"host": None}
+    try:
+        yield down
+    finally:
+        if down["host"]:
+            start_slurmd(cluster, down["host"])
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def _log(job, rank):
@@ -82,12 +89,7 @@ def first_attempt(proc, slurm_tc, cluster, home, ranks):
 
 
 def finish(proc, timeout=400):
-    try:
-        _, err = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    _, err = proc.communicate(timeout=timeout)
     return proc.returncode, err
 
 
@@ -113,22 +115,19 @@ def test_fewer_nodes_replans_and_gives_the_node_back(slurm_tc, cluster, tmp_path
     par = "parallel: {strategy: auto, model: gpt2-small, global_batch: 16}\n"
     proc, go = start(trainctl, cluster, tmp_path, home, "replan", "{min: 1, max: 2}", per_node=2,
                      extra=par)
-    try:
+    with running(cluster, proc):
         job = first_attempt(proc, slurm_tc, cluster, home, (0, 2))
+        kept, lost = node_host(job, 0), node_host(job, 1)
         kill_node(job, 1)
         wait_until(lambda: "again" in _log(show(slurm_tc, job), 0), timeout=240,
                    what=lambda: "the restart on one node: " + str(show(slurm_tc, job)["events"]))
         j = show(slurm_tc, job)
-        # the job holds n1 alone now, and n2 is free for others
+        # the job holds node 0's host alone now, and the lost one is free for others
         sj = scontrol_job(cluster, str(j["slurm"]["job"]))
-        assert sj.get("NodeList") == "n1" and sj.get("NumNodes") == "1", sj
-        assert poll(lambda: node_state(cluster, "n2") == "idle", 60, 0.3), node_state(cluster, "n2")
+        assert sj.get("NodeList") == kept and sj.get("NumNodes") == "1", sj
+        assert poll(lambda: node_state(cluster, lost) == "idle", 60, 0.3), node_state(cluster, lost)
         go.write_text("")
         rc, err = finish(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert rc == 0, err + cluster.logs()
     j = show(slurm_tc, job)
     assert j["state"] == "succeeded" and j["restarts"] == 1, j["events"]
@@ -146,11 +145,11 @@ def test_fewer_nodes_replans_and_gives_the_node_back(slurm_tc, cluster, tmp_path
         log = rank_log(j, r)
         assert f"attempt 0 rank {r} of 4 plan {two[0]} {two[1]} {two[2]}" in log, log
         assert f"attempt 1 rank {r} of 2 plan {one[0]} {one[1]} {one[2]}" in log, log
-    running = running_reasons(j)
-    assert len(running) == 2, running
-    assert "node 1 (n2) left out, no spare left: going on with 1 node" in running[1], running
-    assert "n2 released from the allocation" in running[1], running
-    assert f"plan dp={one[0]} tp={one[1]} pp={one[2]} for 1 node" in running[1], running
+    started = running_reasons(j)
+    assert len(started) == 2, started
+    assert f"node 1 ({lost}) left out, no spare left: going on with 1 node" in started[1], started
+    assert f"{lost} released from the allocation" in started[1], started
+    assert f"plan dp={one[0]} tp={one[1]} pp={one[2]} for 1 node" in started[1], started
     assert poll(cluster.nodes_idle, 120, 0.3), cluster.squeue()
 
 
@@ -194,10 +193,9 @@ def test_below_min_waits_for_the_node_to_come_back(slurm_tc, cluster, tmp_path, 
     # below min: the job waits (a wait_nodes event) until the node is usable again, then
     # runs on both nodes
     proc, go = start(trainctl, cluster, tmp_path, home, "waits", "{min: 2, max: 3, wait: 5m}")
-    host = None
-    try:
+    with running(cluster, proc) as down:
         job = first_attempt(proc, slurm_tc, cluster, home, (0, 1))
-        host = lose_node_and_its_slurmd(job, cluster)
+        host = down["host"] = lose_node_and_its_slurmd(job, cluster)
         waiting = wait_until(lambda: notes(show(slurm_tc, job), "wait_nodes"), timeout=240,
                              what=lambda: "the wait for nodes: " + str(show(slurm_tc, job)["events"]))
         assert waiting[0]["reason"] == (
@@ -210,41 +208,28 @@ def test_below_min_waits_for_the_node_to_come_back(slurm_tc, cluster, tmp_path, 
                    what=lambda: "a look at the node: " + open(log).read())
         assert len(running_reasons(show(slurm_tc, job))) == 1
         start_slurmd(cluster, host)
-        host = None
+        down["host"] = None
         wait_until(lambda: all("again" in _log(show(slurm_tc, job), r) for r in (0, 1)),
                    timeout=240, what=lambda: "the restart on both nodes: "
                    + str(show(slurm_tc, job)["events"]))
         go.write_text("")
         rc, err = finish(proc)
-    finally:
-        if host:
-            start_slurmd(cluster, host)
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert rc == 0, err + cluster.logs()
     j = show(slurm_tc, job)
     assert j["state"] == "succeeded" and j["restarts"] == 1, j["events"]
-    running = running_reasons(j)
-    assert len(running) == 2 and running[1].startswith("restart 1 of 2: 2 workers started on 2 nodes"), running
-    assert "usable again after a wait for nodes" in running[1], running
+    started = running_reasons(j)
+    assert len(started) == 2 and started[1].startswith("restart 1 of 2: 2 workers started on 2 nodes"), running
+    assert f"{host} usable again after a wait for nodes" in started[1], started
     assert "attempt 1 rank 1 of 2" in rank_log(j, 1), rank_log(j, 1)
     assert poll(cluster.nodes_idle, 120, 0.3), cluster.squeue()
 
 
 def test_below_min_fails_when_the_wait_ends(slurm_tc, cluster, tmp_path, home, trainctl):
-    proc, go = start(trainctl, cluster, tmp_path, home, "waitsout", "{min: 2, max: 3, wait: 15s}")
-    host = None
-    try:
+    proc, _ = start(trainctl, cluster, tmp_path, home, "waitsout", "{min: 2, max: 3, wait: 15s}")
+    with running(cluster, proc) as down:
         job = first_attempt(proc, slurm_tc, cluster, home, (0, 1))
-        host = lose_node_and_its_slurmd(job, cluster)
+        host = down["host"] = lose_node_and_its_slurmd(job, cluster)
         rc, err = finish(proc)
-    finally:
-        if host:
-            start_slurmd(cluster, host)
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert rc == 1, err
     j = show(slurm_tc, job)
     assert j["state"] == "failed", j["events"]
