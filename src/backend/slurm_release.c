@@ -95,7 +95,9 @@ static int job_nodes(const char *id, struct strvec *out, struct tc_err *err)
 
 /*
  * Apply one resize script line of Slurm's (`export NAME="VALUE"`, `unset
- * NAME`) to our environment; only SLURM_* names.
+ * NAME`) to our environment; only SLURM_* names, and only ones we have:
+ * replacing a value or removing a name never moves environ, which the
+ * driver's other threads may be reading (getenv in curl, say).
  */
 static void resize_line(char *line)
 {
@@ -111,6 +113,8 @@ static void resize_line(char *line)
 	if (!eq || strncmp(name, "SLURM_", 6))
 		return;
 	*eq = '\0';
+	if (!getenv(name))
+		return;
 	char *v = eq + 1;
 	size_t len = strlen(v);
 	if (len >= 2 && v[0] == '"' && v[len - 1] == '"') {

@@ -17,8 +17,8 @@
  * host>`: Slurm shrinks the running job and the node is free for others.
  * The batch step's SLURM_* variables then say the old size: Slurm's
  * slurm_job_<id>_resize.sh, written where scontrol runs (a folder of our
- * own, removed after), is applied to this process's environment, so that
- * the next srun sees the job as it is.  ctx is unused.  TC_EBACKEND with
+ * own, removed after), is applied to this process's environment (the
+ * SLURM_* names it has), so that the next srun sees the job as it is.  ctx is unused.  TC_EBACKEND with
  * Slurm's words when it refuses.
  */
 int slurm_release_node(void *ctx, const char *host, struct tc_err *err);
