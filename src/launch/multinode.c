@@ -626,10 +626,12 @@ static int members_drop(struct mn *m, size_t n, struct tc_err *err)
  * Before an attempt: each member left out (lost under restart.policy
  * replace, unhealthy, on_log exclude_node) gives its node rank to the
  * first spare not left out; the others keep theirs.  No spare left: an
- * elastic job goes on with fewer nodes down to nodes.min (an error
- * below it), any other runs on the same hosts (the node may be back).
- * The change is said in the attempt's event; the attempt's world is
- * recomputed from the members (the nodes derive the rest from it).
+ * elastic job goes on with fewer nodes down to nodes.min (below it, it
+ * waits for nodes, then fails), any other runs on the same hosts (the
+ * node may be back).  The hosts left out for good are given back
+ * (elastic.c).  The change is said in the attempt's event; the attempt's
+ * world and parallel: auto plan are recomputed from the members (the
+ * nodes derive the rest from it).
  */
 static int members_update(struct mn *m, struct tc_err *err)
 {
