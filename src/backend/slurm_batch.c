@@ -6,6 +6,7 @@
  */
 #include "backend/backend.h"
 #include "backend/slurm_int.h"
+#include "backend/slurm_release.h"
 #include "backend/slurm_spare.h"
 #include "core/proc.h"
 #include "jobs/jobs.h"
@@ -510,8 +511,10 @@ int slurm_batch_main(const char *home, const char *job_id, int *exit_status, str
 	sigaction(SIGUSR1, &sa, NULL);
 	sigaction(SIGUSR2, &sa, NULL);
 	b.spares = slurm_spares_new(b.exe, home, job_id, s, b.sink, alloc_hosts);
-	struct launch_backend_ops ops = { srun_attempt, &b, nodes, alloc_hosts, slurm_spares_usable,
-					  b.spares };
+	struct launch_backend_ops ops = { .run_attempt = srun_attempt, .ctx = &b, .where = nodes,
+					  .hosts = alloc_hosts, .spare_usable = slurm_spares_usable,
+					  .spare_ctx = b.spares, .release = slurm_release_node,
+					  .usable = slurm_node_usable };
 	if (b.remote) {
 		/* the restarts spent before a requeue: the hub counts them (none when it is away) */
 		enum job_stop asked = JOB_STOP_NONE;
@@ -660,6 +663,9 @@ int slurm_node_main(const struct slurm_node_args *a, int *exit_status, struct tc
 				      s->nodes, nd.nnodes);
 		goto out;
 	}
+	/* fewer nodes than nodes.max: parallel: auto planned for this attempt's count (spec.h) */
+	if (s->parallel.on && nd.nnodes != s->nodes && (rc = spec_replan(s, nd.nnodes, err)))
+		goto out;
 	/* a server's job: its secrets came with sbatch's environment (slurm.c), never a store here */
 	struct strvec secrets = STRVEC_INIT;
 	bool handed = secret_take_env(&secrets);

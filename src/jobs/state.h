@@ -208,6 +208,8 @@ enum job_note {
 	 * (job_restart_causes)
 	 */
 	JOB_NOTE_NODE_LOST,
+	/* "wait_nodes": an elastic job below nodes.min waits for a node to be usable again */
+	JOB_NOTE_WAIT_NODES,
 };
 const char *job_note_name(enum job_note n);
 /* The note a reason text is, JOB_NOTE_NONE for a change of state's. */

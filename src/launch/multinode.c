@@ -20,6 +20,7 @@
  */
 #include "launch/launch.h"
 #include "launch/attempt.h"
+#include "launch/elastic_int.h"
 #include "launch/jobio_int.h"
 #include "launch/notify_int.h"
 #include "core/sbuf.h"
@@ -68,6 +69,7 @@ struct mn {
 	struct strvec members, spares;
 	int nodes;                /* nodes of this attempt: members.nr, else spec.nodes */
 	struct sbuf change;       /* this attempt's change of members, for its running event */
+	struct elastic el;        /* fewer nodes: release, wait, plan (elastic_int.h) */
 	/* the job's diagnostics.json (docs/diagnostics.md), from the nodes' reports */
 	json_t *hangs, *matches;
 	size_t diag_len; /* bytes of the last one written: a rewrite is padded to at least that */
@@ -579,6 +581,9 @@ static void start_reason(struct mn *m, struct sbuf *why)
  */
 static void members_begin(struct mn *m)
 {
+	m->el = (struct elastic){ .s = m->s, .ops = m->ops, .sink = m->sink, .job_id = m->job_id,
+				  .say = io_say, .say_ctx = m, .members = &m->members,
+				  .spares = &m->spares, .exclude = &m->exclude, .change = &m->change };
 	m->nodes = m->s->nodes;
 	struct strvec all = STRVEC_INIT;
 	if (m->ops->hosts && !m->ops->hosts(m->ops->ctx, &all) && all.nr) {
@@ -591,16 +596,26 @@ static void members_begin(struct mn *m)
 	strvec_clear(&all);
 }
 
-/* An elastic job (nodes: {min, max}) goes on without member n: the ranks above it move down. */
+/*
+ * An elastic job (nodes: {min, max}) goes on without member n: the ranks
+ * above it move down; the host stays with the spares, left out, until it
+ * is given back (elastic_release).  Below nodes.min the job waits for
+ * nodes (nodes.wait; 0: it fails at once).  0: the caller looks at
+ * member n again (the next one, or the one waited for).
+ */
 static int members_drop(struct mn *m, size_t n, struct tc_err *err)
 {
-	if ((int)m->members.nr - 1 < m->s->nodes_min)
+	if ((int)m->members.nr - 1 < m->s->nodes_min) {
+		if (m->s->nodes_wait > 0 && m->ops->usable)
+			return elastic_wait(&m->el, n, err);
 		return tc_error(err, TC_EJOB, "node %zu (%s) is left out and no spare is left: %zu "
 				"node%s would be fewer than nodes.min %d", n, m->members.v[n],
 				m->members.nr - 1, m->members.nr == 2 ? "" : "s", m->s->nodes_min);
+	}
 	sbuf_addf(&m->change, "%snode %zu (%s) left out, no spare left: going on with %zu node%s",
 		  m->change.len ? ", " : "", n, m->members.v[n], m->members.nr - 1,
 		  m->members.nr == 2 ? "" : "s");
+	strvec_push(&m->spares, m->members.v[n]);
 	free(m->members.v[n]);
 	memmove(&m->members.v[n], &m->members.v[n + 1], (m->members.nr - n - 1) * sizeof(char *));
 	m->members.nr--;
@@ -630,10 +645,12 @@ static bool spare_usable(struct mn *m, const char *host)
  * Before an attempt: each member left out (lost under restart.policy
  * replace, unhealthy, on_log exclude_node) gives its node rank to the
  * first spare not left out; the others keep theirs.  No spare left: an
- * elastic job goes on with fewer nodes down to nodes.min (an error
- * below it), any other runs on the same hosts (the node may be back).
- * The change is said in the attempt's event; the attempt's world is
- * recomputed from the members (the nodes derive the rest from it).
+ * elastic job goes on with fewer nodes down to nodes.min (below it, it
+ * waits for nodes, then fails), any other runs on the same hosts (the
+ * node may be back).  The hosts left out for good are given back
+ * (elastic.c).  The change is said in the attempt's event; the attempt's
+ * world and parallel: auto plan are recomputed from the members (the
+ * nodes derive the rest from it).
  */
 static int members_update(struct mn *m, struct tc_err *err)
 {
@@ -658,11 +675,12 @@ static int members_update(struct mn *m, struct tc_err *err)
 		m->members.v[n] = m->spares.v[i];
 		m->spares.v[i] = old; /* kept with the spares, left out by exclude */
 	}
+	elastic_release(&m->el);
 	if (m->members.nr) {
 		m->nodes = (int)m->members.nr;
 		m->world = m->nodes * m->s->per_node;
 	}
-	return 0;
+	return elastic_plan(&m->el, m->nodes, err);
 }
 
 /* The members as the attempt's hosts ("n1,n3"), or NULL: the backend places the nodes. */

@@ -237,6 +237,12 @@ int spec_from_json(const char *text, struct spec **out, struct tc_err *err)
 	if (json_is_object(nodes)) { /* elastic: {min, max} */
 		take_int(nodes, "min", &s->nodes_min);
 		take_int(nodes, "max", &s->nodes);
+		const char *wt = json_string_value(json_object_get(nodes, "wait"));
+		long secs;
+		if (wt && !strcmp(wt, "0"))
+			s->nodes_wait = 0;
+		else if (wt && parse_duration(wt, 7L * 86400, &secs))
+			s->nodes_wait = secs;
 	} else {
 		take_int(o, "nodes", &s->nodes);
 		s->nodes_min = s->nodes;

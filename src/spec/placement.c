@@ -199,35 +199,64 @@ int spec_r_parallel(struct walk *w, yaml_node_t *n, const char *key)
 	return 0;
 }
 
-/* Ask the planner for the best split of this job's devices. */
-int spec_plan_parallel(struct walk *w)
+int spec_plan_for(const struct spec *s, int nodes, struct spec_plan *out, struct tc_err *err)
 {
-	struct spec *s = w->s;
 	struct plan_strategy_req req = {
-		.model = s->parallel.model, .devices = s->per_node * s->nodes, .nodes = s->nodes,
+		.model = s->parallel.model, .devices = s->per_node * nodes, .nodes = nodes,
 		.global_batch = s->parallel.global_batch, .cluster_file = s->parallel.cluster,
 		.memory = s->parallel.memory, .seq_len = 0,
 	};
 	struct plan_candidate best;
-	struct tc_err perr = TC_ERR_INIT;
 	memset(&best, 0, sizeof(best));
-	if (plan_strategy_best(&req, &best, &perr)) {
+	memset(out, 0, sizeof(*out));
+	int rc = plan_strategy_best(&req, &best, err);
+	if (rc)
+		return rc;
+	out->dp = best.dp;
+	out->tp = best.tp;
+	out->pp = best.pp;
+	out->micro_batch = best.mb;
+	out->step_time = best.step_time;
+	struct sbuf part = SBUF_INIT;
+	for (int i = 0; i < best.pp; i++)
+		sbuf_addf(&part, "%s%d", i ? "," : "", best.layers[i]);
+	out->partition = sbuf_detach(&part);
+	plan_candidate_release(&best);
+	return 0;
+}
+
+void spec_plan_release(struct spec_plan *p)
+{
+	free(p->partition);
+	p->partition = NULL;
+}
+
+int spec_replan(struct spec *s, int nodes, struct tc_err *err)
+{
+	struct spec_plan p;
+	int rc = spec_plan_for(s, nodes, &p, err);
+	if (rc)
+		return rc;
+	s->parallel.dp = p.dp;
+	s->parallel.tp = p.tp;
+	s->parallel.pp = p.pp;
+	s->parallel.micro_batch = p.micro_batch;
+	s->parallel.step_time = p.step_time;
+	free(s->parallel.partition);
+	s->parallel.partition = p.partition; /* taken over */
+	return 0;
+}
+
+/* Ask the planner for the best split of this job's devices (all nodes: nodes.max). */
+int spec_plan_parallel(struct walk *w)
+{
+	struct tc_err perr = TC_ERR_INIT;
+	if (spec_replan(w->s, w->s->nodes, &perr)) {
 		tc_error(w->err, TC_ESPEC, "%s:%d: parallel: %s", w->file, w->parallel_line,
 			 perr.msg ? perr.msg : "no plan");
 		tc_err_release(&perr);
 		return TC_ESPEC;
 	}
-	s->parallel.dp = best.dp;
-	s->parallel.tp = best.tp;
-	s->parallel.pp = best.pp;
-	s->parallel.micro_batch = best.mb;
-	s->parallel.step_time = best.step_time;
-	struct sbuf part = SBUF_INIT;
-	for (int i = 0; i < best.pp; i++)
-		sbuf_addf(&part, "%s%d", i ? "," : "", best.layers[i]);
-	free(s->parallel.partition);
-	s->parallel.partition = sbuf_detach(&part);
-	plan_candidate_release(&best);
 	return 0;
 }
 
@@ -321,9 +350,25 @@ static int r_nodes_max(struct walk *w, yaml_node_t *n, const char *key)
 	return walk_int(w, n, key, 1, 4096, &w->s->nodes);
 }
 
+/* nodes.wait: a duration, or 0 (below nodes.min the job fails at once) */
+static int r_nodes_wait(struct walk *w, yaml_node_t *n, const char *key)
+{
+	const char *v = n->type == YAML_SCALAR_NODE && !is_null(n) ? scalar(n) : NULL;
+	if (v && !strcmp(v, "0")) {
+		w->s->nodes_wait = 0;
+		return 0;
+	}
+	if (!v || !parse_duration(v, 7L * 86400, &w->s->nodes_wait))
+		return walk_fail(w, n, key,
+				 "must be a duration with a unit, such as 10m, 1h or 90s (at most "
+				 "7d), or 0, not '%s'", v ? v : "a list or mapping");
+	return 0;
+}
+
 static const struct rule nodes_rules[] = {
 	{ "min", r_nodes_min, NULL },
 	{ "max", r_nodes_max, NULL },
+	{ "wait", r_nodes_wait, NULL },
 	{ NULL, NULL, NULL },
 };
 

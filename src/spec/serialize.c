@@ -58,10 +58,19 @@ static json_t *spec_json(const struct spec *s)
 	if (s->min_per_node)
 		json_object_set_new(d, "min_per_node", json_integer(s->min_per_node));
 	json_object_set_new(o, "devices", d);
-	if (s->nodes_min && s->nodes_min != s->nodes)
-		json_object_set_new(o, "nodes", json_pack("{s:i, s:i}", "min", s->nodes_min, "max",
-							   s->nodes));
-	else
+	if (s->nodes_min && s->nodes_min != s->nodes) {
+		json_t *nd = json_pack("{s:i, s:i}", "min", s->nodes_min, "max", s->nodes);
+		if (s->nodes_wait != SPEC_NODES_WAIT_DEFAULT) {
+			struct sbuf wt = SBUF_INIT;
+			if (s->nodes_wait > 0)
+				format_duration(&wt, s->nodes_wait);
+			else
+				sbuf_adds(&wt, "0");
+			json_object_set_new(nd, "wait", json_string(wt.buf));
+			sbuf_release(&wt);
+		}
+		json_object_set_new(o, "nodes", nd);
+	} else
 		json_object_set_new(o, "nodes", json_integer(s->nodes));
 	if (s->spares)
 		json_object_set_new(o, "spares", json_integer(s->spares));

@@ -32,6 +32,7 @@ void spec_init(struct spec *s)
 	s->per_node = 1;
 	s->nodes = 1;
 	s->nodes_min = 1;
+	s->nodes_wait = SPEC_NODES_WAIT_DEFAULT;
 	s->backend = xstrdup(backend_names[BACKEND_LOCAL]);
 	s->max_restarts = 0;
 	s->grace_seconds = 30;

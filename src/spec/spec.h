@@ -57,6 +57,9 @@ struct spec_input {
 #define SPEC_LOGS_MAX_BYTES_DEFAULT (1LL << 30)
 #define SPEC_LOGS_MAX_BYTES_MIN 4096.0
 
+/* nodes.wait's default: TorchElastic's rendezvous join timeout (600 s) */
+#define SPEC_NODES_WAIT_DEFAULT 600L
+
 struct spec {
 	char *source;       /* the spec file as given, or NULL (ad hoc) */
 	char *name;
@@ -76,6 +79,8 @@ struct spec {
 	char *hccn_conf;    /* npu: where device IPs come from ("{node}": the node rank) */
 	int nodes;          /* nodes.max with nodes: {min, max}: the allocation and the first attempt */
 	int nodes_min;      /* nodes.min: fewer nodes end the job; == nodes unless elastic */
+	/* nodes.wait: seconds an elastic job below nodes.min waits for nodes; 0: fails at once */
+	long nodes_wait;
 	int spares;         /* spares: hosts allocated beyond nodes to replace a lost one */
 	enum spec_node_policy {
 		NODE_POLICY_REPLACE = 0, /* restart.policy replace: a spare takes a lost node's rank */
@@ -284,6 +289,22 @@ const char *spec_container_extra_refused(const struct spec *s);
 /* Is v a job name: 1 to 128 letters, digits, '.', '_' and '-' (the spec's name: rule)? */
 bool spec_name_ok(const char *v);
 
+/*
+ * parallel: auto planned for a node count (docs/plan.md): the planner's
+ * best split of per_node x nodes devices, the call spec loading makes for
+ * nodes.max and each attempt of an elastic job makes for its own nodes.
+ * A pure function of the spec and nodes (the planner reads the model and
+ * cluster files).  partition is heap (spec_plan_release).
+ */
+struct spec_plan {
+	int dp, tp, pp, micro_batch;
+	char *partition;
+	double step_time;
+};
+int spec_plan_for(const struct spec *s, int nodes, struct spec_plan *out, struct tc_err *err);
+void spec_plan_release(struct spec_plan *p);
+/* s's plan (s->parallel's dp ... partition) replaced by the one for nodes. */
+int spec_replan(struct spec *s, int nodes, struct tc_err *err);
 /* The resolved spec as JSON text (for job.yaml, show --json); heap string. */
 char *spec_to_json(const struct spec *s);
 /*

@@ -186,9 +186,9 @@ def test_fewer_nodes_round_env_and_rank_table(slurm_tc, cluster, tmp_path, home,
 
 def test_elastic_job_below_min_fails_with_the_reason(slurm_tc, cluster, tmp_path, home, trainctl):
     # nodes {min: 2, max: 3} on an allocation of 2 (slurm.extra has the last word): no spare,
-    # and one node fewer is below min
+    # and one node fewer is below min; wait: 0 fails at once (waiting: test_node_loss_elastic.py)
     job, rc, err = run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, "elastic2",
-                                'slurm: {extra: ["--nodes=2"]}\n', nodes="{min: 2, max: 3}")
+                                'slurm: {extra: ["--nodes=2"]}\n', nodes="{min: 2, max: 3, wait: 0}")
     assert rc == 1, err
     j = show(slurm_tc, job)
     assert j["state"] == "failed", j["events"]

@@ -5,6 +5,7 @@
 #include "core/util.h"
 #include "devices/devices.h"
 #include "spec/spec.h"
+#include "plan/plan.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -459,6 +460,79 @@ TEST(parallel_auto_plans_at_load)
 	free(yaml);
 	spec_free(s);
 	spec_free(t);
+}
+
+/* An elastic job's attempt on fewer nodes gets the planner's plan for its own count. */
+TEST(parallel_plan_per_node_count)
+{
+	setenv("TRAINCTL_FAKE_DEVICES", "gpu:4", 1);
+	struct spec *s = parse_ok("command: [x]\ndevices: {type: gpu, per_node: 4}\n"
+				  "nodes: {min: 1, max: 2}\nbackend: slurm\n"
+				  "parallel: {strategy: auto, model: gpt2-medium, global_batch: 32}\n",
+				  "job.yaml");
+	CHECK_INT(s->parallel.dp * s->parallel.tp * s->parallel.pp, 8);
+	struct spec_plan one;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(spec_plan_for(s, 1, &one, &err), 0);
+	CHECK_INT(one.dp * one.tp * one.pp, 4);
+	/* the same answer as the planner gives for 4 devices on 1 node */
+	struct plan_strategy_req req = { .model = "gpt2-medium", .devices = 4, .nodes = 1,
+					 .global_batch = 32 };
+	struct plan_candidate best;
+	memset(&best, 0, sizeof(best));
+	CHECK_INT(plan_strategy_best(&req, &best, &err), 0);
+	CHECK_INT(one.dp, best.dp);
+	CHECK_INT(one.tp, best.tp);
+	CHECK_INT(one.pp, best.pp);
+	CHECK_INT(one.micro_batch, best.mb);
+	plan_candidate_release(&best);
+	/* for nodes.max it is the plan made at load */
+	struct spec_plan two;
+	CHECK_INT(spec_plan_for(s, 2, &two, &err), 0);
+	CHECK_INT(two.dp, s->parallel.dp);
+	CHECK_INT(two.tp, s->parallel.tp);
+	CHECK_STR(two.partition, s->parallel.partition);
+	/* spec_replan: the spec's plan becomes the one for the count */
+	CHECK_INT(spec_replan(s, 1, &err), 0);
+	CHECK_INT(s->parallel.dp, one.dp);
+	CHECK_STR(s->parallel.partition, one.partition);
+	spec_plan_release(&one);
+	spec_plan_release(&two);
+	spec_free(s);
+}
+
+/* nodes.wait: how long an elastic job below nodes.min waits for nodes; kept through JSON */
+TEST(nodes_wait)
+{
+	struct spec *s = parse_ok("command: [x]\nbackend: slurm\nnodes: {min: 1, max: 2}\n", "j.yaml");
+	CHECK_INT(s->nodes_wait, SPEC_NODES_WAIT_DEFAULT);
+	spec_free(s);
+	s = parse_ok("command: [x]\nbackend: slurm\nnodes: {min: 1, max: 2, wait: 90s}\n", "j.yaml");
+	CHECK_INT(s->nodes_wait, 90);
+	char *json = spec_to_json(s);
+	CHECK_CONTAINS(json, "\"wait\": \"90s\"");
+	struct spec *t = NULL;
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(spec_from_json(json, &t, &err), 0);
+	CHECK_INT(t->nodes_wait, 90);
+	free(json);
+	spec_free(t);
+	spec_free(s);
+	s = parse_ok("command: [x]\nbackend: slurm\nnodes: {min: 1, max: 2, wait: 0}\n", "j.yaml");
+	CHECK_INT(s->nodes_wait, 0);
+	char *yaml = spec_to_yaml(s);
+	t = parse_ok(yaml, "job.yaml");
+	CHECK_INT(t->nodes_wait, 0);
+	free(yaml);
+	spec_free(t);
+	spec_free(s);
+	CHECK_CONTAINS(parse_err("command: [x]\nbackend: slurm\nnodes: {min: 1, max: 2, wait: 5}\n",
+				 "j.yaml"),
+		       "j.yaml:3: nodes.wait: must be a duration with a unit, such as 10m, 1h or 90s "
+		       "(at most 7d), or 0, not '5'");
+	CHECK_CONTAINS(parse_err("command: [x]\nbackend: slurm\nnodes: {min: 1, max: 2, wiat: 5m}\n",
+				 "j.yaml"),
+		       "unknown key 'nodes.wiat'");
 }
 
 TEST(parallel_errors)
