@@ -175,6 +175,7 @@ struct launch_backend_ops {
 	 */
 	bool (*spare_usable)(void *spare_ctx, const char *host, struct sbuf *why);
 	void *spare_ctx;
+	/*
 	 * Give host, left out of the job for good, back to the scheduler
 	 * (Slurm: the job's node list less it), or NULL: the backend cannot.
 	 * 0: given back; else err says why (it stays in the allocation).

@@ -16,7 +16,7 @@ import pytest
 from conftest import ENDED, notes, wait_on_job, wait_until
 from endpoint_helpers import jupyter_ok, run_cell, websocket  # noqa: F401 (a fixture)
 from server_fixture import start_server
-from test_notify import Receiver
+from webhook_receiver import Receiver
 
 
 def need_jupyter():
