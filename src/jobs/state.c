@@ -237,6 +237,7 @@ static const char *const note_names[] = {
 	[JOB_NOTE_DISK_FULL] = "disk_full",
 	[JOB_NOTE_IDLE] = "idle",
 	[JOB_NOTE_NODE_LOST] = "node_lost",
+	[JOB_NOTE_ROUND] = "round",
 };
 
 const char *job_note_name(enum job_note n)

@@ -208,6 +208,11 @@ enum job_note {
 	 * (job_restart_causes)
 	 */
 	JOB_NOTE_NODE_LOST,
+	/*
+	 * "round": a multi-node job's attempt started, who runs it (a line,
+	 * then its record as JSON: jobs.h job_round_text, job_rounds_json)
+	 */
+	JOB_NOTE_ROUND,
 };
 const char *job_note_name(enum job_note n);
 /* The note a reason text is, JOB_NOTE_NONE for a change of state's. */
