@@ -82,7 +82,7 @@ void launch_round_begin(struct launch_rounds *r, struct sink *k, const char *job
 						     r->prev.v[i], "why",
 						     w ? json_string_value(json_object_get(w, "why"))
 						       : job_round_why_name(JOB_ROUND_LEFT_OUT),
-						     cause ? cause : json_null()));
+						     "cause", cause ? cause : json_null()));
 	}
 	/* a host new to the members at a rank: a spare, in place of who had that rank */
 	for (size_t i = 0; r->prev.nr && i < members->nr; i++)

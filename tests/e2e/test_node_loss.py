@@ -272,3 +272,52 @@ def test_bad_node_keys_are_refused_with_their_name(run_tc, tmp_path):
         spec.write_text(f"name: bad\ncommand: 'true'\nbackend: slurm\n{body}\n")
         p = run_tc("run", "-q", spec)
         assert p.returncode == 2 and msg in p.stderr and "bad.yaml:" in p.stderr, (body, p.stderr)
+
+
+def _round_line(text, attempt):
+    return next((ln for ln in text.splitlines() if ln.startswith(f"round {attempt} ")), None)
+
+
+def test_rounds_say_who_ran_each_attempt(slurm_tc, cluster, tmp_path, home, trainctl):
+    # a spare job: round 0 on n1, n2; node 1 lost; round 1 on n1, n3 with n3 in n2's place
+    job, rc, err = run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, "rounds1", "spares: 1\n")
+    assert rc == 0, err + cluster.logs()
+    j = show(slurm_tc, job)
+    rounds = j["rounds"]
+    assert [r["attempt"] for r in rounds] == [0, 1], rounds
+    assert rounds[0]["members"] == ["n1", "n2"] and rounds[0]["nodes"] == 2, rounds
+    assert rounds[0]["left_out"] == [] and rounds[0]["spares"] == [], rounds
+    assert rounds[0]["lost_at"] is None and rounds[0]["loss_to_first_step_s"] is None, rounds
+    r = rounds[1]
+    assert r["members"] == ["n1", "n3"] and r["nodes"] == 2, r
+    assert r["left_out"] == [{"node": 1, "host": "n2", "why": "lost",
+                              "cause": "its supervisor ended without reporting"}], r
+    assert r["spares"] == [{"node": 1, "host": "n3", "in_place_of": "n2"}], r
+    # measured from the driver seeing the attempt fail to rank 0's first step of attempt 1
+    assert r["lost_at"] < r["started"], r
+    assert 0 < r["loss_to_first_step_s"] < 300, r
+    # each round is a note of its own, its first line for people
+    assert [e["reason"].split("\n")[0] for e in notes(j, "round")] == [
+        "round: attempt 0: 2 nodes n1,n2",
+        "round: attempt 1: 2 nodes n1,n3; node 1 (n2) lost: its supervisor ended without reporting;"
+        " spare n3 takes node 1"], j["events"]
+    text = slurm_tc("show", job).stdout
+    line = _round_line(text, 1)
+    assert line and line.startswith("round 1    2 nodes n1,n3  n2 lost (its supervisor ended without"
+                                    " reporting)  spare n3 -> node 1  first step "), text
+    assert line.endswith(" s after the loss") and _round_line(text, 0) is None, text
+
+
+def test_rounds_of_an_elastic_job(slurm_tc, cluster, tmp_path, home, trainctl):
+    # no spare, nodes {min: 1, max: 2}: round 1 runs on n1 alone, n2 left out, no spare used
+    job, rc, err = run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, "rounds2",
+                                'slurm: {extra: ["--nodes=2"]}\n', nodes="{min: 1, max: 2}")
+    assert rc == 0, err + cluster.logs()
+    j = show(slurm_tc, job)
+    r = j["rounds"][-1]
+    assert len(j["rounds"]) == 2 and r["attempt"] == 1, j["rounds"]
+    assert r["members"] == ["n1"] and r["nodes"] == 1 and r["spares"] == [], r
+    assert [(x["node"], x["host"], x["why"]) for x in r["left_out"]] == [(1, "n2", "lost")], r
+    assert r["loss_to_first_step_s"] is not None, r
+    line = _round_line(slurm_tc("show", job).stdout, 1)
+    assert line and line.startswith("round 1    1 node n1  n2 lost ("), line
