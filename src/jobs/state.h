@@ -213,6 +213,8 @@ enum job_note {
 	 * then its record as JSON: jobs.h job_round_text, job_rounds_json)
 	 */
 	JOB_NOTE_ROUND,
+	/* "spares_ignored": spares: in a job on one machine, which has no node to replace */
+	JOB_NOTE_SPARES_IGNORED,
 };
 const char *job_note_name(enum job_note n);
 /* The note a reason text is, JOB_NOTE_NONE for a change of state's. */

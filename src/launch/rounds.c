@@ -12,6 +12,7 @@
 #include "core/util.h"
 #include "hub/sink.h"
 #include "jobs/jobs.h"
+#include "spec/spec.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -109,6 +110,18 @@ void launch_round_begin(struct launch_rounds *r, struct sink *k, const char *job
 	for (size_t i = 0; i < members->nr; i++)
 		strvec_push(&r->prev, members->v[i]);
 	r->failed_at = 0;
+}
+
+void launch_spares_ignored(const struct spec *s, struct sink *k, const char *job_id)
+{
+	if (s->spares <= 0)
+		return;
+	struct sbuf t = SBUF_INIT;
+	sbuf_addf(&t, "spares: %d is for multi-node Slurm jobs: ignored on one machine", s->spares);
+	struct tc_err e = TC_ERR_INIT;
+	(void)sink_note(k, job_id, JOB_NOTE_SPARES_IGNORED, t.buf, &e); /* not vital: see rounds.h */
+	tc_err_release(&e);
+	sbuf_release(&t);
 }
 
 void launch_rounds_release(struct launch_rounds *r)

@@ -45,5 +45,12 @@ void launch_round_begin(struct launch_rounds *r, struct sink *k, const char *job
 void launch_round_end(struct launch_rounds *r, const char *run_dir, int attempt, int nodes,
 		      bool failed);
 void launch_rounds_release(struct launch_rounds *r);
+/*
+ * A job on one machine whose spec asks for spares (s->spares > 0): its
+ * spares_ignored note says they do nothing here.  A note that cannot be
+ * written is dropped: the job runs as it would without it.
+ */
+struct spec;
+void launch_spares_ignored(const struct spec *s, struct sink *k, const char *job_id);
 
 #endif

@@ -321,3 +321,16 @@ def test_rounds_of_an_elastic_job(slurm_tc, cluster, tmp_path, home, trainctl):
     assert r["loss_to_first_step_s"] is not None, r
     line = _round_line(slurm_tc("show", job).stdout, 1)
     assert line and line.startswith("round 1    1 node n1  n2 lost ("), line
+
+
+def test_spares_on_one_machine_run_and_say_so(run_tc, tmp_path):
+    # no Slurm: spares have no node to replace; the job runs and one event says so
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: onebox\ncommand: 'echo hi'\nspares: 2\n")
+    p = run_tc("run", "-q", spec)
+    assert p.returncode == 0, p.stderr
+    j = show(run_tc, "onebox")
+    assert j["state"] == "succeeded", j["events"]
+    assert [e["reason"] for e in notes(j, "spares_ignored")] == [
+        "spares_ignored: spares: 2 is for multi-node Slurm jobs: ignored on one machine"], j["events"]
+    assert j["rounds"] == [], j
