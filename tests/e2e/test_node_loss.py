@@ -14,7 +14,8 @@ import subprocess
 
 import pytest
 
-from conftest import job_id_in, notes, poll, rank_log, show, wait_until
+from conftest import REPO, chromium_or_fail, job_id_in, notes, poll, rank_log, show, wait_until
+from server_fixture import start_server
 from slurm_cluster import module_cluster
 
 
@@ -334,3 +335,34 @@ def test_spares_on_one_machine_run_and_say_so(run_tc, tmp_path):
     assert [e["reason"] for e in notes(j, "spares_ignored")] == [
         "spares_ignored: spares: 2 is for multi-node Slurm jobs: ignored on one machine"], j["events"]
     assert j["rounds"] == [], j
+
+
+def test_the_job_page_shows_the_rounds(slurm_tc, cluster, tmp_path, home, trainctl):
+    # the round records of a real Slurm job with a spare, on its page from a server on its
+    # state folder; then a host and cause carrying markup (put in at the browser: no Slurm
+    # host is named so) stay text
+    node = chromium_or_fail()
+    job, rc, err = run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, "roundsui", "spares: 1\n")
+    assert rc == 0, err + cluster.logs()
+    hostile = "<b>n9</b><img src=x onerror=window.__pwned=1>"
+    srv = start_server(trainctl, home, env={"SLURM_CONF": str(cluster.conf)})
+    try:
+        wait_until(lambda: "open the web UI" in srv.log(), timeout=60, what="the server's login URL")
+        p = subprocess.run([node, str(REPO / "tests" / "ui" / "ui_rounds.js"), srv.url, srv.login_url(),
+                            job, hostile], capture_output=True, text=True, timeout=300)
+    finally:
+        srv.stop()
+    lines = p.stdout.strip().splitlines()
+    assert p.returncode == 0 and lines, p.stdout + p.stderr
+    r = json.loads(lines[-1])
+    assert not r.get("pageerrors"), r
+    real = r["real"]
+    assert [row[:3] for row in real] == [["0", "2", "0: n1, 1: n2"], ["1", "2", "0: n1, 1: n3"]], real
+    assert real[0][3:5] == ["-", "-"], real
+    assert real[1][3] == "node 1 (n2) lost: its supervisor ended without reporting", real
+    assert real[1][4] == "n3 \u2192 node 1 in place of n2", real
+    assert real[1][5].endswith(" s") and real[0][5] == "-", real
+    # markup stays text: no element, no handler, shown as written
+    assert r["extra"] == {} and r["handlers"] == 0 and r["pwned"] is None, r
+    assert r["hostile"][1][3] == f"node 1 ({hostile}) lost: {hostile}", r
+    assert r["hostile"][1][4] == f"{hostile} \u2192 node 1 in place of n2", r
