@@ -98,23 +98,16 @@ int jobs_show(struct store *st, const char *ref, bool reconcile, json_t **out,
 		have_ms = !(rc = metrics_job_summary(st, &j, &ms, err));
 	if (rc)
 		goto out;
-	struct tc_err e2 = TC_ERR_INIT;
 	json_t *o = job_to_json(&j, 0);
 	job_history_json(o, ev, nev, wk, nwk);
 	json_object_set_new(o, "checkpoints", checkpoints_json(ck, nck));
 	json_object_set_new(o, "metrics", metrics_job_summary_json(&ms));
 	json_object_set_new(o, "duration", json_real_or_null(ms.duration));
-	/* the rounds' first steps: a point of the lowest rank's first metric */
-	const struct metrics_metric_sum *first = NULL;
-	for (size_t i = 0; i < ms.nmetrics; i++)
-		if (!first || ms.metrics[i].rank < first->rank)
-			first = &ms.metrics[i];
-	if (first && job_rounds_first_step(st, j.id, first->name, first->rank,
-					   json_object_get(o, "rounds"), &e2))
-		tc_err_release(&e2); /* unreadable metrics: the rounds go without their times */
+	job_rounds_first_step(st, j.id, &ms, json_object_get(o, "rounds"));
 	if (ndl) /* webhooks: only jobs that have any carry the key */
 		json_object_set_new(o, "notifications", deliveries_json(dl, ndl));
 	struct trial_row tr = { 0 };
+	struct tc_err e2 = TC_ERR_INIT;
 	if (!store_trial_of_job(st, j.id, &tr, &e2)) { /* a sweep's trial: which, with what values */
 		json_t *p = json_loads(tr.params_json ? tr.params_json : "{}", 0, NULL);
 		json_object_set_new(o, "sweep", json_pack("{s:s, s:i, s:o}", "id", tr.sweep_id, "trial",

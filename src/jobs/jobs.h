@@ -131,13 +131,15 @@ const char *job_round_why_name(enum job_round_why w);
 json_t *job_rounds_json(const struct event_row *ev, size_t nev);
 /*
  * Each round's first training step: the first plain point of the job's
- * lowest rank's first metric (metric, rank) logged at or after the
- * round's start and before the next round's; "loss_to_first_step_s" is
- * its time less "lost_at".  Metric points carry no attempt: time is what
- * tells the rounds apart.
+ * lowest rank's first metric (of ms, the job's metrics summary) logged at
+ * or after the round's start and before the next round's;
+ * "loss_to_first_step_s" is its time less "lost_at".  Metric points carry
+ * no attempt: time is what tells the rounds apart.  Metrics that cannot
+ * be read leave the times null.
  */
-int job_rounds_first_step(struct store *st, const char *job_id, const char *metric, int rank,
-			  json_t *rounds, struct tc_err *err);
+struct metrics_job_summary;
+void job_rounds_first_step(struct store *st, const char *job_id,
+			   const struct metrics_job_summary *ms, json_t *rounds);
 
 /* ---- actions (actions.c) ---- */
 

@@ -307,6 +307,10 @@ def test_rounds_say_who_ran_each_attempt(slurm_tc, cluster, tmp_path, home, trai
     assert line and line.startswith("round 1    2 nodes n1,n3  n2 lost (its supervisor ended without"
                                     " reporting)  spare n3 -> node 1  first step "), text
     assert line.endswith(" s after the loss") and _round_line(text, 0) is None, text
+    # the report has the same rounds
+    rep = json.load(open(os.path.join(j["run_dir"], "report.json")))
+    assert [x["spares"] for x in rep["rounds"]] == [[], r["spares"]], rep["rounds"]
+    assert rep["rounds"][1]["loss_to_first_step_s"] == r["loss_to_first_step_s"], rep["rounds"]
 
 
 def test_rounds_of_an_elastic_job(slurm_tc, cluster, tmp_path, home, trainctl):
