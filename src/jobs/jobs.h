@@ -131,7 +131,8 @@ const char *job_round_why_name(enum job_round_why w);
 json_t *job_rounds_json(const struct event_row *ev, size_t nev);
 /*
  * Each round's first training step: the first plain point of the job's
- * lowest rank's first metric (of ms, the job's metrics summary) logged at
+ * lowest rank's first metric that has such points (of ms, the job's
+ * metrics summary; not one logged per epoch) logged at
  * or after the round's start and before the next round's;
  * "loss_to_first_step_s" is its time less "lost_at".  Metric points carry
  * no attempt: time is what tells the rounds apart.  Metrics that cannot

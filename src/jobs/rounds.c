@@ -119,8 +119,9 @@ void job_rounds_first_step(struct store *st, const char *job_id,
 			   const struct metrics_job_summary *ms, json_t *rounds)
 {
 	const struct metrics_metric_sum *first = NULL;
-	for (size_t i = 0; i < ms->nmetrics; i++)
-		if (!first || ms->metrics[i].rank < first->rank)
+	for (size_t i = 0; i < ms->nmetrics; i++) /* a metric with step points: an epoch's is late */
+		if (ms->metrics[i].kind && !strcmp(ms->metrics[i].kind, "point") &&
+		    (!first || ms->metrics[i].rank < first->rank))
 			first = &ms->metrics[i];
 	/* only a round after a loss has anything to measure */
 	size_t i, from = json_array_size(rounds);
