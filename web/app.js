@@ -449,7 +449,7 @@
     // when what it shows changed, and a live job's metrics and samples on
     // every read (a redraw for nothing would detach what the user points at)
     const facts = x => JSON.stringify([x.state, x.started, x.ended, x.exit_code, x.restarts, x.root_cause,
-      (x.events || []).length, x.checkpoints, x.diagnostics, x.devices]);
+      (x.events || []).length, x.checkpoints, x.diagnostics, x.devices, x.rounds]);
     let seen = facts(j), wasLive = live(j.state), busy = false, again = false;
     async function refresh() {
       if (busy) { again = true; return; }
@@ -494,12 +494,49 @@
         <dt>run folder</dt><dd>${j.run_dir}</dd>${j.spec && j.spec.image ? html`<dt>image</dt><dd id="j-image">${j.spec.image}</dd>` : ""}</dl></div>
       ${j.root_cause ? html`<div class="card" id="b-cause"><h2>Root cause</h2><p class="cause-line">${causeLine(j.root_cause)}</p><pre>${j.root_cause}</pre></div>` : ""}
       ${diagCard(j.diagnostics)}
+      <div id="rounds"></div>
       <div id="endpoints"></div>
       <div class="card"><h2>State history</h2><div class="scroll"><table><thead><tr><th>Time</th><th>State</th><th>Reason</th></tr></thead><tbody>
-        ${(j.events || []).map(e => html`<tr><td>${fmtTime(e.time)}</td><td>${stateBadge(e.state)}</td><td class="wrap">${e.reason}</td></tr>`)}
+        ${(j.events || []).map(e => html`<tr><td>${fmtTime(e.time)}</td><td>${stateBadge(e.state)}</td><td class="wrap">${e.kind === "round" && typeof e.reason === "string" ? e.reason.split("\n")[0] : e.reason}</td></tr>`)}
       </tbody></table></div></div>
       <div class="card"><h2>Spec</h2><pre>${JSON.stringify(j.spec, null, 2)}</pre></div>`);
+    roundsCard(j.rounds, el.querySelector("#rounds"));
     if (j.spec && j.spec.endpoints && j.spec.endpoints.length) endpointsCard(j);
+  }
+  // a multi-node job's rounds (docs/slurm.md "Rounds"): who ran each attempt,
+  // the nodes left out and why, the spares used, the time from the loss to the
+  // first step.  Hosts and causes are the job's: they go in as text only.
+  function roundsCard(rounds, box) {
+    if (!box || !Array.isArray(rounds) || !rounds.length) return;
+    const mk = (tag, txt, cls) => {
+      const e = document.createElement(tag);
+      if (txt != null) e.textContent = String(txt);
+      if (cls) e.className = cls;
+      return e;
+    };
+    const list = v => Array.isArray(v) ? v.filter(x => x && typeof x === "object") : [];
+    const card = mk("div", null, "card");
+    card.id = "rounds";
+    card.append(mk("h2", "Rounds"));
+    const table = mk("table"), head = mk("tr"), body = mk("tbody");
+    for (const t of ["Attempt", "Nodes", "Members", "Left out", "Spare", "Loss to first step"]) head.append(mk("th", t));
+    table.append(mk("thead"), body);
+    table.tHead.append(head);
+    for (const r of rounds.filter(x => x && typeof x === "object")) {
+      const tr = mk("tr");
+      tr.dataset.attempt = String(r.attempt);
+      const members = (Array.isArray(r.members) ? r.members : []).map((h, i) => `${i}: ${h}`).join(", ");
+      const out = list(r.left_out).map(x => `node ${x.node} (${x.host}) ${x.why}${x.cause ? ": " + x.cause : ""}`).join("; ");
+      const spares = list(r.spares).map(x => `${x.host} → node ${x.node}${x.in_place_of ? ` in place of ${x.in_place_of}` : ""}`).join("; ");
+      const t = r.loss_to_first_step_s;
+      const took = typeof t === "number" && isFinite(t) ? `${t.toFixed(1)} s` : "-";
+      for (const v of [r.attempt, r.nodes, members || "-", out || "-", spares || "-", took]) tr.append(mk("td", v, "wrap"));
+      body.append(tr);
+    }
+    const scroll = mk("div", null, "scroll");
+    scroll.append(table);
+    card.append(scroll);
+    box.replaceWith(card);
   }
   // the job's endpoints (docs/endpoints.md): Jupyter, TensorBoard, ... through the server's proxy
   async function endpointsCard(j) {

@@ -103,6 +103,7 @@ int jobs_show(struct store *st, const char *ref, bool reconcile, json_t **out,
 	json_object_set_new(o, "checkpoints", checkpoints_json(ck, nck));
 	json_object_set_new(o, "metrics", metrics_job_summary_json(&ms));
 	json_object_set_new(o, "duration", json_real_or_null(ms.duration));
+	job_rounds_first_step(st, j.id, &ms, json_object_get(o, "rounds"));
 	if (ndl) /* webhooks: only jobs that have any carry the key */
 		json_object_set_new(o, "notifications", deliveries_json(dl, ndl));
 	struct trial_row tr = { 0 };

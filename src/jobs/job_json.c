@@ -368,6 +368,7 @@ void job_history_json(json_t *o, const struct event_row *ev, size_t nev,
 		json_array_append_new(events, e);
 	}
 	json_object_set_new(o, "events", events);
+	json_object_set_new(o, "rounds", job_rounds_json(ev, nev));
 	json_t *workers = json_array();
 	for (size_t i = 0; i < nwk; i++) {
 		json_t *w = json_object();

@@ -109,6 +109,39 @@ void job_history_json(json_t *o, const struct event_row *ev, size_t nev,
 void job_restart_causes(const struct event_row *ev, size_t nev, int restarts, int *node_lost,
 			int *worker_failed);
 
+/* ---- rounds of a multi-node job (rounds.c, docs/formats.md "rounds") ---- */
+
+/*
+ * The text of a round note (state.h JOB_NOTE_ROUND) from its record:
+ * one line for people ("attempt 1: 2 nodes n1,n3; n2 lost: ...; spare n3
+ * takes node 1"), a newline, the record as JSON.  The record: "attempt",
+ * "nodes", "members" (hosts by node rank), "left_out" [{"node", "host",
+ * "why", "cause"}], "spares" [{"node", "host", "in_place_of"}], "lost_at"
+ * (time or null).  Caller frees.
+ */
+char *job_round_text(json_t *record);
+/* Why a round left a node out: its "why" word ("lost", "unhealthy", "excluded"). */
+enum job_round_why { JOB_ROUND_LOST, JOB_ROUND_UNHEALTHY, JOB_ROUND_EXCLUDED, JOB_ROUND_LEFT_OUT };
+const char *job_round_why_name(enum job_round_why w);
+/*
+ * The job's rounds from its round notes in ev, each its record plus
+ * "started" (the note's time) and "loss_to_first_step_s" (null: filled
+ * by job_rounds_first_step).  A note whose JSON does not parse is skipped.
+ */
+json_t *job_rounds_json(const struct event_row *ev, size_t nev);
+/*
+ * Each round's first training step: the first plain point of the job's
+ * lowest rank's first metric that has such points (of ms, the job's
+ * metrics summary; not one logged per epoch) logged at
+ * or after the round's start and before the next round's;
+ * "loss_to_first_step_s" is its time less "lost_at".  Metric points carry
+ * no attempt: time is what tells the rounds apart.  Metrics that cannot
+ * be read leave the times null.
+ */
+struct metrics_job_summary;
+void job_rounds_first_step(struct store *st, const char *job_id,
+			   const struct metrics_job_summary *ms, json_t *rounds);
+
 /* ---- actions (actions.c) ---- */
 
 /*

@@ -105,7 +105,54 @@ static void lines_events(struct sbuf *out, json_t *events)
 	json_array_foreach(events, i, e) {
 		sbuf_adds(out, "  ");
 		format_time_utc(out, json_number_value(get(e, "time")));
-		sbuf_addf(out, "  %-10s %s\n", str(e, "state", "?"), str(e, "reason", ""));
+		/* its first line: a round note's record follows as JSON (rounds.c) */
+		const char *reason = str(e, "reason", "");
+		sbuf_addf(out, "  %-10s %.*s\n", str(e, "state", "?"), (int)strcspn(reason, "\n"),
+			  reason);
+	}
+}
+
+/*
+ * A multi-node job's rounds after the first, one line each (jobs.h
+ * job_rounds_json): "round 1    2 nodes n1,n3  n2 lost (its supervisor
+ * ended without reporting)  spare n3 -> node 1  first step 6.2 s after the
+ * loss".  Hosts and causes are the job's: control characters go as spaces.
+ */
+static void add_flat(struct sbuf *out, const char *s)
+{
+	for (; *s; s++)
+		sbuf_addch(out, (unsigned char)*s < 0x20 || *s == 0x7f ? ' ' : *s);
+}
+
+static void lines_rounds(struct sbuf *out, json_t *rounds)
+{
+	size_t i, k;
+	json_t *r, *x;
+	json_array_foreach(rounds, i, r) {
+		if (i == 0)
+			continue;
+		struct sbuf l = SBUF_INIT, label = SBUF_INIT;
+		sbuf_addf(&label, "round %lld", num(r, "attempt"));
+		sbuf_addf(&l, "%-10s %lld node%s", label.buf, num(r, "nodes"),
+			  num(r, "nodes") == 1 ? "" : "s");
+		json_array_foreach(get(r, "members"), k, x) {
+			sbuf_adds(&l, k ? "," : " ");
+			sbuf_adds(&l, json_string_value(x) ? json_string_value(x) : "?");
+		}
+		json_array_foreach(get(r, "left_out"), k, x) {
+			sbuf_addf(&l, "  %s %s", str(x, "host", "?"), str(x, "why", job_round_why_name(JOB_ROUND_LEFT_OUT)));
+			if (json_is_string(get(x, "cause")))
+				sbuf_addf(&l, " (%s)", str(x, "cause", ""));
+		}
+		json_array_foreach(get(r, "spares"), k, x)
+			sbuf_addf(&l, "  spare %s -> node %lld", str(x, "host", "?"), num(x, "node"));
+		json_t *t = get(r, "loss_to_first_step_s");
+		if (json_is_number(t))
+			sbuf_addf(&l, "  first step %.1f s after the loss", json_number_value(t));
+		add_flat(out, l.buf);
+		sbuf_addch(out, '\n');
+		sbuf_release(&l);
+		sbuf_release(&label);
 	}
 }
 
@@ -269,6 +316,7 @@ void jobs_show_text(json_t *o, struct sbuf *out)
 		sbuf_addf(out, " (%lld after a lost node, %lld after a failing worker)",
 			  num(by, "node_lost"), num(by, "worker_failed"));
 	sbuf_addch(out, '\n');
+	lines_rounds(out, get(o, "rounds"));
 	/* a server's queued job: why it waits (sched.h rules 3, 5, 8) */
 	if (json_is_string(get(get(o, "waiting"), "why")))
 		sbuf_addf(out, "%-10s %s\n", "waiting", str(get(o, "waiting"), "why", ""));

@@ -238,6 +238,8 @@ static const char *const note_names[] = {
 	[JOB_NOTE_IDLE] = "idle",
 	[JOB_NOTE_NODE_LOST] = "node_lost",
 	[JOB_NOTE_WAIT_NODES] = "wait_nodes",
+	[JOB_NOTE_ROUND] = "round",
+	[JOB_NOTE_SPARES_IGNORED] = "spares_ignored",
 };
 
 const char *job_note_name(enum job_note n)

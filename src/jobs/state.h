@@ -210,6 +210,13 @@ enum job_note {
 	JOB_NOTE_NODE_LOST,
 	/* "wait_nodes": an elastic job below nodes.min waits for a node to be usable again */
 	JOB_NOTE_WAIT_NODES,
+	/*
+	 * "round": a multi-node job's attempt started, who runs it (a line,
+	 * then its record as JSON: jobs.h job_round_text, job_rounds_json)
+	 */
+	JOB_NOTE_ROUND,
+	/* "spares_ignored": spares: in a job on one machine, which has no node to replace */
+	JOB_NOTE_SPARES_IGNORED,
 };
 const char *job_note_name(enum job_note n);
 /* The note a reason text is, JOB_NOTE_NONE for a change of state's. */

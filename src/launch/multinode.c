@@ -23,6 +23,7 @@
 #include "launch/elastic_int.h"
 #include "launch/jobio_int.h"
 #include "launch/notify_int.h"
+#include "launch/rounds.h"
 #include "core/sbuf.h"
 #include "core/strvec.h"
 #include "core/util.h"
@@ -70,6 +71,7 @@ struct mn {
 	int nodes;                /* nodes of this attempt: members.nr, else spec.nodes */
 	struct sbuf change;       /* this attempt's change of members, for its running event */
 	struct elastic el;        /* fewer nodes: release, wait, plan (elastic_int.h) */
+	struct launch_rounds rounds; /* each attempt's round note (rounds.h) */
 	/* the job's diagnostics.json (docs/diagnostics.md), from the nodes' reports */
 	json_t *hangs, *matches;
 	size_t diag_len; /* bytes of the last one written: a rewrite is padded to at least that */
@@ -714,6 +716,9 @@ static int mn_run_attempt(struct mn *m, bool *failed, bool *stopped, struct tc_e
 	if (!rc)
 		rc = sink_mark(m->sink, m->job_id, JOB_RUNNING, why.buf, err);
 	say(m, "job %s: %s (master %s:%d)", m->job_id, why.buf, addr, port);
+	if (!rc)
+		launch_round_begin(&m->rounds, m->sink, m->job_id, m->attempt, m->nodes, &m->members,
+				   io_say, m);
 	if (!rc && m->attempt == 0)
 		launch_notify(m->ln, NOTIFY_STARTED, "running", why.buf, m->attempt, -1);
 	sbuf_release(&why);
@@ -832,6 +837,7 @@ static void mn_release(struct mn *m)
 	sbuf_release(&m->change);
 	strvec_clear(&m->members);
 	strvec_clear(&m->spares);
+	launch_rounds_release(&m->rounds);
 	json_decref(m->hangs);
 	json_decref(m->matches);
 	free(m->log_dir);
@@ -889,6 +895,7 @@ static int mn_main(struct mn *mp, int *exit_status, struct tc_err *err)
 			*exit_status = 143;
 			goto out;
 		}
+		launch_round_end(&m.rounds, m.run_dir, m.attempt, m.nodes, failed);
 		if (!failed)
 			mn_diagnostics(&m, m.attempt);
 		struct attempt_outcome o = { .scope = ATTEMPT_EVERY_NODE, .restarts = m.restarts,

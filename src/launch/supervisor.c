@@ -6,6 +6,7 @@
  * in launch.h.
  */
 #include "launch/supervisor_int.h"
+#include "launch/rounds.h"
 #include "launch/attempt.h"
 #include "launch/jobio_int.h"
 #include "launch/console_int.h"
@@ -200,6 +201,8 @@ static int run_one_attempt(struct sup *sp, struct attempts *a, struct tc_err *er
 	rc = sup_record_started(sp, why.buf, err);
 	if (!rc && sp->attempt == 0)
 		sup_notify(sp, NOTIFY_STARTED, job_state_name(JOB_RUNNING), why.buf, -1);
+	if (!rc && sp->attempt == 0) /* spares: on one machine (rounds.h) */
+		launch_spares_ignored(sp->s, sp->sink, sp->job_id);
 	sbuf_release(&why);
 	if (!rc)
 		rc = sup_workers_up(sp, err);

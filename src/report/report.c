@@ -393,6 +393,10 @@ int report_build(struct store *st, const struct job_row *job, bool single_server
 	job_restart_causes(ev, nev, job->restarts, &lost, &worker);
 	json_object_set_new(r, "restarts_node_lost", json_integer(lost));
 	json_object_set_new(r, "restarts_worker_failed", json_integer(worker));
+	/* a multi-node job's rounds, as show has them (docs/slurm.md "Rounds") */
+	json_t *rounds = job_rounds_json(ev, nev);
+	job_rounds_first_step(st, job->id, &ms, rounds);
+	json_object_set_new(r, "rounds", rounds);
 	/* a watched job's stragglers and hangs (docs/diagnostics.md): the job
 	 * wrote diagnostics.json, read and typed by the one reader show uses */
 	json_t *diag = jobs_diagnostics(job->run_dir);

@@ -11,9 +11,10 @@ import json
 import os
 import subprocess
 
-from conftest import ENV_DUMP, job_id_in, notes, poll, rank_log, show, wait_until
+from conftest import ENV_DUMP, REPO, chromium_or_fail, job_id_in, notes, poll, rank_log, show, wait_until
 from node_loss_helpers import (cluster, kill_node_1_when, node_result, node_supervisor,  # noqa: F401 (the fixtures)
                                slurm_tc)
+from server_fixture import start_server
 
 
 # Each rank says which attempt and node it is, logs a few steps; in the first attempt it then
@@ -249,3 +250,100 @@ def test_bad_node_keys_are_refused_with_their_name(run_tc, tmp_path):
         spec.write_text(f"name: bad\ncommand: 'true'\nbackend: slurm\n{body}\n")
         p = run_tc("run", "-q", spec)
         assert p.returncode == 2 and msg in p.stderr and "bad.yaml:" in p.stderr, (body, p.stderr)
+
+
+def _round_line(text, attempt):
+    return next((ln for ln in text.splitlines() if ln.startswith(f"round {attempt} ")), None)
+
+
+def test_rounds_say_who_ran_each_attempt(slurm_tc, cluster, tmp_path, home, trainctl):
+    # a spare job: round 0 on n1, n2; node 1 lost; round 1 on n1, n3 with n3 in n2's place
+    job, rc, err = run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, "rounds1", "spares: 1\n")
+    assert rc == 0, err + cluster.logs()
+    j = show(slurm_tc, job)
+    rounds = j["rounds"]
+    assert [r["attempt"] for r in rounds] == [0, 1], rounds
+    assert rounds[0]["members"] == ["n1", "n2"] and rounds[0]["nodes"] == 2, rounds
+    assert rounds[0]["left_out"] == [] and rounds[0]["spares"] == [], rounds
+    assert rounds[0]["lost_at"] is None and rounds[0]["loss_to_first_step_s"] is None, rounds
+    r = rounds[1]
+    assert r["members"] == ["n1", "n3"] and r["nodes"] == 2, r
+    assert r["left_out"] == [{"node": 1, "host": "n2", "why": "lost",
+                              "cause": "its supervisor ended without reporting"}], r
+    assert r["spares"] == [{"node": 1, "host": "n3", "in_place_of": "n2"}], r
+    # measured from the driver seeing the attempt fail to rank 0's first step of attempt 1
+    assert r["lost_at"] < r["started"], r
+    assert 0 < r["loss_to_first_step_s"] < 300, r
+    # each round is a note of its own, its first line for people
+    assert [e["reason"].split("\n")[0] for e in notes(j, "round")] == [
+        "round: attempt 0: 2 nodes n1,n2",
+        "round: attempt 1: 2 nodes n1,n3; node 1 (n2) lost: its supervisor ended without reporting;"
+        " spare n3 takes node 1"], j["events"]
+    text = slurm_tc("show", job).stdout
+    line = _round_line(text, 1)
+    assert line and line.startswith("round 1    2 nodes n1,n3  n2 lost (its supervisor ended without"
+                                    " reporting)  spare n3 -> node 1  first step "), text
+    assert line.endswith(" s after the loss") and _round_line(text, 0) is None, text
+    # the report has the same rounds
+    rep = json.load(open(os.path.join(j["run_dir"], "report.json")))
+    assert [x["spares"] for x in rep["rounds"]] == [[], r["spares"]], rep["rounds"]
+    assert rep["rounds"][1]["loss_to_first_step_s"] == r["loss_to_first_step_s"], rep["rounds"]
+
+
+def test_rounds_of_an_elastic_job(slurm_tc, cluster, tmp_path, home, trainctl):
+    # no spare, nodes {min: 1, max: 2}: round 1 runs on n1 alone, n2 left out, no spare used
+    job, rc, err = run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, "rounds2",
+                                'slurm: {extra: ["--nodes=2"]}\n', nodes="{min: 1, max: 2}")
+    assert rc == 0, err + cluster.logs()
+    j = show(slurm_tc, job)
+    r = j["rounds"][-1]
+    assert len(j["rounds"]) == 2 and r["attempt"] == 1, j["rounds"]
+    assert r["members"] == ["n1"] and r["nodes"] == 1 and r["spares"] == [], r
+    assert [(x["node"], x["host"], x["why"]) for x in r["left_out"]] == [(1, "n2", "lost")], r
+    assert r["loss_to_first_step_s"] is not None, r
+    line = _round_line(slurm_tc("show", job).stdout, 1)
+    assert line and line.startswith("round 1    1 node n1  n2 lost ("), line
+
+
+def test_spares_on_one_machine_run_and_say_so(run_tc, tmp_path):
+    # no Slurm: spares have no node to replace; the job runs and one event says so
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: onebox\ncommand: 'echo hi'\nspares: 2\n")
+    p = run_tc("run", "-q", spec)
+    assert p.returncode == 0, p.stderr
+    j = show(run_tc, "onebox")
+    assert j["state"] == "succeeded", j["events"]
+    assert [e["reason"] for e in notes(j, "spares_ignored")] == [
+        "spares_ignored: spares: 2 is for multi-node Slurm jobs: ignored on one machine"], j["events"]
+    assert j["rounds"] == [], j
+
+
+def test_the_job_page_shows_the_rounds(slurm_tc, cluster, tmp_path, home, trainctl):
+    # the round records of a real Slurm job with a spare, on its page from a server on its
+    # state folder; then a host and cause carrying markup (put in at the browser: no Slurm
+    # host is named so) stay text
+    node = chromium_or_fail()
+    job, rc, err = run_and_kill(trainctl, cluster, tmp_path, home, slurm_tc, "roundsui", "spares: 1\n")
+    assert rc == 0, err + cluster.logs()
+    hostile = "<b>n9</b><img src=x onerror=window.__pwned=1>"
+    srv = start_server(trainctl, home, env={"SLURM_CONF": str(cluster.conf)})
+    try:
+        wait_until(lambda: "open the web UI" in srv.log(), timeout=60, what="the server's login URL")
+        p = subprocess.run([node, str(REPO / "tests" / "ui" / "ui_rounds.js"), srv.url, srv.login_url(),
+                            job, hostile], capture_output=True, text=True, timeout=300)
+    finally:
+        srv.stop()
+    lines = p.stdout.strip().splitlines()
+    assert p.returncode == 0 and lines, p.stdout + p.stderr
+    r = json.loads(lines[-1])
+    assert not r.get("pageerrors"), r
+    real = r["real"]
+    assert [row[:3] for row in real] == [["0", "2", "0: n1, 1: n2"], ["1", "2", "0: n1, 1: n3"]], real
+    assert real[0][3:5] == ["-", "-"], real
+    assert real[1][3] == "node 1 (n2) lost: its supervisor ended without reporting", real
+    assert real[1][4] == "n3 \u2192 node 1 in place of n2", real
+    assert real[1][5].endswith(" s") and real[0][5] == "-", real
+    # markup stays text: no element, no handler, shown as written
+    assert r["extra"] == {} and r["handlers"] == 0 and r["pwned"] is None, r
+    assert r["hostile"][1][3] == f"node 1 ({hostile}) lost: {hostile}", r
+    assert r["hostile"][1][4] == f"{hostile} \u2192 node 1 in place of n2", r

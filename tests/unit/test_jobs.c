@@ -8,6 +8,7 @@
 #include "core/util.h"
 #include "jobs/jobs.h"
 #include "store/store.h"
+#include "store/store_metrics.h"
 #include "sweep/sweep.h"
 
 #include <signal.h>
@@ -437,6 +438,67 @@ TEST(show_json_and_text)
 	sbuf_release(&text);
 	json_decref(o);
 	CHECK_INT(jobs_show(st, "nosuch", false, &o, &err), TC_ENOTFOUND);
+	tc_err_release(&err);
+	store_close(st);
+}
+
+/* A multi-node job's round notes come back as show's rounds, with the time to each first step. */
+TEST(rounds_in_show)
+{
+	struct store *st = open_store();
+	struct tc_err err = TC_ERR_INIT;
+	create(st, "R", JOB_STARTING);
+	CHECK_INT(jobs_mark_running(st, "R", "4 workers started on 2 nodes", &err), 0);
+	double lost = now_wall() - 2;
+	json_t *r0 = json_pack("{s:i, s:i, s:[s,s], s:[], s:[], s:n}", "attempt", 0, "nodes", 2,
+			       "members", "n1", "n2", "left_out", "spares", "lost_at");
+	/* a host and a cause with a newline and a tag stay data */
+	json_t *r1 = json_pack("{s:i, s:i, s:[s,s], s:[{s:i, s:s, s:s, s:s}],"
+			       " s:[{s:i, s:s, s:s}], s:f}", "attempt", 1, "nodes", 2, "members",
+			       "n1", "n3", "left_out", "node", 1, "host", "n2\n<b>x</b>", "why",
+			       job_round_why_name(JOB_ROUND_LOST), "cause", "gone\nroot cause: no",
+			       "spares", "node", 1, "host", "n3", "in_place_of", "n2", "lost_at", lost);
+	char *t0 = job_round_text(r0), *t1 = job_round_text(r1);
+	CHECK_STR(t0, "attempt 0: 2 nodes n1,n2\n{\"attempt\":0,\"nodes\":2,\"members\":[\"n1\",\"n2\"],"
+		      "\"left_out\":[],\"spares\":[],\"lost_at\":null}");
+	CHECK(!strncmp(t1, "attempt 1: 2 nodes n1,n3; node 1 (n2 <b>x</b>) lost: gone root cause: no;"
+			   " spare n3 takes node 1\n{", 93));
+	CHECK_INT(jobs_note(st, "R", JOB_NOTE_ROUND, t0, &err), 0);
+	CHECK_INT(jobs_note(st, "R", JOB_NOTE_ROUND, t1, &err), 0);
+	/* a point before round 1 started is round 0's; the first after it is round 1's step */
+	struct store_mbatch *b = store_mbatch_new("R");
+	struct store_mpoint p = { .kind = STORE_MPOINT, .seq = 1, .epoch = -1, .iter = -1,
+				  .step = "1", .value = 2.0, .wall_time = lost - 1 };
+	store_mbatch_point(b, 0, "loss", &p);
+	double first = now_wall() + 1;
+	p.seq = 2, p.step = "2", p.wall_time = first;
+	store_mbatch_point(b, 0, "loss", &p);
+	p.seq = 3, p.step = "3", p.wall_time = first + 1;
+	store_mbatch_point(b, 0, "loss", &p);
+	CHECK_INT(store_mbatch_write(st, b, &err), 0);
+	store_mbatch_free(b);
+	json_t *o = NULL;
+	CHECK_INT(jobs_show(st, "R", false, &o, &err), 0);
+	json_t *rounds = json_object_get(o, "rounds");
+	CHECK_INT(json_array_size(rounds), 2);
+	json_t *a = json_array_get(rounds, 0), *c = json_array_get(rounds, 1);
+	CHECK(json_is_null(json_object_get(a, "loss_to_first_step_s")));
+	CHECK(json_number_value(json_object_get(c, "loss_to_first_step_s")) == first - lost);
+	CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(c, "left_out"), 0),
+						    "host")), "n2\n<b>x</b>");
+	struct sbuf text = SBUF_INIT;
+	jobs_show_text(o, &text);
+	CHECK_CONTAINS(text.buf, "\nround 1    2 nodes n1,n3  n2 <b>x</b> lost (gone root cause: no)"
+				 "  spare n3 -> node 1  first step 3.0 s after the loss\n");
+	CHECK(!strstr(text.buf, "round 0"));
+	/* the events list shows a round note's first line, not its JSON */
+	CHECK_CONTAINS(text.buf, "  running    round: attempt 0: 2 nodes n1,n2\n");
+	sbuf_release(&text);
+	json_decref(o);
+	json_decref(r0);
+	json_decref(r1);
+	free(t0);
+	free(t1);
 	tc_err_release(&err);
 	store_close(st);
 }
