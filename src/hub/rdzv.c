@@ -17,6 +17,8 @@ struct member {
 	int rank;
 	double beat; /* the last heartbeat (or join) */
 	bool back;   /* a member of the round before, joined again */
+	bool left;   /* it said it ends of its own accord (note 7) */
+	const void *con; /* the connection of its last request: its lease (note 7), or NULL */
 };
 
 struct rdzv {
@@ -210,6 +212,9 @@ static void next_round(struct rdzv *r, long long next, bool keep, double now)
 		r->m = t;
 		r->alloc = ta;
 		r->n = 0;
+		/* a survivor's lease is for a round: it holds one again when it joins */
+		for (size_t i = 0; i < r->nprev; i++)
+			r->prev[i].con = NULL;
 	} else {
 		members_clear(r->m, &r->n);
 	}
@@ -306,6 +311,7 @@ void rdzv_join(struct rdzv *r, long long round, const char *node, const char *ho
 		set_str(&me->stream, stream);
 		set_str(&me->host, host);
 		me->beat = now;
+		me->left = false;
 		reply(r, 200, me->rank, out);
 		return;
 	}
@@ -324,7 +330,8 @@ void rdzv_join(struct rdzv *r, long long round, const char *node, const char *ho
 	}
 	XGROW(r->m, r->n + 1, r->alloc);
 	r->m[r->n++] = (struct member){ xstrdup(node), host ? xstrdup(host) : NULL,
-					stream ? xstrdup(stream) : NULL, rank, now, was != NULL };
+					stream ? xstrdup(stream) : NULL, rank, now, was != NULL,
+					false, NULL };
 	r->nback += was != NULL;
 	maybe_close(r, now);
 	me = find(r->m, r->n, node);
@@ -348,21 +355,72 @@ void rdzv_beat(struct rdzv *r, long long round, const char *node, double now,
 	reply(r, 200, me->rank, out);
 }
 
+void rdzv_leave(struct rdzv *r, long long round, const char *node, double now,
+		struct rdzv_reply *out)
+{
+	rdzv_beat(r, round, node, now, out);
+	struct member *me = out->status == 200 ? find(r->m, r->n, node) : NULL;
+	if (me) {
+		me->left = true;
+		me->con = NULL;
+	}
+}
+
+void rdzv_hold(struct rdzv *r, const char *node, const void *con)
+{
+	/*
+	 * Heartbeats rarer than this leave a connection idle past the hub's
+	 * (120 s) and libcurl's (118 s) idle limits: its close would be no loss.
+	 */
+	if (r->conf.beat_s > RDZV_HOLD_BEAT_MAX)
+		return;
+	struct member *me = find(r->m, r->n, node);
+	if (me && !me->left)
+		me->con = con;
+}
+
+/* Member i out of the current round (its order kept: ranks are read in it). */
+static void drop_member(struct rdzv *r, size_t i)
+{
+	r->nback -= r->m[i].back;
+	free(r->m[i].node);
+	free(r->m[i].host);
+	free(r->m[i].stream);
+	memmove(&r->m[i], &r->m[i + 1], (r->n - i - 1) * sizeof(*r->m));
+	r->n--;
+}
+
+bool rdzv_con_closed(struct rdzv *r, const void *con, double now)
+{
+	size_t i = 0;
+	while (con && i < r->n && r->m[i].con != con)
+		i++;
+	if (!con || i == r->n)
+		return false;
+	if (r->state == RDZV_JOINING) {
+		/* a joiner gone leaves the joining round, as a silent one does (note 4) */
+		drop_member(r, i);
+		maybe_close(r, now);
+		return true;
+	}
+	sbuf_reset(&r->why);
+	sbuf_addf(&r->why, "round %lld ended: node %s (rank %d) lost: its connection to the hub"
+			   " closed (its supervisor ended without leaving)",
+		  r->round, r->m[i].node, r->m[i].rank);
+	drop_member(r, i);
+	next_round(r, r->round + 1, true, now);
+	return true;
+}
+
 void rdzv_tick(struct rdzv *r, double now)
 {
 	if (r->state == RDZV_JOINING) {
 		/* a joiner gone silent leaves the joining round (note 4) */
 		for (size_t i = 0; i < r->n;) {
-			if (now - r->m[i].beat > r->conf.lost_s) {
-				struct member gone = r->m[i];
-				r->nback -= gone.back;
-				free(gone.node);
-				free(gone.host);
-				free(gone.stream);
-				r->m[i] = r->m[--r->n];
-			} else {
+			if (now - r->m[i].beat > r->conf.lost_s)
+				drop_member(r, i);
+			else
 				i++;
-			}
 		}
 		maybe_close(r, now);
 		return;
@@ -374,11 +432,7 @@ void rdzv_tick(struct rdzv *r, double now)
 		if (now - r->m[i].beat > r->conf.lost_s) {
 			sbuf_addf(&lost, "%s%s (rank %d)", lost.len ? ", " : "", r->m[i].node,
 				  r->m[i].rank);
-			free(r->m[i].node);
-			free(r->m[i].host);
-			free(r->m[i].stream);
-			memmove(&r->m[i], &r->m[i + 1], (r->n - i - 1) * sizeof(*r->m));
-			r->n--;
+			drop_member(r, i);
 		} else {
 			i++;
 		}
@@ -466,7 +520,7 @@ static int load_members(json_t *a, struct member **v, size_t *n, size_t *alloc, 
 		const char *s = json_string_value(json_object_get(x, "stream"));
 		(*v)[(*n)++] = (struct member){ xstrdup(node), h ? xstrdup(h) : NULL,
 						s ? xstrdup(s) : NULL, (int)json_integer_value(rk),
-						now, false };
+						now, false, false, NULL };
 	}
 	return 0;
 }
