@@ -510,12 +510,6 @@ static void status_json(struct hub *h, const char *job, const char *secret, int 
 	pthread_mutex_unlock(&h->mu);
 }
 
-static long long i_or(json_t *o, const char *key)
-{
-	json_t *v = json_object_get(o, key);
-	return json_is_integer(v) ? json_integer_value(v) : 0;
-}
-
 static enum MHD_Result answer(struct MHD_Connection *con, int status, const char *text);
 
 /* out when ok, else {"error": err's message}; out and err released. */
@@ -534,71 +528,11 @@ static int answer_out(struct MHD_Connection *con, int status, bool ok, struct sb
 	return ret;
 }
 
-/* A string member of at most 255 bytes, not empty; NULL otherwise. */
-static const char *name_of(json_t *o, const char *key)
-{
-	json_t *v = json_object_get(o, key);
-	size_t n = json_string_length(v);
-	return json_is_string(v) && n && n < 256 ? json_string_value(v) : NULL;
-}
-
-static double secs_of(json_t *o, const char *key)
-{
-	json_t *v = json_object_get(o, key);
-	return json_is_number(v) ? json_number_value(v) : 0;
-}
-
-/*
- * One rendezvous request's body applied to rz (rdzv.h); 400 with err when
- * malformed.  con: the connection it came on, when this listener reports
- * its close (rdzv.h note 7), else NULL.
- */
-static int rdzv_op(struct rdzv *rz, json_t *o, const void *con, struct rdzv_reply *a,
-		   struct tc_err *err)
-{
-	const char *op = json_string_value(json_object_get(o, "op"));
-	json_t *rd = json_object_get(o, "round");
-	const char *node = name_of(o, "node");
-	double now = now_wall();
-	if (!op || !json_is_integer(rd) || json_integer_value(rd) < 0)
-		return tc_error(err, TC_EINPUT, "rdzv: the body needs \"op\" and a \"round\" >= 0");
-	long long round = json_integer_value(rd);
-	if (!strcmp(op, "open")) {
-		struct rdzv_conf c = {
-			.min = (int)i_or(o, "min"), .max = (int)i_or(o, "max"),
-			.window_s = secs_of(o, "window_s"), .beat_s = secs_of(o, "beat_s"),
-			.lost_s = secs_of(o, "lost_s"),
-		};
-		if (rdzv_conf_check(&c, err))
-			return err->code;
-		rdzv_open(rz, round, &c, now, a);
-	} else if (!node) {
-		return tc_error(err, TC_EINPUT, "rdzv: \"%s\" needs \"node\", 1 to 255 bytes", op);
-	} else if (!strcmp(op, "join")) {
-		json_t *w = json_object_get(o, "rank");
-		int want = json_is_integer(w) && json_integer_value(w) >= 0 &&
-				   json_integer_value(w) < RDZV_MAX_NODES
-			   ? (int)json_integer_value(w) : -1;
-		rdzv_join(rz, round, node, name_of(o, "host"), name_of(o, "stream"), want, now, a);
-	} else if (!strcmp(op, "beat")) {
-		rdzv_beat(rz, round, node, now, a);
-	} else if (!strcmp(op, "leave")) {
-		rdzv_leave(rz, round, node, now, a);
-		return 0;
-	} else {
-		return tc_error(err, TC_EINPUT, "rdzv: unknown op '%s' (open, join, beat, leave)", op);
-	}
-	if (con && a->status == 200)
-		rdzv_hold(rz, node, con);
-	return 0;
-}
-
 static void rdzv_receive(struct hub *h, const char *job, const char *secret, const char *body,
 			 size_t len, const void *con, int *status, struct sbuf *out,
 			 struct tc_err *err)
 {
 	*status = 200;
-	json_t *o = json_loadb(body ? body : "", len, 0, NULL);
 	struct rdzv_reply a = { .why = SBUF_INIT };
 	pthread_mutex_lock(&h->mu);
 	struct hub_job *j = authorized(h, job, secret, status, err);
@@ -607,25 +541,16 @@ static void rdzv_receive(struct hub *h, const char *job, const char *secret, con
 		/* *status says */
 	} else if (!rz) {
 		*status = 503;
-	} else if (!json_is_object(o)) {
-		*status = 400;
-		tc_error(err, TC_EINPUT, "rdzv: the body is not a JSON object");
-	} else if (rdzv_op(rz, o, con, &a, err)) {
+	} else if (rdzv_request(rz, body, len, con, now_wall(), &a, err)) {
 		*status = 400;
 	} else if (rdzv_save(h, j, err)) {
 		*status = 503;
 	} else {
 		*status = a.status;
-		sbuf_addf(out, "{\"round\":%lld,\"state\":\"%s\",\"rank\":%d,\"world\":%d,"
-			       "\"poll_ms\":%d,\"%s\":",
-			  a.round, rdzv_state_name(a.state), a.rank, a.world, a.poll_ms,
-			  a.status == 200 ? "why" : "error");
-		json_add_str(out, a.why.buf);
-		sbuf_addch(out, '}');
+		rdzv_reply_json(&a, out);
 	}
 	pthread_mutex_unlock(&h->mu);
 	rdzv_reply_release(&a);
-	json_decref(o);
 }
 
 void hub_rdzv_receive(struct hub *h, const char *job, const char *secret, const char *body,

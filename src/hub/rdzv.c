@@ -1,6 +1,7 @@
 /*
  * rdzv.c -- a job's rendezvous rounds as a state machine (rdzv.h notes):
- * no clock, no store, no lock; hub.c calls it under the hub's lock.
+ * no clock, no store, no lock; hub.c calls it under the hub's lock, with
+ * the route's request parsed here (rdzv_request).
  */
 #include "hub/rdzv.h"
 #include "core/json.h"
@@ -567,4 +568,85 @@ int rdzv_load(struct rdzv *r, const char *text, double now, struct tc_err *err)
 out:
 	json_decref(o);
 	return rc;
+}
+
+/* ---- a request of the hub's route (hub.c) ---- */
+
+static long long i_or(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	return json_is_integer(v) ? json_integer_value(v) : 0;
+}
+
+/* A string member of at most 255 bytes, not empty; NULL otherwise. */
+static const char *name_of(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	size_t n = json_string_length(v);
+	return json_is_string(v) && n && n < 256 ? json_string_value(v) : NULL;
+}
+
+static double secs_of(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	return json_is_number(v) ? json_number_value(v) : 0;
+}
+
+/* One request's object applied to rz (rdzv_request). */
+static int rdzv_op(struct rdzv *rz, json_t *o, const void *con, double now,
+		   struct rdzv_reply *a, struct tc_err *err)
+{
+	const char *op = json_string_value(json_object_get(o, "op"));
+	json_t *rd = json_object_get(o, "round");
+	const char *node = name_of(o, "node");
+	if (!op || !json_is_integer(rd) || json_integer_value(rd) < 0)
+		return tc_error(err, TC_EINPUT, "rdzv: the body needs \"op\" and a \"round\" >= 0");
+	long long round = json_integer_value(rd);
+	if (!strcmp(op, "open")) {
+		struct rdzv_conf c = {
+			.min = (int)i_or(o, "min"), .max = (int)i_or(o, "max"),
+			.window_s = secs_of(o, "window_s"), .beat_s = secs_of(o, "beat_s"),
+			.lost_s = secs_of(o, "lost_s"),
+		};
+		if (rdzv_conf_check(&c, err))
+			return err->code;
+		rdzv_open(rz, round, &c, now, a);
+	} else if (!node) {
+		return tc_error(err, TC_EINPUT, "rdzv: \"%s\" needs \"node\", 1 to 255 bytes", op);
+	} else if (!strcmp(op, "join")) {
+		json_t *w = json_object_get(o, "rank");
+		int want = json_is_integer(w) && json_integer_value(w) >= 0 &&
+				   json_integer_value(w) < RDZV_MAX_NODES
+			   ? (int)json_integer_value(w) : -1;
+		rdzv_join(rz, round, node, name_of(o, "host"), name_of(o, "stream"), want, now, a);
+	} else if (!strcmp(op, "beat")) {
+		rdzv_beat(rz, round, node, now, a);
+	} else if (!strcmp(op, "leave")) {
+		rdzv_leave(rz, round, node, now, a);
+		return 0;
+	} else {
+		return tc_error(err, TC_EINPUT, "rdzv: unknown op '%s' (open, join, beat, leave)", op);
+	}
+	if (con && a->status == 200)
+		rdzv_hold(rz, node, con);
+	return 0;
+}
+
+int rdzv_request(struct rdzv *r, const char *body, size_t len, const void *con, double now,
+		 struct rdzv_reply *out, struct tc_err *err)
+{
+	json_t *o = json_loadb(body ? body : "", len, 0, NULL);
+	int rc = json_is_object(o) ? rdzv_op(r, o, con, now, out, err)
+				   : tc_error(err, TC_EINPUT, "rdzv: the body is not a JSON object");
+	json_decref(o);
+	return rc;
+}
+
+void rdzv_reply_json(const struct rdzv_reply *a, struct sbuf *out)
+{
+	sbuf_addf(out, "{\"round\":%lld,\"state\":\"%s\",\"rank\":%d,\"world\":%d,\"poll_ms\":%d,\"%s\":",
+		  a->round, rdzv_state_name(a->state), a->rank, a->world, a->poll_ms,
+		  a->status == 200 ? "why" : "error");
+	json_add_str(out, a->why.buf ? a->why.buf : "");
+	sbuf_addch(out, '}');
 }

@@ -124,6 +124,15 @@ bool rdzv_fences(const struct rdzv *r, const char *stream);
 bool rdzv_count_fenced(struct rdzv *r, const char *stream);
 long long rdzv_fenced(const struct rdzv *r);
 
+/*
+ * One POST .../rdzv body ({"op":"open"|"join"|"beat"|"leave",...}) applied
+ * at now; con: the connection it came on when the listener reports its
+ * close (note 7), else NULL.  An error (TC_EINPUT) only when malformed.
+ */
+int rdzv_request(struct rdzv *r, const char *body, size_t len, const void *con, double now,
+		 struct rdzv_reply *out, struct tc_err *err);
+/* The answer's body: {"round","state","rank","world","poll_ms","why"|"error"}. */
+void rdzv_reply_json(const struct rdzv_reply *a, struct sbuf *out);
 /* The state as JSON: for the store (ages false) or the status route (ages: seconds since each beat). */
 void rdzv_json(const struct rdzv *r, bool ages, double now, struct sbuf *out);
 /* Back from rdzv_json's text (a restarted hub): every member's heartbeat is now. */
