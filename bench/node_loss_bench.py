@@ -31,6 +31,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
+from conftest import job_id_in  # noqa: E402
 from slurm_cluster import Cluster, have_slurm  # noqa: E402
 from test_node_loss import kill_node, node_supervisor, process_tree  # noqa: E402
 
@@ -94,16 +95,6 @@ def spec_text(name, kind, out, ckpt, stop):
             f"restart: {{max_restarts: 2}}\n")
 
 
-def job_id(home):
-    import sqlite3
-    try:
-        with sqlite3.connect(os.path.join(home, "trainctl.db")) as c:
-            row = c.execute("SELECT id FROM jobs").fetchone()
-        return row and row[0]
-    except sqlite3.OperationalError:
-        return None
-
-
 def run_trainctl(trainctl, cluster, kind, rep, tmp):
     d = tempfile.mkdtemp(prefix=f"{kind}{rep}-", dir=tmp)
     out, ckpt, stop = (os.path.join(d, n) for n in ("steps.jsonl", "ckpt.pt", "stop"))
@@ -115,7 +106,7 @@ def run_trainctl(trainctl, cluster, kind, rep, tmp):
     log = open(os.path.join(d, "run.log"), "w")
     p = subprocess.Popen([trainctl, "run", "-q", spec], env=env, stdout=log, stderr=log)
     try:
-        job = wait(lambda: job_id(home), 120, "the job's row")
+        job = wait(lambda: job_id_in(home), 120, "the job's row")
         wait(lambda: ready(out) and node_supervisor(job, 1), 300, "both ranks stepping")
         t_kill = time.time()
         kill_node(job, 1)

@@ -158,15 +158,22 @@ def test_old_round_is_fenced_and_a_hub_restart_keeps_the_rounds(trainctl, home, 
     assert err.count("node1.a0.sim is no member of rendezvous round") == 1, err
 
 
+def three_nodes(sim, beat, lost):
+    """a hub, round 0 of 2 to 3 nodes, nodes sim-0 and sim-1 ("a") and the victim sim-2 ("v")
+    in it; the victim's process"""
+    sim.start_hub("hub")
+    sim.open(0, 2, 3, beat=beat, lost=lost)
+    sim.nodes("a", 2)
+    victim = sim.nodes("v", 1, first=2)
+    wait_until(lambda: len(sim.in_round("a", 0)) == 2 and len(sim.in_round("v", 0)) == 1,
+               60, "three nodes in round 0")
+    return victim
+
+
 def test_a_lost_node_ends_the_round_and_the_survivors_form_the_next(trainctl, home, tmp_path):
     sim = Sim(trainctl, home, tmp_path)
     try:
-        sim.start_hub("hub")
-        sim.open(0, 2, 3, beat="0.2", lost="1.5")
-        sim.nodes("a", 2)
-        victim = sim.nodes("v", 1, first=2)
-        wait_until(lambda: len(sim.in_round("a", 0)) == 2 and len(sim.in_round("v", 0)) == 1,
-                   60, "three nodes in round 0")
+        victim = three_nodes(sim, beat="0.2", lost="1.5")
         before = {**sim.in_round("a", 0), **sim.in_round("v", 0)}
         victim.send_signal(signal.SIGKILL)  # a node's supervisor dies: no more heartbeats
         victim.wait()
@@ -189,12 +196,7 @@ def test_a_killed_member_is_lost_at_once_not_after_the_heartbeat_timeout(trainct
     # heartbeat rule (lost_s 120 here) would take two minutes
     sim = Sim(trainctl, home, tmp_path)
     try:
-        sim.start_hub("hub")
-        sim.open(0, 2, 3, beat="0.5", lost="120")
-        sim.nodes("a", 2)
-        victim = sim.nodes("v", 1, first=2)
-        wait_until(lambda: len(sim.in_round("a", 0)) == 2 and len(sim.in_round("v", 0)) == 1,
-                   60, "three nodes in round 0")
+        victim = three_nodes(sim, beat="0.5", lost="120")
         rank = sim.in_round("v", 0)["sim-2"][0]
         t0 = time.monotonic()
         victim.send_signal(signal.SIGKILL)

@@ -398,26 +398,54 @@ static void on_lost(void *ctx, const char *why)
 	pthread_mutex_unlock(&lost_mu);
 }
 
-TEST(rdzv_client_rendezvous_over_http_and_its_keeper_hears_the_round_end)
+/* A hub over HTTP on 127.0.0.1 for JOB, and the driver's client that opened round 0. */
+struct http_hub {
+	struct store *st;
+	struct hub *h;
+	struct hub_daemon *d;
+	char url[64];
+	struct rdzv_client_opts o; /* the driver's; a test may reuse it for a node */
+	struct rdzv_client *drv;
+};
+
+static void http_hub_start(struct http_hub *x, const struct rdzv_conf *conf)
 {
 	const char *home = test_tmpdir();
-	struct store *st = job_store(home);
-	struct hub *h = NULL;
-	struct hub_daemon *d = NULL;
-	int port = 0;
 	struct tc_err err = TC_ERR_INIT;
-	CHECK_INT(hub_new(home, &h, &err), 0);
-	CHECK_INT(hub_daemon_start(h, "127.0.0.1", 0, &d, &port, &err), 0);
-	char url[64];
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
-	struct rdzv_client_opts o = { .url = url, .secret = SECRET, .job = JOB, .node = "driver",
-				      .want_rank = -1 };
-	struct rdzv_client *drv = rdzv_client_new(&o, &err);
-	CHECK(drv != NULL);
-	struct rdzv_conf conf = { .min = 3, .max = 3, .beat_s = 0.2, .lost_s = 30 };
+	int port = 0;
+	x->st = job_store(home);
+	CHECK_INT(hub_new(home, &x->h, &err), 0);
+	CHECK_INT(hub_daemon_start(x->h, "127.0.0.1", 0, &x->d, &port, &err), 0);
+	snprintf(x->url, sizeof(x->url), "http://127.0.0.1:%d", port);
+	x->o = (struct rdzv_client_opts){ .url = x->url, .secret = SECRET, .job = JOB,
+					  .node = "driver", .want_rank = -1 };
+	x->drv = rdzv_client_new(&x->o, &err);
+	CHECK(x->drv != NULL);
 	struct rdzv_reply a = rep();
-	CHECK_INT(rdzv_client_open(drv, 0, &conf, &a, &err), 0);
+	CHECK_INT(rdzv_client_open(x->drv, 0, conf, &a, &err), 0);
 	CHECK_INT(a.status, 200);
+	rdzv_reply_release(&a);
+	tc_err_release(&err);
+}
+
+static void http_hub_stop(struct http_hub *x)
+{
+	rdzv_client_free(x->drv);
+	hub_daemon_stop(x->d);
+	hub_free(x->h);
+	store_close(x->st);
+}
+
+TEST(rdzv_client_rendezvous_over_http_and_its_keeper_hears_the_round_end)
+{
+	struct rdzv_conf conf = { .min = 3, .max = 3, .beat_s = 0.2, .lost_s = 30 };
+	struct http_hub x = { 0 };
+	http_hub_start(&x, &conf);
+	const char *url = x.url;
+	struct rdzv_client_opts o = x.o;
+	struct rdzv_client *drv = x.drv;
+	struct tc_err err = TC_ERR_INIT;
+	struct rdzv_reply a = rep();
 	struct node_th n[3] = { { url, "x", -1, 0, -1 }, { url, "y", -1, 0, -1 },
 				{ url, "z", -1, 0, -1 } };
 	pthread_t th[3];
@@ -449,12 +477,8 @@ TEST(rdzv_client_rendezvous_over_http_and_its_keeper_hears_the_round_end)
 	CHECK_CONTAINS(lost_why, "the driver opened round 1");
 	rdzv_keep_stop(k);
 	rdzv_client_free(cx);
-	/* the status route shows the round */
 	rdzv_reply_release(&a);
-	rdzv_client_free(drv);
-	hub_daemon_stop(d);
-	hub_free(h);
-	store_close(st);
+	http_hub_stop(&x);
 	tc_err_release(&err);
 }
 
@@ -617,24 +641,14 @@ static int beat_status(struct hub *h, int round, const char *node, struct sbuf *
 
 TEST(rdzv_over_http_a_client_gone_without_leaving_is_lost_before_its_heartbeats_run_out)
 {
-	const char *home = test_tmpdir();
-	struct store *st = job_store(home);
-	struct hub *h = NULL;
-	struct hub_daemon *d = NULL;
-	int port = 0;
-	struct tc_err err = TC_ERR_INIT;
-	CHECK_INT(hub_new(home, &h, &err), 0);
-	CHECK_INT(hub_daemon_start(h, "127.0.0.1", 0, &d, &port, &err), 0);
-	char url[64];
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
-	struct rdzv_client_opts o = { .url = url, .secret = SECRET, .job = JOB, .node = "driver",
-				      .want_rank = -1 };
-	struct rdzv_client *drv = rdzv_client_new(&o, &err);
-	CHECK(drv != NULL);
 	/* a heartbeat rule of 300 s: a loss seen within the test's time is the close's */
 	struct rdzv_conf conf = { .min = 3, .max = 3, .beat_s = 1, .lost_s = 300 };
+	struct http_hub x = { 0 };
+	http_hub_start(&x, &conf);
+	const char *url = x.url;
+	struct hub *h = x.h;
+	struct tc_err err = TC_ERR_INIT;
 	struct rdzv_reply a = rep();
-	CHECK_INT(rdzv_client_open(drv, 0, &conf, &a, &err), 0);
 	struct member_th m[3] = { { url, "x", NULL, -1 }, { url, "y", NULL, -1 },
 				  { url, "z", NULL, -1 } };
 	pthread_t th[3];
@@ -650,7 +664,7 @@ TEST(rdzv_over_http_a_client_gone_without_leaving_is_lost_before_its_heartbeats_
 	rdzv_keep_stop(k);
 	rdzv_client_free(m[0].c);
 	/* still round 0 once the hub has seen that close (a request after it is answered) */
-	struct rdzv_client *probe = rdzv_client_new(&o, &err);
+	struct rdzv_client *probe = rdzv_client_new(&x.o, &err);
 	CHECK_INT(rdzv_client_beat(probe, 0, &a, &err), 0);
 	rdzv_client_free(probe);
 	CHECK_INT(beat_status(h, 0, "y", NULL), 200);
@@ -666,9 +680,6 @@ TEST(rdzv_over_http_a_client_gone_without_leaving_is_lost_before_its_heartbeats_
 	rdzv_client_free(m[1].c);
 	sbuf_release(&why);
 	rdzv_reply_release(&a);
-	rdzv_client_free(drv);
-	hub_daemon_stop(d);
-	hub_free(h);
-	store_close(st);
+	http_hub_stop(&x);
 	tc_err_release(&err);
 }
