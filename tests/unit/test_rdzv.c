@@ -365,6 +365,8 @@ struct node_th {
 	const char *url, *name;
 	int rank, world;
 	int rc;
+	bool keep;             /* keep the client (its connection) in c, as a member does */
+	struct rdzv_client *c;
 };
 
 static void *node_main(void *arg)
@@ -379,10 +381,13 @@ static void *node_main(void *arg)
 	n->rank = a.rank;
 	n->world = a.world;
 	/* a member that ends its part says so: else its client's close is its loss (note 7) */
-	if (c && !n->rc && (rdzv_client_leave(c, 0, &a, &err) || a.status != 200))
+	if (c && !n->keep && !n->rc && (rdzv_client_leave(c, 0, &a, &err) || a.status != 200))
 		n->rc = -2;
 	rdzv_reply_release(&a);
-	rdzv_client_free(c);
+	if (n->keep)
+		n->c = c;
+	else
+		rdzv_client_free(c);
 	tc_err_release(&err);
 	return NULL;
 }
@@ -446,8 +451,9 @@ TEST(rdzv_client_rendezvous_over_http_and_its_keeper_hears_the_round_end)
 	struct rdzv_client *drv = x.drv;
 	struct tc_err err = TC_ERR_INIT;
 	struct rdzv_reply a = rep();
-	struct node_th n[3] = { { url, "x", -1, 0, -1 }, { url, "y", -1, 0, -1 },
-				{ url, "z", -1, 0, -1 } };
+	struct node_th n[3] = { { url, "x", -1, 0, -1, false, NULL },
+				{ url, "y", -1, 0, -1, false, NULL },
+				{ url, "z", -1, 0, -1, false, NULL } };
 	pthread_t th[3];
 	for (int i = 0; i < 3; i++)
 		CHECK_INT(pthread_create(&th[i], NULL, node_main, &n[i]), 0);
@@ -610,27 +616,6 @@ TEST(rdzv_no_lease_when_heartbeats_are_rarer_than_the_idle_limits)
 	rdzv_free(r);
 }
 
-/* A member's thread: rendezvous in round 0, then keep the client (its connection) until told. */
-struct member_th {
-	const char *url, *name;
-	struct rdzv_client *c;
-	int rc;
-};
-
-static void *member_main(void *arg)
-{
-	struct member_th *m = arg;
-	struct tc_err err = TC_ERR_INIT;
-	struct rdzv_client_opts o = { .url = m->url, .secret = SECRET, .job = JOB,
-				      .node = m->name, .want_rank = -1 };
-	m->c = rdzv_client_new(&o, &err);
-	struct rdzv_reply a = rep();
-	m->rc = m->c ? rdzv_client_rendezvous(m->c, 0, 30, &a, &err) : -1;
-	rdzv_reply_release(&a);
-	tc_err_release(&err);
-	return NULL;
-}
-
 /* The hub's answer to node's beat of round (200: a member). */
 static int beat_status(struct hub *h, int round, const char *node, struct sbuf *out)
 {
@@ -649,11 +634,12 @@ TEST(rdzv_over_http_a_client_gone_without_leaving_is_lost_before_its_heartbeats_
 	struct hub *h = x.h;
 	struct tc_err err = TC_ERR_INIT;
 	struct rdzv_reply a = rep();
-	struct member_th m[3] = { { url, "x", NULL, -1 }, { url, "y", NULL, -1 },
-				  { url, "z", NULL, -1 } };
+	struct node_th m[3] = { { url, "x", -1, 0, -1, true, NULL },
+				{ url, "y", -1, 0, -1, true, NULL },
+				{ url, "z", -1, 0, -1, true, NULL } };
 	pthread_t th[3];
 	for (int i = 0; i < 3; i++)
-		CHECK_INT(pthread_create(&th[i], NULL, member_main, &m[i]), 0);
+		CHECK_INT(pthread_create(&th[i], NULL, node_main, &m[i]), 0);
 	for (int i = 0; i < 3; i++) {
 		pthread_join(th[i], NULL);
 		CHECK_INT(m[i].rc, 0);
