@@ -403,6 +403,21 @@ static void on_lost(void *ctx, const char *why)
 	pthread_mutex_unlock(&lost_mu);
 }
 
+/* Nodes x, y and z rendezvous in round 0 at once, each in a thread of its own. */
+static void three_nodes(const char *url, bool keep, struct node_th n[3])
+{
+	static const char *const names[3] = { "x", "y", "z" };
+	pthread_t th[3];
+	for (int i = 0; i < 3; i++) {
+		n[i] = (struct node_th){ url, names[i], -1, 0, -1, keep, NULL };
+		CHECK_INT(pthread_create(&th[i], NULL, node_main, &n[i]), 0);
+	}
+	for (int i = 0; i < 3; i++) {
+		pthread_join(th[i], NULL);
+		CHECK_INT(n[i].rc, 0);
+	}
+}
+
 /* A hub over HTTP on 127.0.0.1 for JOB, and the driver's client that opened round 0. */
 struct http_hub {
 	struct store *st;
@@ -451,16 +466,10 @@ TEST(rdzv_client_rendezvous_over_http_and_its_keeper_hears_the_round_end)
 	struct rdzv_client *drv = x.drv;
 	struct tc_err err = TC_ERR_INIT;
 	struct rdzv_reply a = rep();
-	struct node_th n[3] = { { url, "x", -1, 0, -1, false, NULL },
-				{ url, "y", -1, 0, -1, false, NULL },
-				{ url, "z", -1, 0, -1, false, NULL } };
-	pthread_t th[3];
-	for (int i = 0; i < 3; i++)
-		CHECK_INT(pthread_create(&th[i], NULL, node_main, &n[i]), 0);
+	struct node_th n[3];
+	three_nodes(url, false, n);
 	int seen = 0;
 	for (int i = 0; i < 3; i++) {
-		pthread_join(th[i], NULL);
-		CHECK_INT(n[i].rc, 0);
 		CHECK_INT(n[i].world, 3);
 		seen |= 1 << n[i].rank;
 	}
@@ -526,17 +535,22 @@ TEST(rdzv_the_drivers_rank_wins_over_a_kept_one)
 
 /* ---- a member's connection as its lease (rdzv.h note 7) ---- */
 
+/* join node (200), its request on connection con; its rank */
+static int join_on(struct rdzv *r, long long round, const char *node, double now, const void *con)
+{
+	int rank = join(r, round, node, NULL, now, 200);
+	rdzv_hold(r, node, con);
+	return rank;
+}
+
 TEST(rdzv_a_members_closed_connection_is_its_loss_at_once)
 {
 	static const int con_a = 1, con_b = 2, con_c = 3, con_b2 = 4;
 	struct rdzv *r = rdzv_new();
 	open_round(r, 0, 2, 3, 0);
-	join(r, 0, "a", NULL, 0, 200);
-	rdzv_hold(r, "a", &con_a);
-	join(r, 0, "b", NULL, 0, 200);
-	rdzv_hold(r, "b", &con_b);
-	join(r, 0, "c", NULL, 0, 200);
-	rdzv_hold(r, "c", &con_c);
+	join_on(r, 0, "a", 0, &con_a);
+	join_on(r, 0, "b", 0, &con_b);
+	join_on(r, 0, "c", 0, &con_c);
 	CHECK_INT(rdzv_state(r), RDZV_CLOSED);
 	/* b reconnected (its client's choice): its old connection's close is nothing */
 	CHECK_INT(beat(r, 0, "b", 0.5, NULL), 200);
@@ -555,10 +569,8 @@ TEST(rdzv_a_members_closed_connection_is_its_loss_at_once)
 	CHECK_INT(beat(r, 0, "a", 0.8, &why), 409);
 	CHECK_CONTAINS(why.buf, "node c (rank 2) lost: its connection to the hub closed");
 	/* the survivors keep their ranks; the round closes once both are back */
-	CHECK_INT(join(r, 1, "b", NULL, 0.9, 200), 1);
-	rdzv_hold(r, "b", &con_b2);
-	CHECK_INT(join(r, 1, "a", NULL, 0.9, 200), 0);
-	rdzv_hold(r, "a", &con_a);
+	CHECK_INT(join_on(r, 1, "b", 0.9, &con_b2), 1);
+	CHECK_INT(join_on(r, 1, "a", 0.9, &con_a), 0);
 	CHECK_INT(rdzv_state(r), RDZV_CLOSED);
 	/* a leaves of its own accord: its close is no loss; the heartbeat rule still holds */
 	struct rdzv_reply a = rep();
@@ -582,10 +594,8 @@ TEST(rdzv_a_joiners_closed_connection_takes_it_out_of_the_joining_round)
 	static const int con_a = 1, con_b = 2;
 	struct rdzv *r = rdzv_new();
 	open_round(r, 0, 3, 3, 0);
-	join(r, 0, "a", NULL, 0, 200);
-	rdzv_hold(r, "a", &con_a);
-	join(r, 0, "b", NULL, 0, 200);
-	rdzv_hold(r, "b", &con_b);
+	join_on(r, 0, "a", 0, &con_a);
+	join_on(r, 0, "b", 0, &con_b);
 	CHECK(rdzv_con_closed(r, &con_b, 0.1));
 	CHECK_INT(rdzv_round(r), 0);
 	CHECK_INT(rdzv_state(r), RDZV_JOINING);
@@ -608,8 +618,7 @@ TEST(rdzv_no_lease_when_heartbeats_are_rarer_than_the_idle_limits)
 	struct rdzv_reply a = rep();
 	rdzv_open(r, 0, &c, 0, &a);
 	rdzv_reply_release(&a);
-	join(r, 0, "a", NULL, 0, 200);
-	rdzv_hold(r, "a", &con_a);
+	join_on(r, 0, "a", 0, &con_a);
 	CHECK_INT(rdzv_state(r), RDZV_CLOSED);
 	CHECK(!rdzv_con_closed(r, &con_a, 1));
 	CHECK_INT(rdzv_round(r), 0);
@@ -634,16 +643,8 @@ TEST(rdzv_over_http_a_client_gone_without_leaving_is_lost_before_its_heartbeats_
 	struct hub *h = x.h;
 	struct tc_err err = TC_ERR_INIT;
 	struct rdzv_reply a = rep();
-	struct node_th m[3] = { { url, "x", -1, 0, -1, true, NULL },
-				{ url, "y", -1, 0, -1, true, NULL },
-				{ url, "z", -1, 0, -1, true, NULL } };
-	pthread_t th[3];
-	for (int i = 0; i < 3; i++)
-		CHECK_INT(pthread_create(&th[i], NULL, node_main, &m[i]), 0);
-	for (int i = 0; i < 3; i++) {
-		pthread_join(th[i], NULL);
-		CHECK_INT(m[i].rc, 0);
-	}
+	struct node_th m[3];
+	three_nodes(url, true, m);
 	/* x ends of its own accord: its keeper's stop leaves, then its connection closes */
 	struct rdzv_keeper *k = rdzv_keep_start(m[0].c, 0, 200, NULL, NULL);
 	CHECK(k != NULL);
