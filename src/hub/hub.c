@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -509,12 +510,6 @@ static void status_json(struct hub *h, const char *job, const char *secret, int 
 	pthread_mutex_unlock(&h->mu);
 }
 
-static long long i_or(json_t *o, const char *key)
-{
-	json_t *v = json_object_get(o, key);
-	return json_is_integer(v) ? json_integer_value(v) : 0;
-}
-
 static enum MHD_Result answer(struct MHD_Connection *con, int status, const char *text);
 
 /* out when ok, else {"error": err's message}; out and err released. */
@@ -533,60 +528,11 @@ static int answer_out(struct MHD_Connection *con, int status, bool ok, struct sb
 	return ret;
 }
 
-/* A string member of at most 255 bytes, not empty; NULL otherwise. */
-static const char *name_of(json_t *o, const char *key)
-{
-	json_t *v = json_object_get(o, key);
-	size_t n = json_string_length(v);
-	return json_is_string(v) && n && n < 256 ? json_string_value(v) : NULL;
-}
-
-static double secs_of(json_t *o, const char *key)
-{
-	json_t *v = json_object_get(o, key);
-	return json_is_number(v) ? json_number_value(v) : 0;
-}
-
-/* One rendezvous request's body applied to rz (rdzv.h); 400 with err when malformed. */
-static int rdzv_op(struct rdzv *rz, json_t *o, struct rdzv_reply *a, struct tc_err *err)
-{
-	const char *op = json_string_value(json_object_get(o, "op"));
-	json_t *rd = json_object_get(o, "round");
-	const char *node = name_of(o, "node");
-	double now = now_wall();
-	if (!op || !json_is_integer(rd) || json_integer_value(rd) < 0)
-		return tc_error(err, TC_EINPUT, "rdzv: the body needs \"op\" and a \"round\" >= 0");
-	long long round = json_integer_value(rd);
-	if (!strcmp(op, "open")) {
-		struct rdzv_conf c = {
-			.min = (int)i_or(o, "min"), .max = (int)i_or(o, "max"),
-			.window_s = secs_of(o, "window_s"), .beat_s = secs_of(o, "beat_s"),
-			.lost_s = secs_of(o, "lost_s"),
-		};
-		if (rdzv_conf_check(&c, err))
-			return err->code;
-		rdzv_open(rz, round, &c, now, a);
-	} else if (!node) {
-		return tc_error(err, TC_EINPUT, "rdzv: \"%s\" needs \"node\", 1 to 255 bytes", op);
-	} else if (!strcmp(op, "join")) {
-		json_t *w = json_object_get(o, "rank");
-		int want = json_is_integer(w) && json_integer_value(w) >= 0 &&
-				   json_integer_value(w) < RDZV_MAX_NODES
-			   ? (int)json_integer_value(w) : -1;
-		rdzv_join(rz, round, node, name_of(o, "host"), name_of(o, "stream"), want, now, a);
-	} else if (!strcmp(op, "beat")) {
-		rdzv_beat(rz, round, node, now, a);
-	} else {
-		return tc_error(err, TC_EINPUT, "rdzv: unknown op '%s' (open, join, beat)", op);
-	}
-	return 0;
-}
-
-void hub_rdzv_receive(struct hub *h, const char *job, const char *secret, const char *body,
-		      size_t len, int *status, struct sbuf *out, struct tc_err *err)
+static void rdzv_receive(struct hub *h, const char *job, const char *secret, const char *body,
+			 size_t len, const void *con, int *status, struct sbuf *out,
+			 struct tc_err *err)
 {
 	*status = 200;
-	json_t *o = json_loadb(body ? body : "", len, 0, NULL);
 	struct rdzv_reply a = { .why = SBUF_INIT };
 	pthread_mutex_lock(&h->mu);
 	struct hub_job *j = authorized(h, job, secret, status, err);
@@ -595,38 +541,61 @@ void hub_rdzv_receive(struct hub *h, const char *job, const char *secret, const 
 		/* *status says */
 	} else if (!rz) {
 		*status = 503;
-	} else if (!json_is_object(o)) {
-		*status = 400;
-		tc_error(err, TC_EINPUT, "rdzv: the body is not a JSON object");
-	} else if (rdzv_op(rz, o, &a, err)) {
+	} else if (rdzv_request(rz, body, len, con, now_wall(), &a, err)) {
 		*status = 400;
 	} else if (rdzv_save(h, j, err)) {
 		*status = 503;
 	} else {
 		*status = a.status;
-		sbuf_addf(out, "{\"round\":%lld,\"state\":\"%s\",\"rank\":%d,\"world\":%d,"
-			       "\"poll_ms\":%d,\"%s\":",
-			  a.round, rdzv_state_name(a.state), a.rank, a.world, a.poll_ms,
-			  a.status == 200 ? "why" : "error");
-		json_add_str(out, a.why.buf);
-		sbuf_addch(out, '}');
+		rdzv_reply_json(&a, out);
 	}
 	pthread_mutex_unlock(&h->mu);
 	rdzv_reply_release(&a);
-	json_decref(o);
 }
 
-int hub_http_rdzv(struct hub *h, struct MHD_Connection *con, const char *job, const char *body,
-		  size_t len)
+void hub_rdzv_receive(struct hub *h, const char *job, const char *secret, const char *body,
+		      size_t len, int *status, struct sbuf *out, struct tc_err *err)
+{
+	rdzv_receive(h, job, secret, body, len, NULL, status, out, err);
+}
+
+/* watch: this listener reports con's close (on_con below): a member's lease (rdzv.h note 7) */
+static int http_rdzv(struct hub *h, struct MHD_Connection *con, const char *job,
+		     const char *body, size_t len, bool watch)
 {
 	const char *secret = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
 							 "X-Trainctl-Hub-Secret");
 	int status = 0;
 	struct sbuf out = SBUF_INIT;
 	struct tc_err err = TC_ERR_INIT;
-	hub_rdzv_receive(h, job, secret, body, len, &status, &out, &err);
+	rdzv_receive(h, job, secret, body, len, watch ? con : NULL, &status, &out, &err);
 	/* a 409 carries the round in its body (rdzv_client.c reads it) */
 	return answer_out(con, status, status == 200 || status == 409, &out, &err);
+}
+
+int hub_http_rdzv(struct hub *h, struct MHD_Connection *con, const char *job, const char *body,
+		  size_t len)
+{
+	return http_rdzv(h, con, job, body, len, false);
+}
+
+/* A connection of the hub's listener closed: a member that held it is lost (rdzv.h note 7). */
+static void rdzv_con_gone(struct hub *h, const void *con)
+{
+	pthread_mutex_lock(&h->mu);
+	double now = now_wall();
+	for (size_t i = 0; i < h->njobs; i++) {
+		struct hub_job *j = &h->jobs[i];
+		struct tc_err err = TC_ERR_INIT;
+		if (j->rz && rdzv_con_closed(j->rz, con, now) && rdzv_save(h, j, &err) && h->warn) {
+			struct sbuf m = SBUF_INIT;
+			sbuf_addf(&m, "warning: hub: job %s: %s", j->id, err.msg);
+			h->warn(h->warn_ctx, m.buf);
+			sbuf_release(&m);
+		}
+		tc_err_release(&err);
+	}
+	pthread_mutex_unlock(&h->mu);
 }
 
 /* The job's report.json (report/report.h), built from what the hub recorded. */
@@ -856,7 +825,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 	char *rjob = job || sjob ? NULL : route_job(url, "/report");
 	char *zjob = job || sjob || rjob ? NULL : route_job(url, "/rdzv");
 	if (zjob && !strcmp(method, "POST"))
-		ret = hub_http_rdzv(d->h, con, zjob, rq->body.data.buf, rq->body.data.len) == MHD_YES
+		ret = http_rdzv(d->h, con, zjob, rq->body.data.buf, rq->body.data.len, true) == MHD_YES
 			      ? MHD_YES : MHD_NO;
 	else if (sjob && !strcmp(method, "GET"))
 		ret = hub_http_status(d->h, con, sjob) == MHD_YES ? MHD_YES : MHD_NO;
@@ -891,16 +860,44 @@ static void on_done(void *cls, struct MHD_Connection *con, void **con_cls,
 	}
 }
 
+static void on_con(void *cls, struct MHD_Connection *con, void **socket_context,
+		   enum MHD_ConnectionNotificationCode toe)
+{
+	struct hub_daemon *d = cls;
+	(void)socket_context;
+	if (toe == MHD_CONNECTION_NOTIFY_CLOSED)
+		rdzv_con_gone(d->h, con);
+}
+
+/*
+ * Each node of a job keeps a connection (rdzv.h note 7): the soft limit on
+ * descriptors goes up to the hard one (at most 65536), as containers start
+ * at 1024; past the limit, connections wait in the backlog.
+ */
+static void fd_room(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	rlim_t top = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= top)
+		return;
+	rl.rlim_cur = top;
+	(void)setrlimit(RLIMIT_NOFILE, &rl);
+}
+
 /* Serve hub routes on the listening socket fd (taken: closed on failure too). */
 static int daemon_on(struct hub *h, int fd, struct hub_daemon **out, struct tc_err *err)
 {
 	struct hub_daemon *d = xcalloc(1, sizeof(*d));
 	d->h = h;
 	d->fd = fd;
+	fd_room();
 	/* poll(): a connection's descriptor may lie past FD_SETSIZE in a busy server */
 	d->mhd = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD, 0, NULL, NULL, on_request, d,
 				  MHD_OPTION_LISTEN_SOCKET, fd,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_done, d,
+				  MHD_OPTION_NOTIFY_CONNECTION, on_con, d,
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
 				  /* every node keeps one for its heartbeats (rdzv_client.c) */
 				  MHD_OPTION_CONNECTION_LIMIT, (unsigned int)4096,

@@ -1,6 +1,7 @@
 /*
  * rdzv.c -- a job's rendezvous rounds as a state machine (rdzv.h notes):
- * no clock, no store, no lock; hub.c calls it under the hub's lock.
+ * no clock, no store, no lock; hub.c calls it under the hub's lock, with
+ * the route's request parsed here (rdzv_request).
  */
 #include "hub/rdzv.h"
 #include "core/json.h"
@@ -17,6 +18,8 @@ struct member {
 	int rank;
 	double beat; /* the last heartbeat (or join) */
 	bool back;   /* a member of the round before, joined again */
+	bool left;   /* it said it ends of its own accord (note 7) */
+	const void *con; /* the connection of its last request: its lease (note 7), or NULL */
 };
 
 struct rdzv {
@@ -33,6 +36,7 @@ struct rdzv {
 	struct sbuf why;                /* why the round before ended */
 	long long fenced;               /* events refused (note 5) */
 	struct strvec warned;           /* streams already said to be fenced */
+	size_t last;                    /* the member the last 200 join or beat found (rdzv_hold) */
 	bool dirty;
 };
 
@@ -210,6 +214,9 @@ static void next_round(struct rdzv *r, long long next, bool keep, double now)
 		r->m = t;
 		r->alloc = ta;
 		r->n = 0;
+		/* a survivor's lease is for a round: it holds one again when it joins */
+		for (size_t i = 0; i < r->nprev; i++)
+			r->prev[i].con = NULL;
 	} else {
 		members_clear(r->m, &r->n);
 	}
@@ -306,6 +313,8 @@ void rdzv_join(struct rdzv *r, long long round, const char *node, const char *ho
 		set_str(&me->stream, stream);
 		set_str(&me->host, host);
 		me->beat = now;
+		me->left = false;
+		r->last = (size_t)(me - r->m);
 		reply(r, 200, me->rank, out);
 		return;
 	}
@@ -324,10 +333,12 @@ void rdzv_join(struct rdzv *r, long long round, const char *node, const char *ho
 	}
 	XGROW(r->m, r->n + 1, r->alloc);
 	r->m[r->n++] = (struct member){ xstrdup(node), host ? xstrdup(host) : NULL,
-					stream ? xstrdup(stream) : NULL, rank, now, was != NULL };
+					stream ? xstrdup(stream) : NULL, rank, now, was != NULL,
+					false, NULL };
 	r->nback += was != NULL;
 	maybe_close(r, now);
 	me = find(r->m, r->n, node);
+	r->last = (size_t)(me - r->m);
 	reply(r, 200, me->rank, out);
 }
 
@@ -345,7 +356,67 @@ void rdzv_beat(struct rdzv *r, long long round, const char *node, double now,
 		return;
 	}
 	me->beat = now;
+	r->last = (size_t)(me - r->m);
 	reply(r, 200, me->rank, out);
+}
+
+void rdzv_leave(struct rdzv *r, long long round, const char *node, double now,
+		struct rdzv_reply *out)
+{
+	rdzv_beat(r, round, node, now, out);
+	struct member *me = out->status == 200 ? find(r->m, r->n, node) : NULL;
+	if (me) {
+		me->left = true;
+		me->con = NULL;
+	}
+}
+
+void rdzv_hold(struct rdzv *r, const char *node, const void *con)
+{
+	/*
+	 * Heartbeats rarer than this leave a connection idle past the hub's
+	 * (120 s) and libcurl's (118 s) idle limits: its close would be no loss.
+	 */
+	if (r->conf.beat_s > RDZV_HOLD_BEAT_MAX)
+		return;
+	/* the member just answered, without a second search of thousands */
+	struct member *me = r->last < r->n && !strcmp(r->m[r->last].node, node)
+				    ? &r->m[r->last] : find(r->m, r->n, node);
+	if (me && !me->left)
+		me->con = con;
+}
+
+/* Member i out of the current round (its order kept: ranks are read in it). */
+static void drop_member(struct rdzv *r, size_t i)
+{
+	r->nback -= r->m[i].back;
+	free(r->m[i].node);
+	free(r->m[i].host);
+	free(r->m[i].stream);
+	memmove(&r->m[i], &r->m[i + 1], (r->n - i - 1) * sizeof(*r->m));
+	r->n--;
+}
+
+bool rdzv_con_closed(struct rdzv *r, const void *con, double now)
+{
+	size_t i = 0;
+	while (con && i < r->n && r->m[i].con != con)
+		i++;
+	if (!con || i == r->n)
+		return false;
+	if (r->state == RDZV_JOINING) {
+		/* a joiner gone leaves the joining round, as a silent one does (note 4) */
+		drop_member(r, i);
+		maybe_close(r, now);
+		return true;
+	}
+	sbuf_reset(&r->why);
+	sbuf_addf(&r->why, "round %lld ended: node %s (rank %d) lost: its connection to the hub"
+			   " closed (its supervisor ended without leaving)",
+		  r->round, r->m[i].node, r->m[i].rank);
+	drop_member(r, i);
+	next_round(r, r->round + 1, true, now);
+	return true;
 }
 
 void rdzv_tick(struct rdzv *r, double now)
@@ -353,16 +424,10 @@ void rdzv_tick(struct rdzv *r, double now)
 	if (r->state == RDZV_JOINING) {
 		/* a joiner gone silent leaves the joining round (note 4) */
 		for (size_t i = 0; i < r->n;) {
-			if (now - r->m[i].beat > r->conf.lost_s) {
-				struct member gone = r->m[i];
-				r->nback -= gone.back;
-				free(gone.node);
-				free(gone.host);
-				free(gone.stream);
-				r->m[i] = r->m[--r->n];
-			} else {
+			if (now - r->m[i].beat > r->conf.lost_s)
+				drop_member(r, i);
+			else
 				i++;
-			}
 		}
 		maybe_close(r, now);
 		return;
@@ -374,11 +439,7 @@ void rdzv_tick(struct rdzv *r, double now)
 		if (now - r->m[i].beat > r->conf.lost_s) {
 			sbuf_addf(&lost, "%s%s (rank %d)", lost.len ? ", " : "", r->m[i].node,
 				  r->m[i].rank);
-			free(r->m[i].node);
-			free(r->m[i].host);
-			free(r->m[i].stream);
-			memmove(&r->m[i], &r->m[i + 1], (r->n - i - 1) * sizeof(*r->m));
-			r->n--;
+			drop_member(r, i);
 		} else {
 			i++;
 		}
@@ -466,7 +527,7 @@ static int load_members(json_t *a, struct member **v, size_t *n, size_t *alloc, 
 		const char *s = json_string_value(json_object_get(x, "stream"));
 		(*v)[(*n)++] = (struct member){ xstrdup(node), h ? xstrdup(h) : NULL,
 						s ? xstrdup(s) : NULL, (int)json_integer_value(rk),
-						now, false };
+						now, false, false, NULL };
 	}
 	return 0;
 }
@@ -513,4 +574,85 @@ int rdzv_load(struct rdzv *r, const char *text, double now, struct tc_err *err)
 out:
 	json_decref(o);
 	return rc;
+}
+
+/* ---- a request of the hub's route (hub.c) ---- */
+
+static long long i_or(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	return json_is_integer(v) ? json_integer_value(v) : 0;
+}
+
+/* A string member of at most 255 bytes, not empty; NULL otherwise. */
+static const char *name_of(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	size_t n = json_string_length(v);
+	return json_is_string(v) && n && n < 256 ? json_string_value(v) : NULL;
+}
+
+static double secs_of(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	return json_is_number(v) ? json_number_value(v) : 0;
+}
+
+/* One request's object applied to rz (rdzv_request). */
+static int rdzv_op(struct rdzv *rz, json_t *o, const void *con, double now,
+		   struct rdzv_reply *a, struct tc_err *err)
+{
+	const char *op = json_string_value(json_object_get(o, "op"));
+	json_t *rd = json_object_get(o, "round");
+	const char *node = name_of(o, "node");
+	if (!op || !json_is_integer(rd) || json_integer_value(rd) < 0)
+		return tc_error(err, TC_EINPUT, "rdzv: the body needs \"op\" and a \"round\" >= 0");
+	long long round = json_integer_value(rd);
+	if (!strcmp(op, "open")) {
+		struct rdzv_conf c = {
+			.min = (int)i_or(o, "min"), .max = (int)i_or(o, "max"),
+			.window_s = secs_of(o, "window_s"), .beat_s = secs_of(o, "beat_s"),
+			.lost_s = secs_of(o, "lost_s"),
+		};
+		if (rdzv_conf_check(&c, err))
+			return err->code;
+		rdzv_open(rz, round, &c, now, a);
+	} else if (!node) {
+		return tc_error(err, TC_EINPUT, "rdzv: \"%s\" needs \"node\", 1 to 255 bytes", op);
+	} else if (!strcmp(op, "join")) {
+		json_t *w = json_object_get(o, "rank");
+		int want = json_is_integer(w) && json_integer_value(w) >= 0 &&
+				   json_integer_value(w) < RDZV_MAX_NODES
+			   ? (int)json_integer_value(w) : -1;
+		rdzv_join(rz, round, node, name_of(o, "host"), name_of(o, "stream"), want, now, a);
+	} else if (!strcmp(op, "beat")) {
+		rdzv_beat(rz, round, node, now, a);
+	} else if (!strcmp(op, "leave")) {
+		rdzv_leave(rz, round, node, now, a);
+		return 0;
+	} else {
+		return tc_error(err, TC_EINPUT, "rdzv: unknown op '%s' (open, join, beat, leave)", op);
+	}
+	if (con && a->status == 200)
+		rdzv_hold(rz, node, con);
+	return 0;
+}
+
+int rdzv_request(struct rdzv *r, const char *body, size_t len, const void *con, double now,
+		 struct rdzv_reply *out, struct tc_err *err)
+{
+	json_t *o = json_loadb(body ? body : "", len, 0, NULL);
+	int rc = json_is_object(o) ? rdzv_op(r, o, con, now, out, err)
+				   : tc_error(err, TC_EINPUT, "rdzv: the body is not a JSON object");
+	json_decref(o);
+	return rc;
+}
+
+void rdzv_reply_json(const struct rdzv_reply *a, struct sbuf *out)
+{
+	sbuf_addf(out, "{\"round\":%lld,\"state\":\"%s\",\"rank\":%d,\"world\":%d,\"poll_ms\":%d,\"%s\":",
+		  a->round, rdzv_state_name(a->state), a->rank, a->world, a->poll_ms,
+		  a->status == 200 ? "why" : "error");
+	json_add_str(out, a->why.buf ? a->why.buf : "");
+	sbuf_addch(out, '}');
 }

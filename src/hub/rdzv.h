@@ -33,6 +33,20 @@
  *     (open, close, end, a stream fenced), not on each join or heartbeat:
  *     a hub restarted mid-join answers 409 to a joiner it forgot, which
  *     joins again; members of a reloaded round get lost seconds of grace.
+ * (7) A member's connection is its lease (as an etcd lease or
+ *     ft_launcher's monitor): each node's client keeps one connection to
+ *     the hub for its join and heartbeats, and the hub notes which one a
+ *     member's last request came on (rdzv_hold).  When that connection
+ *     closes, the member is lost at once (rdzv_con_closed): the kernel
+ *     closes a killed supervisor's sockets, so a SIGKILLed or crashed node
+ *     is known within milliseconds, not after lost seconds.  A host that
+ *     goes silent without a close (a link cut, a frozen kernel) is still
+ *     caught by note 4.  A member ending of its own accord says so first
+ *     (op "leave", rdzv_keep_stop): its close is then no loss, and note 4
+ *     holds for it as before (and alone when beat_s is over
+ *     RDZV_HOLD_BEAT_MAX).  Only the hub's own listener reports closes
+ *     (hub.c); a node reaching the hub through another HTTP front is
+ *     caught by note 4 alone.
  */
 #ifndef TC_HUB_RDZV_H
 #define TC_HUB_RDZV_H
@@ -55,6 +69,7 @@ struct rdzv_conf {
 #define RDZV_BEAT_DEFAULT 3.0
 #define RDZV_LOST_DEFAULT 15.0
 #define RDZV_MAX_NODES 65536
+#define RDZV_HOLD_BEAT_MAX 60.0 /* heartbeats rarer than this: no lease (note 7) */
 
 /* What the hub answers a join, a heartbeat or an open. */
 struct rdzv_reply {
@@ -85,6 +100,17 @@ void rdzv_join(struct rdzv *r, long long round, const char *node, const char *ho
 	       const char *stream, int want, double now, struct rdzv_reply *out);
 void rdzv_beat(struct rdzv *r, long long round, const char *node, double now,
 	       struct rdzv_reply *out);
+/* The member ends of its own accord: its connection's close is no loss (note 7). */
+void rdzv_leave(struct rdzv *r, long long round, const char *node, double now,
+		struct rdzv_reply *out);
+/* node's last request (a 200 join or beat) came on connection con: its lease (note 7). */
+void rdzv_hold(struct rdzv *r, const char *node, const void *con);
+/*
+ * Connection con closed: the member of a closed round that held it is lost
+ * now (the round ends, as in note 4), a joiner that held it leaves.  True
+ * when the round changed.
+ */
+bool rdzv_con_closed(struct rdzv *r, const void *con, double now);
 /* Windows that ran out, members gone silent (notes 2, 4). */
 void rdzv_tick(struct rdzv *r, double now);
 /* Did something change that a restarted hub must know (note 6)?  Clears it. */
@@ -98,6 +124,15 @@ bool rdzv_fences(const struct rdzv *r, const char *stream);
 bool rdzv_count_fenced(struct rdzv *r, const char *stream);
 long long rdzv_fenced(const struct rdzv *r);
 
+/*
+ * One POST .../rdzv body ({"op":"open"|"join"|"beat"|"leave",...}) applied
+ * at now; con: the connection it came on when the listener reports its
+ * close (note 7), else NULL.  An error (TC_EINPUT) only when malformed.
+ */
+int rdzv_request(struct rdzv *r, const char *body, size_t len, const void *con, double now,
+		 struct rdzv_reply *out, struct tc_err *err);
+/* The answer's body: {"round","state","rank","world","poll_ms","why"|"error"}. */
+void rdzv_reply_json(const struct rdzv_reply *a, struct sbuf *out);
 /* The state as JSON: for the store (ages false) or the status route (ages: seconds since each beat). */
 void rdzv_json(const struct rdzv *r, bool ages, double now, struct sbuf *out);
 /* Back from rdzv_json's text (a restarted hub): every member's heartbeat is now. */
@@ -130,6 +165,9 @@ int rdzv_client_join(struct rdzv_client *c, long long round, struct rdzv_reply *
 		     struct tc_err *err);
 int rdzv_client_beat(struct rdzv_client *c, long long round, struct rdzv_reply *out,
 		     struct tc_err *err);
+/* This member ends of its own accord (note 7); a short timeout: the hub may be gone. */
+int rdzv_client_leave(struct rdzv_client *c, long long round, struct rdzv_reply *out,
+		      struct tc_err *err);
 /*
  * Join round and ask until it runs, at most timeout_s: 0 with out (status
  * 200, closed), or an error: the hub refused (TC_EJOB: out->why), did not
@@ -142,7 +180,8 @@ int rdzv_client_rendezvous(struct rdzv_client *c, long long round, int timeout_s
  * A heartbeat thread for a member of round: every beat_ms; lost() is called
  * once, from the thread, when the hub says this node is no member of the
  * current round any more (the round ended: it was declared lost, or another
- * was), with the hub's reason.  The client belongs to the thread until stop.
+ * was), with the hub's reason.  The client belongs to the thread until stop,
+ * which leaves the round (note 7: the client's close is then no loss).
  */
 struct rdzv_keeper;
 struct rdzv_keeper *rdzv_keep_start(struct rdzv_client *c, long long round, int beat_ms,

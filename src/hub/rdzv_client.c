@@ -216,6 +216,17 @@ int rdzv_client_beat(struct rdzv_client *c, long long round, struct rdzv_reply *
 	return ask(c, "beat", round, out, err);
 }
 
+int rdzv_client_leave(struct rdzv_client *c, long long round, struct rdzv_reply *out,
+		      struct tc_err *err)
+{
+	/* a supervisor on its way out does not wait long for a hub that is gone */
+	int keep = c->timeout_s;
+	c->timeout_s = keep < 2 ? keep : 2;
+	int rc = ask(c, "leave", round, out, err);
+	c->timeout_s = keep;
+	return rc;
+}
+
 static void sleep_ms(int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
@@ -269,6 +280,7 @@ struct rdzv_keeper {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	bool stop;
+	bool told; /* the hub said this node is no member (lost() was called) */
 };
 
 static void *keeper_main(void *arg)
@@ -299,6 +311,7 @@ static void *keeper_main(void *arg)
 		}
 		tc_err_release(&e);
 		pthread_mutex_lock(&k->mu);
+		k->told = told;
 		if (told)
 			break;
 	}
@@ -333,6 +346,14 @@ void rdzv_keep_stop(struct rdzv_keeper *k)
 	pthread_cond_signal(&k->cv);
 	pthread_mutex_unlock(&k->mu);
 	pthread_join(k->th, NULL);
+	if (!k->told) {
+		/* a member ending of its own accord: its connection's close is no loss (rdzv.h note 7) */
+		struct rdzv_reply a = { .why = SBUF_INIT };
+		struct tc_err e = TC_ERR_INIT;
+		(void)rdzv_client_leave(k->c, k->round, &a, &e); /* else the heartbeat rule holds */
+		tc_err_release(&e);
+		rdzv_reply_release(&a);
+	}
 	pthread_mutex_destroy(&k->mu);
 	pthread_cond_destroy(&k->cv);
 	free(k);

@@ -11,6 +11,7 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import time
 
 from conftest import wait_until
 
@@ -157,15 +158,22 @@ def test_old_round_is_fenced_and_a_hub_restart_keeps_the_rounds(trainctl, home, 
     assert err.count("node1.a0.sim is no member of rendezvous round") == 1, err
 
 
+def three_nodes(sim, beat, lost):
+    """a hub, round 0 of 2 to 3 nodes, nodes sim-0 and sim-1 ("a") and the victim sim-2 ("v")
+    in it; the victim's process"""
+    sim.start_hub("hub")
+    sim.open(0, 2, 3, beat=beat, lost=lost)
+    sim.nodes("a", 2)
+    victim = sim.nodes("v", 1, first=2)
+    wait_until(lambda: len(sim.in_round("a", 0)) == 2 and len(sim.in_round("v", 0)) == 1,
+               60, "three nodes in round 0")
+    return victim
+
+
 def test_a_lost_node_ends_the_round_and_the_survivors_form_the_next(trainctl, home, tmp_path):
     sim = Sim(trainctl, home, tmp_path)
     try:
-        sim.start_hub("hub")
-        sim.open(0, 2, 3, beat="0.2", lost="1.5")
-        sim.nodes("a", 2)
-        victim = sim.nodes("v", 1, first=2)
-        wait_until(lambda: len(sim.in_round("a", 0)) == 2 and len(sim.in_round("v", 0)) == 1,
-                   60, "three nodes in round 0")
+        victim = three_nodes(sim, beat="0.2", lost="1.5")
         before = {**sim.in_round("a", 0), **sim.in_round("v", 0)}
         victim.send_signal(signal.SIGKILL)  # a node's supervisor dies: no more heartbeats
         victim.wait()
@@ -178,5 +186,28 @@ def test_a_lost_node_ends_the_round_and_the_survivors_form_the_next(trainctl, ho
         # the order of the ranks is kept
         order = sorted(after, key=lambda n: before[n][0])
         assert [after[n][0] for n in order] == [0, 1]
+    finally:
+        sim.end()
+
+
+def test_a_killed_member_is_lost_at_once_not_after_the_heartbeat_timeout(trainctl, home, tmp_path):
+    # its connection to the hub is its lease (docs/hub.md): the kernel closes a
+    # SIGKILLed supervisor's socket and the hub declares it lost then, where the
+    # heartbeat rule (lost_s 120 here) would take two minutes
+    sim = Sim(trainctl, home, tmp_path)
+    try:
+        victim = three_nodes(sim, beat="0.5", lost="120")
+        rank = sim.in_round("v", 0)["sim-2"][0]
+        t0 = time.monotonic()
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        wait_until(lambda: len(sim.in_round("a", 1)) == 2, 60, "the survivors in round 1")
+        took = time.monotonic() - t0
+        rd = sim.status()["rdzv"]
+        assert (rd["round"], rd["state"]) == (1, "closed")
+        assert f"node sim-2 (rank {rank}) lost: its connection to the hub closed" in rd["why"], \
+            rd["why"]
+        assert took < 60, took
+        assert sorted(sim.in_round("a", 1).values()) == [(0, 2), (1, 2)]
     finally:
         sim.end()

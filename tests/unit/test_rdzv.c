@@ -365,6 +365,8 @@ struct node_th {
 	const char *url, *name;
 	int rank, world;
 	int rc;
+	bool keep;             /* keep the client (its connection) in c, as a member does */
+	struct rdzv_client *c;
 };
 
 static void *node_main(void *arg)
@@ -378,8 +380,14 @@ static void *node_main(void *arg)
 	n->rc = c ? rdzv_client_rendezvous(c, 0, 30, &a, &err) : -1;
 	n->rank = a.rank;
 	n->world = a.world;
+	/* a member that ends its part says so: else its client's close is its loss (note 7) */
+	if (c && !n->keep && !n->rc && (rdzv_client_leave(c, 0, &a, &err) || a.status != 200))
+		n->rc = -2;
 	rdzv_reply_release(&a);
-	rdzv_client_free(c);
+	if (n->keep)
+		n->c = c;
+	else
+		rdzv_client_free(c);
 	tc_err_release(&err);
 	return NULL;
 }
@@ -395,35 +403,73 @@ static void on_lost(void *ctx, const char *why)
 	pthread_mutex_unlock(&lost_mu);
 }
 
-TEST(rdzv_client_rendezvous_over_http_and_its_keeper_hears_the_round_end)
+/* Nodes x, y and z rendezvous in round 0 at once, each in a thread of its own. */
+static void three_nodes(const char *url, bool keep, struct node_th n[3])
 {
-	const char *home = test_tmpdir();
-	struct store *st = job_store(home);
-	struct hub *h = NULL;
-	struct hub_daemon *d = NULL;
-	int port = 0;
-	struct tc_err err = TC_ERR_INIT;
-	CHECK_INT(hub_new(home, &h, &err), 0);
-	CHECK_INT(hub_daemon_start(h, "127.0.0.1", 0, &d, &port, &err), 0);
-	char url[64];
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
-	struct rdzv_client_opts o = { .url = url, .secret = SECRET, .job = JOB, .node = "driver",
-				      .want_rank = -1 };
-	struct rdzv_client *drv = rdzv_client_new(&o, &err);
-	CHECK(drv != NULL);
-	struct rdzv_conf conf = { .min = 3, .max = 3, .beat_s = 0.2, .lost_s = 30 };
-	struct rdzv_reply a = rep();
-	CHECK_INT(rdzv_client_open(drv, 0, &conf, &a, &err), 0);
-	CHECK_INT(a.status, 200);
-	struct node_th n[3] = { { url, "x", -1, 0, -1 }, { url, "y", -1, 0, -1 },
-				{ url, "z", -1, 0, -1 } };
+	static const char *const names[3] = { "x", "y", "z" };
 	pthread_t th[3];
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 3; i++) {
+		n[i] = (struct node_th){ url, names[i], -1, 0, -1, keep, NULL };
 		CHECK_INT(pthread_create(&th[i], NULL, node_main, &n[i]), 0);
-	int seen = 0;
+	}
 	for (int i = 0; i < 3; i++) {
 		pthread_join(th[i], NULL);
 		CHECK_INT(n[i].rc, 0);
+	}
+}
+
+/* A hub over HTTP on 127.0.0.1 for JOB, and the driver's client that opened round 0. */
+struct http_hub {
+	struct store *st;
+	struct hub *h;
+	struct hub_daemon *d;
+	char url[64];
+	struct rdzv_client_opts o; /* the driver's; a test may reuse it for a node */
+	struct rdzv_client *drv;
+};
+
+static void http_hub_start(struct http_hub *x, const struct rdzv_conf *conf)
+{
+	const char *home = test_tmpdir();
+	struct tc_err err = TC_ERR_INIT;
+	int port = 0;
+	x->st = job_store(home);
+	CHECK_INT(hub_new(home, &x->h, &err), 0);
+	CHECK_INT(hub_daemon_start(x->h, "127.0.0.1", 0, &x->d, &port, &err), 0);
+	snprintf(x->url, sizeof(x->url), "http://127.0.0.1:%d", port);
+	x->o = (struct rdzv_client_opts){ .url = x->url, .secret = SECRET, .job = JOB,
+					  .node = "driver", .want_rank = -1 };
+	x->drv = rdzv_client_new(&x->o, &err);
+	CHECK(x->drv != NULL);
+	struct rdzv_reply a = rep();
+	CHECK_INT(rdzv_client_open(x->drv, 0, conf, &a, &err), 0);
+	CHECK_INT(a.status, 200);
+	rdzv_reply_release(&a);
+	tc_err_release(&err);
+}
+
+static void http_hub_stop(struct http_hub *x)
+{
+	rdzv_client_free(x->drv);
+	hub_daemon_stop(x->d);
+	hub_free(x->h);
+	store_close(x->st);
+}
+
+TEST(rdzv_client_rendezvous_over_http_and_its_keeper_hears_the_round_end)
+{
+	struct rdzv_conf conf = { .min = 3, .max = 3, .beat_s = 0.2, .lost_s = 30 };
+	struct http_hub x = { 0 };
+	http_hub_start(&x, &conf);
+	const char *url = x.url;
+	struct rdzv_client_opts o = x.o;
+	struct rdzv_client *drv = x.drv;
+	struct tc_err err = TC_ERR_INIT;
+	struct rdzv_reply a = rep();
+	struct node_th n[3];
+	three_nodes(url, false, n);
+	int seen = 0;
+	for (int i = 0; i < 3; i++) {
 		CHECK_INT(n[i].world, 3);
 		seen |= 1 << n[i].rank;
 	}
@@ -446,12 +492,8 @@ TEST(rdzv_client_rendezvous_over_http_and_its_keeper_hears_the_round_end)
 	CHECK_CONTAINS(lost_why, "the driver opened round 1");
 	rdzv_keep_stop(k);
 	rdzv_client_free(cx);
-	/* the status route shows the round */
 	rdzv_reply_release(&a);
-	rdzv_client_free(drv);
-	hub_daemon_stop(d);
-	hub_free(h);
-	store_close(st);
+	http_hub_stop(&x);
 	tc_err_release(&err);
 }
 
@@ -489,4 +531,142 @@ TEST(rdzv_the_drivers_rank_wins_over_a_kept_one)
 	CHECK_INT(join_want(r, 3, "c", 1, 3.2), 1);
 	CHECK_INT(rdzv_state(r), RDZV_CLOSED);
 	rdzv_free(r);
+}
+
+/* ---- a member's connection as its lease (rdzv.h note 7) ---- */
+
+/* join node (200), its request on connection con; its rank */
+static int join_on(struct rdzv *r, long long round, const char *node, double now, const void *con)
+{
+	int rank = join(r, round, node, NULL, now, 200);
+	rdzv_hold(r, node, con);
+	return rank;
+}
+
+TEST(rdzv_a_members_closed_connection_is_its_loss_at_once)
+{
+	static const int con_a = 1, con_b = 2, con_c = 3, con_b2 = 4;
+	struct rdzv *r = rdzv_new();
+	open_round(r, 0, 2, 3, 0);
+	join_on(r, 0, "a", 0, &con_a);
+	join_on(r, 0, "b", 0, &con_b);
+	join_on(r, 0, "c", 0, &con_c);
+	CHECK_INT(rdzv_state(r), RDZV_CLOSED);
+	/* b reconnected (its client's choice): its old connection's close is nothing */
+	CHECK_INT(beat(r, 0, "b", 0.5, NULL), 200);
+	rdzv_hold(r, "b", &con_b2);
+	CHECK(!rdzv_con_closed(r, &con_b, 0.6));
+	CHECK_INT(rdzv_round(r), 0);
+	/* a connection no member holds: nothing */
+	static const int other = 5;
+	CHECK(!rdzv_con_closed(r, &other, 0.6));
+	/* c's connection closes 0.7 s in, far before lost_s (3 s): c is lost now */
+	CHECK(rdzv_con_closed(r, &con_c, 0.7));
+	CHECK_INT(rdzv_round(r), 1);
+	CHECK_INT(rdzv_state(r), RDZV_JOINING);
+	CHECK(rdzv_take_dirty(r)); /* a restarted hub must know */
+	struct sbuf why = SBUF_INIT;
+	CHECK_INT(beat(r, 0, "a", 0.8, &why), 409);
+	CHECK_CONTAINS(why.buf, "node c (rank 2) lost: its connection to the hub closed");
+	/* the survivors keep their ranks; the round closes once both are back */
+	CHECK_INT(join_on(r, 1, "b", 0.9, &con_b2), 1);
+	CHECK_INT(join_on(r, 1, "a", 0.9, &con_a), 0);
+	CHECK_INT(rdzv_state(r), RDZV_CLOSED);
+	/* a leaves of its own accord: its close is no loss; the heartbeat rule still holds */
+	struct rdzv_reply a = rep();
+	rdzv_leave(r, 1, "a", 1.0, &a);
+	CHECK_INT(a.status, 200);
+	CHECK(!rdzv_con_closed(r, &con_a, 1.1));
+	CHECK_INT(rdzv_round(r), 1);
+	/* a node that is no member cannot leave */
+	rdzv_leave(r, 1, "c", 1.2, &a);
+	CHECK_INT(a.status, 409);
+	rdzv_reply_release(&a);
+	CHECK_INT(beat(r, 1, "b", 3.0, NULL), 200);
+	rdzv_tick(r, 4.5); /* a silent 3.5 s: lost by note 4 */
+	CHECK_INT(rdzv_round(r), 2);
+	sbuf_release(&why);
+	rdzv_free(r);
+}
+
+TEST(rdzv_a_joiners_closed_connection_takes_it_out_of_the_joining_round)
+{
+	static const int con_a = 1, con_b = 2;
+	struct rdzv *r = rdzv_new();
+	open_round(r, 0, 3, 3, 0);
+	join_on(r, 0, "a", 0, &con_a);
+	join_on(r, 0, "b", 0, &con_b);
+	CHECK(rdzv_con_closed(r, &con_b, 0.1));
+	CHECK_INT(rdzv_round(r), 0);
+	CHECK_INT(rdzv_state(r), RDZV_JOINING);
+	/* b is gone: two more are needed; b's rank is free again */
+	CHECK_INT(join(r, 0, "c", NULL, 0.2, 200), 1);
+	CHECK_INT(rdzv_state(r), RDZV_JOINING);
+	CHECK_INT(join(r, 0, "d", NULL, 0.3, 200), 2);
+	CHECK_INT(rdzv_state(r), RDZV_CLOSED);
+	rdzv_free(r);
+}
+
+TEST(rdzv_no_lease_when_heartbeats_are_rarer_than_the_idle_limits)
+{
+	static const int con_a = 1;
+	struct rdzv *r = rdzv_new();
+	struct rdzv_conf c = { .min = 1, .max = 1, .beat_s = RDZV_HOLD_BEAT_MAX + 1,
+			       .lost_s = 600 };
+	struct tc_err err = TC_ERR_INIT;
+	CHECK_INT(rdzv_conf_check(&c, &err), 0);
+	struct rdzv_reply a = rep();
+	rdzv_open(r, 0, &c, 0, &a);
+	rdzv_reply_release(&a);
+	join_on(r, 0, "a", 0, &con_a);
+	CHECK_INT(rdzv_state(r), RDZV_CLOSED);
+	CHECK(!rdzv_con_closed(r, &con_a, 1));
+	CHECK_INT(rdzv_round(r), 0);
+	rdzv_free(r);
+}
+
+/* The hub's answer to node's beat of round (200: a member). */
+static int beat_status(struct hub *h, int round, const char *node, struct sbuf *out)
+{
+	char body[128];
+	snprintf(body, sizeof(body), "{\"op\":\"beat\",\"round\":%d,\"node\":\"%s\"}", round, node);
+	return hub_rdzv(h, body, out);
+}
+
+TEST(rdzv_over_http_a_client_gone_without_leaving_is_lost_before_its_heartbeats_run_out)
+{
+	/* a heartbeat rule of 300 s: a loss seen within the test's time is the close's */
+	struct rdzv_conf conf = { .min = 3, .max = 3, .beat_s = 1, .lost_s = 300 };
+	struct http_hub x = { 0 };
+	http_hub_start(&x, &conf);
+	const char *url = x.url;
+	struct hub *h = x.h;
+	struct tc_err err = TC_ERR_INIT;
+	struct rdzv_reply a = rep();
+	struct node_th m[3];
+	three_nodes(url, true, m);
+	/* x ends of its own accord: its keeper's stop leaves, then its connection closes */
+	struct rdzv_keeper *k = rdzv_keep_start(m[0].c, 0, 200, NULL, NULL);
+	CHECK(k != NULL);
+	rdzv_keep_stop(k);
+	rdzv_client_free(m[0].c);
+	/* still round 0 once the hub has seen that close (a request after it is answered) */
+	struct rdzv_client *probe = rdzv_client_new(&x.o, &err);
+	CHECK_INT(rdzv_client_beat(probe, 0, &a, &err), 0);
+	rdzv_client_free(probe);
+	CHECK_INT(beat_status(h, 0, "y", NULL), 200);
+	/* z's client goes as a killed supervisor's: no leave, the connection closes */
+	rdzv_client_free(m[2].c);
+	int64_t t0 = now_mono_ms();
+	struct sbuf why = SBUF_INIT;
+	while (beat_status(h, 0, "y", NULL) == 200 && now_mono_ms() - t0 < 60000)
+		usleep(20 * 1000);
+	CHECK_INT(beat_status(h, 0, "y", &why), 409);
+	CHECK_CONTAINS(why.buf, "node z (rank ");
+	CHECK_CONTAINS(why.buf, "its connection to the hub closed");
+	rdzv_client_free(m[1].c);
+	sbuf_release(&why);
+	rdzv_reply_release(&a);
+	http_hub_stop(&x);
+	tc_err_release(&err);
 }
