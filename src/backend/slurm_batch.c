@@ -484,6 +484,14 @@ static int batch_open(struct batch *b, struct spec **s, struct sbuf *rd, struct 
 	return rc;
 }
 
+/* launch_backend_ops.release: the spares' step ends first (slurm_spare.h: slurm_spares_end). */
+static int release_node(void *ctx, const char *host, struct tc_err *err)
+{
+	struct batch *b = ctx;
+	slurm_spares_end(b->spares);
+	return slurm_release_node(ctx, host, err);
+}
+
 int slurm_batch_main(const char *home, const char *job_id, int *exit_status, struct tc_err *err)
 {
 	struct spec *s = NULL;
@@ -513,7 +521,7 @@ int slurm_batch_main(const char *home, const char *job_id, int *exit_status, str
 	b.spares = slurm_spares_new(b.exe, home, job_id, s, b.sink, alloc_hosts);
 	struct launch_backend_ops ops = { .run_attempt = srun_attempt, .ctx = &b, .where = nodes,
 					  .hosts = alloc_hosts, .spare_usable = slurm_spares_usable,
-					  .spare_ctx = b.spares, .release = slurm_release_node,
+					  .spare_ctx = b.spares, .release = release_node,
 					  .usable = slurm_node_usable };
 	if (b.remote) {
 		/* the restarts spent before a requeue: the hub counts them (none when it is away) */

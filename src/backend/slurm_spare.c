@@ -280,6 +280,12 @@ void slurm_spares_release(struct slurm_spares *sp, const char *members)
 		step_end(sp);
 }
 
+void slurm_spares_end(struct slurm_spares *sp)
+{
+	if (sp && sp->hosts)
+		step_end(sp);
+}
+
 void slurm_spares_watch(struct slurm_spares *sp, const char *members, const char *exclude)
 {
 	if (!sp || !members || !sp->alloc)

@@ -57,6 +57,14 @@ struct slurm_spares *slurm_spares_new(const char *exe, const char *home, const c
 void slurm_spares_release(struct slurm_spares *sp, const char *members);
 void slurm_spares_watch(struct slurm_spares *sp, const char *members, const char *exclude);
 /*
+ * End the spares' step now (the next slurm_spares_watch starts it again):
+ * before Slurm shrinks the job, whose resize leaves the cores of a step
+ * that ends after it counted as used (Slurm 22.05: "unable to update job's
+ * core use information due to job resizing"), so that no step could start
+ * on that spare again.
+ */
+void slurm_spares_end(struct slurm_spares *sp);
+/*
  * launch_backend_ops.spare_usable: false when host's newest check failed,
  * with its reason in *why; true when it passed or nothing is known yet.
  */
