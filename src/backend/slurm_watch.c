@@ -8,6 +8,7 @@
 #include "backend/slurm_watch.h"
 #include "backend/slurm_int.h"
 #include "core/err.h"
+#include "core/util.h"
 #include "core/xalloc.h"
 #include "hub/hub.h"
 #include "launch/launch.h"
@@ -117,14 +118,7 @@ struct slurm_watch {
 /* Wait ms or until stopped, the lock held on return; true: stopped. */
 static bool wait_locked(struct slurm_watch *w, int ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	struct timespec ts = mono_deadline(ms); /* the condvar's clock (slurm_watch_start) */
 	pthread_mutex_lock(&w->mu);
 	while (!w->stop && pthread_cond_timedwait(&w->cv, &w->mu, &ts) == 0)
 		;
@@ -211,7 +205,11 @@ struct slurm_watch *slurm_watch_start(const char *job, int round, pid_t srun,
 	w->srun = srun;
 	watch_round_init(&w->wr, round);
 	pthread_mutex_init(&w->mu, NULL);
-	pthread_cond_init(&w->cv, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->cv, &ca);
+	pthread_condattr_destroy(&ca);
 	if (pthread_create(&w->th, NULL, watch_main, w) != 0) {
 		launch_say("warning: cannot start the thread that reads the hub's verdict on lost "
 			   "nodes: a node cut off ends the attempt only when srun ends");
