@@ -424,7 +424,8 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 	/*
 	 * A node that left no outcome while another did and no stop was asked
 	 * is lost (its supervisor was killed, its host died): a failure to
-	 * recover from, although srun then stopped the others with a signal.
+	 * recover from, although srun then stopped the others with a signal;
+	 * so is one the hub found silent (slurm_watch.h: the step was ended for it).
 	 * No node at all: srun itself failed, or Slurm ended the step.
 	 */
 	bool node_lost = ((missing && missing < a->nodes) || slurm_watch_ended(w)) &&
