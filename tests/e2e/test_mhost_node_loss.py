@@ -4,12 +4,15 @@ hub declares it lost and ends the attempt's rendezvous round; the driver
 reads that verdict, ends the srun step (which a node that cannot be reached
 would keep waiting) and the attempt fails as a lost node, so that the job
 goes on with one node (`nodes: {min: 1, max: 2}`). When the cable is back,
-c2's old supervisor sends what it journaled: refused by the hub (fenced),
-nothing doubled. Every wait is on a condition."""
+c2's old supervisor sends what it journaled (or, when Slurm killed it first,
+`trainctl hub JOB --flush` sends its journal from c2's disk): refused by the
+hub (fenced), nothing doubled. And the same loss with the hub SIGKILLed right
+after it and `trainctl hub JOB` started again. Every wait is on a condition."""
 import json
 import os
 import re
 import signal
+import time
 from collections import Counter
 
 from conftest import wait_until
@@ -103,6 +106,9 @@ def test_a_node_cut_off_is_lost_fenced_and_the_job_goes_on_with_one(mhost, torch
         wait_until(while_running(proc, lambda: epoch1_and_c2(mhost, job)), 300,
                    lambda: "epoch 1 on c1: " + mhost.logs())
         old = supervisor_pid(mhost, "c2", job)
+        # the hub's address and the job's secret as c2's supervisor has them (for its journal)
+        env = dict(v.split(b"=", 1) for v in proc_file(old, "environ") if b"=" in v)
+        flush_env = {k: env[k.encode()].decode() for k in ("TRAINCTL_HUB_URL", "TRAINCTL_HUB_SECRET")}
         mhost.link("c2", False)
         try:
             # the hub's verdict, the step ended, the job on c1 alone: its events say so
@@ -117,9 +123,29 @@ def test_a_node_cut_off_is_lost_fenced_and_the_job_goes_on_with_one(mhost, torch
         late = rank_pid(mhost, 3)
         if late:
             os.kill(late, signal.SIGKILL)
-        wait_until(while_running(proc, lambda: (stored_round(mhost, job) or {}).get("fenced", 0) > 0),
-                   240, lambda: f"c2's late events refused: {stored_round(mhost, job)}\n"
+        up = time.time()
+
+        flushed = []
+
+        def fenced():
+            ended = proc.poll() is not None
+            if (stored_round(mhost, job) or {}).get("fenced", 0) > 0:
+                return True
+            if not ended and not flushed and not supervisor_pid(mhost, "c2", job):
+                # it ended with records on its disk (Slurm killed it while a request to the hub
+                # still hung from the cut): the journal of a node left behind, sent as a hub
+                # that takes over sends it (`trainctl hub JOB --flush` on the node)
+                flushed.append(mhost.tc("c2", "hub", show(mhost, job)["id"], "--flush",
+                                        env=dict(flush_env, TRAINCTL_HUB_WAIT=30), timeout=120))
+            if ended:
+                raise AssertionError(f"the job ended {time.time() - up:.0f} s after the link came back "
+                                     f"and c2's late events were not refused: {stored_round(mhost, job)}\n"
+                                     + c2_log(mhost, job) + f"\nflush: {flushed}")
+            return False
+
+        wait_until(fenced, 240, lambda: f"c2's late events refused: {stored_round(mhost, job)}\n"
                    + c2_log(mhost, job))
+        print(f"fenced {time.time() - up:.0f} s after the link came back")
         out, err = proc.communicate(timeout=400)
     finally:
         if proc.poll() is None:
