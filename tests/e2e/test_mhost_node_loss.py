@@ -17,8 +17,8 @@ from collections import Counter
 
 from conftest import wait_until
 from mhost_cluster import TRAINCTL_HOME
-from mhost_jobs import digits_spec, hub_env, mhost, node_file, ns_pids, proc_file, show, submit, try_show  # noqa: F401
-from test_multihost import db_points, log_points, rank_pid, while_running
+from mhost_jobs import (db_points, digits_spec, hub_env, log_points, mhost, node_file,  # noqa: F401
+                        ns_pids, proc_file, rank_pid, show, submit, try_show, while_running)
 
 
 def stored_round(mhost, job):
