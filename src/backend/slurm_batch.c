@@ -8,6 +8,7 @@
 #include "backend/slurm_int.h"
 #include "backend/slurm_release.h"
 #include "backend/slurm_spare.h"
+#include "backend/slurm_watch.h"
 #include "core/proc.h"
 #include "jobs/jobs.h"
 #include "core/sbuf.h"
@@ -306,16 +307,19 @@ static void step_hosts(const struct launch_attempt *a, bool excluded, struct str
 /*
  * Node n of attempt a left no outcome: the driver writes its
  * node-<n>.json itself, a failure with LAUNCH_NODE_LOST_KEY set and the host Slurm ran
- * it on, so that the attempt's cause names it (multinode.c).
+ * it on, so that the attempt's cause names it (multinode.c); cause: the hub's
+ * (slurm_watch.h), or NULL.
  */
-static void node_lost_write(struct batch *b, const struct launch_attempt *a, int n)
+static void node_lost_write(struct batch *b, const struct launch_attempt *a, int n,
+			    const char *cause)
 {
 	struct strvec hosts = STRVEC_INIT;
 	step_hosts(a, b->excluded, &hosts);
 	const char *host = n < (int)hosts.nr ? hosts.v[n] : NULL;
 	json_t *o = json_pack("{s:i, s:i, s:s, s:f, s:b, s:s, s:s?}", "node", n, "attempt",
 			      a->attempt, "state", job_state_name(JOB_FAILED), "time", now_wall(),
-			      LAUNCH_NODE_LOST_KEY, 1, "cause", LAUNCH_NODE_LOST_CAUSE, "node_name", host);
+			      LAUNCH_NODE_LOST_KEY, 1, "cause", cause ? cause : LAUNCH_NODE_LOST_CAUSE,
+			      "node_name", host);
 	char *path = launch_node_result_path(b->run_dir, a->attempt, n);
 	node_report_write(o, path);
 	free(path);
@@ -383,8 +387,12 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 	}
 	batch_srun = p.pid;
 	slurm_spares_watch(b->spares, a->hosts, a->exclude); /* the spares left, checked while they wait */
+	/* the hub's verdict on a node cut off ends the step (slurm_watch.h) */
+	struct slurm_watch *w = b->remote ? slurm_watch_start(b->job_id, a->attempt, p.pid,
+							      b->slurm_job) : NULL;
 	if (b->remote)
 		node_results(b, p.out.fd);
+	slurm_watch_stop(w); /* before the wait: srun's pid is still ours */
 	int status = 0;
 	/* a failed wait leaves status 0: the nodes' results below still decide */
 	struct tc_err ew = TC_ERR_INIT;
@@ -394,6 +402,7 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 	proc_clear(&p);
 	batch_srun = 0;
 	if (batch_term) {
+		slurm_watch_free(w);
 		*stopped = true;
 		return 0;
 	}
@@ -420,10 +429,12 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 	/*
 	 * A node that left no outcome while another did and no stop was asked
 	 * is lost (its supervisor was killed, its host died): a failure to
-	 * recover from, although srun then stopped the others with a signal.
+	 * recover from, although srun then stopped the others with a signal;
+	 * so is one the hub found silent (slurm_watch.h: the step was ended for it).
 	 * No node at all: srun itself failed, or Slurm ended the step.
 	 */
-	bool node_lost = missing && missing < a->nodes && asked != JOB_STOP_STOPPED;
+	bool node_lost = ((missing && missing < a->nodes) || slurm_watch_ended(w)) &&
+			 asked != JOB_STOP_STOPPED;
 	if (node_lost)
 		*failed = true;
 	else if ((killed && !bad) || asked == JOB_STOP_STOPPED)
@@ -443,9 +454,10 @@ static int srun_attempt(void *ctx, const struct launch_attempt *a, bool *failed,
 	}
 	if (*failed && node_lost)
 		for (int n = 0; n < a->nodes; n++)
-			if (lost[n])
-				node_lost_write(b, a, n);
+			if (slurm_watch_lost(w, n, lost[n]))
+				node_lost_write(b, a, n, slurm_watch_cause(w, n));
 	free(lost);
+	slurm_watch_free(w);
 	return 0;
 }
 

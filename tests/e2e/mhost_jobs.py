@@ -1,11 +1,12 @@
 """The multi-host cluster as a pytest fixture, and the jobs the tests run on
 it (test_multihost.py, test_multinode_leftovers.py, test_endpoint_relay.py,
-test_watchdog_multinode.py): digits across the hosts through the foreground
+test_watchdog_multinode.py, test_mhost_node_loss.py): digits across the hosts through the foreground
 `trainctl run` on login, its JSON, the files and checkpoints on each host's
 own disk, the processes of a host's namespace."""
 import json
 import os
 import subprocess
+from collections import Counter
 
 import pytest
 
@@ -51,6 +52,52 @@ restart: {{max_restarts: {restarts}, grace_seconds: 5}}
 def submit(mhost, spec):
     """`trainctl run` on login, in the background (its pid is trainctl's own)"""
     return mhost.popen("login", [mhost.trainctl, "run", "--quiet", spec], env=hub_env(mhost))
+
+
+def host_of(rank):
+    return COMPUTE[rank // 2]
+
+
+def rank_pid(mhost, rank):
+    """the pid of the python worker of global rank `rank`, on its host"""
+    for pid in ns_pids(mhost, host_of(rank)):
+        cmd, env = proc_file(pid, "cmdline"), proc_file(pid, "environ")
+        if f"RANK={rank}".encode() in env and any(a.endswith(b"train.py") for a in cmd) \
+                and b"python" in cmd[0]:
+            return pid
+    return None
+
+
+def log_points(text, rank):
+    """the metric points a worker printed (its DLLL lines), as trainctl records them"""
+    points = Counter()
+    for line in text.splitlines():
+        if not line.startswith("DLLL "):
+            continue
+        rec = json.loads(line[5:])
+        if rec.get("type") != "LOG" or not isinstance(rec.get("step"), list):
+            continue
+        for k, v in rec["data"].items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                points[(rank, k, tuple(rec["step"]), round(float(v), 9))] += 1
+    return points
+
+
+def db_points(mhost, job):
+    p = mhost.tc("login", "metrics", job, "--format", "json", timeout=120)
+    assert p.returncode == 0, p.stderr
+    return Counter((m["rank"], m["metric"], tuple(json.loads(m["step"])), round(float(m["value"]), 9))
+                   for m in json.loads(p.stdout))
+
+
+def while_running(proc, pred):
+    """pred() while the foreground run is alive; its failure, at once, when it is gone"""
+    def check():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"trainctl run ended ({proc.returncode}) first: {err[-3000:]}")
+        return pred()
+    return check
 
 
 def show(mhost, job):

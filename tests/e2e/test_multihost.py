@@ -17,9 +17,10 @@ from pathlib import Path
 
 from conftest import REPO, wait_until
 from mhost_cluster import COMPUTE, HOSTS, MultiHostCluster, TRAINCTL_HOME, _netns_list, cleanup_leftovers
-from mhost_jobs import (assert_db_only_on_login, ckpt_files, digits_spec, hub_env, mhost,  # noqa: F401
-                        node_ckpts, node_file, ns_pids, proc_file, show, submit, try_show,
-                        wait_end)  # (mhost: the fixture)
+from mhost_jobs import (assert_db_only_on_login, ckpt_files, db_points, digits_spec, host_of,  # noqa: F401
+                        hub_env, log_points, mhost, node_ckpts, node_file, ns_pids, proc_file,
+                        rank_pid, show, submit, try_show, wait_end,
+                        while_running)  # (mhost: the fixture)
 
 
 def test_srun_runs_on_both_compute_hosts(mhost):
@@ -116,35 +117,6 @@ def assert_hub_private(mhost, job):
     assert hub and all(l.split()[3].startswith(mhost.addr("login") + ":") for l in hub), ss
 
 
-def host_of(rank):
-    return COMPUTE[rank // 2]
-
-
-def rank_pid(mhost, rank):
-    """the pid of the python worker of global rank `rank`, on its host"""
-    for pid in ns_pids(mhost, host_of(rank)):
-        cmd, env = proc_file(pid, "cmdline"), proc_file(pid, "environ")
-        if f"RANK={rank}".encode() in env and any(a.endswith(b"train.py") for a in cmd) \
-                and b"python" in cmd[0]:
-            return pid
-    return None
-
-
-def log_points(text, rank):
-    """the metric points a worker printed (its DLLL lines), as trainctl records them"""
-    points = Counter()
-    for line in text.splitlines():
-        if not line.startswith("DLLL "):
-            continue
-        rec = json.loads(line[5:])
-        if rec.get("type") != "LOG" or not isinstance(rec.get("step"), list):
-            continue
-        for k, v in rec["data"].items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                points[(rank, k, tuple(rec["step"]), round(float(v), 9))] += 1
-    return points
-
-
 def worker_points(mhost, job):
     """every point of every rank, read from the rank logs on the nodes' own disks"""
     total = Counter()
@@ -153,13 +125,6 @@ def worker_points(mhost, job):
         assert f, f"no rank-{r}.log on {host_of(r)}"
         total += log_points(f.read_text(), r)
     return total
-
-
-def db_points(mhost, job):
-    p = mhost.tc("login", "metrics", job, "--format", "json", timeout=120)
-    assert p.returncode == 0, p.stderr
-    return Counter((m["rank"], m["metric"], tuple(json.loads(m["step"])), round(float(m["value"]), 9))
-                   for m in json.loads(p.stdout))
 
 
 def assert_exactly_once(mhost, job):
@@ -179,16 +144,6 @@ def assert_exactly_once(mhost, job):
 def ended(mhost, job):
     j = try_show(mhost, job)
     return j if j and j["state"] in ENDED else None
-
-
-def while_running(proc, pred):
-    """pred() while the foreground run is alive; its failure, at once, when it is gone"""
-    def check():
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            raise AssertionError(f"trainctl run ended ({proc.returncode}) first: {err[-3000:]}")
-        return pred()
-    return check
 
 
 def test_digits_across_hosts_restart_and_resume(mhost, torch_available):
