@@ -156,15 +156,26 @@ static void lines_rounds(struct sbuf *out, json_t *rounds)
 	}
 }
 
-static void lines_workers(struct sbuf *out, json_t *workers)
+/*
+ * ended: the job has ended.  A worker with no end recorded runs only in the
+ * newest attempt of a job that has not ended; elsewhere its end was never
+ * told (its node was lost, or cut off and fenced).
+ */
+static void lines_workers(struct sbuf *out, json_t *workers, bool ended)
 {
 	size_t i;
 	json_t *w;
+	long long newest = 0;
+	json_array_foreach(workers, i, w)
+		if (num(w, "attempt") > newest)
+			newest = num(w, "attempt");
 	sbuf_addf(out, "\nworkers:\n  %-7s %-5s %-8s %s\n", "ATTEMPT", "RANK", "PID", "END");
 	json_array_foreach(workers, i, w) {
 		sbuf_addf(out, "  %-7lld %-5lld %-8lld ", num(w, "attempt"), num(w, "rank"), num(w, "pid"));
 		int sig = (int)num(w, "signal");
-		if (!json_is_number(get(w, "ended")))
+		if (!json_is_number(get(w, "ended")) && (ended || num(w, "attempt") < newest))
+			sbuf_adds(out, "no end recorded");
+		else if (!json_is_number(get(w, "ended")))
 			sbuf_adds(out, job_state_name(JOB_RUNNING));
 		else if (sig)
 			sbuf_addf(out, "killed by signal %d (%s)", sig, strsignal(sig));
@@ -326,7 +337,7 @@ void jobs_show_text(json_t *o, struct sbuf *out)
 		sbuf_addf(out, "%-10s %lld\n", "exit", num(o, "exit_code"));
 	lines_spec(out, get(o, "spec"));
 	lines_events(out, get(o, "events"));
-	lines_workers(out, get(o, "workers_history"));
+	lines_workers(out, get(o, "workers_history"), json_is_number(get(o, "ended")));
 	if (json_is_object(get(o, "diagnostics")))
 		lines_diagnostics(out, get(o, "diagnostics"));
 	lines_notifications(out, get(o, "notifications"));

@@ -263,9 +263,21 @@ static int attempt_lost(struct mn *m, int attempt, struct sbuf *who)
  */
 static void note_node_lost(struct mn *m, const char *who, int restarts)
 {
+	/* the first lost node's cause: the backend's (the hub's verdict on a silent node) */
+	struct sbuf why = SBUF_INIT;
+	for (int n = 0; n < m->nodes && !why.len; n++) {
+		char *path = launch_node_result_path(m->run_dir, m->attempt, n);
+		json_t *o = json_load_file(path, 0, NULL);
+		free(path);
+		const char *c = json_string_value(json_object_get(o, "cause"));
+		if (json_is_true(json_object_get(o, LAUNCH_NODE_LOST_KEY)) && c && *c)
+			sbuf_adds(&why, c);
+		json_decref(o);
+	}
 	struct sbuf t = SBUF_INIT;
 	sbuf_addf(&t, "%s lost in attempt %d: %s; restart %d of %d", who, m->attempt,
-		  LAUNCH_NODE_LOST_CAUSE, restarts, m->s->max_restarts);
+		  why.len ? why.buf : LAUNCH_NODE_LOST_CAUSE, restarts, m->s->max_restarts);
+	sbuf_release(&why);
 	struct tc_err e = TC_ERR_INIT;
 	if (sink_note(m->sink, m->job_id, JOB_NOTE_NODE_LOST, t.buf, &e))
 		say(m, "warning: %s", e.msg);

@@ -8,6 +8,7 @@ c2's old supervisor sends what it journaled (or, when Slurm killed it first,
 `trainctl hub JOB --flush` sends its journal from c2's disk): refused by the
 hub (fenced), nothing doubled. And the same loss with the hub SIGKILLed right
 after it and `trainctl hub JOB` started again. Every wait is on a condition."""
+import fcntl
 import json
 import os
 import re
@@ -96,6 +97,9 @@ def assert_lost_by_the_hubs_verdict(j):
     assert len(restarting) == 1, j["events"]
     assert re.match(r"node 1 \(c2\) lost: no heartbeat for \d+ s", restarting[0]), restarting
     assert j["restarts_by_cause"] == {"node_lost": 1, "worker_failed": 0}, j
+    lost = [e["reason"] for e in j["events"] if e.get("kind") == "node_lost"]
+    assert len(lost) == 1 and re.match(r"node_lost: node 1 \(c2\) lost in attempt 0: no heartbeat for \d+ s;",
+                                       lost[0]), lost
     assert "node 1 (c2) left out, no spare left: going on with 1 node" in running_reasons(j)[1]
 
 
@@ -160,6 +164,21 @@ def test_a_node_cut_off_is_lost_fenced_and_the_job_goes_on_with_one(mhost, torch
     assert_nothing_doubled(mhost, job)
 
 
+def hub_holds(mhost, jid):
+    """a hub holds job jid on login (slurm_hub.c: its lock, taken before it listens)"""
+    try:
+        fd = os.open(mhost.path("login", f"{TRAINCTL_HOME}/hub/{jid}.lock"), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
 def test_a_hub_restarted_during_the_round_change(mhost, torch_available):
     """the hub (the foreground run) SIGKILLed right after it declared c2 lost, then
     `trainctl hub JOB` started: the new round forms on c1, the job succeeds, nothing doubled"""
@@ -180,6 +199,9 @@ def test_a_hub_restarted_during_the_round_change(mhost, torch_available):
             proc.send_signal(signal.SIGKILL)
             proc.communicate(timeout=60)
             hub = mhost.popen("login", [mhost.trainctl, "hub", jid], env=hub_env(mhost))
+            # a reader (one_node's show) revives a hub of its own while none answers: wait until
+            # ours holds the job, or the two race and ours may be the one that leaves
+            wait_until(while_running(hub, lambda: hub_holds(mhost, jid)), 60, "the new hub's hold on the job")
             wait_until(while_running(hub, lambda: one_node(mhost, job)), 240,
                        lambda: f"the job on one node: {try_show(mhost, job)}" + mhost.logs())
         finally:

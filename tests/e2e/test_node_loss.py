@@ -9,6 +9,7 @@ supervise-node JOB` whose srun task is node 1) and killed with SIGKILL, as
 when a host dies (node_loss_helpers.py). Every wait is on a condition."""
 import json
 import os
+import re
 import subprocess
 
 from conftest import ENV_DUMP, REPO, chromium_or_fail, job_id_in, notes, poll, rank_log, show, wait_until
@@ -92,6 +93,11 @@ def test_a_spare_takes_the_lost_node_rank(slurm_tc, cluster, tmp_path, home, tra
     running = [e["reason"] for e in j["events"] if e["state"] == "running" and "kind" not in e]
     assert len(running) == 2 and "spare n3 takes node 1 in place of n2" in running[1], running
     assert "attempt 1 node 1 rank 1 of 2" in rank_log(j, 1), rank_log(j, 1)
+    # the lost node's worker told no end: `show` does not call it running once the job ended
+    text = slurm_tc("show", job).stdout
+    workers = text.split("\nworkers:\n", 1)[1].split("\n\n", 1)[0]
+    assert re.search(r"^  0 +1 +\d+ +no end recorded$", workers, re.M), workers
+    assert "running" not in workers, workers
     # the batch script asked for the spare and for an allocation that outlives a node
     script = open(os.path.join(j["run_dir"], "job.sbatch")).read()
     assert "#SBATCH --nodes=3\n" in script and "#SBATCH --no-kill\n" in script, script
