@@ -25,11 +25,19 @@ from mhost_jobs import (db_points, digits_spec, hub_env, log_points, mhost, node
 def stored_round(mhost, job):
     """the hub's rendezvous round as it keeps it in login's database (hub/rdzv.h note 6),
     read on login (SQLite resolves /proc/PID/root to this host's /)"""
-    p = mhost.run("login", ["sqlite3", "-readonly", TRAINCTL_HOME + "/trainctl.db",
-                            "SELECT r.round FROM hub_rdzv r JOIN jobs j ON j.id = r.job_id "
-                            f"WHERE j.name = '{job}'"], timeout=60)
+    p = mhost.run("login", ["/usr/bin/python3", "-c", READ_ROUND, TRAINCTL_HOME + "/trainctl.db", job],
+                  timeout=60)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout) if p.stdout.strip() else None
+
+
+# python's own sqlite3 module (no sqlite3 program on a fresh machine), read-only
+READ_ROUND = """import sqlite3, sys
+db = sqlite3.connect("file:" + sys.argv[1] + "?mode=ro", uri=True, timeout=30)
+row = db.execute("SELECT r.round FROM hub_rdzv r JOIN jobs j ON j.id = r.job_id WHERE j.name = ?",
+                 (sys.argv[2],)).fetchone()
+print(row[0] if row else "")
+"""
 
 
 def supervisor_pid(mhost, host, job):
