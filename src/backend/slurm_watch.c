@@ -11,6 +11,7 @@
 #include "core/util.h"
 #include "core/xalloc.h"
 #include "hub/hub.h"
+#include "hub/rdzv.h"
 #include "launch/launch.h"
 
 #include <pthread.h>
@@ -84,8 +85,15 @@ bool watch_round_update(struct watch_round *w, const json_t *rdzv)
 	}
 	if (round <= w->round)
 		return false; /* not closed yet, or a hub that has not heard of the round */
-	w->ended = true;
 	const char *why = json_string_value(json_object_get(rdzv, "why"));
+	/*
+	 * Only a silent member is ours to act on: a supervisor whose connection
+	 * closed is dead, and srun sees its task end by itself, so the attempt
+	 * gets one cause whichever of the two comes first.
+	 */
+	if (!why || !strstr(why, RDZV_WHY_SILENT))
+		return false;
+	w->ended = true;
 	sbuf_adds(&w->why, why && *why ? why : "the hub ended the round");
 	cause_of(w->why.buf, &w->cause);
 	/* lost: seen in the closed round, and neither a survivor kept for the next nor in it */

@@ -446,7 +446,7 @@ void rdzv_tick(struct rdzv *r, double now)
 	}
 	if (lost.len) {
 		sbuf_reset(&r->why);
-		sbuf_addf(&r->why, "round %lld ended: node %s lost: no heartbeat for %g s", r->round,
+		sbuf_addf(&r->why, "round %lld ended: node %s " RDZV_WHY_SILENT "%g s", r->round,
 			  lost.buf, r->conf.lost_s);
 		next_round(r, r->round + 1, true, now);
 	}

@@ -111,6 +111,12 @@ void rdzv_hold(struct rdzv *r, const char *node, const void *con);
  * when the round changed.
  */
 bool rdzv_con_closed(struct rdzv *r, const void *con, double now);
+/*
+ * The words of a round's "why" when members went silent (rdzv_tick), not
+ * when a connection closed: a reader tells a silent node (a link cut, a
+ * hung host) from a dead supervisor by them (backend/slurm_watch.c).
+ */
+#define RDZV_WHY_SILENT "lost: no heartbeat for "
 /* Windows that ran out, members gone silent (notes 2, 4). */
 void rdzv_tick(struct rdzv *r, double now);
 /* Did something change that a restarted hub must know (note 6)?  Clears it. */

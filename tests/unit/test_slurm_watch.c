@@ -123,3 +123,24 @@ TEST(watch_that_never_saw_the_round_closed_names_no_member)
 	watch_round_release(&w);
 	rdzv_free(r);
 }
+
+TEST(watch_leaves_a_dead_supervisor_to_srun)
+{
+	/* a member whose connection closed (killed: rdzv_con_closed) ends the round too, but
+	 * srun sees its task end by itself: the driver acts only on a silent member, so the
+	 * attempt's cause is the same whichever comes first */
+	struct rdzv *r = rdzv_new();
+	struct watch_round w;
+	int con;
+	watch_round_init(&w, 0);
+	open_round(r, 0, 2, 0);
+	join(r, 0, "c1", 0, 0.1);
+	join(r, 0, "c2", 1, 0.2);
+	rdzv_hold(r, "c2", &con);
+	CHECK(!update(&w, r, 0.5));
+	CHECK(rdzv_con_closed(r, &con, 1.0));
+	CHECK(!update(&w, r, 1.1));
+	CHECK(!w.ended);
+	watch_round_release(&w);
+	rdzv_free(r);
+}
