@@ -227,6 +227,11 @@ slurm: {gres: none, extra: ["--nodes=2"]}
             "unhealthy: node 0 (n1): gpu 0 failed its health check"), events
         j = json.loads(subprocess.run([str(trainctl), "show", "sick-node", "--json"], env=full,
                                       capture_output=True, text=True, check=True).stdout)
-        assert [e["kind"] for e in j["events"] if e.get("kind")] == ["unhealthy"], j["events"]
+        # one finding; each attempt's round note (docs/slurm.md, "Rounds") beside it
+        assert [e["kind"] for e in j["events"] if e.get("kind") not in (None, "round")] \
+            == ["unhealthy"], j["events"]
+        rounds = j["rounds"]
+        assert [r["members"] for r in rounds] == [["n1"], ["n2"]], rounds
+        assert [(x["host"], x["why"]) for x in rounds[1]["left_out"]] == [("n1", "unhealthy")], rounds
     finally:
         cluster.stop()
